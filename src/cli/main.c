@@ -1,0 +1,128 @@
+/* tiertrain's command line: train | plan | tokenize. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/config.h"
+#include "train/byte_tokenizer.h"
+#include "train/trainer.h"
+
+#define TT_VERSION "0.1.0"
+
+static void print_usage(FILE *out) {
+    fputs("tiertrain " TT_VERSION ": trains Llama / Qwen / Mistral models with every tensor placed in a memory tier\n"
+          "\n"
+          "usage:\n"
+          "  tiertrain train --config run.yaml [--resume] [key=value ...]   train (see `tiertrain train --help`)\n"
+          "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
+          "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
+          "  tiertrain --version\n",
+          out);
+}
+
+typedef struct command_args {
+    const char *config_path;
+    bool resume;
+    bool help;
+    char **overrides;
+    int override_count;
+} command_args;
+
+static void parse_command_args(int argc, char **argv, command_args *a, const char *command) {
+    memset(a, 0, sizeof(*a));
+    a->overrides = tt_xcalloc((size_t)argc + 1, sizeof(char *), "arguments");
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--config") == 0 || strcmp(arg, "-c") == 0) {
+            if (i + 1 >= argc) tt_die("%s: --config needs a file name", command);
+            a->config_path = argv[++i];
+        } else if (strncmp(arg, "--config=", 9) == 0) {
+            a->config_path = arg + 9;
+        } else if (strcmp(arg, "--resume") == 0 && strcmp(command, "train") == 0) {
+            a->resume = true;
+        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            a->help = true;
+        } else if (arg[0] != '-' && strchr(arg, '=')) {
+            a->overrides[a->override_count++] = argv[i];
+        } else {
+            tt_die("%s: unknown argument '%s'; expected --config FILE%s, --help, or key=value overrides", command, arg,
+                   strcmp(command, "train") == 0 ? ", --resume" : "");
+        }
+    }
+}
+
+static int run_train_or_plan(int argc, char **argv, bool train) {
+    const char *command = train ? "train" : "plan";
+    command_args a;
+    parse_command_args(argc, argv, &a, command);
+    if (a.help) {
+        printf("usage: tiertrain %s --config run.yaml%s [key=value ...]\n\n", command, train ? " [--resume]" : "");
+        tt_run_config_print_help(stdout);
+        free(a.overrides);
+        return 0;
+    }
+    if (!a.config_path && a.override_count == 0)
+        tt_die("%s: no configuration; pass --config run.yaml (and/or key=value overrides); see `tiertrain %s --help`",
+               command, command);
+    tt_run_config run;
+    tt_run_config_defaults(&run);
+    tt_run_config_load(&run, a.config_path, a.override_count, a.overrides);
+    tt_run_config_validate(&run);
+    int status = 0;
+    if (train)
+        status = tt_train(&run, a.resume);
+    else
+        tt_print_run_plan(&run, stdout);
+    tt_run_config_free(&run);
+    free(a.overrides);
+    return status;
+}
+
+static int run_tokenize(int argc, char **argv) {
+    const char *output = NULL;
+    bool bytes = false;
+    char **inputs = tt_xcalloc((size_t)argc + 1, sizeof(char *), "arguments");
+    int input_count = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--bytes") == 0) {
+            bytes = true;
+        } else if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
+            if (i + 1 >= argc) tt_die("tokenize: %s needs a file name", argv[i]);
+            output = argv[++i];
+        } else if (argv[i][0] == '-') {
+            tt_die("tokenize: unknown option '%s'; usage: tiertrain tokenize --bytes -o out.tok FILE...", argv[i]);
+        } else {
+            inputs[input_count++] = argv[i];
+        }
+    }
+    if (!bytes)
+        tt_die("tokenize: only the built-in byte-level tokenizer exists (--bytes); for a model's own tokenizer use "
+               "tools/tokenize_hf.py (see docs/token_format.md)");
+    if (!output || input_count == 0) tt_die("tokenize: usage: tiertrain tokenize --bytes -o out.tok FILE...");
+    tt_tokenize_bytes(inputs, input_count, output);
+    free(inputs);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return 1;
+    }
+    const char *command = argv[1];
+    if (strcmp(command, "train") == 0) return run_train_or_plan(argc - 2, argv + 2, true);
+    if (strcmp(command, "plan") == 0) return run_train_or_plan(argc - 2, argv + 2, false);
+    if (strcmp(command, "tokenize") == 0) return run_tokenize(argc - 2, argv + 2);
+    if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
+        puts("tiertrain " TT_VERSION);
+        return 0;
+    }
+    if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 || strcmp(command, "help") == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "tiertrain: error: unknown command '%s'\n\n", command);
+    print_usage(stderr);
+    return 1;
+}

@@ -1,0 +1,36 @@
+/* What a run tells its user: the live progress line on the terminal and one JSON object per
+ * logged step in <output_dir>/metrics.jsonl. */
+#ifndef TT_CLI_REPORT_H
+#define TT_CLI_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/arena.h"
+
+typedef struct tt_step_report {
+    int64_t step;          /* optimizer steps done (1-based after the first) */
+    int64_t total_steps;
+    double loss;
+    double learning_rate;
+    double grad_norm;
+    int64_t tokens;        /* tokens this step */
+    double step_seconds;
+    double elapsed_seconds;/* since training started (this process) */
+    int64_t steps_this_run;/* steps done since this process started */
+} tt_step_report;
+
+typedef struct tt_reporter {
+    FILE *metrics;         /* metrics.jsonl, appended */
+    bool live;             /* progress on a terminal: rewrite one line */
+    bool enabled;          /* the progress key */
+    const tt_arena *arenas[4];
+} tt_reporter;
+
+void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress);
+void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool print_line);
+void tt_reporter_eval(tt_reporter *r, int64_t step, double eval_loss, int64_t tokens);
+void tt_reporter_close(tt_reporter *r);
+
+#endif

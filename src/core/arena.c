@@ -1,0 +1,85 @@
+#include "core/arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+void tt_arena_init(tt_arena *arena, tt_tier tier, void *base, size_t capacity, size_t budget,
+                   void (*release_block)(void *base)) {
+    memset(arena, 0, sizeof(*arena));
+    arena->tier = tier;
+    arena->base = base;
+    arena->capacity = capacity;
+    arena->budget = budget;
+    arena->release_block = release_block;
+    TT_CHECK(((uintptr_t)base % TT_ALIGNMENT) == 0, "arena block for tier %s is not aligned",
+             tt_tier_name(tier));
+}
+
+void tt_arena_destroy(tt_arena *arena) {
+    if (arena->base && arena->release_block) arena->release_block(arena->base);
+    free(arena->records);
+    memset(arena, 0, sizeof(*arena));
+}
+
+void *tt_arena_push(tt_arena *arena, size_t bytes, tt_class cls, const char *what) {
+    size_t aligned = tt_align_up(bytes);
+    if (aligned > arena->capacity - arena->used) {
+        char asked[32], used[32], cap[32], budget[32];
+        tt_die("the %s tier is full: %s asked for %s with %s of %s in use (budget %s); "
+               "raise the %s budget, lower sequence_len or micro_batch_size, or enable "
+               "gradient_checkpointing",
+               tt_tier_name(arena->tier), what, tt_format_bytes(aligned, asked, sizeof asked),
+               tt_format_bytes(arena->used, used, sizeof used),
+               tt_format_bytes(arena->capacity, cap, sizeof cap),
+               tt_format_bytes(arena->budget, budget, sizeof budget), tt_tier_name(arena->tier));
+    }
+    if (arena->record_count == arena->record_capacity) {
+        arena->record_capacity = arena->record_capacity ? 2 * arena->record_capacity : 256;
+        arena->records = tt_xrealloc(arena->records,
+                                     sizeof(tt_arena_record) * (size_t)arena->record_capacity,
+                                     "arena records");
+    }
+    tt_arena_record *r = &arena->records[arena->record_count++];
+    r->offset = arena->used;
+    r->bytes = aligned;
+    r->cls = cls;
+    void *p = arena->base + arena->used;
+    arena->used += aligned;
+    if (arena->used > arena->peak) arena->peak = arena->used;
+    arena->class_now[cls] += aligned;
+    if (arena->class_now[cls] > arena->class_peak[cls]) arena->class_peak[cls] = arena->class_now[cls];
+    return p;
+}
+
+tt_arena_mark tt_arena_get_mark(const tt_arena *arena) { return arena->record_count; }
+
+void tt_arena_pop_to(tt_arena *arena, tt_arena_mark mark) {
+    TT_CHECK(mark >= 0 && mark <= arena->record_count, "bad arena mark %d (have %d records)", mark,
+             arena->record_count);
+    while (arena->record_count > mark) {
+        tt_arena_record *r = &arena->records[--arena->record_count];
+        arena->class_now[r->cls] -= r->bytes;
+        arena->used = r->offset;
+    }
+}
+
+void tt_arena_reset_peaks(tt_arena *arena) {
+    arena->peak = arena->used;
+    memcpy(arena->class_peak, arena->class_now, sizeof(arena->class_peak));
+}
+
+void *tt_host_block_alloc(size_t bytes) {
+    if (bytes == 0) return NULL;
+    void *p = aligned_alloc(TT_ALIGNMENT, tt_align_up(bytes));
+    if (!p) {
+        char b[32];
+        tt_die("out of host memory: could not reserve the host arena of %s; lower sequence_len, "
+               "micro_batch_size or the model size",
+               tt_format_bytes(bytes, b, sizeof b));
+    }
+    return p;
+}
+
+void tt_host_block_free(void *base) { free(base); }

@@ -1,0 +1,92 @@
+#include "core/check.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tt_die(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("tiertrain: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(TT_EXIT_INPUT_ERROR);
+}
+
+void tt_check_failed(const char *file, int line, const char *expr, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "tiertrain: internal error at %s:%d: check `%s` failed: ", file, line, expr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void tt_warn(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("tiertrain: warning: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void tt_info(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+void *tt_xmalloc(size_t bytes, const char *what) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) tt_die("out of host memory: %zu bytes for %s", bytes, what);
+    return p;
+}
+
+void *tt_xcalloc(size_t count, size_t size, const char *what) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) tt_die("out of host memory: %zu x %zu bytes for %s", count, size, what);
+    return p;
+}
+
+void *tt_xrealloc(void *ptr, size_t bytes, const char *what) {
+    void *p = realloc(ptr, bytes ? bytes : 1);
+    if (!p) tt_die("out of host memory: %zu bytes for %s", bytes, what);
+    return p;
+}
+
+char *tt_xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = tt_xmalloc(n, "a string");
+    memcpy(p, s, n);
+    return p;
+}
+
+size_t tt_mul_size(size_t a, size_t b, const char *what) {
+    if (a != 0 && b > SIZE_MAX / a) tt_die("size overflow computing %s (%zu x %zu)", what, a, b);
+    return a * b;
+}
+
+const char *tt_format_bytes(size_t bytes, char *buf, size_t buf_size) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, buf_size, "%zu B", bytes);
+    else
+        snprintf(buf, buf_size, "%.2f %s", v, units[u]);
+    return buf;
+}

@@ -1,0 +1,42 @@
+/* Errors and checks.
+ *
+ * Two kinds of failure, two macros:
+ *  - tt_die(): the user's input is wrong (a file, a key, a value). Prints one
+ *    "tiertrain: error: ..." line naming what was wrong and what to do, runs the
+ *    atexit cleanups (temporary files, offload files) and exits with status 1.
+ *    Checkpoints are written atomically, so dying never leaves a half checkpoint.
+ *  - TT_CHECK(): an internal invariant. Prints file:line and aborts; a failure is
+ *    a bug in tiertrain, not in the user's input. */
+#ifndef TT_CORE_CHECK_H
+#define TT_CORE_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdnoreturn.h>
+
+#define TT_EXIT_INPUT_ERROR 1
+
+noreturn void tt_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+noreturn void tt_check_failed(const char *file, int line, const char *expr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void tt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tt_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define TT_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        if (!(cond)) tt_check_failed(__FILE__, __LINE__, #cond, __VA_ARGS__); \
+    } while (0)
+
+/* Must-allocators: out of host memory is reported with the bytes asked and what for. */
+void *tt_xmalloc(size_t bytes, const char *what);
+void *tt_xcalloc(size_t count, size_t size, const char *what);
+void *tt_xrealloc(void *ptr, size_t bytes, const char *what);
+char *tt_xstrdup(const char *s);
+
+/* Overflow-checked size arithmetic: every byte count in tiertrain is 64-bit. */
+size_t tt_mul_size(size_t a, size_t b, const char *what);
+
+/* Human-readable bytes ("1.50 GiB") into buf; returns buf. */
+const char *tt_format_bytes(size_t bytes, char *buf, size_t buf_size);
+
+#endif

@@ -1,0 +1,87 @@
+/* The run configuration: a YAML file with axolotl's key names where they exist, plus
+ * key=value overrides from the command line. Every key is declared once in the key
+ * table (config.c): name, type, default, valid values, one line of help. Unknown keys,
+ * wrong types and out-of-range values are errors that name the key and the valid
+ * values; keys of features that are not built yet are rejected as "not available yet",
+ * never ignored. */
+#ifndef TT_CORE_CONFIG_H
+#define TT_CORE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum tt_lr_scheduler { TT_LR_COSINE, TT_LR_LINEAR, TT_LR_CONSTANT } tt_lr_scheduler;
+typedef enum tt_device_kind { TT_DEVICE_CPU, TT_DEVICE_CUDA } tt_device_kind;
+
+#define TT_MAX_DATASETS 16
+
+typedef struct tt_run_config {
+    /* model */
+    char *base_model;        /* directory with config.json and model.safetensors(.index.json) */
+    char *model_config;      /* a config.json (or a directory holding one): random init */
+    double initializer_range;/* std of the random init (default: config.json's, else 0.02) */
+    /* data */
+    char *datasets[TT_MAX_DATASETS]; /* token files (datasets: [{path: ...}]) */
+    int dataset_count;
+    double val_set_size;     /* < 1: fraction of sequences held out; >= 1: a count */
+    int64_t sequence_len;
+    int64_t micro_batch_size;
+    int64_t gradient_accumulation_steps;
+    /* optimisation */
+    char *optimizer;         /* adamw_torch (also accepted: adamw_torch_fused) */
+    double learning_rate;
+    tt_lr_scheduler lr_scheduler;
+    int64_t warmup_steps;
+    double warmup_ratio;     /* used when warmup_steps is not given */
+    double cosine_min_lr_ratio;
+    int64_t max_steps;       /* 0: use num_epochs */
+    double num_epochs;
+    double weight_decay;
+    double max_grad_norm;    /* 0: no clipping */
+    double adam_beta1, adam_beta2, adam_epsilon;
+    int64_t seed;
+    /* output and evaluation */
+    char *output_dir;
+    int64_t save_steps;      /* 0: only at the end */
+    int64_t eval_steps;      /* 0: only at the end (if there is an eval set) */
+    int64_t logging_steps;
+    char *resume_from_checkpoint; /* a checkpoint directory; --resume picks the latest */
+    int64_t max_shard_bytes;  /* max_shard_size: larger models are saved in shards (0: 5GB) */
+    /* memory */
+    bool gradient_checkpointing;
+    int64_t loss_chunk_size; /* tokens per LM-head + cross-entropy chunk */
+    int64_t host_memory_budget; /* bytes; 0: the machine's physical memory */
+    /* execution */
+    tt_device_kind device;
+    int64_t num_threads;     /* 0: all cores */
+    bool progress;           /* live progress line */
+    int activation_offloading; /* index in false|true|legacy|disk|hidden_states (only false today) */
+    int bf16;                /* index in false|auto|true (true needs the CUDA backend) */
+    bool fp16, tf32;         /* only false today */
+} tt_run_config;
+
+void tt_run_config_defaults(tt_run_config *config);
+
+/* Loads a YAML file (path may be NULL: defaults only), then applies overrides given as
+ * "key=value" strings (the value parsed as a YAML scalar or flow collection). Dies with a
+ * message naming the file, line, key and valid values on any error. */
+void tt_run_config_load(tt_run_config *config, const char *path, int override_count,
+                        char *const *overrides);
+
+/* Cross-key checks (e.g. base_model xor model_config, datasets present). */
+void tt_run_config_validate(const tt_run_config *config);
+
+/* `tiertrain train --help`: every key, its type, default and one line of help. */
+void tt_run_config_print_help(FILE *out);
+
+/* Writes the effective configuration as YAML (saved next to checkpoints). */
+void tt_run_config_write_yaml(const tt_run_config *config, FILE *out);
+
+void tt_run_config_free(tt_run_config *config);
+
+/* Parses sizes such as "24GiB", "512MB", "1073741824" into bytes; -1 on error. */
+int64_t tt_parse_bytes(const char *text);
+
+#endif

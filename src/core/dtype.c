@@ -1,0 +1,142 @@
+#include "core/dtype.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/check.h"
+
+size_t tt_dtype_size(tt_dtype dtype) {
+    switch (dtype) {
+    case TT_F32: return 4;
+    case TT_BF16: return 2;
+    case TT_F16: return 2;
+    case TT_F64: return 8;
+    case TT_I32: return 4;
+    case TT_I64: return 8;
+    default: TT_CHECK(0, "unknown dtype %d", (int)dtype);
+    }
+}
+
+static const char *const safetensors_names[TT_DTYPE_COUNT] = {"F32", "BF16", "F16", "F64", "I32", "I64"};
+static const char *const torch_names[TT_DTYPE_COUNT] = {"float32", "bfloat16", "float16", "float64", "int32", "int64"};
+
+const char *tt_dtype_safetensors_name(tt_dtype dtype) { return safetensors_names[dtype]; }
+const char *tt_dtype_torch_name(tt_dtype dtype) { return torch_names[dtype]; }
+
+int tt_dtype_from_safetensors_name(const char *name, tt_dtype *out) {
+    for (int i = 0; i < TT_DTYPE_COUNT; i++)
+        if (strcmp(name, safetensors_names[i]) == 0) {
+            *out = (tt_dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
+int tt_dtype_from_torch_name(const char *name, tt_dtype *out) {
+    for (int i = 0; i < TT_DTYPE_COUNT; i++)
+        if (strcmp(name, torch_names[i]) == 0) {
+            *out = (tt_dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
+float tt_bf16_to_f32(uint16_t v) {
+    uint32_t bits = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t tt_f32_to_bf16(float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40); /* quiet NaN */
+    uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)((bits + rounding) >> 16);
+}
+
+float tt_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exponent = (h >> 10) & 0x1fu;
+    uint32_t mantissa = h & 0x3ffu;
+    uint32_t bits;
+    if (exponent == 0) {
+        if (mantissa == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do {
+                e++;
+                mantissa <<= 1;
+            } while ((mantissa & 0x400u) == 0);
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mantissa & 0x3ffu) << 13);
+        }
+    } else if (exponent == 31) {
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    } else {
+        bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t tt_f32_to_f16(float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+    uint32_t abs_bits = bits & 0x7fffffffu;
+    if (abs_bits > 0x7f800000u) return sign | 0x7e00u;          /* NaN */
+    if (abs_bits >= 0x477ff000u) return sign | 0x7c00u;         /* overflow to inf */
+    if (abs_bits < 0x33000001u) return sign;                    /* underflow to zero */
+    int32_t exponent = (int32_t)(abs_bits >> 23) - 127 + 15;
+    uint32_t mantissa = (abs_bits & 0x7fffffu) | 0x800000u;
+    int shift = exponent <= 0 ? 14 - exponent : 13;             /* subnormals shift further */
+    if (exponent <= 0) exponent = 0;
+    uint32_t half = mantissa >> shift;
+    uint32_t rest = mantissa & ((1u << shift) - 1);
+    uint32_t midpoint = 1u << (shift - 1);
+    if (rest > midpoint || (rest == midpoint && (half & 1u))) half++;
+    if (exponent == 0) return sign | (uint16_t)half; /* carry into the exponent is correct */
+    return sign | (uint16_t)(((uint32_t)exponent << 10) + (half & 0x3ffu) + ((half >> 10) - 1) * 0x400u);
+}
+
+void tt_convert_to_f32(float *dst, const void *src, tt_dtype src_dtype, size_t n) {
+    switch (src_dtype) {
+    case TT_F32: memcpy(dst, src, n * 4); break;
+    case TT_BF16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = tt_bf16_to_f32(s[i]);
+        break;
+    }
+    case TT_F16: {
+        const uint16_t *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = tt_f16_to_f32(s[i]);
+        break;
+    }
+    case TT_F64: {
+        const double *s = src;
+        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    default: TT_CHECK(0, "cannot convert dtype %s to float32", tt_dtype_safetensors_name(src_dtype));
+    }
+}
+
+void tt_convert_from_f32(void *dst, tt_dtype dst_dtype, const float *src, size_t n) {
+    switch (dst_dtype) {
+    case TT_F32: memcpy(dst, src, n * 4); break;
+    case TT_BF16: {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = tt_f32_to_bf16(src[i]);
+        break;
+    }
+    case TT_F16: {
+        uint16_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = tt_f32_to_f16(src[i]);
+        break;
+    }
+    default: TT_CHECK(0, "cannot convert float32 to dtype %s", tt_dtype_safetensors_name(dst_dtype));
+    }
+}

@@ -1,0 +1,59 @@
+#include "memory/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
+                         tt_tier compute_tier) {
+    memset(plan, 0, sizeof(*plan));
+    plan->num_layers = model->num_layers;
+    plan->compute_tier = compute_tier;
+    plan->micro_batch = run->micro_batch_size;
+    plan->seq_len = run->sequence_len;
+    int64_t tokens = run->micro_batch_size * run->sequence_len;
+    plan->loss_chunk = run->loss_chunk_size < tokens ? run->loss_chunk_size : tokens;
+    plan->activation_bytes = 4;
+    plan->weight_bytes = 4;
+    plan->master_bytes = 0;
+    plan->layers = tt_xcalloc((size_t)model->num_layers, sizeof(tt_layer_plan), "plan");
+    for (int64_t l = 0; l < model->num_layers; l++) {
+        tt_layer_plan *lp = &plan->layers[l];
+        /* gradient_checkpointing: keep only each layer's input, recompute the layer. */
+        lp->saved_activations = run->gradient_checkpointing ? TT_ACTIVATIONS_RECOMPUTE : TT_ACTIVATIONS_KEEP;
+        lp->saved_activation_tier = compute_tier;
+        lp->layer_input_tier = compute_tier;
+    }
+}
+
+void tt_plan_free(tt_plan *plan) {
+    free(plan->layers);
+    memset(plan, 0, sizeof(*plan));
+}
+
+const char *tt_activation_policy_name(tt_activation_policy policy) {
+    return policy == TT_ACTIVATIONS_KEEP ? "keep" : "recompute";
+}
+
+void tt_plan_print(const tt_plan *plan, FILE *out) {
+    fprintf(out, "plan: micro_batch %lld x sequence %lld, LM head in chunks of %lld tokens\n",
+            (long long)plan->micro_batch, (long long)plan->seq_len, (long long)plan->loss_chunk);
+    fprintf(out, "  %-8s %-20s %-12s %-12s\n", "layer", "saved activations", "where", "layer input");
+    int64_t l = 0;
+    while (l < plan->num_layers) {
+        /* Runs of identical layers print as one row. */
+        int64_t end = l;
+        const tt_layer_plan *a = &plan->layers[l];
+        while (end + 1 < plan->num_layers && memcmp(&plan->layers[end + 1], a, sizeof *a) == 0) end++;
+        char range[48];
+        if (end == l)
+            snprintf(range, sizeof range, "%lld", (long long)l);
+        else
+            snprintf(range, sizeof range, "%lld-%lld", (long long)l, (long long)end);
+        fprintf(out, "  %-8s %-20s %-12s %-12s\n", range, tt_activation_policy_name(a->saved_activations),
+                a->saved_activations == TT_ACTIVATIONS_KEEP ? tt_tier_name(a->saved_activation_tier) : "-",
+                tt_tier_name(a->layer_input_tier));
+        l = end + 1;
+    }
+}

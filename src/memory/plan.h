@@ -1,0 +1,46 @@
+/* The plan: data, not control flow. For every decoder layer it says what happens to the
+ * tensors its backward needs (kept from the forward, or recomputed from the layer input
+ * in the backward) and in which tier each lives. The step program reads the plan; the
+ * size table prices it; `tiertrain plan` prints it. The user's config keys are translated
+ * into a plan here and nowhere else. */
+#ifndef TT_MEMORY_PLAN_H
+#define TT_MEMORY_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/config.h"
+#include "core/tier.h"
+#include "model/model_config.h"
+
+typedef enum tt_activation_policy {
+    TT_ACTIVATIONS_KEEP,      /* saved in the forward, read in the backward */
+    TT_ACTIVATIONS_RECOMPUTE, /* only the layer input is kept; the layer runs again in the backward */
+} tt_activation_policy;
+
+typedef struct tt_layer_plan {
+    tt_activation_policy saved_activations;
+    tt_tier saved_activation_tier; /* where kept saved activations live */
+    tt_tier layer_input_tier;      /* where the layer input (the checkpoint) lives */
+} tt_layer_plan;
+
+typedef struct tt_plan {
+    int64_t num_layers;
+    tt_layer_plan *layers;   /* [num_layers] */
+    tt_tier compute_tier;    /* where ops read and write */
+    int64_t micro_batch;     /* B */
+    int64_t seq_len;         /* T */
+    int64_t loss_chunk;      /* tokens per LM-head chunk, <= B*T */
+    size_t activation_bytes; /* bytes per activation element (4 on the CPU backend) */
+    size_t weight_bytes;     /* bytes per parameter in compute precision */
+    size_t master_bytes;     /* bytes per fp32 master weight; 0 when compute precision is fp32 */
+} tt_plan;
+
+void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
+                         tt_tier compute_tier);
+void tt_plan_free(tt_plan *plan);
+/* Per-layer table: what is kept or recomputed, and where. */
+void tt_plan_print(const tt_plan *plan, FILE *out);
+const char *tt_activation_policy_name(tt_activation_policy policy);
+
+#endif

@@ -1,0 +1,141 @@
+#include "memory/size_table.h"
+
+#include <string.h>
+
+#include "core/check.h"
+
+static size_t bytes_of(int64_t elements, size_t elem_bytes) {
+    if (elements <= 0) return 0;
+    return tt_align_up(tt_mul_size((size_t)elements, elem_bytes, "a tensor size"));
+}
+
+void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_param_table *params,
+                           const tt_plan *plan) {
+    memset(t, 0, sizeof(*t));
+    const int64_t N = plan->micro_batch * plan->seq_len, D = m->hidden_size, F = m->intermediate_size;
+    const int64_t q_dim = m->num_heads * m->head_dim, kv_dim = m->num_kv_heads * m->head_dim;
+    const size_t a = plan->activation_bytes;
+    const bool qk = m->qk_norm;
+
+    t->saved_slot[TT_SAVED_ATTN_RSTD] = bytes_of(N, 4);
+    t->saved_slot[TT_SAVED_ATTN_NORMED] = bytes_of(N * D, a);
+    t->saved_slot[TT_SAVED_Q_RAW] = qk ? bytes_of(N * q_dim, a) : 0;
+    t->saved_slot[TT_SAVED_Q_RSTD] = qk ? bytes_of(N * m->num_heads, 4) : 0;
+    t->saved_slot[TT_SAVED_K_RAW] = qk ? bytes_of(N * kv_dim, a) : 0;
+    t->saved_slot[TT_SAVED_K_RSTD] = qk ? bytes_of(N * m->num_kv_heads, 4) : 0;
+    t->saved_slot[TT_SAVED_Q] = bytes_of(N * q_dim, a);
+    t->saved_slot[TT_SAVED_K] = bytes_of(N * kv_dim, a);
+    t->saved_slot[TT_SAVED_V] = bytes_of(N * kv_dim, a);
+    t->saved_slot[TT_SAVED_ATTN_OUT] = bytes_of(N * q_dim, a);
+    t->saved_slot[TT_SAVED_LSE] = bytes_of(N * m->num_heads, 4);
+    t->saved_slot[TT_SAVED_RESIDUAL_MID] = bytes_of(N * D, a);
+    t->saved_slot[TT_SAVED_MLP_RSTD] = bytes_of(N, 4);
+    t->saved_slot[TT_SAVED_MLP_NORMED] = bytes_of(N * D, a);
+    t->saved_slot[TT_SAVED_GATE] = bytes_of(N * F, a);
+    t->saved_slot[TT_SAVED_UP] = bytes_of(N * F, a);
+    t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(N * F, a);
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
+
+    t->backward_slot[TT_BACKWARD_D_SWIGLU] = bytes_of(N * F, a);
+    t->backward_slot[TT_BACKWARD_D_GATE] = bytes_of(N * F, a);
+    t->backward_slot[TT_BACKWARD_D_UP] = bytes_of(N * F, a);
+    t->backward_slot[TT_BACKWARD_D_NORMED] = bytes_of(N * D, a);
+    t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
+    t->backward_slot[TT_BACKWARD_D_Q] = bytes_of(N * q_dim, a);
+    t->backward_slot[TT_BACKWARD_D_K] = bytes_of(N * kv_dim, a);
+    t->backward_slot[TT_BACKWARD_D_V] = bytes_of(N * kv_dim, a);
+    t->backward_slot[TT_BACKWARD_D_Q_RAW] = qk ? bytes_of(N * q_dim, a) : 0;
+    t->backward_slot[TT_BACKWARD_D_K_RAW] = qk ? bytes_of(N * kv_dim, a) : 0;
+    for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++) t->layer_backward += t->backward_slot[i];
+
+    t->layer_input = bytes_of(N * D, a);
+    t->head_rstd = bytes_of(N, 4);
+    t->head_normed = bytes_of(N * D, a);
+    t->logits_chunk = bytes_of(plan->loss_chunk * m->vocab_size, 4);
+    t->d_head = bytes_of(N * D, a);
+    t->d_residual = bytes_of(N * D, a);
+    t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
+    t->batch_ids = bytes_of(N, 4);
+    t->weights = bytes_of(params->total_numel, plan->weight_bytes);
+    t->gradients = bytes_of(params->total_numel, plan->weight_bytes);
+    t->master = bytes_of(params->total_numel, plan->master_bytes);
+    t->optimizer_state = 2 * bytes_of(params->total_numel, 4);
+
+    /* The step program's order on the compute tier (see step.c):
+     *   persistent: weights, gradients, master, m, v, rope cos/sin, batch ids/targets
+     *   per micro-step: L+1 layer inputs, d_residual, then
+     *     forward layer l: kept layers' saved activations stay; a recomputed layer's are
+     *       pushed and popped around it;
+     *     head: final-norm rstd and output, logits chunk, d_head, pushed then popped;
+     *     backward layer l (L-1..0): a recomputed layer's saved activations pushed again,
+     *       then the backward scratch; both popped (and a kept layer's saved set).
+     * Let K(l) be the number of kept layers among 0..l-1 and S one layer's saved bytes. While
+     * layer l runs (forward or backward) K(l)*S + S saved bytes are live; at the head K(L)*S. */
+    const tt_tier c = plan->compute_tier;
+    const int64_t L = plan->num_layers;
+    int64_t kept_before_last = 0, kept_all = 0;
+    for (int64_t l = 0; l < L; l++) {
+        if (plan->layers[l].saved_activations != TT_ACTIVATIONS_KEEP) continue;
+        kept_all++;
+        if (l < L - 1) kept_before_last++;
+    }
+    const size_t S = t->layer_saved;
+    const size_t saved_in_layer = (size_t)(kept_before_last + 1) * S;           /* at layer L-1 */
+    const size_t saved_at_head = (size_t)kept_all * S + t->head_rstd + t->head_normed;
+    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids;
+
+    t->class_peak[TT_CLASS_WEIGHT][c] = t->weights;
+    t->class_peak[TT_CLASS_GRADIENT][c] = t->gradients;
+    t->class_peak[TT_CLASS_MASTER][c] = t->master;
+    t->class_peak[TT_CLASS_OPTIMIZER_STATE][c] = t->optimizer_state;
+    t->class_peak[TT_CLASS_LAYER_INPUT][c] = (size_t)(L + 1) * t->layer_input;
+    t->class_peak[TT_CLASS_SAVED_ACTIVATION][c] = saved_in_layer > saved_at_head ? saved_in_layer : saved_at_head;
+    t->class_peak[TT_CLASS_LOGITS][c] = t->logits_chunk;
+    size_t transient_workspace = t->layer_backward > t->d_head ? t->layer_backward : t->d_head;
+    t->class_peak[TT_CLASS_WORKSPACE][c] = persistent_workspace + t->d_residual + transient_workspace;
+
+    size_t base = t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
+                  (size_t)(L + 1) * t->layer_input + t->d_residual;
+    size_t in_layer = saved_in_layer + t->layer_backward;
+    size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
+    t->tier_peak[c] = base + (in_layer > at_head ? in_layer : at_head);
+}
+
+void tt_size_table_print(const tt_size_table *t, FILE *out, const tt_arena *const measured[TT_TIER_COUNT]) {
+    bool used_tier[TT_TIER_COUNT] = {0};
+    for (int tier = 0; tier < TT_TIER_COUNT; tier++) used_tier[tier] = t->tier_peak[tier] > 0;
+    char buf[32], buf2[32];
+    fprintf(out, "  %-20s", measured ? "memory (peak)" : "memory (estimate)");
+    for (int tier = 0; tier < TT_TIER_COUNT; tier++)
+        if (used_tier[tier]) {
+            if (measured && measured[tier])
+                fprintf(out, " %12s %-4s %12s", tt_tier_name(tier), "est.", "measured");
+            else
+                fprintf(out, " %12s", tt_tier_name(tier));
+        }
+    fputc('\n', out);
+    for (int cls = 0; cls < TT_CLASS_COUNT; cls++) {
+        bool any = false;
+        for (int tier = 0; tier < TT_TIER_COUNT; tier++)
+            if (t->class_peak[cls][tier] || (measured && measured[tier] && measured[tier]->class_peak[cls]))
+                any = true;
+        if (!any) continue;
+        fprintf(out, "  %-20s", tt_class_name(cls));
+        for (int tier = 0; tier < TT_TIER_COUNT; tier++) {
+            if (!used_tier[tier]) continue;
+            fprintf(out, " %12s", tt_format_bytes(t->class_peak[cls][tier], buf, sizeof buf));
+            if (measured && measured[tier])
+                fprintf(out, " %-4s %12s", "",
+                        tt_format_bytes(measured[tier]->class_peak[cls], buf2, sizeof buf2));
+        }
+        fputc('\n', out);
+    }
+    fprintf(out, "  %-20s", "total (tier peak)");
+    for (int tier = 0; tier < TT_TIER_COUNT; tier++) {
+        if (!used_tier[tier]) continue;
+        fprintf(out, " %12s", tt_format_bytes(t->tier_peak[tier], buf, sizeof buf));
+        if (measured && measured[tier])
+            fprintf(out, " %-4s %12s", "", tt_format_bytes(measured[tier]->peak, buf2, sizeof buf2));
+    }
+    fputc('\n', out);
+}

@@ -1,0 +1,83 @@
+/* The size table: the bytes of every tensor class, per tier, computed from the model
+ * config, the micro-batch, the sequence length and the plan. It is the one source of
+ * sizes: the step program pushes exactly these buffers onto the arenas, the arenas are
+ * reserved with exactly these totals, `tiertrain plan` prints them, and a test checks
+ * that the arenas' measured peaks equal them. */
+#ifndef TT_MEMORY_SIZE_TABLE_H
+#define TT_MEMORY_SIZE_TABLE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/arena.h"
+#include "memory/plan.h"
+#include "model/model_config.h"
+#include "model/params.h"
+
+/* What one decoder layer's backward reads, saved by the forward (or recomputed). */
+typedef enum tt_saved_slot {
+    TT_SAVED_ATTN_RSTD,   /* [N] fp32: 1/rms of the layer input */
+    TT_SAVED_ATTN_NORMED, /* [N, D] input_layernorm output */
+    TT_SAVED_Q_RAW,       /* [N, Hq*hd] q projection before q_norm (qk_norm only) */
+    TT_SAVED_Q_RSTD,      /* [N*Hq] fp32 (qk_norm only) */
+    TT_SAVED_K_RAW,       /* [N, Hkv*hd] (qk_norm only) */
+    TT_SAVED_K_RSTD,      /* [N*Hkv] fp32 (qk_norm only) */
+    TT_SAVED_Q,           /* [N, Hq*hd] after norm and RoPE */
+    TT_SAVED_K,           /* [N, Hkv*hd] after norm and RoPE */
+    TT_SAVED_V,           /* [N, Hkv*hd] */
+    TT_SAVED_ATTN_OUT,    /* [N, Hq*hd] attention output before o_proj */
+    TT_SAVED_LSE,         /* [B, Hq, T] fp32 log-sum-exp of the attention scores */
+    TT_SAVED_RESIDUAL_MID,/* [N, D] residual stream after attention */
+    TT_SAVED_MLP_RSTD,    /* [N] fp32 */
+    TT_SAVED_MLP_NORMED,  /* [N, D] post_attention_layernorm output */
+    TT_SAVED_GATE,        /* [N, F] */
+    TT_SAVED_UP,          /* [N, F] */
+    TT_SAVED_SWIGLU,      /* [N, F] silu(gate) * up */
+    TT_SAVED_SLOT_COUNT
+} tt_saved_slot;
+
+/* Scratch of one layer's backward (class workspace), pushed and popped per layer. */
+typedef enum tt_backward_slot {
+    TT_BACKWARD_D_SWIGLU,   /* [N, F] */
+    TT_BACKWARD_D_GATE,     /* [N, F] */
+    TT_BACKWARD_D_UP,       /* [N, F] */
+    TT_BACKWARD_D_NORMED,   /* [N, D] gradient of either norm's output */
+    TT_BACKWARD_D_ATTN_OUT, /* [N, Hq*hd] */
+    TT_BACKWARD_D_Q,        /* [N, Hq*hd] */
+    TT_BACKWARD_D_K,        /* [N, Hkv*hd] */
+    TT_BACKWARD_D_V,        /* [N, Hkv*hd] */
+    TT_BACKWARD_D_Q_RAW,    /* [N, Hq*hd] (qk_norm only) */
+    TT_BACKWARD_D_K_RAW,    /* [N, Hkv*hd] (qk_norm only) */
+    TT_BACKWARD_SLOT_COUNT
+} tt_backward_slot;
+
+typedef struct tt_size_table {
+    /* Per-tensor sizes (bytes, rounded to TT_ALIGNMENT; 0 = absent) */
+    size_t saved_slot[TT_SAVED_SLOT_COUNT];
+    size_t backward_slot[TT_BACKWARD_SLOT_COUNT];
+    size_t layer_saved;      /* sum of saved_slot: one layer's saved activations */
+    size_t layer_backward;   /* sum of backward_slot */
+    size_t layer_input;      /* one layer input [N, D] */
+    size_t head_rstd;        /* [N] fp32 final-norm 1/rms */
+    size_t head_normed;      /* [N, D] final-norm output */
+    size_t logits_chunk;     /* [loss_chunk, V] fp32 */
+    size_t d_head;           /* [N, D] gradient of the final-norm output */
+    size_t d_residual;       /* [N, D] gradient of the residual stream, lives through the backward */
+    size_t rope_table;       /* [T, hd/2] fp32, cos and sin each */
+    size_t batch_ids;        /* [N] int32, inputs and targets each */
+    size_t weights, gradients, master, optimizer_state; /* whole-model buffers */
+
+    /* Peaks: per class and tier (each class at its own worst moment), and per tier (the
+     * arena's high-water mark: the bytes it reserves). */
+    size_t class_peak[TT_CLASS_COUNT][TT_TIER_COUNT];
+    size_t tier_peak[TT_TIER_COUNT];
+} tt_size_table;
+
+void tt_size_table_compute(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
+                           const tt_plan *plan);
+
+/* Prints per class and tier. measured (indexed by tier, NULL entries skipped) adds the
+ * arenas' measured peaks beside the estimate. */
+void tt_size_table_print(const tt_size_table *table, FILE *out, const tt_arena *const measured[TT_TIER_COUNT]);
+
+#endif

@@ -1,0 +1,56 @@
+/* The model's shape, read from a Hugging Face config.json (Llama 3.x, Qwen2/2.5,
+ * Qwen3, Mistral). transformers 4.x (rope_theta, rope_scaling, torch_dtype) and 5.x
+ * (rope_parameters, dtype) spellings are both accepted. */
+#ifndef TT_MODEL_MODEL_CONFIG_H
+#define TT_MODEL_MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+typedef enum tt_rope_type { TT_ROPE_DEFAULT, TT_ROPE_LLAMA3 } tt_rope_type;
+
+typedef struct tt_model_config {
+    char model_type[32];          /* "llama", "qwen2", "qwen3", "mistral" */
+    int64_t vocab_size;           /* V */
+    int64_t hidden_size;          /* D */
+    int64_t intermediate_size;    /* F */
+    int64_t num_layers;           /* L */
+    int64_t num_heads;            /* Hq */
+    int64_t num_kv_heads;         /* Hkv, divides Hq */
+    int64_t head_dim;             /* hd (explicit in Qwen3; else D / Hq) */
+    int64_t max_position_embeddings;
+    double rms_norm_eps;
+    double rope_theta;
+    tt_rope_type rope_type;
+    double rope_factor;                 /* llama3 scaling only */
+    double rope_low_freq_factor;
+    double rope_high_freq_factor;
+    int64_t rope_original_max_position; /* original_max_position_embeddings */
+    int64_t sliding_window;       /* 0: full causal attention */
+    bool tie_word_embeddings;     /* LM head shares the embedding matrix */
+    bool attention_bias;          /* q/k/v projections have biases (Qwen2) */
+    bool qk_norm;                 /* per-head RMSNorm on q and k before RoPE (Qwen3) */
+    tt_dtype dtype;               /* storage dtype of the checkpoint (torch_dtype / dtype) */
+    int64_t bos_token_id, eos_token_id; /* -1 when absent */
+    char *json_text;              /* the original config.json, kept to write it back unchanged */
+} tt_model_config;
+
+/* Reads and validates path (a config.json). Every missing or wrong key is an error naming
+ * the file, the key and the expected value. */
+void tt_model_config_load(const char *path, tt_model_config *out);
+
+/* Checks the derived invariants (divisibility, positive sizes); `source` names the file. */
+void tt_model_config_validate(const tt_model_config *config, const char *source);
+
+/* Writes config.json for a saved checkpoint: the original text when there was one, else a
+ * fresh one from the fields. Atomic (temporary file, fsync, rename). */
+void tt_model_config_save(const tt_model_config *config, const char *path);
+
+void tt_model_config_free(tt_model_config *config);
+
+/* Total number of parameters (embedding counted once when tied). */
+int64_t tt_model_config_param_count(const tt_model_config *config);
+
+#endif

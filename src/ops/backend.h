@@ -1,0 +1,110 @@
+/* The backend table: every op the step program runs, as function pointers (ggml's
+ * backend style). The step program calls through it and never knows which backend
+ * runs. Activation and parameter pointers are in the backend's compute precision
+ * (fp32 on the CPU backend). Shapes are row-major; N = micro_batch * seq_len tokens.
+ *
+ * Accumulation is explicit: an argument documented "+=" is added into, everything else
+ * is overwritten. Every op is deterministic: the same inputs give the same bits,
+ * whatever the thread count. */
+#ifndef TT_OPS_BACKEND_H
+#define TT_OPS_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/tier.h"
+
+/* Token positions at which the loss is not taken. */
+#define TT_IGNORE_INDEX (-100)
+
+typedef struct tt_attention_shape {
+    int64_t batch;        /* B sequences */
+    int64_t seq_len;      /* T tokens each; causal within a sequence */
+    int64_t num_heads;    /* Hq */
+    int64_t num_kv_heads; /* Hkv; query head h reads kv head h / (Hq / Hkv) */
+    int64_t head_dim;     /* hd */
+    double scale;         /* softmax scale, 1/sqrt(hd) */
+    int64_t sliding_window; /* 0: none; else key j visible to query i iff i - j < window */
+} tt_attention_shape;
+
+typedef struct tt_backend {
+    const char *name;
+    tt_tier compute_tier; /* where the backend's ops read and write */
+
+    /* Memory of the compute tier: blocks for arenas, and plain copies. */
+    void *(*block_alloc)(size_t bytes);
+    void (*block_free)(void *base);
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    void (*zero)(void *dst, size_t bytes);
+    void (*synchronize)(void);
+
+    /* out[N,D] = table[ids[n], :] */
+    void (*embedding_forward)(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D);
+    /* dtable[V,D] += for each n in order: dtable[ids[n]] += dout[n] */
+    void (*embedding_backward)(void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D);
+
+    /* out[R,C] = x / sqrt(mean(x^2) + eps) * w[C]; rstd[R] = 1 / sqrt(mean(x^2) + eps) */
+    void (*rmsnorm_forward)(void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C, double eps);
+    /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in order) */
+    void (*rmsnorm_backward)(void *dx, void *dw, const void *dout, const void *x, const void *w,
+                             const float *rstd, int64_t R, int64_t C);
+
+    /* y[N,out] (= or += when accumulate) x[N,in] @ W[out,in]^T (+ b[out] when b != NULL) */
+    void (*linear_forward)(void *y, const void *x, const void *W, const void *b, int64_t N, int64_t in,
+                           int64_t out, bool accumulate);
+    /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy
+     * (db may be NULL; dx may be NULL when not needed) */
+    void (*linear_backward)(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
+                            int64_t N, int64_t in, int64_t out, bool accumulate_dx);
+
+    /* Rotary embedding in Hugging Face's rotate-half layout, in place on x[B*T, H, hd]:
+     * x[i] = x[i] cos - x[i+hd/2] sin, x[i+hd/2] = x[i+hd/2] cos + x[i] sin for i < hd/2,
+     * with cos/sin[T, hd/2] at the token's position in its sequence. backward rotates
+     * the gradient by the negative angle (in place on dx). */
+    void (*rope_forward)(void *x, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
+                         int64_t hd);
+    void (*rope_backward)(void *dx, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
+                          int64_t hd);
+
+    /* Causal grouped-query attention with O(T) saved state:
+     * out[B*T, Hq*hd]; lse[B, Hq, T] = log-sum-exp of each query's scaled scores. */
+    void (*attention_forward)(void *out, float *lse, const void *q, const void *k, const void *v,
+                              const tt_attention_shape *shape);
+    /* dq[B*T,Hq*hd], dk[B*T,Hkv*hd], dv[B*T,Hkv*hd] (all overwritten), from the saved
+     * out, lse and inputs; probabilities are recomputed from lse. */
+    void (*attention_backward)(void *dq, void *dk, void *dv, const void *dout, const void *out,
+                               const float *lse, const void *q, const void *k, const void *v,
+                               const tt_attention_shape *shape);
+
+    /* h[N,F] = silu(gate) * up */
+    void (*swiglu_forward)(void *h, const void *gate, const void *up, int64_t n);
+    /* dgate, dup (overwritten) from dh, gate, up */
+    void (*swiglu_backward)(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+                            int64_t n);
+
+    /* out[n] = a[n] + b[n] */
+    void (*add)(void *out, const void *a, const void *b, int64_t n);
+
+    /* Fused LM head and cross-entropy over chunks of `chunk` tokens; logits[chunk, V] is the
+     * caller's workspace, the full [N, V] logits never exist.
+     * For each n with targets[n] != TT_IGNORE_INDEX: loss_n = logsumexp(xn[n] W^T) - (xn[n] W^T)[t].
+     * Returns the sum of loss_n (double) and the count through *count.
+     * When dxn != NULL: dxn[N,D] = d(scale * sum loss_n)/dxn (overwritten),
+     * dW[V,D] += d(scale * sum loss_n)/dW. */
+    double (*lm_head_loss)(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
+                           int64_t N, int64_t D, int64_t V, int64_t chunk, float *logits, double scale,
+                           int64_t *count);
+
+    /* Sum of squares of n fp32-or-compute-precision gradient values, in a fixed order. */
+    double (*sum_squares)(const void *x, int64_t n);
+    /* AdamW as torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). The gradient is first
+     * multiplied by grad_scale (clipping). p, m, v are fp32; g in compute precision. */
+    void (*adamw_update)(float *p, const void *g, float *m, float *v, int64_t n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+} tt_backend;
+
+const tt_backend *tt_backend_cpu(void);
+
+#endif

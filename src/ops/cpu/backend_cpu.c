@@ -1,0 +1,118 @@
+/* The CPU backend: fp32 reference kernels (ops_cpu_f32.c) on pageable host memory.
+ * Each entry is a thin wrapper from the untyped table signature to the typed _f32 kernel. */
+#include <string.h>
+
+#include "core/arena.h"
+#include "ops/backend.h"
+#include "ops/cpu/ops_cpu.h"
+
+static void cpu_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes) memcpy(dst, src, bytes);
+}
+
+static void cpu_zero(void *dst, size_t bytes) {
+    if (bytes) memset(dst, 0, bytes);
+}
+
+static void cpu_synchronize(void) {}
+
+static void cpu_embedding_forward(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
+    tt_cpu_embedding_forward_f32(out, ids, table, N, D);
+}
+
+static void cpu_embedding_backward(void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D) {
+    tt_cpu_embedding_backward_f32(dtable, ids, dout, N, D);
+}
+
+static void cpu_rmsnorm_forward(void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
+                                double eps) {
+    tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, R, C, eps);
+}
+
+static void cpu_rmsnorm_backward(void *dx, void *dw, const void *dout, const void *x, const void *w,
+                                 const float *rstd, int64_t R, int64_t C) {
+    tt_cpu_rmsnorm_backward_f32(dx, dw, dout, x, w, rstd, R, C);
+}
+
+static void cpu_linear_forward(void *y, const void *x, const void *W, const void *b, int64_t N, int64_t in,
+                               int64_t out, bool accumulate) {
+    tt_cpu_linear_forward_f32(y, x, W, b, N, in, out, accumulate);
+}
+
+static void cpu_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
+                                int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+    tt_cpu_linear_backward_f32(dx, dW, db, dy, x, W, N, in, out, accumulate_dx);
+}
+
+static void cpu_rope_forward(void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
+                             int64_t hd) {
+    tt_cpu_rope_forward_f32(x, cos_t, sin_t, B, T, H, hd);
+}
+
+static void cpu_rope_backward(void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
+                              int64_t hd) {
+    tt_cpu_rope_backward_f32(dx, cos_t, sin_t, B, T, H, hd);
+}
+
+static void cpu_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
+                                  const tt_attention_shape *shape) {
+    tt_cpu_attention_forward_f32(out, lse, q, k, v, shape);
+}
+
+static void cpu_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
+                                   const float *lse, const void *q, const void *k, const void *v,
+                                   const tt_attention_shape *shape) {
+    tt_cpu_attention_backward_f32(dq, dk, dv, dout, out, lse, q, k, v, shape);
+}
+
+static void cpu_swiglu_forward(void *h, const void *gate, const void *up, int64_t n) {
+    tt_cpu_swiglu_forward_f32(h, gate, up, n);
+}
+
+static void cpu_swiglu_backward(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+                                int64_t n) {
+    tt_cpu_swiglu_backward_f32(dgate, dup, dh, gate, up, n);
+}
+
+static void cpu_add(void *out, const void *a, const void *b, int64_t n) { tt_cpu_add_f32(out, a, b, n); }
+
+static double cpu_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
+                               int64_t N, int64_t D, int64_t V, int64_t chunk, float *logits, double scale,
+                               int64_t *count) {
+    return tt_cpu_lm_head_loss_f32(dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale, count);
+}
+
+static double cpu_sum_squares(const void *x, int64_t n) { return tt_cpu_sum_squares_f32(x, n); }
+
+static void cpu_adamw_update(float *p, const void *g, float *m, float *v, int64_t n, float lr, float beta1,
+                             float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+    tt_cpu_adamw_update_f32(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
+}
+
+static const tt_backend cpu_backend = {
+    .name = "cpu",
+    .compute_tier = TT_TIER_HOST,
+    .block_alloc = tt_host_block_alloc,
+    .block_free = tt_host_block_free,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .synchronize = cpu_synchronize,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .linear_forward = cpu_linear_forward,
+    .linear_backward = cpu_linear_backward,
+    .rope_forward = cpu_rope_forward,
+    .rope_backward = cpu_rope_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .add = cpu_add,
+    .lm_head_loss = cpu_lm_head_loss,
+    .sum_squares = cpu_sum_squares,
+    .adamw_update = cpu_adamw_update,
+};
+
+const tt_backend *tt_backend_cpu(void) { return &cpu_backend; }

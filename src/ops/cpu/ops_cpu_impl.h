@@ -1,0 +1,502 @@
+/* The CPU reference kernels, written once over a macro type `real` and compiled twice:
+ * ops_cpu_f32.c (real = float: the CPU backend) and ops_cpu_f64.c (real = double: the
+ * finite-difference gradient check). The including file first includes every header this
+ * file needs (ops_cpu.h, cblas.h, limits.h, math.h, stdlib.h, string.h, core/check.h; OpenBLAS
+ * uses `real` as a field name, so the macro must come after them) and then defines:
+ *
+ *   real                  float or double
+ *   TT_CPU_REAL_IS_DOUBLE 0 or 1 (picks cblas_sgemm/cblas_dgemm, expf/exp)
+ *   TT_CPU_FN(name)       the public name with its precision suffix, tt_cpu_##name##_f32
+ *
+ * No include guard: each translation unit includes this file exactly once. The semantics of
+ * every op are those of src/ops/backend.h; everything that is float there (rstd, lse, cos,
+ * sin, logits) is `real` here.
+ *
+ * Determinism: every output element is computed by exactly one thread with a loop order that
+ * does not depend on the thread count, so the bits do not depend on OMP_NUM_THREADS.
+ * Reductions over rows run in fixed row blocks (TT_CPU_ROW_BLOCK rows, summed in order inside
+ * a block, then the block sums in order); rows never reduce across threads. GEMMs run in
+ * OpenBLAS, which splits its work over the output matrix, never over the inner dimension, and
+ * are only called outside OpenMP parallel regions. With -std=c11 GCC does not contract a*b+c
+ * into FMAs, so vectorised and scalar iterations of an element-wise loop give the same bits. */
+
+#ifndef TT_CPU_FN
+#error "ops_cpu_impl.h: define real, TT_CPU_REAL_IS_DOUBLE and TT_CPU_FN before including"
+#endif
+
+#if TT_CPU_REAL_IS_DOUBLE
+#define TT_CPU_GEMM cblas_dgemm
+#define TT_CPU_EXP exp
+#else
+#define TT_CPU_GEMM cblas_sgemm
+#define TT_CPU_EXP expf
+#endif
+
+/* Rows per block of the fixed-order column reductions (rmsnorm dw, linear db). A constant:
+ * the blocking, hence the summation order, must not depend on the thread count. */
+#define TT_CPU_ROW_BLOCK 128
+/* Columns per task of embedding backward. */
+#define TT_CPU_COL_BLOCK 64
+/* Elements per block of sum_squares. */
+#define TT_CPU_SUMSQ_BLOCK 4096
+
+static inline int64_t cpu_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Dot product in a fixed order: 8 interleaved partial sums (which the compiler may keep in
+ * one vector register), combined pairwise, then the tail. */
+static inline real cpu_dot(const real *a, const real *b, int64_t n) {
+    real acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    real s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C, row-major; beta is 0 (C is overwritten,
+ * even where it held NaN) or 1. */
+static void cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, real alpha, const real *A,
+                     int64_t lda, const real *B, int64_t ldb, real beta, real *C, int64_t ldc) {
+    TT_CHECK(M >= 0 && N >= 0 && K >= 0 && M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && lda <= INT_MAX &&
+                 ldb <= INT_MAX && ldc <= INT_MAX,
+             "GEMM of %lld x %lld x %lld exceeds the 32-bit BLAS interface", (long long)M, (long long)N,
+             (long long)K);
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+        if (beta == 0)
+            for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(real));
+        return;
+    }
+    TT_CPU_GEMM(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M,
+                (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+/* dst[c] += sum_r a[r,c], or sum_r a[r,c] * x[r,c] * rs[r] when x != NULL; the sums run in
+ * double over fixed row blocks, the block sums are added in order. */
+static void cpu_column_sums(real *dst, const real *a, const real *x, const real *rs, int64_t R, int64_t C) {
+    if (R <= 0 || C <= 0) return;
+    const int64_t nb = (R + TT_CPU_ROW_BLOCK - 1) / TT_CPU_ROW_BLOCK;
+    /* One malloc per call: the [blocks, C] partial sums. */
+    double *part = tt_xmalloc(tt_mul_size((size_t)nb, (size_t)C * sizeof(double), "column sums"),
+                              "column sums");
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < nb; blk++) {
+        double *p = part + blk * C;
+        for (int64_t c = 0; c < C; c++) p[c] = 0;
+        const int64_t r1 = cpu_min64(R, (blk + 1) * TT_CPU_ROW_BLOCK);
+        for (int64_t r = blk * TT_CPU_ROW_BLOCK; r < r1; r++) {
+            const real *ar = a + r * C;
+            if (x) {
+                const real *xr = x + r * C;
+                const double s = (double)rs[r];
+                for (int64_t c = 0; c < C; c++) p[c] += (double)ar[c] * ((double)xr[c] * s);
+            } else {
+                for (int64_t c = 0; c < C; c++) p[c] += (double)ar[c];
+            }
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < C; c++) {
+        double s = 0;
+        for (int64_t blk = 0; blk < nb; blk++) s += part[blk * C + c];
+        dst[c] += (real)s;
+    }
+    free(part);
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+void TT_CPU_FN(embedding_forward)(real *out, const int32_t *ids, const real *table, int64_t N, int64_t D) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        TT_CHECK(ids[n] >= 0, "negative token id %d at position %lld", (int)ids[n], (long long)n);
+        memcpy(out + n * D, table + (int64_t)ids[n] * D, (size_t)D * sizeof(real));
+    }
+}
+
+void TT_CPU_FN(embedding_backward)(real *dtable, const int32_t *ids, const real *dout, int64_t N, int64_t D) {
+    /* Parallel over column blocks; inside a block the tokens are added in order n = 0..N-1,
+     * exactly the sequential definition. */
+    const int64_t nb = (D + TT_CPU_COL_BLOCK - 1) / TT_CPU_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < nb; blk++) {
+        const int64_t c0 = blk * TT_CPU_COL_BLOCK, c1 = cpu_min64(D, c0 + TT_CPU_COL_BLOCK);
+        for (int64_t n = 0; n < N; n++) {
+            TT_CHECK(ids[n] >= 0, "negative token id %d at position %lld", (int)ids[n], (long long)n);
+            real *row = dtable + (int64_t)ids[n] * D;
+            const real *g = dout + n * D;
+            for (int64_t c = c0; c < c1; c++) row[c] += g[c];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- RMSNorm */
+
+/* Hugging Face LlamaRMSNorm / Qwen3RMSNorm: out = w * (x * rsqrt(mean(x^2) + eps)). */
+void TT_CPU_FN(rmsnorm_forward)(real *out, real *rstd, const real *x, const real *w, int64_t R, int64_t C,
+                                double eps) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < R; r++) {
+        const real *xr = x + r * C;
+        real *o = out + r * C;
+        double ss = 0;
+        for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * (double)xr[c];
+        const real rs = (real)(1.0 / sqrt(ss / (double)C + eps));
+        rstd[r] = rs;
+        for (int64_t c = 0; c < C; c++) o[c] = w[c] * (xr[c] * rs);
+    }
+}
+
+/* With y_c = w_c x_c r and r = (mean(x^2) + eps)^(-1/2):
+ *   dx_c = r (w_c g_c - x_c r^2 mean_k(w_k g_k x_k)),  dw_c = sum_rows g_c x_c r. */
+void TT_CPU_FN(rmsnorm_backward)(real *dx, real *dw, const real *dout, const real *x, const real *w,
+                                 const real *rstd, int64_t R, int64_t C) {
+    /* dw first, so that dx may be the same buffer as dout. */
+    if (dw) cpu_column_sums(dw, dout, x, rstd, R, C);
+    if (dx) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < R; r++) {
+            const real *xr = x + r * C, *g = dout + r * C;
+            real *d = dx + r * C;
+            double dot = 0;
+            for (int64_t c = 0; c < C; c++) dot += (double)w[c] * (double)g[c] * (double)xr[c];
+            const double rs = (double)rstd[r];
+            const real a = rstd[r];
+            const real k = (real)(rs * rs * rs * (dot / (double)C));
+            for (int64_t c = 0; c < C; c++) d[c] += a * (w[c] * g[c]) - k * xr[c];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- linear */
+
+void TT_CPU_FN(linear_forward)(real *y, const real *x, const real *W, const real *b, int64_t N, int64_t in,
+                               int64_t out, bool accumulate) {
+    if (b) {
+        /* y = b (or y += b), then y += x W^T. */
+#pragma omp parallel for schedule(static)
+        for (int64_t n = 0; n < N; n++) {
+            real *yr = y + n * out;
+            if (accumulate)
+                for (int64_t o = 0; o < out; o++) yr[o] += b[o];
+            else
+                for (int64_t o = 0; o < out; o++) yr[o] = b[o];
+        }
+        cpu_gemm(false, true, N, out, in, 1, x, in, W, in, 1, y, out);
+    } else {
+        cpu_gemm(false, true, N, out, in, 1, x, in, W, in, accumulate ? 1 : 0, y, out);
+    }
+}
+
+void TT_CPU_FN(linear_backward)(real *dx, real *dW, real *db, const real *dy, const real *x, const real *W,
+                                int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+    if (dx) cpu_gemm(false, false, N, in, out, 1, dy, out, W, in, accumulate_dx ? 1 : 0, dx, in);
+    if (dW) cpu_gemm(true, false, out, in, N, 1, dy, out, x, in, 1, dW, in);
+    if (db) cpu_column_sums(db, dy, NULL, NULL, N, out);
+}
+
+/* ---------------------------------------------------------------- RoPE */
+
+/* Hugging Face apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, cos = cat(c, c). */
+void TT_CPU_FN(rope_forward)(real *x, const real *cos_t, const real *sin_t, int64_t B, int64_t T, int64_t H,
+                             int64_t hd) {
+    TT_CHECK(hd % 2 == 0, "rope needs an even head_dim, got %lld", (long long)hd);
+    const int64_t half = hd / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < B * T; n++) {
+        const real *cs = cos_t + (n % T) * half, *sn = sin_t + (n % T) * half;
+        for (int64_t h = 0; h < H; h++) {
+            real *xr = x + (n * H + h) * hd;
+            for (int64_t i = 0; i < half; i++) {
+                const real x1 = xr[i], x2 = xr[i + half];
+                xr[i] = x1 * cs[i] - x2 * sn[i];
+                xr[i + half] = x2 * cs[i] + x1 * sn[i];
+            }
+        }
+    }
+}
+
+/* The transpose of the rotation: rotation by the negative angle. */
+void TT_CPU_FN(rope_backward)(real *dx, const real *cos_t, const real *sin_t, int64_t B, int64_t T, int64_t H,
+                              int64_t hd) {
+    TT_CHECK(hd % 2 == 0, "rope needs an even head_dim, got %lld", (long long)hd);
+    const int64_t half = hd / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < B * T; n++) {
+        const real *cs = cos_t + (n % T) * half, *sn = sin_t + (n % T) * half;
+        for (int64_t h = 0; h < H; h++) {
+            real *g = dx + (n * H + h) * hd;
+            for (int64_t i = 0; i < half; i++) {
+                const real g1 = g[i], g2 = g[i + half];
+                g[i] = g1 * cs[i] + g2 * sn[i];
+                g[i + half] = g2 * cs[i] - g1 * sn[i];
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* First visible key of query i (keys j0..i are visible). */
+static inline int64_t cpu_first_key(int64_t i, int64_t window) {
+    return (window > 0 && i - window + 1 > 0) ? i - window + 1 : 0;
+}
+
+/* Last query that sees key j (queries j..i1 see it). */
+static inline int64_t cpu_last_query(int64_t j, int64_t window, int64_t T) {
+    return window > 0 ? cpu_min64(T - 1, j + window - 1) : T - 1;
+}
+
+static void cpu_check_attention_shape(const tt_attention_shape *s) {
+    TT_CHECK(s->batch >= 0 && s->seq_len >= 0 && s->head_dim > 0 && s->num_heads > 0 && s->num_kv_heads > 0 &&
+                 s->num_heads % s->num_kv_heads == 0 && s->sliding_window >= 0,
+             "bad attention shape: B=%lld T=%lld Hq=%lld Hkv=%lld hd=%lld window=%lld", (long long)s->batch,
+             (long long)s->seq_len, (long long)s->num_heads, (long long)s->num_kv_heads, (long long)s->head_dim,
+             (long long)s->sliding_window);
+}
+
+/* One query row at a time: scores of the visible keys into an O(T) per-thread buffer, then
+ * a softmax (sums in double) and the weighted sum of values. No [T, T] matrix exists. */
+void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const real *k, const real *v,
+                                  const tt_attention_shape *shape) {
+    cpu_check_attention_shape(shape);
+    const int64_t B = shape->batch, T = shape->seq_len, Hq = shape->num_heads, Hkv = shape->num_kv_heads;
+    const int64_t hd = shape->head_dim, window = shape->sliding_window, group = Hq / Hkv;
+    const real scale = (real)shape->scale;
+    const int64_t rows = B * Hq * T;
+#pragma omp parallel
+    {
+        /* Per-thread scratch for one row of scores: one malloc per thread per call. */
+        real *e = tt_xmalloc((size_t)(T > 0 ? T : 1) * sizeof(real), "attention scores");
+#pragma omp for schedule(dynamic, 16)
+        for (int64_t idx = 0; idx < rows; idx++) {
+            const int64_t i = idx % T, h = (idx / T) % Hq, b = idx / (T * Hq), kvh = h / group;
+            const int64_t j0 = cpu_first_key(i, window), nj = i - j0 + 1;
+            const real *qi = q + ((b * T + i) * Hq + h) * hd;
+            real m = -INFINITY;
+            for (int64_t j = 0; j < nj; j++) {
+                const real *kj = k + ((b * T + j0 + j) * Hkv + kvh) * hd;
+                const real sc = cpu_dot(qi, kj, hd) * scale;
+                e[j] = sc;
+                if (sc > m) m = sc;
+            }
+            double sum = 0;
+            for (int64_t j = 0; j < nj; j++) {
+                e[j] = TT_CPU_EXP(e[j] - m);
+                sum += (double)e[j];
+            }
+            lse[(b * Hq + h) * T + i] = (real)((double)m + log(sum));
+            const real inv = (real)(1.0 / sum);
+            real *oi = out + ((b * T + i) * Hq + h) * hd;
+            for (int64_t d = 0; d < hd; d++) oi[d] = 0;
+            for (int64_t j = 0; j < nj; j++) {
+                const real p = e[j] * inv;
+                const real *vj = v + ((b * T + j0 + j) * Hkv + kvh) * hd;
+                for (int64_t d = 0; d < hd; d++) oi[d] += p * vj[d];
+            }
+        }
+        free(e);
+    }
+}
+
+/* Flash-attention backward, in two deterministic passes that recompute P from lse:
+ *   pass 1, parallel over queries: D_i = dout_i . out_i and dq_i = scale sum_j dS_ij k_j;
+ *   pass 2, parallel over keys: dk_j = scale sum_{h in group} sum_i dS_ij q_i,
+ *                               dv_j = sum_{h in group} sum_i P_ij dout_i,
+ * with P_ij = exp(s_ij - lse_i), dS_ij = P_ij (dout_i . v_j - D_i); heads in order h, then
+ * queries in order i. The only extra state is D[B, Hq, T] (one malloc per call). */
+void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dout, const real *out,
+                                   const real *lse, const real *q, const real *k, const real *v,
+                                   const tt_attention_shape *shape) {
+    cpu_check_attention_shape(shape);
+    const int64_t B = shape->batch, T = shape->seq_len, Hq = shape->num_heads, Hkv = shape->num_kv_heads;
+    const int64_t hd = shape->head_dim, window = shape->sliding_window, group = Hq / Hkv;
+    const real scale = (real)shape->scale;
+    const int64_t rows = B * Hq * T;
+    real *Dsum = tt_xmalloc((size_t)(rows > 0 ? rows : 1) * sizeof(real), "attention backward D");
+
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t idx = 0; idx < rows; idx++) {
+        const int64_t i = idx % T, h = (idx / T) % Hq, b = idx / (T * Hq), kvh = h / group;
+        const int64_t off = ((b * T + i) * Hq + h) * hd;
+        const real *qi = q + off, *doi = dout + off, *oi = out + off;
+        double dsum = 0;
+        for (int64_t d = 0; d < hd; d++) dsum += (double)doi[d] * (double)oi[d];
+        const real Di = (real)dsum;
+        Dsum[(b * Hq + h) * T + i] = Di;
+        const real li = lse[(b * Hq + h) * T + i];
+        real *dqi = dq + off;
+        for (int64_t d = 0; d < hd; d++) dqi[d] = 0;
+        for (int64_t j = cpu_first_key(i, window); j <= i; j++) {
+            const int64_t koff = ((b * T + j) * Hkv + kvh) * hd;
+            const real *kj = k + koff, *vj = v + koff;
+            const real p = TT_CPU_EXP(cpu_dot(qi, kj, hd) * scale - li);
+            const real ds = p * (cpu_dot(doi, vj, hd) - Di);
+            const real c = scale * ds;
+            for (int64_t d = 0; d < hd; d++) dqi[d] += c * kj[d];
+        }
+    }
+
+    const int64_t krows = B * Hkv * T;
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t idx = 0; idx < krows; idx++) {
+        const int64_t j = idx % T, kvh = (idx / T) % Hkv, b = idx / (T * Hkv);
+        const int64_t koff = ((b * T + j) * Hkv + kvh) * hd;
+        const real *kj = k + koff, *vj = v + koff;
+        real *dkj = dk + koff, *dvj = dv + koff;
+        for (int64_t d = 0; d < hd; d++) dkj[d] = 0;
+        for (int64_t d = 0; d < hd; d++) dvj[d] = 0;
+        const int64_t i1 = cpu_last_query(j, window, T);
+        for (int64_t r = 0; r < group; r++) {
+            const int64_t h = kvh * group + r;
+            for (int64_t i = j; i <= i1; i++) {
+                const int64_t off = ((b * T + i) * Hq + h) * hd;
+                const real *qi = q + off, *doi = dout + off;
+                const real li = lse[(b * Hq + h) * T + i], Di = Dsum[(b * Hq + h) * T + i];
+                const real p = TT_CPU_EXP(cpu_dot(qi, kj, hd) * scale - li);
+                const real ds = p * (cpu_dot(doi, vj, hd) - Di);
+                const real c = scale * ds;
+                for (int64_t d = 0; d < hd; d++) dkj[d] += c * qi[d];
+                for (int64_t d = 0; d < hd; d++) dvj[d] += p * doi[d];
+            }
+        }
+    }
+    free(Dsum);
+}
+
+/* ---------------------------------------------------------------- SwiGLU, add */
+
+/* torch's silu: g / (1 + exp(-g)). */
+void TT_CPU_FN(swiglu_forward)(real *h, const real *gate, const real *up, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const real g = gate[i];
+        h[i] = (g / (1 + TT_CPU_EXP(-g))) * up[i];
+    }
+}
+
+/* As autograd runs it: du = dh * silu(g); dg = (dh * u) * sig(g) (1 + g (1 - sig(g))). */
+void TT_CPU_FN(swiglu_backward)(real *dgate, real *dup, const real *dh, const real *gate, const real *up,
+                                int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const real g = gate[i], u = up[i], d = dh[i], e = TT_CPU_EXP(-g);
+        const real sig = 1 / (1 + e), silu = g / (1 + e);
+        dup[i] = d * silu;
+        dgate[i] = (d * u) * (sig * (1 + g * (1 - sig)));
+    }
+}
+
+void TT_CPU_FN(add)(real *out, const real *a, const real *b, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* ---------------------------------------------------------------- LM head + cross-entropy */
+
+double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *W, const int32_t *targets,
+                               int64_t N, int64_t D, int64_t V, int64_t chunk, real *logits, double scale,
+                               int64_t *count) {
+    TT_CHECK(chunk > 0 && V > 0, "lm_head_loss: chunk %lld, vocab %lld", (long long)chunk, (long long)V);
+    int64_t valid = 0;
+    for (int64_t n = 0; n < N; n++) {
+        const int32_t t = targets[n];
+        TT_CHECK(t == TT_IGNORE_INDEX || (t >= 0 && t < V), "target %d at token %lld is outside [0, %lld)",
+                 (int)t, (long long)n, (long long)V);
+        if (t != TT_IGNORE_INDEX) valid++;
+    }
+    const int64_t max_rows = cpu_min64(chunk, N > 0 ? N : 1);
+    /* One malloc per call: the per-row losses of a chunk, summed in order afterwards. */
+    double *row_loss = tt_xmalloc((size_t)max_rows * sizeof(double), "lm head row losses");
+    const real sc = (real)scale;
+    double total = 0;
+    for (int64_t c0 = 0; c0 < N; c0 += chunk) {
+        const int64_t rows = cpu_min64(chunk, N - c0);
+        const real *x = xn + c0 * D;
+        cpu_gemm(false, true, rows, V, D, 1, x, D, W, D, 0, logits, V);
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            real *lr = logits + r * V;
+            const int32_t t = targets[c0 + r];
+            if (t == TT_IGNORE_INDEX) {
+                row_loss[r] = 0;
+                if (dxn)
+                    for (int64_t j = 0; j < V; j++) lr[j] = 0;
+                continue;
+            }
+            real m = lr[0];
+            for (int64_t j = 1; j < V; j++)
+                if (lr[j] > m) m = lr[j];
+            double sum = 0;
+            for (int64_t j = 0; j < V; j++) sum += (double)TT_CPU_EXP(lr[j] - m);
+            row_loss[r] = (double)m + log(sum) - (double)lr[t];
+            if (dxn) {
+                const real inv = (real)(1.0 / sum);
+                for (int64_t j = 0; j < V; j++) lr[j] = TT_CPU_EXP(lr[j] - m) * inv * sc;
+                lr[t] -= sc;
+            }
+        }
+        for (int64_t r = 0; r < rows; r++) total += row_loss[r];
+        if (dxn) {
+            /* dW before dxn, so that dxn may be the same buffer as xn. */
+            if (dW) cpu_gemm(true, false, V, D, rows, 1, logits, V, x, D, 1, dW, D);
+            cpu_gemm(false, false, rows, D, V, 1, logits, V, W, D, 0, dxn + c0 * D, D);
+        }
+    }
+    free(row_loss);
+    if (count) *count = valid;
+    return total;
+}
+
+/* ---------------------------------------------------------------- optimizer */
+
+double TT_CPU_FN(sum_squares)(const real *x, int64_t n) {
+    if (n <= 0) return 0;
+    const int64_t nb = (n + TT_CPU_SUMSQ_BLOCK - 1) / TT_CPU_SUMSQ_BLOCK;
+    /* One malloc per call: the block sums, added in order. */
+    double *part = tt_xmalloc((size_t)nb * sizeof(double), "sum of squares");
+#pragma omp parallel for schedule(static)
+    for (int64_t blk = 0; blk < nb; blk++) {
+        const int64_t i1 = cpu_min64(n, (blk + 1) * TT_CPU_SUMSQ_BLOCK);
+        double s = 0;
+        for (int64_t i = blk * TT_CPU_SUMSQ_BLOCK; i < i1; i++) s += (double)x[i] * (double)x[i];
+        part[blk] = s;
+    }
+    double total = 0;
+    for (int64_t blk = 0; blk < nb; blk++) total += part[blk];
+    free(part);
+    return total;
+}
+
+/* torch.optim.AdamW (single-tensor path): the python-float scalars (1 - lr*wd, 1 - beta,
+ * bias corrections, step size) are computed in double and used as float; the element-wise
+ * operations run in float in torch's order. */
+void TT_CPU_FN(adamw_update)(float *p, const real *g, float *m, float *v, int64_t n, float lr, float beta1,
+                             float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+    TT_CHECK(step >= 1, "adamw step %lld must be >= 1", (long long)step);
+    const double bias_correction1 = 1.0 - pow((double)beta1, (double)step);
+    const double bias_correction2 = 1.0 - pow((double)beta2, (double)step);
+    const float decay = (float)(1.0 - (double)lr * (double)weight_decay);
+    const float one_minus_b1 = (float)(1.0 - (double)beta1), one_minus_b2 = (float)(1.0 - (double)beta2);
+    const float neg_step_size = (float)(-((double)lr / bias_correction1));
+    const float bc2_sqrt = (float)sqrt(bias_correction2);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float gi = (float)g[i] * grad_scale;
+        float pi = p[i] * decay;
+        const float mi = beta1 * m[i] + one_minus_b1 * gi;
+        const float vi = beta2 * v[i] + one_minus_b2 * gi * gi;
+        const float denom = sqrtf(vi) / bc2_sqrt + eps;
+        pi = pi + neg_step_size * mi / denom;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi;
+    }
+}
+
+#undef TT_CPU_GEMM
+#undef TT_CPU_EXP
+#undef TT_CPU_ROW_BLOCK
+#undef TT_CPU_COL_BLOCK
+#undef TT_CPU_SUMSQ_BLOCK

@@ -1,0 +1,183 @@
+#include "train/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+void tt_make_directories(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) tt_die("cannot create directory %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) tt_die("cannot create directory %s: %s", buf, strerror(errno));
+}
+
+/* Removes a directory that tiertrain itself wrote (files only, no subdirectories). */
+static void remove_flat_directory(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    char file[4096];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+        unlink(file);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static void save_optimizer(const tt_model_state *m, const char *path) {
+    tt_st_writer writer;
+    tt_st_writer_init(&writer);
+    char name[160];
+    for (int i = 0; i < m->params.count; i++) {
+        const tt_param_info *p = &m->params.params[i];
+        snprintf(name, sizeof name, "master.%s", p->name);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, (const float *)m->weights + p->offset);
+        snprintf(name, sizeof name, "exp_avg.%s", p->name);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, m->adam_m + p->offset);
+        snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, m->adam_v + p->offset);
+    }
+    tt_st_writer_commit(&writer, path);
+    tt_st_writer_free(&writer);
+}
+
+static void save_trainer_state(const tt_trainer_state *t, const char *path) {
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string("tiertrain-trainer-state-1"));
+    json_object_set_new(root, "global_step", json_integer(t->global_step));
+    json_object_set_new(root, "data_epoch", json_integer(t->data_epoch));
+    json_object_set_new(root, "data_index", json_integer(t->data_index));
+    json_object_set_new(root, "tokens_seen", json_integer(t->tokens_seen));
+    json_t *rng = json_array();
+    for (int i = 0; i < 4; i++) {
+        char hex[32];
+        snprintf(hex, sizeof hex, "%016" PRIx64, t->rng.s[i]);
+        json_array_append_new(rng, json_string(hex));
+    }
+    json_object_set_new(root, "rng_state", rng);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    tt_write_file_atomic(path, text, strlen(text));
+    free(text);
+}
+
+char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, const tt_run_config *run) {
+    char final_dir[4096], partial[4112], path[4200];
+    snprintf(final_dir, sizeof final_dir, "%s/checkpoint-%lld", run->output_dir, (long long)t->global_step);
+    snprintf(partial, sizeof partial, "%s.partial", final_dir);
+    remove_flat_directory(partial); /* left over from an interrupted save */
+    tt_make_directories(partial);
+
+    tt_weights_save_hf(m->weights, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
+    save_optimizer(m, path);
+    snprintf(path, sizeof path, "%s/trainer_state.json", partial);
+    save_trainer_state(t, path);
+    snprintf(path, sizeof path, "%s/run.yaml", partial);
+    char *yaml = NULL;
+    size_t yaml_size = 0;
+    FILE *mem = open_memstream(&yaml, &yaml_size);
+    tt_run_config_write_yaml(run, mem);
+    fclose(mem);
+    tt_write_file_atomic(path, yaml, yaml_size);
+    free(yaml);
+
+    /* Only a complete checkpoint gets the final name. */
+    remove_flat_directory(final_dir);
+    if (rename(partial, final_dir) != 0)
+        tt_die("cannot rename %s to %s: %s", partial, final_dir, strerror(errno));
+    return tt_xstrdup(final_dir);
+}
+
+static void load_into(float *dst, const tt_st_file *file, const char *name, const tt_param_info *p) {
+    const tt_st_tensor *t = tt_st_find(file, name);
+    if (!t) tt_die("%s: tensor '%s' is missing; the checkpoint does not belong to this model", file->path, name);
+    if (t->dtype != TT_F32 || t->ndim != p->ndim || t->shape[0] != p->shape[0] ||
+        (p->ndim == 2 && t->shape[1] != p->shape[1]))
+        tt_die("%s: tensor '%s' has another dtype or shape than this model's (expected F32 with %lld elements); the "
+               "checkpoint does not belong to this model",
+               file->path, name, (long long)p->numel);
+    memcpy(dst, t->data, (size_t)p->numel * sizeof(float));
+}
+
+static int64_t json_int_key(json_t *root, const char *key, const char *path) {
+    json_t *v = json_object_get(root, key);
+    if (!json_is_integer(v)) tt_die("%s: key '%s' is missing or not an integer", path, key);
+    return json_integer_value(v);
+}
+
+void tt_checkpoint_load(tt_model_state *m, tt_trainer_state *t, const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    tt_st_file file;
+    tt_st_open(path, &file);
+    char name[160];
+    for (int i = 0; i < m->params.count; i++) {
+        const tt_param_info *p = &m->params.params[i];
+        snprintf(name, sizeof name, "master.%s", p->name);
+        load_into((float *)m->weights + p->offset, &file, name, p);
+        snprintf(name, sizeof name, "exp_avg.%s", p->name);
+        load_into(m->adam_m + p->offset, &file, name, p);
+        snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
+        load_into(m->adam_v + p->offset, &file, name, p);
+    }
+    tt_st_close(&file);
+
+    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error);
+    if (!root) tt_die("%s:%d: cannot read the trainer state: %s", path, error.line, error.text);
+    memset(t, 0, sizeof(*t));
+    t->global_step = json_int_key(root, "global_step", path);
+    t->data_epoch = json_int_key(root, "data_epoch", path);
+    t->data_index = json_int_key(root, "data_index", path);
+    t->tokens_seen = json_int_key(root, "tokens_seen", path);
+    json_t *rng = json_object_get(root, "rng_state");
+    if (!json_is_array(rng) || json_array_size(rng) != 4) tt_die("%s: rng_state must be 4 hex strings", path);
+    for (size_t i = 0; i < 4; i++) {
+        const char *hex = json_string_value(json_array_get(rng, i));
+        char *end = NULL;
+        if (!hex || !*hex) tt_die("%s: rng_state[%zu] is not a hex string", path, i);
+        errno = 0;
+        t->rng.s[i] = strtoull(hex, &end, 16);
+        if (*end || errno) tt_die("%s: rng_state[%zu] ('%s') is not a hex string", path, i, hex);
+    }
+    json_decref(root);
+    if (t->global_step < 0 || t->data_epoch < 0 || t->data_index < 0)
+        tt_die("%s: negative step or data position; the file is corrupt", path);
+}
+
+char *tt_checkpoint_find_latest(const char *output_dir) {
+    DIR *d = opendir(output_dir);
+    if (!d) return NULL;
+    long long best = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long long step;
+        int consumed = 0;
+        if (sscanf(e->d_name, "checkpoint-%lld%n", &step, &consumed) == 1 && e->d_name[consumed] == 0 && step > best)
+            best = step;
+    }
+    closedir(d);
+    if (best < 0) return NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/checkpoint-%lld", output_dir, best);
+    return tt_xstrdup(path);
+}

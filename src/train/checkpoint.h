@@ -1,0 +1,41 @@
+/* Training checkpoints: everything a resumed run needs to continue bit-identically.
+ *
+ *   <output_dir>/checkpoint-<step>/
+ *     model.safetensors, config.json  Hugging Face checkpoint (transformers loads it)
+ *     optimizer.safetensors           fp32 master weights and AdamW moments, per parameter
+ *     trainer_state.json              step, data position, RNG state
+ *     run.yaml                        the effective configuration
+ *
+ * A checkpoint is written into checkpoint-<step>.partial and renamed when complete, so a
+ * crash, a full disk or Ctrl-C never leaves a half checkpoint under the final name. */
+#ifndef TT_TRAIN_CHECKPOINT_H
+#define TT_TRAIN_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/rng.h"
+#include "train/step.h"
+
+typedef struct tt_trainer_state {
+    int64_t global_step;      /* optimizer steps done */
+    int64_t data_epoch;       /* data position: next sequence */
+    int64_t data_index;
+    int64_t tokens_seen;
+    tt_rng rng;
+} tt_trainer_state;
+
+/* Writes the checkpoint for trainer->global_step; returns the directory path (caller frees). */
+char *tt_checkpoint_save(const tt_model_state *model, const tt_trainer_state *trainer, const tt_run_config *run);
+
+/* Loads weights, optimizer state and trainer state from dir. Every mismatch with the current
+ * model (a missing tensor, another shape) is an error naming the file and tensor. */
+void tt_checkpoint_load(tt_model_state *model, tt_trainer_state *trainer, const char *dir);
+
+/* The checkpoint-<N> directory in output_dir with the largest N, or NULL (caller frees). */
+char *tt_checkpoint_find_latest(const char *output_dir);
+
+/* mkdir -p; an error names the path. */
+void tt_make_directories(const char *path);
+
+#endif

@@ -1,0 +1,74 @@
+/* Token files and the training data loader.
+ *
+ * Token file (docs/token_format.md): a 32-byte little-endian header
+ *   bytes 0-7   magic "TTTOKENS"
+ *   bytes 8-11  uint32 version (1)
+ *   bytes 12-15 uint32 vocab_size of the tokenizer that wrote it
+ *   bytes 16-23 uint64 number of tokens that follow
+ *   bytes 24-27 uint32 eos token id written after every document (0xffffffff: none)
+ *   bytes 28-31 uint32 reserved, 0
+ * then that many uint32 token ids. Documents are concatenated, each followed by eos.
+ *
+ * The loader concatenates all files into one stream and cuts it into sequences of
+ * sequence_len + 1 tokens with stride sequence_len (inputs are the first sequence_len,
+ * targets the last sequence_len), so every token is predicted exactly once. A seeded
+ * permutation holds out the eval sequences; each epoch visits the training sequences in
+ * its own seeded order. Every id is checked against the model's vocab_size at load. */
+#ifndef TT_TRAIN_DATA_H
+#define TT_TRAIN_DATA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/rng.h"
+
+#define TT_TOKEN_FILE_MAGIC "TTTOKENS"
+#define TT_TOKEN_FILE_VERSION 1u
+#define TT_TOKEN_FILE_HEADER_BYTES 32
+#define TT_TOKEN_NO_EOS 0xffffffffu
+
+typedef struct tt_token_file_header {
+    uint32_t version;
+    uint32_t vocab_size;
+    uint64_t token_count;
+    uint32_t eos_id;
+} tt_token_file_header;
+
+/* Writes a token file atomically. */
+void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t count, uint32_t vocab_size,
+                         uint32_t eos_id);
+
+typedef struct tt_dataset {
+    uint32_t *tokens;          /* the concatenated stream [token_count] */
+    uint64_t token_count;
+    int64_t seq_len;
+    int64_t sequence_count;    /* (token_count - 1) / seq_len */
+    int64_t *train_order_base; /* training sequence indices [train_count], before per-epoch shuffle */
+    int64_t train_count;
+    int64_t *eval_sequences;   /* [eval_count] */
+    int64_t eval_count;
+    uint64_t seed;
+    /* position: the next training sequence is epoch_order[index_in_epoch] of epoch `epoch` */
+    int64_t epoch;
+    int64_t index_in_epoch;
+    int64_t *epoch_order;      /* [train_count], the current epoch's permutation */
+} tt_dataset;
+
+/* Loads the files, checks every header and every id < model_vocab_size (an error names the
+ * file, the token offset, the id and the vocab size), splits and shuffles. val_set_size < 1 is a
+ * fraction of sequences, >= 1 a count. */
+void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size,
+                     int64_t seq_len, double val_set_size, uint64_t seed);
+void tt_dataset_close(tt_dataset *ds);
+
+/* Fills inputs[seq_len] and targets[seq_len] (int32) with the next training sequence,
+ * advancing the position (and the epoch, reshuffling, at the end of an epoch). */
+void tt_dataset_next_train(tt_dataset *ds, int32_t *inputs, int32_t *targets);
+/* Eval sequence i (0 <= i < eval_count). */
+void tt_dataset_get_eval(const tt_dataset *ds, int64_t i, int32_t *inputs, int32_t *targets);
+
+/* Position for checkpoints; restoring it makes the stream continue bit-identically. */
+void tt_dataset_get_position(const tt_dataset *ds, int64_t *epoch, int64_t *index_in_epoch);
+void tt_dataset_set_position(tt_dataset *ds, int64_t epoch, int64_t index_in_epoch);
+
+#endif

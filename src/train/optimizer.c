@@ -1,0 +1,31 @@
+#include "train/optimizer.h"
+
+#include <math.h>
+
+double tt_gradient_norm(const tt_model_state *s) {
+    const size_t elem = s->plan.weight_bytes;
+    double total = 0.0;
+    for (int i = 0; i < s->params.count; i++) {
+        const tt_param_info *p = &s->params.params[i];
+        total += s->backend->sum_squares((const unsigned char *)s->gradients + (size_t)p->offset * elem, p->numel);
+    }
+    return sqrt(total);
+}
+
+float tt_clip_scale(double grad_norm, float max_grad_norm) {
+    if (max_grad_norm <= 0.0f) return 1.0f;
+    double coefficient = (double)max_grad_norm / (grad_norm + 1e-6);
+    return coefficient < 1.0 ? (float)coefficient : 1.0f;
+}
+
+void tt_adamw_step(tt_model_state *s, const tt_adamw_settings *o, float learning_rate, int64_t step,
+                   float grad_scale) {
+    const size_t elem = s->plan.weight_bytes;
+    for (int i = 0; i < s->params.count; i++) {
+        const tt_param_info *p = &s->params.params[i];
+        s->backend->adamw_update((float *)s->weights + p->offset,
+                                 (const unsigned char *)s->gradients + (size_t)p->offset * elem,
+                                 s->adam_m + p->offset, s->adam_v + p->offset, p->numel, learning_rate, o->beta1,
+                                 o->beta2, o->epsilon, p->weight_decay ? o->weight_decay : 0.0f, step, grad_scale);
+    }
+}

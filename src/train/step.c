@@ -1,0 +1,334 @@
+#include "train/step.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+
+/* Pointers to one layer's saved activations (NULL for absent slots). */
+typedef struct saved_tensors {
+    void *slot[TT_SAVED_SLOT_COUNT];
+    tt_arena_mark mark; /* the arena before they were pushed: popping to it releases them */
+} saved_tensors;
+
+typedef struct backward_scratch {
+    void *slot[TT_BACKWARD_SLOT_COUNT];
+} backward_scratch;
+
+static const char *const saved_slot_names[TT_SAVED_SLOT_COUNT] = {
+    "attention norm rstd", "attention norm output", "q before norm", "q norm rstd", "k before norm",
+    "k norm rstd", "q", "k", "v", "attention output", "attention log-sum-exp", "residual after attention",
+    "MLP norm rstd", "MLP norm output", "MLP gate", "MLP up", "SwiGLU output"};
+
+static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = {
+    "d SwiGLU", "d gate", "d up", "d norm output", "d attention output", "d q", "d k", "d v",
+    "d q before norm", "d k before norm"};
+
+static void push_saved(tt_model_state *s, saved_tensors *out) {
+    out->mark = tt_arena_get_mark(&s->arena);
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
+        out->slot[i] = s->sizes.saved_slot[i]
+                           ? tt_arena_push(&s->arena, s->sizes.saved_slot[i], TT_CLASS_SAVED_ACTIVATION,
+                                           saved_slot_names[i])
+                           : NULL;
+}
+
+static void push_backward(tt_model_state *s, backward_scratch *out) {
+    for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++)
+        out->slot[i] = s->sizes.backward_slot[i]
+                           ? tt_arena_push(&s->arena, s->sizes.backward_slot[i], TT_CLASS_WORKSPACE,
+                                           backward_slot_names[i])
+                           : NULL;
+}
+
+void tt_rope_tables(const tt_model_config *c, int64_t T, float *cos_table, float *sin_table) {
+    const int64_t half = c->head_dim / 2;
+    /* transformers computes inverse frequencies and angles in fp32; so do we, so that the
+     * GPU backend and the PyTorch peer see the same tables. */
+    float *inv_freq = tt_xmalloc(sizeof(float) * (size_t)half, "RoPE frequencies");
+    for (int64_t i = 0; i < half; i++) {
+        float exponent = (float)(2 * i) / (float)c->head_dim;
+        inv_freq[i] = 1.0f / powf((float)c->rope_theta, exponent);
+    }
+    if (c->rope_type == TT_ROPE_LLAMA3) {
+        const float old_len = (float)c->rope_original_max_position;
+        const float low_wavelen = old_len / (float)c->rope_low_freq_factor;
+        const float high_wavelen = old_len / (float)c->rope_high_freq_factor;
+        const float factor = (float)c->rope_factor;
+        for (int64_t i = 0; i < half; i++) {
+            float wavelen = 2.0f * (float)M_PI / inv_freq[i];
+            float f = wavelen > low_wavelen ? inv_freq[i] / factor : inv_freq[i];
+            if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
+                float smooth = (old_len / wavelen - (float)c->rope_low_freq_factor) /
+                               (float)(c->rope_high_freq_factor - c->rope_low_freq_factor);
+                f = (1.0f - smooth) * f / factor + smooth * f;
+            }
+            inv_freq[i] = f;
+        }
+    }
+    for (int64_t p = 0; p < T; p++)
+        for (int64_t i = 0; i < half; i++) {
+            float angle = (float)p * inv_freq[i];
+            cos_table[p * half + i] = cosf(angle);
+            sin_table[p * half + i] = sinf(angle);
+        }
+    free(inv_freq);
+}
+
+void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *plan, const tt_backend *backend,
+                         size_t budget_bytes) {
+    memset(s, 0, sizeof(*s));
+    s->config = *config;
+    memset(config, 0, sizeof(*config));
+    s->plan = *plan;
+    memset(plan, 0, sizeof(*plan));
+    s->backend = backend;
+    tt_param_table_build(&s->config, &s->params);
+    tt_size_table_compute(&s->sizes, &s->config, &s->params, &s->plan);
+
+    const tt_tier tier = s->plan.compute_tier;
+    size_t capacity = s->sizes.tier_peak[tier];
+    if (budget_bytes && capacity > budget_bytes) {
+        char need[32], have[32];
+        tt_die("the plan needs %s of %s memory but its budget is %s; lower sequence_len or micro_batch_size, "
+               "enable gradient_checkpointing, or raise %s_memory_budget (run `tiertrain plan` to see the table)",
+               tt_format_bytes(capacity, need, sizeof need), tt_tier_name(tier),
+               tt_format_bytes(budget_bytes, have, sizeof have), tt_tier_name(tier));
+    }
+    tt_arena_init(&s->arena, tier, backend->block_alloc(capacity), capacity, budget_bytes ? budget_bytes : capacity,
+                  backend->block_free);
+
+    s->weights = tt_arena_push(&s->arena, s->sizes.weights, TT_CLASS_WEIGHT, "weights");
+    s->gradients = tt_arena_push(&s->arena, s->sizes.gradients, TT_CLASS_GRADIENT, "gradients");
+    if (s->sizes.master) (void)tt_arena_push(&s->arena, s->sizes.master, TT_CLASS_MASTER, "master weights");
+    size_t moment_bytes = s->sizes.optimizer_state / 2;
+    s->adam_m = tt_arena_push(&s->arena, moment_bytes, TT_CLASS_OPTIMIZER_STATE, "AdamW first moment");
+    s->adam_v = tt_arena_push(&s->arena, moment_bytes, TT_CLASS_OPTIMIZER_STATE, "AdamW second moment");
+    s->rope_cos = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE cos table");
+    s->rope_sin = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE sin table");
+    s->batch_inputs = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch inputs");
+    s->batch_targets = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch targets");
+
+    backend->zero(s->weights, s->sizes.weights);
+    backend->zero(s->gradients, s->sizes.gradients);
+    backend->zero(s->adam_m, moment_bytes);
+    backend->zero(s->adam_v, moment_bytes);
+    tt_rope_tables(&s->config, s->plan.seq_len, s->rope_cos, s->rope_sin);
+
+    const int64_t L = s->config.num_layers;
+    s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
+    s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
+    s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
+    s->kept_saved = tt_xcalloc((size_t)L, sizeof(*s->kept_saved), "saved activation pointers");
+    tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
+    tt_model_view_bind(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.weight_bytes);
+
+    s->attention = (tt_attention_shape){
+        .batch = s->plan.micro_batch,
+        .seq_len = s->plan.seq_len,
+        .num_heads = s->config.num_heads,
+        .num_kv_heads = s->config.num_kv_heads,
+        .head_dim = s->config.head_dim,
+        .scale = 1.0 / sqrt((double)s->config.head_dim),
+        .sliding_window = s->config.sliding_window,
+    };
+}
+
+void tt_model_state_free(tt_model_state *s) {
+    tt_arena_destroy(&s->arena);
+    free(s->w_layers);
+    free(s->g_layers);
+    free(s->layer_inputs);
+    free(s->kept_saved);
+    tt_param_table_free(&s->params);
+    tt_plan_free(&s->plan);
+    tt_model_config_free(&s->config);
+    memset(s, 0, sizeof(*s));
+}
+
+/* One decoder layer forward: x_in -> saved activations, and x_out unless it is NULL (a
+ * recompute in the backward needs the saved tensors only, not the layer output). */
+static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const saved_tensors *sv, void *x_out) {
+    const tt_backend *b = s->backend;
+    const tt_model_config *c = &s->config;
+    const tt_layer_view *w = &s->w_layers[l];
+    void *const *S = sv->slot;
+    const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
+    const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
+    const size_t act = s->plan.activation_bytes;
+
+    b->rmsnorm_forward(S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D, c->rms_norm_eps);
+    if (c->qk_norm) {
+        b->linear_forward(S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, N, D, q_dim, false);
+        b->linear_forward(S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, N, D, kv_dim, false);
+        b->rmsnorm_forward(S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm, N * c->num_heads, hd,
+                           c->rms_norm_eps);
+        b->rmsnorm_forward(S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm, N * c->num_kv_heads,
+                           hd, c->rms_norm_eps);
+    } else {
+        b->linear_forward(S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, N, D, q_dim, false);
+        b->linear_forward(S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, N, D, kv_dim, false);
+    }
+    b->linear_forward(S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], w->wv, w->bv, N, D, kv_dim, false);
+    b->rope_forward(S[TT_SAVED_Q], s->rope_cos, s->rope_sin, s->plan.micro_batch, s->plan.seq_len, c->num_heads, hd);
+    b->rope_forward(S[TT_SAVED_K], s->rope_cos, s->rope_sin, s->plan.micro_batch, s->plan.seq_len, c->num_kv_heads,
+                    hd);
+    b->attention_forward(S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
+                         &s->attention);
+    /* residual + o_proj(attention) */
+    b->copy(S[TT_SAVED_RESIDUAL_MID], x_in, (size_t)(N * D) * act);
+    b->linear_forward(S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], w->wo, NULL, N, q_dim, D, true);
+
+    b->rmsnorm_forward(S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm, N, D,
+                       c->rms_norm_eps);
+    b->linear_forward(S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, NULL, N, D, F, false);
+    b->linear_forward(S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, NULL, N, D, F, false);
+    b->swiglu_forward(S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], N * F);
+    if (x_out) {
+        b->copy(x_out, S[TT_SAVED_RESIDUAL_MID], (size_t)(N * D) * act);
+        b->linear_forward(x_out, S[TT_SAVED_SWIGLU], w->w_down, NULL, N, F, D, true);
+    }
+}
+
+/* One decoder layer backward. d_residual holds the gradient of the layer output on entry and
+ * the gradient of the layer input on return (updated in place); parameter gradients are added. */
+static void layer_backward(tt_model_state *s, int64_t l, const void *x_in, const saved_tensors *sv,
+                           const backward_scratch *scratch, void *d_residual) {
+    const tt_backend *b = s->backend;
+    const tt_model_config *c = &s->config;
+    const tt_layer_view *w = &s->w_layers[l];
+    const tt_layer_view *g = &s->g_layers[l];
+    void *const *S = sv->slot;
+    void *const *W = scratch->slot;
+    const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
+    const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
+    const int64_t B = s->plan.micro_batch, T = s->plan.seq_len;
+
+    /* MLP: x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid) */
+    b->linear_backward(W[TT_BACKWARD_D_SWIGLU], g->w_down, NULL, d_residual, S[TT_SAVED_SWIGLU], w->w_down, N, F, D,
+                       false);
+    b->swiglu_backward(W[TT_BACKWARD_D_GATE], W[TT_BACKWARD_D_UP], W[TT_BACKWARD_D_SWIGLU], S[TT_SAVED_GATE],
+                       S[TT_SAVED_UP], N * F);
+    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->w_gate, NULL, W[TT_BACKWARD_D_GATE], S[TT_SAVED_MLP_NORMED],
+                       w->w_gate, N, D, F, false);
+    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->w_up, NULL, W[TT_BACKWARD_D_UP], S[TT_SAVED_MLP_NORMED], w->w_up,
+                       N, D, F, true);
+    b->rmsnorm_backward(d_residual, g->mlp_norm, W[TT_BACKWARD_D_NORMED], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm,
+                        S[TT_SAVED_MLP_RSTD], N, D);
+
+    /* Attention: mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
+    b->linear_backward(W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT], w->wo, N, q_dim, D,
+                       false);
+    b->attention_backward(W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
+                          S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
+                          &s->attention);
+    b->rope_backward(W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
+    b->rope_backward(W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+    void *d_q_proj = W[TT_BACKWARD_D_Q], *d_k_proj = W[TT_BACKWARD_D_K];
+    if (c->qk_norm) {
+        const size_t act = s->plan.activation_bytes;
+        b->zero(W[TT_BACKWARD_D_Q_RAW], (size_t)(N * q_dim) * act);
+        b->zero(W[TT_BACKWARD_D_K_RAW], (size_t)(N * kv_dim) * act);
+        b->rmsnorm_backward(W[TT_BACKWARD_D_Q_RAW], g->q_norm, W[TT_BACKWARD_D_Q], S[TT_SAVED_Q_RAW], w->q_norm,
+                            S[TT_SAVED_Q_RSTD], N * c->num_heads, hd);
+        b->rmsnorm_backward(W[TT_BACKWARD_D_K_RAW], g->k_norm, W[TT_BACKWARD_D_K], S[TT_SAVED_K_RAW], w->k_norm,
+                            S[TT_SAVED_K_RSTD], N * c->num_kv_heads, hd);
+        d_q_proj = W[TT_BACKWARD_D_Q_RAW];
+        d_k_proj = W[TT_BACKWARD_D_K_RAW];
+    }
+    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->wq, g->bq, d_q_proj, S[TT_SAVED_ATTN_NORMED], w->wq, N, D, q_dim,
+                       false);
+    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->wk, g->bk, d_k_proj, S[TT_SAVED_ATTN_NORMED], w->wk, N, D, kv_dim,
+                       true);
+    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->wv, g->bv, W[TT_BACKWARD_D_V], S[TT_SAVED_ATTN_NORMED], w->wv, N,
+                       D, kv_dim, true);
+    b->rmsnorm_backward(d_residual, g->attn_norm, W[TT_BACKWARD_D_NORMED], x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD],
+                        N, D);
+}
+
+/* Forward through the decoder layers, leaving x[0..L] filled. kept[l] receives layer l's
+ * saved activations when the plan keeps them (training); with train == false nothing is kept. */
+static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
+    const int64_t N = s->plan.micro_batch * s->plan.seq_len;
+    s->backend->embedding_forward(x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
+    for (int64_t l = 0; l < s->config.num_layers; l++) {
+        if (train && s->plan.layers[l].saved_activations == TT_ACTIVATIONS_KEEP) {
+            push_saved(s, &kept[l]);
+            layer_forward(s, l, x[l], &kept[l], x[l + 1]);
+        } else {
+            saved_tensors temporary;
+            push_saved(s, &temporary);
+            layer_forward(s, l, x[l], &temporary, x[l + 1]);
+            tt_arena_pop_to(&s->arena, temporary.mark);
+        }
+    }
+}
+
+static void **push_layer_inputs(tt_model_state *s) {
+    void **x = s->layer_inputs;
+    for (int64_t l = 0; l <= s->config.num_layers; l++)
+        x[l] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
+    return x;
+}
+
+double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *count) {
+    const tt_backend *b = s->backend;
+    const tt_model_config *c = &s->config;
+    const int64_t L = c->num_layers, N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
+    const tt_arena_mark step_mark = tt_arena_get_mark(&s->arena);
+
+    void **x = push_layer_inputs(s);
+    void *d_residual = tt_arena_push(&s->arena, s->sizes.d_residual, TT_CLASS_WORKSPACE, "d residual stream");
+    saved_tensors *kept = s->kept_saved;
+    forward_layers(s, x, kept, true);
+
+    /* Head: final norm, LM head and cross-entropy, and their backward, in one go: the loss is
+     * the last op, so its gradient is known as soon as it is computed. */
+    const tt_arena_mark head_mark = tt_arena_get_mark(&s->arena);
+    float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
+    void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
+    float *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
+    void *d_head = tt_arena_push(&s->arena, s->sizes.d_head, TT_CLASS_WORKSPACE, "d final norm output");
+    b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
+    double loss_sum = b->lm_head_loss(d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N, D,
+                                      c->vocab_size, s->plan.loss_chunk, logits, loss_scale, count);
+    b->zero(d_residual, (size_t)(N * D) * s->plan.activation_bytes);
+    b->rmsnorm_backward(d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
+    tt_arena_pop_to(&s->arena, head_mark);
+
+    for (int64_t l = L - 1; l >= 0; l--) {
+        /* A kept layer's saved activations are on top of the stack; a recomputed layer's go there. */
+        saved_tensors recomputed, *sv = &kept[l];
+        if (s->plan.layers[l].saved_activations == TT_ACTIVATIONS_RECOMPUTE) {
+            push_saved(s, &recomputed);
+            layer_forward(s, l, x[l], &recomputed, NULL);
+            sv = &recomputed;
+        }
+        backward_scratch scratch;
+        push_backward(s, &scratch);
+        layer_backward(s, l, x[l], sv, &scratch, d_residual);
+        tt_arena_pop_to(&s->arena, sv->mark);
+    }
+    b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
+
+    tt_arena_pop_to(&s->arena, step_mark);
+    return loss_sum;
+}
+
+double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
+    const tt_backend *b = s->backend;
+    const tt_model_config *c = &s->config;
+    const int64_t L = c->num_layers, N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
+    const tt_arena_mark step_mark = tt_arena_get_mark(&s->arena);
+    void **x = push_layer_inputs(s);
+    forward_layers(s, x, NULL, false);
+    float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
+    void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
+    float *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
+    b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
+    double loss_sum = b->lm_head_loss(NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D, c->vocab_size,
+                                      s->plan.loss_chunk, logits, 0.0, count);
+    tt_arena_pop_to(&s->arena, step_mark);
+    return loss_sum;
+}

@@ -1,0 +1,58 @@
+/* The step program: forward over layers 0..L-1, the fused LM head and loss, backward over
+ * layers L-1..0, all through the backend table, with every buffer pushed onto and popped
+ * off the compute tier's arena in the order the size table prices. The plan decides per
+ * layer whether saved activations are kept or recomputed; whatever it decides, the
+ * arithmetic is the same, so loss and gradients are bit-identical across plans. */
+#ifndef TT_TRAIN_STEP_H
+#define TT_TRAIN_STEP_H
+
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "memory/plan.h"
+#include "memory/size_table.h"
+#include "model/model_config.h"
+#include "model/params.h"
+#include "ops/backend.h"
+
+typedef struct tt_model_state {
+    tt_model_config config;
+    tt_param_table params;
+    tt_plan plan;
+    tt_size_table sizes;
+    const tt_backend *backend;
+    tt_arena arena;           /* the compute tier: every tensor of the step lives here */
+
+    void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU) */
+    void *gradients;          /* [params.total_numel] */
+    float *adam_m, *adam_v;   /* [params.total_numel] fp32 */
+    tt_model_view w, g;       /* views of weights and gradients */
+    tt_layer_view *w_layers, *g_layers; /* [L] */
+
+    float *rope_cos, *rope_sin;   /* [T, hd/2] */
+    int32_t *batch_inputs;        /* [B*T] token ids of the current micro-batch */
+    int32_t *batch_targets;       /* [B*T] next-token ids, TT_IGNORE_INDEX where masked */
+    tt_attention_shape attention;
+    /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
+    void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */
+    struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */
+} tt_model_state;
+
+/* Takes ownership of config and plan. Reserves the arena from the size table (an error if it
+ * exceeds budget_bytes) and pushes the persistent tensors. Weights are left uninitialised. */
+void tt_model_state_init(tt_model_state *state, tt_model_config *config, tt_plan *plan,
+                         const tt_backend *backend, size_t budget_bytes);
+void tt_model_state_free(tt_model_state *state);
+
+/* Runs forward and backward on batch_inputs/batch_targets, adding the gradient of
+ * loss_scale * sum(token losses) into gradients. Returns the sum of token losses (double)
+ * and the number of unmasked tokens through *count. */
+double tt_step_forward_backward(tt_model_state *state, double loss_scale, int64_t *count);
+
+/* Forward only (evaluation): returns the sum of token losses and the count. */
+double tt_step_forward_loss(tt_model_state *state, int64_t *count);
+
+/* Fills cos/sin[T, hd/2] as Hugging Face does (fp32 inverse frequencies, llama3 scaling). */
+void tt_rope_tables(const tt_model_config *config, int64_t seq_len, float *cos_table, float *sin_table);
+
+#endif

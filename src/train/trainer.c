@@ -1,0 +1,266 @@
+#include "train/trainer.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/report.h"
+#include "core/check.h"
+#include "memory/size_table.h"
+#include "model/weights.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+#include "train/step.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *model) {
+    const char *source = run->base_model ? run->base_model : run->model_config;
+    char path[4096];
+    struct stat st;
+    if (stat(source, &st) != 0)
+        tt_die("%s '%s' does not exist", run->base_model ? "base_model" : "model_config", source);
+    if (S_ISDIR(st.st_mode))
+        snprintf(path, sizeof path, "%s/config.json", source);
+    else
+        snprintf(path, sizeof path, "%s", source);
+    tt_model_config_load(path, model);
+}
+
+static size_t physical_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
+static size_t host_budget(const tt_run_config *run) {
+    return run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
+}
+
+static void print_header(const tt_model_config *m, const tt_plan *plan, const tt_size_table *sizes, FILE *out) {
+    fprintf(out, "model: %s, %lld layers, hidden %lld, %lld heads (%lld kv) x %lld, MLP %lld, vocab %lld, %.2fM parameters\n",
+            m->model_type, (long long)m->num_layers, (long long)m->hidden_size, (long long)m->num_heads,
+            (long long)m->num_kv_heads, (long long)m->head_dim, (long long)m->intermediate_size,
+            (long long)m->vocab_size, (double)tt_model_config_param_count(m) / 1e6);
+    tt_plan_print(plan, out);
+    tt_size_table_print(sizes, out, NULL);
+}
+
+void tt_print_run_plan(const tt_run_config *run, FILE *out) {
+    tt_model_config model;
+    tt_load_model_config_for_run(run, &model);
+    tt_plan plan;
+    tt_plan_from_config(&plan, run, &model, TT_TIER_HOST);
+    tt_param_table params;
+    tt_param_table_build(&model, &params);
+    tt_size_table sizes;
+    tt_size_table_compute(&sizes, &model, &params, &plan);
+    print_header(&model, &plan, &sizes, out);
+    char budget[32];
+    fprintf(out, "  host budget: %s%s\n", tt_format_bytes(host_budget(run), budget, sizeof budget),
+            sizes.tier_peak[TT_TIER_HOST] > host_budget(run) ? "  (EXCEEDED: training would stop at start)" : "");
+    tt_param_table_free(&params);
+    tt_plan_free(&plan);
+    tt_model_config_free(&model);
+}
+
+/* Runs the held-out sequences through the model; returns the mean token loss. */
+static double evaluate(tt_model_state *model, const tt_dataset *data, int64_t *tokens_out) {
+    const int64_t B = model->plan.micro_batch, T = model->plan.seq_len;
+    double loss_sum = 0;
+    int64_t tokens = 0;
+    for (int64_t first = 0; first < data->eval_count; first += B) {
+        int64_t rows = data->eval_count - first < B ? data->eval_count - first : B;
+        for (int64_t r = 0; r < B; r++) {
+            if (r < rows) {
+                tt_dataset_get_eval(data, first + r, model->batch_inputs + r * T, model->batch_targets + r * T);
+            } else { /* a short last batch: pad with ignored rows */
+                for (int64_t t = 0; t < T; t++) {
+                    model->batch_inputs[r * T + t] = 0;
+                    model->batch_targets[r * T + t] = TT_IGNORE_INDEX;
+                }
+            }
+        }
+        int64_t count = 0;
+        loss_sum += tt_step_forward_loss(model, &count);
+        tokens += count;
+    }
+    *tokens_out = tokens;
+    return tokens ? loss_sum / (double)tokens : NAN;
+}
+
+int tt_train(const tt_run_config *run, bool resume_latest) {
+    if (run->num_threads > 0) {
+        omp_set_num_threads((int)run->num_threads);
+        openblas_set_num_threads((int)run->num_threads);
+    }
+    tt_make_directories(run->output_dir);
+
+    tt_model_config model_config;
+    tt_load_model_config_for_run(run, &model_config);
+    tt_plan plan;
+    tt_plan_from_config(&plan, run, &model_config, TT_TIER_HOST);
+    tt_model_state model;
+    tt_model_state_init(&model, &model_config, &plan, tt_backend_cpu(), host_budget(run));
+    const tt_model_config *mc = &model.config;
+    print_header(mc, &model.plan, &model.sizes, stdout);
+
+    tt_dataset data;
+    tt_dataset_open(&data, run->datasets, run->dataset_count, mc->vocab_size, run->sequence_len, run->val_set_size,
+                    (uint64_t)run->seed);
+
+    const int64_t B = run->micro_batch_size, T = run->sequence_len, N = B * T;
+    const int64_t accumulation = run->gradient_accumulation_steps;
+    const int64_t sequences_per_step = B * accumulation;
+    int64_t total_steps = run->max_steps;
+    if (total_steps <= 0) {
+        total_steps = (int64_t)ceil(run->num_epochs * (double)data.train_count / (double)sequences_per_step);
+        if (total_steps < 1) total_steps = 1;
+    }
+    tt_lr_schedule schedule = {
+        .kind = run->lr_scheduler,
+        .peak = run->learning_rate,
+        .warmup_steps = run->warmup_steps >= 0 ? run->warmup_steps : (int64_t)ceil(run->warmup_ratio * (double)total_steps),
+        .total_steps = total_steps,
+        .min_ratio = run->cosine_min_lr_ratio,
+    };
+    tt_adamw_settings adamw = {
+        .beta1 = (float)run->adam_beta1,
+        .beta2 = (float)run->adam_beta2,
+        .epsilon = (float)run->adam_epsilon,
+        .weight_decay = (float)run->weight_decay,
+        .max_grad_norm = (float)run->max_grad_norm,
+    };
+
+    tt_trainer_state trainer = {0};
+    tt_rng_seed(&trainer.rng, (uint64_t)run->seed);
+    char *resume_dir = NULL;
+    if (run->resume_from_checkpoint) {
+        resume_dir = tt_xstrdup(run->resume_from_checkpoint);
+    } else if (resume_latest) {
+        resume_dir = tt_checkpoint_find_latest(run->output_dir);
+        if (!resume_dir) tt_die("--resume: no checkpoint-<step> directory in output_dir '%s'", run->output_dir);
+    }
+    if (resume_dir) {
+        tt_checkpoint_load(&model, &trainer, resume_dir);
+        tt_dataset_set_position(&data, trainer.data_epoch, trainer.data_index);
+        tt_info("resumed from %s at step %lld", resume_dir, (long long)trainer.global_step);
+    } else if (run->base_model) {
+        tt_weights_load_hf(model.weights, &model.params, run->base_model);
+    } else {
+        double std = run->initializer_range > 0 ? run->initializer_range : 0.02;
+        tt_weights_init_random(model.weights, &model.params, std, (uint64_t)run->seed);
+    }
+    tt_info("data: %lld training and %lld eval sequences of %lld tokens; %lld steps of %lld sequences (%lld tokens)",
+            (long long)data.train_count, (long long)data.eval_count, (long long)T, (long long)total_steps,
+            (long long)sequences_per_step, (long long)(sequences_per_step * T));
+
+    /* Micro-batches of one optimizer step are drawn up front, so the loss can be averaged
+     * over all unmasked tokens of the step (not per micro-batch). */
+    int32_t *step_inputs = tt_xmalloc(sizeof(int32_t) * (size_t)(N * accumulation), "step token buffer");
+    int32_t *step_targets = tt_xmalloc(sizeof(int32_t) * (size_t)(N * accumulation), "step token buffer");
+
+    tt_reporter reporter;
+    tt_reporter_open(&reporter, run->output_dir, run->progress);
+    reporter.arenas[TT_TIER_HOST] = &model.arena;
+
+    char *last_checkpoint = resume_dir ? tt_xstrdup(resume_dir) : NULL;
+    const double start = now_seconds();
+    const int64_t first_step = trainer.global_step;
+    int exit_status = 0;
+    while (trainer.global_step < total_steps) {
+        const double step_start = now_seconds();
+        for (int64_t i = 0; i < sequences_per_step; i++)
+            tt_dataset_next_train(&data, step_inputs + i * T, step_targets + i * T);
+        int64_t step_tokens = 0;
+        for (int64_t i = 0; i < N * accumulation; i++) step_tokens += step_targets[i] != TT_IGNORE_INDEX;
+
+        model.backend->zero(model.gradients, model.sizes.gradients);
+        double loss_sum = 0;
+        int64_t counted = 0;
+        for (int64_t micro = 0; micro < accumulation; micro++) {
+            memcpy(model.batch_inputs, step_inputs + micro * N, sizeof(int32_t) * (size_t)N);
+            memcpy(model.batch_targets, step_targets + micro * N, sizeof(int32_t) * (size_t)N);
+            int64_t count = 0;
+            loss_sum += tt_step_forward_backward(&model, step_tokens ? 1.0 / (double)step_tokens : 0.0, &count);
+            counted += count;
+        }
+        double loss = counted ? loss_sum / (double)counted : 0.0;
+        double grad_norm = tt_gradient_norm(&model);
+        if (!isfinite(loss) || !isfinite(grad_norm)) {
+            tt_reporter_close(&reporter);
+            fprintf(stderr,
+                    "tiertrain: error: the loss (%g) or gradient norm (%g) is not finite at step %lld; training "
+                    "stopped without updating the weights. %s%s. Lower learning_rate, set max_grad_norm, or check "
+                    "the data.\n",
+                    loss, grad_norm, (long long)trainer.global_step + 1,
+                    last_checkpoint ? "The last good checkpoint is " : "No checkpoint was written yet",
+                    last_checkpoint ? last_checkpoint : "");
+            exit_status = 2;
+            break;
+        }
+        double lr = tt_lr_at(&schedule, trainer.global_step);
+        tt_adamw_step(&model, &adamw, (float)lr, trainer.global_step + 1, tt_clip_scale(grad_norm, adamw.max_grad_norm));
+        trainer.global_step++;
+        trainer.tokens_seen += step_tokens;
+        tt_dataset_get_position(&data, &trainer.data_epoch, &trainer.data_index);
+
+        const double t_now = now_seconds();
+        tt_step_report report = {
+            .step = trainer.global_step,
+            .total_steps = total_steps,
+            .loss = loss,
+            .learning_rate = lr,
+            .grad_norm = grad_norm,
+            .tokens = sequences_per_step * T,
+            .step_seconds = t_now - step_start,
+            .elapsed_seconds = t_now - start,
+            .steps_this_run = trainer.global_step - first_step,
+        };
+        bool last = trainer.global_step == total_steps;
+        tt_reporter_step(&reporter, &report, last || trainer.global_step % run->logging_steps == 0);
+
+        if (data.eval_count > 0 && ((run->eval_steps > 0 && trainer.global_step % run->eval_steps == 0) || last)) {
+            int64_t eval_tokens = 0;
+            double eval_loss = evaluate(&model, &data, &eval_tokens);
+            tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
+        }
+        if ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last) {
+            free(last_checkpoint);
+            last_checkpoint = tt_checkpoint_save(&model, &trainer, run);
+        }
+    }
+    tt_reporter_close(&reporter);
+
+    if (exit_status == 0) {
+        /* The final model, as a Hugging Face checkpoint in output_dir itself. */
+        tt_weights_save_hf(model.weights, &model.params, mc, mc->dtype, run->output_dir, run->max_shard_bytes);
+        double elapsed = now_seconds() - start;
+        int64_t steps = trainer.global_step - first_step;
+        tt_info("done: %lld steps in %.1f s (%.0f tok/s); model saved to %s", (long long)steps, elapsed,
+                elapsed > 0 ? (double)(steps * sequences_per_step * T) / elapsed : 0.0, run->output_dir);
+    }
+    const tt_arena *measured[TT_TIER_COUNT] = {0};
+    measured[TT_TIER_HOST] = &model.arena;
+    printf("memory, estimate vs measured peak:\n");
+    tt_size_table_print(&model.sizes, stdout, measured);
+
+    free(last_checkpoint);
+    free(resume_dir);
+    free(step_inputs);
+    free(step_targets);
+    tt_dataset_close(&data);
+    tt_model_state_free(&model);
+    return exit_status;
+}

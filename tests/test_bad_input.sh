@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Bad input through the command line: each case ends with exit status 1 and a message that
+# names what was wrong, never a crash. Arguments: tiertrain binary, source dir, scratch dir.
+set -uo pipefail
+tiertrain=$1; source_dir=$2; scratch=$3
+rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
+passed=0; failed=0
+expect_error() { # description, expected message (grep -E), command...
+  local what=$1 pattern=$2; shift 2
+  "$@" > out.txt 2> err.txt
+  local status=$?
+  if [ $status -eq 1 ] && grep -Eq "$pattern" err.txt; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $what: status $status, stderr:" >&2; cat err.txt >&2
+  fi
+}
+
+# A valid model and corpus to corrupt.
+mkdir -p model
+cat > model/config.json <<'JSON'
+{"model_type": "llama", "vocab_size": 257, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+ "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32"}
+JSON
+head -c 4000 "$source_dir/README.md" > a.txt
+"$tiertrain" tokenize --bytes -o corpus.tok a.txt > /dev/null
+cat > run.yaml <<'YAML'
+model_config: model/config.json
+datasets: [corpus.tok]
+sequence_len: 16
+max_steps: 1
+output_dir: out
+progress: false
+YAML
+"$tiertrain" train --config run.yaml > /dev/null 2>&1 || echo "setup run failed" >&2
+[ -f out/model.safetensors ] || { echo "train_bad_input: 0 passed, 1 failed"; exit 1; }
+
+printf 'learning_rate: [1, 2\nseed: 3\n' > malformed.yaml
+expect_error "malformed YAML" "malformed.yaml:2:[0-9]+: malformed YAML" "$tiertrain" train --config malformed.yaml
+printf 'model_config: model/config.json\ndatasets: [corpus.tok]\nlearning_rat: 0.1\n' > unknown.yaml
+expect_error "unknown key" "learning_rat.*learning_rate" "$tiertrain" train --config unknown.yaml
+expect_error "wrong type" "micro_batch_size" "$tiertrain" train --config run.yaml micro_batch_size=abc
+expect_error "out of range" "sequence_len" "$tiertrain" train --config run.yaml sequence_len=0
+expect_error "later feature" "not available yet" "$tiertrain" train --config run.yaml activation_offloading=disk
+expect_error "missing config file" "nope.yaml" "$tiertrain" train --config nope.yaml
+
+make_model_dir() { rm -rf "$1"; mkdir -p "$1"; cp out/config.json "$1/"; }
+
+make_model_dir truncated
+head -c 3000 out/model.safetensors > truncated/model.safetensors
+expect_error "truncated safetensors" "truncated/model.safetensors" \
+  "$tiertrain" train --config run.yaml model_config=null base_model=truncated output_dir=o1
+
+make_model_dir past_end
+header='{"model.embed_tokens.weight":{"dtype":"F32","shape":[257,16],"data_offsets":[0,16448]}}'
+len=${#header}
+printf "$(printf '\\x%02x\\x%02x\\x00\\x00\\x00\\x00\\x00\\x00' $((len & 255)) $((len >> 8)))" > past_end/model.safetensors
+printf '%s' "$header" >> past_end/model.safetensors
+head -c 100 /dev/zero >> past_end/model.safetensors
+expect_error "offsets past the file" "model.embed_tokens.weight" \
+  "$tiertrain" train --config run.yaml model_config=null base_model=past_end output_dir=o2
+
+make_model_dir missing
+cp out/model.safetensors missing/
+sed -i 's/"num_hidden_layers": 1/"num_hidden_layers": 2/' missing/config.json
+expect_error "missing tensor" "model.layers.1.*missing" \
+  "$tiertrain" train --config run.yaml model_config=null base_model=missing output_dir=o3
+
+make_model_dir shape
+cp out/model.safetensors shape/
+sed -i 's/"intermediate_size": 32/"intermediate_size": 48/' shape/config.json
+expect_error "shape mismatch" "mlp.*shape" \
+  "$tiertrain" train --config run.yaml model_config=null base_model=shape output_dir=o4
+
+sed 's/"vocab_size": 257/"vocab_size": 100/' model/config.json > small_vocab.json
+expect_error "token id out of range" "corpus.tok.*vocab" \
+  "$tiertrain" train --config run.yaml model_config=small_vocab.json output_dir=o5
+
+expect_error "bad budget" "budget" "$tiertrain" train --config run.yaml host_memory_budget=1KiB output_dir=o6
+
+echo "bad_input: $passed passed, $failed failed"
+[ $failed -eq 0 ]

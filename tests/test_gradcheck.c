@@ -1,0 +1,989 @@
+/* The CPU kernels against finite differences, naive references, each other and themselves.
+ *
+ *  1. Gradient check in double (the _f64 kernels): for every op with a backward, the scalar
+ *     objective L = sum(out .* R) for a random R (the loss itself for lm_head_loss), central
+ *     differences with h = 1e-6 against the analytic backward; relative error
+ *     max|analytic - numeric| / max|numeric| < 1e-6. Forwards are checked against naive
+ *     formulas written out here, "+=" arguments against their starting values, and overwritten
+ *     outputs are filled with NaN first.
+ *  2. The f32 kernels agree with the f64 kernels within 1e-5 (relative, as above).
+ *  3. Determinism: every op of tt_backend_cpu() gives the same bits with 1, 2 and 3 threads. */
+#include <cblas.h>
+#include <fcntl.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "ops/backend.h"
+#include "ops/cpu/ops_cpu.h"
+#include "test_util.h"
+
+#define FD_STEP 1e-6
+#define GRAD_TOL 1e-6 /* finite differences vs backward, in double */
+#define REF_TOL 1e-12 /* f64 forward vs a naive formula in double */
+#define F32_TOL 1e-5  /* f32 kernels vs f64 kernels */
+
+static tt_rng g_rng;
+
+/* ------------------------------------------------------------------ helpers */
+
+static double *dnew(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
+static float *fnew(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+static double *drandn(int64_t n, double s) {
+    double *a = dnew(n);
+    for (int64_t i = 0; i < n; i++) a[i] = s * tt_rng_normal(&g_rng);
+    return a;
+}
+
+static double *dcopy(const double *a, int64_t n) {
+    double *b = dnew(n);
+    memcpy(b, a, (size_t)n * sizeof(double));
+    return b;
+}
+
+/* a - b, a new array */
+static double *dsub(const double *a, const double *b, int64_t n) {
+    double *c = dnew(n);
+    for (int64_t i = 0; i < n; i++) c[i] = a[i] - b[i];
+    return c;
+}
+
+static float *to_f32(const double *a, int64_t n) {
+    float *b = fnew(n);
+    for (int64_t i = 0; i < n; i++) b[i] = (float)a[i];
+    return b;
+}
+
+static void dnan(double *a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) a[i] = NAN;
+}
+
+static void fnan(float *a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) a[i] = NAN;
+}
+
+static double ddot(const double *a, const double *b, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* max|a - ref| / max|ref|; NaN anywhere counts as infinite error. */
+static double rel_err_d(const double *a, const double *ref, int64_t n) {
+    double diff = 0, mag = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - ref[i]);
+        if (isnan(d)) d = INFINITY;
+        if (d > diff) diff = d;
+        if (fabs(ref[i]) > mag) mag = fabs(ref[i]);
+    }
+    return diff / (mag > 1e-30 ? mag : 1e-30);
+}
+
+static double rel_err_fd(const float *a, const double *ref, int64_t n) {
+    double diff = 0, mag = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]);
+        if (isnan(d)) d = INFINITY;
+        if (d > diff) diff = d;
+        if (fabs(ref[i]) > mag) mag = fabs(ref[i]);
+    }
+    return diff / (mag > 1e-30 ? mag : 1e-30);
+}
+
+static void expect_close(const char *what, const double *got, const double *ref, int64_t n, double tol) {
+    double e = rel_err_d(got, ref, n);
+    TT_EXPECT(e < tol, "%s: relative error %.3g (tolerance %.0e)", what, e, tol);
+}
+
+static void expect_close_f32(const char *what, const float *got, const double *ref, int64_t n) {
+    double e = rel_err_fd(got, ref, n);
+    TT_EXPECT(e < F32_TOL, "f32 vs f64 %s: relative error %.3g (tolerance %.0e)", what, e, F32_TOL);
+}
+
+typedef double (*objective_fn)(void *ctx);
+
+/* Central differences of f with respect to x[0..n). */
+static double *numeric_grad(objective_fn f, void *ctx, double *x, int64_t n) {
+    double *g = dnew(n);
+    for (int64_t i = 0; i < n; i++) {
+        const double saved = x[i];
+        x[i] = saved + FD_STEP;
+        const double fp = f(ctx);
+        x[i] = saved - FD_STEP;
+        const double fm = f(ctx);
+        x[i] = saved;
+        g[i] = (fp - fm) / (2 * FD_STEP);
+    }
+    return g;
+}
+
+static void expect_grad(const char *what, objective_fn f, void *ctx, double *x, int64_t n, const double *analytic) {
+    double *num = numeric_grad(f, ctx, x, n);
+    double e = rel_err_d(analytic, num, n);
+    TT_EXPECT(e < GRAD_TOL, "gradcheck %s: relative error %.3g (tolerance %.0e)", what, e, GRAD_TOL);
+    free(num);
+}
+
+/* ------------------------------------------------------------------ embedding */
+
+typedef struct {
+    int64_t V, D, N;
+    int32_t *ids;
+    double *table, *out, *R;
+} emb_ctx;
+
+static double emb_objective(void *p) {
+    emb_ctx *c = p;
+    dnan(c->out, c->N * c->D);
+    tt_cpu_embedding_forward_f64(c->out, c->ids, c->table, c->N, c->D);
+    return ddot(c->out, c->R, c->N * c->D);
+}
+
+static void test_embedding(void) {
+    int32_t ids[] = {3, 1, 3, 0, 6, 3, 2, 1, 5};
+    emb_ctx c = {.V = 7, .D = 5, .N = 9, .ids = ids};
+    const int64_t V = c.V, D = c.D, N = c.N;
+    c.table = drandn(V * D, 1);
+    c.out = dnew(N * D);
+    c.R = drandn(N * D, 1);
+
+    emb_objective(&c);
+    bool rows_ok = true;
+    for (int64_t n = 0; n < N; n++)
+        rows_ok &= memcmp(c.out + n * D, c.table + ids[n] * D, (size_t)D * sizeof(double)) == 0;
+    TT_EXPECT(rows_ok, "embedding forward copies table rows");
+
+    double *base = drandn(V * D, 1), *dtable = dcopy(base, V * D);
+    tt_cpu_embedding_backward_f64(dtable, ids, c.R, N, D);
+    double *grad = dsub(dtable, base, V * D);
+    expect_grad("embedding dtable", emb_objective, &c, c.table, V * D, grad);
+
+    float *tf = to_f32(c.table, V * D), *outf = fnew(N * D), *Rf = to_f32(c.R, N * D);
+    float *dtf = to_f32(base, V * D);
+    fnan(outf, N * D);
+    tt_cpu_embedding_forward_f32(outf, ids, tf, N, D);
+    emb_objective(&c);
+    expect_close_f32("embedding forward", outf, c.out, N * D);
+    tt_cpu_embedding_backward_f32(dtf, ids, Rf, N, D);
+    expect_close_f32("embedding backward", dtf, dtable, V * D);
+
+    free(c.table), free(c.out), free(c.R), free(base), free(dtable), free(grad);
+    free(tf), free(outf), free(Rf), free(dtf);
+}
+
+/* ------------------------------------------------------------------ RMSNorm */
+
+typedef struct {
+    int64_t R, C;
+    double eps;
+    double *x, *w, *out, *rstd, *Ro;
+} rms_ctx;
+
+static double rms_objective(void *p) {
+    rms_ctx *c = p;
+    dnan(c->out, c->R * c->C);
+    dnan(c->rstd, c->R);
+    tt_cpu_rmsnorm_forward_f64(c->out, c->rstd, c->x, c->w, c->R, c->C, c->eps);
+    return ddot(c->out, c->Ro, c->R * c->C);
+}
+
+static void test_rmsnorm(int64_t R, int64_t C) {
+    rms_ctx c = {.R = R, .C = C, .eps = 1e-6};
+    c.x = drandn(R * C, 1);
+    c.w = drandn(C, 0.3);
+    for (int64_t i = 0; i < C; i++) c.w[i] += 1;
+    c.out = dnew(R * C);
+    c.rstd = dnew(R);
+    c.Ro = drandn(R * C, 1);
+
+    rms_objective(&c);
+    double *ref = dnew(R * C), *ref_rstd = dnew(R);
+    for (int64_t r = 0; r < R; r++) {
+        double ms = 0;
+        for (int64_t i = 0; i < C; i++) ms += c.x[r * C + i] * c.x[r * C + i];
+        ref_rstd[r] = 1 / sqrt(ms / (double)C + c.eps);
+        for (int64_t i = 0; i < C; i++) ref[r * C + i] = c.w[i] * c.x[r * C + i] * ref_rstd[r];
+    }
+    expect_close("rmsnorm forward", c.out, ref, R * C, REF_TOL);
+    expect_close("rmsnorm rstd", c.rstd, ref_rstd, R, REF_TOL);
+
+    /* "+=" into random starting values; the difference is the gradient. */
+    double *base_x = drandn(R * C, 1), *base_w = drandn(C, 1);
+    double *dx = dcopy(base_x, R * C), *dw = dcopy(base_w, C);
+    tt_cpu_rmsnorm_backward_f64(dx, dw, c.Ro, c.x, c.w, c.rstd, R, C);
+    double *gx = dsub(dx, base_x, R * C), *gw = dsub(dw, base_w, C);
+
+    /* dx and dw may each be skipped. */
+    double *dx_only = dcopy(base_x, R * C), *dw_only = dcopy(base_w, C);
+    tt_cpu_rmsnorm_backward_f64(dx_only, NULL, c.Ro, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, dw_only, c.Ro, c.x, c.w, c.rstd, R, C);
+    TT_EXPECT(memcmp(dx_only, dx, (size_t)(R * C) * sizeof(double)) == 0 &&
+                  memcmp(dw_only, dw, (size_t)C * sizeof(double)) == 0,
+              "rmsnorm backward with dw or dx NULL gives the same dx and dw");
+
+    /* dx may be the buffer of dout (dx = dout + gradient). */
+    double *alias = dcopy(c.Ro, R * C), *dx_sep = dcopy(c.Ro, R * C), *dw_alias = dcopy(base_w, C);
+    tt_cpu_rmsnorm_backward_f64(dx_sep, NULL, c.Ro, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(alias, dw_alias, alias, c.x, c.w, c.rstd, R, C);
+    TT_EXPECT(memcmp(alias, dx_sep, (size_t)(R * C) * sizeof(double)) == 0 &&
+                  memcmp(dw_alias, dw, (size_t)C * sizeof(double)) == 0,
+              "rmsnorm backward with dx == dout");
+    free(alias), free(dx_sep), free(dw_alias);
+
+    char what[64];
+    snprintf(what, sizeof what, "rmsnorm dx [%lld,%lld]", (long long)R, (long long)C);
+    expect_grad(what, rms_objective, &c, c.x, R * C, gx);
+    snprintf(what, sizeof what, "rmsnorm dw [%lld,%lld]", (long long)R, (long long)C);
+    expect_grad(what, rms_objective, &c, c.w, C, gw);
+
+    float *xf = to_f32(c.x, R * C), *wf = to_f32(c.w, C), *Rf = to_f32(c.Ro, R * C);
+    float *outf = fnew(R * C), *rstdf = fnew(R), *dxf = to_f32(base_x, R * C), *dwf = to_f32(base_w, C);
+    fnan(outf, R * C);
+    fnan(rstdf, R);
+    tt_cpu_rmsnorm_forward_f32(outf, rstdf, xf, wf, R, C, c.eps);
+    rms_objective(&c);
+    expect_close_f32("rmsnorm forward", outf, c.out, R * C);
+    expect_close_f32("rmsnorm rstd", rstdf, c.rstd, R);
+    tt_cpu_rmsnorm_backward_f32(dxf, dwf, Rf, xf, wf, rstdf, R, C);
+    expect_close_f32("rmsnorm dx", dxf, dx, R * C);
+    expect_close_f32("rmsnorm dw", dwf, dw, C);
+
+    free(c.x), free(c.w), free(c.out), free(c.rstd), free(c.Ro), free(ref), free(ref_rstd);
+    free(base_x), free(base_w), free(dx), free(dw), free(gx), free(gw), free(dx_only), free(dw_only);
+    free(xf), free(wf), free(Rf), free(outf), free(rstdf), free(dxf), free(dwf);
+}
+
+/* ------------------------------------------------------------------ linear */
+
+typedef struct {
+    int64_t N, in, out;
+    double *x, *W, *b, *y, *Ry;
+} lin_ctx;
+
+static double lin_objective(void *p) {
+    lin_ctx *c = p;
+    dnan(c->y, c->N * c->out);
+    tt_cpu_linear_forward_f64(c->y, c->x, c->W, c->b, c->N, c->in, c->out, false);
+    return ddot(c->y, c->Ry, c->N * c->out);
+}
+
+static void test_linear(bool bias) {
+    lin_ctx c = {.N = 5, .in = 6, .out = 4};
+    const int64_t N = c.N, in = c.in, out = c.out;
+    c.x = drandn(N * in, 1);
+    c.W = drandn(out * in, 1);
+    c.b = bias ? drandn(out, 1) : NULL;
+    c.y = dnew(N * out);
+    c.Ry = drandn(N * out, 1);
+
+    lin_objective(&c);
+    double *ref = dnew(N * out);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < out; o++)
+            ref[n * out + o] = (bias ? c.b[o] : 0) + ddot(c.x + n * in, c.W + o * in, in);
+    expect_close(bias ? "linear forward (bias)" : "linear forward", c.y, ref, N * out, REF_TOL);
+
+    double *y0 = drandn(N * out, 1), *yacc = dcopy(y0, N * out), *ref_acc = dnew(N * out);
+    tt_cpu_linear_forward_f64(yacc, c.x, c.W, c.b, N, in, out, true);
+    for (int64_t i = 0; i < N * out; i++) ref_acc[i] = y0[i] + ref[i];
+    expect_close(bias ? "linear forward += (bias)" : "linear forward +=", yacc, ref_acc, N * out, REF_TOL);
+
+    double *dx = dnew(N * in), *base_W = drandn(out * in, 1), *dW = dcopy(base_W, out * in);
+    double *base_b = drandn(out, 1), *db = dcopy(base_b, out);
+    dnan(dx, N * in);
+    tt_cpu_linear_backward_f64(dx, dW, bias ? db : NULL, c.Ry, c.x, c.W, N, in, out, false);
+    double *gW = dsub(dW, base_W, out * in), *gb = dsub(db, base_b, out);
+    if (!bias) TT_EXPECT(memcmp(db, base_b, (size_t)out * sizeof(double)) == 0, "db untouched");
+
+    double *base_dx = drandn(N * in, 1), *dx_acc = dcopy(base_dx, N * in);
+    tt_cpu_linear_backward_f64(dx_acc, NULL, NULL, c.Ry, c.x, c.W, N, in, out, true);
+    double *gx_acc = dsub(dx_acc, base_dx, N * in);
+    expect_close("linear dx +=", gx_acc, dx, N * in, 1e-14);
+
+    double *dW2 = dcopy(base_W, out * in);
+    tt_cpu_linear_backward_f64(NULL, dW2, NULL, c.Ry, c.x, c.W, N, in, out, false);
+    TT_EXPECT(memcmp(dW2, dW, (size_t)(out * in) * sizeof(double)) == 0, "linear backward with dx NULL");
+
+    expect_grad("linear dx", lin_objective, &c, c.x, N * in, dx);
+    expect_grad("linear dW", lin_objective, &c, c.W, out * in, gW);
+    if (bias) expect_grad("linear db", lin_objective, &c, c.b, out, gb);
+
+    float *xf = to_f32(c.x, N * in), *Wf = to_f32(c.W, out * in), *bf = bias ? to_f32(c.b, out) : NULL;
+    float *yf = fnew(N * out), *Ryf = to_f32(c.Ry, N * out), *dxf = fnew(N * in);
+    float *dWf = to_f32(base_W, out * in), *dbf = to_f32(base_b, out);
+    fnan(yf, N * out);
+    fnan(dxf, N * in);
+    tt_cpu_linear_forward_f32(yf, xf, Wf, bf, N, in, out, false);
+    expect_close_f32("linear forward", yf, ref, N * out);
+    tt_cpu_linear_backward_f32(dxf, dWf, bias ? dbf : NULL, Ryf, xf, Wf, N, in, out, false);
+    expect_close_f32("linear dx", dxf, dx, N * in);
+    expect_close_f32("linear dW", dWf, dW, out * in);
+    if (bias) expect_close_f32("linear db", dbf, db, out);
+
+    free(c.x), free(c.W), free(c.b), free(c.y), free(c.Ry), free(ref), free(y0), free(yacc), free(ref_acc);
+    free(dx), free(base_W), free(dW), free(base_b), free(db), free(gW), free(gb), free(base_dx), free(dx_acc);
+    free(gx_acc), free(dW2), free(xf), free(Wf), free(bf), free(yf), free(Ryf), free(dxf), free(dWf), free(dbf);
+}
+
+/* Column reductions over more rows than one block (128): rmsnorm dw and linear db. */
+static void test_column_sums(void) {
+    const int64_t R = 300, C = 7;
+    double *x = drandn(R * C, 1), *w = drandn(C, 1), *g = drandn(R * C, 1), *rstd = drandn(R, 1);
+    double *dw = dnew(C), *db = dnew(C), *ref_dw = dnew(C), *ref_db = dnew(C);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = 0; i < C; i++) {
+            ref_dw[i] += g[r * C + i] * x[r * C + i] * rstd[r];
+            ref_db[i] += g[r * C + i];
+        }
+    tt_cpu_rmsnorm_backward_f64(NULL, dw, g, x, w, rstd, R, C);
+    tt_cpu_linear_backward_f64(NULL, NULL, db, g, x, x, R, C, C, false);
+    expect_close("rmsnorm dw over 300 rows", dw, ref_dw, C, REF_TOL);
+    expect_close("linear db over 300 rows", db, ref_db, C, REF_TOL);
+    free(x), free(w), free(g), free(rstd), free(dw), free(db), free(ref_dw), free(ref_db);
+}
+
+/* ------------------------------------------------------------------ RoPE */
+
+typedef struct {
+    int64_t B, T, H, hd;
+    double *x, *work, *cs, *sn, *Rx;
+} rope_ctx;
+
+static double rope_objective(void *p) {
+    rope_ctx *c = p;
+    const int64_t n = c->B * c->T * c->H * c->hd;
+    memcpy(c->work, c->x, (size_t)n * sizeof(double));
+    tt_cpu_rope_forward_f64(c->work, c->cs, c->sn, c->B, c->T, c->H, c->hd);
+    return ddot(c->work, c->Rx, n);
+}
+
+static void test_rope(void) {
+    rope_ctx c = {.B = 2, .T = 3, .H = 2, .hd = 6};
+    const int64_t B = c.B, T = c.T, H = c.H, hd = c.hd, half = hd / 2, n = B * T * H * hd;
+    c.x = drandn(n, 1);
+    c.work = dnew(n);
+    c.Rx = drandn(n, 1);
+    c.cs = dnew(T * half);
+    c.sn = dnew(T * half);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < half; i++) {
+            double angle = (double)(t + 1) * pow(10000.0, -2.0 * (double)i / (double)hd);
+            c.cs[t * half + i] = cos(angle);
+            c.sn[t * half + i] = sin(angle);
+        }
+
+    rope_objective(&c);
+    double *ref = dnew(n);
+    for (int64_t row = 0; row < B * T; row++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < half; i++) {
+                const int64_t t = row % T, o = (row * H + h) * hd;
+                const double x1 = c.x[o + i], x2 = c.x[o + i + half];
+                ref[o + i] = x1 * c.cs[t * half + i] - x2 * c.sn[t * half + i];
+                ref[o + i + half] = x2 * c.cs[t * half + i] + x1 * c.sn[t * half + i];
+            }
+    expect_close("rope forward", c.work, ref, n, REF_TOL);
+
+    double *back = dcopy(c.work, n);
+    tt_cpu_rope_backward_f64(back, c.cs, c.sn, B, T, H, hd);
+    expect_close("rope backward undoes forward", back, c.x, n, 1e-14);
+
+    double *g = dcopy(c.Rx, n);
+    tt_cpu_rope_backward_f64(g, c.cs, c.sn, B, T, H, hd);
+    expect_grad("rope dx", rope_objective, &c, c.x, n, g);
+
+    float *xf = to_f32(c.x, n), *csf = to_f32(c.cs, T * half), *snf = to_f32(c.sn, T * half);
+    float *gf = to_f32(c.Rx, n);
+    tt_cpu_rope_forward_f32(xf, csf, snf, B, T, H, hd);
+    expect_close_f32("rope forward", xf, ref, n);
+    tt_cpu_rope_backward_f32(gf, csf, snf, B, T, H, hd);
+    expect_close_f32("rope backward", gf, g, n);
+
+    free(c.x), free(c.work), free(c.Rx), free(c.cs), free(c.sn), free(ref), free(back), free(g);
+    free(xf), free(csf), free(snf), free(gf);
+}
+
+/* ------------------------------------------------------------------ attention */
+
+typedef struct {
+    tt_attention_shape s;
+    double *q, *k, *v, *out, *lse, *Ro;
+} attn_ctx;
+
+static int64_t attn_q_elems(const tt_attention_shape *s) {
+    return s->batch * s->seq_len * s->num_heads * s->head_dim;
+}
+static int64_t attn_kv_elems(const tt_attention_shape *s) {
+    return s->batch * s->seq_len * s->num_kv_heads * s->head_dim;
+}
+
+static double attn_objective(void *p) {
+    attn_ctx *c = p;
+    dnan(c->out, attn_q_elems(&c->s));
+    dnan(c->lse, c->s.batch * c->s.num_heads * c->s.seq_len);
+    tt_cpu_attention_forward_f64(c->out, c->lse, c->q, c->k, c->v, &c->s);
+    return ddot(c->out, c->Ro, attn_q_elems(&c->s));
+}
+
+/* Naive attention: full score rows with the mask written as in backend.h. */
+static void attn_reference(double *out, double *lse, const double *q, const double *k, const double *v,
+                           const tt_attention_shape *s) {
+    const int64_t B = s->batch, T = s->seq_len, Hq = s->num_heads, Hkv = s->num_kv_heads, hd = s->head_dim;
+    double *sc = dnew(T);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < T; i++) {
+                const int64_t kvh = h / (Hq / Hkv);
+                const double *qi = q + ((b * T + i) * Hq + h) * hd;
+                double m = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < T; j++) {
+                    bool visible = j <= i && (s->sliding_window == 0 || i - j < s->sliding_window);
+                    sc[j] = visible ? s->scale * ddot(qi, k + ((b * T + j) * Hkv + kvh) * hd, hd) : -INFINITY;
+                    if (sc[j] > m) m = sc[j];
+                }
+                for (int64_t j = 0; j < T; j++) sum += exp(sc[j] - m);
+                lse[(b * Hq + h) * T + i] = m + log(sum);
+                double *oi = out + ((b * T + i) * Hq + h) * hd;
+                for (int64_t d = 0; d < hd; d++) oi[d] = 0;
+                for (int64_t j = 0; j < T; j++)
+                    for (int64_t d = 0; d < hd; d++)
+                        oi[d] += exp(sc[j] - m) / sum * v[((b * T + j) * Hkv + kvh) * hd + d];
+            }
+    free(sc);
+}
+
+static void test_attention(int64_t window) {
+    attn_ctx c = {.s = {.batch = 2, .seq_len = 5, .num_heads = 4, .num_kv_heads = 2, .head_dim = 4,
+                        .scale = 0.5, .sliding_window = window}};
+    const int64_t nq = attn_q_elems(&c.s), nkv = attn_kv_elems(&c.s), nl = c.s.batch * c.s.num_heads * c.s.seq_len;
+    c.q = drandn(nq, 1.5);
+    c.k = drandn(nkv, 1.5);
+    c.v = drandn(nkv, 1);
+    c.out = dnew(nq);
+    c.lse = dnew(nl);
+    c.Ro = drandn(nq, 1);
+    char what[96];
+
+    attn_objective(&c);
+    double *ref = dnew(nq), *ref_lse = dnew(nl);
+    attn_reference(ref, ref_lse, c.q, c.k, c.v, &c.s);
+    snprintf(what, sizeof what, "attention forward (window %lld)", (long long)window);
+    expect_close(what, c.out, ref, nq, REF_TOL);
+    snprintf(what, sizeof what, "attention lse (window %lld)", (long long)window);
+    expect_close(what, c.lse, ref_lse, nl, REF_TOL);
+
+    double *dq = dnew(nq), *dk = dnew(nkv), *dv = dnew(nkv);
+    dnan(dq, nq), dnan(dk, nkv), dnan(dv, nkv);
+    tt_cpu_attention_backward_f64(dq, dk, dv, c.Ro, c.out, c.lse, c.q, c.k, c.v, &c.s);
+
+    float *qf = to_f32(c.q, nq), *kf = to_f32(c.k, nkv), *vf = to_f32(c.v, nkv), *Rf = to_f32(c.Ro, nq);
+    float *outf = fnew(nq), *lsef = fnew(nl), *dqf = fnew(nq), *dkf = fnew(nkv), *dvf = fnew(nkv);
+    fnan(outf, nq), fnan(lsef, nl), fnan(dqf, nq), fnan(dkf, nkv), fnan(dvf, nkv);
+    tt_cpu_attention_forward_f32(outf, lsef, qf, kf, vf, &c.s);
+    tt_cpu_attention_backward_f32(dqf, dkf, dvf, Rf, outf, lsef, qf, kf, vf, &c.s);
+    expect_close_f32("attention forward", outf, c.out, nq);
+    expect_close_f32("attention lse", lsef, c.lse, nl);
+    expect_close_f32("attention dv", dvf, dv, nkv);
+    if (window == 1) {
+        /* Each query sees only itself: out = v, so dq and dk are zero up to rounding; a
+         * relative error would compare rounding noise with rounding noise. */
+        double worst = 0;
+        for (int64_t i = 0; i < nq; i++) worst = fmax(worst, fmax(fabs(dq[i]), fabs((double)dqf[i])));
+        for (int64_t i = 0; i < nkv; i++) worst = fmax(worst, fmax(fabs(dk[i]), fabs((double)dkf[i])));
+        TT_EXPECT(worst < 1e-6, "attention (window 1) dq, dk vanish: max %.3g", worst);
+    } else {
+        expect_close_f32("attention dq", dqf, dq, nq);
+        expect_close_f32("attention dk", dkf, dk, nkv);
+        snprintf(what, sizeof what, "attention dq (window %lld)", (long long)window);
+        expect_grad(what, attn_objective, &c, c.q, nq, dq);
+        snprintf(what, sizeof what, "attention dk (window %lld)", (long long)window);
+        expect_grad(what, attn_objective, &c, c.k, nkv, dk);
+    }
+    snprintf(what, sizeof what, "attention dv (window %lld)", (long long)window);
+    expect_grad(what, attn_objective, &c, c.v, nkv, dv);
+
+    free(c.q), free(c.k), free(c.v), free(c.out), free(c.lse), free(c.Ro), free(ref), free(ref_lse);
+    free(dq), free(dk), free(dv), free(qf), free(kf), free(vf), free(Rf), free(outf), free(lsef);
+    free(dqf), free(dkf), free(dvf);
+}
+
+/* ------------------------------------------------------------------ SwiGLU, add */
+
+typedef struct {
+    int64_t n;
+    double *gate, *up, *h, *Rh;
+} swiglu_ctx;
+
+static double swiglu_objective(void *p) {
+    swiglu_ctx *c = p;
+    dnan(c->h, c->n);
+    tt_cpu_swiglu_forward_f64(c->h, c->gate, c->up, c->n);
+    return ddot(c->h, c->Rh, c->n);
+}
+
+static void test_swiglu(void) {
+    swiglu_ctx c = {.n = 24};
+    const int64_t n = c.n;
+    c.gate = drandn(n, 3);
+    c.gate[0] = -30; /* exp(30): the large-negative tail */
+    c.gate[1] = 25;
+    c.up = drandn(n, 1);
+    c.h = dnew(n);
+    c.Rh = drandn(n, 1);
+
+    swiglu_objective(&c);
+    double *ref = dnew(n);
+    for (int64_t i = 0; i < n; i++) ref[i] = c.gate[i] / (1 + exp(-c.gate[i])) * c.up[i];
+    expect_close("swiglu forward", c.h, ref, n, REF_TOL);
+
+    double *dg = dnew(n), *du = dnew(n);
+    dnan(dg, n), dnan(du, n);
+    tt_cpu_swiglu_backward_f64(dg, du, c.Rh, c.gate, c.up, n);
+    expect_grad("swiglu dgate", swiglu_objective, &c, c.gate, n, dg);
+    expect_grad("swiglu dup", swiglu_objective, &c, c.up, n, du);
+
+    float *gf = to_f32(c.gate, n), *uf = to_f32(c.up, n), *Rf = to_f32(c.Rh, n);
+    float *hf = fnew(n), *dgf = fnew(n), *duf = fnew(n);
+    fnan(hf, n), fnan(dgf, n), fnan(duf, n);
+    tt_cpu_swiglu_forward_f32(hf, gf, uf, n);
+    tt_cpu_swiglu_backward_f32(dgf, duf, Rf, gf, uf, n);
+    expect_close_f32("swiglu forward", hf, ref, n);
+    expect_close_f32("swiglu dgate", dgf, dg, n);
+    expect_close_f32("swiglu dup", duf, du, n);
+
+    free(c.gate), free(c.up), free(c.h), free(c.Rh), free(ref), free(dg), free(du);
+    free(gf), free(uf), free(Rf), free(hf), free(dgf), free(duf);
+}
+
+static void test_add(void) {
+    const int64_t n = 37;
+    double *a = drandn(n, 1), *b = drandn(n, 1), *out = dnew(n);
+    dnan(out, n);
+    tt_cpu_add_f64(out, a, b, n);
+    bool ok = true;
+    for (int64_t i = 0; i < n; i++) ok &= out[i] == a[i] + b[i];
+    TT_EXPECT(ok, "add f64");
+    float *af = to_f32(a, n), *bf = to_f32(b, n), *of = fnew(n);
+    fnan(of, n);
+    tt_cpu_add_f32(of, af, bf, n);
+    expect_close_f32("add", of, out, n);
+    free(a), free(b), free(out), free(af), free(bf), free(of);
+}
+
+/* ------------------------------------------------------------------ LM head + loss */
+
+typedef struct {
+    int64_t N, D, V, chunk;
+    double scale;
+    int32_t *targets;
+    double *xn, *W, *logits;
+} lm_ctx;
+
+static double lm_objective(void *p) {
+    lm_ctx *c = p;
+    int64_t count = -1;
+    dnan(c->logits, c->chunk * c->V);
+    return c->scale *
+           tt_cpu_lm_head_loss_f64(NULL, NULL, c->xn, c->W, c->targets, c->N, c->D, c->V, c->chunk, c->logits,
+                                   c->scale, &count);
+}
+
+static void lm_bad_target(void) {
+    int32_t targets[2] = {1, 11};
+    double xn[6] = {0}, W[33] = {0}, logits[33];
+    int64_t count;
+    tt_cpu_lm_head_loss_f64(NULL, NULL, xn, W, targets, 2, 3, 11, 1, logits, 1.0, &count);
+}
+
+static void test_lm_head(void) {
+    int32_t targets[] = {2, TT_IGNORE_INDEX, 10, 0, TT_IGNORE_INDEX, 5, 7};
+    lm_ctx c = {.N = 7, .D = 5, .V = 11, .chunk = 3, .scale = 0.37, .targets = targets};
+    const int64_t N = c.N, D = c.D, V = c.V;
+    c.xn = drandn(N * D, 1.5);
+    c.W = drandn(V * D, 1);
+    c.logits = dnew(N * V);
+
+    double ref = 0;
+    int64_t ref_count = 0;
+    for (int64_t n = 0; n < N; n++) {
+        if (targets[n] == TT_IGNORE_INDEX) continue;
+        double sum = 0;
+        for (int64_t j = 0; j < V; j++) sum += exp(ddot(c.xn + n * D, c.W + j * D, D));
+        ref += log(sum) - ddot(c.xn + n * D, c.W + targets[n] * D, D);
+        ref_count++;
+    }
+    int64_t count = -1;
+    double loss = tt_cpu_lm_head_loss_f64(NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
+                                          &count);
+    TT_EXPECT(fabs(loss - ref) < REF_TOL * fabs(ref), "lm_head loss %.17g vs %.17g", loss, ref);
+    TT_EXPECT(count == ref_count, "lm_head count %lld vs %lld", (long long)count, (long long)ref_count);
+
+    double *dxn = dnew(N * D), *base_W = drandn(V * D, 1), *dW = dcopy(base_W, V * D);
+    dnan(dxn, N * D);
+    dnan(c.logits, c.chunk * V);
+    count = -1;
+    double loss2 = tt_cpu_lm_head_loss_f64(dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
+                                           &count);
+    TT_EXPECT(loss2 == loss && count == ref_count, "lm_head loss with gradients %.17g vs %.17g", loss2, loss);
+    double *gW = dsub(dW, base_W, V * D);
+    bool ignored_zero = true;
+    for (int64_t n = 0; n < N; n++)
+        if (targets[n] == TT_IGNORE_INDEX)
+            for (int64_t d = 0; d < D; d++) ignored_zero &= dxn[n * D + d] == 0;
+    TT_EXPECT(ignored_zero, "lm_head dxn of ignored tokens is zero");
+
+    /* One chunk holding every token gives the same loss and gradients. */
+    double *dxn1 = dnew(N * D), *dW1 = dcopy(base_W, V * D), *logits1 = dnew(16 * V);
+    dnan(dxn1, N * D);
+    double loss1 = tt_cpu_lm_head_loss_f64(dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, c.scale, &count);
+    TT_EXPECT(fabs(loss1 - loss) < 1e-14 * fabs(loss), "lm_head loss with chunk 16: %.17g vs %.17g", loss1, loss);
+    expect_close("lm_head dxn with chunk 16", dxn1, dxn, N * D, 1e-14);
+    expect_close("lm_head dW with chunk 16", dW1, dW, V * D, 1e-14);
+
+    /* dxn may be the buffer of xn. */
+    double *alias = dcopy(c.xn, N * D), *dW_alias = dcopy(base_W, V * D);
+    tt_cpu_lm_head_loss_f64(alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, &count);
+    TT_EXPECT(memcmp(alias, dxn, (size_t)(N * D) * sizeof(double)) == 0 &&
+                  memcmp(dW_alias, dW, (size_t)(V * D) * sizeof(double)) == 0,
+              "lm_head with dxn == xn");
+    free(alias), free(dW_alias);
+
+    expect_grad("lm_head dxn", lm_objective, &c, c.xn, N * D, dxn);
+    expect_grad("lm_head dW", lm_objective, &c, c.W, V * D, gW);
+
+    float *xf = to_f32(c.xn, N * D), *Wf = to_f32(c.W, V * D), *dxf = fnew(N * D), *dWf = to_f32(base_W, V * D);
+    float *lf = fnew(c.chunk * V);
+    fnan(dxf, N * D);
+    int64_t countf = -1;
+    double lossf = tt_cpu_lm_head_loss_f32(dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, c.scale, &countf);
+    TT_EXPECT(fabs(lossf - loss) < F32_TOL * fabs(loss) && countf == ref_count, "f32 vs f64 lm_head loss %.9g vs %.9g",
+              lossf, loss);
+    expect_close_f32("lm_head dxn", dxf, dxn, N * D);
+    expect_close_f32("lm_head dW", dWf, dW, V * D);
+
+    /* A target outside [0, V) is an internal error (TT_CHECK aborts). */
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 2);
+        lm_bad_target();
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    TT_EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "lm_head with target == V aborts (status %d)",
+              status);
+
+    free(c.xn), free(c.W), free(c.logits), free(dxn), free(base_W), free(dW), free(gW), free(dxn1), free(dW1);
+    free(logits1), free(xf), free(Wf), free(dxf), free(dWf), free(lf);
+}
+
+/* ------------------------------------------------------------------ optimizer */
+
+static void test_sum_squares(void) {
+    const int64_t n = 10001; /* three blocks of 4096, the last partial */
+    double *x = drandn(n, 1), ref = 0;
+    for (int64_t i = 0; i < n; i++) ref += x[i] * x[i];
+    double got = tt_cpu_sum_squares_f64(x, n);
+    TT_EXPECT(fabs(got - ref) < REF_TOL * ref, "sum_squares %.17g vs %.17g", got, ref);
+    TT_EXPECT(tt_cpu_sum_squares_f64(x, 0) == 0, "sum_squares of nothing");
+    float *xf = to_f32(x, n);
+    double reff = 0;
+    for (int64_t i = 0; i < n; i++) reff += (double)xf[i] * (double)xf[i];
+    double gotf = tt_cpu_sum_squares_f32(xf, n);
+    TT_EXPECT(fabs(gotf - reff) < REF_TOL * reff, "sum_squares f32 %.17g vs %.17g", gotf, reff);
+    TT_EXPECT(fabs(gotf - got) < F32_TOL * got, "f32 vs f64 sum_squares %.17g vs %.17g", gotf, got);
+    free(x), free(xf);
+}
+
+/* One AdamW step against the formula in double. */
+static void test_adamw_case(int64_t step, bool zero_moments) {
+    const int64_t n = 64;
+    const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.7f;
+    float *p = fnew(n), *m = fnew(n), *v = fnew(n), *gf = fnew(n);
+    double *g = dnew(n), *rp = dnew(n), *rm = dnew(n), *rv = dnew(n), *rdelta = dnew(n), *delta = dnew(n);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = (float)tt_rng_normal(&g_rng);
+        m[i] = zero_moments ? 0 : (float)(0.1 * tt_rng_normal(&g_rng));
+        v[i] = zero_moments ? 0 : (float)(0.01 * fabs(tt_rng_normal(&g_rng)));
+        gf[i] = (float)tt_rng_normal(&g_rng);
+        g[i] = gf[i];
+        const double gi = (double)gf[i] * gs;
+        rm[i] = b1 * (double)m[i] + (1 - (double)b1) * gi;
+        rv[i] = b2 * (double)v[i] + (1 - (double)b2) * gi * gi;
+        const double bc1 = 1 - pow(b1, (double)step), bc2 = 1 - pow(b2, (double)step);
+        rp[i] = (double)p[i] * (1 - (double)lr * wd) - lr / bc1 * rm[i] / (sqrt(rv[i]) / sqrt(bc2) + eps);
+        rdelta[i] = rp[i] - p[i];
+    }
+    float *p64 = fnew(n), *m64 = fnew(n), *v64 = fnew(n);
+    memcpy(p64, p, (size_t)n * sizeof(float)), memcpy(m64, m, (size_t)n * sizeof(float));
+    memcpy(v64, v, (size_t)n * sizeof(float));
+    float *p0 = fnew(n);
+    memcpy(p0, p, (size_t)n * sizeof(float));
+
+    tt_cpu_adamw_update_f32(p, gf, m, v, n, lr, b1, b2, eps, wd, step, gs);
+    for (int64_t i = 0; i < n; i++) delta[i] = (double)p[i] - (double)p0[i];
+    TT_EXPECT(rel_err_fd(p, rp, n) < 1e-6, "adamw p (step %lld): %.3g", (long long)step, rel_err_fd(p, rp, n));
+    /* The update itself (about lr) to float rounding of p (about 6e-8 of |p|). */
+    TT_EXPECT(rel_err_d(delta, rdelta, n) < 1e-4, "adamw update (step %lld): %.3g", (long long)step,
+              rel_err_d(delta, rdelta, n));
+    TT_EXPECT(rel_err_fd(m, rm, n) < 1e-6, "adamw m (step %lld): %.3g", (long long)step, rel_err_fd(m, rm, n));
+    TT_EXPECT(rel_err_fd(v, rv, n) < 1e-6, "adamw v (step %lld): %.3g", (long long)step, rel_err_fd(v, rv, n));
+
+    /* The f64 variant on the same (float-valued) gradient gives the same bits. */
+    tt_cpu_adamw_update_f64(p64, g, m64, v64, n, lr, b1, b2, eps, wd, step, gs);
+    TT_EXPECT(memcmp(p64, p, (size_t)n * sizeof(float)) == 0 && memcmp(m64, m, (size_t)n * sizeof(float)) == 0 &&
+                  memcmp(v64, v, (size_t)n * sizeof(float)) == 0,
+              "adamw f64 variant matches f32 (step %lld)", (long long)step);
+
+    free(p), free(m), free(v), free(gf), free(g), free(rp), free(rm), free(rv), free(rdelta), free(delta);
+    free(p64), free(m64), free(v64), free(p0);
+}
+
+/* ------------------------------------------------------------------ determinism */
+
+/* Each runs one op (forward and backward) of tt_backend_cpu() on inputs drawn from a fixed
+ * seed and writes every output into res. */
+typedef void (*det_fn)(float *res);
+
+static float *frand(tt_rng *r, int64_t n, double s) {
+    float *a = fnew(n);
+    for (int64_t i = 0; i < n; i++) a[i] = (float)(s * tt_rng_normal(r));
+    return a;
+}
+
+#define DET_EMB_V 50
+#define DET_EMB_D 200
+#define DET_EMB_N 300
+static void det_embedding(float *res) {
+    const tt_backend *be = tt_backend_cpu();
+    tt_rng r;
+    tt_rng_seed(&r, 1);
+    int32_t ids[DET_EMB_N];
+    for (int i = 0; i < DET_EMB_N; i++) ids[i] = (int32_t)(tt_rng_next(&r) % DET_EMB_V);
+    float *table = frand(&r, DET_EMB_V * DET_EMB_D, 1), *dout = frand(&r, DET_EMB_N * DET_EMB_D, 1);
+    float *out = res, *dtable = res + DET_EMB_N * DET_EMB_D;
+    fnan(out, DET_EMB_N * DET_EMB_D);
+    be->embedding_forward(out, ids, table, DET_EMB_N, DET_EMB_D);
+    memcpy(dtable, table, sizeof(float) * DET_EMB_V * DET_EMB_D);
+    be->embedding_backward(dtable, ids, dout, DET_EMB_N, DET_EMB_D);
+    free(table), free(dout);
+}
+
+#define DET_RMS_R 1000
+#define DET_RMS_C 96
+static void det_rmsnorm(float *res) {
+    const tt_backend *be = tt_backend_cpu();
+    tt_rng r;
+    tt_rng_seed(&r, 2);
+    const int64_t R = DET_RMS_R, C = DET_RMS_C;
+    float *x = frand(&r, R * C, 1), *w = frand(&r, C, 1), *dout = frand(&r, R * C, 1);
+    float *out = res, *rstd = out + R * C, *dx = rstd + R, *dw = dx + R * C;
+    fnan(out, R * C), fnan(rstd, R);
+    be->rmsnorm_forward(out, rstd, x, w, R, C, 1e-6);
+    memcpy(dx, dout, sizeof(float) * (size_t)(R * C));
+    memcpy(dw, w, sizeof(float) * (size_t)C);
+    be->rmsnorm_backward(dx, dw, dout, x, w, rstd, R, C);
+    free(x), free(w), free(dout);
+}
+
+#define DET_LIN_N 300
+#define DET_LIN_IN 64
+#define DET_LIN_OUT 48
+static void det_linear(float *res) {
+    const tt_backend *be = tt_backend_cpu();
+    tt_rng r;
+    tt_rng_seed(&r, 3);
+    const int64_t N = DET_LIN_N, in = DET_LIN_IN, out = DET_LIN_OUT;
+    float *x = frand(&r, N * in, 1), *W = frand(&r, out * in, 1), *b = frand(&r, out, 1), *dy = frand(&r, N * out, 1);
+    float *y = res, *yacc = y + N * out, *dx = yacc + N * out, *dW = dx + N * in, *db = dW + out * in;
+    fnan(y, N * out), fnan(dx, N * in);
+    be->linear_forward(y, x, W, b, N, in, out, false);
+    memcpy(yacc, dy, sizeof(float) * (size_t)(N * out));
+    be->linear_forward(yacc, x, W, NULL, N, in, out, true);
+    memcpy(dW, W, sizeof(float) * (size_t)(out * in));
+    memcpy(db, b, sizeof(float) * (size_t)out);
+    be->linear_backward(dx, dW, db, dy, x, W, N, in, out, false);
+    free(x), free(W), free(b), free(dy);
+}
+
+#define DET_ROPE_B 2
+#define DET_ROPE_T 64
+#define DET_ROPE_H 4
+#define DET_ROPE_HD 32
+static void det_rope(float *res) {
+    const tt_backend *be = tt_backend_cpu();
+    tt_rng r;
+    tt_rng_seed(&r, 4);
+    const int64_t n = DET_ROPE_B * DET_ROPE_T * DET_ROPE_H * DET_ROPE_HD, nt = DET_ROPE_T * DET_ROPE_HD / 2;
+    float *x = frand(&r, n, 1), *g = frand(&r, n, 1), *cs = frand(&r, nt, 1), *sn = frand(&r, nt, 1);
+    memcpy(res, x, sizeof(float) * (size_t)n);
+    memcpy(res + n, g, sizeof(float) * (size_t)n);
+    be->rope_forward(res, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD);
+    be->rope_backward(res + n, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD);
+    free(x), free(g), free(cs), free(sn);
+}
+
+#define DET_ATT_B 2
+#define DET_ATT_T 64
+#define DET_ATT_HQ 4
+#define DET_ATT_HKV 2
+#define DET_ATT_HD 16
+#define DET_ATT_NQ (DET_ATT_B * DET_ATT_T * DET_ATT_HQ * DET_ATT_HD)
+#define DET_ATT_NKV (DET_ATT_B * DET_ATT_T * DET_ATT_HKV * DET_ATT_HD)
+#define DET_ATT_NL (DET_ATT_B * DET_ATT_HQ * DET_ATT_T)
+#define DET_ATT_RES (2 * DET_ATT_NQ + DET_ATT_NL + 2 * DET_ATT_NKV)
+static void det_attention_window(float *res, int64_t window) {
+    const tt_backend *be = tt_backend_cpu();
+    tt_rng r;
+    tt_rng_seed(&r, 5);
+    tt_attention_shape s = {.batch = DET_ATT_B, .seq_len = DET_ATT_T, .num_heads = DET_ATT_HQ,
+                            .num_kv_heads = DET_ATT_HKV, .head_dim = DET_ATT_HD, .scale = 0.25,
+                            .sliding_window = window};
+    float *q = frand(&r, DET_ATT_NQ, 1), *k = frand(&r, DET_ATT_NKV, 1), *v = frand(&r, DET_ATT_NKV, 1);
+    float *dout = frand(&r, DET_ATT_NQ, 1);
+    float *out = res, *lse = out + DET_ATT_NQ, *dq = lse + DET_ATT_NL, *dk = dq + DET_ATT_NQ, *dv = dk + DET_ATT_NKV;
+    fnan(res, DET_ATT_RES);
+    be->attention_forward(out, lse, q, k, v, &s);
+    be->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, &s);
+    free(q), free(k), free(v), free(dout);
+}
+static void det_attention(float *res) { det_attention_window(res, 0); }
+static void det_attention_sliding(float *res) { det_attention_window(res, 17); }
+
+#define DET_ELEM_N 10000
+static void det_swiglu_add(float *res) {
+    const tt_backend *be = tt_backend_cpu();
+    tt_rng r;
+    tt_rng_seed(&r, 6);
+    const int64_t n = DET_ELEM_N;
+    float *g = frand(&r, n, 3), *u = frand(&r, n, 1), *dh = frand(&r, n, 1);
+    fnan(res, 4 * n);
+    be->swiglu_forward(res, g, u, n);
+    be->swiglu_backward(res + n, res + 2 * n, dh, g, u, n);
+    be->add(res + 3 * n, g, u, n);
+    free(g), free(u), free(dh);
+}
+
+#define DET_LM_N 100
+#define DET_LM_D 32
+#define DET_LM_V 500
+#define DET_LM_CHUNK 48
+#define DET_LM_RES (4 + DET_LM_N * DET_LM_D + DET_LM_V * DET_LM_D)
+static void det_lm_head(float *res) {
+    const tt_backend *be = tt_backend_cpu();
+    tt_rng r;
+    tt_rng_seed(&r, 7);
+    int32_t targets[DET_LM_N];
+    for (int i = 0; i < DET_LM_N; i++)
+        targets[i] = i % 7 == 3 ? TT_IGNORE_INDEX : (int32_t)(tt_rng_next(&r) % DET_LM_V);
+    float *xn = frand(&r, DET_LM_N * DET_LM_D, 1), *W = frand(&r, DET_LM_V * DET_LM_D, 1);
+    float *logits = fnew(DET_LM_CHUNK * DET_LM_V);
+    float *dxn = res + 4, *dW = dxn + DET_LM_N * DET_LM_D;
+    fnan(dxn, DET_LM_N * DET_LM_D);
+    memcpy(dW, W, sizeof(float) * DET_LM_V * DET_LM_D);
+    int64_t count = 0;
+    double loss = be->lm_head_loss(dxn, dW, xn, W, targets, DET_LM_N, DET_LM_D, DET_LM_V, DET_LM_CHUNK, logits,
+                                   1.0 / 86, &count);
+    memcpy(res, &loss, sizeof loss);
+    memcpy(res + 2, &count, sizeof count);
+    free(xn), free(W), free(logits);
+}
+
+#define DET_OPT_N 100000
+static void det_optimizer(float *res) {
+    const tt_backend *be = tt_backend_cpu();
+    tt_rng r;
+    tt_rng_seed(&r, 8);
+    const int64_t n = DET_OPT_N;
+    float *g = frand(&r, n, 1), *p = res + 2, *m = p + n, *v = m + n;
+    double ss = be->sum_squares(g, n);
+    memcpy(res, &ss, sizeof ss);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = (float)tt_rng_normal(&r);
+        m[i] = (float)(0.1 * tt_rng_normal(&r));
+        v[i] = (float)(0.01 * fabs(tt_rng_normal(&r)));
+    }
+    be->adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 7, 0.5f);
+    free(g);
+}
+
+static void check_threads(const char *name, det_fn fn, int64_t n) {
+    const int saved_omp = omp_get_max_threads(), saved_blas = openblas_get_num_threads();
+    float *ref = fnew(n), *got = fnew(n);
+    omp_set_num_threads(1);
+    openblas_set_num_threads(1);
+    fn(ref);
+    for (int t = 2; t <= 3; t++) {
+        omp_set_num_threads(t);
+        openblas_set_num_threads(t);
+        fnan(got, n);
+        fn(got);
+        TT_EXPECT(memcmp(ref, got, (size_t)n * sizeof(float)) == 0, "%s: 1 and %d threads differ", name, t);
+    }
+    omp_set_num_threads(saved_omp);
+    openblas_set_num_threads(saved_blas);
+    free(ref), free(got);
+}
+
+static void test_determinism(void) {
+    const tt_backend *be = tt_backend_cpu();
+    TT_EXPECT(strcmp(be->name, "cpu") == 0 && be->compute_tier == TT_TIER_HOST, "cpu backend identity");
+    TT_EXPECT(be->block_alloc && be->block_free && be->copy && be->zero && be->synchronize && be->embedding_forward &&
+                  be->embedding_backward && be->rmsnorm_forward && be->rmsnorm_backward && be->linear_forward &&
+                  be->linear_backward && be->rope_forward && be->rope_backward && be->attention_forward &&
+                  be->attention_backward && be->swiglu_forward && be->swiglu_backward && be->add &&
+                  be->lm_head_loss && be->sum_squares && be->adamw_update,
+              "cpu backend table is complete");
+    float *blk = be->block_alloc(1000);
+    be->zero(blk, 1000);
+    float src[4] = {1, 2, 3, 4};
+    be->copy(blk + 10, src, sizeof src);
+    be->synchronize();
+    TT_EXPECT(blk[0] == 0 && blk[249] == 0 && blk[12] == 3, "cpu backend memory functions");
+    be->block_free(blk);
+
+    check_threads("embedding", det_embedding, DET_EMB_N * DET_EMB_D + DET_EMB_V * DET_EMB_D);
+    check_threads("rmsnorm", det_rmsnorm, 2 * DET_RMS_R * DET_RMS_C + DET_RMS_R + DET_RMS_C);
+    check_threads("linear", det_linear,
+                  2 * DET_LIN_N * DET_LIN_OUT + DET_LIN_N * DET_LIN_IN + DET_LIN_OUT * DET_LIN_IN + DET_LIN_OUT);
+    check_threads("rope", det_rope, 2 * DET_ROPE_B * DET_ROPE_T * DET_ROPE_H * DET_ROPE_HD);
+    check_threads("attention", det_attention, DET_ATT_RES);
+    check_threads("attention (sliding window)", det_attention_sliding, DET_ATT_RES);
+    check_threads("swiglu and add", det_swiglu_add, 4 * DET_ELEM_N);
+    check_threads("lm_head_loss", det_lm_head, DET_LM_RES);
+    check_threads("sum_squares and adamw", det_optimizer, 2 + 3 * DET_OPT_N);
+}
+
+int main(int argc, char **argv) {
+    (void)argc, (void)argv;
+    tt_rng_seed(&g_rng, 20240607);
+
+    test_embedding();
+    test_rmsnorm(6, 8);
+    test_rmsnorm(24, 4); /* the per-head q/k norm shape: R = N * H rows of head_dim */
+    test_column_sums();
+    test_linear(true);
+    test_linear(false);
+    test_rope();
+    test_attention(0);
+    test_attention(3);
+    test_attention(1);
+    test_swiglu();
+    test_add();
+    test_lm_head();
+    test_sum_squares();
+    test_adamw_case(1, true);
+    test_adamw_case(3, false);
+    test_determinism();
+
+    return tt_test_summary("gradcheck");
+}

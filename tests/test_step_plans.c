@@ -1,0 +1,120 @@
+/* The step program under every plan the CPU backend offers: the arena's measured peaks
+ * equal the size table's estimate exactly (per class and per tier), and loss and every
+ * gradient are bit-identical whether saved activations are kept or recomputed. */
+#include <string.h>
+
+#include "core/rng.h"
+#include "memory/plan.h"
+#include "model/weights.h"
+#include "ops/backend.h"
+#include "test_util.h"
+#include "train/step.h"
+
+static tt_model_config tiny_config(bool qwen3) {
+    tt_model_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.model_type, sizeof c.model_type, "%s", qwen3 ? "qwen3" : "llama");
+    c.vocab_size = 50;
+    c.hidden_size = 24;
+    c.intermediate_size = 40;
+    c.num_layers = 3;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = qwen3 ? 8 : 6;
+    c.max_position_embeddings = 64;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 10000;
+    c.tie_word_embeddings = qwen3;
+    c.attention_bias = !qwen3;
+    c.qk_norm = qwen3;
+    c.dtype = TT_F32;
+    c.bos_token_id = c.eos_token_id = -1;
+    return c;
+}
+
+typedef struct run_result {
+    double loss;
+    int64_t count;
+    float *gradients;
+    size_t gradient_bytes;
+} run_result;
+
+/* policies[l]: 'k' keep, 'r' recompute */
+static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk) {
+    tt_model_config config = tiny_config(qwen3);
+    tt_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.num_layers = config.num_layers;
+    plan.layers = calloc((size_t)config.num_layers, sizeof(tt_layer_plan));
+    for (int64_t l = 0; l < config.num_layers; l++) {
+        plan.layers[l].saved_activations = policies[l] == 'k' ? TT_ACTIVATIONS_KEEP : TT_ACTIVATIONS_RECOMPUTE;
+        plan.layers[l].saved_activation_tier = TT_TIER_HOST;
+        plan.layers[l].layer_input_tier = TT_TIER_HOST;
+    }
+    plan.compute_tier = TT_TIER_HOST;
+    plan.micro_batch = 2;
+    plan.seq_len = 7;
+    plan.loss_chunk = loss_chunk;
+    plan.activation_bytes = 4;
+    plan.weight_bytes = 4;
+
+    tt_model_state s;
+    tt_model_state_init(&s, &config, &plan, tt_backend_cpu(), 0);
+    tt_weights_init_random(s.weights, &s.params, 0.3, 11);
+    tt_rng rng;
+    tt_rng_seed(&rng, 5);
+    const int64_t N = s.plan.micro_batch * s.plan.seq_len;
+    for (int64_t i = 0; i < N; i++) {
+        s.batch_inputs[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
+        s.batch_targets[i] = i % 5 == 3 ? TT_IGNORE_INDEX : (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
+    }
+    run_result r;
+    /* two micro-batches accumulate into the gradients, as gradient accumulation does */
+    r.loss = tt_step_forward_backward(&s, 0.05, &r.count);
+    r.loss += tt_step_forward_backward(&s, 0.05, &r.count);
+
+    /* Measured peaks equal the size table, class by class and for the whole tier. */
+    for (int cls = 0; cls < TT_CLASS_COUNT; cls++)
+        TT_EXPECT(s.arena.class_peak[cls] == s.sizes.class_peak[cls][TT_TIER_HOST],
+                  "plan %s qwen3=%d: class %s measured %zu, estimated %zu", policies, qwen3, tt_class_name(cls),
+                  s.arena.class_peak[cls], s.sizes.class_peak[cls][TT_TIER_HOST]);
+    TT_EXPECT(s.arena.peak == s.sizes.tier_peak[TT_TIER_HOST], "plan %s: tier peak measured %zu, estimated %zu",
+              policies, s.arena.peak, s.sizes.tier_peak[TT_TIER_HOST]);
+    TT_EXPECT(s.arena.peak == s.arena.capacity, "the arena reserved exactly the peak");
+    /* Eval fits in what training reserved. */
+    int64_t eval_count = 0;
+    double eval_loss = tt_step_forward_loss(&s, &eval_count);
+    TT_EXPECT(eval_count > 0 && eval_loss > 0, "eval loss %g over %lld tokens", eval_loss, (long long)eval_count);
+
+    r.gradient_bytes = s.sizes.gradients;
+    r.gradients = malloc(r.gradient_bytes);
+    memcpy(r.gradients, s.gradients, r.gradient_bytes);
+    tt_model_state_free(&s);
+    return r;
+}
+
+int main(void) {
+    for (int variant = 0; variant < 2; variant++) {
+        bool qwen3 = variant == 1;
+        run_result keep = run_plan(qwen3, "kkk", 14);
+        const char *others[] = {"rrr", "krk", "rkr", "kkr"};
+        for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+            run_result other = run_plan(qwen3, others[i], 14);
+            TT_EXPECT(memcmp(&keep.loss, &other.loss, sizeof(double)) == 0, "loss differs: keep %.17g, %s %.17g",
+                      keep.loss, others[i], other.loss);
+            TT_EXPECT(keep.gradient_bytes == other.gradient_bytes &&
+                          memcmp(keep.gradients, other.gradients, keep.gradient_bytes) == 0,
+                      "gradients of plan %s differ from keeping everything", others[i]);
+            free(other.gradients);
+        }
+        /* The LM-head chunk size only changes the schedule of the same row-wise arithmetic. */
+        run_result chunked = run_plan(qwen3, "rrr", 4);
+        TT_EXPECT(chunked.count == keep.count, "token count %lld vs %lld", (long long)chunked.count,
+                  (long long)keep.count);
+        TT_EXPECT(fabs(chunked.loss - keep.loss) <= 1e-6 * fabs(keep.loss), "chunked loss %.9g vs %.9g",
+                  chunked.loss, keep.loss);
+        free(chunked.gradients);
+        free(keep.gradients);
+    }
+    return tt_test_summary("step_plans");
+}

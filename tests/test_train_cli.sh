@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# End to end through the command line: tokenize, plan, train with checkpoints, resume
+# bit-identically, gradient checkpointing bit-identical, NaN stops cleanly.
+# Arguments: tiertrain binary, source dir, scratch dir.
+set -uo pipefail
+tiertrain=$1; source_dir=$2; scratch=$3
+rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
+passed=0; failed=0
+check() { # description, command...
+  local what=$1; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
+}
+
+mkdir -p model
+cat > model/config.json <<'JSON'
+{"model_type": "qwen3", "vocab_size": 257, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 128,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "float32"}
+JSON
+head -c 20000 "$source_dir/README.md" > a.txt
+cat "$source_dir"/src/core/*.c | head -c 20000 > b.txt
+"$tiertrain" tokenize --bytes -o corpus.tok a.txt b.txt > /dev/null
+check "tokenize writes a token file" test -s corpus.tok
+
+cat > run.yaml <<'YAML'
+model_config: model/config.json
+initializer_range: 0.1
+datasets: [corpus.tok]
+val_set_size: 0.1
+sequence_len: 32
+micro_batch_size: 2
+gradient_accumulation_steps: 2
+learning_rate: 3.0e-3
+warmup_steps: 2
+max_steps: 6
+save_steps: 3
+eval_steps: 3
+weight_decay: 0.1
+output_dir: out_a
+progress: true
+YAML
+
+"$tiertrain" plan --config run.yaml > plan.txt
+check "plan prints the size table" grep -q "saved activations" plan.txt
+check "plan prints per-layer policy" grep -q "keep" plan.txt
+"$tiertrain" plan --config run.yaml gradient_checkpointing=true > plan_gc.txt
+check "plan with checkpointing recomputes" grep -q "recompute" plan_gc.txt
+
+"$tiertrain" train --config run.yaml > train_a.txt 2>&1
+check "training succeeds" test $? -eq 0
+check "progress line printed" grep -q "step 6/6" train_a.txt
+check "measured peaks printed" grep -q "measured" train_a.txt
+check "checkpoint-3 written" test -f out_a/checkpoint-3/optimizer.safetensors
+check "checkpoint-6 written" test -f out_a/checkpoint-6/trainer_state.json
+check "final model written" test -f out_a/model.safetensors -a -f out_a/config.json
+check "no partial checkpoint left" test -z "$(ls -d out_a/*.partial 2>/dev/null)"
+check "metrics has 6 steps" test "$(grep -c '"loss"' out_a/metrics.jsonl)" -eq 6
+check "metrics has eval rows" grep -q eval_loss out_a/metrics.jsonl
+
+# Resume: a run that restarts from checkpoint-3 ends with the same bits as one that never stopped.
+mkdir -p out_b && cp -r out_a/checkpoint-3 out_b/
+"$tiertrain" train --config run.yaml output_dir=out_b --resume > train_b.txt 2>&1
+check "resumed training succeeds" test $? -eq 0
+check "resume reported" grep -q "resumed from" train_b.txt
+check "resumed final weights are bit-identical" cmp -s out_a/model.safetensors out_b/model.safetensors
+check "resumed optimizer state is bit-identical" cmp -s out_a/checkpoint-6/optimizer.safetensors out_b/checkpoint-6/optimizer.safetensors
+grep '"loss"' out_a/metrics.jsonl | tail -3 | sed 's/"step_seconds.*//' > losses_a.txt
+grep '"loss"' out_b/metrics.jsonl | tail -3 | sed 's/"step_seconds.*//' > losses_b.txt
+check "resumed losses are bit-identical" cmp -s losses_a.txt losses_b.txt
+
+# Gradient checkpointing changes memory, not numbers.
+"$tiertrain" train --config run.yaml output_dir=out_gc gradient_checkpointing=true > train_gc.txt 2>&1
+check "checkpointed training succeeds" test $? -eq 0
+check "checkpointed weights are bit-identical" cmp -s out_a/model.safetensors out_gc/model.safetensors
+
+# Continue training from a saved Hugging Face checkpoint.
+"$tiertrain" train --config run.yaml model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
+check "training from a saved checkpoint succeeds" test $? -eq 0
+
+# A diverging run stops with a clear message, a non-zero status and its last good checkpoint intact.
+"$tiertrain" train --config run.yaml output_dir=out_nan learning_rate=1e30 max_grad_norm=0 warmup_steps=0 save_steps=1 > train_nan.txt 2>&1
+status=$?
+check "non-finite loss exits with status 2 (got $status)" test $status -eq 2
+check "non-finite loss message" grep -q "not finite" train_nan.txt
+check "last good checkpoint named" grep -q "last good checkpoint is" train_nan.txt
+check "last good checkpoint intact" test -f out_nan/checkpoint-1/optimizer.safetensors
+
+echo "train_cli: $passed passed, $failed failed"
+[ $failed -eq 0 ]

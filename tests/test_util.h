@@ -1,0 +1,99 @@
+/* A small test harness: each tests/test_*.c is one ctest executable. TT_EXPECT records a
+ * failure and continues; tt_test_summary() prints "N passed, N failed" and returns the exit
+ * status. tt_expect_die() runs a function in a child process and checks that it exits with
+ * status 1 and a message containing `needle` (bad input must end in a clear error, never a
+ * crash). */
+#ifndef TT_TESTS_TEST_UTIL_H
+#define TT_TESTS_TEST_UTIL_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int tt_test_passed_count = 0;
+static int tt_test_failed_count = 0;
+
+#define TT_EXPECT(cond, ...)                                              \
+    do {                                                                  \
+        if (cond) {                                                       \
+            tt_test_passed_count++;                                       \
+        } else {                                                          \
+            tt_test_failed_count++;                                       \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                 \
+            fputc('\n', stderr);                                          \
+        }                                                                 \
+    } while (0)
+
+static inline int tt_test_summary(const char *suite) {
+    printf("%s: %d passed, %d failed\n", suite, tt_test_passed_count, tt_test_failed_count);
+    return tt_test_failed_count == 0 && tt_test_passed_count > 0 ? 0 : 1;
+}
+
+/* Runs fn(arg) in a child; expects exit status 1 and `needle` in its stderr. */
+static inline bool tt_expect_die_impl(void (*fn)(void *), void *arg, const char *needle, const char *file,
+                                      int line) {
+    int fds[2];
+    if (pipe(fds) != 0) return false;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        fn(arg);
+        _exit(0); /* returned: no error raised */
+    }
+    close(fds[1]);
+    char buf[8192];
+    size_t got = 0;
+    ssize_t r;
+    while ((r = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0) {
+        got += (size_t)r;
+        if (got >= sizeof(buf) - 1) break;
+    }
+    buf[got] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(buf, needle) != NULL;
+    if (ok) {
+        tt_test_passed_count++;
+    } else {
+        tt_test_failed_count++;
+        fprintf(stderr, "FAIL %s:%d: expected exit 1 with \"%s\"; got %s %d, stderr: %s\n", file, line, needle,
+                WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                buf);
+    }
+    return ok;
+}
+#define tt_expect_die(fn, arg, needle) tt_expect_die_impl((fn), (arg), (needle), __FILE__, __LINE__)
+
+/* Relative error of two arrays: max|a-b| / max(max|b|, tiny). */
+static inline double tt_max_rel_error_f32(const float *a, const float *b, size_t n) {
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > max_diff || isnan(d)) max_diff = isnan(d) ? INFINITY : d;
+        if (fabs((double)b[i]) > max_ref) max_ref = fabs((double)b[i]);
+    }
+    return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
+}
+
+/* A fresh temporary directory under TMPDIR (or /tmp); caller owns the string. */
+static inline char *tt_test_tempdir(const char *tag) {
+    const char *base = getenv("TMPDIR");
+    char *path = malloc(4096);
+    snprintf(path, 4096, "%s/tiertrain-%s-XXXXXX", base && *base ? base : "/tmp", tag);
+    if (!mkdtemp(path)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    return path;
+}
+
+#endif

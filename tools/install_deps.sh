@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tiertrain builds with, if any is missing. Run as root (CI and
+# the project's machines are), or with sudo available.
+set -euo pipefail
+packages=(build-essential cmake pkg-config libyaml-dev libjansson-dev libopenblas-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+elif command -v sudo >/dev/null; then
+  sudo apt-get update -qq
+  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+else
+  echo "tiertrain needs these Debian packages: ${missing[*]}" >&2
+  echo "install them as root: apt-get install ${missing[*]}" >&2
+  exit 1
+fi

@@ -127,6 +127,7 @@ static void run_fixture(const char *source_dir, const char *name, bool checkpoin
     }
     tt_st_close(&golden);
     tt_model_state_free(&s);
+    tt_run_config_free(&run);
 }
 
 int main(int argc, char **argv) {

@@ -85,5 +85,14 @@ check "non-finite loss message" grep -q "not finite" train_nan.txt
 check "last good checkpoint named" grep -q "last good checkpoint is" train_nan.txt
 check "last good checkpoint intact" test -f out_nan/checkpoint-1/optimizer.safetensors
 
+# Every key `--help` prints is documented in docs/CONFIG.md.
+"$tiertrain" train --help > help.txt
+check "help lists keys" grep -q "learning_rate" help.txt
+undocumented=""
+for key in $(awk '/^  [a-z_0-9]+ /{print $1}' help.txt); do
+  grep -q "\`$key\`" "$source_dir/docs/CONFIG.md" || undocumented="$undocumented $key"
+done
+check "every key is documented in docs/CONFIG.md (missing:$undocumented)" test -z "$undocumented"
+
 echo "train_cli: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -8,9 +8,10 @@
 
 static char *scratch;
 
+/* Returns the path in a buffer that the next call reuses. */
 static char *write_yaml(const char *name, const char *text) {
-    char *p = malloc(4200);
-    snprintf(p, 4200, "%s/%s", scratch, name);
+    static char p[4200];
+    snprintf(p, sizeof p, "%s/%s", scratch, name);
     FILE *f = fopen(p, "wb");
     fputs(text, f);
     fclose(f);
@@ -43,7 +44,8 @@ int main(void) {
               "defaults");
     tt_run_config_free(&c);
 
-    char *full = write_yaml("full.yaml",
+    char full[4200];
+    snprintf(full, sizeof full, "%s", write_yaml("full.yaml",
                             "base_model: /models/qwen3\n"
                             "datasets:\n  - path: a.tok\n  - path: b.tok\n    type: tokens\n"
                             "val_set_size: 0.05\nsequence_len: 2048\nmicro_batch_size: 2\n"
@@ -51,7 +53,7 @@ int main(void) {
                             "warmup_steps: 10\nmax_steps: 100\nweight_decay: 0.1\nmax_grad_norm: 0\nseed: 7\n"
                             "output_dir: runs/x\nsave_steps: 50\neval_steps: 25\ngradient_checkpointing: true\n"
                             "host_memory_budget: 24GiB\nactivation_offloading: false\nadapter: null\n"
-                            "lora_r: 0\nlayer_offloading: false\noptimizer: adamw_torch_fused\n");
+                            "lora_r: 0\nlayer_offloading: false\noptimizer: adamw_torch_fused\n"));
     tt_run_config_defaults(&c);
     char *overrides[] = {"learning_rate=3e-4", "datasets=[c.tok]", "seed=9"};
     tt_run_config_load(&c, full, 3, overrides);
@@ -135,5 +137,6 @@ int main(void) {
     tt_expect_die(load_override, "learning_rate", "overrides are written key=value");
     tt_expect_die(load_override, "seed=x", "command-line override 'seed=x'");
     tt_expect_die(load_override, "host_memory_budget=lots", "expected a size");
+    free(scratch);
     return tt_test_summary("config");
 }

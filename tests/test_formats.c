@@ -354,5 +354,6 @@ int main(void) {
     test_safetensors_bad_files();
     test_model_configs();
     test_token_files();
+    free(scratch);
     return tt_test_summary("formats");
 }

@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "model/params.h"
+#include "model/safetensors.h"
 #include "model/weights.h"
 #include "test_util.h"
 
@@ -36,7 +37,54 @@ static bool exists(const char *dir, const char *name) {
     return stat(path, &st) == 0;
 }
 
-int main(void) {
+/* A Hugging Face checkpoint loaded and saved again holds the same names, dtypes, shapes and
+ * bytes as the file transformers wrote. */
+static void check_resave_matches_transformers(const char *source_dir, const char *fixture) {
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", source_dir, fixture);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tt_model_config c;
+    tt_model_config_load(path, &c);
+    tt_param_table table;
+    tt_param_table_build(&c, &table);
+    float *flat = calloc(sizeof(float), (size_t)table.total_numel);
+    tt_weights_load_hf(flat, &table, dir);
+    char *out = tt_test_tempdir("resave");
+    tt_weights_save_hf(flat, &table, &c, c.dtype, out, 0);
+
+    tt_st_file original, saved;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    tt_st_open(path, &original);
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    tt_st_open(path, &saved);
+    TT_EXPECT(original.count == saved.count, "%s: %d tensors saved, transformers wrote %d", fixture, saved.count,
+              original.count);
+    for (int i = 0; i < original.count; i++) {
+        const tt_st_tensor *a = &original.tensors[i], *b = tt_st_find(&saved, a->name);
+        TT_EXPECT(b && b->dtype == a->dtype && b->ndim == a->ndim && b->bytes == a->bytes &&
+                      memcmp(a->shape, b->shape, sizeof a->shape) == 0 && memcmp(a->data, b->data, a->bytes) == 0,
+                  "%s: tensor %s differs from what transformers wrote", fixture, a->name);
+    }
+    /* config.json goes back out unchanged, so transformers reads the same model. */
+    tt_model_config again;
+    snprintf(path, sizeof path, "%s/config.json", out);
+    tt_model_config_load(path, &again);
+    TT_EXPECT(strcmp(again.json_text, c.json_text) == 0, "%s: config.json changed", fixture);
+    tt_model_config_free(&again);
+    tt_st_close(&original);
+    tt_st_close(&saved);
+    free(flat);
+    free(out);
+    tt_param_table_free(&table);
+    tt_model_config_free(&c);
+}
+
+int main(int argc, char **argv) {
+    const char *source_dir = argc > 1 ? argv[1] : ".";
+    check_resave_matches_transformers(source_dir, "tiny_qwen3");
+    check_resave_matches_transformers(source_dir, "tiny_llama");
+    check_resave_matches_transformers(source_dir, "tiny_qwen2");
+
     tt_model_config c = small_config();
     tt_param_table table;
     tt_param_table_build(&c, &table);

@@ -1,6 +1,5 @@
 #include "train/trainer.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -101,10 +100,7 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int64_t *t
 }
 
 int tt_train(const tt_run_config *run, bool resume_latest) {
-    if (run->num_threads > 0) {
-        omp_set_num_threads((int)run->num_threads);
-        openblas_set_num_threads((int)run->num_threads);
-    }
+    if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
 
     tt_model_config model_config;

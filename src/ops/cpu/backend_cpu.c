@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include <cblas.h>
+
 #include "ops/backend.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -115,4 +117,9 @@ static const tt_backend cpu_backend = {
     .adamw_update = cpu_adamw_update,
 };
 
-const tt_backend *tt_backend_cpu(void) { return &cpu_backend; }
+const tt_backend *tt_backend_cpu(void) {
+    /* GEMMs are tiled over OpenMP threads (ops_cpu_impl.h), each tile one single-threaded BLAS
+     * call: OpenBLAS's own thread pool would compete with OpenMP's for the same cores. */
+    openblas_set_num_threads(1);
+    return &cpu_backend;
+}

@@ -35,6 +35,10 @@
 /* Rows per block of the fixed-order column reductions (rmsnorm dw, linear db). A constant:
  * the blocking, hence the summation order, must not depend on the thread count. */
 #define TT_CPU_ROW_BLOCK 128
+/* Output tile of one BLAS call (see cpu_gemm). Constants: the tiling must not depend on the
+ * thread count. */
+#define TT_CPU_GEMM_TILE_ROWS 128
+#define TT_CPU_GEMM_TILE_COLS 512
 /* Columns per task of embedding backward. */
 #define TT_CPU_COL_BLOCK 64
 /* Elements per block of sum_squares. */
@@ -68,8 +72,21 @@ static void cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
             for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(real));
         return;
     }
-    TT_CPU_GEMM(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M,
-                (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    /* The output is cut into fixed tiles, each computed by one single-threaded BLAS call on one
+     * OpenMP thread. Tiles split rows and columns of C, never K, so every element's sum runs in
+     * the same order whatever the thread count; and one thread pool (OpenMP's) serves the
+     * whole backend: OpenBLAS's own pool spinning beside it halved throughput. */
+    const int64_t row_tiles = (M + TT_CPU_GEMM_TILE_ROWS - 1) / TT_CPU_GEMM_TILE_ROWS;
+    const int64_t col_tiles = (N + TT_CPU_GEMM_TILE_COLS - 1) / TT_CPU_GEMM_TILE_COLS;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t tile = 0; tile < row_tiles * col_tiles; tile++) {
+        const int64_t m0 = (tile / col_tiles) * TT_CPU_GEMM_TILE_ROWS, n0 = (tile % col_tiles) * TT_CPU_GEMM_TILE_COLS;
+        const int64_t mb = cpu_min64(TT_CPU_GEMM_TILE_ROWS, M - m0), nb = cpu_min64(TT_CPU_GEMM_TILE_COLS, N - n0);
+        const real *A_tile = trans_a ? A + m0 : A + m0 * lda;
+        const real *B_tile = trans_b ? B + n0 * ldb : B + n0;
+        TT_CPU_GEMM(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)mb,
+                    (int)nb, (int)K, alpha, A_tile, (int)lda, B_tile, (int)ldb, beta, C + m0 * ldc + n0, (int)ldc);
+    }
 }
 
 /* dst[c] += sum_r a[r,c], or sum_r a[r,c] * x[r,c] * rs[r] when x != NULL; the sums run in

@@ -10,7 +10,7 @@ static size_t bytes_of(int64_t elements, size_t elem_bytes) {
 }
 
 void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_param_table *params,
-                           const tt_plan *plan) {
+                           const tt_plan *plan, const tt_backend *backend) {
     memset(t, 0, sizeof(*t));
     const int64_t N = plan->micro_batch * plan->seq_len, D = m->hidden_size, F = m->intermediate_size;
     const int64_t q_dim = m->num_heads * m->head_dim, kv_dim = m->num_kv_heads * m->head_dim;
@@ -56,13 +56,26 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->d_residual = bytes_of(N * D, a);
     t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
     t->batch_ids = bytes_of(N, 4);
+    int64_t largest_param = 0;
+    for (int i = 0; i < params->count; i++)
+        if (params->params[i].numel > largest_param) largest_param = params->params[i].numel;
+    const tt_scratch_shape scratch_shape = {
+        .tokens = N,
+        .attention = {.batch = plan->micro_batch, .seq_len = plan->seq_len, .num_heads = m->num_heads,
+                      .num_kv_heads = m->num_kv_heads, .head_dim = m->head_dim},
+        .hidden = D,
+        .intermediate = F,
+        .loss_chunk = plan->loss_chunk,
+        .max_param_numel = largest_param,
+    };
+    t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));
     t->weights = bytes_of(params->total_numel, plan->weight_bytes);
     t->gradients = bytes_of(params->total_numel, plan->weight_bytes);
     t->master = bytes_of(params->total_numel, plan->master_bytes);
     t->optimizer_state = 2 * bytes_of(params->total_numel, 4);
 
     /* The step program's order on the compute tier (see step.c):
-     *   persistent: weights, gradients, master, m, v, rope cos/sin, batch ids/targets
+     *   persistent: weights, gradients, master, m, v, rope cos/sin, batch ids/targets, op scratch
      *   per micro-step: L+1 layer inputs, d_residual, then
      *     forward layer l: kept layers' saved activations stay; a recomputed layer's are
      *       pushed and popped around it;
@@ -82,7 +95,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     const size_t S = t->layer_saved;
     const size_t saved_in_layer = (size_t)(kept_before_last + 1) * S;           /* at layer L-1 */
     const size_t saved_at_head = (size_t)kept_all * S + t->head_rstd + t->head_normed;
-    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids;
+    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch;
 
     t->class_peak[TT_CLASS_WEIGHT][c] = t->weights;
     t->class_peak[TT_CLASS_GRADIENT][c] = t->gradients;

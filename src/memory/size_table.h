@@ -13,6 +13,7 @@
 #include "memory/plan.h"
 #include "model/model_config.h"
 #include "model/params.h"
+#include "ops/backend.h"
 
 /* What one decoder layer's backward reads, saved by the forward (or recomputed). */
 typedef enum tt_saved_slot {
@@ -65,6 +66,7 @@ typedef struct tt_size_table {
     size_t d_residual;       /* [N, D] gradient of the residual stream, lives through the backward */
     size_t rope_table;       /* [T, hd/2] fp32, cos and sin each */
     size_t batch_ids;        /* [N] int32, inputs and targets each */
+    size_t op_scratch;       /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
     size_t weights, gradients, master, optimizer_state; /* whole-model buffers */
 
     /* Peaks: per class and tier (each class at its own worst moment), and per tier (the
@@ -74,7 +76,7 @@ typedef struct tt_size_table {
 } tt_size_table;
 
 void tt_size_table_compute(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
-                           const tt_plan *plan);
+                           const tt_plan *plan, const tt_backend *backend);
 
 /* Prints per class and tier. measured (indexed by tier, NULL entries skipped) adds the
  * arenas' measured peaks beside the estimate. */

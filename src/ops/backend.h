@@ -28,6 +28,16 @@ typedef struct tt_attention_shape {
     int64_t sliding_window; /* 0: none; else key j visible to query i iff i - j < window */
 } tt_attention_shape;
 
+/* The largest shapes a plan runs, from which a backend sizes the scratch its ops need. */
+typedef struct tt_scratch_shape {
+    int64_t tokens;          /* N = B * T */
+    tt_attention_shape attention;
+    int64_t hidden;          /* D */
+    int64_t intermediate;    /* F */
+    int64_t loss_chunk;      /* rows per LM-head chunk */
+    int64_t max_param_numel; /* the largest parameter */
+} tt_scratch_shape;
+
 typedef struct tt_backend {
     const char *name;
     tt_tier compute_tier; /* where the backend's ops read and write */
@@ -38,6 +48,13 @@ typedef struct tt_backend {
     void (*copy)(void *dst, const void *src, size_t bytes);
     void (*zero)(void *dst, size_t bytes);
     void (*synchronize)(void);
+
+    /* Scratch that ops use inside one call (partial sums, a row of attention scores per
+     * thread). The size table reserves scratch_bytes(shape) in the compute tier's arena (class
+     * workspace) and the step program hands it over with set_scratch, so no op allocates
+     * during a step. */
+    size_t (*scratch_bytes)(const tt_scratch_shape *shape);
+    void (*set_scratch)(void *base, size_t bytes);
 
     /* out[N,D] = table[ids[n], :] */
     void (*embedding_forward)(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D);

@@ -85,7 +85,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     memset(plan, 0, sizeof(*plan));
     s->backend = backend;
     tt_param_table_build(&s->config, &s->params);
-    tt_size_table_compute(&s->sizes, &s->config, &s->params, &s->plan);
+    tt_size_table_compute(&s->sizes, &s->config, &s->params, &s->plan, backend);
 
     const tt_tier tier = s->plan.compute_tier;
     size_t capacity = s->sizes.tier_peak[tier];
@@ -109,6 +109,8 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     s->rope_sin = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE sin table");
     s->batch_inputs = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch inputs");
     s->batch_targets = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch targets");
+    s->op_scratch = tt_arena_push(&s->arena, s->sizes.op_scratch, TT_CLASS_WORKSPACE, "op scratch");
+    backend->set_scratch(s->op_scratch, s->sizes.op_scratch);
 
     backend->zero(s->weights, s->sizes.weights);
     backend->zero(s->gradients, s->sizes.gradients);
@@ -136,6 +138,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
 }
 
 void tt_model_state_free(tt_model_state *s) {
+    s->backend->set_scratch(NULL, 0);
     tt_arena_destroy(&s->arena);
     free(s->w_layers);
     free(s->g_layers);

@@ -32,6 +32,7 @@ typedef struct tt_model_state {
     float *rope_cos, *rope_sin;   /* [T, hd/2] */
     int32_t *batch_inputs;        /* [B*T] token ids of the current micro-batch */
     int32_t *batch_targets;       /* [B*T] next-token ids, TT_IGNORE_INDEX where masked */
+    void *op_scratch;             /* the backend's per-op scratch (sizes.op_scratch bytes) */
     tt_attention_shape attention;
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */

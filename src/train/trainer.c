@@ -64,7 +64,7 @@ void tt_print_run_plan(const tt_run_config *run, FILE *out) {
     tt_param_table params;
     tt_param_table_build(&model, &params);
     tt_size_table sizes;
-    tt_size_table_compute(&sizes, &model, &params, &plan);
+    tt_size_table_compute(&sizes, &model, &params, &plan, tt_backend_cpu());
     print_header(&model, &plan, &sizes, out);
     char budget[32];
     fprintf(out, "  host budget: %s%s\n", tt_format_bytes(host_budget(run), budget, sizeof budget),

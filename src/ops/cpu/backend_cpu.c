@@ -1,10 +1,9 @@
 /* The CPU backend: fp32 reference kernels (ops_cpu_f32.c) on pageable host memory.
  * Each entry is a thin wrapper from the untyped table signature to the typed _f32 kernel. */
+#include <cblas.h>
 #include <string.h>
 
 #include "core/arena.h"
-#include <cblas.h>
-
 #include "ops/backend.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -99,6 +98,8 @@ static const tt_backend cpu_backend = {
     .copy = cpu_copy,
     .zero = cpu_zero,
     .synchronize = cpu_synchronize,
+    .scratch_bytes = tt_cpu_scratch_bytes,
+    .set_scratch = tt_cpu_scratch_set,
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,
     .rmsnorm_forward = cpu_rmsnorm_forward,

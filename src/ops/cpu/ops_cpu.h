@@ -13,6 +13,15 @@
 
 #include "ops/backend.h"
 
+/* Scratch for the ops (see tt_backend.scratch_bytes). Takes are LIFO and last one op call.
+ * Inside a training step the area is set, and a take it cannot serve is a bug in
+ * tt_cpu_scratch_bytes (checked). With no area set (the gradient check and other direct
+ * callers of the ops) a take allocates from the system. */
+void *tt_cpu_scratch_take(size_t bytes, const char *what);
+void tt_cpu_scratch_give(void *pointer);
+void tt_cpu_scratch_set(void *base, size_t bytes);
+size_t tt_cpu_scratch_bytes(const tt_scratch_shape *shape);
+
 /* ---- fp32: the CPU backend's compute precision */
 
 /* out[N,D] = table[ids[n], :] */

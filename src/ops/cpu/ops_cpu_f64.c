@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 

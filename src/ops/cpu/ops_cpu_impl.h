@@ -94,9 +94,9 @@ static void cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
 static void cpu_column_sums(real *dst, const real *a, const real *x, const real *rs, int64_t R, int64_t C) {
     if (R <= 0 || C <= 0) return;
     const int64_t nb = (R + TT_CPU_ROW_BLOCK - 1) / TT_CPU_ROW_BLOCK;
-    /* One malloc per call: the [blocks, C] partial sums. */
-    double *part = tt_xmalloc(tt_mul_size((size_t)nb, (size_t)C * sizeof(double), "column sums"),
-                              "column sums");
+    /* The [blocks, C] partial sums, from the scratch area. */
+    double *part = tt_cpu_scratch_take(tt_mul_size((size_t)nb, (size_t)C * sizeof(double), "column sums"),
+                                       "column sums");
 #pragma omp parallel for schedule(static)
     for (int64_t blk = 0; blk < nb; blk++) {
         double *p = part + blk * C;
@@ -119,7 +119,7 @@ static void cpu_column_sums(real *dst, const real *a, const real *x, const real 
         for (int64_t blk = 0; blk < nb; blk++) s += part[blk * C + c];
         dst[c] += (real)s;
     }
-    free(part);
+    tt_cpu_scratch_give(part);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -282,10 +282,12 @@ void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const rea
     const int64_t hd = shape->head_dim, window = shape->sliding_window, group = Hq / Hkv;
     const real scale = (real)shape->scale;
     const int64_t rows = B * Hq * T;
-#pragma omp parallel
+    /* One row of scores per thread, from the scratch area (see tt_cpu_scratch_bytes). */
+    const int threads = omp_get_max_threads();
+    real *scores = tt_cpu_scratch_take((size_t)threads * (size_t)(T > 0 ? T : 1) * sizeof(real), "attention scores");
+#pragma omp parallel num_threads(threads)
     {
-        /* Per-thread scratch for one row of scores: one malloc per thread per call. */
-        real *e = tt_xmalloc((size_t)(T > 0 ? T : 1) * sizeof(real), "attention scores");
+        real *e = scores + (size_t)omp_get_thread_num() * (size_t)(T > 0 ? T : 1);
 #pragma omp for schedule(dynamic, 16)
         for (int64_t idx = 0; idx < rows; idx++) {
             const int64_t i = idx % T, h = (idx / T) % Hq, b = idx / (T * Hq), kvh = h / group;
@@ -313,8 +315,8 @@ void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const rea
                 for (int64_t d = 0; d < hd; d++) oi[d] += p * vj[d];
             }
         }
-        free(e);
     }
+    tt_cpu_scratch_give(scores);
 }
 
 /* Flash-attention backward, in two deterministic passes that recompute P from lse:
@@ -322,7 +324,7 @@ void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const rea
  *   pass 2, parallel over keys: dk_j = scale sum_{h in group} sum_i dS_ij q_i,
  *                               dv_j = sum_{h in group} sum_i P_ij dout_i,
  * with P_ij = exp(s_ij - lse_i), dS_ij = P_ij (dout_i . v_j - D_i); heads in order h, then
- * queries in order i. The only extra state is D[B, Hq, T] (one malloc per call). */
+ * queries in order i. The only extra state is D[B, Hq, T], from the scratch area. */
 void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dout, const real *out,
                                    const real *lse, const real *q, const real *k, const real *v,
                                    const tt_attention_shape *shape) {
@@ -331,7 +333,7 @@ void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dou
     const int64_t hd = shape->head_dim, window = shape->sliding_window, group = Hq / Hkv;
     const real scale = (real)shape->scale;
     const int64_t rows = B * Hq * T;
-    real *Dsum = tt_xmalloc((size_t)(rows > 0 ? rows : 1) * sizeof(real), "attention backward D");
+    real *Dsum = tt_cpu_scratch_take((size_t)(rows > 0 ? rows : 1) * sizeof(real), "attention backward D");
 
 #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t idx = 0; idx < rows; idx++) {
@@ -379,7 +381,7 @@ void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dou
             }
         }
     }
-    free(Dsum);
+    tt_cpu_scratch_give(Dsum);
 }
 
 /* ---------------------------------------------------------------- SwiGLU, add */
@@ -424,8 +426,8 @@ double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *
         if (t != TT_IGNORE_INDEX) valid++;
     }
     const int64_t max_rows = cpu_min64(chunk, N > 0 ? N : 1);
-    /* One malloc per call: the per-row losses of a chunk, summed in order afterwards. */
-    double *row_loss = tt_xmalloc((size_t)max_rows * sizeof(double), "lm head row losses");
+    /* The per-row losses of a chunk, summed in order afterwards. */
+    double *row_loss = tt_cpu_scratch_take((size_t)max_rows * sizeof(double), "lm head row losses");
     const real sc = (real)scale;
     double total = 0;
     for (int64_t c0 = 0; c0 < N; c0 += chunk) {
@@ -461,7 +463,7 @@ double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *
             cpu_gemm(false, false, rows, D, V, 1, logits, V, W, D, 0, dxn + c0 * D, D);
         }
     }
-    free(row_loss);
+    tt_cpu_scratch_give(row_loss);
     if (count) *count = valid;
     return total;
 }
@@ -471,8 +473,8 @@ double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *
 double TT_CPU_FN(sum_squares)(const real *x, int64_t n) {
     if (n <= 0) return 0;
     const int64_t nb = (n + TT_CPU_SUMSQ_BLOCK - 1) / TT_CPU_SUMSQ_BLOCK;
-    /* One malloc per call: the block sums, added in order. */
-    double *part = tt_xmalloc((size_t)nb * sizeof(double), "sum of squares");
+    /* The block sums, added in order. */
+    double *part = tt_cpu_scratch_take((size_t)nb * sizeof(double), "sum of squares");
 #pragma omp parallel for schedule(static)
     for (int64_t blk = 0; blk < nb; blk++) {
         const int64_t i1 = cpu_min64(n, (blk + 1) * TT_CPU_SUMSQ_BLOCK);
@@ -482,7 +484,7 @@ double TT_CPU_FN(sum_squares)(const real *x, int64_t n) {
     }
     double total = 0;
     for (int64_t blk = 0; blk < nb; blk++) total += part[blk];
-    free(part);
+    tt_cpu_scratch_give(part);
     return total;
 }
 

@@ -4,7 +4,7 @@ BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-sanitize clean
+.PHONY: all deps build run test test-sanitize test-gpu clean
 
 all: build
 
@@ -26,6 +26,10 @@ test-sanitize: deps
 	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_SANITIZE=ON
 	cmake --build $(SANITIZE_BUILD) -j$(JOBS)
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
+
+# On a machine with an NVIDIA GPU (Hopper): every CUDA kernel against the CPU reference.
+test-gpu: build
+	$(BUILD)/test_gpu_kernels
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD)

@@ -12,13 +12,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#ifndef __cplusplus
 #include <stdnoreturn.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" { /* the CUDA sources include this header too */
+#endif
 
 #define TT_EXIT_INPUT_ERROR 1
 
-noreturn void tt_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-noreturn void tt_check_failed(const char *file, int line, const char *expr, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void tt_die(const char *fmt, ...) __attribute__((__noreturn__, format(printf, 1, 2)));
+void tt_check_failed(const char *file, int line, const char *expr, const char *fmt, ...)
+    __attribute__((__noreturn__, format(printf, 4, 5)));
 void tt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tt_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -38,5 +44,9 @@ size_t tt_mul_size(size_t a, size_t b, const char *what);
 
 /* Human-readable bytes ("1.50 GiB") into buf; returns buf. */
 const char *tt_format_bytes(size_t bytes, char *buf, size_t buf_size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,109 @@
+/* Element-wise kernels: SwiGLU, RoPE and the embedding lookup and its deterministic backward.
+ * bf16 storage, fp32 arithmetic, one rounding per output. */
+#include <cuda_bf16.h>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/ops_cuda.h"
+
+static __device__ __forceinline__ float bf16_to_float(tt_bf16 v) {
+    return __bfloat162float(__ushort_as_bfloat16(v));
+}
+static __device__ __forceinline__ tt_bf16 float_to_bf16(float v) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+static unsigned grid_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+static __global__ void swiglu_forward_kernel(tt_bf16 *h, const tt_bf16 *gate, const tt_bf16 *up, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float g = bf16_to_float(gate[i]);
+    h[i] = float_to_bf16(g / (1.0f + expf(-g)) * bf16_to_float(up[i]));
+}
+
+static __global__ void swiglu_backward_kernel(tt_bf16 *dgate, tt_bf16 *dup, const tt_bf16 *dh, const tt_bf16 *gate,
+                                              const tt_bf16 *up, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float g = bf16_to_float(gate[i]), u = bf16_to_float(up[i]), d = bf16_to_float(dh[i]);
+    const float sig = 1.0f / (1.0f + expf(-g));
+    dgate[i] = float_to_bf16(d * u * sig * (1.0f + g * (1.0f - sig)));
+    dup[i] = float_to_bf16(d * g * sig);
+}
+
+extern "C" void tt_cuda_swiglu_forward(tt_bf16 *h, const tt_bf16 *gate, const tt_bf16 *up, int64_t n,
+                                       cudaStream_t stream) {
+    if (n == 0) return;
+    swiglu_forward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(h, gate, up, n);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void tt_cuda_swiglu_backward(tt_bf16 *dgate, tt_bf16 *dup, const tt_bf16 *dh, const tt_bf16 *gate,
+                                        const tt_bf16 *up, int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    swiglu_backward_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dgate, dup, dh, gate, up, n);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+/* One thread per (token, head, i < hd/2) pair; direction -1 rotates back (the backward). */
+static __global__ void rope_kernel(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t T, int64_t H,
+                                   int64_t half, int64_t pairs, float direction) {
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= pairs) return;
+    const int64_t i = idx % half, token = idx / (half * H), head = (idx / half) % H;
+    const int64_t position = token % T;
+    const float c = cos_table[position * half + i], s = direction * sin_table[position * half + i];
+    tt_bf16 *v = x + (token * H + head) * 2 * half;
+    const float a = bf16_to_float(v[i]), b = bf16_to_float(v[i + half]);
+    v[i] = float_to_bf16(a * c - b * s);
+    v[i + half] = float_to_bf16(b * c + a * s);
+}
+
+extern "C" void tt_cuda_rope_forward(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t B, int64_t T,
+                                     int64_t H, int64_t hd, cudaStream_t stream) {
+    const int64_t pairs = B * T * H * (hd / 2);
+    if (pairs == 0) return;
+    rope_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(x, cos_table, sin_table, T, H, hd / 2, pairs, 1.0f);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const float *sin_table, int64_t B,
+                                      int64_t T, int64_t H, int64_t hd, cudaStream_t stream) {
+    const int64_t pairs = B * T * H * (hd / 2);
+    if (pairs == 0) return;
+    rope_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(dx, cos_table, sin_table, T, H, hd / 2, pairs, -1.0f);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+static __global__ void embedding_forward_kernel(tt_bf16 *out, const int32_t *ids, const tt_bf16 *table, int64_t D) {
+    const int64_t n = blockIdx.x;
+    const tt_bf16 *row = table + (int64_t)ids[n] * D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) out[n * D + d] = row[d];
+}
+
+extern "C" void tt_cuda_embedding_forward(tt_bf16 *out, const int32_t *ids, const tt_bf16 *table, int64_t N, int64_t D,
+                                          cudaStream_t stream) {
+    if (N == 0) return;
+    embedding_forward_kernel<<<(unsigned)N, 256, 0, stream>>>(out, ids, table, D);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+/* One block per segment (one token id); positions added in ascending order. */
+static __global__ void embedding_backward_kernel(float *dtable, const int32_t *order, const int32_t *starts,
+                                                 const int32_t *segment_tokens, const tt_bf16 *dout, int64_t D) {
+    const int64_t s = blockIdx.x;
+    float *row = dtable + (int64_t)segment_tokens[s] * D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float total = row[d];
+        for (int32_t k = starts[s]; k < starts[s + 1]; k++) total += bf16_to_float(dout[(int64_t)order[k] * D + d]);
+        row[d] = total;
+    }
+}
+
+extern "C" void tt_cuda_embedding_backward(float *dtable, const int32_t *order, const int32_t *starts,
+                                           const int32_t *segment_tokens, int64_t segments, const tt_bf16 *dout,
+                                           int64_t D, cudaStream_t stream) {
+    if (segments == 0) return;
+    embedding_backward_kernel<<<(unsigned)segments, 256, 0, stream>>>(dtable, order, starts, segment_tokens, dout, D);
+    TT_CUDA_CHECK(cudaGetLastError());
+}

@@ -1,0 +1,66 @@
+/* CUDA kernels behind a C interface. Activations and weights are bfloat16 (tt_bf16 holds the
+ * bits), statistics (rstd) and RoPE tables fp32, every reduction accumulates in fp32. All
+ * pointers are device pointers; every call is asynchronous on `stream`. Semantics, shapes and
+ * "+=" conventions are those of the same op in src/ops/backend.h; every kernel is
+ * deterministic (fixed reduction order, no atomics). */
+#ifndef TT_OPS_CUDA_OPS_CUDA_H
+#define TT_OPS_CUDA_OPS_CUDA_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t tt_bf16; /* bfloat16 bits */
+
+/* out[R,C] = x * rstd * w; rstd[R] = 1/sqrt(mean(x^2) + eps) */
+void tt_cuda_rmsnorm_forward(tt_bf16 *out, float *rstd, const tt_bf16 *x, const tt_bf16 *w, int64_t R, int64_t C,
+                             float eps, cudaStream_t stream);
+
+/* Rows per block of the weight-gradient partial sums of rmsnorm_backward. */
+#define TT_CUDA_RMSNORM_BACKWARD_ROWS 64
+/* Floats of scratch rmsnorm_backward needs: ceil(R / rows) * C. */
+int64_t tt_cuda_rmsnorm_backward_scratch(int64_t R, int64_t C);
+/* dx[R,C] += d/dx (dx may alias nothing else); dw[C] += d/dw, summed over rows in a fixed order
+ * through scratch; dw is fp32 when dw_is_fp32, else bf16. */
+void tt_cuda_rmsnorm_backward(tt_bf16 *dx, void *dw, int dw_is_fp32, const tt_bf16 *dout, const tt_bf16 *x,
+                              const tt_bf16 *w, const float *rstd, int64_t R, int64_t C, float *scratch,
+                              cudaStream_t stream);
+
+/* h[n] = silu(gate[n]) * up[n] */
+void tt_cuda_swiglu_forward(tt_bf16 *h, const tt_bf16 *gate, const tt_bf16 *up, int64_t n, cudaStream_t stream);
+/* dgate, dup (overwritten) */
+void tt_cuda_swiglu_backward(tt_bf16 *dgate, tt_bf16 *dup, const tt_bf16 *dh, const tt_bf16 *gate,
+                             const tt_bf16 *up, int64_t n, cudaStream_t stream);
+
+/* Rotate-half RoPE in place on x[B*T, H, hd] with cos/sin[T, hd/2]; backward rotates by -angle. */
+void tt_cuda_rope_forward(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t B, int64_t T,
+                          int64_t H, int64_t hd, cudaStream_t stream);
+void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const float *sin_table, int64_t B, int64_t T,
+                           int64_t H, int64_t hd, cudaStream_t stream);
+
+/* out[N,D] = table[ids[n]] */
+void tt_cuda_embedding_forward(tt_bf16 *out, const int32_t *ids, const tt_bf16 *table, int64_t N, int64_t D,
+                               cudaStream_t stream);
+
+/* Deterministic embedding backward. The host sorts the batch once (tt_embedding_backward_order):
+ * segment s covers positions order[starts[s] .. starts[s+1]-1], all with token ids[s]
+ * (ascending positions); one block per segment adds them in that order:
+ * dtable[token, :] += sum dout[position, :]. dtable is fp32. */
+void tt_cuda_embedding_backward(float *dtable, const int32_t *order, const int32_t *starts,
+                                const int32_t *segment_tokens, int64_t segments, const tt_bf16 *dout, int64_t D,
+                                cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Host side of the embedding backward: a stable counting sort of positions by token id.
+ * order[N], starts[N+1], segment_tokens[N]; returns the number of segments. */
+int64_t tt_embedding_backward_order(const int32_t *ids, int64_t N, int64_t vocab, int32_t *order, int32_t *starts,
+                                    int32_t *segment_tokens, int32_t *counts_scratch);
+
+#endif

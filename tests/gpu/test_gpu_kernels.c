@@ -1,0 +1,284 @@
+/* `make test-gpu`: every CUDA kernel against the CPU reference on fresh random inputs.
+ * Inputs are rounded to bf16 first so both sides see the same values; outputs are poisoned with
+ * NaN before kernels that overwrite them; results must agree within bf16 bounds (max |a-b| /
+ * max |b| per tensor) and two runs must give the same bits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "ops/cpu/ops_cpu.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/ops_cuda.h"
+#include "test_util.h"
+
+#define BF16_TOLERANCE 1e-2  /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
+#define POISON 0x7fc0        /* bf16 quiet NaN */
+
+static tt_rng rng;
+
+/* n random values in [-scale, scale], rounded to bf16: host floats and device bf16 copies. */
+static float *random_bf16(int64_t n, float scale, tt_bf16 **device) {
+    float *host = malloc(sizeof(float) * (size_t)n);
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&rng) - 1.0) * scale));
+        host[i] = tt_bf16_to_f32(bits[i]);
+    }
+    TT_CUDA_CHECK(cudaMalloc((void **)device, sizeof(tt_bf16) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(*device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return host;
+}
+
+static tt_bf16 *device_poisoned(int64_t n) {
+    tt_bf16 *d;
+    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(tt_bf16) * (size_t)n));
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) bits[i] = POISON;
+    TT_CUDA_CHECK(cudaMemcpy(d, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return d;
+}
+
+static float *download_bf16(const tt_bf16 *device, int64_t n) {
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(bits, device, sizeof(tt_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
+    float *host = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) host[i] = tt_bf16_to_f32(bits[i]);
+    free(bits);
+    return host;
+}
+
+static float *download_f32(const float *device, int64_t n) {
+    float *host = malloc(sizeof(float) * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(host, device, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+    return host;
+}
+
+static bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
+    tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    TT_CUDA_CHECK(cudaMemcpy(y, b, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    bool same = memcmp(x, y, 2 * (size_t)n) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
+    double err = tt_max_rel_error_f32(got, want, (size_t)n);
+    TT_EXPECT(err <= tolerance, "%s: relative error %.3g > %.3g", what, err, tolerance);
+    printf("  %-34s max relative error %.2e\n", what, err);
+}
+
+static void test_rmsnorm(int64_t R, int64_t C) {
+    tt_bf16 *dx_dev, *x_dev, *w_dev, *dout_dev;
+    float *x = random_bf16(R * C, 2.0f, &x_dev);
+    float *w = random_bf16(C, 1.5f, &w_dev);
+    float *dout = random_bf16(R * C, 1.0f, &dout_dev);
+    float *dx0 = random_bf16(R * C, 0.5f, &dx_dev); /* dx accumulates: start from non-zero */
+    tt_bf16 *out_dev = device_poisoned(R * C);
+    float *rstd_dev, *dw_dev, *scratch;
+    TT_CUDA_CHECK(cudaMalloc((void **)&rstd_dev, sizeof(float) * (size_t)R));
+    TT_CUDA_CHECK(cudaMalloc((void **)&dw_dev, sizeof(float) * (size_t)C));
+    TT_CUDA_CHECK(cudaMemset(dw_dev, 0, sizeof(float) * (size_t)C));
+    TT_CUDA_CHECK(cudaMalloc((void **)&scratch, sizeof(float) * (size_t)tt_cuda_rmsnorm_backward_scratch(R, C)));
+
+    tt_cuda_rmsnorm_forward(out_dev, rstd_dev, x_dev, w_dev, R, C, 1e-6f, 0);
+    tt_cuda_rmsnorm_backward(dx_dev, dw_dev, 1, dout_dev, x_dev, w_dev, rstd_dev, R, C, scratch, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+
+    float *out = malloc(sizeof(float) * (size_t)(R * C)), *rstd = malloc(sizeof(float) * (size_t)R);
+    float *dw = calloc((size_t)C, sizeof(float));
+    tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, R, C, 1e-6);
+    tt_cpu_rmsnorm_backward_f32(dx0, dw, dout, x, w, rstd, R, C);
+    char what[64];
+    snprintf(what, sizeof what, "rmsnorm forward [%lld, %lld]", (long long)R, (long long)C);
+    float *g = download_bf16(out_dev, R * C);
+    expect_close(what, g, out, R * C, BF16_TOLERANCE);
+    free(g);
+    g = download_f32(rstd_dev, R);
+    expect_close("rmsnorm rstd", g, rstd, R, 1e-5);
+    free(g);
+    g = download_bf16(dx_dev, R * C);
+    expect_close("rmsnorm backward dx (+=)", g, dx0, R * C, 2 * BF16_TOLERANCE);
+    free(g);
+    g = download_f32(dw_dev, C);
+    expect_close("rmsnorm backward dw (+=, fp32)", g, dw, C, 1e-3);
+    free(g);
+
+    /* determinism: the same call again gives the same bits */
+    tt_bf16 *out2 = device_poisoned(R * C);
+    tt_cuda_rmsnorm_forward(out2, rstd_dev, x_dev, w_dev, R, C, 1e-6f, 0);
+    TT_EXPECT(same_bits_bf16(out_dev, out2, R * C), "rmsnorm forward is deterministic");
+    cudaFree(out2);
+    cudaFree(out_dev);
+    cudaFree(rstd_dev);
+    cudaFree(dw_dev);
+    cudaFree(scratch);
+    cudaFree(x_dev);
+    cudaFree(w_dev);
+    cudaFree(dout_dev);
+    cudaFree(dx_dev);
+    free(x);
+    free(w);
+    free(dout);
+    free(dx0);
+    free(out);
+    free(rstd);
+    free(dw);
+}
+
+static void test_swiglu(int64_t n) {
+    tt_bf16 *gate_dev, *up_dev, *dh_dev;
+    float *gate = random_bf16(n, 4.0f, &gate_dev), *up = random_bf16(n, 2.0f, &up_dev), *dh = random_bf16(n, 1.0f, &dh_dev);
+    tt_bf16 *h_dev = device_poisoned(n), *dgate_dev = device_poisoned(n), *dup_dev = device_poisoned(n);
+    tt_cuda_swiglu_forward(h_dev, gate_dev, up_dev, n, 0);
+    tt_cuda_swiglu_backward(dgate_dev, dup_dev, dh_dev, gate_dev, up_dev, n, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    float *h = malloc(sizeof(float) * (size_t)n), *dgate = malloc(sizeof(float) * (size_t)n),
+          *dup = malloc(sizeof(float) * (size_t)n);
+    tt_cpu_swiglu_forward_f32(h, gate, up, n);
+    tt_cpu_swiglu_backward_f32(dgate, dup, dh, gate, up, n);
+    float *g = download_bf16(h_dev, n);
+    expect_close("swiglu forward", g, h, n, BF16_TOLERANCE);
+    free(g);
+    g = download_bf16(dgate_dev, n);
+    expect_close("swiglu backward dgate", g, dgate, n, BF16_TOLERANCE);
+    free(g);
+    g = download_bf16(dup_dev, n);
+    expect_close("swiglu backward dup", g, dup, n, BF16_TOLERANCE);
+    free(g);
+    cudaFree(gate_dev);
+    cudaFree(up_dev);
+    cudaFree(dh_dev);
+    cudaFree(h_dev);
+    cudaFree(dgate_dev);
+    cudaFree(dup_dev);
+    free(gate);
+    free(up);
+    free(dh);
+    free(h);
+    free(dgate);
+    free(dup);
+}
+
+static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hd) {
+    const int64_t n = B * T * H * hd, half = hd / 2;
+    float *cos_table = malloc(sizeof(float) * (size_t)(T * half)), *sin_table = malloc(sizeof(float) * (size_t)(T * half));
+    for (int64_t p = 0; p < T; p++)
+        for (int64_t i = 0; i < half; i++) {
+            float angle = (float)p / powf(10000.0f, (float)(2 * i) / (float)hd);
+            cos_table[p * half + i] = cosf(angle);
+            sin_table[p * half + i] = sinf(angle);
+        }
+    float *cos_dev, *sin_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&cos_dev, sizeof(float) * (size_t)(T * half)));
+    TT_CUDA_CHECK(cudaMalloc((void **)&sin_dev, sizeof(float) * (size_t)(T * half)));
+    TT_CUDA_CHECK(cudaMemcpy(cos_dev, cos_table, sizeof(float) * (size_t)(T * half), cudaMemcpyHostToDevice));
+    TT_CUDA_CHECK(cudaMemcpy(sin_dev, sin_table, sizeof(float) * (size_t)(T * half), cudaMemcpyHostToDevice));
+    tt_bf16 *x_dev, *dx_dev;
+    float *x = random_bf16(n, 2.0f, &x_dev), *dx = random_bf16(n, 1.0f, &dx_dev);
+    tt_cuda_rope_forward(x_dev, cos_dev, sin_dev, B, T, H, hd, 0);
+    tt_cuda_rope_backward(dx_dev, cos_dev, sin_dev, B, T, H, hd, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    tt_cpu_rope_forward_f32(x, cos_table, sin_table, B, T, H, hd);
+    tt_cpu_rope_backward_f32(dx, cos_table, sin_table, B, T, H, hd);
+    float *g = download_bf16(x_dev, n);
+    expect_close("rope forward", g, x, n, BF16_TOLERANCE);
+    free(g);
+    g = download_bf16(dx_dev, n);
+    expect_close("rope backward", g, dx, n, BF16_TOLERANCE);
+    free(g);
+    cudaFree(cos_dev);
+    cudaFree(sin_dev);
+    cudaFree(x_dev);
+    cudaFree(dx_dev);
+    free(cos_table);
+    free(sin_table);
+    free(x);
+    free(dx);
+}
+
+static void test_embedding(int64_t N, int64_t V, int64_t D) {
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)N);
+    for (int64_t n = 0; n < N; n++) ids[n] = (int32_t)(tt_rng_next(&rng) % (uint64_t)(n % 3 == 0 ? 5 : V));
+    tt_bf16 *table_dev, *dout_dev;
+    float *table = random_bf16(V * D, 1.0f, &table_dev), *dout = random_bf16(N * D, 1.0f, &dout_dev);
+    int32_t *ids_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&ids_dev, sizeof(int32_t) * (size_t)N));
+    TT_CUDA_CHECK(cudaMemcpy(ids_dev, ids, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice));
+    tt_bf16 *out_dev = device_poisoned(N * D);
+    tt_cuda_embedding_forward(out_dev, ids_dev, table_dev, N, D, 0);
+
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)N), *starts = malloc(sizeof(int32_t) * (size_t)(N + 1)),
+            *tokens = malloc(sizeof(int32_t) * (size_t)N), *counts = malloc(sizeof(int32_t) * (size_t)(V + 1));
+    int64_t segments = tt_embedding_backward_order(ids, N, V, order, starts, tokens, counts);
+    bool sorted = true;
+    for (int64_t s = 0; s < segments; s++)
+        for (int32_t k = starts[s]; k < starts[s + 1]; k++) {
+            sorted = sorted && ids[order[k]] == tokens[s];
+            if (k > starts[s]) sorted = sorted && order[k] > order[k - 1];
+        }
+    TT_EXPECT(sorted && starts[segments] == N, "embedding backward order groups positions by token, ascending");
+    int32_t *order_dev, *starts_dev, *tokens_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&order_dev, sizeof(int32_t) * (size_t)N));
+    TT_CUDA_CHECK(cudaMalloc((void **)&starts_dev, sizeof(int32_t) * (size_t)(N + 1)));
+    TT_CUDA_CHECK(cudaMalloc((void **)&tokens_dev, sizeof(int32_t) * (size_t)N));
+    TT_CUDA_CHECK(cudaMemcpy(order_dev, order, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice));
+    TT_CUDA_CHECK(cudaMemcpy(starts_dev, starts, sizeof(int32_t) * (size_t)(N + 1), cudaMemcpyHostToDevice));
+    TT_CUDA_CHECK(cudaMemcpy(tokens_dev, tokens, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice));
+    float *dtable_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&dtable_dev, sizeof(float) * (size_t)(V * D)));
+    TT_CUDA_CHECK(cudaMemset(dtable_dev, 0, sizeof(float) * (size_t)(V * D)));
+    tt_cuda_embedding_backward(dtable_dev, order_dev, starts_dev, tokens_dev, segments, dout_dev, D, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+
+    float *out = malloc(sizeof(float) * (size_t)(N * D)), *dtable = calloc((size_t)(V * D), sizeof(float));
+    tt_cpu_embedding_forward_f32(out, ids, table, N, D);
+    tt_cpu_embedding_backward_f32(dtable, ids, dout, N, D);
+    float *g = download_bf16(out_dev, N * D);
+    TT_EXPECT(memcmp(g, out, sizeof(float) * (size_t)(N * D)) == 0, "embedding forward copies rows exactly");
+    free(g);
+    g = download_f32(dtable_dev, V * D);
+    TT_EXPECT(memcmp(g, dtable, sizeof(float) * (size_t)(V * D)) == 0,
+              "embedding backward: fp32 sums in position order equal the CPU's bit for bit");
+    expect_close("embedding backward", g, dtable, V * D, 1e-6);
+    free(g);
+    cudaFree(ids_dev);
+    cudaFree(table_dev);
+    cudaFree(dout_dev);
+    cudaFree(out_dev);
+    cudaFree(order_dev);
+    cudaFree(starts_dev);
+    cudaFree(tokens_dev);
+    cudaFree(dtable_dev);
+    free(ids);
+    free(table);
+    free(dout);
+    free(order);
+    free(starts);
+    free(tokens);
+    free(counts);
+    free(out);
+    free(dtable);
+}
+
+int main(void) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        fprintf(stderr, "test_gpu_kernels: no CUDA device; run `make test-gpu` on a machine with a GPU\n");
+        return 1;
+    }
+    tt_rng_seed(&rng, 2026);
+    test_rmsnorm(37, 2048);
+    test_rmsnorm(300, 128); /* per-head q/k norm shape, several row blocks */
+    test_swiglu(100003);
+    test_rope(2, 33, 4, 128);
+    test_rope(1, 17, 3, 64);
+    test_embedding(1000, 300, 96);
+    return tt_test_summary("gpu_kernels");
+}

@@ -10,7 +10,10 @@
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "ops/cpu/ops_cpu.h"
+#include <cblas.h>
+
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/gemm_cuda.h"
 #include "ops/cuda/ops_cuda.h"
 #include "test_util.h"
 
@@ -267,6 +270,44 @@ static void test_embedding(int64_t N, int64_t V, int64_t D) {
     free(dtable);
 }
 
+/* C = op(A) op(B) (+ C), against cblas_sgemm on the same bf16-rounded inputs. */
+static void test_gemm(tt_cuda_gemm_context *context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      bool c_is_fp32, float beta) {
+    tt_bf16 *a_dev, *b_dev;
+    float *a = random_bf16(M * K, 1.0f, &a_dev), *b = random_bf16(K * N, 1.0f, &b_dev);
+    const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N, ldc = N;
+    tt_bf16 *c0_dev;
+    float *c = random_bf16(M * N, 4.0f, &c0_dev); /* the accumulated-into start values */
+    void *c_dev;
+    if (c_is_fp32) {
+        TT_CUDA_CHECK(cudaMalloc(&c_dev, sizeof(float) * (size_t)(M * N)));
+        if (beta != 0) {
+            TT_CUDA_CHECK(cudaMemcpy(c_dev, c, sizeof(float) * (size_t)(M * N), cudaMemcpyHostToDevice));
+        } else {
+            TT_CUDA_CHECK(cudaMemset(c_dev, 0xff, sizeof(float) * (size_t)(M * N))); /* NaN poison */
+        }
+    } else {
+        c_dev = beta != 0 ? (void *)c0_dev : (void *)device_poisoned(M * N);
+    }
+    tt_cuda_gemm(context, trans_a, trans_b, M, N, K, 1.0f, a_dev, lda, b_dev, ldb, beta, c_dev, c_is_fp32, ldc, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    float *g = c_is_fp32 ? download_f32(c_dev, M * N) : download_bf16(c_dev, M * N);
+    char what[96];
+    snprintf(what, sizeof what, "gemm %s%s %lldx%lldx%lld %s beta %g", trans_a ? "T" : "N", trans_b ? "T" : "N",
+             (long long)M, (long long)N, (long long)K, c_is_fp32 ? "fp32" : "bf16", (double)beta);
+    expect_close(what, g, c, M * N, c_is_fp32 ? 1e-4 : BF16_TOLERANCE);
+    free(g);
+    if (c_dev != (void *)c0_dev) cudaFree(c_dev);
+    cudaFree(c0_dev);
+    cudaFree(a_dev);
+    cudaFree(b_dev);
+    free(a);
+    free(b);
+    free(c);
+}
+
 int main(void) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -280,5 +321,20 @@ int main(void) {
     test_rope(2, 33, 4, 128);
     test_rope(1, 17, 3, 64);
     test_embedding(1000, 300, 96);
+
+    void *workspace;
+    TT_CUDA_CHECK(cudaMalloc(&workspace, TT_CUDA_GEMM_WORKSPACE_BYTES));
+    tt_cuda_gemm_context *gemm = tt_cuda_gemm_create(workspace, TT_CUDA_GEMM_WORKSPACE_BYTES);
+    test_gemm(gemm, false, true, 300, 256, 512, false, 0.0f);  /* linear forward: y = x W^T */
+    test_gemm(gemm, false, true, 300, 256, 512, false, 1.0f);  /* ... accumulated onto the residual */
+    test_gemm(gemm, false, false, 300, 512, 256, false, 0.0f); /* dx = dy W */
+    test_gemm(gemm, true, false, 256, 512, 300, true, 1.0f);   /* dW += dy^T x, fp32 gradients */
+    test_gemm(gemm, true, false, 256, 512, 300, true, 0.0f);
+    test_gemm(gemm, false, true, 300, 256, 512, false, 0.0f);  /* the same shape again: cached */
+    /* beta is a run-time scalar, not part of a shape: NT/bf16, NN/bf16 and TN/fp32 */
+    TT_EXPECT(tt_cuda_gemm_cached_shapes(gemm) == 3, "GEMM descriptors cached per shape (%d)",
+              tt_cuda_gemm_cached_shapes(gemm));
+    tt_cuda_gemm_destroy(gemm);
+    cudaFree(workspace);
     return tt_test_summary("gpu_kernels");
 }

@@ -308,6 +308,107 @@ static void test_gemm(tt_cuda_gemm_context *context, bool trans_a, bool trans_b,
     free(c);
 }
 
+/* Cross-entropy on a chunk of logits against a double-precision reference. */
+static void test_cross_entropy(int64_t rows, int64_t V) {
+    tt_bf16 *logits_dev;
+    float *logits = random_bf16(rows * V, 8.0f, &logits_dev);
+    int32_t *targets = malloc(sizeof(int32_t) * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) targets[r] = r % 7 == 3 ? -100 : (int32_t)(tt_rng_next(&rng) % (uint64_t)V);
+    int32_t *targets_dev;
+    float *row_loss_dev;
+    double *sum_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&targets_dev, sizeof(int32_t) * (size_t)rows));
+    TT_CUDA_CHECK(cudaMemcpy(targets_dev, targets, sizeof(int32_t) * (size_t)rows, cudaMemcpyHostToDevice));
+    TT_CUDA_CHECK(cudaMalloc((void **)&row_loss_dev, sizeof(float) * (size_t)rows));
+    TT_CUDA_CHECK(cudaMalloc((void **)&sum_dev, sizeof(double)));
+    const float scale = 1.0f / 50.0f;
+    tt_cuda_cross_entropy_chunk(logits_dev, row_loss_dev, targets_dev, rows, V, scale, 0);
+    tt_cuda_sum(sum_dev, row_loss_dev, rows, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+
+    float *loss = malloc(sizeof(float) * (size_t)rows), *grad = malloc(sizeof(float) * (size_t)(rows * V));
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = logits + r * V;
+        if (targets[r] == -100) {
+            loss[r] = 0;
+            for (int64_t j = 0; j < V; j++) grad[r * V + j] = 0;
+            continue;
+        }
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < V; j++) m = row[j] > m ? row[j] : m;
+        for (int64_t j = 0; j < V; j++) sum += exp(row[j] - m);
+        loss[r] = (float)(m + log(sum) - row[targets[r]]);
+        total += loss[r];
+        for (int64_t j = 0; j < V; j++)
+            grad[r * V + j] = (float)(scale * (exp(row[j] - m) / sum - (j == targets[r] ? 1.0 : 0.0)));
+    }
+    float *g = download_f32(row_loss_dev, rows);
+    expect_close("cross-entropy row losses", g, loss, rows, 1e-5);
+    free(g);
+    g = download_bf16(logits_dev, rows * V);
+    expect_close("cross-entropy gradient (in place)", g, grad, rows * V, BF16_TOLERANCE);
+    free(g);
+    double gpu_total = 0;
+    TT_CUDA_CHECK(cudaMemcpy(&gpu_total, sum_dev, sizeof(double), cudaMemcpyDeviceToHost));
+    TT_EXPECT(fabs(gpu_total - total) <= 1e-5 * fabs(total), "loss sum %.9g vs %.9g", gpu_total, total);
+    cudaFree(logits_dev);
+    cudaFree(targets_dev);
+    cudaFree(row_loss_dev);
+    cudaFree(sum_dev);
+    free(logits);
+    free(targets);
+    free(loss);
+    free(grad);
+}
+
+/* AdamW with fp32 moments gives the CPU backend's bits; with bf16 moments it stays close. */
+static void test_adamw(int64_t n) {
+    float *p = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)n),
+          *m = malloc(sizeof(float) * (size_t)n), *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = (float)(tt_rng_uniform(&rng) - 0.5);
+        g[i] = (float)(1e-2 * (tt_rng_uniform(&rng) - 0.5));
+        m[i] = (float)(1e-3 * (tt_rng_uniform(&rng) - 0.5));
+        v[i] = (float)(1e-5 * tt_rng_uniform(&rng));
+    }
+    float *p_dev, *g_dev, *m_dev, *v_dev;
+    tt_bf16 *w_dev = device_poisoned(n);
+    const size_t bytes = sizeof(float) * (size_t)n;
+    TT_CUDA_CHECK(cudaMalloc((void **)&p_dev, bytes));
+    TT_CUDA_CHECK(cudaMalloc((void **)&g_dev, bytes));
+    TT_CUDA_CHECK(cudaMalloc((void **)&m_dev, bytes));
+    TT_CUDA_CHECK(cudaMalloc((void **)&v_dev, bytes));
+    TT_CUDA_CHECK(cudaMemcpy(p_dev, p, bytes, cudaMemcpyHostToDevice));
+    TT_CUDA_CHECK(cudaMemcpy(g_dev, g, bytes, cudaMemcpyHostToDevice));
+    TT_CUDA_CHECK(cudaMemcpy(m_dev, m, bytes, cudaMemcpyHostToDevice));
+    TT_CUDA_CHECK(cudaMemcpy(v_dev, v, bytes, cudaMemcpyHostToDevice));
+    tt_cuda_adamw(p_dev, w_dev, g_dev, 1, m_dev, v_dev, 0, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    tt_cpu_adamw_update_f32(p, g, m, v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f);
+    float *got_p = download_f32(p_dev, n), *got_m = download_f32(m_dev, n), *got_v = download_f32(v_dev, n);
+    TT_EXPECT(memcmp(got_p, p, bytes) == 0 && memcmp(got_m, m, bytes) == 0 && memcmp(got_v, v, bytes) == 0,
+              "GPU AdamW (fp32 moments) gives the CPU backend's bits");
+    float *got_w = download_bf16(w_dev, n);
+    bool rounded = true;
+    for (int64_t i = 0; i < n; i++) rounded = rounded && got_w[i] == tt_bf16_to_f32(tt_f32_to_bf16(p[i]));
+    TT_EXPECT(rounded, "AdamW writes the bf16 compute copy of every updated weight");
+    printf("  %-34s bit-identical to the CPU: %s\n", "adamw (fp32 moments)", memcmp(got_p, p, bytes) == 0 ? "yes" : "no");
+    free(got_p);
+    free(got_m);
+    free(got_v);
+    free(got_w);
+    cudaFree(p_dev);
+    cudaFree(g_dev);
+    cudaFree(m_dev);
+    cudaFree(v_dev);
+    cudaFree(w_dev);
+    free(p);
+    free(g);
+    free(m);
+    free(v);
+}
+
 int main(void) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -321,6 +422,10 @@ int main(void) {
     test_rope(2, 33, 4, 128);
     test_rope(1, 17, 3, 64);
     test_embedding(1000, 300, 96);
+
+    test_cross_entropy(50, 32000);
+    test_cross_entropy(7, 151936);
+    test_adamw(1000003);
 
     void *workspace;
     TT_CUDA_CHECK(cudaMalloc(&workspace, TT_CUDA_GEMM_WORKSPACE_BYTES));

@@ -54,6 +54,22 @@ void tt_cuda_embedding_backward(float *dtable, const int32_t *order, const int32
                                 const int32_t *segment_tokens, int64_t segments, const tt_bf16 *dout, int64_t D,
                                 cudaStream_t stream);
 
+/* Cross-entropy over one chunk of LM-head logits, in place: for each row r with
+ * targets[r] != -100, loss_r = logsumexp(logits[r]) - logits[r][targets[r]] (fp32 math), written
+ * to row_loss[r] (0 for ignored rows); logits[r] is replaced by its gradient
+ * scale * (softmax - onehot) (zero for ignored rows), ready for the two backward GEMMs. */
+void tt_cuda_cross_entropy_chunk(tt_bf16 *logits, float *row_loss, const int32_t *targets, int64_t rows, int64_t V,
+                                 float scale, cudaStream_t stream);
+/* Sum of n floats in a fixed order (one block), written to *sum; for the loss. */
+void tt_cuda_sum(double *sum, const float *values, int64_t n, cudaStream_t stream);
+
+/* AdamW as torch.optim.AdamW on fp32 master weights; g is scaled by grad_scale first; m and v
+ * are fp32 (or bf16 when moments_bf16); the updated weight is also written to weight_bf16
+ * (when not NULL), the compute copy the forward reads. */
+void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g, int g_is_fp32, void *m, void *v,
+                   int moments_bf16, int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                   int64_t step, float grad_scale, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

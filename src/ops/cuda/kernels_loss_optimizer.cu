@@ -1,0 +1,136 @@
+/* The cross-entropy half of the fused LM head, a fixed-order sum, and AdamW. */
+#include <cuda_bf16.h>
+#include <math.h>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/ops_cuda.h"
+
+#define CE_THREADS 512
+#define IGNORE_INDEX (-100)
+
+static __device__ __forceinline__ float bf16_to_float(tt_bf16 v) {
+    return __bfloat162float(__ushort_as_bfloat16(v));
+}
+static __device__ __forceinline__ tt_bf16 float_to_bf16(float v) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+/* Block-wide reductions in a fixed order: warp shuffles, then the warps' results in order. */
+static __device__ float block_max(float v, float *shared) {
+    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float m = -INFINITY;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, shared[w]);
+    return m;
+}
+
+static __device__ float block_sum(float v, float *shared) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += shared[w];
+    return s;
+}
+
+static __global__ void cross_entropy_kernel(tt_bf16 *logits, float *row_loss, const int32_t *targets, int64_t V,
+                                            float scale) {
+    __shared__ float shared[32];
+    const int64_t r = blockIdx.x;
+    tt_bf16 *row = logits + r * V;
+    const int32_t target = targets[r];
+    if (target == IGNORE_INDEX) {
+        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) row[j] = 0;
+        if (threadIdx.x == 0) row_loss[r] = 0.0f;
+        return;
+    }
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, bf16_to_float(row[j]));
+    m = block_max(m, shared);
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(bf16_to_float(row[j]) - m);
+    s = block_sum(s, shared);
+    const float log_sum = logf(s);
+    if (threadIdx.x == 0) row_loss[r] = m + log_sum - bf16_to_float(row[target]);
+    __syncthreads(); /* row[target] is read above before being overwritten below */
+    const float inv = 1.0f / s;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+        float p = expf(bf16_to_float(row[j]) - m) * inv;
+        row[j] = float_to_bf16(scale * (p - (j == target ? 1.0f : 0.0f)));
+    }
+}
+
+extern "C" void tt_cuda_cross_entropy_chunk(tt_bf16 *logits, float *row_loss, const int32_t *targets, int64_t rows,
+                                            int64_t V, float scale, cudaStream_t stream) {
+    if (rows == 0) return;
+    cross_entropy_kernel<<<(unsigned)rows, CE_THREADS, 0, stream>>>(logits, row_loss, targets, V, scale);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+static __global__ void sum_kernel(double *sum, const float *values, int64_t n) {
+    __shared__ double shared[32];
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)values[i];
+    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double total = 0.0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) total += shared[w];
+        *sum = total;
+    }
+}
+
+extern "C" void tt_cuda_sum(double *sum, const float *values, int64_t n, cudaStream_t stream) {
+    sum_kernel<<<1, 1024, 0, stream>>>(sum, values, n);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+/* The same operations in the same order as the CPU backend's adamw_update, each rounded once
+ * (the _rn intrinsics keep nvcc from fusing them into FMAs): with fp32 moments the GPU and the
+ * CPU produce the same bits. */
+static __global__ void adamw_kernel(float *master, tt_bf16 *weight_bf16, const void *g, int g_is_fp32, void *m_ptr,
+                                    void *v_ptr, int moments_bf16, int64_t n, float decay, float beta1,
+                                    float one_minus_beta1, float beta2, float one_minus_beta2, float eps,
+                                    float neg_step_size, float bias_correction2_sqrt, float grad_scale) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float raw = g_is_fp32 ? ((const float *)g)[i] : bf16_to_float(((const tt_bf16 *)g)[i]);
+    const float grad = __fmul_rn(raw, grad_scale);
+    const float m = moments_bf16 ? bf16_to_float(((tt_bf16 *)m_ptr)[i]) : ((float *)m_ptr)[i];
+    const float v = moments_bf16 ? bf16_to_float(((tt_bf16 *)v_ptr)[i]) : ((float *)v_ptr)[i];
+    float p = __fmul_rn(master[i], decay);
+    const float m_new = __fadd_rn(__fmul_rn(beta1, m), __fmul_rn(one_minus_beta1, grad));
+    const float v_new = __fadd_rn(__fmul_rn(beta2, v), __fmul_rn(__fmul_rn(one_minus_beta2, grad), grad));
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v_new), bias_correction2_sqrt), eps);
+    p = __fadd_rn(p, __fdiv_rn(__fmul_rn(neg_step_size, m_new), denom));
+    master[i] = p;
+    if (moments_bf16) {
+        ((tt_bf16 *)m_ptr)[i] = float_to_bf16(m_new);
+        ((tt_bf16 *)v_ptr)[i] = float_to_bf16(v_new);
+    } else {
+        ((float *)m_ptr)[i] = m_new;
+        ((float *)v_ptr)[i] = v_new;
+    }
+    if (weight_bf16) weight_bf16[i] = float_to_bf16(p);
+}
+
+extern "C" void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g, int g_is_fp32, void *m, void *v,
+                              int moments_bf16, int64_t n, float lr, float beta1, float beta2, float eps,
+                              float weight_decay, int64_t step, float grad_scale, cudaStream_t stream) {
+    if (n == 0) return;
+    /* scalars exactly as the CPU backend derives them (bias corrections in double, as torch) */
+    const double bias_correction1 = 1.0 - pow((double)beta1, (double)step);
+    const double bias_correction2 = 1.0 - pow((double)beta2, (double)step);
+    const float decay = (float)(1.0 - (double)lr * (double)weight_decay);
+    const float one_minus_beta1 = (float)(1.0 - (double)beta1), one_minus_beta2 = (float)(1.0 - (double)beta2);
+    const float neg_step_size = (float)(-((double)lr / bias_correction1));
+    const float bias_correction2_sqrt = (float)sqrt(bias_correction2);
+    adamw_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(
+        master, weight_bf16, g, g_is_fp32, m, v, moments_bf16, n, decay, beta1, one_minus_beta1, beta2,
+        one_minus_beta2, eps, neg_step_size, bias_correction2_sqrt, grad_scale);
+    TT_CUDA_CHECK(cudaGetLastError());
+}

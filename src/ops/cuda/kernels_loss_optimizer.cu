@@ -3,38 +3,12 @@
 #include <math.h>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_math.cuh"
 #include "ops/cuda/ops_cuda.h"
 
 #define CE_THREADS 512
 #define IGNORE_INDEX (-100)
 
-static __device__ __forceinline__ float bf16_to_float(tt_bf16 v) {
-    return __bfloat162float(__ushort_as_bfloat16(v));
-}
-static __device__ __forceinline__ tt_bf16 float_to_bf16(float v) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-
-/* Block-wide reductions in a fixed order: warp shuffles, then the warps' results in order. */
-static __device__ float block_max(float v, float *shared) {
-    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float m = -INFINITY;
-    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, shared[w]);
-    return m;
-}
-
-static __device__ float block_sum(float v, float *shared) {
-    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float s = 0.0f;
-    for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += shared[w];
-    return s;
-}
 
 static __global__ void cross_entropy_kernel(tt_bf16 *logits, float *row_loss, const int32_t *targets, int64_t V,
                                             float scale) {

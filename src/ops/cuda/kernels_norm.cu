@@ -4,29 +4,10 @@
 #include <cuda_bf16.h>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_math.cuh"
 #include "ops/cuda/ops_cuda.h"
 
 #define NORM_THREADS 256
-
-static __device__ __forceinline__ float bf16_to_float(tt_bf16 v) {
-    return __bfloat162float(__ushort_as_bfloat16(v));
-}
-static __device__ __forceinline__ tt_bf16 float_to_bf16(float v) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-
-/* Sum of v over the block, in a fixed order (warp shuffles, then warp sums in order). */
-static __device__ float block_sum(float v, float *shared /* [32] */) {
-    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads(); /* shared may still be read by a previous call */
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    float total = 0.0f;
-    const int warps = (blockDim.x + 31) >> 5;
-    for (int w = 0; w < warps; w++) total += shared[w];
-    return total;
-}
 
 static __global__ void rmsnorm_forward_kernel(tt_bf16 *out, float *rstd, const tt_bf16 *x, const tt_bf16 *w,
                                               int64_t C, float eps) {

@@ -308,6 +308,97 @@ static void test_gemm(tt_cuda_gemm_context *context, bool trans_a, bool trans_b,
     free(c);
 }
 
+static float *upload_f32(const float *host, int64_t n) {
+    float *device;
+    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(float) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(device, host, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    return device;
+}
+
+static tt_bf16 *upload_as_bf16(float *host, int64_t n) { /* rounds host in place to what it uploads */
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n), *device;
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = tt_f32_to_bf16(host[i]);
+        host[i] = tt_bf16_to_f32(bits[i]);
+    }
+    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return device;
+}
+
+/* The simple attention kernels against the CPU op; the backward gets the same (bf16-rounded)
+ * forward output and log-sum-exp on both sides. */
+static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, int64_t window) {
+    tt_attention_shape shape = {.batch = B, .seq_len = T, .num_heads = Hq, .num_kv_heads = Hkv, .head_dim = hd,
+                                .scale = 1.0 / sqrt((double)hd), .sliding_window = window};
+    const int64_t nq = B * T * Hq * hd, nkv = B * T * Hkv * hd, rows = B * Hq * T;
+    tt_bf16 *q_dev, *k_dev, *v_dev, *dout_dev;
+    float *q = random_bf16(nq, 2.0f, &q_dev), *k = random_bf16(nkv, 2.0f, &k_dev), *v = random_bf16(nkv, 1.0f, &v_dev);
+    float *dout = random_bf16(nq, 1.0f, &dout_dev);
+    tt_bf16 *out_dev = device_poisoned(nq);
+    float *lse_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&lse_dev, sizeof(float) * (size_t)rows));
+    tt_cuda_attention_forward(out_dev, lse_dev, q_dev, k_dev, v_dev, &shape, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    float *out = malloc(sizeof(float) * (size_t)nq), *lse = malloc(sizeof(float) * (size_t)rows);
+    tt_cpu_attention_forward_f32(out, lse, q, k, v, &shape);
+    char what[96];
+    snprintf(what, sizeof what, "attention forward hd %lld window %lld", (long long)hd, (long long)window);
+    float *g = download_bf16(out_dev, nq);
+    expect_close(what, g, out, nq, BF16_TOLERANCE);
+    free(g);
+    g = download_f32(lse_dev, rows);
+    expect_close("attention log-sum-exp", g, lse, rows, 1e-5);
+    free(g);
+
+    tt_bf16 *same_out_dev = upload_as_bf16(out, nq);
+    float *same_lse_dev = upload_f32(lse, rows), *scratch;
+    TT_CUDA_CHECK(cudaMalloc((void **)&scratch, sizeof(float) * (size_t)rows));
+    tt_bf16 *dq_dev = device_poisoned(nq), *dk_dev = device_poisoned(nkv), *dv_dev = device_poisoned(nkv);
+    tt_cuda_attention_backward(dq_dev, dk_dev, dv_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
+                               &shape, scratch, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    float *dq = malloc(sizeof(float) * (size_t)nq), *dk = malloc(sizeof(float) * (size_t)nkv),
+          *dv = malloc(sizeof(float) * (size_t)nkv);
+    tt_cpu_attention_backward_f32(dq, dk, dv, dout, out, lse, q, k, v, &shape);
+    g = download_bf16(dq_dev, nq);
+    expect_close("attention backward dq", g, dq, nq, 2 * BF16_TOLERANCE);
+    free(g);
+    g = download_bf16(dk_dev, nkv);
+    expect_close("attention backward dk", g, dk, nkv, 2 * BF16_TOLERANCE);
+    free(g);
+    g = download_bf16(dv_dev, nkv);
+    expect_close("attention backward dv", g, dv, nkv, 2 * BF16_TOLERANCE);
+    free(g);
+    tt_bf16 *dq2_dev = device_poisoned(nq);
+    tt_cuda_attention_backward(dq2_dev, dk_dev, dv_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
+                               &shape, scratch, 0);
+    TT_EXPECT(same_bits_bf16(dq_dev, dq2_dev, nq), "attention backward is deterministic");
+    cudaFree(dq2_dev);
+    cudaFree(q_dev);
+    cudaFree(k_dev);
+    cudaFree(v_dev);
+    cudaFree(dout_dev);
+    cudaFree(out_dev);
+    cudaFree(lse_dev);
+    cudaFree(same_out_dev);
+    cudaFree(same_lse_dev);
+    cudaFree(scratch);
+    cudaFree(dq_dev);
+    cudaFree(dk_dev);
+    cudaFree(dv_dev);
+    free(q);
+    free(k);
+    free(v);
+    free(dout);
+    free(out);
+    free(lse);
+    free(dq);
+    free(dk);
+    free(dv);
+}
+
 /* Cross-entropy on a chunk of logits against a double-precision reference. */
 static void test_cross_entropy(int64_t rows, int64_t V) {
     tt_bf16 *logits_dev;
@@ -423,6 +514,9 @@ int main(void) {
     test_rope(1, 17, 3, 64);
     test_embedding(1000, 300, 96);
 
+    test_attention(2, 67, 4, 2, 64, 0);
+    test_attention(1, 70, 8, 2, 128, 0);
+    test_attention(2, 40, 4, 4, 128, 16);
     test_cross_entropy(50, 32000);
     test_cross_entropy(7, 151936);
     test_adamw(1000003);

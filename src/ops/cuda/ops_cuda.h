@@ -10,6 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "ops/backend.h" /* tt_attention_shape */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,6 +55,17 @@ void tt_cuda_embedding_forward(tt_bf16 *out, const int32_t *ids, const tt_bf16 *
 void tt_cuda_embedding_backward(float *dtable, const int32_t *order, const int32_t *starts,
                                 const int32_t *segment_tokens, int64_t segments, const tt_bf16 *dout, int64_t D,
                                 cudaStream_t stream);
+
+/* Causal grouped-query attention, O(T) memory, one warp per query row with an online softmax:
+ * the simple fallback kernel (CUDA cores, no tensor cores), exact semantics of the CPU op.
+ * out[B*T, Hq*hd] bf16, lse[B, Hq, T] fp32. head_dim <= 256. */
+void tt_cuda_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                               const tt_attention_shape *shape, cudaStream_t stream);
+/* dq, dk, dv overwritten; two deterministic passes (queries, then keys) that recompute P from
+ * lse; scratch holds D[B, Hq, T] (fp32). */
+void tt_cuda_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const tt_bf16 *out,
+                                const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                                const tt_attention_shape *shape, float *scratch, cudaStream_t stream);
 
 /* Cross-entropy over one chunk of LM-head logits, in place: for each row r with
  * targets[r] != -100, loss_r = logsumexp(logits[r]) - logits[r][targets[r]] (fp32 math), written

@@ -8,7 +8,9 @@
 #define TT_BYTE_TOKENIZER_VOCAB 257
 #define TT_BYTE_TOKENIZER_EOS 256
 
-/* Writes one token file from the given text files (one document each). */
+/* Writes one token file (vocab_size 257, eos 256) from the given files, one document each: a
+ * file's bytes become ids 0-255, then eos. An unreadable input is an error naming it; an empty
+ * one is skipped with a warning; all empty is an error. */
 void tt_tokenize_bytes(char *const *input_paths, int count, const char *output_path);
 
 #endif

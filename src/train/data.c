@@ -1,7 +1,13 @@
+/* Token files and the training data loader (data.h, docs/token_format.md).
+ *
+ * Loading is two passes: every file's header and size are checked first (so a bad last file
+ * fails before gigabytes are read), then the stream is allocated once, exactly, and every file
+ * is read into it with a pread loop, converted from little-endian and checked id by id. */
 #include "train/data.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +15,10 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "model/safetensors.h"
+
+/* The eval split's permutation is seeded with seed ^ this, so it never coincides with an
+ * epoch's shuffle or the init. */
+#define TT_EVAL_SPLIT_SEED_XOR 0x5eed5eed5eed5eedull
 
 static void put_u32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -22,71 +31,191 @@ static uint32_t get_u32(const unsigned char *p) {
 }
 static uint64_t get_u64(const unsigned char *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
-void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t count, uint32_t vocab_size,
-                         uint32_t eos_id) {
-    size_t bytes = TT_TOKEN_FILE_HEADER_BYTES + tt_mul_size((size_t)count, 4, "token file size");
-    unsigned char *buf = tt_xmalloc(bytes, "token file");
-    memset(buf, 0, TT_TOKEN_FILE_HEADER_BYTES);
-    memcpy(buf, TT_TOKEN_FILE_MAGIC, 8);
-    put_u32(buf + 8, TT_TOKEN_FILE_VERSION);
-    put_u32(buf + 12, vocab_size);
-    put_u64(buf + 16, count);
-    put_u32(buf + 24, eos_id);
-    for (uint64_t i = 0; i < count; i++) put_u32(buf + TT_TOKEN_FILE_HEADER_BYTES + 4 * i, tokens[i]);
-    tt_write_file_atomic(path, buf, bytes);
-    free(buf);
+/* ---- writing ---------------------------------------------------------------------------- */
+
+/* An atomic file being written: path.tmp, renamed over path on commit. Its own small copy of
+ * tt_write_file_atomic's contract, streaming so a large token file needs no second buffer. */
+typedef struct atomic_file {
+    const char *path;
+    char *tmp_path;
+    int fd;
+} atomic_file;
+
+static void atomic_fail(atomic_file *f, const char *what) {
+    int saved = errno;
+    if (f->fd >= 0) close(f->fd);
+    unlink(f->tmp_path);
+    tt_die("cannot write %s (%s %s): %s; check that the directory exists, is writable and has space", f->path, what,
+           f->tmp_path, strerror(saved));
 }
 
-/* Reads one token file, checks it, and appends its ids to the stream. */
-static void append_file(tt_dataset *ds, const char *path, int64_t model_vocab_size, uint64_t *capacity) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) tt_die("cannot open token file %s: %s (check datasets in the config)", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) tt_die("cannot stat %s: %s", path, strerror(errno));
+static void atomic_open(atomic_file *f, const char *path) {
+    size_t n = strlen(path);
+    f->path = path;
+    f->tmp_path = tt_xmalloc(n + 5, "a temporary file name");
+    memcpy(f->tmp_path, path, n);
+    memcpy(f->tmp_path + n, ".tmp", 5);
+    f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f->fd < 0) atomic_fail(f, "creating");
+}
+
+static void atomic_write(atomic_file *f, const void *data, size_t bytes) {
+    const unsigned char *p = data;
+    while (bytes > 0) {
+        ssize_t put = write(f->fd, p, bytes);
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0) {
+            if (put == 0) errno = EIO;
+            atomic_fail(f, "writing");
+        }
+        p += put;
+        bytes -= (size_t)put;
+    }
+}
+
+static void atomic_commit(atomic_file *f) {
+    if (fsync(f->fd) != 0) atomic_fail(f, "syncing");
+    if (close(f->fd) != 0) {
+        f->fd = -1;
+        atomic_fail(f, "closing");
+    }
+    f->fd = -1;
+    if (rename(f->tmp_path, f->path) != 0) atomic_fail(f, "renaming");
+    /* make the rename durable: fsync the directory that holds path */
+    const char *slash = strrchr(f->path, '/');
+    char *dir;
+    if (!slash) {
+        dir = tt_xstrdup(".");
+    } else {
+        size_t len = slash == f->path ? 1 : (size_t)(slash - f->path);
+        dir = tt_xmalloc(len + 1, "a directory name");
+        memcpy(dir, f->path, len);
+        dir[len] = 0;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL))
+        tt_warn("wrote %s but could not sync its directory %s: %s", f->path, dir, strerror(errno));
+    if (dfd >= 0) close(dfd);
+    free(dir);
+    free(f->tmp_path);
+    f->tmp_path = NULL;
+}
+
+void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t count, uint32_t vocab_size,
+                         uint32_t eos_id) {
+    TT_CHECK(tokens != NULL || count == 0, "token file %s: no tokens given for count %llu", path,
+             (unsigned long long)count);
     unsigned char header[TT_TOKEN_FILE_HEADER_BYTES];
-    if ((size_t)st.st_size < TT_TOKEN_FILE_HEADER_BYTES || pread(fd, header, sizeof header, 0) != (ssize_t)sizeof header)
-        tt_die("%s: %lld bytes is too short for a token file (32-byte header); see docs/token_format.md", path,
-               (long long)st.st_size);
-    if (memcmp(header, TT_TOKEN_FILE_MAGIC, 8) != 0)
-        tt_die("%s: not a tiertrain token file (no TTTOKENS magic); make one with `tiertrain tokenize` or "
+    memset(header, 0, sizeof header);
+    memcpy(header, TT_TOKEN_FILE_MAGIC, 8);
+    put_u32(header + 8, TT_TOKEN_FILE_VERSION);
+    put_u32(header + 12, vocab_size);
+    put_u64(header + 16, count);
+    put_u32(header + 24, eos_id);
+    /* bytes 28-31 reserved, 0 */
+    atomic_file f;
+    atomic_open(&f, path);
+    atomic_write(&f, header, sizeof header);
+    enum { CHUNK = 16384 };
+    unsigned char *buf = tt_xmalloc(4 * CHUNK, "token file buffer");
+    for (uint64_t done = 0; done < count;) {
+        size_t n = count - done < CHUNK ? (size_t)(count - done) : CHUNK;
+        for (size_t i = 0; i < n; i++) put_u32(buf + 4 * i, tokens[done + i]);
+        atomic_write(&f, buf, 4 * n);
+        done += n;
+    }
+    free(buf);
+    atomic_commit(&f);
+}
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+typedef struct token_file_info {
+    uint64_t count;
+    uint32_t vocab_size;
+} token_file_info;
+
+static int open_token_file(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        tt_die("cannot open token file %s: %s; check the datasets list in the run config", path, strerror(errno));
+    return fd;
+}
+
+/* Checks one file's header and size against each other and the model; returns its shape. */
+static token_file_info check_header(const char *path, int64_t model_vocab_size) {
+    int fd = open_token_file(path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) tt_die("cannot stat token file %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) tt_die("%s is not a regular file; datasets lists token files (docs/token_format.md)", path);
+    uint64_t size = (uint64_t)st.st_size;
+    unsigned char header[TT_TOKEN_FILE_HEADER_BYTES];
+    size_t got = 0;
+    while (got < sizeof header) {
+        ssize_t r = pread(fd, header + got, sizeof header - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) tt_die("cannot read token file %s: %s", path, strerror(errno));
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got >= 8 && memcmp(header, TT_TOKEN_FILE_MAGIC, 8) != 0)
+        tt_die("%s: not a tiertrain token file (no TTTOKENS magic); make one with `tiertrain tokenize --bytes` or "
                "tools/tokenize_hf.py (docs/token_format.md)",
                path);
-    uint32_t version = get_u32(header + 8), vocab = get_u32(header + 12);
-    uint64_t count = get_u64(header + 16);
+    if (got < sizeof header)
+        tt_die("%s: truncated: %llu bytes is shorter than the 32-byte token file header; re-create the file "
+               "(docs/token_format.md)",
+               path, (unsigned long long)size);
+    uint32_t version = get_u32(header + 8);
     if (version != TT_TOKEN_FILE_VERSION)
-        tt_die("%s: token file version %u is not supported (this tiertrain reads version %u)", path, version,
-               TT_TOKEN_FILE_VERSION);
-    uint64_t expected = TT_TOKEN_FILE_HEADER_BYTES + 4 * count;
-    if (count > ((uint64_t)1 << 60) || (uint64_t)st.st_size != expected)
-        tt_die("%s: the header announces %llu tokens (%llu bytes) but the file has %lld bytes; it is %s", path,
-               (unsigned long long)count, (unsigned long long)expected, (long long)st.st_size,
-               (uint64_t)st.st_size < expected ? "truncated" : "followed by trailing bytes");
-    if ((int64_t)vocab > model_vocab_size)
-        tt_die("%s: written by a tokenizer with %u tokens but the model's vocab_size is %lld; re-tokenize with the "
+        tt_die("%s: unsupported version %u (this tiertrain reads version %u); re-create the file with this "
+               "tiertrain's tools (docs/token_format.md)",
+               path, version, TT_TOKEN_FILE_VERSION);
+    token_file_info info = {.count = get_u64(header + 16), .vocab_size = get_u32(header + 12)};
+    /* 4 * count must not wrap: beyond 2^61 tokens no file can match anyway */
+    bool absurd = info.count > ((uint64_t)1 << 61);
+    uint64_t expected = absurd ? UINT64_MAX : TT_TOKEN_FILE_HEADER_BYTES + 4 * info.count;
+    if (size < expected)
+        tt_die("%s: truncated: the header announces %llu tokens, %s%llu bytes with the header, but the file has %llu "
+               "bytes; re-create the file",
+               path, (unsigned long long)info.count, absurd ? "more than " : "",
+               (unsigned long long)(absurd ? ((uint64_t)1 << 63) : expected), (unsigned long long)size);
+    if (size > expected)
+        tt_die("%s: %llu trailing bytes: the header announces %llu tokens, %llu bytes with the header, but the file "
+               "has %llu bytes; re-create the file",
+               path, (unsigned long long)(size - expected), (unsigned long long)info.count,
+               (unsigned long long)expected, (unsigned long long)size);
+    if ((int64_t)info.vocab_size > model_vocab_size)
+        tt_die("%s: written by a tokenizer with vocab_size %u but the model's vocab_size is %lld; re-tokenize with the "
                "model's tokenizer",
-               path, vocab, (long long)model_vocab_size);
-    if (ds->token_count + count > *capacity) {
-        while (ds->token_count + count > *capacity) *capacity = *capacity ? 2 * *capacity : 1 << 20;
-        ds->tokens = tt_xrealloc(ds->tokens, tt_mul_size((size_t)*capacity, 4, "token stream"), "token stream");
-    }
-    uint32_t *dst = ds->tokens + ds->token_count;
-    size_t bytes = (size_t)count * 4, done = 0;
+               path, info.vocab_size, (long long)model_vocab_size);
+    return info;
+}
+
+/* Reads the ids of one (already checked) file into dst[count] and checks each against the model. */
+static void read_tokens(const char *path, uint32_t *dst, uint64_t count, int64_t model_vocab_size) {
+    int fd = open_token_file(path);
+    size_t bytes = tt_mul_size((size_t)count, 4, "token file size"), done = 0;
+    unsigned char *raw = (unsigned char *)dst;
     while (done < bytes) {
-        ssize_t got = pread(fd, (unsigned char *)dst + done, bytes - done, (off_t)(TT_TOKEN_FILE_HEADER_BYTES + done));
+        size_t want = bytes - done < ((size_t)1 << 30) ? bytes - done : ((size_t)1 << 30);
+        ssize_t got = pread(fd, raw + done, want, (off_t)(TT_TOKEN_FILE_HEADER_BYTES + done));
         if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) tt_die("cannot read %s: %s", path, got < 0 ? strerror(errno) : "unexpected end of file");
+        if (got <= 0)
+            tt_die("cannot read token file %s: %s", path,
+                   got < 0 ? strerror(errno) : "it became shorter while being read");
         done += (size_t)got;
     }
     close(fd);
     for (uint64_t i = 0; i < count; i++) {
-        uint32_t id = get_u32((const unsigned char *)&dst[i]); /* the file is little-endian */
+        uint32_t id = get_u32(raw + 4 * i); /* the file is little-endian; a no-op on little-endian hosts */
         if ((int64_t)id >= model_vocab_size)
-            tt_die("%s: token %llu has id %u, not below the model's vocab_size %lld; re-tokenize with the model's "
-                   "tokenizer",
+            tt_die("%s: token %llu has id %u, not below the model's vocab_size %lld (offset counted in tokens from "
+                   "0 after the header); re-tokenize with the model's tokenizer",
                    path, (unsigned long long)i, id, (long long)model_vocab_size);
         dst[i] = id;
     }
-    ds->token_count += count;
 }
 
 static int compare_int64(const void *a, const void *b) {
@@ -94,7 +223,8 @@ static int compare_int64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Epoch e's order depends only on (seed, e), so a resumed run rebuilds it directly. */
+/* Epoch e's order depends only on (seed, e), so a resumed run rebuilds it directly.
+ * tt_rng_seed runs the value through splitmix64, which mixes it. */
 static void build_epoch_order(tt_dataset *ds) {
     memcpy(ds->epoch_order, ds->train_order_base, sizeof(int64_t) * (size_t)ds->train_count);
     tt_rng rng;
@@ -105,31 +235,55 @@ static void build_epoch_order(tt_dataset *ds) {
 void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size, int64_t seq_len,
                      double val_set_size, uint64_t seed) {
     memset(ds, 0, sizeof(*ds));
+    if (path_count <= 0) tt_die("no datasets given; list token files under datasets in the run config");
+    if (seq_len < 1) tt_die("sequence_len %lld must be at least 1", (long long)seq_len);
+    if (model_vocab_size < 1) tt_die("the model's vocab_size %lld must be at least 1", (long long)model_vocab_size);
+    if (!(val_set_size >= 0) || isinf(val_set_size))
+        tt_die("val_set_size %g must be a fraction in [0, 1) or a count of sequences", val_set_size);
     ds->seq_len = seq_len;
     ds->seed = seed;
-    uint64_t capacity = 0;
-    for (int i = 0; i < path_count; i++) append_file(ds, paths[i], model_vocab_size, &capacity);
-    if (ds->token_count < (uint64_t)seq_len + 1)
+
+    token_file_info *info = tt_xcalloc((size_t)path_count, sizeof(token_file_info), "token file list");
+    uint64_t total = 0;
+    for (int i = 0; i < path_count; i++) {
+        info[i] = check_header(paths[i], model_vocab_size);
+        if (info[i].count > UINT64_MAX / 8 - total) tt_die("the datasets hold more tokens than fit in memory");
+        total += info[i].count;
+    }
+    if (total < (uint64_t)seq_len + 1)
         tt_die("the datasets hold %llu tokens but one sequence needs sequence_len + 1 = %lld; lower sequence_len or "
                "add data",
-               (unsigned long long)ds->token_count, (long long)seq_len + 1);
+               (unsigned long long)total, (long long)seq_len + 1);
+    ds->tokens = tt_xmalloc(tt_mul_size((size_t)total, sizeof(uint32_t), "token stream"), "the token stream");
+    for (int i = 0; i < path_count; i++) {
+        read_tokens(paths[i], ds->tokens + ds->token_count, info[i].count, model_vocab_size);
+        ds->token_count += info[i].count;
+    }
+    free(info);
     ds->sequence_count = (int64_t)((ds->token_count - 1) / (uint64_t)seq_len);
 
-    int64_t eval_count = val_set_size < 1.0 ? (int64_t)(val_set_size * (double)ds->sequence_count)
-                                            : (int64_t)val_set_size;
+    int64_t eval_count;
+    if (val_set_size < 1.0) {
+        eval_count = (int64_t)floor(val_set_size * (double)ds->sequence_count);
+    } else {
+        eval_count = val_set_size >= (double)ds->sequence_count ? ds->sequence_count : (int64_t)val_set_size;
+    }
     if (eval_count >= ds->sequence_count)
-        tt_die("val_set_size %g holds out %lld of the %lld sequences, leaving none to train on; lower val_set_size",
+        tt_die("val_set_size %g holds out %lld of the %lld sequences, leaving none to train on; lower val_set_size "
+               "or add data",
                val_set_size, (long long)eval_count, (long long)ds->sequence_count);
-    int64_t *all = tt_xmalloc(sizeof(int64_t) * (size_t)ds->sequence_count, "sequence index");
+
+    int64_t *all = tt_xmalloc(tt_mul_size((size_t)ds->sequence_count, sizeof(int64_t), "sequence index"),
+                              "the sequence index");
     for (int64_t i = 0; i < ds->sequence_count; i++) all[i] = i;
     tt_rng rng;
-    tt_rng_seed(&rng, seed ^ 0x5eed5eed5eed5eedull);
+    tt_rng_seed(&rng, seed ^ TT_EVAL_SPLIT_SEED_XOR);
     tt_rng_shuffle(&rng, all, ds->sequence_count);
     ds->eval_count = eval_count;
     ds->train_count = ds->sequence_count - eval_count;
-    ds->eval_sequences = tt_xmalloc(sizeof(int64_t) * (size_t)(eval_count ? eval_count : 1), "eval index");
-    ds->train_order_base = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "train index");
-    ds->epoch_order = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "epoch order");
+    ds->eval_sequences = tt_xmalloc(sizeof(int64_t) * (size_t)eval_count, "the eval index");
+    ds->train_order_base = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the train index");
+    ds->epoch_order = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the epoch order");
     memcpy(ds->eval_sequences, all, sizeof(int64_t) * (size_t)eval_count);
     memcpy(ds->train_order_base, all + eval_count, sizeof(int64_t) * (size_t)ds->train_count);
     qsort(ds->eval_sequences, (size_t)eval_count, sizeof(int64_t), compare_int64);
@@ -147,6 +301,8 @@ void tt_dataset_close(tt_dataset *ds) {
 }
 
 static void fill_sequence(const tt_dataset *ds, int64_t sequence, int32_t *inputs, int32_t *targets) {
+    TT_CHECK(sequence >= 0 && sequence < ds->sequence_count, "sequence %lld of %lld", (long long)sequence,
+             (long long)ds->sequence_count);
     const uint32_t *start = ds->tokens + (size_t)sequence * (size_t)ds->seq_len;
     for (int64_t t = 0; t < ds->seq_len; t++) {
         inputs[t] = (int32_t)start[t];
@@ -155,6 +311,8 @@ static void fill_sequence(const tt_dataset *ds, int64_t sequence, int32_t *input
 }
 
 void tt_dataset_next_train(tt_dataset *ds, int32_t *inputs, int32_t *targets) {
+    TT_CHECK(ds->train_count > 0 && ds->index_in_epoch >= 0 && ds->index_in_epoch < ds->train_count,
+             "data position %lld of %lld", (long long)ds->index_in_epoch, (long long)ds->train_count);
     fill_sequence(ds, ds->epoch_order[ds->index_in_epoch], inputs, targets);
     if (++ds->index_in_epoch == ds->train_count) {
         ds->epoch++;
@@ -176,9 +334,12 @@ void tt_dataset_get_position(const tt_dataset *ds, int64_t *epoch, int64_t *inde
 void tt_dataset_set_position(tt_dataset *ds, int64_t epoch, int64_t index_in_epoch) {
     if (epoch < 0 || index_in_epoch < 0 || index_in_epoch >= ds->train_count)
         tt_die("trainer_state.json data position (epoch %lld, index %lld) does not fit this dataset (%lld training "
-               "sequences); resume with the same datasets, sequence_len, val_set_size and seed",
-               (long long)epoch, (long long)index_in_epoch, (long long)ds->train_count);
+               "sequences, so the index must be in [0, %lld)); resume with the same datasets, sequence_len, "
+               "val_set_size and seed",
+               (long long)epoch, (long long)index_in_epoch, (long long)ds->train_count, (long long)ds->train_count);
+    if (epoch == ds->epoch && index_in_epoch == ds->index_in_epoch) return;
+    bool same_epoch = epoch == ds->epoch;
     ds->epoch = epoch;
     ds->index_in_epoch = index_in_epoch;
-    build_epoch_order(ds);
+    if (!same_epoch) build_epoch_order(ds);
 }

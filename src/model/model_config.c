@@ -1,158 +1,276 @@
+/* config.json of Llama 3.x, Mistral, Qwen2/2.5 and Qwen3 models, in the transformers 4 and 5
+ * spellings; see model_config.h. */
 #include "model/model_config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "model/safetensors.h"
 
-/* Readers of one key each: a missing key takes the default (or dies when required), a key of
- * the wrong JSON type dies naming the file, the key and the expected type. */
-static int64_t get_int(json_t *root, const char *key, bool required, int64_t fallback, const char *path) {
-    json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v)) {
-        if (required) tt_die("%s: key \"%s\" is missing; a Hugging Face config.json of this model type has it", path, key);
-        return fallback;
+#define TT_CONFIG_MAX_BYTES (16 * 1024 * 1024)
+#define TT_SUPPORTED_MODEL_TYPES "llama, mistral, qwen2 and qwen3"
+
+static const char *json_type_name(const json_t *v) {
+    if (!v) return "missing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
     }
-    if (!json_is_integer(v)) tt_die("%s: key \"%s\" must be an integer", path, key);
-    return json_integer_value(v);
+    return "an unknown JSON value";
 }
 
-static double get_number(json_t *root, const char *key, double fallback, const char *path) {
-    json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v)) return fallback;
-    if (!json_is_number(v)) tt_die("%s: key \"%s\" must be a number", path, key);
+/* Where keys are read from: the file (for messages), an object, and the prefix that names the
+ * object in messages ("" at the top level, "rope_scaling." inside it). */
+typedef struct reader {
+    const char *path;
+    json_t *object;
+    const char *prefix;
+} reader;
+
+static json_t *get_value(const reader *r, const char *key) {
+    json_t *v = json_object_get(r->object, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* Readers of one key each: a missing (or null) key takes the default or dies when required; a
+ * key of the wrong JSON type dies naming the file, the key and the expected type. */
+static int64_t get_int(const reader *r, const char *key, bool required, int64_t fallback) {
+    json_t *v = get_value(r, key);
+    if (!v) {
+        if (required)
+            tt_die("%s: key \"%s%s\" is missing; a Hugging Face config.json of this model type has it (an integer)",
+                   r->path, r->prefix, key);
+        return fallback;
+    }
+    if (!json_is_integer(v))
+        tt_die("%s: key \"%s%s\" must be an integer, not %s", r->path, r->prefix, key, json_type_name(v));
+    return (int64_t)json_integer_value(v);
+}
+
+static double get_number(const reader *r, const char *key, bool required, double fallback) {
+    json_t *v = get_value(r, key);
+    if (!v) {
+        if (required)
+            tt_die("%s: key \"%s%s\" is missing; it is required here (a number)", r->path, r->prefix, key);
+        return fallback;
+    }
+    if (!json_is_number(v))
+        tt_die("%s: key \"%s%s\" must be a number, not %s", r->path, r->prefix, key, json_type_name(v));
     return json_number_value(v);
 }
 
-static bool get_bool(json_t *root, const char *key, bool fallback, const char *path) {
-    json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v)) return fallback;
-    if (!json_is_boolean(v)) tt_die("%s: key \"%s\" must be true or false", path, key);
+static bool get_bool(const reader *r, const char *key, bool fallback) {
+    json_t *v = get_value(r, key);
+    if (!v) return fallback;
+    if (!json_is_boolean(v))
+        tt_die("%s: key \"%s%s\" must be true or false, not %s", r->path, r->prefix, key, json_type_name(v));
     return json_is_true(v);
 }
 
-/* bos/eos ids: an integer, a list (the first is used) or null. */
-static int64_t get_token_id(json_t *root, const char *key, const char *path) {
-    json_t *v = json_object_get(root, key);
-    if (json_is_array(v)) v = json_array_get(v, 0);
-    if (!v || json_is_null(v)) return -1;
-    if (!json_is_integer(v)) tt_die("%s: key \"%s\" must be an integer, a list of integers or null", path, key);
-    return json_integer_value(v);
+/* NULL when absent or null. */
+static const char *get_string(const reader *r, const char *key) {
+    json_t *v = get_value(r, key);
+    if (!v) return NULL;
+    if (!json_is_string(v))
+        tt_die("%s: key \"%s%s\" must be a string, not %s", r->path, r->prefix, key, json_type_name(v));
+    return json_string_value(v);
 }
 
-static void read_rope(json_t *root, tt_model_config *c, const char *path) {
-    /* transformers 5 keeps everything in rope_parameters; 4 uses rope_theta + rope_scaling. */
-    json_t *params = json_object_get(root, "rope_parameters");
-    json_t *scaling = json_object_get(root, "rope_scaling");
-    json_t *source = json_is_object(params) ? params : (json_is_object(scaling) ? scaling : NULL);
-    const char *where = json_is_object(params) ? "rope_parameters" : "rope_scaling";
-    c->rope_theta = get_number(root, "rope_theta", 10000.0, path);
-    if (json_is_object(params)) c->rope_theta = get_number(params, "rope_theta", c->rope_theta, path);
+/* bos/eos ids: an integer, a list of integers (the first is used), or absent/null (-1). */
+static int64_t get_token_id(const reader *r, const char *key) {
+    json_t *v = get_value(r, key);
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (!json_is_integer(json_array_get(v, i)))
+                tt_die("%s: key \"%s\"[%zu] must be an integer, not %s", r->path, key, i,
+                       json_type_name(json_array_get(v, i)));
+        v = json_array_get(v, 0);
+    }
+    if (!v) return -1;
+    if (!json_is_integer(v))
+        tt_die("%s: key \"%s\" must be an integer, a list of integers or null, not %s", r->path, key,
+               json_type_name(v));
+    return (int64_t)json_integer_value(v);
+}
+
+/* transformers 5 keeps everything in rope_parameters; 4 uses rope_theta + rope_scaling. */
+static void read_rope(const reader *top, tt_model_config *c) {
+    json_t *params = get_value(top, "rope_parameters");
+    json_t *scaling = get_value(top, "rope_scaling");
+    if (params && !json_is_object(params))
+        tt_die("%s: key \"rope_parameters\" must be an object or null, not %s", top->path, json_type_name(params));
+    if (scaling && !json_is_object(scaling))
+        tt_die("%s: key \"rope_scaling\" must be an object or null, not %s", top->path, json_type_name(scaling));
+
+    c->rope_theta = get_number(top, "rope_theta", false, 10000.0);
     c->rope_type = TT_ROPE_DEFAULT;
+    c->rope_factor = c->rope_low_freq_factor = c->rope_high_freq_factor = 0;
+    c->rope_original_max_position = 0;
+    json_t *source = params ? params : scaling;
     if (!source) return;
-    json_t *type = json_object_get(source, "rope_type");
-    if (!type) type = json_object_get(source, "type");
-    const char *name = json_is_string(type) ? json_string_value(type) : "default";
-    if (strcmp(name, "default") == 0) return;
+    const reader r = {top->path, source, params ? "rope_parameters." : "rope_scaling."};
+    if (params) c->rope_theta = get_number(&r, "rope_theta", false, c->rope_theta);
+
+    const char *name = get_string(&r, "rope_type");
+    if (!name) name = get_string(&r, "type");
+    if (!name || strcmp(name, "default") == 0) return;
     if (strcmp(name, "llama3") != 0)
-        tt_die("%s: %s.rope_type is \"%s\"; tiertrain supports \"default\" and \"llama3\" RoPE", path, where, name);
+        tt_die("%s: key \"%srope_type\" is \"%s\"; only \"default\" and \"llama3\" RoPE are supported (linear, "
+               "dynamic, yarn, longrope and the others are not)",
+               top->path, r.prefix, name);
     c->rope_type = TT_ROPE_LLAMA3;
-    c->rope_factor = get_number(source, "factor", 0, path);
-    c->rope_low_freq_factor = get_number(source, "low_freq_factor", 0, path);
-    c->rope_high_freq_factor = get_number(source, "high_freq_factor", 0, path);
-    c->rope_original_max_position = get_int(source, "original_max_position_embeddings", false, 0, path);
-    if (c->rope_factor <= 0 || c->rope_low_freq_factor <= 0 || c->rope_high_freq_factor <= c->rope_low_freq_factor ||
-        c->rope_original_max_position <= 0)
-        tt_die("%s: %s for llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
-               "original_max_position_embeddings > 0",
-               path, where);
+    c->rope_factor = get_number(&r, "factor", true, 0);
+    c->rope_low_freq_factor = get_number(&r, "low_freq_factor", true, 0);
+    c->rope_high_freq_factor = get_number(&r, "high_freq_factor", true, 0);
+    c->rope_original_max_position = get_int(&r, "original_max_position_embeddings", true, 0);
+    if (!(c->rope_factor > 0) || !(c->rope_low_freq_factor > 0) ||
+        !(c->rope_high_freq_factor > c->rope_low_freq_factor) || c->rope_original_max_position <= 0)
+        tt_die("%s: llama3 RoPE in \"%.*s\" needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+               "original_max_position_embeddings > 0 (got %g, %g, %g, %lld)",
+               top->path, (int)strlen(r.prefix) - 1, r.prefix, c->rope_factor, c->rope_low_freq_factor,
+               c->rope_high_freq_factor, (long long)c->rope_original_max_position);
+}
+
+/* The whole file as a NUL-terminated string. */
+static char *read_text(const char *path, size_t *bytes) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) tt_die("cannot open model config %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) tt_die("cannot read model config %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) tt_die("model config %s is not a regular file; expected a config.json", path);
+    if (st.st_size > TT_CONFIG_MAX_BYTES)
+        tt_die("%s: %lld bytes is too large for a config.json; point model_config at the model's config.json", path,
+               (long long)st.st_size);
+    size_t size = (size_t)st.st_size, got = 0;
+    char *text = tt_xmalloc(size + 1, "config.json");
+    while (got < size) {
+        ssize_t n = read(fd, text + got, size - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) tt_die("cannot read model config %s: %s", path, strerror(errno));
+        if (n == 0) break;
+        got += (size_t)n;
+    }
+    close(fd);
+    text[got] = 0;
+    *bytes = got;
+    return text;
 }
 
 void tt_model_config_load(const char *path, tt_model_config *c) {
     memset(c, 0, sizeof(*c));
-    FILE *f = fopen(path, "rb");
-    if (!f) tt_die("cannot open model config %s: no such file or not readable", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (size < 0 || size > (1 << 24)) tt_die("%s: not a config.json (size %ld)", path, size);
-    char *text = tt_xmalloc((size_t)size + 1, "config.json");
-    size_t got = fread(text, 1, (size_t)size, f);
-    fclose(f);
-    text[got] = 0;
+    size_t bytes = 0;
+    char *text = read_text(path, &bytes);
     json_error_t error;
-    json_t *root = json_loadb(text, got, JSON_REJECT_DUPLICATES, &error);
-    if (!root) tt_die("%s:%d:%d: not valid JSON: %s", path, error.line, error.column, error.text);
-    if (!json_is_object(root)) tt_die("%s: a config.json must be a JSON object", path);
-    c->json_text = text;
+    json_t *root = json_loadb(text, bytes, JSON_REJECT_DUPLICATES, &error);
+    if (!root)
+        tt_die("%s:%d:%d: not valid JSON: %s; fix the file or re-download the model's config.json", path, error.line,
+               error.column, error.text);
+    if (!json_is_object(root))
+        tt_die("%s: a config.json must be a JSON object, not %s", path, json_type_name(root));
+    const reader r = {path, root, ""};
 
     json_t *type = json_object_get(root, "model_type");
+    if (!type || json_is_null(type))
+        tt_die("%s: key \"model_type\" is missing; expected one of " TT_SUPPORTED_MODEL_TYPES, path);
     if (!json_is_string(type))
-        tt_die("%s: key \"model_type\" is missing or not a string; expected one of llama, mistral, qwen2, qwen3", path);
+        tt_die("%s: key \"model_type\" must be a string (one of " TT_SUPPORTED_MODEL_TYPES "), not %s", path,
+               json_type_name(type));
     const char *model_type = json_string_value(type);
-    if (!model_type) model_type = "";
     if (strcmp(model_type, "llama") != 0 && strcmp(model_type, "mistral") != 0 && strcmp(model_type, "qwen2") != 0 &&
         strcmp(model_type, "qwen3") != 0)
-        tt_die("%s: model_type \"%s\" is not supported; tiertrain trains llama, mistral, qwen2 and qwen3 models", path,
+        tt_die("%s: model_type \"%s\" is not supported; tiertrain trains " TT_SUPPORTED_MODEL_TYPES " models", path,
                model_type);
     snprintf(c->model_type, sizeof c->model_type, "%s", model_type);
-    const bool is_qwen = strncmp(model_type, "qwen", 4) == 0;
+    const bool is_qwen = strcmp(model_type, "qwen2") == 0 || strcmp(model_type, "qwen3") == 0;
 
-    c->vocab_size = get_int(root, "vocab_size", true, 0, path);
-    c->hidden_size = get_int(root, "hidden_size", true, 0, path);
-    c->intermediate_size = get_int(root, "intermediate_size", true, 0, path);
-    c->num_layers = get_int(root, "num_hidden_layers", true, 0, path);
-    c->num_heads = get_int(root, "num_attention_heads", true, 0, path);
-    c->num_kv_heads = get_int(root, "num_key_value_heads", false, c->num_heads, path);
-    c->head_dim = get_int(root, "head_dim", false, c->num_heads > 0 ? c->hidden_size / c->num_heads : 0, path);
-    c->max_position_embeddings = get_int(root, "max_position_embeddings", false, 2048, path);
-    c->rms_norm_eps = get_number(root, "rms_norm_eps", 1e-6, path);
-    c->tie_word_embeddings = get_bool(root, "tie_word_embeddings", false, path);
-    c->attention_bias = get_bool(root, "attention_bias", strcmp(model_type, "qwen2") == 0, path);
+    c->vocab_size = get_int(&r, "vocab_size", true, 0);
+    c->hidden_size = get_int(&r, "hidden_size", true, 0);
+    c->intermediate_size = get_int(&r, "intermediate_size", true, 0);
+    c->num_layers = get_int(&r, "num_hidden_layers", true, 0);
+    c->num_heads = get_int(&r, "num_attention_heads", true, 0);
+    c->num_kv_heads = get_int(&r, "num_key_value_heads", false, c->num_heads);
+    c->head_dim = get_int(&r, "head_dim", false, c->num_heads > 0 ? c->hidden_size / c->num_heads : 0);
+    c->max_position_embeddings = get_int(&r, "max_position_embeddings", false, 2048);
+    c->rms_norm_eps = get_number(&r, "rms_norm_eps", false, 1e-6);
+    c->tie_word_embeddings = get_bool(&r, "tie_word_embeddings", false);
+    c->attention_bias = get_bool(&r, "attention_bias", strcmp(model_type, "qwen2") == 0);
     c->qk_norm = strcmp(model_type, "qwen3") == 0;
-    if (get_bool(root, "mlp_bias", false, path))
-        tt_die("%s: mlp_bias is true; tiertrain's MLP has no biases (Llama, Mistral and Qwen checkpoints do not use them)",
+    if (get_bool(&r, "mlp_bias", false))
+        tt_die("%s: mlp_bias is true; tiertrain's MLP has no biases (Llama, Mistral and Qwen checkpoints do not use "
+               "them)",
                path);
-    json_t *act = json_object_get(root, "hidden_act");
-    if (act && json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
-        tt_die("%s: hidden_act is \"%s\"; tiertrain's MLP is SwiGLU (silu)", path, json_string_value(act));
+    const char *act = get_string(&r, "hidden_act");
+    if (act && strcmp(act, "silu") != 0)
+        tt_die("%s: hidden_act is \"%s\"; tiertrain's MLP is SwiGLU and needs \"silu\"", path, act);
     if (strcmp(model_type, "mistral") == 0) {
-        c->sliding_window = get_int(root, "sliding_window", false, 0, path);
-    } else if (is_qwen && get_bool(root, "use_sliding_window", false, path)) {
-        tt_die("%s: use_sliding_window is true; sliding-window attention for Qwen models is not supported yet", path);
+        c->sliding_window = get_int(&r, "sliding_window", false, 0);
+        if (c->sliding_window < 0)
+            tt_die("%s: key \"sliding_window\" is %lld; it must be positive, or null for full attention", path,
+                   (long long)c->sliding_window);
+    } else if (is_qwen && get_bool(&r, "use_sliding_window", false)) {
+        tt_die("%s: use_sliding_window is true; sliding-window attention for %s models is not supported yet (set it "
+               "to false to train with full attention)",
+               path, model_type);
     }
-    read_rope(root, c, path);
-    c->bos_token_id = get_token_id(root, "bos_token_id", path);
-    c->eos_token_id = get_token_id(root, "eos_token_id", path);
+    read_rope(&r, c);
+    c->bos_token_id = get_token_id(&r, "bos_token_id");
+    c->eos_token_id = get_token_id(&r, "eos_token_id");
 
-    json_t *dtype = json_object_get(root, "dtype");
-    if (!dtype || json_is_null(dtype)) dtype = json_object_get(root, "torch_dtype");
+    /* transformers 5 writes "dtype", 4 wrote "torch_dtype". */
+    const char *dtype_key = get_value(&r, "dtype") ? "dtype" : "torch_dtype";
+    const char *dtype = get_string(&r, dtype_key);
     c->dtype = TT_F32;
-    if (dtype && !json_is_null(dtype)) {
-        if (!json_is_string(dtype) || tt_dtype_from_torch_name(json_string_value(dtype), &c->dtype) != 0 ||
-            (c->dtype != TT_F32 && c->dtype != TT_BF16 && c->dtype != TT_F16))
-            tt_die("%s: dtype must be \"float32\", \"bfloat16\" or \"float16\"", path);
-    }
+    if (dtype && (tt_dtype_from_torch_name(dtype, &c->dtype) != 0 ||
+                  (c->dtype != TT_F32 && c->dtype != TT_BF16 && c->dtype != TT_F16)))
+        tt_die("%s: key \"%s\" is \"%s\"; expected \"float32\", \"bfloat16\" or \"float16\"", path, dtype_key, dtype);
     json_decref(root);
+    c->json_text = text;
     tt_model_config_validate(c, path);
 }
 
 void tt_model_config_validate(const tt_model_config *c, const char *source) {
-    if (c->vocab_size <= 0 || c->hidden_size <= 0 || c->intermediate_size <= 0 || c->num_layers <= 0 ||
-        c->num_heads <= 0 || c->num_kv_heads <= 0 || c->head_dim <= 0)
-        tt_die("%s: vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
-               "num_key_value_heads and head_dim must all be positive",
-               source);
+    struct {
+        const char *key;
+        int64_t value;
+    } sizes[] = {{"vocab_size", c->vocab_size},
+                 {"hidden_size", c->hidden_size},
+                 {"intermediate_size", c->intermediate_size},
+                 {"num_hidden_layers", c->num_layers},
+                 {"num_attention_heads", c->num_heads},
+                 {"num_key_value_heads", c->num_kv_heads},
+                 {"head_dim", c->head_dim},
+                 {"max_position_embeddings", c->max_position_embeddings}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].value <= 0)
+            tt_die("%s: %s is %lld; it must be positive", source, sizes[i].key, (long long)sizes[i].value);
     if (c->num_heads % c->num_kv_heads != 0)
         tt_die("%s: num_attention_heads (%lld) must be a multiple of num_key_value_heads (%lld)", source,
                (long long)c->num_heads, (long long)c->num_kv_heads);
-    if (c->head_dim % 2 != 0) tt_die("%s: head_dim (%lld) must be even for RoPE", source, (long long)c->head_dim);
-    if (!(c->rms_norm_eps > 0)) tt_die("%s: rms_norm_eps must be positive", source);
-    if (!(c->rope_theta > 0)) tt_die("%s: rope_theta must be positive", source);
-    if (c->vocab_size > INT32_MAX) tt_die("%s: vocab_size %lld does not fit 32-bit token ids", source, (long long)c->vocab_size);
+    if (c->head_dim % 2 != 0)
+        tt_die("%s: head_dim (%lld) must be even for rotary position embeddings", source, (long long)c->head_dim);
+    if (!(c->rms_norm_eps > 0)) tt_die("%s: rms_norm_eps (%g) must be positive", source, c->rms_norm_eps);
+    if (!(c->rope_theta > 0)) tt_die("%s: rope_theta (%g) must be positive", source, c->rope_theta);
+    if (c->sliding_window < 0) tt_die("%s: sliding_window (%lld) must not be negative", source, (long long)c->sliding_window);
+    if (c->vocab_size > INT32_MAX)
+        tt_die("%s: vocab_size %lld does not fit 32-bit token ids", source, (long long)c->vocab_size);
+    /* Sizes whose products overflow are not models but corrupt files. */
+    const int64_t limit = (int64_t)1 << 40;
+    if (c->hidden_size > limit / c->vocab_size || c->hidden_size > limit / c->intermediate_size ||
+        c->head_dim > limit / c->num_heads || c->num_layers > 1000000)
+        tt_die("%s: the model's sizes are implausibly large; the file is corrupt", source);
 }
 
 static const char *architecture_of(const char *model_type) {
@@ -160,6 +278,21 @@ static const char *architecture_of(const char *model_type) {
     if (strcmp(model_type, "qwen2") == 0) return "Qwen2ForCausalLM";
     if (strcmp(model_type, "qwen3") == 0) return "Qwen3ForCausalLM";
     return "LlamaForCausalLM";
+}
+
+/* The fewest significant digits (15 to 17) that print every value so it reads back exactly,
+ * so 1e-05 stays "1e-05" rather than "1.0000000000000001e-05". */
+static int real_precision(const double *values, int count) {
+    for (int precision = 15; precision < 17; precision++) {
+        bool exact = true;
+        for (int i = 0; i < count && exact; i++) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%.*g", precision, values[i]);
+            exact = strtod(buf, NULL) == values[i];
+        }
+        if (exact) return precision;
+    }
+    return 17;
 }
 
 void tt_model_config_save(const tt_model_config *c, const char *path) {
@@ -179,6 +312,7 @@ void tt_model_config_save(const tt_model_config *c, const char *path) {
     json_object_set_new(root, "num_attention_heads", json_integer(c->num_heads));
     json_object_set_new(root, "num_key_value_heads", json_integer(c->num_kv_heads));
     json_object_set_new(root, "head_dim", json_integer(c->head_dim));
+    json_object_set_new(root, "hidden_act", json_string("silu"));
     json_object_set_new(root, "max_position_embeddings", json_integer(c->max_position_embeddings));
     json_object_set_new(root, "rms_norm_eps", json_real(c->rms_norm_eps));
     json_object_set_new(root, "rope_theta", json_real(c->rope_theta));
@@ -195,14 +329,29 @@ void tt_model_config_save(const tt_model_config *c, const char *path) {
     }
     json_object_set_new(root, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
     json_object_set_new(root, "attention_bias", json_boolean(c->attention_bias));
-    if (c->sliding_window > 0) json_object_set_new(root, "sliding_window", json_integer(c->sliding_window));
+    json_object_set_new(root, "mlp_bias", json_false());
+    /* transformers' MistralConfig defaults sliding_window to 4096, so full attention is an
+     * explicit null; Qwen models keep sliding windows off. */
+    if (strcmp(c->model_type, "mistral") == 0)
+        json_object_set_new(root, "sliding_window", c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null());
+    else if (strncmp(c->model_type, "qwen", 4) == 0)
+        json_object_set_new(root, "use_sliding_window", json_false());
     json_object_set_new(root, "bos_token_id", c->bos_token_id >= 0 ? json_integer(c->bos_token_id) : json_null());
     json_object_set_new(root, "eos_token_id", c->eos_token_id >= 0 ? json_integer(c->eos_token_id) : json_null());
     json_object_set_new(root, "torch_dtype", json_string(tt_dtype_torch_name(c->dtype)));
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    const double reals[] = {c->rms_norm_eps, c->rope_theta, c->rope_factor, c->rope_low_freq_factor,
+                            c->rope_high_freq_factor};
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+                                      JSON_REAL_PRECISION(real_precision(reals, (int)(sizeof reals / sizeof reals[0]))));
     json_decref(root);
-    tt_write_file_atomic(path, text, strlen(text));
+    if (!text) tt_die("out of host memory encoding %s", path);
+    const size_t n = strlen(text);
+    char *file_text = tt_xmalloc(n + 1, "config.json");
+    memcpy(file_text, text, n);
+    file_text[n] = '\n';
     free(text);
+    tt_write_file_atomic(path, file_text, n + 1);
+    free(file_text);
 }
 
 void tt_model_config_free(tt_model_config *c) {
@@ -213,7 +362,10 @@ void tt_model_config_free(tt_model_config *c) {
 int64_t tt_model_config_param_count(const tt_model_config *c) {
     const int64_t D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
     const int64_t q = c->num_heads * hd, kv = c->num_kv_heads * hd;
-    int64_t per_layer = 2 * D + q * D + 2 * kv * D + D * q + 3 * D * F;
+    int64_t per_layer = 2 * D                  /* input and post-attention RMSNorm */
+                        + q * D + 2 * kv * D   /* q, k, v projections */
+                        + D * q                /* o projection */
+                        + 3 * D * F;           /* gate, up, down */
     if (c->attention_bias) per_layer += q + 2 * kv;
     if (c->qk_norm) per_layer += 2 * hd;
     int64_t total = c->vocab_size * D + c->num_layers * per_layer + D;

@@ -1,9 +1,15 @@
+/* Safetensors reading and writing; see safetensors.h for the format.
+ *
+ * Reading never trusts the file: the header length, the JSON, every dtype, shape and offset
+ * are checked against the mapped size before a tensor pointer is formed, and every problem is
+ * a tt_die naming the file and the tensor. Writing goes through tt_write_file_atomic's
+ * temporary-file-then-rename sequence, streaming each tensor from the caller's buffer. */
 #include "model/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <libgen.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,115 +19,206 @@
 
 #include "core/check.h"
 
-/* A header larger than this is not a model header but a corrupt length field. */
-#define TT_ST_MAX_HEADER_BYTES ((uint64_t)100 * 1024 * 1024)
+/* A header larger than this is not a model header but a corrupt length field (the reference
+ * implementation has the same limit). */
+#define TT_ST_MAX_HEADER_BYTES ((uint64_t)100 * 1000 * 1000)
 
-static int compare_by_begin(const void *a, const void *b) {
-    const tt_st_tensor *x = *(tt_st_tensor *const *)a, *y = *(tt_st_tensor *const *)b;
-    uintptr_t px = (uintptr_t)x->data, py = (uintptr_t)y->data;
-    return px < py ? -1 : px > py;
+#define TT_ST_CORRUPT "the file is truncated or corrupt; re-download or re-save it"
+
+/* printf into a fresh heap string. */
+static char *format_string(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format_string(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    TT_CHECK(n >= 0, "bad format string %s", fmt);
+    char *s = tt_xmalloc((size_t)n + 1, "a path");
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static const char *json_type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "an unknown JSON value";
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading                                                                                    */
+
+typedef struct span {
+    size_t begin, end;
+    int tensor;
+} span;
+
+static int compare_spans(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return (x->tensor > y->tensor) - (x->tensor < y->tensor);
+}
+
+/* One header entry: checks and fills t; data_bytes is the size of the data area. */
+static void parse_entry(const char *path, const char *name, json_t *entry, const unsigned char *data,
+                        size_t data_bytes, tt_st_tensor *t, span *s) {
+    if (!json_is_object(entry))
+        tt_die("%s: tensor '%s': the header entry is %s, expected an object with dtype, shape and data_offsets; "
+               TT_ST_CORRUPT,
+               path, name, json_type_name(entry));
+    json_t *dtype = json_object_get(entry, "dtype"), *shape = json_object_get(entry, "shape"),
+           *offsets = json_object_get(entry, "data_offsets");
+    if (!json_is_string(dtype))
+        tt_die("%s: tensor '%s': \"dtype\" is %s, expected a string such as \"BF16\"; " TT_ST_CORRUPT, path, name,
+               dtype ? json_type_name(dtype) : "missing");
+    if (!json_is_array(shape))
+        tt_die("%s: tensor '%s': \"shape\" is %s, expected an array of integers; " TT_ST_CORRUPT, path, name,
+               shape ? json_type_name(shape) : "missing");
+    if (!json_is_array(offsets) || json_array_size(offsets) != 2)
+        tt_die("%s: tensor '%s': \"data_offsets\" is %s, expected [begin, end]; " TT_ST_CORRUPT, path, name,
+               !offsets ? "missing" : json_is_array(offsets) ? "an array of the wrong length" : json_type_name(offsets));
+
+    t->name = tt_xstrdup(name);
+    if (tt_dtype_from_safetensors_name(json_string_value(dtype), &t->dtype) != 0)
+        tt_die("%s: tensor '%s' has dtype %s; tiertrain reads F32, BF16, F16, F64, I32 and I64 (convert the "
+               "checkpoint to one of these, e.g. with torch, and save it again)",
+               path, name, json_string_value(dtype));
+    if (json_array_size(shape) > TT_MAX_DIMS)
+        tt_die("%s: tensor '%s' has %zu dimensions; tiertrain supports at most %d", path, name,
+               json_array_size(shape), TT_MAX_DIMS);
+    t->ndim = (int)json_array_size(shape);
+    const size_t element_bytes = tt_dtype_size(t->dtype);
+    size_t elements = 1;
+    bool overflow = false;
+    for (int d = 0; d < t->ndim; d++) {
+        json_t *dim = json_array_get(shape, (size_t)d);
+        if (!json_is_integer(dim) || json_integer_value(dim) < 0)
+            tt_die("%s: tensor '%s': shape[%d] is not a non-negative integer; " TT_ST_CORRUPT, path, name, d);
+        t->shape[d] = (int64_t)json_integer_value(dim);
+        if (t->shape[d] != 0 && elements > SIZE_MAX / (uint64_t)t->shape[d]) overflow = true;
+        else elements *= (size_t)t->shape[d];
+    }
+    if (overflow || elements > SIZE_MAX / element_bytes)
+        tt_die("%s: tensor '%s': the shape's size overflows 64 bits; " TT_ST_CORRUPT, path, name);
+    const size_t need = elements * element_bytes;
+
+    json_t *begin_json = json_array_get(offsets, 0), *end_json = json_array_get(offsets, 1);
+    if (!json_is_integer(begin_json) || !json_is_integer(end_json) || json_integer_value(begin_json) < 0 ||
+        json_integer_value(end_json) < json_integer_value(begin_json))
+        tt_die("%s: tensor '%s': data_offsets must be two integers with 0 <= begin <= end; " TT_ST_CORRUPT, path,
+               name);
+    const uint64_t begin = (uint64_t)json_integer_value(begin_json), end = (uint64_t)json_integer_value(end_json);
+    if (end > data_bytes)
+        tt_die("%s: tensor '%s': data_offsets [%llu, %llu] point past the end of the data (the file has %zu bytes of "
+               "data); " TT_ST_CORRUPT,
+               path, name, (unsigned long long)begin, (unsigned long long)end, data_bytes);
+    if (end - begin != need)
+        tt_die("%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape and dtype %s need %zu; "
+               TT_ST_CORRUPT,
+               path, name, (unsigned long long)begin, (unsigned long long)end, (unsigned long long)(end - begin),
+               tt_dtype_safetensors_name(t->dtype), need);
+    t->data = data + begin;
+    t->bytes = need;
+    s->begin = (size_t)begin;
+    s->end = (size_t)end;
 }
 
 void tt_st_open(const char *path, tt_st_file *out) {
     memset(out, 0, sizeof(*out));
-    out->path = tt_xstrdup(path);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) tt_die("cannot open %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) tt_die("cannot stat %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0) tt_die("cannot read %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) tt_die("%s is not a regular file; expected a .safetensors file", path);
     const size_t file_bytes = (size_t)st.st_size;
     if (file_bytes < 8)
-        tt_die("%s: %zu bytes is too short for a safetensors file (it starts with an 8-byte header length); the "
-               "file is truncated or not safetensors",
+        tt_die("%s: %zu bytes is too short for a safetensors file (it starts with an 8-byte header length); "
+               TT_ST_CORRUPT,
                path, file_bytes);
     void *map = mmap(NULL, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
     close(fd);
-    if (map == MAP_FAILED) tt_die("cannot map %s: %s", path, strerror(errno));
+    if (map == MAP_FAILED) tt_die("cannot map %s into memory: %s", path, strerror(map_errno));
+    out->path = tt_xstrdup(path);
     out->map = map;
     out->map_bytes = file_bytes;
 
-    uint64_t header_bytes = 0;
     const unsigned char *bytes = map;
+    uint64_t header_bytes = 0;
     for (int i = 7; i >= 0; i--) header_bytes = (header_bytes << 8) | bytes[i];
-    if (header_bytes > TT_ST_MAX_HEADER_BYTES || header_bytes > file_bytes - 8)
+    if (header_bytes > file_bytes - 8)
         tt_die("%s: the header length field says %llu bytes but the file has only %zu bytes after it; the file is "
-               "truncated or not safetensors",
+               "truncated or not safetensors; re-download or re-save it",
                path, (unsigned long long)header_bytes, file_bytes - 8);
+    if (header_bytes > TT_ST_MAX_HEADER_BYTES)
+        tt_die("%s: the header length field says %llu bytes, more than the %llu a safetensors header may have; the "
+               "file is corrupt or not safetensors",
+               path, (unsigned long long)header_bytes, (unsigned long long)TT_ST_MAX_HEADER_BYTES);
     const size_t data_start = 8 + (size_t)header_bytes;
     const size_t data_bytes = file_bytes - data_start;
 
     json_error_t error;
     json_t *root = json_loadb((const char *)bytes + 8, (size_t)header_bytes, JSON_REJECT_DUPLICATES, &error);
-    if (!root) tt_die("%s: the header is not valid JSON (%s at byte %d); the file is corrupt", path, error.text,
-                      error.position);
-    if (!json_is_object(root)) tt_die("%s: the header is not a JSON object; the file is corrupt", path);
+    if (!root)
+        tt_die("%s: the header is not valid JSON (%s, at byte %d of the header); " TT_ST_CORRUPT, path, error.text,
+               error.position);
+    if (!json_is_object(root))
+        tt_die("%s: the header is %s, expected a JSON object; " TT_ST_CORRUPT, path, json_type_name(root));
 
-    out->tensors = tt_xcalloc(json_object_size(root) + 1, sizeof(tt_st_tensor), "safetensors index");
+    const size_t entries = json_object_size(root);
+    out->tensors = tt_xcalloc(entries + 1, sizeof(tt_st_tensor), "the safetensors index");
+    span *spans = tt_xcalloc(entries + 1, sizeof(span), "the safetensors index");
     const char *name;
     json_t *entry;
     json_object_foreach(root, name, entry) {
         if (strcmp(name, "__metadata__") == 0) {
-            if (!json_is_object(entry)) tt_die("%s: __metadata__ must be an object of strings", path);
+            if (!json_is_object(entry))
+                tt_die("%s: \"__metadata__\" is %s, expected an object of strings; " TT_ST_CORRUPT, path,
+                       json_type_name(entry));
+            const char *key;
+            json_t *value;
+            json_object_foreach(entry, key, value) {
+                if (!json_is_string(value))
+                    tt_die("%s: \"__metadata__\" key '%s' is %s, expected a string; " TT_ST_CORRUPT, path, key,
+                           json_type_name(value));
+            }
             continue;
         }
-        if (!json_is_object(entry)) tt_die("%s: tensor '%s': the entry is not an object; the file is corrupt", path, name);
-        json_t *dtype = json_object_get(entry, "dtype"), *shape = json_object_get(entry, "shape"),
-               *offsets = json_object_get(entry, "data_offsets");
-        if (!json_is_string(dtype) || !json_is_array(shape) || !json_is_array(offsets) || json_array_size(offsets) != 2)
-            tt_die("%s: tensor '%s' needs \"dtype\" (string), \"shape\" (array) and \"data_offsets\" ([begin, end]); "
-                   "the file is corrupt",
-                   path, name);
-        tt_st_tensor *t = &out->tensors[out->count];
-        t->name = tt_xstrdup(name);
-        if (tt_dtype_from_safetensors_name(json_string_value(dtype), &t->dtype) != 0)
-            tt_die("%s: tensor '%s' has dtype %s; tiertrain reads F32, BF16, F16, F64, I32 and I64", path, name,
-                   json_string_value(dtype));
-        if (json_array_size(shape) > TT_MAX_DIMS)
-            tt_die("%s: tensor '%s' has %zu dimensions; at most %d are supported", path, name, json_array_size(shape),
-                   TT_MAX_DIMS);
-        t->ndim = (int)json_array_size(shape);
-        size_t elements = 1;
-        for (int d = 0; d < t->ndim; d++) {
-            json_t *dim = json_array_get(shape, (size_t)d);
-            if (!json_is_integer(dim) || json_integer_value(dim) < 0)
-                tt_die("%s: tensor '%s': shape[%d] is not a non-negative integer; the file is corrupt", path, name, d);
-            t->shape[d] = json_integer_value(dim);
-            if (t->shape[d] != 0 && elements > SIZE_MAX / (size_t)t->shape[d])
-                tt_die("%s: tensor '%s': the shape overflows; the file is corrupt", path, name);
-            elements *= (size_t)t->shape[d];
-        }
-        json_t *begin_json = json_array_get(offsets, 0), *end_json = json_array_get(offsets, 1);
-        if (!json_is_integer(begin_json) || !json_is_integer(end_json) || json_integer_value(begin_json) < 0 ||
-            json_integer_value(end_json) < json_integer_value(begin_json))
-            tt_die("%s: tensor '%s': data_offsets must be two integers 0 <= begin <= end; the file is corrupt", path,
-                   name);
-        const uint64_t begin = (uint64_t)json_integer_value(begin_json), end = (uint64_t)json_integer_value(end_json);
-        if (end > data_bytes)
-            tt_die("%s: tensor '%s': data_offsets [%llu, %llu] point past the end of the data (the file has %zu bytes "
-                   "of data); the file is truncated or corrupt: re-download or re-save it",
-                   path, name, (unsigned long long)begin, (unsigned long long)end, data_bytes);
-        const size_t element_bytes = tt_dtype_size(t->dtype);
-        if (elements > SIZE_MAX / element_bytes || end - begin != elements * element_bytes)
-            tt_die("%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape and dtype %s need %zu; the "
-                   "file is corrupt",
-                   path, name, (unsigned long long)begin, (unsigned long long)end, (unsigned long long)(end - begin),
-                   tt_dtype_safetensors_name(t->dtype), elements * element_bytes);
-        t->data = bytes + data_start + begin;
-        t->bytes = (size_t)(end - begin);
+        spans[out->count].tensor = out->count;
+        parse_entry(path, name, entry, bytes + data_start, data_bytes, &out->tensors[out->count],
+                    &spans[out->count]);
         out->count++;
     }
     json_decref(root);
 
-    /* No two tensors may share bytes. */
-    tt_st_tensor **order = tt_xcalloc((size_t)out->count + 1, sizeof(tt_st_tensor *), "safetensors index");
-    for (int i = 0; i < out->count; i++) order[i] = &out->tensors[i];
-    qsort(order, (size_t)out->count, sizeof(tt_st_tensor *), compare_by_begin);
-    for (int i = 1; i < out->count; i++) {
-        const tt_st_tensor *a = order[i - 1], *b = order[i];
-        if (a->bytes && b->bytes && (const unsigned char *)a->data + a->bytes > (const unsigned char *)b->data)
-            tt_die("%s: tensors '%s' and '%s' overlap in the data area; the file is corrupt", path, a->name, b->name);
+    /* No two tensors may share a byte: sorted by begin, each starts at or after the furthest
+     * end seen so far (empty tensors share nothing). */
+    qsort(spans, (size_t)out->count, sizeof(span), compare_spans);
+    size_t furthest_end = 0;
+    int furthest = -1;
+    for (int i = 0; i < out->count; i++) {
+        if (spans[i].begin == spans[i].end) continue;
+        if (furthest >= 0 && spans[i].begin < furthest_end)
+            tt_die("%s: tensors '%s' (bytes %zu to %zu) and '%s' (bytes %zu to %zu) overlap in the data area; "
+                   TT_ST_CORRUPT,
+                   path, out->tensors[spans[furthest].tensor].name, spans[furthest].begin, spans[furthest].end,
+                   out->tensors[spans[i].tensor].name, spans[i].begin, spans[i].end);
+        if (spans[i].end > furthest_end || furthest < 0) {
+            furthest_end = spans[i].end;
+            furthest = i;
+        }
     }
-    free(order);
+    free(spans);
 }
 
 void tt_st_close(tt_st_file *file) {
@@ -138,56 +235,80 @@ const tt_st_tensor *tt_st_find(const tt_st_file *file, const char *name) {
     return NULL;
 }
 
-static bool file_exists(const char *path) {
+static bool is_regular_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 void tt_st_model_open(const char *dir, tt_st_model *out) {
     memset(out, 0, sizeof(*out));
-    char index_path[4200], single_path[4200];
-    snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
-    snprintf(single_path, sizeof single_path, "%s/model.safetensors", dir);
-    if (!file_exists(index_path)) {
-        if (!file_exists(single_path))
-            tt_die("%s holds neither model.safetensors nor model.safetensors.index.json; point base_model at a Hugging "
-                   "Face model directory",
+    char *index_path = format_string("%s/model.safetensors.index.json", dir);
+    char *single_path = format_string("%s/model.safetensors", dir);
+    if (!is_regular_file(index_path)) {
+        if (!is_regular_file(single_path)) {
+            struct stat st;
+            if (stat(dir, &st) != 0)
+                tt_die("model directory %s: %s; point base_model at a Hugging Face model directory", dir,
+                       strerror(errno));
+            tt_die("%s holds neither model.safetensors nor model.safetensors.index.json; point base_model at a "
+                   "Hugging Face model directory (with config.json and its safetensors weights)",
                    dir);
+        }
         out->files = tt_xcalloc(1, sizeof(tt_st_file), "safetensors files");
-        out->file_count = 1;
         tt_st_open(single_path, &out->files[0]);
+        out->file_count = 1;
+        free(index_path);
+        free(single_path);
         return;
     }
+    free(single_path);
+
     json_error_t error;
     json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &error);
-    if (!root) tt_die("%s:%d: not valid JSON: %s", index_path, error.line, error.text);
+    if (!root)
+        tt_die("%s:%d:%d: not valid JSON: %s; re-download the model's index file", index_path, error.line,
+               error.column, error.text);
+    if (!json_is_object(root)) tt_die("%s: expected a JSON object with \"weight_map\"", index_path);
     json_t *weight_map = json_object_get(root, "weight_map");
-    if (!json_is_object(weight_map)) tt_die("%s: \"weight_map\" is missing or not an object", index_path);
+    if (!json_is_object(weight_map))
+        tt_die("%s: \"weight_map\" is %s, expected an object of tensor name -> shard file; re-download the model's "
+               "index file",
+               index_path, weight_map ? json_type_name(weight_map) : "missing");
+    if (json_object_size(weight_map) == 0)
+        tt_die("%s: \"weight_map\" lists no tensors; re-download the model's index file", index_path);
+
     /* Open each distinct shard once. */
     out->files = tt_xcalloc(json_object_size(weight_map) + 1, sizeof(tt_st_file), "safetensors files");
     const char *name;
     json_t *value;
     json_object_foreach(weight_map, name, value) {
+        if (!json_is_string(value))
+            tt_die("%s: weight_map['%s'] is %s, expected a shard file name", index_path, name, json_type_name(value));
         const char *shard = json_string_value(value);
-        if (!shard || strchr(shard, '/'))
-            tt_die("%s: weight_map['%s'] must be a file name in the same directory", index_path, name);
-        char shard_path[4200];
-        snprintf(shard_path, sizeof shard_path, "%s/%s", dir, shard);
+        if (shard[0] == 0 || strchr(shard, '/') || strcmp(shard, ".") == 0 || strcmp(shard, "..") == 0)
+            tt_die("%s: weight_map['%s'] is \"%s\"; a shard must be a file name in the same directory", index_path,
+                   name, shard);
+        char *shard_path = format_string("%s/%s", dir, shard);
         tt_st_file *file = NULL;
-        for (int i = 0; i < out->file_count; i++)
+        for (int i = 0; i < out->file_count && !file; i++)
             if (strcmp(out->files[i].path, shard_path) == 0) file = &out->files[i];
         if (!file) {
-            if (!file_exists(shard_path))
-                tt_die("%s names shard %s for tensor '%s', but %s does not exist", index_path, shard, name, shard_path);
-            file = &out->files[out->file_count++];
+            if (!is_regular_file(shard_path))
+                tt_die("%s names shard %s for tensor '%s', but %s does not exist; the download is incomplete "
+                       "(download every model-*.safetensors file)",
+                       index_path, shard, name, shard_path);
+            file = &out->files[out->file_count];
             tt_st_open(shard_path, file);
+            out->file_count++;
         }
+        free(shard_path);
         if (!tt_st_find(file, name))
             tt_die("%s names %s as the shard of tensor '%s', but that file does not hold it; the index and the shards "
-                   "do not belong together",
+                   "do not belong together (re-download them)",
                    index_path, shard, name);
     }
     json_decref(root);
+    free(index_path);
 }
 
 void tt_st_model_close(tt_st_model *model) {
@@ -207,30 +328,46 @@ const tt_st_tensor *tt_st_model_find(const tt_st_model *model, const char *name,
     return NULL;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Writing                                                                                    */
+
 void tt_st_writer_init(tt_st_writer *writer) { memset(writer, 0, sizeof(*writer)); }
 
 void tt_st_writer_add(tt_st_writer *w, const char *name, tt_dtype dtype, int ndim, const int64_t *shape,
                       const void *data) {
+    TT_CHECK(name && name[0] && strcmp(name, "__metadata__") != 0, "bad tensor name");
+    TT_CHECK((int)dtype >= 0 && (int)dtype < TT_DTYPE_COUNT, "tensor %s has dtype %d", name, (int)dtype);
     TT_CHECK(ndim >= 0 && ndim <= TT_MAX_DIMS, "tensor %s has %d dimensions", name, ndim);
+    for (int i = 0; i < w->count; i++)
+        TT_CHECK(strcmp(w->entries[i].name, name) != 0, "tensor %s added twice", name);
     if (w->count == w->capacity) {
         w->capacity = w->capacity ? 2 * w->capacity : 64;
         w->entries = tt_xrealloc(w->entries, sizeof(tt_st_write_entry) * (size_t)w->capacity, "safetensors writer");
     }
-    tt_st_write_entry *e = &w->entries[w->count++];
+    tt_st_write_entry *e = &w->entries[w->count];
     memset(e, 0, sizeof(*e));
-    e->name = tt_xstrdup(name);
     e->dtype = dtype;
     e->ndim = ndim;
     size_t elements = 1;
     for (int d = 0; d < ndim; d++) {
+        TT_CHECK(shape[d] >= 0, "tensor %s has shape[%d] = %lld", name, d, (long long)shape[d]);
         e->shape[d] = shape[d];
         elements = tt_mul_size(elements, (size_t)shape[d], "a tensor size");
     }
-    e->data = data;
     e->bytes = tt_mul_size(elements, tt_dtype_size(dtype), "a tensor size");
+    TT_CHECK(data || e->bytes == 0, "tensor %s has no data", name);
+    e->data = data;
+    e->name = tt_xstrdup(name);
+    w->count++;
 }
 
 void tt_st_writer_add_metadata(tt_st_writer *w, const char *key, const char *value) {
+    for (int i = 0; i < w->meta_count; i++)
+        if (strcmp(w->meta_keys[i], key) == 0) { /* the last value wins */
+            free(w->meta_values[i]);
+            w->meta_values[i] = tt_xstrdup(value);
+            return;
+        }
     w->meta_keys = tt_xrealloc(w->meta_keys, sizeof(char *) * (size_t)(w->meta_count + 1), "safetensors metadata");
     w->meta_values = tt_xrealloc(w->meta_values, sizeof(char *) * (size_t)(w->meta_count + 1), "safetensors metadata");
     w->meta_keys[w->meta_count] = tt_xstrdup(key);
@@ -238,111 +375,128 @@ void tt_st_writer_add_metadata(tt_st_writer *w, const char *key, const char *val
     w->meta_count++;
 }
 
-/* Writes all of buf or dies, removing the temporary file. */
-static void write_all(int fd, const void *buf, size_t bytes, const char *tmp_path, const char *path) {
+/* An atomic write in progress: the temporary file's descriptor and both names. */
+typedef struct atomic_file {
+    int fd;
+    char *tmp_path;
+    const char *path;
+} atomic_file;
+
+static void atomic_fail(atomic_file *a, const char *doing, int error) __attribute__((__noreturn__));
+static void atomic_fail(atomic_file *a, const char *doing, int error) {
+    if (a->fd >= 0) close(a->fd);
+    unlink(a->tmp_path);
+    tt_die("cannot %s %s: %s (the previous file, if any, is unchanged; free disk space or choose another output "
+           "directory)",
+           doing, a->path, strerror(error));
+}
+
+static void atomic_open(atomic_file *a, const char *path) {
+    a->path = path;
+    a->tmp_path = format_string("%s.tmp", path);
+    a->fd = open(a->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (a->fd < 0) {
+        int error = errno;
+        tt_die("cannot create %s: %s (check that the directory exists and is writable)", a->tmp_path,
+               strerror(error));
+    }
+}
+
+static void atomic_write(atomic_file *a, const void *buf, size_t bytes) {
     const unsigned char *p = buf;
     while (bytes > 0) {
         size_t chunk = bytes > ((size_t)1 << 30) ? ((size_t)1 << 30) : bytes;
-        ssize_t written = write(fd, p, chunk);
+        ssize_t written = write(a->fd, p, chunk);
         if (written < 0 && errno == EINTR) continue;
-        if (written <= 0) {
-            int saved = errno;
-            close(fd);
-            unlink(tmp_path);
-            tt_die("cannot write %s: %s (nothing was replaced; free disk space or change output_dir)", path,
-                   strerror(written < 0 ? saved : EIO));
-        }
+        if (written < 0) atomic_fail(a, "write", errno);
+        if (written == 0) atomic_fail(a, "write", EIO);
         p += written;
         bytes -= (size_t)written;
     }
 }
 
 static void fsync_directory_of(const char *path) {
-    char *copy = tt_xstrdup(path);
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    const char *slash = strrchr(path, '/');
+    char *dir = slash == path ? tt_xstrdup("/") : slash ? format_string("%.*s", (int)(slash - path), path) : tt_xstrdup(".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
-        fsync(fd);
+        fsync(fd); /* best effort: some file systems refuse fsync on directories */
         close(fd);
     }
-    free(copy);
+    free(dir);
 }
 
-/* The common tail of every atomic write: open path.tmp, let `emit` write, fsync, rename. */
-typedef void (*emit_fn)(int fd, const void *context, const char *tmp_path, const char *path);
-
-static void write_atomic_with(const char *path, emit_fn emit, const void *context) {
-    char tmp_path[4200];
-    snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path);
-    int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) tt_die("cannot create %s: %s", tmp_path, strerror(errno));
-    emit(fd, context, tmp_path, path);
-    if (fsync(fd) != 0) {
-        int saved = errno;
-        close(fd);
-        unlink(tmp_path);
-        tt_die("cannot flush %s to disk: %s (nothing was replaced)", path, strerror(saved));
+static void atomic_commit(atomic_file *a) {
+    if (fsync(a->fd) != 0) atomic_fail(a, "flush to disk", errno);
+    int fd = a->fd;
+    a->fd = -1;
+    if (close(fd) != 0) atomic_fail(a, "close", errno);
+    if (rename(a->tmp_path, a->path) != 0) {
+        int error = errno;
+        unlink(a->tmp_path);
+        tt_die("cannot rename %s to %s: %s", a->tmp_path, a->path, strerror(error));
     }
-    close(fd);
-    if (rename(tmp_path, path) != 0) {
-        int saved = errno;
-        unlink(tmp_path);
-        tt_die("cannot rename %s to %s: %s", tmp_path, path, strerror(saved));
-    }
-    fsync_directory_of(path);
-}
-
-typedef struct buffer_context {
-    const void *data;
-    size_t bytes;
-} buffer_context;
-
-static void emit_buffer(int fd, const void *context, const char *tmp_path, const char *path) {
-    const buffer_context *b = context;
-    write_all(fd, b->data, b->bytes, tmp_path, path);
+    fsync_directory_of(a->path);
+    free(a->tmp_path);
+    a->tmp_path = NULL;
 }
 
 void tt_write_file_atomic(const char *path, const void *data, size_t bytes) {
-    buffer_context b = {data, bytes};
-    write_atomic_with(path, emit_buffer, &b);
+    atomic_file a;
+    atomic_open(&a, path);
+    atomic_write(&a, data, bytes);
+    atomic_commit(&a);
 }
 
-static void emit_safetensors(int fd, const void *context, const char *tmp_path, const char *path) {
-    const tt_st_writer *w = context;
+/* The header JSON (unpadded), tensors in the order added, __metadata__ first. */
+static char *build_header(const tt_st_writer *w, const char *path) {
     json_t *root = json_object();
     if (w->meta_count > 0) {
         json_t *meta = json_object();
-        for (int i = 0; i < w->meta_count; i++) json_object_set_new(meta, w->meta_keys[i], json_string(w->meta_values[i]));
+        for (int i = 0; i < w->meta_count; i++)
+            if (json_object_set_new(meta, w->meta_keys[i], json_string(w->meta_values[i])) != 0)
+                tt_die("%s: metadata key '%s' or its value is not valid UTF-8", path, w->meta_keys[i]);
         json_object_set_new(root, "__metadata__", meta);
     }
     size_t offset = 0;
     for (int i = 0; i < w->count; i++) {
         const tt_st_write_entry *e = &w->entries[i];
+        TT_CHECK(offset <= (size_t)INT64_MAX - e->bytes, "safetensors data size overflows");
         json_t *entry = json_object();
         json_object_set_new(entry, "dtype", json_string(tt_dtype_safetensors_name(e->dtype)));
         json_t *shape = json_array();
-        for (int d = 0; d < e->ndim; d++) json_array_append_new(shape, json_integer(e->shape[d]));
+        for (int d = 0; d < e->ndim; d++) json_array_append_new(shape, json_integer((json_int_t)e->shape[d]));
         json_object_set_new(entry, "shape", shape);
         json_t *offsets = json_array();
         json_array_append_new(offsets, json_integer((json_int_t)offset));
         json_array_append_new(offsets, json_integer((json_int_t)(offset + e->bytes)));
         json_object_set_new(entry, "data_offsets", offsets);
-        json_object_set_new(root, e->name, entry);
+        if (json_object_set_new(root, e->name, entry) != 0)
+            tt_die("%s: tensor name '%s' is not valid UTF-8", path, e->name);
         offset += e->bytes;
     }
     char *header = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    size_t header_bytes = strlen(header);
-    size_t padded = (header_bytes + 7) / 8 * 8; /* data starts 8-byte aligned */
-    unsigned char length[8];
-    for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    write_all(fd, length, 8, tmp_path, path);
-    write_all(fd, header, header_bytes, tmp_path, path);
-    write_all(fd, "        ", padded - header_bytes, tmp_path, path);
-    free(header);
-    for (int i = 0; i < w->count; i++) write_all(fd, w->entries[i].data, w->entries[i].bytes, tmp_path, path);
+    if (!header) tt_die("out of host memory encoding the header of %s", path);
+    return header;
 }
 
-void tt_st_writer_commit(tt_st_writer *writer, const char *path) { write_atomic_with(path, emit_safetensors, writer); }
+void tt_st_writer_commit(tt_st_writer *w, const char *path) {
+    char *header = build_header(w, path);
+    const size_t header_bytes = strlen(header);
+    const size_t padded = (header_bytes + 7) / 8 * 8; /* 8 + padded is a multiple of 8: data starts aligned */
+    unsigned char length[8];
+    for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+
+    atomic_file a;
+    atomic_open(&a, path);
+    atomic_write(&a, length, 8);
+    atomic_write(&a, header, header_bytes);
+    atomic_write(&a, "        ", padded - header_bytes);
+    free(header);
+    for (int i = 0; i < w->count; i++) atomic_write(&a, w->entries[i].data, w->entries[i].bytes);
+    atomic_commit(&a);
+}
 
 void tt_st_writer_free(tt_st_writer *w) {
     for (int i = 0; i < w->count; i++) free(w->entries[i].name);

@@ -1,151 +1,404 @@
 #!/usr/bin/env python3
-"""Golden fixtures for tiertrain's CPU backend, made with transformers in float64.
+"""Golden fixtures for tiertrain's golden test (tests/test_golden.c), made with transformers.
 
 usage: python3 tools/make_golden_fixtures.py --out tests/fixtures
 
-For each of tiny_qwen3 (tied embeddings, q/k norm, explicit head_dim), tiny_llama (untied,
-llama3 RoPE scaling) and tiny_qwen2 (q/k/v biases) it writes:
-  config.json, model.safetensors  save_pretrained() of a random fp32 model
-  golden.safetensors              input_ids, labels (HF semantics: shifted inside the loss),
-                                  loss (float64), grad.<name> and adamw.<name> (after one
-                                  torch.optim.AdamW step) for every parameter
-The reference runs in float64. transformers keeps a few ops in float32 even then (RMSNorm
-upcasts to float32, eager softmax runs in float32); those are patched to run in the input's
-dtype so the reference is float64 throughout, except the RoPE tables, which transformers
-builds in float32 exactly as tiertrain does.
+Needs torch, transformers 5.x and safetensors; runs on the CPU in a few seconds. For each of
+  tiny_qwen3  tied embeddings, q/k norm, explicit head_dim 16 (!= hidden / heads = 8)
+  tiny_llama  untied, llama3 RoPE scaling (theta 5e5)
+  tiny_qwen2  untied, q/k/v biases
+it writes into <out>/<name>/:
+  config.json, model.safetensors  model.save_pretrained() of a random float32 model, exactly
+                                  the Hugging Face tensor names (tied: no lm_head.weight)
+  generation_config.json          also written by save_pretrained; unused
+  golden.safetensors              input_ids, labels (int32 [2, 12], HF semantics: the model
+                                  shifts them), loss (float64 [1]), grad.<name> and
+                                  adamw.<name> (float32) for every parameter, and the AdamW
+                                  settings and library versions as string metadata
+
+The reference (loss, gradients, the AdamW step) runs in float64. transformers keeps three things
+in float32 even for a float64 model: RMSNorm (it upcasts to float32 and casts back), the eager
+attention softmax (softmax(..., dtype=float32)) and the causal-LM loss (logits.float()). By
+default the script runs those three in float64 (it replaces RMSNorm.forward on each instance,
+swaps the modeling module's eager_attention_forward for a float64 copy, and takes the loss as
+the same shifted cross-entropy on the float64 logits), so the reference is float64 except for
+the RoPE tables, which transformers builds in float32 (inv_freq and the angles, then cast), as
+tiertrain does. The unpatched model is run too: its .loss and gradients must agree with the
+float64 reference to 1e-4 (they differ by float32 rounding, ~1e-7), which checks the patches.
+--stock-transformers saves the unpatched model's .loss and gradients instead.
 """
 import argparse
-import json
+import inspect
 import os
+import sys
+import types
 
 import torch
+import torch.nn.functional as F
 import transformers
+from safetensors import safe_open
 from safetensors.torch import save_file
 
-SHAPES = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-              rms_norm_eps=1e-6)
-ADAMW = dict(lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+FIXTURES = ("tiny_qwen3", "tiny_llama", "tiny_qwen2")
+
+SHAPES = dict(
+    vocab_size=96,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-6,
+)
+
+WEIGHT_SEED = 1234
+INPUT_SEED = 7
+BATCH, SEQ = 2, 12
+IGNORE_INDEX = -100
+
+LR = 1e-2
+BETAS = (0.9, 0.95)
+EPS = 1e-8
+WEIGHT_DECAY = 0.1
+
+# The files this script writes into a fixture directory; stale copies are removed first, so
+# that no leftover shard or index from another transformers version sits beside the new files.
+OWN_FILES = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
+             "pytorch_model.bin", "golden.safetensors")
 
 
 def make_config(name):
+    """A transformers 5 config: RoPE settings live in rope_parameters (rope_theta included)."""
+    common = dict(SHAPES, dtype="float32", attn_implementation="eager")
     if name == "tiny_qwen3":
-        rope = {"rope_type": "default", "rope_theta": 10000.0}
-        kwargs = dict(SHAPES, head_dim=16, tie_word_embeddings=True)
-        cls = transformers.Qwen3Config
-    elif name == "tiny_llama":
-        # head_dim 8, theta 5e5: inverse frequencies 1, 0.0376, 0.00141, 5.3e-5, wavelengths 6.3,
-        # 167, 4443, 1.2e5. With original_max_position_embeddings 64, low_freq_factor 1 and
-        # high_freq_factor 16 the band edges are 4 and 64: wavelength 6.3 lies in the smoothing
-        # band, the others are divided by the factor. Both llama3 branches are exercised.
-        rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                "high_freq_factor": 16.0, "original_max_position_embeddings": 64}
-        kwargs = dict(SHAPES, head_dim=8, tie_word_embeddings=False)
-        cls = transformers.LlamaConfig
-    elif name == "tiny_qwen2":
-        rope = {"rope_type": "default", "rope_theta": 1000000.0}
-        kwargs = dict(SHAPES, tie_word_embeddings=False)
-        cls = transformers.Qwen2Config
-    else:
-        raise ValueError(name)
-    try:
-        config = cls(**kwargs, rope_parameters=rope)
-    except TypeError:  # transformers 4 spelling
-        theta = rope.pop("rope_theta")
-        scaling = rope if rope["rope_type"] != "default" else None
-        config = cls(**kwargs, rope_theta=theta, rope_scaling=scaling)
-    config._attn_implementation = "sdpa"
-    return config
+        return transformers.Qwen3Config(
+            **common,
+            head_dim=16,
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        )
+    if name == "tiny_llama":
+        # llama3 RoPE at head_dim 8, theta 5e5: inv_freq[i] = 5e5^(-2i/8) = 1, 0.0376, 0.00141,
+        # 5.32e-5, wavelengths 2*pi/inv_freq = 6.28, 167, 4443, 118143. The band edges are
+        # original_max_position_embeddings / high_freq_factor = 16 / 4 = 4 and
+        # original_max_position_embeddings / low_freq_factor = 16 / 1 = 16:
+        #   6.28 lies inside [4, 16], so it is smoothed: s = (16 / 6.28 - 1) / (4 - 1) = 0.515,
+        #        inv_freq = (1 - s) * 1 / 8 + s * 1 = 0.576;
+        #   167, 4443 and 118143 are > 16, so those three are divided by factor 8.
+        # No wavelength is < 4 (the unchanged high-frequency branch): at head_dim 8 and theta
+        # 5e5 that would need e.g. original_max_position_embeddings 256 and high_freq_factor 32.
+        return transformers.LlamaConfig(
+            **common,
+            head_dim=8,
+            tie_word_embeddings=False,
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        )
+    if name == "tiny_qwen2":
+        # Qwen2Config has no head_dim field: the model uses hidden_size / heads = 8. q/k/v carry
+        # biases (hard-wired in Qwen2Attention), o_proj does not.
+        return transformers.Qwen2Config(
+            **common,
+            tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        )
+    raise ValueError(f"unknown fixture {name}")
+
+
+MODEL_CLASSES = {
+    "tiny_qwen3": "Qwen3ForCausalLM",
+    "tiny_llama": "LlamaForCausalLM",
+    "tiny_qwen2": "Qwen2ForCausalLM",
+}
+
+
+def build_model(name):
+    config = make_config(name)
+    model = getattr(transformers, MODEL_CLASSES[name])(config)
+    model = model.to(torch.float32)
+    if model.config._attn_implementation != "eager":
+        raise SystemExit(f"{name}: attention implementation is {model.config._attn_implementation!r}, not eager")
+    tied = bool(config.tie_word_embeddings)
+    head, embed = model.get_output_embeddings().weight, model.get_input_embeddings().weight
+    if tied and head is not embed:
+        model.tie_weights()
+        head = model.get_output_embeddings().weight
+    if tied != (head is embed):
+        raise SystemExit(f"{name}: lm_head and embed_tokens should {'' if tied else 'not '}share one tensor")
+    return model
 
 
 def init_weights(model):
-    torch.manual_seed(1234)
+    """N(0, 0.2) for matrices, 1 + N(0, 0.1) for norm weights, N(0, 0.1) for biases, in the
+    order of named_parameters() (a tied lm_head is the embedding and is drawn once)."""
+    torch.manual_seed(WEIGHT_SEED)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.ndim == 1 and "norm" in name:
-                p.copy_(1.0 + 0.1 * torch.randn_like(p))
-            elif p.ndim == 1:
-                p.copy_(0.1 * torch.randn_like(p))
+        for pname, p in model.named_parameters():
+            if p.ndim >= 2:
+                p.normal_(0.0, 0.2)
+            elif "norm" in pname:
+                p.normal_(0.0, 0.1)
+                p.add_(1.0)
+            elif pname.endswith(".bias"):
+                p.normal_(0.0, 0.1)
             else:
-                p.copy_(0.2 * torch.randn_like(p))
+                raise SystemExit(f"unexpected 1-D parameter {pname}")
 
 
-def rms_norm_in_input_dtype(self, x):
-    variance = x.pow(2).mean(-1, keepdim=True)
-    return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
-
-
-def make_fixture(name, out_dir):
-    directory = os.path.join(out_dir, name)
+def save_model(model, directory):
+    for fname in OWN_FILES:
+        path = os.path.join(directory, fname)
+        if os.path.isfile(path):
+            os.remove(path)
     os.makedirs(directory, exist_ok=True)
-    config = make_config(name)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    model = model.to(torch.float32)
-    init_weights(model)
-    model.save_pretrained(directory)
+    kwargs = {}
+    # transformers 5 always writes safetensors and dropped the safe_serialization argument
+    # (passing it raises); 4.x still takes it.
+    if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
+        kwargs["safe_serialization"] = True
+    model.save_pretrained(directory, **kwargs)
 
-    # The reference: float64 everywhere (see the module docstring).
-    model = model.to(torch.float64)
-    for module in model.modules():
-        if type(module).__name__.endswith("RMSNorm"):
-            module.forward = rms_norm_in_input_dtype.__get__(module)
-    model.train()
+    # model.safetensors must hold exactly the parameters, under their HF names, in float32.
+    path = os.path.join(directory, "model.safetensors")
+    if not os.path.isfile(path) or os.path.exists(os.path.join(directory, "model.safetensors.index.json")):
+        raise SystemExit(f"{directory}: save_pretrained did not write a single model.safetensors")
+    params = dict(model.named_parameters())
+    with safe_open(path, framework="pt") as f:
+        saved = set(f.keys())
+        if saved != set(params):
+            raise SystemExit(f"{path}: tensor names differ from the parameters: only saved "
+                             f"{sorted(saved - set(params))}, not saved {sorted(set(params) - saved)}")
+        for pname, p in params.items():
+            t = f.get_tensor(pname)
+            if t.dtype != torch.float32 or not torch.equal(t, p.detach()):
+                raise SystemExit(f"{path}: {pname} differs from the model's parameter")
 
-    generator = torch.Generator().manual_seed(7)
-    input_ids = torch.randint(0, config.vocab_size, (2, 12), generator=generator)
-    labels = input_ids.clone()
-    labels[0, :3] = -100
-    labels[1, 7] = -100
 
-    logits = model(input_ids=input_ids).logits
-    vocab = logits.shape[-1]
-    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, vocab), labels[:, 1:].reshape(-1),
-                                             ignore_index=-100, reduction="mean")
-    hf_loss = model(input_ids=input_ids, labels=labels).loss
+def causal_lm_loss(logits, labels):
+    """transformers' ForCausalLMLoss without its logits.float(): labels padded with -100 and
+    shifted left, mean cross-entropy over the labels that are not -100, in logits' dtype."""
+    shift_labels = F.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:].contiguous()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), shift_labels.reshape(-1),
+                           ignore_index=IGNORE_INDEX, reduction="mean")
+
+
+def _repeat_kv(x, n_rep):
+    batch, kv_heads, seq, head_dim = x.shape
+    if n_rep == 1:
+        return x
+    return x[:, :, None, :, :].expand(batch, kv_heads, n_rep, seq, head_dim).reshape(batch, kv_heads * n_rep, seq,
+                                                                                       head_dim)
+
+
+def _eager_attention_in_input_dtype(module, query, key, value, attention_mask, **kwargs):
+    """transformers' eager_attention_forward with the softmax in the input's dtype."""
+    scaling = kwargs["scaling"]
+    dropout = kwargs.get("dropout", 0.0)
+    key_states = _repeat_kv(key, module.num_key_value_groups)
+    value_states = _repeat_kv(value, module.num_key_value_groups)
+    attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask[:, :, :, : key_states.shape[-2]]
+    attn_weights = torch.softmax(attn_weights, dim=-1)
+    attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value_states).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
+
+
+def _rms_norm_in_input_dtype(self, hidden_states):
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
+
+
+class Float64Patches:
+    """With float64=True: RMSNorm and the eager softmax run in the input's dtype. Either way the
+    calls are counted, to prove that the eager path (and the patches) really ran."""
+
+    def __init__(self, model, float64):
+        self.model = model
+        self.float64 = float64
+        self.attention_calls = 0
+        self.norm_calls = 0
+        self.norms = [m for m in model.modules() if type(m).__name__.endswith("RMSNorm")]
+        self.attentions = [m for m in model.modules() if type(m).__name__.endswith("Attention")]
+        if not self.norms or not self.attentions:
+            raise SystemExit(f"{type(model).__name__}: no RMSNorm or Attention modules found")
+        modules = {type(m).__module__ for m in self.attentions}
+        if len(modules) != 1:
+            raise SystemExit(f"attention classes from several modules: {modules}")
+        self.modeling = sys.modules[modules.pop()]
+        if not hasattr(self.modeling, "eager_attention_forward"):
+            raise SystemExit(f"{self.modeling.__name__} has no eager_attention_forward")
+
+    def __enter__(self):
+        self.original_eager = self.modeling.eager_attention_forward
+        original = self.original_eager
+        patches = self
+
+        def eager(module, query, key, value, attention_mask, **kwargs):
+            patches.attention_calls += 1
+            if patches.float64:
+                return _eager_attention_in_input_dtype(module, query, key, value, attention_mask, **kwargs)
+            return original(module, query, key, value, attention_mask, **kwargs)
+
+        self.modeling.eager_attention_forward = eager
+        if self.float64:
+            for norm in self.norms:
+                if not (hasattr(norm, "weight") and hasattr(norm, "variance_epsilon")):
+                    raise SystemExit(f"{type(norm).__name__} has no weight / variance_epsilon")
+
+                def forward(module, hidden_states):
+                    patches.norm_calls += 1
+                    return _rms_norm_in_input_dtype(module, hidden_states)
+
+                norm.forward = types.MethodType(forward, norm)
+        return self
+
+    def __exit__(self, *exc):
+        self.modeling.eager_attention_forward = self.original_eager
+        for norm in self.norms:
+            norm.__dict__.pop("forward", None)
+        return False
+
+    def check(self, name):
+        layers = len(self.attentions)
+        if self.attention_calls != layers:
+            raise SystemExit(f"{name}: eager attention ran {self.attention_calls} times for {layers} layers")
+        if self.float64 and self.norm_calls != len(self.norms):
+            raise SystemExit(f"{name}: patched RMSNorm ran {self.norm_calls} times for {len(self.norms)} norms")
+
+
+def forward_backward(name, model, input_ids, labels, float64):
+    """One forward and backward of the float64 model. Returns (loss the gradients came from,
+    the model's own .loss, {name: gradient})."""
+    model.zero_grad(set_to_none=True)
+    with Float64Patches(model, float64) as patches:
+        out = model(input_ids=input_ids, labels=labels, use_cache=False)
+        patches.check(name)
+    if out.logits.dtype != torch.float64:
+        raise SystemExit(f"{name}: logits are {out.logits.dtype}, not float64")
+    loss = causal_lm_loss(out.logits, labels) if float64 else out.loss
     loss.backward()
+    grads = {pname: p.grad.detach().clone() for pname, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return loss.detach().to(torch.float64), out.loss.detach(), grads
+
+
+def max_rel_error(a, b):
+    """max |a - b| / max |b| (what tests/test_golden.c measures)."""
+    scale = float(b.abs().max())
+    return float((a - b).abs().max()) / (scale if scale > 0 else 1.0)
+
+
+def make_fixture(name, out_dir, stock):
+    directory = os.path.join(out_dir, name)
+    model = build_model(name)
+    config = model.config
+    init_weights(model)
+    for pname, p in model.named_parameters():
+        if p.dtype != torch.float32:
+            raise SystemExit(f"{name}: {pname} is {p.dtype}, not float32")
+    save_model(model, directory)
+
+    # The reference runs in float64 on the CPU. The RoPE buffer inv_freq becomes float64 too,
+    # but the rotary embedding casts it back (.float()) and builds cos/sin in float32.
+    model = model.to(torch.float64)
+    model.eval()  # no dropout anywhere; gradients are unaffected
+
+    generator = torch.Generator().manual_seed(INPUT_SEED)
+    input_ids = torch.randint(0, config.vocab_size, (BATCH, SEQ), generator=generator, dtype=torch.int64)
+    labels = input_ids.clone()
+    labels[0, :3] = IGNORE_INDEX
+    labels[1, 7] = IGNORE_INDEX
+
+    stock_loss, stock_hf_loss, stock_grads = forward_backward(name, model, input_ids, labels, float64=False)
+    ref_loss, ref_hf_loss, ref_grads = forward_backward(name, model, input_ids, labels, float64=True)
+    again_loss, _, again_grads = forward_backward(name, model, input_ids, labels, float64=True)
+    if not torch.equal(ref_loss, again_loss) or any(not torch.equal(ref_grads[k], again_grads[k]) for k in ref_grads):
+        raise SystemExit(f"{name}: two float64 runs gave different bits")
+    # The model's own .loss (float32 cross-entropy) against the float64 cross-entropy of the
+    # same logits, and the unpatched model's gradients against the float64 ones.
+    hf_vs_ref = abs(float(ref_hf_loss) - float(ref_loss)) / abs(float(ref_loss))
+    stock_vs_ref = abs(float(stock_loss) - float(ref_loss)) / abs(float(ref_loss))
+    grad_vs_ref = max(max_rel_error(stock_grads[k], ref_grads[k]) for k in ref_grads)
+    if max(hf_vs_ref, stock_vs_ref, grad_vs_ref) > 1e-4:
+        raise SystemExit(f"{name}: the float64 reference and transformers' own float32-upcast path disagree: "
+                         f"loss {hf_vs_ref:.3g} / {stock_vs_ref:.3g}, gradients {grad_vs_ref:.3g} relative")
+    loss, hf_loss, grads = (stock_loss, stock_hf_loss, stock_grads) if stock else (ref_loss, ref_hf_loss, ref_grads)
 
     tensors = {
         "input_ids": input_ids.to(torch.int32).contiguous(),
         "labels": labels.to(torch.int32).contiguous(),
-        "loss": loss.detach().reshape(1).to(torch.float64).contiguous(),
+        "loss": loss.reshape(1).to(torch.float64).contiguous(),
     }
+    params = dict(model.named_parameters())  # tied: lm_head.weight is embed_tokens.weight, listed once
     sum_squares = 0.0
-    named = dict(model.named_parameters())
-    for pname, p in named.items():
-        tensors["grad." + pname] = p.grad.detach().to(torch.float32).contiguous()
-        sum_squares += float((p.grad.double() ** 2).sum())
+    for pname, g in grads.items():
+        tensors["grad." + pname] = g.to(torch.float32).contiguous()
+        sum_squares += float((g.to(torch.float64) ** 2).sum())
 
-    decay = [p for p in named.values() if p.ndim >= 2]
-    no_decay = [p for p in named.values() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": ADAMW["weight_decay"]},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=ADAMW["lr"], betas=ADAMW["betas"], eps=ADAMW["eps"], foreach=False,
-                                  fused=False)
+    # One AdamW step in float64 on those gradients: decay on matrices, none on biases and norm
+    # weights (the Hugging Face Trainer's rule), no clipping.
+    decay = [p for p in params.values() if p.ndim >= 2]
+    no_decay = [p for p in params.values() if p.ndim == 1]
+    if len(decay) + len(no_decay) != len(params):
+        raise SystemExit(f"{name}: parameters of another rank")
+    for pname, p in params.items():
+        p.grad = grads[pname].clone()
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY, foreach=False, fused=False)
     optimizer.step()
-    for pname, p in named.items():
+    for pname, p in params.items():
         tensors["adamw." + pname] = p.detach().to(torch.float32).contiguous()
 
     metadata = {
-        "lr": repr(ADAMW["lr"]), "beta1": repr(ADAMW["betas"][0]), "beta2": repr(ADAMW["betas"][1]),
-        "eps": repr(ADAMW["eps"]), "weight_decay": repr(ADAMW["weight_decay"]),
-        "torch": torch.__version__, "transformers": transformers.__version__, "model_type": config.model_type,
-        "hf_loss": repr(float(hf_loss)),
+        "lr": str(LR),
+        "beta1": str(BETAS[0]),
+        "beta2": str(BETAS[1]),
+        "eps": str(EPS),
+        "weight_decay": str(WEIGHT_DECAY),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "model_type": config.model_type,
+        "hf_loss": repr(float(hf_loss)),  # the model's own .loss (float32 cross-entropy)
+        "reference": "stock transformers" if stock else "float64 (RMSNorm, softmax, loss); float32 RoPE tables",
     }
     save_file(tensors, os.path.join(directory, "golden.safetensors"), metadata=metadata)
-    saved = sorted(os.listdir(directory))
-    print(f"{name}: loss {float(loss):.12f} (transformers' own loss {float(hf_loss):.12f}), "
-          f"sum of squared gradients {sum_squares:.9g}, files {saved}")
-    print(json.dumps(json.load(open(os.path.join(directory, "config.json"))), sort_keys=True))
+
+    sizes = {f: os.path.getsize(os.path.join(directory, f)) for f in sorted(os.listdir(directory))}
+    print(f"{name}: loss {float(loss):.15g} (model's .loss {float(hf_loss):.9g}, {hf_vs_ref:.2g} relative), "
+          f"sum of squared gradients {sum_squares:.15g}")
+    print(f"  transformers' float32 upcasts vs the float64 reference: loss {stock_vs_ref:.2g}, "
+          f"gradients {grad_vs_ref:.2g} relative (max over tensors)")
+    print(f"  {len(grads)} parameters; files {sizes}")
+    return sum(sizes.values())
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="tests/fixtures")
-    parser.add_argument("--only", nargs="*", default=["tiny_qwen3", "tiny_llama", "tiny_qwen2"])
+    parser.add_argument("--out", default="tests/fixtures", help="directory that receives one folder per fixture")
+    parser.add_argument("--only", nargs="+", choices=FIXTURES, default=list(FIXTURES))
+    parser.add_argument("--stock-transformers", action="store_true",
+                        help="save the unpatched model's .loss and gradients (float32 RMSNorm, softmax, loss)")
     args = parser.parse_args()
+    if not transformers.__version__.startswith("5."):
+        print(f"warning: written for transformers 5.x, running {transformers.__version__}", file=sys.stderr)
     torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)  # one reduction order, whatever the machine's core count
+    total = 0
     for name in args.only:
-        make_fixture(name, args.out)
+        total += make_fixture(name, args.out, args.stock_transformers)
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}: {total} bytes in all")
+    if total > 1 << 20:
+        print("warning: the fixtures are over 1 MiB", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 /* The run configuration. Every key is declared once, in key_table below: its type, default,
- * valid values and help. Defaults, parsing, validation, `--help`, the YAML written next to
- * checkpoints and docs/CONFIG.md all follow that table. */
+ * valid values, availability and help. Defaults (the default text goes through the same parser
+ * as a user's value), parsing, `--help`, the YAML written next to checkpoints and
+ * docs/CONFIG.md all follow that table; no key is handled anywhere else.
+ *
+ * Error messages name where the value came from ("run.yaml:12" or "command-line override
+ * 'seed=x'"), the key, what was wrong and the valid values. */
 #include "core/config.h"
 
 #include <ctype.h>
@@ -10,6 +14,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 #include "core/check.h"
@@ -18,197 +23,433 @@ typedef enum key_type {
     KEY_BOOL,
     KEY_INT,
     KEY_FLOAT,
-    KEY_STRING,
-    KEY_ENUM,     /* a string from a fixed list, stored as its index */
-    KEY_BYTES,    /* an integer or "24GiB" */
+    KEY_STRING,   /* ~ (null) leaves it unset (NULL) */
+    KEY_ENUM,     /* a name from a fixed list */
+    KEY_BYTES,    /* an integer or a size with a unit: "24GiB", "512MB" */
     KEY_DATASETS, /* a list of token files */
-    KEY_RESERVED, /* a feature that is not built yet: only its "off" value is accepted */
 } key_type;
+
+typedef enum availability {
+    AVAILABLE,
+    NOT_YET, /* a key of a later feature: only its off value is accepted (is_off_value) */
+} availability;
+
+typedef enum enum_storage {
+    STORE_INDEX, /* an int (or a C enum) field: the value's index in `values` */
+    STORE_NAME,  /* a char * field: a copy of the value's name */
+} enum_storage;
+
+/* A closed, open or half-open interval; a bound that is absent is unlimited. */
+typedef struct value_range {
+    double min, max;
+    bool has_min, has_max, min_open, max_open;
+} value_range;
+
+#define AT_LEAST(a)                                                                                                    \
+    { .min = (a), .has_min = true }
+#define ABOVE(a)                                                                                                       \
+    { .min = (a), .has_min = true, .min_open = true }
+#define CLOSED(a, b)                                                                                                   \
+    { .min = (a), .max = (b), .has_min = true, .has_max = true }
+#define HALF_OPEN(a, b)                                                                                                \
+    { .min = (a), .max = (b), .has_min = true, .has_max = true, .max_open = true }
 
 typedef struct key_spec {
     const char *name;
     key_type type;
-    size_t offset;             /* into tt_run_config (unused for KEY_RESERVED) */
-    const char *default_text;  /* parsed like a user value to set the default */
-    double min, max;           /* inclusive range for numbers (NAN: unbounded) */
-    bool min_exclusive;
-    const char *enum_values;   /* "a|b|c" for KEY_ENUM */
-    const char *unavailable;   /* KEY_ENUM values that name later features: "b|c" */
+    availability availability;
+    size_t offset;              /* of the field in tt_run_config */
+    const char *default_text;   /* YAML, parsed like a user's value */
+    value_range range;          /* KEY_INT, KEY_FLOAT, KEY_BYTES */
+    bool minus_one_unset;       /* KEY_INT: -1 (or ~) means "not given" besides the range */
+    const char *values;         /* KEY_ENUM: "a|b|c" */
+    enum_storage storage;       /* KEY_ENUM */
+    const char *not_yet_values; /* KEY_BOOL/KEY_ENUM values that belong to later features: "true|disk" */
+    const char *not_yet_reason; /* completes "<key>: <value> is not available yet..." */
     const char *help;
+    const char *known_as; /* what other tools call this key ("a|b"); only to answer an unknown key */
 } key_spec;
 
-#define FIELD(name) offsetof(tt_run_config, name)
-#define NO_LIMIT NAN, NAN, false
+#define FIELD(member) offsetof(tt_run_config, member)
+#define RESERVED(key, what)                                                                                            \
+    { .name = (key), .availability = NOT_YET, .help = (what) }
 
-static const char *const unavailable_feature_note =
-    "it arrives with a later version of tiertrain (activation memory, parameter memory or the CUDA backend)";
+_Static_assert(sizeof(tt_lr_scheduler) == sizeof(int), "lr_scheduler is stored as an int index");
+_Static_assert(sizeof(tt_device_kind) == sizeof(int), "device is stored as an int index");
 
 static const key_spec key_table[] = {
     /* model */
-    {"base_model", KEY_STRING, FIELD(base_model), "~", NO_LIMIT, NULL, NULL,
-     "Hugging Face model directory: config.json + model.safetensors or model.safetensors.index.json"},
-    {"model_config", KEY_STRING, FIELD(model_config), "~", NO_LIMIT, NULL, NULL,
-     "a config.json (or a directory holding one) to train from random init instead of base_model"},
-    {"initializer_range", KEY_FLOAT, FIELD(initializer_range), "0", 0, 10, false, NULL, NULL,
-     "std of the random init; 0 uses 0.02"},
+    {.name = "base_model",
+     .type = KEY_STRING,
+     .offset = FIELD(base_model),
+     .default_text = "~",
+     .help = "a Hugging Face model directory to fine-tune: config.json + model.safetensors (or shards with "
+             "model.safetensors.index.json)",
+     .known_as = "model_name_or_path|model_name|pretrained_model_name_or_path"},
+    {.name = "model_config",
+     .type = KEY_STRING,
+     .offset = FIELD(model_config),
+     .default_text = "~",
+     .help = "a config.json (or a directory holding one): train that architecture from random init instead of "
+             "base_model"},
+    {.name = "initializer_range",
+     .type = KEY_FLOAT,
+     .offset = FIELD(initializer_range),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "std of the normal random init of a model_config run; 0: config.json's initializer_range, else 0.02"},
     /* data */
-    {"datasets", KEY_DATASETS, FIELD(datasets), "[]", NO_LIMIT, NULL, NULL,
-     "token files: a list of {path: file.tok} or of paths (docs/token_format.md)"},
-    {"val_set_size", KEY_FLOAT, FIELD(val_set_size), "0.0", 0, NAN, false, NULL, NULL,
-     "held-out sequences: below 1 a fraction, from 1 a count"},
-    {"sequence_len", KEY_INT, FIELD(sequence_len), "512", 2, NAN, false, NULL, NULL, "tokens per sequence"},
-    {"micro_batch_size", KEY_INT, FIELD(micro_batch_size), "1", 1, NAN, false, NULL, NULL,
-     "sequences per forward/backward"},
-    {"gradient_accumulation_steps", KEY_INT, FIELD(gradient_accumulation_steps), "1", 1, NAN, false, NULL, NULL,
-     "micro-batches per optimizer step; the loss is averaged over all their unmasked tokens"},
+    {.name = "datasets",
+     .type = KEY_DATASETS,
+     .offset = FIELD(datasets),
+     .default_text = "[]",
+     .help = "token files to train on: a list of {path: file.tok, type: tokens} or of paths (docs/token_format.md)",
+     .known_as = "dataset_name|train_file|data_path"},
+    {.name = "val_set_size",
+     .type = KEY_FLOAT,
+     .offset = FIELD(val_set_size),
+     .default_text = "0.0",
+     .range = AT_LEAST(0),
+     .help = "sequences held out for the eval loss: below 1 a fraction, from 1 a whole count; 0: no eval set"},
+    {.name = "sequence_len",
+     .type = KEY_INT,
+     .offset = FIELD(sequence_len),
+     .default_text = "512",
+     .range = AT_LEAST(2),
+     .help = "tokens per training sequence",
+     .known_as = "max_seq_length|max_length|seq_length|max_seq_len|cutoff_len|block_size"},
+    {.name = "micro_batch_size",
+     .type = KEY_INT,
+     .offset = FIELD(micro_batch_size),
+     .default_text = "1",
+     .range = AT_LEAST(1),
+     .help = "sequences per forward/backward pass",
+     .known_as = "per_device_train_batch_size|batch_size|train_micro_batch_size_per_gpu"},
+    {.name = "gradient_accumulation_steps",
+     .type = KEY_INT,
+     .offset = FIELD(gradient_accumulation_steps),
+     .default_text = "1",
+     .range = AT_LEAST(1),
+     .help = "micro-batches per optimizer step; the loss is the mean over all their unmasked tokens"},
     /* optimisation */
-    {"optimizer", KEY_ENUM, FIELD(optimizer), "adamw_torch", NO_LIMIT, "adamw_torch|adamw_torch_fused", NULL,
-     "AdamW as torch.optim.AdamW (both names run the same update)"},
-    {"learning_rate", KEY_FLOAT, FIELD(learning_rate), "2e-5", 0, NAN, true, NULL, NULL, "peak learning rate"},
-    {"lr_scheduler", KEY_ENUM, FIELD(lr_scheduler), "cosine", NO_LIMIT, "cosine|linear|constant", NULL,
-     "decay after warmup"},
-    {"warmup_steps", KEY_INT, FIELD(warmup_steps), "-1", -1, NAN, false, NULL, NULL,
-     "linear warmup steps; -1 uses warmup_ratio"},
-    {"warmup_ratio", KEY_FLOAT, FIELD(warmup_ratio), "0.0", 0, 1, false, NULL, NULL,
-     "warmup as a fraction of all steps, when warmup_steps is -1"},
-    {"cosine_min_lr_ratio", KEY_FLOAT, FIELD(cosine_min_lr_ratio), "0.0", 0, 1, false, NULL, NULL,
-     "the cosine schedule's floor as a fraction of learning_rate"},
-    {"max_steps", KEY_INT, FIELD(max_steps), "0", 0, NAN, false, NULL, NULL,
-     "optimizer steps to run; 0 runs num_epochs"},
-    {"num_epochs", KEY_FLOAT, FIELD(num_epochs), "1.0", 0, NAN, true, NULL, NULL,
-     "passes over the training sequences when max_steps is 0"},
-    {"weight_decay", KEY_FLOAT, FIELD(weight_decay), "0.0", 0, NAN, false, NULL, NULL,
-     "decoupled weight decay of matrices (biases and norm weights never decay)"},
-    {"max_grad_norm", KEY_FLOAT, FIELD(max_grad_norm), "1.0", 0, NAN, false, NULL, NULL,
-     "global gradient-norm clipping; 0 disables it"},
-    {"adam_beta1", KEY_FLOAT, FIELD(adam_beta1), "0.9", 0, 1, false, NULL, NULL, "AdamW beta1, in [0, 1)"},
-    {"adam_beta2", KEY_FLOAT, FIELD(adam_beta2), "0.999", 0, 1, false, NULL, NULL, "AdamW beta2, in [0, 1)"},
-    {"adam_epsilon", KEY_FLOAT, FIELD(adam_epsilon), "1e-8", 0, NAN, true, NULL, NULL, "AdamW epsilon"},
-    {"seed", KEY_INT, FIELD(seed), "42", 0, NAN, false, NULL, NULL, "seeds the init, the eval split and the shuffles"},
+    {.name = "optimizer",
+     .type = KEY_ENUM,
+     .offset = FIELD(optimizer),
+     .default_text = "adamw_torch",
+     .values = "adamw_torch|adamw_torch_fused",
+     .storage = STORE_NAME,
+     .help = "AdamW with torch.optim.AdamW's update (both names run the same code)",
+     .known_as = "optim"},
+    {.name = "learning_rate",
+     .type = KEY_FLOAT,
+     .offset = FIELD(learning_rate),
+     .default_text = "2e-5",
+     .range = ABOVE(0),
+     .help = "peak learning rate, reached at the end of warmup",
+     .known_as = "lr"},
+    {.name = "lr_scheduler",
+     .type = KEY_ENUM,
+     .offset = FIELD(lr_scheduler),
+     .default_text = "cosine",
+     .values = "cosine|linear|constant",
+     .help = "after warmup: cosine decay to cosine_min_lr_ratio x learning_rate, linear decay to 0, or constant",
+     .known_as = "lr_scheduler_type|lr_decay_style"},
+    {.name = "warmup_steps",
+     .type = KEY_INT,
+     .offset = FIELD(warmup_steps),
+     .default_text = "-1",
+     .range = AT_LEAST(0),
+     .minus_one_unset = true,
+     .help = "optimizer steps of linear warmup from 0; -1 (or ~): not given, warmup_ratio applies",
+     .known_as = "num_warmup_steps|lr_warmup_iters"},
+    {.name = "warmup_ratio",
+     .type = KEY_FLOAT,
+     .offset = FIELD(warmup_ratio),
+     .default_text = "0.0",
+     .range = CLOSED(0, 1),
+     .help = "warmup as a fraction of all optimizer steps, when warmup_steps is not given",
+     .known_as = "lr_warmup_fraction"},
+    {.name = "cosine_min_lr_ratio",
+     .type = KEY_FLOAT,
+     .offset = FIELD(cosine_min_lr_ratio),
+     .default_text = "0.0",
+     .range = CLOSED(0, 1),
+     .help = "the cosine schedule's floor as a fraction of learning_rate"},
+    {.name = "max_steps",
+     .type = KEY_INT,
+     .offset = FIELD(max_steps),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "optimizer steps to run; 0: as many as num_epochs takes",
+     .known_as = "train_iters|max_iters"},
+    {.name = "num_epochs",
+     .type = KEY_FLOAT,
+     .offset = FIELD(num_epochs),
+     .default_text = "1.0",
+     .range = ABOVE(0),
+     .help = "passes over the training sequences, when max_steps is 0",
+     .known_as = "num_train_epochs|epochs"},
+    {.name = "weight_decay",
+     .type = KEY_FLOAT,
+     .offset = FIELD(weight_decay),
+     .default_text = "0.0",
+     .range = AT_LEAST(0),
+     .help = "decoupled AdamW weight decay of matrices (biases and norm weights never decay)"},
+    {.name = "max_grad_norm",
+     .type = KEY_FLOAT,
+     .offset = FIELD(max_grad_norm),
+     .default_text = "1.0",
+     .range = AT_LEAST(0),
+     .help = "clip the global gradient norm to this; 0: no clipping",
+     .known_as = "clip_grad|gradient_clipping"},
+    {.name = "adam_beta1",
+     .type = KEY_FLOAT,
+     .offset = FIELD(adam_beta1),
+     .default_text = "0.9",
+     .range = HALF_OPEN(0, 1),
+     .help = "AdamW beta1 (first-moment decay)"},
+    {.name = "adam_beta2",
+     .type = KEY_FLOAT,
+     .offset = FIELD(adam_beta2),
+     .default_text = "0.999",
+     .range = HALF_OPEN(0, 1),
+     .help = "AdamW beta2 (second-moment decay)"},
+    {.name = "adam_epsilon",
+     .type = KEY_FLOAT,
+     .offset = FIELD(adam_epsilon),
+     .default_text = "1e-8",
+     .range = ABOVE(0),
+     .help = "AdamW epsilon",
+     .known_as = "adam_eps|eps"},
+    {.name = "seed",
+     .type = KEY_INT,
+     .offset = FIELD(seed),
+     .default_text = "42",
+     .range = AT_LEAST(0),
+     .help = "seeds the random init, the eval split and the shuffles"},
     /* output and evaluation */
-    {"output_dir", KEY_STRING, FIELD(output_dir), "./outputs", NO_LIMIT, NULL, NULL,
-     "checkpoints, the final model and metrics.jsonl"},
-    {"save_steps", KEY_INT, FIELD(save_steps), "0", 0, NAN, false, NULL, NULL,
-     "a checkpoint every N steps (and always at the end); 0: only at the end"},
-    {"eval_steps", KEY_INT, FIELD(eval_steps), "0", 0, NAN, false, NULL, NULL,
-     "eval loss every N steps (and at the end) when there is an eval set"},
-    {"logging_steps", KEY_INT, FIELD(logging_steps), "1", 1, NAN, false, NULL, NULL,
-     "print the progress line every N steps"},
-    {"resume_from_checkpoint", KEY_STRING, FIELD(resume_from_checkpoint), "~", NO_LIMIT, NULL, NULL,
-     "a checkpoint-<step> directory to continue from (--resume picks the newest in output_dir)"},
-    {"max_shard_size", KEY_BYTES, FIELD(max_shard_bytes), "5GB", 1, NAN, false, NULL, NULL,
-     "saved models larger than this are split into shards with an index, as transformers does"},
+    {.name = "output_dir",
+     .type = KEY_STRING,
+     .offset = FIELD(output_dir),
+     .default_text = "./outputs",
+     .help = "where checkpoints, the final model and metrics.jsonl go",
+     .known_as = "save_dir|save"},
+    {.name = "save_steps",
+     .type = KEY_INT,
+     .offset = FIELD(save_steps),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "a checkpoint every N optimizer steps (and always at the end); 0: only at the end",
+     .known_as = "save_interval"},
+    {.name = "eval_steps",
+     .type = KEY_INT,
+     .offset = FIELD(eval_steps),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "the eval loss every N optimizer steps (and at the end) when there is an eval set; 0: only at the end",
+     .known_as = "eval_interval"},
+    {.name = "logging_steps",
+     .type = KEY_INT,
+     .offset = FIELD(logging_steps),
+     .default_text = "1",
+     .range = AT_LEAST(1),
+     .help = "print the progress line every N optimizer steps",
+     .known_as = "log_interval"},
+    {.name = "resume_from_checkpoint",
+     .type = KEY_STRING,
+     .offset = FIELD(resume_from_checkpoint),
+     .default_text = "~",
+     .help = "a checkpoint-<step> directory to continue from (`--resume` picks the newest in output_dir)"},
+    {.name = "max_shard_size",
+     .type = KEY_BYTES,
+     .offset = FIELD(max_shard_bytes),
+     .default_text = "5GB",
+     .range = AT_LEAST(0),
+     .help = "saved models larger than this are split into shards with an index, as save_pretrained does; 0: 5GB"},
     /* memory */
-    {"gradient_checkpointing", KEY_BOOL, FIELD(gradient_checkpointing), "false", NO_LIMIT, NULL, NULL,
-     "keep only each layer's input and recompute the layer in the backward"},
-    {"activation_offloading", KEY_ENUM, FIELD(activation_offloading), "false", NO_LIMIT,
-     "false|true|legacy|disk|hidden_states", "true|legacy|disk|hidden_states",
-     "offload saved activations (only false in this version)"},
-    {"loss_chunk_size", KEY_INT, FIELD(loss_chunk_size), "1024", 1, NAN, false, NULL, NULL,
-     "tokens per LM-head + cross-entropy chunk: the full logits never exist"},
-    {"host_memory_budget", KEY_BYTES, FIELD(host_memory_budget), "0", 0, NAN, false, NULL, NULL,
-     "bytes of host memory the plan may use (\"24GiB\"); 0: the machine's physical memory"},
+    {.name = "gradient_checkpointing",
+     .type = KEY_BOOL,
+     .offset = FIELD(gradient_checkpointing),
+     .default_text = "false",
+     .help = "keep only each layer's input and recompute the layer in the backward pass",
+     .known_as = "activation_checkpointing"},
+    {.name = "activation_offloading",
+     .type = KEY_ENUM,
+     .offset = FIELD(activation_offloading),
+     .default_text = "false",
+     .values = "false|true|legacy|disk|hidden_states",
+     .not_yet_values = "true|legacy|disk|hidden_states",
+     .not_yet_reason = " (it arrives with the activation-memory work)",
+     .help = "offload saved activations to pinned host memory or disk (only false in this version)"},
+    {.name = "loss_chunk_size",
+     .type = KEY_INT,
+     .offset = FIELD(loss_chunk_size),
+     .default_text = "1024",
+     .range = AT_LEAST(1),
+     .help = "tokens per LM-head + cross-entropy chunk: the full logits never exist"},
+    {.name = "host_memory_budget",
+     .type = KEY_BYTES,
+     .offset = FIELD(host_memory_budget),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "host memory the run may use, e.g. 24GiB; 0: the machine's physical memory"},
     /* execution */
-    {"device", KEY_ENUM, FIELD(device), "cpu", NO_LIMIT, "cpu|cuda", "cuda", "where the ops run"},
-    {"num_threads", KEY_INT, FIELD(num_threads), "0", 0, NAN, false, NULL, NULL, "CPU threads; 0: all cores"},
-    {"progress", KEY_BOOL, FIELD(progress), "true", NO_LIMIT, NULL, NULL, "print the progress line"},
-    {"bf16", KEY_ENUM, FIELD(bf16), "auto", NO_LIMIT, "false|auto|true", "true",
-     "bf16 compute (comes with the CUDA backend; auto is fp32 on the CPU)"},
-    {"fp16", KEY_BOOL, FIELD(fp16), "false", NO_LIMIT, NULL, NULL, "fp16 compute (only false)"},
-    {"tf32", KEY_BOOL, FIELD(tf32), "false", NO_LIMIT, NULL, NULL, "tf32 matmuls (only false: no GPU backend yet)"},
-    /* features that are not built yet: any value but their "off" value is an error */
-    {"adapter", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "LoRA: adapter: lora"},
-    {"lora_r", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "LoRA rank"},
-    {"lora_alpha", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "LoRA alpha"},
-    {"lora_dropout", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "LoRA dropout"},
-    {"lora_target_modules", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "LoRA target modules"},
-    {"lora_target_linear", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "LoRA on all linear layers"},
-    {"lora_model_dir", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "a LoRA adapter to continue from"},
-    {"layer_offloading", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "stream frozen layers from pinned memory"},
-    {"selective_checkpointing", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "keep attention, recompute the rest"},
-    {"gradient_checkpointing_kwargs", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "checkpointing variants"},
-    {"min_offload_size", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "activation offloading threshold"},
-    {"use_pin_memory", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "activation offloading to pinned memory"},
-    {"use_streams", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "activation offloading on a side stream"},
-    {"max_fwd_stash_size", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "activation offloading stash"},
-    {"offload_dir", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "disk offloading directory"},
-    {"cpu_offloading", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "Megatron activation offloading"},
-    {"cpu_offloading_num_layers", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "Megatron offloaded layers"},
-    {"cpu_offloading_activations", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "Megatron activation offloading"},
-    {"cpu_offloading_weights", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "Megatron weight offloading"},
-    {"cpu_offloading_double_buffering", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "Megatron double buffering"},
-    {"optimizer_cpu_offload", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "optimizer state in host memory"},
-    {"optimizer_offload_fraction", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "share of the optimizer on the CPU"},
-    {"overlap_cpu_optimizer_d2h_h2d", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "overlapped CPU optimizer"},
-    {"gpu_memory_budget", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "GPU tier budget"},
-    {"trace", KEY_RESERVED, 0, NULL, NO_LIMIT, NULL, NULL, "Chrome/Perfetto trace of copies and compute"},
+    {.name = "device",
+     .type = KEY_ENUM,
+     .offset = FIELD(device),
+     .default_text = "cpu",
+     .values = "cpu|cuda",
+     .not_yet_values = "cuda",
+     .not_yet_reason = ": the CUDA backend is issue 3",
+     .help = "where the ops run"},
+    {.name = "num_threads",
+     .type = KEY_INT,
+     .offset = FIELD(num_threads),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "CPU threads; 0: all cores"},
+    {.name = "progress",
+     .type = KEY_BOOL,
+     .offset = FIELD(progress),
+     .default_text = "true",
+     .help = "show the live progress line"},
+    {.name = "bf16",
+     .type = KEY_ENUM,
+     .offset = FIELD(bf16),
+     .default_text = "auto",
+     .values = "false|auto|true",
+     .not_yet_values = "true",
+     .not_yet_reason = " on the CPU backend (bf16 compute comes with the CUDA backend)",
+     .help = "bf16 compute; auto: where the backend has it (the CPU backend computes in fp32)"},
+    {.name = "fp16",
+     .type = KEY_BOOL,
+     .offset = FIELD(fp16),
+     .default_text = "false",
+     .not_yet_values = "true",
+     .not_yet_reason = " on the CPU backend (fp16 compute comes with the CUDA backend)",
+     .help = "fp16 compute (only false in this version)"},
+    {.name = "tf32",
+     .type = KEY_BOOL,
+     .offset = FIELD(tf32),
+     .default_text = "false",
+     .not_yet_values = "true",
+     .not_yet_reason = " on the CPU backend (tf32 matmuls come with the CUDA backend)",
+     .help = "tf32 matmuls (only false in this version)"},
+    /* keys of later features: accepted only with their off value */
+    RESERVED("adapter", "LoRA / QLoRA adapters (adapter: lora)"),
+    RESERVED("lora_r", "LoRA rank"),
+    RESERVED("lora_alpha", "LoRA scaling alpha"),
+    RESERVED("lora_dropout", "LoRA dropout"),
+    RESERVED("lora_target_modules", "modules that get LoRA adapters"),
+    RESERVED("lora_target_linear", "LoRA adapters on every linear layer"),
+    RESERVED("lora_model_dir", "a LoRA adapter to continue from"),
+    RESERVED("layer_offloading", "frozen decoder layers in pinned host memory, streamed in one at a time"),
+    RESERVED("selective_checkpointing", "keep (or offload) attention outputs, recompute the rest"),
+    RESERVED("gradient_checkpointing_kwargs", "checkpointing variants (use_reentrant, every_n_layers)"),
+    RESERVED("min_offload_size", "activation offloading: smallest tensor offloaded, in bytes"),
+    RESERVED("use_pin_memory", "activation offloading into pinned host memory"),
+    RESERVED("use_streams", "activation offloading on a side stream"),
+    RESERVED("max_fwd_stash_size", "activation offloading: tensors kept alive in the forward stash"),
+    RESERVED("offload_dir", "directory of activation_offloading: disk"),
+    RESERVED("cpu_offloading", "Megatron-style per-layer CPU offloading"),
+    RESERVED("cpu_offloading_num_layers", "Megatron: layers whose activations/weights are offloaded"),
+    RESERVED("cpu_offloading_activations", "Megatron: offload activations"),
+    RESERVED("cpu_offloading_weights", "Megatron: offload weights"),
+    RESERVED("cpu_offloading_double_buffering", "Megatron: double-buffered offload copies"),
+    RESERVED("optimizer_cpu_offload", "master weights and Adam state on the host, a CPU AdamW"),
+    RESERVED("optimizer_offload_fraction", "share of the optimizer state on the host (0..1)"),
+    RESERVED("overlap_cpu_optimizer_d2h_h2d", "overlap the CPU optimizer's copies with compute"),
+    RESERVED("gpu_memory_budget", "bytes of GPU memory the plan may use"),
+    RESERVED("trace", "a Chrome/Perfetto trace of copies and compute"),
 };
 
-#define KEY_COUNT ((int)(sizeof key_table / sizeof key_table[0]))
+enum { KEY_COUNT = (int)(sizeof key_table / sizeof key_table[0]) };
 
-/* Where a value came from, for error messages: "run.yaml:12" or "command-line override 'k=v'". */
-typedef struct origin {
-    char text[512];
-} origin;
+/* Where values come from: a config file (with line numbers) or one command-line override. */
+typedef struct source {
+    const char *path;     /* the config file, or NULL */
+    const char *override; /* the "key=value" text when path is NULL */
+} source;
 
-static const char *type_name(key_type type) {
-    switch (type) {
-    case KEY_BOOL: return "bool";
-    case KEY_INT: return "int";
-    case KEY_FLOAT: return "float";
-    case KEY_STRING: return "string";
-    case KEY_ENUM: return "enum";
-    case KEY_BYTES: return "bytes";
-    case KEY_DATASETS: return "list";
-    default: return "reserved";
-    }
+static void die_at(const source *src, const yaml_node_t *node, const char *fmt, ...)
+    __attribute__((__noreturn__, format(printf, 3, 4)));
+
+static void die_at(const source *src, const yaml_node_t *node, const char *fmt, ...) {
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    if (src->path) tt_die("%s:%zu: %s", src->path, node ? node->start_mark.line + 1 : (size_t)1, message);
+    tt_die("command-line override '%s': %s", src->override, message);
 }
+
+/* ---- byte sizes ---- */
 
 int64_t tt_parse_bytes(const char *text) {
     if (!text) return -1;
-    while (isspace((unsigned char)*text)) text++;
-    if (*text == '-' || *text == 0) return -1;
-    errno = 0;
-    char *end = NULL;
-    double value = strtod(text, &end);
-    if (end == text || errno || !(value >= 0)) return -1;
-    while (isspace((unsigned char)*end)) end++;
+    const char *p = text;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (!isdigit((unsigned char)*p) && !(*p == '.' && isdigit((unsigned char)p[1]))) return -1;
+    uint64_t whole = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        uint64_t digit = (uint64_t)(*p - '0');
+        if (whole > (UINT64_MAX - digit) / 10) return -1;
+        whole = whole * 10 + digit;
+    }
+    uint64_t fraction = 0, fraction_scale = 1; /* the first 18 fractional digits are plenty */
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p)) return -1;
+        for (int digits = 0; isdigit((unsigned char)*p); p++, digits++)
+            if (digits < 18) {
+                fraction = fraction * 10 + (uint64_t)(*p - '0');
+                fraction_scale *= 10;
+            }
+    }
+    while (*p == ' ' || *p == '\t')
+        p++;
+    /* Bare K/M/G/T are binary, as in `free -g` and memory limits; KB/MB/GB/TB are decimal. */
     static const struct {
-        const char *suffix;
-        double factor;
-    } units[] = {{"", 1},       {"B", 1},         {"K", 1024.0},      {"KiB", 1024.0},    {"KB", 1e3},
-                 {"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6},  {"G", 1073741824.0}, {"GiB", 1073741824.0},
-                 {"GB", 1e9},   {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
+        const char *unit;
+        uint64_t factor;
+    } units[] = {{"", 1},
+                 {"B", 1},
+                 {"K", 1ull << 10},
+                 {"KiB", 1ull << 10},
+                 {"KB", 1000ull},
+                 {"M", 1ull << 20},
+                 {"MiB", 1ull << 20},
+                 {"MB", 1000000ull},
+                 {"G", 1ull << 30},
+                 {"GiB", 1ull << 30},
+                 {"GB", 1000000000ull},
+                 {"T", 1ull << 40},
+                 {"TiB", 1ull << 40},
+                 {"TB", 1000000000000ull}};
+    const char *end = p + strlen(p);
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    size_t unit_length = (size_t)(end - p);
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(end, units[i].suffix) != 0) continue;
-        double bytes = value * units[i].factor;
-        if (bytes >= 9.2e18) return -1;
-        if (units[i].factor == 1 && value != floor(value)) return -1;
+        if (strlen(units[i].unit) != unit_length || strncasecmp(p, units[i].unit, unit_length) != 0) continue;
+        uint64_t factor = units[i].factor;
+        if (factor == 1 && fraction != 0) return -1; /* a fraction of a byte */
+        if (whole > (uint64_t)INT64_MAX / factor) return -1;
+        uint64_t bytes = whole * factor;
+        if (fraction) {
+            long double extra = floorl((long double)fraction * (long double)factor / (long double)fraction_scale);
+            if ((long double)bytes + extra > (long double)INT64_MAX) return -1;
+            bytes += (uint64_t)extra;
+            if (bytes > (uint64_t)INT64_MAX) return -1;
+        }
         return (int64_t)bytes;
     }
     return -1;
 }
 
-static int edit_distance(const char *a, const char *b) {
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 63 || m > 63) return 99;
-    int row[64];
-    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diagonal = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int above = row[j];
-            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            int best = diagonal + cost;
-            if (above + 1 < best) best = above + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diagonal = above;
-        }
-    }
-    return row[m];
-}
+/* ---- the key table ---- */
 
 static const key_spec *find_key(const char *name) {
     for (int i = 0; i < KEY_COUNT; i++)
@@ -216,78 +457,35 @@ static const key_spec *find_key(const char *name) {
     return NULL;
 }
 
-static noreturn void die_unknown_key(const origin *where, const char *name) {
-    const key_spec *closest = NULL;
-    int best = 4;
-    for (int i = 0; i < KEY_COUNT; i++) {
-        int d = edit_distance(name, key_table[i].name);
-        if (d < best) {
-            best = d;
-            closest = &key_table[i];
-        }
-    }
-    if (closest)
-        tt_die("%s: unknown key '%s'; did you mean '%s'? (`tiertrain train --help` lists every key)", where->text, name,
-               closest->name);
-    tt_die("%s: unknown key '%s' (`tiertrain train --help` lists every key)", where->text, name);
-}
-
-/* YAML null: ~, null, Null, NULL or an empty plain scalar. */
-static bool is_null_scalar(const yaml_node_t *node) {
-    if (node->type != YAML_SCALAR_NODE) return false;
-    const char *v = (const char *)node->data.scalar.value;
-    if (node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return false;
-    return v[0] == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
-           strcmp(v, "NULL") == 0;
-}
-
-static const char *scalar_text(const yaml_node_t *node) { return (const char *)node->data.scalar.value; }
-
-static bool parse_bool_text(const char *v, bool *out) {
-    if (strcmp(v, "true") == 0 || strcmp(v, "True") == 0 || strcmp(v, "TRUE") == 0) {
-        *out = true;
-        return true;
-    }
-    if (strcmp(v, "false") == 0 || strcmp(v, "False") == 0 || strcmp(v, "FALSE") == 0) {
-        *out = false;
-        return true;
-    }
-    return false;
-}
-
-static void check_range(const key_spec *k, const origin *where, double value, const char *text) {
-    if (!isnan(k->min) && (k->min_exclusive ? !(value > k->min) : !(value >= k->min)))
-        tt_die("%s: %s must be %s %g, got %s", where->text, k->name, k->min_exclusive ? ">" : ">=", k->min, text);
-    if (!isnan(k->max)) {
-        bool half_open = strcmp(k->name, "adam_beta1") == 0 || strcmp(k->name, "adam_beta2") == 0;
-        if (half_open ? !(value < k->max) : !(value <= k->max))
-            tt_die("%s: %s must be %s %g, got %s", where->text, k->name, half_open ? "<" : "<=", k->max, text);
-    }
-}
-
-static const char *require_scalar(const key_spec *k, const origin *where, const yaml_node_t *node,
-                                  const char *expected) {
-    if (node->type != YAML_SCALAR_NODE)
-        tt_die("%s: %s: expected %s, got a %s", where->text, k->name, expected,
-               node->type == YAML_SEQUENCE_NODE ? "list" : "mapping");
-    return scalar_text(node);
-}
-
-/* Is `text` one of the '|'-separated names in list? Returns its index or -1. */
-static int index_in_list(const char *list, const char *text) {
-    int index = 0;
+/* Is text one of the '|'-separated names in list? Its index, or -1. */
+static int index_in_list(const char *list, const char *text, bool ignore_case) {
+    if (!list) return -1;
     size_t length = strlen(text);
-    for (const char *p = list; *p; index++) {
+    int index = 0;
+    for (const char *p = list;; index++) {
         const char *bar = strchr(p, '|');
         size_t n = bar ? (size_t)(bar - p) : strlen(p);
-        if (n == length && strncmp(p, text, n) == 0) return index;
-        if (!bar) break;
+        if (n == length && (ignore_case ? strncasecmp(p, text, n) : strncmp(p, text, n)) == 0) return index;
+        if (!bar) return -1;
         p = bar + 1;
     }
-    return -1;
 }
 
-static void list_with_commas(const char *list, char *buf, size_t size) {
+/* The index-th name of a '|'-separated list into buf. */
+static const char *name_in_list(const char *list, int index, char *buf, size_t size) {
+    const char *p = list;
+    for (int i = 0; i < index && p; i++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    TT_CHECK(p != NULL, "index %d past the list '%s'", index, list);
+    const char *bar = strchr(p, '|');
+    snprintf(buf, size, "%.*s", bar ? (int)(bar - p) : (int)strlen(p), p);
+    return buf;
+}
+
+/* "a|b|c" as "a, b, c". */
+static const char *list_with_commas(const char *list, char *buf, size_t size) {
     size_t used = 0;
     for (const char *p = list; *p && used + 3 < size; p++) {
         if (*p == '|') {
@@ -298,141 +496,404 @@ static void list_with_commas(const char *list, char *buf, size_t size) {
         }
     }
     buf[used] = 0;
+    return buf;
 }
 
-/* The "off" value of a reserved key: false, 0, null or an empty collection. */
+/* The values of an enum that are available today: "a|b" from "a|b|c" minus not_yet_values. */
+static const char *available_values(const key_spec *k, char *buf, size_t size) {
+    buf[0] = 0;
+    char name[64];
+    for (const char *p = k->values; p; p = strchr(p, '|'), p = p ? p + 1 : NULL) {
+        const char *bar = strchr(p, '|');
+        snprintf(name, sizeof name, "%.*s", bar ? (int)(bar - p) : (int)strlen(p), p);
+        if (index_in_list(k->not_yet_values, name, false) >= 0) continue;
+        size_t used = strlen(buf);
+        snprintf(buf + used, size - used, "%s%s", used ? "|" : "", name);
+    }
+    return buf;
+}
+
+static void format_number(double v, char *buf, size_t size) { snprintf(buf, size, "%.15g", v); }
+
+/* ">= 1", "> 0", "in [0, 1)", or "" when unlimited. */
+static const char *range_text(const value_range *r, char *buf, size_t size) {
+    char lo[32], hi[32];
+    format_number(r->min, lo, sizeof lo);
+    format_number(r->max, hi, sizeof hi);
+    if (r->has_min && r->has_max)
+        snprintf(buf, size, "in %s%s, %s%s", r->min_open ? "(" : "[", lo, hi, r->max_open ? ")" : "]");
+    else if (r->has_min)
+        snprintf(buf, size, "%s %s", r->min_open ? ">" : ">=", lo);
+    else if (r->has_max)
+        snprintf(buf, size, "%s %s", r->max_open ? "<" : "<=", hi);
+    else
+        buf[0] = 0;
+    return buf;
+}
+
+static bool in_range(const value_range *r, double v) {
+    if (r->has_min && (r->min_open ? !(v > r->min) : !(v >= r->min))) return false;
+    if (r->has_max && (r->max_open ? !(v < r->max) : !(v <= r->max))) return false;
+    return true;
+}
+
+static const char *type_name(const key_spec *k) {
+    switch (k->type) {
+    case KEY_BOOL: return "bool";
+    case KEY_INT: return "int";
+    case KEY_FLOAT: return "float";
+    case KEY_STRING: return "string";
+    case KEY_ENUM: return "enum";
+    case KEY_BYTES: return "bytes";
+    case KEY_DATASETS: return "datasets";
+    }
+    return "?";
+}
+
+/* The valid values of a key, for --help and docs/CONFIG.md. */
+static const char *valid_text(const key_spec *k, char *buf, size_t size) {
+    char range[96], values[128];
+    range_text(&k->range, range, sizeof range);
+    switch (k->type) {
+    case KEY_BOOL: snprintf(buf, size, "%s", k->not_yet_values ? "false (true: not yet)" : "true, false"); break;
+    case KEY_INT:
+        if (k->minus_one_unset)
+            snprintf(buf, size, "%s, or -1 (not given)", range);
+        else
+            snprintf(buf, size, "%s", range[0] ? range : "any integer");
+        break;
+    case KEY_FLOAT: snprintf(buf, size, "%s", range[0] ? range : "any number"); break;
+    case KEY_STRING: snprintf(buf, size, "text; ~: unset"); break;
+    case KEY_BYTES: snprintf(buf, size, "%s, or 24GiB, 512MB", range); break;
+    case KEY_DATASETS: snprintf(buf, size, "[{path: x.tok}] or [paths]"); break;
+    case KEY_ENUM: {
+        char available[128];
+        list_with_commas(available_values(k, available, sizeof available), values, sizeof values);
+        if (k->not_yet_values) {
+            char later[128];
+            list_with_commas(k->not_yet_values, later, sizeof later);
+            if (strlen(values) + strlen(later) + 12 <= 30) /* fits the --help column */
+                snprintf(buf, size, "%s (%s: not yet)", values, later);
+            else
+                snprintf(buf, size, "%s (others: not yet)", values);
+        } else {
+            snprintf(buf, size, "%s", values);
+        }
+        break;
+    }
+    }
+    return buf;
+}
+
+/* ---- unknown keys ---- */
+
+static int edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 99;
+    int row[64];
+    for (size_t j = 0; j <= m; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diagonal = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int above = row[j];
+            int cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
+            int best = diagonal + cost;
+            if (above + 1 < best) best = above + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diagonal = above;
+        }
+    }
+    return row[m];
+}
+
+__attribute__((__noreturn__)) static void die_unknown_key(const source *src, const yaml_node_t *node,
+                                                          const char *name) {
+    const char *list_hint = "`tiertrain train --help` lists every key";
+    /* Another tool's name for a key we have: TRL / transformers, Megatron, LLaMA-Factory. */
+    for (int i = 0; i < KEY_COUNT; i++)
+        if (index_in_list(key_table[i].known_as, name, true) >= 0)
+            die_at(src, node, "unknown key '%s'; tiertrain calls it '%s' (%s)", name, key_table[i].name, list_hint);
+    /* A namespaced name, as Megatron's overrides write them: optimizer.optimizer_cpu_offload. */
+    const char *dot = strrchr(name, '.');
+    if (dot && find_key(dot + 1))
+        die_at(src, node, "unknown key '%s'; did you mean '%s'? (tiertrain's keys have no namespace; %s)", name,
+               dot + 1, list_hint);
+    size_t length = strlen(name);
+    int allowed = length <= 4 ? 1 : length <= 8 ? 2 : 3;
+    const key_spec *closest = NULL;
+    int best = allowed + 1;
+    for (int i = 0; i < KEY_COUNT; i++) {
+        int d = edit_distance(name, key_table[i].name);
+        if (d < best) {
+            best = d;
+            closest = &key_table[i];
+        }
+    }
+    if (closest) die_at(src, node, "unknown key '%s'; did you mean '%s'? (%s)", name, closest->name, list_hint);
+    die_at(src, node, "unknown key '%s' (%s)", name, list_hint);
+}
+
+/* ---- scalars ---- */
+
+static const char *scalar_text(const yaml_node_t *node) { return (const char *)node->data.scalar.value; }
+
+/* YAML null: ~, null, Null, NULL or nothing, unquoted. */
+static bool is_null(const yaml_node_t *node) {
+    if (node->type != YAML_SCALAR_NODE || node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return false;
+    const char *v = scalar_text(node);
+    return v[0] == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+           strcmp(v, "NULL") == 0;
+}
+
+static bool parse_bool(const char *v, bool *out) {
+    if (strcmp(v, "true") == 0 || strcmp(v, "True") == 0) {
+        *out = true;
+        return true;
+    }
+    if (strcmp(v, "false") == 0 || strcmp(v, "False") == 0) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+/* 0: ok; 1: not an integer; 2: outside int64. Decimal digits with an optional sign only. */
+static int parse_int64(const char *text, int64_t *out) {
+    const char *p = text;
+    if (*p == '+' || *p == '-') p++;
+    if (!*p) return 1;
+    for (const char *q = p; *q; q++)
+        if (!isdigit((unsigned char)*q)) return 1;
+    errno = 0;
+    long long v = strtoll(text, NULL, 10);
+    if (errno == ERANGE) return 2;
+    *out = v;
+    return 0;
+}
+
+/* 0: ok; 1: not a number; 2: outside double. Decimal notation: 3, -0.5, 1e-4, 1.0E+3, .5 */
+static int parse_double(const char *text, double *out) {
+    const char *p = text;
+    if (*p == '+' || *p == '-') p++;
+    int digits = 0;
+    while (isdigit((unsigned char)*p))
+        p++, digits++;
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p))
+            p++, digits++;
+    }
+    if (digits == 0) return 1;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!isdigit((unsigned char)*p)) return 1;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    if (*p) return 1;
+    errno = 0;
+    double v = strtod(text, NULL);
+    if (!isfinite(v)) return 2; /* underflow gives 0 or a denormal: a number all the same */
+    *out = v;
+    return 0;
+}
+
+/* "got 'abc'", "got a list", "got nothing (null)". */
+static const char *describe_value(const yaml_node_t *node, char *buf, size_t size) {
+    if (node->type == YAML_SEQUENCE_NODE) return "a list";
+    if (node->type == YAML_MAPPING_NODE) return "a mapping";
+    if (is_null(node)) return "nothing (null)";
+    snprintf(buf, size, "'%.200s'", scalar_text(node));
+    return buf;
+}
+
+__attribute__((__noreturn__)) static void die_type(const source *src, const yaml_node_t *node, const key_spec *k,
+                                                   const char *expected) {
+    char buf[256];
+    die_at(src, node, "%s: expected %s, got %s", k->name, expected, describe_value(node, buf, sizeof buf));
+}
+
+__attribute__((__noreturn__)) static void die_not_yet(const source *src, const yaml_node_t *node, const key_spec *k,
+                                                      const char *value) {
+    die_at(src, node, "%s: %s is not available yet%s; use %s: %s", k->name, value, k->not_yet_reason, k->name,
+           k->default_text);
+}
+
+static void check_range(const source *src, const yaml_node_t *node, const key_spec *k, double value, const char *text) {
+    if (in_range(&k->range, value)) return;
+    char range[96];
+    die_at(src, node, "%s must be %s%s, got %s", k->name, range_text(&k->range, range, sizeof range),
+           k->minus_one_unset ? " (or -1: not given)" : "", text);
+}
+
+/* The off value of a key of a later feature: null (~, null or nothing), false / False, a number
+ * equal to zero (0, 0.0), or an empty list or mapping ([] or {}). Anything else, including
+ * "no", "off" and "", is the feature switched on or configured, and is rejected. */
 static bool is_off_value(const yaml_node_t *node) {
     if (node->type == YAML_SEQUENCE_NODE) return node->data.sequence.items.start == node->data.sequence.items.top;
     if (node->type == YAML_MAPPING_NODE) return node->data.mapping.pairs.start == node->data.mapping.pairs.top;
-    if (is_null_scalar(node)) return true;
+    if (is_null(node)) return true;
     bool b;
-    if (parse_bool_text(scalar_text(node), &b)) return !b;
-    char *end = NULL;
-    double v = strtod(scalar_text(node), &end);
-    return end != scalar_text(node) && *end == 0 && v == 0;
+    if (parse_bool(scalar_text(node), &b)) return !b;
+    double v;
+    return parse_double(scalar_text(node), &v) == 0 && v == 0;
 }
 
-static void set_datasets(tt_run_config *c, const key_spec *k, const origin *where, yaml_document_t *doc,
-                         yaml_node_t *node) {
-    for (int i = 0; i < c->dataset_count; i++) free(c->datasets[i]);
+/* ---- setting values ---- */
+
+static char *dataset_path(const source *src, yaml_document_t *doc, yaml_node_t *entry, int index) {
+    if (entry->type == YAML_SCALAR_NODE) {
+        if (is_null(entry) || !*scalar_text(entry))
+            die_at(src, entry, "datasets entry %d is empty; write a token file's path, or {path: file.tok}", index + 1);
+        return tt_xstrdup(scalar_text(entry));
+    }
+    if (entry->type != YAML_MAPPING_NODE)
+        die_at(src, entry, "datasets entry %d is a list; entries are paths or {path: file.tok, type: tokens}",
+               index + 1);
+    const char *path = NULL;
+    bool seen_type = false;
+    for (yaml_node_pair_t *pair = entry->data.mapping.pairs.start; pair < entry->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = yaml_document_get_node(doc, pair->key);
+        yaml_node_t *value = yaml_document_get_node(doc, pair->value);
+        char buf[256];
+        if (key->type != YAML_SCALAR_NODE)
+            die_at(src, key, "datasets entry %d: keys are names (path, type), not %s", index + 1,
+                   describe_value(key, buf, sizeof buf));
+        const char *name = scalar_text(key);
+        bool is_path = strcmp(name, "path") == 0, is_type = strcmp(name, "type") == 0;
+        if (!is_path && !is_type)
+            die_at(src, key,
+                   "datasets entry %d: unknown key '%s'; an entry takes path (a token file, required) and type "
+                   "(tokens)",
+                   index + 1, name);
+        if ((is_path && path) || (is_type && seen_type))
+            die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
+        if (value->type != YAML_SCALAR_NODE || is_null(value) || !*scalar_text(value))
+            die_at(src, value, "datasets entry %d: %s: expected %s, got %s", index + 1, name,
+                   is_path ? "a token file's path" : "tokens", describe_value(value, buf, sizeof buf));
+        if (is_path) {
+            path = scalar_text(value);
+        } else {
+            seen_type = true;
+            if (strcmp(scalar_text(value), "tokens") != 0)
+                die_at(src, value,
+                       "datasets entry %d: type '%s' is not supported; tiertrain trains on token files (type: "
+                       "tokens): tokenize first with `tiertrain tokenize` or tools/tokenize_hf.py "
+                       "(docs/token_format.md)",
+                       index + 1, scalar_text(value));
+        }
+    }
+    if (!path) die_at(src, entry, "datasets entry %d has no path; write {path: file.tok}", index + 1);
+    return tt_xstrdup(path);
+}
+
+static void set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+    for (int i = 0; i < c->dataset_count; i++) {
+        free(c->datasets[i]);
+        c->datasets[i] = NULL;
+    }
     c->dataset_count = 0;
-    if (is_null_scalar(node)) return;
-    if (node->type == YAML_SCALAR_NODE) { /* a single path */
-        c->datasets[c->dataset_count++] = tt_xstrdup(scalar_text(node));
+    if (is_null(node)) return;
+    if (node->type == YAML_SCALAR_NODE) { /* one path: datasets=corpus.tok */
+        c->datasets[c->dataset_count++] = dataset_path(src, doc, node, 0);
         return;
     }
     if (node->type != YAML_SEQUENCE_NODE)
-        tt_die("%s: %s: expected a list of {path: file.tok} entries or of paths", where->text, k->name);
-    for (yaml_node_item_t *item = node->data.sequence.items.start; item < node->data.sequence.items.top; item++) {
+        die_at(src, node, "datasets: expected a list of {path: file.tok} entries or of paths, got a mapping");
+    int index = 0;
+    for (yaml_node_item_t *item = node->data.sequence.items.start; item < node->data.sequence.items.top;
+         item++, index++) {
         yaml_node_t *entry = yaml_document_get_node(doc, *item);
-        if (c->dataset_count == TT_MAX_DATASETS)
-            tt_die("%s: at most %d datasets; concatenate token files or list fewer", where->text, TT_MAX_DATASETS);
-        const char *path = NULL;
-        if (entry->type == YAML_SCALAR_NODE) {
-            path = scalar_text(entry);
-        } else if (entry->type == YAML_MAPPING_NODE) {
-            for (yaml_node_pair_t *pair = entry->data.mapping.pairs.start; pair < entry->data.mapping.pairs.top; pair++) {
-                yaml_node_t *key = yaml_document_get_node(doc, pair->key);
-                yaml_node_t *value = yaml_document_get_node(doc, pair->value);
-                if (key->type != YAML_SCALAR_NODE || value->type != YAML_SCALAR_NODE)
-                    tt_die("%s: datasets entries take scalar keys and values", where->text);
-                const char *name = scalar_text(key);
-                if (strcmp(name, "path") == 0)
-                    path = scalar_text(value);
-                else if (strcmp(name, "type") == 0) {
-                    if (strcmp(scalar_text(value), "tokens") != 0)
-                        tt_die("%s: datasets type '%s' is not supported; tiertrain reads token files (type: tokens, "
-                               "see docs/token_format.md)",
-                               where->text, scalar_text(value));
-                } else
-                    tt_die("%s: datasets entries take 'path' and 'type', not '%s'", where->text, name);
-            }
-        } else {
-            tt_die("%s: datasets entries are paths or {path: file.tok}", where->text);
-        }
-        if (!path || !*path) tt_die("%s: a datasets entry has no path", where->text);
-        c->datasets[c->dataset_count++] = tt_xstrdup(path);
+        if (index == TT_MAX_DATASETS)
+            die_at(src, entry, "datasets: at most %d token files; concatenate some of them", TT_MAX_DATASETS);
+        c->datasets[c->dataset_count++] = dataset_path(src, doc, entry, index);
     }
 }
 
-/* Applies one value to the config. */
-static void set_key(tt_run_config *c, const key_spec *k, const origin *where, yaml_document_t *doc, yaml_node_t *node) {
+/* Applies one value (a node of doc) to the config. */
+static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
     void *field = (char *)c + k->offset;
-    switch (k->type) {
-    case KEY_RESERVED:
+    char buf[256];
+    if (k->availability == NOT_YET) {
         if (!is_off_value(node))
-            tt_die("%s: %s is not available yet in this version of tiertrain: %s; remove it from the config",
-                   where->text, k->name, unavailable_feature_note);
+            die_at(src, node,
+                   "%s is not available yet in this version of tiertrain; remove it from the config (got %s; it is "
+                   "for %s; only an off value, ~, false, 0, [] or {}, is accepted today)",
+                   k->name, describe_value(node, buf, sizeof buf), k->help);
         return;
-    case KEY_DATASETS: set_datasets(c, k, where, doc, node); return;
+    }
+    switch (k->type) {
+    case KEY_DATASETS: set_datasets(c, src, doc, node); return;
     case KEY_STRING: {
         char **s = field;
-        if (is_null_scalar(node)) {
+        if (is_null(node)) {
             free(*s);
             *s = NULL;
             return;
         }
-        const char *text = require_scalar(k, where, node, "a string");
+        if (node->type != YAML_SCALAR_NODE || !*scalar_text(node)) die_type(src, node, k, "a string (or ~: unset)");
         free(*s);
-        *s = tt_xstrdup(text);
+        *s = tt_xstrdup(scalar_text(node));
         return;
     }
     case KEY_BOOL: {
-        const char *text = require_scalar(k, where, node, "true or false");
         bool b;
-        if (!parse_bool_text(text, &b)) tt_die("%s: %s: expected true or false, got '%s'", where->text, k->name, text);
-        if (b && (strcmp(k->name, "fp16") == 0 || strcmp(k->name, "tf32") == 0))
-            tt_die("%s: %s: true is not available yet: the CPU backend computes in fp32 and %s", where->text, k->name,
-                   unavailable_feature_note);
+        if (node->type != YAML_SCALAR_NODE || !parse_bool(scalar_text(node), &b))
+            die_type(src, node, k, "true or false");
+        if (b && index_in_list(k->not_yet_values, "true", false) >= 0) die_not_yet(src, node, k, "true");
         *(bool *)field = b;
         return;
     }
     case KEY_INT: {
-        const char *text = require_scalar(k, where, node, "an integer");
-        errno = 0;
-        char *end = NULL;
-        long long v = strtoll(text, &end, 10);
-        if (end == text || *end || errno) tt_die("%s: %s: expected an integer, got '%s'", where->text, k->name, text);
-        check_range(k, where, (double)v, text);
+        int64_t v = 0;
+        if (k->minus_one_unset && is_null(node)) {
+            *(int64_t *)field = -1;
+            return;
+        }
+        if (node->type != YAML_SCALAR_NODE) die_type(src, node, k, "an integer");
+        int status = parse_int64(scalar_text(node), &v);
+        if (status == 1) die_type(src, node, k, "an integer");
+        if (status == 2) die_at(src, node, "%s: %s is outside the 64-bit integer range", k->name, scalar_text(node));
+        if (!(k->minus_one_unset && v == -1)) check_range(src, node, k, (double)v, scalar_text(node));
         *(int64_t *)field = v;
         return;
     }
     case KEY_FLOAT: {
-        const char *text = require_scalar(k, where, node, "a number");
-        errno = 0;
-        char *end = NULL;
-        double v = strtod(text, &end);
-        if (end == text || *end || errno || !isfinite(v))
-            tt_die("%s: %s: expected a number, got '%s'", where->text, k->name, text);
-        check_range(k, where, v, text);
+        double v = 0;
+        if (node->type != YAML_SCALAR_NODE) die_type(src, node, k, "a number");
+        int status = parse_double(scalar_text(node), &v);
+        if (status == 1) die_type(src, node, k, "a number");
+        if (status == 2) die_at(src, node, "%s: %s is outside the range of a double", k->name, scalar_text(node));
+        check_range(src, node, k, v, scalar_text(node));
         *(double *)field = v;
         return;
     }
     case KEY_BYTES: {
-        const char *text = require_scalar(k, where, node, "a size in bytes");
-        int64_t v = tt_parse_bytes(text);
-        if (v < 0)
-            tt_die("%s: %s: expected a size such as 1073741824, \"24GiB\" or \"512MB\", got '%s'", where->text, k->name,
-                   text);
-        check_range(k, where, (double)v, text);
+        int64_t v = node->type == YAML_SCALAR_NODE ? tt_parse_bytes(scalar_text(node)) : -1;
+        if (v < 0) die_type(src, node, k, "a size in bytes such as 1073741824, 24GiB or 512MB");
+        check_range(src, node, k, (double)v, scalar_text(node));
         *(int64_t *)field = v;
         return;
     }
     case KEY_ENUM: {
-        const char *text = require_scalar(k, where, node, "a name");
-        int index = index_in_list(k->enum_values, text);
         char valid[256];
-        list_with_commas(k->enum_values, valid, sizeof valid);
-        if (index < 0) tt_die("%s: %s must be one of %s; got '%s'", where->text, k->name, valid, text);
-        if (k->unavailable && index_in_list(k->unavailable, text) >= 0) {
-            if (strcmp(k->name, "device") == 0)
-                tt_die("%s: device: cuda is not available yet: the CUDA backend comes with a later version; use "
-                       "device: cpu",
-                       where->text);
-            tt_die("%s: %s: %s is not available yet in this version of tiertrain: %s; use %s: %s", where->text, k->name,
-                   text, unavailable_feature_note, k->name, k->default_text);
+        list_with_commas(k->values, valid, sizeof valid);
+        if (node->type != YAML_SCALAR_NODE || is_null(node)) {
+            char expected[300];
+            snprintf(expected, sizeof expected, "one of %s", valid);
+            die_type(src, node, k, expected);
         }
-        if (strcmp(k->name, "optimizer") == 0) {
+        const char *text = scalar_text(node);
+        bool b;
+        if (parse_bool(text, &b)) text = b ? "true" : "false"; /* True/False as YAML writes booleans */
+        int index = index_in_list(k->values, text, false);
+        if (index < 0) die_at(src, node, "%s must be one of %s; got '%s'", k->name, valid, scalar_text(node));
+        if (index_in_list(k->not_yet_values, text, false) >= 0) die_not_yet(src, node, k, text);
+        if (k->storage == STORE_NAME) {
             char **s = field;
             free(*s);
             *s = tt_xstrdup(text);
@@ -444,199 +905,305 @@ static void set_key(tt_run_config *c, const key_spec *k, const origin *where, ya
     }
 }
 
-/* Parses text as one YAML document; dies with `what` and libyaml's problem on error. */
-static void load_document(yaml_document_t *doc, const unsigned char *text, size_t size, const char *what) {
+/* ---- documents ---- */
+
+/* Parses one YAML document from text; dies with libyaml's problem and where it is. A second
+ * document in the same text is an error too (it would otherwise be ignored). */
+static void load_document(yaml_document_t *doc, const char *text, size_t size, const source *src) {
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) tt_die("out of memory starting the YAML parser");
-    yaml_parser_set_input_string(&parser, text, size);
-    if (!yaml_parser_load(&parser, doc)) {
-        tt_die("%s:%zu:%zu: malformed YAML: %s%s%s", what, parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-               parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
-               parser.context ? parser.context : "");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, size);
+    bool ok = yaml_parser_load(&parser, doc);
+    yaml_document_t next;
+    bool next_ok = ok && yaml_parser_load(&parser, &next);
+    if (!ok || !next_ok) {
+        char context[200] = "";
+        if (parser.context)
+            snprintf(context, sizeof context, " (%s, line %zu)", parser.context, parser.context_mark.line + 1);
+        const char *problem = parser.problem ? parser.problem : "cannot be parsed";
+        if (src->path)
+            tt_die("%s:%zu:%zu: malformed YAML: %s%s; fix the syntax there", src->path, parser.problem_mark.line + 1,
+                   parser.problem_mark.column + 1, problem, context);
+        tt_die("command-line override '%s': malformed YAML value: %s%s; quote the value if it is text", src->override,
+               problem, context);
     }
+    yaml_node_t *second = yaml_document_get_root_node(&next);
+    if (second) {
+        size_t line = second->start_mark.line + 1;
+        if (src->path)
+            tt_die("%s:%zu: a second YAML document starts here; a config is one document (remove the '---')", src->path,
+                   line);
+        tt_die("command-line override '%s': the value holds more than one YAML document", src->override);
+    }
+    yaml_document_delete(&next);
     yaml_parser_delete(&parser);
 }
 
 static void apply_default(tt_run_config *c, const key_spec *k) {
-    if (k->type == KEY_RESERVED) return;
+    if (k->availability == NOT_YET) return;
+    char label[160];
+    snprintf(label, sizeof label, "built-in default %s=%s", k->name, k->default_text);
+    source src = {.path = NULL, .override = label};
     yaml_document_t doc;
-    load_document(&doc, (const unsigned char *)k->default_text, strlen(k->default_text), "built-in default");
-    origin where;
-    snprintf(where.text, sizeof where.text, "default of %s", k->name);
+    load_document(&doc, k->default_text, strlen(k->default_text), &src);
     yaml_node_t *root = yaml_document_get_root_node(&doc);
-    TT_CHECK(root != NULL, "default of %s does not parse", k->name);
-    set_key(c, k, &where, &doc, root);
+    TT_CHECK(root != NULL, "the default of %s does not parse", k->name);
+    set_key(c, k, &src, &doc, root);
     yaml_document_delete(&doc);
 }
 
 void tt_run_config_defaults(tt_run_config *c) {
     memset(c, 0, sizeof(*c));
-    for (int i = 0; i < KEY_COUNT; i++) apply_default(c, &key_table[i]);
+    for (int i = 0; i < KEY_COUNT; i++)
+        apply_default(c, &key_table[i]);
 }
 
-static char *read_whole_file(const char *path, size_t *size) {
+static char *read_config_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
-    if (!f) tt_die("cannot open config %s: %s", path, strerror(errno));
+    if (!f) tt_die("cannot open config %s: %s; check the --config path", path, strerror(errno));
     char *buf = NULL;
     size_t used = 0, capacity = 0;
     for (;;) {
         if (used + 4096 > capacity) {
             capacity = capacity ? 2 * capacity : 8192;
-            if (capacity > (64u << 20)) tt_die("%s: a config file larger than 64 MiB is not a config", path);
+            if (capacity > (16u << 20)) tt_die("%s: larger than 16 MiB; that is not a run config", path);
             buf = tt_xrealloc(buf, capacity, "config file");
         }
         size_t got = fread(buf + used, 1, capacity - used - 1, f);
         used += got;
         if (got == 0) break;
     }
-    bool failed = ferror(f) != 0;
+    int error = ferror(f) ? errno : 0;
     fclose(f);
-    if (failed) tt_die("cannot read config %s", path);
+    if (error) tt_die("cannot read config %s: %s", path, strerror(error));
     buf[used] = 0;
     *size = used;
     return buf;
 }
 
+static void load_file(tt_run_config *c, const char *path) {
+    size_t size = 0;
+    char *text = read_config_file(path, &size);
+    source src = {.path = path, .override = NULL};
+    yaml_document_t doc;
+    load_document(&doc, text, size, &src);
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && !is_null(root)) { /* an empty file is all defaults */
+        if (root->type != YAML_MAPPING_NODE)
+            die_at(&src, root, "the top level must be a mapping of keys to values (key: value), not %s",
+                   root->type == YAML_SEQUENCE_NODE ? "a list" : "a single value");
+        size_t first_line[KEY_COUNT] = {0};
+        for (yaml_node_pair_t *pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++) {
+            yaml_node_t *key = yaml_document_get_node(&doc, pair->key);
+            yaml_node_t *value = yaml_document_get_node(&doc, pair->value);
+            if (key->type != YAML_SCALAR_NODE) die_at(&src, key, "keys must be names, not a list or a mapping");
+            const key_spec *k = find_key(scalar_text(key));
+            if (!k) die_unknown_key(&src, key, scalar_text(key));
+            size_t line = key->start_mark.line + 1, *first = &first_line[k - key_table];
+            if (*first) die_at(&src, key, "key '%s' appears twice (first on line %zu); keep one", k->name, *first);
+            *first = line;
+            set_key(c, k, &src, &doc, value);
+        }
+    }
+    yaml_document_delete(&doc);
+    free(text);
+}
+
+static void apply_override(tt_run_config *c, const char *arg) {
+    source src = {.path = NULL, .override = arg};
+    const char *eq = strchr(arg, '=');
+    if (!eq) die_at(&src, NULL, "expected key=value, e.g. learning_rate=1e-4");
+    if (eq == arg) die_at(&src, NULL, "no key before '='; expected key=value, e.g. learning_rate=1e-4");
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - arg) < 127 ? (int)(eq - arg) : 127, arg);
+    const key_spec *k = find_key(name);
+    if (!k) die_unknown_key(&src, NULL, name);
+    const char *value = eq + 1;
+    yaml_document_t doc;
+    load_document(&doc, value, strlen(value), &src);
+    if (!yaml_document_get_root_node(&doc)) { /* "key=": nothing, i.e. null */
+        yaml_document_delete(&doc);
+        load_document(&doc, "~", 1, &src);
+    }
+    set_key(c, k, &src, &doc, yaml_document_get_root_node(&doc));
+    yaml_document_delete(&doc);
+}
+
 void tt_run_config_load(tt_run_config *c, const char *path, int override_count, char *const *overrides) {
-    if (path) {
-        size_t size = 0;
-        char *text = read_whole_file(path, &size);
-        yaml_document_t doc;
-        load_document(&doc, (const unsigned char *)text, size, path);
-        yaml_node_t *root = yaml_document_get_root_node(&doc);
-        if (root && !(root->type == YAML_SCALAR_NODE && is_null_scalar(root))) {
-            if (root->type != YAML_MAPPING_NODE)
-                tt_die("%s:%zu: the top level must be a mapping of keys to values (key: value)", path,
-                       root->start_mark.line + 1);
-            bool seen[KEY_COUNT] = {false};
-            for (yaml_node_pair_t *pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++) {
-                yaml_node_t *key = yaml_document_get_node(&doc, pair->key);
-                yaml_node_t *value = yaml_document_get_node(&doc, pair->value);
-                origin where;
-                snprintf(where.text, sizeof where.text, "%s:%zu", path, key->start_mark.line + 1);
-                if (key->type != YAML_SCALAR_NODE) tt_die("%s: keys must be plain names", where.text);
-                const key_spec *k = find_key(scalar_text(key));
-                if (!k) die_unknown_key(&where, scalar_text(key));
-                int index = (int)(k - key_table);
-                if (seen[index]) tt_die("%s: key '%s' appears twice", where.text, k->name);
-                seen[index] = true;
-                set_key(c, k, &where, &doc, value);
-            }
-        }
-        yaml_document_delete(&doc);
-        free(text);
-    }
-    for (int i = 0; i < override_count; i++) {
-        const char *arg = overrides[i];
-        origin where;
-        snprintf(where.text, sizeof where.text, "command-line override '%s'", arg);
-        const char *eq = strchr(arg, '=');
-        if (!eq || eq == arg) tt_die("%s: overrides are written key=value", where.text);
-        char name[128];
-        size_t n = (size_t)(eq - arg) < sizeof name - 1 ? (size_t)(eq - arg) : sizeof name - 1;
-        memcpy(name, arg, n);
-        name[n] = 0;
-        const key_spec *k = find_key(name);
-        if (!k) die_unknown_key(&where, name);
-        const char *value_text = eq + 1;
-        yaml_document_t doc;
-        load_document(&doc, (const unsigned char *)value_text, strlen(value_text), where.text);
-        yaml_node_t *root = yaml_document_get_root_node(&doc);
-        if (!root) { /* "key=" : an empty value is null */
-            yaml_document_delete(&doc);
-            load_document(&doc, (const unsigned char *)"~", 1, where.text);
-            root = yaml_document_get_root_node(&doc);
-        }
-        set_key(c, k, &where, &doc, root);
-        yaml_document_delete(&doc);
-    }
+    if (path) load_file(c, path);
+    for (int i = 0; i < override_count; i++)
+        apply_override(c, overrides[i]);
 }
 
 void tt_run_config_validate(const tt_run_config *c) {
-    if ((c->base_model == NULL) == (c->model_config == NULL))
-        tt_die("set exactly one of base_model (a Hugging Face model directory to fine-tune) and model_config (a "
-               "config.json to train from random init)");
-    if (c->dataset_count == 0) tt_die("datasets is empty: list at least one token file (docs/token_format.md)");
-    if (!c->output_dir || !*c->output_dir) tt_die("output_dir must name a directory");
+    if (c->base_model && c->model_config)
+        tt_die("base_model ('%s') and model_config ('%s') are both set; set exactly one of them: base_model to "
+               "fine-tune a Hugging Face model directory, model_config to train a config.json from random init "
+               "(an override can unset the other, e.g. model_config=null)",
+               c->base_model, c->model_config);
+    if (!c->base_model && !c->model_config)
+        tt_die("neither base_model nor model_config is set; set exactly one of them: base_model to fine-tune a "
+               "Hugging Face model directory, model_config to train a config.json from random init");
+    if (c->dataset_count == 0)
+        tt_die("datasets is empty: list at least one token file, e.g. datasets: [{path: corpus.tok}] "
+               "(docs/token_format.md)");
+    if (c->warmup_steps >= 0 && c->warmup_ratio > 0)
+        tt_die("warmup_steps (%lld) and warmup_ratio (%g) are both set; set one of them (warmup_steps=-1 or "
+               "warmup_ratio=0 unsets the other)",
+               (long long)c->warmup_steps, c->warmup_ratio);
+    if (c->val_set_size >= 1 && c->val_set_size != floor(c->val_set_size))
+        tt_die("val_set_size is %g: below 1 it is a fraction of the sequences, from 1 a whole count; use e.g. 0.05 "
+               "or %lld",
+               c->val_set_size, (long long)floor(c->val_set_size));
+    if (!c->output_dir) tt_die("output_dir is unset; set it to the directory for checkpoints and the final model");
 }
 
+/* ---- writing ---- */
+
+/* Plain if it reads back as the same string, else double-quoted with escapes. */
 static void write_yaml_string(FILE *out, const char *s) {
     if (!s) {
         fputs("~", out);
         return;
     }
-    fputc('"', out);
-    for (const char *p = s; *p; p++) {
-        if (*p == '"' || *p == '\\') fputc('\\', out);
-        fputc(*p, out);
+    bool plain = isalnum((unsigned char)s[0]) || s[0] == '.' || s[0] == '/' || s[0] == '_';
+    for (const char *p = s; *p && plain; p++)
+        plain = isalnum((unsigned char)*p) || strchr("._/-+", *p) != NULL;
+    if (plain && (strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0)) plain = false;
+    if (plain) {
+        fputs(s, out);
+        return;
     }
     fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        /* One UTF-8 character (the text came through libyaml, so it is well formed). */
+        uint32_t code = *p;
+        int length = code < 0x80 ? 1 : code < 0xe0 ? 2 : code < 0xf0 ? 3 : 4;
+        if (length > 1) code &= 0x3fu >> (length - 1);
+        for (int i = 1; i < length && p[i]; i++)
+            code = (code << 6) | (p[i] & 0x3fu);
+        /* YAML's printable set; everything else is written as an escape. */
+        bool printable = (code >= 0x20 && code < 0x7f) || code == 0x85 || (code >= 0xa0 && code <= 0xd7ff) ||
+                         (code >= 0xe000 && code <= 0xfffd && code != 0xfeff) || (code >= 0x10000 && code <= 0x10ffff);
+        if (code == '"' || code == '\\')
+            fprintf(out, "\\%c", (char)code);
+        else if (code == '\n')
+            fputs("\\n", out);
+        else if (code == '\t')
+            fputs("\\t", out);
+        else if (!printable)
+            fprintf(out, code <= 0xff ? "\\x%02x" : code <= 0xffff ? "\\u%04x" : "\\U%08x", (unsigned)code);
+        else
+            fwrite(p, 1, (size_t)length, out);
+        for (int i = 0; i < length && *p; i++)
+            p++;
+    }
+    fputc('"', out);
+}
+
+/* A size with the largest unit that divides it exactly (24GiB, 5GB), else in bytes. */
+static void write_bytes(FILE *out, int64_t bytes) {
+    static const struct {
+        const char *unit;
+        int64_t factor;
+    } units[] = {{"TiB", 1LL << 40},   {"TB", 1000000000000LL}, {"GiB", 1LL << 30},
+                 {"GB", 1000000000LL}, {"MiB", 1LL << 20},      {"MB", 1000000LL}};
+    for (size_t i = 0; bytes > 0 && i < sizeof units / sizeof units[0]; i++)
+        if (bytes % units[i].factor == 0) {
+            fprintf(out, "%lld%s", (long long)(bytes / units[i].factor), units[i].unit);
+            return;
+        }
+    fprintf(out, "%lld", (long long)bytes);
+}
+
+/* The shortest decimal that reads back as the same double. */
+static void write_double(FILE *out, double v) {
+    char text[40];
+    for (int precision = 1; precision <= 17; precision++) {
+        snprintf(text, sizeof text, "%.*g", precision, v);
+        if (strtod(text, NULL) == v) break;
+    }
+    fputs(text, out);
 }
 
 static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
     const void *field = (const char *)c + k->offset;
+    char name[64];
     switch (k->type) {
     case KEY_BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
-    case KEY_INT:
-    case KEY_BYTES: fprintf(out, "%lld", (long long)*(const int64_t *)field); break;
-    case KEY_FLOAT: fprintf(out, "%.17g", *(const double *)field); break;
+    case KEY_INT: fprintf(out, "%lld", (long long)*(const int64_t *)field); break;
+    case KEY_BYTES: write_bytes(out, *(const int64_t *)field); break;
+    case KEY_FLOAT: write_double(out, *(const double *)field); break;
     case KEY_STRING: write_yaml_string(out, *(char *const *)field); break;
     case KEY_ENUM:
-        if (strcmp(k->name, "optimizer") == 0) {
+        if (k->storage == STORE_NAME)
             write_yaml_string(out, *(char *const *)field);
-        } else {
-            int index = *(const int *)field;
-            const char *p = k->enum_values;
-            for (int i = 0; i < index; i++) p = strchr(p, '|') + 1;
-            const char *bar = strchr(p, '|');
-            fprintf(out, "%.*s", bar ? (int)(bar - p) : (int)strlen(p), p);
-        }
+        else
+            fputs(name_in_list(k->values, *(const int *)field, name, sizeof name), out);
         break;
     case KEY_DATASETS:
-        fputc('[', out);
+        if (c->dataset_count == 0) fputs("[]", out);
         for (int i = 0; i < c->dataset_count; i++) {
-            fputs(i ? ", {path: " : "{path: ", out);
+            fputs("\n  - path: ", out);
             write_yaml_string(out, c->datasets[i]);
-            fputc('}', out);
         }
-        fputc(']', out);
         break;
-    case KEY_RESERVED: break;
     }
 }
 
 void tt_run_config_write_yaml(const tt_run_config *c, FILE *out) {
-    fputs("# the effective configuration of this run (tiertrain)\n", out);
+    fputs("# The effective configuration of this run, every key (tiertrain; docs/CONFIG.md).\n"
+          "# Keys of features that are not available yet are all off and not listed.\n",
+          out);
     for (int i = 0; i < KEY_COUNT; i++) {
-        if (key_table[i].type == KEY_RESERVED) continue;
-        fprintf(out, "%s: ", key_table[i].name);
+        if (key_table[i].availability == NOT_YET) continue;
+        /* "key: value", or "key:" and the datasets entries below it */
+        fprintf(out, "%s:%s", key_table[i].name, key_table[i].type == KEY_DATASETS && c->dataset_count > 0 ? "" : " ");
         write_value(out, c, &key_table[i]);
         fputc('\n', out);
     }
 }
 
 void tt_run_config_print_help(FILE *out) {
-    fputs("configuration keys (YAML file, or key=value on the command line):\n", out);
+    fputs("Configuration keys: a YAML file (--config run.yaml) and key=value overrides, the value read as YAML\n"
+          "(learning_rate=1e-4, datasets=[a.tok,b.tok], base_model=null). Reference: docs/CONFIG.md.\n\n",
+          out);
+    fprintf(out, "  %-28s %-8s %-12s %-30s %s\n", "KEY", "TYPE", "DEFAULT", "VALID VALUES", "MEANING");
+    char valid[320];
     for (int i = 0; i < KEY_COUNT; i++) {
         const key_spec *k = &key_table[i];
-        if (k->type == KEY_RESERVED) continue;
-        char valid[160] = "";
-        if (k->type == KEY_ENUM) list_with_commas(k->enum_values, valid, sizeof valid);
-        fprintf(out, "  %-30s %-7s default %-12s %s%s%s%s\n", k->name, type_name(k->type), k->default_text, k->help,
-                valid[0] ? " [" : "", valid, valid[0] ? "]" : "");
+        if (k->availability == NOT_YET) continue;
+        fprintf(out, "  %-28s %-8s %-12s %-30s %s\n", k->name, type_name(k), k->default_text,
+                valid_text(k, valid, sizeof valid), k->help);
     }
-    fputs("\nnot available yet (rejected unless set to their off value: false, 0 or null):\n", out);
+    fputs("\nNot available yet (keys of later features; accepted only with an off value: ~, false, 0, [] or {}):\n",
+          out);
     for (int i = 0; i < KEY_COUNT; i++)
-        if (key_table[i].type == KEY_RESERVED) fprintf(out, "  %-30s %s\n", key_table[i].name, key_table[i].help);
+        if (key_table[i].availability == NOT_YET) fprintf(out, "  %-32s %s\n", key_table[i].name, key_table[i].help);
+    fputs("Values not available yet:", out);
+    for (int i = 0, first = 1; i < KEY_COUNT; i++)
+        if (key_table[i].availability == AVAILABLE && key_table[i].not_yet_values) {
+            char later[128];
+            fprintf(out, "%s %s: %s", first ? "" : ";", key_table[i].name,
+                    list_with_commas(key_table[i].not_yet_values, later, sizeof later));
+            first = 0;
+        }
+    fputc('\n', out);
 }
 
 void tt_run_config_free(tt_run_config *c) {
-    for (int i = 0; i < KEY_COUNT; i++)
-        if (key_table[i].type == KEY_STRING || (key_table[i].type == KEY_ENUM && strcmp(key_table[i].name, "optimizer") == 0)) {
-            char **s = (char **)((char *)c + key_table[i].offset);
+    for (int i = 0; i < KEY_COUNT; i++) {
+        const key_spec *k = &key_table[i];
+        if (k->availability == AVAILABLE &&
+            (k->type == KEY_STRING || (k->type == KEY_ENUM && k->storage == STORE_NAME))) {
+            char **s = (char **)((char *)c + k->offset);
             free(*s);
             *s = NULL;
         }
-    for (int i = 0; i < c->dataset_count; i++) free(c->datasets[i]);
+    }
+    for (int i = 0; i < c->dataset_count; i++) {
+        free(c->datasets[i]);
+        c->datasets[i] = NULL;
+    }
     c->dataset_count = 0;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,7 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
     c->head_dim = get_int(&r, "head_dim", false, c->num_heads > 0 ? c->hidden_size / c->num_heads : 0);
     c->max_position_embeddings = get_int(&r, "max_position_embeddings", false, 2048);
     c->rms_norm_eps = get_number(&r, "rms_norm_eps", false, 1e-6);
+    c->initializer_range = get_number(&r, "initializer_range", false, 0.02);
     c->tie_word_embeddings = get_bool(&r, "tie_word_embeddings", false);
     c->attention_bias = get_bool(&r, "attention_bias", strcmp(model_type, "qwen2") == 0);
     c->qk_norm = strcmp(model_type, "qwen3") == 0;
@@ -262,6 +264,8 @@ void tt_model_config_validate(const tt_model_config *c, const char *source) {
     if (c->head_dim % 2 != 0)
         tt_die("%s: head_dim (%lld) must be even for rotary position embeddings", source, (long long)c->head_dim);
     if (!(c->rms_norm_eps > 0)) tt_die("%s: rms_norm_eps (%g) must be positive", source, c->rms_norm_eps);
+    if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range))
+        tt_die("%s: initializer_range (%g) must be a finite number >= 0", source, c->initializer_range);
     if (!(c->rope_theta > 0)) tt_die("%s: rope_theta (%g) must be positive", source, c->rope_theta);
     if (c->sliding_window < 0) tt_die("%s: sliding_window (%lld) must not be negative", source, (long long)c->sliding_window);
     if (c->vocab_size > INT32_MAX)

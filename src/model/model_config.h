@@ -22,6 +22,7 @@ typedef struct tt_model_config {
     int64_t head_dim;             /* hd (explicit in Qwen3; else D / Hq) */
     int64_t max_position_embeddings;
     double rms_norm_eps;
+    double initializer_range;     /* std of a random init (config.json's, default 0.02) */
     double rope_theta;
     tt_rope_type rope_type;
     double rope_factor;                 /* llama3 scaling only */

@@ -155,7 +155,7 @@ int tt_train(const tt_run_config *run, bool resume_latest) {
     } else if (run->base_model) {
         tt_weights_load_hf(model.weights, &model.params, run->base_model);
     } else {
-        double std = run->initializer_range > 0 ? run->initializer_range : 0.02;
+        double std = run->initializer_range > 0 ? run->initializer_range : mc->initializer_range;
         tt_weights_init_random(model.weights, &model.params, std, (uint64_t)run->seed);
     }
     tt_info("data: %lld training and %lld eval sequences of %lld tokens; %lld steps of %lld sequences (%lld tokens)",

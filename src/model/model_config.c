@@ -13,25 +13,11 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/json_describe.h"
 #include "model/safetensors.h"
 
 #define TT_CONFIG_MAX_BYTES (16 * 1024 * 1024)
 #define TT_SUPPORTED_MODEL_TYPES "llama, mistral, qwen2 and qwen3"
-
-static const char *json_type_name(const json_t *v) {
-    if (!v) return "missing";
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "an unknown JSON value";
-}
 
 /* Where keys are read from: the file (for messages), an object, and the prefix that names the
  * object in messages ("" at the top level, "rope_scaling." inside it). */
@@ -57,7 +43,7 @@ static int64_t get_int(const reader *r, const char *key, bool required, int64_t 
         return fallback;
     }
     if (!json_is_integer(v))
-        tt_die("%s: key \"%s%s\" must be an integer, not %s", r->path, r->prefix, key, json_type_name(v));
+        tt_die("%s: key \"%s%s\" must be an integer, not %s", r->path, r->prefix, key, tt_json_type_name(v));
     return (int64_t)json_integer_value(v);
 }
 
@@ -69,7 +55,7 @@ static double get_number(const reader *r, const char *key, bool required, double
         return fallback;
     }
     if (!json_is_number(v))
-        tt_die("%s: key \"%s%s\" must be a number, not %s", r->path, r->prefix, key, json_type_name(v));
+        tt_die("%s: key \"%s%s\" must be a number, not %s", r->path, r->prefix, key, tt_json_type_name(v));
     return json_number_value(v);
 }
 
@@ -77,7 +63,7 @@ static bool get_bool(const reader *r, const char *key, bool fallback) {
     json_t *v = get_value(r, key);
     if (!v) return fallback;
     if (!json_is_boolean(v))
-        tt_die("%s: key \"%s%s\" must be true or false, not %s", r->path, r->prefix, key, json_type_name(v));
+        tt_die("%s: key \"%s%s\" must be true or false, not %s", r->path, r->prefix, key, tt_json_type_name(v));
     return json_is_true(v);
 }
 
@@ -86,7 +72,7 @@ static const char *get_string(const reader *r, const char *key) {
     json_t *v = get_value(r, key);
     if (!v) return NULL;
     if (!json_is_string(v))
-        tt_die("%s: key \"%s%s\" must be a string, not %s", r->path, r->prefix, key, json_type_name(v));
+        tt_die("%s: key \"%s%s\" must be a string, not %s", r->path, r->prefix, key, tt_json_type_name(v));
     return json_string_value(v);
 }
 
@@ -97,13 +83,13 @@ static int64_t get_token_id(const reader *r, const char *key) {
         for (size_t i = 0; i < json_array_size(v); i++)
             if (!json_is_integer(json_array_get(v, i)))
                 tt_die("%s: key \"%s\"[%zu] must be an integer, not %s", r->path, key, i,
-                       json_type_name(json_array_get(v, i)));
+                       tt_json_type_name(json_array_get(v, i)));
         v = json_array_get(v, 0);
     }
     if (!v) return -1;
     if (!json_is_integer(v))
         tt_die("%s: key \"%s\" must be an integer, a list of integers or null, not %s", r->path, key,
-               json_type_name(v));
+               tt_json_type_name(v));
     return (int64_t)json_integer_value(v);
 }
 
@@ -112,9 +98,9 @@ static void read_rope(const reader *top, tt_model_config *c) {
     json_t *params = get_value(top, "rope_parameters");
     json_t *scaling = get_value(top, "rope_scaling");
     if (params && !json_is_object(params))
-        tt_die("%s: key \"rope_parameters\" must be an object or null, not %s", top->path, json_type_name(params));
+        tt_die("%s: key \"rope_parameters\" must be an object or null, not %s", top->path, tt_json_type_name(params));
     if (scaling && !json_is_object(scaling))
-        tt_die("%s: key \"rope_scaling\" must be an object or null, not %s", top->path, json_type_name(scaling));
+        tt_die("%s: key \"rope_scaling\" must be an object or null, not %s", top->path, tt_json_type_name(scaling));
 
     c->rope_theta = get_number(top, "rope_theta", false, 10000.0);
     c->rope_type = TT_ROPE_DEFAULT;
@@ -180,7 +166,7 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
         tt_die("%s:%d:%d: not valid JSON: %s; fix the file or re-download the model's config.json", path, error.line,
                error.column, error.text);
     if (!json_is_object(root))
-        tt_die("%s: a config.json must be a JSON object, not %s", path, json_type_name(root));
+        tt_die("%s: a config.json must be a JSON object, not %s", path, tt_json_type_name(root));
     const reader r = {path, root, ""};
 
     json_t *type = json_object_get(root, "model_type");
@@ -188,7 +174,7 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
         tt_die("%s: key \"model_type\" is missing; expected one of " TT_SUPPORTED_MODEL_TYPES, path);
     if (!json_is_string(type))
         tt_die("%s: key \"model_type\" must be a string (one of " TT_SUPPORTED_MODEL_TYPES "), not %s", path,
-               json_type_name(type));
+               tt_json_type_name(type));
     const char *model_type = json_string_value(type);
     if (strcmp(model_type, "llama") != 0 && strcmp(model_type, "mistral") != 0 && strcmp(model_type, "qwen2") != 0 &&
         strcmp(model_type, "qwen3") != 0)

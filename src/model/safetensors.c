@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/json_describe.h"
 
 /* A header larger than this is not a model header but a corrupt length field (the reference
  * implementation has the same limit). */
@@ -38,20 +39,6 @@ static char *format_string(const char *fmt, ...) {
     vsnprintf(s, (size_t)n + 1, fmt, ap);
     va_end(ap);
     return s;
-}
-
-static const char *json_type_name(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "an unknown JSON value";
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -75,18 +62,18 @@ static void parse_entry(const char *path, const char *name, json_t *entry, const
     if (!json_is_object(entry))
         tt_die("%s: tensor '%s': the header entry is %s, expected an object with dtype, shape and data_offsets; "
                TT_ST_CORRUPT,
-               path, name, json_type_name(entry));
+               path, name, tt_json_type_name(entry));
     json_t *dtype = json_object_get(entry, "dtype"), *shape = json_object_get(entry, "shape"),
            *offsets = json_object_get(entry, "data_offsets");
     if (!json_is_string(dtype))
         tt_die("%s: tensor '%s': \"dtype\" is %s, expected a string such as \"BF16\"; " TT_ST_CORRUPT, path, name,
-               dtype ? json_type_name(dtype) : "missing");
+               dtype ? tt_json_type_name(dtype) : "missing");
     if (!json_is_array(shape))
         tt_die("%s: tensor '%s': \"shape\" is %s, expected an array of integers; " TT_ST_CORRUPT, path, name,
-               shape ? json_type_name(shape) : "missing");
+               shape ? tt_json_type_name(shape) : "missing");
     if (!json_is_array(offsets) || json_array_size(offsets) != 2)
         tt_die("%s: tensor '%s': \"data_offsets\" is %s, expected [begin, end]; " TT_ST_CORRUPT, path, name,
-               !offsets ? "missing" : json_is_array(offsets) ? "an array of the wrong length" : json_type_name(offsets));
+               !offsets ? "missing" : json_is_array(offsets) ? "an array of the wrong length" : tt_json_type_name(offsets));
 
     t->name = tt_xstrdup(name);
     if (tt_dtype_from_safetensors_name(json_string_value(dtype), &t->dtype) != 0)
@@ -173,7 +160,7 @@ void tt_st_open(const char *path, tt_st_file *out) {
         tt_die("%s: the header is not valid JSON (%s, at byte %d of the header); " TT_ST_CORRUPT, path, error.text,
                error.position);
     if (!json_is_object(root))
-        tt_die("%s: the header is %s, expected a JSON object; " TT_ST_CORRUPT, path, json_type_name(root));
+        tt_die("%s: the header is %s, expected a JSON object; " TT_ST_CORRUPT, path, tt_json_type_name(root));
 
     const size_t entries = json_object_size(root);
     out->tensors = tt_xcalloc(entries + 1, sizeof(tt_st_tensor), "the safetensors index");
@@ -184,13 +171,13 @@ void tt_st_open(const char *path, tt_st_file *out) {
         if (strcmp(name, "__metadata__") == 0) {
             if (!json_is_object(entry))
                 tt_die("%s: \"__metadata__\" is %s, expected an object of strings; " TT_ST_CORRUPT, path,
-                       json_type_name(entry));
+                       tt_json_type_name(entry));
             const char *key;
             json_t *value;
             json_object_foreach(entry, key, value) {
                 if (!json_is_string(value))
                     tt_die("%s: \"__metadata__\" key '%s' is %s, expected a string; " TT_ST_CORRUPT, path, key,
-                           json_type_name(value));
+                           tt_json_type_name(value));
             }
             continue;
         }
@@ -273,7 +260,7 @@ void tt_st_model_open(const char *dir, tt_st_model *out) {
     if (!json_is_object(weight_map))
         tt_die("%s: \"weight_map\" is %s, expected an object of tensor name -> shard file; re-download the model's "
                "index file",
-               index_path, weight_map ? json_type_name(weight_map) : "missing");
+               index_path, weight_map ? tt_json_type_name(weight_map) : "missing");
     if (json_object_size(weight_map) == 0)
         tt_die("%s: \"weight_map\" lists no tensors; re-download the model's index file", index_path);
 
@@ -283,7 +270,7 @@ void tt_st_model_open(const char *dir, tt_st_model *out) {
     json_t *value;
     json_object_foreach(weight_map, name, value) {
         if (!json_is_string(value))
-            tt_die("%s: weight_map['%s'] is %s, expected a shard file name", index_path, name, json_type_name(value));
+            tt_die("%s: weight_map['%s'] is %s, expected a shard file name", index_path, name, tt_json_type_name(value));
         const char *shard = json_string_value(value);
         if (shard[0] == 0 || strchr(shard, '/') || strcmp(shard, ".") == 0 || strcmp(shard, "..") == 0)
             tt_die("%s: weight_map['%s'] is \"%s\"; a shard must be a file name in the same directory", index_path,

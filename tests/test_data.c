@@ -12,26 +12,6 @@
 #include "train/byte_tokenizer.h"
 #include "train/data.h"
 
-static char *scratch;
-
-static char *path_in(const char *name) {
-    size_t n = strlen(scratch) + strlen(name) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", scratch, name);
-    return p;
-}
-
-static void write_bytes(const char *name, const void *data, size_t bytes) {
-    char *p = path_in(name);
-    FILE *f = fopen(p, "wb");
-    if (!f || fwrite(data, 1, bytes, f) != bytes) {
-        perror(p);
-        exit(2);
-    }
-    fclose(f);
-    free(p);
-}
-
 static unsigned char *read_all(const char *path, size_t *bytes) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -56,7 +36,7 @@ static uint32_t le32(const unsigned char *p) {
 static char *write_ramp(const char *name, uint32_t base, uint64_t count, uint32_t vocab) {
     uint32_t *tokens = malloc(sizeof(uint32_t) * (count ? count : 1));
     for (uint64_t i = 0; i < count; i++) tokens[i] = base + (uint32_t)i;
-    char *p = path_in(name);
+    char *p = tt_test_path(name);
     tt_token_file_write(p, tokens, count, vocab, TT_TOKEN_NO_EOS);
     free(tokens);
     return p;
@@ -80,7 +60,7 @@ static bool is_permutation_of(const int64_t *a, const int64_t *b, int64_t n) {
 
 static void test_header_round_trip(void) {
     uint32_t tokens[5] = {0, 1, 0x01020304u, 299, 7};
-    char *p = path_in("header.tok");
+    char *p = tt_test_path("header.tok");
     tt_token_file_write(p, tokens, 5, 300, 299);
     size_t bytes;
     unsigned char *b = read_all(p, &bytes);
@@ -96,7 +76,7 @@ static void test_header_round_trip(void) {
     TT_EXPECT(ids, "ids little-endian after the header");
     TT_EXPECT(b[32 + 8] == 0x04 && b[32 + 11] == 0x01, "byte order of an id");
     free(b);
-    char *tmp = path_in("header.tok.tmp");
+    char *tmp = tt_test_path("header.tok.tmp");
     TT_EXPECT(access(tmp, F_OK) != 0, "no temporary file left behind");
     free(tmp);
 
@@ -373,7 +353,7 @@ typedef struct open_args {
 
 static void open_one(void *arg) {
     const open_args *a = arg;
-    char *p = path_in(a->name);
+    char *p = tt_test_path(a->name);
     char *paths[1] = {p};
     tt_dataset ds;
     tt_dataset_open(&ds, paths, 1, a->vocab, a->seq_len, a->val, 1);
@@ -381,7 +361,7 @@ static void open_one(void *arg) {
 
 static void bad_position(void *arg) {
     (void)arg;
-    char *p = path_in("good.tok");
+    char *p = tt_test_path("good.tok");
     char *paths[1] = {p};
     tt_dataset ds;
     tt_dataset_open(&ds, paths, 1, 300, 4, 0.0, 1);
@@ -390,7 +370,7 @@ static void bad_position(void *arg) {
 
 static void negative_epoch(void *arg) {
     (void)arg;
-    char *p = path_in("good.tok");
+    char *p = tt_test_path("good.tok");
     char *paths[1] = {p};
     tt_dataset ds;
     tt_dataset_open(&ds, paths, 1, 300, 4, 0.0, 1);
@@ -398,7 +378,7 @@ static void negative_epoch(void *arg) {
 }
 
 static void patch_u32(const char *name, long offset, uint32_t v) {
-    char *p = path_in(name);
+    char *p = tt_test_path(name);
     FILE *f = fopen(p, "r+b");
     unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
     fseek(f, offset, SEEK_SET);
@@ -410,28 +390,28 @@ static void patch_u32(const char *name, long offset, uint32_t v) {
 static void test_bad_inputs(void) {
     uint32_t tokens[13];
     for (int i = 0; i < 13; i++) tokens[i] = (uint32_t)(10 + i);
-    char *good = path_in("good.tok");
+    char *good = tt_test_path("good.tok");
     tt_token_file_write(good, tokens, 13, 300, 299);
 
     open_args a = {"good.tok", 300, 4, 0.0}; /* each case below changes one thing of this good setup */
 
-    write_bytes("magic.tok", "NOTTOKENS_______________________________", 40);
+    tt_test_write_bytes("magic.tok", "NOTTOKENS_______________________________", 40);
     a.name = "magic.tok";
     tt_expect_die(open_one, &a, "not a tiertrain token file");
     tt_expect_die(open_one, &a, "magic.tok");
 
-    write_bytes("short.tok", "TTTOK", 5);
+    tt_test_write_bytes("short.tok", "TTTOK", 5);
     a.name = "short.tok";
     tt_expect_die(open_one, &a, "truncated");
 
-    char *p = path_in("version.tok");
+    char *p = tt_test_path("version.tok");
     tt_token_file_write(p, tokens, 13, 300, 299);
     free(p);
     patch_u32("version.tok", 8, 2);
     a.name = "version.tok";
     tt_expect_die(open_one, &a, "unsupported version 2 (this tiertrain reads version 1)");
 
-    p = path_in("truncated.tok");
+    p = tt_test_path("truncated.tok");
     tt_token_file_write(p, tokens, 13, 300, 299);
     TT_EXPECT(truncate(p, 32 + 4 * 10) == 0, "truncate");
     free(p);
@@ -440,7 +420,7 @@ static void test_bad_inputs(void) {
     tt_expect_die(open_one, &a, "84 bytes"); /* expected size, 32 + 4 * 13 */
     tt_expect_die(open_one, &a, "has 72 bytes");
 
-    p = path_in("trailing.tok");
+    p = tt_test_path("trailing.tok");
     tt_token_file_write(p, tokens, 13, 300, 299);
     free(p);
     patch_u32("trailing.tok", 16, 12); /* announce one token fewer than there are */
@@ -453,7 +433,7 @@ static void test_bad_inputs(void) {
     tt_expect_die(open_one, &a, "truncated");
 
     tokens[5] = 300;
-    p = path_in("badid.tok");
+    p = tt_test_path("badid.tok");
     tt_token_file_write(p, tokens, 13, 300, 299);
     free(p);
     a.name = "badid.tok";
@@ -493,26 +473,26 @@ static void test_bad_inputs(void) {
 /* ---- byte tokenizer ---- */
 
 static void tokenize_missing(void *arg) {
-    char *out = path_in("never.tok");
-    char *inputs[2] = {path_in("in_a.txt"), path_in("no_such_file.txt")};
+    char *out = tt_test_path("never.tok");
+    char *inputs[2] = {tt_test_path("in_a.txt"), tt_test_path("no_such_file.txt")};
     (void)arg;
     tt_tokenize_bytes(inputs, 2, out);
 }
 
 static void tokenize_all_empty(void *arg) {
-    char *out = path_in("never.tok");
-    char *inputs[1] = {path_in("in_empty.txt")};
+    char *out = tt_test_path("never.tok");
+    char *inputs[1] = {tt_test_path("in_empty.txt")};
     (void)arg;
     tt_tokenize_bytes(inputs, 1, out);
 }
 
 static void test_byte_tokenizer(void) {
-    write_bytes("in_a.txt", "hi\n", 3);
-    write_bytes("in_empty.txt", "", 0);
+    tt_test_write_bytes("in_a.txt", "hi\n", 3);
+    tt_test_write_bytes("in_empty.txt", "", 0);
     const unsigned char b_bytes[4] = {0x00, 0xff, 'x', 0x80};
-    write_bytes("in_b.bin", b_bytes, 4);
-    char *out = path_in("bytes.tok");
-    char *inputs[3] = {path_in("in_a.txt"), path_in("in_empty.txt"), path_in("in_b.bin")};
+    tt_test_write_bytes("in_b.bin", b_bytes, 4);
+    char *out = tt_test_path("bytes.tok");
+    char *inputs[3] = {tt_test_path("in_a.txt"), tt_test_path("in_empty.txt"), tt_test_path("in_b.bin")};
     tt_tokenize_bytes(inputs, 3, out);
     size_t bytes;
     unsigned char *b = read_all(out, &bytes);
@@ -533,7 +513,7 @@ static void test_byte_tokenizer(void) {
     tt_dataset_close(&ds);
     tt_expect_die(tokenize_missing, NULL, "no_such_file.txt: No such file or directory");
     tt_expect_die(tokenize_all_empty, NULL, "empty");
-    char *never = path_in("never.tok");
+    char *never = tt_test_path("never.tok");
     TT_EXPECT(access(never, F_OK) != 0, "a failed tokenize writes no file");
     free(never);
     for (int i = 0; i < 3; i++) free(inputs[i]);
@@ -543,7 +523,7 @@ static void test_byte_tokenizer(void) {
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
-    scratch = tt_test_tempdir("data");
+    tt_test_scratch_open("data");
     test_header_round_trip();
     test_packing();
     test_multi_file();
@@ -553,6 +533,6 @@ int main(int argc, char **argv) {
     test_resume();
     test_bad_inputs();
     test_byte_tokenizer();
-    free(scratch);
+    tt_test_scratch_close();
     return tt_test_summary("data");
 }

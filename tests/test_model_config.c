@@ -10,26 +10,6 @@
 #include "model/model_config.h"
 #include "test_util.h"
 
-static char *scratch;
-
-static char *path_in(const char *name) {
-    char *p = malloc(4200);
-    snprintf(p, 4200, "%s/%s", scratch, name);
-    return p;
-}
-
-static void write_text(const char *name, const char *text) {
-    char *p = path_in(name);
-    FILE *f = fopen(p, "wb");
-    if (!f) {
-        perror(p);
-        exit(2);
-    }
-    fwrite(text, 1, strlen(text), f);
-    fclose(f);
-    free(p);
-}
-
 static char *read_text(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -44,14 +24,14 @@ static char *read_text(const char *path) {
 }
 
 static void load(const char *name, tt_model_config *c) {
-    char *p = path_in(name);
+    char *p = tt_test_path(name);
     tt_model_config_load(p, c);
     free(p);
 }
 
 static void load_config(void *arg) {
     tt_model_config c;
-    tt_model_config_load(path_in(arg), &c);
+    tt_model_config_load(tt_test_path(arg), &c);
 }
 
 /* A config with one line of extra keys, for the error cases: text is a JSON fragment inserted
@@ -61,7 +41,7 @@ static void write_llama(const char *name, const char *model_type, const char *ex
     snprintf(text, sizeof text,
              "{\"model_type\": \"%s\", \"vocab_size\": 100, \"intermediate_size\": 64, \"num_attention_heads\": 4%s%s}",
              model_type, extra[0] ? ", " : "", extra);
-    write_text(name, text);
+    tt_test_write_text(name, text);
 }
 
 /* Qwen3-0.6B's config.json as transformers 5 writes it. */
@@ -150,7 +130,7 @@ static const char *mistral_config =
     " \"transformers_version\": \"4.34.0.dev0\", \"use_cache\": true, \"vocab_size\": 32000}";
 
 static void test_qwen3(void) {
-    write_text("qwen3.json", qwen3_config);
+    tt_test_write_text("qwen3.json", qwen3_config);
     tt_model_config c;
     load("qwen3.json", &c);
     TT_EXPECT(strcmp(c.model_type, "qwen3") == 0, "model_type %s", c.model_type);
@@ -168,7 +148,7 @@ static void test_qwen3(void) {
               (long long)tt_model_config_param_count(&c));
 
     /* saving writes the original text back byte for byte */
-    char *out = path_in("qwen3_saved.json");
+    char *out = tt_test_path("qwen3_saved.json");
     tt_model_config_save(&c, out);
     char *saved = read_text(out);
     TT_EXPECT(saved && strcmp(saved, qwen3_config) == 0, "save keeps the original text unchanged");
@@ -179,7 +159,7 @@ static void test_qwen3(void) {
 }
 
 static void test_llama31(void) {
-    write_text("llama31.json", llama31_config);
+    tt_test_write_text("llama31.json", llama31_config);
     tt_model_config c;
     load("llama31.json", &c);
     TT_EXPECT(c.rope_type == TT_ROPE_LLAMA3 && c.rope_theta == 500000.0 && c.rope_factor == 8.0 &&
@@ -196,7 +176,7 @@ static void test_llama31(void) {
     tt_model_config_free(&c);
 
     /* The same model in transformers 5 spelling: everything in rope_parameters, "dtype". */
-    write_text("llama31_v5.json",
+    tt_test_write_text("llama31_v5.json",
                "{\"model_type\": \"llama\", \"vocab_size\": 128256, \"hidden_size\": 4096, \"intermediate_size\": 14336,"
                " \"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 8,"
                " \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, \"factor\": 8.0,"
@@ -211,7 +191,7 @@ static void test_llama31(void) {
     tt_model_config_free(&c);
 
     /* older spelling: "type" instead of "rope_type"; theta default 10000; no dtype: float32 */
-    write_text("llama_type.json",
+    tt_test_write_text("llama_type.json",
                "{\"model_type\": \"llama\", \"vocab_size\": 100, \"hidden_size\": 32, \"intermediate_size\": 64,"
                " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"rope_scaling\": {\"type\": \"llama3\","
                " \"factor\": 32, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
@@ -224,7 +204,7 @@ static void test_llama31(void) {
 }
 
 static void test_qwen2_mistral(void) {
-    write_text("qwen2.json", qwen2_config);
+    tt_test_write_text("qwen2.json", qwen2_config);
     tt_model_config c;
     load("qwen2.json", &c);
     TT_EXPECT(c.attention_bias && !c.qk_norm && c.tie_word_embeddings, "qwen2 has q/k/v biases by default");
@@ -242,7 +222,7 @@ static void test_qwen2_mistral(void) {
     TT_EXPECT(c.attention_bias, "llama with attention_bias true");
     tt_model_config_free(&c);
 
-    write_text("mistral.json", mistral_config);
+    tt_test_write_text("mistral.json", mistral_config);
     load("mistral.json", &c);
     TT_EXPECT(strcmp(c.model_type, "mistral") == 0 && c.sliding_window == 4096 && !c.attention_bias && !c.qk_norm,
               "mistral sliding window %lld", (long long)c.sliding_window);
@@ -318,7 +298,7 @@ static void test_save_fresh(void) {
         tt_model_config_validate(&c, "fresh config");
         char name[64];
         snprintf(name, sizeof name, "fresh_%s.json", types[i]);
-        char *p = path_in(name);
+        char *p = tt_test_path(name);
         tt_model_config_save(&c, p);
         char *text = read_text(p);
         char arch[96];
@@ -354,7 +334,7 @@ static void test_errors(void) {
     write_llama("gpt2.json", "gpt2", "\"hidden_size\": 32");
     tt_expect_die(load_config, "gpt2.json", "model_type \"gpt2\" is not supported");
     tt_expect_die(load_config, "gpt2.json", "llama, mistral, qwen2 and qwen3");
-    write_text("no_type.json", "{\"vocab_size\": 100}");
+    tt_test_write_text("no_type.json", "{\"vocab_size\": 100}");
     tt_expect_die(load_config, "no_type.json", "no_type.json: key \"model_type\" is missing");
 
     write_llama("no_hidden.json", "llama", "\"num_hidden_layers\": 2");
@@ -418,33 +398,24 @@ static void test_errors(void) {
     write_llama("gelu.json", "llama", "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"hidden_act\": \"gelu\"");
     tt_expect_die(load_config, "gelu.json", "hidden_act is \"gelu\"");
 
-    write_text("broken.json", "{\"model_type\": \"llama\",\n \"vocab_size\": 100,\n \"hidden_size\": }\n");
+    tt_test_write_text("broken.json", "{\"model_type\": \"llama\",\n \"vocab_size\": 100,\n \"hidden_size\": }\n");
     tt_expect_die(load_config, "broken.json", "broken.json:3:");
     tt_expect_die(load_config, "broken.json", "not valid JSON");
-    write_text("array.json", "[1, 2]");
+    tt_test_write_text("array.json", "[1, 2]");
     tt_expect_die(load_config, "array.json", "array.json: a config.json must be a JSON object");
     tt_expect_die(load_config, "missing.json", "missing.json: No such file or directory");
-}
-
-/* Removes the scratch directory after a clean run (kept for inspection when a check failed). */
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
 }
 
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
-    scratch = tt_test_tempdir("model-config");
+    tt_test_scratch_open("model-config");
     test_qwen3();
     test_llama31();
     test_qwen2_mistral();
     test_param_count();
     test_save_fresh();
     test_errors();
-    if (tt_test_failed_count == 0) nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(scratch);
+    tt_test_scratch_close();
     return tt_test_summary("model_config");
 }

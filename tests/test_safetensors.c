@@ -19,31 +19,10 @@
 #include "model/safetensors.h"
 #include "test_util.h"
 
-static char *scratch;
-
-static char *path_in(const char *name) {
-    char *p = malloc(4200);
-    snprintf(p, 4200, "%s/%s", scratch, name);
-    return p;
-}
-
 static bool exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
-
-static void write_bytes(const char *name, const void *data, size_t bytes) {
-    char *p = path_in(name);
-    FILE *f = fopen(p, "wb");
-    if (!f || fwrite(data, 1, bytes, f) != bytes) {
-        perror(p);
-        exit(2);
-    }
-    fclose(f);
-    free(p);
-}
-
-static void write_text(const char *name, const char *text) { write_bytes(name, text, strlen(text)); }
 
 /* A raw safetensors file: the header string as given, then data_bytes bytes (value i & 0xff). */
 static void write_raw(const char *name, const char *header, size_t data_bytes) {
@@ -52,7 +31,7 @@ static void write_raw(const char *name, const char *header, size_t data_bytes) {
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)n >> (8 * i));
     memcpy(buf + 8, header, n);
     for (size_t i = 0; i < data_bytes; i++) buf[8 + n + i] = (unsigned char)i;
-    write_bytes(name, buf, 8 + n + data_bytes);
+    tt_test_write_bytes(name, buf, 8 + n + data_bytes);
     free(buf);
 }
 
@@ -68,15 +47,15 @@ static void *read_all(const char *path, size_t *bytes) {
     return buf;
 }
 
-/* Children for tt_expect_die: the argument is a file or directory name inside scratch. */
+/* Children for tt_expect_die: the argument is a file or directory name inside tt_test_scratch_dir. */
 static void open_file(void *arg) {
     tt_st_file f;
-    tt_st_open(path_in(arg), &f);
+    tt_st_open(tt_test_path(arg), &f);
 }
 
 static void open_model_dir(void *arg) {
     tt_st_model m;
-    tt_st_model_open(path_in(arg), &m);
+    tt_st_model_open(tt_test_path(arg), &m);
 }
 
 static uint32_t f32_bits(float f) {
@@ -293,7 +272,7 @@ static void test_round_trip(void) {
     tt_st_writer_add(&w, "scalar", TT_F32, 0, NULL, &scalar);
     tt_st_writer_add_metadata(&w, "format", "pt");
     tt_st_writer_add_metadata(&w, "written_by", "tiertrain");
-    char *p = path_in("round.safetensors");
+    char *p = tt_test_path("round.safetensors");
     tt_st_writer_commit(&w, p);
     tt_st_writer_free(&w);
     char tmp[4300];
@@ -377,7 +356,7 @@ static void test_round_trip(void) {
 
     /* A writer with no tensors still makes a valid file. */
     tt_st_writer_init(&w);
-    char *empty = path_in("empty.safetensors");
+    char *empty = tt_test_path("empty.safetensors");
     tt_st_writer_commit(&w, empty);
     tt_st_writer_free(&w);
     tt_st_open(empty, &f);
@@ -394,7 +373,7 @@ static void test_foreign_layouts(void) {
               " \"dtype\": \"F32\"}, \"a\": {\"shape\": [1, 1], \"dtype\": \"I32\", \"data_offsets\": [0, 4]}}   ",
               20);
     tt_st_file f;
-    char *p = path_in("foreign.safetensors");
+    char *p = tt_test_path("foreign.safetensors");
     tt_st_open(p, &f);
     const tt_st_tensor *a = tt_st_find(&f, "a"), *b = tt_st_find(&f, "b");
     TT_EXPECT(f.count == 2 && a && b, "foreign layout opens");
@@ -422,18 +401,18 @@ static void write_too_large(void *arg) {
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit limit = {64 * 1024, 64 * 1024};
     setrlimit(RLIMIT_FSIZE, &limit);
-    write_one_tensor(path_in(arg), 1 << 20);
+    write_one_tensor(tt_test_path(arg), 1 << 20);
 }
 
-static void write_into_missing_directory(void *arg) { write_one_tensor(path_in(arg), 4); }
+static void write_into_missing_directory(void *arg) { write_one_tensor(tt_test_path(arg), 4); }
 
 static void atomic_write_missing_directory(void *arg) {
     (void)arg;
-    tt_write_file_atomic(path_in("no_such_dir/x.json"), "{}", 2);
+    tt_write_file_atomic(tt_test_path("no_such_dir/x.json"), "{}", 2);
 }
 
 static void test_atomic_writer(void) {
-    char *p = path_in("atomic.json");
+    char *p = tt_test_path("atomic.json");
     tt_write_file_atomic(p, "{\"a\": 1}\n", 9);
     size_t n = 0;
     char *text = read_all(p, &n);
@@ -447,7 +426,7 @@ static void test_atomic_writer(void) {
     TT_EXPECT(stat(p, &st) == 0 && st.st_size == 0, "atomic write of 0 bytes");
     free(p);
 
-    p = path_in("kept.safetensors");
+    p = tt_test_path("kept.safetensors");
     write_one_tensor(p, 3);
     size_t before_bytes = 0;
     void *before = read_all(p, &before_bytes);
@@ -469,12 +448,12 @@ static void test_atomic_writer(void) {
 /* ------------------------------------------------------------------------------------------ */
 
 static void test_sharded(void) {
-    char *dir = path_in("sharded");
+    char *dir = tt_test_path("sharded");
     mkdir(dir, 0755);
     float a[4] = {1, 2, 3, 4}, b[2] = {5, 6}, c[3] = {7, 8, 9};
     int64_t s4[1] = {4}, s2[1] = {2}, s3[1] = {3};
-    char *shard1 = path_in("sharded/model-00001-of-00002.safetensors");
-    char *shard2 = path_in("sharded/model-00002-of-00002.safetensors");
+    char *shard1 = tt_test_path("sharded/model-00001-of-00002.safetensors");
+    char *shard2 = tt_test_path("sharded/model-00002-of-00002.safetensors");
     tt_st_writer w;
     tt_st_writer_init(&w);
     tt_st_writer_add(&w, "model.embed_tokens.weight", TT_F32, 1, s4, a);
@@ -485,7 +464,7 @@ static void test_sharded(void) {
     tt_st_writer_add(&w, "lm_head.weight", TT_F32, 1, s3, c);
     tt_st_writer_commit(&w, shard2);
     tt_st_writer_free(&w);
-    write_text("sharded/model.safetensors.index.json",
+    tt_test_write_text("sharded/model.safetensors.index.json",
                "{\"metadata\": {\"total_size\": 36},\n \"weight_map\": {\n"
                "  \"lm_head.weight\": \"model-00002-of-00002.safetensors\",\n"
                "  \"model.embed_tokens.weight\": \"model-00001-of-00002.safetensors\",\n"
@@ -507,9 +486,9 @@ static void test_sharded(void) {
     TT_EXPECT(m.files == NULL && m.file_count == 0, "close resets the model");
 
     /* A single-file model directory. */
-    char *single_dir = path_in("single");
+    char *single_dir = tt_test_path("single");
     mkdir(single_dir, 0755);
-    char *single = path_in("single/model.safetensors");
+    char *single = tt_test_path("single/model.safetensors");
     write_one_tensor(single, 5);
     tt_st_model_open(single_dir, &m);
     t = tt_st_model_find(&m, "w", &file);
@@ -527,15 +506,15 @@ static void test_sharded(void) {
 #define F32_ENTRY(name, begin, end) "\"" name "\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[" #begin "," #end "]}"
 
 static void test_bad_files(void) {
-    write_text("short.safetensors", "abc");
+    tt_test_write_text("short.safetensors", "abc");
     tt_expect_die(open_file, "short.safetensors", "short.safetensors: 3 bytes is too short");
-    write_text("empty_file.safetensors", "");
+    tt_test_write_text("empty_file.safetensors", "");
     tt_expect_die(open_file, "empty_file.safetensors", "too short");
 
     write_raw("long_header.safetensors", "{}", 0);
     { /* the length field claims more bytes than the file has */
         unsigned char len[8] = {0xff, 0xff, 0, 0, 0, 0, 0, 0};
-        char *p = path_in("long_header.safetensors");
+        char *p = tt_test_path("long_header.safetensors");
         FILE *f = fopen(p, "r+b");
         fwrite(len, 1, 8, f);
         fclose(f);
@@ -544,7 +523,7 @@ static void test_bad_files(void) {
     tt_expect_die(open_file, "long_header.safetensors", "the header length field says 65535 bytes");
     {
         unsigned char huge[16] = {0, 0, 0, 0, 0, 0, 0, 0x80, '{', '}'};
-        write_bytes("huge_header.safetensors", huge, sizeof huge);
+        tt_test_write_bytes("huge_header.safetensors", huge, sizeof huge);
     }
     tt_expect_die(open_file, "huge_header.safetensors", "header length field says 9223372036854775808");
 
@@ -586,7 +565,7 @@ static void test_bad_files(void) {
 
     /* offsets past the end: a real file truncated after writing */
     {
-        char *p = path_in("truncated.safetensors");
+        char *p = tt_test_path("truncated.safetensors");
         write_one_tensor(p, 16); /* 64 bytes of data */
         struct stat st;
         stat(p, &st);
@@ -634,24 +613,24 @@ static void test_bad_files(void) {
               "\"data_offsets\":[4,4]}}",
               16);
     tt_st_file f;
-    char *p = path_in("touching.safetensors");
+    char *p = tt_test_path("touching.safetensors");
     tt_st_open(p, &f);
     TT_EXPECT(f.count == 3, "touching and empty tensors do not overlap");
     tt_st_close(&f);
     free(p);
 
     tt_expect_die(open_file, "does_not_exist.safetensors", "does_not_exist.safetensors: No such file or directory");
-    char *d = path_in("a_directory.safetensors");
+    char *d = tt_test_path("a_directory.safetensors");
     mkdir(d, 0755);
     free(d);
     tt_expect_die(open_file, "a_directory.safetensors", "is not a regular file");
 }
 
 static void test_bad_model_dirs(void) {
-    char *dir = path_in("bad_sharded");
+    char *dir = tt_test_path("bad_sharded");
     mkdir(dir, 0755);
     write_raw("bad_sharded/model-00001-of-00002.safetensors", "{" F32_ENTRY("a", 0, 8) "}", 8);
-    write_text("bad_sharded/model.safetensors.index.json",
+    tt_test_write_text("bad_sharded/model.safetensors.index.json",
                "{\"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", \"b\": "
                "\"model-00002-of-00002.safetensors\"}}");
     tt_expect_die(open_model_dir, "bad_sharded",
@@ -664,18 +643,18 @@ static void test_bad_model_dirs(void) {
     write_raw("bad_sharded/model-00002-of-00002.safetensors", "{" F32_ENTRY("b", 0, 8) "}", 4);
     tt_expect_die(open_model_dir, "bad_sharded", "model-00002-of-00002.safetensors: tensor 'b': data_offsets [0, 8]");
 
-    write_text("bad_sharded/model.safetensors.index.json", "{\"weight_map\": {\"a\": \n 3}}");
+    tt_test_write_text("bad_sharded/model.safetensors.index.json", "{\"weight_map\": {\"a\": \n 3}}");
     tt_expect_die(open_model_dir, "bad_sharded", "weight_map['a'] is an integer");
-    write_text("bad_sharded/model.safetensors.index.json", "{\"weight_map\": {\"a\": \"../x.safetensors\"}}");
+    tt_test_write_text("bad_sharded/model.safetensors.index.json", "{\"weight_map\": {\"a\": \"../x.safetensors\"}}");
     tt_expect_die(open_model_dir, "bad_sharded", "a shard must be a file name in the same directory");
-    write_text("bad_sharded/model.safetensors.index.json", "{\"metadata\": {}}");
+    tt_test_write_text("bad_sharded/model.safetensors.index.json", "{\"metadata\": {}}");
     tt_expect_die(open_model_dir, "bad_sharded", "\"weight_map\" is missing");
-    write_text("bad_sharded/model.safetensors.index.json", "{\"weight_map\": {}}");
+    tt_test_write_text("bad_sharded/model.safetensors.index.json", "{\"weight_map\": {}}");
     tt_expect_die(open_model_dir, "bad_sharded", "lists no tensors");
-    write_text("bad_sharded/model.safetensors.index.json", "{\"weight_map\": {\n\"a\": }");
+    tt_test_write_text("bad_sharded/model.safetensors.index.json", "{\"weight_map\": {\n\"a\": }");
     tt_expect_die(open_model_dir, "bad_sharded", "model.safetensors.index.json:2:");
 
-    char *empty = path_in("empty_dir");
+    char *empty = tt_test_path("empty_dir");
     mkdir(empty, 0755);
     char needle[4400];
     snprintf(needle, sizeof needle, "%s holds neither model.safetensors nor model.safetensors.index.json", empty);
@@ -685,18 +664,10 @@ static void test_bad_model_dirs(void) {
     free(dir);
 }
 
-/* Removes the scratch directory after a clean run (kept for inspection when a check failed). */
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
-    scratch = tt_test_tempdir("safetensors");
+    tt_test_scratch_open("safetensors");
     test_dtype_names();
     test_bf16();
     test_f16();
@@ -707,7 +678,6 @@ int main(int argc, char **argv) {
     test_sharded();
     test_bad_files();
     test_bad_model_dirs();
-    if (tt_test_failed_count == 0) nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(scratch);
+    tt_test_scratch_close();
     return tt_test_summary("safetensors");
 }

@@ -6,11 +6,13 @@
 #ifndef TT_TESTS_TEST_UTIL_H
 #define TT_TESTS_TEST_UTIL_H
 
+#include <ftw.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +107,48 @@ static inline char *tt_test_tempdir(const char *tag) {
         exit(2);
     }
     return path;
+}
+
+/* The test's scratch directory: files are written by name into it, and it is removed at the end
+ * when every check passed (kept for inspection when one failed). */
+static char *tt_test_scratch_dir;
+
+static inline void tt_test_scratch_open(const char *tag) { tt_test_scratch_dir = tt_test_tempdir(tag); }
+
+/* scratch/name, malloc'd. */
+static inline char *tt_test_path(const char *name) {
+    size_t n = strlen(tt_test_scratch_dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", tt_test_scratch_dir, name);
+    return p;
+}
+
+static inline void tt_test_write_bytes(const char *name, const void *data, size_t bytes) {
+    char *p = tt_test_path(name);
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(data, 1, bytes, f) != bytes) {
+        perror(p);
+        exit(2);
+    }
+    fclose(f);
+    free(p);
+}
+
+static inline void tt_test_write_text(const char *name, const char *text) {
+    tt_test_write_bytes(name, text, strlen(text));
+}
+
+static inline int tt_test_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static inline void tt_test_scratch_close(void) {
+    if (tt_test_failed_count == 0) nftw(tt_test_scratch_dir, tt_test_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(tt_test_scratch_dir);
+    tt_test_scratch_dir = NULL;
 }
 
 #endif

@@ -500,6 +500,65 @@ static void test_adamw(int64_t n) {
     free(v);
 }
 
+/* Column sums (bias gradients), the sum of squares, bias add and add. */
+static void test_reductions(int64_t R, int64_t C) {
+    tt_bf16 *x_dev, *b_dev, *y_dev, *a_dev;
+    float *x = random_bf16(R * C, 1.0f, &x_dev), *b = random_bf16(C, 1.0f, &b_dev);
+    float *y = random_bf16(R * C, 1.0f, &y_dev), *a = random_bf16(R * C, 1.0f, &a_dev);
+    float *scratch, *db_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&scratch, sizeof(float) * (size_t)tt_cuda_column_sum_scratch(R, C)));
+    TT_CUDA_CHECK(cudaMalloc((void **)&db_dev, sizeof(float) * (size_t)C));
+    float *db = malloc(sizeof(float) * (size_t)C);
+    for (int64_t c = 0; c < C; c++) db[c] = 0.5f; /* accumulates onto existing values */
+    TT_CUDA_CHECK(cudaMemcpy(db_dev, db, sizeof(float) * (size_t)C, cudaMemcpyHostToDevice));
+    tt_cuda_column_sum(db_dev, 1, x_dev, R, C, scratch, 0);
+    double *sums_dev, *sum_scratch;
+    TT_CUDA_CHECK(cudaMalloc((void **)&sums_dev, sizeof(double)));
+    TT_CUDA_CHECK(cudaMalloc((void **)&sum_scratch, sizeof(double) * TT_CUDA_SUM_SQUARES_BLOCKS));
+    tt_cuda_sum_squares(sums_dev, x_dev, 0, R * C, sum_scratch, 0);
+    tt_bf16 *sum_dev = device_poisoned(R * C);
+    tt_cuda_add(sum_dev, y_dev, a_dev, R * C, 0);
+    tt_cuda_add_bias(y_dev, b_dev, R, C, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+
+    for (int64_t c = 0; c < C; c++) {
+        double total = 0;
+        for (int64_t r = 0; r < R; r++) total += x[r * C + c];
+        db[c] = (float)(0.5 + total);
+    }
+    float *g = download_f32(db_dev, C);
+    expect_close("column sums (bias gradient, +=)", g, db, C, 1e-6);
+    free(g);
+    double gpu_sum = 0, cpu_sum = tt_cpu_sum_squares_f32(x, R * C);
+    TT_CUDA_CHECK(cudaMemcpy(&gpu_sum, sums_dev, sizeof(double), cudaMemcpyDeviceToHost));
+    TT_EXPECT(fabs(gpu_sum - cpu_sum) <= 1e-12 * cpu_sum, "sum of squares %.17g vs CPU %.17g", gpu_sum, cpu_sum);
+    printf("  %-34s relative difference %.2e\n", "sum of squares (double)", fabs(gpu_sum - cpu_sum) / cpu_sum);
+    float *want = malloc(sizeof(float) * (size_t)(R * C));
+    for (int64_t i = 0; i < R * C; i++) want[i] = y[i] + a[i];
+    g = download_bf16(sum_dev, R * C);
+    expect_close("add", g, want, R * C, BF16_TOLERANCE);
+    free(g);
+    for (int64_t i = 0; i < R * C; i++) want[i] = y[i] + b[i % C];
+    g = download_bf16(y_dev, R * C);
+    expect_close("bias add", g, want, R * C, BF16_TOLERANCE);
+    free(g);
+    cudaFree(x_dev);
+    cudaFree(b_dev);
+    cudaFree(y_dev);
+    cudaFree(a_dev);
+    cudaFree(scratch);
+    cudaFree(db_dev);
+    cudaFree(sums_dev);
+    cudaFree(sum_scratch);
+    cudaFree(sum_dev);
+    free(x);
+    free(b);
+    free(y);
+    free(a);
+    free(db);
+    free(want);
+}
+
 int main(void) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -517,6 +576,7 @@ int main(void) {
     test_attention(2, 67, 4, 2, 64, 0);
     test_attention(1, 70, 8, 2, 128, 0);
     test_attention(2, 40, 4, 4, 128, 16);
+    test_reductions(1000, 384);
     test_cross_entropy(50, 32000);
     test_cross_entropy(7, 151936);
     test_adamw(1000003);

@@ -63,19 +63,6 @@ static __global__ void rmsnorm_backward_kernel(tt_bf16 *dx, float *partial, cons
     }
 }
 
-static __global__ void add_partials_kernel(void *dw, int dw_is_fp32, const float *partial, int64_t blocks, int64_t C) {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float total = 0.0f;
-    for (int64_t b = 0; b < blocks; b++) total += partial[b * C + c];
-    if (dw_is_fp32) {
-        ((float *)dw)[c] += total;
-    } else {
-        tt_bf16 *d = (tt_bf16 *)dw;
-        d[c] = float_to_bf16(bf16_to_float(d[c]) + total);
-    }
-}
-
 extern "C" void tt_cuda_rmsnorm_backward(tt_bf16 *dx, void *dw, int dw_is_fp32, const tt_bf16 *dout,
                                          const tt_bf16 *x, const tt_bf16 *w, const float *rstd, int64_t R, int64_t C,
                                          float *scratch, cudaStream_t stream) {
@@ -83,8 +70,5 @@ extern "C" void tt_cuda_rmsnorm_backward(tt_bf16 *dx, void *dw, int dw_is_fp32, 
     const int64_t blocks = (R + TT_CUDA_RMSNORM_BACKWARD_ROWS - 1) / TT_CUDA_RMSNORM_BACKWARD_ROWS;
     rmsnorm_backward_kernel<<<(unsigned)blocks, NORM_THREADS, 0, stream>>>(dx, scratch, dout, x, w, rstd, R, C);
     TT_CUDA_CHECK(cudaGetLastError());
-    if (dw) {
-        add_partials_kernel<<<(unsigned)((C + 255) / 256), 256, 0, stream>>>(dw, dw_is_fp32, scratch, blocks, C);
-        TT_CUDA_CHECK(cudaGetLastError());
-    }
+    if (dw) tt_cuda_add_column_partials(dw, dw_is_fp32, scratch, blocks, C, stream);
 }

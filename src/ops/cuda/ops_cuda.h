@@ -56,6 +56,27 @@ void tt_cuda_embedding_backward(float *dtable, const int32_t *order, const int32
                                 const int32_t *segment_tokens, int64_t segments, const tt_bf16 *dout, int64_t D,
                                 cudaStream_t stream);
 
+/* Fixed-order reductions (kernels_reduce.cu). */
+/* Rows per block of the column-sum partials. */
+#define TT_CUDA_COLUMN_ROWS 64
+/* Floats of scratch for column sums of an [R, C] matrix: ceil(R / rows) * C. */
+int64_t tt_cuda_column_sum_scratch(int64_t R, int64_t C);
+/* dst[C] += sum over rows of x[R, C] (the bias gradient), through per-row-block partials added in
+ * block order; dst is fp32 when dst_is_fp32, else bf16. */
+void tt_cuda_column_sum(void *dst, int dst_is_fp32, const tt_bf16 *x, int64_t R, int64_t C, float *scratch,
+                        cudaStream_t stream);
+/* dst[C] += sum_b partial[b, C] for b in order: the second half of every column reduction. */
+void tt_cuda_add_column_partials(void *dst, int dst_is_fp32, const float *partial, int64_t blocks, int64_t C,
+                                 cudaStream_t stream);
+/* Blocks of the sum-of-squares partials, and the scratch (doubles) it needs. */
+#define TT_CUDA_SUM_SQUARES_BLOCKS 256
+/* *sum = sum of x[i]^2 (x fp32 when x_is_fp32, else bf16), in double, in a fixed order. */
+void tt_cuda_sum_squares(double *sum, const void *x, int x_is_fp32, int64_t n, double *scratch, cudaStream_t stream);
+/* y[N, C] += b[C] (bias add after a GEMM) */
+void tt_cuda_add_bias(tt_bf16 *y, const tt_bf16 *b, int64_t N, int64_t C, cudaStream_t stream);
+/* out[n] = a[n] + b[n] */
+void tt_cuda_add(tt_bf16 *out, const tt_bf16 *a, const tt_bf16 *b, int64_t n, cudaStream_t stream);
+
 /* Causal grouped-query attention, O(T) memory, one warp per query row with an online softmax:
  * the simple fallback kernel (CUDA cores, no tensor cores), exact semantics of the CPU op.
  * out[B*T, Hq*hd] bf16, lse[B, Hq, T] fp32. head_dim <= 256. */

@@ -1,0 +1,109 @@
+/* Reductions in a fixed order (no atomics): column sums through per-row-block partials, the sum
+ * of squares for the gradient norm, and the small element-wise adds that go with them. */
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_math.cuh"
+#include "ops/cuda/ops_cuda.h"
+
+static unsigned grid_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+extern "C" int64_t tt_cuda_column_sum_scratch(int64_t R, int64_t C) {
+    return (R + TT_CUDA_COLUMN_ROWS - 1) / TT_CUDA_COLUMN_ROWS * C;
+}
+
+/* Block b sums rows [b * ROWS, ...) of every column its threads own. */
+static __global__ void column_partials_kernel(float *partial, const tt_bf16 *x, int64_t R, int64_t C) {
+    const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int64_t first = (int64_t)blockIdx.x * TT_CUDA_COLUMN_ROWS;
+    const int64_t last = first + TT_CUDA_COLUMN_ROWS < R ? first + TT_CUDA_COLUMN_ROWS : R;
+    float total = 0.0f;
+    for (int64_t r = first; r < last; r++) total += bf16_to_float(x[r * C + c]);
+    partial[(int64_t)blockIdx.x * C + c] = total;
+}
+
+static __global__ void add_partials_kernel(void *dst, int dst_is_fp32, const float *partial, int64_t blocks, int64_t C) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float total = 0.0f;
+    for (int64_t b = 0; b < blocks; b++) total += partial[b * C + c];
+    if (dst_is_fp32) {
+        ((float *)dst)[c] += total;
+    } else {
+        tt_bf16 *d = (tt_bf16 *)dst;
+        d[c] = float_to_bf16(bf16_to_float(d[c]) + total);
+    }
+}
+
+extern "C" void tt_cuda_add_column_partials(void *dst, int dst_is_fp32, const float *partial, int64_t blocks,
+                                            int64_t C, cudaStream_t stream) {
+    if (C == 0) return;
+    add_partials_kernel<<<grid_for(C, 256), 256, 0, stream>>>(dst, dst_is_fp32, partial, blocks, C);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void tt_cuda_column_sum(void *dst, int dst_is_fp32, const tt_bf16 *x, int64_t R, int64_t C,
+                                   float *scratch, cudaStream_t stream) {
+    if (R == 0 || C == 0) return;
+    const int64_t blocks = (R + TT_CUDA_COLUMN_ROWS - 1) / TT_CUDA_COLUMN_ROWS;
+    const dim3 grid((unsigned)blocks, grid_for(C, 256));
+    column_partials_kernel<<<grid, 256, 0, stream>>>(scratch, x, R, C);
+    TT_CUDA_CHECK(cudaGetLastError());
+    tt_cuda_add_column_partials(dst, dst_is_fp32, scratch, blocks, C, stream);
+}
+
+/* Pass 1: block b sums elements b, b + stride, ... (grid-stride, fixed per block), reduces its
+ * threads in a fixed shuffle order; pass 2 adds the block sums in order. */
+static __global__ void sum_squares_partials_kernel(double *partial, const void *x, int x_is_fp32, int64_t n) {
+    __shared__ double shared[32];
+    double s = 0.0;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float v = x_is_fp32 ? ((const float *)x)[i] : bf16_to_float(((const tt_bf16 *)x)[i]);
+        s += (double)v * (double)v;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double total = 0.0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) total += shared[w];
+        partial[blockIdx.x] = total;
+    }
+}
+
+static __global__ void sum_partials_kernel(double *sum, const double *partial, int blocks) {
+    double total = 0.0;
+    for (int b = 0; b < blocks; b++) total += partial[b];
+    *sum = total;
+}
+
+extern "C" void tt_cuda_sum_squares(double *sum, const void *x, int x_is_fp32, int64_t n, double *scratch,
+                                    cudaStream_t stream) {
+    sum_squares_partials_kernel<<<TT_CUDA_SUM_SQUARES_BLOCKS, 256, 0, stream>>>(scratch, x, x_is_fp32, n);
+    TT_CUDA_CHECK(cudaGetLastError());
+    sum_partials_kernel<<<1, 1, 0, stream>>>(sum, scratch, TT_CUDA_SUM_SQUARES_BLOCKS);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+static __global__ void add_bias_kernel(tt_bf16 *y, const tt_bf16 *b, int64_t total, int64_t C) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    y[i] = float_to_bf16(bf16_to_float(y[i]) + bf16_to_float(b[i % C]));
+}
+
+extern "C" void tt_cuda_add_bias(tt_bf16 *y, const tt_bf16 *b, int64_t N, int64_t C, cudaStream_t stream) {
+    if (N * C == 0) return;
+    add_bias_kernel<<<grid_for(N * C, 256), 256, 0, stream>>>(y, b, N * C, C);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+static __global__ void add_kernel(tt_bf16 *out, const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
+extern "C" void tt_cuda_add(tt_bf16 *out, const tt_bf16 *a, const tt_bf16 *b, int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    add_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, a, b, n);
+    TT_CUDA_CHECK(cudaGetLastError());
+}

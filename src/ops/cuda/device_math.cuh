@@ -37,4 +37,15 @@ static __device__ float block_max(float v, float *shared) {
     return m;
 }
 
+/* The same for doubles; the result is valid in thread 0. */
+static __device__ double block_sum_double(double v, double *shared /* [32] */) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < (int)((blockDim.x + 31) >> 5); w++) total += shared[w];
+    return total;
+}
+
 #endif

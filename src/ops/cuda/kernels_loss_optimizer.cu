@@ -1,4 +1,4 @@
-/* The cross-entropy half of the fused LM head, a fixed-order sum, and AdamW. */
+/* The cross-entropy half of the fused LM head, and AdamW. */
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -41,25 +41,6 @@ extern "C" void tt_cuda_cross_entropy_chunk(tt_bf16 *logits, float *row_loss, co
                                             int64_t V, float scale, cudaStream_t stream) {
     if (rows == 0) return;
     cross_entropy_kernel<<<(unsigned)rows, CE_THREADS, 0, stream>>>(logits, row_loss, targets, V, scale);
-    TT_CUDA_CHECK(cudaGetLastError());
-}
-
-static __global__ void sum_kernel(double *sum, const float *values, int64_t n) {
-    __shared__ double shared[32];
-    double s = 0.0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)values[i];
-    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0.0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) total += shared[w];
-        *sum = total;
-    }
-}
-
-extern "C" void tt_cuda_sum(double *sum, const float *values, int64_t n, cudaStream_t stream) {
-    sum_kernel<<<1, 1024, 0, stream>>>(sum, values, n);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 

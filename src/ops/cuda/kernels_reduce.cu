@@ -1,5 +1,6 @@
 /* Reductions in a fixed order (no atomics): column sums through per-row-block partials, the sum
- * of squares for the gradient norm, and the small element-wise adds that go with them. */
+ * of squares for the gradient norm, the loss sum, and the small element-wise adds that go with
+ * them. */
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/ops_cuda.h"
@@ -61,14 +62,8 @@ static __global__ void sum_squares_partials_kernel(double *partial, const void *
         const float v = x_is_fp32 ? ((const float *)x)[i] : bf16_to_float(((const tt_bf16 *)x)[i]);
         s += (double)v * (double)v;
     }
-    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-    if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double total = 0.0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) total += shared[w];
-        partial[blockIdx.x] = total;
-    }
+    const double total = block_sum_double(s, shared);
+    if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
 static __global__ void sum_partials_kernel(double *sum, const double *partial, int blocks) {
@@ -82,6 +77,20 @@ extern "C" void tt_cuda_sum_squares(double *sum, const void *x, int x_is_fp32, i
     sum_squares_partials_kernel<<<TT_CUDA_SUM_SQUARES_BLOCKS, 256, 0, stream>>>(scratch, x, x_is_fp32, n);
     TT_CUDA_CHECK(cudaGetLastError());
     sum_partials_kernel<<<1, 1, 0, stream>>>(sum, scratch, TT_CUDA_SUM_SQUARES_BLOCKS);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+/* One block: the loss sum of a micro-batch's row losses. */
+static __global__ void sum_kernel(double *sum, const float *values, int64_t n) {
+    __shared__ double shared[32];
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += (double)values[i];
+    const double total = block_sum_double(s, shared);
+    if (threadIdx.x == 0) *sum = total;
+}
+
+extern "C" void tt_cuda_sum(double *sum, const float *values, int64_t n, cudaStream_t stream) {
+    sum_kernel<<<1, 1024, 0, stream>>>(sum, values, n);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 

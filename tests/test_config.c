@@ -14,17 +14,18 @@ static const char *const all_keys[] = {
     "base_model", "model_config", "initializer_range", "datasets", "val_set_size", "sequence_len", "micro_batch_size",
     "gradient_accumulation_steps", "optimizer", "learning_rate", "lr_scheduler", "warmup_steps", "warmup_ratio",
     "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "seed", "output_dir", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
-    "max_shard_size", "gradient_checkpointing", "loss_chunk_size", "host_memory_budget", "device", "num_threads",
-    "progress", "bf16", "fp16", "tf32", "activation_offloading",
+    "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
+    "max_shard_size", "gradient_checkpointing", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
+    "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
+    "activation_offloading",
     /* not available yet */
     "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_linear", "lora_model_dir",
     "layer_offloading", "selective_checkpointing", "gradient_checkpointing_kwargs", "min_offload_size",
     "use_pin_memory", "use_streams", "max_fwd_stash_size", "offload_dir", "cpu_offloading", "cpu_offloading_num_layers",
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
-    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "gpu_memory_budget", "trace"};
+    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "trace"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 38 /* the first 38 of all_keys */
+#define AVAILABLE_KEY_COUNT 42 /* the first 42 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -137,7 +138,8 @@ static void test_defaults(void) {
                   c.logging_steps == 1 && c.resume_from_checkpoint == NULL && c.max_shard_bytes == 5000000000LL,
               "output defaults");
     TT_EXPECT(!c.gradient_checkpointing && c.loss_chunk_size == 1024 && c.host_memory_budget == 0 &&
-                  c.device == TT_DEVICE_CPU && c.num_threads == 0 && c.progress && c.activation_offloading == 0 &&
+                  c.device == TT_DEVICE_AUTO && c.gpu_memory_budget == 0 && c.master_weights &&
+                  c.attn_implementation == 0 && c.num_threads == 0 && c.progress && c.activation_offloading == 0 &&
                   c.bf16 == 1 && !c.fp16 && !c.tf32,
               "memory and execution defaults (bf16: auto)");
     tt_run_config_free(&c);
@@ -431,7 +433,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`gpu_memory_budget`") && strstr(later, "`lora_r`"),
+        TT_EXPECT(later && strstr(later, "`trace`") && strstr(later, "`lora_r`"),
                   "docs list the reserved keys under Not available yet");
     }
     free(docs);
@@ -509,7 +511,7 @@ static void test_errors(void) {
                   "optimizer must be one of adamw_torch, adamw_torch_fused; got 'sgd'");
     tt_expect_die(load_file, yaml_file("enum3.yaml", "lr_scheduler: [cosine]\n"),
                   "lr_scheduler: expected one of cosine, linear, constant, got a list");
-    tt_expect_die(load_file, yaml_file("enum4.yaml", "device: tpu\n"), "device must be one of cpu, cuda; got 'tpu'");
+    tt_expect_die(load_file, yaml_file("enum4.yaml", "device: tpu\n"), "device must be one of auto, cpu, cuda; got 'tpu'");
     /* duplicate keys */
     tt_expect_die(load_file, yaml_file("dup.yaml", "seed: 1\nlearning_rate: 1e-4\nseed: 2\n"),
                   "dup.yaml:3: key 'seed' appears twice (first on line 1)");
@@ -528,12 +530,6 @@ static void test_errors(void) {
                   "activation_offloading: disk is not available yet");
     tt_expect_die(load_file, yaml_file("ao5.yaml", "activation_offloading: sometimes\n"),
                   "activation_offloading must be one of false, true, legacy, disk, hidden_states; got 'sometimes'");
-    tt_expect_die(load_file, yaml_file("cuda.yaml", "device: cuda\n"),
-                  "cuda.yaml:1: device: cuda is not available yet: the CUDA backend is issue 3; use device: cpu");
-    tt_expect_die(load_override, "device=cuda",
-                  "command-line override 'device=cuda': device: cuda is not available yet");
-    tt_expect_die(load_file, yaml_file("bf16.yaml", "bf16: true\n"),
-                  "bf16: true is not available yet on the CPU backend (bf16 compute comes with the CUDA backend)");
     tt_expect_die(load_file, yaml_file("bf16b.yaml", "bf16: fp8\n"),
                   "bf16 must be one of false, auto, true; got 'fp8'");
     tt_expect_die(load_file, yaml_file("fp16.yaml", "fp16: true\n"),
@@ -554,8 +550,10 @@ static void test_errors(void) {
                   "gradient_checkpointing_kwargs is not available yet");
     tt_expect_die(load_file, yaml_file("sel.yaml", "selective_checkpointing: {save: [attention]}\n"),
                   "selective_checkpointing is not available yet");
-    tt_expect_die(load_file, yaml_file("gpu.yaml", "gpu_memory_budget: 70GiB\n"),
-                  "gpu_memory_budget is not available yet");
+    tt_expect_die(load_file, yaml_file("gpu.yaml", "gpu_memory_budget: lots\n"),
+                  "gpu_memory_budget: expected a size in bytes such as 1073741824, 24GiB or 512MB, got 'lots'");
+    tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: eager\n"),
+                  "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
     tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory is not available yet");
     tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir is not available yet");
     tt_expect_die(load_file, yaml_file("quotednull.yaml", "trace: \"~\"\n"), "trace is not available yet");

@@ -66,7 +66,8 @@ static void run_fixture(const char *source_dir, const char *name, bool checkpoin
     run.loss_chunk_size = 5; /* several chunks, the last one short */
     run.gradient_checkpointing = checkpointing;
     tt_plan plan;
-    tt_plan_from_config(&plan, &run, &config, TT_TIER_HOST);
+    const tt_precision fp32 = tt_precision_for_run(&run, false);
+    tt_plan_from_config(&plan, &run, &config, TT_TIER_HOST, &fp32);
     tt_model_state s;
     tt_model_state_init(&s, &config, &plan, tt_backend_cpu(), 0);
     tt_weights_load_hf(s.weights, &s.params, dir);

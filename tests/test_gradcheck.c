@@ -912,7 +912,7 @@ static void det_optimizer(float *res) {
         m[i] = (float)(0.1 * tt_rng_normal(&r));
         v[i] = (float)(0.01 * fabs(tt_rng_normal(&r)));
     }
-    be->adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 7, 0.5f);
+    be->adamw_update(p, NULL, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 7, 0.5f);
     free(g);
 }
 

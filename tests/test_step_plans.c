@@ -55,8 +55,11 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk)
     plan.micro_batch = 2;
     plan.seq_len = 7;
     plan.loss_chunk = loss_chunk;
+    plan.precision = (tt_precision){.activation = TT_F32, .gradient = TT_F32, .moment = TT_F32, .master = false};
     plan.activation_bytes = 4;
     plan.weight_bytes = 4;
+    plan.gradient_bytes = 4;
+    plan.moment_bytes = 4;
 
     tt_model_state s;
     tt_model_state_init(&s, &config, &plan, tt_backend_cpu(), 0);

@@ -69,11 +69,13 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     tt_run_config_defaults(&run);
     tt_run_config_load(&run, a.config_path, a.override_count, a.overrides);
     tt_run_config_validate(&run);
+    tt_device device;
+    tt_select_device(&run, &device);
     int status = 0;
     if (train)
-        status = tt_train(&run, a.resume);
+        status = tt_train(&run, &device, a.resume);
     else
-        tt_print_run_plan(&run, stdout);
+        tt_print_run_plan(&run, &device, stdout);
     tt_run_config_free(&run);
     free(a.overrides);
     return status;

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 typedef enum tt_lr_scheduler { TT_LR_COSINE, TT_LR_LINEAR, TT_LR_CONSTANT } tt_lr_scheduler;
-typedef enum tt_device_kind { TT_DEVICE_CPU, TT_DEVICE_CUDA } tt_device_kind;
+typedef enum tt_device_kind { TT_DEVICE_AUTO, TT_DEVICE_CPU, TT_DEVICE_CUDA } tt_device_kind;
 
 #define TT_MAX_DATASETS 16
 
@@ -44,6 +44,7 @@ typedef struct tt_run_config {
     int64_t seed;
     /* output and evaluation */
     char *output_dir;
+    int save_strategy;       /* index in steps|no; no: no checkpoints, no final model */
     int64_t save_steps;      /* 0: only at the end */
     int64_t eval_steps;      /* 0: only at the end (if there is an eval set) */
     int64_t logging_steps;
@@ -53,12 +54,15 @@ typedef struct tt_run_config {
     bool gradient_checkpointing;
     int64_t loss_chunk_size; /* tokens per LM-head + cross-entropy chunk */
     int64_t host_memory_budget; /* bytes; 0: the machine's physical memory */
+    int64_t gpu_memory_budget;  /* bytes; 0: what the GPU has free at start */
     /* execution */
-    tt_device_kind device;
+    tt_device_kind device;   /* auto: cuda when built with CUDA and a GPU is present */
     int64_t num_threads;     /* 0: all cores */
     bool progress;           /* live progress line */
     int activation_offloading; /* index in false|true|legacy|disk|hidden_states (only false today) */
     int bf16;                /* index in false|auto|true (true needs the CUDA backend) */
+    int attn_implementation; /* index in auto|cudnn|flash|simple (tt_attention_kind) */
+    bool master_weights;     /* GPU: fp32 master weights, gradients and AdamW state (else all bf16) */
     bool fp16, tf32;         /* only false today */
 } tt_run_config;
 

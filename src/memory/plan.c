@@ -5,8 +5,15 @@
 
 #include "core/check.h"
 
+tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu) {
+    if (!gpu) return (tt_precision){.activation = TT_F32, .gradient = TT_F32, .moment = TT_F32, .master = false};
+    if (run->master_weights)
+        return (tt_precision){.activation = TT_BF16, .gradient = TT_F32, .moment = TT_F32, .master = true};
+    return (tt_precision){.activation = TT_BF16, .gradient = TT_BF16, .moment = TT_BF16, .master = false};
+}
+
 void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
-                         tt_tier compute_tier) {
+                         tt_tier compute_tier, const tt_precision *precision) {
     memset(plan, 0, sizeof(*plan));
     plan->num_layers = model->num_layers;
     plan->compute_tier = compute_tier;
@@ -14,9 +21,13 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->seq_len = run->sequence_len;
     int64_t tokens = run->micro_batch_size * run->sequence_len;
     plan->loss_chunk = run->loss_chunk_size < tokens ? run->loss_chunk_size : tokens;
-    plan->activation_bytes = 4;
-    plan->weight_bytes = 4;
-    plan->master_bytes = 0;
+    plan->precision = *precision;
+    plan->attention = (tt_attention_kind)run->attn_implementation;
+    plan->activation_bytes = tt_dtype_size(precision->activation);
+    plan->weight_bytes = plan->activation_bytes;
+    plan->gradient_bytes = tt_dtype_size(precision->gradient);
+    plan->master_bytes = precision->master ? 4 : 0;
+    plan->moment_bytes = tt_dtype_size(precision->moment);
     plan->layers = tt_xcalloc((size_t)model->num_layers, sizeof(tt_layer_plan), "plan");
     for (int64_t l = 0; l < model->num_layers; l++) {
         tt_layer_plan *lp = &plan->layers[l];
@@ -39,6 +50,10 @@ const char *tt_activation_policy_name(tt_activation_policy policy) {
 void tt_plan_print(const tt_plan *plan, FILE *out) {
     fprintf(out, "plan: micro_batch %lld x sequence %lld, LM head in chunks of %lld tokens\n",
             (long long)plan->micro_batch, (long long)plan->seq_len, (long long)plan->loss_chunk);
+    const tt_precision *p = &plan->precision;
+    fprintf(out, "  precision: %s compute, %s gradients, %s AdamW moments, %s\n", tt_dtype_torch_name(p->activation),
+            tt_dtype_torch_name(p->gradient), tt_dtype_torch_name(p->moment),
+            p->master ? "float32 master weights" : "no master copy");
     fprintf(out, "  %-8s %-20s %-12s %-12s\n", "layer", "saved activations", "where", "layer input");
     int64_t l = 0;
     while (l < plan->num_layers) {

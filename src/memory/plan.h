@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/tier.h"
 #include "model/model_config.h"
+#include "ops/backend.h"
 
 typedef enum tt_activation_policy {
     TT_ACTIVATIONS_KEEP,      /* saved in the forward, read in the backward */
@@ -31,13 +32,22 @@ typedef struct tt_plan {
     int64_t micro_batch;     /* B */
     int64_t seq_len;         /* T */
     int64_t loss_chunk;      /* tokens per LM-head chunk, <= B*T */
-    size_t activation_bytes; /* bytes per activation element (4 on the CPU backend) */
-    size_t weight_bytes;     /* bytes per parameter in compute precision */
-    size_t master_bytes;     /* bytes per fp32 master weight; 0 when compute precision is fp32 */
+    tt_precision precision;  /* number formats; the byte counts below follow from it */
+    tt_attention_kind attention; /* attn_implementation */
+    size_t activation_bytes; /* bytes per activation element (4 on the CPU backend, 2 in bf16) */
+    size_t weight_bytes;     /* bytes per parameter of the compute copy the ops read */
+    size_t gradient_bytes;   /* bytes per parameter gradient */
+    size_t master_bytes;     /* bytes per fp32 master weight; 0 without a master copy */
+    size_t moment_bytes;     /* bytes per AdamW moment (two per parameter) */
 } tt_plan;
 
+/* The number formats a run gets on a backend: fp32 everywhere on the CPU; on the GPU bf16
+ * compute with fp32 gradients, master weights and moments (master_weights: true) or bf16
+ * for all of them (master_weights: false). */
+tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu);
+
 void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
-                         tt_tier compute_tier);
+                         tt_tier compute_tier, const tt_precision *precision);
 void tt_plan_free(tt_plan *plan);
 /* Per-layer table: what is kept or recomputed, and where. */
 void tt_plan_print(const tt_plan *plan, FILE *out);

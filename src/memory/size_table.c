@@ -1,5 +1,6 @@
 #include "memory/size_table.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/check.h"
@@ -51,7 +52,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->layer_input = bytes_of(N * D, a);
     t->head_rstd = bytes_of(N, 4);
     t->head_normed = bytes_of(N * D, a);
-    t->logits_chunk = bytes_of(plan->loss_chunk * m->vocab_size, 4);
+    t->logits_chunk = bytes_of(plan->loss_chunk * m->vocab_size, a);
     t->d_head = bytes_of(N * D, a);
     t->d_residual = bytes_of(N * D, a);
     t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
@@ -62,7 +63,8 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     const tt_scratch_shape scratch_shape = {
         .tokens = N,
         .attention = {.batch = plan->micro_batch, .seq_len = plan->seq_len, .num_heads = m->num_heads,
-                      .num_kv_heads = m->num_kv_heads, .head_dim = m->head_dim},
+                      .num_kv_heads = m->num_kv_heads, .head_dim = m->head_dim,
+                      .scale = 1.0 / sqrt((double)m->head_dim), .sliding_window = m->sliding_window},
         .hidden = D,
         .intermediate = F,
         .loss_chunk = plan->loss_chunk,
@@ -70,9 +72,9 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     };
     t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));
     t->weights = bytes_of(params->total_numel, plan->weight_bytes);
-    t->gradients = bytes_of(params->total_numel, plan->weight_bytes);
+    t->gradients = bytes_of(params->total_numel, plan->gradient_bytes);
     t->master = bytes_of(params->total_numel, plan->master_bytes);
-    t->optimizer_state = 2 * bytes_of(params->total_numel, 4);
+    t->optimizer_state = 2 * bytes_of(params->total_numel, plan->moment_bytes);
 
     /* The step program's order on the compute tier (see step.c):
      *   persistent: weights, gradients, master, m, v, rope cos/sin, batch ids/targets, op scratch

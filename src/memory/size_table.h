@@ -61,7 +61,7 @@ typedef struct tt_size_table {
     size_t layer_input;      /* one layer input [N, D] */
     size_t head_rstd;        /* [N] fp32 final-norm 1/rms */
     size_t head_normed;      /* [N, D] final-norm output */
-    size_t logits_chunk;     /* [loss_chunk, V] fp32 */
+    size_t logits_chunk;     /* [loss_chunk, V] activation precision */
     size_t d_head;           /* [N, D] gradient of the final-norm output */
     size_t d_residual;       /* [N, D] gradient of the residual stream, lives through the backward */
     size_t rope_table;       /* [T, hd/2] fp32, cos and sin each */

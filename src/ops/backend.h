@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/tier.h"
 
 /* Token positions at which the loss is not taken. */
@@ -38,6 +39,25 @@ typedef struct tt_scratch_shape {
     int64_t max_param_numel; /* the largest parameter */
 } tt_scratch_shape;
 
+/* The number formats of one run. The CPU backend computes everything in fp32; the CUDA backend
+ * computes in bf16 and keeps either fp32 gradients, an fp32 master copy and fp32 AdamW moments
+ * (mixed precision, the default) or bf16 for all of them with no master copy (the recipe of a
+ * bf16 model trained in PyTorch). */
+typedef struct tt_precision {
+    tt_dtype activation; /* activations and the compute copy of the weights */
+    tt_dtype gradient;   /* parameter gradients (norm, bias, embedding and GEMM weight gradients) */
+    tt_dtype moment;     /* AdamW first and second moments */
+    bool master;         /* an fp32 master copy of the weights is what AdamW updates */
+} tt_precision;
+
+/* Which fused attention a backend runs (attn_implementation). */
+typedef enum tt_attention_kind {
+    TT_ATTENTION_AUTO,   /* the fastest the backend has for the shape */
+    TT_ATTENTION_CUDNN,  /* cuDNN's fused flash attention (GPU) */
+    TT_ATTENTION_FLASH,  /* tiertrain's own tensor-core flash attention (GPU) */
+    TT_ATTENTION_SIMPLE, /* the reference kernels: one row at a time, no tensor cores */
+} tt_attention_kind;
+
 typedef struct tt_backend {
     const char *name;
     tt_tier compute_tier; /* where the backend's ops read and write */
@@ -48,6 +68,12 @@ typedef struct tt_backend {
     void (*copy)(void *dst, const void *src, size_t bytes);
     void (*zero)(void *dst, size_t bytes);
     void (*synchronize)(void);
+    /* Copies between host memory (any kind) and the compute tier; they complete before returning. */
+    void (*upload)(void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *host_dst, const void *src, size_t bytes);
+    /* The run's number formats and attention kernels; set before scratch_bytes and the first op
+     * (the CPU backend accepts fp32 and its one attention only). */
+    void (*configure)(const tt_precision *precision, tt_attention_kind attention);
 
     /* Scratch that ops use inside one call (partial sums, a row of attention scores per
      * thread). The size table reserves scratch_bytes(shape) in the compute tier's arena (class
@@ -58,7 +84,7 @@ typedef struct tt_backend {
 
     /* out[N,D] = table[ids[n], :] */
     void (*embedding_forward)(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D);
-    /* dtable[V,D] += for each n in order: dtable[ids[n]] += dout[n] */
+    /* dtable[V,D] += for each n in order: dtable[ids[n]] += dout[n] (ids in the compute tier) */
     void (*embedding_backward)(void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D);
 
     /* out[R,C] = x / sqrt(mean(x^2) + eps) * w[C]; rstd[R] = 1 / sqrt(mean(x^2) + eps) */
@@ -110,16 +136,17 @@ typedef struct tt_backend {
      * When dxn != NULL: dxn[N,D] = d(scale * sum loss_n)/dxn (overwritten),
      * dW[V,D] += d(scale * sum loss_n)/dW. */
     double (*lm_head_loss)(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
-                           int64_t N, int64_t D, int64_t V, int64_t chunk, float *logits, double scale,
+                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                            int64_t *count);
 
-    /* Sum of squares of n fp32-or-compute-precision gradient values, in a fixed order. */
+    /* Sum of squares of n gradient values, in a fixed order. */
     double (*sum_squares)(const void *x, int64_t n);
     /* AdamW as torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). The gradient is first
-     * multiplied by grad_scale (clipping). p, m, v are fp32; g in compute precision. */
-    void (*adamw_update)(float *p, const void *g, float *m, float *v, int64_t n, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+     * multiplied by grad_scale (clipping). With a master copy, p is master (fp32) and the result is
+     * also rounded into weights; without, p is weights itself. g, m, v in the precision's formats. */
+    void (*adamw_update)(void *weights, float *master, const void *g, void *m, void *v, int64_t n, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
 } tt_backend;
 
 const tt_backend *tt_backend_cpu(void);

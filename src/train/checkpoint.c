@@ -41,18 +41,20 @@ static void remove_flat_directory(const char *path) {
     rmdir(path);
 }
 
-static void save_optimizer(const tt_model_state *m, const char *path) {
+/* weights, m, v: host fp32 copies in the flat parameter layout */
+static void save_optimizer(const tt_model_state *m, const float *weights, const float *adam_m, const float *adam_v,
+                           const char *path) {
     tt_st_writer writer;
     tt_st_writer_init(&writer);
     char name[160];
     for (int i = 0; i < m->params.count; i++) {
         const tt_param_info *p = &m->params.params[i];
         snprintf(name, sizeof name, "master.%s", p->name);
-        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, (const float *)m->weights + p->offset);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, weights + p->offset);
         snprintf(name, sizeof name, "exp_avg.%s", p->name);
-        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, m->adam_m + p->offset);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, adam_m + p->offset);
         snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
-        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, m->adam_v + p->offset);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, adam_v + p->offset);
     }
     tt_st_writer_commit(&writer, path);
     tt_st_writer_free(&writer);
@@ -78,6 +80,15 @@ static void save_trainer_state(const tt_trainer_state *t, const char *path) {
     free(text);
 }
 
+/* Three fp32 host buffers of the model's parameter count. */
+static float *host_parameter_buffers(const tt_model_state *m, float **adam_m, float **adam_v) {
+    const size_t bytes = tt_mul_size((size_t)m->params.total_numel, 3 * sizeof(float), "checkpoint buffers");
+    float *weights = tt_xmalloc(bytes, "checkpoint buffers");
+    *adam_m = weights + m->params.total_numel;
+    *adam_v = *adam_m + m->params.total_numel;
+    return weights;
+}
+
 char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, const tt_run_config *run) {
     char final_dir[4096], partial[4112], path[4200];
     snprintf(final_dir, sizeof final_dir, "%s/checkpoint-%lld", run->output_dir, (long long)t->global_step);
@@ -85,9 +96,13 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     remove_flat_directory(partial); /* left over from an interrupted save */
     tt_make_directories(partial);
 
-    tt_weights_save_hf(m->weights, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
+    float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
+    tt_model_get_weights(m, weights);
+    tt_model_get_moments(m, adam_m, adam_v);
+    tt_weights_save_hf(weights, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
     snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
-    save_optimizer(m, path);
+    save_optimizer(m, weights, adam_m, adam_v, path);
+    free(weights);
     snprintf(path, sizeof path, "%s/trainer_state.json", partial);
     save_trainer_state(t, path);
     snprintf(path, sizeof path, "%s/run.yaml", partial);
@@ -129,16 +144,20 @@ void tt_checkpoint_load(tt_model_state *m, tt_trainer_state *t, const char *dir)
     tt_st_file file;
     tt_st_open(path, &file);
     char name[160];
+    float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
     for (int i = 0; i < m->params.count; i++) {
         const tt_param_info *p = &m->params.params[i];
         snprintf(name, sizeof name, "master.%s", p->name);
-        load_into((float *)m->weights + p->offset, &file, name, p);
+        load_into(weights + p->offset, &file, name, p);
         snprintf(name, sizeof name, "exp_avg.%s", p->name);
-        load_into(m->adam_m + p->offset, &file, name, p);
+        load_into(adam_m + p->offset, &file, name, p);
         snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
-        load_into(m->adam_v + p->offset, &file, name, p);
+        load_into(adam_v + p->offset, &file, name, p);
     }
     tt_st_close(&file);
+    tt_model_set_weights(m, weights);
+    tt_model_set_moments(m, adam_m, adam_v);
+    free(weights);
 
     snprintf(path, sizeof path, "%s/trainer_state.json", dir);
     json_error_t error;

@@ -3,7 +3,7 @@
 #include <math.h>
 
 double tt_gradient_norm(const tt_model_state *s) {
-    const size_t elem = s->plan.weight_bytes;
+    const size_t elem = s->plan.gradient_bytes;
     double total = 0.0;
     for (int i = 0; i < s->params.count; i++) {
         const tt_param_info *p = &s->params.params[i];
@@ -20,12 +20,15 @@ float tt_clip_scale(double grad_norm, float max_grad_norm) {
 
 void tt_adamw_step(tt_model_state *s, const tt_adamw_settings *o, float learning_rate, int64_t step,
                    float grad_scale) {
-    const size_t elem = s->plan.weight_bytes;
+    const tt_plan *plan = &s->plan;
+    unsigned char *weights = s->weights, *m = s->adam_m, *v = s->adam_v;
+    const unsigned char *gradients = s->gradients;
     for (int i = 0; i < s->params.count; i++) {
         const tt_param_info *p = &s->params.params[i];
-        s->backend->adamw_update((float *)s->weights + p->offset,
-                                 (const unsigned char *)s->gradients + (size_t)p->offset * elem,
-                                 s->adam_m + p->offset, s->adam_v + p->offset, p->numel, learning_rate, o->beta1,
-                                 o->beta2, o->epsilon, p->weight_decay ? o->weight_decay : 0.0f, step, grad_scale);
+        const size_t at = (size_t)p->offset;
+        s->backend->adamw_update(weights + at * plan->weight_bytes, s->master ? s->master + at : NULL,
+                                 gradients + at * plan->gradient_bytes, m + at * plan->moment_bytes,
+                                 v + at * plan->moment_bytes, p->numel, learning_rate, o->beta1, o->beta2,
+                                 o->epsilon, p->weight_decay ? o->weight_decay : 0.0f, step, grad_scale);
     }
 }

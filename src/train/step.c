@@ -85,6 +85,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     memset(plan, 0, sizeof(*plan));
     s->backend = backend;
     tt_param_table_build(&s->config, &s->params);
+    backend->configure(&s->plan.precision, s->plan.attention);
     tt_size_table_compute(&s->sizes, &s->config, &s->params, &s->plan, backend);
 
     const tt_tier tier = s->plan.compute_tier;
@@ -101,7 +102,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
 
     s->weights = tt_arena_push(&s->arena, s->sizes.weights, TT_CLASS_WEIGHT, "weights");
     s->gradients = tt_arena_push(&s->arena, s->sizes.gradients, TT_CLASS_GRADIENT, "gradients");
-    if (s->sizes.master) (void)tt_arena_push(&s->arena, s->sizes.master, TT_CLASS_MASTER, "master weights");
+    s->master = s->sizes.master ? tt_arena_push(&s->arena, s->sizes.master, TT_CLASS_MASTER, "master weights") : NULL;
     size_t moment_bytes = s->sizes.optimizer_state / 2;
     s->adam_m = tt_arena_push(&s->arena, moment_bytes, TT_CLASS_OPTIMIZER_STATE, "AdamW first moment");
     s->adam_v = tt_arena_push(&s->arena, moment_bytes, TT_CLASS_OPTIMIZER_STATE, "AdamW second moment");
@@ -114,9 +115,15 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
 
     backend->zero(s->weights, s->sizes.weights);
     backend->zero(s->gradients, s->sizes.gradients);
+    if (s->master) backend->zero(s->master, s->sizes.master);
     backend->zero(s->adam_m, moment_bytes);
     backend->zero(s->adam_v, moment_bytes);
-    tt_rope_tables(&s->config, s->plan.seq_len, s->rope_cos, s->rope_sin);
+    float *host_cos = tt_xmalloc(s->sizes.rope_table, "RoPE table"), *host_sin = tt_xmalloc(s->sizes.rope_table, "RoPE table");
+    tt_rope_tables(&s->config, s->plan.seq_len, host_cos, host_sin);
+    backend->upload(s->rope_cos, host_cos, s->sizes.rope_table);
+    backend->upload(s->rope_sin, host_sin, s->sizes.rope_table);
+    free(host_cos);
+    free(host_sin);
 
     const int64_t L = s->config.num_layers;
     s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
@@ -124,7 +131,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
     s->kept_saved = tt_xcalloc((size_t)L, sizeof(*s->kept_saved), "saved activation pointers");
     tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
-    tt_model_view_bind(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.weight_bytes);
+    tt_model_view_bind(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
 
     s->attention = (tt_attention_shape){
         .batch = s->plan.micro_batch,
@@ -291,7 +298,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     const tt_arena_mark head_mark = tt_arena_get_mark(&s->arena);
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
-    float *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
+    void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
     void *d_head = tt_arena_push(&s->arena, s->sizes.d_head, TT_CLASS_WORKSPACE, "d final norm output");
     b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = b->lm_head_loss(d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N, D,
@@ -328,7 +335,7 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     forward_layers(s, x, NULL, false);
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
-    float *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
+    void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
     b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = b->lm_head_loss(NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D, c->vocab_size,
                                       s->plan.loss_chunk, logits, 0.0, count);

@@ -23,9 +23,10 @@ typedef struct tt_model_state {
     const tt_backend *backend;
     tt_arena arena;           /* the compute tier: every tensor of the step lives here */
 
-    void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU) */
-    void *gradients;          /* [params.total_numel] */
-    float *adam_m, *adam_v;   /* [params.total_numel] fp32 */
+    void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU) */
+    void *gradients;          /* [params.total_numel] plan.precision.gradient */
+    float *master;            /* [params.total_numel] fp32 master weights, or NULL (plan.precision.master) */
+    void *adam_m, *adam_v;    /* [params.total_numel] plan.precision.moment */
     tt_model_view w, g;       /* views of weights and gradients */
     tt_layer_view *w_layers, *g_layers; /* [L] */
 
@@ -44,6 +45,16 @@ typedef struct tt_model_state {
 void tt_model_state_init(tt_model_state *state, tt_model_config *config, tt_plan *plan,
                          const tt_backend *backend, size_t budget_bytes);
 void tt_model_state_free(tt_model_state *state);
+
+/* Weights, AdamW moments and the batch between host memory and the compute tier. Host weights
+ * and moments are fp32 in the flat parameter layout ([params.total_numel]); without a master
+ * copy, set_weights rounds them to the compute precision. */
+void tt_model_set_weights(tt_model_state *state, const float *host);
+void tt_model_get_weights(const tt_model_state *state, float *host);
+void tt_model_set_moments(tt_model_state *state, const float *host_m, const float *host_v);
+void tt_model_get_moments(const tt_model_state *state, float *host_m, float *host_v);
+/* inputs/targets[micro_batch * seq_len] token ids from the host */
+void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int32_t *targets);
 
 /* Runs forward and backward on batch_inputs/batch_targets, adding the gradient of
  * loss_scale * sum(token losses) into gradients. Returns the sum of token losses (double)

@@ -38,44 +38,51 @@ void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *mod
     tt_model_config_load(path, model);
 }
 
-static size_t physical_memory_bytes(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-}
-
-static size_t host_budget(const tt_run_config *run) {
-    return run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
-}
-
-static void print_header(const tt_model_config *m, const tt_plan *plan, const tt_size_table *sizes, FILE *out) {
+static void print_header(const tt_model_config *m, const tt_device *device, const tt_plan *plan,
+                         const tt_size_table *sizes, FILE *out) {
     fprintf(out, "model: %s, %lld layers, hidden %lld, %lld heads (%lld kv) x %lld, MLP %lld, vocab %lld, %.2fM parameters\n",
             m->model_type, (long long)m->num_layers, (long long)m->hidden_size, (long long)m->num_heads,
             (long long)m->num_kv_heads, (long long)m->head_dim, (long long)m->intermediate_size,
             (long long)m->vocab_size, (double)tt_model_config_param_count(m) / 1e6);
+    fprintf(out, "device: %s\n", device->description);
     tt_plan_print(plan, out);
     tt_size_table_print(sizes, out, NULL);
 }
 
-void tt_print_run_plan(const tt_run_config *run, FILE *out) {
+static tt_tier compute_tier_of(const tt_device *device) { return device->backend->compute_tier; }
+
+static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
+                         const tt_device *device) {
+    const tt_precision precision = tt_precision_for_run(run, compute_tier_of(device) == TT_TIER_GPU);
+    tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
+}
+
+void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out) {
     tt_model_config model;
     tt_load_model_config_for_run(run, &model);
     tt_plan plan;
-    tt_plan_from_config(&plan, run, &model, TT_TIER_HOST);
+    plan_for_run(&plan, run, &model, device);
     tt_param_table params;
     tt_param_table_build(&model, &params);
+    device->backend->configure(&plan.precision, plan.attention);
     tt_size_table sizes;
-    tt_size_table_compute(&sizes, &model, &params, &plan, tt_backend_cpu());
-    print_header(&model, &plan, &sizes, out);
+    tt_size_table_compute(&sizes, &model, &params, &plan, device->backend);
+    print_header(&model, device, &plan, &sizes, out);
     char budget[32];
-    fprintf(out, "  host budget: %s%s\n", tt_format_bytes(host_budget(run), budget, sizeof budget),
-            sizes.tier_peak[TT_TIER_HOST] > host_budget(run) ? "  (EXCEEDED: training would stop at start)" : "");
+    const tt_tier tier = compute_tier_of(device);
+    fprintf(out, "  %s budget: %s%s\n", tt_tier_name(tier),
+            tt_format_bytes(device->memory_budget, budget, sizeof budget),
+            sizes.tier_peak[tier] > device->memory_budget ? "  (EXCEEDED: training would stop at start)" : "");
     tt_param_table_free(&params);
     tt_plan_free(&plan);
     tt_model_config_free(&model);
 }
 
 /* Runs the held-out sequences through the model; returns the mean token loss. */
-static double evaluate(tt_model_state *model, const tt_dataset *data, int64_t *tokens_out) {
+/* Runs the held-out sequences through the model; returns the mean token loss. inputs and
+ * targets are host buffers of one micro-batch. */
+static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *inputs, int32_t *targets,
+                       int64_t *tokens_out) {
     const int64_t B = model->plan.micro_batch, T = model->plan.seq_len;
     double loss_sum = 0;
     int64_t tokens = 0;
@@ -83,14 +90,15 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int64_t *t
         int64_t rows = data->eval_count - first < B ? data->eval_count - first : B;
         for (int64_t r = 0; r < B; r++) {
             if (r < rows) {
-                tt_dataset_get_eval(data, first + r, model->batch_inputs + r * T, model->batch_targets + r * T);
+                tt_dataset_get_eval(data, first + r, inputs + r * T, targets + r * T);
             } else { /* a short last batch: pad with ignored rows */
                 for (int64_t t = 0; t < T; t++) {
-                    model->batch_inputs[r * T + t] = 0;
-                    model->batch_targets[r * T + t] = TT_IGNORE_INDEX;
+                    inputs[r * T + t] = 0;
+                    targets[r * T + t] = TT_IGNORE_INDEX;
                 }
             }
         }
+        tt_model_set_batch(model, inputs, targets);
         int64_t count = 0;
         loss_sum += tt_step_forward_loss(model, &count);
         tokens += count;
@@ -99,18 +107,43 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int64_t *t
     return tokens ? loss_sum / (double)tokens : NAN;
 }
 
-int tt_train(const tt_run_config *run, bool resume_latest) {
+/* The model's weights through a host fp32 buffer: Hugging Face files and random init are fp32 on
+ * the host; the compute tier gets them in its formats. */
+static void initial_weights(tt_model_state *model, const tt_run_config *run) {
+    float *host = tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"),
+                             "the weights");
+    if (run->base_model) {
+        tt_weights_load_hf(host, &model->params, run->base_model);
+    } else {
+        double std = run->initializer_range > 0 ? run->initializer_range : model->config.initializer_range;
+        tt_weights_init_random(host, &model->params, std, (uint64_t)run->seed);
+    }
+    tt_model_set_weights(model, host);
+    free(host);
+}
+
+static void save_final_weights(const tt_model_state *model, const tt_run_config *run) {
+    float *host = tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"),
+                             "the weights");
+    tt_model_get_weights(model, host);
+    tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
+                       run->max_shard_bytes);
+    free(host);
+}
+
+int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest) {
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
 
     tt_model_config model_config;
     tt_load_model_config_for_run(run, &model_config);
     tt_plan plan;
-    tt_plan_from_config(&plan, run, &model_config, TT_TIER_HOST);
+    plan_for_run(&plan, run, &model_config, device);
     tt_model_state model;
-    tt_model_state_init(&model, &model_config, &plan, tt_backend_cpu(), host_budget(run));
+    tt_model_state_init(&model, &model_config, &plan, device->backend, device->memory_budget);
     const tt_model_config *mc = &model.config;
-    print_header(mc, &model.plan, &model.sizes, stdout);
+    const tt_tier tier = compute_tier_of(device);
+    print_header(mc, device, &model.plan, &model.sizes, stdout);
 
     tt_dataset data;
     tt_dataset_open(&data, run->datasets, run->dataset_count, mc->vocab_size, run->sequence_len, run->val_set_size,
@@ -152,11 +185,8 @@ int tt_train(const tt_run_config *run, bool resume_latest) {
         tt_checkpoint_load(&model, &trainer, resume_dir);
         tt_dataset_set_position(&data, trainer.data_epoch, trainer.data_index);
         tt_info("resumed from %s at step %lld", resume_dir, (long long)trainer.global_step);
-    } else if (run->base_model) {
-        tt_weights_load_hf(model.weights, &model.params, run->base_model);
     } else {
-        double std = run->initializer_range > 0 ? run->initializer_range : mc->initializer_range;
-        tt_weights_init_random(model.weights, &model.params, std, (uint64_t)run->seed);
+        initial_weights(&model, run);
     }
     tt_info("data: %lld training and %lld eval sequences of %lld tokens; %lld steps of %lld sequences (%lld tokens)",
             (long long)data.train_count, (long long)data.eval_count, (long long)T, (long long)total_steps,
@@ -169,7 +199,7 @@ int tt_train(const tt_run_config *run, bool resume_latest) {
 
     tt_reporter reporter;
     tt_reporter_open(&reporter, run->output_dir, run->progress);
-    reporter.arenas[TT_TIER_HOST] = &model.arena;
+    reporter.arenas[tier] = &model.arena;
 
     char *last_checkpoint = resume_dir ? tt_xstrdup(resume_dir) : NULL;
     const double start = now_seconds();
@@ -186,8 +216,7 @@ int tt_train(const tt_run_config *run, bool resume_latest) {
         double loss_sum = 0;
         int64_t counted = 0;
         for (int64_t micro = 0; micro < accumulation; micro++) {
-            memcpy(model.batch_inputs, step_inputs + micro * N, sizeof(int32_t) * (size_t)N);
-            memcpy(model.batch_targets, step_targets + micro * N, sizeof(int32_t) * (size_t)N);
+            tt_model_set_batch(&model, step_inputs + micro * N, step_targets + micro * N);
             int64_t count = 0;
             loss_sum += tt_step_forward_backward(&model, step_tokens ? 1.0 / (double)step_tokens : 0.0, &count);
             counted += count;
@@ -212,6 +241,7 @@ int tt_train(const tt_run_config *run, bool resume_latest) {
         trainer.tokens_seen += step_tokens;
         tt_dataset_get_position(&data, &trainer.data_epoch, &trainer.data_index);
 
+        model.backend->synchronize(); /* the step's time includes its last kernels */
         const double t_now = now_seconds();
         tt_step_report report = {
             .step = trainer.global_step,
@@ -229,10 +259,11 @@ int tt_train(const tt_run_config *run, bool resume_latest) {
 
         if (data.eval_count > 0 && ((run->eval_steps > 0 && trainer.global_step % run->eval_steps == 0) || last)) {
             int64_t eval_tokens = 0;
-            double eval_loss = evaluate(&model, &data, &eval_tokens);
+            double eval_loss = evaluate(&model, &data, step_inputs, step_targets, &eval_tokens);
             tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
         }
-        if ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last) {
+        const bool saving = run->save_strategy == 0;
+        if (saving && ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last)) {
             free(last_checkpoint);
             last_checkpoint = tt_checkpoint_save(&model, &trainer, run);
         }
@@ -241,14 +272,18 @@ int tt_train(const tt_run_config *run, bool resume_latest) {
 
     if (exit_status == 0) {
         /* The final model, as a Hugging Face checkpoint in output_dir itself. */
-        tt_weights_save_hf(model.weights, &model.params, mc, mc->dtype, run->output_dir, run->max_shard_bytes);
+        if (run->save_strategy == 0)
+            save_final_weights(&model, run);
+        else
+            tt_info("save_strategy: no: the trained model is not saved");
         double elapsed = now_seconds() - start;
         int64_t steps = trainer.global_step - first_step;
-        tt_info("done: %lld steps in %.1f s (%.0f tok/s); model saved to %s", (long long)steps, elapsed,
-                elapsed > 0 ? (double)(steps * sequences_per_step * T) / elapsed : 0.0, run->output_dir);
+        tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
+                elapsed > 0 ? (double)(steps * sequences_per_step * T) / elapsed : 0.0,
+                run->save_strategy == 0 ? "; model saved to " : "", run->save_strategy == 0 ? run->output_dir : "");
     }
     const tt_arena *measured[TT_TIER_COUNT] = {0};
-    measured[TT_TIER_HOST] = &model.arena;
+    measured[tier] = &model.arena;
     printf("memory, estimate vs measured peak:\n");
     tt_size_table_print(&model.sizes, stdout, measured);
 

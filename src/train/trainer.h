@@ -8,15 +8,28 @@
 #include "core/config.h"
 #include "memory/plan.h"
 #include "model/model_config.h"
+#include "ops/backend.h"
 
 /* Reads the model's config.json from base_model or model_config (a file or a directory). */
 void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *model);
 
+/* Where a run computes: the backend, and the budget of its compute tier. */
+typedef struct tt_device {
+    const tt_backend *backend;
+    size_t memory_budget; /* bytes of the compute tier the plan may use */
+    char description[160];
+} tt_device;
+
+/* Resolves `device`, `bf16`, `master_weights` and `attn_implementation` into a device; dies with
+ * the key and the fix when they do not fit together or the device is not there. Lives with the
+ * command line (src/cli/device_select.c), which is the part built with or without CUDA. */
+void tt_select_device(const tt_run_config *run, tt_device *device);
+
 /* `tiertrain plan`: the plan per layer and the size table, without training. */
-void tt_print_run_plan(const tt_run_config *run, FILE *out);
+void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);
 
 /* `tiertrain train`. resume_latest: continue from the newest checkpoint in output_dir.
  * Returns the process exit status. */
-int tt_train(const tt_run_config *run, bool resume_latest);
+int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest);
 
 #endif

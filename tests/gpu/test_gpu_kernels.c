@@ -237,7 +237,7 @@ static void test_embedding(int64_t N, int64_t V, int64_t D) {
     float *dtable_dev;
     TT_CUDA_CHECK(cudaMalloc((void **)&dtable_dev, sizeof(float) * (size_t)(V * D)));
     TT_CUDA_CHECK(cudaMemset(dtable_dev, 0, sizeof(float) * (size_t)(V * D)));
-    tt_cuda_embedding_backward(dtable_dev, order_dev, starts_dev, tokens_dev, segments, dout_dev, D, 0);
+    tt_cuda_embedding_backward(dtable_dev, 1, order_dev, starts_dev, tokens_dev, segments, dout_dev, D, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
 
     float *out = malloc(sizeof(float) * (size_t)(N * D)), *dtable = calloc((size_t)(V * D), sizeof(float));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/arena.h"
+#include "core/check.h"
 #include "ops/backend.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -16,6 +17,17 @@ static void cpu_zero(void *dst, size_t bytes) {
 }
 
 static void cpu_synchronize(void) {}
+
+static void cpu_upload(void *dst, const void *host_src, size_t bytes) { cpu_copy(dst, host_src, bytes); }
+
+static void cpu_download(void *host_dst, const void *src, size_t bytes) { cpu_copy(host_dst, src, bytes); }
+
+static void cpu_configure(const tt_precision *p, tt_attention_kind attention) {
+    /* The CPU backend is the fp32 oracle; device selection keeps other settings away. */
+    TT_CHECK(p->activation == TT_F32 && p->gradient == TT_F32 && p->moment == TT_F32 && !p->master,
+             "the CPU backend computes in fp32 only");
+    TT_CHECK(attention == TT_ATTENTION_AUTO || attention == TT_ATTENTION_SIMPLE, "the CPU backend has one attention");
+}
 
 static void cpu_embedding_forward(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
     tt_cpu_embedding_forward_f32(out, ids, table, N, D);
@@ -78,16 +90,18 @@ static void cpu_swiglu_backward(void *dgate, void *dup, const void *dh, const vo
 static void cpu_add(void *out, const void *a, const void *b, int64_t n) { tt_cpu_add_f32(out, a, b, n); }
 
 static double cpu_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
-                               int64_t N, int64_t D, int64_t V, int64_t chunk, float *logits, double scale,
+                               int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                                int64_t *count) {
     return tt_cpu_lm_head_loss_f32(dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale, count);
 }
 
 static double cpu_sum_squares(const void *x, int64_t n) { return tt_cpu_sum_squares_f32(x, n); }
 
-static void cpu_adamw_update(float *p, const void *g, float *m, float *v, int64_t n, float lr, float beta1,
-                             float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
-    tt_cpu_adamw_update_f32(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
+static void cpu_adamw_update(void *weights, float *master, const void *g, void *m, void *v, int64_t n, float lr,
+                             float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                             float grad_scale) {
+    TT_CHECK(master == NULL, "the CPU backend keeps no master copy");
+    tt_cpu_adamw_update_f32(weights, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
 }
 
 static const tt_backend cpu_backend = {
@@ -98,6 +112,9 @@ static const tt_backend cpu_backend = {
     .copy = cpu_copy,
     .zero = cpu_zero,
     .synchronize = cpu_synchronize,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .configure = cpu_configure,
     .scratch_bytes = tt_cpu_scratch_bytes,
     .set_scratch = tt_cpu_scratch_set,
     .embedding_forward = cpu_embedding_forward,

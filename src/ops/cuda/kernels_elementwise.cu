@@ -83,22 +83,28 @@ extern "C" void tt_cuda_embedding_forward(tt_bf16 *out, const int32_t *ids, cons
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
-/* One block per segment (one token id); positions added in ascending order. */
-static __global__ void embedding_backward_kernel(float *dtable, const int32_t *order, const int32_t *starts,
-                                                 const int32_t *segment_tokens, const tt_bf16 *dout, int64_t D) {
+/* One block per segment (one token id); positions added in ascending order in fp32, the row's
+ * previous value first, rounded once into a bf16 table. */
+static __global__ void embedding_backward_kernel(void *dtable, int dtable_is_fp32, const int32_t *order,
+                                                 const int32_t *starts, const int32_t *segment_tokens,
+                                                 const tt_bf16 *dout, int64_t D) {
     const int64_t s = blockIdx.x;
-    float *row = dtable + (int64_t)segment_tokens[s] * D;
+    const int64_t row = (int64_t)segment_tokens[s] * D;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        float total = row[d];
+        float total = dtable_is_fp32 ? ((float *)dtable)[row + d] : bf16_to_float(((tt_bf16 *)dtable)[row + d]);
         for (int32_t k = starts[s]; k < starts[s + 1]; k++) total += bf16_to_float(dout[(int64_t)order[k] * D + d]);
-        row[d] = total;
+        if (dtable_is_fp32)
+            ((float *)dtable)[row + d] = total;
+        else
+            ((tt_bf16 *)dtable)[row + d] = float_to_bf16(total);
     }
 }
 
-extern "C" void tt_cuda_embedding_backward(float *dtable, const int32_t *order, const int32_t *starts,
-                                           const int32_t *segment_tokens, int64_t segments, const tt_bf16 *dout,
-                                           int64_t D, cudaStream_t stream) {
+extern "C" void tt_cuda_embedding_backward(void *dtable, int dtable_is_fp32, const int32_t *order,
+                                           const int32_t *starts, const int32_t *segment_tokens, int64_t segments,
+                                           const tt_bf16 *dout, int64_t D, cudaStream_t stream) {
     if (segments == 0) return;
-    embedding_backward_kernel<<<(unsigned)segments, 256, 0, stream>>>(dtable, order, starts, segment_tokens, dout, D);
+    embedding_backward_kernel<<<(unsigned)segments, 256, 0, stream>>>(dtable, dtable_is_fp32, order, starts,
+                                                                      segment_tokens, dout, D);
     TT_CUDA_CHECK(cudaGetLastError());
 }

@@ -57,12 +57,12 @@ static __global__ void adamw_kernel(float *master, tt_bf16 *weight_bf16, const v
     const float grad = __fmul_rn(raw, grad_scale);
     const float m = moments_bf16 ? bf16_to_float(((tt_bf16 *)m_ptr)[i]) : ((float *)m_ptr)[i];
     const float v = moments_bf16 ? bf16_to_float(((tt_bf16 *)v_ptr)[i]) : ((float *)v_ptr)[i];
-    float p = __fmul_rn(master[i], decay);
+    float p = __fmul_rn(master ? master[i] : bf16_to_float(weight_bf16[i]), decay);
     const float m_new = __fadd_rn(__fmul_rn(beta1, m), __fmul_rn(one_minus_beta1, grad));
     const float v_new = __fadd_rn(__fmul_rn(beta2, v), __fmul_rn(__fmul_rn(one_minus_beta2, grad), grad));
     const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v_new), bias_correction2_sqrt), eps);
     p = __fadd_rn(p, __fdiv_rn(__fmul_rn(neg_step_size, m_new), denom));
-    master[i] = p;
+    if (master) master[i] = p;
     if (moments_bf16) {
         ((tt_bf16 *)m_ptr)[i] = float_to_bf16(m_new);
         ((tt_bf16 *)v_ptr)[i] = float_to_bf16(v_new);

@@ -51,8 +51,8 @@ void tt_cuda_embedding_forward(tt_bf16 *out, const int32_t *ids, const tt_bf16 *
 /* Deterministic embedding backward. The host sorts the batch once (tt_embedding_backward_order):
  * segment s covers positions order[starts[s] .. starts[s+1]-1], all with token ids[s]
  * (ascending positions); one block per segment adds them in that order:
- * dtable[token, :] += sum dout[position, :]. dtable is fp32. */
-void tt_cuda_embedding_backward(float *dtable, const int32_t *order, const int32_t *starts,
+ * dtable[token, :] += sum dout[position, :]. dtable is fp32 when dtable_is_fp32, else bf16. */
+void tt_cuda_embedding_backward(void *dtable, int dtable_is_fp32, const int32_t *order, const int32_t *starts,
                                 const int32_t *segment_tokens, int64_t segments, const tt_bf16 *dout, int64_t D,
                                 cudaStream_t stream);
 
@@ -97,9 +97,10 @@ void tt_cuda_cross_entropy_chunk(tt_bf16 *logits, float *row_loss, const int32_t
 /* Sum of n floats in a fixed order (one block), written to *sum; for the loss. */
 void tt_cuda_sum(double *sum, const float *values, int64_t n, cudaStream_t stream);
 
-/* AdamW as torch.optim.AdamW on fp32 master weights; g is scaled by grad_scale first; m and v
- * are fp32 (or bf16 when moments_bf16); the updated weight is also written to weight_bf16
- * (when not NULL), the compute copy the forward reads. */
+/* AdamW as torch.optim.AdamW; g is scaled by grad_scale first; m and v are fp32 (or bf16 when
+ * moments_bf16). With master != NULL the fp32 master weights are updated and the result is also
+ * rounded into weight_bf16 (when not NULL), the compute copy the forward reads; with master ==
+ * NULL weight_bf16 itself is the parameter (read, updated in fp32, rounded back). */
 void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g, int g_is_fp32, void *m, void *v,
                    int moments_bf16, int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                    int64_t step, float grad_scale, cudaStream_t stream);

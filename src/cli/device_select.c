@@ -1,0 +1,70 @@
+/* Device selection: the one place that knows whether tiertrain was built with CUDA
+ * (TT_HAVE_CUDA). Every combination of device, bf16, master_weights and attn_implementation
+ * either maps to a backend that does exactly that, or is an error naming the keys. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "train/trainer.h"
+#ifdef TT_HAVE_CUDA
+#include "ops/cuda/backend_cuda.h"
+#endif
+
+static size_t physical_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
+static void select_cpu(const tt_run_config *run, tt_device *device, const char *why) {
+    if (run->bf16 == 2)
+        tt_die("bf16: true needs device: cuda (%s); the CPU backend computes in fp32. Set bf16: auto or false", why);
+    if (!run->master_weights)
+        tt_die("master_weights: false (bf16 parameters and AdamW state) needs device: cuda (%s); the CPU backend "
+               "trains in fp32. Remove master_weights or run on a GPU",
+               why);
+    if (run->attn_implementation != TT_ATTENTION_AUTO && run->attn_implementation != TT_ATTENTION_SIMPLE)
+        tt_die("attn_implementation: cudnn and flash are GPU kernels (%s); the CPU backend has one attention. "
+               "Set attn_implementation: auto",
+               why);
+    device->backend = tt_backend_cpu();
+    device->memory_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
+    snprintf(device->description, sizeof device->description, "cpu (%s)", why);
+}
+
+void tt_select_device(const tt_run_config *run, tt_device *device) {
+    *device = (tt_device){0};
+    if (run->device == TT_DEVICE_CPU) {
+        select_cpu(run, device, "device: cpu");
+        return;
+    }
+#ifdef TT_HAVE_CUDA
+    char name[128];
+    size_t free_bytes = 0, total_bytes = 0;
+    if (!tt_cuda_device_query(name, sizeof name, &free_bytes, &total_bytes)) {
+        if (run->device == TT_DEVICE_CUDA)
+            tt_die("device: cuda, but no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), or set "
+                   "device: cpu");
+        select_cpu(run, device, "no CUDA GPU visible");
+        return;
+    }
+    if (run->bf16 == 0)
+        tt_die("bf16: false, but the CUDA backend computes in bf16 (with fp32 accumulation and, by default, fp32 "
+               "master weights); set bf16: auto, or device: cpu for fp32");
+    device->backend = tt_backend_cuda();
+    device->memory_budget = run->gpu_memory_budget > 0 ? (size_t)run->gpu_memory_budget : free_bytes;
+    if (device->memory_budget > free_bytes) {
+        char want[32], have[32];
+        tt_die("gpu_memory_budget is %s but the GPU (%s) has only %s free; lower gpu_memory_budget",
+               tt_format_bytes(device->memory_budget, want, sizeof want), name,
+               tt_format_bytes(free_bytes, have, sizeof have));
+    }
+    char total[32];
+    snprintf(device->description, sizeof device->description, "cuda: %s, %s", name,
+             tt_format_bytes(total_bytes, total, sizeof total));
+#else
+    if (run->device == TT_DEVICE_CUDA)
+        tt_die("device: cuda, but this tiertrain was built without CUDA (nvcc was not found at build time); "
+               "rebuild on a machine with the CUDA toolkit, or set device: cpu");
+    select_cpu(run, device, "built without CUDA");
+#endif
+}

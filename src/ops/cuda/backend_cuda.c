@@ -1,0 +1,520 @@
+/* The CUDA backend table. Each entry maps the untyped table signature onto the bf16 kernels
+ * (ops_cuda.h), the cuBLASLt GEMMs (gemm_cuda.h) and the fused attention, all on one compute
+ * stream. Memory: the arena is one cudaMalloc at start (block_alloc); the ops' scratch is a
+ * slice of it (set_scratch), laid out as [GEMM workspace | per-op scratch]. Host round trips
+ * happen only where an op returns a value to the host (loss, sum of squares) or needs host
+ * work (the embedding backward's sort), each with one synchronisation. */
+#include "ops/cuda/backend_cuda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+/* TEMPORARY while the fused attention files are being written: compile without them. */
+#if __has_include("ops/cuda/attention_cudnn.h") && __has_include("ops/cuda/attention_cudnn.c")
+#define TT_HAVE_CUDNN_ATTENTION 1
+#include "ops/cuda/attention_cudnn.h"
+#else
+#define TT_HAVE_CUDNN_ATTENTION 0
+typedef struct tt_cudnn_attention tt_cudnn_attention;
+#endif
+#if __has_include("ops/cuda/attention_flash.h") && __has_include("ops/cuda/kernels_attention_flash.cu")
+#define TT_HAVE_FLASH_ATTENTION 1
+#include "ops/cuda/attention_flash.h"
+#else
+#define TT_HAVE_FLASH_ATTENTION 0
+#endif
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/gemm_cuda.h"
+#include "ops/cuda/ops_cuda.h"
+
+typedef struct cuda_backend_state {
+    bool started;
+    cudaStream_t stream;
+    size_t used_before; /* device bytes in use before the backend started */
+    size_t arena_bytes; /* bytes handed out by block_alloc */
+    tt_precision precision;
+    tt_attention_kind attention_requested;
+
+    unsigned char *scratch; /* [GEMM workspace | op scratch] */
+    size_t scratch_bytes;
+    tt_cuda_gemm_context *gemm;
+
+    /* Attention: the kernels chosen for the run's shape (one shape per run). */
+    tt_attention_shape attention_shape;
+    tt_attention_kind attention; /* resolved: cudnn, flash or simple */
+    tt_cudnn_attention *cudnn;
+
+    /* Host buffers of the embedding backward's sort and the loss, sized at set_scratch. */
+    int64_t host_tokens, host_vocab;
+    int32_t *host_ids, *host_order, *host_starts, *host_segment_tokens, *host_counts, *host_targets;
+    double *host_chunk_sums;
+    int64_t host_chunks;
+} cuda_backend_state;
+
+static cuda_backend_state state;
+
+static void start(void) {
+    if (state.started) return;
+    TT_CUDA_CHECK(cudaSetDevice(0));
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&state.stream, cudaStreamNonBlocking));
+    size_t free_bytes = 0, total_bytes = 0;
+    TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    state.used_before = total_bytes - free_bytes;
+    state.started = true;
+}
+
+bool tt_cuda_device_query(char *name, size_t name_size, size_t *free_bytes, size_t *total_bytes) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        (void)cudaGetLastError(); /* no driver or no GPU: clear the sticky error */
+        return false;
+    }
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return false;
+    snprintf(name, name_size, "%s", prop.name);
+    start();
+    TT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+    return true;
+}
+
+size_t tt_cuda_device_bytes_in_use(void) {
+    size_t free_bytes = 0, total_bytes = 0;
+    TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    size_t used = total_bytes - free_bytes;
+    size_t outside = state.used_before + state.arena_bytes;
+    return used > outside ? used - outside : 0;
+}
+
+static cudaStream_t S(void) { return state.stream; }
+
+static bool gradient_fp32(void) { return state.precision.gradient == TT_F32; }
+
+/* ---- memory ---- */
+
+static void *cuda_block_alloc(size_t bytes) {
+    start();
+    void *p = NULL;
+    cudaError_t status = cudaMalloc(&p, bytes);
+    if (status != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_bytes = 0, total_bytes = 0;
+        (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+        char want[32], have[32];
+        tt_die("cannot allocate %s of GPU memory for the arena (%s free): %s. Lower sequence_len or "
+               "micro_batch_size, enable gradient_checkpointing, or set master_weights: false",
+               tt_format_bytes(bytes, want, sizeof want), tt_format_bytes(free_bytes, have, sizeof have),
+               cudaGetErrorString(status));
+    }
+    state.arena_bytes += bytes;
+    return p;
+}
+
+static void cuda_block_free(void *base) {
+    if (base) TT_CUDA_CHECK(cudaFree(base));
+}
+
+static void cuda_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes) TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S()));
+}
+
+static void cuda_zero(void *dst, size_t bytes) {
+    if (bytes) TT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, S()));
+}
+
+static void cuda_synchronize(void) { TT_CUDA_CHECK(cudaStreamSynchronize(S())); }
+
+static void cuda_upload(void *dst, const void *host_src, size_t bytes) {
+    if (!bytes) return;
+    TT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, S()));
+    cuda_synchronize();
+}
+
+static void cuda_download(void *host_dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    TT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, S()));
+    cuda_synchronize();
+}
+
+static void cuda_configure(const tt_precision *p, tt_attention_kind attention) {
+    start();
+    TT_CHECK(p->activation == TT_BF16, "the CUDA backend computes in bf16");
+    TT_CHECK(p->gradient == TT_F32 || p->gradient == TT_BF16, "gradients are fp32 or bf16");
+    TT_CHECK(p->moment == TT_F32 || p->moment == TT_BF16, "AdamW moments are fp32 or bf16");
+    state.precision = *p;
+    state.attention_requested = attention;
+}
+
+/* ---- scratch ---- */
+
+/* Resolves the attention kernels for a shape: the requested kind, or for auto the fastest that
+ * supports it (cuDNN, then tiertrain's flash kernels, then the reference kernels). An explicit
+ * request the shape or the device's cuDNN cannot serve is an error, never a silent fallback. */
+static bool flash_supported(const tt_attention_shape *shape) {
+#if TT_HAVE_FLASH_ATTENTION
+    return tt_cuda_flash_attention_supported(shape);
+#else
+    (void)shape;
+    return false;
+#endif
+}
+
+static void destroy_cudnn(void) {
+#if TT_HAVE_CUDNN_ATTENTION
+    if (state.cudnn) tt_cudnn_attention_destroy(state.cudnn);
+#endif
+    state.cudnn = NULL;
+}
+
+static void choose_attention(const tt_attention_shape *shape) {
+    if (state.attention != TT_ATTENTION_AUTO && memcmp(&state.attention_shape, shape, sizeof *shape) == 0) return;
+    destroy_cudnn();
+    state.attention_shape = *shape;
+    const tt_attention_kind want = state.attention_requested;
+    char why_not[256] = "";
+    if (want == TT_ATTENTION_AUTO || want == TT_ATTENTION_CUDNN) {
+#if TT_HAVE_CUDNN_ATTENTION
+        state.cudnn = tt_cudnn_attention_create(shape, 1, why_not, sizeof why_not);
+#else
+        snprintf(why_not, sizeof why_not, "not built");
+#endif
+        if (state.cudnn) {
+            state.attention = TT_ATTENTION_CUDNN;
+            return;
+        }
+        if (want == TT_ATTENTION_CUDNN)
+            tt_die("attn_implementation: cudnn is not available for this run: %s. Use attn_implementation: auto",
+                   why_not);
+    }
+    if (want == TT_ATTENTION_AUTO || want == TT_ATTENTION_FLASH) {
+        if (TT_HAVE_FLASH_ATTENTION && flash_supported(shape)) {
+            state.attention = TT_ATTENTION_FLASH;
+            if (want == TT_ATTENTION_AUTO && why_not[0])
+                tt_info("attention: cuDNN's fused attention is not available (%s); using tiertrain's flash kernels",
+                        why_not);
+            return;
+        }
+        if (want == TT_ATTENTION_FLASH)
+            tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim "
+                   "%lld, window %lld). Use attn_implementation: auto",
+                   (long long)shape->head_dim, (long long)shape->sliding_window);
+    }
+    if (want == TT_ATTENTION_AUTO)
+        tt_info("attention: no fused kernel for head_dim %lld%s; using the reference kernels (slow)",
+                (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "");
+    state.attention = TT_ATTENTION_SIMPLE;
+}
+
+static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
+
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+static size_t align_256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static size_t attention_scratch_bytes(const tt_attention_shape *a) {
+    switch (state.attention) {
+#if TT_HAVE_CUDNN_ATTENTION
+    case TT_ATTENTION_CUDNN: return tt_cudnn_attention_workspace_bytes(state.cudnn);
+#endif
+#if TT_HAVE_FLASH_ATTENTION
+    case TT_ATTENTION_FLASH: return tt_cuda_flash_attention_backward_scratch_bytes(a);
+#endif
+    default: return floats(a->batch * a->num_heads * a->seq_len);
+    }
+}
+
+/* The per-op scratch (after the GEMM workspace): the largest any one op needs. */
+static size_t op_scratch_bytes(const tt_scratch_shape *s) {
+    const int64_t N = s->tokens, hd = s->attention.head_dim;
+    const int64_t q_dim = s->attention.num_heads * hd, kv_dim = s->attention.num_kv_heads * hd;
+    size_t need = floats(tt_cuda_rmsnorm_backward_scratch(N, s->hidden));
+    need = max_size(need, floats(tt_cuda_rmsnorm_backward_scratch(N * s->attention.num_heads, hd)));
+    int64_t widest = q_dim > kv_dim ? q_dim : kv_dim;
+    if (s->hidden > widest) widest = s->hidden;
+    need = max_size(need, floats(tt_cuda_column_sum_scratch(N, widest)));
+    need = max_size(need, sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1));
+    need = max_size(need, attention_scratch_bytes(&s->attention));
+    need = max_size(need, sizeof(int32_t) * (size_t)(3 * N + 1)); /* embedding backward order */
+    const int64_t chunks = s->loss_chunk > 0 ? (N + s->loss_chunk - 1) / s->loss_chunk : 1;
+    need = max_size(need, align_256(floats(s->loss_chunk)) + sizeof(double) * (size_t)chunks); /* loss */
+    return align_256(need);
+}
+
+static size_t cuda_scratch_bytes(const tt_scratch_shape *s) {
+    start();
+    choose_attention(&s->attention);
+    return TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(s);
+}
+
+static void free_host_buffers(void) {
+    free(state.host_ids);
+    free(state.host_order);
+    free(state.host_starts);
+    free(state.host_segment_tokens);
+    free(state.host_counts);
+    free(state.host_targets);
+    free(state.host_chunk_sums);
+    state.host_ids = state.host_order = state.host_starts = state.host_segment_tokens = state.host_counts = NULL;
+    state.host_targets = NULL;
+    state.host_chunk_sums = NULL;
+    state.host_tokens = state.host_chunks = state.host_vocab = 0;
+}
+
+static void cuda_set_scratch(void *base, size_t bytes) {
+    if (state.gemm) tt_cuda_gemm_destroy(state.gemm);
+    state.gemm = NULL;
+    free_host_buffers();
+    state.scratch = base;
+    state.scratch_bytes = bytes;
+    if (!base) {
+        destroy_cudnn();
+        state.attention = TT_ATTENTION_AUTO;
+        return;
+    }
+    TT_CHECK(bytes >= TT_CUDA_GEMM_WORKSPACE_BYTES, "the scratch holds the GEMM workspace");
+    state.gemm = tt_cuda_gemm_create(base, TT_CUDA_GEMM_WORKSPACE_BYTES);
+}
+
+/* The op scratch (after the GEMM workspace). */
+static void *op_scratch(size_t bytes, const char *what) {
+    const size_t have = state.scratch_bytes - TT_CUDA_GEMM_WORKSPACE_BYTES;
+    if (bytes > have)
+        tt_check_failed(__FILE__, __LINE__, "op_scratch", "GPU op scratch too small for %s: %zu > %zu", what, bytes,
+                        have);
+    return state.scratch + TT_CUDA_GEMM_WORKSPACE_BYTES;
+}
+
+/* Host buffers for ops that work on the host, grown on first use (never inside the GPU's
+ * critical path: they are plain malloc). */
+static void ensure_host_buffers(int64_t tokens, int64_t vocab, int64_t chunks) {
+    if (tokens > state.host_tokens) {
+        free(state.host_ids);
+        free(state.host_order);
+        free(state.host_starts);
+        free(state.host_segment_tokens);
+        free(state.host_targets);
+        state.host_ids = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward ids");
+        state.host_order = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward order");
+        state.host_starts = tt_xmalloc(sizeof(int32_t) * (size_t)(tokens + 1), "embedding backward starts");
+        state.host_segment_tokens = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward tokens");
+        state.host_targets = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "loss targets");
+        state.host_tokens = tokens;
+    }
+    if (vocab > state.host_vocab) {
+        free(state.host_counts);
+        state.host_counts = tt_xmalloc(sizeof(int32_t) * (size_t)vocab, "embedding backward counts");
+        state.host_vocab = vocab;
+    }
+    if (chunks > state.host_chunks) {
+        free(state.host_chunk_sums);
+        state.host_chunk_sums = tt_xmalloc(sizeof(double) * (size_t)chunks, "loss chunk sums");
+        state.host_chunks = chunks;
+    }
+}
+
+/* ---- ops ---- */
+
+static void cuda_embedding_forward(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
+    tt_cuda_embedding_forward(out, ids, table, N, D, S());
+}
+
+static void cuda_embedding_backward(void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D) {
+    /* A stable sort of positions by token on the host gives every table row one block that adds
+     * its positions in order: deterministic without atomics. The vocabulary bound is the
+     * largest id + 1 (ids were validated against the vocabulary when the data was opened). */
+    ensure_host_buffers(N, 0, 0);
+    cuda_download(state.host_ids, ids, sizeof(int32_t) * (size_t)N);
+    int32_t largest = 0;
+    for (int64_t n = 0; n < N; n++)
+        if (state.host_ids[n] > largest) largest = state.host_ids[n];
+    ensure_host_buffers(N, (int64_t)largest + 1, 0);
+    int64_t segments = tt_embedding_backward_order(state.host_ids, N, (int64_t)largest + 1, state.host_order,
+                                                   state.host_starts, state.host_segment_tokens, state.host_counts);
+    int32_t *device = op_scratch(sizeof(int32_t) * (size_t)(3 * N + 1), "the embedding backward order");
+    int32_t *order = device, *starts = device + N, *tokens = device + 2 * N + 1;
+    TT_CUDA_CHECK(cudaMemcpyAsync(order, state.host_order, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice, S()));
+    TT_CUDA_CHECK(cudaMemcpyAsync(starts, state.host_starts, sizeof(int32_t) * (size_t)(segments + 1),
+                                  cudaMemcpyHostToDevice, S()));
+    TT_CUDA_CHECK(cudaMemcpyAsync(tokens, state.host_segment_tokens, sizeof(int32_t) * (size_t)segments,
+                                  cudaMemcpyHostToDevice, S()));
+    tt_cuda_embedding_backward(dtable, gradient_fp32(), order, starts, tokens, segments, dout, D, S());
+    /* The host buffers are reused by the next call: wait until the copies have read them. */
+    cuda_synchronize();
+}
+
+static void cuda_rmsnorm_forward(void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
+                                 double eps) {
+    tt_cuda_rmsnorm_forward(out, rstd, x, w, R, C, (float)eps, S());
+}
+
+static void cuda_rmsnorm_backward(void *dx, void *dw, const void *dout, const void *x, const void *w,
+                                  const float *rstd, int64_t R, int64_t C) {
+    float *scratch = op_scratch(floats(tt_cuda_rmsnorm_backward_scratch(R, C)), "the RMSNorm backward");
+    tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(), dout, x, w, rstd, R, C, scratch, S());
+}
+
+static void cuda_linear_forward(void *y, const void *x, const void *W, const void *b, int64_t N, int64_t in,
+                                int64_t out, bool accumulate) {
+    /* y[N,out] = x[N,in] @ W[out,in]^T */
+    tt_cuda_gemm(state.gemm, false, true, N, out, in, 1.0f, x, in, W, in, accumulate ? 1.0f : 0.0f, y, false, out,
+                 S());
+    if (b) tt_cuda_add_bias(y, b, N, out, S());
+}
+
+static void cuda_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
+                                 int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+    /* dW[out,in] += dy^T[out,N] @ x[N,in], first, so that dx may reuse x's memory one day */
+    tt_cuda_gemm(state.gemm, true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW, gradient_fp32(), in, S());
+    if (db) {
+        float *scratch = op_scratch(floats(tt_cuda_column_sum_scratch(N, out)), "the bias gradient");
+        tt_cuda_column_sum(db, gradient_fp32(), dy, N, out, scratch, S());
+    }
+    /* dx[N,in] (+)= dy[N,out] @ W[out,in] */
+    if (dx)
+        tt_cuda_gemm(state.gemm, false, false, N, in, out, 1.0f, dy, out, W, in, accumulate_dx ? 1.0f : 0.0f, dx,
+                     false, in, S());
+}
+
+static void cuda_rope_forward(void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
+                              int64_t hd) {
+    tt_cuda_rope_forward(x, cos_t, sin_t, B, T, H, hd, S());
+}
+
+static void cuda_rope_backward(void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
+                               int64_t hd) {
+    tt_cuda_rope_backward(dx, cos_t, sin_t, B, T, H, hd, S());
+}
+
+static void cuda_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
+                                   const tt_attention_shape *shape) {
+    choose_attention(shape);
+    switch (state.attention) {
+#if TT_HAVE_CUDNN_ATTENTION
+    case TT_ATTENTION_CUDNN:
+        tt_cudnn_attention_forward(state.cudnn, out, lse, q, k, v,
+                                   op_scratch(tt_cudnn_attention_workspace_bytes(state.cudnn), "cuDNN attention"),
+                                   S());
+        break;
+#endif
+#if TT_HAVE_FLASH_ATTENTION
+    case TT_ATTENTION_FLASH: tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, S()); break;
+#endif
+    default: tt_cuda_attention_forward(out, lse, q, k, v, shape, S()); break;
+    }
+}
+
+static void cuda_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
+                                    const float *lse, const void *q, const void *k, const void *v,
+                                    const tt_attention_shape *shape) {
+    choose_attention(shape);
+    void *scratch = op_scratch(attention_scratch_bytes(shape), "the attention backward");
+    switch (state.attention) {
+#if TT_HAVE_CUDNN_ATTENTION
+    case TT_ATTENTION_CUDNN:
+        tt_cudnn_attention_backward(state.cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch, S());
+        break;
+#endif
+#if TT_HAVE_FLASH_ATTENTION
+    case TT_ATTENTION_FLASH:
+        tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S());
+        break;
+#endif
+    default: tt_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S()); break;
+    }
+}
+
+static void cuda_swiglu_forward(void *h, const void *gate, const void *up, int64_t n) {
+    tt_cuda_swiglu_forward(h, gate, up, n, S());
+}
+
+static void cuda_swiglu_backward(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+                                 int64_t n) {
+    tt_cuda_swiglu_backward(dgate, dup, dh, gate, up, n, S());
+}
+
+static void cuda_add(void *out, const void *a, const void *b, int64_t n) { tt_cuda_add(out, a, b, n, S()); }
+
+static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
+                                int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
+                                int64_t *count) {
+    const int64_t chunks = (N + chunk - 1) / chunk;
+    unsigned char *scratch = op_scratch(align_256(floats(chunk)) + sizeof(double) * (size_t)chunks, "the loss");
+    float *row_loss = (float *)scratch;
+    double *chunk_sums = (double *)(scratch + align_256(floats(chunk)));
+    const tt_bf16 *x = xn;
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t first = c * chunk, rows = N - first < chunk ? N - first : chunk;
+        /* logits[rows,V] = xn[rows,D] @ W[V,D]^T, in bf16 as the peer's LM head */
+        tt_cuda_gemm(state.gemm, false, true, rows, V, D, 1.0f, x + first * D, D, W, D, 0.0f, logits, false, V, S());
+        tt_cuda_cross_entropy_chunk(logits, row_loss, targets + first, rows, V, (float)scale, S());
+        tt_cuda_sum(chunk_sums + c, row_loss, rows, S());
+        if (dxn) {
+            /* logits now hold d loss / d logits */
+            tt_cuda_gemm(state.gemm, true, false, V, D, rows, 1.0f, logits, V, x + first * D, D, 1.0f, dW,
+                         gradient_fp32(), D, S());
+            tt_cuda_gemm(state.gemm, false, false, rows, D, V, 1.0f, logits, V, W, D, 0.0f,
+                         (tt_bf16 *)dxn + first * D, false, D, S());
+        }
+    }
+    ensure_host_buffers(N, 0, chunks);
+    TT_CUDA_CHECK(cudaMemcpyAsync(state.host_chunk_sums, chunk_sums, sizeof(double) * (size_t)chunks,
+                                  cudaMemcpyDeviceToHost, S()));
+    TT_CUDA_CHECK(
+        cudaMemcpyAsync(state.host_targets, targets, sizeof(int32_t) * (size_t)N, cudaMemcpyDeviceToHost, S()));
+    cuda_synchronize();
+    double total = 0.0;
+    for (int64_t c = 0; c < chunks; c++) total += state.host_chunk_sums[c];
+    int64_t counted = 0;
+    for (int64_t n = 0; n < N; n++) counted += state.host_targets[n] != TT_IGNORE_INDEX;
+    *count = counted;
+    return total;
+}
+
+static double cuda_sum_squares(const void *x, int64_t n) {
+    double *scratch = op_scratch(sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1), "the sum of squares");
+    tt_cuda_sum_squares(scratch + TT_CUDA_SUM_SQUARES_BLOCKS, x, gradient_fp32(), n, scratch, S());
+    double sum = 0.0;
+    cuda_download(&sum, scratch + TT_CUDA_SUM_SQUARES_BLOCKS, sizeof sum);
+    return sum;
+}
+
+static void cuda_adamw_update(void *weights, float *master, const void *g, void *m, void *v, int64_t n, float lr,
+                              float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                              float grad_scale) {
+    tt_cuda_adamw(master, weights, g, gradient_fp32(), m, v, state.precision.moment == TT_BF16, n, lr, beta1, beta2,
+                  eps, weight_decay, step, grad_scale, S());
+}
+
+static const tt_backend cuda_backend = {
+    .name = "cuda",
+    .compute_tier = TT_TIER_GPU,
+    .block_alloc = cuda_block_alloc,
+    .block_free = cuda_block_free,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .synchronize = cuda_synchronize,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .configure = cuda_configure,
+    .scratch_bytes = cuda_scratch_bytes,
+    .set_scratch = cuda_set_scratch,
+    .embedding_forward = cuda_embedding_forward,
+    .embedding_backward = cuda_embedding_backward,
+    .rmsnorm_forward = cuda_rmsnorm_forward,
+    .rmsnorm_backward = cuda_rmsnorm_backward,
+    .linear_forward = cuda_linear_forward,
+    .linear_backward = cuda_linear_backward,
+    .rope_forward = cuda_rope_forward,
+    .rope_backward = cuda_rope_backward,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .swiglu_forward = cuda_swiglu_forward,
+    .swiglu_backward = cuda_swiglu_backward,
+    .add = cuda_add,
+    .lm_head_loss = cuda_lm_head_loss,
+    .sum_squares = cuda_sum_squares,
+    .adamw_update = cuda_adamw_update,
+};
+
+const tt_backend *tt_backend_cuda(void) { return &cuda_backend; }

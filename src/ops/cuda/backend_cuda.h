@@ -1,0 +1,29 @@
+/* The CUDA backend: the backend table (src/ops/backend.h) on one NVIDIA GPU, bf16 compute with
+ * fp32 accumulation, every op asynchronous on one compute stream. */
+#ifndef TT_OPS_CUDA_BACKEND_CUDA_H
+#define TT_OPS_CUDA_BACKEND_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ops/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* True when a CUDA GPU is usable; fills its name and free/total memory. */
+bool tt_cuda_device_query(char *name, size_t name_size, size_t *free_bytes, size_t *total_bytes);
+
+const tt_backend *tt_backend_cuda(void);
+
+/* Bytes of device memory in use by this process outside the arena (library handles, the CUDA
+ * context excluded): what cudaMemGetInfo reports as used, minus what was used before the backend
+ * started, minus the arena. For the end-of-run report. */
+size_t tt_cuda_device_bytes_in_use(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,64 @@
+/* Moving model state between host memory and the compute tier: weights and AdamW moments
+ * cross as fp32 in the flat parameter layout (what checkpoints and Hugging Face files hold),
+ * and are converted to the run's formats on the way. Only at load and save time, never in a
+ * step, so a host staging buffer per call is fine. */
+#include <stdlib.h>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "train/step.h"
+
+/* Uploads n fp32 host values into a compute-tier buffer of format dtype. */
+static void upload_as(const tt_backend *b, void *dst, tt_dtype dtype, const float *host, size_t n) {
+    if (dtype == TT_F32) {
+        b->upload(dst, host, n * sizeof(float));
+        return;
+    }
+    void *staged = tt_xmalloc(tt_mul_size(n, tt_dtype_size(dtype), "a staging buffer"), "a staging buffer");
+    tt_convert_from_f32(staged, dtype, host, n);
+    b->upload(dst, staged, n * tt_dtype_size(dtype));
+    free(staged);
+}
+
+static void download_as(const tt_backend *b, float *host, const void *src, tt_dtype dtype, size_t n) {
+    if (dtype == TT_F32) {
+        b->download(host, src, n * sizeof(float));
+        return;
+    }
+    void *staged = tt_xmalloc(tt_mul_size(n, tt_dtype_size(dtype), "a staging buffer"), "a staging buffer");
+    b->download(staged, src, n * tt_dtype_size(dtype));
+    tt_convert_to_f32(host, staged, dtype, n);
+    free(staged);
+}
+
+void tt_model_set_weights(tt_model_state *s, const float *host) {
+    const size_t n = (size_t)s->params.total_numel;
+    if (s->master) s->backend->upload(s->master, host, n * sizeof(float));
+    upload_as(s->backend, s->weights, s->plan.precision.activation, host, n);
+}
+
+void tt_model_get_weights(const tt_model_state *s, float *host) {
+    const size_t n = (size_t)s->params.total_numel;
+    if (s->master)
+        s->backend->download(host, s->master, n * sizeof(float));
+    else
+        download_as(s->backend, host, s->weights, s->plan.precision.activation, n);
+}
+
+void tt_model_set_moments(tt_model_state *s, const float *host_m, const float *host_v) {
+    const size_t n = (size_t)s->params.total_numel;
+    upload_as(s->backend, s->adam_m, s->plan.precision.moment, host_m, n);
+    upload_as(s->backend, s->adam_v, s->plan.precision.moment, host_v, n);
+}
+
+void tt_model_get_moments(const tt_model_state *s, float *host_m, float *host_v) {
+    const size_t n = (size_t)s->params.total_numel;
+    download_as(s->backend, host_m, s->adam_m, s->plan.precision.moment, n);
+    download_as(s->backend, host_v, s->adam_v, s->plan.precision.moment, n);
+}
+
+void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t *targets) {
+    const size_t bytes = sizeof(int32_t) * (size_t)(s->plan.micro_batch * s->plan.seq_len);
+    s->backend->upload(s->batch_inputs, inputs, bytes);
+    s->backend->upload(s->batch_targets, targets, bytes);
+}

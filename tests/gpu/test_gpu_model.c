@@ -1,0 +1,226 @@
+/* `make test-gpu`, the whole model: the step program on the CUDA backend against the same
+ * program on the CPU backend (the fp32 oracle), from the same bf16-representable weights and
+ * batch. Checks, per fixture and precision recipe: loss and every parameter gradient within
+ * bf16 bounds; a multi-step AdamW loss curve that follows the CPU's; gradient checkpointing
+ * bit-identical to keeping everything; two runs bit-identical. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "memory/plan.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+#include "ops/cuda/backend_cuda.h"
+#include "test_util.h"
+#include "train/optimizer.h"
+#include "train/step.h"
+
+#define STEPS 8
+
+typedef struct model_case {
+    const char *name;
+    char config_path[4200];
+    int64_t batch, seq_len;
+    int32_t *inputs, *targets; /* [batch * seq_len] */
+} model_case;
+
+typedef struct run_result {
+    double loss[STEPS];       /* mean token loss before each optimizer step */
+    float *first_gradients;   /* fp32 copy of the gradients of step 1 */
+    float *final_weights;     /* fp32 weights after STEPS steps */
+    int64_t numel;
+} run_result;
+
+typedef struct recipe {
+    const char *name;
+    bool gpu, master_weights, checkpointing;
+    tt_attention_kind attention;
+} recipe;
+
+static float *rounded_weights(const char *config_path, tt_model_config *config, tt_param_table *params) {
+    tt_model_config_load(config_path, config);
+    tt_param_table_build(config, params);
+    float *w = malloc(sizeof(float) * (size_t)params->total_numel);
+    tt_weights_init_random(w, params, 0.05, 1234);
+    /* Every weight bf16-representable, so that both backends start from the same model. */
+    for (int64_t i = 0; i < params->total_numel; i++) w[i] = tt_bf16_to_f32(tt_f32_to_bf16(w[i]));
+    return w;
+}
+
+static run_result run(const model_case *mc, const recipe *r) {
+    tt_model_config config;
+    tt_param_table params;
+    float *weights = rounded_weights(mc->config_path, &config, &params);
+    tt_run_config run_config;
+    tt_run_config_defaults(&run_config);
+    run_config.micro_batch_size = mc->batch;
+    run_config.sequence_len = mc->seq_len;
+    run_config.loss_chunk_size = 40; /* several chunks, the last one short */
+    run_config.gradient_checkpointing = r->checkpointing;
+    run_config.master_weights = r->master_weights;
+    run_config.attn_implementation = (int)r->attention;
+    const tt_backend *backend = r->gpu ? tt_backend_cuda() : tt_backend_cpu();
+    tt_precision precision = tt_precision_for_run(&run_config, r->gpu);
+    tt_plan plan;
+    tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, &precision);
+    tt_model_state s;
+    tt_model_state_init(&s, &config, &plan, backend, 0);
+    tt_model_set_weights(&s, weights);
+    tt_model_set_batch(&s, mc->inputs, mc->targets);
+
+    run_result out = {.numel = s.params.total_numel};
+    out.first_gradients = malloc(sizeof(float) * (size_t)out.numel);
+    out.final_weights = malloc(sizeof(float) * (size_t)out.numel);
+    tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.01f,
+                               .max_grad_norm = 1.0f};
+    for (int step = 0; step < STEPS; step++) {
+        backend->zero(s.gradients, s.sizes.gradients);
+        int64_t count = 0;
+        int64_t tokens = 0;
+        for (int64_t i = 0; i < mc->batch * mc->seq_len; i++) tokens += mc->targets[i] != TT_IGNORE_INDEX;
+        double loss = tt_step_forward_backward(&s, 1.0 / (double)tokens, &count);
+        out.loss[step] = loss / (double)count;
+        if (step == 0) {
+            void *g = malloc(s.sizes.gradients);
+            backend->download(g, s.gradients, s.sizes.gradients);
+            tt_convert_to_f32(out.first_gradients, g, precision.gradient, (size_t)out.numel);
+            free(g);
+        }
+        double norm = tt_gradient_norm(&s);
+        tt_adamw_step(&s, &adamw, 3e-3f, step + 1, tt_clip_scale(norm, adamw.max_grad_norm));
+    }
+    tt_model_get_weights(&s, out.final_weights);
+    tt_model_state_free(&s);
+    tt_param_table_free(&params);
+    tt_run_config_free(&run_config);
+    free(weights);
+    return out;
+}
+
+static void free_result(run_result *r) {
+    free(r->first_gradients);
+    free(r->final_weights);
+}
+
+static bool same_bits(const run_result *a, const run_result *b) {
+    return memcmp(a->loss, b->loss, sizeof a->loss) == 0 &&
+           memcmp(a->first_gradients, b->first_gradients, sizeof(float) * (size_t)a->numel) == 0 &&
+           memcmp(a->final_weights, b->final_weights, sizeof(float) * (size_t)a->numel) == 0;
+}
+
+/* The GPU against the CPU: loss and gradients of the first step, and the loss curve. */
+static void compare_with_cpu(const model_case *mc, const recipe *r, const run_result *gpu, const run_result *cpu) {
+    const double loss_err = fabs(gpu->loss[0] - cpu->loss[0]) / fabs(cpu->loss[0]);
+    TT_EXPECT(loss_err <= 1e-2, "%s %s: loss %.6f vs CPU %.6f", mc->name, r->name, gpu->loss[0], cpu->loss[0]);
+    tt_model_config config;
+    tt_param_table params;
+    float *unused = rounded_weights(mc->config_path, &config, &params);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < params.count; i++) {
+        const tt_param_info *p = &params.params[i];
+        double err = tt_max_rel_error_f32(gpu->first_gradients + p->offset, cpu->first_gradients + p->offset,
+                                          (size_t)p->numel);
+        if (!(err <= worst)) {
+            worst = err;
+            worst_name = p->name;
+        }
+        TT_EXPECT(err <= 5e-2, "%s %s: gradient of %s differs from the CPU by %.3g relative", mc->name, r->name,
+                  p->name, err);
+    }
+    double curve = 0;
+    for (int step = 0; step < STEPS; step++) {
+        double e = fabs(gpu->loss[step] - cpu->loss[step]) / fabs(cpu->loss[step]);
+        if (e > curve) curve = e;
+    }
+    TT_EXPECT(curve <= 2e-2, "%s %s: the loss curve leaves the CPU's by %.3g relative", mc->name, r->name, curve);
+    TT_EXPECT(gpu->loss[STEPS - 1] < gpu->loss[0], "%s %s: the loss falls (%.4f -> %.4f)", mc->name, r->name,
+              gpu->loss[0], gpu->loss[STEPS - 1]);
+    printf("  %-12s %-28s loss %.5f (cpu %.5f, rel %.1e); worst gradient %-38s %.2e; curve %.1e; %.4f -> %.4f\n",
+           mc->name, r->name, gpu->loss[0], cpu->loss[0], loss_err, worst_name, worst, curve, gpu->loss[0],
+           gpu->loss[STEPS - 1]);
+    free(unused);
+    tt_param_table_free(&params);
+    tt_model_config_free(&config);
+}
+
+static void random_batch(model_case *mc, int64_t vocab, uint64_t seed) {
+    tt_rng rng;
+    tt_rng_seed(&rng, seed);
+    const int64_t N = mc->batch * mc->seq_len;
+    mc->inputs = malloc(sizeof(int32_t) * (size_t)N);
+    mc->targets = malloc(sizeof(int32_t) * (size_t)N);
+    for (int64_t i = 0; i < N; i++) mc->inputs[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)vocab);
+    for (int64_t i = 0; i < N; i++) {
+        /* next-token targets within each sequence, a few masked */
+        bool last = (i + 1) % mc->seq_len == 0;
+        mc->targets[i] = last || i % 11 == 3 ? TT_IGNORE_INDEX : mc->inputs[i + 1];
+    }
+}
+
+static void check_case(model_case *mc) {
+    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO};
+    const recipe recipes[] = {
+        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO},
+        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO},
+        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE},
+    };
+    run_result reference = run(mc, &cpu);
+    for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++) {
+        run_result gpu = run(mc, &recipes[i]);
+        compare_with_cpu(mc, &recipes[i], &gpu, &reference);
+        if (i == 0) {
+            run_result again = run(mc, &recipes[i]);
+            TT_EXPECT(same_bits(&gpu, &again), "%s: two GPU runs give the same bits", mc->name);
+            free_result(&again);
+            recipe checkpointed = recipes[i];
+            checkpointed.checkpointing = true;
+            run_result gc = run(mc, &checkpointed);
+            TT_EXPECT(same_bits(&gpu, &gc), "%s: gradient checkpointing gives the same bits on the GPU", mc->name);
+            free_result(&gc);
+        }
+        free_result(&gpu);
+    }
+    free_result(&reference);
+    free(mc->inputs);
+    free(mc->targets);
+}
+
+int main(int argc, char **argv) {
+    const char *source_dir = argc > 1 ? argv[1] : ".";
+    char name[128];
+    size_t free_bytes, total_bytes;
+    if (!tt_cuda_device_query(name, sizeof name, &free_bytes, &total_bytes)) {
+        fprintf(stderr, "test_gpu_model: no CUDA GPU\n");
+        return 1;
+    }
+    printf("GPU: %s\n", name);
+    const char *fixtures[] = {"tiny_qwen3", "tiny_llama", "tiny_qwen2"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
+        model_case mc = {.name = fixtures[i], .batch = 2, .seq_len = 48};
+        snprintf(mc.config_path, sizeof mc.config_path, "%s/tests/fixtures/%s/config.json", source_dir, fixtures[i]);
+        tt_model_config config;
+        tt_model_config_load(mc.config_path, &config);
+        random_batch(&mc, config.vocab_size, 77 + i);
+        tt_model_config_free(&config);
+        check_case(&mc);
+    }
+    /* Qwen3 shapes at head_dim 128, where the fused attention kernels run. */
+    tt_test_scratch_open("gpu-model");
+    tt_test_write_text("config.json",
+                       "{\"model_type\": \"qwen3\", \"hidden_size\": 256, \"intermediate_size\": 512,"
+                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+                       " \"head_dim\": 128, \"vocab_size\": 512, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
+                       " \"tie_word_embeddings\": true, \"max_position_embeddings\": 4096,"
+                       " \"torch_dtype\": \"bfloat16\"}");
+    model_case qwen3 = {.name = "qwen3-hd128", .batch = 1, .seq_len = 384};
+    char *path = tt_test_path("config.json");
+    snprintf(qwen3.config_path, sizeof qwen3.config_path, "%s", path);
+    free(path);
+    random_batch(&qwen3, 512, 99);
+    check_case(&qwen3);
+    tt_test_scratch_close();
+    return tt_test_summary("gpu_model");
+}

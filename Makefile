@@ -4,7 +4,7 @@ BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-sanitize test-gpu clean
+.PHONY: all deps build run test test-sanitize test-gpu bench clean
 
 all: build
 
@@ -27,9 +27,14 @@ test-sanitize: deps
 	cmake --build $(SANITIZE_BUILD) -j$(JOBS)
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 
-# On a machine with an NVIDIA GPU (Hopper): every CUDA kernel against the CPU reference.
+# On a machine with an NVIDIA GPU (Hopper): every CUDA kernel against the CPU reference, the
+# fused attention kernels, and the whole model against the CPU backend.
 test-gpu: build
-	$(BUILD)/test_gpu_kernels
+	@set -e; for t in $(BUILD)/test_gpu_*; do echo "== $$t"; $$t $(CURDIR) --quick; done
+
+# On the GPU machine: tiertrain and the PyTorch peer side by side (see bench/run.sh).
+bench: build
+	bash bench/run.sh $(BUILD)/tiertrain
 
 clean:
 	rm -rf $(BUILD) $(SANITIZE_BUILD)

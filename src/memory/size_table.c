@@ -37,9 +37,6 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(N * F, a);
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
 
-    t->backward_slot[TT_BACKWARD_D_SWIGLU] = bytes_of(N * F, a);
-    t->backward_slot[TT_BACKWARD_D_GATE] = bytes_of(N * F, a);
-    t->backward_slot[TT_BACKWARD_D_UP] = bytes_of(N * F, a);
     t->backward_slot[TT_BACKWARD_D_NORMED] = bytes_of(N * D, a);
     t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
     t->backward_slot[TT_BACKWARD_D_Q] = bytes_of(N * q_dim, a);

@@ -37,11 +37,9 @@ typedef enum tt_saved_slot {
     TT_SAVED_SLOT_COUNT
 } tt_saved_slot;
 
-/* Scratch of one layer's backward (class workspace), pushed and popped per layer. */
+/* Scratch of one layer's backward (class workspace), pushed and popped per layer. The MLP's
+ * gradients need none: they overwrite the MLP's saved tensors (see layer_backward). */
 typedef enum tt_backward_slot {
-    TT_BACKWARD_D_SWIGLU,   /* [N, F] */
-    TT_BACKWARD_D_GATE,     /* [N, F] */
-    TT_BACKWARD_D_UP,       /* [N, F] */
     TT_BACKWARD_D_NORMED,   /* [N, D] gradient of either norm's output */
     TT_BACKWARD_D_ATTN_OUT, /* [N, Hq*hd] */
     TT_BACKWARD_D_Q,        /* [N, Hq*hd] */

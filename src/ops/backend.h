@@ -97,7 +97,8 @@ typedef struct tt_backend {
     void (*linear_forward)(void *y, const void *x, const void *W, const void *b, int64_t N, int64_t in,
                            int64_t out, bool accumulate);
     /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy
-     * (db may be NULL; dx may be NULL when not needed) */
+     * (db may be NULL; dx may be NULL when not needed; dx may be x itself, not accumulating: dW
+     * and db are computed first) */
     void (*linear_backward)(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                             int64_t N, int64_t in, int64_t out, bool accumulate_dx);
 
@@ -122,7 +123,7 @@ typedef struct tt_backend {
 
     /* h[N,F] = silu(gate) * up */
     void (*swiglu_forward)(void *h, const void *gate, const void *up, int64_t n);
-    /* dgate, dup (overwritten) from dh, gate, up */
+    /* dgate, dup (overwritten) from dh, gate, up; elementwise, so dgate may be gate and dup up */
     void (*swiglu_backward)(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
                             int64_t n);
 

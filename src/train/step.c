@@ -22,7 +22,7 @@ static const char *const saved_slot_names[TT_SAVED_SLOT_COUNT] = {
     "MLP norm rstd", "MLP norm output", "MLP gate", "MLP up", "SwiGLU output"};
 
 static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = {
-    "d SwiGLU", "d gate", "d up", "d norm output", "d attention output", "d q", "d k", "d v",
+    "d norm output", "d attention output", "d q", "d k", "d v",
     "d q before norm", "d k before norm"};
 
 static void push_saved(tt_model_state *s, saved_tensors *out) {
@@ -215,15 +215,18 @@ static void layer_backward(tt_model_state *s, int64_t l, const void *x_in, const
     const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
     const int64_t B = s->plan.micro_batch, T = s->plan.seq_len;
 
-    /* MLP: x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid) */
-    b->linear_backward(W[TT_BACKWARD_D_SWIGLU], g->w_down, NULL, d_residual, S[TT_SAVED_SWIGLU], w->w_down, N, F, D,
+    /* MLP: x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid). The MLP's saved tensors
+     * are dead once read, so their gradients overwrite them: d SwiGLU goes into the SwiGLU output
+     * (linear_backward reads x for dW before writing dx), d gate and d up into gate and up
+     * (swiglu_backward is elementwise). Three [N, F] buffers fewer at the layer's peak. */
+    b->linear_backward(S[TT_SAVED_SWIGLU], g->w_down, NULL, d_residual, S[TT_SAVED_SWIGLU], w->w_down, N, F, D,
                        false);
-    b->swiglu_backward(W[TT_BACKWARD_D_GATE], W[TT_BACKWARD_D_UP], W[TT_BACKWARD_D_SWIGLU], S[TT_SAVED_GATE],
-                       S[TT_SAVED_UP], N * F);
-    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->w_gate, NULL, W[TT_BACKWARD_D_GATE], S[TT_SAVED_MLP_NORMED],
-                       w->w_gate, N, D, F, false);
-    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->w_up, NULL, W[TT_BACKWARD_D_UP], S[TT_SAVED_MLP_NORMED], w->w_up,
-                       N, D, F, true);
+    b->swiglu_backward(S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP],
+                       N * F);
+    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->w_gate, NULL, S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate,
+                       N, D, F, false);
+    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->w_up, NULL, S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, N,
+                       D, F, true);
     b->rmsnorm_backward(d_residual, g->mlp_norm, W[TT_BACKWARD_D_NORMED], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm,
                         S[TT_SAVED_MLP_RSTD], N, D);
 

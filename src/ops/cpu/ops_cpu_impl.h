@@ -208,9 +208,10 @@ void TT_CPU_FN(linear_forward)(real *y, const real *x, const real *W, const real
 
 void TT_CPU_FN(linear_backward)(real *dx, real *dW, real *db, const real *dy, const real *x, const real *W,
                                 int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
-    if (dx) cpu_gemm(false, false, N, in, out, 1, dy, out, W, in, accumulate_dx ? 1 : 0, dx, in);
+    /* dW and db first: dx may be x's memory (backend.h) */
     if (dW) cpu_gemm(true, false, out, in, N, 1, dy, out, x, in, 1, dW, in);
     if (db) cpu_column_sums(db, dy, NULL, NULL, N, out);
+    if (dx) cpu_gemm(false, false, N, in, out, 1, dy, out, W, in, accumulate_dx ? 1 : 0, dx, in);
 }
 
 /* ---------------------------------------------------------------- RoPE */

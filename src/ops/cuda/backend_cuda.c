@@ -172,33 +172,36 @@ static void choose_attention(const tt_attention_shape *shape) {
     destroy_cudnn();
     state.attention_shape = *shape;
     const tt_attention_kind want = state.attention_requested;
-    char why_not[256] = "";
-    if (want == TT_ATTENTION_AUTO || want == TT_ATTENTION_CUDNN) {
-#if TT_HAVE_CUDNN_ATTENTION
-        state.cudnn = tt_cudnn_attention_create(shape, 1, why_not, sizeof why_not);
-#else
-        snprintf(why_not, sizeof why_not, "not built");
-#endif
-        if (state.cudnn) {
-            state.attention = TT_ATTENTION_CUDNN;
-            return;
-        }
-        if (want == TT_ATTENTION_CUDNN)
-            tt_die("attn_implementation: cudnn is not available for this run: %s. Use attn_implementation: auto",
-                   why_not);
-    }
+    /* auto: tiertrain's flash kernels, deterministic and checked bit-identical run to run. cuDNN's
+     * fused attention is faster (device: ~650/550 TFLOP/s forward/backward at 16k against ~330/220)
+     * but its backward on this cuDNN is either atomic (not bit-reproducible) or, in its
+     * deterministic variant, keeps a [B, Hq, T, T] workspace and was seen to crash and to differ run
+     * to run; so it runs only when asked for, with its atomic backward and a warning. */
     if (want == TT_ATTENTION_AUTO || want == TT_ATTENTION_FLASH) {
-        if (TT_HAVE_FLASH_ATTENTION && flash_supported(shape)) {
+        if (flash_supported(shape)) {
             state.attention = TT_ATTENTION_FLASH;
-            if (want == TT_ATTENTION_AUTO && why_not[0])
-                tt_info("attention: cuDNN's fused attention is not available (%s); using tiertrain's flash kernels",
-                        why_not);
             return;
         }
         if (want == TT_ATTENTION_FLASH)
             tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim "
                    "%lld, window %lld). Use attn_implementation: auto",
                    (long long)shape->head_dim, (long long)shape->sliding_window);
+    }
+    if (want == TT_ATTENTION_CUDNN) {
+        char why_not[256] = "not built";
+#if TT_HAVE_CUDNN_ATTENTION
+        state.cudnn = tt_cudnn_attention_create(shape, 0, why_not, sizeof why_not);
+#endif
+        if (!state.cudnn)
+            tt_die("attn_implementation: cudnn is not available for this run: %s. Use attn_implementation: auto",
+                   why_not);
+        state.attention = TT_ATTENTION_CUDNN;
+#if TT_HAVE_CUDNN_ATTENTION
+        tt_info("attention: cuDNN %s: %s", tt_cudnn_version_string(), tt_cudnn_attention_describe(state.cudnn));
+#endif
+        tt_warn("attn_implementation: cudnn: cuDNN's attention backward accumulates dQ with atomics; gradients are "
+                "not bit-reproducible run to run (attn_implementation: auto is)");
+        return;
     }
     if (want == TT_ATTENTION_AUTO)
         tt_info("attention: no fused kernel for head_dim %lld%s; using the reference kernels (slow)",

@@ -1,0 +1,932 @@
+/* Causal grouped-query fused attention through cuDNN's C backend API.
+ *
+ * cuDNN's fused flash-attention engines do not take an "attention" operation in 9.x (the single
+ * SDPA node has no causal mask); they pattern-match an operation graph of matmuls, pointwise ops
+ * and reductions, the same graph cudnn-frontend lowers its SDPA nodes to. A graph that differs
+ * from that pattern in a node, a data type or an order of operands gets no engine, so the graphs
+ * below follow the frontend's lowering closely, including details that look arbitrary (which
+ * virtual tensors are bf16, the reshape views, the multiply by one in the backward graph).
+ *
+ * Forward (training mode), tensors as [batch, heads, rows, cols]:
+ *   S = Q K^T; S *= scale; causal mask (row >= col, else -inf); M = rowmax(S);
+ *   E = exp(S - M); Z = rowsum(E); lse = M + log(Z); P = E / Z (bf16); O = P V.
+ * Backward:
+ *   Dsum = rowsum(dO * O) * 1; S = Q K^T * scale; causal mask; P = exp(S - lse);
+ *   dV = P^T dO; dP = dO V^T; dS = (dP - Dsum) * P * scale; dK = dS^T Q; dQ = dS K.
+ * With grouped-query heads, K and V broadcast over the query heads of their group in the matmuls,
+ * and dK, dV come from per-query-head bf16 products summed over the group by a reduction.
+ *
+ * Determinism: the default backward graph accumulates dQ in an fp32 tensor that cuDNN's engine
+ * adds into from several key blocks at once (atomics: not bitwise reproducible), then converts
+ * it to bf16. The deterministic graph writes dQ straight from the matmul; on Hopper that selects
+ * the engine that keeps the whole bf16 dP matrix in the workspace and needs no atomics (what
+ * cudnn-frontend's sdpa_backward set_deterministic_algorithm does on sm90; cuDNN >= 8.9.5). */
+#include "ops/cuda/attention_cudnn.h"
+
+#include <cudnn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "ops/cuda/cuda_check.h"
+
+/* The oldest cuDNN this accepts: cudnn-frontend refuses the bf16 SDPA backward on 9.10.0 and
+ * 9.10.1 (known bugs), and before 9.10 the backward graph needs a second padding mask and a
+ * different mask value that are not built here. */
+#define OLDEST_CUDNN_VERSION 91002
+/* Up to this version the backward engine misbehaves when T is not a multiple of 128 unless the
+ * graph carries a padding mask (with actual lengths = T); cudnn-frontend adds the same one. */
+#define PADDING_WORKAROUND_LAST_VERSION 91500
+
+/* Unique ids of the tensors that live in memory (the variant pack names them); virtual tensors,
+ * which never leave the engine, are numbered from FIRST_VIRTUAL_UID. */
+enum {
+    UID_Q = 1,
+    UID_K,
+    UID_V,
+    UID_O,
+    UID_STATS,
+    UID_DO,
+    UID_DQ,
+    UID_DK,
+    UID_DV,
+    UID_ATTN_SCALE,
+    UID_ONE,
+    UID_NEG_INF_CAUSAL,
+    UID_NEG_INF_PADDING,
+    UID_SOFTMAX_SUM,
+    UID_DQ_ACCUMULATOR,
+    UID_SEQ_LEN_Q,
+    UID_SEQ_LEN_KV,
+    FIRST_VIRTUAL_UID = 1000,
+};
+
+#define MAX_GRAPH_OPS 64
+#define MAX_PACK_TENSORS 20
+#define WORKSPACE_ALIGNMENT 256
+
+/* Every descriptor a plan made; destroyed together, newest first. */
+typedef struct descriptor_list {
+    cudnnBackendDescriptor_t *items;
+    int count, capacity;
+} descriptor_list;
+
+static void descriptor_list_add(descriptor_list *list, cudnnBackendDescriptor_t descriptor) {
+    if (list->count == list->capacity) {
+        list->capacity = list->capacity ? 2 * list->capacity : 128;
+        list->items = tt_xrealloc(list->items, sizeof(*list->items) * (size_t)list->capacity, "cuDNN descriptors");
+    }
+    list->items[list->count++] = descriptor;
+}
+
+static void descriptor_list_destroy(descriptor_list *list) {
+    for (int i = list->count - 1; i >= 0; i--) cudnnBackendDestroyDescriptor(list->items[i]);
+    free(list->items);
+    *list = (descriptor_list){0};
+}
+
+/* One execution plan and the variant pack of its last call (rebuilt when a pointer changes). */
+typedef struct attention_plan {
+    descriptor_list owned;
+    cudnnBackendDescriptor_t plan;
+    int64_t workspace_bytes;
+    int64_t engine_index;
+    bool engine_nondeterministic;
+    cudnnBackendDescriptor_t variant_pack;
+    int pack_count;
+    int64_t pack_uids[MAX_PACK_TENSORS];
+    void *pack_pointers[MAX_PACK_TENSORS];
+    void *pack_workspace;
+} attention_plan;
+
+struct tt_cudnn_attention {
+    tt_attention_shape shape;
+    cudnnHandle_t handle;
+    attention_plan forward, backward;
+    bool deterministic_graph;
+    bool padding_workaround;
+    int32_t *seq_lens; /* device [2][B]: actual query and key lengths (= T) for the padding mask */
+    /* by-value scalars: the variant pack points at them */
+    float attn_scale, negative_infinity, one;
+    size_t softmax_sum_offset, dq_accumulator_offset, backward_workspace_bytes, workspace_bytes;
+    char description[512];
+};
+
+static void cudnn_version_text(size_t version, char *buf, size_t size) {
+    snprintf(buf, size, "%zu.%zu.%zu", version / 10000, (version % 10000) / 100, version % 100);
+}
+
+const char *tt_cudnn_version_string(void) {
+    static char text[96];
+    char runtime[32], headers[32];
+    cudnn_version_text(cudnnGetVersion(), runtime, sizeof runtime);
+    cudnn_version_text((size_t)CUDNN_VERSION, headers, sizeof headers);
+    snprintf(text, sizeof text, "%s (built against %s)", runtime, headers);
+    return text;
+}
+
+/* cuDNN's explanation of the last failure, on one line. */
+static void last_cudnn_error(char *buf, size_t size) {
+    buf[0] = 0;
+    cudnnGetLastErrorString(buf, size);
+    for (char *c = buf; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Graph building. The first failure is recorded (which graph, which descriptor, which attribute,
+ * cuDNN's status and its last error string) and every later call returns at once, so the
+ * builders read as straight-line code and the reason names the first thing that went wrong. */
+
+typedef struct graph_builder {
+    const char *graph; /* "forward" / "backward" */
+    descriptor_list *owned;
+    cudnnBackendDescriptor_t ops[MAX_GRAPH_OPS];
+    int op_count;
+    int64_t next_virtual_uid;
+    bool failed;
+    char why[1024];
+} graph_builder;
+
+static void record_reason(graph_builder *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void record_reason(graph_builder *g, const char *fmt, ...) {
+    if (g->failed) return;
+    g->failed = true;
+    int n = snprintf(g->why, sizeof g->why, "%s graph: ", g->graph);
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(g->why + n, sizeof g->why - (size_t)n, fmt, args);
+    va_end(args);
+}
+
+static void record_status(graph_builder *g, cudnnStatus_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void record_status(graph_builder *g, cudnnStatus_t status, const char *fmt, ...) {
+    if (g->failed) return;
+    char where[384], detail[512];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(where, sizeof where, fmt, args);
+    va_end(args);
+    last_cudnn_error(detail, sizeof detail);
+    record_reason(g, "%s: %s (%d)%s%s", where, cudnnGetErrorString(status), (int)status, detail[0] ? ": " : "", detail);
+}
+
+static cudnnBackendDescriptor_t new_descriptor(graph_builder *g, cudnnBackendDescriptorType_t type, const char *what) {
+    if (g->failed) return NULL;
+    cudnnBackendDescriptor_t descriptor = NULL;
+    cudnnStatus_t status = cudnnBackendCreateDescriptor(type, &descriptor);
+    if (status != CUDNN_STATUS_SUCCESS) {
+        record_status(g, status, "%s: cudnnBackendCreateDescriptor", what);
+        return NULL;
+    }
+    descriptor_list_add(g->owned, descriptor);
+    return descriptor;
+}
+
+static void set_attribute(graph_builder *g, cudnnBackendDescriptor_t descriptor, const char *what,
+                          const char *attribute_name, cudnnBackendAttributeName_t attribute,
+                          cudnnBackendAttributeType_t type, int64_t count, const void *values) {
+    if (g->failed) return;
+    cudnnStatus_t status = cudnnBackendSetAttribute(descriptor, attribute, type, count, values);
+    if (status != CUDNN_STATUS_SUCCESS) record_status(g, status, "%s: set %s", what, attribute_name);
+}
+#define SET_ATTRIBUTE(g, descriptor, what, attribute, type, count, values) \
+    set_attribute((g), (descriptor), (what), #attribute, (attribute), (type), (count), (values))
+
+static void finalize(graph_builder *g, cudnnBackendDescriptor_t descriptor, const char *what) {
+    if (g->failed) return;
+    cudnnStatus_t status = cudnnBackendFinalize(descriptor);
+    if (status != CUDNN_STATUS_SUCCESS) record_status(g, status, "%s: cudnnBackendFinalize", what);
+}
+
+typedef struct tensor_shape {
+    int64_t dims[4], strides[4];
+} tensor_shape;
+
+static cudnnBackendDescriptor_t make_tensor(graph_builder *g, const char *name, int64_t uid, cudnnDataType_t type,
+                                            tensor_shape shape, bool is_virtual, bool by_value) {
+    char what[128];
+    snprintf(what, sizeof what, "tensor '%s' (uid %lld)", name, (long long)uid);
+    cudnnBackendDescriptor_t t = new_descriptor(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
+    int64_t alignment = 16; /* tensor-core engines need 16-byte aligned rows */
+    SET_ATTRIBUTE(g, t, what, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    SET_ATTRIBUTE(g, t, what, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, shape.dims);
+    SET_ATTRIBUTE(g, t, what, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, shape.strides);
+    SET_ATTRIBUTE(g, t, what, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    SET_ATTRIBUTE(g, t, what, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+    bool yes = true;
+    if (is_virtual) SET_ATTRIBUTE(g, t, what, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes);
+    if (by_value) SET_ATTRIBUTE(g, t, what, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes);
+    finalize(g, t, what);
+    return t;
+}
+
+static cudnnBackendDescriptor_t virtual_tensor(graph_builder *g, const char *name, cudnnDataType_t type,
+                                               tensor_shape shape) {
+    return make_tensor(g, name, g->next_virtual_uid++, type, shape, true, false);
+}
+
+/* An fp32 scalar passed by value (the variant pack points at host memory), broadcast to all. */
+static cudnnBackendDescriptor_t scalar_tensor(graph_builder *g, const char *name, int64_t uid) {
+    tensor_shape one = {{1, 1, 1, 1}, {1, 1, 1, 1}};
+    return make_tensor(g, name, uid, CUDNN_DATA_FLOAT, one, false, true);
+}
+
+static void add_op(graph_builder *g, cudnnBackendDescriptor_t op) {
+    if (g->failed) return;
+    TT_CHECK(g->op_count < MAX_GRAPH_OPS, "more than %d ops in the cuDNN %s graph", MAX_GRAPH_OPS, g->graph);
+    g->ops[g->op_count++] = op;
+}
+
+/* y = mode(x, b, t); axis >= 0 only for GEN_INDEX. */
+static void pointwise(graph_builder *g, const char *name, cudnnPointwiseMode_t mode, cudnnDataType_t math_precision,
+                      int64_t axis, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
+                      cudnnBackendDescriptor_t y) {
+    char what[128];
+    snprintf(what, sizeof what, "op '%s' (pointwise mode %d) descriptor", name, (int)mode);
+    cudnnBackendDescriptor_t desc = new_descriptor(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
+    SET_ATTRIBUTE(g, desc, what, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    SET_ATTRIBUTE(g, desc, what, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math_precision);
+    if (axis >= 0) SET_ATTRIBUTE(g, desc, what, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
+    finalize(g, desc, what);
+
+    snprintf(what, sizeof what, "op '%s' (pointwise mode %d)", name, (int)mode);
+    cudnnBackendDescriptor_t op = new_descriptor(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    if (b) SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    if (t) SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    float alpha = 1.0f;
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &alpha);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alpha);
+    finalize(g, op, what);
+    add_op(g, op);
+}
+
+/* c = a b over the last two dims, batch dims broadcast (grouped-query heads); the overrides are
+ * the actual-length tensors of the padding workaround, or NULL. */
+static void matmul(graph_builder *g, const char *name, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
+                   cudnnBackendDescriptor_t c, cudnnBackendDescriptor_t m_override, cudnnBackendDescriptor_t n_override,
+                   cudnnBackendDescriptor_t k_override) {
+    char what[128];
+    snprintf(what, sizeof what, "op '%s' (matmul) descriptor", name);
+    cudnnBackendDescriptor_t desc = new_descriptor(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, what);
+    cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    SET_ATTRIBUTE(g, desc, what, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    finalize(g, desc, what);
+
+    snprintf(what, sizeof what, "op '%s' (matmul)", name);
+    cudnnBackendDescriptor_t op = new_descriptor(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
+    if (m_override)
+        SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                      &m_override);
+    if (n_override)
+        SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                      &n_override);
+    if (k_override)
+        SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                      &k_override);
+    finalize(g, op, what);
+    add_op(g, op);
+}
+
+/* y = reduce(x) over the dims where y has extent 1. */
+static void reduction(graph_builder *g, const char *name, cudnnReduceTensorOp_t operation, cudnnBackendDescriptor_t x,
+                      cudnnBackendDescriptor_t y) {
+    char what[128];
+    snprintf(what, sizeof what, "op '%s' (reduction) descriptor", name);
+    cudnnBackendDescriptor_t desc = new_descriptor(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what);
+    cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    SET_ATTRIBUTE(g, desc, what, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+    SET_ATTRIBUTE(g, desc, what, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &operation);
+    finalize(g, desc, what);
+
+    snprintf(what, sizeof what, "op '%s' (reduction)", name);
+    cudnnBackendDescriptor_t op = new_descriptor(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
+    finalize(g, op, what);
+    add_op(g, op);
+}
+
+/* y is x seen through other dims and strides (the transposed views of the backward graph). */
+static void reshape(graph_builder *g, const char *name, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+    char what[128];
+    snprintf(what, sizeof what, "op '%s' (reshape)", name);
+    cudnnBackendDescriptor_t op = new_descriptor(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, what);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    finalize(g, op, what);
+    add_op(g, op);
+}
+
+/* Top-left causal mask: scores where row >= col, -inf elsewhere. The index tensors are int32
+ * with fp32 math, the comparison boolean, as cudnn-frontend's diagonal band mask builds them. */
+static cudnnBackendDescriptor_t causal_mask(graph_builder *g, cudnnBackendDescriptor_t scores, tensor_shape shape) {
+    cudnnBackendDescriptor_t row = virtual_tensor(g, "causal row index", CUDNN_DATA_INT32, shape);
+    pointwise(g, "causal gen_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 2, scores, NULL, NULL, row);
+    cudnnBackendDescriptor_t col = virtual_tensor(g, "causal column index", CUDNN_DATA_INT32, shape);
+    pointwise(g, "causal gen_col_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 3, scores, NULL, NULL, col);
+    cudnnBackendDescriptor_t keep = virtual_tensor(g, "causal row >= col", CUDNN_DATA_BOOLEAN, shape);
+    pointwise(g, "causal row >= col", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, -1, row, col, NULL, keep);
+    cudnnBackendDescriptor_t negative_infinity = scalar_tensor(g, "-inf (causal mask)", UID_NEG_INF_CAUSAL);
+    cudnnBackendDescriptor_t masked = virtual_tensor(g, "causally masked scores", CUDNN_DATA_FLOAT, shape);
+    /* BINARY_SELECT: y = t ? x : b */
+    pointwise(g, "causal select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, scores, negative_infinity, keep,
+              masked);
+    return masked;
+}
+
+/* The padding mask of the T % 128 workaround: scores where row < seq_len_q and col < seq_len_kv
+ * (always true here: both lengths are T), -inf elsewhere. */
+static cudnnBackendDescriptor_t padding_mask(graph_builder *g, cudnnBackendDescriptor_t scores, tensor_shape shape,
+                                             cudnnBackendDescriptor_t seq_len_q, cudnnBackendDescriptor_t seq_len_kv) {
+    cudnnBackendDescriptor_t row = virtual_tensor(g, "padding row index", CUDNN_DATA_INT32, shape);
+    pointwise(g, "padding gen_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, 2, scores, NULL, NULL, row);
+    cudnnBackendDescriptor_t col = virtual_tensor(g, "padding column index", CUDNN_DATA_INT32, shape);
+    pointwise(g, "padding gen_col_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, 3, scores, NULL, NULL, col);
+    cudnnBackendDescriptor_t row_in = virtual_tensor(g, "row < seq_len_q", CUDNN_DATA_BOOLEAN, shape);
+    pointwise(g, "padding row < seq_len_q", CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, -1, row, seq_len_q, NULL,
+              row_in);
+    cudnnBackendDescriptor_t col_in = virtual_tensor(g, "col < seq_len_kv", CUDNN_DATA_BOOLEAN, shape);
+    pointwise(g, "padding col < seq_len_kv", CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, -1, col, seq_len_kv, NULL,
+              col_in);
+    cudnnBackendDescriptor_t keep = virtual_tensor(g, "padding keep", CUDNN_DATA_BOOLEAN, shape);
+    pointwise(g, "padding row and col", CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, -1, row_in, col_in, NULL,
+              keep);
+    cudnnBackendDescriptor_t negative_infinity = scalar_tensor(g, "-inf (padding mask)", UID_NEG_INF_PADDING);
+    cudnnBackendDescriptor_t masked = virtual_tensor(g, "padding masked scores", CUDNN_DATA_FLOAT, shape);
+    pointwise(g, "padding select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, scores, negative_infinity, keep,
+              masked);
+    return masked;
+}
+
+/* The layouts of one shape. Our q is [B*T, Hq*hd] token-major: as [B, Hq, T, hd] its strides are
+ * (T*Hq*hd, hd, Hq*hd, 1); K^T is k seen as [B, Hkv, hd, T]. */
+typedef struct attention_layouts {
+    tensor_shape q, k, k_transposed, v_transposed, scores, scores_transposed, row, per_query_head, dout_times_out,
+        seq_len;
+} attention_layouts;
+
+static attention_layouts layouts_of(const tt_attention_shape *s) {
+    const int64_t B = s->batch, H = s->num_heads, Hk = s->num_kv_heads, T = s->seq_len, D = s->head_dim;
+    attention_layouts l = {
+        .q = {{B, H, T, D}, {T * H * D, D, H * D, 1}},
+        .k = {{B, Hk, T, D}, {T * Hk * D, D, Hk * D, 1}},
+        .k_transposed = {{B, Hk, D, T}, {T * Hk * D, D, 1, Hk * D}},
+        .v_transposed = {{B, Hk, D, T}, {T * Hk * D, D, 1, Hk * D}},
+        .scores = {{B, H, T, T}, {H * T * T, T * T, T, 1}},
+        .scores_transposed = {{B, H, T, T}, {H * T * T, T * T, 1, T}},
+        .row = {{B, H, T, 1}, {H * T, T, 1, 1}},
+        .per_query_head = {{B, H, T, D}, {H * T * D, T * D, D, 1}},
+        /* the (overlapping, never materialized) strides cudnn-frontend gives this virtual tensor */
+        .dout_times_out = {{B, H, T, D}, {H * T * D, T * D, H * D, 1}},
+        .seq_len = {{B, 1, 1, 1}, {1, 1, 1, 1}},
+    };
+    return l;
+}
+
+static void build_forward_graph(graph_builder *g, const tt_attention_shape *s) {
+    attention_layouts l = layouts_of(s);
+    const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
+    cudnnBackendDescriptor_t q = make_tensor(g, "Q", UID_Q, bf16, l.q, false, false);
+    cudnnBackendDescriptor_t kt = make_tensor(g, "K^T", UID_K, bf16, l.k_transposed, false, false);
+    cudnnBackendDescriptor_t v = make_tensor(g, "V", UID_V, bf16, l.k, false, false);
+    cudnnBackendDescriptor_t o = make_tensor(g, "O", UID_O, bf16, l.q, false, false);
+    cudnnBackendDescriptor_t stats = make_tensor(g, "stats (lse)", UID_STATS, f32, l.row, false, false);
+    cudnnBackendDescriptor_t scale = scalar_tensor(g, "attn_scale", UID_ATTN_SCALE);
+
+    cudnnBackendDescriptor_t s1 = virtual_tensor(g, "Q K^T", f32, l.scores);
+    matmul(g, "bmm1 Q K^T", q, kt, s1, NULL, NULL, NULL);
+    cudnnBackendDescriptor_t s2 = virtual_tensor(g, "scaled scores", f32, l.scores);
+    pointwise(g, "attn_scale", CUDNN_POINTWISE_MUL, f32, -1, s1, scale, NULL, s2);
+    cudnnBackendDescriptor_t s3 = causal_mask(g, s2, l.scores);
+
+    cudnnBackendDescriptor_t max = virtual_tensor(g, "row max", f32, l.row);
+    reduction(g, "softmax max", CUDNN_REDUCE_TENSOR_MAX, s3, max);
+    cudnnBackendDescriptor_t shifted = virtual_tensor(g, "scores - max", f32, l.scores);
+    pointwise(g, "softmax sub max", CUDNN_POINTWISE_SUB, f32, -1, s3, max, NULL, shifted);
+    cudnnBackendDescriptor_t e = virtual_tensor(g, "exp(scores - max)", f32, l.scores);
+    pointwise(g, "softmax exp", CUDNN_POINTWISE_EXP, f32, -1, shifted, NULL, NULL, e);
+    cudnnBackendDescriptor_t sum = virtual_tensor(g, "row sum of exp", f32, l.row);
+    reduction(g, "softmax sum", CUDNN_REDUCE_TENSOR_ADD, e, sum);
+    cudnnBackendDescriptor_t log_sum = virtual_tensor(g, "log(row sum)", f32, l.row);
+    pointwise(g, "softmax log", CUDNN_POINTWISE_LOG, f32, -1, sum, NULL, NULL, log_sum);
+    pointwise(g, "stats = max + log(sum)", CUDNN_POINTWISE_ADD, f32, -1, max, log_sum, NULL, stats);
+    /* the second matmul's A operand must have the I/O type */
+    cudnnBackendDescriptor_t p = virtual_tensor(g, "softmax P", bf16, l.scores);
+    pointwise(g, "softmax div", CUDNN_POINTWISE_DIV, f32, -1, e, sum, NULL, p);
+    matmul(g, "bmm2 P V", p, v, o, NULL, NULL, NULL);
+}
+
+static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, bool deterministic,
+                                 bool padding_workaround) {
+    attention_layouts l = layouts_of(s);
+    const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
+    const bool grouped = s->num_kv_heads != s->num_heads;
+    cudnnBackendDescriptor_t q = make_tensor(g, "Q", UID_Q, bf16, l.q, false, false);
+    cudnnBackendDescriptor_t kt = make_tensor(g, "K^T", UID_K, bf16, l.k_transposed, false, false);
+    cudnnBackendDescriptor_t vt = make_tensor(g, "V^T", UID_V, bf16, l.v_transposed, false, false);
+    cudnnBackendDescriptor_t o = make_tensor(g, "O", UID_O, bf16, l.q, false, false);
+    cudnnBackendDescriptor_t dout = make_tensor(g, "dO", UID_DO, bf16, l.q, false, false);
+    cudnnBackendDescriptor_t stats = make_tensor(g, "stats (lse)", UID_STATS, f32, l.row, false, false);
+    cudnnBackendDescriptor_t dq = make_tensor(g, "dQ", UID_DQ, bf16, l.q, false, false);
+    cudnnBackendDescriptor_t dk = make_tensor(g, "dK", UID_DK, bf16, l.k, false, false);
+    cudnnBackendDescriptor_t dv = make_tensor(g, "dV", UID_DV, bf16, l.k, false, false);
+    cudnnBackendDescriptor_t scale = scalar_tensor(g, "attn_scale", UID_ATTN_SCALE);
+    cudnnBackendDescriptor_t one = scalar_tensor(g, "one (no dropout)", UID_ONE);
+    /* rowsum(dO * O) in memory (the workspace): the engine reads it once per key block */
+    cudnnBackendDescriptor_t softmax_sum = make_tensor(g, "softmax_sum", UID_SOFTMAX_SUM, f32, l.row, false, false);
+    cudnnBackendDescriptor_t seq_len_q = NULL, seq_len_kv = NULL;
+    if (padding_workaround) {
+        seq_len_q = make_tensor(g, "seq_len_q", UID_SEQ_LEN_Q, CUDNN_DATA_INT32, l.seq_len, false, false);
+        seq_len_kv = make_tensor(g, "seq_len_kv", UID_SEQ_LEN_KV, CUDNN_DATA_INT32, l.seq_len, false, false);
+    }
+
+    /* softmax_sum = rowsum(dO * O) * 1 */
+    cudnnBackendDescriptor_t dout_out = virtual_tensor(g, "dO * O", f32, l.dout_times_out);
+    pointwise(g, "mul dO O", CUDNN_POINTWISE_MUL, f32, -1, dout, o, NULL, dout_out);
+    cudnnBackendDescriptor_t row_sum = virtual_tensor(g, "rowsum(dO * O)", f32, l.row);
+    reduction(g, "reduce dO O", CUDNN_REDUCE_TENSOR_ADD, dout_out, row_sum);
+    pointwise(g, "scale by dropout inverse (1)", CUDNN_POINTWISE_MUL, f32, -1, row_sum, one, NULL, softmax_sum);
+
+    /* P = exp(scale * Q K^T - lse), masked */
+    cudnnBackendDescriptor_t s1 = virtual_tensor(g, "Q K^T", f32, l.scores);
+    matmul(g, "matmul Q K^T", q, kt, s1, seq_len_q, seq_len_kv, NULL);
+    cudnnBackendDescriptor_t s2 = virtual_tensor(g, "scaled scores", f32, l.scores);
+    pointwise(g, "mul attn_scale", CUDNN_POINTWISE_MUL, f32, -1, s1, scale, NULL, s2);
+    if (padding_workaround) s2 = padding_mask(g, s2, l.scores, seq_len_q, seq_len_kv);
+    cudnnBackendDescriptor_t s3 = virtual_tensor(g, "scores - lse", f32, l.scores);
+    pointwise(g, "sub lse", CUDNN_POINTWISE_SUB, f32, -1, s2, stats, NULL, s3);
+    cudnnBackendDescriptor_t s4 = causal_mask(g, s3, l.scores);
+    cudnnBackendDescriptor_t p = virtual_tensor(g, "P", f32, l.scores);
+    pointwise(g, "exp", CUDNN_POINTWISE_EXP, f32, -1, s4, NULL, NULL, p);
+
+    /* dV = P^T dO (per query head, then summed over each kv head's group) */
+    cudnnBackendDescriptor_t pt = virtual_tensor(g, "P^T", bf16, l.scores_transposed);
+    reshape(g, "reshape P to P^T", p, pt);
+    if (!grouped) {
+        matmul(g, "matmul P^T dO", pt, dout, dv, seq_len_kv, NULL, seq_len_q);
+    } else {
+        cudnnBackendDescriptor_t dv_full = virtual_tensor(g, "dV per query head", bf16, l.per_query_head);
+        matmul(g, "matmul P^T dO", pt, dout, dv_full, seq_len_kv, NULL, seq_len_q);
+        reduction(g, "sum dV over the group", CUDNN_REDUCE_TENSOR_ADD, dv_full, dv);
+    }
+
+    /* dS = (dO V^T - softmax_sum) * P * scale */
+    cudnnBackendDescriptor_t dp = virtual_tensor(g, "dP = dO V^T", f32, l.scores);
+    matmul(g, "matmul dO V^T", dout, vt, dp, seq_len_q, seq_len_kv, NULL);
+    cudnnBackendDescriptor_t dp_centered = virtual_tensor(g, "dP - softmax_sum", f32, l.scores);
+    pointwise(g, "sub softmax_sum", CUDNN_POINTWISE_SUB, f32, -1, dp, softmax_sum, NULL, dp_centered);
+    cudnnBackendDescriptor_t dp_p = virtual_tensor(g, "(dP - softmax_sum) * P", f32, l.scores);
+    pointwise(g, "mul P", CUDNN_POINTWISE_MUL, f32, -1, dp_centered, p, NULL, dp_p);
+    cudnnBackendDescriptor_t ds = virtual_tensor(g, "dS", f32, l.scores);
+    pointwise(g, "mul dS attn_scale", CUDNN_POINTWISE_MUL, f32, -1, dp_p, scale, NULL, ds);
+
+    /* dK = dS^T Q */
+    cudnnBackendDescriptor_t dst = virtual_tensor(g, "dS^T", bf16, l.scores_transposed);
+    reshape(g, "reshape dS to dS^T", ds, dst);
+    if (!grouped) {
+        matmul(g, "matmul dS^T Q", dst, q, dk, seq_len_kv, NULL, seq_len_q);
+    } else {
+        cudnnBackendDescriptor_t dk_full = virtual_tensor(g, "dK per query head", bf16, l.per_query_head);
+        matmul(g, "matmul dS^T Q", dst, q, dk_full, seq_len_kv, NULL, seq_len_q);
+        reduction(g, "sum dK over the group", CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
+    }
+
+    /* dQ = dS K, with K seen back through K^T (virtual, fp32 as the frontend leaves it) */
+    cudnnBackendDescriptor_t k = virtual_tensor(g, "K (view of K^T)", f32, l.k);
+    reshape(g, "reshape K^T to K", kt, k);
+    if (deterministic) {
+        matmul(g, "matmul dS K", ds, k, dq, seq_len_q, NULL, seq_len_kv);
+    } else {
+        cudnnBackendDescriptor_t dq_accumulator =
+            make_tensor(g, "dQ fp32 accumulator", UID_DQ_ACCUMULATOR, f32, l.per_query_head, false, false);
+        matmul(g, "matmul dS K", ds, k, dq_accumulator, seq_len_q, NULL, seq_len_kv);
+        pointwise(g, "dQ = identity(accumulator)", CUDNN_POINTWISE_IDENTITY, f32, -1, dq_accumulator, NULL, NULL, dq);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Engine choice: the operation graph, cuDNN's heuristics (mode A, then the fallback list), and
+ * the first engine config that finalizes into an execution plan. */
+
+static void describe_engine(cudnnBackendDescriptor_t config, int64_t *index, bool *nondeterministic) {
+    *index = -1;
+    *nondeterministic = false;
+    cudnnBackendDescriptor_t engine = NULL;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS) return;
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
+                                 &engine) == CUDNN_STATUS_SUCCESS &&
+        count == 1) {
+        cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, index);
+        cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+        int64_t note_count = 0;
+        if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &note_count, notes) == CUDNN_STATUS_SUCCESS) {
+            for (int64_t i = 0; i < note_count && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+                if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) *nondeterministic = true;
+        }
+    }
+    cudnnBackendDestroyDescriptor(engine);
+}
+
+/* The engine configs the heuristics propose in `mode`, created in g->owned; returns the count. */
+static int64_t query_engine_configs(graph_builder *g, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
+                                    const char *mode_name, cudnnBackendDescriptor_t **configs) {
+    *configs = NULL;
+    char what[96];
+    snprintf(what, sizeof what, "engine heuristics (mode %s)", mode_name);
+    cudnnBackendDescriptor_t heuristics = new_descriptor(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, what);
+    SET_ATTRIBUTE(g, heuristics, what, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+    SET_ATTRIBUTE(g, heuristics, what, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    finalize(g, heuristics, what);
+    if (g->failed) return 0;
+    int64_t available = 0;
+    cudnnStatus_t status = cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, NULL);
+    if (status != CUDNN_STATUS_SUCCESS) {
+        record_status(g, status, "%s: get CUDNN_ATTR_ENGINEHEUR_RESULTS count", what);
+        return 0;
+    }
+    if (available <= 0) return 0;
+    *configs = tt_xcalloc((size_t)available, sizeof(**configs), "cuDNN engine configs");
+    for (int64_t i = 0; i < available; i++)
+        (*configs)[i] = new_descriptor(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config");
+    if (g->failed) return 0;
+    int64_t returned = 0;
+    status = cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                      available, &returned, *configs);
+    if (status != CUDNN_STATUS_SUCCESS) {
+        record_status(g, status, "%s: get CUDNN_ATTR_ENGINEHEUR_RESULTS", what);
+        return 0;
+    }
+    return returned < available ? returned : available;
+}
+
+/* An execution plan for one engine config, or a failure status and the step that failed. */
+static cudnnStatus_t try_plan(cudnnHandle_t handle, cudnnBackendDescriptor_t config, cudnnBackendDescriptor_t *plan,
+                              const char **failed_step) {
+    *plan = NULL;
+    cudnnStatus_t status = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
+    *failed_step = "create CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR";
+    if (status != CUDNN_STATUS_SUCCESS) return status;
+    status = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    *failed_step = "set CUDNN_ATTR_EXECUTION_PLAN_HANDLE";
+    if (status == CUDNN_STATUS_SUCCESS) {
+        status = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                          1, &config);
+        *failed_step = "set CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG";
+    }
+    if (status == CUDNN_STATUS_SUCCESS) {
+        status = cudnnBackendFinalize(*plan);
+        *failed_step = "finalize the execution plan";
+    }
+    if (status != CUDNN_STATUS_SUCCESS) {
+        cudnnBackendDestroyDescriptor(*plan);
+        *plan = NULL;
+    }
+    return status;
+}
+
+/* Tries configs in order; when prefer_deterministic, those cuDNN notes as nondeterministic only
+ * after all others. Returns true with p->plan set. */
+static bool plan_from_configs(graph_builder *g, attention_plan *p, cudnnHandle_t handle,
+                              cudnnBackendDescriptor_t *configs, int64_t count, bool prefer_deterministic,
+                              char *first_failure, size_t first_failure_size) {
+    /* with a preference, pass 0 takes the configs without the note and pass 1 the rest */
+    for (int pass = 0; pass < (prefer_deterministic ? 2 : 1); pass++) {
+        for (int64_t i = 0; i < count; i++) {
+            int64_t engine_index;
+            bool nondeterministic;
+            describe_engine(configs[i], &engine_index, &nondeterministic);
+            if (prefer_deterministic && nondeterministic != (pass == 1)) continue;
+            cudnnBackendDescriptor_t plan;
+            const char *failed_step;
+            cudnnStatus_t status = try_plan(handle, configs[i], &plan, &failed_step);
+            if (status != CUDNN_STATUS_SUCCESS) {
+                if (!first_failure[0]) {
+                    char detail[512];
+                    last_cudnn_error(detail, sizeof detail);
+                    snprintf(first_failure, first_failure_size, "engine %lld: %s: %s (%d)%s%s", (long long)engine_index,
+                             failed_step, cudnnGetErrorString(status), (int)status, detail[0] ? ": " : "", detail);
+                }
+                continue;
+            }
+            descriptor_list_add(g->owned, plan);
+            p->plan = plan;
+            p->engine_index = engine_index;
+            p->engine_nondeterministic = nondeterministic;
+            int64_t returned = 0;
+            status = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                              &returned, &p->workspace_bytes);
+            if (status != CUDNN_STATUS_SUCCESS)
+                record_status(g, status, "engine %lld: get CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE",
+                              (long long)engine_index);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void build_plan(graph_builder *g, attention_plan *p, cudnnHandle_t handle, bool prefer_deterministic) {
+    cudnnBackendDescriptor_t graph = new_descriptor(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
+    SET_ATTRIBUTE(g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                  g->op_count, g->ops);
+    SET_ATTRIBUTE(g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    finalize(g, graph, "operation graph");
+    if (g->failed) return;
+
+    const struct {
+        cudnnBackendHeurMode_t mode;
+        const char *name;
+    } modes[] = {{CUDNN_HEUR_MODE_A, "A"}, {CUDNN_HEUR_MODE_FALLBACK, "FALLBACK"}};
+    int64_t proposed[2] = {0, 0};
+    char first_failure[768] = "";
+    for (int m = 0; m < 2 && !g->failed; m++) {
+        cudnnBackendDescriptor_t *configs;
+        proposed[m] = query_engine_configs(g, graph, modes[m].mode, modes[m].name, &configs);
+        bool found = !g->failed && plan_from_configs(g, p, handle, configs, proposed[m], prefer_deterministic,
+                                                     first_failure, sizeof first_failure);
+        free(configs);
+        if (found) return;
+    }
+    if (proposed[0] + proposed[1] == 0)
+        record_reason(g,
+                      "cuDNN's heuristics (modes A and FALLBACK) propose no engine for this %d-op graph "
+                      "(the fused attention pattern was not recognized, or the shape is unsupported)",
+                      g->op_count);
+    else
+        record_reason(g,
+                      "none of the %lld engine configs cuDNN proposed (mode A: %lld, FALLBACK: %lld) finalized "
+                      "into a plan; first failure: %s",
+                      (long long)(proposed[0] + proposed[1]), (long long)proposed[0], (long long)proposed[1],
+                      first_failure);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Execution. A failure here is a bug or a broken device, not an unsupported shape: die with the
+ * call, cuDNN's status name and its last error string. */
+
+static void die_on_cudnn_failure(cudnnStatus_t status, const char *file, int line, const char *call,
+                                 const char *which) {
+    if (status == CUDNN_STATUS_SUCCESS) return;
+    char detail[512];
+    last_cudnn_error(detail, sizeof detail);
+    tt_check_failed(file, line, call, "cuDNN attention %s: %s (%d)%s%s", which, cudnnGetErrorString(status),
+                    (int)status, detail[0] ? ": " : "", detail);
+}
+#define TT_CUDNN_CHECK(call, which) die_on_cudnn_failure((call), __FILE__, __LINE__, #call, (which))
+
+/* The tensors of one call: unique ids and where each lives (device memory, or host memory for
+ * the by-value scalars). */
+typedef struct variant_pack_entries {
+    int count;
+    int64_t uids[MAX_PACK_TENSORS];
+    void *pointers[MAX_PACK_TENSORS];
+} variant_pack_entries;
+
+static void pack_add(variant_pack_entries *e, int64_t uid, const void *pointer) {
+    TT_CHECK(e->count < MAX_PACK_TENSORS, "more than %d tensors in a cuDNN variant pack", MAX_PACK_TENSORS);
+    e->uids[e->count] = uid;
+    e->pointers[e->count++] = (void *)pointer;
+}
+
+static void execute_plan(tt_cudnn_attention *a, attention_plan *p, const char *which, const variant_pack_entries *e,
+                         void *workspace, cudaStream_t stream) {
+    TT_CHECK(workspace || a->workspace_bytes == 0, "cuDNN attention %s: no workspace (needs %zu bytes)", which,
+             a->workspace_bytes);
+    TT_CUDNN_CHECK(cudnnSetStream(a->handle, stream), which);
+    const size_t uid_bytes = sizeof(int64_t) * (size_t)e->count, pointer_bytes = sizeof(void *) * (size_t)e->count;
+    bool same = p->variant_pack && p->pack_count == e->count && p->pack_workspace == workspace &&
+                memcmp(p->pack_uids, e->uids, uid_bytes) == 0 &&
+                memcmp(p->pack_pointers, e->pointers, pointer_bytes) == 0;
+    if (!same) {
+        if (p->variant_pack) cudnnBackendDestroyDescriptor(p->variant_pack);
+        p->variant_pack = NULL;
+        cudnnBackendDescriptor_t pack;
+        TT_CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), which);
+        TT_CUDNN_CHECK(
+            cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, e->count, e->uids),
+            which);
+        TT_CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                                e->count, e->pointers),
+                       which);
+        TT_CUDNN_CHECK(
+            cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace),
+            which);
+        TT_CUDNN_CHECK(cudnnBackendFinalize(pack), which);
+        p->variant_pack = pack;
+        p->pack_count = e->count;
+        p->pack_workspace = workspace;
+        memcpy(p->pack_uids, e->uids, uid_bytes);
+        memcpy(p->pack_pointers, e->pointers, pointer_bytes);
+    }
+    TT_CUDNN_CHECK(cudnnBackendExecute(a->handle, p->plan, p->variant_pack), which);
+}
+
+void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                const tt_bf16 *v, void *workspace, cudaStream_t stream) {
+    variant_pack_entries e = {0};
+    pack_add(&e, UID_Q, q);
+    pack_add(&e, UID_K, k); /* the graph reads it as K^T: same memory, swapped dims and strides */
+    pack_add(&e, UID_V, v);
+    pack_add(&e, UID_O, out);
+    pack_add(&e, UID_STATS, lse);
+    pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
+    pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
+    execute_plan(a, &a->forward, "forward", &e, workspace, stream);
+}
+
+void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
+                                 const tt_bf16 *out, const float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                 const tt_bf16 *v, void *workspace, cudaStream_t stream) {
+    variant_pack_entries e = {0};
+    pack_add(&e, UID_Q, q);
+    pack_add(&e, UID_K, k);
+    pack_add(&e, UID_V, v); /* read as V^T */
+    pack_add(&e, UID_O, out);
+    pack_add(&e, UID_DO, dout);
+    pack_add(&e, UID_STATS, lse);
+    pack_add(&e, UID_DQ, dq);
+    pack_add(&e, UID_DK, dk);
+    pack_add(&e, UID_DV, dv);
+    pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
+    pack_add(&e, UID_ONE, &a->one);
+    pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
+    pack_add(&e, UID_SOFTMAX_SUM, (char *)workspace + a->softmax_sum_offset);
+    if (!a->deterministic_graph) pack_add(&e, UID_DQ_ACCUMULATOR, (char *)workspace + a->dq_accumulator_offset);
+    if (a->padding_workaround) {
+        pack_add(&e, UID_SEQ_LEN_Q, a->seq_lens);
+        pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
+        pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
+    }
+    execute_plan(a, &a->backward, "backward", &e, workspace, stream);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Creation. */
+
+static size_t align_up(size_t bytes) {
+    return (bytes + WORKSPACE_ALIGNMENT - 1) / WORKSPACE_ALIGNMENT * WORKSPACE_ALIGNMENT;
+}
+
+/* Why this shape or this cuDNN cannot run here, or NULL. */
+static const char *unsupported_reason(const tt_attention_shape *s, size_t version, int sm_major, char *buf,
+                                      size_t size) {
+    char text[32];
+    cudnn_version_text(version, text, sizeof text);
+    if (version < OLDEST_CUDNN_VERSION)
+        snprintf(buf, size, "cuDNN %s is too old: the fused causal attention graphs here need cuDNN >= 9.10.2", text);
+    else if (s->sliding_window != 0)
+        snprintf(buf, size, "sliding_window %lld: the cuDNN attention here is causal only",
+                 (long long)s->sliding_window);
+    else if (s->batch < 1 || s->seq_len < 2 || s->num_heads < 1 || s->num_kv_heads < 1)
+        snprintf(buf, size, "shape B=%lld T=%lld Hq=%lld Hkv=%lld: cuDNN's fused attention needs T >= 2",
+                 (long long)s->batch, (long long)s->seq_len, (long long)s->num_heads, (long long)s->num_kv_heads);
+    else if (s->num_heads % s->num_kv_heads != 0)
+        snprintf(buf, size, "Hq=%lld is not a multiple of Hkv=%lld", (long long)s->num_heads,
+                 (long long)s->num_kv_heads);
+    else if (s->head_dim % 8 != 0 || s->head_dim > (sm_major == 9 ? 256 : 128))
+        snprintf(buf, size,
+                 "head_dim %lld: cuDNN's fused attention backward needs a multiple of 8 up to %d on this GPU (sm_%d)",
+                 (long long)s->head_dim, sm_major == 9 ? 256 : 128, sm_major * 10);
+    else if (s->seq_len > INT32_MAX)
+        snprintf(buf, size, "T=%lld does not fit the int32 sequence lengths", (long long)s->seq_len);
+    else
+        return NULL;
+    return buf;
+}
+
+static void copy_reason(char *why_not, size_t why_not_size, const tt_attention_shape *s, const char *reason) {
+    if (!why_not || why_not_size == 0) return;
+    char version[32];
+    cudnn_version_text(cudnnGetVersion(), version, sizeof version);
+    snprintf(why_not, why_not_size,
+             "cuDNN %s, attention B=%lld T=%lld Hq=%lld Hkv=%lld hd=%lld: %s (cuDNN's own log: rerun with "
+             "CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr)",
+             version, (long long)s->batch, (long long)s->seq_len, (long long)s->num_heads, (long long)s->num_kv_heads,
+             (long long)s->head_dim, reason);
+}
+
+tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, char *why_not,
+                                              size_t why_not_size) {
+    if (why_not && why_not_size) why_not[0] = 0;
+    const size_t version = cudnnGetVersion();
+    int device = 0, sm_major = 0;
+    cudaError_t cuda_status = cudaGetDevice(&device);
+    if (cuda_status == cudaSuccess)
+        cuda_status = cudaDeviceGetAttribute(&sm_major, cudaDevAttrComputeCapabilityMajor, device);
+    char reason[1024];
+    if (cuda_status != cudaSuccess) {
+        snprintf(reason, sizeof reason, "no usable CUDA device: %s", cudaGetErrorString(cuda_status));
+        copy_reason(why_not, why_not_size, s, reason);
+        return NULL;
+    }
+    if (unsupported_reason(s, version, sm_major, reason, sizeof reason)) {
+        copy_reason(why_not, why_not_size, s, reason);
+        return NULL;
+    }
+
+    tt_cudnn_attention *a = tt_xcalloc(1, sizeof(*a), "cuDNN attention");
+    a->shape = *s;
+    a->attn_scale = (float)s->scale;
+    a->negative_infinity = -INFINITY;
+    a->one = 1.0f;
+    a->deterministic_graph = deterministic_backward != 0;
+    a->padding_workaround = s->seq_len % 128 != 0 && version <= PADDING_WORKAROUND_LAST_VERSION;
+    cudnnStatus_t status = cudnnCreate(&a->handle);
+    if (status != CUDNN_STATUS_SUCCESS) {
+        char detail[512];
+        last_cudnn_error(detail, sizeof detail);
+        snprintf(reason, sizeof reason, "cudnnCreate: %s (%d)%s%s", cudnnGetErrorString(status), (int)status,
+                 detail[0] ? ": " : "", detail);
+        copy_reason(why_not, why_not_size, s, reason);
+        free(a);
+        return NULL;
+    }
+    if (a->padding_workaround) {
+        const int64_t B = s->batch;
+        int32_t *lengths = tt_xmalloc(sizeof(int32_t) * 2 * (size_t)B, "sequence lengths");
+        for (int64_t i = 0; i < 2 * B; i++) lengths[i] = (int32_t)s->seq_len;
+        TT_CUDA_CHECK(cudaMalloc((void **)&a->seq_lens, sizeof(int32_t) * 2 * (size_t)B));
+        TT_CUDA_CHECK(cudaMemcpy(a->seq_lens, lengths, sizeof(int32_t) * 2 * (size_t)B, cudaMemcpyHostToDevice));
+        free(lengths);
+    }
+
+    graph_builder *g = tt_xcalloc(1, sizeof(*g), "cuDNN graph builder");
+    *g = (graph_builder){.graph = "forward", .owned = &a->forward.owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
+    build_forward_graph(g, s);
+    build_plan(g, &a->forward, a->handle, false);
+    if (!g->failed) {
+        *g = (graph_builder){.graph = "backward", .owned = &a->backward.owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
+        build_backward_graph(g, s, a->deterministic_graph, a->padding_workaround);
+        build_plan(g, &a->backward, a->handle, a->deterministic_graph);
+    }
+    if (g->failed) {
+        copy_reason(why_not, why_not_size, s, g->why);
+        free(g);
+        tt_cudnn_attention_destroy(a);
+        return NULL;
+    }
+    free(g);
+
+    /* backward workspace: [engine workspace | softmax_sum fp32 B*Hq*T | dQ accumulator fp32 B*Hq*T*hd] */
+    const size_t rows = (size_t)(s->batch * s->num_heads * s->seq_len);
+    a->softmax_sum_offset = align_up((size_t)a->backward.workspace_bytes);
+    a->dq_accumulator_offset = a->softmax_sum_offset + align_up(rows * sizeof(float));
+    a->backward_workspace_bytes =
+        a->dq_accumulator_offset + (a->deterministic_graph ? 0 : align_up(rows * (size_t)s->head_dim * sizeof(float)));
+    a->workspace_bytes = a->backward_workspace_bytes > (size_t)a->forward.workspace_bytes
+                             ? a->backward_workspace_bytes
+                             : (size_t)a->forward.workspace_bytes;
+
+    char forward_ws[32], backward_ws[32], scratch[32];
+    snprintf(a->description, sizeof a->description,
+             "cuDNN %s: forward engine %lld (workspace %s); backward engine %lld%s (workspace %s + %s scratch), %s "
+             "graph%s%s",
+             tt_cudnn_version_string(), (long long)a->forward.engine_index,
+             tt_format_bytes((size_t)a->forward.workspace_bytes, forward_ws, sizeof forward_ws),
+             (long long)a->backward.engine_index, a->backward.engine_nondeterministic ? " [NONDETERMINISTIC note]" : "",
+             tt_format_bytes((size_t)a->backward.workspace_bytes, backward_ws, sizeof backward_ws),
+             tt_format_bytes(a->backward_workspace_bytes - a->softmax_sum_offset, scratch, sizeof scratch),
+             a->deterministic_graph ? "deterministic (dQ without atomics)" : "default (fp32 dQ accumulator)",
+             a->padding_workaround ? ", T % 128 padding-mask workaround" : "",
+             a->deterministic_graph && sm_major != 9 ? ", deterministic graph untested off Hopper" : "");
+    return a;
+}
+
+size_t tt_cudnn_attention_workspace_bytes(const tt_cudnn_attention *a) { return a->workspace_bytes; }
+
+int tt_cudnn_attention_backward_is_deterministic(const tt_cudnn_attention *a) {
+    return a->deterministic_graph && !a->backward.engine_nondeterministic;
+}
+
+const char *tt_cudnn_attention_describe(const tt_cudnn_attention *a) { return a->description; }
+
+static void attention_plan_destroy(attention_plan *p) {
+    if (p->variant_pack) cudnnBackendDestroyDescriptor(p->variant_pack);
+    p->variant_pack = NULL;
+    descriptor_list_destroy(&p->owned);
+}
+
+void tt_cudnn_attention_destroy(tt_cudnn_attention *a) {
+    if (!a) return;
+    attention_plan_destroy(&a->backward);
+    attention_plan_destroy(&a->forward);
+    if (a->seq_lens) cudaFree(a->seq_lens);
+    if (a->handle) cudnnDestroy(a->handle);
+    free(a);
+}

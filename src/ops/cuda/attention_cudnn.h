@@ -1,0 +1,65 @@
+/* Causal grouped-query attention through cuDNN's fused flash-attention engines (C backend API).
+ *
+ * cuDNN 9.x has no causal attribute on a single SDPA node, so this builds the operation graphs
+ * that cuDNN's fused engines pattern-match (the graphs cudnn-frontend lowers its SDPA nodes to):
+ * matmul, scale, a causal mask from generated row/column indices, softmax through max/exp/sum and
+ * the saved log-sum-exp, and the second matmul; the backward graph recomputes the probabilities
+ * from that log-sum-exp. Both execution plans are built once per shape.
+ *
+ * Semantics, shapes and layouts are those of attention_forward / attention_backward in
+ * src/ops/backend.h: q, out [B*T, Hq*hd] and k, v [B*T, Hkv*hd] token-major bf16; lse [B, Hq, T]
+ * fp32 = natural-log log-sum-exp of the scaled scores; key j visible to query i iff j <= i; query
+ * head h reads kv head h / (Hq / Hkv); dq, dk, dv overwritten. fp32 accumulation throughout.
+ * All pointers are device pointers; calls are asynchronous on `stream`. */
+#ifndef TT_OPS_CUDA_ATTENTION_CUDNN_H
+#define TT_OPS_CUDA_ATTENTION_CUDNN_H
+
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "ops/cuda/ops_cuda.h" /* tt_bf16, tt_attention_shape */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tt_cudnn_attention tt_cudnn_attention;
+
+/* Builds the forward (training mode: it writes lse) and backward plans for one shape, with its own
+ * cuDNN handle on the current device. deterministic_backward asks for the backward graph whose dQ
+ * is written without atomics (on Hopper that engine keeps a B*Hq*T*T bf16 dP matrix in the
+ * workspace, so its workspace grows with T^2). Returns NULL, with a one-line reason in why_not,
+ * when this device's cuDNN cannot run the shape (cuDNN too old, no engine, head_dim unsupported,
+ * sliding_window != 0, ...). */
+tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, char *why_not,
+                                              size_t why_not_size);
+
+/* Device workspace bytes that forward and backward need (the larger of the two), including the
+ * fp32 scratch tensors the backward graph keeps there. */
+size_t tt_cudnn_attention_workspace_bytes(const tt_cudnn_attention *a);
+
+/* Whether the backward plan is deterministic as far as cuDNN says: the deterministic graph was
+ * asked for and built, and the chosen engine does not carry cuDNN's NONDETERMINISTIC note. */
+int tt_cudnn_attention_backward_is_deterministic(const tt_cudnn_attention *a);
+
+/* One line naming the engines and workspaces chosen, for logs. */
+const char *tt_cudnn_attention_describe(const tt_cudnn_attention *a);
+
+void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                const tt_bf16 *v, void *workspace, cudaStream_t stream);
+
+void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
+                                 const tt_bf16 *out, const float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                 const tt_bf16 *v, void *workspace, cudaStream_t stream);
+
+void tt_cudnn_attention_destroy(tt_cudnn_attention *a);
+
+/* "9.14.0 (built against 9.19.0)": the cuDNN library loaded at run time, and the headers. */
+const char *tt_cudnn_version_string(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,365 @@
+/* The tensor-core flash attention (src/ops/cuda/attention_flash.h) against the CPU reference
+ * and the simple GPU kernels, on fresh random bf16-rounded inputs with NaN-poisoned outputs:
+ * forward out and lse, backward dq, dk, dv, two backward runs giving the same bits; then its
+ * speed at long sequences (TFLOP/s, causal FLOPs). `test_gpu_attention --quick` skips T = 65536.
+ * Exit status nonzero on any failed check. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "ops/cpu/ops_cpu.h"
+#include "ops/cuda/attention_flash.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/ops_cuda.h"
+#include "test_util.h"
+
+#define OUT_TOLERANCE 1e-2  /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
+#define GRAD_TOLERANCE 2e-2 /* gradients pass through bf16 P and dS */
+#define LSE_TOLERANCE 1e-4
+#define POISON 0x7fc0 /* bf16 quiet NaN */
+
+static tt_rng rng;
+
+/* n random values in [-scale, scale], rounded to bf16: host floats and device bf16 copies. */
+static float *random_bf16(int64_t n, float scale, tt_bf16 **device) {
+    float *host = malloc(sizeof(float) * (size_t)n);
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&rng) - 1.0) * scale));
+        host[i] = tt_bf16_to_f32(bits[i]);
+    }
+    TT_CUDA_CHECK(cudaMalloc((void **)device, sizeof(tt_bf16) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(*device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return host;
+}
+
+static tt_bf16 *device_poisoned(int64_t n) {
+    tt_bf16 *d;
+    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(tt_bf16) * (size_t)n));
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) bits[i] = POISON;
+    TT_CUDA_CHECK(cudaMemcpy(d, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return d;
+}
+
+static float *device_poisoned_f32(int64_t n) {
+    float *d;
+    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(float) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemset(d, 0xff, sizeof(float) * (size_t)n)); /* all ones: a NaN */
+    return d;
+}
+
+static float *download_bf16(const tt_bf16 *device, int64_t n) {
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(bits, device, sizeof(tt_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
+    float *host = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) host[i] = tt_bf16_to_f32(bits[i]);
+    free(bits);
+    return host;
+}
+
+static float *download_f32(const float *device, int64_t n) {
+    float *host = malloc(sizeof(float) * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(host, device, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+    return host;
+}
+
+static bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
+    tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    TT_CUDA_CHECK(cudaMemcpy(y, b, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    bool same = memcmp(x, y, 2 * (size_t)n) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* max|got - want| / max(max|want|, floor): with floor 0 the relative error of test_gpu_kernels.c;
+ * a floor keeps gradients that are zero up to rounding (a single token: dS = 0) from dividing
+ * rounding noise by rounding noise. */
+static double max_error(const float *got, const float *want, int64_t n, double floor) {
+    double max_diff = 0, max_ref = floor > 1e-30 ? floor : 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= max_diff)) max_diff = isnan(d) ? INFINITY : d;
+        if (fabs((double)want[i]) > max_ref) max_ref = fabs((double)want[i]);
+    }
+    return max_diff / max_ref;
+}
+
+static void expect_close_floor(const char *what, const float *got, const float *want, int64_t n, double tolerance,
+                               double floor) {
+    double err = max_error(got, want, n, floor);
+    TT_EXPECT(err <= tolerance, "%s: relative error %.3g > %.3g", what, err, tolerance);
+    printf("  %-44s max relative error %.2e\n", what, err);
+}
+
+static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
+    expect_close_floor(what, got, want, n, tolerance, 0.0);
+}
+
+/* lse values are O(1..10): an absolute bound, relative to max(1, |want|). */
+static void expect_close_lse(const char *what, const float *got, const float *want, int64_t n) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double ref = fabs((double)want[i]) > 1.0 ? fabs((double)want[i]) : 1.0;
+        double err = fabs((double)got[i] - (double)want[i]) / ref;
+        if (!(err <= worst)) worst = isnan(err) ? INFINITY : err;
+    }
+    TT_EXPECT(worst <= LSE_TOLERANCE, "%s: error %.3g > %.3g", what, worst, LSE_TOLERANCE);
+    printf("  %-44s max error %.2e\n", what, worst);
+}
+
+static tt_attention_shape make_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+    tt_attention_shape s = {.batch = B, .seq_len = T, .num_heads = Hq, .num_kv_heads = Hkv, .head_dim = hd,
+                            .scale = 1.0 / sqrt((double)hd), .sliding_window = 0};
+    return s;
+}
+
+/* The inputs and outputs of one shape on the device. */
+typedef struct attention_buffers {
+    int64_t nq, nkv, rows;
+    float *q, *k, *v, *dout; /* host copies of the inputs */
+    tt_bf16 *q_dev, *k_dev, *v_dev, *dout_dev, *out_dev, *dq_dev, *dk_dev, *dv_dev;
+    float *lse_dev;
+    void *scratch;
+} attention_buffers;
+
+static attention_buffers make_buffers(const tt_attention_shape *s) {
+    attention_buffers a;
+    a.nq = s->batch * s->seq_len * s->num_heads * s->head_dim;
+    a.nkv = s->batch * s->seq_len * s->num_kv_heads * s->head_dim;
+    a.rows = s->batch * s->num_heads * s->seq_len;
+    a.q = random_bf16(a.nq, 2.0f, &a.q_dev);
+    a.k = random_bf16(a.nkv, 2.0f, &a.k_dev);
+    a.v = random_bf16(a.nkv, 1.0f, &a.v_dev);
+    a.dout = random_bf16(a.nq, 1.0f, &a.dout_dev);
+    a.out_dev = device_poisoned(a.nq);
+    a.dq_dev = device_poisoned(a.nq);
+    a.dk_dev = device_poisoned(a.nkv);
+    a.dv_dev = device_poisoned(a.nkv);
+    a.lse_dev = device_poisoned_f32(a.rows);
+    TT_CUDA_CHECK(cudaMalloc(&a.scratch, tt_cuda_flash_attention_backward_scratch_bytes(s)));
+    return a;
+}
+
+static void free_buffers(attention_buffers *a) {
+    free(a->q);
+    free(a->k);
+    free(a->v);
+    free(a->dout);
+    cudaFree(a->q_dev);
+    cudaFree(a->k_dev);
+    cudaFree(a->v_dev);
+    cudaFree(a->dout_dev);
+    cudaFree(a->out_dev);
+    cudaFree(a->dq_dev);
+    cudaFree(a->dk_dev);
+    cudaFree(a->dv_dev);
+    cudaFree(a->lse_dev);
+    cudaFree(a->scratch);
+}
+
+static void run_flash(attention_buffers *a, const tt_attention_shape *s) {
+    tt_cuda_flash_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
+    tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev, a->q_dev,
+                                     a->k_dev, a->v_dev, s, a->scratch, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+/* Backward again into fresh poisoned buffers: the same bits. */
+static void expect_deterministic(attention_buffers *a, const tt_attention_shape *s, const char *label) {
+    tt_bf16 *dq2 = device_poisoned(a->nq), *dk2 = device_poisoned(a->nkv), *dv2 = device_poisoned(a->nkv);
+    tt_cuda_flash_attention_backward(dq2, dk2, dv2, a->dout_dev, a->out_dev, a->lse_dev, a->q_dev, a->k_dev,
+                                     a->v_dev, s, a->scratch, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    bool same = same_bits_bf16(a->dq_dev, dq2, a->nq) && same_bits_bf16(a->dk_dev, dk2, a->nkv) &&
+                same_bits_bf16(a->dv_dev, dv2, a->nkv);
+    TT_EXPECT(same, "%s: backward twice gives the same bits", label);
+    printf("  %-44s %s\n", "backward deterministic", same ? "yes" : "NO");
+    cudaFree(dq2);
+    cudaFree(dk2);
+    cudaFree(dv2);
+}
+
+/* Flash forward + backward against the CPU reference; the backward reference gets the flash
+ * kernel's own (bf16) output and lse, as the GPU backward does. */
+static void test_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+    const double floor = T == 1 ? 1.0 : 0.0; /* one token: dq = dk = 0 up to rounding */
+    tt_attention_shape s = make_shape(B, T, Hq, Hkv, hd);
+    printf("flash attention vs CPU: B %lld T %lld Hq %lld Hkv %lld hd %lld\n", (long long)B, (long long)T,
+           (long long)Hq, (long long)Hkv, (long long)hd);
+    TT_EXPECT(tt_cuda_flash_attention_supported(&s), "shape supported");
+    attention_buffers a = make_buffers(&s);
+    run_flash(&a, &s);
+
+    float *out = malloc(sizeof(float) * (size_t)a.nq), *lse = malloc(sizeof(float) * (size_t)a.rows);
+    tt_cpu_attention_forward_f32(out, lse, a.q, a.k, a.v, &s);
+    float *got_out = download_bf16(a.out_dev, a.nq), *got_lse = download_f32(a.lse_dev, a.rows);
+    expect_close("forward out", got_out, out, a.nq, OUT_TOLERANCE);
+    expect_close_lse("forward lse", got_lse, lse, a.rows);
+
+    float *dq = malloc(sizeof(float) * (size_t)a.nq), *dk = malloc(sizeof(float) * (size_t)a.nkv),
+          *dv = malloc(sizeof(float) * (size_t)a.nkv);
+    tt_cpu_attention_backward_f32(dq, dk, dv, a.dout, got_out, got_lse, a.q, a.k, a.v, &s);
+    float *g = download_bf16(a.dq_dev, a.nq);
+    expect_close_floor("backward dq", g, dq, a.nq, GRAD_TOLERANCE, floor);
+    free(g);
+    g = download_bf16(a.dk_dev, a.nkv);
+    expect_close_floor("backward dk", g, dk, a.nkv, GRAD_TOLERANCE, floor);
+    free(g);
+    g = download_bf16(a.dv_dev, a.nkv);
+    expect_close("backward dv", g, dv, a.nkv, GRAD_TOLERANCE);
+    free(g);
+    expect_deterministic(&a, &s, "flash vs CPU");
+
+    free(out);
+    free(lse);
+    free(got_out);
+    free(got_lse);
+    free(dq);
+    free(dk);
+    free(dv);
+    free_buffers(&a);
+}
+
+/* Flash against the simple GPU kernels at a shape too large for a quick CPU reference. */
+static void test_against_simple(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+    tt_attention_shape s = make_shape(B, T, Hq, Hkv, hd);
+    printf("flash attention vs simple GPU kernels: B %lld T %lld Hq %lld Hkv %lld hd %lld\n", (long long)B,
+           (long long)T, (long long)Hq, (long long)Hkv, (long long)hd);
+    attention_buffers a = make_buffers(&s);
+    run_flash(&a, &s);
+
+    tt_bf16 *out_ref = device_poisoned(a.nq), *dq_ref = device_poisoned(a.nq), *dk_ref = device_poisoned(a.nkv),
+            *dv_ref = device_poisoned(a.nkv);
+    float *lse_ref = device_poisoned_f32(a.rows), *scratch_ref;
+    TT_CUDA_CHECK(cudaMalloc((void **)&scratch_ref, sizeof(float) * (size_t)a.rows));
+    tt_cuda_attention_forward(out_ref, lse_ref, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+    /* the same saved out and lse on both sides */
+    tt_cuda_attention_backward(dq_ref, dk_ref, dv_ref, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev,
+                               &s, scratch_ref, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+
+    const tt_bf16 *got[] = {a.out_dev, a.dq_dev, a.dk_dev, a.dv_dev};
+    const tt_bf16 *want[] = {out_ref, dq_ref, dk_ref, dv_ref};
+    const int64_t counts[] = {a.nq, a.nq, a.nkv, a.nkv};
+    const char *names[] = {"forward out", "backward dq", "backward dk", "backward dv"};
+    for (int i = 0; i < 4; i++) {
+        float *x = download_bf16(got[i], counts[i]), *y = download_bf16(want[i], counts[i]);
+        expect_close(names[i], x, y, counts[i], i == 0 ? OUT_TOLERANCE : GRAD_TOLERANCE);
+        free(x);
+        free(y);
+    }
+    float *x = download_f32(a.lse_dev, a.rows), *y = download_f32(lse_ref, a.rows);
+    expect_close_lse("forward lse", x, y, a.rows);
+    free(x);
+    free(y);
+    expect_deterministic(&a, &s, "flash vs simple");
+
+    cudaFree(out_ref);
+    cudaFree(dq_ref);
+    cudaFree(dk_ref);
+    cudaFree(dv_ref);
+    cudaFree(lse_ref);
+    cudaFree(scratch_ref);
+    free_buffers(&a);
+}
+
+static int compare_floats(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define TIMED_RUNS 10
+
+typedef struct timing {
+    int64_t T;
+    double forward_ms, backward_ms, forward_tflops, backward_tflops;
+} timing;
+
+/* Median milliseconds of TIMED_RUNS forward (backward when `backward`) calls after a warm-up. */
+static double median_ms(attention_buffers *a, const tt_attention_shape *s, bool backward) {
+    cudaEvent_t start, stop;
+    TT_CUDA_CHECK(cudaEventCreate(&start));
+    TT_CUDA_CHECK(cudaEventCreate(&stop));
+    float ms[TIMED_RUNS];
+    for (int run = -2; run < TIMED_RUNS; run++) { /* two warm-up runs */
+        TT_CUDA_CHECK(cudaEventRecord(start, 0));
+        if (backward)
+            tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
+                                             a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
+        else
+            tt_cuda_flash_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
+        TT_CUDA_CHECK(cudaEventRecord(stop, 0));
+        TT_CUDA_CHECK(cudaEventSynchronize(stop));
+        if (run >= 0) TT_CUDA_CHECK(cudaEventElapsedTime(&ms[run], start, stop));
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    qsort(ms, TIMED_RUNS, sizeof(float), compare_floats);
+    return 0.5 * (ms[TIMED_RUNS / 2 - 1] + ms[TIMED_RUNS / 2]);
+}
+
+static timing time_flash(int64_t T) {
+    const int64_t Hq = 16, Hkv = 8, hd = 128;
+    tt_attention_shape s = make_shape(1, T, Hq, Hkv, hd);
+    attention_buffers a = make_buffers(&s);
+    timing r = {.T = T};
+    r.forward_ms = median_ms(&a, &s, false);
+    r.backward_ms = median_ms(&a, &s, true);
+    /* causal: half of the T x T scores; two GEMMs of 2 * hd FLOPs per score; backward 2.5x */
+    const double forward_flops = 2.0 * 2.0 * (double)T * (double)T / 2.0 * (double)hd * (double)Hq;
+    r.forward_tflops = forward_flops / (r.forward_ms * 1e-3) / 1e12;
+    r.backward_tflops = 2.5 * forward_flops / (r.backward_ms * 1e-3) / 1e12;
+    TT_CUDA_CHECK(cudaGetLastError());
+    float *check = download_bf16(a.dq_dev, a.nq); /* the timed runs produced finite values */
+    bool finite = true;
+    for (int64_t i = 0; i < a.nq && finite; i++) finite = isfinite(check[i]);
+    TT_EXPECT(finite, "T %lld: dq finite after the timed runs", (long long)T);
+    free(check);
+    printf("timing T %6lld: forward %8.3f ms %6.1f TFLOP/s, backward %8.3f ms %6.1f TFLOP/s\n", (long long)T,
+           r.forward_ms, r.forward_tflops, r.backward_ms, r.backward_tflops);
+    free_buffers(&a);
+    return r;
+}
+
+int main(int argc, char **argv) {
+    bool quick = false; /* `make test-gpu` passes the source dir first */
+    for (int i = 1; i < argc; i++) quick = quick || strcmp(argv[i], "--quick") == 0;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        fprintf(stderr, "test_gpu_attention: no CUDA device; run it on a machine with a GPU\n");
+        return 1;
+    }
+    tt_rng_seed(&rng, 2027);
+
+    tt_attention_shape window = make_shape(1, 64, 2, 1, 64), odd_dim = make_shape(1, 64, 2, 1, 96);
+    window.sliding_window = 16;
+    TT_EXPECT(!tt_cuda_flash_attention_supported(&window), "sliding window is not supported");
+    TT_EXPECT(!tt_cuda_flash_attention_supported(&odd_dim), "head_dim 96 is not supported");
+
+    test_against_cpu(2, 67, 4, 2, 64);
+    test_against_cpu(1, 200, 8, 2, 128);
+    test_against_cpu(1, 513, 2, 1, 128);
+    test_against_cpu(2, 128, 4, 4, 64);
+    test_against_cpu(1, 1, 2, 1, 64); /* a single token */
+    test_against_cpu(3, 17, 2, 1, 128);
+    test_against_simple(1, 2048, 16, 8, 128);
+
+    const int64_t lengths[] = {4096, 16384, 65536};
+    const int count = quick ? 2 : 3;
+    timing results[3];
+    for (int i = 0; i < count; i++) results[i] = time_flash(lengths[i]);
+    printf("\nflash attention, B 1, Hq 16, Hkv 8, hd 128, causal (median of %d runs)\n", TIMED_RUNS);
+    printf("%8s %12s %12s %12s %12s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s");
+    for (int i = 0; i < count; i++)
+        printf("%8lld %12.3f %12.1f %12.3f %12.1f\n", (long long)results[i].T, results[i].forward_ms,
+               results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops);
+    return tt_test_summary("gpu_attention");
+}

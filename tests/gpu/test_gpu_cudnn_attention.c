@@ -1,0 +1,406 @@
+/* cuDNN fused causal grouped-query attention (src/ops/cuda/attention_cudnn.c) against the CPU
+ * reference, then its speed.
+ *
+ * Correctness: fresh random bf16-rounded inputs, NaN-poisoned outputs; forward out and lse, and
+ * backward dq, dk, dv (from the CPU's bf16-rounded out and its lse, so both sides see the same
+ * inputs) must agree within bf16 bounds (max |a-b| / max |b|). Each shape runs with the default
+ * backward and with the deterministic one; a second backward is compared bit for bit, which
+ * fails the test only when the deterministic backward was asked for and granted.
+ * Speed: B=1, Hq=16, Hkv=8, hd=128 at T = 4096, 16384, 65536 (--quick: not 65536), median of 10
+ * timed calls after warm-up, in TFLOP/s of the causal FLOPs (forward 2*2*T*T/2*hd*Hq, backward
+ * 2.5x that).
+ *
+ * Usage: test_gpu_cudnn_attention [--quick]. Exit status 0 when every check passed. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "ops/cpu/ops_cpu.h"
+#include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/cuda_check.h"
+#include "test_util.h"
+
+#define BF16_TOLERANCE 1e-2 /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
+#define LSE_TOLERANCE 1e-3
+#define POISON 0x7fc0 /* bf16 quiet NaN */
+#define TIMED_CALLS 10
+
+static tt_rng rng;
+
+/* n random values in [-scale, scale], rounded to bf16: host floats and device bf16 copies. */
+static float *random_bf16(int64_t n, float scale, tt_bf16 **device) {
+    float *host = malloc(sizeof(float) * (size_t)n);
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&rng) - 1.0) * scale));
+        host[i] = tt_bf16_to_f32(bits[i]);
+    }
+    TT_CUDA_CHECK(cudaMalloc((void **)device, sizeof(tt_bf16) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(*device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return host;
+}
+
+static tt_bf16 *device_poisoned(int64_t n) {
+    tt_bf16 *d;
+    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(tt_bf16) * (size_t)n));
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) bits[i] = POISON;
+    TT_CUDA_CHECK(cudaMemcpy(d, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return d;
+}
+
+static float *device_poisoned_f32(int64_t n) {
+    float *d;
+    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(float) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemset(d, 0xff, sizeof(float) * (size_t)n)); /* all ones: a NaN */
+    return d;
+}
+
+static float *download_bf16(const tt_bf16 *device, int64_t n) {
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(bits, device, sizeof(tt_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
+    float *host = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) host[i] = tt_bf16_to_f32(bits[i]);
+    free(bits);
+    return host;
+}
+
+static float *download_f32(const float *device, int64_t n) {
+    float *host = malloc(sizeof(float) * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(host, device, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+    return host;
+}
+
+static float *upload_f32(const float *host, int64_t n) {
+    float *device;
+    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(float) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(device, host, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    return device;
+}
+
+static tt_bf16 *upload_as_bf16(float *host, int64_t n) { /* rounds host in place to what it uploads */
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n), *device;
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = tt_f32_to_bf16(host[i]);
+        host[i] = tt_bf16_to_f32(bits[i]);
+    }
+    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return device;
+}
+
+static bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
+    tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    TT_CUDA_CHECK(cudaMemcpy(y, b, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    bool same = memcmp(x, y, 2 * (size_t)n) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
+    double err = tt_max_rel_error_f32(got, want, (size_t)n);
+    TT_EXPECT(err <= tolerance, "%s: relative error %.3g > %.3g", what, err, tolerance);
+    printf("  %-44s max relative error %.2e%s\n", what, err, err <= tolerance ? "" : "  <-- FAIL");
+}
+
+static void *device_workspace(size_t bytes) {
+    void *workspace = NULL;
+    if (bytes) TT_CUDA_CHECK(cudaMalloc(&workspace, bytes));
+    return workspace;
+}
+
+/* Synchronizes and names the call when the device reported an error. */
+static void synchronize(const char *after) {
+    cudaError_t status = cudaDeviceSynchronize();
+    if (status == cudaSuccess) status = cudaGetLastError();
+    if (status != cudaSuccess) {
+        fprintf(stderr, "test_gpu_cudnn_attention: CUDA error after %s: %s\n", after, cudaGetErrorString(status));
+        exit(2);
+    }
+}
+
+static tt_attention_shape attention_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+    return (tt_attention_shape){.batch = B,
+                                .seq_len = T,
+                                .num_heads = Hq,
+                                .num_kv_heads = Hkv,
+                                .head_dim = hd,
+                                .scale = 1.0 / sqrt((double)hd),
+                                .sliding_window = 0};
+}
+
+static tt_cudnn_attention *create_or_report(const tt_attention_shape *shape, int deterministic) {
+    char why[2048];
+    tt_cudnn_attention *a = tt_cudnn_attention_create(shape, deterministic, why, sizeof why);
+    TT_EXPECT(a != NULL, "tt_cudnn_attention_create (%s backward) returned NULL: %s",
+              deterministic ? "deterministic" : "default", why);
+    if (a) printf("  %s\n", tt_cudnn_attention_describe(a));
+    return a;
+}
+
+static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, int deterministic) {
+    tt_attention_shape shape = attention_shape(B, T, Hq, Hkv, hd);
+    printf("B=%lld T=%lld Hq=%lld Hkv=%lld hd=%lld, %s backward requested\n", (long long)B, (long long)T, (long long)Hq,
+           (long long)Hkv, (long long)hd, deterministic ? "deterministic" : "default");
+    tt_cudnn_attention *a = create_or_report(&shape, deterministic);
+    if (!a) return;
+    const int64_t nq = B * T * Hq * hd, nkv = B * T * Hkv * hd, rows = B * Hq * T;
+    void *workspace = device_workspace(tt_cudnn_attention_workspace_bytes(a));
+
+    tt_bf16 *q_dev, *k_dev, *v_dev, *dout_dev;
+    float *q = random_bf16(nq, 2.0f, &q_dev), *k = random_bf16(nkv, 2.0f, &k_dev), *v = random_bf16(nkv, 1.0f, &v_dev);
+    float *dout = random_bf16(nq, 1.0f, &dout_dev);
+    tt_bf16 *out_dev = device_poisoned(nq);
+    float *lse_dev = device_poisoned_f32(rows);
+    tt_cudnn_attention_forward(a, out_dev, lse_dev, q_dev, k_dev, v_dev, workspace, 0);
+    synchronize("tt_cudnn_attention_forward");
+
+    float *out = malloc(sizeof(float) * (size_t)nq), *lse = malloc(sizeof(float) * (size_t)rows);
+    tt_cpu_attention_forward_f32(out, lse, q, k, v, &shape);
+    float *g = download_bf16(out_dev, nq);
+    expect_close("forward out", g, out, nq, BF16_TOLERANCE);
+    free(g);
+    g = download_f32(lse_dev, rows);
+    expect_close("forward lse", g, lse, rows, LSE_TOLERANCE);
+    free(g);
+
+    /* the backward reads the CPU's (bf16-rounded) out and lse, as the CPU backward does */
+    tt_bf16 *same_out_dev = upload_as_bf16(out, nq);
+    float *same_lse_dev = upload_f32(lse, rows);
+    tt_bf16 *dq_dev = device_poisoned(nq), *dk_dev = device_poisoned(nkv), *dv_dev = device_poisoned(nkv);
+    tt_cudnn_attention_backward(a, dq_dev, dk_dev, dv_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
+                                workspace, 0);
+    synchronize("tt_cudnn_attention_backward");
+    float *dq = malloc(sizeof(float) * (size_t)nq), *dk = malloc(sizeof(float) * (size_t)nkv),
+          *dv = malloc(sizeof(float) * (size_t)nkv);
+    tt_cpu_attention_backward_f32(dq, dk, dv, dout, out, lse, q, k, v, &shape);
+    g = download_bf16(dq_dev, nq);
+    expect_close("backward dq", g, dq, nq, 2 * BF16_TOLERANCE);
+    free(g);
+    g = download_bf16(dk_dev, nkv);
+    expect_close("backward dk", g, dk, nkv, 2 * BF16_TOLERANCE);
+    free(g);
+    g = download_bf16(dv_dev, nkv);
+    expect_close("backward dv", g, dv, nkv, 2 * BF16_TOLERANCE);
+    free(g);
+
+    /* run again into fresh poisoned buffers: same bits? */
+    tt_bf16 *dq2_dev = device_poisoned(nq), *dk2_dev = device_poisoned(nkv), *dv2_dev = device_poisoned(nkv);
+    tt_cudnn_attention_backward(a, dq2_dev, dk2_dev, dv2_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
+                                workspace, 0);
+    synchronize("second tt_cudnn_attention_backward");
+    bool same = same_bits_bf16(dq_dev, dq2_dev, nq) && same_bits_bf16(dk_dev, dk2_dev, nkv) &&
+                same_bits_bf16(dv_dev, dv2_dev, nkv);
+    const int granted = tt_cudnn_attention_backward_is_deterministic(a);
+    printf("  backward twice: %s (deterministic %s, %s)\n", same ? "same bits" : "DIFFERENT bits",
+           deterministic ? "requested" : "not requested", granted ? "granted" : "not granted");
+    if (deterministic && granted) TT_EXPECT(same, "deterministic backward gave different bits on a second run");
+
+    cudaFree(dq2_dev);
+    cudaFree(dk2_dev);
+    cudaFree(dv2_dev);
+    cudaFree(dq_dev);
+    cudaFree(dk_dev);
+    cudaFree(dv_dev);
+    cudaFree(same_out_dev);
+    cudaFree(same_lse_dev);
+    cudaFree(out_dev);
+    cudaFree(lse_dev);
+    cudaFree(q_dev);
+    cudaFree(k_dev);
+    cudaFree(v_dev);
+    cudaFree(dout_dev);
+    cudaFree(workspace);
+    free(q);
+    free(k);
+    free(v);
+    free(dout);
+    free(out);
+    free(lse);
+    free(dq);
+    free(dk);
+    free(dv);
+    tt_cudnn_attention_destroy(a);
+}
+
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct timing_row {
+    int64_t T;
+    int deterministic;
+    bool ran;
+    char note[160];
+    double forward_ms, backward_ms, forward_tflops, backward_tflops;
+} timing_row;
+
+/* n bf16 values on the device: a random block of 2^20 values repeated (timing does not need
+ * fresh randomness, and filling GiBs one value at a time would take seconds). */
+static tt_bf16 *device_random_tiled(int64_t n, float scale) {
+    const int64_t block = (int64_t)1 << 20;
+    tt_bf16 *pattern = malloc(sizeof(tt_bf16) * (size_t)block);
+    for (int64_t i = 0; i < block; i++)
+        pattern[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&rng) - 1.0) * scale));
+    tt_bf16 *device;
+    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
+    for (int64_t at = 0; at < n; at += block) {
+        int64_t count = n - at < block ? n - at : block;
+        TT_CUDA_CHECK(cudaMemcpy(device + at, pattern, sizeof(tt_bf16) * (size_t)count, cudaMemcpyHostToDevice));
+    }
+    free(pattern);
+    return device;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct timing_buffers {
+    tt_cudnn_attention *a;
+    tt_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv;
+    float *lse;
+    void *workspace;
+} timing_buffers;
+
+static void call_forward(timing_buffers *b) {
+    tt_cudnn_attention_forward(b->a, b->out, b->lse, b->q, b->k, b->v, b->workspace, 0);
+}
+
+static void call_backward(timing_buffers *b) {
+    tt_cudnn_attention_backward(b->a, b->dq, b->dk, b->dv, b->dout, b->out, b->lse, b->q, b->k, b->v, b->workspace, 0);
+}
+
+/* Median milliseconds of TIMED_CALLS calls, after two warm-up calls. */
+static double median_ms(void (*call)(timing_buffers *), timing_buffers *b, const char *what) {
+    call(b);
+    call(b);
+    synchronize(what);
+    cudaEvent_t start, stop;
+    TT_CUDA_CHECK(cudaEventCreate(&start));
+    TT_CUDA_CHECK(cudaEventCreate(&stop));
+    double ms[TIMED_CALLS];
+    for (int i = 0; i < TIMED_CALLS; i++) {
+        TT_CUDA_CHECK(cudaEventRecord(start, 0));
+        call(b);
+        TT_CUDA_CHECK(cudaEventRecord(stop, 0));
+        TT_CUDA_CHECK(cudaEventSynchronize(stop));
+        float elapsed = 0;
+        TT_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+        ms[i] = elapsed;
+    }
+    synchronize(what);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    qsort(ms, TIMED_CALLS, sizeof(double), compare_doubles);
+    return 0.5 * (ms[TIMED_CALLS / 2 - 1] + ms[TIMED_CALLS / 2]);
+}
+
+static void time_attention(int64_t T, int deterministic, timing_row *row) {
+    const int64_t B = 1, Hq = 16, Hkv = 8, hd = 128;
+    tt_attention_shape shape = attention_shape(B, T, Hq, Hkv, hd);
+    *row = (timing_row){.T = T, .deterministic = deterministic};
+    printf("timing T=%lld, %s backward\n", (long long)T, deterministic ? "deterministic" : "default");
+    char why[2048];
+    tt_cudnn_attention *a = tt_cudnn_attention_create(&shape, deterministic, why, sizeof why);
+    if (!a) {
+        printf("  create failed: %s\n", why);
+        snprintf(row->note, sizeof row->note, "create failed (reason above)");
+        TT_EXPECT(a != NULL, "timing T=%lld: create failed: %s", (long long)T, why);
+        return;
+    }
+    printf("  %s\n", tt_cudnn_attention_describe(a));
+    const int64_t nq = B * T * Hq * hd, nkv = B * T * Hkv * hd, rows = B * Hq * T;
+    const size_t workspace_bytes = tt_cudnn_attention_workspace_bytes(a);
+    size_t free_bytes = 0, total_bytes = 0;
+    TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t buffer_bytes = (size_t)(4 * nq + 4 * nkv) * sizeof(tt_bf16) + (size_t)rows * sizeof(float);
+    if (workspace_bytes + buffer_bytes + ((size_t)1 << 30) > free_bytes) {
+        char need[32], have[32];
+        snprintf(row->note, sizeof row->note, "skipped: workspace %s, %s free",
+                 tt_format_bytes(workspace_bytes, need, sizeof need), tt_format_bytes(free_bytes, have, sizeof have));
+        printf("  %s\n", row->note);
+        tt_cudnn_attention_destroy(a);
+        return;
+    }
+    timing_buffers b = {.a = a};
+    b.q = device_random_tiled(nq, 2.0f);
+    b.k = device_random_tiled(nkv, 2.0f);
+    b.v = device_random_tiled(nkv, 1.0f);
+    b.dout = device_random_tiled(nq, 1.0f);
+    TT_CUDA_CHECK(cudaMalloc((void **)&b.out, sizeof(tt_bf16) * (size_t)nq));
+    TT_CUDA_CHECK(cudaMalloc((void **)&b.dq, sizeof(tt_bf16) * (size_t)nq));
+    TT_CUDA_CHECK(cudaMalloc((void **)&b.dk, sizeof(tt_bf16) * (size_t)nkv));
+    TT_CUDA_CHECK(cudaMalloc((void **)&b.dv, sizeof(tt_bf16) * (size_t)nkv));
+    TT_CUDA_CHECK(cudaMalloc((void **)&b.lse, sizeof(float) * (size_t)rows));
+    b.workspace = device_workspace(workspace_bytes);
+
+    const double forward_flops = 4.0 * (double)T * (double)T / 2.0 * (double)hd * (double)Hq * (double)B;
+    row->forward_ms = median_ms(call_forward, &b, "timed forward");
+    row->backward_ms = median_ms(call_backward, &b, "timed backward");
+    row->forward_tflops = forward_flops / (row->forward_ms * 1e-3) / 1e12;
+    row->backward_tflops = 2.5 * forward_flops / (row->backward_ms * 1e-3) / 1e12;
+    row->ran = true;
+    printf("  forward %.3f ms (%.1f TFLOP/s), backward %.3f ms (%.1f TFLOP/s)\n", row->forward_ms, row->forward_tflops,
+           row->backward_ms, row->backward_tflops);
+
+    cudaFree(b.q);
+    cudaFree(b.k);
+    cudaFree(b.v);
+    cudaFree(b.dout);
+    cudaFree(b.out);
+    cudaFree(b.dq);
+    cudaFree(b.dk);
+    cudaFree(b.dv);
+    cudaFree(b.lse);
+    cudaFree(b.workspace);
+    tt_cudnn_attention_destroy(a);
+}
+
+int main(int argc, char **argv) {
+    bool quick = false; /* `make test-gpu` passes the source dir first */
+    for (int i = 1; i < argc; i++) quick = quick || strcmp(argv[i], "--quick") == 0;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        fprintf(stderr, "test_gpu_cudnn_attention: no CUDA device; run it on a machine with a GPU\n");
+        return 1;
+    }
+    struct cudaDeviceProp properties;
+    TT_CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
+    printf("device: %s (sm_%d%d), cuDNN %s\n", properties.name, properties.major, properties.minor,
+           tt_cudnn_version_string());
+    tt_rng_seed(&rng, 2026);
+
+    const int64_t shapes[][5] = {{2, 64, 4, 2, 64}, {1, 200, 8, 2, 128}, {1, 512, 2, 1, 128}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int deterministic = 0; deterministic <= 1; deterministic++)
+            test_attention(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], deterministic);
+
+    const int64_t lengths[] = {4096, 16384, 65536};
+    const int length_count = quick ? 2 : 3;
+    timing_row table[6];
+    int row_count = 0;
+    for (int i = 0; i < length_count; i++)
+        for (int deterministic = 0; deterministic <= 1; deterministic++)
+            time_attention(lengths[i], deterministic, &table[row_count++]);
+
+    printf("\ncuDNN %s, B=1 Hq=16 Hkv=8 hd=128, causal, median of %d\n", tt_cudnn_version_string(), TIMED_CALLS);
+    printf("%7s  %-13s  %10s  %8s  %10s  %8s\n", "T", "backward", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s");
+    for (int i = 0; i < row_count; i++) {
+        const timing_row *r = &table[i];
+        if (r->ran)
+            printf("%7lld  %-13s  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
+                   r->deterministic ? "deterministic" : "default", r->forward_ms, r->forward_tflops, r->backward_ms,
+                   r->backward_tflops);
+        else
+            printf("%7lld  %-13s  %s\n", (long long)r->T, r->deterministic ? "deterministic" : "default", r->note);
+    }
+    return tt_test_summary("test_gpu_cudnn_attention");
+}

@@ -18,8 +18,8 @@ def flops_per_token(model, seq):
     return 8 * params + 4.5 * attention_forward
 
 
-print(f"| model | seq | recipe | tiertrain tok/s | peer tok/s | ratio | tiertrain GPU peak | peer GPU peak | MFU ours | MFU peer |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print(f"| model | seq | recipe | attention | tiertrain tok/s | peer tok/s | ratio | tiertrain GPU peak | peer GPU peak | MFU ours | MFU peer |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     if r["who"] != "tiertrain":
         continue
@@ -28,9 +28,9 @@ for r in rows:
     mfu = r["tok_s"] * f / 800e12
     if peer and r["recipe"] == "bf16":
         pm = peer["tok_s"] * f / 800e12
-        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r['tok_s']:.0f} | {peer['tok_s']:.0f} | "
+        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {r['tok_s']:.0f} | {peer['tok_s']:.0f} | "
               f"{r['tok_s'] / peer['tok_s']:.2f}x | {r['peak_bytes'] / 1e9:.1f} GB | {peer['peak_bytes'] / 1e9:.1f} GB | "
               f"{mfu:.1%} | {pm:.1%} |")
     else:
-        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r['tok_s']:.0f} | - | - | {r['peak_bytes'] / 1e9:.1f} GB | - | "
+        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {r['tok_s']:.0f} | - | - | {r['peak_bytes'] / 1e9:.1f} GB | - | "
               f"{mfu:.1%} | - |")

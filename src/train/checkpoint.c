@@ -83,7 +83,7 @@ static void save_trainer_state(const tt_trainer_state *t, const char *path) {
 /* Three fp32 host buffers of the model's parameter count. */
 static float *host_parameter_buffers(const tt_model_state *m, float **adam_m, float **adam_v) {
     const size_t bytes = tt_mul_size((size_t)m->params.total_numel, 3 * sizeof(float), "checkpoint buffers");
-    float *weights = tt_xmalloc(bytes, "checkpoint buffers");
+    float *weights = tt_xcalloc(1, bytes, "checkpoint buffers"); /* padding between parameters: 0 */
     *adam_m = weights + m->params.total_numel;
     *adam_v = *adam_m + m->params.total_numel;
     return weights;

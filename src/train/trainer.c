@@ -110,8 +110,8 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *i
 /* The model's weights through a host fp32 buffer: Hugging Face files and random init are fp32 on
  * the host; the compute tier gets them in its formats. */
 static void initial_weights(tt_model_state *model, const tt_run_config *run) {
-    float *host = tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"),
-                             "the weights");
+    /* calloc: the padding between parameters is 0 on the device too */
+    float *host = tt_xcalloc((size_t)model->params.total_numel, sizeof(float), "the weights");
     if (run->base_model) {
         tt_weights_load_hf(host, &model->params, run->base_model);
     } else {

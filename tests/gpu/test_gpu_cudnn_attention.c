@@ -382,6 +382,13 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         for (int deterministic = 0; deterministic <= 1; deterministic++)
             test_attention(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], deterministic);
+    /* the deterministic backward in head groups: a small dP limit makes these shapes run one kv head
+     * (and its query heads) per call */
+    tt_cudnn_attention_set_dp_limit((size_t)1 << 20);
+    test_attention(1, 512, 8, 4, 128, 1); /* 4 groups */
+    tt_cudnn_attention_set_dp_limit((size_t)600 << 10);
+    test_attention(2, 256, 4, 2, 64, 1); /* 2 groups, batch 2 */
+    tt_cudnn_attention_set_dp_limit((size_t)1 << 30);
 
     const int64_t lengths[] = {4096, 16384, 65536};
     const int length_count = quick ? 2 : 3;

@@ -103,12 +103,20 @@ typedef struct attention_plan {
     void *pack_workspace;
 } attention_plan;
 
+static size_t dp_limit = (size_t)1 << 30;
+
+void tt_cudnn_attention_set_dp_limit(size_t bytes) { dp_limit = bytes; }
+
 struct tt_cudnn_attention {
     tt_attention_shape shape;
     cudnnHandle_t handle;
     attention_plan forward, backward;
     bool deterministic_graph;
     bool padding_workaround;
+    /* The deterministic backward keeps a [B, heads, T, T] bf16 dP in its workspace, so it runs on
+     * groups of slice_kv_heads kv heads (and their query heads) at a time, one call per group,
+     * with the same strides into the full tensors: the workspace holds one group's dP. */
+    int64_t slice_heads, slice_kv_heads, slices;
     int32_t *seq_lens; /* device [2][B]: actual query and key lengths (= T) for the padding mask */
     /* by-value scalars: the variant pack points at them */
     float attn_scale, negative_infinity, one;
@@ -379,26 +387,28 @@ typedef struct attention_layouts {
         seq_len;
 } attention_layouts;
 
-static attention_layouts layouts_of(const tt_attention_shape *s) {
+/* Hs query heads and Hks kv heads of the full H and Hk: dims count the slice, the strides of
+ * tensors in memory (q, k, v, out, their gradients, lse) step over the full tensors. */
+static attention_layouts layouts_of(const tt_attention_shape *s, int64_t Hs, int64_t Hks) {
     const int64_t B = s->batch, H = s->num_heads, Hk = s->num_kv_heads, T = s->seq_len, D = s->head_dim;
     attention_layouts l = {
-        .q = {{B, H, T, D}, {T * H * D, D, H * D, 1}},
-        .k = {{B, Hk, T, D}, {T * Hk * D, D, Hk * D, 1}},
-        .k_transposed = {{B, Hk, D, T}, {T * Hk * D, D, 1, Hk * D}},
-        .v_transposed = {{B, Hk, D, T}, {T * Hk * D, D, 1, Hk * D}},
-        .scores = {{B, H, T, T}, {H * T * T, T * T, T, 1}},
-        .scores_transposed = {{B, H, T, T}, {H * T * T, T * T, 1, T}},
-        .row = {{B, H, T, 1}, {H * T, T, 1, 1}},
-        .per_query_head = {{B, H, T, D}, {H * T * D, T * D, D, 1}},
+        .q = {{B, Hs, T, D}, {T * H * D, D, H * D, 1}},
+        .k = {{B, Hks, T, D}, {T * Hk * D, D, Hk * D, 1}},
+        .k_transposed = {{B, Hks, D, T}, {T * Hk * D, D, 1, Hk * D}},
+        .v_transposed = {{B, Hks, D, T}, {T * Hk * D, D, 1, Hk * D}},
+        .scores = {{B, Hs, T, T}, {Hs * T * T, T * T, T, 1}},
+        .scores_transposed = {{B, Hs, T, T}, {Hs * T * T, T * T, 1, T}},
+        .row = {{B, Hs, T, 1}, {H * T, T, 1, 1}},
+        .per_query_head = {{B, Hs, T, D}, {Hs * T * D, T * D, D, 1}},
         /* the (overlapping, never materialized) strides cudnn-frontend gives this virtual tensor */
-        .dout_times_out = {{B, H, T, D}, {H * T * D, T * D, H * D, 1}},
+        .dout_times_out = {{B, Hs, T, D}, {Hs * T * D, T * D, Hs * D, 1}},
         .seq_len = {{B, 1, 1, 1}, {1, 1, 1, 1}},
     };
     return l;
 }
 
 static void build_forward_graph(graph_builder *g, const tt_attention_shape *s) {
-    attention_layouts l = layouts_of(s);
+    attention_layouts l = layouts_of(s, s->num_heads, s->num_kv_heads);
     const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t q = make_tensor(g, "Q", UID_Q, bf16, l.q, false, false);
     cudnnBackendDescriptor_t kt = make_tensor(g, "K^T", UID_K, bf16, l.k_transposed, false, false);
@@ -431,10 +441,10 @@ static void build_forward_graph(graph_builder *g, const tt_attention_shape *s) {
 }
 
 static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, bool deterministic,
-                                 bool padding_workaround) {
-    attention_layouts l = layouts_of(s);
+                                 bool padding_workaround, int64_t slice_heads, int64_t slice_kv_heads) {
+    attention_layouts l = layouts_of(s, slice_heads, slice_kv_heads);
     const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
-    const bool grouped = s->num_kv_heads != s->num_heads;
+    const bool grouped = slice_kv_heads != slice_heads;
     cudnnBackendDescriptor_t q = make_tensor(g, "Q", UID_Q, bf16, l.q, false, false);
     cudnnBackendDescriptor_t kt = make_tensor(g, "K^T", UID_K, bf16, l.k_transposed, false, false);
     cudnnBackendDescriptor_t vt = make_tensor(g, "V^T", UID_V, bf16, l.v_transposed, false, false);
@@ -753,27 +763,33 @@ void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse,
 void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                  const tt_bf16 *out, const float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                  const tt_bf16 *v, void *workspace, cudaStream_t stream) {
-    variant_pack_entries e = {0};
-    pack_add(&e, UID_Q, q);
-    pack_add(&e, UID_K, k);
-    pack_add(&e, UID_V, v); /* read as V^T */
-    pack_add(&e, UID_O, out);
-    pack_add(&e, UID_DO, dout);
-    pack_add(&e, UID_STATS, lse);
-    pack_add(&e, UID_DQ, dq);
-    pack_add(&e, UID_DK, dk);
-    pack_add(&e, UID_DV, dv);
-    pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
-    pack_add(&e, UID_ONE, &a->one);
-    pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
-    pack_add(&e, UID_SOFTMAX_SUM, (char *)workspace + a->softmax_sum_offset);
-    if (!a->deterministic_graph) pack_add(&e, UID_DQ_ACCUMULATOR, (char *)workspace + a->dq_accumulator_offset);
-    if (a->padding_workaround) {
-        pack_add(&e, UID_SEQ_LEN_Q, a->seq_lens);
-        pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
-        pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
+    const int64_t D = a->shape.head_dim, T = a->shape.seq_len;
+    float *softmax_sum = (float *)((char *)workspace + a->softmax_sum_offset);
+    for (int64_t slice = 0; slice < a->slices; slice++) {
+        /* the group's first query head and kv head; the graph's strides step over the full tensors */
+        const int64_t h = slice * a->slice_heads, kv = slice * a->slice_kv_heads;
+        variant_pack_entries e = {0};
+        pack_add(&e, UID_Q, q + h * D);
+        pack_add(&e, UID_K, k + kv * D);
+        pack_add(&e, UID_V, v + kv * D); /* read as V^T */
+        pack_add(&e, UID_O, out + h * D);
+        pack_add(&e, UID_DO, dout + h * D);
+        pack_add(&e, UID_STATS, lse + h * T);
+        pack_add(&e, UID_DQ, dq + h * D);
+        pack_add(&e, UID_DK, dk + kv * D);
+        pack_add(&e, UID_DV, dv + kv * D);
+        pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
+        pack_add(&e, UID_ONE, &a->one);
+        pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
+        pack_add(&e, UID_SOFTMAX_SUM, softmax_sum + h * T);
+        if (!a->deterministic_graph) pack_add(&e, UID_DQ_ACCUMULATOR, (char *)workspace + a->dq_accumulator_offset);
+        if (a->padding_workaround) {
+            pack_add(&e, UID_SEQ_LEN_Q, a->seq_lens);
+            pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
+            pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
+        }
+        execute_plan(a, &a->backward, "backward", &e, workspace, stream);
     }
-    execute_plan(a, &a->backward, "backward", &e, workspace, stream);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -846,6 +862,30 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     a->negative_infinity = -INFINITY;
     a->one = 1.0f;
     a->deterministic_graph = deterministic_backward != 0;
+    a->slice_heads = s->num_heads;
+    a->slice_kv_heads = s->num_kv_heads;
+    if (a->deterministic_graph) {
+        /* the most kv heads per call whose dP fits the limit, dividing Hkv evenly */
+        const int64_t group = s->num_heads / s->num_kv_heads;
+        const double dp_per_kv_head = 2.0 * (double)s->batch * (double)group * (double)s->seq_len * (double)s->seq_len;
+        int64_t kv = s->num_kv_heads;
+        while (kv > 1 && (s->num_kv_heads % kv != 0 || dp_per_kv_head * (double)kv > dp_limit))
+            kv--;
+        if (dp_per_kv_head * (double)kv > dp_limit) {
+            char need[32], limit[32];
+            snprintf(reason, sizeof reason,
+                     "the deterministic backward keeps dP [B, heads, T, T] in bf16: %s for one kv head's group, over "
+                     "the %s limit",
+                     tt_format_bytes((size_t)dp_per_kv_head, need, sizeof need),
+                     tt_format_bytes(dp_limit, limit, sizeof limit));
+            copy_reason(why_not, why_not_size, s, reason);
+            free(a);
+            return NULL;
+        }
+        a->slice_kv_heads = kv;
+        a->slice_heads = kv * group;
+    }
+    a->slices = s->num_kv_heads / a->slice_kv_heads;
     a->padding_workaround = s->seq_len % 128 != 0 && version <= PADDING_WORKAROUND_LAST_VERSION;
     cudnnStatus_t status = cudnnCreate(&a->handle);
     if (status != CUDNN_STATUS_SUCCESS) {
@@ -872,7 +912,7 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     build_plan(g, &a->forward, a->handle, false);
     if (!g->failed) {
         *g = (graph_builder){.graph = "backward", .owned = &a->backward.owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
-        build_backward_graph(g, s, a->deterministic_graph, a->padding_workaround);
+        build_backward_graph(g, s, a->deterministic_graph, a->padding_workaround, a->slice_heads, a->slice_kv_heads);
         build_plan(g, &a->backward, a->handle, a->deterministic_graph);
     }
     if (g->failed) {
@@ -896,19 +936,23 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     char forward_ws[32], backward_ws[32], scratch[32];
     snprintf(a->description, sizeof a->description,
              "cuDNN %s: forward engine %lld (workspace %s); backward engine %lld%s (workspace %s + %s scratch), %s "
-             "graph%s%s",
+             "graph in %lld head group(s)%s%s",
              tt_cudnn_version_string(), (long long)a->forward.engine_index,
              tt_format_bytes((size_t)a->forward.workspace_bytes, forward_ws, sizeof forward_ws),
              (long long)a->backward.engine_index, a->backward.engine_nondeterministic ? " [NONDETERMINISTIC note]" : "",
              tt_format_bytes((size_t)a->backward.workspace_bytes, backward_ws, sizeof backward_ws),
              tt_format_bytes(a->backward_workspace_bytes - a->softmax_sum_offset, scratch, sizeof scratch),
              a->deterministic_graph ? "deterministic (dQ without atomics)" : "default (fp32 dQ accumulator)",
-             a->padding_workaround ? ", T % 128 padding-mask workaround" : "",
+             (long long)a->slices, a->padding_workaround ? ", T % 128 padding-mask workaround" : "",
              a->deterministic_graph && sm_major != 9 ? ", deterministic graph untested off Hopper" : "");
     return a;
 }
 
 size_t tt_cudnn_attention_workspace_bytes(const tt_cudnn_attention *a) { return a->workspace_bytes; }
+
+size_t tt_cudnn_attention_forward_workspace_bytes(const tt_cudnn_attention *a) {
+    return (size_t)a->forward.workspace_bytes;
+}
 
 int tt_cudnn_attention_backward_is_deterministic(const tt_cudnn_attention *a) {
     return a->deterministic_graph && !a->backward.engine_nondeterministic;

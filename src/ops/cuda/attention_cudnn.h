@@ -26,10 +26,16 @@ extern "C" {
 
 typedef struct tt_cudnn_attention tt_cudnn_attention;
 
+/* dP bytes the deterministic backward may keep per call (default 1 GiB); it runs on groups of kv
+ * heads small enough to fit, one call per group. Settable for tests (slicing at small shapes);
+ * applies to plans created afterwards. */
+void tt_cudnn_attention_set_dp_limit(size_t bytes);
+
 /* Builds the forward (training mode: it writes lse) and backward plans for one shape, with its own
  * cuDNN handle on the current device. deterministic_backward asks for the backward graph whose dQ
- * is written without atomics (on Hopper that engine keeps a B*Hq*T*T bf16 dP matrix in the
- * workspace, so its workspace grows with T^2). Returns NULL, with a one-line reason in why_not,
+ * is written without atomics (on Hopper that engine keeps a [B, heads, T, T] bf16 dP in the
+ * workspace: it runs on groups of kv heads whose dP fits the dp limit above, and is
+ * refused, with the reason, when one kv head's group does not fit). Returns NULL, with a one-line reason in why_not,
  * when this device's cuDNN cannot run the shape (cuDNN too old, no engine, head_dim unsupported,
  * sliding_window != 0, ...). */
 tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, char *why_not,
@@ -38,6 +44,9 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
 /* Device workspace bytes that forward and backward need (the larger of the two), including the
  * fp32 scratch tensors the backward graph keeps there. */
 size_t tt_cudnn_attention_workspace_bytes(const tt_cudnn_attention *a);
+
+/* Device workspace bytes of the forward alone (for a run that takes only the forward from cuDNN). */
+size_t tt_cudnn_attention_forward_workspace_bytes(const tt_cudnn_attention *a);
 
 /* Whether the backward plan is deterministic as far as cuDNN says: the deterministic graph was
  * asked for and built, and the chosen engine does not carry cuDNN's NONDETERMINISTIC note. */

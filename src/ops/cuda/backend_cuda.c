@@ -11,20 +11,8 @@
 #include <string.h>
 
 #include "core/check.h"
-/* TEMPORARY while the fused attention files are being written: compile without them. */
-#if __has_include("ops/cuda/attention_cudnn.h") && __has_include("ops/cuda/attention_cudnn.c")
-#define TT_HAVE_CUDNN_ATTENTION 1
 #include "ops/cuda/attention_cudnn.h"
-#else
-#define TT_HAVE_CUDNN_ATTENTION 0
-typedef struct tt_cudnn_attention tt_cudnn_attention;
-#endif
-#if __has_include("ops/cuda/attention_flash.h") && __has_include("ops/cuda/kernels_attention_flash.cu")
-#define TT_HAVE_FLASH_ATTENTION 1
 #include "ops/cuda/attention_flash.h"
-#else
-#define TT_HAVE_FLASH_ATTENTION 0
-#endif
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/gemm_cuda.h"
 #include "ops/cuda/ops_cuda.h"
@@ -43,7 +31,7 @@ typedef struct cuda_backend_state {
 
     /* Attention: the kernels chosen for the run's shape (one shape per run). */
     tt_attention_shape attention_shape;
-    tt_attention_kind attention; /* resolved: cudnn, flash or simple */
+    tt_attention_kind attention_forward, attention_backward; /* resolved: cudnn, flash or simple */
     tt_cudnn_attention *cudnn;
 
     /* Host buffers of the embedding backward's sort and the loss, sized at set_scratch. */
@@ -55,6 +43,8 @@ typedef struct cuda_backend_state {
 
 static cuda_backend_state state;
 
+static void profile_start_up(void);
+
 static void start(void) {
     if (state.started) return;
     TT_CUDA_CHECK(cudaSetDevice(0));
@@ -63,6 +53,7 @@ static void start(void) {
     TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     state.used_before = total_bytes - free_bytes;
     state.started = true;
+    profile_start_up();
 }
 
 bool tt_cuda_device_query(char *name, size_t name_size, size_t *free_bytes, size_t *total_bytes) {
@@ -91,6 +82,87 @@ static cudaStream_t S(void) { return state.stream; }
 
 static bool gradient_fp32(void) { return state.precision.gradient == TT_F32; }
 
+/* ---- op profiler (TT_CUDA_PROFILE=1): device time per op kind, from CUDA events around each
+ * call, printed to stderr at the end of the run. For finding where a step's time goes; off by default (the
+ * events would cost launch time). ---- */
+
+#define PROFILE_EVENTS 4096
+#define PROFILE_KINDS 64
+
+typedef struct profiler {
+    bool on;
+    cudaEvent_t start[PROFILE_EVENTS], stop[PROFILE_EVENTS];
+    const char *pending_name[PROFILE_EVENTS];
+    int pending;
+    const char *name[PROFILE_KINDS];
+    double ms[PROFILE_KINDS];
+    long calls[PROFILE_KINDS];
+    int kinds;
+} profiler;
+
+static profiler *prof;
+
+static void profile_flush(void) {
+    if (!prof || !prof->pending) return;
+    TT_CUDA_CHECK(cudaEventSynchronize(prof->stop[prof->pending - 1]));
+    for (int i = 0; i < prof->pending; i++) {
+        float ms = 0;
+        TT_CUDA_CHECK(cudaEventElapsedTime(&ms, prof->start[i], prof->stop[i]));
+        int k = 0;
+        while (k < prof->kinds && strcmp(prof->name[k], prof->pending_name[i]) != 0) k++;
+        if (k == prof->kinds && prof->kinds < PROFILE_KINDS) prof->name[prof->kinds++] = prof->pending_name[i];
+        if (k < PROFILE_KINDS) {
+            prof->ms[k] += ms;
+            prof->calls[k]++;
+        }
+    }
+    prof->pending = 0;
+}
+
+/* Printed when the model state lets go of the scratch (the end of a run). */
+static void profile_report(void) {
+    if (!prof) return;
+    profile_flush();
+    double total = 0;
+    for (int k = 0; k < prof->kinds; k++) total += prof->ms[k];
+    fprintf(stderr, "cuda op profile (device ms, all calls of the run):\n");
+    for (int k = 0; k < prof->kinds; k++)
+        fprintf(stderr, "  %-34s %10.1f ms %6.1f%% %8ld calls\n", prof->name[k], prof->ms[k],
+                total > 0 ? 100.0 * prof->ms[k] / total : 0.0, prof->calls[k]);
+    fprintf(stderr, "  %-34s %10.1f ms\n", "total", total);
+}
+
+static void profile_start_up(void) {
+    const char *env = getenv("TT_CUDA_PROFILE");
+    if (!env || strcmp(env, "1") != 0) return;
+    prof = tt_xcalloc(1, sizeof *prof, "the op profiler");
+    for (int i = 0; i < PROFILE_EVENTS; i++) {
+        TT_CUDA_CHECK(cudaEventCreate(&prof->start[i]));
+        TT_CUDA_CHECK(cudaEventCreate(&prof->stop[i]));
+    }
+    prof->on = true;
+}
+
+static int profile_begin(const char *name) {
+    if (!prof) return -1;
+    if (prof->pending == PROFILE_EVENTS) profile_flush();
+    const int i = prof->pending++;
+    prof->pending_name[i] = name;
+    TT_CUDA_CHECK(cudaEventRecord(prof->start[i], state.stream));
+    return i;
+}
+
+static void profile_end(int i) {
+    if (i >= 0) TT_CUDA_CHECK(cudaEventRecord(prof->stop[i], state.stream));
+}
+
+#define TIMED(name, ...)                     \
+    do {                                     \
+        const int timed_ = profile_begin(name); \
+        __VA_ARGS__;                         \
+        profile_end(timed_);                 \
+    } while (0)
+
 /* ---- memory ---- */
 
 static void *cuda_block_alloc(size_t bytes) {
@@ -116,11 +188,11 @@ static void cuda_block_free(void *base) {
 }
 
 static void cuda_copy(void *dst, const void *src, size_t bytes) {
-    if (bytes) TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S()));
+    if (bytes) TIMED("copy", TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S())));
 }
 
 static void cuda_zero(void *dst, size_t bytes) {
-    if (bytes) TT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, S()));
+    if (bytes) TIMED("zero", TT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, S())));
 }
 
 static void cuda_synchronize(void) { TT_CUDA_CHECK(cudaStreamSynchronize(S())); }
@@ -152,79 +224,91 @@ static void cuda_configure(const tt_precision *p, tt_attention_kind attention) {
  * supports it (cuDNN, then tiertrain's flash kernels, then the reference kernels). An explicit
  * request the shape or the device's cuDNN cannot serve is an error, never a silent fallback. */
 static bool flash_supported(const tt_attention_shape *shape) {
-#if TT_HAVE_FLASH_ATTENTION
     return tt_cuda_flash_attention_supported(shape);
-#else
-    (void)shape;
-    return false;
-#endif
 }
 
 static void destroy_cudnn(void) {
-#if TT_HAVE_CUDNN_ATTENTION
     if (state.cudnn) tt_cudnn_attention_destroy(state.cudnn);
-#endif
     state.cudnn = NULL;
-}
-
-static void choose_attention(const tt_attention_shape *shape) {
-    if (state.attention != TT_ATTENTION_AUTO && memcmp(&state.attention_shape, shape, sizeof *shape) == 0) return;
-    destroy_cudnn();
-    state.attention_shape = *shape;
-    const tt_attention_kind want = state.attention_requested;
-    /* auto: tiertrain's flash kernels, deterministic and checked bit-identical run to run. cuDNN's
-     * fused attention is faster (device: ~650/550 TFLOP/s forward/backward at 16k against ~330/220)
-     * but its backward on this cuDNN is either atomic (not bit-reproducible) or, in its
-     * deterministic variant, keeps a [B, Hq, T, T] workspace and was seen to crash and to differ run
-     * to run; so it runs only when asked for, with its atomic backward and a warning. */
-    if (want == TT_ATTENTION_AUTO || want == TT_ATTENTION_FLASH) {
-        if (flash_supported(shape)) {
-            state.attention = TT_ATTENTION_FLASH;
-            return;
-        }
-        if (want == TT_ATTENTION_FLASH)
-            tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim "
-                   "%lld, window %lld). Use attn_implementation: auto",
-                   (long long)shape->head_dim, (long long)shape->sliding_window);
-    }
-    if (want == TT_ATTENTION_CUDNN) {
-        char why_not[256] = "not built";
-#if TT_HAVE_CUDNN_ATTENTION
-        state.cudnn = tt_cudnn_attention_create(shape, 0, why_not, sizeof why_not);
-#endif
-        if (!state.cudnn)
-            tt_die("attn_implementation: cudnn is not available for this run: %s. Use attn_implementation: auto",
-                   why_not);
-        state.attention = TT_ATTENTION_CUDNN;
-#if TT_HAVE_CUDNN_ATTENTION
-        tt_info("attention: cuDNN %s: %s", tt_cudnn_version_string(), tt_cudnn_attention_describe(state.cudnn));
-#endif
-        tt_warn("attn_implementation: cudnn: cuDNN's attention backward accumulates dQ with atomics; gradients are "
-                "not bit-reproducible run to run (attn_implementation: auto is)");
-        return;
-    }
-    if (want == TT_ATTENTION_AUTO)
-        tt_info("attention: no fused kernel for head_dim %lld%s; using the reference kernels (slow)",
-                (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "");
-    state.attention = TT_ATTENTION_SIMPLE;
 }
 
 static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
+static void choose_attention(const tt_attention_shape *shape) {
+    if (state.attention_forward != TT_ATTENTION_AUTO && memcmp(&state.attention_shape, shape, sizeof *shape) == 0)
+        return;
+    destroy_cudnn();
+    state.attention_shape = *shape;
+    const tt_attention_kind want = state.attention_requested;
+    char why_not[256] = "";
+    const bool flash = flash_supported(shape);
+    if (want == TT_ATTENTION_FLASH && !flash)
+        tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim %lld, "
+               "window %lld). Use attn_implementation: auto",
+               (long long)shape->head_dim, (long long)shape->sliding_window);
+    /* auto: cuDNN's fused attention with its deterministic backward (dQ without atomics), run on
+     * groups of heads whose [B, heads, T, T] dP workspace fits 1 GiB; where even one kv head's
+     * group does not fit (long sequences), cuDNN's forward (no atomics) with tiertrain's
+     * deterministic flash backward; else the flash kernels; else the reference kernels. Measured
+     * at T = 16k on the device: cuDNN ~650 TFLOP/s forward and ~470-550 backward, flash ~330 and
+     * ~220. An explicit cudnn gets cuDNN's atomic backward (fastest, not bit-reproducible). */
+    bool cudnn_backward = false;
+    if (want == TT_ATTENTION_AUTO) {
+        state.cudnn = tt_cudnn_attention_create(shape, 1, why_not, sizeof why_not);
+        cudnn_backward = state.cudnn != NULL;
+        if (!state.cudnn) {
+            tt_info("attention: cuDNN's deterministic backward is not used: %s", why_not);
+            state.cudnn = tt_cudnn_attention_create(shape, 0, why_not, sizeof why_not);
+        }
+    } else if (want == TT_ATTENTION_CUDNN) {
+        state.cudnn = tt_cudnn_attention_create(shape, 0, why_not, sizeof why_not);
+        if (!state.cudnn)
+            tt_die("attn_implementation: cudnn is not available for this run: %s. Use attn_implementation: auto",
+                   why_not);
+    }
+    if (want == TT_ATTENTION_CUDNN) {
+        state.attention_forward = state.attention_backward = TT_ATTENTION_CUDNN;
+        tt_warn("attn_implementation: cudnn: cuDNN's attention backward accumulates dQ with atomics; gradients are "
+                "not bit-reproducible run to run (attn_implementation: auto is)");
+    } else if (want == TT_ATTENTION_SIMPLE) {
+        state.attention_forward = state.attention_backward = TT_ATTENTION_SIMPLE;
+    } else {
+        state.attention_forward = state.cudnn && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN
+                                  : flash                                 ? TT_ATTENTION_FLASH
+                                                                          : TT_ATTENTION_SIMPLE;
+        state.attention_backward = cudnn_backward && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN
+                                   : flash                                    ? TT_ATTENTION_FLASH
+                                                                              : TT_ATTENTION_SIMPLE;
+        if (!state.cudnn && !flash)
+            tt_info("attention: no fused kernel for head_dim %lld%s (cuDNN: %s); using the reference kernels (slow)",
+                    (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "", why_not);
+    }
+    if (state.attention_forward != TT_ATTENTION_CUDNN) destroy_cudnn();
+    if (state.cudnn) tt_info("attention: cuDNN %s: %s", tt_cudnn_version_string(), tt_cudnn_attention_describe(state.cudnn));
+}
+
+
 static size_t align_256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-static size_t attention_scratch_bytes(const tt_attention_shape *a) {
-    switch (state.attention) {
-#if TT_HAVE_CUDNN_ATTENTION
+static size_t attention_forward_scratch_bytes(void) {
+    if (state.attention_forward == TT_ATTENTION_CUDNN)
+        return state.attention_backward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_workspace_bytes(state.cudnn)
+                                                              : tt_cudnn_attention_forward_workspace_bytes(state.cudnn);
+    return 0;
+}
+
+static size_t attention_backward_scratch_bytes(const tt_attention_shape *a) {
+    switch (state.attention_backward) {
     case TT_ATTENTION_CUDNN: return tt_cudnn_attention_workspace_bytes(state.cudnn);
-#endif
-#if TT_HAVE_FLASH_ATTENTION
     case TT_ATTENTION_FLASH: return tt_cuda_flash_attention_backward_scratch_bytes(a);
-#endif
     default: return floats(a->batch * a->num_heads * a->seq_len);
     }
+}
+
+static size_t attention_scratch_bytes(const tt_attention_shape *a) {
+    return max_size(attention_forward_scratch_bytes(), attention_backward_scratch_bytes(a));
 }
 
 /* The per-op scratch (after the GEMM workspace): the largest any one op needs. */
@@ -271,8 +355,9 @@ static void cuda_set_scratch(void *base, size_t bytes) {
     state.scratch = base;
     state.scratch_bytes = bytes;
     if (!base) {
+        profile_report();
         destroy_cudnn();
-        state.attention = TT_ATTENTION_AUTO;
+        state.attention_forward = state.attention_backward = TT_ATTENTION_AUTO;
         return;
     }
     TT_CHECK(bytes >= TT_CUDA_GEMM_WORKSPACE_BYTES, "the scratch holds the GEMM workspace");
@@ -306,7 +391,8 @@ static void ensure_host_buffers(int64_t tokens, int64_t vocab, int64_t chunks) {
     }
     if (vocab > state.host_vocab) {
         free(state.host_counts);
-        state.host_counts = tt_xmalloc(sizeof(int32_t) * (size_t)vocab, "embedding backward counts");
+        /* tt_embedding_backward_order takes counts[vocab + 1] */
+        state.host_counts = tt_xmalloc(sizeof(int32_t) * (size_t)(vocab + 1), "embedding backward counts");
         state.host_vocab = vocab;
     }
     if (chunks > state.host_chunks) {
@@ -319,7 +405,7 @@ static void ensure_host_buffers(int64_t tokens, int64_t vocab, int64_t chunks) {
 /* ---- ops ---- */
 
 static void cuda_embedding_forward(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
-    tt_cuda_embedding_forward(out, ids, table, N, D, S());
+    TIMED("embedding forward", tt_cuda_embedding_forward(out, ids, table, N, D, S()));
 }
 
 static void cuda_embedding_backward(void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D) {
@@ -341,69 +427,69 @@ static void cuda_embedding_backward(void *dtable, const int32_t *ids, const void
                                   cudaMemcpyHostToDevice, S()));
     TT_CUDA_CHECK(cudaMemcpyAsync(tokens, state.host_segment_tokens, sizeof(int32_t) * (size_t)segments,
                                   cudaMemcpyHostToDevice, S()));
-    tt_cuda_embedding_backward(dtable, gradient_fp32(), order, starts, tokens, segments, dout, D, S());
+    TIMED("embedding backward", tt_cuda_embedding_backward(dtable, gradient_fp32(), order, starts, tokens, segments,
+                                                           dout, D, S()));
     /* The host buffers are reused by the next call: wait until the copies have read them. */
     cuda_synchronize();
 }
 
 static void cuda_rmsnorm_forward(void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
                                  double eps) {
-    tt_cuda_rmsnorm_forward(out, rstd, x, w, R, C, (float)eps, S());
+    TIMED("rmsnorm forward", tt_cuda_rmsnorm_forward(out, rstd, x, w, R, C, (float)eps, S()));
 }
 
 static void cuda_rmsnorm_backward(void *dx, void *dw, const void *dout, const void *x, const void *w,
                                   const float *rstd, int64_t R, int64_t C) {
     float *scratch = op_scratch(floats(tt_cuda_rmsnorm_backward_scratch(R, C)), "the RMSNorm backward");
-    tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(), dout, x, w, rstd, R, C, scratch, S());
+    TIMED("rmsnorm backward", tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(), dout, x, w, rstd, R, C, scratch, S()));
 }
 
 static void cuda_linear_forward(void *y, const void *x, const void *W, const void *b, int64_t N, int64_t in,
                                 int64_t out, bool accumulate) {
     /* y[N,out] = x[N,in] @ W[out,in]^T */
-    tt_cuda_gemm(state.gemm, false, true, N, out, in, 1.0f, x, in, W, in, accumulate ? 1.0f : 0.0f, y, false, out,
-                 S());
-    if (b) tt_cuda_add_bias(y, b, N, out, S());
+    TIMED("gemm forward", tt_cuda_gemm(state.gemm, false, true, N, out, in, 1.0f, x, in, W, in,
+                                       accumulate ? 1.0f : 0.0f, y, false, out, S()));
+    if (b) TIMED("bias add", tt_cuda_add_bias(y, b, N, out, S()));
 }
 
 static void cuda_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                                  int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
     /* dW[out,in] += dy^T[out,N] @ x[N,in], first, so that dx may reuse x's memory one day */
-    tt_cuda_gemm(state.gemm, true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW, gradient_fp32(), in, S());
+    TIMED("gemm backward dW", tt_cuda_gemm(state.gemm, true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW,
+                                           gradient_fp32(), in, S()));
     if (db) {
         float *scratch = op_scratch(floats(tt_cuda_column_sum_scratch(N, out)), "the bias gradient");
-        tt_cuda_column_sum(db, gradient_fp32(), dy, N, out, scratch, S());
+        TIMED("bias backward", tt_cuda_column_sum(db, gradient_fp32(), dy, N, out, scratch, S()));
     }
     /* dx[N,in] (+)= dy[N,out] @ W[out,in] */
     if (dx)
-        tt_cuda_gemm(state.gemm, false, false, N, in, out, 1.0f, dy, out, W, in, accumulate_dx ? 1.0f : 0.0f, dx,
-                     false, in, S());
+        TIMED("gemm backward dx", tt_cuda_gemm(state.gemm, false, false, N, in, out, 1.0f, dy, out, W, in,
+                                               accumulate_dx ? 1.0f : 0.0f, dx, false, in, S()));
 }
 
 static void cuda_rope_forward(void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
                               int64_t hd) {
-    tt_cuda_rope_forward(x, cos_t, sin_t, B, T, H, hd, S());
+    TIMED("rope forward", tt_cuda_rope_forward(x, cos_t, sin_t, B, T, H, hd, S()));
 }
 
 static void cuda_rope_backward(void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
                                int64_t hd) {
-    tt_cuda_rope_backward(dx, cos_t, sin_t, B, T, H, hd, S());
+    TIMED("rope backward", tt_cuda_rope_backward(dx, cos_t, sin_t, B, T, H, hd, S()));
 }
 
 static void cuda_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
                                    const tt_attention_shape *shape) {
     choose_attention(shape);
-    switch (state.attention) {
-#if TT_HAVE_CUDNN_ATTENTION
+    switch (state.attention_forward) {
     case TT_ATTENTION_CUDNN:
-        tt_cudnn_attention_forward(state.cudnn, out, lse, q, k, v,
-                                   op_scratch(tt_cudnn_attention_workspace_bytes(state.cudnn), "cuDNN attention"),
-                                   S());
+        TIMED("attention forward cudnn",
+              tt_cudnn_attention_forward(state.cudnn, out, lse, q, k, v,
+                                         op_scratch(attention_forward_scratch_bytes(), "cuDNN attention"), S()));
         break;
-#endif
-#if TT_HAVE_FLASH_ATTENTION
-    case TT_ATTENTION_FLASH: tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, S()); break;
-#endif
-    default: tt_cuda_attention_forward(out, lse, q, k, v, shape, S()); break;
+    case TT_ATTENTION_FLASH:
+        TIMED("attention forward flash", tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, S()));
+        break;
+    default: TIMED("attention forward simple", tt_cuda_attention_forward(out, lse, q, k, v, shape, S())); break;
     }
 }
 
@@ -411,32 +497,35 @@ static void cuda_attention_backward(void *dq, void *dk, void *dv, const void *do
                                     const float *lse, const void *q, const void *k, const void *v,
                                     const tt_attention_shape *shape) {
     choose_attention(shape);
-    void *scratch = op_scratch(attention_scratch_bytes(shape), "the attention backward");
-    switch (state.attention) {
-#if TT_HAVE_CUDNN_ATTENTION
+    void *scratch = op_scratch(attention_backward_scratch_bytes(shape), "the attention backward");
+    switch (state.attention_backward) {
     case TT_ATTENTION_CUDNN:
-        tt_cudnn_attention_backward(state.cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch, S());
+        TIMED("attention backward cudnn",
+              tt_cudnn_attention_backward(state.cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch, S()));
         break;
-#endif
-#if TT_HAVE_FLASH_ATTENTION
     case TT_ATTENTION_FLASH:
-        tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S());
+        TIMED("attention backward flash",
+              tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S()));
         break;
-#endif
-    default: tt_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S()); break;
+    default:
+        TIMED("attention backward simple",
+              tt_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S()));
+        break;
     }
 }
 
 static void cuda_swiglu_forward(void *h, const void *gate, const void *up, int64_t n) {
-    tt_cuda_swiglu_forward(h, gate, up, n, S());
+    TIMED("swiglu forward", tt_cuda_swiglu_forward(h, gate, up, n, S()));
 }
 
 static void cuda_swiglu_backward(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
                                  int64_t n) {
-    tt_cuda_swiglu_backward(dgate, dup, dh, gate, up, n, S());
+    TIMED("swiglu backward", tt_cuda_swiglu_backward(dgate, dup, dh, gate, up, n, S()));
 }
 
-static void cuda_add(void *out, const void *a, const void *b, int64_t n) { tt_cuda_add(out, a, b, n, S()); }
+static void cuda_add(void *out, const void *a, const void *b, int64_t n) {
+    TIMED("add", tt_cuda_add(out, a, b, n, S()));
+}
 
 static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                 int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
@@ -449,15 +538,17 @@ static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void 
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t first = c * chunk, rows = N - first < chunk ? N - first : chunk;
         /* logits[rows,V] = xn[rows,D] @ W[V,D]^T, in bf16 as the peer's LM head */
-        tt_cuda_gemm(state.gemm, false, true, rows, V, D, 1.0f, x + first * D, D, W, D, 0.0f, logits, false, V, S());
-        tt_cuda_cross_entropy_chunk(logits, row_loss, targets + first, rows, V, (float)scale, S());
-        tt_cuda_sum(chunk_sums + c, row_loss, rows, S());
+        TIMED("lm head gemm forward", tt_cuda_gemm(state.gemm, false, true, rows, V, D, 1.0f, x + first * D, D, W, D,
+                                                   0.0f, logits, false, V, S()));
+        TIMED("cross entropy", tt_cuda_cross_entropy_chunk(logits, row_loss, targets + first, rows, V, (float)scale,
+                                                           S());
+              tt_cuda_sum(chunk_sums + c, row_loss, rows, S()));
         if (dxn) {
             /* logits now hold d loss / d logits */
-            tt_cuda_gemm(state.gemm, true, false, V, D, rows, 1.0f, logits, V, x + first * D, D, 1.0f, dW,
-                         gradient_fp32(), D, S());
-            tt_cuda_gemm(state.gemm, false, false, rows, D, V, 1.0f, logits, V, W, D, 0.0f,
-                         (tt_bf16 *)dxn + first * D, false, D, S());
+            TIMED("lm head gemm backward", tt_cuda_gemm(state.gemm, true, false, V, D, rows, 1.0f, logits, V,
+                                                        x + first * D, D, 1.0f, dW, gradient_fp32(), D, S());
+                  tt_cuda_gemm(state.gemm, false, false, rows, D, V, 1.0f, logits, V, W, D, 0.0f,
+                               (tt_bf16 *)dxn + first * D, false, D, S()));
         }
     }
     ensure_host_buffers(N, 0, chunks);
@@ -476,7 +567,8 @@ static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void 
 
 static double cuda_sum_squares(const void *x, int64_t n) {
     double *scratch = op_scratch(sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1), "the sum of squares");
-    tt_cuda_sum_squares(scratch + TT_CUDA_SUM_SQUARES_BLOCKS, x, gradient_fp32(), n, scratch, S());
+    TIMED("sum of squares", tt_cuda_sum_squares(scratch + TT_CUDA_SUM_SQUARES_BLOCKS, x, gradient_fp32(), n, scratch,
+                                                S()));
     double sum = 0.0;
     cuda_download(&sum, scratch + TT_CUDA_SUM_SQUARES_BLOCKS, sizeof sum);
     return sum;
@@ -485,8 +577,8 @@ static double cuda_sum_squares(const void *x, int64_t n) {
 static void cuda_adamw_update(void *weights, float *master, const void *g, void *m, void *v, int64_t n, float lr,
                               float beta1, float beta2, float eps, float weight_decay, int64_t step,
                               float grad_scale) {
-    tt_cuda_adamw(master, weights, g, gradient_fp32(), m, v, state.precision.moment == TT_BF16, n, lr, beta1, beta2,
-                  eps, weight_decay, step, grad_scale, S());
+    TIMED("adamw", tt_cuda_adamw(master, weights, g, gradient_fp32(), m, v, state.precision.moment == TT_BF16, n, lr,
+                                 beta1, beta2, eps, weight_decay, step, grad_scale, S()));
 }
 
 static const tt_backend cuda_backend = {

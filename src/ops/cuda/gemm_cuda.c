@@ -85,6 +85,12 @@ static gemm_plan *find_or_build_plan(tt_cuda_gemm_context *c, bool trans_a, bool
     TT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
     TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &c->workspace_bytes, sizeof c->workspace_bytes));
+    /* Split-K partial sums only through a workspace buffer reduced in a fixed order, never added
+     * in place into the output: the same inputs give the same bits. */
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                                CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &reductions, sizeof reductions));
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
     TT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(c->handle, p->operation, p->layout_a, p->layout_b, p->layout_c,

@@ -1,34 +1,56 @@
-/* RMSNorm forward and backward, bf16 in and out, fp32 arithmetic. One block per row for the
- * forward; the backward also writes per-row-block partial sums of the weight gradient, which a
- * second kernel adds in block order: deterministic, no atomics. */
+/* RMSNorm forward and backward, bf16 in and out, fp32 arithmetic. One warp per row for the
+ * forward and the input gradient; the weight gradient goes through per-row-block partial sums
+ * that a second kernel adds in a fixed order: deterministic, no atomics. */
 #include <cuda_bf16.h>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/ops_cuda.h"
 
-#define NORM_THREADS 256
+/* One warp per row: the row's squares reduced with shuffles (every lane gets the same bits),
+ * then the normalised row written; bf16 pairs per load. Rows of a few hundred to a few thousand
+ * columns (hidden size; head_dim for the q/k norms) fit a warp better than a block. */
+#define WARPS_PER_BLOCK 8
+
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+static __device__ __forceinline__ float2 load_pair(const tt_bf16 *p) {
+    return __bfloat1622float2(*(const __nv_bfloat162 *)p);
+}
+
+static __device__ __forceinline__ void store_pair(tt_bf16 *p, float a, float b) {
+    *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
+}
 
 static __global__ void rmsnorm_forward_kernel(tt_bf16 *out, float *rstd, const tt_bf16 *x, const tt_bf16 *w,
-                                              int64_t C, float eps) {
-    __shared__ float shared[32];
-    const int64_t row = blockIdx.x;
+                                              int64_t R, int64_t C, float eps) {
+    const int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= R) return;
     const tt_bf16 *xr = x + row * C;
     float sum_squares = 0.0f;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-        float v = bf16_to_float(xr[c]);
-        sum_squares += v * v;
+    for (int64_t c = 2 * lane; c < C; c += 64) {
+        const float2 v = load_pair(xr + c);
+        sum_squares += v.x * v.x + v.y * v.y;
     }
-    const float r = rsqrtf(block_sum(sum_squares, shared) / (float)C + eps);
-    if (threadIdx.x == 0) rstd[row] = r;
+    const float r = rsqrtf(warp_sum(sum_squares) / (float)C + eps);
+    if (lane == 0) rstd[row] = r;
     tt_bf16 *o = out + row * C;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) o[c] = float_to_bf16(bf16_to_float(w[c]) * (bf16_to_float(xr[c]) * r));
+    for (int64_t c = 2 * lane; c < C; c += 64) {
+        const float2 v = load_pair(xr + c), g = load_pair(w + c);
+        store_pair(o + c, g.x * (v.x * r), g.y * (v.y * r));
+    }
 }
 
 extern "C" void tt_cuda_rmsnorm_forward(tt_bf16 *out, float *rstd, const tt_bf16 *x, const tt_bf16 *w, int64_t R,
                                         int64_t C, float eps, cudaStream_t stream) {
     if (R == 0) return;
-    rmsnorm_forward_kernel<<<(unsigned)R, NORM_THREADS, 0, stream>>>(out, rstd, x, w, C, eps);
+    TT_CHECK(C % 2 == 0, "RMSNorm over %lld columns: the CUDA kernels need an even row length", (long long)C);
+    rmsnorm_forward_kernel<<<(unsigned)((R + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK, 0,
+                             stream>>>(out, rstd, x, w, R, C, eps);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -36,39 +58,54 @@ extern "C" int64_t tt_cuda_rmsnorm_backward_scratch(int64_t R, int64_t C) {
     return (R + TT_CUDA_RMSNORM_BACKWARD_ROWS - 1) / TT_CUDA_RMSNORM_BACKWARD_ROWS * C;
 }
 
-/* Rows [block * ROWS, ...): dx for each row, and this block's dw partial sums (each thread
- * owns columns c = threadIdx.x + k * blockDim.x, so the partials need no synchronisation). */
-static __global__ void rmsnorm_backward_kernel(tt_bf16 *dx, float *partial, const tt_bf16 *dout, const tt_bf16 *x,
-                                               const tt_bf16 *w, const float *rstd, int64_t R, int64_t C) {
-    __shared__ float shared[32];
+/* dx, one warp per row: dx += r w dout - x r^3 (sum_c w dout x) / C. */
+static __global__ void rmsnorm_backward_dx_kernel(tt_bf16 *dx, const tt_bf16 *dout, const tt_bf16 *x, const tt_bf16 *w,
+                                                  const float *rstd, int64_t R, int64_t C) {
+    const int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= R) return;
+    const tt_bf16 *xr = x + row * C, *dr = dout + row * C;
+    const float r = rstd[row];
+    float dot = 0.0f;
+    for (int64_t c = 2 * lane; c < C; c += 64) {
+        const float2 g = load_pair(w + c), d = load_pair(dr + c), v = load_pair(xr + c);
+        dot += g.x * d.x * v.x + g.y * d.y * v.y;
+    }
+    const float correction = r * r * r * warp_sum(dot) / (float)C;
+    tt_bf16 *dxr = dx + row * C;
+    for (int64_t c = 2 * lane; c < C; c += 64) {
+        const float2 g = load_pair(w + c), d = load_pair(dr + c), v = load_pair(xr + c), old = load_pair(dxr + c);
+        store_pair(dxr + c, old.x + (r * g.x * d.x - v.x * correction), old.y + (r * g.y * d.y - v.y * correction));
+    }
+}
+
+/* dw partials: block b sums dout x r over rows [b * ROWS, ...) for the columns its threads own,
+ * in row order. */
+static __global__ void rmsnorm_backward_dw_kernel(float *partial, const tt_bf16 *dout, const tt_bf16 *x,
+                                                  const float *rstd, int64_t R, int64_t C) {
+    const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
     const int64_t first = (int64_t)blockIdx.x * TT_CUDA_RMSNORM_BACKWARD_ROWS;
     const int64_t last = first + TT_CUDA_RMSNORM_BACKWARD_ROWS < R ? first + TT_CUDA_RMSNORM_BACKWARD_ROWS : R;
-    float *p = partial + (int64_t)blockIdx.x * C;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) p[c] = 0.0f;
-    for (int64_t row = first; row < last; row++) {
-        const tt_bf16 *xr = x + row * C, *dr = dout + row * C;
-        const float r = rstd[row];
-        float dot = 0.0f; /* sum_c w dout x */
-        for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-            dot += bf16_to_float(w[c]) * bf16_to_float(dr[c]) * bf16_to_float(xr[c]);
-        dot = block_sum(dot, shared);
-        const float correction = r * r * r * dot / (float)C;
-        tt_bf16 *dxr = dx + row * C;
-        for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-            const float xv = bf16_to_float(xr[c]), dv = bf16_to_float(dr[c]);
-            const float g = r * bf16_to_float(w[c]) * dv - xv * correction;
-            dxr[c] = float_to_bf16(bf16_to_float(dxr[c]) + g);
-            p[c] += dv * xv * r;
-        }
-    }
+    float total = 0.0f;
+    for (int64_t row = first; row < last; row++)
+        total += bf16_to_float(dout[row * C + c]) * bf16_to_float(x[row * C + c]) * rstd[row];
+    partial[(int64_t)blockIdx.x * C + c] = total;
 }
 
 extern "C" void tt_cuda_rmsnorm_backward(tt_bf16 *dx, void *dw, int dw_is_fp32, const tt_bf16 *dout,
                                          const tt_bf16 *x, const tt_bf16 *w, const float *rstd, int64_t R, int64_t C,
                                          float *scratch, cudaStream_t stream) {
     if (R == 0) return;
-    const int64_t blocks = (R + TT_CUDA_RMSNORM_BACKWARD_ROWS - 1) / TT_CUDA_RMSNORM_BACKWARD_ROWS;
-    rmsnorm_backward_kernel<<<(unsigned)blocks, NORM_THREADS, 0, stream>>>(dx, scratch, dout, x, w, rstd, R, C);
+    TT_CHECK(C % 2 == 0, "RMSNorm over %lld columns: the CUDA kernels need an even row length", (long long)C);
+    rmsnorm_backward_dx_kernel<<<(unsigned)((R + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK, 0,
+                                 stream>>>(dx, dout, x, w, rstd, R, C);
     TT_CUDA_CHECK(cudaGetLastError());
-    if (dw) tt_cuda_add_column_partials(dw, dw_is_fp32, scratch, blocks, C, stream);
+    if (!dw) return;
+    const int64_t blocks = (R + TT_CUDA_RMSNORM_BACKWARD_ROWS - 1) / TT_CUDA_RMSNORM_BACKWARD_ROWS;
+    const int threads = C < 256 ? (int)((C + 31) / 32 * 32) : 256;
+    const dim3 grid((unsigned)blocks, (unsigned)((C + threads - 1) / threads));
+    rmsnorm_backward_dw_kernel<<<grid, threads, 0, stream>>>(scratch, dout, x, rstd, R, C);
+    TT_CUDA_CHECK(cudaGetLastError());
+    tt_cuda_add_column_partials(dw, dw_is_fp32, scratch, blocks, C, stream);
 }

@@ -22,23 +22,38 @@ static __global__ void column_partials_kernel(float *partial, const tt_bf16 *x, 
     partial[(int64_t)blockIdx.x * C + c] = total;
 }
 
+/* dst[c] += sum_b partial[b, c]. A block owns 32 columns; its 32 row lanes sum partial rows
+ * b = lane, lane + 32, ... and then lane 0 adds the 32 lane sums in lane order: a fixed order,
+ * with 32 times fewer dependent loads per thread than one thread per column (the q/k norm
+ * backward has thousands of partial rows). */
+#define PARTIAL_COLUMNS 32
+#define PARTIAL_LANES 32
+
 static __global__ void add_partials_kernel(void *dst, int dst_is_fp32, const float *partial, int64_t blocks, int64_t C) {
-    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+    __shared__ float lane_sums[PARTIAL_LANES][PARTIAL_COLUMNS + 1];
+    const int column = threadIdx.x % PARTIAL_COLUMNS, lane = threadIdx.x / PARTIAL_COLUMNS;
+    const int64_t c = (int64_t)blockIdx.x * PARTIAL_COLUMNS + column;
     float total = 0.0f;
-    for (int64_t b = 0; b < blocks; b++) total += partial[b * C + c];
+    if (c < C)
+        for (int64_t b = lane; b < blocks; b += PARTIAL_LANES) total += partial[b * C + c];
+    lane_sums[lane][column] = total;
+    __syncthreads();
+    if (lane != 0 || c >= C) return;
+    float sum = 0.0f;
+    for (int l = 0; l < PARTIAL_LANES; l++) sum += lane_sums[l][column];
     if (dst_is_fp32) {
-        ((float *)dst)[c] += total;
+        ((float *)dst)[c] += sum;
     } else {
         tt_bf16 *d = (tt_bf16 *)dst;
-        d[c] = float_to_bf16(bf16_to_float(d[c]) + total);
+        d[c] = float_to_bf16(bf16_to_float(d[c]) + sum);
     }
 }
 
 extern "C" void tt_cuda_add_column_partials(void *dst, int dst_is_fp32, const float *partial, int64_t blocks,
                                             int64_t C, cudaStream_t stream) {
     if (C == 0) return;
-    add_partials_kernel<<<grid_for(C, 256), 256, 0, stream>>>(dst, dst_is_fp32, partial, blocks, C);
+    add_partials_kernel<<<grid_for(C, PARTIAL_COLUMNS), PARTIAL_COLUMNS * PARTIAL_LANES, 0, stream>>>(
+        dst, dst_is_fp32, partial, blocks, C);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -14,70 +14,12 @@
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/ops_cuda.h"
+#include "gpu/gpu_test_util.h"
 #include "test_util.h"
 
 #define OUT_TOLERANCE 1e-2  /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
 #define GRAD_TOLERANCE 2e-2 /* gradients pass through bf16 P and dS */
 #define LSE_TOLERANCE 1e-4
-#define POISON 0x7fc0 /* bf16 quiet NaN */
-
-static tt_rng rng;
-
-/* n random values in [-scale, scale], rounded to bf16: host floats and device bf16 copies. */
-static float *random_bf16(int64_t n, float scale, tt_bf16 **device) {
-    float *host = malloc(sizeof(float) * (size_t)n);
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) {
-        bits[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&rng) - 1.0) * scale));
-        host[i] = tt_bf16_to_f32(bits[i]);
-    }
-    TT_CUDA_CHECK(cudaMalloc((void **)device, sizeof(tt_bf16) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemcpy(*device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
-    free(bits);
-    return host;
-}
-
-static tt_bf16 *device_poisoned(int64_t n) {
-    tt_bf16 *d;
-    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(tt_bf16) * (size_t)n));
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) bits[i] = POISON;
-    TT_CUDA_CHECK(cudaMemcpy(d, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
-    free(bits);
-    return d;
-}
-
-static float *device_poisoned_f32(int64_t n) {
-    float *d;
-    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(float) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemset(d, 0xff, sizeof(float) * (size_t)n)); /* all ones: a NaN */
-    return d;
-}
-
-static float *download_bf16(const tt_bf16 *device, int64_t n) {
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(bits, device, sizeof(tt_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
-    float *host = malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) host[i] = tt_bf16_to_f32(bits[i]);
-    free(bits);
-    return host;
-}
-
-static float *download_f32(const float *device, int64_t n) {
-    float *host = malloc(sizeof(float) * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(host, device, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
-    return host;
-}
-
-static bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
-    tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));
-    TT_CUDA_CHECK(cudaMemcpy(y, b, 2 * (size_t)n, cudaMemcpyDeviceToHost));
-    bool same = memcmp(x, y, 2 * (size_t)n) == 0;
-    free(x);
-    free(y);
-    return same;
-}
 
 /* max|got - want| / max(max|want|, floor): with floor 0 the relative error of test_gpu_kernels.c;
  * a floor keeps gradients that are zero up to rounding (a single token: dS = 0) from dividing
@@ -337,7 +279,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_gpu_attention: no CUDA device; run it on a machine with a GPU\n");
         return 1;
     }
-    tt_rng_seed(&rng, 2027);
+    tt_rng_seed(&gpu_test_rng, 2027);
 
     tt_attention_shape window = make_shape(1, 64, 2, 1, 64), odd_dim = make_shape(1, 64, 2, 1, 96);
     window.sliding_window = 16;

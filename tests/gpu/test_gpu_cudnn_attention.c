@@ -21,60 +21,12 @@
 #include "ops/cpu/ops_cpu.h"
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/cuda_check.h"
+#include "gpu/gpu_test_util.h"
 #include "test_util.h"
 
 #define BF16_TOLERANCE 1e-2 /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
 #define LSE_TOLERANCE 1e-3
-#define POISON 0x7fc0 /* bf16 quiet NaN */
 #define TIMED_CALLS 10
-
-static tt_rng rng;
-
-/* n random values in [-scale, scale], rounded to bf16: host floats and device bf16 copies. */
-static float *random_bf16(int64_t n, float scale, tt_bf16 **device) {
-    float *host = malloc(sizeof(float) * (size_t)n);
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) {
-        bits[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&rng) - 1.0) * scale));
-        host[i] = tt_bf16_to_f32(bits[i]);
-    }
-    TT_CUDA_CHECK(cudaMalloc((void **)device, sizeof(tt_bf16) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemcpy(*device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
-    free(bits);
-    return host;
-}
-
-static tt_bf16 *device_poisoned(int64_t n) {
-    tt_bf16 *d;
-    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(tt_bf16) * (size_t)n));
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) bits[i] = POISON;
-    TT_CUDA_CHECK(cudaMemcpy(d, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
-    free(bits);
-    return d;
-}
-
-static float *device_poisoned_f32(int64_t n) {
-    float *d;
-    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(float) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemset(d, 0xff, sizeof(float) * (size_t)n)); /* all ones: a NaN */
-    return d;
-}
-
-static float *download_bf16(const tt_bf16 *device, int64_t n) {
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(bits, device, sizeof(tt_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
-    float *host = malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) host[i] = tt_bf16_to_f32(bits[i]);
-    free(bits);
-    return host;
-}
-
-static float *download_f32(const float *device, int64_t n) {
-    float *host = malloc(sizeof(float) * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(host, device, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
-    return host;
-}
 
 static float *upload_f32(const float *host, int64_t n) {
     float *device;
@@ -93,16 +45,6 @@ static tt_bf16 *upload_as_bf16(float *host, int64_t n) { /* rounds host in place
     TT_CUDA_CHECK(cudaMemcpy(device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
     free(bits);
     return device;
-}
-
-static bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
-    tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));
-    TT_CUDA_CHECK(cudaMemcpy(y, b, 2 * (size_t)n, cudaMemcpyDeviceToHost));
-    bool same = memcmp(x, y, 2 * (size_t)n) == 0;
-    free(x);
-    free(y);
-    return same;
 }
 
 static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
@@ -247,7 +189,7 @@ static tt_bf16 *device_random_tiled(int64_t n, float scale) {
     const int64_t block = (int64_t)1 << 20;
     tt_bf16 *pattern = malloc(sizeof(tt_bf16) * (size_t)block);
     for (int64_t i = 0; i < block; i++)
-        pattern[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&rng) - 1.0) * scale));
+        pattern[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&gpu_test_rng) - 1.0) * scale));
     tt_bf16 *device;
     TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
     for (int64_t at = 0; at < n; at += block) {
@@ -376,7 +318,7 @@ int main(int argc, char **argv) {
     TT_CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
     printf("device: %s (sm_%d%d), cuDNN %s\n", properties.name, properties.major, properties.minor,
            tt_cudnn_version_string());
-    tt_rng_seed(&rng, 2026);
+    tt_rng_seed(&gpu_test_rng, 2026);
 
     const int64_t shapes[][5] = {{2, 64, 4, 2, 64}, {1, 200, 8, 2, 128}, {1, 512, 2, 1, 128}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)

@@ -15,61 +15,10 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/gemm_cuda.h"
 #include "ops/cuda/ops_cuda.h"
+#include "gpu/gpu_test_util.h"
 #include "test_util.h"
 
 #define BF16_TOLERANCE 1e-2  /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
-#define POISON 0x7fc0        /* bf16 quiet NaN */
-
-static tt_rng rng;
-
-/* n random values in [-scale, scale], rounded to bf16: host floats and device bf16 copies. */
-static float *random_bf16(int64_t n, float scale, tt_bf16 **device) {
-    float *host = malloc(sizeof(float) * (size_t)n);
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) {
-        bits[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&rng) - 1.0) * scale));
-        host[i] = tt_bf16_to_f32(bits[i]);
-    }
-    TT_CUDA_CHECK(cudaMalloc((void **)device, sizeof(tt_bf16) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemcpy(*device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
-    free(bits);
-    return host;
-}
-
-static tt_bf16 *device_poisoned(int64_t n) {
-    tt_bf16 *d;
-    TT_CUDA_CHECK(cudaMalloc((void **)&d, sizeof(tt_bf16) * (size_t)n));
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) bits[i] = POISON;
-    TT_CUDA_CHECK(cudaMemcpy(d, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
-    free(bits);
-    return d;
-}
-
-static float *download_bf16(const tt_bf16 *device, int64_t n) {
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(bits, device, sizeof(tt_bf16) * (size_t)n, cudaMemcpyDeviceToHost));
-    float *host = malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) host[i] = tt_bf16_to_f32(bits[i]);
-    free(bits);
-    return host;
-}
-
-static float *download_f32(const float *device, int64_t n) {
-    float *host = malloc(sizeof(float) * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(host, device, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
-    return host;
-}
-
-static bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
-    tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
-    TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));
-    TT_CUDA_CHECK(cudaMemcpy(y, b, 2 * (size_t)n, cudaMemcpyDeviceToHost));
-    bool same = memcmp(x, y, 2 * (size_t)n) == 0;
-    free(x);
-    free(y);
-    return same;
-}
 
 static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
     double err = tt_max_rel_error_f32(got, want, (size_t)n);
@@ -208,7 +157,7 @@ static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hd) {
 
 static void test_embedding(int64_t N, int64_t V, int64_t D) {
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)N);
-    for (int64_t n = 0; n < N; n++) ids[n] = (int32_t)(tt_rng_next(&rng) % (uint64_t)(n % 3 == 0 ? 5 : V));
+    for (int64_t n = 0; n < N; n++) ids[n] = (int32_t)(tt_rng_next(&gpu_test_rng) % (uint64_t)(n % 3 == 0 ? 5 : V));
     tt_bf16 *table_dev, *dout_dev;
     float *table = random_bf16(V * D, 1.0f, &table_dev), *dout = random_bf16(N * D, 1.0f, &dout_dev);
     int32_t *ids_dev;
@@ -404,7 +353,7 @@ static void test_cross_entropy(int64_t rows, int64_t V) {
     tt_bf16 *logits_dev;
     float *logits = random_bf16(rows * V, 8.0f, &logits_dev);
     int32_t *targets = malloc(sizeof(int32_t) * (size_t)rows);
-    for (int64_t r = 0; r < rows; r++) targets[r] = r % 7 == 3 ? -100 : (int32_t)(tt_rng_next(&rng) % (uint64_t)V);
+    for (int64_t r = 0; r < rows; r++) targets[r] = r % 7 == 3 ? -100 : (int32_t)(tt_rng_next(&gpu_test_rng) % (uint64_t)V);
     int32_t *targets_dev;
     float *row_loss_dev;
     double *sum_dev;
@@ -458,10 +407,10 @@ static void test_adamw(int64_t n) {
     float *p = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)n),
           *m = malloc(sizeof(float) * (size_t)n), *v = malloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++) {
-        p[i] = (float)(tt_rng_uniform(&rng) - 0.5);
-        g[i] = (float)(1e-2 * (tt_rng_uniform(&rng) - 0.5));
-        m[i] = (float)(1e-3 * (tt_rng_uniform(&rng) - 0.5));
-        v[i] = (float)(1e-5 * tt_rng_uniform(&rng));
+        p[i] = (float)(tt_rng_uniform(&gpu_test_rng) - 0.5);
+        g[i] = (float)(1e-2 * (tt_rng_uniform(&gpu_test_rng) - 0.5));
+        m[i] = (float)(1e-3 * (tt_rng_uniform(&gpu_test_rng) - 0.5));
+        v[i] = (float)(1e-5 * tt_rng_uniform(&gpu_test_rng));
     }
     float *p_dev, *g_dev, *m_dev, *v_dev;
     tt_bf16 *w_dev = device_poisoned(n);
@@ -565,7 +514,7 @@ int main(void) {
         fprintf(stderr, "test_gpu_kernels: no CUDA device; run `make test-gpu` on a machine with a GPU\n");
         return 1;
     }
-    tt_rng_seed(&rng, 2026);
+    tt_rng_seed(&gpu_test_rng, 2026);
     test_rmsnorm(37, 2048);
     test_rmsnorm(300, 128); /* per-head q/k norm shape, several row blocks */
     test_swiglu(100003);

@@ -49,7 +49,8 @@ static float *rounded_weights(const char *config_path, tt_model_config *config, 
     return w;
 }
 
-static run_result run(const model_case *mc, const recipe *r) {
+/* A model state of the case's shape for the recipe, with the case's weights and batch loaded. */
+static void open_model(tt_model_state *s, const model_case *mc, const recipe *r, tt_precision *precision) {
     tt_model_config config;
     tt_param_table params;
     float *weights = rounded_weights(mc->config_path, &config, &params);
@@ -62,13 +63,22 @@ static run_result run(const model_case *mc, const recipe *r) {
     run_config.master_weights = r->master_weights;
     run_config.attn_implementation = (int)r->attention;
     const tt_backend *backend = r->gpu ? tt_backend_cuda() : tt_backend_cpu();
-    tt_precision precision = tt_precision_for_run(&run_config, r->gpu);
+    *precision = tt_precision_for_run(&run_config, r->gpu);
     tt_plan plan;
-    tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, &precision);
+    tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, precision);
+    tt_model_state_init(s, &config, &plan, backend, 0);
+    tt_model_set_weights(s, weights);
+    tt_model_set_batch(s, mc->inputs, mc->targets);
+    free(weights);
+    tt_param_table_free(&params);
+    tt_run_config_free(&run_config);
+}
+
+static run_result run(const model_case *mc, const recipe *r) {
     tt_model_state s;
-    tt_model_state_init(&s, &config, &plan, backend, 0);
-    tt_model_set_weights(&s, weights);
-    tt_model_set_batch(&s, mc->inputs, mc->targets);
+    tt_precision precision;
+    open_model(&s, mc, r, &precision);
+    const tt_backend *backend = s.backend;
 
     run_result out = {.numel = s.params.total_numel};
     out.first_gradients = malloc(sizeof(float) * (size_t)out.numel);
@@ -93,9 +103,6 @@ static run_result run(const model_case *mc, const recipe *r) {
     }
     tt_model_get_weights(&s, out.final_weights);
     tt_model_state_free(&s);
-    tt_param_table_free(&params);
-    tt_run_config_free(&run_config);
-    free(weights);
     return out;
 }
 
@@ -133,24 +140,10 @@ static const char *param_at(const tt_param_table *params, int64_t element) {
  * they are not, names the first parameter whose gradient differs (a race or an uninitialised
  * read in some kernel shows up here, without the optimizer in the way). */
 static void check_step_repeats(const model_case *mc, const recipe *r) {
-    tt_model_config config;
-    tt_param_table params;
-    float *weights = rounded_weights(mc->config_path, &config, &params);
-    tt_run_config run_config;
-    tt_run_config_defaults(&run_config);
-    run_config.micro_batch_size = mc->batch;
-    run_config.sequence_len = mc->seq_len;
-    run_config.loss_chunk_size = 40;
-    run_config.master_weights = r->master_weights;
-    run_config.attn_implementation = (int)r->attention;
-    const tt_backend *backend = tt_backend_cuda();
-    tt_precision precision = tt_precision_for_run(&run_config, true);
-    tt_plan plan;
-    tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, &precision);
     tt_model_state s;
-    tt_model_state_init(&s, &config, &plan, backend, 0);
-    tt_model_set_weights(&s, weights);
-    tt_model_set_batch(&s, mc->inputs, mc->targets);
+    tt_precision precision;
+    open_model(&s, mc, r, &precision);
+    const tt_backend *backend = s.backend;
     int64_t count = 0;
     double forward[2], loss[2];
     float *grads[2];
@@ -176,10 +169,7 @@ static void check_step_repeats(const model_case *mc, const recipe *r) {
               first >= 0 ? grads[0][first] : 0.0, first >= 0 ? grads[1][first] : 0.0);
     free(grads[0]);
     free(grads[1]);
-    free(weights);
     tt_model_state_free(&s);
-    tt_param_table_free(&params);
-    tt_run_config_free(&run_config);
 }
 
 /* The GPU against the CPU: loss and gradients of the first step, and the loss curve. */

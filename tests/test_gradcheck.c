@@ -912,7 +912,9 @@ static void det_optimizer(float *res) {
         m[i] = (float)(0.1 * tt_rng_normal(&r));
         v[i] = (float)(0.01 * fabs(tt_rng_normal(&r)));
     }
-    be->adamw_update(p, NULL, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 7, 0.5f);
+    const int64_t segment_start[3] = {0, n / 2, n};
+    const unsigned char segment_decays[2] = {1, 0};
+    be->adamw_update(p, NULL, g, m, v, segment_start, segment_decays, 2, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 7, 0.5f);
     free(g);
 }
 

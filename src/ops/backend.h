@@ -142,11 +142,15 @@ typedef struct tt_backend {
 
     /* Sum of squares of n gradient values, in a fixed order. */
     double (*sum_squares)(const void *x, int64_t n);
-    /* AdamW as torch.optim.AdamW: p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-     * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). The gradient is first
-     * multiplied by grad_scale (clipping). With a master copy, p is master (fp32) and the result is
-     * also rounded into weights; without, p is weights itself. g, m, v in the precision's formats. */
-    void (*adamw_update)(void *weights, float *master, const void *g, void *m, void *v, int64_t n, float lr,
+    /* AdamW as torch.optim.AdamW, over the whole flat parameter buffer in one call (multi-tensor):
+     * p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Segment s, elements
+     * [segment_start[s], segment_start[s+1]) (host arrays), decays when segment_decays[s]. The
+     * gradient is first multiplied by grad_scale (clipping). With a master copy, p is master
+     * (fp32) and the result is also rounded into weights; without, p is weights itself. g, m, v
+     * in the precision's formats. Elementwise: the result does not depend on the segmentation. */
+    void (*adamw_update)(void *weights, float *master, const void *g, void *m, void *v,
+                         const int64_t *segment_start, const unsigned char *segment_decays, int segments, float lr,
                          float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
 } tt_backend;
 

@@ -423,9 +423,16 @@ static void test_adamw(int64_t n) {
     TT_CUDA_CHECK(cudaMemcpy(g_dev, g, bytes, cudaMemcpyHostToDevice));
     TT_CUDA_CHECK(cudaMemcpy(m_dev, m, bytes, cudaMemcpyHostToDevice));
     TT_CUDA_CHECK(cudaMemcpy(v_dev, v, bytes, cudaMemcpyHostToDevice));
-    tt_cuda_adamw(p_dev, w_dev, g_dev, 1, m_dev, v_dev, 0, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f, 0);
+    /* three segments, the middle one without weight decay: one multi-tensor launch against three
+     * CPU calls */
+    const int64_t starts[4] = {0, n / 3, 2 * n / 3, n};
+    const unsigned char decays[3] = {1, 0, 1};
+    tt_cuda_adamw(p_dev, w_dev, g_dev, 1, m_dev, v_dev, 0, starts, decays, 3, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f,
+                  0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
-    tt_cpu_adamw_update_f32(p, g, m, v, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f);
+    for (int s = 0; s < 3; s++)
+        tt_cpu_adamw_update_f32(p + starts[s], g + starts[s], m + starts[s], v + starts[s], starts[s + 1] - starts[s],
+                                3e-4f, 0.9f, 0.95f, 1e-8f, decays[s] ? 0.1f : 0.0f, 7, 0.5f);
     float *got_p = download_f32(p_dev, n), *got_m = download_f32(m_dev, n), *got_v = download_f32(v_dev, n);
     TT_EXPECT(memcmp(got_p, p, bytes) == 0 && memcmp(got_m, m, bytes) == 0 && memcmp(got_v, v, bytes) == 0,
               "GPU AdamW (fp32 moments) gives the CPU backend's bits");

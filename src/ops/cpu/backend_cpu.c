@@ -97,11 +97,16 @@ static double cpu_lm_head_loss(void *dxn, void *dW, const void *xn, const void *
 
 static double cpu_sum_squares(const void *x, int64_t n) { return tt_cpu_sum_squares_f32(x, n); }
 
-static void cpu_adamw_update(void *weights, float *master, const void *g, void *m, void *v, int64_t n, float lr,
-                             float beta1, float beta2, float eps, float weight_decay, int64_t step,
+static void cpu_adamw_update(void *weights, float *master, const void *g, void *m, void *v,
+                             const int64_t *segment_start, const unsigned char *segment_decays, int segments,
+                             float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                              float grad_scale) {
     TT_CHECK(master == NULL, "the CPU backend keeps no master copy");
-    tt_cpu_adamw_update_f32(weights, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
+    for (int s = 0; s < segments; s++) {
+        const int64_t at = segment_start[s], n = segment_start[s + 1] - at;
+        tt_cpu_adamw_update_f32((float *)weights + at, (const float *)g + at, (float *)m + at, (float *)v + at, n, lr,
+                                beta1, beta2, eps, segment_decays[s] ? weight_decay : 0.0f, step, grad_scale);
+    }
 }
 
 static const tt_backend cpu_backend = {

@@ -574,11 +574,13 @@ static double cuda_sum_squares(const void *x, int64_t n) {
     return sum;
 }
 
-static void cuda_adamw_update(void *weights, float *master, const void *g, void *m, void *v, int64_t n, float lr,
-                              float beta1, float beta2, float eps, float weight_decay, int64_t step,
+static void cuda_adamw_update(void *weights, float *master, const void *g, void *m, void *v,
+                              const int64_t *segment_start, const unsigned char *segment_decays, int segments,
+                              float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                               float grad_scale) {
-    TIMED("adamw", tt_cuda_adamw(master, weights, g, gradient_fp32(), m, v, state.precision.moment == TT_BF16, n, lr,
-                                 beta1, beta2, eps, weight_decay, step, grad_scale, S()));
+    TIMED("adamw", tt_cuda_adamw(master, weights, g, gradient_fp32(), m, v, state.precision.moment == TT_BF16,
+                                 segment_start, segment_decays, segments, lr, beta1, beta2, eps, weight_decay, step,
+                                 grad_scale, S()));
 }
 
 static const tt_backend cuda_backend = {

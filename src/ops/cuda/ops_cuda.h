@@ -97,13 +97,19 @@ void tt_cuda_cross_entropy_chunk(tt_bf16 *logits, float *row_loss, const int32_t
 /* Sum of n floats in a fixed order (one block), written to *sum; for the loss. */
 void tt_cuda_sum(double *sum, const float *values, int64_t n, cudaStream_t stream);
 
-/* AdamW as torch.optim.AdamW; g is scaled by grad_scale first; m and v are fp32 (or bf16 when
- * moments_bf16). With master != NULL the fp32 master weights are updated and the result is also
- * rounded into weight_bf16 (when not NULL), the compute copy the forward reads; with master ==
- * NULL weight_bf16 itself is the parameter (read, updated in fp32, rounded back). */
+/* Segments per kernel launch of tt_cuda_adamw (more are split over several launches). */
+#define TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH 512
+/* AdamW as torch.optim.AdamW, multi-tensor: one launch updates elements [segment_start[0],
+ * segment_start[segments]) of the flat parameter buffers, segment s ([segment_start[s],
+ * segment_start[s + 1]), host arrays) with weight decay when segment_decays[s]. g is scaled by
+ * grad_scale (clipping) first; m and v are fp32 (or bf16 when moments_bf16). With master != NULL
+ * the fp32 master weights are updated and the result is also rounded into weight_bf16 (when not
+ * NULL), the compute copy the forward reads; with master == NULL weight_bf16 itself is the
+ * parameter (read, updated in fp32, rounded back). */
 void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g, int g_is_fp32, void *m, void *v,
-                   int moments_bf16, int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                   int64_t step, float grad_scale, cudaStream_t stream);
+                   int moments_bf16, const int64_t *segment_start, const unsigned char *segment_decays, int segments,
+                   float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale,
+                   cudaStream_t stream);
 
 #ifdef __cplusplus
 }

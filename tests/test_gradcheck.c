@@ -806,9 +806,8 @@ static void det_linear(float *res) {
     float *x = frand(&r, N * in, 1), *W = frand(&r, out * in, 1), *b = frand(&r, out, 1), *dy = frand(&r, N * out, 1);
     float *y = res, *yacc = y + N * out, *dx = yacc + N * out, *dW = dx + N * in, *db = dW + out * in;
     fnan(y, N * out), fnan(dx, N * in);
-    be->linear_forward(y, x, W, b, N, in, out, false);
-    memcpy(yacc, dy, sizeof(float) * (size_t)(N * out));
-    be->linear_forward(yacc, x, W, NULL, N, in, out, true);
+    be->linear_forward(y, x, W, b, NULL, N, in, out);
+    be->linear_forward(yacc, x, W, NULL, dy, N, in, out); /* dy as the residual */
     memcpy(dW, W, sizeof(float) * (size_t)(out * in));
     memcpy(db, b, sizeof(float) * (size_t)out);
     be->linear_backward(dx, dW, db, dy, x, W, N, in, out, false);

@@ -93,9 +93,10 @@ typedef struct tt_backend {
     void (*rmsnorm_backward)(void *dx, void *dw, const void *dout, const void *x, const void *w,
                              const float *rstd, int64_t R, int64_t C);
 
-    /* y[N,out] (= or += when accumulate) x[N,in] @ W[out,in]^T (+ b[out] when b != NULL) */
-    void (*linear_forward)(void *y, const void *x, const void *W, const void *b, int64_t N, int64_t in,
-                           int64_t out, bool accumulate);
+    /* y[N,out] = x[N,in] @ W[out,in]^T (+ b[out] when b != NULL) (+ residual[N,out] when
+     * residual != NULL: the residual stream's add, fused into the GEMM's epilogue on the GPU) */
+    void (*linear_forward)(void *y, const void *x, const void *W, const void *b, const void *residual, int64_t N,
+                           int64_t in, int64_t out);
     /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy
      * (db may be NULL; dx may be NULL when not needed; dx may be x itself, not accumulating: dW
      * and db are computed first) */

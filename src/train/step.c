@@ -166,39 +166,34 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     void *const *S = sv->slot;
     const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
     const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
-    const size_t act = s->plan.activation_bytes;
 
     b->rmsnorm_forward(S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D, c->rms_norm_eps);
     if (c->qk_norm) {
-        b->linear_forward(S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, N, D, q_dim, false);
-        b->linear_forward(S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, N, D, kv_dim, false);
+        b->linear_forward(S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
+        b->linear_forward(S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
         b->rmsnorm_forward(S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm, N * c->num_heads, hd,
                            c->rms_norm_eps);
         b->rmsnorm_forward(S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm, N * c->num_kv_heads,
                            hd, c->rms_norm_eps);
     } else {
-        b->linear_forward(S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, N, D, q_dim, false);
-        b->linear_forward(S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, N, D, kv_dim, false);
+        b->linear_forward(S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
+        b->linear_forward(S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
     }
-    b->linear_forward(S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], w->wv, w->bv, N, D, kv_dim, false);
+    b->linear_forward(S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], w->wv, w->bv, NULL, N, D, kv_dim);
     b->rope_forward(S[TT_SAVED_Q], s->rope_cos, s->rope_sin, s->plan.micro_batch, s->plan.seq_len, c->num_heads, hd);
     b->rope_forward(S[TT_SAVED_K], s->rope_cos, s->rope_sin, s->plan.micro_batch, s->plan.seq_len, c->num_kv_heads,
                     hd);
     b->attention_forward(S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
                          &s->attention);
     /* residual + o_proj(attention) */
-    b->copy(S[TT_SAVED_RESIDUAL_MID], x_in, (size_t)(N * D) * act);
-    b->linear_forward(S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], w->wo, NULL, N, q_dim, D, true);
+    b->linear_forward(S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], w->wo, NULL, x_in, N, q_dim, D);
 
     b->rmsnorm_forward(S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm, N, D,
                        c->rms_norm_eps);
-    b->linear_forward(S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, NULL, N, D, F, false);
-    b->linear_forward(S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, NULL, N, D, F, false);
+    b->linear_forward(S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, NULL, NULL, N, D, F);
+    b->linear_forward(S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, NULL, NULL, N, D, F);
     b->swiglu_forward(S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], N * F);
-    if (x_out) {
-        b->copy(x_out, S[TT_SAVED_RESIDUAL_MID], (size_t)(N * D) * act);
-        b->linear_forward(x_out, S[TT_SAVED_SWIGLU], w->w_down, NULL, N, F, D, true);
-    }
+    if (x_out) b->linear_forward(x_out, S[TT_SAVED_SWIGLU], w->w_down, NULL, S[TT_SAVED_RESIDUAL_MID], N, F, D);
 }
 
 /* One decoder layer backward. d_residual holds the gradient of the layer output on entry and

@@ -47,9 +47,10 @@ static void cpu_rmsnorm_backward(void *dx, void *dw, const void *dout, const voi
     tt_cpu_rmsnorm_backward_f32(dx, dw, dout, x, w, rstd, R, C);
 }
 
-static void cpu_linear_forward(void *y, const void *x, const void *W, const void *b, int64_t N, int64_t in,
-                               int64_t out, bool accumulate) {
-    tt_cpu_linear_forward_f32(y, x, W, b, N, in, out, accumulate);
+static void cpu_linear_forward(void *y, const void *x, const void *W, const void *b, const void *residual,
+                               int64_t N, int64_t in, int64_t out) {
+    if (residual && residual != y) memcpy(y, residual, sizeof(float) * (size_t)(N * out));
+    tt_cpu_linear_forward_f32(y, x, W, b, N, in, out, residual != NULL);
 }
 
 static void cpu_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,

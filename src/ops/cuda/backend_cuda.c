@@ -444,11 +444,10 @@ static void cuda_rmsnorm_backward(void *dx, void *dw, const void *dout, const vo
     TIMED("rmsnorm backward", tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(), dout, x, w, rstd, R, C, scratch, S()));
 }
 
-static void cuda_linear_forward(void *y, const void *x, const void *W, const void *b, int64_t N, int64_t in,
-                                int64_t out, bool accumulate) {
-    /* y[N,out] = x[N,in] @ W[out,in]^T */
-    TIMED("gemm forward", tt_cuda_gemm(state.gemm, false, true, N, out, in, 1.0f, x, in, W, in,
-                                       accumulate ? 1.0f : 0.0f, y, false, out, S()));
+static void cuda_linear_forward(void *y, const void *x, const void *W, const void *b, const void *residual,
+                                int64_t N, int64_t in, int64_t out) {
+    /* y[N,out] = x[N,in] @ W[out,in]^T (+ residual: cuBLASLt's C input, D = y) */
+    TIMED("gemm forward", tt_cuda_gemm_add(state.gemm, false, true, N, out, in, x, in, W, in, residual, y, out, S()));
     if (b) TIMED("bias add", tt_cuda_add_bias(y, b, N, out, S()));
 }
 

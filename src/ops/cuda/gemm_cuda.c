@@ -112,3 +112,14 @@ void tt_cuda_gemm(tt_cuda_gemm_context *c, bool trans_a, bool trans_b, int64_t M
                                    p->layout_c, C, p->layout_c, &p->algorithm, c->workspace, c->workspace_bytes,
                                    stream));
 }
+
+void tt_cuda_gemm_add(tt_cuda_gemm_context *c, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      const tt_bf16 *A, int64_t lda, const tt_bf16 *B, int64_t ldb, const tt_bf16 *addend, tt_bf16 *D,
+                      int64_t ldd, cudaStream_t stream) {
+    if (M == 0 || N == 0) return;
+    gemm_plan *p = find_or_build_plan(c, trans_a, trans_b, M, N, K, lda, ldb, ldd, false);
+    const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
+    TT_CUBLAS_CHECK(cublasLtMatmul(c->handle, p->operation, &alpha, B, p->layout_a, A, p->layout_b, &beta,
+                                   addend ? (const void *)addend : (const void *)D, p->layout_c, D, p->layout_c,
+                                   &p->algorithm, c->workspace, c->workspace_bytes, stream));
+}

@@ -31,6 +31,12 @@ void tt_cuda_gemm(tt_cuda_gemm_context *context, bool trans_a, bool trans_b, int
                   float alpha, const tt_bf16 *A, int64_t lda, const tt_bf16 *B, int64_t ldb, float beta, void *C,
                   bool c_is_fp32, int64_t ldc, cudaStream_t stream);
 
+/* D[M,N] = op(A) op(B) + addend (bf16; addend may be NULL): the residual add in the GEMM's
+ * epilogue, with the input and output in different buffers. */
+void tt_cuda_gemm_add(tt_cuda_gemm_context *context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      const tt_bf16 *A, int64_t lda, const tt_bf16 *B, int64_t ldb, const tt_bf16 *addend, tt_bf16 *D,
+                      int64_t ldd, cudaStream_t stream);
+
 /* Number of shapes in the descriptor cache (for tests). */
 int tt_cuda_gemm_cached_shapes(const tt_cuda_gemm_context *context);
 

@@ -86,7 +86,7 @@ static bool gradient_fp32(void) { return state.precision.gradient == TT_F32; }
  * call, printed to stderr at the end of the run. For finding where a step's time goes; off by default (the
  * events would cost launch time). ---- */
 
-#define PROFILE_EVENTS 4096
+#define PROFILE_EVENTS 16384
 #define PROFILE_KINDS 64
 
 typedef struct profiler {
@@ -104,7 +104,7 @@ static profiler *prof;
 
 static void profile_flush(void) {
     if (!prof || !prof->pending) return;
-    TT_CUDA_CHECK(cudaEventSynchronize(prof->stop[prof->pending - 1]));
+    TT_CUDA_CHECK(cudaStreamSynchronize(state.stream));
     for (int i = 0; i < prof->pending; i++) {
         float ms = 0;
         TT_CUDA_CHECK(cudaEventElapsedTime(&ms, prof->start[i], prof->stop[i]));

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # End to end through the command line: tokenize, plan, train with checkpoints, resume
 # bit-identically, gradient checkpointing bit-identical, NaN stops cleanly.
-# Arguments: tiertrain binary, source dir, scratch dir.
+# Arguments: tiertrain binary, source dir, scratch dir. TT_TEST_OVERRIDES adds key=value overrides
+# to every run (`make test-gpu` runs this with device=cuda, with and without master weights).
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
+read -r -a overrides <<< "${TT_TEST_OVERRIDES:-}"
 rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
 passed=0; failed=0
 check() { # description, command...
@@ -40,13 +42,13 @@ output_dir: out_a
 progress: true
 YAML
 
-"$tiertrain" plan --config run.yaml > plan.txt
+"$tiertrain" plan --config run.yaml "${overrides[@]}" > plan.txt
 check "plan prints the size table" grep -q "saved activations" plan.txt
 check "plan prints per-layer policy" grep -q "keep" plan.txt
-"$tiertrain" plan --config run.yaml gradient_checkpointing=true > plan_gc.txt
+"$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true > plan_gc.txt
 check "plan with checkpointing recomputes" grep -q "recompute" plan_gc.txt
 
-"$tiertrain" train --config run.yaml > train_a.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" > train_a.txt 2>&1
 check "training succeeds" test $? -eq 0
 check "progress line printed" grep -q "step 6/6" train_a.txt
 check "measured peaks printed" grep -q "measured" train_a.txt
@@ -59,7 +61,7 @@ check "metrics has eval rows" grep -q eval_loss out_a/metrics.jsonl
 
 # Resume: a run that restarts from checkpoint-3 ends with the same bits as one that never stopped.
 mkdir -p out_b && cp -r out_a/checkpoint-3 out_b/
-"$tiertrain" train --config run.yaml output_dir=out_b --resume > train_b.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_b --resume > train_b.txt 2>&1
 check "resumed training succeeds" test $? -eq 0
 check "resume reported" grep -q "resumed from" train_b.txt
 check "resumed final weights are bit-identical" cmp -s out_a/model.safetensors out_b/model.safetensors
@@ -69,16 +71,16 @@ grep '"loss"' out_b/metrics.jsonl | tail -3 | sed 's/"step_seconds.*//' > losses
 check "resumed losses are bit-identical" cmp -s losses_a.txt losses_b.txt
 
 # Gradient checkpointing changes memory, not numbers.
-"$tiertrain" train --config run.yaml output_dir=out_gc gradient_checkpointing=true > train_gc.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_gc gradient_checkpointing=true > train_gc.txt 2>&1
 check "checkpointed training succeeds" test $? -eq 0
 check "checkpointed weights are bit-identical" cmp -s out_a/model.safetensors out_gc/model.safetensors
 
 # Continue training from a saved Hugging Face checkpoint.
-"$tiertrain" train --config run.yaml model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
 check "training from a saved checkpoint succeeds" test $? -eq 0
 
 # A diverging run stops with a clear message, a non-zero status and its last good checkpoint intact.
-"$tiertrain" train --config run.yaml output_dir=out_nan learning_rate=1e30 max_grad_norm=0 warmup_steps=0 save_steps=1 > train_nan.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_nan learning_rate=1e30 max_grad_norm=0 warmup_steps=0 save_steps=1 > train_nan.txt 2>&1
 status=$?
 check "non-finite loss exits with status 2 (got $status)" test $status -eq 2
 check "non-finite loss message" grep -q "not finite" train_nan.txt

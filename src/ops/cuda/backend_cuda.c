@@ -84,7 +84,9 @@ static bool gradient_fp32(void) { return state.precision.gradient == TT_F32; }
 
 /* ---- op profiler (TT_CUDA_PROFILE=1): device time per op kind, from CUDA events around each
  * call, printed to stderr at the end of the run. For finding where a step's time goes; off by default (the
- * events would cost launch time). ---- */
+ * events would cost launch time). Known issue: on the device, runs whose attention backward is
+ * cuDNN's head-group deterministic one (auto at 16k) stopped making progress after the first step
+ * with the profiler on (cause not found); profile those with attn_implementation: flash. ---- */
 
 #define PROFILE_EVENTS 16384
 #define PROFILE_KINDS 64

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command on the device: tiertrain and the PyTorch peer side by side, same random-init
 # Qwen3 shapes, batch 1, same sequence length, gradient checkpointing, LM head + loss in
-# 4096-token chunks. Prints a table and writes bench results (JSON lines) to $OUT or bench/out.
+# 4096-token chunks. Prints a table (also table.md) and writes the results (bench.jsonl, JSON
+# lines) and logs to $OUT (on the device machine) or bench/out.
 #   bench/run.sh [tiertrain-binary] ["model:seq:recipe ..."]
 # recipe: bf16 (like-for-like: bf16 parameters, gradients and AdamW state) or master (fp32
 # master weights, gradients and AdamW state, tiertrain's default); the peer always runs bf16.
@@ -47,4 +48,5 @@ PY
       "$out/peer-$model-$seq.json" "$model" >> "$results" 2>/dev/null || true
   fi
 done
-python3 "$here/report.py" "$results" "$here/models"
+# The table (markdown) goes to the terminal and to $out/table.md, for docs/benchmarks.md.
+python3 "$here/report.py" "$results" "$here/models" | tee "$out/table.md"

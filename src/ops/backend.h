@@ -68,6 +68,9 @@ typedef struct tt_backend {
     void (*copy)(void *dst, const void *src, size_t bytes);
     void (*zero)(void *dst, size_t bytes);
     void (*synchronize)(void);
+    /* Bytes of the compute tier this process holds outside the arenas (library handles and their
+     * workspaces; the CUDA context excluded), for the end-of-run report. */
+    size_t (*bytes_outside_arenas)(void);
     /* Copies between host memory (any kind) and the compute tier; they complete before returning. */
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);

@@ -286,6 +286,12 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     measured[tier] = &model.arena;
     printf("memory, estimate vs measured peak:\n");
     tt_size_table_print(&model.sizes, stdout, measured);
+    const size_t outside = model.backend->bytes_outside_arenas();
+    if (outside) {
+        char text[32];
+        printf("  %s memory outside the arena (library handles and workspaces): %s\n", tt_tier_name(tier),
+               tt_format_bytes(outside, text, sizeof text));
+    }
 
     free(last_checkpoint);
     free(resume_dir);

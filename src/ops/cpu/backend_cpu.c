@@ -18,6 +18,8 @@ static void cpu_zero(void *dst, size_t bytes) {
 
 static void cpu_synchronize(void) {}
 
+static size_t cpu_bytes_outside_arenas(void) { return 0; }
+
 static void cpu_upload(void *dst, const void *host_src, size_t bytes) { cpu_copy(dst, host_src, bytes); }
 
 static void cpu_download(void *host_dst, const void *src, size_t bytes) { cpu_copy(host_dst, src, bytes); }
@@ -118,6 +120,7 @@ static const tt_backend cpu_backend = {
     .copy = cpu_copy,
     .zero = cpu_zero,
     .synchronize = cpu_synchronize,
+    .bytes_outside_arenas = cpu_bytes_outside_arenas,
     .upload = cpu_upload,
     .download = cpu_download,
     .configure = cpu_configure,

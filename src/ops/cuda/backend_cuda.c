@@ -592,6 +592,7 @@ static const tt_backend cuda_backend = {
     .copy = cuda_copy,
     .zero = cuda_zero,
     .synchronize = cuda_synchronize,
+    .bytes_outside_arenas = tt_cuda_device_bytes_in_use,
     .upload = cuda_upload,
     .download = cuda_download,
     .configure = cuda_configure,

@@ -17,9 +17,9 @@ bool tt_cuda_device_query(char *name, size_t name_size, size_t *free_bytes, size
 
 const tt_backend *tt_backend_cuda(void);
 
-/* Bytes of device memory in use by this process outside the arena (library handles, the CUDA
- * context excluded): what cudaMemGetInfo reports as used, minus what was used before the backend
- * started, minus the arena. For the end-of-run report. */
+/* Bytes of device memory in use by this process outside the arena (library handles and their
+ * workspaces, the CUDA context excluded): what cudaMemGetInfo reports as used, minus what was used
+ * when the backend started, minus the arena. On a shared GPU other processes' use moves it too. */
 size_t tt_cuda_device_bytes_in_use(void);
 
 #ifdef __cplusplus

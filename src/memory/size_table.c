@@ -36,8 +36,8 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->saved_slot[TT_SAVED_UP] = bytes_of(N * F, a);
     t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(N * F, a);
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
+    for (int i = 0; i < TT_SAVED_FIRST_MLP_SLOT; i++) t->layer_attention_saved += t->saved_slot[i];
 
-    t->backward_slot[TT_BACKWARD_D_NORMED] = bytes_of(N * D, a);
     t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
     t->backward_slot[TT_BACKWARD_D_Q] = bytes_of(N * q_dim, a);
     t->backward_slot[TT_BACKWARD_D_K] = bytes_of(N * kv_dim, a);
@@ -108,7 +108,12 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
 
     size_t base = t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
                   (size_t)(L + 1) * t->layer_input + t->d_residual;
-    size_t in_layer = saved_in_layer + t->layer_backward;
+    /* layer L-1's backward: all its saved slots during the MLP half, then its attention slots
+     * and the scratch */
+    const size_t backward_top = t->layer_saved > t->layer_attention_saved + t->layer_backward
+                                    ? t->layer_saved
+                                    : t->layer_attention_saved + t->layer_backward;
+    size_t in_layer = (size_t)kept_before_last * S + backward_top;
     size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
     t->tier_peak[c] = base + (in_layer > at_head ? in_layer : at_head);
 }

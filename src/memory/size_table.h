@@ -28,7 +28,7 @@ typedef enum tt_saved_slot {
     TT_SAVED_V,           /* [N, Hkv*hd] */
     TT_SAVED_ATTN_OUT,    /* [N, Hq*hd] attention output before o_proj */
     TT_SAVED_LSE,         /* [B, Hq, T] fp32 log-sum-exp of the attention scores */
-    TT_SAVED_RESIDUAL_MID,/* [N, D] residual stream after attention */
+    TT_SAVED_RESIDUAL_MID,/* [N, D] residual stream after attention; the MLP's slots start here */
     TT_SAVED_MLP_RSTD,    /* [N] fp32 */
     TT_SAVED_MLP_NORMED,  /* [N, D] post_attention_layernorm output */
     TT_SAVED_GATE,        /* [N, F] */
@@ -37,10 +37,14 @@ typedef enum tt_saved_slot {
     TT_SAVED_SLOT_COUNT
 } tt_saved_slot;
 
-/* Scratch of one layer's backward (class workspace), pushed and popped per layer. The MLP's
- * gradients need none: they overwrite the MLP's saved tensors (see layer_backward). */
+/* The MLP's saved slots are the last ones, from here on: its backward runs first and pops them
+ * before the attention backward pushes its scratch. */
+#define TT_SAVED_FIRST_MLP_SLOT TT_SAVED_RESIDUAL_MID
+
+/* Scratch of one layer's attention backward (class workspace), pushed after the MLP's saved
+ * tensors are popped. The MLP's gradients and both norm outputs' gradients need none: they
+ * overwrite saved tensors that are dead by then (see mlp_backward, attention_backward). */
 typedef enum tt_backward_slot {
-    TT_BACKWARD_D_NORMED,   /* [N, D] gradient of either norm's output */
     TT_BACKWARD_D_ATTN_OUT, /* [N, Hq*hd] */
     TT_BACKWARD_D_Q,        /* [N, Hq*hd] */
     TT_BACKWARD_D_K,        /* [N, Hkv*hd] */
@@ -55,6 +59,7 @@ typedef struct tt_size_table {
     size_t saved_slot[TT_SAVED_SLOT_COUNT];
     size_t backward_slot[TT_BACKWARD_SLOT_COUNT];
     size_t layer_saved;      /* sum of saved_slot: one layer's saved activations */
+    size_t layer_attention_saved; /* the slots before TT_SAVED_FIRST_MLP_SLOT */
     size_t layer_backward;   /* sum of backward_slot */
     size_t layer_input;      /* one layer input [N, D] */
     size_t head_rstd;        /* [N] fp32 final-norm 1/rms */

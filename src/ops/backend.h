@@ -100,9 +100,9 @@ typedef struct tt_backend {
      * residual != NULL: the residual stream's add, fused into the GEMM's epilogue on the GPU) */
     void (*linear_forward)(void *y, const void *x, const void *W, const void *b, const void *residual, int64_t N,
                            int64_t in, int64_t out);
-    /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy
-     * (db may be NULL; dx may be NULL when not needed; dx may be x itself, not accumulating: dW
-     * and db are computed first) */
+    /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy.
+     * Any of dx, dW, db may be NULL (not wanted; x is not read without dW or db). dW and db are
+     * computed first, so dx may be x itself when not accumulating. */
     void (*linear_backward)(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                             int64_t N, int64_t in, int64_t out, bool accumulate_dx);
 

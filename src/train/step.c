@@ -9,7 +9,8 @@
 /* Pointers to one layer's saved activations (NULL for absent slots). */
 typedef struct saved_tensors {
     void *slot[TT_SAVED_SLOT_COUNT];
-    tt_arena_mark mark; /* the arena before they were pushed: popping to it releases them */
+    tt_arena_mark mark;     /* the arena before they were pushed: popping to it releases them */
+    tt_arena_mark mlp_mark; /* before the MLP's slots (the last ones): popping to it releases those */
 } saved_tensors;
 
 typedef struct backward_scratch {
@@ -21,17 +22,18 @@ static const char *const saved_slot_names[TT_SAVED_SLOT_COUNT] = {
     "k norm rstd", "q", "k", "v", "attention output", "attention log-sum-exp", "residual after attention",
     "MLP norm rstd", "MLP norm output", "MLP gate", "MLP up", "SwiGLU output"};
 
-static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = {
-    "d norm output", "d attention output", "d q", "d k", "d v",
+static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = { "d attention output", "d q", "d k", "d v",
     "d q before norm", "d k before norm"};
 
 static void push_saved(tt_model_state *s, saved_tensors *out) {
     out->mark = tt_arena_get_mark(&s->arena);
-    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
+        if (i == TT_SAVED_FIRST_MLP_SLOT) out->mlp_mark = tt_arena_get_mark(&s->arena);
         out->slot[i] = s->sizes.saved_slot[i]
                            ? tt_arena_push(&s->arena, s->sizes.saved_slot[i], TT_CLASS_SAVED_ACTIVATION,
                                            saved_slot_names[i])
                            : NULL;
+    }
 }
 
 static void push_backward(tt_model_state *s, backward_scratch *out) {
@@ -196,36 +198,44 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     if (x_out) b->linear_forward(x_out, S[TT_SAVED_SWIGLU], w->w_down, NULL, S[TT_SAVED_RESIDUAL_MID], N, F, D);
 }
 
-/* One decoder layer backward. d_residual holds the gradient of the layer output on entry and
- * the gradient of the layer input on return (updated in place); parameter gradients are added. */
-static void layer_backward(tt_model_state *s, int64_t l, const void *x_in, const saved_tensors *sv,
-                           const backward_scratch *scratch, void *d_residual) {
+/* The MLP half of a layer's backward. d_residual holds the gradient of the layer output and
+ * becomes the gradient of the residual after attention. The MLP's saved tensors are dead once
+ * read, so their gradients overwrite them: d SwiGLU goes into the SwiGLU output, d gate and d up
+ * into gate and up, the norm output's gradient into the norm output (each weight gradient is
+ * taken first, from the input it still holds). No scratch at all. */
+static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_residual) {
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
-    const tt_layer_view *w = &s->w_layers[l];
-    const tt_layer_view *g = &s->g_layers[l];
-    void *const *S = sv->slot;
-    void *const *W = scratch->slot;
+    const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
     const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
-    const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
-    const int64_t B = s->plan.micro_batch, T = s->plan.seq_len;
 
-    /* MLP: x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid). The MLP's saved tensors
-     * are dead once read, so their gradients overwrite them: d SwiGLU goes into the SwiGLU output
-     * (linear_backward reads x for dW before writing dx), d gate and d up into gate and up
-     * (swiglu_backward is elementwise). Three [N, F] buffers fewer at the layer's peak. */
+    /* x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid) */
     b->linear_backward(S[TT_SAVED_SWIGLU], g->w_down, NULL, d_residual, S[TT_SAVED_SWIGLU], w->w_down, N, F, D,
                        false);
     b->swiglu_backward(S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP],
                        N * F);
-    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->w_gate, NULL, S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate,
-                       N, D, F, false);
-    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->w_up, NULL, S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, N,
-                       D, F, true);
-    b->rmsnorm_backward(d_residual, g->mlp_norm, W[TT_BACKWARD_D_NORMED], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm,
+    b->linear_backward(NULL, g->w_gate, NULL, S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, N, D, F, false);
+    b->linear_backward(NULL, g->w_up, NULL, S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, N, D, F, false);
+    void *d_normed = S[TT_SAVED_MLP_NORMED];
+    b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, w->w_gate, N, D, F, false);
+    b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, w->w_up, N, D, F, true);
+    b->rmsnorm_backward(d_residual, g->mlp_norm, d_normed, S[TT_SAVED_RESIDUAL_MID], w->mlp_norm,
                         S[TT_SAVED_MLP_RSTD], N, D);
+}
 
-    /* Attention: mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
+/* The attention half: d_residual becomes the gradient of the layer input. The attention
+ * norm output's gradient overwrites the norm output, as in the MLP half. */
+static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, void *const *S,
+                               const backward_scratch *scratch, void *d_residual) {
+    const tt_backend *b = s->backend;
+    const tt_model_config *c = &s->config;
+    const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
+    void *const *W = scratch->slot;
+    const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
+    const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
+    const int64_t B = s->plan.micro_batch, T = s->plan.seq_len;
+
+    /* mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
     b->linear_backward(W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT], w->wo, N, q_dim, D,
                        false);
     b->attention_backward(W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
@@ -245,14 +255,15 @@ static void layer_backward(tt_model_state *s, int64_t l, const void *x_in, const
         d_q_proj = W[TT_BACKWARD_D_Q_RAW];
         d_k_proj = W[TT_BACKWARD_D_K_RAW];
     }
-    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->wq, g->bq, d_q_proj, S[TT_SAVED_ATTN_NORMED], w->wq, N, D, q_dim,
-                       false);
-    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->wk, g->bk, d_k_proj, S[TT_SAVED_ATTN_NORMED], w->wk, N, D, kv_dim,
-                       true);
-    b->linear_backward(W[TT_BACKWARD_D_NORMED], g->wv, g->bv, W[TT_BACKWARD_D_V], S[TT_SAVED_ATTN_NORMED], w->wv, N,
-                       D, kv_dim, true);
-    b->rmsnorm_backward(d_residual, g->attn_norm, W[TT_BACKWARD_D_NORMED], x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD],
-                        N, D);
+    void *normed = S[TT_SAVED_ATTN_NORMED];
+    b->linear_backward(NULL, g->wq, g->bq, d_q_proj, normed, w->wq, N, D, q_dim, false);
+    b->linear_backward(NULL, g->wk, g->bk, d_k_proj, normed, w->wk, N, D, kv_dim, false);
+    b->linear_backward(NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], normed, w->wv, N, D, kv_dim, false);
+    void *d_normed = normed;
+    b->linear_backward(d_normed, NULL, NULL, d_q_proj, NULL, w->wq, N, D, q_dim, false);
+    b->linear_backward(d_normed, NULL, NULL, d_k_proj, NULL, w->wk, N, D, kv_dim, true);
+    b->linear_backward(d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL, w->wv, N, D, kv_dim, true);
+    b->rmsnorm_backward(d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 
 /* Forward through the decoder layers, leaving x[0..L] filled. kept[l] receives layer l's
@@ -313,9 +324,13 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
             layer_forward(s, l, x[l], &recomputed, NULL);
             sv = &recomputed;
         }
+        /* The MLP's saved tensors are the last ones pushed: once its backward is done they go,
+         * and the attention backward's scratch takes their place. */
+        mlp_backward(s, l, sv->slot, d_residual);
+        tt_arena_pop_to(&s->arena, sv->mlp_mark);
         backward_scratch scratch;
         push_backward(s, &scratch);
-        layer_backward(s, l, x[l], sv, &scratch, d_residual);
+        attention_backward(s, l, x[l], sv->slot, &scratch, d_residual);
         tt_arena_pop_to(&s->arena, sv->mark);
     }
     b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);

@@ -455,9 +455,10 @@ static void cuda_linear_forward(void *y, const void *x, const void *W, const voi
 
 static void cuda_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                                  int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
-    /* dW[out,in] += dy^T[out,N] @ x[N,in], first, so that dx may reuse x's memory one day */
-    TIMED("gemm backward dW", tt_cuda_gemm(state.gemm, true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW,
-                                           gradient_fp32(), in, S()));
+    /* dW[out,in] += dy^T[out,N] @ x[N,in], first: dx may be x's memory */
+    if (dW)
+        TIMED("gemm backward dW", tt_cuda_gemm(state.gemm, true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW,
+                                               gradient_fp32(), in, S()));
     if (db) {
         float *scratch = op_scratch(floats(tt_cuda_column_sum_scratch(N, out)), "the bias gradient");
         TIMED("bias backward", tt_cuda_column_sum(db, gradient_fp32(), dy, N, out, scratch, S()));

@@ -45,6 +45,17 @@ expect_error "wrong type" "micro_batch_size" "$tiertrain" train --config run.yam
 expect_error "out of range" "sequence_len" "$tiertrain" train --config run.yaml sequence_len=0
 expect_error "later feature" "not available yet" "$tiertrain" train --config run.yaml activation_offloading=disk
 expect_error "missing config file" "nope.yaml" "$tiertrain" train --config nope.yaml
+# Device and precision keys that do not fit together stop before anything runs (this machine has
+# no GPU: CI builds the CUDA backend without one, the sanitizer build has none).
+expect_error "device cuda without a GPU" "device: cuda, but (no CUDA GPU is visible|this tiertrain was built without CUDA)" \
+  "$tiertrain" train --config run.yaml device=cuda
+expect_error "bf16 on the CPU" "bf16: true needs device: cuda" "$tiertrain" train --config run.yaml device=cpu bf16=true
+expect_error "bf16 recipe on the CPU" "master_weights: false .* needs device: cuda" \
+  "$tiertrain" train --config run.yaml device=cpu master_weights=false
+expect_error "GPU attention on the CPU" "attn_implementation: cudnn and flash are GPU kernels" \
+  "$tiertrain" train --config run.yaml device=cpu attn_implementation=flash
+expect_error "attention name" "attn_implementation must be one of auto, cudnn, flash, simple" \
+  "$tiertrain" train --config run.yaml attn_implementation=sdpa
 
 make_model_dir() { rm -rf "$1"; mkdir -p "$1"; cp out/config.json "$1/"; }
 

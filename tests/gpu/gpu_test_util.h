@@ -64,6 +64,26 @@ static inline float *download_f32(const float *device, int64_t n) {
     return host;
 }
 
+static inline float *upload_f32(const float *host, int64_t n) {
+    float *device;
+    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(float) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(device, host, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    return device;
+}
+
+/* Rounds host in place to bf16 and uploads those bits. */
+static inline tt_bf16 *upload_as_bf16(float *host, int64_t n) {
+    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n), *device;
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = tt_f32_to_bf16(host[i]);
+        host[i] = tt_bf16_to_f32(bits[i]);
+    }
+    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
+    free(bits);
+    return device;
+}
+
 static inline bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
     tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
     TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));

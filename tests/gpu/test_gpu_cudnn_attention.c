@@ -28,25 +28,6 @@
 #define LSE_TOLERANCE 1e-3
 #define TIMED_CALLS 10
 
-static float *upload_f32(const float *host, int64_t n) {
-    float *device;
-    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(float) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemcpy(device, host, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
-    return device;
-}
-
-static tt_bf16 *upload_as_bf16(float *host, int64_t n) { /* rounds host in place to what it uploads */
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n), *device;
-    for (int64_t i = 0; i < n; i++) {
-        bits[i] = tt_f32_to_bf16(host[i]);
-        host[i] = tt_bf16_to_f32(bits[i]);
-    }
-    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemcpy(device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
-    free(bits);
-    return device;
-}
-
 static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
     double err = tt_max_rel_error_f32(got, want, (size_t)n);
     TT_EXPECT(err <= tolerance, "%s: relative error %.3g > %.3g", what, err, tolerance);

@@ -257,25 +257,6 @@ static void test_gemm(tt_cuda_gemm_context *context, bool trans_a, bool trans_b,
     free(c);
 }
 
-static float *upload_f32(const float *host, int64_t n) {
-    float *device;
-    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(float) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemcpy(device, host, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
-    return device;
-}
-
-static tt_bf16 *upload_as_bf16(float *host, int64_t n) { /* rounds host in place to what it uploads */
-    tt_bf16 *bits = malloc(sizeof(tt_bf16) * (size_t)n), *device;
-    for (int64_t i = 0; i < n; i++) {
-        bits[i] = tt_f32_to_bf16(host[i]);
-        host[i] = tt_bf16_to_f32(bits[i]);
-    }
-    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
-    TT_CUDA_CHECK(cudaMemcpy(device, bits, sizeof(tt_bf16) * (size_t)n, cudaMemcpyHostToDevice));
-    free(bits);
-    return device;
-}
-
 /* The simple attention kernels against the CPU op; the backward gets the same (bf16-rounded)
  * forward output and log-sum-exp on both sides. */
 static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, int64_t window) {

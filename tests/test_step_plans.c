@@ -39,7 +39,8 @@ typedef struct run_result {
     size_t gradient_bytes;
 } run_result;
 
-/* policies[l]: 'k' keep, 'r' recompute */
+/* policies[l]: 'k' keep everything, 'r' recompute everything, 's' keep the attention output
+ * (selective), 'c' recompute the cheap ops only */
 static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk) {
     tt_model_config config = tiny_config(qwen3);
     tt_plan plan;
@@ -47,7 +48,10 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk)
     plan.num_layers = config.num_layers;
     plan.layers = calloc((size_t)config.num_layers, sizeof(tt_layer_plan));
     for (int64_t l = 0; l < config.num_layers; l++) {
-        plan.layers[l].saved_activations = policies[l] == 'k' ? TT_ACTIVATIONS_KEEP : TT_ACTIVATIONS_RECOMPUTE;
+        plan.layers[l].recompute = policies[l] == 'k'   ? TT_RECOMPUTE_NOTHING
+                                   : policies[l] == 'r' ? TT_RECOMPUTE_EVERYTHING
+                                   : policies[l] == 's' ? TT_RECOMPUTE_ALL_BUT_ATTENTION
+                                                        : tt_recompute_cheap_ops(&config);
         plan.layers[l].saved_activation_tier = TT_TIER_HOST;
         plan.layers[l].layer_input_tier = TT_TIER_HOST;
     }
@@ -100,7 +104,7 @@ int main(void) {
     for (int variant = 0; variant < 2; variant++) {
         bool qwen3 = variant == 1;
         run_result keep = run_plan(qwen3, "kkk", 14);
-        const char *others[] = {"rrr", "krk", "rkr", "kkr"};
+        const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs"};
         for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
             run_result other = run_plan(qwen3, others[i], 14);
             TT_EXPECT(memcmp(&keep.loss, &other.loss, sizeof(double)) == 0, "loss differs: keep %.17g, %s %.17g",

@@ -32,7 +32,7 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     for (int64_t l = 0; l < model->num_layers; l++) {
         tt_layer_plan *lp = &plan->layers[l];
         /* gradient_checkpointing: keep only each layer's input, recompute the layer. */
-        lp->saved_activations = run->gradient_checkpointing ? TT_ACTIVATIONS_RECOMPUTE : TT_ACTIVATIONS_KEEP;
+        lp->recompute = run->gradient_checkpointing ? TT_RECOMPUTE_EVERYTHING : TT_RECOMPUTE_NOTHING;
         lp->saved_activation_tier = compute_tier;
         lp->layer_input_tier = compute_tier;
     }
@@ -43,18 +43,33 @@ void tt_plan_free(tt_plan *plan) {
     memset(plan, 0, sizeof(*plan));
 }
 
-const char *tt_activation_policy_name(tt_activation_policy policy) {
-    return policy == TT_ACTIVATIONS_KEEP ? "keep" : "recompute";
+tt_slot_set tt_recompute_cheap_ops(const tt_model_config *model) {
+    tt_slot_set cheap = TT_SLOT(TT_SAVED_ATTN_RSTD) | TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD) |
+                        TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_SWIGLU);
+    if (model->qk_norm)
+        cheap |= TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD) | TT_SLOT(TT_SAVED_K) | TT_SLOT(TT_SAVED_K_RSTD);
+    return cheap;
 }
 
-void tt_plan_print(const tt_plan *plan, FILE *out) {
+const char *tt_recompute_name(tt_slot_set recompute, const tt_model_config *model, char *buf, size_t size) {
+    if (recompute == TT_RECOMPUTE_NOTHING) return "keep";
+    if (recompute == TT_RECOMPUTE_EVERYTHING) return "recompute";
+    if (recompute == TT_RECOMPUTE_ALL_BUT_ATTENTION) return "keep attention";
+    if (recompute == tt_recompute_cheap_ops(model)) return "recompute cheap ops";
+    int n = 0;
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) n += (recompute >> i) & 1u;
+    snprintf(buf, size, "recompute %d of %d slots", n, TT_SAVED_SLOT_COUNT);
+    return buf;
+}
+
+void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out) {
     fprintf(out, "plan: micro_batch %lld x sequence %lld, LM head in chunks of %lld tokens\n",
             (long long)plan->micro_batch, (long long)plan->seq_len, (long long)plan->loss_chunk);
     const tt_precision *p = &plan->precision;
     fprintf(out, "  precision: %s compute, %s gradients, %s AdamW moments, %s\n", tt_dtype_torch_name(p->activation),
             tt_dtype_torch_name(p->gradient), tt_dtype_torch_name(p->moment),
             p->master ? "float32 master weights" : "no master copy");
-    fprintf(out, "  %-8s %-20s %-12s %-12s\n", "layer", "saved activations", "where", "layer input");
+    fprintf(out, "  %-8s %-26s %-12s %-12s\n", "layer", "saved activations", "where", "layer input");
     int64_t l = 0;
     while (l < plan->num_layers) {
         /* Runs of identical layers print as one row. */
@@ -66,8 +81,9 @@ void tt_plan_print(const tt_plan *plan, FILE *out) {
             snprintf(range, sizeof range, "%lld", (long long)l);
         else
             snprintf(range, sizeof range, "%lld-%lld", (long long)l, (long long)end);
-        fprintf(out, "  %-8s %-20s %-12s %-12s\n", range, tt_activation_policy_name(a->saved_activations),
-                a->saved_activations == TT_ACTIVATIONS_KEEP ? tt_tier_name(a->saved_activation_tier) : "-",
+        char name[48];
+        fprintf(out, "  %-8s %-26s %-12s %-12s\n", range, tt_recompute_name(a->recompute, model, name, sizeof name),
+                a->recompute != TT_RECOMPUTE_EVERYTHING ? tt_tier_name(a->saved_activation_tier) : "-",
                 tt_tier_name(a->layer_input_tier));
         l = end + 1;
     }

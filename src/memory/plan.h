@@ -11,16 +11,25 @@
 
 #include "core/config.h"
 #include "core/tier.h"
+#include "memory/saved_slots.h"
 #include "model/model_config.h"
 #include "ops/backend.h"
 
-typedef enum tt_activation_policy {
-    TT_ACTIVATIONS_KEEP,      /* saved in the forward, read in the backward */
-    TT_ACTIVATIONS_RECOMPUTE, /* only the layer input is kept; the layer runs again in the backward */
-} tt_activation_policy;
+/* Named recompute sets. A layer's backward needs every saved slot; the plan says per slot
+ * whether it is kept from the forward or recomputed from the layer input (which is always kept)
+ * and the kept slots: any set gives the same bits, only memory and time change. */
+#define TT_RECOMPUTE_NOTHING ((tt_slot_set)0)  /* keep everything: no checkpointing */
+#define TT_RECOMPUTE_EVERYTHING TT_ALL_SLOTS    /* full per-layer checkpointing */
+/* selective checkpointing: keep the attention output and its log-sum-exp (the O(T^2) part),
+ * recompute the rest */
+#define TT_RECOMPUTE_ALL_BUT_ATTENTION (TT_ALL_SLOTS & ~(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE)))
+/* Recompute only the cheap element-wise ops (norms, RoPE, SwiGLU) and keep every GEMM and the
+ * attention output. Without q/k norms, q and k come straight out of GEMMs (RoPE is in place),
+ * so they are kept too. */
+tt_slot_set tt_recompute_cheap_ops(const tt_model_config *model);
 
 typedef struct tt_layer_plan {
-    tt_activation_policy saved_activations;
+    tt_slot_set recompute;         /* saved slots recomputed in the backward; the rest are kept */
     tt_tier saved_activation_tier; /* where kept saved activations live */
     tt_tier layer_input_tier;      /* where the layer input (the checkpoint) lives */
 } tt_layer_plan;
@@ -50,7 +59,8 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
                          tt_tier compute_tier, const tt_precision *precision);
 void tt_plan_free(tt_plan *plan);
 /* Per-layer table: what is kept or recomputed, and where. */
-void tt_plan_print(const tt_plan *plan, FILE *out);
-const char *tt_activation_policy_name(tt_activation_policy policy);
+void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out);
+/* "keep", "recompute", "keep attention", "recompute cheap ops" or "recompute <n> of <m> slots" */
+const char *tt_recompute_name(tt_slot_set recompute, const tt_model_config *model, char *buf, size_t size);
 
 #endif

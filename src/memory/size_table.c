@@ -36,7 +36,6 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->saved_slot[TT_SAVED_UP] = bytes_of(N * F, a);
     t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(N * F, a);
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
-    for (int i = 0; i < TT_SAVED_FIRST_MLP_SLOT; i++) t->layer_attention_saved += t->saved_slot[i];
 
     t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
     t->backward_slot[TT_BACKWARD_D_Q] = bytes_of(N * q_dim, a);
@@ -76,24 +75,33 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     /* The step program's order on the compute tier (see step.c):
      *   persistent: weights, gradients, master, m, v, rope cos/sin, batch ids/targets, op scratch
      *   per micro-step: L+1 layer inputs, d_residual, then
-     *     forward layer l: kept layers' saved activations stay; a recomputed layer's are
-     *       pushed and popped around it;
+     *     forward layer l: its kept slots (K(l) bytes) pushed and left; its recomputed slots
+     *       (R(l) bytes) pushed and popped around it;
      *     head: final-norm rstd and output, logits chunk, d_head, pushed then popped;
-     *     backward layer l (L-1..0): a recomputed layer's saved activations pushed again,
-     *       then the backward scratch; both popped (and a kept layer's saved set).
-     * Let K(l) be the number of kept layers among 0..l-1 and S one layer's saved bytes. While
-     * layer l runs (forward or backward) K(l)*S + S saved bytes are live; at the head K(L)*S. */
+     *     backward layer l (L-1..0): the recomputed slots pushed again on top of the kept ones;
+     *       the MLP backward; the top region's MLP slots (M(l) bytes) popped; the attention
+     *       backward's scratch pushed; then everything of the layer popped.
+     * With P(l) the kept bytes of layers 0..l-1, layer l's forward holds P(l) + K(l) + R(l)
+     * saved bytes and its backward at most that, or that - M(l) + the scratch. */
     const tt_tier c = plan->compute_tier;
     const int64_t L = plan->num_layers;
-    int64_t kept_before_last = 0, kept_all = 0;
+    size_t kept_before = 0, saved_peak = 0, layer_peak = 0;
     for (int64_t l = 0; l < L; l++) {
-        if (plan->layers[l].saved_activations != TT_ACTIVATIONS_KEEP) continue;
-        kept_all++;
-        if (l < L - 1) kept_before_last++;
+        size_t kept = 0, recomputed = 0, kept_mlp = 0, recomputed_mlp = 0;
+        for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
+            const bool again = (plan->layers[l].recompute >> i) & 1u, mlp = i >= TT_SAVED_FIRST_MLP_SLOT;
+            *(again ? &recomputed : &kept) += t->saved_slot[i];
+            if (mlp) *(again ? &recomputed_mlp : &kept_mlp) += t->saved_slot[i];
+        }
+        const size_t held = kept_before + kept + recomputed;
+        const size_t top_mlp = recomputed > 0 ? recomputed_mlp : kept_mlp; /* the top region's MLP slots */
+        const size_t attention_phase = held - top_mlp + t->layer_backward;
+        if (held > saved_peak) saved_peak = held;
+        if (held > layer_peak) layer_peak = held;
+        if (attention_phase > layer_peak) layer_peak = attention_phase;
+        kept_before += kept;
     }
-    const size_t S = t->layer_saved;
-    const size_t saved_in_layer = (size_t)(kept_before_last + 1) * S;           /* at layer L-1 */
-    const size_t saved_at_head = (size_t)kept_all * S + t->head_rstd + t->head_normed;
+    const size_t saved_at_head = kept_before + t->head_rstd + t->head_normed;
     const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch;
 
     t->class_peak[TT_CLASS_WEIGHT][c] = t->weights;
@@ -101,21 +109,15 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->class_peak[TT_CLASS_MASTER][c] = t->master;
     t->class_peak[TT_CLASS_OPTIMIZER_STATE][c] = t->optimizer_state;
     t->class_peak[TT_CLASS_LAYER_INPUT][c] = (size_t)(L + 1) * t->layer_input;
-    t->class_peak[TT_CLASS_SAVED_ACTIVATION][c] = saved_in_layer > saved_at_head ? saved_in_layer : saved_at_head;
+    t->class_peak[TT_CLASS_SAVED_ACTIVATION][c] = saved_peak > saved_at_head ? saved_peak : saved_at_head;
     t->class_peak[TT_CLASS_LOGITS][c] = t->logits_chunk;
     size_t transient_workspace = t->layer_backward > t->d_head ? t->layer_backward : t->d_head;
     t->class_peak[TT_CLASS_WORKSPACE][c] = persistent_workspace + t->d_residual + transient_workspace;
 
     size_t base = t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
                   (size_t)(L + 1) * t->layer_input + t->d_residual;
-    /* layer L-1's backward: all its saved slots during the MLP half, then its attention slots
-     * and the scratch */
-    const size_t backward_top = t->layer_saved > t->layer_attention_saved + t->layer_backward
-                                    ? t->layer_saved
-                                    : t->layer_attention_saved + t->layer_backward;
-    size_t in_layer = (size_t)kept_before_last * S + backward_top;
     size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
-    t->tier_peak[c] = base + (in_layer > at_head ? in_layer : at_head);
+    t->tier_peak[c] = base + (layer_peak > at_head ? layer_peak : at_head);
 }
 
 void tt_size_table_print(const tt_size_table *t, FILE *out, const tt_arena *const measured[TT_TIER_COUNT]) {

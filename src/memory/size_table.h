@@ -11,35 +11,10 @@
 
 #include "core/arena.h"
 #include "memory/plan.h"
+#include "memory/saved_slots.h"
 #include "model/model_config.h"
 #include "model/params.h"
 #include "ops/backend.h"
-
-/* What one decoder layer's backward reads, saved by the forward (or recomputed). */
-typedef enum tt_saved_slot {
-    TT_SAVED_ATTN_RSTD,   /* [N] fp32: 1/rms of the layer input */
-    TT_SAVED_ATTN_NORMED, /* [N, D] input_layernorm output */
-    TT_SAVED_Q_RAW,       /* [N, Hq*hd] q projection before q_norm (qk_norm only) */
-    TT_SAVED_Q_RSTD,      /* [N*Hq] fp32 (qk_norm only) */
-    TT_SAVED_K_RAW,       /* [N, Hkv*hd] (qk_norm only) */
-    TT_SAVED_K_RSTD,      /* [N*Hkv] fp32 (qk_norm only) */
-    TT_SAVED_Q,           /* [N, Hq*hd] after norm and RoPE */
-    TT_SAVED_K,           /* [N, Hkv*hd] after norm and RoPE */
-    TT_SAVED_V,           /* [N, Hkv*hd] */
-    TT_SAVED_ATTN_OUT,    /* [N, Hq*hd] attention output before o_proj */
-    TT_SAVED_LSE,         /* [B, Hq, T] fp32 log-sum-exp of the attention scores */
-    TT_SAVED_RESIDUAL_MID,/* [N, D] residual stream after attention; the MLP's slots start here */
-    TT_SAVED_MLP_RSTD,    /* [N] fp32 */
-    TT_SAVED_MLP_NORMED,  /* [N, D] post_attention_layernorm output */
-    TT_SAVED_GATE,        /* [N, F] */
-    TT_SAVED_UP,          /* [N, F] */
-    TT_SAVED_SWIGLU,      /* [N, F] silu(gate) * up */
-    TT_SAVED_SLOT_COUNT
-} tt_saved_slot;
-
-/* The MLP's saved slots are the last ones, from here on: its backward runs first and pops them
- * before the attention backward pushes its scratch. */
-#define TT_SAVED_FIRST_MLP_SLOT TT_SAVED_RESIDUAL_MID
 
 /* Scratch of one layer's attention backward (class workspace), pushed after the MLP's saved
  * tensors are popped. The MLP's gradients and both norm outputs' gradients need none: they
@@ -59,7 +34,6 @@ typedef struct tt_size_table {
     size_t saved_slot[TT_SAVED_SLOT_COUNT];
     size_t backward_slot[TT_BACKWARD_SLOT_COUNT];
     size_t layer_saved;      /* sum of saved_slot: one layer's saved activations */
-    size_t layer_attention_saved; /* the slots before TT_SAVED_FIRST_MLP_SLOT */
     size_t layer_backward;   /* sum of backward_slot */
     size_t layer_input;      /* one layer input [N, D] */
     size_t head_rstd;        /* [N] fp32 final-norm 1/rms */

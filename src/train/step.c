@@ -11,6 +11,7 @@ typedef struct saved_tensors {
     void *slot[TT_SAVED_SLOT_COUNT];
     tt_arena_mark mark;     /* the arena before they were pushed: popping to it releases them */
     tt_arena_mark mlp_mark; /* before the MLP's slots (the last ones): popping to it releases those */
+    size_t bytes;           /* pushed */
 } saved_tensors;
 
 typedef struct backward_scratch {
@@ -25,15 +26,27 @@ static const char *const saved_slot_names[TT_SAVED_SLOT_COUNT] = {
 static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = { "d attention output", "d q", "d k", "d v",
     "d q before norm", "d k before norm"};
 
-static void push_saved(tt_model_state *s, saved_tensors *out) {
+/* Pushes the slots of `which` (absent slots skipped) in slot order, so the MLP's come last;
+ * slots outside `which` are left NULL. */
+static void push_slots(tt_model_state *s, saved_tensors *out, tt_slot_set which) {
     out->mark = tt_arena_get_mark(&s->arena);
+    out->mlp_mark = out->mark;
+    out->bytes = 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
+        out->slot[i] = NULL;
         if (i == TT_SAVED_FIRST_MLP_SLOT) out->mlp_mark = tt_arena_get_mark(&s->arena);
-        out->slot[i] = s->sizes.saved_slot[i]
-                           ? tt_arena_push(&s->arena, s->sizes.saved_slot[i], TT_CLASS_SAVED_ACTIVATION,
-                                           saved_slot_names[i])
-                           : NULL;
+        if (!((which >> i) & 1u) || !s->sizes.saved_slot[i]) continue;
+        out->slot[i] = tt_arena_push(&s->arena, s->sizes.saved_slot[i], TT_CLASS_SAVED_ACTIVATION, saved_slot_names[i]);
+        out->bytes += s->sizes.saved_slot[i];
     }
+}
+
+/* One layer's slots, from the kept and the recomputed sets. */
+static saved_tensors merge_slots(const saved_tensors *kept, const saved_tensors *recomputed) {
+    saved_tensors all = *kept;
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
+        if (!all.slot[i]) all.slot[i] = recomputed->slot[i];
+    return all;
 }
 
 static void push_backward(tt_model_state *s, backward_scratch *out) {
@@ -159,43 +172,70 @@ void tt_model_state_free(tt_model_state *s) {
     memset(s, 0, sizeof(*s));
 }
 
-/* One decoder layer forward: x_in -> saved activations, and x_out unless it is NULL (a
- * recompute in the backward needs the saved tensors only, not the layer output). */
-static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const saved_tensors *sv, void *x_out) {
+/* One decoder layer forward: x_in -> the saved slots in `compute`, and x_out unless it is NULL
+ * (a recompute in the backward needs the saved slots only, not the layer output). An op runs
+ * when any of its outputs is in `compute`; its inputs are there, kept or computed before it.
+ * A recomputed op may rewrite a kept output beside the one wanted (a norm's rstd, say) with the
+ * same bits: every op is deterministic. */
+static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const saved_tensors *sv, void *x_out,
+                          tt_slot_set compute) {
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
     const tt_layer_view *w = &s->w_layers[l];
     void *const *S = sv->slot;
     const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
     const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
+    const int64_t B = s->plan.micro_batch, T = s->plan.seq_len;
+#define WANTS(slots) ((compute & (slots)) != 0)
 
-    b->rmsnorm_forward(S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D, c->rms_norm_eps);
+    if (WANTS(TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_ATTN_RSTD)))
+        b->rmsnorm_forward(S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D, c->rms_norm_eps);
     if (c->qk_norm) {
-        b->linear_forward(S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
-        b->linear_forward(S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
-        b->rmsnorm_forward(S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm, N * c->num_heads, hd,
-                           c->rms_norm_eps);
-        b->rmsnorm_forward(S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm, N * c->num_kv_heads,
-                           hd, c->rms_norm_eps);
+        if (WANTS(TT_SLOT(TT_SAVED_Q_RAW)))
+            b->linear_forward(S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
+        if (WANTS(TT_SLOT(TT_SAVED_K_RAW)))
+            b->linear_forward(S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
+        /* q = rope(norm(q_raw)), written together with its rstd */
+        if (WANTS(TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD))) {
+            b->rmsnorm_forward(S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm, N * c->num_heads, hd,
+                               c->rms_norm_eps);
+            b->rope_forward(S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
+        }
+        if (WANTS(TT_SLOT(TT_SAVED_K) | TT_SLOT(TT_SAVED_K_RSTD))) {
+            b->rmsnorm_forward(S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm, N * c->num_kv_heads,
+                               hd, c->rms_norm_eps);
+            b->rope_forward(S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+        }
     } else {
-        b->linear_forward(S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
-        b->linear_forward(S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
+        if (WANTS(TT_SLOT(TT_SAVED_Q))) {
+            b->linear_forward(S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
+            b->rope_forward(S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
+        }
+        if (WANTS(TT_SLOT(TT_SAVED_K))) {
+            b->linear_forward(S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
+            b->rope_forward(S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+        }
     }
-    b->linear_forward(S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], w->wv, w->bv, NULL, N, D, kv_dim);
-    b->rope_forward(S[TT_SAVED_Q], s->rope_cos, s->rope_sin, s->plan.micro_batch, s->plan.seq_len, c->num_heads, hd);
-    b->rope_forward(S[TT_SAVED_K], s->rope_cos, s->rope_sin, s->plan.micro_batch, s->plan.seq_len, c->num_kv_heads,
-                    hd);
-    b->attention_forward(S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
-                         &s->attention);
+    if (WANTS(TT_SLOT(TT_SAVED_V)))
+        b->linear_forward(S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], w->wv, w->bv, NULL, N, D, kv_dim);
+    if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE)))
+        b->attention_forward(S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
+                             &s->attention);
     /* residual + o_proj(attention) */
-    b->linear_forward(S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], w->wo, NULL, x_in, N, q_dim, D);
+    if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID)))
+        b->linear_forward(S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], w->wo, NULL, x_in, N, q_dim, D);
 
-    b->rmsnorm_forward(S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm, N, D,
-                       c->rms_norm_eps);
-    b->linear_forward(S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, NULL, NULL, N, D, F);
-    b->linear_forward(S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, NULL, NULL, N, D, F);
-    b->swiglu_forward(S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], N * F);
+    if (WANTS(TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD)))
+        b->rmsnorm_forward(S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm, N, D,
+                           c->rms_norm_eps);
+    if (WANTS(TT_SLOT(TT_SAVED_GATE)))
+        b->linear_forward(S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, NULL, NULL, N, D, F);
+    if (WANTS(TT_SLOT(TT_SAVED_UP)))
+        b->linear_forward(S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, NULL, NULL, N, D, F);
+    if (WANTS(TT_SLOT(TT_SAVED_SWIGLU)))
+        b->swiglu_forward(S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], N * F);
     if (x_out) b->linear_forward(x_out, S[TT_SAVED_SWIGLU], w->w_down, NULL, S[TT_SAVED_RESIDUAL_MID], N, F, D);
+#undef WANTS
 }
 
 /* The MLP half of a layer's backward. d_residual holds the gradient of the layer output and
@@ -266,21 +306,21 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     b->rmsnorm_backward(d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 
-/* Forward through the decoder layers, leaving x[0..L] filled. kept[l] receives layer l's
- * saved activations when the plan keeps them (training); with train == false nothing is kept. */
+/* Forward through the decoder layers, leaving x[0..L] filled. In training, kept[l] receives
+ * layer l's kept slots (those outside the plan's recompute set), which stay on the arena; the
+ * others are pushed for the layer and popped after it. In evaluation nothing is kept. */
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
     s->backend->embedding_forward(x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
-        if (train && s->plan.layers[l].saved_activations == TT_ACTIVATIONS_KEEP) {
-            push_saved(s, &kept[l]);
-            layer_forward(s, l, x[l], &kept[l], x[l + 1]);
-        } else {
-            saved_tensors temporary;
-            push_saved(s, &temporary);
-            layer_forward(s, l, x[l], &temporary, x[l + 1]);
-            tt_arena_pop_to(&s->arena, temporary.mark);
-        }
+        const tt_slot_set recompute = train ? s->plan.layers[l].recompute : TT_ALL_SLOTS;
+        saved_tensors kept_here, temporary;
+        push_slots(s, &kept_here, TT_ALL_SLOTS & ~recompute);
+        push_slots(s, &temporary, recompute);
+        const saved_tensors all = merge_slots(&kept_here, &temporary);
+        layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
+        tt_arena_pop_to(&s->arena, temporary.mark);
+        if (train) kept[l] = kept_here;
     }
 }
 
@@ -317,21 +357,20 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     tt_arena_pop_to(&s->arena, head_mark);
 
     for (int64_t l = L - 1; l >= 0; l--) {
-        /* A kept layer's saved activations are on top of the stack; a recomputed layer's go there. */
-        saved_tensors recomputed, *sv = &kept[l];
-        if (s->plan.layers[l].saved_activations == TT_ACTIVATIONS_RECOMPUTE) {
-            push_saved(s, &recomputed);
-            layer_forward(s, l, x[l], &recomputed, NULL);
-            sv = &recomputed;
-        }
-        /* The MLP's saved tensors are the last ones pushed: once its backward is done they go,
-         * and the attention backward's scratch takes their place. */
-        mlp_backward(s, l, sv->slot, d_residual);
-        tt_arena_pop_to(&s->arena, sv->mlp_mark);
+        /* The layer's kept slots are on top of the stack; its recomputed slots go above them. */
+        const tt_slot_set recompute = s->plan.layers[l].recompute;
+        saved_tensors recomputed;
+        push_slots(s, &recomputed, recompute);
+        const saved_tensors all = merge_slots(&kept[l], &recomputed);
+        if (recomputed.bytes) layer_forward(s, l, x[l], &all, NULL, recompute);
+        /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
+         * go, and the attention backward's scratch takes their place. */
+        mlp_backward(s, l, all.slot, d_residual);
+        tt_arena_pop_to(&s->arena, recomputed.bytes ? recomputed.mlp_mark : kept[l].mlp_mark);
         backward_scratch scratch;
         push_backward(s, &scratch);
-        attention_backward(s, l, x[l], sv->slot, &scratch, d_residual);
-        tt_arena_pop_to(&s->arena, sv->mark);
+        attention_backward(s, l, x[l], all.slot, &scratch, d_residual);
+        tt_arena_pop_to(&s->arena, kept[l].mark);
     }
     b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
 

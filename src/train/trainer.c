@@ -45,7 +45,7 @@ static void print_header(const tt_model_config *m, const tt_device *device, cons
             (long long)m->num_kv_heads, (long long)m->head_dim, (long long)m->intermediate_size,
             (long long)m->vocab_size, (double)tt_model_config_param_count(m) / 1e6);
     fprintf(out, "device: %s\n", device->description);
-    tt_plan_print(plan, out);
+    tt_plan_print(plan, m, out);
     tt_size_table_print(sizes, out, NULL);
 }
 

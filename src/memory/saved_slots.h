@@ -1,0 +1,42 @@
+/* The tensors one decoder layer's backward reads: saved by its forward, or recomputed from the
+ * layer input (and whatever else is saved) in the backward. The plan says which, per slot; the
+ * size table sizes them; the step program pushes them. */
+#ifndef TT_MEMORY_SAVED_SLOTS_H
+#define TT_MEMORY_SAVED_SLOTS_H
+
+#include <stdint.h>
+
+/* What one decoder layer's backward reads, saved by the forward (or recomputed). */
+typedef enum tt_saved_slot {
+    TT_SAVED_ATTN_RSTD,   /* [N] fp32: 1/rms of the layer input */
+    TT_SAVED_ATTN_NORMED, /* [N, D] input_layernorm output */
+    TT_SAVED_Q_RAW,       /* [N, Hq*hd] q projection before q_norm (qk_norm only) */
+    TT_SAVED_Q_RSTD,      /* [N*Hq] fp32 (qk_norm only) */
+    TT_SAVED_K_RAW,       /* [N, Hkv*hd] (qk_norm only) */
+    TT_SAVED_K_RSTD,      /* [N*Hkv] fp32 (qk_norm only) */
+    TT_SAVED_Q,           /* [N, Hq*hd] after norm and RoPE */
+    TT_SAVED_K,           /* [N, Hkv*hd] after norm and RoPE */
+    TT_SAVED_V,           /* [N, Hkv*hd] */
+    TT_SAVED_ATTN_OUT,    /* [N, Hq*hd] attention output before o_proj */
+    TT_SAVED_LSE,         /* [B, Hq, T] fp32 log-sum-exp of the attention scores */
+    TT_SAVED_RESIDUAL_MID,/* [N, D] residual stream after attention; the MLP's slots start here */
+    TT_SAVED_MLP_RSTD,    /* [N] fp32 */
+    TT_SAVED_MLP_NORMED,  /* [N, D] post_attention_layernorm output */
+    TT_SAVED_GATE,        /* [N, F] */
+    TT_SAVED_UP,          /* [N, F] */
+    TT_SAVED_SWIGLU,      /* [N, F] silu(gate) * up */
+    TT_SAVED_SLOT_COUNT
+} tt_saved_slot;
+
+/* The MLP's saved slots are the last ones, from here on: its backward runs first and pops them
+ * before the attention backward pushes its scratch. */
+#define TT_SAVED_FIRST_MLP_SLOT TT_SAVED_RESIDUAL_MID
+
+/* A set of slots: bit i is slot i. */
+typedef uint32_t tt_slot_set;
+#define TT_SLOT(slot) ((tt_slot_set)1u << (slot))
+#define TT_ALL_SLOTS (TT_SLOT(TT_SAVED_SLOT_COUNT) - 1u)
+/* The MLP's slots (the last ones). */
+#define TT_MLP_SLOTS (TT_ALL_SLOTS & ~(TT_SLOT(TT_SAVED_FIRST_MLP_SLOT) - 1u))
+
+#endif

@@ -15,17 +15,17 @@ static const char *const all_keys[] = {
     "gradient_accumulation_steps", "optimizer", "learning_rate", "lr_scheduler", "warmup_steps", "warmup_ratio",
     "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
     "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
-    "max_shard_size", "gradient_checkpointing", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
+    "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading",
     /* not available yet */
     "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_linear", "lora_model_dir",
-    "layer_offloading", "selective_checkpointing", "gradient_checkpointing_kwargs", "min_offload_size",
+    "layer_offloading", "gradient_checkpointing_kwargs", "min_offload_size",
     "use_pin_memory", "use_streams", "max_fwd_stash_size", "offload_dir", "cpu_offloading", "cpu_offloading_num_layers",
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "trace"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 42 /* the first 42 of all_keys */
+#define AVAILABLE_KEY_COUNT 43 /* the first 43 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -112,7 +112,8 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->seed == b->seed && same_string(a->output_dir, b->output_dir) && a->save_steps == b->save_steps &&
         a->eval_steps == b->eval_steps && a->logging_steps == b->logging_steps &&
         same_string(a->resume_from_checkpoint, b->resume_from_checkpoint) && a->max_shard_bytes == b->max_shard_bytes &&
-        a->gradient_checkpointing == b->gradient_checkpointing && a->loss_chunk_size == b->loss_chunk_size &&
+        a->gradient_checkpointing == b->gradient_checkpointing &&
+        a->selective_checkpointing == b->selective_checkpointing && a->loss_chunk_size == b->loss_chunk_size &&
         a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
         a->progress == b->progress && a->activation_offloading == b->activation_offloading && a->bf16 == b->bf16 &&
         a->fp16 == b->fp16 && a->tf32 == b->tf32;
@@ -548,8 +549,22 @@ static void test_errors(void) {
                   "optimizer_offload_fraction is not available yet");
     tt_expect_die(load_file, yaml_file("gck.yaml", "gradient_checkpointing_kwargs: {use_reentrant: false}\n"),
                   "gradient_checkpointing_kwargs is not available yet");
-    tt_expect_die(load_file, yaml_file("sel.yaml", "selective_checkpointing: {save: [attention]}\n"),
-                  "selective_checkpointing is not available yet");
+    /* selective_checkpointing: a mapping; offload and other saves are refused with the fix */
+    tt_expect_die(load_file, yaml_file("sel.yaml", VALID "selective_checkpointing: {save: [attention]}\n"),
+                  "selective_checkpointing is set but gradient_checkpointing is false");
+    tt_expect_die(load_file,
+                  yaml_file("sel2.yaml", VALID "gradient_checkpointing: true\n"
+                                               "selective_checkpointing: {save: [attention], offload: true}\n"),
+                  "selective_checkpointing: offload: true (the kept attention outputs in host memory) is not "
+                  "available yet");
+    tt_expect_die(load_file, yaml_file("sel3.yaml", VALID "selective_checkpointing: {save: [mlp]}\n"),
+                  "sel3.yaml:3: selective_checkpointing: save: 'mlp' is not something tiertrain can keep");
+    tt_expect_die(load_file, yaml_file("sel4.yaml", VALID "selective_checkpointing: {keep: [attention]}\n"),
+                  "selective_checkpointing: unknown key 'keep'");
+    tt_expect_die(load_file, yaml_file("sel5.yaml", VALID "selective_checkpointing: {save: []}\n"),
+                  "selective_checkpointing: save lists nothing");
+    tt_expect_die(load_file, yaml_file("sel6.yaml", VALID "selective_checkpointing: true\n"),
+                  "selective_checkpointing: expected a mapping");
     tt_expect_die(load_file, yaml_file("gpu.yaml", "gpu_memory_budget: lots\n"),
                   "gpu_memory_budget: expected a size in bytes such as 1073741824, 24GiB or 512MB, got 'lots'");
     tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: eager\n"),
@@ -605,7 +620,7 @@ static void test_accepted(void) {
     TT_EXPECT(loads("off.yaml",
                     VALID "adapter:\nlora_r: 0\nlora_alpha: 0.0\nlora_dropout: 0\nlora_target_modules: []\n"
                           "lora_target_linear: false\nlora_model_dir: ~\nlayer_offloading: False\n"
-                          "selective_checkpointing: {}\ngradient_checkpointing_kwargs: null\nmin_offload_size: 0\n"
+                          "gradient_checkpointing_kwargs: null\nmin_offload_size: 0\n"
                           "use_pin_memory: false\nuse_streams: false\nmax_fwd_stash_size: 0\noffload_dir: Null\n"
                           "cpu_offloading: false\ncpu_offloading_num_layers: 0\ncpu_offloading_activations: false\n"
                           "cpu_offloading_weights: false\ncpu_offloading_double_buffering: false\n"
@@ -616,6 +631,10 @@ static void test_accepted(void) {
                                             "device: cpu\n"),
               "available values of keys with later values are accepted");
     TT_EXPECT(loads("bf16false.yaml", VALID "bf16: False\n"), "bf16: False");
+    TT_EXPECT(loads("selective.yaml", VALID "gradient_checkpointing: true\n"
+                                            "selective_checkpointing: {save: [attention], offload: false}\n"),
+              "selective_checkpointing with gradient_checkpointing");
+    TT_EXPECT(loads("selective_off.yaml", VALID "selective_checkpointing: {}\n"), "selective_checkpointing: {} is off");
     TT_EXPECT(loads("ao_false.yaml", VALID "activation_offloading: False\n"), "activation_offloading: False");
     TT_EXPECT(loads("numbers.yaml", VALID "learning_rate: 1e-4\nadam_epsilon: 1.0E-8\nweight_decay: .5\n"
                                           "num_epochs: 2\nseed: +3\nmax_grad_norm: 0.0\ninitializer_range: 0\n"),

@@ -74,6 +74,13 @@ check "resumed losses are bit-identical" cmp -s losses_a.txt losses_b.txt
 "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_gc gradient_checkpointing=true > train_gc.txt 2>&1
 check "checkpointed training succeeds" test $? -eq 0
 check "checkpointed weights are bit-identical" cmp -s out_a/model.safetensors out_gc/model.safetensors
+"$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true \
+  'selective_checkpointing={save: [attention]}' > plan_sel.txt
+check "plan with selective checkpointing keeps attention" grep -q "keep attention" plan_sel.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_sel gradient_checkpointing=true \
+  'selective_checkpointing={save: [attention]}' > train_sel.txt 2>&1
+check "selective checkpointing training succeeds" test $? -eq 0
+check "selective checkpointing weights are bit-identical" cmp -s out_a/model.safetensors out_sel/model.safetensors
 
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1

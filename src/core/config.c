@@ -27,6 +27,7 @@ typedef enum key_type {
     KEY_ENUM,     /* a name from a fixed list */
     KEY_BYTES,    /* an integer or a size with a unit: "24GiB", "512MB" */
     KEY_DATASETS, /* a list of token files */
+    KEY_SELECTIVE, /* selective_checkpointing: {save: [attention], offload: false} */
 } key_type;
 
 typedef enum availability {
@@ -279,6 +280,12 @@ static const key_spec key_table[] = {
      .default_text = "false",
      .help = "keep only each layer's input and recompute the layer in the backward pass",
      .known_as = "activation_checkpointing"},
+    {.name = "selective_checkpointing",
+     .type = KEY_SELECTIVE,
+     .offset = FIELD(selective_checkpointing),
+     .default_text = "~",
+     .help = "with gradient_checkpointing: {save: [attention]} keeps each layer's attention output and log-sum-exp "
+             "and recomputes the rest (no attention recompute); offload: true (to host memory) is not available yet"},
     {.name = "activation_offloading",
      .type = KEY_ENUM,
      .offset = FIELD(activation_offloading),
@@ -366,7 +373,6 @@ static const key_spec key_table[] = {
     RESERVED("lora_target_linear", "LoRA adapters on every linear layer"),
     RESERVED("lora_model_dir", "a LoRA adapter to continue from"),
     RESERVED("layer_offloading", "frozen decoder layers in pinned host memory, streamed in one at a time"),
-    RESERVED("selective_checkpointing", "keep (or offload) attention outputs, recompute the rest"),
     RESERVED("gradient_checkpointing_kwargs", "checkpointing variants (use_reentrant, every_n_layers)"),
     RESERVED("min_offload_size", "activation offloading: smallest tensor offloaded, in bytes"),
     RESERVED("use_pin_memory", "activation offloading into pinned host memory"),
@@ -567,6 +573,7 @@ static const char *type_name(const key_spec *k) {
     case KEY_ENUM: return "enum";
     case KEY_BYTES: return "bytes";
     case KEY_DATASETS: return "datasets";
+    case KEY_SELECTIVE: return "mapping";
     }
     return "?";
 }
@@ -587,6 +594,7 @@ static const char *valid_text(const key_spec *k, char *buf, size_t size) {
     case KEY_STRING: snprintf(buf, size, "text; ~: unset"); break;
     case KEY_BYTES: snprintf(buf, size, "%s, or 24GiB, 512MB", range); break;
     case KEY_DATASETS: snprintf(buf, size, "[{path: x.tok}] or [paths]"); break;
+    case KEY_SELECTIVE: snprintf(buf, size, "{save: [attention], offload: false}; ~: off"); break;
     case KEY_ENUM: {
         char available[128];
         list_with_commas(available_values(k, available, sizeof available), values, sizeof values);
@@ -835,6 +843,49 @@ static void set_datasets(tt_run_config *c, const source *src, yaml_document_t *d
     }
 }
 
+/* selective_checkpointing: off (~, false, {}) or {save: [attention], offload: false}. */
+static void set_selective(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
+                          yaml_node_t *node) {
+    c->selective_checkpointing = false;
+    if (is_off_value(node)) return;
+    if (node->type != YAML_MAPPING_NODE) die_type(src, node, k, "a mapping {save: [attention], offload: false} or ~");
+    bool saves_attention = false;
+    for (yaml_node_pair_t *pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = yaml_document_get_node(doc, pair->key), *value = yaml_document_get_node(doc, pair->value);
+        const char *name = key->type == YAML_SCALAR_NODE ? scalar_text(key) : "";
+        if (strcmp(name, "save") == 0) {
+            if (value->type != YAML_SEQUENCE_NODE)
+                die_at(src, value, "selective_checkpointing: save: expected a list such as [attention]");
+            for (yaml_node_item_t *item = value->data.sequence.items.start; item < value->data.sequence.items.top;
+                 item++) {
+                yaml_node_t *entry = yaml_document_get_node(doc, *item);
+                if (entry->type != YAML_SCALAR_NODE || strcmp(scalar_text(entry), "attention") != 0) {
+                    char buf[128];
+                    die_at(src, entry,
+                           "selective_checkpointing: save: %s is not something tiertrain can keep; the one choice is "
+                           "attention (the attention output and its log-sum-exp)",
+                           describe_value(entry, buf, sizeof buf));
+                }
+                saves_attention = true;
+            }
+        } else if (strcmp(name, "offload") == 0) {
+            bool offload;
+            if (value->type != YAML_SCALAR_NODE || !parse_bool(scalar_text(value), &offload))
+                die_at(src, value, "selective_checkpointing: offload: expected true or false");
+            if (offload)
+                die_at(src, value,
+                       "selective_checkpointing: offload: true (the kept attention outputs in host memory) is not "
+                       "available yet (it arrives with activation offloading); use offload: false");
+        } else {
+            die_at(src, key, "selective_checkpointing: unknown key '%s'; it takes save (a list: [attention]) and "
+                   "offload (true or false)", name);
+        }
+    }
+    if (!saves_attention)
+        die_at(src, node, "selective_checkpointing: save lists nothing; use save: [attention], or turn it off with ~");
+    c->selective_checkpointing = true;
+}
+
 /* Applies one value (a node of doc) to the config. */
 static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
     void *field = (char *)c + k->offset;
@@ -849,6 +900,7 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
     }
     switch (k->type) {
     case KEY_DATASETS: set_datasets(c, src, doc, node); return;
+    case KEY_SELECTIVE: set_selective(c, k, src, doc, node); return;
     case KEY_STRING: {
         char **s = field;
         if (is_null(node)) {
@@ -1077,6 +1129,9 @@ void tt_run_config_validate(const tt_run_config *c) {
                "or %lld",
                c->val_set_size, (long long)floor(c->val_set_size));
     if (!c->output_dir) tt_die("output_dir is unset; set it to the directory for checkpoints and the final model");
+    if (c->selective_checkpointing && !c->gradient_checkpointing)
+        tt_die("selective_checkpointing is set but gradient_checkpointing is false: selective checkpointing chooses "
+               "what checkpointed layers keep; set gradient_checkpointing: true, or remove selective_checkpointing");
 }
 
 /* ---- writing ---- */
@@ -1162,6 +1217,7 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
         else
             fputs(name_in_list(k->values, *(const int *)field, name, sizeof name), out);
         break;
+    case KEY_SELECTIVE: fputs(*(const bool *)field ? "{save: [attention], offload: false}" : "~", out); break;
     case KEY_DATASETS:
         if (c->dataset_count == 0) fputs("[]", out);
         for (int i = 0; i < c->dataset_count; i++) {

@@ -52,6 +52,7 @@ typedef struct tt_run_config {
     int64_t max_shard_bytes;  /* max_shard_size: larger models are saved in shards (0: 5GB) */
     /* memory */
     bool gradient_checkpointing;
+    bool selective_checkpointing; /* checkpointed layers keep the attention output and log-sum-exp */
     int64_t loss_chunk_size; /* tokens per LM-head + cross-entropy chunk */
     int64_t host_memory_budget; /* bytes; 0: the machine's physical memory */
     int64_t gpu_memory_budget;  /* bytes; 0: what the GPU has free at start */

@@ -31,8 +31,11 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->layers = tt_xcalloc((size_t)model->num_layers, sizeof(tt_layer_plan), "plan");
     for (int64_t l = 0; l < model->num_layers; l++) {
         tt_layer_plan *lp = &plan->layers[l];
-        /* gradient_checkpointing: keep only each layer's input, recompute the layer. */
-        lp->recompute = run->gradient_checkpointing ? TT_RECOMPUTE_EVERYTHING : TT_RECOMPUTE_NOTHING;
+        /* gradient_checkpointing: keep only each layer's input and recompute the layer;
+         * selective_checkpointing: also keep the attention output, so attention is not recomputed. */
+        lp->recompute = !run->gradient_checkpointing    ? TT_RECOMPUTE_NOTHING
+                        : run->selective_checkpointing ? TT_RECOMPUTE_ALL_BUT_ATTENTION
+                                                       : TT_RECOMPUTE_EVERYTHING;
         lp->saved_activation_tier = compute_tier;
         lp->layer_input_tier = compute_tier;
     }

@@ -15,7 +15,8 @@ static const char *const all_keys[] = {
     "gradient_accumulation_steps", "optimizer", "learning_rate", "lr_scheduler", "warmup_steps", "warmup_ratio",
     "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
     "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
-    "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
+    "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
+    "recompute_method", "recompute_num_layers", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading",
     /* not available yet */
@@ -25,7 +26,7 @@ static const char *const all_keys[] = {
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "trace"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 43 /* the first 43 of all_keys */
+#define AVAILABLE_KEY_COUNT 46 /* the first 46 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -113,7 +114,9 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->eval_steps == b->eval_steps && a->logging_steps == b->logging_steps &&
         same_string(a->resume_from_checkpoint, b->resume_from_checkpoint) && a->max_shard_bytes == b->max_shard_bytes &&
         a->gradient_checkpointing == b->gradient_checkpointing &&
-        a->selective_checkpointing == b->selective_checkpointing && a->loss_chunk_size == b->loss_chunk_size &&
+        a->selective_checkpointing == b->selective_checkpointing &&
+        a->recompute_granularity == b->recompute_granularity && a->recompute_method == b->recompute_method &&
+        a->recompute_num_layers == b->recompute_num_layers && a->loss_chunk_size == b->loss_chunk_size &&
         a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
         a->progress == b->progress && a->activation_offloading == b->activation_offloading && a->bf16 == b->bf16 &&
         a->fp16 == b->fp16 && a->tf32 == b->tf32;
@@ -565,6 +568,19 @@ static void test_errors(void) {
                   "selective_checkpointing: save lists nothing");
     tt_expect_die(load_file, yaml_file("sel6.yaml", VALID "selective_checkpointing: true\n"),
                   "selective_checkpointing: expected a mapping");
+    /* Megatron's recompute keys against each other and against gradient_checkpointing */
+    tt_expect_die(load_file,
+                  yaml_file("rg1.yaml", VALID "recompute_granularity: selective\ngradient_checkpointing: true\n"),
+                  "recompute_granularity: selective (recompute only the cheap ops) and gradient_checkpointing: true");
+    tt_expect_die(load_file, yaml_file("rg2.yaml", VALID "recompute_method: block\n"),
+                  "recompute_method: block applies to recompute_granularity: full");
+    tt_expect_die(load_file, yaml_file("rg3.yaml", VALID "recompute_granularity: full\nrecompute_num_layers: 4\n"),
+                  "recompute_method: uniform with recompute_num_layers 4 (groups of layers checkpointed together) is "
+                  "not available yet");
+    tt_expect_die(load_file, yaml_file("rg4.yaml", VALID "recompute_granularity: partial\n"),
+                  "recompute_granularity must be one of none, full, selective; got 'partial'");
+    tt_expect_die(load_file, yaml_file("rg5.yaml", VALID "recompute_num_layers: 0\n"),
+                  "recompute_num_layers must be >= 1");
     tt_expect_die(load_file, yaml_file("gpu.yaml", "gpu_memory_budget: lots\n"),
                   "gpu_memory_budget: expected a size in bytes such as 1073741824, 24GiB or 512MB, got 'lots'");
     tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: eager\n"),
@@ -635,6 +651,9 @@ static void test_accepted(void) {
                                             "selective_checkpointing: {save: [attention], offload: false}\n"),
               "selective_checkpointing with gradient_checkpointing");
     TT_EXPECT(loads("selective_off.yaml", VALID "selective_checkpointing: {}\n"), "selective_checkpointing: {} is off");
+    TT_EXPECT(loads("megatron.yaml", VALID "recompute_granularity: full\nrecompute_method: block\n"
+                                           "recompute_num_layers: 2\nselective_checkpointing: {save: [attention]}\n"),
+              "Megatron's block recompute, with selective checkpointing");
     TT_EXPECT(loads("ao_false.yaml", VALID "activation_offloading: False\n"), "activation_offloading: False");
     TT_EXPECT(loads("numbers.yaml", VALID "learning_rate: 1e-4\nadam_epsilon: 1.0E-8\nweight_decay: .5\n"
                                           "num_epochs: 2\nseed: +3\nmax_grad_norm: 0.0\ninitializer_range: 0\n"),

@@ -81,6 +81,16 @@ check "plan with selective checkpointing keeps attention" grep -q "keep attentio
   'selective_checkpointing={save: [attention]}' > train_sel.txt 2>&1
 check "selective checkpointing training succeeds" test $? -eq 0
 check "selective checkpointing weights are bit-identical" cmp -s out_a/model.safetensors out_sel/model.safetensors
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_cheap recompute_granularity=selective > train_cheap.txt 2>&1
+check "cheap-op recompute training succeeds" test $? -eq 0
+check "cheap-op recompute weights are bit-identical" cmp -s out_a/model.safetensors out_cheap/model.safetensors
+"$tiertrain" plan --config run.yaml "${overrides[@]}" recompute_granularity=full recompute_method=block \
+  recompute_num_layers=1 > plan_block.txt
+check "block recompute plans layer 0 recomputed, layer 1 kept" \
+  bash -c 'grep -Eq "^  0 +recompute" plan_block.txt && grep -Eq "^  1 +keep" plan_block.txt'
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_block recompute_granularity=full \
+  recompute_method=block recompute_num_layers=1 > train_block.txt 2>&1
+check "block recompute weights are bit-identical" cmp -s out_a/model.safetensors out_block/model.safetensors
 
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1

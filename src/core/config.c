@@ -77,6 +77,8 @@ typedef struct key_spec {
 
 _Static_assert(sizeof(tt_lr_scheduler) == sizeof(int), "lr_scheduler is stored as an int index");
 _Static_assert(sizeof(tt_device_kind) == sizeof(int), "device is stored as an int index");
+_Static_assert(sizeof(tt_recompute_granularity) == sizeof(int), "recompute_granularity is stored as an int index");
+_Static_assert(sizeof(tt_recompute_method) == sizeof(int), "recompute_method is stored as an int index");
 
 static const key_spec key_table[] = {
     /* model */
@@ -286,6 +288,28 @@ static const key_spec key_table[] = {
      .default_text = "~",
      .help = "with gradient_checkpointing: {save: [attention]} keeps each layer's attention output and log-sum-exp "
              "and recomputes the rest (no attention recompute); offload: true (to host memory) is not available yet"},
+    {.name = "recompute_granularity",
+     .type = KEY_ENUM,
+     .offset = FIELD(recompute_granularity),
+     .default_text = "none",
+     .values = "none|full|selective",
+     .help = "Megatron's: full recomputes whole layers (as gradient_checkpointing), selective only the cheap "
+             "element-wise ops (norms, RoPE, SwiGLU) and keeps every GEMM and attention output; none: "
+             "gradient_checkpointing decides"},
+    {.name = "recompute_method",
+     .type = KEY_ENUM,
+     .offset = FIELD(recompute_method),
+     .default_text = "uniform",
+     .values = "uniform|block",
+     .help = "Megatron's, with recompute_granularity full: block recomputes the first recompute_num_layers layers "
+             "and keeps the rest; uniform checkpoints every layer (recompute_num_layers 1)"},
+    {.name = "recompute_num_layers",
+     .type = KEY_INT,
+     .offset = FIELD(recompute_num_layers),
+     .default_text = "1",
+     .range = AT_LEAST(1),
+     .help = "Megatron's: layers recomputed with recompute_method block; with uniform only 1 (a layer per "
+             "checkpoint) is available"},
     {.name = "activation_offloading",
      .type = KEY_ENUM,
      .offset = FIELD(activation_offloading),
@@ -1129,7 +1153,20 @@ void tt_run_config_validate(const tt_run_config *c) {
                "or %lld",
                c->val_set_size, (long long)floor(c->val_set_size));
     if (!c->output_dir) tt_die("output_dir is unset; set it to the directory for checkpoints and the final model");
-    if (c->selective_checkpointing && !c->gradient_checkpointing)
+    if (c->recompute_granularity == TT_RECOMPUTE_SELECTIVE && c->gradient_checkpointing)
+        tt_die("recompute_granularity: selective (recompute only the cheap ops) and gradient_checkpointing: true "
+               "(recompute whole layers) contradict each other; set one of them");
+    if (c->recompute_granularity == TT_RECOMPUTE_SELECTIVE && c->selective_checkpointing)
+        tt_die("recompute_granularity: selective and selective_checkpointing choose different recompute sets; set "
+               "one of them (selective_checkpointing needs gradient_checkpointing: true)");
+    if (c->recompute_granularity != TT_RECOMPUTE_FULL && c->recompute_method == TT_RECOMPUTE_BLOCK)
+        tt_die("recompute_method: block applies to recompute_granularity: full; set recompute_granularity: full");
+    if (c->recompute_method == TT_RECOMPUTE_UNIFORM && c->recompute_num_layers != 1)
+        tt_die("recompute_method: uniform with recompute_num_layers %lld (groups of layers checkpointed together) is "
+               "not available yet; use recompute_num_layers: 1, or recompute_method: block to recompute the first "
+               "%lld layers",
+               (long long)c->recompute_num_layers, (long long)c->recompute_num_layers);
+    if (c->selective_checkpointing && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("selective_checkpointing is set but gradient_checkpointing is false: selective checkpointing chooses "
                "what checkpointed layers keep; set gradient_checkpointing: true, or remove selective_checkpointing");
 }

@@ -13,6 +13,8 @@
 #include <stdio.h>
 
 typedef enum tt_lr_scheduler { TT_LR_COSINE, TT_LR_LINEAR, TT_LR_CONSTANT } tt_lr_scheduler;
+typedef enum tt_recompute_granularity { TT_RECOMPUTE_NONE, TT_RECOMPUTE_FULL, TT_RECOMPUTE_SELECTIVE } tt_recompute_granularity;
+typedef enum tt_recompute_method { TT_RECOMPUTE_UNIFORM, TT_RECOMPUTE_BLOCK } tt_recompute_method;
 typedef enum tt_device_kind { TT_DEVICE_AUTO, TT_DEVICE_CPU, TT_DEVICE_CUDA } tt_device_kind;
 
 #define TT_MAX_DATASETS 16
@@ -53,6 +55,9 @@ typedef struct tt_run_config {
     /* memory */
     bool gradient_checkpointing;
     bool selective_checkpointing; /* checkpointed layers keep the attention output and log-sum-exp */
+    tt_recompute_granularity recompute_granularity; /* Megatron's keys */
+    tt_recompute_method recompute_method;
+    int64_t recompute_num_layers;
     int64_t loss_chunk_size; /* tokens per LM-head + cross-entropy chunk */
     int64_t host_memory_budget; /* bytes; 0: the machine's physical memory */
     int64_t gpu_memory_budget;  /* bytes; 0: what the GPU has free at start */

@@ -12,6 +12,22 @@ tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu) {
     return (tt_precision){.activation = TT_BF16, .gradient = TT_BF16, .moment = TT_BF16, .master = false};
 }
 
+/* The recompute set of layer l from the checkpointing keys (validated together at config load):
+ *   gradient_checkpointing: keep only each layer's input and recompute the layer;
+ *   selective_checkpointing: also keep the attention output, so attention is not recomputed;
+ *   recompute_granularity full (Megatron): as gradient_checkpointing, with recompute_method
+ *     block for only the first recompute_num_layers layers;
+ *   recompute_granularity selective (Megatron): recompute the cheap element-wise ops only. */
+static tt_slot_set layer_recompute_set(const tt_run_config *run, const tt_model_config *model, int64_t l) {
+    if (run->recompute_granularity == TT_RECOMPUTE_SELECTIVE) return tt_recompute_cheap_ops(model);
+    if (run->recompute_granularity == TT_RECOMPUTE_FULL) {
+        if (run->recompute_method == TT_RECOMPUTE_BLOCK && l >= run->recompute_num_layers) return TT_RECOMPUTE_NOTHING;
+        return run->selective_checkpointing ? TT_RECOMPUTE_ALL_BUT_ATTENTION : TT_RECOMPUTE_EVERYTHING;
+    }
+    if (!run->gradient_checkpointing) return TT_RECOMPUTE_NOTHING;
+    return run->selective_checkpointing ? TT_RECOMPUTE_ALL_BUT_ATTENTION : TT_RECOMPUTE_EVERYTHING;
+}
+
 void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
                          tt_tier compute_tier, const tt_precision *precision) {
     memset(plan, 0, sizeof(*plan));
@@ -28,14 +44,14 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->gradient_bytes = tt_dtype_size(precision->gradient);
     plan->master_bytes = precision->master ? 4 : 0;
     plan->moment_bytes = tt_dtype_size(precision->moment);
+    if (run->recompute_granularity == TT_RECOMPUTE_FULL && run->recompute_method == TT_RECOMPUTE_BLOCK &&
+        run->recompute_num_layers > model->num_layers)
+        tt_die("recompute_num_layers is %lld but the model has %lld layers; use at most %lld (all layers)",
+               (long long)run->recompute_num_layers, (long long)model->num_layers, (long long)model->num_layers);
     plan->layers = tt_xcalloc((size_t)model->num_layers, sizeof(tt_layer_plan), "plan");
     for (int64_t l = 0; l < model->num_layers; l++) {
         tt_layer_plan *lp = &plan->layers[l];
-        /* gradient_checkpointing: keep only each layer's input and recompute the layer;
-         * selective_checkpointing: also keep the attention output, so attention is not recomputed. */
-        lp->recompute = !run->gradient_checkpointing    ? TT_RECOMPUTE_NOTHING
-                        : run->selective_checkpointing ? TT_RECOMPUTE_ALL_BUT_ATTENTION
-                                                       : TT_RECOMPUTE_EVERYTHING;
+        lp->recompute = layer_recompute_set(run, model, l);
         lp->saved_activation_tier = compute_tier;
         lp->layer_input_tier = compute_tier;
     }

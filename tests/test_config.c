@@ -16,17 +16,17 @@ static const char *const all_keys[] = {
     "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
     "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
     "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
-    "recompute_method", "recompute_num_layers", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
+    "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading",
     /* not available yet */
     "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_linear", "lora_model_dir",
-    "layer_offloading", "gradient_checkpointing_kwargs", "min_offload_size",
+    "layer_offloading", "min_offload_size",
     "use_pin_memory", "use_streams", "max_fwd_stash_size", "offload_dir", "cpu_offloading", "cpu_offloading_num_layers",
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "trace"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 46 /* the first 46 of all_keys */
+#define AVAILABLE_KEY_COUNT 47 /* the first 47 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -116,7 +116,8 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->gradient_checkpointing == b->gradient_checkpointing &&
         a->selective_checkpointing == b->selective_checkpointing &&
         a->recompute_granularity == b->recompute_granularity && a->recompute_method == b->recompute_method &&
-        a->recompute_num_layers == b->recompute_num_layers && a->loss_chunk_size == b->loss_chunk_size &&
+        a->recompute_num_layers == b->recompute_num_layers && a->use_reentrant == b->use_reentrant &&
+        a->loss_chunk_size == b->loss_chunk_size &&
         a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
         a->progress == b->progress && a->activation_offloading == b->activation_offloading && a->bf16 == b->bf16 &&
         a->fp16 == b->fp16 && a->tf32 == b->tf32;
@@ -550,8 +551,10 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("lo.yaml", "layer_offloading: true\n"), "layer_offloading is not available yet");
     tt_expect_die(load_file, yaml_file("frac.yaml", "optimizer_offload_fraction: 0.5\n"),
                   "optimizer_offload_fraction is not available yet");
-    tt_expect_die(load_file, yaml_file("gck.yaml", "gradient_checkpointing_kwargs: {use_reentrant: false}\n"),
-                  "gradient_checkpointing_kwargs is not available yet");
+    TT_EXPECT(loads("gck_ok.yaml", VALID "gradient_checkpointing_kwargs: {use_reentrant: false}\n"),
+              "gradient_checkpointing_kwargs: {use_reentrant: false} is accepted");
+    tt_expect_die(load_file, yaml_file("gck.yaml", "gradient_checkpointing_kwargs: {preserve_rng_state: false}\n"),
+                  "gradient_checkpointing_kwargs: 'preserve_rng_state' is not supported");
     /* selective_checkpointing: a mapping; offload and other saves are refused with the fix */
     tt_expect_die(load_file, yaml_file("sel.yaml", VALID "selective_checkpointing: {save: [attention]}\n"),
                   "selective_checkpointing is set but gradient_checkpointing is false");
@@ -636,7 +639,7 @@ static void test_accepted(void) {
     TT_EXPECT(loads("off.yaml",
                     VALID "adapter:\nlora_r: 0\nlora_alpha: 0.0\nlora_dropout: 0\nlora_target_modules: []\n"
                           "lora_target_linear: false\nlora_model_dir: ~\nlayer_offloading: False\n"
-                          "gradient_checkpointing_kwargs: null\nmin_offload_size: 0\n"
+                          "min_offload_size: 0\n"
                           "use_pin_memory: false\nuse_streams: false\nmax_fwd_stash_size: 0\noffload_dir: Null\n"
                           "cpu_offloading: false\ncpu_offloading_num_layers: 0\ncpu_offloading_activations: false\n"
                           "cpu_offloading_weights: false\ncpu_offloading_double_buffering: false\n"

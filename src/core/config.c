@@ -28,6 +28,7 @@ typedef enum key_type {
     KEY_BYTES,    /* an integer or a size with a unit: "24GiB", "512MB" */
     KEY_DATASETS, /* a list of token files */
     KEY_SELECTIVE, /* selective_checkpointing: {save: [attention], offload: false} */
+    KEY_CHECKPOINTING_KWARGS, /* gradient_checkpointing_kwargs: {use_reentrant: false} */
 } key_type;
 
 typedef enum availability {
@@ -282,6 +283,12 @@ static const key_spec key_table[] = {
      .default_text = "false",
      .help = "keep only each layer's input and recompute the layer in the backward pass",
      .known_as = "activation_checkpointing"},
+    {.name = "gradient_checkpointing_kwargs",
+     .type = KEY_CHECKPOINTING_KWARGS,
+     .offset = FIELD(use_reentrant),
+     .default_text = "~",
+     .help = "transformers' {use_reentrant: true|false}, accepted so configs carry over: tiertrain's recompute has "
+             "one implementation and both values give the same bits"},
     {.name = "selective_checkpointing",
      .type = KEY_SELECTIVE,
      .offset = FIELD(selective_checkpointing),
@@ -397,7 +404,6 @@ static const key_spec key_table[] = {
     RESERVED("lora_target_linear", "LoRA adapters on every linear layer"),
     RESERVED("lora_model_dir", "a LoRA adapter to continue from"),
     RESERVED("layer_offloading", "frozen decoder layers in pinned host memory, streamed in one at a time"),
-    RESERVED("gradient_checkpointing_kwargs", "checkpointing variants (use_reentrant, every_n_layers)"),
     RESERVED("min_offload_size", "activation offloading: smallest tensor offloaded, in bytes"),
     RESERVED("use_pin_memory", "activation offloading into pinned host memory"),
     RESERVED("use_streams", "activation offloading on a side stream"),
@@ -598,6 +604,7 @@ static const char *type_name(const key_spec *k) {
     case KEY_BYTES: return "bytes";
     case KEY_DATASETS: return "datasets";
     case KEY_SELECTIVE: return "mapping";
+    case KEY_CHECKPOINTING_KWARGS: return "mapping";
     }
     return "?";
 }
@@ -619,6 +626,7 @@ static const char *valid_text(const key_spec *k, char *buf, size_t size) {
     case KEY_BYTES: snprintf(buf, size, "%s, or 24GiB, 512MB", range); break;
     case KEY_DATASETS: snprintf(buf, size, "[{path: x.tok}] or [paths]"); break;
     case KEY_SELECTIVE: snprintf(buf, size, "{save: [attention], offload: false}; ~: off"); break;
+    case KEY_CHECKPOINTING_KWARGS: snprintf(buf, size, "{use_reentrant: false}; ~: none"); break;
     case KEY_ENUM: {
         char available[128];
         list_with_commas(available_values(k, available, sizeof available), values, sizeof values);
@@ -910,6 +918,27 @@ static void set_selective(tt_run_config *c, const key_spec *k, const source *src
     c->selective_checkpointing = true;
 }
 
+/* gradient_checkpointing_kwargs: transformers' keyword arguments of its checkpoint function. Only
+ * use_reentrant is meaningful there and it picks between two PyTorch implementations of the same
+ * arithmetic; anything else would change what checkpointing does and is refused. */
+static void set_checkpointing_kwargs(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
+                                     yaml_node_t *node) {
+    c->use_reentrant = false;
+    if (is_off_value(node)) return;
+    if (node->type != YAML_MAPPING_NODE) die_type(src, node, k, "a mapping such as {use_reentrant: false}, or ~");
+    for (yaml_node_pair_t *pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = yaml_document_get_node(doc, pair->key), *value = yaml_document_get_node(doc, pair->value);
+        const char *name = key->type == YAML_SCALAR_NODE ? scalar_text(key) : "";
+        if (strcmp(name, "use_reentrant") != 0)
+            die_at(src, key,
+                   "gradient_checkpointing_kwargs: '%s' is not supported; the one key is use_reentrant (for which "
+                   "layers are checkpointed see recompute_method and selective_checkpointing)",
+                   name);
+        if (value->type != YAML_SCALAR_NODE || !parse_bool(scalar_text(value), &c->use_reentrant))
+            die_at(src, value, "gradient_checkpointing_kwargs: use_reentrant: expected true or false");
+    }
+}
+
 /* Applies one value (a node of doc) to the config. */
 static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
     void *field = (char *)c + k->offset;
@@ -925,6 +954,7 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
     switch (k->type) {
     case KEY_DATASETS: set_datasets(c, src, doc, node); return;
     case KEY_SELECTIVE: set_selective(c, k, src, doc, node); return;
+    case KEY_CHECKPOINTING_KWARGS: set_checkpointing_kwargs(c, k, src, doc, node); return;
     case KEY_STRING: {
         char **s = field;
         if (is_null(node)) {
@@ -1255,6 +1285,7 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
             fputs(name_in_list(k->values, *(const int *)field, name, sizeof name), out);
         break;
     case KEY_SELECTIVE: fputs(*(const bool *)field ? "{save: [attention], offload: false}" : "~", out); break;
+    case KEY_CHECKPOINTING_KWARGS: fputs(*(const bool *)field ? "{use_reentrant: true}" : "~", out); break;
     case KEY_DATASETS:
         if (c->dataset_count == 0) fputs("[]", out);
         for (int i = 0; i < c->dataset_count; i++) {

@@ -55,6 +55,7 @@ typedef struct tt_run_config {
     /* memory */
     bool gradient_checkpointing;
     bool selective_checkpointing; /* checkpointed layers keep the attention output and log-sum-exp */
+    bool use_reentrant;           /* gradient_checkpointing_kwargs (same arithmetic either way) */
     tt_recompute_granularity recompute_granularity; /* Megatron's keys */
     tt_recompute_method recompute_method;
     int64_t recompute_num_layers;

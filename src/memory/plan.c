@@ -88,22 +88,5 @@ void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out)
     fprintf(out, "  precision: %s compute, %s gradients, %s AdamW moments, %s\n", tt_dtype_torch_name(p->activation),
             tt_dtype_torch_name(p->gradient), tt_dtype_torch_name(p->moment),
             p->master ? "float32 master weights" : "no master copy");
-    fprintf(out, "  %-8s %-26s %-12s %-12s\n", "layer", "saved activations", "where", "layer input");
-    int64_t l = 0;
-    while (l < plan->num_layers) {
-        /* Runs of identical layers print as one row. */
-        int64_t end = l;
-        const tt_layer_plan *a = &plan->layers[l];
-        while (end + 1 < plan->num_layers && memcmp(&plan->layers[end + 1], a, sizeof *a) == 0) end++;
-        char range[48];
-        if (end == l)
-            snprintf(range, sizeof range, "%lld", (long long)l);
-        else
-            snprintf(range, sizeof range, "%lld-%lld", (long long)l, (long long)end);
-        char name[48];
-        fprintf(out, "  %-8s %-26s %-12s %-12s\n", range, tt_recompute_name(a->recompute, model, name, sizeof name),
-                a->recompute != TT_RECOMPUTE_EVERYTHING ? tt_tier_name(a->saved_activation_tier) : "-",
-                tt_tier_name(a->layer_input_tier));
-        l = end + 1;
-    }
+    /* the per-layer table, with its bytes, is tt_size_table_print_layers */
 }

@@ -58,7 +58,7 @@ tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu);
 void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
                          tt_tier compute_tier, const tt_precision *precision);
 void tt_plan_free(tt_plan *plan);
-/* Per-layer table: what is kept or recomputed, and where. */
+/* The plan's summary lines: micro-batch, sequence, loss chunks, precision. */
 void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out);
 /* "keep", "recompute", "keep attention", "recompute cheap ops" or "recompute <n> of <m> slots" */
 const char *tt_recompute_name(tt_slot_set recompute, const tt_model_config *model, char *buf, size_t size);

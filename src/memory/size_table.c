@@ -158,3 +158,28 @@ void tt_size_table_print(const tt_size_table *t, FILE *out, const tt_arena *cons
     }
     fputc('\n', out);
 }
+
+void tt_size_table_print_layers(const tt_size_table *t, const tt_plan *plan, const tt_model_config *model,
+                                FILE *out) {
+    char kept_text[32], again_text[32], name[48];
+    fprintf(out, "  %-8s %-26s %-8s %-12s %12s %12s\n", "layer", "saved activations", "where", "layer input", "kept",
+            "recomputed");
+    int64_t l = 0;
+    while (l < plan->num_layers) {
+        /* runs of identical layers print as one row (bytes per layer) */
+        const tt_layer_plan *a = &plan->layers[l];
+        int64_t end = l;
+        while (end + 1 < plan->num_layers && memcmp(&plan->layers[end + 1], a, sizeof *a) == 0) end++;
+        size_t kept = 0, again = 0;
+        for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) *(((a->recompute >> i) & 1u) ? &again : &kept) += t->saved_slot[i];
+        char range[48];
+        if (end == l)
+            snprintf(range, sizeof range, "%lld", (long long)l);
+        else
+            snprintf(range, sizeof range, "%lld-%lld", (long long)l, (long long)end);
+        fprintf(out, "  %-8s %-26s %-8s %-12s %12s %12s\n", range, tt_recompute_name(a->recompute, model, name, sizeof name),
+                kept ? tt_tier_name(a->saved_activation_tier) : "-", tt_tier_name(a->layer_input_tier),
+                tt_format_bytes(kept, kept_text, sizeof kept_text), tt_format_bytes(again, again_text, sizeof again_text));
+        l = end + 1;
+    }
+}

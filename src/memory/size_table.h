@@ -55,6 +55,11 @@ typedef struct tt_size_table {
 void tt_size_table_compute(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend);
 
+/* The plan per layer (runs of equal layers as one row): what is kept and where, and the bytes of
+ * one layer's saved activations kept from the forward and recomputed in the backward. */
+void tt_size_table_print_layers(const tt_size_table *table, const tt_plan *plan, const tt_model_config *model,
+                                FILE *out);
+
 /* Prints per class and tier. measured (indexed by tier, NULL entries skipped) adds the
  * arenas' measured peaks beside the estimate. */
 void tt_size_table_print(const tt_size_table *table, FILE *out, const tt_arena *const measured[TT_TIER_COUNT]);

@@ -46,6 +46,7 @@ static void print_header(const tt_model_config *m, const tt_device *device, cons
             (long long)m->vocab_size, (double)tt_model_config_param_count(m) / 1e6);
     fprintf(out, "device: %s\n", device->description);
     tt_plan_print(plan, m, out);
+    tt_size_table_print_layers(sizes, plan, m, out);
     tt_size_table_print(sizes, out, NULL);
 }
 

@@ -529,8 +529,11 @@ static void test_errors(void) {
                   "activation_offloading: true is not available yet (it arrives");
     tt_expect_die(load_file, yaml_file("ao2.yaml", "activation_offloading: True\n"),
                   "activation_offloading: true is not available yet");
-    tt_expect_die(load_file, yaml_file("ao3.yaml", "activation_offloading: legacy\n"),
-                  "activation_offloading: legacy is not available yet");
+    tt_expect_die(load_file, yaml_file("ao3.yaml", VALID "activation_offloading: legacy\n"),
+                  "activation_offloading: legacy offloads the checkpoints of gradient checkpointing, but "
+                  "gradient_checkpointing is false");
+    TT_EXPECT(loads("ao_legacy.yaml", VALID "activation_offloading: legacy\ngradient_checkpointing: true\n"),
+              "activation_offloading: legacy with gradient_checkpointing");
     tt_expect_die(load_file, yaml_file("ao4.yaml", "activation_offloading: disk\n"),
                   "activation_offloading: disk is not available yet");
     tt_expect_die(load_file, yaml_file("ao5.yaml", "activation_offloading: sometimes\n"),

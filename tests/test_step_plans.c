@@ -40,7 +40,8 @@ typedef struct run_result {
 } run_result;
 
 /* policies[l]: 'k' keep everything, 'r' recompute everything, 's' keep the attention output
- * (selective), 'c' recompute the cheap ops only */
+ * (selective), 'c' recompute the cheap ops only; upper case: the same with the layer input
+ * offloaded to the pinned tier between forward and backward */
 static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk) {
     tt_model_config config = tiny_config(qwen3);
     tt_plan plan;
@@ -48,12 +49,13 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk)
     plan.num_layers = config.num_layers;
     plan.layers = calloc((size_t)config.num_layers, sizeof(tt_layer_plan));
     for (int64_t l = 0; l < config.num_layers; l++) {
-        plan.layers[l].recompute = policies[l] == 'k'   ? TT_RECOMPUTE_NOTHING
-                                   : policies[l] == 'r' ? TT_RECOMPUTE_EVERYTHING
-                                   : policies[l] == 's' ? TT_RECOMPUTE_ALL_BUT_ATTENTION
-                                                        : tt_recompute_cheap_ops(&config);
+        const char p = (char)(policies[l] | 0x20); /* lower case */
+        plan.layers[l].recompute = p == 'k'   ? TT_RECOMPUTE_NOTHING
+                                   : p == 'r' ? TT_RECOMPUTE_EVERYTHING
+                                   : p == 's' ? TT_RECOMPUTE_ALL_BUT_ATTENTION
+                                              : tt_recompute_cheap_ops(&config);
         plan.layers[l].saved_activation_tier = TT_TIER_HOST;
-        plan.layers[l].layer_input_tier = TT_TIER_HOST;
+        plan.layers[l].layer_input_tier = p != policies[l] ? TT_TIER_PINNED : TT_TIER_HOST;
     }
     plan.compute_tier = TT_TIER_HOST;
     plan.micro_batch = 2;
@@ -88,6 +90,10 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk)
     TT_EXPECT(s.arena.peak == s.sizes.tier_peak[TT_TIER_HOST], "plan %s: tier peak measured %zu, estimated %zu",
               policies, s.arena.peak, s.sizes.tier_peak[TT_TIER_HOST]);
     TT_EXPECT(s.arena.peak == s.arena.capacity, "the arena reserved exactly the peak");
+    TT_EXPECT(s.pinned.peak == s.sizes.tier_peak[TT_TIER_PINNED] &&
+                  s.pinned.class_peak[TT_CLASS_LAYER_INPUT] == s.sizes.class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED],
+              "plan %s: pinned tier measured %zu, estimated %zu", policies, s.pinned.peak,
+              s.sizes.tier_peak[TT_TIER_PINNED]);
     /* Eval fits in what training reserved. */
     int64_t eval_count = 0;
     double eval_loss = tt_step_forward_loss(&s, &eval_count);
@@ -104,7 +110,7 @@ int main(void) {
     for (int variant = 0; variant < 2; variant++) {
         bool qwen3 = variant == 1;
         run_result keep = run_plan(qwen3, "kkk", 14);
-        const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs"};
+        const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
         for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
             run_result other = run_plan(qwen3, others[i], 14);
             TT_EXPECT(memcmp(&keep.loss, &other.loss, sizeof(double)) == 0, "loss differs: keep %.17g, %s %.17g",

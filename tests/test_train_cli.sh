@@ -92,6 +92,15 @@ check "block recompute plans layer 0 recomputed, layer 1 kept" \
   recompute_method=block recompute_num_layers=1 > train_block.txt 2>&1
 check "block recompute weights are bit-identical" cmp -s out_a/model.safetensors out_block/model.safetensors
 
+# activation_offloading: legacy moves the checkpoints to pinned host memory and back: same bits.
+"$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true activation_offloading=legacy > plan_off.txt
+check "plan shows the pinned tier" grep -q "pinned" plan_off.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_off gradient_checkpointing=true \
+  activation_offloading=legacy > train_off.txt 2>&1
+check "offloaded training succeeds" test $? -eq 0
+check "offloaded weights are bit-identical" cmp -s out_a/model.safetensors out_off/model.safetensors
+check "offloaded run reports the pinned tier's peak" grep -q "pinned" train_off.txt
+
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
 check "training from a saved checkpoint succeeds" test $? -eq 0

@@ -322,9 +322,11 @@ static const key_spec key_table[] = {
      .offset = FIELD(activation_offloading),
      .default_text = "false",
      .values = "false|true|legacy|disk|hidden_states",
-     .not_yet_values = "true|legacy|disk|hidden_states",
+     .not_yet_values = "true|disk|hidden_states",
      .not_yet_reason = " (it arrives with the activation-memory work)",
-     .help = "offload saved activations to pinned host memory or disk (only false in this version)"},
+     .help = "legacy: with gradient checkpointing, each layer's input (the checkpoint) goes to pinned host memory "
+             "after the layer's forward and comes back before its backward, synchronously; true, disk and "
+             "hidden_states are not available yet"},
     {.name = "loss_chunk_size",
      .type = KEY_INT,
      .offset = FIELD(loss_chunk_size),
@@ -1196,6 +1198,9 @@ void tt_run_config_validate(const tt_run_config *c) {
                "not available yet; use recompute_num_layers: 1, or recompute_method: block to recompute the first "
                "%lld layers",
                (long long)c->recompute_num_layers, (long long)c->recompute_num_layers);
+    if (c->activation_offloading == 2 && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
+        tt_die("activation_offloading: legacy offloads the checkpoints of gradient checkpointing, but "
+               "gradient_checkpointing is false; set gradient_checkpointing: true, or activation_offloading: false");
     if (c->selective_checkpointing && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("selective_checkpointing is set but gradient_checkpointing is false: selective checkpointing chooses "
                "what checkpointed layers keep; set gradient_checkpointing: true, or remove selective_checkpointing");

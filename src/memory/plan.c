@@ -53,7 +53,11 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
         tt_layer_plan *lp = &plan->layers[l];
         lp->recompute = layer_recompute_set(run, model, l);
         lp->saved_activation_tier = compute_tier;
-        lp->layer_input_tier = compute_tier;
+        /* activation_offloading: legacy: the checkpoints (layer inputs) of recomputed layers live in
+         * pinned host memory between the forward and the backward. The LM head's input (layer L's
+         * input) is never offloaded. */
+        lp->layer_input_tier =
+            run->activation_offloading == 2 && lp->recompute != TT_RECOMPUTE_NOTHING ? TT_TIER_PINNED : compute_tier;
     }
 }
 

@@ -102,20 +102,31 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         kept_before += kept;
     }
     const size_t saved_at_head = kept_before + t->head_rstd + t->head_normed;
+    /* Offloaded layer inputs: the pinned tier holds them; the compute tier keeps the others, the
+     * LM head's input, and two staging buffers (a layer's input and output in the forward). */
+    t->offloaded_inputs = 0;
+    for (int64_t l = 0; l < L; l++) t->offloaded_inputs += plan->layers[l].layer_input_tier != c;
+    t->input_staging = t->offloaded_inputs ? 2 * t->layer_input : 0;
+    const size_t inputs_on_compute = (size_t)(L + 1 - t->offloaded_inputs) * t->layer_input + t->input_staging;
+    if (t->offloaded_inputs) {
+        const size_t offloaded = (size_t)t->offloaded_inputs * t->layer_input;
+        t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED] = offloaded;
+        t->tier_peak[TT_TIER_PINNED] = offloaded;
+    }
     const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch;
 
     t->class_peak[TT_CLASS_WEIGHT][c] = t->weights;
     t->class_peak[TT_CLASS_GRADIENT][c] = t->gradients;
     t->class_peak[TT_CLASS_MASTER][c] = t->master;
     t->class_peak[TT_CLASS_OPTIMIZER_STATE][c] = t->optimizer_state;
-    t->class_peak[TT_CLASS_LAYER_INPUT][c] = (size_t)(L + 1) * t->layer_input;
+    t->class_peak[TT_CLASS_LAYER_INPUT][c] = inputs_on_compute;
     t->class_peak[TT_CLASS_SAVED_ACTIVATION][c] = saved_peak > saved_at_head ? saved_peak : saved_at_head;
     t->class_peak[TT_CLASS_LOGITS][c] = t->logits_chunk;
     size_t transient_workspace = t->layer_backward > t->d_head ? t->layer_backward : t->d_head;
     t->class_peak[TT_CLASS_WORKSPACE][c] = persistent_workspace + t->d_residual + transient_workspace;
 
     size_t base = t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
-                  (size_t)(L + 1) * t->layer_input + t->d_residual;
+                  inputs_on_compute + t->d_residual;
     size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
     t->tier_peak[c] = base + (layer_peak > at_head ? layer_peak : at_head);
 }

@@ -66,6 +66,10 @@ typedef struct tt_backend {
     void *(*block_alloc)(size_t bytes);
     void (*block_free)(void *base);
     void (*copy)(void *dst, const void *src, size_t bytes);
+    /* Host memory the copy engine reaches fastest (page-locked on the GPU; plain on the CPU), in
+     * one block per arena, allocated at start. */
+    void *(*pinned_alloc)(size_t bytes);
+    void (*pinned_free)(void *base);
     void (*zero)(void *dst, size_t bytes);
     void (*synchronize)(void);
     /* Bytes of the compute tier this process holds outside the arenas (library handles and their

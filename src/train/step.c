@@ -141,6 +141,22 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     free(host_sin);
 
     const int64_t L = s->config.num_layers;
+    s->offloaded_inputs = tt_xcalloc((size_t)L, sizeof(void *), "offloaded layer inputs");
+    if (s->sizes.tier_peak[TT_TIER_PINNED]) {
+        const size_t pinned = s->sizes.tier_peak[TT_TIER_PINNED];
+        if (s->plan.pinned_budget && pinned > s->plan.pinned_budget) {
+            char need[32], have[32];
+            tt_die("activation offloading needs %s of pinned host memory for the layer inputs but host_memory_budget "
+                   "allows %s; raise host_memory_budget, lower sequence_len, or set activation_offloading: false",
+                   tt_format_bytes(pinned, need, sizeof need), tt_format_bytes(s->plan.pinned_budget, have, sizeof have));
+        }
+        tt_arena_init(&s->pinned, TT_TIER_PINNED, backend->pinned_alloc(pinned), pinned,
+                      s->plan.pinned_budget ? s->plan.pinned_budget : pinned, backend->pinned_free);
+        for (int64_t l = 0; l < L; l++)
+            if (s->plan.layers[l].layer_input_tier == TT_TIER_PINNED)
+                s->offloaded_inputs[l] =
+                    tt_arena_push(&s->pinned, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "offloaded layer input");
+    }
     s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
@@ -162,6 +178,8 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
 void tt_model_state_free(tt_model_state *s) {
     s->backend->set_scratch(NULL, 0);
     tt_arena_destroy(&s->arena);
+    tt_arena_destroy(&s->pinned);
+    free(s->offloaded_inputs);
     free(s->w_layers);
     free(s->g_layers);
     free(s->layer_inputs);
@@ -321,13 +339,26 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         tt_arena_pop_to(&s->arena, temporary.mark);
         if (train) kept[l] = kept_here;
+        /* activation_offloading: legacy: the checkpoint leaves for pinned host memory now (synchronously) */
+        if (train && s->offloaded_inputs[l])
+            s->backend->download(s->offloaded_inputs[l], x[l], (size_t)(N * s->config.hidden_size) * s->plan.activation_bytes);
     }
 }
 
+/* The layer inputs of a micro-step: a compute-tier buffer each, except for offloaded ones, which
+ * pass through two staging buffers (layer l's input in staging[l % 2], so a layer's input and
+ * output never share one) and live in the pinned tier between their forward and backward. */
 static void **push_layer_inputs(tt_model_state *s) {
     void **x = s->layer_inputs;
-    for (int64_t l = 0; l <= s->config.num_layers; l++)
-        x[l] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
+    const int64_t L = s->config.num_layers;
+    void *staging[2] = {NULL, NULL};
+    if (s->sizes.input_staging)
+        for (int i = 0; i < 2; i++)
+            staging[i] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input staging");
+    for (int64_t l = 0; l <= L; l++)
+        x[l] = l < L && s->offloaded_inputs[l]
+                   ? staging[l % 2]
+                   : tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
     return x;
 }
 
@@ -357,7 +388,9 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     tt_arena_pop_to(&s->arena, head_mark);
 
     for (int64_t l = L - 1; l >= 0; l--) {
-        /* The layer's kept slots are on top of the stack; its recomputed slots go above them. */
+        /* An offloaded checkpoint comes back first; the layer's kept slots are on top of the stack;
+         * its recomputed slots go above them. */
+        if (s->offloaded_inputs[l]) b->upload(x[l], s->offloaded_inputs[l], (size_t)(N * D) * s->plan.activation_bytes);
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
         push_slots(s, &recomputed, recompute);

@@ -22,6 +22,7 @@ typedef struct tt_model_state {
     tt_size_table sizes;
     const tt_backend *backend;
     tt_arena arena;           /* the compute tier: every tensor of the step lives here */
+    tt_arena pinned;          /* the pinned tier: offloaded layer inputs (unused when nothing is offloaded) */
 
     void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU) */
     void *gradients;          /* [params.total_numel] plan.precision.gradient */
@@ -37,6 +38,8 @@ typedef struct tt_model_state {
     tt_attention_shape attention;
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */
+    void **offloaded_inputs;      /* [L] a layer input's home in the pinned tier between forward and backward,
+                                     or NULL when it stays on the compute tier */
     struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */
 } tt_model_state;
 

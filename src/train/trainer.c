@@ -52,10 +52,16 @@ static void print_header(const tt_model_config *m, const tt_device *device, cons
 
 static tt_tier compute_tier_of(const tt_device *device) { return device->backend->compute_tier; }
 
+static size_t physical_memory_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
 static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
                          const tt_device *device) {
     const tt_precision precision = tt_precision_for_run(run, compute_tier_of(device) == TT_TIER_GPU);
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
+    plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
 }
 
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out) {
@@ -201,6 +207,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_reporter reporter;
     tt_reporter_open(&reporter, run->output_dir, run->progress);
     reporter.arenas[tier] = &model.arena;
+    if (model.pinned.base) reporter.arenas[TT_TIER_PINNED] = &model.pinned;
 
     char *last_checkpoint = resume_dir ? tt_xstrdup(resume_dir) : NULL;
     const double start = now_seconds();
@@ -285,6 +292,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     }
     const tt_arena *measured[TT_TIER_COUNT] = {0};
     measured[tier] = &model.arena;
+    if (model.pinned.base) measured[TT_TIER_PINNED] = &model.pinned;
     printf("memory, estimate vs measured peak:\n");
     tt_size_table_print(&model.sizes, stdout, measured);
     const size_t outside = model.backend->bytes_outside_arenas();

@@ -894,7 +894,7 @@ static void set_selective(tt_run_config *c, const key_spec *k, const source *src
                  item++) {
                 yaml_node_t *entry = yaml_document_get_node(doc, *item);
                 if (entry->type != YAML_SCALAR_NODE || strcmp(scalar_text(entry), "attention") != 0) {
-                    char buf[128];
+                    char buf[256];
                     die_at(src, entry,
                            "selective_checkpointing: save: %s is not something tiertrain can keep; the one choice is "
                            "attention (the attention output and its log-sum-exp)",

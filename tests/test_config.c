@@ -16,17 +16,17 @@ static const char *const all_keys[] = {
     "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
     "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
     "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
-    "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
+    "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading",
     /* not available yet */
     "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_linear", "lora_model_dir",
     "layer_offloading", "min_offload_size",
-    "use_pin_memory", "use_streams", "max_fwd_stash_size", "offload_dir", "cpu_offloading", "cpu_offloading_num_layers",
+    "use_pin_memory", "use_streams", "max_fwd_stash_size", "cpu_offloading", "cpu_offloading_num_layers",
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "trace"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 47 /* the first 47 of all_keys */
+#define AVAILABLE_KEY_COUNT 48 /* the first 48 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -117,6 +117,7 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->selective_checkpointing == b->selective_checkpointing &&
         a->recompute_granularity == b->recompute_granularity && a->recompute_method == b->recompute_method &&
         a->recompute_num_layers == b->recompute_num_layers && a->use_reentrant == b->use_reentrant &&
+        same_string(a->offload_dir, b->offload_dir) &&
         a->loss_chunk_size == b->loss_chunk_size &&
         a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
         a->progress == b->progress && a->activation_offloading == b->activation_offloading && a->bf16 == b->bf16 &&
@@ -534,8 +535,11 @@ static void test_errors(void) {
                   "gradient_checkpointing is false");
     TT_EXPECT(loads("ao_legacy.yaml", VALID "activation_offloading: legacy\ngradient_checkpointing: true\n"),
               "activation_offloading: legacy with gradient_checkpointing");
-    tt_expect_die(load_file, yaml_file("ao4.yaml", "activation_offloading: disk\n"),
-                  "activation_offloading: disk is not available yet");
+    tt_expect_die(load_file, yaml_file("ao4.yaml", VALID "activation_offloading: disk\n"),
+                  "activation_offloading: disk offloads the checkpoints of gradient checkpointing");
+    TT_EXPECT(loads("ao_disk.yaml", VALID "activation_offloading: disk\ngradient_checkpointing: true\n"
+                                          "offload_dir: /var/tmp\n"),
+              "activation_offloading: disk with gradient_checkpointing and offload_dir");
     tt_expect_die(load_file, yaml_file("ao5.yaml", "activation_offloading: sometimes\n"),
                   "activation_offloading must be one of false, true, legacy, disk, hidden_states; got 'sometimes'");
     tt_expect_die(load_file, yaml_file("bf16b.yaml", "bf16: fp8\n"),
@@ -592,7 +596,7 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: eager\n"),
                   "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
     tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory is not available yet");
-    tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir is not available yet");
+    tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir: expected a string");
     tt_expect_die(load_file, yaml_file("quotednull.yaml", "trace: \"~\"\n"), "trace is not available yet");
     tt_expect_die(load_override, "optimizer_cpu_offload=True", "optimizer_cpu_offload is not available yet");
     /* datasets */
@@ -643,7 +647,7 @@ static void test_accepted(void) {
                     VALID "adapter:\nlora_r: 0\nlora_alpha: 0.0\nlora_dropout: 0\nlora_target_modules: []\n"
                           "lora_target_linear: false\nlora_model_dir: ~\nlayer_offloading: False\n"
                           "min_offload_size: 0\n"
-                          "use_pin_memory: false\nuse_streams: false\nmax_fwd_stash_size: 0\noffload_dir: Null\n"
+                          "use_pin_memory: false\nuse_streams: false\nmax_fwd_stash_size: 0\n"
                           "cpu_offloading: false\ncpu_offloading_num_layers: 0\ncpu_offloading_activations: false\n"
                           "cpu_offloading_weights: false\ncpu_offloading_double_buffering: false\n"
                           "optimizer_cpu_offload: false\noptimizer_offload_fraction: 0.0\n"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "memory/disk_store.h"
 #include "memory/plan.h"
 #include "model/weights.h"
 #include "ops/backend.h"
@@ -42,7 +43,7 @@ typedef struct run_result {
 /* policies[l]: 'k' keep everything, 'r' recompute everything, 's' keep the attention output
  * (selective), 'c' recompute the cheap ops only; upper case: the same with the layer input
  * offloaded to the pinned tier between forward and backward */
-static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk) {
+static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier) {
     tt_model_config config = tiny_config(qwen3);
     tt_plan plan;
     memset(&plan, 0, sizeof plan);
@@ -55,9 +56,10 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk)
                                    : p == 's' ? TT_RECOMPUTE_ALL_BUT_ATTENTION
                                               : tt_recompute_cheap_ops(&config);
         plan.layers[l].saved_activation_tier = TT_TIER_HOST;
-        plan.layers[l].layer_input_tier = p != policies[l] ? TT_TIER_PINNED : TT_TIER_HOST;
+        plan.layers[l].layer_input_tier = p != policies[l] ? offload_tier : TT_TIER_HOST;
     }
     plan.compute_tier = TT_TIER_HOST;
+    plan.offload_dir = "/tmp";
     plan.micro_batch = 2;
     plan.seq_len = 7;
     plan.loss_chunk = loss_chunk;
@@ -94,6 +96,14 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk)
                   s.pinned.class_peak[TT_CLASS_LAYER_INPUT] == s.sizes.class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED],
               "plan %s: pinned tier measured %zu, estimated %zu", policies, s.pinned.peak,
               s.sizes.tier_peak[TT_TIER_PINNED]);
+    if (offload_tier == TT_TIER_DISK) {
+        size_t written = 0, read = 0;
+        double seconds = 0;
+        tt_disk_store_stats(s.disk, &written, &read, &seconds);
+        const size_t expected = 2 * (size_t)s.sizes.offloaded_inputs * (size_t)(N * s.config.hidden_size) * 4;
+        TT_EXPECT(written == expected && read == expected, "plan %s on disk: %zu bytes written, %zu read, %zu expected",
+                  policies, written, read, expected);
+    }
     /* Eval fits in what training reserved. */
     int64_t eval_count = 0;
     double eval_loss = tt_step_forward_loss(&s, &eval_count);
@@ -109,19 +119,24 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk)
 int main(void) {
     for (int variant = 0; variant < 2; variant++) {
         bool qwen3 = variant == 1;
-        run_result keep = run_plan(qwen3, "kkk", 14);
+        run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
         const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
-        for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
-            run_result other = run_plan(qwen3, others[i], 14);
+        for (size_t i = 0; i < 2 * sizeof others / sizeof *others; i++) {
+            /* upper-case layers offload their input: to the pinned tier, then (second round) to disk */
+            const size_t count = sizeof others / sizeof *others;
+            const char *plan_name = others[i % count];
+            if (i >= count && strpbrk(plan_name, "RSCK") == NULL) continue;
+            run_result other = run_plan(qwen3, plan_name, 14, i < count ? TT_TIER_PINNED : TT_TIER_DISK);
             TT_EXPECT(memcmp(&keep.loss, &other.loss, sizeof(double)) == 0, "loss differs: keep %.17g, %s %.17g",
-                      keep.loss, others[i], other.loss);
+                      keep.loss, plan_name, other.loss);
             TT_EXPECT(keep.gradient_bytes == other.gradient_bytes &&
                           memcmp(keep.gradients, other.gradients, keep.gradient_bytes) == 0,
-                      "gradients of plan %s differ from keeping everything", others[i]);
+                      "gradients of plan %s (offload to %s) differ from keeping everything", plan_name,
+                      tt_tier_name(i < count ? TT_TIER_PINNED : TT_TIER_DISK));
             free(other.gradients);
         }
         /* The LM-head chunk size only changes the schedule of the same row-wise arithmetic. */
-        run_result chunked = run_plan(qwen3, "rrr", 4);
+        run_result chunked = run_plan(qwen3, "rrr", 4, TT_TIER_HOST);
         TT_EXPECT(chunked.count == keep.count, "token count %lld vs %lld", (long long)chunked.count,
                   (long long)keep.count);
         TT_EXPECT(fabs(chunked.loss - keep.loss) <= 1e-6 * fabs(keep.loss), "chunked loss %.9g vs %.9g",

@@ -100,6 +100,13 @@ check "plan shows the pinned tier" grep -q "pinned" plan_off.txt
 check "offloaded training succeeds" test $? -eq 0
 check "offloaded weights are bit-identical" cmp -s out_a/model.safetensors out_off/model.safetensors
 check "offloaded run reports the pinned tier's peak" grep -q "pinned" train_off.txt
+mkdir -p offload
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_disk gradient_checkpointing=true \
+  activation_offloading=disk offload_dir=offload > train_disk.txt 2>&1
+check "disk-offloaded training succeeds" test $? -eq 0
+check "disk-offloaded weights are bit-identical" cmp -s out_a/model.safetensors out_disk/model.safetensors
+check "the disk tier leaves no file behind" test -z "$(ls -A offload)"
+check "disk-offloaded run reports the disk tier" grep -q "disk" train_disk.txt
 
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1

@@ -72,7 +72,9 @@ void tt_arena_reset_peaks(tt_arena *arena) {
 
 void *tt_host_block_alloc(size_t bytes) {
     if (bytes == 0) return NULL;
-    void *p = aligned_alloc(TT_ALIGNMENT, tt_align_up(bytes));
+    /* page-aligned: O_DIRECT disk IO and page-locking want whole pages */
+    const size_t page = 4096;
+    void *p = aligned_alloc(page, (bytes + page - 1) / page * page);
     if (!p) {
         char b[32];
         tt_die("out of host memory: could not reserve the host arena of %s; lower sequence_len, "

@@ -322,11 +322,18 @@ static const key_spec key_table[] = {
      .offset = FIELD(activation_offloading),
      .default_text = "false",
      .values = "false|true|legacy|disk|hidden_states",
-     .not_yet_values = "true|disk|hidden_states",
+     .not_yet_values = "true|hidden_states",
      .not_yet_reason = " (it arrives with the activation-memory work)",
-     .help = "legacy: with gradient checkpointing, each layer's input (the checkpoint) goes to pinned host memory "
-             "after the layer's forward and comes back before its backward, synchronously; true, disk and "
+     .help = "with gradient checkpointing, each layer's input (the checkpoint) leaves the compute tier after the "
+             "layer's forward and comes back before its backward: legacy: to pinned host memory, synchronously; "
+             "disk: to a file under offload_dir, written and read back (one layer ahead) by an IO thread; true and "
              "hidden_states are not available yet"},
+    {.name = "offload_dir",
+     .type = KEY_STRING,
+     .offset = FIELD(offload_dir),
+     .default_text = "~",
+     .help = "directory of activation_offloading: disk (a local disk; the file is unlinked at once, so nothing is "
+             "left behind); ~: /var/tmp"},
     {.name = "loss_chunk_size",
      .type = KEY_INT,
      .offset = FIELD(loss_chunk_size),
@@ -410,7 +417,6 @@ static const key_spec key_table[] = {
     RESERVED("use_pin_memory", "activation offloading into pinned host memory"),
     RESERVED("use_streams", "activation offloading on a side stream"),
     RESERVED("max_fwd_stash_size", "activation offloading: tensors kept alive in the forward stash"),
-    RESERVED("offload_dir", "directory of activation_offloading: disk"),
     RESERVED("cpu_offloading", "Megatron-style per-layer CPU offloading"),
     RESERVED("cpu_offloading_num_layers", "Megatron: layers whose activations/weights are offloaded"),
     RESERVED("cpu_offloading_activations", "Megatron: offload activations"),
@@ -1198,9 +1204,11 @@ void tt_run_config_validate(const tt_run_config *c) {
                "not available yet; use recompute_num_layers: 1, or recompute_method: block to recompute the first "
                "%lld layers",
                (long long)c->recompute_num_layers, (long long)c->recompute_num_layers);
-    if (c->activation_offloading == 2 && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
-        tt_die("activation_offloading: legacy offloads the checkpoints of gradient checkpointing, but "
-               "gradient_checkpointing is false; set gradient_checkpointing: true, or activation_offloading: false");
+    if ((c->activation_offloading == 2 || c->activation_offloading == 3) && !c->gradient_checkpointing &&
+        c->recompute_granularity != TT_RECOMPUTE_FULL)
+        tt_die("activation_offloading: %s offloads the checkpoints of gradient checkpointing, but "
+               "gradient_checkpointing is false; set gradient_checkpointing: true, or activation_offloading: false",
+               c->activation_offloading == 2 ? "legacy" : "disk");
     if (c->selective_checkpointing && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("selective_checkpointing is set but gradient_checkpointing is false: selective checkpointing chooses "
                "what checkpointed layers keep; set gradient_checkpointing: true, or remove selective_checkpointing");

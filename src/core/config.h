@@ -59,6 +59,7 @@ typedef struct tt_run_config {
     tt_recompute_granularity recompute_granularity; /* Megatron's keys */
     tt_recompute_method recompute_method;
     int64_t recompute_num_layers;
+    char *offload_dir;       /* activation_offloading: disk goes here (NULL: /var/tmp) */
     int64_t loss_chunk_size; /* tokens per LM-head + cross-entropy chunk */
     int64_t host_memory_budget; /* bytes; 0: the machine's physical memory */
     int64_t gpu_memory_budget;  /* bytes; 0: what the GPU has free at start */

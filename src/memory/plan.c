@@ -38,6 +38,7 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     int64_t tokens = run->micro_batch_size * run->sequence_len;
     plan->loss_chunk = run->loss_chunk_size < tokens ? run->loss_chunk_size : tokens;
     plan->precision = *precision;
+    plan->offload_dir = run->offload_dir ? run->offload_dir : "/var/tmp";
     plan->attention = (tt_attention_kind)run->attn_implementation;
     plan->activation_bytes = tt_dtype_size(precision->activation);
     plan->weight_bytes = plan->activation_bytes;
@@ -53,11 +54,14 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
         tt_layer_plan *lp = &plan->layers[l];
         lp->recompute = layer_recompute_set(run, model, l);
         lp->saved_activation_tier = compute_tier;
-        /* activation_offloading: legacy: the checkpoints (layer inputs) of recomputed layers live in
-         * pinned host memory between the forward and the backward. The LM head's input (layer L's
-         * input) is never offloaded. */
-        lp->layer_input_tier =
-            run->activation_offloading == 2 && lp->recompute != TT_RECOMPUTE_NOTHING ? TT_TIER_PINNED : compute_tier;
+        /* activation_offloading legacy / disk: the checkpoints (layer inputs) of checkpointed layers
+         * live in pinned host memory, or in a file under offload_dir, between the forward and the
+         * backward. The LM head's input (layer L's input) is never offloaded. */
+        const bool checkpointed = lp->recompute != TT_RECOMPUTE_NOTHING;
+        lp->layer_input_tier = !checkpointed                     ? compute_tier
+                               : run->activation_offloading == 2 ? TT_TIER_PINNED /* legacy */
+                               : run->activation_offloading == 3 ? TT_TIER_DISK   /* disk */
+                                                                 : compute_tier;
     }
 }
 

@@ -44,6 +44,7 @@ typedef struct tt_plan {
     tt_precision precision;  /* number formats; the byte counts below follow from it */
     tt_attention_kind attention; /* attn_implementation */
     size_t pinned_budget;    /* host memory the pinned tier may take (0: unlimited) */
+    const char *offload_dir; /* where the disk tier's file goes (borrowed from the run config) */
     size_t activation_bytes; /* bytes per activation element (4 on the CPU backend, 2 in bf16) */
     size_t weight_bytes;     /* bytes per parameter of the compute copy the ops read */
     size_t gradient_bytes;   /* bytes per parameter gradient */

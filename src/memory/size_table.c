@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "memory/disk_store.h"
 
 static size_t bytes_of(int64_t elements, size_t elem_bytes) {
     if (elements <= 0) return 0;
@@ -104,15 +105,21 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     const size_t saved_at_head = kept_before + t->head_rstd + t->head_normed;
     /* Offloaded layer inputs: the pinned tier holds them; the compute tier keeps the others, the
      * LM head's input, and two staging buffers (a layer's input and output in the forward). */
-    t->offloaded_inputs = 0;
-    for (int64_t l = 0; l < L; l++) t->offloaded_inputs += plan->layers[l].layer_input_tier != c;
+    int64_t to_pinned = 0, to_disk = 0;
+    for (int64_t l = 0; l < L; l++) {
+        to_pinned += plan->layers[l].layer_input_tier == TT_TIER_PINNED && c != TT_TIER_PINNED;
+        to_disk += plan->layers[l].layer_input_tier == TT_TIER_DISK;
+    }
+    t->offloaded_inputs = to_pinned + to_disk;
     t->input_staging = t->offloaded_inputs ? 2 * t->layer_input : 0;
     const size_t inputs_on_compute = (size_t)(L + 1 - t->offloaded_inputs) * t->layer_input + t->input_staging;
-    if (t->offloaded_inputs) {
-        const size_t offloaded = (size_t)t->offloaded_inputs * t->layer_input;
-        t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED] = offloaded;
-        t->tier_peak[TT_TIER_PINNED] = offloaded;
-    }
+    /* the disk tier holds whole pages per input, and two pinned page-aligned buffers carry them */
+    t->disk_slot = to_disk ? (t->layer_input + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT : 0;
+    const size_t pinned = (size_t)to_pinned * t->layer_input + (to_disk ? 2 * t->disk_slot : 0);
+    t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED] = pinned;
+    t->tier_peak[TT_TIER_PINNED] = pinned;
+    t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
+    t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch;
 
     t->class_peak[TT_CLASS_WEIGHT][c] = t->weights;

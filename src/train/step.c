@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "memory/disk_store.h"
 
 /* Pointers to one layer's saved activations (NULL for absent slots). */
 typedef struct saved_tensors {
@@ -152,11 +153,17 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
         }
         tt_arena_init(&s->pinned, TT_TIER_PINNED, backend->pinned_alloc(pinned), pinned,
                       s->plan.pinned_budget ? s->plan.pinned_budget : pinned, backend->pinned_free);
+        /* the disk staging buffers first: whole pages from the page-aligned base, as O_DIRECT wants */
+        if (s->sizes.disk_slot)
+            for (int i = 0; i < 2; i++)
+                s->disk_staging[i] =
+                    tt_arena_push(&s->pinned, s->sizes.disk_slot, TT_CLASS_LAYER_INPUT, "disk staging buffer");
         for (int64_t l = 0; l < L; l++)
             if (s->plan.layers[l].layer_input_tier == TT_TIER_PINNED)
                 s->offloaded_inputs[l] =
                     tt_arena_push(&s->pinned, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "offloaded layer input");
     }
+    if (s->sizes.disk_slot) s->disk = tt_disk_store_open(s->plan.offload_dir, L, s->sizes.layer_input);
     s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
@@ -178,6 +185,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
 void tt_model_state_free(tt_model_state *s) {
     s->backend->set_scratch(NULL, 0);
     tt_arena_destroy(&s->arena);
+    tt_disk_store_close(s->disk);
     tt_arena_destroy(&s->pinned);
     free(s->offloaded_inputs);
     free(s->w_layers);
@@ -324,6 +332,42 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     b->rmsnorm_backward(d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 
+static bool input_offloaded(const tt_model_state *s, int64_t l) {
+    return s->plan.layers[l].layer_input_tier != s->plan.compute_tier;
+}
+
+static size_t layer_input_bytes(const tt_model_state *s) {
+    return (size_t)(s->plan.micro_batch * s->plan.seq_len * s->config.hidden_size) * s->plan.activation_bytes;
+}
+
+/* Layer l's input leaves the compute tier after its forward: into its pinned slot (legacy), or
+ * through a pinned staging buffer to its slot on disk, written by the IO thread while the next
+ * layers compute. */
+static void offload_input(tt_model_state *s, int64_t l, const void *x) {
+    if (s->offloaded_inputs[l]) {
+        s->backend->download(s->offloaded_inputs[l], x, layer_input_bytes(s));
+        return;
+    }
+    const int j = s->disk_next;
+    s->disk_next ^= 1;
+    tt_disk_store_wait(s->disk, s->disk_ticket[j]); /* the buffer's previous write is done */
+    s->backend->download(s->disk_staging[j], x, layer_input_bytes(s));
+    s->disk_ticket[j] = tt_disk_store_write(s->disk, l, s->disk_staging[j], layer_input_bytes(s));
+}
+
+/* The disk read of layer l's input into staging buffer j, queued behind everything before it. */
+static void start_disk_read(tt_model_state *s, int64_t l, int j) {
+    tt_disk_store_wait(s->disk, s->disk_ticket[j]);
+    s->disk_ticket[j] = tt_disk_store_read(s->disk, l, s->disk_staging[j], layer_input_bytes(s));
+}
+
+/* The next layer below `above` whose input is on disk, or -1. */
+static int64_t previous_disk_layer(const tt_model_state *s, int64_t above) {
+    for (int64_t l = above - 1; l >= 0; l--)
+        if (s->plan.layers[l].layer_input_tier == TT_TIER_DISK) return l;
+    return -1;
+}
+
 /* Forward through the decoder layers, leaving x[0..L] filled. In training, kept[l] receives
  * layer l's kept slots (those outside the plan's recompute set), which stay on the arena; the
  * others are pushed for the layer and popped after it. In evaluation nothing is kept. */
@@ -339,9 +383,7 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         tt_arena_pop_to(&s->arena, temporary.mark);
         if (train) kept[l] = kept_here;
-        /* activation_offloading: legacy: the checkpoint leaves for pinned host memory now (synchronously) */
-        if (train && s->offloaded_inputs[l])
-            s->backend->download(s->offloaded_inputs[l], x[l], (size_t)(N * s->config.hidden_size) * s->plan.activation_bytes);
+        if (train && input_offloaded(s, l)) offload_input(s, l, x[l]);
     }
 }
 
@@ -356,7 +398,7 @@ static void **push_layer_inputs(tt_model_state *s) {
         for (int i = 0; i < 2; i++)
             staging[i] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input staging");
     for (int64_t l = 0; l <= L; l++)
-        x[l] = l < L && s->offloaded_inputs[l]
+        x[l] = l < L && input_offloaded(s, l)
                    ? staging[l % 2]
                    : tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
     return x;
@@ -387,10 +429,24 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     b->rmsnorm_backward(d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
     tt_arena_pop_to(&s->arena, head_mark);
 
+    /* Inputs on disk come back in backward order, each read queued one layer ahead so that it runs
+     * during the backward of the layer above. */
+    int reading = 0;
+    int64_t on_disk = previous_disk_layer(s, L);
+    if (on_disk >= 0) start_disk_read(s, on_disk, reading);
     for (int64_t l = L - 1; l >= 0; l--) {
         /* An offloaded checkpoint comes back first; the layer's kept slots are on top of the stack;
          * its recomputed slots go above them. */
-        if (s->offloaded_inputs[l]) b->upload(x[l], s->offloaded_inputs[l], (size_t)(N * D) * s->plan.activation_bytes);
+        if (s->offloaded_inputs[l]) b->upload(x[l], s->offloaded_inputs[l], layer_input_bytes(s));
+        if (s->plan.layers[l].layer_input_tier == TT_TIER_DISK) {
+            tt_disk_store_wait(s->disk, s->disk_ticket[reading]);
+            b->upload(x[l], s->disk_staging[reading], layer_input_bytes(s));
+            const int64_t below = previous_disk_layer(s, l);
+            if (below >= 0) {
+                reading ^= 1;
+                start_disk_read(s, below, reading);
+            }
+        }
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
         push_slots(s, &recomputed, recompute);

@@ -39,7 +39,11 @@ typedef struct tt_model_state {
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */
     void **offloaded_inputs;      /* [L] a layer input's home in the pinned tier between forward and backward,
-                                     or NULL when it stays on the compute tier */
+                                     or NULL when it stays on the compute tier or goes to disk */
+    struct tt_disk_store *disk;   /* the disk tier (activation_offloading: disk), or NULL */
+    void *disk_staging[2];        /* pinned, page-aligned: layer inputs on their way to and from disk */
+    int64_t disk_ticket[2];       /* the last disk job using each staging buffer */
+    int disk_next;                /* the staging buffer the next forward write takes */
     struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */
 } tt_model_state;
 

@@ -11,6 +11,7 @@
 
 #include "cli/report.h"
 #include "core/check.h"
+#include "memory/disk_store.h"
 #include "memory/size_table.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
@@ -295,6 +296,15 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     if (model.pinned.base) measured[TT_TIER_PINNED] = &model.pinned;
     printf("memory, estimate vs measured peak:\n");
     tt_size_table_print(&model.sizes, stdout, measured);
+    if (model.disk) {
+        size_t written = 0, read = 0;
+        double seconds = 0;
+        tt_disk_store_stats(model.disk, &written, &read, &seconds);
+        char w[32], r[32];
+        printf("  disk tier (activation_offloading: disk): %s written, %s read, IO thread busy %.2f s (%.2f GB/s)\n",
+               tt_format_bytes(written, w, sizeof w), tt_format_bytes(read, r, sizeof r), seconds,
+               seconds > 0 ? (double)(written + read) / seconds / 1e9 : 0.0);
+    }
     const size_t outside = model.backend->bytes_outside_arenas();
     if (outside) {
         char text[32];

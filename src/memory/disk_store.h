@@ -1,0 +1,33 @@
+/* The disk tier: one file of fixed-size slots under a directory, written and read by a worker
+ * thread so that the IO runs while the caller computes. The file is unlinked as soon as it is
+ * created, so it disappears when the process ends, however it ends (error, Ctrl-C, crash).
+ * Reads and writes use O_DIRECT (no page cache) when the filesystem allows it; buffers, slot
+ * sizes and offsets are then multiples of TT_DISK_ALIGNMENT. */
+#ifndef TT_MEMORY_DISK_STORE_H
+#define TT_MEMORY_DISK_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TT_DISK_ALIGNMENT ((size_t)4096)
+
+typedef struct tt_disk_store tt_disk_store;
+
+/* slots of slot_bytes (rounded up to TT_DISK_ALIGNMENT) in a new file under dir. */
+tt_disk_store *tt_disk_store_open(const char *dir, int64_t slots, size_t slot_bytes);
+void tt_disk_store_close(tt_disk_store *store);
+
+/* Queues a write of bytes from buf (TT_DISK_ALIGNMENT-aligned) into slot, or a read of slot into
+ * buf; buf must stay untouched until tt_disk_store_wait returns for the returned ticket. Jobs run
+ * in submission order. */
+int64_t tt_disk_store_write(tt_disk_store *store, int64_t slot, const void *buf, size_t bytes);
+int64_t tt_disk_store_read(tt_disk_store *store, int64_t slot, void *buf, size_t bytes);
+/* Waits until the job of ticket (and every job before it) is done; an IO error stops the run
+ * with the file, the slot and the system's reason. */
+void tt_disk_store_wait(tt_disk_store *store, int64_t ticket);
+
+/* Bytes written and read, and seconds the worker spent in IO, since open. */
+void tt_disk_store_stats(const tt_disk_store *store, size_t *written, size_t *read, double *io_seconds);
+
+#endif

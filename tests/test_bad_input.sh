@@ -54,6 +54,11 @@ expect_error "bf16 recipe on the CPU" "master_weights: false .* needs device: cu
   "$tiertrain" train --config run.yaml device=cpu master_weights=false
 expect_error "GPU attention on the CPU" "attn_implementation: cudnn and flash are GPU kernels" \
   "$tiertrain" train --config run.yaml device=cpu attn_implementation=flash
+expect_error "offload_dir missing" "offload_dir '/nonexistent/dir': cannot create the activation file" \
+  "$tiertrain" train --config run.yaml device=cpu gradient_checkpointing=true activation_offloading=disk \
+  offload_dir=/nonexistent/dir
+expect_error "disk offload without checkpointing" "activation_offloading: disk offloads the checkpoints" \
+  "$tiertrain" train --config run.yaml activation_offloading=disk
 expect_error "attention name" "attn_implementation must be one of auto, cudnn, flash, simple" \
   "$tiertrain" train --config run.yaml attn_implementation=sdpa
 

@@ -6,6 +6,7 @@
 #include "core/rng.h"
 #include "memory/disk_store.h"
 #include "memory/plan.h"
+#include "memory/spill.h"
 #include "model/weights.h"
 #include "ops/backend.h"
 #include "test_util.h"
@@ -34,6 +35,8 @@ static tt_model_config tiny_config(bool qwen3) {
 }
 
 typedef struct run_result {
+    size_t host_peak;            /* the compute arena's measured peak */
+    tt_spill_result spill;       /* what tt_plan_spill moved (spill runs only) */
     double loss;
     int64_t count;
     float *gradients;
@@ -43,7 +46,8 @@ typedef struct run_result {
 /* policies[l]: 'k' keep everything, 'r' recompute everything, 's' keep the attention output
  * (selective), 'c' recompute the cheap ops only; upper case: the same with the layer input
  * offloaded to the pinned tier between forward and backward */
-static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier) {
+static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier,
+                                   size_t spill_budget) {
     tt_model_config config = tiny_config(qwen3);
     tt_plan plan;
     memset(&plan, 0, sizeof plan);
@@ -69,8 +73,16 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk,
     plan.gradient_bytes = 4;
     plan.moment_bytes = 4;
 
+    tt_spill_result spill = {0};
+    if (spill_budget) {
+        tt_param_table params;
+        tt_param_table_build(&config, &params);
+        tt_backend_cpu()->configure(&plan.precision, plan.attention);
+        spill = tt_plan_spill(&plan, &config, &params, tt_backend_cpu(), spill_budget, 0);
+        tt_param_table_free(&params);
+    }
     tt_model_state s;
-    tt_model_state_init(&s, &config, &plan, tt_backend_cpu(), 0);
+    tt_model_state_init(&s, &config, &plan, tt_backend_cpu(), spill_budget);
     tt_weights_init_random(s.weights, &s.params, 0.3, 11);
     tt_rng rng;
     tt_rng_seed(&rng, 5);
@@ -109,11 +121,17 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk,
     double eval_loss = tt_step_forward_loss(&s, &eval_count);
     TT_EXPECT(eval_count > 0 && eval_loss > 0, "eval loss %g over %lld tokens", eval_loss, (long long)eval_count);
 
+    r.host_peak = s.arena.peak;
+    r.spill = spill;
     r.gradient_bytes = s.sizes.gradients;
     r.gradients = malloc(r.gradient_bytes);
     memcpy(r.gradients, s.gradients, r.gradient_bytes);
     tt_model_state_free(&s);
     return r;
+}
+
+static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier) {
+    return run_plan_spilled(qwen3, policies, loss_chunk, offload_tier, 0);
 }
 
 int main(void) {
@@ -135,6 +153,20 @@ int main(void) {
                       tt_tier_name(i < count ? TT_TIER_PINNED : TT_TIER_DISK));
             free(other.gradients);
         }
+        /* A host budget just under what checkpointing needs: the layer inputs spill to disk until it
+         * fits (the first move costs the two staging buffers, so all three go), same bits. */
+        run_result full = run_plan(qwen3, "rrr", 14, TT_TIER_HOST);
+        run_result spilled = run_plan_spilled(qwen3, "rrr", 14, TT_TIER_HOST, full.host_peak - 1);
+        TT_EXPECT(spilled.spill.fits && spilled.spill.to_disk == 3 && spilled.spill.to_pinned == 0,
+                  "spill: fits %d, %lld to disk, %lld to pinned", spilled.spill.fits, (long long)spilled.spill.to_disk,
+                  (long long)spilled.spill.to_pinned);
+        TT_EXPECT(spilled.host_peak < full.host_peak, "spilled peak %zu under the budget %zu", spilled.host_peak,
+                  full.host_peak - 1);
+        TT_EXPECT(memcmp(keep.gradients, spilled.gradients, keep.gradient_bytes) == 0 &&
+                      memcmp(&keep.loss, &spilled.loss, sizeof(double)) == 0,
+                  "a spilled plan gives the same bits");
+        free(full.gradients);
+        free(spilled.gradients);
         /* The LM-head chunk size only changes the schedule of the same row-wise arithmetic. */
         run_result chunked = run_plan(qwen3, "rrr", 4, TT_TIER_HOST);
         TT_EXPECT(chunked.count == keep.count, "token count %lld vs %lld", (long long)chunked.count,

@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
+#include "memory/spill.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -58,11 +59,23 @@ static size_t physical_memory_bytes(void) {
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
+/* The plan of a run: from the config keys, then spilled down the tiers where a budget is full. */
 static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
                          const tt_device *device) {
     const tt_precision precision = tt_precision_for_run(run, compute_tier_of(device) == TT_TIER_GPU);
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
+    tt_param_table params;
+    tt_param_table_build(model, &params);
+    device->backend->configure(&plan->precision, plan->attention);
+    const tt_spill_result spill =
+        tt_plan_spill(plan, model, &params, device->backend, device->memory_budget, plan->pinned_budget);
+    if (spill.to_pinned || spill.to_disk)
+        tt_info("plan: the %s budget is full: %lld layer input(s) spill to pinned host memory and %lld to disk "
+                "(offload_dir %s)%s",
+                tt_tier_name(plan->compute_tier), (long long)spill.to_pinned, (long long)spill.to_disk,
+                plan->offload_dir, spill.fits ? "" : "; still over budget");
+    tt_param_table_free(&params);
 }
 
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out) {

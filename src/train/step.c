@@ -389,7 +389,7 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
 
 /* The layer inputs of a micro-step: a compute-tier buffer each, except for offloaded ones, which
  * pass through two staging buffers (layer l's input in staging[l % 2], so a layer's input and
- * output never share one) and live in the pinned tier between their forward and backward. */
+ * output never share one) and live in the pinned tier or on disk between their forward and backward. */
 static void **push_layer_inputs(tt_model_state *s) {
     void **x = s->layer_inputs;
     const int64_t L = s->config.num_layers;

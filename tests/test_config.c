@@ -16,7 +16,7 @@ static const char *const all_keys[] = {
     "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
     "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
     "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
-    "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
+    "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading",
     /* not available yet */
@@ -24,9 +24,9 @@ static const char *const all_keys[] = {
     "layer_offloading", "min_offload_size",
     "use_pin_memory", "use_streams", "max_fwd_stash_size", "cpu_offloading", "cpu_offloading_num_layers",
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
-    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "trace"};
+    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 48 /* the first 48 of all_keys */
+#define AVAILABLE_KEY_COUNT 49 /* the first 49 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -117,7 +117,7 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->selective_checkpointing == b->selective_checkpointing &&
         a->recompute_granularity == b->recompute_granularity && a->recompute_method == b->recompute_method &&
         a->recompute_num_layers == b->recompute_num_layers && a->use_reentrant == b->use_reentrant &&
-        same_string(a->offload_dir, b->offload_dir) &&
+        same_string(a->offload_dir, b->offload_dir) && same_string(a->trace, b->trace) &&
         a->loss_chunk_size == b->loss_chunk_size &&
         a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
         a->progress == b->progress && a->activation_offloading == b->activation_offloading && a->bf16 == b->bf16 &&
@@ -418,7 +418,7 @@ static void test_help_and_docs(const char *source_dir) {
                   strstr(text, "hidden_states") && strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
     const char *reserved = strstr(text, "Not available yet");
-    TT_EXPECT(reserved && strstr(reserved, "\n  adapter ") && strstr(reserved, "\n  trace ") &&
+    TT_EXPECT(reserved && strstr(reserved, "\n  adapter ") && strstr(reserved, "\n  use_streams ") &&
                   !strstr(reserved, "\n  seed "),
               "the keys of later features are listed apart");
 
@@ -439,7 +439,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`trace`") && strstr(later, "`lora_r`"),
+        TT_EXPECT(later && strstr(later, "`use_streams`") && strstr(later, "`lora_r`"),
                   "docs list the reserved keys under Not available yet");
     }
     free(docs);
@@ -597,7 +597,7 @@ static void test_errors(void) {
                   "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
     tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory is not available yet");
     tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir: expected a string");
-    tt_expect_die(load_file, yaml_file("quotednull.yaml", "trace: \"~\"\n"), "trace is not available yet");
+    tt_expect_die(load_file, yaml_file("quotednull.yaml", "use_streams: \"~\"\n"), "use_streams is not available yet");
     tt_expect_die(load_override, "optimizer_cpu_offload=True", "optimizer_cpu_offload is not available yet");
     /* datasets */
     tt_expect_die(load_file, yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: alpaca\n"),
@@ -651,7 +651,7 @@ static void test_accepted(void) {
                           "cpu_offloading: false\ncpu_offloading_num_layers: 0\ncpu_offloading_activations: false\n"
                           "cpu_offloading_weights: false\ncpu_offloading_double_buffering: false\n"
                           "optimizer_cpu_offload: false\noptimizer_offload_fraction: 0.0\n"
-                          "overlap_cpu_optimizer_d2h_h2d: false\ngpu_memory_budget: 0\ntrace: false\n"),
+                          "overlap_cpu_optimizer_d2h_h2d: false\ngpu_memory_budget: 0\n"),
               "off values of every key of a later feature are accepted");
     TT_EXPECT(loads("offvalues.yaml", VALID "activation_offloading: false\nbf16: auto\nfp16: false\ntf32: false\n"
                                             "device: cpu\n"),

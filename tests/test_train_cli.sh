@@ -108,6 +108,22 @@ check "disk-offloaded weights are bit-identical" cmp -s out_a/model.safetensors 
 check "the disk tier leaves no file behind" test -z "$(ls -A offload)"
 check "disk-offloaded run reports the disk tier" grep -q "disk" train_disk.txt
 
+# --trace writes a whole Chrome/Perfetto trace: compute and copy spans, bytes per tier.
+case " ${overrides[*]} " in
+  *" device=cuda "*) ;; # the GPU trace needs device events (not yet)
+  *)
+    "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_trace gradient_checkpointing=true \
+      activation_offloading=legacy max_steps=2 --trace trace.json > train_trace.txt 2>&1
+    check "traced training succeeds" test $? -eq 0
+    check "the trace is JSON with forward, backward and copy spans and memory counters" python3 -c '
+import json
+events = json.load(open("trace.json"))["traceEvents"]
+names = {e["name"] for e in events}
+assert {"forward 0", "recompute 1", "backward 0", "offload input 0", "restore input 1", "bytes in use"} <= names, names
+assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")'
+    check "no partial trace left" test ! -e trace.json.partial ;;
+esac
+
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
 check "training from a saved checkpoint succeeds" test $? -eq 0

@@ -14,7 +14,7 @@ static void print_usage(FILE *out) {
     fputs("tiertrain " TT_VERSION ": trains Llama / Qwen / Mistral models with every tensor placed in a memory tier\n"
           "\n"
           "usage:\n"
-          "  tiertrain train --config run.yaml [--resume] [key=value ...]   train (see `tiertrain train --help`)\n"
+          "  tiertrain train --config run.yaml [--resume] [--trace FILE] [key=value ...]   train (see `tiertrain train --help`)\n"
           "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
           "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
           "  tiertrain --version\n",
@@ -23,15 +23,24 @@ static void print_usage(FILE *out) {
 
 typedef struct command_args {
     const char *config_path;
+    char **owned;    /* overrides this parser built (--trace), freed with the arguments */
+    int owned_count;
     bool resume;
     bool help;
     char **overrides;
     int override_count;
 } command_args;
 
+static void free_command_args(command_args *a) {
+    for (int i = 0; i < a->owned_count; i++) free(a->owned[i]);
+    free(a->owned);
+    free(a->overrides);
+}
+
 static void parse_command_args(int argc, char **argv, command_args *a, const char *command) {
     memset(a, 0, sizeof(*a));
     a->overrides = tt_xcalloc((size_t)argc + 1, sizeof(char *), "arguments");
+    a->owned = tt_xcalloc((size_t)argc + 1, sizeof(char *), "arguments");
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--config") == 0 || strcmp(arg, "-c") == 0) {
@@ -41,13 +50,21 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
             a->config_path = arg + 9;
         } else if (strcmp(arg, "--resume") == 0 && strcmp(command, "train") == 0) {
             a->resume = true;
+        } else if (strcmp(arg, "--trace") == 0 && strcmp(command, "train") == 0) {
+            if (i + 1 >= argc) tt_die("train: --trace needs a file name, e.g. --trace trace.json");
+            /* the same as the override trace=FILE */
+            const char *file = argv[++i];
+            char *override = tt_xmalloc(strlen(file) + 7, "an argument");
+            snprintf(override, strlen(file) + 7, "trace=%s", file);
+            a->overrides[a->override_count++] = override;
+            a->owned[a->owned_count++] = override;
         } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             a->help = true;
         } else if (arg[0] != '-' && strchr(arg, '=')) {
             a->overrides[a->override_count++] = argv[i];
         } else {
             tt_die("%s: unknown argument '%s'; expected --config FILE%s, --help, or key=value overrides", command, arg,
-                   strcmp(command, "train") == 0 ? ", --resume" : "");
+                   strcmp(command, "train") == 0 ? ", --resume, --trace FILE" : "");
         }
     }
 }
@@ -59,7 +76,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     if (a.help) {
         printf("usage: tiertrain %s --config run.yaml%s [key=value ...]\n\n", command, train ? " [--resume]" : "");
         tt_run_config_print_help(stdout);
-        free(a.overrides);
+        free_command_args(&a);
         return 0;
     }
     if (!a.config_path && a.override_count == 0)
@@ -77,7 +94,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     else
         tt_print_run_plan(&run, &device, stdout);
     tt_run_config_free(&run);
-    free(a.overrides);
+    free_command_args(&a);
     return status;
 }
 

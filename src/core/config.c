@@ -334,6 +334,12 @@ static const key_spec key_table[] = {
      .default_text = "~",
      .help = "directory of activation_offloading: disk (a local disk; the file is unlinked at once, so nothing is "
              "left behind); ~: /var/tmp"},
+    {.name = "trace",
+     .type = KEY_STRING,
+     .offset = FIELD(trace),
+     .default_text = "~",
+     .help = "write a Chrome/Perfetto trace (JSON) of compute, copies and bytes per tier to this path (also: "
+             "tiertrain train --trace FILE); CPU backend only in this version"},
     {.name = "loss_chunk_size",
      .type = KEY_INT,
      .offset = FIELD(loss_chunk_size),
@@ -425,7 +431,6 @@ static const key_spec key_table[] = {
     RESERVED("optimizer_cpu_offload", "master weights and Adam state on the host, a CPU AdamW"),
     RESERVED("optimizer_offload_fraction", "share of the optimizer state on the host (0..1)"),
     RESERVED("overlap_cpu_optimizer_d2h_h2d", "overlap the CPU optimizer's copies with compute"),
-    RESERVED("trace", "a Chrome/Perfetto trace of copies and compute"),
 };
 
 enum { KEY_COUNT = (int)(sizeof key_table / sizeof key_table[0]) };

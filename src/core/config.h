@@ -60,6 +60,7 @@ typedef struct tt_run_config {
     tt_recompute_method recompute_method;
     int64_t recompute_num_layers;
     char *offload_dir;       /* activation_offloading: disk goes here (NULL: /var/tmp) */
+    char *trace;             /* Chrome/Perfetto trace path, or NULL */
     int64_t loss_chunk_size; /* tokens per LM-head + cross-entropy chunk */
     int64_t host_memory_budget; /* bytes; 0: the machine's physical memory */
     int64_t gpu_memory_budget;  /* bytes; 0: what the GPU has free at start */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/trace.h"
 #include "memory/disk_store.h"
 
 /* Pointers to one layer's saved activations (NULL for absent slots). */
@@ -332,6 +333,21 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     b->rmsnorm_backward(d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 
+/* Trace: a span named "<what> <layer>" on a track, and the tiers' bytes in use. */
+static void trace_layer(tt_model_state *s, const char *track, const char *what, int64_t l, double start) {
+    if (!s->trace) return;
+    char name[64];
+    snprintf(name, sizeof name, "%s %lld", what, (long long)l);
+    tt_trace_span(s->trace, track, name, start, tt_trace_now(s->trace));
+}
+
+static void trace_memory(tt_model_state *s) {
+    if (!s->trace) return;
+    const char *series[2] = {tt_tier_name(s->arena.tier), "pinned"};
+    const double values[2] = {(double)s->arena.used, (double)s->pinned.used};
+    tt_trace_counter(s->trace, "bytes in use", tt_trace_now(s->trace), series, values, 2);
+}
+
 static bool input_offloaded(const tt_model_state *s, int64_t l) {
     return s->plan.layers[l].layer_input_tier != s->plan.compute_tier;
 }
@@ -344,8 +360,10 @@ static size_t layer_input_bytes(const tt_model_state *s) {
  * through a pinned staging buffer to its slot on disk, written by the IO thread while the next
  * layers compute. */
 static void offload_input(tt_model_state *s, int64_t l, const void *x) {
+    const double start = tt_trace_now(s->trace);
     if (s->offloaded_inputs[l]) {
         s->backend->download(s->offloaded_inputs[l], x, layer_input_bytes(s));
+        trace_layer(s, "copies", "offload input", l, start);
         return;
     }
     const int j = s->disk_next;
@@ -353,6 +371,7 @@ static void offload_input(tt_model_state *s, int64_t l, const void *x) {
     tt_disk_store_wait(s->disk, s->disk_ticket[j]); /* the buffer's previous write is done */
     s->backend->download(s->disk_staging[j], x, layer_input_bytes(s));
     s->disk_ticket[j] = tt_disk_store_write(s->disk, l, s->disk_staging[j], layer_input_bytes(s));
+    trace_layer(s, "copies", "offload input to disk", l, start);
 }
 
 /* The disk read of layer l's input into staging buffer j, queued behind everything before it. */
@@ -380,7 +399,10 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
         push_slots(s, &kept_here, TT_ALL_SLOTS & ~recompute);
         push_slots(s, &temporary, recompute);
         const saved_tensors all = merge_slots(&kept_here, &temporary);
+        const double start = tt_trace_now(s->trace);
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
+        trace_memory(s);
+        trace_layer(s, "compute", train ? "forward" : "eval forward", l, start);
         tt_arena_pop_to(&s->arena, temporary.mark);
         if (train) kept[l] = kept_here;
         if (train && input_offloaded(s, l)) offload_input(s, l, x[l]);
@@ -417,6 +439,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
 
     /* Head: final norm, LM head and cross-entropy, and their backward, in one go: the loss is
      * the last op, so its gradient is known as soon as it is computed. */
+    const double head_start = tt_trace_now(s->trace);
     const tt_arena_mark head_mark = tt_arena_get_mark(&s->arena);
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
@@ -427,6 +450,8 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
                                       c->vocab_size, s->plan.loss_chunk, logits, loss_scale, count);
     b->zero(d_residual, (size_t)(N * D) * s->plan.activation_bytes);
     b->rmsnorm_backward(d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
+    trace_memory(s);
+    if (s->trace) tt_trace_span(s->trace, "compute", "LM head and loss", head_start, tt_trace_now(s->trace));
     tt_arena_pop_to(&s->arena, head_mark);
 
     /* Inputs on disk come back in backward order, each read queued one layer ahead so that it runs
@@ -437,6 +462,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     for (int64_t l = L - 1; l >= 0; l--) {
         /* An offloaded checkpoint comes back first; the layer's kept slots are on top of the stack;
          * its recomputed slots go above them. */
+        const double restore_start = tt_trace_now(s->trace);
         if (s->offloaded_inputs[l]) b->upload(x[l], s->offloaded_inputs[l], layer_input_bytes(s));
         if (s->plan.layers[l].layer_input_tier == TT_TIER_DISK) {
             tt_disk_store_wait(s->disk, s->disk_ticket[reading]);
@@ -447,11 +473,18 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
                 start_disk_read(s, below, reading);
             }
         }
+        if (input_offloaded(s, l)) trace_layer(s, "copies", "restore input", l, restore_start);
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
         push_slots(s, &recomputed, recompute);
         const saved_tensors all = merge_slots(&kept[l], &recomputed);
-        if (recomputed.bytes) layer_forward(s, l, x[l], &all, NULL, recompute);
+        const double start = tt_trace_now(s->trace);
+        if (recomputed.bytes) {
+            layer_forward(s, l, x[l], &all, NULL, recompute);
+            trace_layer(s, "compute", "recompute", l, start);
+        }
+        const double backward_start = tt_trace_now(s->trace);
+        trace_memory(s);
         /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
          * go, and the attention backward's scratch takes their place. */
         mlp_backward(s, l, all.slot, d_residual);
@@ -459,6 +492,8 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         backward_scratch scratch;
         push_backward(s, &scratch);
         attention_backward(s, l, x[l], all.slot, &scratch, d_residual);
+        trace_memory(s);
+        trace_layer(s, "compute", "backward", l, backward_start);
         tt_arena_pop_to(&s->arena, kept[l].mark);
     }
     b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);

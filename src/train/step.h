@@ -41,6 +41,7 @@ typedef struct tt_model_state {
     void **offloaded_inputs;      /* [L] a layer input's home in the pinned tier between forward and backward,
                                      or NULL when it stays on the compute tier or goes to disk */
     struct tt_disk_store *disk;   /* the disk tier (activation_offloading: disk), or NULL */
+    struct tt_trace *trace;       /* set by the caller to record compute, copies and bytes per tier, or NULL */
     void *disk_staging[2];        /* pinned, page-aligned: layer inputs on their way to and from disk */
     int64_t disk_ticket[2];       /* the last disk job using each staging buffer */
     int disk_next;                /* the staging buffer the next forward write takes */

@@ -11,6 +11,7 @@
 
 #include "cli/report.h"
 #include "core/check.h"
+#include "core/trace.h"
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
 #include "memory/spill.h"
@@ -164,6 +165,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_model_state_init(&model, &model_config, &plan, device->backend, device->memory_budget);
     const tt_model_config *mc = &model.config;
     const tt_tier tier = compute_tier_of(device);
+    model.trace = tt_trace_open(run->trace);
     print_header(mc, device, &model.plan, &model.sizes, stdout);
 
     tt_dataset data;
@@ -330,6 +332,10 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     free(step_inputs);
     free(step_targets);
     tt_dataset_close(&data);
+    if (model.trace) {
+        tt_trace_close(model.trace);
+        tt_info("trace written to %s (open it in ui.perfetto.dev)", run->trace);
+    }
     tt_model_state_free(&model);
     return exit_status;
 }

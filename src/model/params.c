@@ -67,11 +67,24 @@ void tt_param_table_build(const tt_model_config *c, tt_param_table *t) {
     t->layer_offset[c->num_layers] = t->total_numel;
     add_param(t, &capacity, TT_PARAM_FINAL_NORM, -1, "model.norm.weight", 1, D, 1);
     if (!c->tie_word_embeddings) add_param(t, &capacity, TT_PARAM_LM_HEAD, -1, "lm_head.weight", 2, c->vocab_size, D);
+
+    t->decay_segment_start = tt_xmalloc(sizeof(int64_t) * (size_t)(t->count + 1), "weight-decay segments");
+    t->decay_segment_decays = tt_xmalloc((size_t)t->count, "weight-decay segments");
+    t->decay_segments = 0;
+    for (int i = 0; i < t->count; i++) {
+        const unsigned char decay = t->params[i].weight_decay;
+        if (t->decay_segments > 0 && t->decay_segment_decays[t->decay_segments - 1] == decay) continue;
+        t->decay_segment_start[t->decay_segments] = t->params[i].offset;
+        t->decay_segment_decays[t->decay_segments++] = decay;
+    }
+    t->decay_segment_start[t->decay_segments] = t->total_numel;
 }
 
 void tt_param_table_free(tt_param_table *t) {
     free(t->params);
     free(t->layer_offset);
+    free(t->decay_segment_start);
+    free(t->decay_segment_decays);
     memset(t, 0, sizeof(*t));
 }
 

@@ -49,6 +49,13 @@ typedef struct tt_param_table {
     int count;
     int64_t total_numel;  /* elements of the flat buffer, padding included */
     int64_t *layer_offset;/* [L+1]: element offset where layer l starts; [L] = end of layers */
+    /* The flat buffer as runs of neighbouring parameters with the same weight-decay rule (the
+     * padding after a parameter joins its run): segment s is elements [decay_segment_start[s],
+     * decay_segment_start[s+1]) and decays when decay_segment_decays[s]. The multi-tensor AdamW
+     * updates the whole buffer in one call over these. */
+    int decay_segments;
+    int64_t *decay_segment_start;         /* [decay_segments + 1] */
+    unsigned char *decay_segment_decays;  /* [decay_segments] */
 } tt_param_table;
 
 void tt_param_table_build(const tt_model_config *config, tt_param_table *table);

@@ -66,6 +66,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         .intermediate = F,
         .loss_chunk = plan->loss_chunk,
         .max_param_numel = largest_param,
+        .vocab = m->vocab_size,
     };
     t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));
     t->weights = bytes_of(params->total_numel, plan->weight_bytes);

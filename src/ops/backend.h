@@ -37,6 +37,7 @@ typedef struct tt_scratch_shape {
     int64_t intermediate;    /* F */
     int64_t loss_chunk;      /* rows per LM-head chunk */
     int64_t max_param_numel; /* the largest parameter */
+    int64_t vocab;           /* V: token ids are below it */
 } tt_scratch_shape;
 
 /* The number formats of one run. The CPU backend computes everything in fp32; the CUDA backend

@@ -31,6 +31,7 @@ typedef struct cuda_backend_state {
     tt_cuda_gemm_context *gemm;
 
     /* Attention: the kernels chosen for the run's shape (one shape per run). */
+    tt_scratch_shape scratch_shape; /* the shape the scratch was sized for */
     tt_attention_shape attention_shape;
     tt_attention_kind attention_forward, attention_backward; /* resolved: cudnn, flash or simple */
     tt_cudnn_attention *cudnn;
@@ -361,6 +362,7 @@ static size_t op_scratch_bytes(const tt_scratch_shape *s) {
 
 static size_t cuda_scratch_bytes(const tt_scratch_shape *s) {
     start();
+    state.scratch_shape = *s; /* set_scratch sizes the host buffers from it */
     choose_attention(&s->attention);
     return TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(s);
 }
@@ -379,33 +381,8 @@ static void free_host_buffers(void) {
     state.host_tokens = state.host_chunks = state.host_vocab = 0;
 }
 
-static void cuda_set_scratch(void *base, size_t bytes) {
-    if (state.gemm) tt_cuda_gemm_destroy(state.gemm);
-    state.gemm = NULL;
-    free_host_buffers();
-    state.scratch = base;
-    state.scratch_bytes = bytes;
-    if (!base) {
-        profile_report();
-        destroy_cudnn();
-        state.attention_forward = state.attention_backward = TT_ATTENTION_AUTO;
-        return;
-    }
-    TT_CHECK(bytes >= TT_CUDA_GEMM_WORKSPACE_BYTES, "the scratch holds the GEMM workspace");
-    state.gemm = tt_cuda_gemm_create(base, TT_CUDA_GEMM_WORKSPACE_BYTES);
-}
-
-/* The op scratch (after the GEMM workspace). */
-static void *op_scratch(size_t bytes, const char *what) {
-    const size_t have = state.scratch_bytes - TT_CUDA_GEMM_WORKSPACE_BYTES;
-    if (bytes > have)
-        tt_check_failed(__FILE__, __LINE__, "op_scratch", "GPU op scratch too small for %s: %zu > %zu", what, bytes,
-                        have);
-    return state.scratch + TT_CUDA_GEMM_WORKSPACE_BYTES;
-}
-
-/* Host buffers for ops that work on the host, grown on first use (never inside the GPU's
- * critical path: they are plain malloc). */
+/* Host buffers of the ops that work on the host (the loss sum, the embedding backward's sort),
+ * sized at set_scratch. */
 static void ensure_host_buffers(int64_t tokens, int64_t vocab, int64_t chunks) {
     if (tokens > state.host_tokens) {
         free(state.host_ids);
@@ -433,6 +410,35 @@ static void ensure_host_buffers(int64_t tokens, int64_t vocab, int64_t chunks) {
     }
 }
 
+static void cuda_set_scratch(void *base, size_t bytes) {
+    if (state.gemm) tt_cuda_gemm_destroy(state.gemm);
+    state.gemm = NULL;
+    free_host_buffers();
+    state.scratch = base;
+    state.scratch_bytes = bytes;
+    if (!base) {
+        profile_report();
+        destroy_cudnn();
+        state.attention_forward = state.attention_backward = TT_ATTENTION_AUTO;
+        return;
+    }
+    TT_CHECK(bytes >= TT_CUDA_GEMM_WORKSPACE_BYTES, "the scratch holds the GEMM workspace");
+    state.gemm = tt_cuda_gemm_create(base, TT_CUDA_GEMM_WORKSPACE_BYTES);
+    /* The host side of the loss and the embedding backward, once: nothing is allocated in a step. */
+    const tt_scratch_shape *shape = &state.scratch_shape;
+    const int64_t chunk = shape->loss_chunk > 0 ? shape->loss_chunk : 1;
+    ensure_host_buffers(shape->tokens, shape->vocab, (shape->tokens + chunk - 1) / chunk);
+}
+
+/* The op scratch (after the GEMM workspace). */
+static void *op_scratch(size_t bytes, const char *what) {
+    const size_t have = state.scratch_bytes - TT_CUDA_GEMM_WORKSPACE_BYTES;
+    if (bytes > have)
+        tt_check_failed(__FILE__, __LINE__, "op_scratch", "GPU op scratch too small for %s: %zu > %zu", what, bytes,
+                        have);
+    return state.scratch + TT_CUDA_GEMM_WORKSPACE_BYTES;
+}
+
 /* ---- ops ---- */
 
 static void cuda_embedding_forward(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
@@ -443,12 +449,14 @@ static void cuda_embedding_backward(void *dtable, const int32_t *ids, const void
     /* A stable sort of positions by token on the host gives every table row one block that adds
      * its positions in order: deterministic without atomics. The vocabulary bound is the
      * largest id + 1 (ids were validated against the vocabulary when the data was opened). */
-    ensure_host_buffers(N, 0, 0);
+    TT_CHECK(N <= state.host_tokens, "embedding backward over %lld tokens, host buffers for %lld", (long long)N,
+             (long long)state.host_tokens);
     cuda_download(state.host_ids, ids, sizeof(int32_t) * (size_t)N);
     int32_t largest = 0;
     for (int64_t n = 0; n < N; n++)
         if (state.host_ids[n] > largest) largest = state.host_ids[n];
-    ensure_host_buffers(N, (int64_t)largest + 1, 0);
+    TT_CHECK(largest < state.host_vocab, "token id %d outside the vocabulary of %lld", largest,
+             (long long)state.host_vocab);
     int64_t segments = tt_embedding_backward_order(state.host_ids, N, (int64_t)largest + 1, state.host_order,
                                                    state.host_starts, state.host_segment_tokens, state.host_counts);
     int32_t *device = op_scratch(sizeof(int32_t) * (size_t)(3 * N + 1), "the embedding backward order");
@@ -582,7 +590,9 @@ static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void 
                                (tt_bf16 *)dxn + first * D, false, D, S()));
         }
     }
-    ensure_host_buffers(N, 0, chunks);
+    TT_CHECK(N <= state.host_tokens && chunks <= state.host_chunks, "loss over %lld tokens in %lld chunks, host "
+             "buffers for %lld and %lld", (long long)N, (long long)chunks, (long long)state.host_tokens,
+             (long long)state.host_chunks);
     TT_CUDA_CHECK(cudaMemcpyAsync(state.host_chunk_sums, chunk_sums, sizeof(double) * (size_t)chunks,
                                   cudaMemcpyDeviceToHost, S()));
     TT_CUDA_CHECK(

@@ -11,8 +11,10 @@
 
 #include "core/dtype.h"
 #include "core/rng.h"
+#include "ops/cpu/ops_cpu.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/ops_cuda.h"
+#include "test_util.h"
 
 #define TT_BF16_POISON 0x7fc0 /* bf16 quiet NaN */
 
@@ -92,6 +94,43 @@ static inline bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n)
     free(x);
     free(y);
     return same;
+}
+
+/* max |got - want| / max |want| within tolerance, printed either way */
+static inline void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
+    double err = tt_max_rel_error_f32(got, want, (size_t)n);
+    TT_EXPECT(err <= tolerance, "%s: relative error %.3g > %.3g", what, err, tolerance);
+    printf("  %-44s max relative error %.2e%s\n", what, err, err <= tolerance ? "" : "  <-- FAIL");
+}
+
+/* A device bf16 tensor against host values. */
+static inline void expect_device_close(const char *what, const tt_bf16 *device, const float *want, int64_t n,
+                                       double tolerance) {
+    float *got = download_bf16(device, n);
+    expect_close(what, got, want, n, tolerance);
+    free(got);
+}
+
+/* An attention backward's dq, dk, dv (device bf16) against the CPU reference on the same (host)
+ * inputs, saved output and log-sum-exp. */
+static inline void expect_attention_backward_close(const char *label, const tt_bf16 *dq_dev, const tt_bf16 *dk_dev,
+                                                   const tt_bf16 *dv_dev, const float *dout, const float *out,
+                                                   const float *lse, const float *q, const float *k, const float *v,
+                                                   const tt_attention_shape *shape, double tolerance) {
+    const int64_t rows = shape->batch * shape->seq_len;
+    const int64_t nq = rows * shape->num_heads * shape->head_dim, nkv = rows * shape->num_kv_heads * shape->head_dim;
+    float *want[3] = {calloc((size_t)nq, sizeof(float)), calloc((size_t)nkv, sizeof(float)),
+                      calloc((size_t)nkv, sizeof(float))};
+    tt_cpu_attention_backward_f32(want[0], want[1], want[2], dout, out, lse, q, k, v, shape);
+    const tt_bf16 *got[3] = {dq_dev, dk_dev, dv_dev};
+    const int64_t count[3] = {nq, nkv, nkv};
+    const char *name[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s %s", label, name[i]);
+        expect_device_close(what, got[i], want[i], count[i], tolerance);
+        free(want[i]);
+    }
 }
 
 #endif

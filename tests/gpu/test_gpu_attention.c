@@ -21,7 +21,7 @@
 #define GRAD_TOLERANCE 2e-2 /* gradients pass through bf16 P and dS */
 #define LSE_TOLERANCE 1e-4
 
-/* max|got - want| / max(max|want|, floor): with floor 0 the relative error of test_gpu_kernels.c;
+/* max|got - want| / max(max|want|, floor): with floor 0 the relative error of expect_close;
  * a floor keeps gradients that are zero up to rounding (a single token: dS = 0) from dividing
  * rounding noise by rounding noise. */
 static double max_error(const float *got, const float *want, int64_t n, double floor) {
@@ -39,10 +39,6 @@ static void expect_close_floor(const char *what, const float *got, const float *
     double err = max_error(got, want, n, floor);
     TT_EXPECT(err <= tolerance, "%s: relative error %.3g > %.3g", what, err, tolerance);
     printf("  %-44s max relative error %.2e\n", what, err);
-}
-
-static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
-    expect_close_floor(what, got, want, n, tolerance, 0.0);
 }
 
 /* lse values are O(1..10): an absolute bound, relative to max(1, |want|). */
@@ -155,9 +151,7 @@ static void test_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int6
     g = download_bf16(a.dk_dev, a.nkv);
     expect_close_floor("backward dk", g, dk, a.nkv, GRAD_TOLERANCE, floor);
     free(g);
-    g = download_bf16(a.dv_dev, a.nkv);
-    expect_close("backward dv", g, dv, a.nkv, GRAD_TOLERANCE);
-    free(g);
+    expect_device_close("backward dv", a.dv_dev, dv, a.nkv, GRAD_TOLERANCE);
     expect_deterministic(&a, &s, "flash vs CPU");
 
     free(out);

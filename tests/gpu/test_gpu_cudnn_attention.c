@@ -28,12 +28,6 @@
 #define LSE_TOLERANCE 1e-3
 #define TIMED_CALLS 10
 
-static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
-    double err = tt_max_rel_error_f32(got, want, (size_t)n);
-    TT_EXPECT(err <= tolerance, "%s: relative error %.3g > %.3g", what, err, tolerance);
-    printf("  %-44s max relative error %.2e%s\n", what, err, err <= tolerance ? "" : "  <-- FAIL");
-}
-
 static void *device_workspace(size_t bytes) {
     void *workspace = NULL;
     if (bytes) TT_CUDA_CHECK(cudaMalloc(&workspace, bytes));
@@ -88,10 +82,8 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
 
     float *out = malloc(sizeof(float) * (size_t)nq), *lse = malloc(sizeof(float) * (size_t)rows);
     tt_cpu_attention_forward_f32(out, lse, q, k, v, &shape);
-    float *g = download_bf16(out_dev, nq);
-    expect_close("forward out", g, out, nq, BF16_TOLERANCE);
-    free(g);
-    g = download_f32(lse_dev, rows);
+    expect_device_close("forward out", out_dev, out, nq, BF16_TOLERANCE);
+    float *g = download_f32(lse_dev, rows);
     expect_close("forward lse", g, lse, rows, LSE_TOLERANCE);
     free(g);
 
@@ -102,18 +94,8 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     tt_cudnn_attention_backward(a, dq_dev, dk_dev, dv_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
                                 workspace, 0);
     synchronize("tt_cudnn_attention_backward");
-    float *dq = malloc(sizeof(float) * (size_t)nq), *dk = malloc(sizeof(float) * (size_t)nkv),
-          *dv = malloc(sizeof(float) * (size_t)nkv);
-    tt_cpu_attention_backward_f32(dq, dk, dv, dout, out, lse, q, k, v, &shape);
-    g = download_bf16(dq_dev, nq);
-    expect_close("backward dq", g, dq, nq, 2 * BF16_TOLERANCE);
-    free(g);
-    g = download_bf16(dk_dev, nkv);
-    expect_close("backward dk", g, dk, nkv, 2 * BF16_TOLERANCE);
-    free(g);
-    g = download_bf16(dv_dev, nkv);
-    expect_close("backward dv", g, dv, nkv, 2 * BF16_TOLERANCE);
-    free(g);
+    expect_attention_backward_close("backward", dq_dev, dk_dev, dv_dev, dout, out, lse, q, k, v, &shape,
+                                    2 * BF16_TOLERANCE);
 
     /* run again into fresh poisoned buffers: same bits? */
     tt_bf16 *dq2_dev = device_poisoned(nq), *dk2_dev = device_poisoned(nkv), *dv2_dev = device_poisoned(nkv);
@@ -148,9 +130,6 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     free(dout);
     free(out);
     free(lse);
-    free(dq);
-    free(dk);
-    free(dv);
     tt_cudnn_attention_destroy(a);
 }
 

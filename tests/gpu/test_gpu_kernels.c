@@ -20,12 +20,6 @@
 
 #define BF16_TOLERANCE 1e-2  /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
 
-static void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
-    double err = tt_max_rel_error_f32(got, want, (size_t)n);
-    TT_EXPECT(err <= tolerance, "%s: relative error %.3g > %.3g", what, err, tolerance);
-    printf("  %-34s max relative error %.2e\n", what, err);
-}
-
 static void test_rmsnorm(int64_t R, int64_t C) {
     tt_bf16 *dx_dev, *x_dev, *w_dev, *dout_dev;
     float *x = random_bf16(R * C, 2.0f, &x_dev);
@@ -49,15 +43,11 @@ static void test_rmsnorm(int64_t R, int64_t C) {
     tt_cpu_rmsnorm_backward_f32(dx0, dw, dout, x, w, rstd, R, C);
     char what[64];
     snprintf(what, sizeof what, "rmsnorm forward [%lld, %lld]", (long long)R, (long long)C);
-    float *g = download_bf16(out_dev, R * C);
-    expect_close(what, g, out, R * C, BF16_TOLERANCE);
-    free(g);
-    g = download_f32(rstd_dev, R);
+    expect_device_close(what, out_dev, out, R * C, BF16_TOLERANCE);
+    float *g = download_f32(rstd_dev, R);
     expect_close("rmsnorm rstd", g, rstd, R, 1e-5);
     free(g);
-    g = download_bf16(dx_dev, R * C);
-    expect_close("rmsnorm backward dx (+=)", g, dx0, R * C, 2 * BF16_TOLERANCE);
-    free(g);
+    expect_device_close("rmsnorm backward dx (+=)", dx_dev, dx0, R * C, 2 * BF16_TOLERANCE);
     g = download_f32(dw_dev, C);
     expect_close("rmsnorm backward dw (+=, fp32)", g, dw, C, 1e-3);
     free(g);
@@ -95,15 +85,9 @@ static void test_swiglu(int64_t n) {
           *dup = malloc(sizeof(float) * (size_t)n);
     tt_cpu_swiglu_forward_f32(h, gate, up, n);
     tt_cpu_swiglu_backward_f32(dgate, dup, dh, gate, up, n);
-    float *g = download_bf16(h_dev, n);
-    expect_close("swiglu forward", g, h, n, BF16_TOLERANCE);
-    free(g);
-    g = download_bf16(dgate_dev, n);
-    expect_close("swiglu backward dgate", g, dgate, n, BF16_TOLERANCE);
-    free(g);
-    g = download_bf16(dup_dev, n);
-    expect_close("swiglu backward dup", g, dup, n, BF16_TOLERANCE);
-    free(g);
+    expect_device_close("swiglu forward", h_dev, h, n, BF16_TOLERANCE);
+    expect_device_close("swiglu backward dgate", dgate_dev, dgate, n, BF16_TOLERANCE);
+    expect_device_close("swiglu backward dup", dup_dev, dup, n, BF16_TOLERANCE);
     cudaFree(gate_dev);
     cudaFree(up_dev);
     cudaFree(dh_dev);
@@ -139,12 +123,8 @@ static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hd) {
     TT_CUDA_CHECK(cudaDeviceSynchronize());
     tt_cpu_rope_forward_f32(x, cos_table, sin_table, B, T, H, hd);
     tt_cpu_rope_backward_f32(dx, cos_table, sin_table, B, T, H, hd);
-    float *g = download_bf16(x_dev, n);
-    expect_close("rope forward", g, x, n, BF16_TOLERANCE);
-    free(g);
-    g = download_bf16(dx_dev, n);
-    expect_close("rope backward", g, dx, n, BF16_TOLERANCE);
-    free(g);
+    expect_device_close("rope forward", x_dev, x, n, BF16_TOLERANCE);
+    expect_device_close("rope backward", dx_dev, dx, n, BF16_TOLERANCE);
     cudaFree(cos_dev);
     cudaFree(sin_dev);
     cudaFree(x_dev);
@@ -275,10 +255,8 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     tt_cpu_attention_forward_f32(out, lse, q, k, v, &shape);
     char what[96];
     snprintf(what, sizeof what, "attention forward hd %lld window %lld", (long long)hd, (long long)window);
-    float *g = download_bf16(out_dev, nq);
-    expect_close(what, g, out, nq, BF16_TOLERANCE);
-    free(g);
-    g = download_f32(lse_dev, rows);
+    expect_device_close(what, out_dev, out, nq, BF16_TOLERANCE);
+    float *g = download_f32(lse_dev, rows);
     expect_close("attention log-sum-exp", g, lse, rows, 1e-5);
     free(g);
 
@@ -289,18 +267,8 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     tt_cuda_attention_backward(dq_dev, dk_dev, dv_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
                                &shape, scratch, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
-    float *dq = malloc(sizeof(float) * (size_t)nq), *dk = malloc(sizeof(float) * (size_t)nkv),
-          *dv = malloc(sizeof(float) * (size_t)nkv);
-    tt_cpu_attention_backward_f32(dq, dk, dv, dout, out, lse, q, k, v, &shape);
-    g = download_bf16(dq_dev, nq);
-    expect_close("attention backward dq", g, dq, nq, 2 * BF16_TOLERANCE);
-    free(g);
-    g = download_bf16(dk_dev, nkv);
-    expect_close("attention backward dk", g, dk, nkv, 2 * BF16_TOLERANCE);
-    free(g);
-    g = download_bf16(dv_dev, nkv);
-    expect_close("attention backward dv", g, dv, nkv, 2 * BF16_TOLERANCE);
-    free(g);
+    expect_attention_backward_close("attention backward", dq_dev, dk_dev, dv_dev, dout, out, lse, q, k, v, &shape,
+                                    2 * BF16_TOLERANCE);
     tt_bf16 *dq2_dev = device_poisoned(nq);
     tt_cuda_attention_backward(dq2_dev, dk_dev, dv_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
                                &shape, scratch, 0);
@@ -324,9 +292,6 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     free(dout);
     free(out);
     free(lse);
-    free(dq);
-    free(dk);
-    free(dv);
 }
 
 /* Cross-entropy on a chunk of logits against a double-precision reference. */
@@ -367,9 +332,7 @@ static void test_cross_entropy(int64_t rows, int64_t V) {
     float *g = download_f32(row_loss_dev, rows);
     expect_close("cross-entropy row losses", g, loss, rows, 1e-5);
     free(g);
-    g = download_bf16(logits_dev, rows * V);
-    expect_close("cross-entropy gradient (in place)", g, grad, rows * V, BF16_TOLERANCE);
-    free(g);
+    expect_device_close("cross-entropy gradient (in place)", logits_dev, grad, rows * V, BF16_TOLERANCE);
     double gpu_total = 0;
     TT_CUDA_CHECK(cudaMemcpy(&gpu_total, sum_dev, sizeof(double), cudaMemcpyDeviceToHost));
     TT_EXPECT(fabs(gpu_total - total) <= 1e-5 * fabs(total), "loss sum %.9g vs %.9g", gpu_total, total);
@@ -472,13 +435,9 @@ static void test_reductions(int64_t R, int64_t C) {
     printf("  %-34s relative difference %.2e\n", "sum of squares (double)", fabs(gpu_sum - cpu_sum) / cpu_sum);
     float *want = malloc(sizeof(float) * (size_t)(R * C));
     for (int64_t i = 0; i < R * C; i++) want[i] = y[i] + a[i];
-    g = download_bf16(sum_dev, R * C);
-    expect_close("add", g, want, R * C, BF16_TOLERANCE);
-    free(g);
+    expect_device_close("add", sum_dev, want, R * C, BF16_TOLERANCE);
     for (int64_t i = 0; i < R * C; i++) want[i] = y[i] + b[i % C];
-    g = download_bf16(y_dev, R * C);
-    expect_close("bias add", g, want, R * C, BF16_TOLERANCE);
-    free(g);
+    expect_device_close("bias add", y_dev, want, R * C, BF16_TOLERANCE);
     cudaFree(x_dev);
     cudaFree(b_dev);
     cudaFree(y_dev);

@@ -106,9 +106,12 @@ extern "C" void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g
         .bias_correction2_sqrt = (float)sqrt(bias_correction2),
         .grad_scale = grad_scale,
     };
-    int sm_count = 0, device = 0;
-    TT_CUDA_CHECK(cudaGetDevice(&device));
-    TT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    static int sm_count = 0; /* the device's, asked once */
+    if (!sm_count) {
+        int device = 0;
+        TT_CUDA_CHECK(cudaGetDevice(&device));
+        TT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    }
     for (int first = 0; first < segments; first += TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH) {
         adamw_segments seg;
         seg.count = segments - first < TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH ? segments - first

@@ -18,19 +18,51 @@ def flops_per_token(model, seq):
     return 8 * params + 4.5 * attention_forward
 
 
-print(f"| model | seq | recipe | attention | tiertrain tok/s | peer tok/s | ratio | tiertrain GPU peak | peer GPU peak | MFU ours | MFU peer |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print(f"| model | seq | recipe | attention | memory | tiertrain tok/s | peer tok/s | ratio | tiertrain GPU peak | peer GPU peak | MFU ours | MFU peer |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def peer_for(model, seq, memory):
+    return next((p for p in rows if p["who"] == "peer" and p["model"] == model and p["seq"] == seq
+                 and p.get("memory", "gc") == memory), None)
+
+
 for r in rows:
-    if r["who"] != "tiertrain":
+    memory = r.get("memory", "gc")
+    if r["who"] == "peer":
+        if memory == "save_on_cpu" or not any(t["who"] == "tiertrain" and t["model"] == r["model"] and t["seq"] == r["seq"]
+                                                and t.get("memory", "gc") == memory for t in rows):
+            f = flops_per_token(r["model"], r["seq"])
+            print(f"| {r['model']} | {r['seq']} | bf16 | - | peer {memory} | - | {r['tok_s']:.0f} | - | - | "
+                  f"{r['peak_bytes'] / 1e9:.1f} GB | - | {r['tok_s'] * f / 800e12:.1%} |")
         continue
-    peer = next((p for p in rows if p["who"] == "peer" and p["model"] == r["model"] and p["seq"] == r["seq"]), None)
+    peer = peer_for(r["model"], r["seq"], memory)
     f = flops_per_token(r["model"], r["seq"])
     mfu = r["tok_s"] * f / 800e12
     if peer and r["recipe"] == "bf16":
         pm = peer["tok_s"] * f / 800e12
-        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {r['tok_s']:.0f} | {peer['tok_s']:.0f} | "
+        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | {peer['tok_s']:.0f} | "
               f"{r['tok_s'] / peer['tok_s']:.2f}x | {r['peak_bytes'] / 1e9:.1f} GB | {peer['peak_bytes'] / 1e9:.1f} GB | "
               f"{mfu:.1%} | {pm:.1%} |")
     else:
-        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {r['tok_s']:.0f} | - | - | {r['peak_bytes'] / 1e9:.1f} GB | - | "
+        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | - | - | {r['peak_bytes'] / 1e9:.1f} GB | - | "
               f"{mfu:.1%} | - |")
+
+# Activation slope: GPU peak growth per extra context token, between the shortest and the longest
+# length measured for the same model, recipe and memory mode.
+slopes = {}
+for r in rows:
+    key = (r["who"], r["model"], r.get("recipe", "bf16"), r.get("memory", "gc"))
+    slopes.setdefault(key, []).append((r["seq"], r["peak_bytes"]))
+lines = []
+for (who, model, recipe, memory), points in sorted(slopes.items()):
+    points = sorted(set(points))
+    if len(points) < 2:
+        continue
+    (s0, p0), (s1, p1) = points[0], points[-1]
+    lines.append(f"| {who} | {model} | {recipe} | {memory} | {s0} -> {s1} | {(p1 - p0) / (s1 - s0) / 1e6:.3f} MB/token |")
+if lines:
+    print()
+    print("| who | model | recipe | memory | lengths | activation slope |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(lines))

@@ -43,7 +43,9 @@ printf 'model_config: model/config.json\ndatasets: [corpus.tok]\nlearning_rat: 0
 expect_error "unknown key" "learning_rat.*learning_rate" "$tiertrain" train --config unknown.yaml
 expect_error "wrong type" "micro_batch_size" "$tiertrain" train --config run.yaml micro_batch_size=abc
 expect_error "out of range" "sequence_len" "$tiertrain" train --config run.yaml sequence_len=0
-expect_error "later feature" "not available yet" "$tiertrain" train --config run.yaml activation_offloading=hidden_states
+expect_error "later feature" "not available yet" "$tiertrain" train --config run.yaml optimizer_cpu_offload=true
+expect_error "offloading without checkpointing" "activation_offloading: hidden_states offloads the checkpoints.*gradient_checkpointing: true" \
+  "$tiertrain" train --config run.yaml activation_offloading=hidden_states gradient_checkpointing=false
 expect_error "missing config file" "nope.yaml" "$tiertrain" train --config nope.yaml
 # Device and precision keys that do not fit together stop before anything runs (this machine has
 # no GPU: CI builds the CUDA backend without one, the sanitizer build has none).

@@ -18,15 +18,15 @@ static const char *const all_keys[] = {
     "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
     "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
-    "activation_offloading",
+    "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
+    "debug_copy_delay_us",
     /* not available yet */
     "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_linear", "lora_model_dir",
-    "layer_offloading", "min_offload_size",
-    "use_pin_memory", "use_streams", "max_fwd_stash_size", "cpu_offloading", "cpu_offloading_num_layers",
+    "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers",
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 49 /* the first 49 of all_keys */
+#define AVAILABLE_KEY_COUNT 54 /* the first 54 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -120,7 +120,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         same_string(a->offload_dir, b->offload_dir) && same_string(a->trace, b->trace) &&
         a->loss_chunk_size == b->loss_chunk_size &&
         a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
-        a->progress == b->progress && a->activation_offloading == b->activation_offloading && a->bf16 == b->bf16 &&
+        a->progress == b->progress && a->activation_offloading == b->activation_offloading &&
+        a->min_offload_size == b->min_offload_size && a->use_pin_memory == b->use_pin_memory &&
+        a->use_streams == b->use_streams && a->max_fwd_stash_size == b->max_fwd_stash_size &&
+        a->debug_copy_delay_us == b->debug_copy_delay_us && a->bf16 == b->bf16 &&
         a->fp16 == b->fp16 && a->tf32 == b->tf32;
     for (int i = 0; same && i < a->dataset_count; i++)
         same = same_string(a->datasets[i], b->datasets[i]);
@@ -418,7 +421,7 @@ static void test_help_and_docs(const char *source_dir) {
                   strstr(text, "hidden_states") && strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
     const char *reserved = strstr(text, "Not available yet");
-    TT_EXPECT(reserved && strstr(reserved, "\n  adapter ") && strstr(reserved, "\n  use_streams ") &&
+    TT_EXPECT(reserved && strstr(reserved, "\n  adapter ") && strstr(reserved, "\n  cpu_offloading ") &&
                   !strstr(reserved, "\n  seed "),
               "the keys of later features are listed apart");
 
@@ -439,7 +442,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`use_streams`") && strstr(later, "`lora_r`"),
+        TT_EXPECT(later && strstr(later, "`cpu_offloading`") && strstr(later, "`lora_r`"),
                   "docs list the reserved keys under Not available yet");
     }
     free(docs);
@@ -524,12 +527,22 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("dup2.yaml", "adapter: ~\nadapter: ~\n"), "key 'adapter' appears twice");
     /* values of later features */
     tt_expect_die(load_file, yaml_file("hs.yaml", VALID "activation_offloading: hidden_states\n"),
-                  "hs.yaml:3: activation_offloading: hidden_states is not available yet (it arrives with the "
-                  "activation-memory work); use activation_offloading: false");
-    tt_expect_die(load_file, yaml_file("ao1.yaml", "activation_offloading: true\n"),
-                  "activation_offloading: true is not available yet (it arrives");
-    tt_expect_die(load_file, yaml_file("ao2.yaml", "activation_offloading: True\n"),
-                  "activation_offloading: true is not available yet");
+                  "activation_offloading: hidden_states offloads the checkpoints of gradient checkpointing, but "
+                  "gradient_checkpointing is false; set gradient_checkpointing: true");
+    tt_expect_die(load_file, yaml_file("ao1.yaml", VALID "activation_offloading: True\n"),
+                  "activation_offloading: true offloads the checkpoints of gradient checkpointing");
+    tt_expect_die(load_file,
+                  yaml_file("ao2.yaml", VALID "gradient_checkpointing: true\nactivation_offloading: legacy\n"
+                                              "max_fwd_stash_size: 3\n"),
+                  "max_fwd_stash_size is set but activation_offloading is legacy; it applies to activation_offloading: "
+                  "true or hidden_states");
+    tt_expect_die(load_file,
+                  yaml_file("ao4.yaml", VALID "gradient_checkpointing: true\nactivation_offloading: hidden_states\n"
+                                              "use_streams: false\n"),
+                  "use_streams: false is set but activation_offloading is hidden_states");
+    tt_expect_die(load_file, yaml_file("ao5.yaml", VALID "debug_copy_delay_us: 100\n"),
+                  "debug_copy_delay_us delays offload copies, but activation_offloading is false");
+    tt_expect_die(load_file, yaml_file("ao6.yaml", VALID "max_fwd_stash_size: 0\n"), "max_fwd_stash_size must be >= 1");
     tt_expect_die(load_file, yaml_file("ao3.yaml", VALID "activation_offloading: legacy\n"),
                   "activation_offloading: legacy offloads the checkpoints of gradient checkpointing, but "
                   "gradient_checkpointing is false");
@@ -595,9 +608,9 @@ static void test_errors(void) {
                   "gpu_memory_budget: expected a size in bytes such as 1073741824, 24GiB or 512MB, got 'lots'");
     tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: eager\n"),
                   "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
-    tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory is not available yet");
+    tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory: expected true or false");
     tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir: expected a string");
-    tt_expect_die(load_file, yaml_file("quotednull.yaml", "use_streams: \"~\"\n"), "use_streams is not available yet");
+    tt_expect_die(load_file, yaml_file("quotednull.yaml", "layer_offloading: \"~\"\n"), "layer_offloading is not available yet");
     tt_expect_die(load_override, "optimizer_cpu_offload=True", "optimizer_cpu_offload is not available yet");
     /* datasets */
     tt_expect_die(load_file, yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: alpaca\n"),
@@ -646,8 +659,6 @@ static void test_accepted(void) {
     TT_EXPECT(loads("off.yaml",
                     VALID "adapter:\nlora_r: 0\nlora_alpha: 0.0\nlora_dropout: 0\nlora_target_modules: []\n"
                           "lora_target_linear: false\nlora_model_dir: ~\nlayer_offloading: False\n"
-                          "min_offload_size: 0\n"
-                          "use_pin_memory: false\nuse_streams: false\nmax_fwd_stash_size: 0\n"
                           "cpu_offloading: false\ncpu_offloading_num_layers: 0\ncpu_offloading_activations: false\n"
                           "cpu_offloading_weights: false\ncpu_offloading_double_buffering: false\n"
                           "optimizer_cpu_offload: false\noptimizer_offload_fraction: 0.0\n"

@@ -47,7 +47,7 @@ typedef struct run_result {
  * (selective), 'c' recompute the cheap ops only; upper case: the same with the layer input
  * offloaded to the pinned tier between forward and backward */
 static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier,
-                                   size_t spill_budget) {
+                                   size_t spill_budget, int64_t ring, bool streamed) {
     tt_model_config config = tiny_config(qwen3);
     tt_plan plan;
     memset(&plan, 0, sizeof plan);
@@ -64,6 +64,8 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     }
     plan.compute_tier = TT_TIER_HOST;
     plan.offload_dir = "/tmp";
+    plan.offload_ring = ring;
+    plan.offload_streamed = streamed;
     plan.micro_batch = 2;
     plan.seq_len = 7;
     plan.loss_chunk = loss_chunk;
@@ -104,14 +106,17 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     TT_EXPECT(s.arena.peak == s.sizes.tier_peak[TT_TIER_HOST], "plan %s: tier peak measured %zu, estimated %zu",
               policies, s.arena.peak, s.sizes.tier_peak[TT_TIER_HOST]);
     TT_EXPECT(s.arena.peak == s.arena.capacity, "the arena reserved exactly the peak");
-    TT_EXPECT(s.pinned.peak == s.sizes.tier_peak[TT_TIER_PINNED] &&
-                  s.pinned.class_peak[TT_CLASS_LAYER_INPUT] == s.sizes.class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED],
-              "plan %s: pinned tier measured %zu, estimated %zu", policies, s.pinned.peak,
+    const tt_arena *host = &s.inputs.host;
+    TT_EXPECT(host->peak == s.sizes.tier_peak[TT_TIER_PINNED] &&
+                  host->class_peak[TT_CLASS_LAYER_INPUT] == s.sizes.class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED],
+              "plan %s: pinned tier measured %zu, estimated %zu", policies, host->peak,
               s.sizes.tier_peak[TT_TIER_PINNED]);
+    TT_EXPECT(s.sizes.input_staging == (s.sizes.offloaded_inputs ? (size_t)ring * s.sizes.layer_input : 0),
+              "plan %s: a ring of %lld staging buffers", policies, (long long)ring);
     if (offload_tier == TT_TIER_DISK) {
         size_t written = 0, read = 0;
         double seconds = 0;
-        tt_disk_store_stats(s.disk, &written, &read, &seconds);
+        tt_disk_store_stats(s.inputs.disk, &written, &read, &seconds);
         const size_t expected = 2 * (size_t)s.sizes.offloaded_inputs * (size_t)(N * s.config.hidden_size) * 4;
         TT_EXPECT(written == expected && read == expected, "plan %s on disk: %zu bytes written, %zu read, %zu expected",
                   policies, written, read, expected);
@@ -131,7 +136,7 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
 }
 
 static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier) {
-    return run_plan_spilled(qwen3, policies, loss_chunk, offload_tier, 0);
+    return run_plan_spilled(qwen3, policies, loss_chunk, offload_tier, 0, 2, false);
 }
 
 int main(void) {
@@ -139,24 +144,26 @@ int main(void) {
         bool qwen3 = variant == 1;
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
         const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
-        for (size_t i = 0; i < 2 * sizeof others / sizeof *others; i++) {
-            /* upper-case layers offload their input: to the pinned tier, then (second round) to disk */
+        for (size_t i = 0; i < 3 * sizeof others / sizeof *others; i++) {
+            /* upper-case layers offload their input: to the pinned tier synchronously (legacy), then
+             * (second round) to disk, then (third) to the pinned tier streamed through a ring of 3 */
             const size_t count = sizeof others / sizeof *others;
             const char *plan_name = others[i % count];
             if (i >= count && strpbrk(plan_name, "RSCK") == NULL) continue;
-            run_result other = run_plan(qwen3, plan_name, 14, i < count ? TT_TIER_PINNED : TT_TIER_DISK);
+            const int round = (int)(i / count);
+            run_result other = run_plan_spilled(qwen3, plan_name, 14, round == 1 ? TT_TIER_DISK : TT_TIER_PINNED, 0,
+                                                round == 2 ? 3 : 2, round > 0);
             TT_EXPECT(memcmp(&keep.loss, &other.loss, sizeof(double)) == 0, "loss differs: keep %.17g, %s %.17g",
                       keep.loss, plan_name, other.loss);
             TT_EXPECT(keep.gradient_bytes == other.gradient_bytes &&
                           memcmp(keep.gradients, other.gradients, keep.gradient_bytes) == 0,
-                      "gradients of plan %s (offload to %s) differ from keeping everything", plan_name,
-                      tt_tier_name(i < count ? TT_TIER_PINNED : TT_TIER_DISK));
+                      "gradients of plan %s (offload round %d) differ from keeping everything", plan_name, round);
             free(other.gradients);
         }
         /* A host budget just under what checkpointing needs: the layer inputs spill to disk until it
          * fits (the first move costs the two staging buffers, so all three go), same bits. */
         run_result full = run_plan(qwen3, "rrr", 14, TT_TIER_HOST);
-        run_result spilled = run_plan_spilled(qwen3, "rrr", 14, TT_TIER_HOST, full.host_peak - 1);
+        run_result spilled = run_plan_spilled(qwen3, "rrr", 14, TT_TIER_HOST, full.host_peak - 1, 2, false);
         TT_EXPECT(spilled.spill.fits && spilled.spill.to_disk == 3 && spilled.spill.to_pinned == 0,
                   "spill: fits %d, %lld to disk, %lld to pinned", spilled.spill.fits, (long long)spilled.spill.to_disk,
                   (long long)spilled.spill.to_pinned);

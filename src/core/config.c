@@ -322,12 +322,46 @@ static const key_spec key_table[] = {
      .offset = FIELD(activation_offloading),
      .default_text = "false",
      .values = "false|true|legacy|disk|hidden_states",
-     .not_yet_values = "true|hidden_states",
-     .not_yet_reason = " (it arrives with the activation-memory work)",
      .help = "with gradient checkpointing, each layer's input (the checkpoint) leaves the compute tier after the "
-             "layer's forward and comes back before its backward: legacy: to pinned host memory, synchronously; "
-             "disk: to a file under offload_dir, written and read back (one layer ahead) by an IO thread; true and "
-             "hidden_states are not available yet"},
+             "layer's forward and comes back before its backward. true: to pinned host memory on a side stream "
+             "while compute goes on (use_pin_memory, use_streams, min_offload_size, max_fwd_stash_size apply); "
+             "hidden_states: the same, always pinned and streamed, the next layer's input prefetched in the "
+             "backward; legacy: to pinned host memory, synchronously; disk: to a file under offload_dir, written "
+             "and read back (one layer ahead) by an IO thread"},
+    {.name = "min_offload_size",
+     .type = KEY_BYTES,
+     .offset = FIELD(min_offload_size),
+     .default_text = "1024",
+     .range = AT_LEAST(0),
+     .help = "activation_offloading true/hidden_states: a tensor smaller than this many bytes stays on the GPU "
+             "(TRL's OffloadActivations key)"},
+    {.name = "use_pin_memory",
+     .type = KEY_BOOL,
+     .offset = FIELD(use_pin_memory),
+     .default_text = "true",
+     .help = "activation_offloading: true: offload into page-locked host memory (false: pageable memory, where "
+             "copies run 5-8x slower and cannot overlap compute)"},
+    {.name = "use_streams",
+     .type = KEY_BOOL,
+     .offset = FIELD(use_streams),
+     .default_text = "true",
+     .help = "activation_offloading: true: copies run on side streams, overlapped with compute (false: the compute "
+             "waits for each copy, as legacy)"},
+    {.name = "max_fwd_stash_size",
+     .type = KEY_INT,
+     .offset = FIELD(max_fwd_stash_size),
+     .default_text = "1",
+     .range = AT_LEAST(1),
+     .help = "activation_offloading true/hidden_states: offloaded layer inputs whose copies may still be in flight "
+             "while the forward goes on; each costs one layer input of GPU memory (TRL counts tensors and "
+             "defaults to 5; one layer input already overlaps a whole layer's forward)"},
+    {.name = "debug_copy_delay_us",
+     .type = KEY_INT,
+     .offset = FIELD(debug_copy_delay_us),
+     .default_text = "0",
+     .range = CLOSED(0, 1000000),
+     .help = "race stress for tests: each offload copy first waits a random 0..N microseconds on its stream; the "
+             "results must not change"},
     {.name = "offload_dir",
      .type = KEY_STRING,
      .offset = FIELD(offload_dir),
@@ -419,10 +453,6 @@ static const key_spec key_table[] = {
     RESERVED("lora_target_linear", "LoRA adapters on every linear layer"),
     RESERVED("lora_model_dir", "a LoRA adapter to continue from"),
     RESERVED("layer_offloading", "frozen decoder layers in pinned host memory, streamed in one at a time"),
-    RESERVED("min_offload_size", "activation offloading: smallest tensor offloaded, in bytes"),
-    RESERVED("use_pin_memory", "activation offloading into pinned host memory"),
-    RESERVED("use_streams", "activation offloading on a side stream"),
-    RESERVED("max_fwd_stash_size", "activation offloading: tensors kept alive in the forward stash"),
     RESERVED("cpu_offloading", "Megatron-style per-layer CPU offloading"),
     RESERVED("cpu_offloading_num_layers", "Megatron: layers whose activations/weights are offloaded"),
     RESERVED("cpu_offloading_activations", "Megatron: offload activations"),
@@ -1209,11 +1239,25 @@ void tt_run_config_validate(const tt_run_config *c) {
                "not available yet; use recompute_num_layers: 1, or recompute_method: block to recompute the first "
                "%lld layers",
                (long long)c->recompute_num_layers, (long long)c->recompute_num_layers);
-    if ((c->activation_offloading == 2 || c->activation_offloading == 3) && !c->gradient_checkpointing &&
-        c->recompute_granularity != TT_RECOMPUTE_FULL)
+    static const char *const offload_modes[] = {"false", "true", "legacy", "disk", "hidden_states"};
+    const char *offload_mode = offload_modes[c->activation_offloading];
+    if (c->activation_offloading != 0 && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("activation_offloading: %s offloads the checkpoints of gradient checkpointing, but "
                "gradient_checkpointing is false; set gradient_checkpointing: true, or activation_offloading: false",
-               c->activation_offloading == 2 ? "legacy" : "disk");
+               offload_mode);
+    const bool streamed_mode = c->activation_offloading == 1 || c->activation_offloading == 4;
+    if (!streamed_mode && (c->max_fwd_stash_size != 1 || c->min_offload_size != 1024))
+        tt_die("%s is set but activation_offloading is %s; it applies to activation_offloading: true or "
+               "hidden_states; remove it or change the mode",
+               c->max_fwd_stash_size != 1 ? "max_fwd_stash_size" : "min_offload_size", offload_mode);
+    if (c->activation_offloading != 1 && (!c->use_pin_memory || !c->use_streams))
+        tt_die("%s: false is set but activation_offloading is %s; it applies to activation_offloading: true "
+               "(legacy is the unstreamed mode, hidden_states is always pinned and streamed); remove it or set "
+               "activation_offloading: true",
+               !c->use_pin_memory ? "use_pin_memory" : "use_streams", offload_mode);
+    if (c->debug_copy_delay_us && c->activation_offloading == 0)
+        tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "
+               "debug_copy_delay_us");
     if (c->selective_checkpointing && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("selective_checkpointing is set but gradient_checkpointing is false: selective checkpointing chooses "
                "what checkpointed layers keep; set gradient_checkpointing: true, or remove selective_checkpointing");

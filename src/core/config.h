@@ -60,6 +60,11 @@ typedef struct tt_run_config {
     tt_recompute_method recompute_method;
     int64_t recompute_num_layers;
     char *offload_dir;       /* activation_offloading: disk goes here (NULL: /var/tmp) */
+    int64_t min_offload_size; /* bytes: smaller layer inputs are not offloaded (true, hidden_states) */
+    bool use_pin_memory;      /* activation_offloading: true into pinned (else pageable) host memory */
+    bool use_streams;         /* activation_offloading: true on side streams (else synchronous) */
+    int64_t max_fwd_stash_size; /* offloaded inputs whose copies may be in flight in the forward */
+    int64_t debug_copy_delay_us; /* race stress: random delay before each offload copy */
     char *trace;             /* Chrome/Perfetto trace path, or NULL */
     int64_t loss_chunk_size; /* tokens per LM-head + cross-entropy chunk */
     int64_t host_memory_budget; /* bytes; 0: the machine's physical memory */
@@ -68,7 +73,7 @@ typedef struct tt_run_config {
     tt_device_kind device;   /* auto: cuda when built with CUDA and a GPU is present */
     int64_t num_threads;     /* 0: all cores */
     bool progress;           /* live progress line */
-    int activation_offloading; /* index in false|true|legacy|disk|hidden_states (only false today) */
+    int activation_offloading; /* index in false|true|legacy|disk|hidden_states */
     int bf16;                /* index in false|auto|true (true needs the CUDA backend) */
     int attn_implementation; /* index in auto|cudnn|flash|simple (tt_attention_kind) */
     bool master_weights;     /* GPU: fp32 master weights, gradients and AdamW state (else all bf16) */

@@ -50,19 +50,30 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
         tt_die("recompute_num_layers is %lld but the model has %lld layers; use at most %lld (all layers)",
                (long long)run->recompute_num_layers, (long long)model->num_layers, (long long)model->num_layers);
     plan->layers = tt_xcalloc((size_t)model->num_layers, sizeof(tt_layer_plan), "plan");
+    const size_t input_bytes = (size_t)(tokens * model->hidden_size) * plan->activation_bytes;
     for (int64_t l = 0; l < model->num_layers; l++) {
         tt_layer_plan *lp = &plan->layers[l];
         lp->recompute = layer_recompute_set(run, model, l);
         lp->saved_activation_tier = compute_tier;
-        /* activation_offloading legacy / disk: the checkpoints (layer inputs) of checkpointed layers
-         * live in pinned host memory, or in a file under offload_dir, between the forward and the
-         * backward. The LM head's input (layer L's input) is never offloaded. */
+        /* activation_offloading: the checkpoints (layer inputs) of checkpointed layers live in host
+         * memory, or in a file under offload_dir, between the forward and the backward. The LM
+         * head's input (layer L's input) is never offloaded, nor an input below min_offload_size. */
         const bool checkpointed = lp->recompute != TT_RECOMPUTE_NOTHING;
-        lp->layer_input_tier = !checkpointed                     ? compute_tier
-                               : run->activation_offloading == 2 ? TT_TIER_PINNED /* legacy */
-                               : run->activation_offloading == 3 ? TT_TIER_DISK   /* disk */
+        const bool large_enough = !(run->activation_offloading == 1 || run->activation_offloading == 4) ||
+                                  input_bytes >= (size_t)run->min_offload_size;
+        lp->layer_input_tier = !checkpointed || !large_enough ? compute_tier
+                               : run->activation_offloading == 1
+                                   ? (run->use_pin_memory ? TT_TIER_PINNED : TT_TIER_HOST) /* true */
+                               : run->activation_offloading == 2 ? TT_TIER_PINNED         /* legacy */
+                               : run->activation_offloading == 3 ? TT_TIER_DISK           /* disk */
+                               : run->activation_offloading == 4 ? TT_TIER_PINNED         /* hidden_states */
                                                                  : compute_tier;
+        if (lp->layer_input_tier == TT_TIER_HOST && compute_tier == TT_TIER_HOST) lp->layer_input_tier = compute_tier;
     }
+    plan->offload_streamed = (run->activation_offloading == 1 && run->use_streams) ||
+                             run->activation_offloading == 3 || run->activation_offloading == 4;
+    plan->offload_ring = plan->offload_streamed ? run->max_fwd_stash_size + 1 : 2;
+    plan->copy_delay_us = (unsigned)run->debug_copy_delay_us;
 }
 
 void tt_plan_free(tt_plan *plan) {
@@ -96,5 +107,13 @@ void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out)
     fprintf(out, "  precision: %s compute, %s gradients, %s AdamW moments, %s\n", tt_dtype_torch_name(p->activation),
             tt_dtype_torch_name(p->gradient), tt_dtype_torch_name(p->moment),
             p->master ? "float32 master weights" : "no master copy");
+    int64_t offloaded = 0;
+    for (int64_t l = 0; l < plan->num_layers; l++) offloaded += plan->layers[l].layer_input_tier != plan->compute_tier;
+    if (offloaded)
+        fprintf(out, "  offload: %lld layer input(s), %s, through %lld staging buffers on the %s tier\n",
+                (long long)offloaded,
+                plan->offload_streamed ? "copied on side streams while compute goes on, prefetched one layer ahead"
+                                       : "copied synchronously",
+                (long long)plan->offload_ring, tt_tier_name(plan->compute_tier));
     /* the per-layer table, with its bytes, is tt_size_table_print_layers */
 }

@@ -44,6 +44,11 @@ typedef struct tt_plan {
     tt_precision precision;  /* number formats; the byte counts below follow from it */
     tt_attention_kind attention; /* attn_implementation */
     size_t pinned_budget;    /* host memory the pinned tier may take (0: unlimited) */
+    /* Offload copies: streamed ones run on the copy engine's side streams while compute goes on
+     * (true, hidden_states, disk); the others block until done (legacy, use_streams: false). */
+    bool offload_streamed;
+    int64_t offload_ring;    /* compute-tier buffers offloaded layer inputs rotate through (>= 2) */
+    unsigned copy_delay_us;  /* race stress: random delay before each copy (debug_copy_delay_us) */
     const char *offload_dir; /* where the disk tier's file goes (borrowed from the run config) */
     size_t activation_bytes; /* bytes per activation element (4 on the CPU backend, 2 in bf16) */
     size_t weight_bytes;     /* bytes per parameter of the compute copy the ops read */

@@ -104,21 +104,28 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         kept_before += kept;
     }
     const size_t saved_at_head = kept_before + t->head_rstd + t->head_normed;
-    /* Offloaded layer inputs: the pinned tier holds them; the compute tier keeps the others, the
-     * LM head's input, and two staging buffers (a layer's input and output in the forward). */
-    int64_t to_pinned = 0, to_disk = 0;
+    /* Offloaded layer inputs: host memory (pinned, or pageable with use_pin_memory: false) or the
+     * disk holds them; the compute tier keeps the others, the LM head's input, and the ring of
+     * staging buffers offloaded inputs pass through (at least two: a layer's input and output). */
+    int64_t to_host = 0, to_disk = 0;
+    t->host_tier = TT_TIER_PINNED;
     for (int64_t l = 0; l < L; l++) {
-        to_pinned += plan->layers[l].layer_input_tier == TT_TIER_PINNED && c != TT_TIER_PINNED;
-        to_disk += plan->layers[l].layer_input_tier == TT_TIER_DISK;
+        const tt_tier tier = plan->layers[l].layer_input_tier;
+        if ((tier == TT_TIER_PINNED || tier == TT_TIER_HOST) && tier != c) {
+            to_host++;
+            t->host_tier = tier;
+        }
+        to_disk += tier == TT_TIER_DISK;
     }
-    t->offloaded_inputs = to_pinned + to_disk;
-    t->input_staging = t->offloaded_inputs ? 2 * t->layer_input : 0;
+    t->offloaded_inputs = to_host + to_disk;
+    t->input_staging = t->offloaded_inputs ? (size_t)plan->offload_ring * t->layer_input : 0;
     const size_t inputs_on_compute = (size_t)(L + 1 - t->offloaded_inputs) * t->layer_input + t->input_staging;
     /* the disk tier holds whole pages per input, and two pinned page-aligned buffers carry them */
     t->disk_slot = to_disk ? (t->layer_input + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT : 0;
-    const size_t pinned = (size_t)to_pinned * t->layer_input + (to_disk ? 2 * t->disk_slot : 0);
-    t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED] = pinned;
-    t->tier_peak[TT_TIER_PINNED] = pinned;
+    if (to_disk) t->host_tier = TT_TIER_PINNED;
+    const size_t host = (size_t)to_host * t->layer_input + (to_disk ? 2 * t->disk_slot : 0);
+    t->class_peak[TT_CLASS_LAYER_INPUT][t->host_tier] = host;
+    t->tier_peak[t->host_tier] = host;
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch;

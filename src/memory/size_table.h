@@ -36,8 +36,10 @@ typedef struct tt_size_table {
     size_t layer_saved;      /* sum of saved_slot: one layer's saved activations */
     size_t layer_backward;   /* sum of backward_slot */
     size_t layer_input;      /* one layer input [N, D] */
-    int64_t offloaded_inputs;/* layer inputs kept in the pinned tier between forward and backward */
-    size_t input_staging;    /* compute-tier buffers offloaded layer inputs pass through (2 inputs, or 0) */
+    int64_t offloaded_inputs;/* layer inputs kept in host memory or on disk between forward and backward */
+    tt_tier host_tier;       /* where offloaded inputs live in host memory: pinned, or host (pageable) */
+    size_t input_staging;    /* compute-tier buffers offloaded layer inputs rotate through (plan.offload_ring
+                                inputs, or 0) */
     size_t disk_slot;        /* one layer input on disk (whole pages), 0 without disk offload */
     size_t head_rstd;        /* [N] fp32 final-norm 1/rms */
     size_t head_normed;      /* [N, D] final-norm output */

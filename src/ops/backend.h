@@ -79,6 +79,24 @@ typedef struct tt_backend {
     /* Copies between host memory (any kind) and the compute tier; they complete before returning. */
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);
+    /* The copy engine's primitives: copies between host memory and the compute tier on side
+     * streams (one per direction), ordered by events rather than by blocking the host.
+     * copy_async starts the copy after every op issued before it and after the copy `after`
+     * (0: none; a copy back after the copy out it reads), and returns its ticket (increasing
+     * from 1). copy_wait makes every op issued after it wait for the copy (the host does not
+     * block); copy_host_wait blocks the calling thread (any thread) until the copy is done.
+     * The CPU backend copies at once and its waits return at once. */
+    uint64_t (*copy_async)(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after);
+    void (*copy_wait)(uint64_t ticket);
+    void (*copy_host_wait)(uint64_t ticket);
+    /* Race stress (debug_copy_delay_us): each copy first idles its stream for a random 0..max_us
+     * microseconds, so that a missing event shows up as wrong bits; 0 turns it off. */
+    void (*copy_set_delay)(unsigned max_us);
+    /* Copies so far: bytes each way, seconds the copy streams were busy, and seconds the compute
+     * stream stood waiting for copies (the part of the copy time not hidden behind compute).
+     * Call after synchronize. */
+    void (*copy_stats)(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
+
     /* The run's number formats and attention kernels; set before scratch_bytes and the first op
      * (the CPU backend accepts fp32 and its one attention only). */
     void (*configure)(const tt_precision *precision, tt_attention_kind attention);

@@ -6,7 +6,6 @@
 
 #include "core/check.h"
 #include "core/trace.h"
-#include "memory/disk_store.h"
 
 /* Pointers to one layer's saved activations (NULL for absent slots). */
 typedef struct saved_tensors {
@@ -143,28 +142,9 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     free(host_sin);
 
     const int64_t L = s->config.num_layers;
-    s->offloaded_inputs = tt_xcalloc((size_t)L, sizeof(void *), "offloaded layer inputs");
-    if (s->sizes.tier_peak[TT_TIER_PINNED]) {
-        const size_t pinned = s->sizes.tier_peak[TT_TIER_PINNED];
-        if (s->plan.pinned_budget && pinned > s->plan.pinned_budget) {
-            char need[32], have[32];
-            tt_die("activation offloading needs %s of pinned host memory for the layer inputs but host_memory_budget "
-                   "allows %s; raise host_memory_budget, lower sequence_len, or set activation_offloading: false",
-                   tt_format_bytes(pinned, need, sizeof need), tt_format_bytes(s->plan.pinned_budget, have, sizeof have));
-        }
-        tt_arena_init(&s->pinned, TT_TIER_PINNED, backend->pinned_alloc(pinned), pinned,
-                      s->plan.pinned_budget ? s->plan.pinned_budget : pinned, backend->pinned_free);
-        /* the disk staging buffers first: whole pages from the page-aligned base, as O_DIRECT wants */
-        if (s->sizes.disk_slot)
-            for (int i = 0; i < 2; i++)
-                s->disk_staging[i] =
-                    tt_arena_push(&s->pinned, s->sizes.disk_slot, TT_CLASS_LAYER_INPUT, "disk staging buffer");
-        for (int64_t l = 0; l < L; l++)
-            if (s->plan.layers[l].layer_input_tier == TT_TIER_PINNED)
-                s->offloaded_inputs[l] =
-                    tt_arena_push(&s->pinned, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "offloaded layer input");
-    }
-    if (s->sizes.disk_slot) s->disk = tt_disk_store_open(s->plan.offload_dir, L, s->sizes.layer_input);
+    tt_input_store_init(&s->inputs, &s->plan, &s->sizes, backend,
+                        (size_t)(s->plan.micro_batch * s->plan.seq_len * s->config.hidden_size) *
+                            s->plan.activation_bytes);
     s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
@@ -185,10 +165,8 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
 
 void tt_model_state_free(tt_model_state *s) {
     s->backend->set_scratch(NULL, 0);
+    tt_input_store_free(&s->inputs);
     tt_arena_destroy(&s->arena);
-    tt_disk_store_close(s->disk);
-    tt_arena_destroy(&s->pinned);
-    free(s->offloaded_inputs);
     free(s->w_layers);
     free(s->g_layers);
     free(s->layer_inputs);
@@ -344,47 +322,20 @@ static void trace_layer(tt_model_state *s, const char *track, const char *what, 
 static void trace_memory(tt_model_state *s) {
     if (!s->trace) return;
     const char *series[2] = {tt_tier_name(s->arena.tier), "pinned"};
-    const double values[2] = {(double)s->arena.used, (double)s->pinned.used};
+    const double values[2] = {(double)s->arena.used, (double)s->inputs.host.used};
     tt_trace_counter(s->trace, "bytes in use", tt_trace_now(s->trace), series, values, 2);
 }
 
 static bool input_offloaded(const tt_model_state *s, int64_t l) {
-    return s->plan.layers[l].layer_input_tier != s->plan.compute_tier;
+    return tt_input_store_offloaded(&s->inputs, l);
 }
 
-static size_t layer_input_bytes(const tt_model_state *s) {
-    return (size_t)(s->plan.micro_batch * s->plan.seq_len * s->config.hidden_size) * s->plan.activation_bytes;
-}
-
-/* Layer l's input leaves the compute tier after its forward: into its pinned slot (legacy), or
- * through a pinned staging buffer to its slot on disk, written by the IO thread while the next
- * layers compute. */
-static void offload_input(tt_model_state *s, int64_t l, const void *x) {
+/* Input l was just written: its copy out starts (training only; evaluation keeps nothing). */
+static void offload_input(tt_model_state *s, int64_t l, bool train) {
+    if (!train || !input_offloaded(s, l)) return;
     const double start = tt_trace_now(s->trace);
-    if (s->offloaded_inputs[l]) {
-        s->backend->download(s->offloaded_inputs[l], x, layer_input_bytes(s));
-        trace_layer(s, "copies", "offload input", l, start);
-        return;
-    }
-    const int j = s->disk_next;
-    s->disk_next ^= 1;
-    tt_disk_store_wait(s->disk, s->disk_ticket[j]); /* the buffer's previous write is done */
-    s->backend->download(s->disk_staging[j], x, layer_input_bytes(s));
-    s->disk_ticket[j] = tt_disk_store_write(s->disk, l, s->disk_staging[j], layer_input_bytes(s));
-    trace_layer(s, "copies", "offload input to disk", l, start);
-}
-
-/* The disk read of layer l's input into staging buffer j, queued behind everything before it. */
-static void start_disk_read(tt_model_state *s, int64_t l, int j) {
-    tt_disk_store_wait(s->disk, s->disk_ticket[j]);
-    s->disk_ticket[j] = tt_disk_store_read(s->disk, l, s->disk_staging[j], layer_input_bytes(s));
-}
-
-/* The next layer below `above` whose input is on disk, or -1. */
-static int64_t previous_disk_layer(const tt_model_state *s, int64_t above) {
-    for (int64_t l = above - 1; l >= 0; l--)
-        if (s->plan.layers[l].layer_input_tier == TT_TIER_DISK) return l;
-    return -1;
+    tt_input_store_offload(&s->inputs, l);
+    trace_layer(s, "copies", "offload input", l, start);
 }
 
 /* Forward through the decoder layers, leaving x[0..L] filled. In training, kept[l] receives
@@ -392,37 +343,38 @@ static int64_t previous_disk_layer(const tt_model_state *s, int64_t above) {
  * others are pushed for the layer and popped after it. In evaluation nothing is kept. */
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
+    if (input_offloaded(s, 0)) tt_input_store_before_write(&s->inputs, 0);
     s->backend->embedding_forward(x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
+    offload_input(s, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
         const tt_slot_set recompute = train ? s->plan.layers[l].recompute : TT_ALL_SLOTS;
         saved_tensors kept_here, temporary;
         push_slots(s, &kept_here, TT_ALL_SLOTS & ~recompute);
         push_slots(s, &temporary, recompute);
         const saved_tensors all = merge_slots(&kept_here, &temporary);
+        if (input_offloaded(s, l + 1)) tt_input_store_before_write(&s->inputs, l + 1);
         const double start = tt_trace_now(s->trace);
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
         trace_layer(s, "compute", train ? "forward" : "eval forward", l, start);
         tt_arena_pop_to(&s->arena, temporary.mark);
         if (train) kept[l] = kept_here;
-        if (train && input_offloaded(s, l)) offload_input(s, l, x[l]);
+        offload_input(s, l + 1, train);
     }
 }
 
 /* The layer inputs of a micro-step: a compute-tier buffer each, except for offloaded ones, which
- * pass through two staging buffers (layer l's input in staging[l % 2], so a layer's input and
- * output never share one) and live in the pinned tier or on disk between their forward and backward. */
+ * rotate through the input store's ring of staging buffers (consecutive offloaded inputs never
+ * share one) and live in host memory or on disk between their forward and backward. */
 static void **push_layer_inputs(tt_model_state *s) {
     void **x = s->layer_inputs;
     const int64_t L = s->config.num_layers;
-    void *staging[2] = {NULL, NULL};
     if (s->sizes.input_staging)
-        for (int i = 0; i < 2; i++)
-            staging[i] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input staging");
+        for (int64_t i = 0; i < s->plan.offload_ring; i++)
+            s->inputs.ring[i] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input staging");
     for (int64_t l = 0; l <= L; l++)
-        x[l] = l < L && input_offloaded(s, l)
-                   ? staging[l % 2]
-                   : tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
+        x[l] = input_offloaded(s, l) ? tt_input_store_buffer(&s->inputs, l)
+                                     : tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
     return x;
 }
 
@@ -439,6 +391,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
 
     /* Head: final norm, LM head and cross-entropy, and their backward, in one go: the loss is
      * the last op, so its gradient is known as soon as it is computed. */
+    tt_input_store_start_restores(&s->inputs); /* the top offloaded input comes back during the head */
     const double head_start = tt_trace_now(s->trace);
     const tt_arena_mark head_mark = tt_arena_get_mark(&s->arena);
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
@@ -454,26 +407,14 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     if (s->trace) tt_trace_span(s->trace, "compute", "LM head and loss", head_start, tt_trace_now(s->trace));
     tt_arena_pop_to(&s->arena, head_mark);
 
-    /* Inputs on disk come back in backward order, each read queued one layer ahead so that it runs
-     * during the backward of the layer above. */
-    int reading = 0;
-    int64_t on_disk = previous_disk_layer(s, L);
-    if (on_disk >= 0) start_disk_read(s, on_disk, reading);
     for (int64_t l = L - 1; l >= 0; l--) {
-        /* An offloaded checkpoint comes back first; the layer's kept slots are on top of the stack;
-         * its recomputed slots go above them. */
-        const double restore_start = tt_trace_now(s->trace);
-        if (s->offloaded_inputs[l]) b->upload(x[l], s->offloaded_inputs[l], layer_input_bytes(s));
-        if (s->plan.layers[l].layer_input_tier == TT_TIER_DISK) {
-            tt_disk_store_wait(s->disk, s->disk_ticket[reading]);
-            b->upload(x[l], s->disk_staging[reading], layer_input_bytes(s));
-            const int64_t below = previous_disk_layer(s, l);
-            if (below >= 0) {
-                reading ^= 1;
-                start_disk_read(s, below, reading);
-            }
+        /* An offloaded checkpoint comes back first (the next one below starts its way back); the
+         * layer's kept slots are on top of the stack; its recomputed slots go above them. */
+        if (input_offloaded(s, l)) {
+            const double restore_start = tt_trace_now(s->trace);
+            tt_input_store_restore(&s->inputs, l);
+            trace_layer(s, "copies", "restore input", l, restore_start);
         }
-        if (input_offloaded(s, l)) trace_layer(s, "copies", "restore input", l, restore_start);
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
         push_slots(s, &recomputed, recompute);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "memory/input_store.h"
 #include "memory/plan.h"
 #include "memory/size_table.h"
 #include "model/model_config.h"
@@ -22,7 +23,7 @@ typedef struct tt_model_state {
     tt_size_table sizes;
     const tt_backend *backend;
     tt_arena arena;           /* the compute tier: every tensor of the step lives here */
-    tt_arena pinned;          /* the pinned tier: offloaded layer inputs (unused when nothing is offloaded) */
+    tt_input_store inputs;    /* offloaded layer inputs: host arena, disk store, staging ring, copies */
 
     void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU) */
     void *gradients;          /* [params.total_numel] plan.precision.gradient */
@@ -38,13 +39,7 @@ typedef struct tt_model_state {
     tt_attention_shape attention;
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */
-    void **offloaded_inputs;      /* [L] a layer input's home in the pinned tier between forward and backward,
-                                     or NULL when it stays on the compute tier or goes to disk */
-    struct tt_disk_store *disk;   /* the disk tier (activation_offloading: disk), or NULL */
     struct tt_trace *trace;       /* set by the caller to record compute, copies and bytes per tier, or NULL */
-    void *disk_staging[2];        /* pinned, page-aligned: layer inputs on their way to and from disk */
-    int64_t disk_ticket[2];       /* the last disk job using each staging buffer */
-    int disk_next;                /* the staging buffer the next forward write takes */
     struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */
 } tt_model_state;
 

@@ -153,6 +153,35 @@ static void save_final_weights(const tt_model_state *model, const tt_run_config 
     free(host);
 }
 
+/* The end-of-run lines on offloaded layer inputs: bytes moved each way per tier, the copy
+ * engine's achieved bandwidth, and how much of the copy time compute did not hide. */
+static void report_offload(tt_model_state *model) {
+    const tt_input_store *inputs = &model->inputs;
+    if (!inputs->host.base && !inputs->disk) return;
+    model->backend->synchronize();
+    size_t to_host = 0, to_device = 0;
+    double copy_seconds = 0, exposed_seconds = 0;
+    model->backend->copy_stats(&to_host, &to_device, &copy_seconds, &exposed_seconds);
+    char out[32], back[32];
+    printf("  offloaded layer inputs: %s copied to %s memory, %s copied back", tt_format_bytes(to_host, out, sizeof out),
+           inputs->disk ? "pinned (on the way to disk)" : tt_tier_name(inputs->host.tier),
+           tt_format_bytes(to_device, back, sizeof back));
+    if (copy_seconds > 0)
+        printf("; copies busy %.3f s (%.1f GB/s), compute waited %.3f s for them (%.0f%% of the copy time hidden)",
+               copy_seconds, (double)(to_host + to_device) / copy_seconds / 1e9, exposed_seconds,
+               100.0 * (1.0 - (exposed_seconds < copy_seconds ? exposed_seconds / copy_seconds : 1.0)));
+    printf("\n");
+    if (inputs->disk) {
+        size_t written = 0, read = 0;
+        double seconds = 0;
+        tt_disk_store_stats(inputs->disk, &written, &read, &seconds);
+        char w[32], r[32];
+        printf("  disk tier (activation_offloading: disk): %s written, %s read, IO thread busy %.2f s (%.2f GB/s)\n",
+               tt_format_bytes(written, w, sizeof w), tt_format_bytes(read, r, sizeof r), seconds,
+               seconds > 0 ? (double)(written + read) / seconds / 1e9 : 0.0);
+    }
+}
+
 int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest) {
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
@@ -223,7 +252,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_reporter reporter;
     tt_reporter_open(&reporter, run->output_dir, run->progress);
     reporter.arenas[tier] = &model.arena;
-    if (model.pinned.base) reporter.arenas[TT_TIER_PINNED] = &model.pinned;
+    if (model.inputs.host.base) reporter.arenas[model.inputs.host.tier] = &model.inputs.host;
 
     char *last_checkpoint = resume_dir ? tt_xstrdup(resume_dir) : NULL;
     const double start = now_seconds();
@@ -308,18 +337,10 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     }
     const tt_arena *measured[TT_TIER_COUNT] = {0};
     measured[tier] = &model.arena;
-    if (model.pinned.base) measured[TT_TIER_PINNED] = &model.pinned;
+    if (model.inputs.host.base) measured[model.inputs.host.tier] = &model.inputs.host;
     printf("memory, estimate vs measured peak:\n");
     tt_size_table_print(&model.sizes, stdout, measured);
-    if (model.disk) {
-        size_t written = 0, read = 0;
-        double seconds = 0;
-        tt_disk_store_stats(model.disk, &written, &read, &seconds);
-        char w[32], r[32];
-        printf("  disk tier (activation_offloading: disk): %s written, %s read, IO thread busy %.2f s (%.2f GB/s)\n",
-               tt_format_bytes(written, w, sizeof w), tt_format_bytes(read, r, sizeof r), seconds,
-               seconds > 0 ? (double)(written + read) / seconds / 1e9 : 0.0);
-    }
+    report_offload(&model);
     const size_t outside = model.backend->bytes_outside_arenas();
     if (outside) {
         char text[32];

@@ -24,6 +24,31 @@ static void cpu_upload(void *dst, const void *host_src, size_t bytes) { cpu_copy
 
 static void cpu_download(void *host_dst, const void *src, size_t bytes) { cpu_copy(host_dst, src, bytes); }
 
+/* The copy engine on the CPU: every copy is done when copy_async returns, so the waits have
+ * nothing to wait for and the step program's schedule runs the same as on the GPU. */
+static uint64_t copies_issued;
+static size_t copied_to_host, copied_to_device;
+
+static uint64_t cpu_copy_async(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after) {
+    TT_CHECK(after <= copies_issued, "copy ticket %llu not issued yet", (unsigned long long)after);
+    cpu_copy(dst, src, bytes);
+    *(to_host ? &copied_to_host : &copied_to_device) += bytes;
+    return ++copies_issued;
+}
+
+static void cpu_copy_wait(uint64_t ticket) {
+    TT_CHECK(ticket <= copies_issued, "copy ticket %llu not issued yet", (unsigned long long)ticket);
+}
+
+static void cpu_copy_set_delay(unsigned max_us) { (void)max_us; /* nothing runs concurrently to race */ }
+
+static void cpu_copy_stats(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds) {
+    *to_host = copied_to_host;
+    *to_device = copied_to_device;
+    *copy_seconds = 0; /* not timed: the copies are memcpy inside the step */
+    *exposed_seconds = 0;
+}
+
 static void cpu_configure(const tt_precision *p, tt_attention_kind attention) {
     /* The CPU backend is the fp32 oracle; device selection keeps other settings away. */
     TT_CHECK(p->activation == TT_F32 && p->gradient == TT_F32 && p->moment == TT_F32 && !p->master,
@@ -125,6 +150,11 @@ static const tt_backend cpu_backend = {
     .bytes_outside_arenas = cpu_bytes_outside_arenas,
     .upload = cpu_upload,
     .download = cpu_download,
+    .copy_async = cpu_copy_async,
+    .copy_wait = cpu_copy_wait,
+    .copy_host_wait = cpu_copy_wait,
+    .copy_set_delay = cpu_copy_set_delay,
+    .copy_stats = cpu_copy_stats,
     .configure = cpu_configure,
     .scratch_bytes = tt_cpu_scratch_bytes,
     .set_scratch = tt_cpu_scratch_set,

@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_flash.h"
+#include "ops/cuda/copy_engine_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/gemm_cuda.h"
 #include "ops/cuda/ops_cuda.h"
@@ -55,6 +56,7 @@ static void start(void) {
     TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     state.used_before = total_bytes - free_bytes;
     state.started = true;
+    tt_cuda_copy_engine_start(state.stream);
     profile_start_up();
 }
 
@@ -637,6 +639,11 @@ static const tt_backend cuda_backend = {
     .bytes_outside_arenas = tt_cuda_device_bytes_in_use,
     .upload = cuda_upload,
     .download = cuda_download,
+    .copy_async = tt_cuda_copy_async,
+    .copy_wait = tt_cuda_copy_wait,
+    .copy_host_wait = tt_cuda_copy_host_wait,
+    .copy_set_delay = tt_cuda_copy_set_delay,
+    .copy_stats = tt_cuda_copy_stats,
     .configure = cuda_configure,
     .scratch_bytes = cuda_scratch_bytes,
     .set_scratch = cuda_set_scratch,

@@ -1,0 +1,40 @@
+/* The CUDA side of the copy engine (see copy_async in ops/backend.h): two copy streams, one per
+ * direction, beside the compute stream, and a ring of per-copy events. Ordering guarantees:
+ *   - a copy starts after every op issued on the compute stream before it, and after the copy
+ *     named as `after` (on either stream);
+ *   - copies of one direction run in issue order;
+ *   - tt_cuda_copy_wait makes the compute stream wait for a copy without blocking the host;
+ *   - tt_cuda_copy_host_wait may be called from any thread (the disk IO thread waits for a
+ *     copy into its staging buffer this way).
+ * A ticket's events are reused TT_CUDA_COPY_WINDOW copies later, after the host has seen them
+ * complete (which also records the copy's duration), so a ticket older than that is done. */
+#ifndef TT_OPS_CUDA_COPY_ENGINE_CUDA_H
+#define TT_OPS_CUDA_COPY_ENGINE_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TT_CUDA_COPY_WINDOW 256
+
+void tt_cuda_copy_engine_start(cudaStream_t compute);
+uint64_t tt_cuda_copy_async(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after);
+void tt_cuda_copy_wait(uint64_t ticket);
+void tt_cuda_copy_host_wait(uint64_t ticket);
+void tt_cuda_copy_set_delay(unsigned max_us);
+void tt_cuda_copy_stats(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
+
+/* Idles `stream` for about `nanoseconds` (one thread spinning on the global timer). */
+void tt_cuda_idle(cudaStream_t stream, uint64_t nanoseconds);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

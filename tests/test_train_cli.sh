@@ -132,17 +132,19 @@ check "the disk tier leaves no file behind" test -z "$(ls -A offload)"
 check "disk-offloaded run reports the disk tier" grep -q "disk" train_disk.txt
 
 # --trace writes a whole Chrome/Perfetto trace: compute and copy spans, bytes per tier.
+# On the GPU the spans are CUDA events on the compute and copy streams.
 case " ${overrides[*]} " in
-  *" device=cuda "*) ;; # the GPU trace needs device events (not yet)
   *)
     "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_trace gradient_checkpointing=true \
-      activation_offloading=legacy max_steps=2 --trace trace.json > train_trace.txt 2>&1
+      activation_offloading=hidden_states max_steps=2 --trace trace.json > train_trace.txt 2>&1
     check "traced training succeeds" test $? -eq 0
     check "the trace is JSON with forward, backward and copy spans and memory counters" python3 -c '
 import json
 events = json.load(open("trace.json"))["traceEvents"]
 names = {e["name"] for e in events}
 assert {"forward 0", "recompute 1", "backward 0", "offload input 0", "restore input 1", "bytes in use"} <= names, names
+tracks = {e["args"]["name"] for e in events if e["ph"] == "M"}
+assert {"compute", "copies to host", "copies to the compute tier"} <= tracks, tracks
 assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")'
     check "no partial trace left" test ! -e trace.json.partial ;;
 esac

@@ -50,9 +50,6 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
     if (run->bf16 == 0)
         tt_die("bf16: false, but the CUDA backend computes in bf16 (with fp32 accumulation and, by default, fp32 "
                "master weights); set bf16: auto, or device: cpu for fp32");
-    if (run->trace)
-        tt_die("trace: on the GPU the trace needs device-side timing (CUDA events on the compute and copy streams), "
-               "which is not available yet; remove trace, or use device: cpu");
     device->backend = tt_backend_cuda();
     device->memory_budget = run->gpu_memory_budget > 0 ? (size_t)run->gpu_memory_budget : free_bytes;
     if (device->memory_budget > free_bytes) {

@@ -20,7 +20,7 @@ struct tt_trace {
     long events;
 };
 
-static double monotonic_seconds(void) {
+double tt_monotonic_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -33,12 +33,10 @@ tt_trace *tt_trace_open(const char *path) {
     snprintf(t->partial, sizeof t->partial, "%s.partial", path);
     t->out = fopen(t->partial, "w");
     if (!t->out) tt_die("trace: cannot write '%s': %s; pick a writable path for trace", t->partial, strerror(errno));
-    t->origin = monotonic_seconds();
+    t->origin = tt_monotonic_seconds();
     fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", t->out);
     return t;
 }
-
-double tt_trace_now(const tt_trace *t) { return t ? monotonic_seconds() - t->origin : 0.0; }
 
 static int track_id(tt_trace *t, const char *track) {
     for (int i = 0; i < t->track_count; i++)
@@ -55,14 +53,14 @@ void tt_trace_span(tt_trace *t, const char *track, const char *name, double star
     if (!t) return;
     const int tid = track_id(t, track);
     fprintf(t->out, "%s{\"ph\": \"X\", \"name\": \"%s\", \"pid\": 1, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}",
-            t->events++ ? ",\n" : "", name, tid, start * 1e6, (end - start) * 1e6);
+            t->events++ ? ",\n" : "", name, tid, (start - t->origin) * 1e6, (end - start) * 1e6);
 }
 
 void tt_trace_counter(tt_trace *t, const char *name, double time, const char *const *series, const double *values,
                       int count) {
     if (!t) return;
     fprintf(t->out, "%s{\"ph\": \"C\", \"name\": \"%s\", \"pid\": 1, \"ts\": %.3f, \"args\": {", t->events++ ? ",\n" : "",
-            name, time * 1e6);
+            name, (time - t->origin) * 1e6);
     for (int i = 0; i < count; i++) fprintf(t->out, "%s\"%s\": %.0f", i ? ", " : "", series[i], values[i]);
     fputs("}}", t->out);
 }

@@ -10,10 +10,11 @@ typedef struct tt_trace tt_trace;
 tt_trace *tt_trace_open(const char *path);
 void tt_trace_close(tt_trace *trace);
 
-/* Seconds on the trace's clock (monotonic, from open). */
-double tt_trace_now(const tt_trace *trace);
+/* Times are CLOCK_MONOTONIC seconds (the backends' timelines convert device events to it); the
+ * file counts from the trace's opening. */
+double tt_monotonic_seconds(void);
 
-/* A span [start, end) seconds named name on track (one row per track in the viewer). */
+/* A span [start, end) named name on track (one row per track in the viewer). */
 void tt_trace_span(tt_trace *trace, const char *track, const char *name, double start, double end);
 
 /* Counter series at time t: name is the counter, series[i] its lines, values[i] their values. */

@@ -15,7 +15,7 @@ void tt_input_store_init(tt_input_store *st, const tt_plan *plan, const tt_size_
     st->bytes = input_bytes;
     const int64_t L = plan->num_layers;
     st->home = tt_xcalloc((size_t)L, sizeof(void *), "offloaded layer inputs");
-    st->ring_slot = tt_xcalloc((size_t)L, sizeof(int64_t), "offloaded layer inputs");
+    st->ring_slot = tt_xcalloc((size_t)L + 1, sizeof(int64_t), "offloaded layer inputs");
     st->copied_out = tt_xcalloc((size_t)L, sizeof(uint64_t), "offload copies");
     st->copied_back = tt_xcalloc((size_t)L, sizeof(uint64_t), "offload copies");
     st->ring = tt_xcalloc((size_t)plan->offload_ring, sizeof(void *), "staging ring");
@@ -23,6 +23,7 @@ void tt_input_store_init(tt_input_store *st, const tt_plan *plan, const tt_size_
     int64_t rank = 0;
     for (int64_t l = 0; l < L; l++)
         st->ring_slot[l] = plan->layers[l].layer_input_tier != plan->compute_tier ? rank++ % plan->offload_ring : -1;
+    st->ring_slot[L] = L > 0 && st->ring_slot[L - 1] >= 0 ? rank % plan->offload_ring : -1;
 
     const tt_tier tier = sizes->host_tier;
     const size_t host = sizes->tier_peak[tier];

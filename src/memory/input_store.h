@@ -42,7 +42,7 @@ typedef struct tt_input_store {
     size_t bytes;              /* one layer input [B*T, D] in the compute precision */
     tt_arena host;             /* offloaded inputs and disk staging buffers (pinned or pageable), or empty */
     void **home;               /* [L] an input's slot in host memory, NULL when not there */
-    int64_t *ring_slot;        /* [L] the staging buffer of an offloaded input, -1 when not offloaded */
+    int64_t *ring_slot;        /* [L+1] the staging buffer of an input in the ring, -1 for the others */
     void **ring;               /* [plan.offload_ring] staging buffers of the current micro-step */
     uint64_t *ring_copy_out;   /* [ring] the last copy out of each staging buffer (0: none) */
     uint64_t *copied_out;      /* [L] ticket of input l's copy out this micro-step */
@@ -65,7 +65,13 @@ void tt_input_store_free(tt_input_store *store);
 static inline bool tt_input_store_offloaded(const tt_input_store *store, int64_t l) {
     return l < store->num_layers && store->ring_slot[l] >= 0;
 }
-/* The staging buffer input l uses on the compute tier this micro-step (offloaded inputs only). */
+/* Whether input l lives in a staging buffer: the offloaded ones, and the LM head's input when the
+ * last layer's input is offloaded (it is dead by the time that buffer is wanted back, so it costs
+ * no buffer of its own). */
+static inline bool tt_input_store_in_ring(const tt_input_store *store, int64_t l) {
+    return store->ring_slot[l] >= 0;
+}
+/* The staging buffer input l uses on the compute tier this micro-step (inputs in the ring only). */
 static inline void *tt_input_store_buffer(const tt_input_store *store, int64_t l) {
     return store->ring[store->ring_slot[l]];
 }

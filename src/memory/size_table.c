@@ -119,7 +119,10 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     }
     t->offloaded_inputs = to_host + to_disk;
     t->input_staging = t->offloaded_inputs ? (size_t)plan->offload_ring * t->layer_input : 0;
-    const size_t inputs_on_compute = (size_t)(L + 1 - t->offloaded_inputs) * t->layer_input + t->input_staging;
+    /* the LM head's input takes a staging buffer when the last layer's input is offloaded */
+    const bool head_input_in_ring = L > 0 && plan->layers[L - 1].layer_input_tier != c;
+    const size_t inputs_on_compute =
+        (size_t)(L + 1 - t->offloaded_inputs - head_input_in_ring) * t->layer_input + t->input_staging;
     /* the disk tier holds whole pages per input, and two pinned page-aligned buffers carry them */
     t->disk_slot = to_disk ? (t->layer_input + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT : 0;
     if (to_disk) t->host_tier = TT_TIER_PINNED;

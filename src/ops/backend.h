@@ -16,6 +16,9 @@
 #include "core/dtype.h"
 #include "core/tier.h"
 
+/* Marks and copies the timeline remembers (see timestamp below). */
+#define TT_TIMELINE_WINDOW 4096
+
 /* Token positions at which the loss is not taken. */
 #define TT_IGNORE_INDEX (-100)
 
@@ -96,6 +99,15 @@ typedef struct tt_backend {
      * stream stood waiting for copies (the part of the copy time not hidden behind compute).
      * Call after synchronize. */
     void (*copy_stats)(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
+
+    /* The timeline, for the trace: timestamp() marks the point the compute stream has reached
+     * (an event on the GPU; the host clock, at once, on the CPU) and returns its id;
+     * timestamp_seconds(id) is that point in CLOCK_MONOTONIC seconds, and copy_span(ticket, ...)
+     * a copy's start and end on its stream. Both are read after synchronize, for recent marks and
+     * copies only (the last TT_TIMELINE_WINDOW of each); older ones give NaN / false. */
+    uint64_t (*timestamp)(void);
+    double (*timestamp_seconds)(uint64_t id);
+    bool (*copy_span)(uint64_t ticket, double *start, double *end);
 
     /* The run's number formats and attention kernels; set before scratch_bytes and the first op
      * (the CPU backend accepts fp32 and its one attention only). */

@@ -171,6 +171,7 @@ void tt_model_state_free(tt_model_state *s) {
     free(s->g_layers);
     free(s->layer_inputs);
     free(s->kept_saved);
+    free(s->trace_pending);
     tt_param_table_free(&s->params);
     tt_plan_free(&s->plan);
     tt_model_config_free(&s->config);
@@ -311,19 +312,74 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     b->rmsnorm_backward(d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 
-/* Trace: a span named "<what> <layer>" on a track, and the tiers' bytes in use. */
-static void trace_layer(tt_model_state *s, const char *track, const char *what, int64_t l, double start) {
+/* The trace: spans and counters are marks on the backend's timeline (device events on the GPU),
+ * kept until the end of the micro-step and written once the marks have happened. */
+typedef struct trace_pending {
+    const char *track;   /* NULL: a bytes-in-use counter */
+    char name[48];
+    uint64_t start, end; /* timeline marks (a counter uses start) */
+    double bytes[2];     /* compute tier, host memory */
+} trace_pending;
+
+#define TRACE_PENDING_PER_LAYER 8
+
+static uint64_t trace_mark(tt_model_state *s) { return s->trace ? s->backend->timestamp() : 0; }
+
+static trace_pending *trace_push(tt_model_state *s) {
+    if (!s->trace_pending)
+        s->trace_pending = tt_xcalloc((size_t)(s->config.num_layers + 2) * TRACE_PENDING_PER_LAYER,
+                                      sizeof(trace_pending), "trace events");
+    TT_CHECK(s->trace_count < (s->config.num_layers + 2) * TRACE_PENDING_PER_LAYER, "too many trace events");
+    return &s->trace_pending[s->trace_count++];
+}
+
+/* A span named "<what> <layer>" (no layer when l < 0) on a track, from mark start to now. */
+static void trace_layer(tt_model_state *s, const char *track, const char *what, int64_t l, uint64_t start) {
     if (!s->trace) return;
-    char name[64];
-    snprintf(name, sizeof name, "%s %lld", what, (long long)l);
-    tt_trace_span(s->trace, track, name, start, tt_trace_now(s->trace));
+    trace_pending *p = trace_push(s);
+    p->track = track;
+    if (l >= 0)
+        snprintf(p->name, sizeof p->name, "%s %lld", what, (long long)l);
+    else
+        snprintf(p->name, sizeof p->name, "%s", what);
+    p->start = start;
+    p->end = trace_mark(s);
 }
 
 static void trace_memory(tt_model_state *s) {
     if (!s->trace) return;
-    const char *series[2] = {tt_tier_name(s->arena.tier), "pinned"};
-    const double values[2] = {(double)s->arena.used, (double)s->inputs.host.used};
-    tt_trace_counter(s->trace, "bytes in use", tt_trace_now(s->trace), series, values, 2);
+    trace_pending *p = trace_push(s);
+    p->track = NULL;
+    p->start = trace_mark(s);
+    p->bytes[0] = (double)s->arena.used;
+    p->bytes[1] = (double)s->inputs.host.used;
+}
+
+/* Writes the micro-step's events, and the copies of the offloaded inputs on their streams. */
+static void trace_flush(tt_model_state *s, bool copies) {
+    if (!s->trace) return;
+    const tt_backend *b = s->backend;
+    b->synchronize();
+    const char *series[2] = {tt_tier_name(s->arena.tier), "host memory"};
+    for (int64_t i = 0; i < s->trace_count; i++) {
+        const trace_pending *p = &s->trace_pending[i];
+        if (p->track)
+            tt_trace_span(s->trace, p->track, p->name, b->timestamp_seconds(p->start), b->timestamp_seconds(p->end));
+        else
+            tt_trace_counter(s->trace, "bytes in use", b->timestamp_seconds(p->start), series, p->bytes, 2);
+    }
+    s->trace_count = 0;
+    for (int64_t l = 0; copies && l < s->config.num_layers; l++) {
+        if (!tt_input_store_offloaded(&s->inputs, l)) continue;
+        char name[48];
+        double start, end;
+        snprintf(name, sizeof name, "offload input %lld", (long long)l);
+        if (b->copy_span(s->inputs.copied_out[l], &start, &end))
+            tt_trace_span(s->trace, "copies to host", name, start, end);
+        snprintf(name, sizeof name, "restore input %lld", (long long)l);
+        if (b->copy_span(s->inputs.copied_back[l], &start, &end))
+            tt_trace_span(s->trace, "copies to the compute tier", name, start, end);
+    }
 }
 
 static bool input_offloaded(const tt_model_state *s, int64_t l) {
@@ -333,9 +389,7 @@ static bool input_offloaded(const tt_model_state *s, int64_t l) {
 /* Input l was just written: its copy out starts (training only; evaluation keeps nothing). */
 static void offload_input(tt_model_state *s, int64_t l, bool train) {
     if (!train || !input_offloaded(s, l)) return;
-    const double start = tt_trace_now(s->trace);
     tt_input_store_offload(&s->inputs, l);
-    trace_layer(s, "copies", "offload input", l, start);
 }
 
 /* Forward through the decoder layers, leaving x[0..L] filled. In training, kept[l] receives
@@ -343,7 +397,7 @@ static void offload_input(tt_model_state *s, int64_t l, bool train) {
  * others are pushed for the layer and popped after it. In evaluation nothing is kept. */
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
-    if (input_offloaded(s, 0)) tt_input_store_before_write(&s->inputs, 0);
+    if (tt_input_store_in_ring(&s->inputs, 0)) tt_input_store_before_write(&s->inputs, 0);
     s->backend->embedding_forward(x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
     offload_input(s, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
@@ -352,8 +406,8 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
         push_slots(s, &kept_here, TT_ALL_SLOTS & ~recompute);
         push_slots(s, &temporary, recompute);
         const saved_tensors all = merge_slots(&kept_here, &temporary);
-        if (input_offloaded(s, l + 1)) tt_input_store_before_write(&s->inputs, l + 1);
-        const double start = tt_trace_now(s->trace);
+        if (tt_input_store_in_ring(&s->inputs, l + 1)) tt_input_store_before_write(&s->inputs, l + 1);
+        const uint64_t start = trace_mark(s);
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
         trace_layer(s, "compute", train ? "forward" : "eval forward", l, start);
@@ -373,8 +427,9 @@ static void **push_layer_inputs(tt_model_state *s) {
         for (int64_t i = 0; i < s->plan.offload_ring; i++)
             s->inputs.ring[i] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input staging");
     for (int64_t l = 0; l <= L; l++)
-        x[l] = input_offloaded(s, l) ? tt_input_store_buffer(&s->inputs, l)
-                                     : tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
+        x[l] = tt_input_store_in_ring(&s->inputs, l)
+                   ? tt_input_store_buffer(&s->inputs, l)
+                   : tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
     return x;
 }
 
@@ -392,7 +447,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     /* Head: final norm, LM head and cross-entropy, and their backward, in one go: the loss is
      * the last op, so its gradient is known as soon as it is computed. */
     tt_input_store_start_restores(&s->inputs); /* the top offloaded input comes back during the head */
-    const double head_start = tt_trace_now(s->trace);
+    const uint64_t head_start = trace_mark(s);
     const tt_arena_mark head_mark = tt_arena_get_mark(&s->arena);
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
@@ -404,27 +459,27 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     b->zero(d_residual, (size_t)(N * D) * s->plan.activation_bytes);
     b->rmsnorm_backward(d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
     trace_memory(s);
-    if (s->trace) tt_trace_span(s->trace, "compute", "LM head and loss", head_start, tt_trace_now(s->trace));
+    trace_layer(s, "compute", "LM head and loss", -1, head_start);
     tt_arena_pop_to(&s->arena, head_mark);
 
     for (int64_t l = L - 1; l >= 0; l--) {
         /* An offloaded checkpoint comes back first (the next one below starts its way back); the
          * layer's kept slots are on top of the stack; its recomputed slots go above them. */
         if (input_offloaded(s, l)) {
-            const double restore_start = tt_trace_now(s->trace);
+            const uint64_t wait_start = trace_mark(s);
             tt_input_store_restore(&s->inputs, l);
-            trace_layer(s, "copies", "restore input", l, restore_start);
+            trace_layer(s, "compute", "wait for input", l, wait_start);
         }
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
         push_slots(s, &recomputed, recompute);
         const saved_tensors all = merge_slots(&kept[l], &recomputed);
-        const double start = tt_trace_now(s->trace);
+        const uint64_t start = trace_mark(s);
         if (recomputed.bytes) {
             layer_forward(s, l, x[l], &all, NULL, recompute);
             trace_layer(s, "compute", "recompute", l, start);
         }
-        const double backward_start = tt_trace_now(s->trace);
+        const uint64_t backward_start = trace_mark(s);
         trace_memory(s);
         /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
          * go, and the attention backward's scratch takes their place. */
@@ -439,6 +494,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     }
     b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
 
+    trace_flush(s, true);
     tt_arena_pop_to(&s->arena, step_mark);
     return loss_sum;
 }
@@ -456,6 +512,7 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = b->lm_head_loss(NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D, c->vocab_size,
                                       s->plan.loss_chunk, logits, 0.0, count);
+    trace_flush(s, false);
     tt_arena_pop_to(&s->arena, step_mark);
     return loss_sum;
 }

@@ -40,6 +40,8 @@ typedef struct tt_model_state {
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */
     struct tt_trace *trace;       /* set by the caller to record compute, copies and bytes per tier, or NULL */
+    struct trace_pending *trace_pending; /* the micro-step's trace events until their marks are read */
+    int64_t trace_count;
     struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */
 } tt_model_state;
 

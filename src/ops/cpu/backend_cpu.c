@@ -1,10 +1,12 @@
 /* The CPU backend: fp32 reference kernels (ops_cpu_f32.c) on pageable host memory.
  * Each entry is a thin wrapper from the untyped table signature to the typed _f32 kernel. */
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/arena.h"
 #include "core/check.h"
+#include "core/trace.h"
 #include "ops/backend.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -27,17 +29,41 @@ static void cpu_download(void *host_dst, const void *src, size_t bytes) { cpu_co
 /* The copy engine on the CPU: every copy is done when copy_async returns, so the waits have
  * nothing to wait for and the step program's schedule runs the same as on the GPU. */
 static uint64_t copies_issued;
+static double copy_start[TT_TIMELINE_WINDOW], copy_end[TT_TIMELINE_WINDOW]; /* host clock, per ticket */
 static size_t copied_to_host, copied_to_device;
 
 static uint64_t cpu_copy_async(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after) {
     TT_CHECK(after <= copies_issued, "copy ticket %llu not issued yet", (unsigned long long)after);
+    const uint64_t ticket = copies_issued + 1;
+    copy_start[ticket % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
     cpu_copy(dst, src, bytes);
+    copy_end[ticket % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
     *(to_host ? &copied_to_host : &copied_to_device) += bytes;
-    return ++copies_issued;
+    return copies_issued = ticket;
 }
 
 static void cpu_copy_wait(uint64_t ticket) {
     TT_CHECK(ticket <= copies_issued, "copy ticket %llu not issued yet", (unsigned long long)ticket);
+}
+
+/* The CPU's timeline is the host clock: ops are done when they return. */
+static double marks[TT_TIMELINE_WINDOW];
+static uint64_t marks_made;
+
+static uint64_t cpu_timestamp(void) {
+    marks[++marks_made % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
+    return marks_made;
+}
+
+static double cpu_timestamp_seconds(uint64_t id) {
+    return id && id <= marks_made && marks_made - id < TT_TIMELINE_WINDOW ? marks[id % TT_TIMELINE_WINDOW] : NAN;
+}
+
+static bool cpu_copy_span(uint64_t ticket, double *start, double *end) {
+    if (!ticket || ticket > copies_issued || copies_issued - ticket >= TT_TIMELINE_WINDOW) return false;
+    *start = copy_start[ticket % TT_TIMELINE_WINDOW];
+    *end = copy_end[ticket % TT_TIMELINE_WINDOW];
+    return true;
 }
 
 static void cpu_copy_set_delay(unsigned max_us) { (void)max_us; /* nothing runs concurrently to race */ }
@@ -155,6 +181,9 @@ static const tt_backend cpu_backend = {
     .copy_host_wait = cpu_copy_wait,
     .copy_set_delay = cpu_copy_set_delay,
     .copy_stats = cpu_copy_stats,
+    .timestamp = cpu_timestamp,
+    .timestamp_seconds = cpu_timestamp_seconds,
+    .copy_span = cpu_copy_span,
     .configure = cpu_configure,
     .scratch_bytes = tt_cpu_scratch_bytes,
     .set_scratch = tt_cpu_scratch_set,

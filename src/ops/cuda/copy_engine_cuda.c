@@ -1,9 +1,12 @@
 #include "ops/cuda/copy_engine_cuda.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "core/check.h"
+#include "core/trace.h"
+#include "ops/backend.h"
 #include "ops/cuda/cuda_check.h"
 
 /* One copy: its events on the copy stream and what it moved. */
@@ -33,6 +36,11 @@ static struct {
     unsigned delay_seed;
     size_t bytes_to_host, bytes_to_device;
     double copy_seconds, exposed_seconds;
+    /* the timeline: an event the host saw complete at a known CLOCK_MONOTONIC time, and marks */
+    cudaEvent_t origin;
+    double origin_seconds;
+    cudaEvent_t *marks; /* [TT_TIMELINE_WINDOW], created on first use (only traced runs pay) */
+    uint64_t marks_made;
 } engine = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void tt_cuda_copy_engine_start(cudaStream_t compute) {
@@ -48,7 +56,49 @@ void tt_cuda_copy_engine_start(cudaStream_t compute) {
         TT_CUDA_CHECK(cudaEventCreate(&engine.waits[i].after));
     }
     engine.delay_seed = 12345;
+    TT_CUDA_CHECK(cudaEventCreate(&engine.origin));
+    TT_CUDA_CHECK(cudaEventRecord(engine.origin, compute));
+    TT_CUDA_CHECK(cudaEventSynchronize(engine.origin));
+    engine.origin_seconds = tt_monotonic_seconds();
     engine.started = true;
+}
+
+/* An event's time in CLOCK_MONOTONIC seconds (the event is complete). */
+static double event_seconds(cudaEvent_t event) {
+    float ms = 0;
+    TT_CUDA_CHECK(cudaEventElapsedTime(&ms, engine.origin, event));
+    return engine.origin_seconds + 1e-3 * (double)ms;
+}
+
+uint64_t tt_cuda_timestamp(void) {
+    TT_CHECK(engine.started, "copy engine not started");
+    if (!engine.marks) {
+        engine.marks = tt_xcalloc(TT_TIMELINE_WINDOW, sizeof(cudaEvent_t), "timeline marks");
+        for (int i = 0; i < TT_TIMELINE_WINDOW; i++) TT_CUDA_CHECK(cudaEventCreate(&engine.marks[i]));
+    }
+    const uint64_t id = ++engine.marks_made;
+    TT_CUDA_CHECK(cudaEventRecord(engine.marks[id % TT_TIMELINE_WINDOW], engine.compute));
+    return id;
+}
+
+double tt_cuda_timestamp_seconds(uint64_t id) {
+    if (!id || id > engine.marks_made || engine.marks_made - id >= TT_TIMELINE_WINDOW) return NAN;
+    cudaEvent_t mark = engine.marks[id % TT_TIMELINE_WINDOW];
+    TT_CUDA_CHECK(cudaEventSynchronize(mark));
+    return event_seconds(mark);
+}
+
+bool tt_cuda_copy_span(uint64_t ticket, double *start, double *end) {
+    pthread_mutex_lock(&engine.lock);
+    copy_record *r = ticket && ticket <= engine.issued ? &engine.copies[ticket % TT_CUDA_COPY_WINDOW] : NULL;
+    const bool known = r && r->ticket == ticket;
+    if (known) {
+        TT_CUDA_CHECK(cudaEventSynchronize(r->done));
+        *start = event_seconds(r->started);
+        *end = event_seconds(r->done);
+    }
+    pthread_mutex_unlock(&engine.lock);
+    return known;
 }
 
 /* Adds a finished copy's duration and bytes to the totals (the host has seen it complete). */

@@ -1,4 +1,4 @@
-/* The CUDA side of the copy engine (see copy_async in ops/backend.h): two copy streams, one per
+/* The CUDA side of the copy engine and of the trace's timeline (see copy_async in ops/backend.h): two copy streams, one per
  * direction, beside the compute stream, and a ring of per-copy events. Ordering guarantees:
  *   - a copy starts after every op issued on the compute stream before it, and after the copy
  *     named as `after` (on either stream);
@@ -29,6 +29,12 @@ void tt_cuda_copy_wait(uint64_t ticket);
 void tt_cuda_copy_host_wait(uint64_t ticket);
 void tt_cuda_copy_set_delay(unsigned max_us);
 void tt_cuda_copy_stats(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
+
+/* The timeline (see timestamp in ops/backend.h): events on the compute stream, converted to
+ * CLOCK_MONOTONIC seconds through an origin event the host saw complete at start. */
+uint64_t tt_cuda_timestamp(void);
+double tt_cuda_timestamp_seconds(uint64_t id);
+bool tt_cuda_copy_span(uint64_t ticket, double *start, double *end);
 
 /* Idles `stream` for about `nanoseconds` (one thread spinning on the global timer). */
 void tt_cuda_idle(cudaStream_t stream, uint64_t nanoseconds);

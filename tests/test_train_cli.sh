@@ -124,6 +124,43 @@ assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")'
     check "no partial trace left" test ! -e trace.json.partial ;;
 esac
 
+# Freezing: frozen tensors come out as they went in (two runs with different learning rates agree on
+# them and on nothing else), the plan prices optimizer state for the trainable part only, and
+# resume is bit-identical.
+tensor_digests() { # safetensors file -> "name sha256" per tensor
+  python3 - "$1" <<'PY'
+import hashlib, json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+for name, t in sorted(header.items()):
+    if name != "__metadata__":
+        begin, end = t["data_offsets"]
+        print(name, hashlib.sha256(data[8 + n + begin:8 + n + end]).hexdigest())
+PY
+}
+freeze=(freeze_embeddings=true 'frozen_layers=[0]')
+"$tiertrain" plan --config run.yaml "${overrides[@]}" "${freeze[@]}" > plan_frozen.txt
+check "plan reports frozen parameters" grep -q "frozen: no gradient" plan_frozen.txt
+check "plan prices frozen weights" grep -q "frozen weight" plan_frozen.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f1 > train_f1.txt 2>&1
+check "training with frozen parts succeeds" test $? -eq 0
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f2 learning_rate=1e-3 > train_f2.txt 2>&1
+tensor_digests out_f1/model.safetensors > digests_f1.txt
+tensor_digests out_f2/model.safetensors > digests_f2.txt
+check "frozen tensors are unchanged by training" \
+  test "$(join digests_f1.txt digests_f2.txt | awk '$2 == $3 {print $1}' | tr '\n' ' ')" = \
+  "model.embed_tokens.weight model.layers.0.input_layernorm.weight model.layers.0.mlp.down_proj.weight model.layers.0.mlp.gate_proj.weight model.layers.0.mlp.up_proj.weight model.layers.0.post_attention_layernorm.weight model.layers.0.self_attn.k_norm.weight model.layers.0.self_attn.k_proj.weight model.layers.0.self_attn.o_proj.weight model.layers.0.self_attn.q_norm.weight model.layers.0.self_attn.q_proj.weight model.layers.0.self_attn.v_proj.weight "
+check "frozen parameters have no optimizer state" python3 -c '
+import json, struct
+d = open("out_f1/checkpoint-6/optimizer.safetensors", "rb").read()
+names = json.loads(d[8:8 + struct.unpack("<Q", d[:8])[0]])
+assert not any("layers.0." in k or "embed_tokens" in k for k in names), "frozen state saved"
+assert any("layers.1." in k for k in names)'
+mkdir -p out_f3 && cp -r out_f1/checkpoint-3 out_f3/
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f3 --resume > train_f3.txt 2>&1
+check "resumed training with frozen parts is bit-identical" cmp -s out_f1/model.safetensors out_f3/model.safetensors
+
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
 check "training from a saved checkpoint succeeds" test $? -eq 0

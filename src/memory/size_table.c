@@ -69,13 +69,17 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         .vocab = m->vocab_size,
     };
     t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));
-    t->weights = bytes_of(params->total_numel, plan->weight_bytes);
-    t->gradients = bytes_of(params->total_numel, plan->gradient_bytes);
-    t->master = bytes_of(params->total_numel, plan->master_bytes);
-    t->optimizer_state = 2 * bytes_of(params->total_numel, plan->moment_bytes);
+    /* Frozen parameters have weights only (in compute precision); gradients, the master copy and
+     * the AdamW moments exist for the trainable ones. */
+    t->frozen_weights = bytes_of(params->trainable_start, plan->weight_bytes);
+    t->weights = bytes_of(params->trainable_numel, plan->weight_bytes);
+    t->gradients = bytes_of(params->trainable_numel, plan->gradient_bytes);
+    t->master = bytes_of(params->trainable_numel, plan->master_bytes);
+    t->optimizer_state = 2 * bytes_of(params->trainable_numel, plan->moment_bytes);
 
     /* The step program's order on the compute tier (see step.c):
-     *   persistent: weights, gradients, master, m, v, rope cos/sin, batch ids/targets, op scratch
+     *   persistent: frozen weights, trainable weights, gradients, master, m, v, rope cos/sin, batch
+     *     ids/targets, op scratch
      *   per micro-step: L+1 layer inputs, d_residual, then
      *     forward layer l: its kept slots (K(l) bytes) pushed and left; its recomputed slots
      *       (R(l) bytes) pushed and popped around it;
@@ -123,7 +127,8 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch;
 
-    t->class_peak[TT_CLASS_WEIGHT][c] = t->weights;
+    t->class_peak[TT_CLASS_FROZEN_WEIGHT][c] = t->frozen_weights;
+    t->class_peak[tt_trainable_weight_class(params)][c] = t->weights;
     t->class_peak[TT_CLASS_GRADIENT][c] = t->gradients;
     t->class_peak[TT_CLASS_MASTER][c] = t->master;
     t->class_peak[TT_CLASS_OPTIMIZER_STATE][c] = t->optimizer_state;
@@ -133,7 +138,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     size_t transient_workspace = t->layer_backward > t->d_head ? t->layer_backward : t->d_head;
     t->class_peak[TT_CLASS_WORKSPACE][c] = persistent_workspace + t->d_residual + transient_workspace;
 
-    size_t base = t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
+    size_t base = t->frozen_weights + t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
                   inputs_on_compute + t->d_residual;
     size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
     t->tier_peak[c] = base + (layer_peak > at_head ? layer_peak : at_head);

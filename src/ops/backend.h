@@ -144,7 +144,7 @@ typedef struct tt_backend {
      * For each n with targets[n] != TT_IGNORE_INDEX: loss_n = logsumexp(xn[n] W^T) - (xn[n] W^T)[t].
      * Returns the sum of loss_n (double) and the count through *count.
      * When dxn != NULL: dxn[N,D] = d(scale * sum loss_n)/dxn (overwritten),
-     * dW[V,D] += d(scale * sum loss_n)/dW. */
+     * dW[V,D] += d(scale * sum loss_n)/dW unless dW is NULL (a frozen LM head). */
     double (*lm_head_loss)(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                            int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                            int64_t *count);

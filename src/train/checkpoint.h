@@ -2,7 +2,7 @@
  *
  *   <output_dir>/checkpoint-<step>/
  *     model.safetensors, config.json  Hugging Face checkpoint (transformers loads it)
- *     optimizer.safetensors           fp32 master weights and AdamW moments, per parameter
+ *     optimizer.safetensors           fp32 master weights and AdamW moments of every trainable parameter
  *     trainer_state.json              step, data position, RNG state
  *     run.yaml                        the effective configuration
  *
@@ -28,8 +28,10 @@ typedef struct tt_trainer_state {
 /* Writes the checkpoint for trainer->global_step; returns the directory path (caller frees). */
 char *tt_checkpoint_save(const tt_model_state *model, const tt_trainer_state *trainer, const tt_run_config *run);
 
-/* Loads weights, optimizer state and trainer state from dir. Every mismatch with the current
- * model (a missing tensor, another shape) is an error naming the file and tensor. */
+/* Loads the trainable parameters' weights and optimizer state, and the trainer state, from dir;
+ * frozen parameters keep the weights the model holds (load the run's initial weights first).
+ * Every mismatch with the current model (a missing tensor, another shape) is an error naming
+ * the file and tensor. */
 void tt_checkpoint_load(tt_model_state *model, tt_trainer_state *trainer, const char *dir);
 
 /* The checkpoint-<N> directory in output_dir with the largest N, or NULL (caller frees). */

@@ -95,13 +95,18 @@ void tt_rope_tables(const tt_model_config *c, int64_t T, float *cos_table, float
 
 void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *plan, const tt_backend *backend,
                          size_t budget_bytes) {
+    tt_model_state_init_trainable(s, config, plan, NULL, backend, budget_bytes);
+}
+
+void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, tt_plan *plan,
+                                   const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes) {
     memset(s, 0, sizeof(*s));
     s->config = *config;
     memset(config, 0, sizeof(*config));
     s->plan = *plan;
     memset(plan, 0, sizeof(*plan));
     s->backend = backend;
-    tt_param_table_build(&s->config, &s->params);
+    tt_param_table_build_trainable(&s->config, trainable, &s->params);
     backend->configure(&s->plan.precision, s->plan.attention);
     tt_size_table_compute(&s->sizes, &s->config, &s->params, &s->plan, backend);
 
@@ -117,7 +122,16 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     tt_arena_init(&s->arena, tier, backend->block_alloc(capacity), capacity, budget_bytes ? budget_bytes : capacity,
                   backend->block_free);
 
-    s->weights = tt_arena_push(&s->arena, s->sizes.weights, TT_CLASS_WEIGHT, "weights");
+    /* The frozen weights and the trainable ones are one buffer in two classes: the frozen part is a
+     * whole number of arena units (tt_param_table_build), so the second push continues the first. */
+    void *frozen = s->sizes.frozen_weights
+                       ? tt_arena_push(&s->arena, s->sizes.frozen_weights, TT_CLASS_FROZEN_WEIGHT, "frozen weights")
+                       : NULL;
+    s->trainable_weights =
+        tt_arena_push(&s->arena, s->sizes.weights, tt_trainable_weight_class(&s->params), "trainable weights");
+    TT_CHECK(!frozen || (unsigned char *)frozen + s->sizes.frozen_weights == s->trainable_weights,
+             "the trainable weights continue the frozen ones");
+    s->weights = frozen ? frozen : s->trainable_weights;
     s->gradients = tt_arena_push(&s->arena, s->sizes.gradients, TT_CLASS_GRADIENT, "gradients");
     s->master = s->sizes.master ? tt_arena_push(&s->arena, s->sizes.master, TT_CLASS_MASTER, "master weights") : NULL;
     size_t moment_bytes = s->sizes.optimizer_state / 2;
@@ -130,7 +144,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     s->op_scratch = tt_arena_push(&s->arena, s->sizes.op_scratch, TT_CLASS_WORKSPACE, "op scratch");
     backend->set_scratch(s->op_scratch, s->sizes.op_scratch);
 
-    backend->zero(s->weights, s->sizes.weights);
+    backend->zero(s->weights, s->sizes.frozen_weights + s->sizes.weights);
     backend->zero(s->gradients, s->sizes.gradients);
     if (s->master) backend->zero(s->master, s->sizes.master);
     backend->zero(s->adam_m, moment_bytes);
@@ -170,7 +184,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
     s->kept_saved = tt_xcalloc((size_t)L, sizeof(*s->kept_saved), "saved activation pointers");
     tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
-    tt_model_view_bind(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
+    tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
 
     s->attention = (tt_attention_shape){
         .batch = s->plan.micro_batch,
@@ -496,7 +510,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         trace_layer(s, "compute", "backward", l, backward_start);
         tt_arena_pop_to(&s->arena, kept[l].mark);
     }
-    b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
+    if (s->g.embed) b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
 
     tt_arena_pop_to(&s->arena, step_mark);
     return loss_sum;

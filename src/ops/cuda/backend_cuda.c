@@ -583,11 +583,12 @@ static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void 
                                                            S());
               tt_cuda_sum(chunk_sums + c, row_loss, rows, S()));
         if (dxn) {
-            /* logits now hold d loss / d logits */
-            TIMED("lm head gemm backward", tt_cuda_gemm(state.gemm, true, false, V, D, rows, 1.0f, logits, V,
-                                                        x + first * D, D, 1.0f, dW, gradient_fp32(), D, S());
-                  tt_cuda_gemm(state.gemm, false, false, rows, D, V, 1.0f, logits, V, W, D, 0.0f,
-                               (tt_bf16 *)dxn + first * D, false, D, S()));
+            /* logits now hold d loss / d logits; dW is NULL when the LM head is frozen */
+            if (dW)
+                TIMED("lm head gemm backward dW", tt_cuda_gemm(state.gemm, true, false, V, D, rows, 1.0f, logits, V,
+                                                               x + first * D, D, 1.0f, dW, gradient_fp32(), D, S()));
+            TIMED("lm head gemm backward dx", tt_cuda_gemm(state.gemm, false, false, rows, D, V, 1.0f, logits, V, W, D,
+                                                           0.0f, (tt_bf16 *)dxn + first * D, false, D, S()));
         }
     }
     TT_CHECK(N <= state.host_tokens && chunks <= state.host_chunks, "loss over %lld tokens in %lld chunks, host "

@@ -125,6 +125,65 @@ static void check_frozen_gradients_match(bool qwen3, const tt_trainable_spec *sp
     tt_model_state_free(&part);
 }
 
+static void set_lora_b(tt_model_state *s, float value) {
+    for (int i = 0; i < s->params.count; i++)
+        if (s->params.params[i].kind == TT_PARAM_LORA_B)
+            for (int64_t k = 0; k < s->params.params[i].numel; k++)
+                ((float *)s->weights)[s->params.params[i].offset + k] = value * (float)((k % 5) - 2);
+}
+
+/* LoRA as PEFT initialises it (B = 0) leaves the model's output unchanged, bit for bit; dropout
+ * changes the training loss and not the evaluation loss; the size table prices the adapters. */
+static void check_lora(bool qwen3) {
+    const tt_trainable_spec spec = {.lora_rank = 4, .lora_alpha = 8, .lora_targets = TT_LORA_ALL_MODULES};
+    tt_model_state base, adapted;
+    open_model(&base, qwen3, NULL, false);
+    open_model(&adapted, qwen3, &spec, false);
+    int64_t count = 0;
+    const double base_loss = tt_step_forward_loss(&base, &count);
+    TT_EXPECT(base_loss == tt_step_forward_loss(&adapted, &count) &&
+                  base_loss == tt_step_forward_backward(&adapted, 0.1, &count),
+              "zero-initialised adapters leave the loss unchanged");
+    TT_EXPECT(adapted.params.trainable_numel < base.params.trainable_numel &&
+                  adapted.sizes.class_peak[TT_CLASS_LORA][TT_TIER_HOST] == adapted.sizes.weights &&
+                  adapted.sizes.class_peak[TT_CLASS_WEIGHT][TT_TIER_HOST] == 0 &&
+                  adapted.sizes.gradients == tt_align_up((size_t)adapted.params.trainable_numel * 4),
+              "the adapters are the trainable weights; gradients shrink to theirs");
+    const tt_param_info *a = tt_param_table_find_lora(&adapted.params, TT_PARAM_LORA_A, TT_LORA_DOWN, 2);
+    const tt_param_info *bb = tt_param_table_find_lora(&adapted.params, TT_PARAM_LORA_B, TT_LORA_DOWN, 2);
+    TT_EXPECT(a && bb && strcmp(a->name, "base_model.model.model.layers.2.mlp.down_proj.lora_A.weight") == 0 &&
+                  a->shape[0] == 4 && a->shape[1] == 40 && bb->shape[0] == 24 && bb->shape[1] == 4,
+              "PEFT's names and shapes: A [r, in], B [out, r]");
+    float bound = 0;
+    for (int64_t k = 0; a && k < a->numel; k++) {
+        const float v = fabsf(((float *)adapted.weights)[a->offset + k]);
+        bound = v > bound ? v : bound;
+    }
+    TT_EXPECT(bound > 0.5f / sqrtf(40.0f) && bound < 1.0f / sqrtf(40.0f), "A ~ uniform(+-1/sqrt(in)): max %g", bound);
+    tt_model_state_free(&base);
+
+    tt_model_state dropped;
+    tt_trainable_spec with_dropout = spec;
+    with_dropout.lora_dropout = 0.3;
+    open_model(&dropped, qwen3, &with_dropout, false);
+    set_lora_b(&adapted, 0.05f);
+    set_lora_b(&dropped, 0.05f);
+    dropped.lora_dropout_seed = tt_lora_dropout_seed(1, 0, 0);
+    const double train_plain = tt_step_forward_backward(&adapted, 0.1, &count);
+    const double train_dropped = tt_step_forward_backward(&dropped, 0.1, &count);
+    TT_EXPECT(train_plain != train_dropped, "dropout changes the training loss (%.9g vs %.9g)", train_plain,
+              train_dropped);
+    TT_EXPECT(tt_step_forward_loss(&adapted, &count) == tt_step_forward_loss(&dropped, &count),
+              "evaluation runs without dropout");
+    dropped.lora_dropout_seed = tt_lora_dropout_seed(1, 0, 1);
+    TT_EXPECT(tt_step_forward_backward(&dropped, 0.1, &count) != train_dropped,
+              "each micro-step draws its own masks");
+    TT_EXPECT(dropped.sizes.lora_dropout_buffer == tt_align_up(14 * 40 * 4) && adapted.sizes.lora_dropout_buffer == 0,
+              "the dropout workspace is [N, widest adapted input], only with dropout");
+    tt_model_state_free(&adapted);
+    tt_model_state_free(&dropped);
+}
+
 static void check_bad_frozen_layer(void *arg) {
     (void)arg;
     tt_model_config c = tiny_config(false);
@@ -146,6 +205,12 @@ int main(void) {
         const tt_trainable_spec middle = {.frozen_layers = first_two + 1, .frozen_layer_count = 1};
         check_frozen_unchanged("frozen layer 1", qwen3, &middle);
         check_frozen_gradients_match(qwen3, &middle);
+    }
+    for (int variant = 0; variant < 2; variant++) {
+        check_lora(variant == 1);
+        const tt_trainable_spec lora = {.lora_rank = 2, .lora_alpha = 4, .lora_dropout = 0.1,
+                                        .lora_targets = (1u << TT_LORA_K) | (1u << TT_LORA_UP)};
+        check_frozen_unchanged(variant ? "qwen3 LoRA on k and up" : "llama LoRA on k and up", variant == 1, &lora);
     }
     tt_expect_die(check_bad_frozen_layer, NULL, "frozen_layers lists layer 3 but the model has 3 decoder layers");
     return tt_test_summary("trainable");

@@ -36,6 +36,17 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->saved_slot[TT_SAVED_GATE] = bytes_of(N * F, a);
     t->saved_slot[TT_SAVED_UP] = bytes_of(N * F, a);
     t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(N * F, a);
+    /* LoRA: each adapted layer saves its down projection, [N, r]; with dropout one [N, in] workspace
+     * holds an adapter's dropped input (forward, weight gradient) or its input gradient */
+    static const tt_saved_slot lora_slots[TT_LORA_MODULE_COUNT] = TT_SAVED_LORA_SLOTS;
+    const int64_t lora_inputs[TT_LORA_MODULE_COUNT] = {D, D, D, q_dim, D, D, F};
+    int64_t widest_lora_input = 0;
+    for (int module = 0; module < TT_LORA_MODULE_COUNT; module++) {
+        const bool adapted = params->lora_rank > 0 && ((params->lora_targets >> module) & 1u);
+        t->saved_slot[lora_slots[module]] = adapted ? bytes_of(N * params->lora_rank, a) : 0;
+        if (adapted && lora_inputs[module] > widest_lora_input) widest_lora_input = lora_inputs[module];
+    }
+    t->lora_dropout_buffer = params->lora_dropout > 0 ? bytes_of(N * widest_lora_input, a) : 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
 
     t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
@@ -79,7 +90,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
 
     /* The step program's order on the compute tier (see step.c):
      *   persistent: frozen weights, trainable weights, gradients, master, m, v, rope cos/sin, batch
-     *     ids/targets, op scratch
+     *     ids/targets, op scratch, LoRA dropout buffer
      *   per micro-step: L+1 layer inputs, d_residual, then
      *     forward layer l: its kept slots (K(l) bytes) pushed and left; its recomputed slots
      *       (R(l) bytes) pushed and popped around it;
@@ -125,7 +136,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->tier_peak[TT_TIER_PINNED] = pinned;
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
-    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch;
+    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch + t->lora_dropout_buffer;
 
     t->class_peak[TT_CLASS_FROZEN_WEIGHT][c] = t->frozen_weights;
     t->class_peak[tt_trainable_weight_class(params)][c] = t->weights;

@@ -47,6 +47,7 @@ typedef struct tt_size_table {
     size_t rope_table;       /* [T, hd/2] fp32, cos and sin each */
     size_t batch_ids;        /* [N] int32, inputs and targets each */
     size_t op_scratch;       /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
+    size_t lora_dropout_buffer; /* [N, widest input of an adapted layer]: lora_dropout's workspace, or 0 */
     /* Whole-model buffers: the frozen parameters' weights, and the trainable parameters' weights,
      * gradients, fp32 master copy and AdamW moments (params->trainable_numel elements each). */
     size_t frozen_weights, weights, gradients, master, optimizer_state;

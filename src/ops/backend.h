@@ -102,7 +102,8 @@ typedef struct tt_backend {
                              const float *rstd, int64_t R, int64_t C);
 
     /* y[N,out] = x[N,in] @ W[out,in]^T (+ b[out] when b != NULL) (+ residual[N,out] when
-     * residual != NULL: the residual stream's add, fused into the GEMM's epilogue on the GPU) */
+     * residual != NULL: the residual stream's add, fused into the GEMM's epilogue on the GPU).
+     * residual may be y itself: y += x W^T (a LoRA adapter's up projection). */
     void (*linear_forward)(void *y, const void *x, const void *W, const void *b, const void *residual, int64_t N,
                            int64_t in, int64_t out);
     /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy.
@@ -138,6 +139,13 @@ typedef struct tt_backend {
 
     /* out[n] = a[n] + b[n] */
     void (*add)(void *out, const void *a, const void *b, int64_t n);
+
+    /* out[n] = x[n] * multiplier where the dropout mask keeps element n, else 0. The mask keeps n
+     * iff tt_dropout_bits(seed, n) >= drop_threshold (src/ops/dropout_mask.h): a function of
+     * (seed, n) alone, so the backward and a recompute get the forward's mask. drop_threshold 0
+     * keeps every element (a plain scale). out may be x. */
+    void (*dropout_scale)(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
+                          uint64_t seed);
 
     /* Fused LM head and cross-entropy over chunks of `chunk` tokens; logits[chunk, V] is the
      * caller's workspace, the full [N, V] logits never exist.

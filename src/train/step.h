@@ -49,6 +49,12 @@ typedef struct tt_model_state {
     int64_t disk_ticket[2];       /* the last disk job using each staging buffer */
     int disk_next;                /* the staging buffer the next forward write takes */
     struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */
+    /* LoRA dropout: the current micro-step's seed (tt_lora_dropout_seed, set by the trainer before each
+     * forward/backward; every mask of the micro-step derives from it), on in training and off in
+     * evaluation, and its workspace [N, widest adapted input] (sizes.lora_dropout_buffer bytes). */
+    uint64_t lora_dropout_seed;
+    bool lora_dropout_on;
+    void *lora_dropout_buffer;
 } tt_model_state;
 
 /* Takes ownership of config and plan. Reserves the arena from the size table (an error if it
@@ -77,7 +83,11 @@ void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int3
  * and the number of unmasked tokens through *count. */
 double tt_step_forward_backward(tt_model_state *state, double loss_scale, int64_t *count);
 
-/* Forward only (evaluation): returns the sum of token losses and the count. */
+/* The seed of a micro-step's LoRA dropout masks: a function of the run's seed, the optimizer step and the
+ * micro-batch, so a resumed run draws the masks the uninterrupted one did. */
+uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_step);
+
+/* Forward only (evaluation, no dropout): returns the sum of token losses and the count. */
 double tt_step_forward_loss(tt_model_state *state, int64_t *count);
 
 /* Fills cos/sin[T, hd/2] as Hugging Face does (fp32 inverse frequencies, llama3 scaling). */

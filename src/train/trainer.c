@@ -178,8 +178,6 @@ static void save_final_weights(const tt_model_state *model, const tt_run_config 
 }
 
 int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest) {
-    if (run->adapter == TT_ADAPTER_LORA)
-        tt_die("adapter: lora: the adapters' forward and backward are not in this build yet; remove adapter");
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
 
@@ -270,6 +268,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         int64_t counted = 0;
         for (int64_t micro = 0; micro < accumulation; micro++) {
             tt_model_set_batch(&model, step_inputs + micro * N, step_targets + micro * N);
+            model.lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer.global_step, micro);
             int64_t count = 0;
             loss_sum += tt_step_forward_backward(&model, step_tokens ? 1.0 / (double)step_tokens : 0.0, &count);
             counted += count;

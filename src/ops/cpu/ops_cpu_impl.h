@@ -413,6 +413,14 @@ void TT_CPU_FN(add)(real *out, const real *a, const real *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+/* ---------------------------------------------------------------- dropout */
+
+void TT_CPU_FN(dropout_scale)(real *out, const real *x, int64_t n, real multiplier, uint32_t drop_threshold,
+                              uint64_t seed) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = tt_dropout_bits(seed, (uint64_t)i) >= drop_threshold ? x[i] * multiplier : 0;
+}
+
 /* ---------------------------------------------------------------- LM head + cross-entropy */
 
 double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *W, const int32_t *targets,

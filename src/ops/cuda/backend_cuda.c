@@ -566,6 +566,11 @@ static void cuda_add(void *out, const void *a, const void *b, int64_t n) {
     TIMED("add", tt_cuda_add(out, a, b, n, S()));
 }
 
+static void cuda_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
+                               uint64_t seed) {
+    TIMED("dropout scale", tt_cuda_dropout_scale(out, x, n, multiplier, drop_threshold, seed, S()));
+}
+
 static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                 int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                                 int64_t *count) {
@@ -654,6 +659,7 @@ static const tt_backend cuda_backend = {
     .swiglu_forward = cuda_swiglu_forward,
     .swiglu_backward = cuda_swiglu_backward,
     .add = cuda_add,
+    .dropout_scale = cuda_dropout_scale,
     .lm_head_loss = cuda_lm_head_loss,
     .sum_squares = cuda_sum_squares,
     .adamw_update = cuda_adamw_update,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "model/lora.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
@@ -102,7 +103,10 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
     tt_model_get_weights(m, weights);
     tt_model_get_moments(m, adam_m, adam_v);
-    tt_weights_save_hf(weights, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
+    if (m->params.lora_rank > 0) /* the base model is not trained: the adapters are the model */
+        tt_lora_save_peft(weights, &m->params, tt_adapter_dtype(m), tt_run_base_model_name(run), partial);
+    else
+        tt_weights_save_hf(weights, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
     snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
     save_optimizer(m, weights, adam_m, adam_v, path);
     free(weights);
@@ -187,6 +191,14 @@ void tt_checkpoint_load(tt_model_state *m, tt_trainer_state *t, const char *dir)
     json_decref(root);
     if (t->global_step < 0 || t->data_epoch < 0 || t->data_index < 0)
         tt_die("%s: negative step or data position; the file is corrupt", path);
+}
+
+tt_dtype tt_adapter_dtype(const tt_model_state *m) {
+    return m->plan.precision.master || m->plan.precision.activation == TT_F32 ? TT_F32 : m->plan.precision.activation;
+}
+
+const char *tt_run_base_model_name(const tt_run_config *run) {
+    return run->base_model ? run->base_model : run->model_config;
 }
 
 char *tt_checkpoint_find_latest(const char *output_dir) {

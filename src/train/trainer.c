@@ -15,6 +15,7 @@
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
 #include "memory/spill.h"
+#include "model/lora.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -168,12 +169,16 @@ static void initial_weights(tt_model_state *model, const tt_run_config *run) {
     free(host);
 }
 
+/* The final model in output_dir: a Hugging Face checkpoint, or with LoRA the adapters in PEFT's format. */
 static void save_final_weights(const tt_model_state *model, const tt_run_config *run) {
     float *host = tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"),
                              "the weights");
     tt_model_get_weights(model, host);
-    tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
-                       run->max_shard_bytes);
+    if (model->params.lora_rank > 0)
+        tt_lora_save_peft(host, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run), run->output_dir);
+    else
+        tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
+                           run->max_shard_bytes);
     free(host);
 }
 
@@ -332,7 +337,12 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         int64_t steps = trainer.global_step - first_step;
         tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
                 elapsed > 0 ? (double)(steps * sequences_per_step * T) / elapsed : 0.0,
-                run->save_strategy == 0 ? "; model saved to " : "", run->save_strategy == 0 ? run->output_dir : "");
+                run->save_strategy != 0           ? ""
+                : model.params.lora_rank > 0 ? "; LoRA adapter (PEFT format) saved to "
+                                                  : "; model saved to ",
+                run->save_strategy == 0 ? run->output_dir : "");
+        if (run->save_strategy == 0 && model.params.lora_rank > 0 && run->base_model)
+            tt_info("a full model: tiertrain merge --base %s --adapter %s -o <dir>", run->base_model, run->output_dir);
     }
     const tt_arena *measured[TT_TIER_COUNT] = {0};
     measured[tier] = &model.arena;

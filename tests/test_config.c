@@ -19,14 +19,14 @@ static const char *const all_keys[] = {
     "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
-    "lora_target_linear", "freeze_embeddings", "frozen_layers",
+    "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers",
     /* not available yet */
-    "lora_model_dir", "layer_offloading", "min_offload_size",
+    "layer_offloading", "min_offload_size",
     "use_pin_memory", "use_streams", "max_fwd_stash_size", "cpu_offloading", "cpu_offloading_num_layers",
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 57 /* the first 57 of all_keys */
+#define AVAILABLE_KEY_COUNT 58 /* the first 58 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -124,7 +124,7 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->fp16 == b->fp16 && a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r &&
         a->lora_alpha == b->lora_alpha && a->lora_dropout == b->lora_dropout &&
         a->lora_target_modules == b->lora_target_modules && a->lora_target_linear == b->lora_target_linear &&
-        a->freeze_embeddings == b->freeze_embeddings && a->frozen_layer_count == b->frozen_layer_count;
+        same_string(a->lora_model_dir, b->lora_model_dir) && a->freeze_embeddings == b->freeze_embeddings && a->frozen_layer_count == b->frozen_layer_count;
     for (int i = 0; same && i < a->dataset_count; i++)
         same = same_string(a->datasets[i], b->datasets[i]);
     for (int64_t i = 0; same && i < a->frozen_layer_count; i++)
@@ -332,7 +332,8 @@ static void test_round_trip(void) {
         "lora_alpha=32",
         "lora_dropout=0.05",
         "lora_target_modules=[v_proj, q, down_proj]",
-        "lora_target_linear=true"};
+        "lora_target_linear=true",
+        "lora_model_dir=runs/adapter"};
     int n = (int)(sizeof overrides / sizeof overrides[0]);
     tt_run_config c, again, defaults;
     tt_run_config_defaults(&c);
@@ -429,7 +430,7 @@ static void test_help_and_docs(const char *source_dir) {
                   strstr(text, "hidden_states") && strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
     const char *reserved = strstr(text, "Not available yet");
-    TT_EXPECT(reserved && strstr(reserved, "\n  lora_model_dir ") && strstr(reserved, "\n  use_streams ") &&
+    TT_EXPECT(reserved && strstr(reserved, "\n  layer_offloading ") && strstr(reserved, "\n  use_streams ") &&
                   !strstr(reserved, "\n  seed "),
               "the keys of later features are listed apart");
 
@@ -450,7 +451,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`use_streams`") && strstr(later, "`lora_model_dir`"),
+        TT_EXPECT(later && strstr(later, "`use_streams`") && strstr(later, "`layer_offloading`"),
                   "docs list the reserved keys under Not available yet");
     }
     free(docs);
@@ -561,8 +562,8 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("tf32.yaml", "tf32: True\n"),
                   "tf32: true is not available yet on the CPU backend");
     /* keys of later features: any value but the off value */
-    tt_expect_die(load_file, yaml_file("lora_dir.yaml", "lora_model_dir: runs/adapter\n"),
-                  "lora_model_dir is not available yet in this version");
+    tt_expect_die(load_file, yaml_file("lora_dir.yaml", VALID "lora_model_dir: runs/adapter\n"),
+                  "lora_model_dir is set but adapter is not");
     tt_expect_die(load_file, yaml_file("lo.yaml", "layer_offloading: true\n"), "layer_offloading is not available yet");
     tt_expect_die(load_file, yaml_file("frac.yaml", "optimizer_offload_fraction: 0.5\n"),
                   "optimizer_offload_fraction is not available yet");

@@ -192,6 +192,15 @@ for mode in "gradient_checkpointing=true" "gradient_checkpointing=true;selective
   "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" "${mode_keys[@]}" output_dir=out_lm save_steps=0 > train_lm.txt 2>&1
   check "LoRA with $mode is bit-identical" cmp -s out_l/adapter_model.safetensors out_lm/adapter_model.safetensors
 done
+# lora_model_dir: a run that continues from out_l's adapter at a learning rate too small to move it
+# saves that adapter bit for bit; another lora_r is refused with the key to change
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_model_dir=out_l output_dir=out_lc \
+  max_steps=1 learning_rate=1e-30 save_steps=0 > train_lc.txt 2>&1
+check "continuing from a saved adapter succeeds" test $? -eq 0
+check "lora_model_dir loads the adapter" cmp -s out_l/adapter_model.safetensors out_lc/adapter_model.safetensors
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_model_dir=out_l lora_r=8 output_dir=out_lx \
+  max_steps=1 > train_lx.txt 2>&1
+check "lora_model_dir with another rank is refused" grep -q "r is 4 but lora_r is 8; set lora_r: 4" train_lx.txt
 "$tiertrain" merge --base out_a --adapter out_l -o out_merged > merge.txt 2>&1
 check "merge succeeds" test $? -eq 0 -a -f out_merged/model.safetensors -a -f out_merged/config.json
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_merged output_dir=out_mt max_steps=1 > train_mt.txt 2>&1

@@ -167,6 +167,12 @@ static const key_spec key_table[] = {
      .default_text = "false",
      .null_is_default = true,
      .help = "adapters on all seven linear layers of every decoder layer (with lora_target_modules: all seven too)"},
+    {.name = "lora_model_dir",
+     .type = KEY_STRING,
+     .offset = FIELD(lora_model_dir),
+     .default_text = "~",
+     .help = "a PEFT LoRA adapter directory (adapter_model.safetensors, adapter_config.json) to continue from: its "
+             "adapters replace the fresh init; lora_r, lora_alpha and the target modules must be the adapter's"},
     {.name = "freeze_embeddings",
      .type = KEY_BOOL,
      .offset = FIELD(freeze_embeddings),
@@ -490,7 +496,6 @@ static const key_spec key_table[] = {
      .not_yet_reason = " on the CPU backend (tf32 matmuls come with the CUDA backend)",
      .help = "tf32 matmuls (only false in this version)"},
     /* keys of later features: accepted only with their off value */
-    RESERVED("lora_model_dir", "a LoRA adapter to continue from"),
     RESERVED("layer_offloading", "frozen decoder layers in pinned host memory, streamed in one at a time"),
     RESERVED("min_offload_size", "activation offloading: smallest tensor offloaded, in bytes"),
     RESERVED("use_pin_memory", "activation offloading into pinned host memory"),

@@ -50,6 +50,7 @@ typedef struct tt_run_config {
     double lora_dropout;      /* dropout on each adapter's input, training only */
     unsigned lora_target_modules; /* set of tt_lora_module */
     bool lora_target_linear;  /* every linear layer of the decoder layers (all seven modules) */
+    char *lora_model_dir;     /* a PEFT adapter directory to continue from, or NULL */
     const char *lora_key_given; /* the first lora_* key given a value (for the check against adapter), or NULL */
     bool freeze_embeddings;   /* full fine-tuning: model.embed_tokens (and a tied LM head) trains not */
     int64_t *frozen_layers;   /* full fine-tuning: decoder layers that train not, ascending */

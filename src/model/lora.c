@@ -89,6 +89,68 @@ void tt_lora_save_peft(const float *flat, const tt_param_table *table, tt_dtype 
     json_decref(root);
 }
 
+void tt_lora_load_peft(float *flat, const tt_param_table *table, const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    tt_st_file file;
+    tt_st_open(path, &file);
+    int found = 0;
+    for (int i = 0; i < table->count; i++) {
+        const tt_param_info *p = &table->params[i];
+        if (!is_adapter(p)) continue;
+        const tt_st_tensor *t = tt_st_find(&file, p->name);
+        if (!t)
+            tt_die("%s: tensor '%s' is missing; the adapter has other target modules or another model than this run "
+                   "(lora_target_modules)",
+                   path, p->name);
+        if (t->ndim != 2 || t->shape[0] != p->shape[0] || t->shape[1] != p->shape[1])
+            tt_die("%s: tensor '%s' has shape [%lld, %lld], this run's is [%lld, %lld] (check lora_r and the base model)",
+                   path, p->name, (long long)t->shape[0], (long long)(t->ndim == 2 ? t->shape[1] : 0),
+                   (long long)p->shape[0], (long long)p->shape[1]);
+        if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
+            tt_die("%s: tensor '%s' is %s; adapters are F32, BF16 or F16", path, p->name,
+                   tt_dtype_safetensors_name(t->dtype));
+        tt_convert_to_f32(flat + p->offset, t->data, t->dtype, (size_t)p->numel);
+        found++;
+    }
+    if (found != file.count)
+        tt_die("%s: holds %d tensors, of which this run's adapters are %d; the adapter targets more modules than "
+               "lora_target_modules lists",
+               path, file.count, found);
+    tt_st_close(&file);
+}
+
+void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error);
+    if (!root) tt_die("%s:%d: cannot read the adapter's config: %s (lora_model_dir is a PEFT adapter directory)", path,
+                      error.line, error.text);
+    json_t *r = json_object_get(root, "r"), *alpha = json_object_get(root, "lora_alpha");
+    if (!json_is_integer(r) || json_integer_value(r) != table->lora_rank)
+        tt_die("%s: r is %lld but lora_r is %lld; set lora_r: %lld to continue from this adapter", path,
+               json_is_integer(r) ? (long long)json_integer_value(r) : -1LL, (long long)table->lora_rank,
+               json_is_integer(r) ? (long long)json_integer_value(r) : -1LL);
+    if (!json_is_number(alpha) || json_number_value(alpha) != table->lora_alpha)
+        tt_die("%s: lora_alpha is %g but the run's lora_alpha is %g; set lora_alpha: %g to continue from this adapter",
+               path, json_is_number(alpha) ? json_number_value(alpha) : NAN, table->lora_alpha,
+               json_is_number(alpha) ? json_number_value(alpha) : NAN);
+    unsigned targets = 0;
+    json_t *list = json_object_get(root, "target_modules");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *name = json_string_value(json_array_get(list, i));
+        int found = -1;
+        for (int m = 0; name && m < TT_LORA_MODULE_COUNT && found < 0; m++)
+            if (strcmp(name, tt_lora_module_name(m)) == 0) found = m;
+        if (found < 0) tt_die("%s: target module '%s' is not one tiertrain adapts (q_proj ... down_proj)", path, name ? name : "?");
+        targets |= 1u << found;
+    }
+    if (targets != table->lora_targets)
+        tt_die("%s: the adapter's target_modules are not the run's; set lora_target_modules to the adapter's list", path);
+    json_decref(root);
+}
+
 /* ---- merge ---- */
 
 /* adapter_config.json: the scaling, after refusing what a plain W + s B A merge would get wrong. */

@@ -19,6 +19,13 @@
 void tt_lora_save_peft(const float *flat, const tt_param_table *table, tt_dtype dtype, const char *base_model,
                        const char *dir);
 
+/* Reads the adapters of table from dir's adapter_model.safetensors (F32, BF16 or F16) into flat. A missing
+ * adapter, one of another shape, or a tensor of dir the table has no place for is an error naming the file. */
+void tt_lora_load_peft(float *flat, const tt_param_table *table, const char *dir);
+/* Checks dir's adapter_config.json against table's adapters (r, lora_alpha, target_modules); a difference is an
+ * error naming the file and the run's key to change. */
+void tt_lora_check_peft_config(const tt_param_table *table, const char *dir);
+
 /* `tiertrain merge`: W' = W + scaling B A for every adapter in adapter_dir, in fp32, into a copy of the
  * Hugging Face model in base_dir, written to out_dir (which exists) in the base's dtype (with its config.json and its
  * tokenizer and generation files). Adapters the base has no layer for, LoRA variants tiertrain does not

@@ -165,6 +165,11 @@ static void initial_weights(tt_model_state *model, const tt_run_config *run) {
         double std = run->initializer_range > 0 ? run->initializer_range : model->config.initializer_range;
         tt_weights_init_random(host, &model->params, std, (uint64_t)run->seed);
     }
+    if (run->lora_model_dir) { /* continue from a saved adapter */
+        tt_lora_check_peft_config(&model->params, run->lora_model_dir);
+        tt_lora_load_peft(host, &model->params, run->lora_model_dir);
+        tt_info("LoRA adapters from %s", run->lora_model_dir);
+    }
     tt_model_set_weights(model, host);
     free(host);
 }

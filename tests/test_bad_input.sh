@@ -64,6 +64,20 @@ expect_error "disk offload without checkpointing" "activation_offloading: disk o
 expect_error "attention name" "attn_implementation must be one of auto, cudnn, flash, simple" \
   "$tiertrain" train --config run.yaml attn_implementation=sdpa
 
+# LoRA and freezing keys that do not fit together or do not fit the model
+expect_error "qlora" "adapter: qlora .* is not available yet" "$tiertrain" train --config run.yaml adapter=qlora
+expect_error "LoRA setting without adapter" "lora_r is set but adapter is not" "$tiertrain" train --config run.yaml lora_r=16
+expect_error "adapter without targets" "adapter: lora has no modules to adapt" "$tiertrain" train --config run.yaml adapter=lora
+expect_error "unknown LoRA target" "lora_target_modules: 'lm_head' is not a linear layer" \
+  "$tiertrain" train --config run.yaml adapter=lora 'lora_target_modules=[q_proj, lm_head]'
+expect_error "frozen layer past the model" "frozen_layers lists layer 5 but the model has 1 decoder layers" \
+  "$tiertrain" train --config run.yaml 'frozen_layers=[5]'
+expect_error "freezing with LoRA" "frozen_layers chooses what full fine-tuning trains" \
+  "$tiertrain" train --config run.yaml adapter=lora lora_target_linear=true 'frozen_layers=[0]'
+expect_error "merge without an adapter" "merge: --adapter missing" "$tiertrain" merge --base out -o merged
+expect_error "merge of a directory without an adapter" "adapter_config.json" \
+  "$tiertrain" merge --base out --adapter out -o merged
+
 make_model_dir() { rm -rf "$1"; mkdir -p "$1"; cp out/config.json "$1/"; }
 
 make_model_dir truncated

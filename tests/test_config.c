@@ -19,14 +19,14 @@ static const char *const all_keys[] = {
     "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
-    "debug_copy_delay_us",
+    "debug_copy_delay_us", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
+    "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers",
     /* not available yet */
-    "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_linear", "lora_model_dir",
     "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers",
     "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 54 /* the first 54 of all_keys */
+#define AVAILABLE_KEY_COUNT 63 /* the first 63 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -124,9 +124,15 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->min_offload_size == b->min_offload_size && a->use_pin_memory == b->use_pin_memory &&
         a->use_streams == b->use_streams && a->max_fwd_stash_size == b->max_fwd_stash_size &&
         a->debug_copy_delay_us == b->debug_copy_delay_us && a->bf16 == b->bf16 &&
-        a->fp16 == b->fp16 && a->tf32 == b->tf32;
+        a->fp16 == b->fp16 && a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r &&
+        a->lora_alpha == b->lora_alpha && a->lora_dropout == b->lora_dropout &&
+        a->lora_target_modules == b->lora_target_modules && a->lora_target_linear == b->lora_target_linear &&
+        same_string(a->lora_model_dir, b->lora_model_dir) && a->freeze_embeddings == b->freeze_embeddings &&
+        a->frozen_layer_count == b->frozen_layer_count;
     for (int i = 0; same && i < a->dataset_count; i++)
         same = same_string(a->datasets[i], b->datasets[i]);
+    for (int64_t i = 0; same && i < a->frozen_layer_count; i++)
+        same = a->frozen_layers[i] == b->frozen_layers[i];
     return same;
 }
 
@@ -212,7 +218,7 @@ static void test_full_file_and_overrides(void) {
                                             "tf32: False\n"
                                             "initializer_range: 0.01\n"
                                             "adapter:\n"
-                                            "lora_r: 0\n"
+                                            "lora_r:\n"
                                             "lora_dropout: 0.0\n"
                                             "lora_target_modules: []\n"
                                             "gradient_checkpointing_kwargs: {}\n"
@@ -324,7 +330,14 @@ static void test_round_trip(void) {
         "host_memory_budget=3G",
         "num_threads=2",
         "progress=false",
-        "bf16=false"};
+        "bf16=false",
+        "adapter=lora",
+        "lora_r=16",
+        "lora_alpha=32",
+        "lora_dropout=0.05",
+        "lora_target_modules=[v_proj, q, down_proj]",
+        "lora_target_linear=true",
+        "lora_model_dir=runs/adapter"};
     int n = (int)(sizeof overrides / sizeof overrides[0]);
     tt_run_config c, again, defaults;
     tt_run_config_defaults(&c);
@@ -421,7 +434,7 @@ static void test_help_and_docs(const char *source_dir) {
                   strstr(text, "hidden_states") && strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
     const char *reserved = strstr(text, "Not available yet");
-    TT_EXPECT(reserved && strstr(reserved, "\n  adapter ") && strstr(reserved, "\n  cpu_offloading ") &&
+    TT_EXPECT(reserved && strstr(reserved, "\n  layer_offloading ") && strstr(reserved, "\n  cpu_offloading ") &&
                   !strstr(reserved, "\n  seed "),
               "the keys of later features are listed apart");
 
@@ -442,7 +455,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`cpu_offloading`") && strstr(later, "`lora_r`"),
+        TT_EXPECT(later && strstr(later, "`cpu_offloading`") && strstr(later, "`layer_offloading`"),
                   "docs list the reserved keys under Not available yet");
     }
     free(docs);
@@ -563,11 +576,8 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("tf32.yaml", "tf32: True\n"),
                   "tf32: true is not available yet on the CPU backend");
     /* keys of later features: any value but the off value */
-    tt_expect_die(load_file, yaml_file("lora.yaml", VALID "adapter: lora\n"),
-                  "lora.yaml:3: adapter is not available yet in this version of tiertrain; remove it from the config");
-    tt_expect_die(load_file, yaml_file("lora_r.yaml", "lora_r: 8\n"), "lora_r is not available yet in this version");
-    tt_expect_die(load_file, yaml_file("lora_t.yaml", "lora_target_modules: [q_proj, v_proj]\n"),
-                  "lora_target_modules is not available yet");
+    tt_expect_die(load_file, yaml_file("lora_dir.yaml", VALID "lora_model_dir: runs/adapter\n"),
+                  "lora_model_dir is set but adapter is not");
     tt_expect_die(load_file, yaml_file("lo.yaml", "layer_offloading: true\n"), "layer_offloading is not available yet");
     tt_expect_die(load_file, yaml_file("frac.yaml", "optimizer_offload_fraction: 0.5\n"),
                   "optimizer_offload_fraction is not available yet");
@@ -638,7 +648,9 @@ static void test_errors(void) {
                   "command-line override 'micro_batch_size=0': micro_batch_size must be >= 1, got 0");
     tt_expect_die(load_override, "learning_rat=1",
                   "command-line override 'learning_rat=1': unknown key 'learning_rat'; did you mean 'learning_rate'?");
-    tt_expect_die(load_override, "adapter=lora", "command-line override 'adapter=lora': adapter is not available yet");
+    tt_expect_die(load_override, "adapter=qlora",
+                  "command-line override 'adapter=qlora': adapter: qlora (LoRA on a 4-bit quantized base) is not "
+                  "available yet");
     /* the file itself */
     tt_expect_die(load_file, (char *)"/nonexistent/nope.yaml", "cannot open config /nonexistent/nope.yaml");
     tt_expect_die(load_file, scratch, "cannot read config");
@@ -654,11 +666,78 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("valsize.yaml", VALID "val_set_size: 1.5\n"), "val_set_size is 1.5");
 }
 
+/* adapter, lora_* and the freezing keys: values, and the checks that need two keys. */
+static void test_lora_and_freezing(void) {
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    TT_EXPECT(c.adapter == TT_ADAPTER_NONE && c.lora_r == 8 && c.lora_alpha == 16 && c.lora_dropout == 0 &&
+                  c.lora_target_modules == 0 && !c.lora_target_linear && !c.freeze_embeddings &&
+                  c.frozen_layer_count == 0 && c.lora_key_given == NULL,
+              "LoRA and freezing defaults");
+    char *path = write_file("lora_ok.yaml", VALID "adapter: lora\nlora_r: 4\nlora_alpha: 8\nlora_dropout: 0.1\n"
+                                                  "lora_target_modules: [q_proj, v, gate_proj, down]\n");
+    tt_run_config_load(&c, path, 0, NULL);
+    tt_run_config_validate(&c);
+    TT_EXPECT(c.adapter == TT_ADAPTER_LORA && c.lora_r == 4 && c.lora_alpha == 8 && c.lora_dropout == 0.1 &&
+                  c.lora_target_modules == ((1u << TT_LORA_Q) | (1u << TT_LORA_V) | (1u << TT_LORA_GATE) |
+                                            (1u << TT_LORA_DOWN)) &&
+                  tt_run_config_lora_targets(&c) == c.lora_target_modules,
+              "adapter: lora with full and short module names");
+    char *overrides[] = {"lora_target_linear=true", "lora_r=", "frozen_layers=[]"};
+    tt_run_config_load(&c, NULL, 3, overrides);
+    TT_EXPECT(tt_run_config_lora_targets(&c) == TT_LORA_ALL_MODULES && c.lora_r == 8,
+              "lora_target_linear adapts all seven; lora_r= (null) is the default");
+    tt_run_config_free(&c);
+    free(path);
+    tt_run_config_defaults(&c);
+    path = write_file("freeze_ok.yaml", VALID "freeze_embeddings: true\nfrozen_layers: [3, 0, 1]\n");
+    tt_run_config_load(&c, path, 0, NULL);
+    tt_run_config_validate(&c);
+    TT_EXPECT(c.freeze_embeddings && c.frozen_layer_count == 3 && c.frozen_layers[0] == 0 && c.frozen_layers[1] == 1 &&
+                  c.frozen_layers[2] == 3,
+              "freeze_embeddings and frozen_layers (sorted)");
+    tt_run_config_free(&c);
+    free(path);
+    /* axolotl's full fine-tuning templates list every LoRA key with no value */
+    TT_EXPECT(loads("fft_template.yaml", VALID "adapter:\nlora_model_dir:\nlora_r:\nlora_alpha:\nlora_dropout:\n"
+                                              "lora_target_linear:\nlora_target_modules:\n"),
+              "LoRA keys without values are full fine-tuning");
+    TT_EXPECT(loads("fft_off.yaml", VALID "adapter: false\nlora_target_linear: false\nlora_dropout: 0\n"),
+              "off values without adapter");
+
+    tt_expect_die(load_file, yaml_file("r_alone.yaml", VALID "lora_r: 16\n"),
+                  "lora_r is set but adapter is not: LoRA settings take effect with adapter: lora");
+    tt_expect_die(load_file, yaml_file("linear_alone.yaml", VALID "lora_target_linear: true\n"),
+                  "lora_target_linear is set but adapter is not");
+    tt_expect_die(load_file, yaml_file("no_targets.yaml", VALID "adapter: lora\n"),
+                  "adapter: lora has no modules to adapt: lora_target_modules is empty and lora_target_linear is false");
+    tt_expect_die(load_file, yaml_file("lora_frozen.yaml", VALID "adapter: lora\nlora_target_linear: true\n"
+                                                               "frozen_layers: [0]\n"),
+                  "frozen_layers chooses what full fine-tuning trains, but with adapter: lora");
+    tt_expect_die(load_file, yaml_file("adapter_bad.yaml", "adapter: dora\n"),
+                  "adapter_bad.yaml:1: adapter must be lora (or ~ for full fine-tuning); got 'dora'");
+    tt_expect_die(load_file, yaml_file("qlora.yaml", "adapter: qlora\n"), "adapter: qlora");
+    tt_expect_die(load_file, yaml_file("r0.yaml", "lora_r: 0\n"), "lora_r must be >= 1, got 0");
+    tt_expect_die(load_file, yaml_file("drop1.yaml", "lora_dropout: 1\n"), "lora_dropout must be in [0, 1), got 1");
+    tt_expect_die(load_file, yaml_file("alpha0.yaml", "lora_alpha: -2\n"), "lora_alpha must be > 0");
+    tt_expect_die(load_file, yaml_file("target_bad.yaml", "lora_target_modules: [q_proj, lm_head]\n"),
+                  "target_bad.yaml:1: lora_target_modules: 'lm_head' is not a linear layer tiertrain can put an "
+                  "adapter on");
+    tt_expect_die(load_file, yaml_file("target_map.yaml", "lora_target_modules: {q: 1}\n"),
+                  "lora_target_modules: expected a list");
+    tt_expect_die(load_file, yaml_file("layers_bad.yaml", "frozen_layers: [0, x]\n"),
+                  "frozen_layers: expected layer indices (integers from 0), got 'x'");
+    tt_expect_die(load_file, yaml_file("layers_neg.yaml", "frozen_layers: [-1]\n"), "frozen_layers: expected layer");
+    tt_expect_die(load_file, yaml_file("layers_twice.yaml", "frozen_layers: [2, 2]\n"),
+                  "frozen_layers lists layer 2 twice");
+    tt_expect_die(load_override, "lora_rank=8", "unknown key 'lora_rank'; tiertrain calls it 'lora_r'");
+    tt_expect_die(load_override, "target_modules=[q]", "tiertrain calls it 'lora_target_modules'");
+}
+
 static void test_accepted(void) {
     /* Off values of the keys of later features are accepted: null, false, 0, [] and {}. */
     TT_EXPECT(loads("off.yaml",
-                    VALID "adapter:\nlora_r: 0\nlora_alpha: 0.0\nlora_dropout: 0\nlora_target_modules: []\n"
-                          "lora_target_linear: false\nlora_model_dir: ~\nlayer_offloading: False\n"
+                    VALID "lora_model_dir: ~\nlayer_offloading: False\n"
                           "cpu_offloading: false\ncpu_offloading_num_layers: 0\ncpu_offloading_activations: false\n"
                           "cpu_offloading_weights: false\ncpu_offloading_double_buffering: false\n"
                           "optimizer_cpu_offload: false\noptimizer_offload_fraction: 0.0\n"
@@ -705,6 +784,7 @@ int main(int argc, char **argv) {
     test_help_and_docs(source_dir);
     test_errors();
     test_accepted();
+    test_lora_and_freezing();
     for (int i = 0; i < path_count; i++) {
         remove(paths[i]);
         free(paths[i]);

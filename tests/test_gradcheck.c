@@ -20,7 +20,9 @@
 #include "core/rng.h"
 #include "ops/backend.h"
 #include "ops/cpu/ops_cpu.h"
+#include "ops/dropout_mask.h"
 #include "test_util.h"
+#include "train/lora_step.h"
 
 #define FD_STEP 1e-6
 #define GRAD_TOL 1e-6 /* finite differences vs backward, in double */
@@ -329,6 +331,127 @@ static void test_linear(bool bias) {
     free(c.x), free(c.W), free(c.b), free(c.y), free(c.Ry), free(ref), free(y0), free(yacc), free(ref_acc);
     free(dx), free(base_W), free(dW), free(base_b), free(db), free(gW), free(gb), free(base_dx), free(dx_acc);
     free(gx_acc), free(dW2), free(xf), free(Wf), free(bf), free(yf), free(Ryf), free(dxf), free(dWf), free(dbf);
+}
+
+/* ------------------------------------------------------------------ LoRA adapter */
+
+/* The step's adapter code (src/train/lora_step.c) runs through a backend table; here, one of the
+ * f64 kernels, so that the composition itself is checked in double against finite differences. */
+static void f64_linear_forward(void *y, const void *x, const void *W, const void *b, const void *residual, int64_t N,
+                               int64_t in, int64_t out) {
+    if (residual && residual != y) memcpy(y, residual, sizeof(double) * (size_t)(N * out));
+    tt_cpu_linear_forward_f64(y, x, W, b, N, in, out, residual != NULL);
+}
+static void f64_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W, int64_t N,
+                                int64_t in, int64_t out, bool accumulate_dx) {
+    tt_cpu_linear_backward_f64(dx, dW, db, dy, x, W, N, in, out, accumulate_dx);
+}
+static void f64_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t threshold,
+                              uint64_t seed) {
+    tt_cpu_dropout_scale_f64(out, x, n, multiplier, threshold, seed);
+}
+static void f64_add(void *out, const void *a, const void *b, int64_t n) { tt_cpu_add_f64(out, a, b, n); }
+static const tt_backend f64_backend = {.name = "cpu f64", .linear_forward = f64_linear_forward,
+                                       .linear_backward = f64_linear_backward, .dropout_scale = f64_dropout_scale,
+                                       .add = f64_add};
+
+typedef struct {
+    int64_t N;
+    tt_lora_layer lora;
+    double *x, *W, *A, *B, *u, *y, *R;
+} lora_ctx;
+
+/* L = sum(R .* (x W^T + scaling B A dropout(x))) */
+static double lora_objective(void *p) {
+    lora_ctx *c = p;
+    dnan(c->y, c->N * c->lora.out);
+    dnan(c->u, c->N * c->lora.rank);
+    tt_cpu_linear_forward_f64(c->y, c->x, c->W, NULL, c->N, c->lora.in, c->lora.out, false);
+    tt_lora_forward_down(&f64_backend, &c->lora, c->x, c->u, c->N);
+    tt_lora_forward_up(&f64_backend, &c->lora, c->u, c->y, c->N);
+    return ddot(c->y, c->R, c->N * c->lora.out);
+}
+
+static void test_lora_adapter(double dropout) {
+    const int64_t N = 7, in = 9, out = 5, r = 3;
+    lora_ctx c = {.N = N};
+    c.x = drandn(N * in, 1);
+    c.W = drandn(out * in, 1);
+    c.A = drandn(r * in, 0.5);
+    c.B = drandn(out * r, 0.5);
+    c.u = dnew(N * r);
+    c.y = dnew(N * out);
+    c.R = drandn(N * out, 1);
+    double *dA = dnew(r * in), *dB = dnew(out * r), *dropped = dnew(N * in);
+    c.lora = (tt_lora_layer){.A = c.A, .B = c.B, .dA = dA, .dB = dB, .in = in, .out = out, .rank = r, .scaling = 1.5f};
+    if (dropout > 0) {
+        c.lora.drop_threshold = tt_dropout_threshold(dropout);
+        c.lora.drop_multiplier = (float)(1.0 / (1.0 - dropout));
+        c.lora.drop_seed = 77;
+        c.lora.dropout_buffer = dropped;
+    }
+    const char *tag = dropout > 0 ? "LoRA with dropout" : "LoRA";
+    char what[96];
+
+    /* forward against the formula, the mask drawn element by element */
+    lora_objective(&c);
+    double *ref = dnew(N * out);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < out; o++) {
+            double adapter = 0;
+            for (int64_t k = 0; k < r; k++) {
+                double ax = 0;
+                for (int64_t i = 0; i < in; i++) {
+                    const bool keep = tt_dropout_bits(c.lora.drop_seed, (uint64_t)(n * in + i)) >= c.lora.drop_threshold;
+                    const double scale = c.lora.drop_threshold ? (double)c.lora.drop_multiplier : 1.0;
+                    ax += c.A[k * in + i] * (keep ? c.x[n * in + i] * scale : 0.0);
+                }
+                adapter += c.B[o * r + k] * (1.5 * ax);
+            }
+            ref[n * out + o] = ddot(c.x + n * in, c.W + o * in, in) + adapter;
+        }
+    snprintf(what, sizeof what, "%s forward", tag);
+    expect_close(what, c.y, ref, N * out, REF_TOL);
+
+    /* backward: the base dx, then the adapter's pieces in the step's order */
+    double *dx = dnew(N * in);
+    tt_cpu_linear_backward_f64(dx, NULL, NULL, c.R, NULL, c.W, N, in, out, false);
+    tt_lora_backward_weights(&f64_backend, &c.lora, c.R, c.x, c.u, N);
+    tt_lora_backward_input(&f64_backend, &c.lora, c.u, dx, N);
+    snprintf(what, sizeof what, "%s dA", tag);
+    expect_grad(what, lora_objective, &c, c.A, r * in, dA);
+    snprintf(what, sizeof what, "%s dB", tag);
+    expect_grad(what, lora_objective, &c, c.B, out * r, dB);
+    snprintf(what, sizeof what, "%s dx", tag);
+    expect_grad(what, lora_objective, &c, c.x, N * in, dx);
+
+    free(c.x), free(c.W), free(c.A), free(c.B), free(c.u), free(c.y), free(c.R), free(dA), free(dB), free(dropped);
+    free(ref), free(dx);
+}
+
+/* The mask: about p of the elements dropped, the same ones in f32 and f64, a plain scale at threshold 0. */
+static void test_dropout_mask(void) {
+    const int64_t n = 100000;
+    double *x = dnew(n), *y = dnew(n);
+    float *xf = fnew(n), *yf = fnew(n);
+    for (int64_t i = 0; i < n; i++) x[i] = xf[i] = (float)(1 + i % 3);
+    const uint32_t threshold = tt_dropout_threshold(0.3);
+    tt_cpu_dropout_scale_f64(y, x, n, 2.0, threshold, 123);
+    tt_cpu_dropout_scale_f32(yf, xf, n, 2.0f, threshold, 123);
+    int64_t dropped = 0, agree = 0;
+    for (int64_t i = 0; i < n; i++) {
+        dropped += y[i] == 0;
+        agree += (y[i] == 0) == (yf[i] == 0) && (y[i] == 0 || y[i] == 2 * x[i]);
+    }
+    TT_EXPECT(dropped > 29000 && dropped < 31000, "dropout 0.3 drops %lld of %lld", (long long)dropped, (long long)n);
+    TT_EXPECT(agree == n, "f32 and f64 masks agree and kept elements are scaled (%lld of %lld)", (long long)agree,
+              (long long)n);
+    tt_cpu_dropout_scale_f32(yf, xf, n, 0.5f, 0, 9);
+    bool plain = true;
+    for (int64_t i = 0; i < n; i++) plain = plain && yf[i] == 0.5f * xf[i];
+    TT_EXPECT(plain, "threshold 0 is a plain scale");
+    TT_EXPECT(tt_dropout_threshold(0) == 0 && tt_dropout_threshold(0.5) == 2147483648u, "thresholds");
+    free(x), free(y), free(xf), free(yf);
 }
 
 /* Column reductions over more rows than one block (128): rmsnorm dw and linear db. */
@@ -980,6 +1103,9 @@ int main(int argc, char **argv) {
     test_attention(1);
     test_swiglu();
     test_add();
+    test_dropout_mask();
+    test_lora_adapter(0.0);
+    test_lora_adapter(0.3);
     test_lm_head();
     test_sum_squares();
     test_adamw_case(1, true);

@@ -1,6 +1,7 @@
 /* The step program under every plan the CPU backend offers: the arena's measured peaks
  * equal the size table's estimate exactly (per class and per tier), and loss and every
- * gradient are bit-identical whether saved activations are kept or recomputed. */
+ * gradient are bit-identical whether saved activations are kept or recomputed; the same with
+ * LoRA adapters (with and without dropout) on a frozen base. */
 #include <string.h>
 
 #include "core/rng.h"
@@ -46,6 +47,22 @@ typedef struct run_result {
 /* policies[l]: 'k' keep everything, 'r' recompute everything, 's' keep the attention output
  * (selective), 'c' recompute the cheap ops only; upper case: the same with the layer input
  * offloaded to the pinned tier between forward and backward */
+/* What trains in the runs below: everything, or (lora) rank-3 adapters on q, v, o and down_proj
+ * with the dropout of lora_dropout. */
+static bool lora;
+static double lora_dropout;
+
+static tt_trainable_spec trainable_spec(void) {
+    tt_trainable_spec spec = {0};
+    if (lora) {
+        spec.lora_rank = 3;
+        spec.lora_alpha = 6;
+        spec.lora_dropout = lora_dropout;
+        spec.lora_targets = (1u << TT_LORA_Q) | (1u << TT_LORA_V) | (1u << TT_LORA_O) | (1u << TT_LORA_DOWN);
+    }
+    return spec;
+}
+
 static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier,
                                    size_t spill_budget, int64_t ring, bool streamed) {
     tt_model_config config = tiny_config(qwen3);
@@ -76,16 +93,22 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     plan.moment_bytes = 4;
 
     tt_spill_result spill = {0};
+    const tt_trainable_spec spec = trainable_spec();
     if (spill_budget) {
         tt_param_table params;
-        tt_param_table_build(&config, &params);
+        tt_param_table_build_trainable(&config, &spec, &params);
         tt_backend_cpu()->configure(&plan.precision, plan.attention);
         spill = tt_plan_spill(&plan, &config, &params, tt_backend_cpu(), spill_budget, 0);
         tt_param_table_free(&params);
     }
     tt_model_state s;
-    tt_model_state_init(&s, &config, &plan, tt_backend_cpu(), spill_budget);
+    tt_model_state_init_trainable(&s, &config, &plan, &spec, tt_backend_cpu(), spill_budget);
     tt_weights_init_random(s.weights, &s.params, 0.3, 11);
+    if (lora) /* B starts at zero; nonzero here so that every adapter gradient is exercised */
+        for (int i = 0; i < s.params.count; i++)
+            if (s.params.params[i].kind == TT_PARAM_LORA_B)
+                for (int64_t k = 0; k < s.params.params[i].numel; k++)
+                    ((float *)s.weights)[s.params.params[i].offset + k] = 0.05f * (float)((k % 7) - 3);
     tt_rng rng;
     tt_rng_seed(&rng, 5);
     const int64_t N = s.plan.micro_batch * s.plan.seq_len;
@@ -95,7 +118,9 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     }
     run_result r;
     /* two micro-batches accumulate into the gradients, as gradient accumulation does */
+    s.lora_dropout_seed = tt_lora_dropout_seed(3, 0, 0);
     r.loss = tt_step_forward_backward(&s, 0.05, &r.count);
+    s.lora_dropout_seed = tt_lora_dropout_seed(3, 0, 1);
     r.loss += tt_step_forward_backward(&s, 0.05, &r.count);
 
     /* Measured peaks equal the size table, class by class and for the whole tier. */
@@ -140,8 +165,11 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk,
 }
 
 int main(void) {
-    for (int variant = 0; variant < 2; variant++) {
-        bool qwen3 = variant == 1;
+    /* variants: llama, qwen3, then both again with LoRA (no dropout), then with LoRA and dropout */
+    for (int variant = 0; variant < 6; variant++) {
+        bool qwen3 = variant % 2 == 1;
+        lora = variant >= 2;
+        lora_dropout = variant >= 4 ? 0.25 : 0.0;
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
         const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
         for (size_t i = 0; i < 3 * sizeof others / sizeof *others; i++) {

@@ -149,6 +149,88 @@ assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")'
     check "no partial trace left" test ! -e trace.json.partial ;;
 esac
 
+# Freezing: frozen tensors come out as they went in (two runs with different learning rates agree on
+# them and on nothing else), the plan prices optimizer state for the trainable part only, and
+# resume is bit-identical.
+tensor_digests() { # safetensors file -> "name sha256" per tensor
+  python3 - "$1" <<'PY'
+import hashlib, json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+for name, t in sorted(header.items()):
+    if name != "__metadata__":
+        begin, end = t["data_offsets"]
+        print(name, hashlib.sha256(data[8 + n + begin:8 + n + end]).hexdigest())
+PY
+}
+freeze=(freeze_embeddings=true 'frozen_layers=[0]')
+"$tiertrain" plan --config run.yaml "${overrides[@]}" "${freeze[@]}" > plan_frozen.txt
+check "plan reports frozen parameters" grep -q "frozen: no gradient" plan_frozen.txt
+check "plan prices frozen weights" grep -q "frozen weight" plan_frozen.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f1 > train_f1.txt 2>&1
+check "training with frozen parts succeeds" test $? -eq 0
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f2 learning_rate=1e-3 > train_f2.txt 2>&1
+tensor_digests out_f1/model.safetensors > digests_f1.txt
+tensor_digests out_f2/model.safetensors > digests_f2.txt
+check "frozen tensors are unchanged by training" \
+  test "$(join digests_f1.txt digests_f2.txt | awk '$2 == $3 {print $1}' | tr '\n' ' ')" = \
+  "model.embed_tokens.weight model.layers.0.input_layernorm.weight model.layers.0.mlp.down_proj.weight model.layers.0.mlp.gate_proj.weight model.layers.0.mlp.up_proj.weight model.layers.0.post_attention_layernorm.weight model.layers.0.self_attn.k_norm.weight model.layers.0.self_attn.k_proj.weight model.layers.0.self_attn.o_proj.weight model.layers.0.self_attn.q_norm.weight model.layers.0.self_attn.q_proj.weight model.layers.0.self_attn.v_proj.weight "
+check "frozen parameters have no optimizer state" python3 -c '
+import json, struct
+d = open("out_f1/checkpoint-6/optimizer.safetensors", "rb").read()
+names = json.loads(d[8:8 + struct.unpack("<Q", d[:8])[0]])
+assert not any("layers.0." in k or "embed_tokens" in k for k in names), "frozen state saved"
+assert any("layers.1." in k for k in names)'
+mkdir -p out_f3 && cp -r out_f1/checkpoint-3 out_f3/
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f3 --resume > train_f3.txt 2>&1
+check "resumed training with frozen parts is bit-identical" cmp -s out_f1/model.safetensors out_f3/model.safetensors
+
+# LoRA on the model trained above: the plan prices adapters, not gradients of the base; the run
+# writes PEFT's files (checkpoints too); resume and every checkpointing and offloading mode give
+# the same bits, dropout included; `tiertrain merge` makes a full model that trains.
+lora=(model_config=null base_model=out_a adapter=lora lora_r=4 lora_alpha=8 lora_dropout=0.1 lora_target_linear=true)
+"$tiertrain" plan --config run.yaml "${overrides[@]}" "${lora[@]}" > plan_lora.txt
+check "plan reports LoRA" grep -q "training: LoRA adapters, rank 4" plan_lora.txt
+check "plan prices the adapters" grep -q "LoRA adapters" plan_lora.txt
+check "plan prices the frozen base" grep -q "frozen weights" plan_lora.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" output_dir=out_l > train_l.txt 2>&1
+check "LoRA training succeeds" test $? -eq 0
+check "LoRA writes the adapter in PEFT's format" test -f out_l/adapter_model.safetensors -a -f out_l/adapter_config.json
+check "LoRA does not write a full model" test ! -e out_l/model.safetensors
+check "LoRA checkpoints hold the adapter" test -f out_l/checkpoint-3/adapter_model.safetensors -a -f out_l/checkpoint-3/adapter_config.json
+check "adapter_config.json is PEFT's" python3 -c '
+import json
+c = json.load(open("out_l/adapter_config.json"))
+assert c["peft_type"] == "LORA" and c["r"] == 4 and c["lora_alpha"] == 8 and c["task_type"] == "CAUSAL_LM", c
+assert sorted(c["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])'
+check "the adapters trained" bash -c "grep -q '\"loss\"' out_l/metrics.jsonl && ! cmp -s out_l/checkpoint-3/adapter_model.safetensors out_l/adapter_model.safetensors"
+mkdir -p out_l2 && cp -r out_l/checkpoint-3 out_l2/
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" output_dir=out_l2 --resume > train_l2.txt 2>&1
+check "resumed LoRA adapter is bit-identical" cmp -s out_l/adapter_model.safetensors out_l2/adapter_model.safetensors
+check "resumed LoRA optimizer state is bit-identical" cmp -s out_l/checkpoint-6/optimizer.safetensors out_l2/checkpoint-6/optimizer.safetensors
+for mode in "gradient_checkpointing=true" "gradient_checkpointing=true;selective_checkpointing={save: [attention]}" \
+            "recompute_granularity=selective" "gradient_checkpointing=true;activation_offloading=legacy" \
+            "gradient_checkpointing=true;activation_offloading=disk;offload_dir=offload"; do
+  IFS=';' read -r -a mode_keys <<< "$mode"
+  rm -rf out_lm
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" "${mode_keys[@]}" output_dir=out_lm save_steps=0 > train_lm.txt 2>&1
+  check "LoRA with $mode is bit-identical" cmp -s out_l/adapter_model.safetensors out_lm/adapter_model.safetensors
+done
+# lora_model_dir: a run that continues from out_l's adapter at a learning rate too small to move it
+# saves that adapter bit for bit; another lora_r is refused with the key to change
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_model_dir=out_l output_dir=out_lc \
+  max_steps=1 learning_rate=1e-30 save_steps=0 > train_lc.txt 2>&1
+check "continuing from a saved adapter succeeds" test $? -eq 0
+check "lora_model_dir loads the adapter" cmp -s out_l/adapter_model.safetensors out_lc/adapter_model.safetensors
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_model_dir=out_l lora_r=8 output_dir=out_lx \
+  max_steps=1 > train_lx.txt 2>&1
+check "lora_model_dir with another rank is refused" grep -q "r is 4 but lora_r is 8; set lora_r: 4" train_lx.txt
+"$tiertrain" merge --base out_a --adapter out_l -o out_merged > merge.txt 2>&1
+check "merge succeeds" test $? -eq 0 -a -f out_merged/model.safetensors -a -f out_merged/config.json
+"$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_merged output_dir=out_mt max_steps=1 > train_mt.txt 2>&1
+check "the merged model trains" test $? -eq 0
+
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
 check "training from a saved checkpoint succeeds" test $? -eq 0

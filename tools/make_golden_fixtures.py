@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Golden fixtures for tiertrain's golden test (tests/test_golden.c), made with transformers.
 
-usage: python3 tools/make_golden_fixtures.py --out tests/fixtures
+usage: python3 tools/make_golden_fixtures.py --out tests/fixtures [--lora]
 
-Needs torch, transformers 5.x and safetensors; runs on the CPU in a few seconds. For each of
+Needs torch, transformers 5.x and safetensors (and peft for --lora); runs on the CPU in a few
+seconds. For each of
   tiny_qwen3  tied embeddings, q/k norm, explicit head_dim 16 (!= hidden / heads = 8)
   tiny_llama  untied, llama3 RoPE scaling (theta 5e5)
   tiny_qwen2  untied, q/k/v biases
@@ -15,6 +16,14 @@ it writes into <out>/<name>/:
                                   shifts them), loss (float64 [1]), grad.<name> and
                                   adamw.<name> (float32) for every parameter, and the AdamW
                                   settings and library versions as string metadata
+  lora/ (with --lora)             the golden test of LoRA (tests/test_lora_golden.c): peft's
+                                  save_pretrained of rank-4 adapters (lora_alpha 8, no dropout)
+                                  on all seven linear layers of that model, A and B drawn at
+                                  random (B != 0, so every gradient is exercised):
+                                  adapter_model.safetensors and adapter_config.json; and
+                                  golden.safetensors: input_ids, labels, loss (float64 [1]) and
+                                  grad.<adapter name> (float32) for every adapter tensor, the base
+                                  frozen, computed in float64 as above
 
 The reference (loss, gradients, the AdamW step) runs in float64. transformers keeps three things
 in float32 even for a float64 model: RMSNorm (it upcasts to float32 and casts back), the eager
@@ -382,12 +391,87 @@ def make_fixture(name, out_dir, stock):
     return sum(sizes.values())
 
 
+LORA_SEED = 4321
+LORA_RANK, LORA_ALPHA = 4, 8
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def make_lora_fixture(name, out_dir, stock):
+    """peft's LoRA on the fixture's model: adapters saved by peft, and the loss and the adapters'
+    gradients of one forward and backward (the base frozen) in float64."""
+    import peft  # only --lora needs it
+
+    directory = os.path.join(out_dir, name, "lora")
+    for fname in ("adapter_model.safetensors", "adapter_config.json", "golden.safetensors", "README.md"):
+        if os.path.isfile(os.path.join(directory, fname)):
+            os.remove(os.path.join(directory, fname))
+    os.makedirs(directory, exist_ok=True)
+    base = build_model(name)
+    init_weights(base)  # the same weights make_fixture saved as <name>/model.safetensors
+    with safe_open(os.path.join(out_dir, name, "model.safetensors"), framework="pt") as f:
+        for pname, p in base.named_parameters():
+            if pname in f.keys() and not torch.equal(f.get_tensor(pname), p.detach()):
+                raise SystemExit(f"{name}: {pname} differs from the fixture's model.safetensors; rerun without --only")
+    lora_config = peft.LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=LORA_TARGETS,
+                                  bias="none", task_type="CAUSAL_LM")
+    model = peft.get_peft_model(base, lora_config)
+    torch.manual_seed(LORA_SEED)
+    adapters = {}
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if p.requires_grad:
+                if ".lora_A." not in pname and ".lora_B." not in pname:
+                    raise SystemExit(f"{name}: trainable parameter {pname} is not a LoRA adapter")
+                p.normal_(0.0, 0.1)
+                adapters[pname.replace(".default.", ".")] = p
+    model.save_pretrained(directory)
+    with safe_open(os.path.join(directory, "adapter_model.safetensors"), framework="pt") as f:
+        if set(f.keys()) != set(adapters):
+            raise SystemExit(f"{directory}: peft saved {sorted(f.keys())[:4]}..., expected {sorted(adapters)[:4]}...")
+        for key in f.keys():
+            if not key.startswith("base_model.model.model.layers.") or f.get_tensor(key).dtype != torch.float32:
+                raise SystemExit(f"{directory}: unexpected tensor {key}")
+
+    model = model.to(torch.float64)
+    model.eval()
+    generator = torch.Generator().manual_seed(INPUT_SEED)
+    input_ids = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=generator, dtype=torch.int64)
+    labels = input_ids.clone()
+    labels[0, :3] = IGNORE_INDEX
+    labels[1, 7] = IGNORE_INDEX
+    model.zero_grad(set_to_none=True)
+    with Float64Patches(model, not stock) as patches:
+        out = model(input_ids=input_ids, labels=labels, use_cache=False)
+        patches.check(name)
+    loss = out.loss if stock else causal_lm_loss(out.logits, labels)
+    loss.backward()
+    tensors = {
+        "input_ids": input_ids.to(torch.int32).contiguous(),
+        "labels": labels.to(torch.int32).contiguous(),
+        "loss": loss.detach().reshape(1).to(torch.float64).contiguous(),
+    }
+    for pname, p in model.named_parameters():
+        if p.requires_grad:
+            tensors["grad." + pname.replace(".default.", ".")] = p.grad.detach().to(torch.float32).contiguous()
+        elif p.grad is not None:
+            raise SystemExit(f"{name}: frozen {pname} got a gradient")
+    metadata = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
+                "r": str(LORA_RANK), "lora_alpha": str(LORA_ALPHA),
+                "reference": "stock transformers" if stock else "float64 (RMSNorm, softmax, loss); float32 RoPE tables"}
+    save_file(tensors, os.path.join(directory, "golden.safetensors"), metadata=metadata)
+    sizes = {f: os.path.getsize(os.path.join(directory, f)) for f in sorted(os.listdir(directory))}
+    print(f"{name}/lora: loss {float(loss):.15g}, {len(adapters)} adapter tensors; files {sizes}")
+    return sum(sizes.values())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="tests/fixtures", help="directory that receives one folder per fixture")
     parser.add_argument("--only", nargs="+", choices=FIXTURES, default=list(FIXTURES))
     parser.add_argument("--stock-transformers", action="store_true",
                         help="save the unpatched model's .loss and gradients (float32 RMSNorm, softmax, loss)")
+    parser.add_argument("--lora", action="store_true",
+                        help="also write <fixture>/lora/: peft adapters and the LoRA gradients (needs peft)")
     args = parser.parse_args()
     if not transformers.__version__.startswith("5."):
         print(f"warning: written for transformers 5.x, running {transformers.__version__}", file=sys.stderr)
@@ -396,6 +480,8 @@ def main():
     total = 0
     for name in args.only:
         total += make_fixture(name, args.out, args.stock_transformers)
+        if args.lora:
+            total += make_lora_fixture(name, args.out, args.stock_transformers)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}: {total} bytes in all")
     if total > 1 << 20:
         print("warning: the fixtures are over 1 MiB", file=sys.stderr)

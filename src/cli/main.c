@@ -1,11 +1,13 @@
-/* tiertrain's command line: train | plan | tokenize. */
+/* tiertrain's command line: train | plan | merge | tokenize. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
 #include "core/config.h"
+#include "model/lora.h"
 #include "train/byte_tokenizer.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 #define TT_VERSION "0.1.0"
@@ -16,6 +18,8 @@ static void print_usage(FILE *out) {
           "usage:\n"
           "  tiertrain train --config run.yaml [--resume] [--trace FILE] [key=value ...]   train (see `tiertrain train --help`)\n"
           "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
+          "  tiertrain merge --base HF_DIR --adapter PEFT_DIR -o OUT_DIR [--max-shard-size 5GB]\n"
+          "                                                                 a LoRA adapter merged into its base: a full model\n"
           "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
           "  tiertrain --version\n",
           out);
@@ -98,6 +102,42 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     return status;
 }
 
+static int run_merge(int argc, char **argv) {
+    const char *usage = "usage: tiertrain merge --base HF_DIR --adapter PEFT_DIR -o OUT_DIR [--max-shard-size 5GB]";
+    const char *base = NULL, *adapter = NULL, *output = NULL;
+    int64_t max_shard_bytes = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const bool takes_value = strcmp(arg, "--base") == 0 || strcmp(arg, "--adapter") == 0 || strcmp(arg, "-o") == 0 ||
+                                 strcmp(arg, "--output") == 0 || strcmp(arg, "--max-shard-size") == 0;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            printf("%s\n\nWrites OUT_DIR: the Hugging Face model in HF_DIR with every LoRA adapter of PEFT_DIR "
+                   "(adapter_model.safetensors, adapter_config.json) merged in, W' = W + (lora_alpha / r) B A in fp32, "
+                   "stored in the base's dtype.\n",
+                   usage);
+            return 0;
+        }
+        if (!takes_value) tt_die("merge: unknown argument '%s'; %s", arg, usage);
+        if (i + 1 >= argc) tt_die("merge: %s needs a value; %s", arg, usage);
+        const char *value = argv[++i];
+        if (strcmp(arg, "--base") == 0) {
+            base = value;
+        } else if (strcmp(arg, "--adapter") == 0) {
+            adapter = value;
+        } else if (strcmp(arg, "--max-shard-size") == 0) {
+            max_shard_bytes = tt_parse_bytes(value);
+            if (max_shard_bytes < 0) tt_die("merge: --max-shard-size '%s' is not a size such as 5GB or 2GiB", value);
+        } else {
+            output = value;
+        }
+    }
+    if (!base || !adapter || !output)
+        tt_die("merge: %s missing; %s", !base ? "--base" : !adapter ? "--adapter" : "-o", usage);
+    tt_make_directories(output);
+    tt_lora_merge(base, adapter, output, (size_t)max_shard_bytes);
+    return 0;
+}
+
 static int run_tokenize(int argc, char **argv) {
     const char *output = NULL;
     bool bytes = false;
@@ -133,6 +173,7 @@ int main(int argc, char **argv) {
     if (strcmp(command, "train") == 0) return run_train_or_plan(argc - 2, argv + 2, true);
     if (strcmp(command, "plan") == 0) return run_train_or_plan(argc - 2, argv + 2, false);
     if (strcmp(command, "tokenize") == 0) return run_tokenize(argc - 2, argv + 2);
+    if (strcmp(command, "merge") == 0) return run_merge(argc - 2, argv + 2);
     if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
         puts("tiertrain " TT_VERSION);
         return 0;

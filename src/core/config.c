@@ -29,6 +29,9 @@ typedef enum key_type {
     KEY_DATASETS, /* a list of token files */
     KEY_SELECTIVE, /* selective_checkpointing: {save: [attention], offload: false} */
     KEY_CHECKPOINTING_KWARGS, /* gradient_checkpointing_kwargs: {use_reentrant: false} */
+    KEY_ADAPTER,  /* adapter: lora, or ~ */
+    KEY_LORA_TARGETS, /* lora_target_modules: a list of module names (tt_lora_module) */
+    KEY_LAYER_LIST, /* frozen_layers: a list of decoder-layer indices */
 } key_type;
 
 typedef enum availability {
@@ -64,6 +67,7 @@ typedef struct key_spec {
     const char *default_text;   /* YAML, parsed like a user's value */
     value_range range;          /* KEY_INT, KEY_FLOAT, KEY_BYTES */
     bool minus_one_unset;       /* KEY_INT: -1 (or ~) means "not given" besides the range */
+    bool null_is_default;       /* ~ (or nothing) sets the default, as axolotl's templates write unused keys */
     const char *values;         /* KEY_ENUM: "a|b|c" */
     enum_storage storage;       /* KEY_ENUM */
     const char *not_yet_values; /* KEY_BOOL/KEY_ENUM values that belong to later features: "true|disk" */
@@ -80,6 +84,24 @@ _Static_assert(sizeof(tt_lr_scheduler) == sizeof(int), "lr_scheduler is stored a
 _Static_assert(sizeof(tt_device_kind) == sizeof(int), "device is stored as an int index");
 _Static_assert(sizeof(tt_recompute_granularity) == sizeof(int), "recompute_granularity is stored as an int index");
 _Static_assert(sizeof(tt_recompute_method) == sizeof(int), "recompute_method is stored as an int index");
+_Static_assert(sizeof(tt_adapter_kind) == sizeof(int), "adapter is stored as an int");
+
+static const char *const lora_module_names[TT_LORA_MODULE_COUNT] = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                                                    "gate_proj", "up_proj", "down_proj"};
+static const char *const lora_module_short_names[TT_LORA_MODULE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
+static const char *const lora_module_paths[TT_LORA_MODULE_COUNT] = {
+    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+
+const char *tt_lora_module_name(tt_lora_module module) {
+    TT_CHECK(module >= 0 && module < TT_LORA_MODULE_COUNT, "LoRA module %d", (int)module);
+    return lora_module_names[module];
+}
+
+const char *tt_lora_module_path(tt_lora_module module) {
+    TT_CHECK(module >= 0 && module < TT_LORA_MODULE_COUNT, "LoRA module %d", (int)module);
+    return lora_module_paths[module];
+}
 
 static const key_spec key_table[] = {
     /* model */
@@ -102,6 +124,69 @@ static const key_spec key_table[] = {
      .default_text = "0",
      .range = AT_LEAST(0),
      .help = "std of the normal random init of a model_config run; 0: config.json's initializer_range, else 0.02"},
+    /* what trains */
+    {.name = "adapter",
+     .type = KEY_ADAPTER,
+     .offset = FIELD(adapter),
+     .default_text = "~",
+     .help = "lora: train LoRA adapters on the frozen base model, saved in PEFT's format (adapter_model.safetensors); "
+             "~: full fine-tuning. qlora (a 4-bit base) is not available yet"},
+    {.name = "lora_r",
+     .type = KEY_INT,
+     .offset = FIELD(lora_r),
+     .default_text = "8",
+     .range = AT_LEAST(1),
+     .null_is_default = true,
+     .help = "rank of every LoRA adapter: A is [lora_r, in], B is [out, lora_r]",
+     .known_as = "lora_rank|r"},
+    {.name = "lora_alpha",
+     .type = KEY_FLOAT,
+     .offset = FIELD(lora_alpha),
+     .default_text = "16",
+     .range = ABOVE(0),
+     .null_is_default = true,
+     .help = "LoRA scaling: each adapted layer computes W x + (lora_alpha / lora_r) B A x, as PEFT without rslora"},
+    {.name = "lora_dropout",
+     .type = KEY_FLOAT,
+     .offset = FIELD(lora_dropout),
+     .default_text = "0.0",
+     .range = HALF_OPEN(0, 1),
+     .null_is_default = true,
+     .help = "dropout on each adapter's input while training, as PEFT (the mask is a function of seed, step, layer, "
+             "module and element, so a recompute repeats it bit for bit); 0: none"},
+    {.name = "lora_target_modules",
+     .type = KEY_LORA_TARGETS,
+     .offset = FIELD(lora_target_modules),
+     .default_text = "[]",
+     .help = "the linear layers of every decoder layer that get adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, "
+             "up_proj, down_proj (or q, k, v, o, gate, up, down)",
+     .known_as = "target_modules|lora_target"},
+    {.name = "lora_target_linear",
+     .type = KEY_BOOL,
+     .offset = FIELD(lora_target_linear),
+     .default_text = "false",
+     .null_is_default = true,
+     .help = "adapters on all seven linear layers of every decoder layer (with lora_target_modules: all seven too)"},
+    {.name = "lora_model_dir",
+     .type = KEY_STRING,
+     .offset = FIELD(lora_model_dir),
+     .default_text = "~",
+     .help = "a PEFT LoRA adapter directory (adapter_model.safetensors, adapter_config.json) to continue from: its "
+             "adapters replace the fresh init; lora_r, lora_alpha and the target modules must be the adapter's"},
+    {.name = "freeze_embeddings",
+     .type = KEY_BOOL,
+     .offset = FIELD(freeze_embeddings),
+     .default_text = "false",
+     .null_is_default = true,
+     .help = "full fine-tuning: model.embed_tokens (and the LM head when it is tied to it) gets no gradient, no "
+             "optimizer state and no master copy"},
+    {.name = "frozen_layers",
+     .type = KEY_LAYER_LIST,
+     .offset = FIELD(frozen_layers),
+     .default_text = "[]",
+     .help = "full fine-tuning: decoder layers, by index from 0, that get no gradient, no optimizer state and no "
+             "master copy, e.g. [0, 1, 2]",
+     .known_as = "freeze_layers|layers_to_freeze"},
     /* data */
     {.name = "datasets",
      .type = KEY_DATASETS,
@@ -445,13 +530,6 @@ static const key_spec key_table[] = {
      .not_yet_reason = " on the CPU backend (tf32 matmuls come with the CUDA backend)",
      .help = "tf32 matmuls (only false in this version)"},
     /* keys of later features: accepted only with their off value */
-    RESERVED("adapter", "LoRA / QLoRA adapters (adapter: lora)"),
-    RESERVED("lora_r", "LoRA rank"),
-    RESERVED("lora_alpha", "LoRA scaling alpha"),
-    RESERVED("lora_dropout", "LoRA dropout"),
-    RESERVED("lora_target_modules", "modules that get LoRA adapters"),
-    RESERVED("lora_target_linear", "LoRA adapters on every linear layer"),
-    RESERVED("lora_model_dir", "a LoRA adapter to continue from"),
     RESERVED("layer_offloading", "frozen decoder layers in pinned host memory, streamed in one at a time"),
     RESERVED("cpu_offloading", "Megatron-style per-layer CPU offloading"),
     RESERVED("cpu_offloading_num_layers", "Megatron: layers whose activations/weights are offloaded"),
@@ -469,6 +547,7 @@ enum { KEY_COUNT = (int)(sizeof key_table / sizeof key_table[0]) };
 typedef struct source {
     const char *path;     /* the config file, or NULL */
     const char *override; /* the "key=value" text when path is NULL */
+    bool built_in;        /* a key's default, not the user's value */
 } source;
 
 static void die_at(const source *src, const yaml_node_t *node, const char *fmt, ...)
@@ -648,6 +727,9 @@ static const char *type_name(const key_spec *k) {
     case KEY_DATASETS: return "datasets";
     case KEY_SELECTIVE: return "mapping";
     case KEY_CHECKPOINTING_KWARGS: return "mapping";
+    case KEY_ADAPTER: return "enum";
+    case KEY_LORA_TARGETS: return "list";
+    case KEY_LAYER_LIST: return "list";
     }
     return "?";
 }
@@ -670,6 +752,9 @@ static const char *valid_text(const key_spec *k, char *buf, size_t size) {
     case KEY_DATASETS: snprintf(buf, size, "[{path: x.tok}] or [paths]"); break;
     case KEY_SELECTIVE: snprintf(buf, size, "{save: [attention], offload: false}; ~: off"); break;
     case KEY_CHECKPOINTING_KWARGS: snprintf(buf, size, "{use_reentrant: false}; ~: none"); break;
+    case KEY_ADAPTER: snprintf(buf, size, "lora; ~: none (qlora: not yet)"); break;
+    case KEY_LORA_TARGETS: snprintf(buf, size, "[q_proj, ..., down_proj]"); break;
+    case KEY_LAYER_LIST: snprintf(buf, size, "[layer indices]"); break;
     case KEY_ENUM: {
         char available[128];
         list_with_commas(available_values(k, available, sizeof available), values, sizeof values);
@@ -982,10 +1067,108 @@ static void set_checkpointing_kwargs(tt_run_config *c, const key_spec *k, const 
     }
 }
 
+/* adapter: lora, or ~ (false) for full fine-tuning. */
+static void set_adapter(tt_run_config *c, const source *src, yaml_node_t *node) {
+    char buf[256];
+    bool b;
+    const char *text = node->type == YAML_SCALAR_NODE ? scalar_text(node) : "";
+    if (is_null(node) || (parse_bool(text, &b) && !b)) {
+        c->adapter = TT_ADAPTER_NONE;
+        return;
+    }
+    if (strcmp(text, "lora") == 0) {
+        c->adapter = TT_ADAPTER_LORA;
+        return;
+    }
+    if (strcmp(text, "qlora") == 0)
+        die_at(src, node, "adapter: qlora (LoRA on a 4-bit quantized base) is not available yet in this version of "
+                          "tiertrain; use adapter: lora (the base stays in bf16 on the GPU), or ~ for full fine-tuning");
+    die_at(src, node, "adapter must be lora (or ~ for full fine-tuning); got %s", describe_value(node, buf, sizeof buf));
+}
+
+/* lora_target_modules: [q_proj, v_proj, ...] (PEFT's names) or the short names [q, v, ...]; one name alone is a
+ * list of one. */
+static void set_lora_targets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+    c->lora_target_modules = 0;
+    if (is_null(node)) return;
+    if (node->type == YAML_MAPPING_NODE)
+        die_at(src, node, "lora_target_modules: expected a list of module names such as [q_proj, v_proj], got a "
+                          "mapping");
+    yaml_node_item_t one = 0, *first = &one, *end = &one + 1;
+    if (node->type == YAML_SEQUENCE_NODE) {
+        first = node->data.sequence.items.start;
+        end = node->data.sequence.items.top;
+    }
+    for (yaml_node_item_t *item = first; item < end; item++) {
+        yaml_node_t *entry = node->type == YAML_SEQUENCE_NODE ? yaml_document_get_node(doc, *item) : node;
+        char buf[256];
+        int module = -1;
+        for (int m = 0; entry->type == YAML_SCALAR_NODE && m < TT_LORA_MODULE_COUNT && module < 0; m++)
+            if (strcmp(scalar_text(entry), lora_module_names[m]) == 0 ||
+                strcmp(scalar_text(entry), lora_module_short_names[m]) == 0)
+                module = m;
+        if (module < 0)
+            die_at(src, entry,
+                   "lora_target_modules: %s is not a linear layer tiertrain can put an adapter on; choose from "
+                   "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (or q, k, v, o, gate, up, down), or "
+                   "set lora_target_linear: true for all of them",
+                   describe_value(entry, buf, sizeof buf));
+        c->lora_target_modules |= 1u << module;
+    }
+}
+
+static int compare_int64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* frozen_layers: [0, 1, ...] (or one index); kept ascending, each index once. Indices past the model's
+ * layers are found when the model is read. */
+static void set_layer_list(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
+                           yaml_node_t *node) {
+    free(c->frozen_layers);
+    c->frozen_layers = NULL;
+    c->frozen_layer_count = 0;
+    if (is_null(node)) return;
+    if (node->type == YAML_MAPPING_NODE) die_type(src, node, k, "a list of layer indices such as [0, 1]");
+    size_t count = node->type == YAML_SEQUENCE_NODE
+                       ? (size_t)(node->data.sequence.items.top - node->data.sequence.items.start)
+                       : 1;
+    if (count == 0) return;
+    int64_t *layers = tt_xcalloc(count, sizeof(int64_t), "frozen_layers");
+    c->frozen_layers = layers;
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_t *entry =
+            node->type == YAML_SEQUENCE_NODE ? yaml_document_get_node(doc, node->data.sequence.items.start[i]) : node;
+        int64_t v = -1;
+        if (entry->type != YAML_SCALAR_NODE || parse_int64(scalar_text(entry), &v) != 0 || v < 0) {
+            char buf[256];
+            die_at(src, entry, "%s: expected layer indices (integers from 0), got %s", k->name,
+                   describe_value(entry, buf, sizeof buf));
+        }
+        for (size_t j = 0; j < i; j++)
+            if (layers[j] == v) die_at(src, entry, "%s lists layer %lld twice; list each layer once", k->name, (long long)v);
+        layers[i] = v;
+        c->frozen_layer_count++;
+    }
+    qsort(layers, count, sizeof(int64_t), compare_int64);
+}
+
+static void apply_default(tt_run_config *c, const key_spec *k);
+
 /* Applies one value (a node of doc) to the config. */
 static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
     void *field = (char *)c + k->offset;
     char buf[256];
+    if (k->null_is_default && is_null(node)) {
+        apply_default(c, k);
+        return;
+    }
+    /* A LoRA setting without adapter: lora is a mistake validate names (off values are what axolotl's
+     * full fine-tuning templates carry, and are fine). */
+    if (!src->built_in && strncmp(k->name, "lora_", 5) == 0 && k->availability == AVAILABLE && !is_off_value(node) &&
+        !c->lora_key_given)
+        c->lora_key_given = k->name;
     if (k->availability == NOT_YET) {
         if (!is_off_value(node))
             die_at(src, node,
@@ -998,6 +1181,9 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
     case KEY_DATASETS: set_datasets(c, src, doc, node); return;
     case KEY_SELECTIVE: set_selective(c, k, src, doc, node); return;
     case KEY_CHECKPOINTING_KWARGS: set_checkpointing_kwargs(c, k, src, doc, node); return;
+    case KEY_ADAPTER: set_adapter(c, src, node); return;
+    case KEY_LORA_TARGETS: set_lora_targets(c, src, doc, node); return;
+    case KEY_LAYER_LIST: set_layer_list(c, k, src, doc, node); return;
     case KEY_STRING: {
         char **s = field;
         if (is_null(node)) {
@@ -1113,7 +1299,7 @@ static void apply_default(tt_run_config *c, const key_spec *k) {
     if (k->availability == NOT_YET) return;
     char label[160];
     snprintf(label, sizeof label, "built-in default %s=%s", k->name, k->default_text);
-    source src = {.path = NULL, .override = label};
+    source src = {.path = NULL, .override = label, .built_in = true};
     yaml_document_t doc;
     load_document(&doc, k->default_text, strlen(k->default_text), &src);
     yaml_node_t *root = yaml_document_get_root_node(&doc);
@@ -1205,6 +1391,10 @@ void tt_run_config_load(tt_run_config *c, const char *path, int override_count, 
         apply_override(c, overrides[i]);
 }
 
+unsigned tt_run_config_lora_targets(const tt_run_config *c) {
+    return c->lora_target_linear ? TT_LORA_ALL_MODULES : c->lora_target_modules;
+}
+
 void tt_run_config_validate(const tt_run_config *c) {
     if (c->base_model && c->model_config)
         tt_die("base_model ('%s') and model_config ('%s') are both set; set exactly one of them: base_model to "
@@ -1258,6 +1448,18 @@ void tt_run_config_validate(const tt_run_config *c) {
     if (c->debug_copy_delay_us && c->activation_offloading == 0)
         tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "
                "debug_copy_delay_us");
+    if (c->adapter == TT_ADAPTER_NONE && c->lora_key_given)
+        tt_die("%s is set but adapter is not: LoRA settings take effect with adapter: lora; set adapter: lora to train "
+               "LoRA adapters, or remove %s for full fine-tuning",
+               c->lora_key_given, c->lora_key_given);
+    if (c->adapter == TT_ADAPTER_LORA && tt_run_config_lora_targets(c) == 0)
+        tt_die("adapter: lora has no modules to adapt: lora_target_modules is empty and lora_target_linear is false; "
+               "set lora_target_linear: true (all seven linear layers) or lora_target_modules: [q_proj, v_proj, ...]");
+    if (c->adapter == TT_ADAPTER_LORA && (c->freeze_embeddings || c->frozen_layer_count > 0))
+        tt_die("%s chooses what full fine-tuning trains, but with adapter: lora the whole base model is frozen "
+               "already; remove %s, or remove adapter for full fine-tuning",
+               c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers",
+               c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers");
     if (c->selective_checkpointing && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("selective_checkpointing is set but gradient_checkpointing is false: selective checkpointing chooses "
                "what checkpointed layers keep; set gradient_checkpointing: true, or remove selective_checkpointing");
@@ -1348,6 +1550,23 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
         break;
     case KEY_SELECTIVE: fputs(*(const bool *)field ? "{save: [attention], offload: false}" : "~", out); break;
     case KEY_CHECKPOINTING_KWARGS: fputs(*(const bool *)field ? "{use_reentrant: true}" : "~", out); break;
+    case KEY_ADAPTER: fputs(*(const tt_adapter_kind *)field == TT_ADAPTER_LORA ? "lora" : "~", out); break;
+    case KEY_LORA_TARGETS: {
+        fputc('[', out);
+        for (int m = 0, first = 1; m < TT_LORA_MODULE_COUNT; m++)
+            if ((c->lora_target_modules >> m) & 1u) {
+                fprintf(out, "%s%s", first ? "" : ", ", lora_module_names[m]);
+                first = 0;
+            }
+        fputc(']', out);
+        break;
+    }
+    case KEY_LAYER_LIST:
+        fputc('[', out);
+        for (int64_t i = 0; i < c->frozen_layer_count; i++)
+            fprintf(out, "%s%lld", i ? ", " : "", (long long)c->frozen_layers[i]);
+        fputc(']', out);
+        break;
     case KEY_DATASETS:
         if (c->dataset_count == 0) fputs("[]", out);
         for (int i = 0; i < c->dataset_count; i++) {
@@ -1413,4 +1632,7 @@ void tt_run_config_free(tt_run_config *c) {
         c->datasets[i] = NULL;
     }
     c->dataset_count = 0;
+    free(c->frozen_layers);
+    c->frozen_layers = NULL;
+    c->frozen_layer_count = 0;
 }

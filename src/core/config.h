@@ -16,6 +16,25 @@ typedef enum tt_lr_scheduler { TT_LR_COSINE, TT_LR_LINEAR, TT_LR_CONSTANT } tt_l
 typedef enum tt_recompute_granularity { TT_RECOMPUTE_NONE, TT_RECOMPUTE_FULL, TT_RECOMPUTE_SELECTIVE } tt_recompute_granularity;
 typedef enum tt_recompute_method { TT_RECOMPUTE_UNIFORM, TT_RECOMPUTE_BLOCK } tt_recompute_method;
 typedef enum tt_device_kind { TT_DEVICE_AUTO, TT_DEVICE_CPU, TT_DEVICE_CUDA } tt_device_kind;
+typedef enum tt_adapter_kind { TT_ADAPTER_NONE, TT_ADAPTER_LORA } tt_adapter_kind;
+
+/* The linear layers of a decoder layer that can carry a LoRA adapter, in PEFT's names
+ * (q_proj ... down_proj). lora_target_modules is a set of these: bit m is module m. */
+typedef enum tt_lora_module {
+    TT_LORA_Q,    /* self_attn.q_proj */
+    TT_LORA_K,    /* self_attn.k_proj */
+    TT_LORA_V,    /* self_attn.v_proj */
+    TT_LORA_O,    /* self_attn.o_proj */
+    TT_LORA_GATE, /* mlp.gate_proj */
+    TT_LORA_UP,   /* mlp.up_proj */
+    TT_LORA_DOWN, /* mlp.down_proj */
+    TT_LORA_MODULE_COUNT
+} tt_lora_module;
+#define TT_LORA_ALL_MODULES ((1u << TT_LORA_MODULE_COUNT) - 1u)
+/* "q_proj", ..., "down_proj" */
+const char *tt_lora_module_name(tt_lora_module module);
+/* "self_attn.q_proj", ..., "mlp.down_proj": the module's path inside a decoder layer */
+const char *tt_lora_module_path(tt_lora_module module);
 
 #define TT_MAX_DATASETS 16
 
@@ -24,6 +43,18 @@ typedef struct tt_run_config {
     char *base_model;        /* directory with config.json and model.safetensors(.index.json) */
     char *model_config;      /* a config.json (or a directory holding one): random init */
     double initializer_range;/* std of the random init (default: config.json's, else 0.02) */
+    /* what trains: the whole model (some parts frozen), or LoRA adapters on a frozen base */
+    tt_adapter_kind adapter;  /* adapter: lora */
+    int64_t lora_r;           /* rank of every adapter */
+    double lora_alpha;        /* scaling = lora_alpha / lora_r (PEFT without rslora) */
+    double lora_dropout;      /* dropout on each adapter's input, training only */
+    unsigned lora_target_modules; /* set of tt_lora_module */
+    bool lora_target_linear;  /* every linear layer of the decoder layers (all seven modules) */
+    char *lora_model_dir;     /* a PEFT adapter directory to continue from, or NULL */
+    const char *lora_key_given; /* the first lora_* key given a value (for the check against adapter), or NULL */
+    bool freeze_embeddings;   /* full fine-tuning: model.embed_tokens (and a tied LM head) trains not */
+    int64_t *frozen_layers;   /* full fine-tuning: decoder layers that train not, ascending */
+    int64_t frozen_layer_count;
     /* data */
     char *datasets[TT_MAX_DATASETS]; /* token files (datasets: [{path: ...}]) */
     int dataset_count;
@@ -87,6 +118,9 @@ void tt_run_config_defaults(tt_run_config *config);
  * message naming the file, line, key and valid values on any error. */
 void tt_run_config_load(tt_run_config *config, const char *path, int override_count,
                         char *const *overrides);
+
+/* The modules that get adapters: lora_target_modules, or all of them with lora_target_linear. */
+unsigned tt_run_config_lora_targets(const tt_run_config *config);
 
 /* Cross-key checks (e.g. base_model xor model_config, datasets present). */
 void tt_run_config_validate(const tt_run_config *config);

@@ -36,6 +36,17 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->saved_slot[TT_SAVED_GATE] = bytes_of(N * F, a);
     t->saved_slot[TT_SAVED_UP] = bytes_of(N * F, a);
     t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(N * F, a);
+    /* LoRA: each adapted layer saves its down projection, [N, r]; with dropout one [N, in] workspace
+     * holds an adapter's dropped input (forward, weight gradient) or its input gradient */
+    static const tt_saved_slot lora_slots[TT_LORA_MODULE_COUNT] = TT_SAVED_LORA_SLOTS;
+    const int64_t lora_inputs[TT_LORA_MODULE_COUNT] = {D, D, D, q_dim, D, D, F};
+    int64_t widest_lora_input = 0;
+    for (int module = 0; module < TT_LORA_MODULE_COUNT; module++) {
+        const bool adapted = params->lora_rank > 0 && ((params->lora_targets >> module) & 1u);
+        t->saved_slot[lora_slots[module]] = adapted ? bytes_of(N * params->lora_rank, a) : 0;
+        if (adapted && lora_inputs[module] > widest_lora_input) widest_lora_input = lora_inputs[module];
+    }
+    t->lora_dropout_buffer = params->lora_dropout > 0 ? bytes_of(N * widest_lora_input, a) : 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
 
     t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
@@ -69,13 +80,17 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         .vocab = m->vocab_size,
     };
     t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));
-    t->weights = bytes_of(params->total_numel, plan->weight_bytes);
-    t->gradients = bytes_of(params->total_numel, plan->gradient_bytes);
-    t->master = bytes_of(params->total_numel, plan->master_bytes);
-    t->optimizer_state = 2 * bytes_of(params->total_numel, plan->moment_bytes);
+    /* Frozen parameters have weights only (in compute precision); gradients, the master copy and
+     * the AdamW moments exist for the trainable ones. */
+    t->frozen_weights = bytes_of(params->trainable_start, plan->weight_bytes);
+    t->weights = bytes_of(params->trainable_numel, plan->weight_bytes);
+    t->gradients = bytes_of(params->trainable_numel, plan->gradient_bytes);
+    t->master = bytes_of(params->trainable_numel, plan->master_bytes);
+    t->optimizer_state = 2 * bytes_of(params->trainable_numel, plan->moment_bytes);
 
     /* The step program's order on the compute tier (see step.c):
-     *   persistent: weights, gradients, master, m, v, rope cos/sin, batch ids/targets, op scratch
+     *   persistent: frozen weights, trainable weights, gradients, master, m, v, rope cos/sin, batch
+     *     ids/targets, op scratch, LoRA dropout buffer
      *   per micro-step: L+1 layer inputs, d_residual, then
      *     forward layer l: its kept slots (K(l) bytes) pushed and left; its recomputed slots
      *       (R(l) bytes) pushed and popped around it;
@@ -131,9 +146,10 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->tier_peak[t->host_tier] = host;
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
-    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch;
+    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch + t->lora_dropout_buffer;
 
-    t->class_peak[TT_CLASS_WEIGHT][c] = t->weights;
+    t->class_peak[TT_CLASS_FROZEN_WEIGHT][c] = t->frozen_weights;
+    t->class_peak[tt_trainable_weight_class(params)][c] = t->weights;
     t->class_peak[TT_CLASS_GRADIENT][c] = t->gradients;
     t->class_peak[TT_CLASS_MASTER][c] = t->master;
     t->class_peak[TT_CLASS_OPTIMIZER_STATE][c] = t->optimizer_state;
@@ -143,7 +159,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     size_t transient_workspace = t->layer_backward > t->d_head ? t->layer_backward : t->d_head;
     t->class_peak[TT_CLASS_WORKSPACE][c] = persistent_workspace + t->d_residual + transient_workspace;
 
-    size_t base = t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
+    size_t base = t->frozen_weights + t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
                   inputs_on_compute + t->d_residual;
     size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
     t->tier_peak[c] = base + (layer_peak > at_head ? layer_peak : at_head);

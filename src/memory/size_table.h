@@ -49,13 +49,21 @@ typedef struct tt_size_table {
     size_t rope_table;       /* [T, hd/2] fp32, cos and sin each */
     size_t batch_ids;        /* [N] int32, inputs and targets each */
     size_t op_scratch;       /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
-    size_t weights, gradients, master, optimizer_state; /* whole-model buffers */
+    size_t lora_dropout_buffer; /* [N, widest input of an adapted layer]: lora_dropout's workspace, or 0 */
+    /* Whole-model buffers: the frozen parameters' weights, and the trainable parameters' weights,
+     * gradients, fp32 master copy and AdamW moments (params->trainable_numel elements each). */
+    size_t frozen_weights, weights, gradients, master, optimizer_state;
 
     /* Peaks: per class and tier (each class at its own worst moment), and per tier (the
      * arena's high-water mark: the bytes it reserves). */
     size_t class_peak[TT_CLASS_COUNT][TT_TIER_COUNT];
     size_t tier_peak[TT_TIER_COUNT];
 } tt_size_table;
+
+/* The class of the trainable weights: LoRA adapters when the run trains adapters, else weights. */
+static inline tt_class tt_trainable_weight_class(const tt_param_table *params) {
+    return params->lora_rank > 0 ? TT_CLASS_LORA : TT_CLASS_WEIGHT;
+}
 
 void tt_size_table_compute(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend);

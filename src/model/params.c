@@ -9,9 +9,36 @@
 /* Offsets are rounded to 64 elements so every parameter starts 256-byte aligned in fp32
  * (and 128-byte in bf16): vector loads and GPU kernels need no special cases. */
 #define TT_PARAM_ALIGN_ELEMS 64
+/* The trainable part starts at a multiple of 128 elements, so the frozen part is a whole number
+ * of 256-byte arena units in bf16 and fp32 alike and the two parts sit back to back in one buffer. */
+#define TT_TRAINABLE_ALIGN_ELEMS 128
 
-static void add_param(tt_param_table *t, int *capacity, tt_param_kind kind, int64_t layer, const char *name,
-                      int ndim, int64_t d0, int64_t d1) {
+tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run) {
+    tt_trainable_spec spec = {
+        .freeze_embeddings = run->freeze_embeddings,
+        .frozen_layers = run->frozen_layers,
+        .frozen_layer_count = run->frozen_layer_count,
+    };
+    if (run->adapter == TT_ADAPTER_LORA) {
+        spec.lora_rank = run->lora_r;
+        spec.lora_targets = tt_run_config_lora_targets(run);
+        spec.lora_alpha = run->lora_alpha;
+        spec.lora_dropout = run->lora_dropout;
+    }
+    return spec;
+}
+
+static const tt_param_kind lora_base_kinds[TT_LORA_MODULE_COUNT] = {TT_PARAM_WQ, TT_PARAM_WK,     TT_PARAM_WV,
+                                                                    TT_PARAM_WO, TT_PARAM_W_GATE, TT_PARAM_W_UP,
+                                                                    TT_PARAM_W_DOWN};
+
+tt_param_kind tt_lora_module_base_kind(tt_lora_module module) {
+    TT_CHECK(module >= 0 && module < TT_LORA_MODULE_COUNT, "LoRA module %d", (int)module);
+    return lora_base_kinds[module];
+}
+
+static tt_param_info *add_param(tt_param_table *t, int *capacity, tt_param_kind kind, int64_t layer, const char *name,
+                                int ndim, int64_t d0, int64_t d1) {
     if (t->count == *capacity) {
         *capacity = *capacity ? 2 * *capacity : 64;
         t->params = tt_xrealloc(t->params, sizeof(tt_param_info) * (size_t)*capacity, "parameter table");
@@ -25,22 +52,38 @@ static void add_param(tt_param_table *t, int *capacity, tt_param_kind kind, int6
     p->shape[0] = d0;
     p->shape[1] = ndim == 2 ? d1 : 1;
     p->numel = d0 * p->shape[1];
-    p->offset = t->total_numel;
     p->weight_decay = ndim == 2;
-    t->total_numel += (p->numel + TT_PARAM_ALIGN_ELEMS - 1) / TT_PARAM_ALIGN_ELEMS * TT_PARAM_ALIGN_ELEMS;
+    p->trainable = true;
+    return p;
 }
 
-void tt_param_table_build(const tt_model_config *c, tt_param_table *t) {
+static int64_t padded(int64_t numel) {
+    return (numel + TT_PARAM_ALIGN_ELEMS - 1) / TT_PARAM_ALIGN_ELEMS * TT_PARAM_ALIGN_ELEMS;
+}
+
+static bool layer_frozen(const tt_trainable_spec *spec, int64_t layer) {
+    for (int64_t i = 0; i < spec->frozen_layer_count; i++)
+        if (spec->frozen_layers[i] == layer) return true;
+    return false;
+}
+
+void tt_param_table_build(const tt_model_config *c, tt_param_table *t) { tt_param_table_build_trainable(c, NULL, t); }
+
+void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable_spec *spec, tt_param_table *t) {
+    static const tt_trainable_spec train_everything = {0};
+    if (!spec) spec = &train_everything;
     memset(t, 0, sizeof(*t));
     int capacity = 0;
     const int64_t D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
     const int64_t q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
+    for (int64_t i = 0; i < spec->frozen_layer_count; i++)
+        if (spec->frozen_layers[i] < 0 || spec->frozen_layers[i] >= c->num_layers)
+            tt_die("frozen_layers lists layer %lld but the model has %lld decoder layers (0 to %lld); remove it",
+                   (long long)spec->frozen_layers[i], (long long)c->num_layers, (long long)c->num_layers - 1);
     char name[96];
-    t->layer_offset = tt_xcalloc((size_t)c->num_layers + 1, sizeof(int64_t), "layer offsets");
 
     add_param(t, &capacity, TT_PARAM_EMBED, -1, "model.embed_tokens.weight", 2, c->vocab_size, D);
     for (int64_t l = 0; l < c->num_layers; l++) {
-        t->layer_offset[l] = t->total_numel;
 #define LAYER_PARAM(kind, suffix, ndim, d0, d1)                                   \
     do {                                                                          \
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix); \
@@ -64,25 +107,73 @@ void tt_param_table_build(const tt_model_config *c, tt_param_table *t) {
         LAYER_PARAM(TT_PARAM_W_DOWN, "mlp.down_proj.weight", 2, D, F);
 #undef LAYER_PARAM
     }
-    t->layer_offset[c->num_layers] = t->total_numel;
     add_param(t, &capacity, TT_PARAM_FINAL_NORM, -1, "model.norm.weight", 1, D, 1);
     if (!c->tie_word_embeddings) add_param(t, &capacity, TT_PARAM_LM_HEAD, -1, "lm_head.weight", 2, c->vocab_size, D);
+    const int base_count = t->count;
+    for (int i = 0; i < base_count; i++) {
+        tt_param_info *p = &t->params[i];
+        if (spec->lora_rank > 0)
+            p->trainable = false; /* LoRA: the whole base model is frozen */
+        else if (p->kind == TT_PARAM_EMBED && spec->freeze_embeddings)
+            p->trainable = false; /* a tied LM head is this same tensor */
+        else if (p->layer >= 0 && layer_frozen(spec, p->layer))
+            p->trainable = false;
+    }
+
+    /* LoRA adapters, layer by layer, in module order, as PEFT names them. */
+    t->lora_rank = spec->lora_rank > 0 ? spec->lora_rank : 0;
+    if (t->lora_rank > 0) {
+        TT_CHECK((spec->lora_targets & ~TT_LORA_ALL_MODULES) == 0 && spec->lora_targets != 0, "LoRA targets 0x%x",
+                 spec->lora_targets);
+        t->lora_targets = spec->lora_targets;
+        t->lora_alpha = spec->lora_alpha;
+        t->lora_scaling = spec->lora_alpha / (double)spec->lora_rank;
+        t->lora_dropout = spec->lora_dropout;
+        const int64_t r = t->lora_rank;
+        for (int64_t l = 0; l < c->num_layers; l++)
+            for (int m = 0; m < TT_LORA_MODULE_COUNT; m++) {
+                if (!((t->lora_targets >> m) & 1u)) continue;
+                const tt_param_info *base = tt_param_table_find(t, lora_base_kinds[m], l);
+                const int64_t out = base->shape[0], in = base->shape[1];
+                snprintf(name, sizeof name, "base_model.model.model.layers.%lld.%s.lora_A.weight", (long long)l,
+                         tt_lora_module_path((tt_lora_module)m));
+                add_param(t, &capacity, TT_PARAM_LORA_A, l, name, 2, r, in)->lora_module = (tt_lora_module)m;
+                snprintf(name, sizeof name, "base_model.model.model.layers.%lld.%s.lora_B.weight", (long long)l,
+                         tt_lora_module_path((tt_lora_module)m));
+                add_param(t, &capacity, TT_PARAM_LORA_B, l, name, 2, out, r)->lora_module = (tt_lora_module)m;
+            }
+    }
+
+    /* Offsets: the frozen part, then the trainable part, each in table order. */
+    for (int i = 0; i < t->count; i++)
+        if (!t->params[i].trainable) {
+            t->params[i].offset = t->total_numel;
+            t->total_numel += padded(t->params[i].numel);
+        }
+    t->total_numel = (t->total_numel + TT_TRAINABLE_ALIGN_ELEMS - 1) / TT_TRAINABLE_ALIGN_ELEMS * TT_TRAINABLE_ALIGN_ELEMS;
+    t->trainable_start = t->total_numel;
+    for (int i = 0; i < t->count; i++)
+        if (t->params[i].trainable) {
+            t->params[i].offset = t->total_numel;
+            t->total_numel += padded(t->params[i].numel);
+        }
+    t->trainable_numel = t->total_numel - t->trainable_start;
 
     t->decay_segment_start = tt_xmalloc(sizeof(int64_t) * (size_t)(t->count + 1), "weight-decay segments");
-    t->decay_segment_decays = tt_xmalloc((size_t)t->count, "weight-decay segments");
+    t->decay_segment_decays = tt_xmalloc((size_t)t->count + 1, "weight-decay segments");
     t->decay_segments = 0;
-    for (int i = 0; i < t->count; i++) {
+    for (int i = 0; i < t->count; i++) { /* trainable parameters are in table order in their part */
+        if (!t->params[i].trainable) continue;
         const unsigned char decay = t->params[i].weight_decay;
         if (t->decay_segments > 0 && t->decay_segment_decays[t->decay_segments - 1] == decay) continue;
-        t->decay_segment_start[t->decay_segments] = t->params[i].offset;
+        t->decay_segment_start[t->decay_segments] = t->params[i].offset - t->trainable_start;
         t->decay_segment_decays[t->decay_segments++] = decay;
     }
-    t->decay_segment_start[t->decay_segments] = t->total_numel;
+    t->decay_segment_start[t->decay_segments] = t->trainable_numel;
 }
 
 void tt_param_table_free(tt_param_table *t) {
     free(t->params);
-    free(t->layer_offset);
     free(t->decay_segment_start);
     free(t->decay_segment_decays);
     memset(t, 0, sizeof(*t));
@@ -94,14 +185,24 @@ const tt_param_info *tt_param_table_find(const tt_param_table *t, tt_param_kind 
     return NULL;
 }
 
-void tt_model_view_bind(tt_model_view *view, tt_layer_view *layers, const tt_param_table *t,
-                        const tt_model_config *c, void *base, size_t elem_size) {
+const tt_param_info *tt_param_table_find_lora(const tt_param_table *t, tt_param_kind kind, tt_lora_module module,
+                                              int64_t layer) {
+    for (int i = 0; i < t->count; i++)
+        if (t->params[i].kind == kind && t->params[i].layer == layer && t->params[i].lora_module == module)
+            return &t->params[i];
+    return NULL;
+}
+
+/* Binds the parameters for which bind_frozen or p->trainable holds, at base + (offset - first) elements. */
+static void bind_views(tt_model_view *view, tt_layer_view *layers, const tt_param_table *t, const tt_model_config *c,
+                       void *base, size_t elem_size, bool bind_frozen, int64_t first) {
     memset(view, 0, sizeof(*view));
     memset(layers, 0, sizeof(tt_layer_view) * (size_t)c->num_layers);
     view->layers = layers;
     for (int i = 0; i < t->count; i++) {
         const tt_param_info *p = &t->params[i];
-        void *ptr = (unsigned char *)base + (size_t)p->offset * elem_size;
+        if (!bind_frozen && !p->trainable) continue;
+        void *ptr = (unsigned char *)base + (size_t)(p->offset - first) * elem_size;
         tt_layer_view *lv = p->layer >= 0 ? &layers[p->layer] : NULL;
         switch (p->kind) {
         case TT_PARAM_EMBED: view->embed = ptr; break;
@@ -121,8 +222,20 @@ void tt_model_view_bind(tt_model_view *view, tt_layer_view *layers, const tt_par
         case TT_PARAM_W_GATE: lv->w_gate = ptr; break;
         case TT_PARAM_W_UP: lv->w_up = ptr; break;
         case TT_PARAM_W_DOWN: lv->w_down = ptr; break;
+        case TT_PARAM_LORA_A: lv->lora_a[p->lora_module] = ptr; break;
+        case TT_PARAM_LORA_B: lv->lora_b[p->lora_module] = ptr; break;
         default: TT_CHECK(0, "unknown parameter kind %d", (int)p->kind);
         }
     }
     if (c->tie_word_embeddings) view->lm_head = view->embed;
+}
+
+void tt_model_view_bind(tt_model_view *view, tt_layer_view *layers, const tt_param_table *t, const tt_model_config *c,
+                        void *base, size_t elem_size) {
+    bind_views(view, layers, t, c, base, elem_size, true, 0);
+}
+
+void tt_model_view_bind_trainable(tt_model_view *view, tt_layer_view *layers, const tt_param_table *t,
+                                  const tt_model_config *c, void *base, size_t elem_size) {
+    bind_views(view, layers, t, c, base, elem_size, false, t->trainable_start);
 }

@@ -1,8 +1,16 @@
-/* The parameter table: every parameter's Hugging Face name, shape and place in the flat
- * parameter buffer. Weights, gradients, master weights and the two AdamW moments all use
- * this one layout, so "parameter i" is the same slice in each. Layers are contiguous
- * (embedding, layer 0, ..., layer L-1, final norm, LM head) so a layer can later be moved
- * between tiers as one block. */
+/* The parameter table: every parameter's Hugging Face name, shape, whether it trains, and its
+ * place in the flat parameter buffer. The buffer holds the frozen parameters first and the
+ * trainable ones after them, from trainable_start on: the weights span the whole buffer, while
+ * gradients, master weights and the two AdamW moments exist for the trainable part only and use
+ * its layout (trainable parameter p is element p->offset - trainable_start there). With nothing
+ * frozen, trainable_start is 0 and every buffer has the one layout.
+ *
+ * What trains (tt_trainable_spec): everything (full fine-tuning), everything but the embedding
+ * and/or some decoder layers (freezing), or LoRA adapters on a frozen base: for each targeted
+ * linear layer W [out, in] of each decoder layer, A [r, in] and B [out, r], named as PEFT saves
+ * them. Within each part the order is the model's (embedding, layer 0, ..., layer L-1, final
+ * norm, LM head, then the adapters layer by layer), and each layer's base parameters are one
+ * contiguous block, so a layer can later move between tiers as one. */
 #ifndef TT_MODEL_PARAMS_H
 #define TT_MODEL_PARAMS_H
 
@@ -10,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/config.h"
 #include "model/model_config.h"
 
 typedef enum tt_param_kind {
@@ -30,12 +39,16 @@ typedef enum tt_param_kind {
     TT_PARAM_W_DOWN,      /* [D, F] */
     TT_PARAM_FINAL_NORM,  /* [D] model.norm */
     TT_PARAM_LM_HEAD,     /* [V, D] (absent when tied) */
+    TT_PARAM_LORA_A,      /* [r, in] of the linear layer lora_module */
+    TT_PARAM_LORA_B,      /* [out, r] */
     TT_PARAM_KIND_COUNT
 } tt_param_kind;
 
 typedef struct tt_param_info {
-    char name[96];        /* Hugging Face name */
+    char name[96];        /* Hugging Face name (PEFT's for adapters) */
     tt_param_kind kind;
+    tt_lora_module lora_module; /* TT_PARAM_LORA_A and _B: the linear layer adapted */
+    bool trainable;       /* receives a gradient, AdamW state and (with master weights) a master copy */
     int64_t layer;        /* -1 for embedding, final norm, LM head */
     int ndim;
     int64_t shape[2];
@@ -44,29 +57,58 @@ typedef struct tt_param_info {
     bool weight_decay;    /* matrices decay; biases and norm weights do not (HF Trainer's rule) */
 } tt_param_info;
 
+/* What trains. The default (all zero) trains every parameter. */
+typedef struct tt_trainable_spec {
+    bool freeze_embeddings;       /* the embedding (and the LM head when tied) is frozen */
+    const int64_t *frozen_layers; /* decoder layers frozen (borrowed), ascending */
+    int64_t frozen_layer_count;
+    int64_t lora_rank;            /* > 0: LoRA adapters of this rank on a frozen base */
+    unsigned lora_targets;        /* set of tt_lora_module */
+    double lora_alpha;            /* scaling = lora_alpha / lora_rank */
+    double lora_dropout;          /* on each adapter's input, training only */
+} tt_trainable_spec;
+
+/* adapter, lora_* and the freezing keys of a run. */
+tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run);
+
 typedef struct tt_param_table {
     tt_param_info *params;
     int count;
-    int64_t total_numel;  /* elements of the flat buffer, padding included */
-    int64_t *layer_offset;/* [L+1]: element offset where layer l starts; [L] = end of layers */
-    /* The flat buffer as runs of neighbouring parameters with the same weight-decay rule (the
-     * padding after a parameter joins its run): segment s is elements [decay_segment_start[s],
-     * decay_segment_start[s+1]) and decays when decay_segment_decays[s]. The multi-tensor AdamW
-     * updates the whole buffer in one call over these. */
+    int64_t total_numel;     /* elements of the flat buffer, padding included */
+    int64_t trainable_start; /* trainable parameters are elements [trainable_start, total_numel); multiple of 128 */
+    int64_t trainable_numel; /* total_numel - trainable_start: elements of gradients, master and moments */
+    /* LoRA (lora_rank 0: none): every adapted layer computes W x + lora_scaling B A dropout(x). */
+    int64_t lora_rank;
+    unsigned lora_targets;   /* set of tt_lora_module */
+    double lora_alpha, lora_scaling, lora_dropout;
+    /* The trainable part as runs of neighbouring parameters with the same weight-decay rule (the
+     * padding after a parameter joins its run), in the trainable layout: segment s is elements
+     * [decay_segment_start[s], decay_segment_start[s+1]) and decays when decay_segment_decays[s]. The
+     * multi-tensor AdamW updates every trainable parameter in one call over these. */
     int decay_segments;
     int64_t *decay_segment_start;         /* [decay_segments + 1] */
     unsigned char *decay_segment_decays;  /* [decay_segments] */
 } tt_param_table;
 
+/* Every parameter trainable. */
 void tt_param_table_build(const tt_model_config *config, tt_param_table *table);
+/* spec NULL: every parameter trainable. A frozen layer past the model's layers is an error naming frozen_layers. */
+void tt_param_table_build_trainable(const tt_model_config *config, const tt_trainable_spec *spec,
+                                    tt_param_table *table);
 void tt_param_table_free(tt_param_table *table);
 /* NULL when the model has no such parameter. */
 const tt_param_info *tt_param_table_find(const tt_param_table *table, tt_param_kind kind, int64_t layer);
+/* The adapter of a linear layer: TT_PARAM_LORA_A or _B of module in layer; NULL when not adapted. */
+const tt_param_info *tt_param_table_find_lora(const tt_param_table *table, tt_param_kind kind, tt_lora_module module,
+                                              int64_t layer);
+/* The base-model parameter kind a LoRA module adapts (TT_PARAM_WQ ... TT_PARAM_W_DOWN). */
+tt_param_kind tt_lora_module_base_kind(tt_lora_module module);
 
 /* Typed views into a flat buffer (weights, gradients, ...). Absent parameters are NULL. */
 typedef struct tt_layer_view {
     void *attn_norm, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *q_norm, *k_norm;
     void *mlp_norm, *w_gate, *w_up, *w_down;
+    void *lora_a[TT_LORA_MODULE_COUNT], *lora_b[TT_LORA_MODULE_COUNT]; /* NULL where not adapted */
 } tt_layer_view;
 
 typedef struct tt_model_view {
@@ -76,8 +118,11 @@ typedef struct tt_model_view {
     void *lm_head;         /* == embed when tied */
 } tt_model_view;
 
-/* Binds views to base (elem_size bytes per element). layers must hold L entries. */
+/* Binds views to base, a whole flat buffer (elem_size bytes per element). layers must hold L entries. */
 void tt_model_view_bind(tt_model_view *view, tt_layer_view *layers, const tt_param_table *table,
                         const tt_model_config *config, void *base, size_t elem_size);
+/* Binds views to base, a buffer in the trainable layout (gradients): frozen parameters are NULL. */
+void tt_model_view_bind_trainable(tt_model_view *view, tt_layer_view *layers, const tt_param_table *table,
+                                  const tt_model_config *config, void *base, size_t elem_size);
 
 #endif

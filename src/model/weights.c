@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +19,14 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape)
     if (used < size) snprintf(buf + used, size - used, "]");
 }
 
+static bool is_adapter(const tt_param_info *p) { return p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B; }
+
 void tt_weights_load_hf(float *flat, const tt_param_table *table, const char *dir) {
     tt_st_model model;
     tt_st_model_open(dir, &model);
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
+        if (is_adapter(p)) continue;
         const char *file = NULL;
         const tt_st_tensor *t = tt_st_model_find(&model, p->name, &file);
         if (!t)
@@ -47,14 +51,39 @@ void tt_weights_load_hf(float *flat, const tt_param_table *table, const char *di
     tt_st_model_close(&model);
 }
 
+/* PEFT's init of a LoRA adapter: A ~ kaiming_uniform(a = sqrt(5)), i.e. uniform in
+ * [-1/sqrt(in), 1/sqrt(in)) for A [r, in]; B = 0, so training starts from the base model. */
+static void init_adapter(float *dst, const tt_param_info *p, tt_rng *rng) {
+    const double bound = 1.0 / sqrt((double)p->shape[1]);
+    for (int64_t k = 0; k < p->numel; k++)
+        dst[k] = p->kind == TT_PARAM_LORA_A ? (float)(bound * (2.0 * tt_rng_uniform(rng) - 1.0)) : 0.0f;
+}
+
+/* Each parameter draws from its own stream (seed, table index), so adding a parameter kind does not
+ * change the others' values; adapters come after the base in the table, so they leave its streams alone. */
+static tt_rng parameter_stream(uint64_t seed, int index) {
+    tt_rng rng;
+    tt_rng_seed(&rng, seed * 0x100000001b3ull + (uint64_t)index);
+    return rng;
+}
+
+void tt_weights_init_lora(float *flat, const tt_param_table *table, uint64_t seed) {
+    for (int i = 0; i < table->count; i++)
+        if (is_adapter(&table->params[i])) {
+            tt_rng rng = parameter_stream(seed, i);
+            init_adapter(flat + table->params[i].offset, &table->params[i], &rng);
+        }
+}
+
 void tt_weights_init_random(float *flat, const tt_param_table *table, double std, uint64_t seed) {
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         float *dst = flat + p->offset;
-        /* Each parameter draws from its own stream, so adding a parameter kind does not
-         * change the others' values. */
-        tt_rng rng;
-        tt_rng_seed(&rng, seed * 0x100000001b3ull + (uint64_t)i);
+        tt_rng rng = parameter_stream(seed, i);
+        if (is_adapter(p)) {
+            init_adapter(dst, p, &rng);
+            continue;
+        }
         bool is_norm = p->kind == TT_PARAM_ATTN_NORM || p->kind == TT_PARAM_MLP_NORM || p->kind == TT_PARAM_Q_NORM ||
                        p->kind == TT_PARAM_K_NORM || p->kind == TT_PARAM_FINAL_NORM;
         for (int64_t k = 0; k < p->numel; k++) {
@@ -95,6 +124,7 @@ void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt
     int shard_count = 1;
     size_t shard_bytes = 0, total_bytes = 0;
     for (int i = 0; i < table->count; i++) {
+        if (is_adapter(&table->params[i])) continue; /* the base model only: adapters go to PEFT's files */
         size_t bytes = (size_t)table->params[i].numel * elem;
         if (shard_bytes > 0 && shard_bytes + bytes > max_shard_bytes) {
             shard_count++;
@@ -114,7 +144,7 @@ void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt
         else
             snprintf(file_name, sizeof file_name, "model-%05d-of-%05d.safetensors", shard + 1, shard_count);
         for (int i = 0; i < table->count; i++) {
-            if (shard_of[i] != shard) continue;
+            if (shard_of[i] != shard || is_adapter(&table->params[i])) continue;
             const tt_param_info *p = &table->params[i];
             const void *data = converted ? (const unsigned char *)converted + (size_t)p->offset * elem
                                          : (const void *)(flat + p->offset);

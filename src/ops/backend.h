@@ -132,7 +132,8 @@ typedef struct tt_backend {
                              const float *rstd, int64_t R, int64_t C);
 
     /* y[N,out] = x[N,in] @ W[out,in]^T (+ b[out] when b != NULL) (+ residual[N,out] when
-     * residual != NULL: the residual stream's add, fused into the GEMM's epilogue on the GPU) */
+     * residual != NULL: the residual stream's add, fused into the GEMM's epilogue on the GPU).
+     * residual may be y itself: y += x W^T (a LoRA adapter's up projection). */
     void (*linear_forward)(void *y, const void *x, const void *W, const void *b, const void *residual, int64_t N,
                            int64_t in, int64_t out);
     /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy.
@@ -169,12 +170,19 @@ typedef struct tt_backend {
     /* out[n] = a[n] + b[n] */
     void (*add)(void *out, const void *a, const void *b, int64_t n);
 
+    /* out[n] = x[n] * multiplier where the dropout mask keeps element n, else 0. The mask keeps n
+     * iff tt_dropout_bits(seed, n) >= drop_threshold (src/ops/dropout_mask.h): a function of
+     * (seed, n) alone, so the backward and a recompute get the forward's mask. drop_threshold 0
+     * keeps every element (a plain scale). out may be x. */
+    void (*dropout_scale)(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
+                          uint64_t seed);
+
     /* Fused LM head and cross-entropy over chunks of `chunk` tokens; logits[chunk, V] is the
      * caller's workspace, the full [N, V] logits never exist.
      * For each n with targets[n] != TT_IGNORE_INDEX: loss_n = logsumexp(xn[n] W^T) - (xn[n] W^T)[t].
      * Returns the sum of loss_n (double) and the count through *count.
      * When dxn != NULL: dxn[N,D] = d(scale * sum loss_n)/dxn (overwritten),
-     * dW[V,D] += d(scale * sum loss_n)/dW. */
+     * dW[V,D] += d(scale * sum loss_n)/dW unless dW is NULL (a frozen LM head). */
     double (*lm_head_loss)(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                            int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                            int64_t *count);

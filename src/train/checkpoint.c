@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "model/lora.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
@@ -41,7 +42,8 @@ static void remove_flat_directory(const char *path) {
     rmdir(path);
 }
 
-/* weights, m, v: host fp32 copies in the flat parameter layout */
+/* weights: host fp32 copy in the flat layout; m, v: in the trainable layout. Frozen parameters have
+ * no optimizer state, and their weights are the run's initial ones (reloaded on resume). */
 static void save_optimizer(const tt_model_state *m, const float *weights, const float *adam_m, const float *adam_v,
                            const char *path) {
     tt_st_writer writer;
@@ -49,12 +51,14 @@ static void save_optimizer(const tt_model_state *m, const float *weights, const 
     char name[160];
     for (int i = 0; i < m->params.count; i++) {
         const tt_param_info *p = &m->params.params[i];
+        if (!p->trainable) continue;
+        const int64_t at = p->offset - m->params.trainable_start;
         snprintf(name, sizeof name, "master.%s", p->name);
         tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, weights + p->offset);
         snprintf(name, sizeof name, "exp_avg.%s", p->name);
-        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, adam_m + p->offset);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, adam_m + at);
         snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
-        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, adam_v + p->offset);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, adam_v + at);
     }
     tt_st_writer_commit(&writer, path);
     tt_st_writer_free(&writer);
@@ -80,12 +84,12 @@ static void save_trainer_state(const tt_trainer_state *t, const char *path) {
     free(text);
 }
 
-/* Three fp32 host buffers of the model's parameter count. */
+/* fp32 host buffers: the weights of every parameter, and the two moments of the trainable ones. */
 static float *host_parameter_buffers(const tt_model_state *m, float **adam_m, float **adam_v) {
-    const size_t bytes = tt_mul_size((size_t)m->params.total_numel, 3 * sizeof(float), "checkpoint buffers");
-    float *weights = tt_xcalloc(1, bytes, "checkpoint buffers"); /* padding between parameters: 0 */
+    const size_t elements = (size_t)m->params.total_numel + 2 * (size_t)m->params.trainable_numel;
+    float *weights = tt_xcalloc(elements, sizeof(float), "checkpoint buffers"); /* padding between parameters: 0 */
     *adam_m = weights + m->params.total_numel;
-    *adam_v = *adam_m + m->params.total_numel;
+    *adam_v = *adam_m + m->params.trainable_numel;
     return weights;
 }
 
@@ -99,7 +103,10 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
     tt_model_get_weights(m, weights);
     tt_model_get_moments(m, adam_m, adam_v);
-    tt_weights_save_hf(weights, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
+    if (m->params.lora_rank > 0) /* the base model is not trained: the adapters are the model */
+        tt_lora_save_peft(weights, &m->params, tt_adapter_dtype(m), tt_run_base_model_name(run), partial);
+    else
+        tt_weights_save_hf(weights, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
     snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
     save_optimizer(m, weights, adam_m, adam_v, path);
     free(weights);
@@ -145,14 +152,17 @@ void tt_checkpoint_load(tt_model_state *m, tt_trainer_state *t, const char *dir)
     tt_st_open(path, &file);
     char name[160];
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
+    tt_model_get_weights(m, weights); /* the frozen parameters keep these (the run's initial weights) */
     for (int i = 0; i < m->params.count; i++) {
         const tt_param_info *p = &m->params.params[i];
+        if (!p->trainable) continue;
+        const int64_t at = p->offset - m->params.trainable_start;
         snprintf(name, sizeof name, "master.%s", p->name);
         load_into(weights + p->offset, &file, name, p);
         snprintf(name, sizeof name, "exp_avg.%s", p->name);
-        load_into(adam_m + p->offset, &file, name, p);
+        load_into(adam_m + at, &file, name, p);
         snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
-        load_into(adam_v + p->offset, &file, name, p);
+        load_into(adam_v + at, &file, name, p);
     }
     tt_st_close(&file);
     tt_model_set_weights(m, weights);
@@ -181,6 +191,14 @@ void tt_checkpoint_load(tt_model_state *m, tt_trainer_state *t, const char *dir)
     json_decref(root);
     if (t->global_step < 0 || t->data_epoch < 0 || t->data_index < 0)
         tt_die("%s: negative step or data position; the file is corrupt", path);
+}
+
+tt_dtype tt_adapter_dtype(const tt_model_state *m) {
+    return m->plan.precision.master || m->plan.precision.activation == TT_F32 ? TT_F32 : m->plan.precision.activation;
+}
+
+const char *tt_run_base_model_name(const tt_run_config *run) {
+    return run->base_model ? run->base_model : run->model_config;
 }
 
 char *tt_checkpoint_find_latest(const char *output_dir) {

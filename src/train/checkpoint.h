@@ -1,8 +1,10 @@
 /* Training checkpoints: everything a resumed run needs to continue bit-identically.
  *
  *   <output_dir>/checkpoint-<step>/
- *     model.safetensors, config.json  Hugging Face checkpoint (transformers loads it)
- *     optimizer.safetensors           fp32 master weights and AdamW moments, per parameter
+ *     model.safetensors, config.json  Hugging Face checkpoint (transformers loads it); with LoRA instead
+ *     adapter_model.safetensors,      the adapters in PEFT's format (the frozen base is base_model's)
+ *     adapter_config.json
+ *     optimizer.safetensors           fp32 master weights and AdamW moments of every trainable parameter
  *     trainer_state.json              step, data position, RNG state
  *     run.yaml                        the effective configuration
  *
@@ -28,9 +30,17 @@ typedef struct tt_trainer_state {
 /* Writes the checkpoint for trainer->global_step; returns the directory path (caller frees). */
 char *tt_checkpoint_save(const tt_model_state *model, const tt_trainer_state *trainer, const tt_run_config *run);
 
-/* Loads weights, optimizer state and trainer state from dir. Every mismatch with the current
- * model (a missing tensor, another shape) is an error naming the file and tensor. */
+/* Loads the trainable parameters' weights and optimizer state, and the trainer state, from dir;
+ * frozen parameters keep the weights the model holds (load the run's initial weights first).
+ * Every mismatch with the current model (a missing tensor, another shape) is an error naming
+ * the file and tensor. */
 void tt_checkpoint_load(tt_model_state *model, tt_trainer_state *trainer, const char *dir);
+
+/* The dtype adapters are saved in: the run's trained precision (fp32 with a master copy or on the CPU,
+ * bf16 when the GPU trains bf16 parameters). */
+tt_dtype tt_adapter_dtype(const tt_model_state *model);
+/* What adapter_config.json names as the base: base_model, or model_config for a random-init base. */
+const char *tt_run_base_model_name(const tt_run_config *run);
 
 /* The checkpoint-<N> directory in output_dir with the largest N, or NULL (caller frees). */
 char *tt_checkpoint_find_latest(const char *output_dir);

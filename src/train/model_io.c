@@ -32,27 +32,29 @@ static void download_as(const tt_backend *b, float *host, const void *src, tt_dt
 }
 
 void tt_model_set_weights(tt_model_state *s, const float *host) {
-    const size_t n = (size_t)s->params.total_numel;
-    if (s->master) s->backend->upload(s->master, host, n * sizeof(float));
+    const size_t n = (size_t)s->params.total_numel, first = (size_t)s->params.trainable_start;
+    if (s->master) s->backend->upload(s->master, host + first, (n - first) * sizeof(float));
     upload_as(s->backend, s->weights, s->plan.precision.activation, host, n);
 }
 
 void tt_model_get_weights(const tt_model_state *s, float *host) {
-    const size_t n = (size_t)s->params.total_numel;
-    if (s->master)
-        s->backend->download(host, s->master, n * sizeof(float));
-    else
+    const size_t n = (size_t)s->params.total_numel, first = (size_t)s->params.trainable_start;
+    if (s->master) { /* frozen parameters have no master copy: their compute copy is all there is */
+        download_as(s->backend, host, s->weights, s->plan.precision.activation, first);
+        s->backend->download(host + first, s->master, (n - first) * sizeof(float));
+    } else {
         download_as(s->backend, host, s->weights, s->plan.precision.activation, n);
+    }
 }
 
 void tt_model_set_moments(tt_model_state *s, const float *host_m, const float *host_v) {
-    const size_t n = (size_t)s->params.total_numel;
+    const size_t n = (size_t)s->params.trainable_numel;
     upload_as(s->backend, s->adam_m, s->plan.precision.moment, host_m, n);
     upload_as(s->backend, s->adam_v, s->plan.precision.moment, host_v, n);
 }
 
 void tt_model_get_moments(const tt_model_state *s, float *host_m, float *host_v) {
-    const size_t n = (size_t)s->params.total_numel;
+    const size_t n = (size_t)s->params.trainable_numel;
     download_as(s->backend, host_m, s->adam_m, s->plan.precision.moment, n);
     download_as(s->backend, host_v, s->adam_v, s->plan.precision.moment, n);
 }

@@ -18,7 +18,7 @@ double tt_gradient_norm(const tt_model_state *state);
 /* The factor torch.nn.utils.clip_grad_norm_ multiplies gradients by: min(1, max / (norm + 1e-6)). */
 float tt_clip_scale(double grad_norm, float max_grad_norm);
 
-/* One AdamW step (step counts from 1) on every parameter with the given learning rate. */
+/* One AdamW step (step counts from 1) on every trainable parameter with the given learning rate. */
 void tt_adamw_step(tt_model_state *state, const tt_adamw_settings *settings, float learning_rate, int64_t step,
                    float grad_scale);
 

@@ -6,6 +6,8 @@
 
 #include "core/check.h"
 #include "core/trace.h"
+#include "ops/dropout_mask.h"
+#include "train/lora_step.h"
 
 /* Pointers to one layer's saved activations (NULL for absent slots). */
 typedef struct saved_tensors {
@@ -20,9 +22,10 @@ typedef struct backward_scratch {
 } backward_scratch;
 
 static const char *const saved_slot_names[TT_SAVED_SLOT_COUNT] = {
-    "attention norm rstd", "attention norm output", "q before norm", "q norm rstd", "k before norm",
-    "k norm rstd", "q", "k", "v", "attention output", "attention log-sum-exp", "residual after attention",
-    "MLP norm rstd", "MLP norm output", "MLP gate", "MLP up", "SwiGLU output"};
+    "attention norm rstd", "attention norm output", "q_proj adapter", "k_proj adapter", "v_proj adapter",
+    "q before norm", "q norm rstd", "k before norm", "k norm rstd", "q", "k", "v", "attention output",
+    "attention log-sum-exp", "o_proj adapter", "residual after attention", "MLP norm rstd", "MLP norm output",
+    "gate_proj adapter", "up_proj adapter", "MLP gate", "MLP up", "SwiGLU output", "down_proj adapter"};
 
 static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = { "d attention output", "d q", "d k", "d v",
     "d q before norm", "d k before norm"};
@@ -94,13 +97,18 @@ void tt_rope_tables(const tt_model_config *c, int64_t T, float *cos_table, float
 
 void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *plan, const tt_backend *backend,
                          size_t budget_bytes) {
+    tt_model_state_init_trainable(s, config, plan, NULL, backend, budget_bytes);
+}
+
+void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, tt_plan *plan,
+                                   const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes) {
     memset(s, 0, sizeof(*s));
     s->config = *config;
     memset(config, 0, sizeof(*config));
     s->plan = *plan;
     memset(plan, 0, sizeof(*plan));
     s->backend = backend;
-    tt_param_table_build(&s->config, &s->params);
+    tt_param_table_build_trainable(&s->config, trainable, &s->params);
     backend->configure(&s->plan.precision, s->plan.attention);
     tt_size_table_compute(&s->sizes, &s->config, &s->params, &s->plan, backend);
 
@@ -116,7 +124,16 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     tt_arena_init(&s->arena, tier, backend->block_alloc(capacity), capacity, budget_bytes ? budget_bytes : capacity,
                   backend->block_free);
 
-    s->weights = tt_arena_push(&s->arena, s->sizes.weights, TT_CLASS_WEIGHT, "weights");
+    /* The frozen weights and the trainable ones are one buffer in two classes: the frozen part is a
+     * whole number of arena units (tt_param_table_build), so the second push continues the first. */
+    void *frozen = s->sizes.frozen_weights
+                       ? tt_arena_push(&s->arena, s->sizes.frozen_weights, TT_CLASS_FROZEN_WEIGHT, "frozen weights")
+                       : NULL;
+    s->trainable_weights =
+        tt_arena_push(&s->arena, s->sizes.weights, tt_trainable_weight_class(&s->params), "trainable weights");
+    TT_CHECK(!frozen || (unsigned char *)frozen + s->sizes.frozen_weights == s->trainable_weights,
+             "the trainable weights continue the frozen ones");
+    s->weights = frozen ? frozen : s->trainable_weights;
     s->gradients = tt_arena_push(&s->arena, s->sizes.gradients, TT_CLASS_GRADIENT, "gradients");
     s->master = s->sizes.master ? tt_arena_push(&s->arena, s->sizes.master, TT_CLASS_MASTER, "master weights") : NULL;
     size_t moment_bytes = s->sizes.optimizer_state / 2;
@@ -127,9 +144,12 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     s->batch_inputs = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch inputs");
     s->batch_targets = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch targets");
     s->op_scratch = tt_arena_push(&s->arena, s->sizes.op_scratch, TT_CLASS_WORKSPACE, "op scratch");
+    s->lora_dropout_buffer = s->sizes.lora_dropout_buffer ? tt_arena_push(&s->arena, s->sizes.lora_dropout_buffer,
+                                                                          TT_CLASS_WORKSPACE, "LoRA dropout buffer")
+                                                          : NULL;
     backend->set_scratch(s->op_scratch, s->sizes.op_scratch);
 
-    backend->zero(s->weights, s->sizes.weights);
+    backend->zero(s->weights, s->sizes.frozen_weights + s->sizes.weights);
     backend->zero(s->gradients, s->sizes.gradients);
     if (s->master) backend->zero(s->master, s->sizes.master);
     backend->zero(s->adam_m, moment_bytes);
@@ -150,7 +170,7 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
     s->kept_saved = tt_xcalloc((size_t)L, sizeof(*s->kept_saved), "saved activation pointers");
     tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
-    tt_model_view_bind(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
+    tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
 
     s->attention = (tt_attention_shape){
         .batch = s->plan.micro_batch,
@@ -178,6 +198,64 @@ void tt_model_state_free(tt_model_state *s) {
     memset(s, 0, sizeof(*s));
 }
 
+uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_step) {
+    return tt_dropout_seed_mix(tt_dropout_seed_mix(run_seed, (uint64_t)step), (uint64_t)micro_step);
+}
+
+/* The shape of the linear layer a LoRA module adapts: W is [out, in]. */
+static void lora_module_shape(const tt_model_config *c, tt_lora_module m, int64_t *in, int64_t *out) {
+    const int64_t D = c->hidden_size, F = c->intermediate_size;
+    const int64_t q_dim = c->num_heads * c->head_dim, kv_dim = c->num_kv_heads * c->head_dim;
+    static const int which[TT_LORA_MODULE_COUNT][2] = {{0, 1}, {0, 2}, {0, 2}, {1, 0}, {0, 3}, {0, 3}, {3, 0}};
+    const int64_t dims[4] = {D, q_dim, kv_dim, F};
+    *in = dims[which[m][0]];
+    *out = dims[which[m][1]];
+}
+
+/* Layer l's adapter on module m for this micro-step; false when the module has none. */
+static bool lora_layer(const tt_model_state *s, int64_t l, tt_lora_module m, tt_lora_layer *out) {
+    const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
+    if (!w->lora_a[m]) return false;
+    *out = (tt_lora_layer){.A = w->lora_a[m], .B = w->lora_b[m], .dA = g->lora_a[m], .dB = g->lora_b[m],
+                           .rank = s->params.lora_rank, .scaling = (float)s->params.lora_scaling};
+    lora_module_shape(&s->config, m, &out->in, &out->out);
+    if (s->lora_dropout_on && s->params.lora_dropout > 0) {
+        out->drop_threshold = tt_dropout_threshold(s->params.lora_dropout);
+        out->drop_multiplier = (float)(1.0 / (1.0 - s->params.lora_dropout));
+        out->drop_seed = tt_dropout_seed_mix(s->lora_dropout_seed, (uint64_t)(l * TT_LORA_MODULE_COUNT + m));
+        out->dropout_buffer = s->lora_dropout_buffer;
+    }
+    return true;
+}
+
+/* The adapter's down projection into its saved slot, when the slot is wanted and the module adapted. */
+static void adapter_down(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, const void *x,
+                         void *const *S, tt_slot_set compute) {
+    tt_lora_layer lora;
+    if (((compute >> slot) & 1u) && lora_layer(s, l, m, &lora))
+        tt_lora_forward_down(s->backend, &lora, x, S[slot], s->plan.micro_batch * s->plan.seq_len);
+}
+
+/* y += the adapter's up projection of its slot (after the base layer wrote y). */
+static void adapter_up(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *y, void *const *S) {
+    tt_lora_layer lora;
+    if (lora_layer(s, l, m, &lora)) tt_lora_forward_up(s->backend, &lora, S[slot], y, s->plan.micro_batch * s->plan.seq_len);
+}
+
+static void adapter_backward_weights(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot,
+                                     const void *dy, const void *x, void *const *S) {
+    tt_lora_layer lora;
+    if (lora_layer(s, l, m, &lora))
+        tt_lora_backward_weights(s->backend, &lora, dy, x, S[slot], s->plan.micro_batch * s->plan.seq_len);
+}
+
+static void adapter_backward_input(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *dx,
+                                   void *const *S) {
+    tt_lora_layer lora;
+    if (lora_layer(s, l, m, &lora))
+        tt_lora_backward_input(s->backend, &lora, S[slot], dx, s->plan.micro_batch * s->plan.seq_len);
+}
+
 /* One decoder layer forward: x_in -> the saved slots in `compute`, and x_out unless it is NULL
  * (a recompute in the backward needs the saved slots only, not the layer output). An op runs
  * when any of its outputs is in `compute`; its inputs are there, kept or computed before it.
@@ -196,11 +274,18 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
 
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_ATTN_RSTD)))
         b->rmsnorm_forward(S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D, c->rms_norm_eps);
+    adapter_down(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_ATTN_NORMED], S, compute);
+    adapter_down(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_ATTN_NORMED], S, compute);
+    adapter_down(s, l, TT_LORA_V, TT_SAVED_LORA_V, S[TT_SAVED_ATTN_NORMED], S, compute);
     if (c->qk_norm) {
-        if (WANTS(TT_SLOT(TT_SAVED_Q_RAW)))
+        if (WANTS(TT_SLOT(TT_SAVED_Q_RAW))) {
             b->linear_forward(S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
-        if (WANTS(TT_SLOT(TT_SAVED_K_RAW)))
+            adapter_up(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_Q_RAW], S);
+        }
+        if (WANTS(TT_SLOT(TT_SAVED_K_RAW))) {
             b->linear_forward(S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
+            adapter_up(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_K_RAW], S);
+        }
         /* q = rope(norm(q_raw)), written together with its rstd */
         if (WANTS(TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD))) {
             b->rmsnorm_forward(S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm, N * c->num_heads, hd,
@@ -215,32 +300,49 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     } else {
         if (WANTS(TT_SLOT(TT_SAVED_Q))) {
             b->linear_forward(S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
+            adapter_up(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_Q], S);
             b->rope_forward(S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K))) {
             b->linear_forward(S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
+            adapter_up(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_K], S);
             b->rope_forward(S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
         }
     }
-    if (WANTS(TT_SLOT(TT_SAVED_V)))
+    if (WANTS(TT_SLOT(TT_SAVED_V))) {
         b->linear_forward(S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], w->wv, w->bv, NULL, N, D, kv_dim);
+        adapter_up(s, l, TT_LORA_V, TT_SAVED_LORA_V, S[TT_SAVED_V], S);
+    }
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE)))
         b->attention_forward(S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
                              &s->attention);
     /* residual + o_proj(attention) */
-    if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID)))
+    adapter_down(s, l, TT_LORA_O, TT_SAVED_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
+    if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID))) {
         b->linear_forward(S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], w->wo, NULL, x_in, N, q_dim, D);
+        adapter_up(s, l, TT_LORA_O, TT_SAVED_LORA_O, S[TT_SAVED_RESIDUAL_MID], S);
+    }
 
     if (WANTS(TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD)))
         b->rmsnorm_forward(S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm, N, D,
                            c->rms_norm_eps);
-    if (WANTS(TT_SLOT(TT_SAVED_GATE)))
+    adapter_down(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_MLP_NORMED], S, compute);
+    adapter_down(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_MLP_NORMED], S, compute);
+    if (WANTS(TT_SLOT(TT_SAVED_GATE))) {
         b->linear_forward(S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, NULL, NULL, N, D, F);
-    if (WANTS(TT_SLOT(TT_SAVED_UP)))
+        adapter_up(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], S);
+    }
+    if (WANTS(TT_SLOT(TT_SAVED_UP))) {
         b->linear_forward(S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, NULL, NULL, N, D, F);
+        adapter_up(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], S);
+    }
     if (WANTS(TT_SLOT(TT_SAVED_SWIGLU)))
         b->swiglu_forward(S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], N * F);
-    if (x_out) b->linear_forward(x_out, S[TT_SAVED_SWIGLU], w->w_down, NULL, S[TT_SAVED_RESIDUAL_MID], N, F, D);
+    adapter_down(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S, compute);
+    if (x_out) {
+        b->linear_forward(x_out, S[TT_SAVED_SWIGLU], w->w_down, NULL, S[TT_SAVED_RESIDUAL_MID], N, F, D);
+        adapter_up(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, x_out, S);
+    }
 #undef WANTS
 }
 
@@ -255,16 +357,24 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
     const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
     const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
 
-    /* x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid) */
+    /* x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid); an adapter's weight gradients are
+     * taken while its layer's input is intact, and its share of the input gradient added after the
+     * base layer's (its down-projection slot holds the gradient in between) */
+    adapter_backward_weights(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, d_residual, S[TT_SAVED_SWIGLU], S);
     b->linear_backward(S[TT_SAVED_SWIGLU], g->w_down, NULL, d_residual, S[TT_SAVED_SWIGLU], w->w_down, N, F, D,
                        false);
+    adapter_backward_input(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S);
     b->swiglu_backward(S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP],
                        N * F);
+    adapter_backward_weights(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], S);
+    adapter_backward_weights(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], S);
     b->linear_backward(NULL, g->w_gate, NULL, S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, N, D, F, false);
     b->linear_backward(NULL, g->w_up, NULL, S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, N, D, F, false);
     void *d_normed = S[TT_SAVED_MLP_NORMED];
     b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, w->w_gate, N, D, F, false);
     b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, w->w_up, N, D, F, true);
+    adapter_backward_input(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, d_normed, S);
+    adapter_backward_input(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, d_normed, S);
     b->rmsnorm_backward(d_residual, g->mlp_norm, d_normed, S[TT_SAVED_RESIDUAL_MID], w->mlp_norm,
                         S[TT_SAVED_MLP_RSTD], N, D);
 }
@@ -282,8 +392,10 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     const int64_t B = s->plan.micro_batch, T = s->plan.seq_len;
 
     /* mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
+    adapter_backward_weights(s, l, TT_LORA_O, TT_SAVED_LORA_O, d_residual, S[TT_SAVED_ATTN_OUT], S);
     b->linear_backward(W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT], w->wo, N, q_dim, D,
                        false);
+    adapter_backward_input(s, l, TT_LORA_O, TT_SAVED_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
     b->attention_backward(W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
                           S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
                           &s->attention);
@@ -302,6 +414,9 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
         d_k_proj = W[TT_BACKWARD_D_K_RAW];
     }
     void *normed = S[TT_SAVED_ATTN_NORMED];
+    adapter_backward_weights(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, d_q_proj, normed, S);
+    adapter_backward_weights(s, l, TT_LORA_K, TT_SAVED_LORA_K, d_k_proj, normed, S);
+    adapter_backward_weights(s, l, TT_LORA_V, TT_SAVED_LORA_V, W[TT_BACKWARD_D_V], normed, S);
     b->linear_backward(NULL, g->wq, g->bq, d_q_proj, normed, w->wq, N, D, q_dim, false);
     b->linear_backward(NULL, g->wk, g->bk, d_k_proj, normed, w->wk, N, D, kv_dim, false);
     b->linear_backward(NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], normed, w->wv, N, D, kv_dim, false);
@@ -309,6 +424,9 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     b->linear_backward(d_normed, NULL, NULL, d_q_proj, NULL, w->wq, N, D, q_dim, false);
     b->linear_backward(d_normed, NULL, NULL, d_k_proj, NULL, w->wk, N, D, kv_dim, true);
     b->linear_backward(d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL, w->wv, N, D, kv_dim, true);
+    adapter_backward_input(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, d_normed, S);
+    adapter_backward_input(s, l, TT_LORA_K, TT_SAVED_LORA_K, d_normed, S);
+    adapter_backward_input(s, l, TT_LORA_V, TT_SAVED_LORA_V, d_normed, S);
     b->rmsnorm_backward(d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 
@@ -438,6 +556,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     const tt_model_config *c = &s->config;
     const int64_t L = c->num_layers, N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
     const tt_arena_mark step_mark = tt_arena_get_mark(&s->arena);
+    s->lora_dropout_on = true; /* training: adapters drop their inputs (lora_dropout) */
 
     void **x = push_layer_inputs(s);
     void *d_residual = tt_arena_push(&s->arena, s->sizes.d_residual, TT_CLASS_WORKSPACE, "d residual stream");
@@ -492,7 +611,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         trace_layer(s, "compute", "backward", l, backward_start);
         tt_arena_pop_to(&s->arena, kept[l].mark);
     }
-    b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
+    if (s->g.embed) b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
 
     trace_flush(s, true);
     tt_arena_pop_to(&s->arena, step_mark);
@@ -504,6 +623,7 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     const tt_model_config *c = &s->config;
     const int64_t L = c->num_layers, N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
     const tt_arena_mark step_mark = tt_arena_get_mark(&s->arena);
+    s->lora_dropout_on = false; /* evaluation: no dropout, as PEFT in eval mode */
     void **x = push_layer_inputs(s);
     forward_layers(s, x, NULL, false);
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");

@@ -25,11 +25,14 @@ typedef struct tt_model_state {
     tt_arena arena;           /* the compute tier: every tensor of the step lives here */
     tt_input_store inputs;    /* offloaded layer inputs: host arena, disk store, staging ring, copies */
 
-    void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU) */
-    void *gradients;          /* [params.total_numel] plan.precision.gradient */
-    float *master;            /* [params.total_numel] fp32 master weights, or NULL (plan.precision.master) */
-    void *adam_m, *adam_v;    /* [params.total_numel] plan.precision.moment */
-    tt_model_view w, g;       /* views of weights and gradients */
+    void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU): the
+                                 frozen parameters, then the trainable ones */
+    void *trainable_weights;  /* weights + params.trainable_start: the part AdamW updates */
+    /* The trainable parameters only, in the trainable layout ([params.trainable_numel]): */
+    void *gradients;          /* plan.precision.gradient */
+    float *master;            /* fp32 master weights, or NULL (plan.precision.master) */
+    void *adam_m, *adam_v;    /* plan.precision.moment */
+    tt_model_view w, g;       /* views of weights and gradients (g: NULL for frozen parameters) */
     tt_layer_view *w_layers, *g_layers; /* [L] */
 
     float *rope_cos, *rope_sin;   /* [T, hd/2] */
@@ -43,17 +46,28 @@ typedef struct tt_model_state {
     struct trace_pending *trace_pending; /* the micro-step's trace events until their marks are read */
     int64_t trace_count;
     struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */
+    /* LoRA dropout: the current micro-step's seed (tt_lora_dropout_seed, set by the trainer before each
+     * forward/backward; every mask of the micro-step derives from it), on in training and off in
+     * evaluation, and its workspace [N, widest adapted input] (sizes.lora_dropout_buffer bytes). */
+    uint64_t lora_dropout_seed;
+    bool lora_dropout_on;
+    void *lora_dropout_buffer;
 } tt_model_state;
 
 /* Takes ownership of config and plan. Reserves the arena from the size table (an error if it
- * exceeds budget_bytes) and pushes the persistent tensors. Weights are left uninitialised. */
+ * exceeds budget_bytes) and pushes the persistent tensors. Weights are left uninitialised.
+ * Every parameter trains. */
 void tt_model_state_init(tt_model_state *state, tt_model_config *config, tt_plan *plan,
                          const tt_backend *backend, size_t budget_bytes);
+/* The same with what trains given (NULL: everything): frozen parts and LoRA adapters. */
+void tt_model_state_init_trainable(tt_model_state *state, tt_model_config *config, tt_plan *plan,
+                                   const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes);
 void tt_model_state_free(tt_model_state *state);
 
 /* Weights, AdamW moments and the batch between host memory and the compute tier. Host weights
- * and moments are fp32 in the flat parameter layout ([params.total_numel]); without a master
- * copy, set_weights rounds them to the compute precision. */
+ * are fp32 in the flat parameter layout ([params.total_numel]); host moments fp32 in the
+ * trainable layout ([params.trainable_numel]). Without a master copy, set_weights rounds the
+ * weights to the compute precision. */
 void tt_model_set_weights(tt_model_state *state, const float *host);
 void tt_model_get_weights(const tt_model_state *state, float *host);
 void tt_model_set_moments(tt_model_state *state, const float *host_m, const float *host_v);
@@ -66,7 +80,11 @@ void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int3
  * and the number of unmasked tokens through *count. */
 double tt_step_forward_backward(tt_model_state *state, double loss_scale, int64_t *count);
 
-/* Forward only (evaluation): returns the sum of token losses and the count. */
+/* The seed of a micro-step's LoRA dropout masks: a function of the run's seed, the optimizer step and the
+ * micro-batch, so a resumed run draws the masks the uninterrupted one did. */
+uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_step);
+
+/* Forward only (evaluation, no dropout): returns the sum of token losses and the count. */
 double tt_step_forward_loss(tt_model_state *state, int64_t *count);
 
 /* Fills cos/sin[T, hd/2] as Hugging Face does (fp32 inverse frequencies, llama3 scaling). */

@@ -15,6 +15,7 @@
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
 #include "memory/spill.h"
+#include "model/lora.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -41,12 +42,33 @@ void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *mod
     tt_model_config_load(path, model);
 }
 
-static void print_header(const tt_model_config *m, const tt_device *device, const tt_plan *plan,
-                         const tt_size_table *sizes, FILE *out) {
+/* What trains, in one line: everything, some parts frozen, or LoRA adapters on a frozen base. */
+static void print_trainable(const tt_param_table *params, FILE *out) {
+    int64_t frozen = 0, trainable = 0;
+    for (int i = 0; i < params->count; i++) {
+        const tt_param_info *p = &params->params[i];
+        *(p->trainable ? &trainable : &frozen) += p->numel;
+    }
+    if (params->lora_rank > 0) {
+        fprintf(out, "training: LoRA adapters, rank %lld, alpha %g (scaling %g), dropout %g, on", (long long)params->lora_rank,
+                params->lora_alpha, params->lora_scaling, params->lora_dropout);
+        for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
+            if ((params->lora_targets >> m) & 1u) fprintf(out, " %s", tt_lora_module_name((tt_lora_module)m));
+        fprintf(out, ": %.3fM trainable parameters, the %.2fM of the base frozen\n", (double)trainable / 1e6,
+                (double)frozen / 1e6);
+    } else if (frozen > 0) {
+        fprintf(out, "training: %.2fM of %.2fM parameters (%.2fM frozen: no gradient, no optimizer state)\n",
+                (double)trainable / 1e6, (double)(trainable + frozen) / 1e6, (double)frozen / 1e6);
+    }
+}
+
+static void print_header(const tt_model_config *m, const tt_param_table *params, const tt_device *device,
+                         const tt_plan *plan, const tt_size_table *sizes, FILE *out) {
     fprintf(out, "model: %s, %lld layers, hidden %lld, %lld heads (%lld kv) x %lld, MLP %lld, vocab %lld, %.2fM parameters\n",
             m->model_type, (long long)m->num_layers, (long long)m->hidden_size, (long long)m->num_heads,
             (long long)m->num_kv_heads, (long long)m->head_dim, (long long)m->intermediate_size,
             (long long)m->vocab_size, (double)tt_model_config_param_count(m) / 1e6);
+    print_trainable(params, out);
     fprintf(out, "device: %s\n", device->description);
     tt_plan_print(plan, m, out);
     tt_size_table_print_layers(sizes, plan, m, out);
@@ -67,7 +89,8 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
     tt_param_table params;
-    tt_param_table_build(model, &params);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run);
+    tt_param_table_build_trainable(model, &trainable, &params);
     device->backend->configure(&plan->precision, plan->attention);
     const tt_spill_result spill =
         tt_plan_spill(plan, model, &params, device->backend, device->memory_budget, plan->pinned_budget);
@@ -85,11 +108,12 @@ void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     tt_plan plan;
     plan_for_run(&plan, run, &model, device);
     tt_param_table params;
-    tt_param_table_build(&model, &params);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run);
+    tt_param_table_build_trainable(&model, &trainable, &params);
     device->backend->configure(&plan.precision, plan.attention);
     tt_size_table sizes;
     tt_size_table_compute(&sizes, &model, &params, &plan, device->backend);
-    print_header(&model, device, &plan, &sizes, out);
+    print_header(&model, &params, device, &plan, &sizes, out);
     char budget[32];
     const tt_tier tier = compute_tier_of(device);
     fprintf(out, "  %s budget: %s%s\n", tt_tier_name(tier),
@@ -136,20 +160,30 @@ static void initial_weights(tt_model_state *model, const tt_run_config *run) {
     float *host = tt_xcalloc((size_t)model->params.total_numel, sizeof(float), "the weights");
     if (run->base_model) {
         tt_weights_load_hf(host, &model->params, run->base_model);
+        tt_weights_init_lora(host, &model->params, (uint64_t)run->seed);
     } else {
         double std = run->initializer_range > 0 ? run->initializer_range : model->config.initializer_range;
         tt_weights_init_random(host, &model->params, std, (uint64_t)run->seed);
+    }
+    if (run->lora_model_dir) { /* continue from a saved adapter */
+        tt_lora_check_peft_config(&model->params, run->lora_model_dir);
+        tt_lora_load_peft(host, &model->params, run->lora_model_dir);
+        tt_info("LoRA adapters from %s", run->lora_model_dir);
     }
     tt_model_set_weights(model, host);
     free(host);
 }
 
+/* The final model in output_dir: a Hugging Face checkpoint, or with LoRA the adapters in PEFT's format. */
 static void save_final_weights(const tt_model_state *model, const tt_run_config *run) {
     float *host = tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"),
                              "the weights");
     tt_model_get_weights(model, host);
-    tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
-                       run->max_shard_bytes);
+    if (model->params.lora_rank > 0)
+        tt_lora_save_peft(host, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run), run->output_dir);
+    else
+        tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
+                           run->max_shard_bytes);
     free(host);
 }
 
@@ -191,11 +225,12 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_plan plan;
     plan_for_run(&plan, run, &model_config, device);
     tt_model_state model;
-    tt_model_state_init(&model, &model_config, &plan, device->backend, device->memory_budget);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run);
+    tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
     const tt_model_config *mc = &model.config;
     const tt_tier tier = compute_tier_of(device);
     model.trace = tt_trace_open(run->trace);
-    print_header(mc, device, &model.plan, &model.sizes, stdout);
+    print_header(mc, &model.params, device, &model.plan, &model.sizes, stdout);
 
     tt_dataset data;
     tt_dataset_open(&data, run->datasets, run->dataset_count, mc->vocab_size, run->sequence_len, run->val_set_size,
@@ -234,6 +269,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         if (!resume_dir) tt_die("--resume: no checkpoint-<step> directory in output_dir '%s'", run->output_dir);
     }
     if (resume_dir) {
+        /* A checkpoint holds the trainable parameters; the frozen ones are the run's initial weights. */
+        if (model.params.trainable_start > 0) initial_weights(&model, run);
         tt_checkpoint_load(&model, &trainer, resume_dir);
         tt_dataset_set_position(&data, trainer.data_epoch, trainer.data_index);
         tt_info("resumed from %s at step %lld", resume_dir, (long long)trainer.global_step);
@@ -270,6 +307,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         int64_t counted = 0;
         for (int64_t micro = 0; micro < accumulation; micro++) {
             tt_model_set_batch(&model, step_inputs + micro * N, step_targets + micro * N);
+            model.lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer.global_step, micro);
             int64_t count = 0;
             loss_sum += tt_step_forward_backward(&model, step_tokens ? 1.0 / (double)step_tokens : 0.0, &count);
             counted += count;
@@ -333,7 +371,12 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         int64_t steps = trainer.global_step - first_step;
         tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
                 elapsed > 0 ? (double)(steps * sequences_per_step * T) / elapsed : 0.0,
-                run->save_strategy == 0 ? "; model saved to " : "", run->save_strategy == 0 ? run->output_dir : "");
+                run->save_strategy != 0           ? ""
+                : model.params.lora_rank > 0 ? "; LoRA adapter (PEFT format) saved to "
+                                                  : "; model saved to ",
+                run->save_strategy == 0 ? run->output_dir : "");
+        if (run->save_strategy == 0 && model.params.lora_rank > 0 && run->base_model)
+            tt_info("a full model: tiertrain merge --base %s --adapter %s -o <dir>", run->base_model, run->output_dir);
     }
     const tt_arena *measured[TT_TIER_COUNT] = {0};
     measured[tier] = &model.arena;

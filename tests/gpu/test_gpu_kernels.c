@@ -15,6 +15,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/gemm_cuda.h"
 #include "ops/cuda/ops_cuda.h"
+#include "ops/dropout_mask.h"
 #include "gpu/gpu_test_util.h"
 #include "test_util.h"
 
@@ -235,6 +236,55 @@ static void test_gemm(tt_cuda_gemm_context *context, bool trans_a, bool trans_b,
     free(a);
     free(b);
     free(c);
+}
+
+/* The LoRA dropout (and scale) kernel: the same mask as the CPU op, bit for bit, and the kept
+ * values as the CPU's fp32 product rounded once to bf16; in place (out == x) too. */
+static void test_dropout_scale(int64_t n, double probability, float multiplier) {
+    tt_bf16 *x_dev;
+    float *x = random_bf16(n, 3.0f, &x_dev);
+    tt_bf16 *out_dev = device_poisoned(n);
+    const uint32_t threshold = tt_dropout_threshold(probability);
+    tt_cuda_dropout_scale(out_dev, x_dev, n, multiplier, threshold, 0x5eedull, 0);
+    tt_cuda_dropout_scale(x_dev, x_dev, n, multiplier, threshold, 0x5eedull, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    float *want = malloc(sizeof(float) * (size_t)n);
+    tt_cpu_dropout_scale_f32(want, x, n, multiplier, threshold, 0x5eedull);
+    float *got = download_bf16(out_dev, n), *got_in_place = download_bf16(x_dev, n);
+    int64_t same = 0, dropped = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float rounded = tt_bf16_to_f32(tt_f32_to_bf16(want[i]));
+        same += got[i] == rounded && got_in_place[i] == rounded;
+        dropped += want[i] == 0 && x[i] != 0;
+    }
+    TT_EXPECT(same == n, "dropout p=%g: %lld of %lld elements as the CPU's (mask and value)", probability,
+              (long long)same, (long long)n);
+    printf("  %-44s %lld of %lld match, %.3f dropped\n", "dropout scale", (long long)same, (long long)n,
+           (double)dropped / (double)n);
+    cudaFree(x_dev);
+    cudaFree(out_dev);
+    free(x);
+    free(want);
+    free(got);
+    free(got_in_place);
+}
+
+/* y += x W^T in place (the addend is the output): a LoRA adapter's up projection onto the base output. */
+static void test_gemm_add_in_place(tt_cuda_gemm_context *context, int64_t N, int64_t in, int64_t out) {
+    tt_bf16 *x_dev, *w_dev, *y_dev;
+    float *x = random_bf16(N * in, 1.0f, &x_dev), *w = random_bf16(out * in, 1.0f, &w_dev);
+    float *y = random_bf16(N * out, 4.0f, &y_dev);
+    tt_cuda_gemm_add(context, false, true, N, out, in, x_dev, in, w_dev, in, y_dev, y_dev, out, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)out, (int)in, 1.0f, x, (int)in, w, (int)in, 1.0f,
+                y, (int)out);
+    expect_device_close("gemm add in place (LoRA up projection)", y_dev, y, N * out, BF16_TOLERANCE);
+    cudaFree(x_dev);
+    cudaFree(w_dev);
+    cudaFree(y_dev);
+    free(x);
+    free(w);
+    free(y);
 }
 
 /* The simple attention kernels against the CPU op; the backward gets the same (bf16-rounded)
@@ -465,6 +515,8 @@ int main(void) {
     test_rmsnorm(37, 2048);
     test_rmsnorm(300, 128); /* per-head q/k norm shape, several row blocks */
     test_swiglu(100003);
+    test_dropout_scale(100003, 0.1, (float)(1.0 / 0.9));
+    test_dropout_scale(4099, 0.0, 2.0f); /* a plain scale (the adapter's scaling) */
     test_rope(2, 33, 4, 128);
     test_rope(1, 17, 3, 64);
     test_embedding(1000, 300, 96);
@@ -486,8 +538,9 @@ int main(void) {
     test_gemm(gemm, true, false, 256, 512, 300, true, 1.0f);   /* dW += dy^T x, fp32 gradients */
     test_gemm(gemm, true, false, 256, 512, 300, true, 0.0f);
     test_gemm(gemm, false, true, 300, 256, 512, false, 0.0f);  /* the same shape again: cached */
-    /* beta is a run-time scalar, not part of a shape: NT/bf16, NN/bf16 and TN/fp32 */
-    TT_EXPECT(tt_cuda_gemm_cached_shapes(gemm) == 3, "GEMM descriptors cached per shape (%d)",
+    test_gemm_add_in_place(gemm, 300, 16, 256);
+    /* beta is a run-time scalar, not part of a shape: NT/bf16, NN/bf16, TN/fp32, and the in-place add's K = 16 */
+    TT_EXPECT(tt_cuda_gemm_cached_shapes(gemm) == 4, "GEMM descriptors cached per shape (%d)",
               tt_cuda_gemm_cached_shapes(gemm));
     tt_cuda_gemm_destroy(gemm);
     cudaFree(workspace);

@@ -2,7 +2,8 @@
  * program on the CPU backend (the fp32 oracle), from the same bf16-representable weights and
  * batch. Checks, per fixture and precision recipe: loss and every parameter gradient within
  * bf16 bounds; a multi-step AdamW loss curve that follows the CPU's; gradient checkpointing
- * bit-identical to keeping everything; two runs bit-identical. */
+ * bit-identical to keeping everything; two runs bit-identical. The same for LoRA adapters (with
+ * dropout: both backends draw the same masks) on the frozen bf16 base. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,22 +29,31 @@ typedef struct model_case {
 
 typedef struct run_result {
     double loss[STEPS];       /* mean token loss before each optimizer step */
-    float *first_gradients;   /* fp32 copy of the gradients of step 1 */
+    float *first_gradients;   /* fp32 copy of the gradients of step 1 (the trainable layout) */
     float *final_weights;     /* fp32 weights after STEPS steps */
-    int64_t numel;
+    int64_t numel;            /* of the weights */
+    int64_t gradient_numel;   /* of the gradients: the trainable parameters' */
 } run_result;
 
 typedef struct recipe {
     const char *name;
     bool gpu, master_weights, checkpointing;
     tt_attention_kind attention;
+    bool lora; /* rank-4 adapters with dropout on every linear layer, the base frozen */
 } recipe;
 
-static float *rounded_weights(const char *config_path, tt_model_config *config, tt_param_table *params) {
+static const tt_trainable_spec lora_spec = {
+    .lora_rank = 4, .lora_alpha = 8, .lora_dropout = 0.1, .lora_targets = TT_LORA_ALL_MODULES};
+
+static float *rounded_weights(const char *config_path, tt_model_config *config, tt_param_table *params, bool lora) {
     tt_model_config_load(config_path, config);
-    tt_param_table_build(config, params);
+    tt_param_table_build_trainable(config, lora ? &lora_spec : NULL, params);
     float *w = calloc((size_t)params->total_numel, sizeof(float)); /* padding between parameters: 0 */
     tt_weights_init_random(w, params, 0.05, 1234);
+    for (int i = 0; i < params->count; i++) /* B != 0, so that every adapter gradient is exercised */
+        if (params->params[i].kind == TT_PARAM_LORA_B)
+            for (int64_t k = 0; k < params->params[i].numel; k++)
+                w[params->params[i].offset + k] = 0.02f * (float)((k % 7) - 3);
     /* Every weight bf16-representable, so that both backends start from the same model. */
     for (int64_t i = 0; i < params->total_numel; i++) w[i] = tt_bf16_to_f32(tt_f32_to_bf16(w[i]));
     return w;
@@ -53,7 +63,7 @@ static float *rounded_weights(const char *config_path, tt_model_config *config, 
 static void open_model(tt_model_state *s, const model_case *mc, const recipe *r, tt_precision *precision) {
     tt_model_config config;
     tt_param_table params;
-    float *weights = rounded_weights(mc->config_path, &config, &params);
+    float *weights = rounded_weights(mc->config_path, &config, &params, r->lora);
     tt_run_config run_config;
     tt_run_config_defaults(&run_config);
     run_config.micro_batch_size = mc->batch;
@@ -66,7 +76,8 @@ static void open_model(tt_model_state *s, const model_case *mc, const recipe *r,
     *precision = tt_precision_for_run(&run_config, r->gpu);
     tt_plan plan;
     tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, precision);
-    tt_model_state_init(s, &config, &plan, backend, 0);
+    tt_model_state_init_trainable(s, &config, &plan, r->lora ? &lora_spec : NULL, backend, 0);
+    s->lora_dropout_seed = tt_lora_dropout_seed(5, 0, 0);
     tt_model_set_weights(s, weights);
     tt_model_set_batch(s, mc->inputs, mc->targets);
     free(weights);
@@ -80,8 +91,8 @@ static run_result run(const model_case *mc, const recipe *r) {
     open_model(&s, mc, r, &precision);
     const tt_backend *backend = s.backend;
 
-    run_result out = {.numel = s.params.total_numel};
-    out.first_gradients = malloc(sizeof(float) * (size_t)out.numel);
+    run_result out = {.numel = s.params.total_numel, .gradient_numel = s.params.trainable_numel};
+    out.first_gradients = malloc(sizeof(float) * (size_t)out.gradient_numel);
     out.final_weights = malloc(sizeof(float) * (size_t)out.numel);
     tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.01f,
                                .max_grad_norm = 1.0f};
@@ -95,7 +106,7 @@ static run_result run(const model_case *mc, const recipe *r) {
         if (step == 0) {
             void *g = malloc(s.sizes.gradients);
             backend->download(g, s.gradients, s.sizes.gradients);
-            tt_convert_to_f32(out.first_gradients, g, precision.gradient, (size_t)out.numel);
+            tt_convert_to_f32(out.first_gradients, g, precision.gradient, (size_t)out.gradient_numel);
             free(g);
         }
         double norm = tt_gradient_norm(&s);
@@ -118,14 +129,14 @@ static bool same_bits(const run_result *a, const run_result *b) {
             printf("    losses differ first at step %d: %.17g vs %.17g\n", step + 1, a->loss[step], b->loss[step]);
             break;
         }
-    for (int64_t i = 0; i < a->numel; i++)
+    for (int64_t i = 0; i < a->gradient_numel; i++)
         if (memcmp(&a->first_gradients[i], &b->first_gradients[i], sizeof(float)) != 0) {
             printf("    first-step gradients differ first at flat element %lld: %.9g vs %.9g\n", (long long)i,
                    a->first_gradients[i], b->first_gradients[i]);
             break;
         }
     return memcmp(a->loss, b->loss, sizeof a->loss) == 0 &&
-           memcmp(a->first_gradients, b->first_gradients, sizeof(float) * (size_t)a->numel) == 0 &&
+           memcmp(a->first_gradients, b->first_gradients, sizeof(float) * (size_t)a->gradient_numel) == 0 &&
            memcmp(a->final_weights, b->final_weights, sizeof(float) * (size_t)a->numel) == 0;
 }
 
@@ -153,8 +164,8 @@ static void check_step_repeats(const model_case *mc, const recipe *r) {
         loss[k] = tt_step_forward_backward(&s, 1e-2, &count);
         void *g = malloc(s.sizes.gradients);
         backend->download(g, s.gradients, s.sizes.gradients);
-        grads[k] = malloc(sizeof(float) * (size_t)s.params.total_numel);
-        tt_convert_to_f32(grads[k], g, precision.gradient, (size_t)s.params.total_numel);
+        grads[k] = malloc(sizeof(float) * (size_t)s.params.trainable_numel);
+        tt_convert_to_f32(grads[k], g, precision.gradient, (size_t)s.params.trainable_numel);
         free(g);
     }
     TT_EXPECT(memcmp(&forward[0], &forward[1], sizeof(double)) == 0, "%s %s: forward loss repeats (%.17g vs %.17g)",
@@ -162,11 +173,12 @@ static void check_step_repeats(const model_case *mc, const recipe *r) {
     TT_EXPECT(memcmp(&loss[0], &loss[1], sizeof(double)) == 0, "%s %s: training-step loss repeats (%.17g vs %.17g)",
               mc->name, r->name, loss[0], loss[1]);
     int64_t first = -1;
-    for (int64_t i = 0; i < s.params.total_numel && first < 0; i++)
-        if (memcmp(&grads[0][i], &grads[1][i], sizeof(float)) != 0) first = i;
+    for (int64_t i = 0; i < s.params.trainable_numel && first < 0; i++)
+        if (memcmp(&grads[0][i], &grads[1][i], sizeof(float)) != 0) first = s.params.trainable_start + i;
     TT_EXPECT(first < 0, "%s %s: the step's gradients repeat bit for bit (first difference in %s: %.9g vs %.9g)",
               mc->name, r->name, first >= 0 ? param_at(&s.params, first) : "",
-              first >= 0 ? grads[0][first] : 0.0, first >= 0 ? grads[1][first] : 0.0);
+              first >= 0 ? grads[0][first - s.params.trainable_start] : 0.0,
+              first >= 0 ? grads[1][first - s.params.trainable_start] : 0.0);
     free(grads[0]);
     free(grads[1]);
     tt_model_state_free(&s);
@@ -178,13 +190,14 @@ static void compare_with_cpu(const model_case *mc, const recipe *r, const run_re
     TT_EXPECT(loss_err <= 1e-2, "%s %s: loss %.6f vs CPU %.6f", mc->name, r->name, gpu->loss[0], cpu->loss[0]);
     tt_model_config config;
     tt_param_table params;
-    float *unused = rounded_weights(mc->config_path, &config, &params);
+    float *unused = rounded_weights(mc->config_path, &config, &params, r->lora);
     double worst = 0;
     const char *worst_name = "";
     for (int i = 0; i < params.count; i++) {
         const tt_param_info *p = &params.params[i];
-        double err = tt_max_rel_error_f32(gpu->first_gradients + p->offset, cpu->first_gradients + p->offset,
-                                          (size_t)p->numel);
+        if (!p->trainable) continue;
+        const int64_t at = p->offset - params.trainable_start;
+        double err = tt_max_rel_error_f32(gpu->first_gradients + at, cpu->first_gradients + at, (size_t)p->numel);
         if (!(err <= worst)) {
             worst = err;
             worst_name = p->name;
@@ -224,11 +237,11 @@ static void random_batch(model_case *mc, int64_t vocab, uint64_t seed) {
 }
 
 static void check_case(model_case *mc) {
-    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO};
+    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false};
     const recipe recipes[] = {
-        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO},
-        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO},
-        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE},
+        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO, false},
+        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO, false},
+        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false},
     };
     run_result reference = run(mc, &cpu);
     for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++) {
@@ -248,6 +261,27 @@ static void check_case(model_case *mc) {
         free_result(&gpu);
     }
     free_result(&reference);
+
+    /* LoRA on the frozen base: the GPU against the CPU (same dropout masks), repeats, checkpointing */
+    const recipe cpu_lora = {"cpu fp32 LoRA", false, true, false, TT_ATTENTION_AUTO, true};
+    const recipe lora_recipes[] = {
+        {"bf16 LoRA, fp32 master", true, true, false, TT_ATTENTION_AUTO, true},
+        {"bf16 LoRA, no master", true, false, false, TT_ATTENTION_AUTO, true},
+    };
+    run_result lora_reference = run(mc, &cpu_lora);
+    for (size_t i = 0; i < sizeof lora_recipes / sizeof *lora_recipes; i++) {
+        run_result gpu = run(mc, &lora_recipes[i]);
+        compare_with_cpu(mc, &lora_recipes[i], &gpu, &lora_reference);
+        check_step_repeats(mc, &lora_recipes[i]);
+        recipe checkpointed = lora_recipes[i];
+        checkpointed.checkpointing = true;
+        run_result gc = run(mc, &checkpointed);
+        TT_EXPECT(same_bits(&gpu, &gc), "%s %s: gradient checkpointing gives the same bits on the GPU", mc->name,
+                  lora_recipes[i].name);
+        free_result(&gc);
+        free_result(&gpu);
+    }
+    free_result(&lora_reference);
     free(mc->inputs);
     free(mc->targets);
 }

@@ -143,6 +143,11 @@ static void cpu_swiglu_backward(void *dgate, void *dup, const void *dh, const vo
 
 static void cpu_add(void *out, const void *a, const void *b, int64_t n) { tt_cpu_add_f32(out, a, b, n); }
 
+static void cpu_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
+                              uint64_t seed) {
+    tt_cpu_dropout_scale_f32(out, x, n, multiplier, drop_threshold, seed);
+}
+
 static double cpu_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                                int64_t *count) {
@@ -200,6 +205,7 @@ static const tt_backend cpu_backend = {
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
     .add = cpu_add,
+    .dropout_scale = cpu_dropout_scale,
     .lm_head_loss = cpu_lm_head_loss,
     .sum_squares = cpu_sum_squares,
     .adamw_update = cpu_adamw_update,

@@ -74,6 +74,10 @@ void tt_cpu_swiglu_backward_f32(float *dgate, float *dup, const float *dh, const
 /* out[n] = a[n] + b[n] */
 void tt_cpu_add_f32(float *out, const float *a, const float *b, int64_t n);
 
+/* out[n] = x[n] * multiplier where tt_dropout_bits(seed, n) >= drop_threshold, else 0; out may be x */
+void tt_cpu_dropout_scale_f32(float *out, const float *x, int64_t n, float multiplier, uint32_t drop_threshold,
+                              uint64_t seed);
+
 /* xn[N,D], W[V,D], targets[N], logits[chunk,V] workspace; returns sum of losses; when dxn != NULL:
  * dxn[N,D] overwritten, dW[V,D] += (dW may be NULL) */
 double tt_cpu_lm_head_loss_f32(float *dxn, float *dW, const float *xn, const float *W, const int32_t *targets,
@@ -138,6 +142,10 @@ void tt_cpu_swiglu_backward_f64(double *dgate, double *dup, const double *dh, co
 
 /* out[n] = a[n] + b[n] */
 void tt_cpu_add_f64(double *out, const double *a, const double *b, int64_t n);
+
+/* out[n] = x[n] * multiplier where tt_dropout_bits(seed, n) >= drop_threshold, else 0; out may be x */
+void tt_cpu_dropout_scale_f64(double *out, const double *x, int64_t n, double multiplier, uint32_t drop_threshold,
+                              uint64_t seed);
 
 /* xn[N,D], W[V,D], targets[N], logits[chunk,V] workspace; returns sum of losses; when dxn != NULL:
  * dxn[N,D] overwritten, dW[V,D] += (dW may be NULL) */

@@ -43,6 +43,10 @@
 #define TT_CPU_COL_BLOCK 64
 /* Elements per block of sum_squares. */
 #define TT_CPU_SUMSQ_BLOCK 4096
+/* Element-wise loops shorter than this run on the calling thread: starting the team costs more than
+ * the loop (and, with more threads than free cores, a barrier can cost a scheduler time slice). Each
+ * element is computed the same way either way, so the bits do not change. */
+#define TT_CPU_PARALLEL_MIN_ELEMENTS 32768
 
 static inline int64_t cpu_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -78,7 +82,7 @@ static void cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
      * whole backend: OpenBLAS's own pool spinning beside it halved throughput. */
     const int64_t row_tiles = (M + TT_CPU_GEMM_TILE_ROWS - 1) / TT_CPU_GEMM_TILE_ROWS;
     const int64_t col_tiles = (N + TT_CPU_GEMM_TILE_COLS - 1) / TT_CPU_GEMM_TILE_COLS;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (row_tiles * col_tiles > 1)
     for (int64_t tile = 0; tile < row_tiles * col_tiles; tile++) {
         const int64_t m0 = (tile / col_tiles) * TT_CPU_GEMM_TILE_ROWS, n0 = (tile % col_tiles) * TT_CPU_GEMM_TILE_COLS;
         const int64_t mb = cpu_min64(TT_CPU_GEMM_TILE_ROWS, M - m0), nb = cpu_min64(TT_CPU_GEMM_TILE_COLS, N - n0);
@@ -97,7 +101,7 @@ static void cpu_column_sums(real *dst, const real *a, const real *x, const real 
     /* The [blocks, C] partial sums, from the scratch area. */
     double *part = tt_cpu_scratch_take(tt_mul_size((size_t)nb, (size_t)C * sizeof(double), "column sums"),
                                        "column sums");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nb > 1)
     for (int64_t blk = 0; blk < nb; blk++) {
         double *p = part + blk * C;
         for (int64_t c = 0; c < C; c++) p[c] = 0;
@@ -113,7 +117,7 @@ static void cpu_column_sums(real *dst, const real *a, const real *x, const real 
             }
         }
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nb * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t c = 0; c < C; c++) {
         double s = 0;
         for (int64_t blk = 0; blk < nb; blk++) s += part[blk * C + c];
@@ -125,7 +129,7 @@ static void cpu_column_sums(real *dst, const real *a, const real *x, const real 
 /* ---------------------------------------------------------------- embedding */
 
 void TT_CPU_FN(embedding_forward)(real *out, const int32_t *ids, const real *table, int64_t N, int64_t D) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * D >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t n = 0; n < N; n++) {
         TT_CHECK(ids[n] >= 0, "negative token id %d at position %lld", (int)ids[n], (long long)n);
         memcpy(out + n * D, table + (int64_t)ids[n] * D, (size_t)D * sizeof(real));
@@ -136,7 +140,7 @@ void TT_CPU_FN(embedding_backward)(real *dtable, const int32_t *ids, const real 
     /* Parallel over column blocks; inside a block the tokens are added in order n = 0..N-1,
      * exactly the sequential definition. */
     const int64_t nb = (D + TT_CPU_COL_BLOCK - 1) / TT_CPU_COL_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nb > 1)
     for (int64_t blk = 0; blk < nb; blk++) {
         const int64_t c0 = blk * TT_CPU_COL_BLOCK, c1 = cpu_min64(D, c0 + TT_CPU_COL_BLOCK);
         for (int64_t n = 0; n < N; n++) {
@@ -153,7 +157,7 @@ void TT_CPU_FN(embedding_backward)(real *dtable, const int32_t *ids, const real 
 /* Hugging Face LlamaRMSNorm / Qwen3RMSNorm: out = w * (x * rsqrt(mean(x^2) + eps)). */
 void TT_CPU_FN(rmsnorm_forward)(real *out, real *rstd, const real *x, const real *w, int64_t R, int64_t C,
                                 double eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t r = 0; r < R; r++) {
         const real *xr = x + r * C;
         real *o = out + r * C;
@@ -172,7 +176,7 @@ void TT_CPU_FN(rmsnorm_backward)(real *dx, real *dw, const real *dout, const rea
     /* dw first, so that dx may be the same buffer as dout. */
     if (dw) cpu_column_sums(dw, dout, x, rstd, R, C);
     if (dx) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (R * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
         for (int64_t r = 0; r < R; r++) {
             const real *xr = x + r * C, *g = dout + r * C;
             real *d = dx + r * C;
@@ -192,7 +196,7 @@ void TT_CPU_FN(linear_forward)(real *y, const real *x, const real *W, const real
                                int64_t out, bool accumulate) {
     if (b) {
         /* y = b (or y += b), then y += x W^T. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * out >= TT_CPU_PARALLEL_MIN_ELEMENTS)
         for (int64_t n = 0; n < N; n++) {
             real *yr = y + n * out;
             if (accumulate)
@@ -221,7 +225,7 @@ void TT_CPU_FN(rope_forward)(real *x, const real *cos_t, const real *sin_t, int6
                              int64_t hd) {
     TT_CHECK(hd % 2 == 0, "rope needs an even head_dim, got %lld", (long long)hd);
     const int64_t half = hd / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (B * T * H * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t n = 0; n < B * T; n++) {
         const real *cs = cos_t + (n % T) * half, *sn = sin_t + (n % T) * half;
         for (int64_t h = 0; h < H; h++) {
@@ -240,7 +244,7 @@ void TT_CPU_FN(rope_backward)(real *dx, const real *cos_t, const real *sin_t, in
                               int64_t hd) {
     TT_CHECK(hd % 2 == 0, "rope needs an even head_dim, got %lld", (long long)hd);
     const int64_t half = hd / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (B * T * H * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t n = 0; n < B * T; n++) {
         const real *cs = cos_t + (n % T) * half, *sn = sin_t + (n % T) * half;
         for (int64_t h = 0; h < H; h++) {
@@ -286,7 +290,7 @@ void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const rea
     /* One row of scores per thread, from the scratch area (see tt_cpu_scratch_bytes). */
     const int threads = omp_get_max_threads();
     real *scores = tt_cpu_scratch_take((size_t)threads * (size_t)(T > 0 ? T : 1) * sizeof(real), "attention scores");
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(threads) if (rows * T * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     {
         real *e = scores + (size_t)omp_get_thread_num() * (size_t)(T > 0 ? T : 1);
 #pragma omp for schedule(dynamic, 16)
@@ -336,7 +340,7 @@ void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dou
     const int64_t rows = B * Hq * T;
     real *Dsum = tt_cpu_scratch_take((size_t)(rows > 0 ? rows : 1) * sizeof(real), "attention backward D");
 
-#pragma omp parallel for schedule(dynamic, 16)
+#pragma omp parallel for schedule(dynamic, 16) if (rows * T * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t idx = 0; idx < rows; idx++) {
         const int64_t i = idx % T, h = (idx / T) % Hq, b = idx / (T * Hq), kvh = h / group;
         const int64_t off = ((b * T + i) * Hq + h) * hd;
@@ -359,7 +363,7 @@ void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dou
     }
 
     const int64_t krows = B * Hkv * T;
-#pragma omp parallel for schedule(dynamic, 16)
+#pragma omp parallel for schedule(dynamic, 16) if (krows * T * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t idx = 0; idx < krows; idx++) {
         const int64_t j = idx % T, kvh = (idx / T) % Hkv, b = idx / (T * Hkv);
         const int64_t koff = ((b * T + j) * Hkv + kvh) * hd;
@@ -389,7 +393,7 @@ void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dou
 
 /* torch's silu: g / (1 + exp(-g)). */
 void TT_CPU_FN(swiglu_forward)(real *h, const real *gate, const real *up, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) {
         const real g = gate[i];
         h[i] = (g / (1 + TT_CPU_EXP(-g))) * up[i];
@@ -399,7 +403,7 @@ void TT_CPU_FN(swiglu_forward)(real *h, const real *gate, const real *up, int64_
 /* As autograd runs it: du = dh * silu(g); dg = (dh * u) * sig(g) (1 + g (1 - sig(g))). */
 void TT_CPU_FN(swiglu_backward)(real *dgate, real *dup, const real *dh, const real *gate, const real *up,
                                 int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) {
         const real g = gate[i], u = up[i], d = dh[i], e = TT_CPU_EXP(-g);
         const real sig = 1 / (1 + e), silu = g / (1 + e);
@@ -409,8 +413,16 @@ void TT_CPU_FN(swiglu_backward)(real *dgate, real *dup, const real *dh, const re
 }
 
 void TT_CPU_FN(add)(real *out, const real *a, const real *b, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+void TT_CPU_FN(dropout_scale)(real *out, const real *x, int64_t n, real multiplier, uint32_t drop_threshold,
+                              uint64_t seed) {
+#pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
+    for (int64_t i = 0; i < n; i++) out[i] = tt_dropout_bits(seed, (uint64_t)i) >= drop_threshold ? x[i] * multiplier : 0;
 }
 
 /* ---------------------------------------------------------------- LM head + cross-entropy */
@@ -435,7 +447,7 @@ double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *
         const int64_t rows = cpu_min64(chunk, N - c0);
         const real *x = xn + c0 * D;
         cpu_gemm(false, true, rows, V, D, 1, x, D, W, D, 0, logits, V);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * V >= TT_CPU_PARALLEL_MIN_ELEMENTS)
         for (int64_t r = 0; r < rows; r++) {
             real *lr = logits + r * V;
             const int32_t t = targets[c0 + r];
@@ -476,7 +488,7 @@ double TT_CPU_FN(sum_squares)(const real *x, int64_t n) {
     const int64_t nb = (n + TT_CPU_SUMSQ_BLOCK - 1) / TT_CPU_SUMSQ_BLOCK;
     /* The block sums, added in order. */
     double *part = tt_cpu_scratch_take((size_t)nb * sizeof(double), "sum of squares");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nb > 1)
     for (int64_t blk = 0; blk < nb; blk++) {
         const int64_t i1 = cpu_min64(n, (blk + 1) * TT_CPU_SUMSQ_BLOCK);
         double s = 0;
@@ -501,7 +513,7 @@ void TT_CPU_FN(adamw_update)(float *p, const real *g, float *m, float *v, int64_
     const float one_minus_b1 = (float)(1.0 - (double)beta1), one_minus_b2 = (float)(1.0 - (double)beta2);
     const float neg_step_size = (float)(-((double)lr / bias_correction1));
     const float bc2_sqrt = (float)sqrt(bias_correction2);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) {
         const float gi = (float)g[i] * grad_scale;
         float pi = p[i] * decay;
@@ -520,3 +532,4 @@ void TT_CPU_FN(adamw_update)(float *p, const real *g, float *m, float *v, int64_
 #undef TT_CPU_ROW_BLOCK
 #undef TT_CPU_COL_BLOCK
 #undef TT_CPU_SUMSQ_BLOCK
+#undef TT_CPU_PARALLEL_MIN_ELEMENTS

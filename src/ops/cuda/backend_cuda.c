@@ -567,6 +567,11 @@ static void cuda_add(void *out, const void *a, const void *b, int64_t n) {
     TIMED("add", tt_cuda_add(out, a, b, n, S()));
 }
 
+static void cuda_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
+                               uint64_t seed) {
+    TIMED("dropout scale", tt_cuda_dropout_scale(out, x, n, multiplier, drop_threshold, seed, S()));
+}
+
 static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                 int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                                 int64_t *count) {
@@ -584,11 +589,12 @@ static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void 
                                                            S());
               tt_cuda_sum(chunk_sums + c, row_loss, rows, S()));
         if (dxn) {
-            /* logits now hold d loss / d logits */
-            TIMED("lm head gemm backward", tt_cuda_gemm(state.gemm, true, false, V, D, rows, 1.0f, logits, V,
-                                                        x + first * D, D, 1.0f, dW, gradient_fp32(), D, S());
-                  tt_cuda_gemm(state.gemm, false, false, rows, D, V, 1.0f, logits, V, W, D, 0.0f,
-                               (tt_bf16 *)dxn + first * D, false, D, S()));
+            /* logits now hold d loss / d logits; dW is NULL when the LM head is frozen */
+            if (dW)
+                TIMED("lm head gemm backward dW", tt_cuda_gemm(state.gemm, true, false, V, D, rows, 1.0f, logits, V,
+                                                               x + first * D, D, 1.0f, dW, gradient_fp32(), D, S()));
+            TIMED("lm head gemm backward dx", tt_cuda_gemm(state.gemm, false, false, rows, D, V, 1.0f, logits, V, W, D,
+                                                           0.0f, (tt_bf16 *)dxn + first * D, false, D, S()));
         }
     }
     TT_CHECK(N <= state.host_tokens && chunks <= state.host_chunks, "loss over %lld tokens in %lld chunks, host "
@@ -662,6 +668,7 @@ static const tt_backend cuda_backend = {
     .swiglu_forward = cuda_swiglu_forward,
     .swiglu_backward = cuda_swiglu_backward,
     .add = cuda_add,
+    .dropout_scale = cuda_dropout_scale,
     .lm_head_loss = cuda_lm_head_loss,
     .sum_squares = cuda_sum_squares,
     .adamw_update = cuda_adamw_update,

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/dropout_mask.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/ops_cuda.h"
 
@@ -115,6 +116,23 @@ extern "C" void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const
     const int64_t pairs = B * T * H * (hd / 2);
     if (pairs == 0) return;
     rope_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(dx, cos_table, sin_table, T, H, hd / 2, pairs, -1.0f);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
+/* One thread per element; the mask bit comes from the element's index (dropout_mask.h), the same
+ * function the CPU backend evaluates. */
+static __global__ void dropout_scale_kernel(tt_bf16 *out, const tt_bf16 *x, int64_t n, float multiplier,
+                                            uint32_t drop_threshold, uint64_t seed) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const bool keep = tt_dropout_bits(seed, (uint64_t)i) >= drop_threshold;
+    out[i] = float_to_bf16(keep ? bf16_to_float(x[i]) * multiplier : 0.0f);
+}
+
+extern "C" void tt_cuda_dropout_scale(tt_bf16 *out, const tt_bf16 *x, int64_t n, float multiplier,
+                                      uint32_t drop_threshold, uint64_t seed, cudaStream_t stream) {
+    if (n == 0) return;
+    dropout_scale_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, x, n, multiplier, drop_threshold, seed);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -76,6 +76,10 @@ void tt_cuda_sum_squares(double *sum, const void *x, int x_is_fp32, int64_t n, d
 void tt_cuda_add_bias(tt_bf16 *y, const tt_bf16 *b, int64_t N, int64_t C, cudaStream_t stream);
 /* out[n] = a[n] + b[n] */
 void tt_cuda_add(tt_bf16 *out, const tt_bf16 *a, const tt_bf16 *b, int64_t n, cudaStream_t stream);
+/* out[n] = x[n] * multiplier (fp32, one rounding) where tt_dropout_bits(seed, n) >= drop_threshold, else 0;
+ * out may be x (kernels_elementwise.cu) */
+void tt_cuda_dropout_scale(tt_bf16 *out, const tt_bf16 *x, int64_t n, float multiplier, uint32_t drop_threshold,
+                           uint64_t seed, cudaStream_t stream);
 
 /* Causal grouped-query attention, O(T) memory, one warp per query row with an online softmax:
  * the simple fallback kernel (CUDA cores, no tensor cores), exact semantics of the CPU op.

@@ -1,0 +1,307 @@
+#include "model/lora.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/check.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+static bool is_adapter(const tt_param_info *p) { return p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B; }
+
+/* A number as JSON: an integer when it is one (PEFT writes r and lora_alpha as ints), else a real. */
+static json_t *json_number(double v) {
+    if (v == floor(v) && fabs(v) < 1e15) return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+static void write_json(const char *path, json_t *root) {
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    TT_CHECK(text != NULL, "JSON for %s", path);
+    const size_t length = strlen(text);
+    char *with_newline = tt_xmalloc(length + 2, "a JSON file");
+    memcpy(with_newline, text, length);
+    with_newline[length] = '\n';
+    tt_write_file_atomic(path, with_newline, length + 1);
+    free(with_newline);
+    free(text);
+}
+
+void tt_lora_save_peft(const float *flat, const tt_param_table *table, tt_dtype dtype, const char *base_model,
+                       const char *dir) {
+    TT_CHECK(table->lora_rank > 0, "saving adapters of a model without any");
+    TT_CHECK(dtype == TT_F32 || dtype == TT_BF16, "adapters are saved as F32 or BF16");
+    const size_t elem = tt_dtype_size(dtype);
+    void *converted = NULL;
+    if (dtype != TT_F32) {
+        converted = tt_xmalloc(tt_mul_size((size_t)table->total_numel, elem, "converted adapters"), "converted adapters");
+        tt_convert_from_f32(converted, dtype, flat, (size_t)table->total_numel);
+    }
+    tt_st_writer writer;
+    tt_st_writer_init(&writer);
+    for (int i = 0; i < table->count; i++) {
+        const tt_param_info *p = &table->params[i];
+        if (!is_adapter(p)) continue;
+        const void *data = converted ? (const unsigned char *)converted + (size_t)p->offset * elem
+                                     : (const void *)(flat + p->offset);
+        tt_st_writer_add(&writer, p->name, dtype, p->ndim, p->shape, data);
+    }
+    tt_st_writer_add_metadata(&writer, "format", "pt");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    tt_st_writer_commit(&writer, path);
+    tt_st_writer_free(&writer);
+    free(converted);
+
+    /* LoraConfig's fields, as peft's save_pretrained writes them */
+    json_t *root = json_object();
+    json_object_set_new(root, "alpha_pattern", json_object());
+    json_object_set_new(root, "auto_mapping", json_null());
+    json_object_set_new(root, "base_model_name_or_path", base_model ? json_string(base_model) : json_null());
+    json_object_set_new(root, "bias", json_string("none"));
+    json_object_set_new(root, "fan_in_fan_out", json_false());
+    json_object_set_new(root, "inference_mode", json_true());
+    json_object_set_new(root, "init_lora_weights", json_true());
+    json_object_set_new(root, "layers_pattern", json_null());
+    json_object_set_new(root, "layers_to_transform", json_null());
+    json_object_set_new(root, "lora_alpha", json_number(table->lora_alpha));
+    json_object_set_new(root, "lora_dropout", json_real(table->lora_dropout));
+    json_object_set_new(root, "modules_to_save", json_null());
+    json_object_set_new(root, "peft_type", json_string("LORA"));
+    json_object_set_new(root, "r", json_integer((json_int_t)table->lora_rank));
+    json_object_set_new(root, "rank_pattern", json_object());
+    json_object_set_new(root, "revision", json_null());
+    json_t *targets = json_array();
+    for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
+        if ((table->lora_targets >> m) & 1u) json_array_append_new(targets, json_string(tt_lora_module_name(m)));
+    json_object_set_new(root, "target_modules", targets);
+    json_object_set_new(root, "task_type", json_string("CAUSAL_LM"));
+    json_object_set_new(root, "use_dora", json_false());
+    json_object_set_new(root, "use_rslora", json_false());
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    write_json(path, root);
+    json_decref(root);
+}
+
+void tt_lora_load_peft(float *flat, const tt_param_table *table, const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    tt_st_file file;
+    tt_st_open(path, &file);
+    int found = 0;
+    for (int i = 0; i < table->count; i++) {
+        const tt_param_info *p = &table->params[i];
+        if (!is_adapter(p)) continue;
+        const tt_st_tensor *t = tt_st_find(&file, p->name);
+        if (!t)
+            tt_die("%s: tensor '%s' is missing; the adapter has other target modules or another model than this run "
+                   "(lora_target_modules)",
+                   path, p->name);
+        if (t->ndim != 2 || t->shape[0] != p->shape[0] || t->shape[1] != p->shape[1])
+            tt_die("%s: tensor '%s' has shape [%lld, %lld], this run's is [%lld, %lld] (check lora_r and the base model)",
+                   path, p->name, (long long)t->shape[0], (long long)(t->ndim == 2 ? t->shape[1] : 0),
+                   (long long)p->shape[0], (long long)p->shape[1]);
+        if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
+            tt_die("%s: tensor '%s' is %s; adapters are F32, BF16 or F16", path, p->name,
+                   tt_dtype_safetensors_name(t->dtype));
+        tt_convert_to_f32(flat + p->offset, t->data, t->dtype, (size_t)p->numel);
+        found++;
+    }
+    if (found != file.count)
+        tt_die("%s: holds %d tensors, of which this run's adapters are %d; the adapter targets more modules than "
+               "lora_target_modules lists",
+               path, file.count, found);
+    tt_st_close(&file);
+}
+
+void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error);
+    if (!root) tt_die("%s:%d: cannot read the adapter's config: %s (lora_model_dir is a PEFT adapter directory)", path,
+                      error.line, error.text);
+    json_t *r = json_object_get(root, "r"), *alpha = json_object_get(root, "lora_alpha");
+    if (!json_is_integer(r) || json_integer_value(r) != table->lora_rank)
+        tt_die("%s: r is %lld but lora_r is %lld; set lora_r: %lld to continue from this adapter", path,
+               json_is_integer(r) ? (long long)json_integer_value(r) : -1LL, (long long)table->lora_rank,
+               json_is_integer(r) ? (long long)json_integer_value(r) : -1LL);
+    if (!json_is_number(alpha) || json_number_value(alpha) != table->lora_alpha)
+        tt_die("%s: lora_alpha is %g but the run's lora_alpha is %g; set lora_alpha: %g to continue from this adapter",
+               path, json_is_number(alpha) ? json_number_value(alpha) : NAN, table->lora_alpha,
+               json_is_number(alpha) ? json_number_value(alpha) : NAN);
+    unsigned targets = 0;
+    json_t *list = json_object_get(root, "target_modules");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *name = json_string_value(json_array_get(list, i));
+        int found = -1;
+        for (int m = 0; name && m < TT_LORA_MODULE_COUNT && found < 0; m++)
+            if (strcmp(name, tt_lora_module_name(m)) == 0) found = m;
+        if (found < 0) tt_die("%s: target module '%s' is not one tiertrain adapts (q_proj ... down_proj)", path, name ? name : "?");
+        targets |= 1u << found;
+    }
+    if (targets != table->lora_targets)
+        tt_die("%s: the adapter's target_modules are not the run's; set lora_target_modules to the adapter's list", path);
+    json_decref(root);
+}
+
+/* ---- merge ---- */
+
+/* adapter_config.json: the scaling, after refusing what a plain W + s B A merge would get wrong. */
+static double read_adapter_scaling(const char *adapter_dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", adapter_dir);
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error);
+    if (!root) tt_die("%s:%d: cannot read the adapter's config: %s (a PEFT adapter directory has adapter_config.json)",
+                      path, error.line, error.text);
+    const char *type = json_string_value(json_object_get(root, "peft_type"));
+    if (!type || strcmp(type, "LORA") != 0)
+        tt_die("%s: peft_type is %s; tiertrain merges LoRA adapters (peft_type LORA)", path, type ? type : "missing");
+    json_t *r = json_object_get(root, "r"), *alpha = json_object_get(root, "lora_alpha");
+    if (!json_is_integer(r) || json_integer_value(r) < 1) tt_die("%s: r must be an integer >= 1", path);
+    if (!json_is_number(alpha) || !(json_number_value(alpha) > 0)) tt_die("%s: lora_alpha must be a number > 0", path);
+    const char *bias = json_string_value(json_object_get(root, "bias"));
+    if (bias && strcmp(bias, "none") != 0)
+        tt_die("%s: bias is '%s'; tiertrain merges adapters with bias \"none\" only", path, bias);
+    if (json_is_true(json_object_get(root, "fan_in_fan_out")))
+        tt_die("%s: fan_in_fan_out is true (GPT-2 style Conv1D weights); tiertrain's models store W as [out, in]", path);
+    if (json_is_true(json_object_get(root, "use_dora")))
+        tt_die("%s: use_dora is true; DoRA adapters are not a plain W + s B A and tiertrain cannot merge them", path);
+    json_t *to_save = json_object_get(root, "modules_to_save");
+    if (to_save && !json_is_null(to_save) && !(json_is_array(to_save) && json_array_size(to_save) == 0))
+        tt_die("%s: modules_to_save is set; tiertrain merges adapters of linear layers only", path);
+    json_t *patterns[2] = {json_object_get(root, "rank_pattern"), json_object_get(root, "alpha_pattern")};
+    for (int i = 0; i < 2; i++)
+        if (patterns[i] && json_is_object(patterns[i]) && json_object_size(patterns[i]) > 0)
+            tt_die("%s: %s is set (per-module ranks or alphas); tiertrain merges adapters with one r and lora_alpha",
+                   path, i ? "alpha_pattern" : "rank_pattern");
+    const double rank = (double)json_integer_value(r), a = json_number_value(alpha);
+    const double scaling = json_is_true(json_object_get(root, "use_rslora")) ? a / sqrt(rank) : a / rank;
+    json_decref(root);
+    return scaling;
+}
+
+/* "base_model.model.model.layers.<l>.<path>.lora_<A|B>.weight" -> layer, module and which; false if not one. */
+static bool parse_adapter_name(const char *name, int64_t *layer, tt_lora_module *module, bool *is_a) {
+    const char *prefix = "base_model.model.model.layers.";
+    if (strncmp(name, prefix, strlen(prefix)) != 0) return false;
+    char *end = NULL;
+    errno = 0;
+    const long long l = strtoll(name + strlen(prefix), &end, 10);
+    if (errno || end == name + strlen(prefix) || *end != '.' || l < 0) return false;
+    for (int m = 0; m < TT_LORA_MODULE_COUNT; m++) {
+        char tail[96];
+        for (int which = 0; which < 2; which++) {
+            snprintf(tail, sizeof tail, ".%s.lora_%c.weight", tt_lora_module_path(m), which ? 'B' : 'A');
+            if (strcmp(end, tail) == 0) {
+                *layer = l;
+                *module = (tt_lora_module)m;
+                *is_a = which == 0;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static void copy_file_if_present(const char *from_dir, const char *to_dir, const char *name) {
+    char from[4200], to[4200];
+    snprintf(from, sizeof from, "%s/%s", from_dir, name);
+    snprintf(to, sizeof to, "%s/%s", to_dir, name);
+    FILE *f = fopen(from, "rb");
+    if (!f) return;
+    char *data = NULL;
+    size_t size = 0, capacity = 0;
+    for (;;) {
+        if (size == capacity) data = tt_xrealloc(data, capacity = capacity ? 2 * capacity : 65536, name);
+        const size_t got = fread(data + size, 1, capacity - size, f);
+        size += got;
+        if (got == 0) break;
+    }
+    const int failed = ferror(f);
+    fclose(f);
+    if (failed) tt_die("cannot read %s", from);
+    tt_write_file_atomic(to, data, size);
+    free(data);
+}
+
+void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *out_dir, size_t max_shard_bytes) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", base_dir);
+    tt_model_config config;
+    tt_model_config_load(path, &config);
+    tt_param_table table;
+    tt_param_table_build(&config, &table);
+    float *flat = tt_xcalloc((size_t)table.total_numel, sizeof(float), "the base model");
+    tt_weights_load_hf(flat, &table, base_dir);
+    const double scaling = read_adapter_scaling(adapter_dir);
+
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", adapter_dir);
+    tt_st_file adapters;
+    tt_st_open(path, &adapters);
+    int merged = 0;
+    for (int i = 0; i < adapters.count; i++) {
+        const tt_st_tensor *a = &adapters.tensors[i];
+        int64_t layer;
+        tt_lora_module module;
+        bool is_a;
+        if (!parse_adapter_name(a->name, &layer, &module, &is_a))
+            tt_die("%s: tensor '%s' is not a LoRA adapter of a decoder layer's linear layer "
+                   "(base_model.model.model.layers.<l>.<self_attn|mlp>.<module>.lora_A|lora_B.weight); tiertrain "
+                   "merges those only",
+                   path, a->name);
+        if (!is_a) continue; /* each pair is merged from its A */
+        const tt_param_info *w = tt_param_table_find(&table, tt_lora_module_base_kind(module), layer);
+        if (!w)
+            tt_die("%s: tensor '%s' adapts layer %lld, but the base model in %s has %lld layers", path, a->name,
+                   (long long)layer, base_dir, (long long)config.num_layers);
+        char b_name[160];
+        snprintf(b_name, sizeof b_name, "base_model.model.model.layers.%lld.%s.lora_B.weight", (long long)layer,
+                 tt_lora_module_path(module));
+        const tt_st_tensor *b = tt_st_find(&adapters, b_name);
+        if (!b) tt_die("%s: tensor '%s' has no '%s'; an adapter is a pair", path, a->name, b_name);
+        const int64_t out = w->shape[0], in = w->shape[1];
+        if (a->ndim != 2 || b->ndim != 2 || a->shape[1] != in || b->shape[0] != out || a->shape[0] != b->shape[1])
+            tt_die("%s: the adapter of %s has A [%lld, %lld] and B [%lld, %lld], but the base weight is [%lld, %lld] "
+                   "(A must be [r, %lld] and B [%lld, r]); the adapter belongs to another model",
+                   path, w->name, (long long)a->shape[0], (long long)(a->ndim == 2 ? a->shape[1] : 0),
+                   (long long)b->shape[0], (long long)(b->ndim == 2 ? b->shape[1] : 0), (long long)out, (long long)in,
+                   (long long)in, (long long)out);
+        for (int k = 0; k < 2; k++) {
+            const tt_st_tensor *t = k ? b : a;
+            if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
+                tt_die("%s: tensor '%s' is %s; adapters are F32, BF16 or F16", path, t->name,
+                       tt_dtype_safetensors_name(t->dtype));
+        }
+        const int64_t r = a->shape[0];
+        float *A = tt_xmalloc(sizeof(float) * (size_t)(r * in), "an adapter");
+        float *B = tt_xmalloc(sizeof(float) * (size_t)(out * r), "an adapter");
+        tt_convert_to_f32(A, a->data, a->dtype, (size_t)(r * in));
+        tt_convert_to_f32(B, b->data, b->dtype, (size_t)(out * r));
+        /* W[out, in] += scaling * B[out, r] A[r, in], in fp32 */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)out, (int)in, (int)r, (float)scaling, B, (int)r, A,
+                    (int)in, 1.0f, flat + w->offset, (int)in);
+        free(A);
+        free(B);
+        merged++;
+    }
+    tt_st_close(&adapters);
+    if (merged == 0) tt_die("%s: no LoRA adapters in it; nothing to merge", path);
+
+    tt_weights_save_hf(flat, &table, &config, config.dtype, out_dir, max_shard_bytes);
+    static const char *const companions[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                             "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model"};
+    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++)
+        copy_file_if_present(base_dir, out_dir, companions[i]);
+    tt_info("merged %d LoRA adapters (scaling %g) into %s: %s", merged, scaling, base_dir, out_dir);
+    free(flat);
+    tt_param_table_free(&table);
+    tt_model_config_free(&config);
+}

@@ -49,7 +49,7 @@ peak = max(r.get("mem_gpu_peak_bytes", 0) for r in rows)
 print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": recipe, "attention": attention,
                   "memory": memory, "tok_s": seq / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"]}))
 PY
-  grep -h "offloaded layer inputs\|disk tier" "$run_dir.log" || true
+  grep -h "offloaded activations\|disk tier" "$run_dir.log" || true
   fi
   peer_memory=
   case $memory in gc|hidden_states|save_on_cpu) peer_memory=$memory ;; esac

@@ -19,14 +19,14 @@ static const char *const all_keys[] = {
     "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
-    "debug_copy_delay_us", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
+    "debug_copy_delay_us", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
+    "cpu_offloading_double_buffering", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
     "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers",
     /* not available yet */
-    "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers",
-    "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_double_buffering", "optimizer_cpu_offload",
+    "layer_offloading", "cpu_offloading_weights", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 63 /* the first 63 of all_keys */
+#define AVAILABLE_KEY_COUNT 67 /* the first 67 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -123,7 +123,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->progress == b->progress && a->activation_offloading == b->activation_offloading &&
         a->min_offload_size == b->min_offload_size && a->use_pin_memory == b->use_pin_memory &&
         a->use_streams == b->use_streams && a->max_fwd_stash_size == b->max_fwd_stash_size &&
-        a->debug_copy_delay_us == b->debug_copy_delay_us && a->bf16 == b->bf16 &&
+        a->debug_copy_delay_us == b->debug_copy_delay_us && a->selective_offload == b->selective_offload &&
+        a->cpu_offloading == b->cpu_offloading && a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
+        a->cpu_offloading_activations == b->cpu_offloading_activations &&
+        a->cpu_offloading_double_buffering == b->cpu_offloading_double_buffering && a->bf16 == b->bf16 &&
         a->fp16 == b->fp16 && a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r &&
         a->lora_alpha == b->lora_alpha && a->lora_dropout == b->lora_dropout &&
         a->lora_target_modules == b->lora_target_modules && a->lora_target_linear == b->lora_target_linear &&
@@ -434,7 +437,7 @@ static void test_help_and_docs(const char *source_dir) {
                   strstr(text, "hidden_states") && strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
     const char *reserved = strstr(text, "Not available yet");
-    TT_EXPECT(reserved && strstr(reserved, "\n  layer_offloading ") && strstr(reserved, "\n  cpu_offloading ") &&
+    TT_EXPECT(reserved && strstr(reserved, "\n  layer_offloading ") && strstr(reserved, "\n  cpu_offloading_weights ") &&
                   !strstr(reserved, "\n  seed "),
               "the keys of later features are listed apart");
 
@@ -455,7 +458,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`cpu_offloading`") && strstr(later, "`layer_offloading`"),
+        TT_EXPECT(later && strstr(later, "`cpu_offloading_weights`") && strstr(later, "`layer_offloading`"),
                   "docs list the reserved keys under Not available yet");
     }
     free(docs);
@@ -542,8 +545,21 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("hs.yaml", VALID "activation_offloading: hidden_states\n"),
                   "activation_offloading: hidden_states offloads the checkpoints of gradient checkpointing, but "
                   "gradient_checkpointing is false; set gradient_checkpointing: true");
-    tt_expect_die(load_file, yaml_file("ao1.yaml", VALID "activation_offloading: True\n"),
-                  "activation_offloading: true offloads the checkpoints of gradient checkpointing");
+    tt_expect_die(load_file, yaml_file("ao1.yaml", VALID "activation_offloading: disk\n"),
+                  "activation_offloading: disk offloads the checkpoints of gradient checkpointing");
+    TT_EXPECT(loads("ao1b.yaml", VALID "activation_offloading: True\n"),
+              "activation_offloading: true without checkpointing offloads every saved tensor");
+    tt_expect_die(load_file,
+                  yaml_file("mg1.yaml", VALID "cpu_offloading: true\ncpu_offloading_num_layers: 1\n"
+                                              "gradient_checkpointing: true\nactivation_offloading: hidden_states\n"),
+                  "cpu_offloading (Megatron's) and activation_offloading: hidden_states both offload activations");
+    tt_expect_die(load_file, yaml_file("mg2.yaml", VALID "cpu_offloading_num_layers: 2\n"),
+                  "cpu_offloading_num_layers is 2 but cpu_offloading is false");
+    tt_expect_die(load_file,
+                  yaml_file("mg3.yaml", VALID "cpu_offloading: true\ncpu_offloading_activations: false\n"),
+                  "cpu_offloading with cpu_offloading_activations: false offloads nothing");
+    tt_expect_die(load_file, yaml_file("mg4.yaml", VALID "cpu_offloading_weights: true\n"),
+                  "cpu_offloading_weights is not available yet");
     tt_expect_die(load_file,
                   yaml_file("ao2.yaml", VALID "gradient_checkpointing: true\nactivation_offloading: legacy\n"
                                               "max_fwd_stash_size: 3\n"),
@@ -588,11 +604,14 @@ static void test_errors(void) {
     /* selective_checkpointing: a mapping; offload and other saves are refused with the fix */
     tt_expect_die(load_file, yaml_file("sel.yaml", VALID "selective_checkpointing: {save: [attention]}\n"),
                   "selective_checkpointing is set but gradient_checkpointing is false");
+    TT_EXPECT(loads("sel2.yaml", VALID "gradient_checkpointing: true\n"
+                                       "selective_checkpointing: {save: [attention], offload: true}\n"),
+              "selective_checkpointing offload: true is accepted");
     tt_expect_die(load_file,
-                  yaml_file("sel2.yaml", VALID "gradient_checkpointing: true\n"
+                  yaml_file("sel3.yaml", VALID "gradient_checkpointing: true\nactivation_offloading: legacy\n"
                                                "selective_checkpointing: {save: [attention], offload: true}\n"),
-                  "selective_checkpointing: offload: true (the kept attention outputs in host memory) is not "
-                  "available yet");
+                  "selective_checkpointing offload: true and activation_offloading: legacy both decide what leaves "
+                  "the GPU");
     tt_expect_die(load_file, yaml_file("sel3.yaml", VALID "selective_checkpointing: {save: [mlp]}\n"),
                   "sel3.yaml:3: selective_checkpointing: save: 'mlp' is not something tiertrain can keep");
     tt_expect_die(load_file, yaml_file("sel4.yaml", VALID "selective_checkpointing: {keep: [attention]}\n"),

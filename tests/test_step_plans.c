@@ -63,8 +63,10 @@ static tt_trainable_spec trainable_spec(void) {
     return spec;
 }
 
+/* offload_kept: 0 kept slots stay; 1 every layer's kept slots live in the pinned tier through one
+ * staging buffer; 2 the same through two, slots under 1000 bytes staying on the compute tier */
 static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier,
-                                   size_t spill_budget, int64_t ring, bool streamed) {
+                                   size_t spill_budget, int64_t ring, bool streamed, int offload_kept) {
     tt_model_config config = tiny_config(qwen3);
     tt_plan plan;
     memset(&plan, 0, sizeof plan);
@@ -76,12 +78,15 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
                                    : p == 'r' ? TT_RECOMPUTE_EVERYTHING
                                    : p == 's' ? TT_RECOMPUTE_ALL_BUT_ATTENTION
                                               : tt_recompute_cheap_ops(&config);
-        plan.layers[l].saved_activation_tier = TT_TIER_HOST;
+        plan.layers[l].saved_activation_tier = offload_kept ? TT_TIER_PINNED : TT_TIER_HOST;
+        plan.layers[l].offloaded = offload_kept ? TT_ALL_SLOTS & ~plan.layers[l].recompute : 0;
         plan.layers[l].layer_input_tier = p != policies[l] ? offload_tier : TT_TIER_HOST;
     }
     plan.compute_tier = TT_TIER_HOST;
     plan.offload_dir = "/tmp";
     plan.offload_ring = ring;
+    plan.saved_ring = offload_kept == 1 ? 1 : 2;
+    plan.min_offload_bytes = offload_kept == 2 ? 1000 : 0;
     plan.offload_streamed = streamed;
     plan.micro_batch = 2;
     plan.seq_len = 7;
@@ -131,11 +136,17 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     TT_EXPECT(s.arena.peak == s.sizes.tier_peak[TT_TIER_HOST], "plan %s: tier peak measured %zu, estimated %zu",
               policies, s.arena.peak, s.sizes.tier_peak[TT_TIER_HOST]);
     TT_EXPECT(s.arena.peak == s.arena.capacity, "the arena reserved exactly the peak");
-    const tt_arena *host = &s.inputs.host;
+    const tt_arena *host = &s.host;
     TT_EXPECT(host->peak == s.sizes.tier_peak[TT_TIER_PINNED] &&
                   host->class_peak[TT_CLASS_LAYER_INPUT] == s.sizes.class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED],
               "plan %s: pinned tier measured %zu, estimated %zu", policies, host->peak,
               s.sizes.tier_peak[TT_TIER_PINNED]);
+    TT_EXPECT(host->class_peak[TT_CLASS_SAVED_ACTIVATION] ==
+                  s.sizes.class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_PINNED],
+              "plan %s: offloaded kept activations measured %zu, estimated %zu", policies,
+              host->class_peak[TT_CLASS_SAVED_ACTIVATION], s.sizes.class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_PINNED]);
+    TT_EXPECT(!offload_kept || strchr(policies, 'k') == NULL || host->class_peak[TT_CLASS_SAVED_ACTIVATION] > 0,
+              "plan %s: kept slots were offloaded", policies);
     TT_EXPECT(s.sizes.input_staging == (s.sizes.offloaded_inputs ? (size_t)ring * s.sizes.layer_input : 0),
               "plan %s: a ring of %lld staging buffers", policies, (long long)ring);
     if (offload_tier == TT_TIER_DISK) {
@@ -161,7 +172,7 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
 }
 
 static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier) {
-    return run_plan_spilled(qwen3, policies, loss_chunk, offload_tier, 0, 2, false);
+    return run_plan_spilled(qwen3, policies, loss_chunk, offload_tier, 0, 2, false, 0);
 }
 
 int main(void) {
@@ -172,15 +183,17 @@ int main(void) {
         lora_dropout = variant >= 4 ? 0.25 : 0.0;
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
         const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
-        for (size_t i = 0; i < 3 * sizeof others / sizeof *others; i++) {
+        for (size_t i = 0; i < 5 * sizeof others / sizeof *others; i++) {
             /* upper-case layers offload their input: to the pinned tier synchronously (legacy), then
-             * (second round) to disk, then (third) to the pinned tier streamed through a ring of 3 */
+             * (second round) to disk, then (third) to the pinned tier streamed through a ring of 3;
+             * rounds four and five also offload every layer's kept slots (one staging buffer; two,
+             * small slots staying) */
             const size_t count = sizeof others / sizeof *others;
             const char *plan_name = others[i % count];
-            if (i >= count && strpbrk(plan_name, "RSCK") == NULL) continue;
             const int round = (int)(i / count);
+            if ((round == 1 || round == 2) && strpbrk(plan_name, "RSCK") == NULL) continue;
             run_result other = run_plan_spilled(qwen3, plan_name, 14, round == 1 ? TT_TIER_DISK : TT_TIER_PINNED, 0,
-                                                round == 2 ? 3 : 2, round > 0);
+                                                round == 2 ? 3 : 2, round > 0, round >= 3 ? round - 2 : 0);
             TT_EXPECT(memcmp(&keep.loss, &other.loss, sizeof(double)) == 0, "loss differs: keep %.17g, %s %.17g",
                       keep.loss, plan_name, other.loss);
             TT_EXPECT(keep.gradient_bytes == other.gradient_bytes &&
@@ -191,7 +204,7 @@ int main(void) {
         /* A host budget just under what checkpointing needs: the layer inputs spill to disk until it
          * fits (the first move costs the two staging buffers, so all three go), same bits. */
         run_result full = run_plan(qwen3, "rrr", 14, TT_TIER_HOST);
-        run_result spilled = run_plan_spilled(qwen3, "rrr", 14, TT_TIER_HOST, full.host_peak - 1, 2, false);
+        run_result spilled = run_plan_spilled(qwen3, "rrr", 14, TT_TIER_HOST, full.host_peak - 1, 2, false, 0);
         TT_EXPECT(spilled.spill.fits && spilled.spill.to_disk == 3 && spilled.spill.to_pinned == 0,
                   "spill: fits %d, %lld to disk, %lld to pinned", spilled.spill.fits, (long long)spilled.spill.to_disk,
                   (long long)spilled.spill.to_pinned);

@@ -117,8 +117,27 @@ for mode in "hidden_states" "true" "true max_fwd_stash_size=3" "true use_pin_mem
   check "activation_offloading $mode: weights are bit-identical" cmp -s out_a/model.safetensors "out_$name/model.safetensors"
   # (on the CPU backend pageable host memory is the compute tier itself: nothing moves)
   case "$mode ${overrides[*]}" in *use_pin_memory=false*) [[ " ${overrides[*]} " == *" device=cuda "* ]] || continue ;; esac
-  check "activation_offloading $mode: the report says what was offloaded" grep -q "offloaded layer inputs:" "train_$name.txt"
+  check "activation_offloading $mode: the report says what was offloaded" grep -q "offloaded activations:" "train_$name.txt"
 done
+# Kept activations in host memory: activation_offloading: true without checkpointing (every saved
+# tensor), selective checkpointing with offload, Megatron's cpu_offloading with and without
+# recompute and double buffering: the same bits.
+for mode in "gradient_checkpointing=false;activation_offloading=true" \
+  "gradient_checkpointing=false;activation_offloading=true;min_offload_size=4096" \
+  "gradient_checkpointing=true;selective_checkpointing={save: [attention], offload: true}" \
+  "gradient_checkpointing=true;selective_checkpointing={save: [attention], offload: true};activation_offloading=hidden_states" \
+  "gradient_checkpointing=false;cpu_offloading=true;cpu_offloading_num_layers=1" \
+  "gradient_checkpointing=true;cpu_offloading=true;cpu_offloading_num_layers=1;cpu_offloading_double_buffering=true" \
+  "gradient_checkpointing=false;activation_offloading=true;debug_copy_delay_us=3000"; do
+  name=kept_$(echo "$mode" | tr -c 'a-z0-9\n' '_' | cut -c1-80)
+  IFS=';' read -r -a mode_args <<< "$mode"
+  "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir="out_$name" "${mode_args[@]}" > "train_$name.txt" 2>&1
+  check "$mode: training succeeds" test $? -eq 0
+  check "$mode: weights are bit-identical" cmp -s out_a/model.safetensors "out_$name/model.safetensors"
+  check "$mode: the report says what was offloaded" grep -q "offloaded activations:" "train_$name.txt"
+done
+"$tiertrain" plan --config run.yaml "${overrides[@]}" cpu_offloading=true cpu_offloading_num_layers=1 > plan_megatron.txt
+check "the plan shows Megatron's offload" grep -q "the kept activations of 1 layer" plan_megatron.txt
 "$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true activation_offloading=true \
   min_offload_size=1GB > plan_min.txt
 check "min_offload_size keeps small inputs on the compute tier" bash -c '! grep -q "pinned" plan_min.txt'
@@ -211,7 +230,11 @@ check "resumed LoRA adapter is bit-identical" cmp -s out_l/adapter_model.safeten
 check "resumed LoRA optimizer state is bit-identical" cmp -s out_l/checkpoint-6/optimizer.safetensors out_l2/checkpoint-6/optimizer.safetensors
 for mode in "gradient_checkpointing=true" "gradient_checkpointing=true;selective_checkpointing={save: [attention]}" \
             "recompute_granularity=selective" "gradient_checkpointing=true;activation_offloading=legacy" \
-            "gradient_checkpointing=true;activation_offloading=disk;offload_dir=offload"; do
+            "gradient_checkpointing=true;activation_offloading=disk;offload_dir=offload" \
+            "gradient_checkpointing=true;activation_offloading=true" \
+            "gradient_checkpointing=true;activation_offloading=hidden_states" \
+            "cpu_offloading=true;cpu_offloading_num_layers=1"; do
+  # (with LoRA, activation_offloading: true offloads every kept tensor instead of recomputing)
   IFS=';' read -r -a mode_keys <<< "$mode"
   rm -rf out_lm
   "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" "${mode_keys[@]}" output_dir=out_lm save_steps=0 > train_lm.txt 2>&1

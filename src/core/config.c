@@ -379,7 +379,8 @@ static const key_spec key_table[] = {
      .offset = FIELD(selective_checkpointing),
      .default_text = "~",
      .help = "with gradient_checkpointing: {save: [attention]} keeps each layer's attention output and log-sum-exp "
-             "and recomputes the rest (no attention recompute); offload: true (to host memory) is not available yet"},
+             "and recomputes the rest (no attention recompute); offload: true keeps them in pinned host memory between "
+             "forward and backward, copied on side streams"},
     {.name = "recompute_granularity",
      .type = KEY_ENUM,
      .offset = FIELD(recompute_granularity),
@@ -413,6 +414,31 @@ static const key_spec key_table[] = {
              "hidden_states: the same, always pinned and streamed, the next layer's input prefetched in the "
              "backward; legacy: to pinned host memory, synchronously; disk: to a file under offload_dir, written "
              "and read back (one layer ahead) by an IO thread"},
+    {.name = "cpu_offloading",
+     .type = KEY_BOOL,
+     .offset = FIELD(cpu_offloading),
+     .default_text = "false",
+     .help = "Megatron's: the activations of the first cpu_offloading_num_layers layers (every tensor their backward "
+             "keeps, and their checkpoints with recompute) live in pinned host memory between forward and backward, "
+             "copied on side streams"},
+    {.name = "cpu_offloading_num_layers",
+     .type = KEY_INT,
+     .offset = FIELD(cpu_offloading_num_layers),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "Megatron's: how many layers, from the first, cpu_offloading offloads (0 .. num_layers - 1)"},
+    {.name = "cpu_offloading_activations",
+     .type = KEY_BOOL,
+     .offset = FIELD(cpu_offloading_activations),
+     .default_text = "true",
+     .help = "Megatron's: cpu_offloading moves activations (the weights' part, cpu_offloading_weights, comes with "
+             "parameter offloading)"},
+    {.name = "cpu_offloading_double_buffering",
+     .type = KEY_BOOL,
+     .offset = FIELD(cpu_offloading_double_buffering),
+     .default_text = "false",
+     .help = "Megatron's: two staging buffers for the offloaded activations, so a layer's copy out overlaps the next "
+             "layer's forward (false: one, and each layer waits for the previous copy)"},
     {.name = "min_offload_size",
      .type = KEY_BYTES,
      .offset = FIELD(min_offload_size),
@@ -458,7 +484,7 @@ static const key_spec key_table[] = {
      .offset = FIELD(trace),
      .default_text = "~",
      .help = "write a Chrome/Perfetto trace (JSON) of compute, copies and bytes per tier to this path (also: "
-             "tiertrain train --trace FILE); CPU backend only in this version"},
+             "tiertrain train --trace FILE); on the GPU from CUDA events on the compute and copy streams"},
     {.name = "loss_chunk_size",
      .type = KEY_INT,
      .offset = FIELD(loss_chunk_size),
@@ -531,11 +557,7 @@ static const key_spec key_table[] = {
      .help = "tf32 matmuls (only false in this version)"},
     /* keys of later features: accepted only with their off value */
     RESERVED("layer_offloading", "frozen decoder layers in pinned host memory, streamed in one at a time"),
-    RESERVED("cpu_offloading", "Megatron-style per-layer CPU offloading"),
-    RESERVED("cpu_offloading_num_layers", "Megatron: layers whose activations/weights are offloaded"),
-    RESERVED("cpu_offloading_activations", "Megatron: offload activations"),
     RESERVED("cpu_offloading_weights", "Megatron: offload weights"),
-    RESERVED("cpu_offloading_double_buffering", "Megatron: double-buffered offload copies"),
     RESERVED("optimizer_cpu_offload", "master weights and Adam state on the host, a CPU AdamW"),
     RESERVED("optimizer_offload_fraction", "share of the optimizer state on the host (0..1)"),
     RESERVED("overlap_cpu_optimizer_d2h_h2d", "overlap the CPU optimizer's copies with compute"),
@@ -1007,6 +1029,7 @@ static void set_datasets(tt_run_config *c, const source *src, yaml_document_t *d
 static void set_selective(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
                           yaml_node_t *node) {
     c->selective_checkpointing = false;
+    c->selective_offload = false;
     if (is_off_value(node)) return;
     if (node->type != YAML_MAPPING_NODE) die_type(src, node, k, "a mapping {save: [attention], offload: false} or ~");
     bool saves_attention = false;
@@ -1032,10 +1055,7 @@ static void set_selective(tt_run_config *c, const key_spec *k, const source *src
             bool offload;
             if (value->type != YAML_SCALAR_NODE || !parse_bool(scalar_text(value), &offload))
                 die_at(src, value, "selective_checkpointing: offload: expected true or false");
-            if (offload)
-                die_at(src, value,
-                       "selective_checkpointing: offload: true (the kept attention outputs in host memory) is not "
-                       "available yet (it arrives with activation offloading); use offload: false");
+            c->selective_offload = offload;
         } else {
             die_at(src, key, "selective_checkpointing: unknown key '%s'; it takes save (a list: [attention]) and "
                    "offload (true or false)", name);
@@ -1431,10 +1451,26 @@ void tt_run_config_validate(const tt_run_config *c) {
                (long long)c->recompute_num_layers, (long long)c->recompute_num_layers);
     static const char *const offload_modes[] = {"false", "true", "legacy", "disk", "hidden_states"};
     const char *offload_mode = offload_modes[c->activation_offloading];
-    if (c->activation_offloading != 0 && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
+    /* true without checkpointing offloads every saved tensor instead (TRL's OffloadActivations) */
+    if (c->activation_offloading >= 2 && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("activation_offloading: %s offloads the checkpoints of gradient checkpointing, but "
-               "gradient_checkpointing is false; set gradient_checkpointing: true, or activation_offloading: false",
+               "gradient_checkpointing is false; set gradient_checkpointing: true, or activation_offloading: false "
+               "(or true, which then offloads every saved tensor)",
                offload_mode);
+    if (c->selective_offload && c->activation_offloading >= 1 && c->activation_offloading <= 3)
+        tt_die("selective_checkpointing offload: true and activation_offloading: %s both decide what leaves the GPU; "
+               "use one of them (selective offload goes with activation_offloading: false or hidden_states)",
+               offload_mode);
+    if (c->cpu_offloading && c->activation_offloading != 0)
+        tt_die("cpu_offloading (Megatron's) and activation_offloading: %s both offload activations; use one of them",
+               offload_mode);
+    if (c->cpu_offloading && !c->cpu_offloading_activations)
+        tt_die("cpu_offloading with cpu_offloading_activations: false offloads nothing (weight offload, "
+               "cpu_offloading_weights, is not available yet); set cpu_offloading_activations: true");
+    if (!c->cpu_offloading && c->cpu_offloading_num_layers > 0)
+        tt_die("cpu_offloading_num_layers is %lld but cpu_offloading is false; set cpu_offloading: true, or remove "
+               "cpu_offloading_num_layers",
+               (long long)c->cpu_offloading_num_layers);
     const bool streamed_mode = c->activation_offloading == 1 || c->activation_offloading == 4;
     if (!streamed_mode && (c->max_fwd_stash_size != 1 || c->min_offload_size != 1024))
         tt_die("%s is set but activation_offloading is %s; it applies to activation_offloading: true or "
@@ -1445,7 +1481,7 @@ void tt_run_config_validate(const tt_run_config *c) {
                "(legacy is the unstreamed mode, hidden_states is always pinned and streamed); remove it or set "
                "activation_offloading: true",
                !c->use_pin_memory ? "use_pin_memory" : "use_streams", offload_mode);
-    if (c->debug_copy_delay_us && c->activation_offloading == 0)
+    if (c->debug_copy_delay_us && c->activation_offloading == 0 && !c->cpu_offloading && !c->selective_offload)
         tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "
                "debug_copy_delay_us");
     if (c->adapter == TT_ADAPTER_NONE && c->lora_key_given)
@@ -1548,7 +1584,12 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
         else
             fputs(name_in_list(k->values, *(const int *)field, name, sizeof name), out);
         break;
-    case KEY_SELECTIVE: fputs(*(const bool *)field ? "{save: [attention], offload: false}" : "~", out); break;
+    case KEY_SELECTIVE:
+        fputs(!*(const bool *)field ? "~"
+              : c->selective_offload ? "{save: [attention], offload: true}"
+                                     : "{save: [attention], offload: false}",
+              out);
+        break;
     case KEY_CHECKPOINTING_KWARGS: fputs(*(const bool *)field ? "{use_reentrant: true}" : "~", out); break;
     case KEY_ADAPTER: fputs(*(const tt_adapter_kind *)field == TT_ADAPTER_LORA ? "lora" : "~", out); break;
     case KEY_LORA_TARGETS: {

@@ -86,6 +86,11 @@ typedef struct tt_run_config {
     /* memory */
     bool gradient_checkpointing;
     bool selective_checkpointing; /* checkpointed layers keep the attention output and log-sum-exp */
+    bool selective_offload;       /* ... in pinned host memory (selective_checkpointing offload: true) */
+    bool cpu_offloading;          /* Megatron: offload the activations of the first cpu_offloading_num_layers */
+    int64_t cpu_offloading_num_layers;
+    bool cpu_offloading_activations;
+    bool cpu_offloading_double_buffering;
     bool use_reentrant;           /* gradient_checkpointing_kwargs (same arithmetic either way) */
     tt_recompute_granularity recompute_granularity; /* Megatron's keys */
     tt_recompute_method recompute_method;

@@ -49,12 +49,34 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
         run->recompute_num_layers > model->num_layers)
         tt_die("recompute_num_layers is %lld but the model has %lld layers; use at most %lld (all layers)",
                (long long)run->recompute_num_layers, (long long)model->num_layers, (long long)model->num_layers);
+    if (run->cpu_offloading && run->cpu_offloading_num_layers >= model->num_layers)
+        tt_die("cpu_offloading_num_layers is %lld but the model has %lld layers; use 0 .. %lld (Megatron's range: the "
+               "last layer's activations are needed first in the backward and stay)",
+               (long long)run->cpu_offloading_num_layers, (long long)model->num_layers,
+               (long long)model->num_layers - 1);
     plan->layers = tt_xcalloc((size_t)model->num_layers, sizeof(tt_layer_plan), "plan");
     const size_t input_bytes = (size_t)(tokens * model->hidden_size) * plan->activation_bytes;
+    const bool offload_true = run->activation_offloading == 1;
+    const tt_tier host_tier = offload_true && !run->use_pin_memory ? TT_TIER_HOST : TT_TIER_PINNED;
     for (int64_t l = 0; l < model->num_layers; l++) {
         tt_layer_plan *lp = &plan->layers[l];
         lp->recompute = layer_recompute_set(run, model, l);
+        /* With LoRA, activation_offloading: true offloads instead of recomputing (the PR's rule:
+         * pure offload is leaner and faster when the base is frozen) */
+        if (offload_true && run->adapter == TT_ADAPTER_LORA) lp->recompute = TT_RECOMPUTE_NOTHING;
         lp->saved_activation_tier = compute_tier;
+        /* Kept saved activations that live in host memory between forward and backward:
+         * Megatron's cpu_offloading (all of the first layers'), activation_offloading: true on a
+         * layer that keeps everything (every saved tensor, TRL's OffloadActivations), and
+         * selective_checkpointing offload: true (the kept attention output and log-sum-exp). */
+        const tt_slot_set kept = TT_ALL_SLOTS & ~lp->recompute;
+        const bool megatron = run->cpu_offloading && l < run->cpu_offloading_num_layers;
+        lp->offloaded = megatron                                                  ? kept
+                        : offload_true && lp->recompute == TT_RECOMPUTE_NOTHING   ? kept
+                        : run->selective_offload && lp->recompute != TT_RECOMPUTE_NOTHING ? kept & TT_ATTENTION_SLOTS
+                                                                                  : 0;
+        if (lp->offloaded && host_tier != compute_tier) lp->saved_activation_tier = host_tier;
+        else lp->offloaded = 0;
         /* activation_offloading: the checkpoints (layer inputs) of checkpointed layers live in host
          * memory, or in a file under offload_dir, between the forward and the backward. The LM
          * head's input (layer L's input) is never offloaded, nor an input below min_offload_size. */
@@ -68,11 +90,15 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
                                : run->activation_offloading == 3 ? TT_TIER_DISK           /* disk */
                                : run->activation_offloading == 4 ? TT_TIER_PINNED         /* hidden_states */
                                                                  : compute_tier;
+        if (megatron && checkpointed) lp->layer_input_tier = TT_TIER_PINNED;
         if (lp->layer_input_tier == TT_TIER_HOST && compute_tier == TT_TIER_HOST) lp->layer_input_tier = compute_tier;
+        if (lp->layer_input_tier == TT_TIER_PINNED && compute_tier == TT_TIER_PINNED) lp->layer_input_tier = compute_tier;
     }
-    plan->offload_streamed = (run->activation_offloading == 1 && run->use_streams) ||
-                             run->activation_offloading == 3 || run->activation_offloading == 4;
+    plan->offload_streamed = (offload_true && run->use_streams) || run->activation_offloading == 3 ||
+                             run->activation_offloading == 4 || run->cpu_offloading || run->selective_offload;
     plan->offload_ring = plan->offload_streamed ? run->max_fwd_stash_size + 1 : 2;
+    plan->saved_ring = run->cpu_offloading ? (run->cpu_offloading_double_buffering ? 2 : 1) : plan->offload_ring;
+    plan->min_offload_bytes = offload_true ? (size_t)run->min_offload_size : 0;
     plan->copy_delay_us = (unsigned)run->debug_copy_delay_us;
 }
 
@@ -109,11 +135,16 @@ void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out)
             p->master ? "float32 master weights" : "no master copy");
     int64_t offloaded = 0;
     for (int64_t l = 0; l < plan->num_layers; l++) offloaded += plan->layers[l].layer_input_tier != plan->compute_tier;
+    int64_t saved_offloaded = 0;
+    for (int64_t l = 0; l < plan->num_layers; l++) saved_offloaded += plan->layers[l].offloaded != 0;
+    const char *how = plan->offload_streamed ? "copied on side streams while compute goes on, prefetched one layer ahead"
+                                             : "copied synchronously";
     if (offloaded)
         fprintf(out, "  offload: %lld layer input(s), %s, through %lld staging buffers on the %s tier\n",
-                (long long)offloaded,
-                plan->offload_streamed ? "copied on side streams while compute goes on, prefetched one layer ahead"
-                                       : "copied synchronously",
-                (long long)plan->offload_ring, tt_tier_name(plan->compute_tier));
+                (long long)offloaded, how, (long long)plan->offload_ring, tt_tier_name(plan->compute_tier));
+    if (saved_offloaded)
+        fprintf(out, "  offload: the kept activations of %lld layer(s), %s, through %lld staging buffer(s)%s\n",
+                (long long)saved_offloaded, how, (long long)plan->saved_ring,
+                plan->min_offload_bytes ? " (tensors under min_offload_size stay)" : "");
     /* the per-layer table, with its bytes, is tt_size_table_print_layers */
 }

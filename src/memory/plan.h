@@ -30,7 +30,9 @@ tt_slot_set tt_recompute_cheap_ops(const tt_model_config *model);
 
 typedef struct tt_layer_plan {
     tt_slot_set recompute;         /* saved slots recomputed in the backward; the rest are kept */
-    tt_tier saved_activation_tier; /* where kept saved activations live */
+    tt_tier saved_activation_tier; /* where the offloaded kept slots live (the compute tier: none offloaded) */
+    tt_slot_set offloaded;         /* kept slots that live there between forward and backward (those of at
+                                      least min_offload_bytes; the others stay on the compute tier) */
     tt_tier layer_input_tier;      /* where the layer input (the checkpoint) lives */
 } tt_layer_plan;
 
@@ -48,6 +50,8 @@ typedef struct tt_plan {
      * (true, hidden_states, disk); the others block until done (legacy, use_streams: false). */
     bool offload_streamed;
     int64_t offload_ring;    /* compute-tier buffers offloaded layer inputs rotate through (>= 2) */
+    int64_t saved_ring;      /* compute-tier buffers offloaded kept activations rotate through (>= 1) */
+    size_t min_offload_bytes;/* smaller kept slots are not offloaded (activation_offloading: true) */
     unsigned copy_delay_us;  /* race stress: random delay before each copy (debug_copy_delay_us) */
     const char *offload_dir; /* where the disk tier's file goes (borrowed from the run config) */
     size_t activation_bytes; /* bytes per activation element (4 on the CPU backend, 2 in bf16) */

@@ -48,6 +48,8 @@ typedef enum tt_saved_slot {
 typedef uint32_t tt_slot_set;
 #define TT_SLOT(slot) ((tt_slot_set)1u << (slot))
 #define TT_ALL_SLOTS (TT_SLOT(TT_SAVED_SLOT_COUNT) - 1u)
+/* The attention output and its log-sum-exp: what selective checkpointing keeps. */
+#define TT_ATTENTION_SLOTS (TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE))
 /* The MLP's slots (the last ones). */
 #define TT_MLP_SLOTS (TT_ALL_SLOTS & ~(TT_SLOT(TT_SAVED_FIRST_MLP_SLOT) - 1u))
 

@@ -11,6 +11,24 @@ static size_t bytes_of(int64_t elements, size_t elem_bytes) {
     return tt_align_up(tt_mul_size((size_t)elements, elem_bytes, "a tensor size"));
 }
 
+tt_slot_set tt_offloaded_slots(const tt_size_table *t, const tt_plan *plan, int64_t l) {
+    const tt_layer_plan *lp = &plan->layers[l];
+    if (lp->saved_activation_tier == plan->compute_tier) return 0;
+    tt_slot_set slots = 0;
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
+        if (((lp->offloaded & ~lp->recompute) >> i) & 1u && t->saved_slot[i] && t->saved_slot[i] >= plan->min_offload_bytes)
+            slots |= TT_SLOT(i);
+    return slots;
+}
+
+size_t tt_offloaded_block_bytes(const tt_size_table *t, const tt_plan *plan, int64_t l) {
+    const tt_slot_set slots = tt_offloaded_slots(t, plan, l);
+    size_t bytes = 0;
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
+        if ((slots >> i) & 1u) bytes += t->saved_slot[i];
+    return bytes;
+}
+
 void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend) {
     memset(t, 0, sizeof(*t));
@@ -102,10 +120,23 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
      * saved bytes and its backward at most that, or that - M(l) + the scratch. */
     const tt_tier c = plan->compute_tier;
     const int64_t L = plan->num_layers;
+    /* Offloaded kept slots live in host memory and, on the compute tier, in a ring of staging
+     * buffers (each as large as the largest layer's block) pushed with the layer inputs. */
+    t->host_tier = TT_TIER_PINNED;
+    size_t largest_block = 0, blocks = 0;
+    for (int64_t l = 0; l < L; l++) {
+        const size_t block = tt_offloaded_block_bytes(t, plan, l);
+        blocks += block;
+        if (block > largest_block) largest_block = block;
+        if (block) t->host_tier = plan->layers[l].saved_activation_tier;
+    }
+    t->saved_staging = largest_block ? (size_t)plan->saved_ring * largest_block : 0;
     size_t kept_before = 0, saved_peak = 0, layer_peak = 0;
     for (int64_t l = 0; l < L; l++) {
         size_t kept = 0, recomputed = 0, kept_mlp = 0, recomputed_mlp = 0;
+        const tt_slot_set offloaded = tt_offloaded_slots(t, plan, l);
         for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
+            if ((offloaded >> i) & 1u) continue; /* in the staging ring */
             const bool again = (plan->layers[l].recompute >> i) & 1u, mlp = i >= TT_SAVED_FIRST_MLP_SLOT;
             *(again ? &recomputed : &kept) += t->saved_slot[i];
             if (mlp) *(again ? &recomputed_mlp : &kept_mlp) += t->saved_slot[i];
@@ -123,7 +154,6 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
      * disk holds them; the compute tier keeps the others, the LM head's input, and the ring of
      * staging buffers offloaded inputs pass through (at least two: a layer's input and output). */
     int64_t to_host = 0, to_disk = 0;
-    t->host_tier = TT_TIER_PINNED;
     for (int64_t l = 0; l < L; l++) {
         const tt_tier tier = plan->layers[l].layer_input_tier;
         if ((tier == TT_TIER_PINNED || tier == TT_TIER_HOST) && tier != c) {
@@ -141,9 +171,10 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     /* the disk tier holds whole pages per input, and two pinned page-aligned buffers carry them */
     t->disk_slot = to_disk ? (t->layer_input + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT : 0;
     if (to_disk) t->host_tier = TT_TIER_PINNED;
-    const size_t host = (size_t)to_host * t->layer_input + (to_disk ? 2 * t->disk_slot : 0);
-    t->class_peak[TT_CLASS_LAYER_INPUT][t->host_tier] = host;
-    t->tier_peak[t->host_tier] = host;
+    const size_t host_inputs = (size_t)to_host * t->layer_input + (to_disk ? 2 * t->disk_slot : 0);
+    t->class_peak[TT_CLASS_LAYER_INPUT][t->host_tier] = host_inputs;
+    t->class_peak[TT_CLASS_SAVED_ACTIVATION][t->host_tier] = blocks;
+    t->tier_peak[t->host_tier] = host_inputs + blocks;
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch + t->lora_dropout_buffer;
@@ -154,13 +185,14 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->class_peak[TT_CLASS_MASTER][c] = t->master;
     t->class_peak[TT_CLASS_OPTIMIZER_STATE][c] = t->optimizer_state;
     t->class_peak[TT_CLASS_LAYER_INPUT][c] = inputs_on_compute;
-    t->class_peak[TT_CLASS_SAVED_ACTIVATION][c] = saved_peak > saved_at_head ? saved_peak : saved_at_head;
+    t->class_peak[TT_CLASS_SAVED_ACTIVATION][c] =
+        t->saved_staging + (saved_peak > saved_at_head ? saved_peak : saved_at_head);
     t->class_peak[TT_CLASS_LOGITS][c] = t->logits_chunk;
     size_t transient_workspace = t->layer_backward > t->d_head ? t->layer_backward : t->d_head;
     t->class_peak[TT_CLASS_WORKSPACE][c] = persistent_workspace + t->d_residual + transient_workspace;
 
     size_t base = t->frozen_weights + t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
-                  inputs_on_compute + t->d_residual;
+                  inputs_on_compute + t->saved_staging + t->d_residual;
     size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
     t->tier_peak[c] = base + (layer_peak > at_head ? layer_peak : at_head);
 }

@@ -41,6 +41,8 @@ typedef struct tt_size_table {
     size_t input_staging;    /* compute-tier buffers offloaded layer inputs rotate through (plan.offload_ring
                                 inputs, or 0) */
     size_t disk_slot;        /* one layer input on disk (whole pages), 0 without disk offload */
+    size_t saved_staging;    /* compute-tier ring the offloaded kept activations pass through (plan.saved_ring
+                                blocks of the largest layer's), or 0 */
     size_t head_rstd;        /* [N] fp32 final-norm 1/rms */
     size_t head_normed;      /* [N, D] final-norm output */
     size_t logits_chunk;     /* [loss_chunk, V] activation precision */
@@ -64,6 +66,11 @@ typedef struct tt_size_table {
 static inline tt_class tt_trainable_weight_class(const tt_param_table *params) {
     return params->lora_rank > 0 ? TT_CLASS_LORA : TT_CLASS_WEIGHT;
 }
+
+/* Layer l's kept slots that live off the compute tier (the plan's offloaded set, without slots
+ * under min_offload_bytes), and their bytes: the block that moves. Valid once saved_slot is set. */
+tt_slot_set tt_offloaded_slots(const tt_size_table *table, const tt_plan *plan, int64_t l);
+size_t tt_offloaded_block_bytes(const tt_size_table *table, const tt_plan *plan, int64_t l);
 
 void tt_size_table_compute(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend);

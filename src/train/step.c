@@ -45,6 +45,26 @@ static void push_slots(tt_model_state *s, saved_tensors *out, tt_slot_set which)
     }
 }
 
+/* The slots of layer l that live in its staging buffer of the saved-activation ring. */
+static tt_slot_set ring_slots(const tt_model_state *s, int64_t l) {
+    return tt_offload_store_offloaded(&s->saved, l) ? tt_offloaded_slots(&s->sizes, &s->plan, l) : 0;
+}
+
+/* Layer l's kept slots: the others pushed, and the offloaded ones carved in slot order out of its
+ * staging buffer in the saved-activation ring (one block, copied out and back whole); in
+ * evaluation, where nothing is kept, those slots still use the buffer, as the size table has it. */
+static void place_kept_slots(tt_model_state *s, int64_t l, saved_tensors *out, tt_slot_set kept) {
+    const tt_slot_set offloaded = ring_slots(s, l);
+    push_slots(s, out, kept & ~offloaded);
+    if (!offloaded) return;
+    unsigned char *block = tt_offload_store_buffer(&s->saved, l);
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
+        if ((offloaded >> i) & 1u) {
+            out->slot[i] = block;
+            block += s->sizes.saved_slot[i];
+        }
+}
+
 /* One layer's slots, from the kept and the recomputed sets. */
 static saved_tensors merge_slots(const saved_tensors *kept, const saved_tensors *recomputed) {
     saved_tensors all = *kept;
@@ -93,6 +113,50 @@ void tt_rope_tables(const tt_model_config *c, int64_t T, float *cos_table, float
             sin_table[p * half + i] = sinf(angle);
         }
     free(inv_freq);
+}
+
+/* The host arena of offloaded blocks (pinned, or pageable with use_pin_memory: false), sized by
+ * the size table and checked against host_memory_budget, and the two offload stores on it: layer
+ * inputs (disk buffers first, page-aligned) and kept saved activations. */
+static void init_offload(tt_model_state *s) {
+    const tt_plan *plan = &s->plan;
+    const tt_backend *backend = s->backend;
+    const int64_t L = plan->num_layers;
+    const tt_tier tier = s->sizes.host_tier;
+    const size_t host = s->sizes.tier_peak[tier];
+    if (host && tier != plan->compute_tier) {
+        if (plan->pinned_budget && host > plan->pinned_budget) {
+            char need[32], have[32];
+            tt_die("activation offloading needs %s of %s host memory but host_memory_budget allows %s; raise "
+                   "host_memory_budget, lower sequence_len, or offload less (activation_offloading, "
+                   "cpu_offloading_num_layers, selective_checkpointing offload)",
+                   tt_format_bytes(host, need, sizeof need), tt_tier_name(tier),
+                   tt_format_bytes(plan->pinned_budget, have, sizeof have));
+        }
+        const bool pinned = tier == TT_TIER_PINNED;
+        tt_arena_init(&s->host, tier, pinned ? backend->pinned_alloc(host) : tt_host_block_alloc(host), host,
+                      plan->pinned_budget ? plan->pinned_budget : host,
+                      pinned ? backend->pinned_free : tt_host_block_free);
+    }
+    tt_tier *tiers = tt_xcalloc((size_t)L + 1, sizeof(tt_tier), "offload plan");
+    size_t *bytes = tt_xcalloc((size_t)L + 1, sizeof(size_t), "offload plan");
+    const size_t input_bytes = (size_t)(plan->micro_batch * plan->seq_len * s->config.hidden_size) * plan->activation_bytes;
+    for (int64_t l = 0; l < L; l++) {
+        tiers[l] = plan->layers[l].layer_input_tier;
+        bytes[l] = input_bytes;
+    }
+    tt_offload_store_init(&s->inputs, backend, L, tiers, plan->compute_tier, bytes, plan->offload_ring,
+                          plan->offload_streamed, true, &s->host, TT_CLASS_LAYER_INPUT, plan->offload_dir,
+                          s->sizes.disk_slot);
+    for (int64_t l = 0; l < L; l++) {
+        tiers[l] = plan->layers[l].saved_activation_tier;
+        bytes[l] = tt_offloaded_block_bytes(&s->sizes, plan, l);
+    }
+    tt_offload_store_init(&s->saved, backend, L, tiers, plan->compute_tier, bytes, plan->saved_ring,
+                          plan->offload_streamed, false, &s->host, TT_CLASS_SAVED_ACTIVATION, NULL, 0);
+    free(tiers);
+    free(bytes);
+    backend->copy_set_delay(plan->copy_delay_us);
 }
 
 void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *plan, const tt_backend *backend,
@@ -162,9 +226,7 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     free(host_sin);
 
     const int64_t L = s->config.num_layers;
-    tt_input_store_init(&s->inputs, &s->plan, &s->sizes, backend,
-                        (size_t)(s->plan.micro_batch * s->plan.seq_len * s->config.hidden_size) *
-                            s->plan.activation_bytes);
+    init_offload(s);
     s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
@@ -185,7 +247,9 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
 
 void tt_model_state_free(tt_model_state *s) {
     s->backend->set_scratch(NULL, 0);
-    tt_input_store_free(&s->inputs);
+    tt_offload_store_free(&s->inputs);
+    tt_offload_store_free(&s->saved);
+    tt_arena_destroy(&s->host);
     tt_arena_destroy(&s->arena);
     free(s->w_layers);
     free(s->g_layers);
@@ -470,7 +534,7 @@ static void trace_memory(tt_model_state *s) {
     p->track = NULL;
     p->start = trace_mark(s);
     p->bytes[0] = (double)s->arena.used;
-    p->bytes[1] = (double)s->inputs.host.used;
+    p->bytes[1] = (double)s->host.used;
 }
 
 /* Writes the micro-step's events, and the copies of the offloaded inputs on their streams. */
@@ -487,27 +551,30 @@ static void trace_flush(tt_model_state *s, bool copies) {
             tt_trace_counter(s->trace, "bytes in use", b->timestamp_seconds(p->start), series, p->bytes, 2);
     }
     s->trace_count = 0;
-    for (int64_t l = 0; copies && l < s->config.num_layers; l++) {
-        if (!tt_input_store_offloaded(&s->inputs, l)) continue;
-        char name[48];
-        double start, end;
-        snprintf(name, sizeof name, "offload input %lld", (long long)l);
-        if (b->copy_span(s->inputs.copied_out[l], &start, &end))
-            tt_trace_span(s->trace, "copies to host", name, start, end);
-        snprintf(name, sizeof name, "restore input %lld", (long long)l);
-        if (b->copy_span(s->inputs.copied_back[l], &start, &end))
-            tt_trace_span(s->trace, "copies to the compute tier", name, start, end);
-    }
+    for (int64_t l = 0; copies && l < s->config.num_layers; l++)
+        for (int which = 0; which < 2; which++) {
+            const tt_offload_store *store = which ? &s->saved : &s->inputs;
+            if (!tt_offload_store_offloaded(store, l)) continue;
+            const char *what = which ? "kept activations" : "input";
+            char name[64];
+            double start, end;
+            snprintf(name, sizeof name, "offload %s %lld", what, (long long)l);
+            if (b->copy_span(store->copied_out[l], &start, &end))
+                tt_trace_span(s->trace, "copies to host", name, start, end);
+            snprintf(name, sizeof name, "restore %s %lld", what, (long long)l);
+            if (b->copy_span(store->copied_back[l], &start, &end))
+                tt_trace_span(s->trace, "copies to the compute tier", name, start, end);
+        }
 }
 
 static bool input_offloaded(const tt_model_state *s, int64_t l) {
-    return tt_input_store_offloaded(&s->inputs, l);
+    return tt_offload_store_offloaded(&s->inputs, l);
 }
 
 /* Input l was just written: its copy out starts (training only; evaluation keeps nothing). */
 static void offload_input(tt_model_state *s, int64_t l, bool train) {
     if (!train || !input_offloaded(s, l)) return;
-    tt_input_store_offload(&s->inputs, l);
+    tt_offload_store_offload(&s->inputs, l);
 }
 
 /* Forward through the decoder layers, leaving x[0..L] filled. In training, kept[l] receives
@@ -515,22 +582,25 @@ static void offload_input(tt_model_state *s, int64_t l, bool train) {
  * others are pushed for the layer and popped after it. In evaluation nothing is kept. */
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
-    if (tt_input_store_in_ring(&s->inputs, 0)) tt_input_store_before_write(&s->inputs, 0);
+    if (tt_offload_store_in_ring(&s->inputs, 0)) tt_offload_store_before_write(&s->inputs, 0);
     s->backend->embedding_forward(x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
     offload_input(s, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
         const tt_slot_set recompute = train ? s->plan.layers[l].recompute : TT_ALL_SLOTS;
         saved_tensors kept_here, temporary;
-        push_slots(s, &kept_here, TT_ALL_SLOTS & ~recompute);
-        push_slots(s, &temporary, recompute);
+        place_kept_slots(s, l, &kept_here, TT_ALL_SLOTS & ~recompute);
+        push_slots(s, &temporary, recompute & ~ring_slots(s, l));
         const saved_tensors all = merge_slots(&kept_here, &temporary);
-        if (tt_input_store_in_ring(&s->inputs, l + 1)) tt_input_store_before_write(&s->inputs, l + 1);
+        if (tt_offload_store_in_ring(&s->inputs, l + 1)) tt_offload_store_before_write(&s->inputs, l + 1);
+        if (tt_offload_store_offloaded(&s->saved, l)) tt_offload_store_before_write(&s->saved, l);
+        const bool saved_offloaded = train && tt_offload_store_offloaded(&s->saved, l);
         const uint64_t start = trace_mark(s);
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
         trace_layer(s, "compute", train ? "forward" : "eval forward", l, start);
         tt_arena_pop_to(&s->arena, temporary.mark);
         if (train) kept[l] = kept_here;
+        if (saved_offloaded) tt_offload_store_offload(&s->saved, l); /* its kept activations leave */
         offload_input(s, l + 1, train);
     }
 }
@@ -544,9 +614,13 @@ static void **push_layer_inputs(tt_model_state *s) {
     if (s->sizes.input_staging)
         for (int64_t i = 0; i < s->plan.offload_ring; i++)
             s->inputs.ring[i] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input staging");
+    if (s->sizes.saved_staging)
+        for (int64_t i = 0; i < s->plan.saved_ring; i++)
+            s->saved.ring[i] = tt_arena_push(&s->arena, s->sizes.saved_staging / (size_t)s->plan.saved_ring,
+                                             TT_CLASS_SAVED_ACTIVATION, "saved activation staging");
     for (int64_t l = 0; l <= L; l++)
-        x[l] = tt_input_store_in_ring(&s->inputs, l)
-                   ? tt_input_store_buffer(&s->inputs, l)
+        x[l] = tt_offload_store_in_ring(&s->inputs, l)
+                   ? tt_offload_store_buffer(&s->inputs, l)
                    : tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input");
     return x;
 }
@@ -565,7 +639,9 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
 
     /* Head: final norm, LM head and cross-entropy, and their backward, in one go: the loss is
      * the last op, so its gradient is known as soon as it is computed. */
-    tt_input_store_start_restores(&s->inputs); /* the top offloaded input comes back during the head */
+    /* the top offloaded input and kept activations come back during the head */
+    tt_offload_store_start_restores(&s->inputs);
+    tt_offload_store_start_restores(&s->saved);
     const uint64_t head_start = trace_mark(s);
     const tt_arena_mark head_mark = tt_arena_get_mark(&s->arena);
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
@@ -586,8 +662,13 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
          * layer's kept slots are on top of the stack; its recomputed slots go above them. */
         if (input_offloaded(s, l)) {
             const uint64_t wait_start = trace_mark(s);
-            tt_input_store_restore(&s->inputs, l);
+            tt_offload_store_restore(&s->inputs, l);
             trace_layer(s, "compute", "wait for input", l, wait_start);
+        }
+        if (tt_offload_store_offloaded(&s->saved, l)) {
+            const uint64_t wait_start = trace_mark(s);
+            tt_offload_store_restore(&s->saved, l);
+            trace_layer(s, "compute", "wait for kept activations", l, wait_start);
         }
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
@@ -610,6 +691,8 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         trace_memory(s);
         trace_layer(s, "compute", "backward", l, backward_start);
         tt_arena_pop_to(&s->arena, kept[l].mark);
+        if (input_offloaded(s, l)) tt_offload_store_release(&s->inputs, l);
+        if (tt_offload_store_offloaded(&s->saved, l)) tt_offload_store_release(&s->saved, l);
     }
     if (s->g.embed) b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
 

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
-#include "memory/input_store.h"
+#include "memory/offload_store.h"
 #include "memory/plan.h"
 #include "memory/size_table.h"
 #include "model/model_config.h"
@@ -23,7 +23,9 @@ typedef struct tt_model_state {
     tt_size_table sizes;
     const tt_backend *backend;
     tt_arena arena;           /* the compute tier: every tensor of the step lives here */
-    tt_input_store inputs;    /* offloaded layer inputs: host arena, disk store, staging ring, copies */
+    tt_arena host;            /* host memory of offloaded blocks (pinned or pageable), empty when none */
+    tt_offload_store inputs;  /* offloaded layer inputs: homes, disk store, staging ring, copies */
+    tt_offload_store saved;   /* offloaded kept saved activations of a layer, as one block per layer */
 
     void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU): the
                                  frozen parameters, then the trainable ones */

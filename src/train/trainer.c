@@ -190,15 +190,15 @@ static void save_final_weights(const tt_model_state *model, const tt_run_config 
 /* The end-of-run lines on offloaded layer inputs: bytes moved each way per tier, the copy
  * engine's achieved bandwidth, and how much of the copy time compute did not hide. */
 static void report_offload(tt_model_state *model) {
-    const tt_input_store *inputs = &model->inputs;
-    if (!inputs->host.base && !inputs->disk) return;
+    const tt_offload_store *inputs = &model->inputs;
+    if (!model->host.base && !inputs->disk) return;
     model->backend->synchronize();
     size_t to_host = 0, to_device = 0;
     double copy_seconds = 0, exposed_seconds = 0;
     model->backend->copy_stats(&to_host, &to_device, &copy_seconds, &exposed_seconds);
     char out[32], back[32];
-    printf("  offloaded layer inputs: %s copied to %s memory, %s copied back", tt_format_bytes(to_host, out, sizeof out),
-           inputs->disk ? "pinned (on the way to disk)" : tt_tier_name(inputs->host.tier),
+    printf("  offloaded activations: %s copied to %s memory, %s copied back", tt_format_bytes(to_host, out, sizeof out),
+           inputs->disk ? "pinned (on the way to disk)" : tt_tier_name(model->host.tier),
            tt_format_bytes(to_device, back, sizeof back));
     if (copy_seconds > 0)
         printf("; copies busy %.3f s (%.1f GB/s), compute waited %.3f s for them (%.0f%% of the copy time hidden)",
@@ -289,7 +289,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_reporter reporter;
     tt_reporter_open(&reporter, run->output_dir, run->progress);
     reporter.arenas[tier] = &model.arena;
-    if (model.inputs.host.base) reporter.arenas[model.inputs.host.tier] = &model.inputs.host;
+    if (model.host.base) reporter.arenas[model.host.tier] = &model.host;
 
     char *last_checkpoint = resume_dir ? tt_xstrdup(resume_dir) : NULL;
     const double start = now_seconds();
@@ -380,7 +380,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     }
     const tt_arena *measured[TT_TIER_COUNT] = {0};
     measured[tier] = &model.arena;
-    if (model.inputs.host.base) measured[model.inputs.host.tier] = &model.inputs.host;
+    if (model.host.base) measured[model.host.tier] = &model.host;
     printf("memory, estimate vs measured peak:\n");
     tt_size_table_print(&model.sizes, stdout, measured);
     report_offload(&model);

@@ -101,7 +101,7 @@ static bool run_fixture(const char *source_dir, const char *name, bool checkpoin
         TT_EXPECT(err <= 1e-5, "%s: gradient of %s differs from peft's by %.3g relative", name, p->name, err);
         adapters++;
     }
-    TT_EXPECT(adapters == 2 * TT_LORA_MODULE_COUNT * config.num_layers, "%s: %d adapter gradients checked", name,
+    TT_EXPECT(adapters == 2 * TT_LORA_MODULE_COUNT * s.config.num_layers, "%s: %d adapter gradients checked", name,
               adapters);
     tt_st_close(&golden);
     tt_model_state_free(&s);

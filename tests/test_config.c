@@ -19,14 +19,14 @@ static const char *const all_keys[] = {
     "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
-    "debug_copy_delay_us", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
+    "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
     "cpu_offloading_double_buffering", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
     "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers",
     /* not available yet */
-    "layer_offloading", "cpu_offloading_weights", "optimizer_cpu_offload",
+    "cpu_offloading_weights", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 67 /* the first 67 of all_keys */
+#define AVAILABLE_KEY_COUNT 68 /* the first 68 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -124,7 +124,7 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->min_offload_size == b->min_offload_size && a->use_pin_memory == b->use_pin_memory &&
         a->use_streams == b->use_streams && a->max_fwd_stash_size == b->max_fwd_stash_size &&
         a->debug_copy_delay_us == b->debug_copy_delay_us && a->selective_offload == b->selective_offload &&
-        a->cpu_offloading == b->cpu_offloading && a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
+        a->cpu_offloading == b->cpu_offloading && a->layer_offloading == b->layer_offloading && a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
         a->cpu_offloading_activations == b->cpu_offloading_activations &&
         a->cpu_offloading_double_buffering == b->cpu_offloading_double_buffering && a->bf16 == b->bf16 &&
         a->fp16 == b->fp16 && a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r &&
@@ -437,7 +437,7 @@ static void test_help_and_docs(const char *source_dir) {
                   strstr(text, "hidden_states") && strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
     const char *reserved = strstr(text, "Not available yet");
-    TT_EXPECT(reserved && strstr(reserved, "\n  layer_offloading ") && strstr(reserved, "\n  cpu_offloading_weights ") &&
+    TT_EXPECT(reserved && strstr(reserved, "\n  optimizer_cpu_offload ") && strstr(reserved, "\n  cpu_offloading_weights ") &&
                   !strstr(reserved, "\n  seed "),
               "the keys of later features are listed apart");
 
@@ -458,7 +458,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`cpu_offloading_weights`") && strstr(later, "`layer_offloading`"),
+        TT_EXPECT(later && strstr(later, "`cpu_offloading_weights`") && strstr(later, "`optimizer_cpu_offload`"),
                   "docs list the reserved keys under Not available yet");
     }
     free(docs);
@@ -594,7 +594,9 @@ static void test_errors(void) {
     /* keys of later features: any value but the off value */
     tt_expect_die(load_file, yaml_file("lora_dir.yaml", VALID "lora_model_dir: runs/adapter\n"),
                   "lora_model_dir is set but adapter is not");
-    tt_expect_die(load_file, yaml_file("lo.yaml", "layer_offloading: true\n"), "layer_offloading is not available yet");
+    tt_expect_die(load_file,
+                  yaml_file("lo.yaml", VALID "layer_offloading: true\nactivation_offloading: true\nuse_pin_memory: false\n"),
+                  "layer_offloading streams frozen layers from pinned host memory, but use_pin_memory is false");
     tt_expect_die(load_file, yaml_file("frac.yaml", "optimizer_offload_fraction: 0.5\n"),
                   "optimizer_offload_fraction is not available yet");
     TT_EXPECT(loads("gck_ok.yaml", VALID "gradient_checkpointing_kwargs: {use_reentrant: false}\n"),
@@ -639,7 +641,7 @@ static void test_errors(void) {
                   "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
     tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory: expected true or false");
     tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir: expected a string");
-    tt_expect_die(load_file, yaml_file("quotednull.yaml", "layer_offloading: \"~\"\n"), "layer_offloading is not available yet");
+    tt_expect_die(load_file, yaml_file("quotednull.yaml", "cpu_offloading_weights: \"~\"\n"), "cpu_offloading_weights is not available yet");
     tt_expect_die(load_override, "optimizer_cpu_offload=True", "optimizer_cpu_offload is not available yet");
     /* datasets */
     tt_expect_die(load_file, yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: alpaca\n"),

@@ -51,6 +51,9 @@ typedef struct run_result {
  * with the dropout of lora_dropout. */
 static bool lora;
 static double lora_dropout;
+static bool stream_frozen; /* layer_offloading (LoRA runs only): frozen layers streamed from the pinned tier */
+
+static bool plan_streams(const tt_model_state *s) { return s->plan.stream_frozen_layers; }
 
 static tt_trainable_spec trainable_spec(void) {
     tt_trainable_spec spec = {0};
@@ -97,6 +100,7 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     plan.gradient_bytes = 4;
     plan.moment_bytes = 4;
 
+    plan.stream_frozen_layers = stream_frozen && lora;
     tt_spill_result spill = {0};
     const tt_trainable_spec spec = trainable_spec();
     if (spill_budget) {
@@ -108,12 +112,15 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     }
     tt_model_state s;
     tt_model_state_init_trainable(&s, &config, &plan, &spec, tt_backend_cpu(), spill_budget);
-    tt_weights_init_random(s.weights, &s.params, 0.3, 11);
+    float *initial = calloc((size_t)s.params.total_numel, sizeof(float));
+    tt_weights_init_random(initial, &s.params, 0.3, 11);
     if (lora) /* B starts at zero; nonzero here so that every adapter gradient is exercised */
         for (int i = 0; i < s.params.count; i++)
             if (s.params.params[i].kind == TT_PARAM_LORA_B)
                 for (int64_t k = 0; k < s.params.params[i].numel; k++)
-                    ((float *)s.weights)[s.params.params[i].offset + k] = 0.05f * (float)((k % 7) - 3);
+                    initial[s.params.params[i].offset + k] = 0.05f * (float)((k % 7) - 3);
+    tt_model_set_weights(&s, initial);
+    free(initial);
     tt_rng rng;
     tt_rng_seed(&rng, 5);
     const int64_t N = s.plan.micro_batch * s.plan.seq_len;
@@ -157,6 +164,11 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
         TT_EXPECT(written == expected && read == expected, "plan %s on disk: %zu bytes written, %zu read, %zu expected",
                   policies, written, read, expected);
     }
+    if (plan_streams(&s)) {
+        TT_EXPECT(s.sizes.frozen_weights < s.sizes.streamed_weights_host && s.stream.loaded_bytes > 0,
+                  "plan %s streamed: %zu frozen bytes on the compute tier of %zu, %zu bytes streamed", policies,
+                  s.sizes.frozen_weights, s.sizes.streamed_weights_host, s.stream.loaded_bytes);
+    }
     /* Eval fits in what training reserved. */
     int64_t eval_count = 0;
     double eval_loss = tt_step_forward_loss(&s, &eval_count);
@@ -176,12 +188,16 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk,
 }
 
 int main(void) {
-    /* variants: llama, qwen3, then both again with LoRA (no dropout), then with LoRA and dropout */
-    for (int variant = 0; variant < 6; variant++) {
+    /* variants: llama, qwen3, then both again with LoRA (no dropout), then with LoRA and dropout,
+     * then LoRA with dropout and the frozen layers streamed (layer_offloading) */
+    for (int variant = 0; variant < 8; variant++) {
         bool qwen3 = variant % 2 == 1;
         lora = variant >= 2;
         lora_dropout = variant >= 4 ? 0.25 : 0.0;
+        stream_frozen = variant >= 6;
+        stream_frozen = false; /* the reference keeps every weight on the compute tier */
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
+        stream_frozen = variant >= 6;
         const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
         for (size_t i = 0; i < 5 * sizeof others / sizeof *others; i++) {
             /* upper-case layers offload their input: to the pinned tier synchronously (legacy), then

@@ -189,6 +189,8 @@ check "plan reports frozen parameters" grep -q "frozen: no gradient" plan_frozen
 check "plan prices frozen weights" grep -q "frozen weight" plan_frozen.txt
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f1 > train_f1.txt 2>&1
 check "training with frozen parts succeeds" test $? -eq 0
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f1s layer_offloading=true > train_f1s.txt 2>&1
+check "streaming the frozen layer 0 (layer_offloading) is bit-identical" cmp -s out_f1/model.safetensors out_f1s/model.safetensors
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${freeze[@]}" output_dir=out_f2 learning_rate=1e-3 > train_f2.txt 2>&1
 tensor_digests out_f1/model.safetensors > digests_f1.txt
 tensor_digests out_f2/model.safetensors > digests_f2.txt
@@ -233,13 +235,18 @@ for mode in "gradient_checkpointing=true" "gradient_checkpointing=true;selective
             "gradient_checkpointing=true;activation_offloading=disk;offload_dir=offload" \
             "gradient_checkpointing=true;activation_offloading=true" \
             "gradient_checkpointing=true;activation_offloading=hidden_states" \
-            "cpu_offloading=true;cpu_offloading_num_layers=1"; do
+            "cpu_offloading=true;cpu_offloading_num_layers=1" \
+            "layer_offloading=true" "layer_offloading=true;gradient_checkpointing=true;activation_offloading=hidden_states"; do
   # (with LoRA, activation_offloading: true offloads every kept tensor instead of recomputing)
   IFS=';' read -r -a mode_keys <<< "$mode"
   rm -rf out_lm
   "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" "${mode_keys[@]}" output_dir=out_lm save_steps=0 > train_lm.txt 2>&1
   check "LoRA with $mode is bit-identical" cmp -s out_l/adapter_model.safetensors out_lm/adapter_model.safetensors
 done
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" layer_offloading=true output_dir=out_lo save_steps=0 > train_lo.txt 2>&1
+check "layer_offloading reports the streamed weights" grep -q "layer_offloading: .* of frozen weights streamed" train_lo.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" layer_offloading=true output_dir=out_lo2 > train_lo2.txt 2>&1
+check "layer_offloading without frozen layers is refused" grep -q "layer_offloading streams frozen decoder layers, but every layer trains" train_lo2.txt
 # lora_model_dir: a run that continues from out_l's adapter at a learning rate too small to move it
 # saves that adapter bit for bit; another lora_r is refused with the key to change
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_model_dir=out_l output_dir=out_lc \

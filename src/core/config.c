@@ -414,6 +414,13 @@ static const key_spec key_table[] = {
              "hidden_states: the same, always pinned and streamed, the next layer's input prefetched in the "
              "backward; legacy: to pinned host memory, synchronously; disk: to a file under offload_dir, written "
              "and read back (one layer ahead) by an IO thread"},
+    {.name = "layer_offloading",
+     .type = KEY_BOOL,
+     .offset = FIELD(layer_offloading),
+     .default_text = "false",
+     .help = "frozen decoder layers (adapter: lora, or frozen_layers) live in pinned host memory and are streamed to "
+             "the GPU one layer at a time, the next one prefetched on a copy stream into a second buffer: at most two "
+             "layers of frozen weights on the GPU"},
     {.name = "cpu_offloading",
      .type = KEY_BOOL,
      .offset = FIELD(cpu_offloading),
@@ -556,7 +563,6 @@ static const key_spec key_table[] = {
      .not_yet_reason = " on the CPU backend (tf32 matmuls come with the CUDA backend)",
      .help = "tf32 matmuls (only false in this version)"},
     /* keys of later features: accepted only with their off value */
-    RESERVED("layer_offloading", "frozen decoder layers in pinned host memory, streamed in one at a time"),
     RESERVED("cpu_offloading_weights", "Megatron: offload weights"),
     RESERVED("optimizer_cpu_offload", "master weights and Adam state on the host, a CPU AdamW"),
     RESERVED("optimizer_offload_fraction", "share of the optimizer state on the host (0..1)"),
@@ -1461,6 +1467,9 @@ void tt_run_config_validate(const tt_run_config *c) {
         tt_die("selective_checkpointing offload: true and activation_offloading: %s both decide what leaves the GPU; "
                "use one of them (selective offload goes with activation_offloading: false or hidden_states)",
                offload_mode);
+    if (c->layer_offloading && !c->use_pin_memory)
+        tt_die("layer_offloading streams frozen layers from pinned host memory, but use_pin_memory is false; remove "
+               "use_pin_memory: false");
     if (c->cpu_offloading && c->activation_offloading != 0)
         tt_die("cpu_offloading (Megatron's) and activation_offloading: %s both offload activations; use one of them",
                offload_mode);

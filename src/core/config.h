@@ -87,6 +87,7 @@ typedef struct tt_run_config {
     bool gradient_checkpointing;
     bool selective_checkpointing; /* checkpointed layers keep the attention output and log-sum-exp */
     bool selective_offload;       /* ... in pinned host memory (selective_checkpointing offload: true) */
+    bool layer_offloading;        /* frozen decoder layers streamed from pinned host memory */
     bool cpu_offloading;          /* Megatron: offload the activations of the first cpu_offloading_num_layers */
     int64_t cpu_offloading_num_layers;
     bool cpu_offloading_activations;

@@ -100,6 +100,7 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->saved_ring = run->cpu_offloading ? (run->cpu_offloading_double_buffering ? 2 : 1) : plan->offload_ring;
     plan->min_offload_bytes = offload_true ? (size_t)run->min_offload_size : 0;
     plan->copy_delay_us = (unsigned)run->debug_copy_delay_us;
+    plan->stream_frozen_layers = run->layer_offloading;
 }
 
 void tt_plan_free(tt_plan *plan) {
@@ -146,5 +147,8 @@ void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out)
         fprintf(out, "  offload: the kept activations of %lld layer(s), %s, through %lld staging buffer(s)%s\n",
                 (long long)saved_offloaded, how, (long long)plan->saved_ring,
                 plan->min_offload_bytes ? " (tensors under min_offload_size stay)" : "");
+    if (plan->stream_frozen_layers)
+        fprintf(out, "  layer_offloading: frozen decoder layers live in pinned host memory and stream in through two "
+                     "buffers, the next layer prefetched\n");
     /* the per-layer table, with its bytes, is tt_size_table_print_layers */
 }

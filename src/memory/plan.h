@@ -53,6 +53,7 @@ typedef struct tt_plan {
     int64_t saved_ring;      /* compute-tier buffers offloaded kept activations rotate through (>= 1) */
     size_t min_offload_bytes;/* smaller kept slots are not offloaded (activation_offloading: true) */
     unsigned copy_delay_us;  /* race stress: random delay before each copy (debug_copy_delay_us) */
+    bool stream_frozen_layers; /* layer_offloading: frozen decoder layers live in pinned host memory */
     const char *offload_dir; /* where the disk tier's file goes (borrowed from the run config) */
     size_t activation_bytes; /* bytes per activation element (4 on the CPU backend, 2 in bf16) */
     size_t weight_bytes;     /* bytes per parameter of the compute copy the ops read */

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "memory/disk_store.h"
+#include "memory/weight_stream.h"
 
 static size_t bytes_of(int64_t elements, size_t elem_bytes) {
     if (elements <= 0) return 0;
@@ -101,6 +102,19 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     /* Frozen parameters have weights only (in compute precision); gradients, the master copy and
      * the AdamW moments exist for the trainable ones. */
     t->frozen_weights = bytes_of(params->trainable_start, plan->weight_bytes);
+    /* layer_offloading: the frozen weights live in pinned host memory; the compute tier keeps the
+     * frozen parameters outside streamed layers and two buffers of the largest streamed layer */
+    if (plan->stream_frozen_layers) {
+        size_t largest = 0;
+        for (int64_t l = 0; l < plan->num_layers; l++) {
+            const size_t block = tt_weight_stream_block_bytes(params, l, plan->weight_bytes);
+            if (block > largest) largest = block;
+        }
+        t->streamed_weights_host = t->frozen_weights;
+        t->weight_ring = largest;
+        t->frozen_resident = tt_weight_stream_resident_bytes(params, plan->num_layers, plan->weight_bytes);
+        t->frozen_weights = t->frozen_resident + 2 * t->weight_ring;
+    }
     t->weights = bytes_of(params->trainable_numel, plan->weight_bytes);
     t->gradients = bytes_of(params->trainable_numel, plan->gradient_bytes);
     t->master = bytes_of(params->trainable_numel, plan->master_bytes);
@@ -175,6 +189,10 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->class_peak[TT_CLASS_LAYER_INPUT][t->host_tier] = host_inputs;
     t->class_peak[TT_CLASS_SAVED_ACTIVATION][t->host_tier] = blocks;
     t->tier_peak[t->host_tier] = host_inputs + blocks;
+    if (t->streamed_weights_host) { /* the pinned copy of the frozen weights (layer_offloading) */
+        t->class_peak[TT_CLASS_FROZEN_WEIGHT][TT_TIER_PINNED] = t->streamed_weights_host;
+        t->tier_peak[TT_TIER_PINNED] += t->streamed_weights_host;
+    }
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch + t->lora_dropout_buffer;

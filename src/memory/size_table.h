@@ -55,6 +55,10 @@ typedef struct tt_size_table {
     /* Whole-model buffers: the frozen parameters' weights, and the trainable parameters' weights,
      * gradients, fp32 master copy and AdamW moments (params->trainable_numel elements each). */
     size_t frozen_weights, weights, gradients, master, optimizer_state;
+    /* layer_offloading: the frozen weights' pinned copy, one streaming buffer (the largest
+     * streamed layer; two are pushed) and the frozen parameters that stay on the compute tier;
+     * frozen_weights is then resident + two buffers. 0 without layer_offloading. */
+    size_t streamed_weights_host, weight_ring, frozen_resident;
 
     /* Peaks: per class and tier (each class at its own worst moment), and per tier (the
      * arena's high-water mark: the bytes it reserves). */

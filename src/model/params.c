@@ -193,18 +193,9 @@ const tt_param_info *tt_param_table_find_lora(const tt_param_table *t, tt_param_
     return NULL;
 }
 
-/* Binds the parameters for which bind_frozen or p->trainable holds, at base + (offset - first) elements. */
-static void bind_views(tt_model_view *view, tt_layer_view *layers, const tt_param_table *t, const tt_model_config *c,
-                       void *base, size_t elem_size, bool bind_frozen, int64_t first) {
-    memset(view, 0, sizeof(*view));
-    memset(layers, 0, sizeof(tt_layer_view) * (size_t)c->num_layers);
-    view->layers = layers;
-    for (int i = 0; i < t->count; i++) {
-        const tt_param_info *p = &t->params[i];
-        if (!bind_frozen && !p->trainable) continue;
-        void *ptr = (unsigned char *)base + (size_t)(p->offset - first) * elem_size;
-        tt_layer_view *lv = p->layer >= 0 ? &layers[p->layer] : NULL;
-        switch (p->kind) {
+void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr) {
+    tt_layer_view *lv = p->layer >= 0 ? &view->layers[p->layer] : NULL;
+    switch (p->kind) {
         case TT_PARAM_EMBED: view->embed = ptr; break;
         case TT_PARAM_FINAL_NORM: view->final_norm = ptr; break;
         case TT_PARAM_LM_HEAD: view->lm_head = ptr; break;
@@ -225,7 +216,19 @@ static void bind_views(tt_model_view *view, tt_layer_view *layers, const tt_para
         case TT_PARAM_LORA_A: lv->lora_a[p->lora_module] = ptr; break;
         case TT_PARAM_LORA_B: lv->lora_b[p->lora_module] = ptr; break;
         default: TT_CHECK(0, "unknown parameter kind %d", (int)p->kind);
-        }
+    }
+}
+
+/* Binds the parameters for which bind_frozen or p->trainable holds, at base + (offset - first) elements. */
+static void bind_views(tt_model_view *view, tt_layer_view *layers, const tt_param_table *t, const tt_model_config *c,
+                       void *base, size_t elem_size, bool bind_frozen, int64_t first) {
+    memset(view, 0, sizeof(*view));
+    memset(layers, 0, sizeof(tt_layer_view) * (size_t)c->num_layers);
+    view->layers = layers;
+    for (int i = 0; i < t->count; i++) {
+        const tt_param_info *p = &t->params[i];
+        if (!bind_frozen && !p->trainable) continue;
+        tt_model_view_set(view, p, (unsigned char *)base + (size_t)(p->offset - first) * elem_size);
     }
     if (c->tie_word_embeddings) view->lm_head = view->embed;
 }

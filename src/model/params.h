@@ -121,6 +121,9 @@ typedef struct tt_model_view {
 /* Binds views to base, a whole flat buffer (elem_size bytes per element). layers must hold L entries. */
 void tt_model_view_bind(tt_model_view *view, tt_layer_view *layers, const tt_param_table *table,
                         const tt_model_config *config, void *base, size_t elem_size);
+/* Points the view's entry of parameter p at ptr (the LM head of a tied model follows the
+ * embedding only through tt_model_view_bind). */
+void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr);
 /* Binds views to base, a buffer in the trainable layout (gradients): frozen parameters are NULL. */
 void tt_model_view_bind_trainable(tt_model_view *view, tt_layer_view *layers, const tt_param_table *table,
                                   const tt_model_config *config, void *base, size_t elem_size);

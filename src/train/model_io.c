@@ -34,11 +34,25 @@ static void download_as(const tt_backend *b, float *host, const void *src, tt_dt
 void tt_model_set_weights(tt_model_state *s, const float *host) {
     const size_t n = (size_t)s->params.total_numel, first = (size_t)s->params.trainable_start;
     if (s->master) s->backend->upload(s->master, host + first, (n - first) * sizeof(float));
+    if (s->frozen_host) { /* layer_offloading: the frozen part goes to its pinned copy, then the GPU's */
+        tt_convert_from_f32(s->frozen_host, s->plan.precision.activation, host, first);
+        tt_weight_stream_reload(&s->stream, &s->params);
+        upload_as(s->backend, s->trainable_weights, s->plan.precision.activation, host + first, n - first);
+        return;
+    }
     upload_as(s->backend, s->weights, s->plan.precision.activation, host, n);
 }
 
 void tt_model_get_weights(const tt_model_state *s, float *host) {
     const size_t n = (size_t)s->params.total_numel, first = (size_t)s->params.trainable_start;
+    if (s->frozen_host) {
+        tt_convert_to_f32(host, s->frozen_host, s->plan.precision.activation, first);
+        if (s->master)
+            s->backend->download(host + first, s->master, (n - first) * sizeof(float));
+        else
+            download_as(s->backend, host + first, s->trainable_weights, s->plan.precision.activation, n - first);
+        return;
+    }
     if (s->master) { /* frozen parameters have no master copy: their compute copy is all there is */
         download_as(s->backend, host, s->weights, s->plan.precision.activation, first);
         s->backend->download(host + first, s->master, (n - first) * sizeof(float));

@@ -189,10 +189,19 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
                   backend->block_free);
 
     /* The frozen weights and the trainable ones are one buffer in two classes: the frozen part is a
-     * whole number of arena units (tt_param_table_build), so the second push continues the first. */
-    void *frozen = s->sizes.frozen_weights
-                       ? tt_arena_push(&s->arena, s->sizes.frozen_weights, TT_CLASS_FROZEN_WEIGHT, "frozen weights")
-                       : NULL;
+     * whole number of arena units (tt_param_table_build), so the second push continues the first.
+     * With layer_offloading the frozen part lives in pinned host memory instead (init_offload) and
+     * the compute tier holds the frozen parameters outside streamed layers and two layer buffers. */
+    void *frozen = NULL;
+    if (s->plan.stream_frozen_layers) {
+        s->frozen_resident = s->sizes.frozen_resident ? tt_arena_push(&s->arena, s->sizes.frozen_resident,
+                                                                      TT_CLASS_FROZEN_WEIGHT, "resident frozen weights")
+                                                      : NULL;
+        for (int i = 0; i < 2; i++)
+            s->weight_ring[i] = tt_arena_push(&s->arena, s->sizes.weight_ring, TT_CLASS_FROZEN_WEIGHT, "streamed layer");
+    } else if (s->sizes.frozen_weights) {
+        frozen = tt_arena_push(&s->arena, s->sizes.frozen_weights, TT_CLASS_FROZEN_WEIGHT, "frozen weights");
+    }
     s->trainable_weights =
         tt_arena_push(&s->arena, s->sizes.weights, tt_trainable_weight_class(&s->params), "trainable weights");
     TT_CHECK(!frozen || (unsigned char *)frozen + s->sizes.frozen_weights == s->trainable_weights,
@@ -213,7 +222,13 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
                                                           : NULL;
     backend->set_scratch(s->op_scratch, s->sizes.op_scratch);
 
-    backend->zero(s->weights, s->sizes.frozen_weights + s->sizes.weights);
+    if (s->plan.stream_frozen_layers) {
+        backend->zero(s->frozen_resident, s->sizes.frozen_resident);
+        backend->zero(s->weight_ring[0], 2 * s->sizes.weight_ring);
+        backend->zero(s->trainable_weights, s->sizes.weights);
+    } else {
+        backend->zero(s->weights, s->sizes.frozen_weights + s->sizes.weights);
+    }
     backend->zero(s->gradients, s->sizes.gradients);
     if (s->master) backend->zero(s->master, s->sizes.master);
     backend->zero(s->adam_m, moment_bytes);
@@ -231,7 +246,24 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
     s->kept_saved = tt_xcalloc((size_t)L, sizeof(*s->kept_saved), "saved activation pointers");
-    tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
+    if (s->plan.stream_frozen_layers) {
+        int64_t streamed = 0;
+        for (int64_t l = 0; l < L; l++) streamed += tt_weight_stream_layer_streamed(&s->params, l);
+        if (!streamed)
+            tt_die("layer_offloading streams frozen decoder layers, but every layer trains; use adapter: lora or "
+                   "frozen_layers, or remove layer_offloading");
+        s->frozen_host = s->sizes.streamed_weights_host ? tt_arena_push(&s->host, s->sizes.streamed_weights_host,
+                                                                        TT_CLASS_FROZEN_WEIGHT, "frozen weights")
+                                                        : NULL;
+        memset(s->frozen_host, 0, s->sizes.streamed_weights_host);
+        tt_model_view_bind_trainable(&s->w, s->w_layers, &s->params, &s->config, s->trainable_weights,
+                                     s->plan.weight_bytes);
+        tt_weight_stream_init(&s->stream, backend, &s->params, L, s->plan.weight_bytes, s->frozen_host,
+                              s->weight_ring[0], s->weight_ring[1], s->frozen_resident, s->config.tie_word_embeddings,
+                              &s->w);
+    } else {
+        tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
+    }
     tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
 
     s->attention = (tt_attention_shape){
@@ -249,6 +281,7 @@ void tt_model_state_free(tt_model_state *s) {
     s->backend->set_scratch(NULL, 0);
     tt_offload_store_free(&s->inputs);
     tt_offload_store_free(&s->saved);
+    tt_weight_stream_free(&s->stream);
     tt_arena_destroy(&s->host);
     tt_arena_destroy(&s->arena);
     free(s->w_layers);
@@ -594,6 +627,7 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
         if (tt_offload_store_in_ring(&s->inputs, l + 1)) tt_offload_store_before_write(&s->inputs, l + 1);
         if (tt_offload_store_offloaded(&s->saved, l)) tt_offload_store_before_write(&s->saved, l);
         const bool saved_offloaded = train && tt_offload_store_offloaded(&s->saved, l);
+        if (s->plan.stream_frozen_layers) tt_weight_stream_need(&s->stream, l, l + 1);
         const uint64_t start = trace_mark(s);
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
@@ -670,6 +704,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
             tt_offload_store_restore(&s->saved, l);
             trace_layer(s, "compute", "wait for kept activations", l, wait_start);
         }
+        if (s->plan.stream_frozen_layers) tt_weight_stream_need(&s->stream, l, l - 1);
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
         push_slots(s, &recomputed, recompute);

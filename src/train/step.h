@@ -10,6 +10,7 @@
 
 #include "core/arena.h"
 #include "memory/offload_store.h"
+#include "memory/weight_stream.h"
 #include "memory/plan.h"
 #include "memory/size_table.h"
 #include "model/model_config.h"
@@ -26,6 +27,12 @@ typedef struct tt_model_state {
     tt_arena host;            /* host memory of offloaded blocks (pinned or pageable), empty when none */
     tt_offload_store inputs;  /* offloaded layer inputs: homes, disk store, staging ring, copies */
     tt_offload_store saved;   /* offloaded kept saved activations of a layer, as one block per layer */
+    /* layer_offloading: the frozen weights' pinned copy (the frozen part of the flat layout, compute
+     * precision), the compute-tier buffers, and the stream that moves layers between them */
+    void *frozen_host;        /* [params.trainable_start] in host (pinned) memory, or NULL */
+    void *frozen_resident;    /* frozen parameters outside streamed layers, compact */
+    void *weight_ring[2];     /* [largest streamed layer] each */
+    tt_weight_stream stream;
 
     void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU): the
                                  frozen parameters, then the trainable ones */

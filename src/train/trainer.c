@@ -205,6 +205,12 @@ static void report_offload(tt_model_state *model) {
                copy_seconds, (double)(to_host + to_device) / copy_seconds / 1e9, exposed_seconds,
                100.0 * (1.0 - (exposed_seconds < copy_seconds ? exposed_seconds / copy_seconds : 1.0)));
     printf("\n");
+    if (model->frozen_host) {
+        char streamed[32], layer[32];
+        printf("  layer_offloading: %s of frozen weights streamed from pinned memory, through two buffers of %s\n",
+               tt_format_bytes(model->stream.loaded_bytes, streamed, sizeof streamed),
+               tt_format_bytes(model->sizes.weight_ring, layer, sizeof layer));
+    }
     if (inputs->disk) {
         size_t written = 0, read = 0;
         double seconds = 0;

@@ -28,6 +28,7 @@ p.add_argument("--warmup", type=int, default=2)
 p.add_argument("--chunk", type=int, default=4096)
 p.add_argument("--loss", choices=["chunked", "hf"], default="chunked")
 p.add_argument("--memory", choices=["gc", "hidden_states", "save_on_cpu"], default="gc")
+p.add_argument("--lora", type=int, default=0, help="LoRA rank on all seven linear projections (peft); 0: full")
 a = p.parse_args()
 
 torch.manual_seed(0)
@@ -37,8 +38,15 @@ with torch.device("cuda"):
     model = Qwen3ForCausalLM._from_config(config, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
 if a.memory != "save_on_cpu":
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": a.memory == "hidden_states"})
+if a.lora:
+    import peft
+    model.enable_input_require_grads()  # reentrant checkpointing needs an input that requires grad
+    model = peft.get_peft_model(model, peft.LoraConfig(
+        r=a.lora, lora_alpha=2 * a.lora, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
+    model = model.base_model.model  # the Qwen3ForCausalLM with adapters injected
 model.train()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.0, fused=True)
+opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-5, weight_decay=0.0, fused=True)
 V = config.vocab_size
 T = a.seq
 
@@ -158,5 +166,5 @@ with attention:
         times.append(time.perf_counter() - t0)
 times.sort()
 median = times[len(times) // 2]
-print(json.dumps({"who": "peer", "seq": T, "memory": a.memory, "tok_s": T / median, "step_s": median,
+print(json.dumps({"who": "peer", "seq": T, "memory": a.memory, "adapter": f"lora{a.lora}" if a.lora else "full", "tok_s": T / median, "step_s": median,
                   "peak_bytes": torch.cuda.max_memory_allocated(), "loss": float(loss)}))

@@ -1,5 +1,6 @@
 """Turns bench.jsonl into the table of docs/benchmarks.md: tok/s, GPU peak, MFU at 800 TFLOP/s
-(8 x parameters + 4.5 x causal attention forward FLOPs per token, as with checkpointing), and
+(8 x parameters + 4.5 x causal attention forward FLOPs per token, as with checkpointing; 6 x
+parameters with LoRA, which computes no weight gradient of the base), and
 tiertrain/peer ratios."""
 import json
 import sys
@@ -8,23 +9,28 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 models = sys.argv[2]
 
 
-def flops_per_token(model, seq):
+def flops_per_token(model, seq, adapter="full"):
     c = json.load(open(f"{models}/{model}/config.json"))
     D, F, L, V = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
     hq, hkv, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
     layer = D * hq * hd + 2 * D * hkv * hd + hq * hd * D + 3 * D * F
     params = L * layer + V * D  # the LM head's matmul (tied or not, it runs once per token)
     attention_forward = 2 * 2 * seq / 2 * hd * hq * L  # per token, causal
-    return 8 * params + 4.5 * attention_forward
+    # full: forward, recompute, and both gradients (dx, dW) of every matrix; LoRA: no dW of the base
+    return (6 if adapter.startswith("lora") else 8) * params + 4.5 * attention_forward
 
 
 print(f"| model | seq | recipe | attention | memory | tiertrain tok/s | peer tok/s | ratio | tiertrain GPU peak | peer GPU peak | MFU ours | MFU peer |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-def peer_for(model, seq, memory):
+PEER_MEMORY = {"layer_offloading+hidden_states": "hidden_states"}
+
+
+def peer_for(model, seq, memory, adapter):
+    memory = PEER_MEMORY.get(memory, memory)
     return next((p for p in rows if p["who"] == "peer" and p["model"] == model and p["seq"] == seq
-                 and p.get("memory", "gc") == memory), None)
+                 and p.get("memory", "gc") == memory and p.get("adapter", "full") == adapter), None)
 
 
 for r in rows:
@@ -32,27 +38,27 @@ for r in rows:
     if r["who"] == "peer":
         if memory == "save_on_cpu" or not any(t["who"] == "tiertrain" and t["model"] == r["model"] and t["seq"] == r["seq"]
                                                 and t.get("memory", "gc") == memory for t in rows):
-            f = flops_per_token(r["model"], r["seq"])
-            print(f"| {r['model']} | {r['seq']} | bf16 | - | peer {memory} | - | {r['tok_s']:.0f} | - | - | "
+            f = flops_per_token(r["model"], r["seq"], r.get("adapter", "full"))
+            print(f"| {r['model']} {r.get('adapter', 'full')} | {r['seq']} | bf16 | - | peer {memory} | - | {r['tok_s']:.0f} | - | - | "
                   f"{r['peak_bytes'] / 1e9:.1f} GB | - | {r['tok_s'] * f / 800e12:.1%} |")
         continue
-    peer = peer_for(r["model"], r["seq"], memory)
-    f = flops_per_token(r["model"], r["seq"])
+    peer = peer_for(r["model"], r["seq"], memory, r.get("adapter", "full"))
+    f = flops_per_token(r["model"], r["seq"], r.get("adapter", "full"))
     mfu = r["tok_s"] * f / 800e12
     if peer and r["recipe"] == "bf16":
         pm = peer["tok_s"] * f / 800e12
-        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | {peer['tok_s']:.0f} | "
+        print(f"| {r['model']} {r.get('adapter', 'full')} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | {peer['tok_s']:.0f} | "
               f"{r['tok_s'] / peer['tok_s']:.2f}x | {r['peak_bytes'] / 1e9:.1f} GB | {peer['peak_bytes'] / 1e9:.1f} GB | "
               f"{mfu:.1%} | {pm:.1%} |")
     else:
-        print(f"| {r['model']} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | - | - | {r['peak_bytes'] / 1e9:.1f} GB | - | "
+        print(f"| {r['model']} {r.get('adapter', 'full')} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | - | - | {r['peak_bytes'] / 1e9:.1f} GB | - | "
               f"{mfu:.1%} | - |")
 
 # Activation slope: GPU peak growth per extra context token, between the shortest and the longest
 # length measured for the same model, recipe and memory mode.
 slopes = {}
 for r in rows:
-    key = (r["who"], r["model"], r.get("recipe", "bf16"), r.get("memory", "gc"))
+    key = (r["who"], r["model"] + " " + r.get("adapter", "full"), r.get("recipe", "bf16"), r.get("memory", "gc"))
     slopes.setdefault(key, []).append((r["seq"], r["peak_bytes"]))
 lines = []
 for (who, model, recipe, memory), points in sorted(slopes.items()):

@@ -10,7 +10,9 @@
 # fifth the activation memory mode: gc (gradient checkpointing, the default), hidden_states, true,
 # legacy or disk for tiertrain (each with gradient checkpointing); the peer runs once per model,
 # length and mode it has (gc, hidden_states); save_on_cpu runs the peer alone (no checkpointing,
-# torch.autograd.graph.save_on_cpu).
+# torch.autograd.graph.save_on_cpu); layer_offloading+hidden_states streams the frozen base too
+# (tiertrain; the peer runs hidden_states). An optional sixth field: full (default) or lora<r>
+# (LoRA of rank r on all seven linear projections, alpha 2r, on both sides; the peer uses peft).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tiertrain=${1:-$here/../build/tiertrain}
@@ -23,40 +25,50 @@ results=$out/bench.jsonl
 : > "$results"
 rm -f "$out"/peer-*.json
 for c in $cases; do
-  IFS=: read -r model seq recipe attention memory <<< "$c"
+  IFS=: read -r model seq recipe attention memory adapter <<< "$c"
   attention=${attention:-auto}
   memory=${memory:-gc}
+  adapter=${adapter:-full}
+  adapter_args=()
+  peer_adapter_args=()
+  if [[ $adapter == lora* ]]; then
+    rank=${adapter#lora}
+    adapter_args=(adapter=lora lora_r=$rank lora_alpha=$((2 * rank)) lora_target_linear=true)
+    peer_adapter_args=(--lora "$rank")
+  fi
   tokens=$out/tokens-$seq.tok
   [ -f "$tokens" ] || python3 "$here/make_tokens.py" "$tokens" 151936 $(( (steps + warmup + 1) * seq + 1 ))
   master=false
   [ "$recipe" = master ] && master=true
-  run_dir=$out/run-$model-$seq-$recipe-$attention-$memory
+  run_dir=$out/run-$model-$seq-$recipe-$attention-$memory-$adapter
   rm -rf "$run_dir"
   offload=false
-  case $memory in hidden_states|true|legacy|disk) offload=$memory ;; esac
+  layer_offloading=false
+  case $memory in hidden_states|true|legacy|disk) offload=$memory ;; layer_offloading+hidden_states) offload=hidden_states; layer_offloading=true ;; esac
   if [ "$memory" != save_on_cpu ]; then
   "$tiertrain" train model_config="$here/models/$model" datasets="[$tokens]" sequence_len=$seq micro_batch_size=1 \
     max_steps=$((steps + warmup)) gradient_checkpointing=true loss_chunk_size=4096 master_weights=$master \
-    attn_implementation=$attention activation_offloading=$offload offload_dir="$out" \
+    attn_implementation=$attention activation_offloading=$offload offload_dir="$out" layer_offloading=$layer_offloading \
+    "${adapter_args[@]}" \
     learning_rate=1e-5 warmup_steps=0 weight_decay=0 val_set_size=0 save_strategy=no progress=false \
     output_dir="$run_dir" > "$run_dir.log" 2>&1 || { echo "tiertrain failed: $run_dir.log"; tail -20 "$run_dir.log"; continue; }
-  python3 - "$run_dir/metrics.jsonl" "$model" "$seq" "$recipe" "$warmup" "$attention" "$memory" >> "$results" <<'PY'
+  python3 - "$run_dir/metrics.jsonl" "$model" "$seq" "$recipe" "$warmup" "$attention" "$memory" "$adapter" >> "$results" <<'PY'
 import json, sys
-path, model, seq, recipe, warmup, attention, memory = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7]
+path, model, seq, recipe, warmup, attention, memory, adapter = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[8]
 rows = [json.loads(l) for l in open(path) if '"loss"' in l and 'eval_loss' not in l]
 times = sorted(r["step_seconds"] for r in rows[warmup:])
 peak = max(r.get("mem_gpu_peak_bytes", 0) for r in rows)
 print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": recipe, "attention": attention,
-                  "memory": memory, "tok_s": seq / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"]}))
+                  "memory": memory, "adapter": adapter, "tok_s": seq / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"]}))
 PY
-  grep -h "offloaded activations\|disk tier" "$run_dir.log" || true
+  grep -h "offloaded activations\|disk tier\|layer_offloading:" "$run_dir.log" || true
   fi
   peer_memory=
-  case $memory in gc|hidden_states|save_on_cpu) peer_memory=$memory ;; esac
-  peer_out=$out/peer-$model-$seq-$peer_memory
+  case $memory in gc|hidden_states|save_on_cpu) peer_memory=$memory ;; layer_offloading+hidden_states) peer_memory=hidden_states ;; esac
+  peer_out=$out/peer-$model-$seq-$peer_memory-$adapter
   if [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [ ! -f "$peer_out.json" ]; then
     python3 "$here/peer.py" --model "$here/models/$model" --seq "$seq" --steps "$steps" --warmup "$warmup" \
-      --memory "$peer_memory" > "$peer_out.json" 2> "$peer_out.log" || { echo "peer failed"; tail -5 "$peer_out.log"; }
+      --memory "$peer_memory" "${peer_adapter_args[@]}" > "$peer_out.json" 2> "$peer_out.log" || { echo "peer failed"; tail -5 "$peer_out.log"; }
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.update(model=sys.argv[2], recipe='bf16'); print(json.dumps(d))" \
       "$peer_out.json" "$model" >> "$results" 2>/dev/null || true
   fi

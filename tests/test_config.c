@@ -16,7 +16,7 @@ static const char *const all_keys[] = {
     "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
     "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
     "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
-    "recompute_method", "recompute_num_layers", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
+    "recompute_method", "recompute_num_layers", "every_n_layers", "checkpoint_trainable_layers_only", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
     "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
@@ -26,7 +26,7 @@ static const char *const all_keys[] = {
     "cpu_offloading_weights", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 68 /* the first 68 of all_keys */
+#define AVAILABLE_KEY_COUNT 70 /* the first 70 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -124,7 +124,9 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->min_offload_size == b->min_offload_size && a->use_pin_memory == b->use_pin_memory &&
         a->use_streams == b->use_streams && a->max_fwd_stash_size == b->max_fwd_stash_size &&
         a->debug_copy_delay_us == b->debug_copy_delay_us && a->selective_offload == b->selective_offload &&
-        a->cpu_offloading == b->cpu_offloading && a->layer_offloading == b->layer_offloading && a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
+        a->cpu_offloading == b->cpu_offloading && a->layer_offloading == b->layer_offloading &&
+        a->every_n_layers == b->every_n_layers &&
+        a->checkpoint_trainable_layers_only == b->checkpoint_trainable_layers_only && a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
         a->cpu_offloading_activations == b->cpu_offloading_activations &&
         a->cpu_offloading_double_buffering == b->cpu_offloading_double_buffering && a->bf16 == b->bf16 &&
         a->fp16 == b->fp16 && a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r &&
@@ -553,6 +555,10 @@ static void test_errors(void) {
                   yaml_file("mg1.yaml", VALID "cpu_offloading: true\ncpu_offloading_num_layers: 1\n"
                                               "gradient_checkpointing: true\nactivation_offloading: hidden_states\n"),
                   "cpu_offloading (Megatron's) and activation_offloading: hidden_states both offload activations");
+    tt_expect_die(load_file, yaml_file("en1.yaml", VALID "every_n_layers: 2\n"),
+                  "every_n_layers chooses which layers gradient checkpointing covers, but gradient_checkpointing is "
+                  "false");
+    tt_expect_die(load_file, yaml_file("en2.yaml", VALID "every_n_layers: 0\n"), "every_n_layers must be >= 1");
     tt_expect_die(load_file, yaml_file("mg2.yaml", VALID "cpu_offloading_num_layers: 2\n"),
                   "cpu_offloading_num_layers is 2 but cpu_offloading is false");
     tt_expect_die(load_file,

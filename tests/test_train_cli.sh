@@ -92,6 +92,15 @@ check "cheap-op recompute weights are bit-identical" cmp -s out_a/model.safetens
   recompute_num_layers=1 > plan_block.txt
 check "block recompute plans layer 0 recomputed, layer 1 kept" \
   bash -c 'grep -Eq "^  0 +recompute" plan_block.txt && grep -Eq "^  1 +keep" plan_block.txt'
+"$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true every_n_layers=2 > plan_every.txt
+check "every_n_layers plans layer 0 recomputed, layer 1 kept" \
+  bash -c 'grep -Eq "^  0 +recompute" plan_every.txt && grep -Eq "^  1 +keep" plan_every.txt'
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_every gradient_checkpointing=true every_n_layers=2 > train_every.txt 2>&1
+check "every_n_layers weights are bit-identical" cmp -s out_a/model.safetensors out_every/model.safetensors
+"$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true checkpoint_trainable_layers_only=true \
+  'frozen_layers=[1]' > plan_trainable.txt
+check "checkpoint_trainable_layers_only keeps the frozen layer 1" \
+  bash -c 'grep -Eq "^  0 +recompute" plan_trainable.txt && grep -Eq "^  1 +keep" plan_trainable.txt'
 "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_block recompute_granularity=full \
   recompute_method=block recompute_num_layers=1 > train_block.txt 2>&1
 check "block recompute weights are bit-identical" cmp -s out_a/model.safetensors out_block/model.safetensors

@@ -381,6 +381,19 @@ static const key_spec key_table[] = {
      .help = "with gradient_checkpointing: {save: [attention]} keeps each layer's attention output and log-sum-exp "
              "and recomputes the rest (no attention recompute); offload: true keeps them in pinned host memory between "
              "forward and backward, copied on side streams"},
+    {.name = "every_n_layers",
+     .type = KEY_INT,
+     .offset = FIELD(every_n_layers),
+     .default_text = "1",
+     .range = AT_LEAST(1),
+     .help = "with gradient_checkpointing: checkpoint only every N-th layer (0, N, 2N, ...; torchtune's ac_option); "
+             "the others keep everything"},
+    {.name = "checkpoint_trainable_layers_only",
+     .type = KEY_BOOL,
+     .offset = FIELD(checkpoint_trainable_layers_only),
+     .default_text = "false",
+     .help = "with gradient_checkpointing: layers without trainable parameters (frozen_layers) are not checkpointed "
+             "and keep everything (LLaMA-Factory's rule)"},
     {.name = "recompute_granularity",
      .type = KEY_ENUM,
      .offset = FIELD(recompute_granularity),
@@ -1505,6 +1518,11 @@ void tt_run_config_validate(const tt_run_config *c) {
                "already; remove %s, or remove adapter for full fine-tuning",
                c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers",
                c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers");
+    if ((c->every_n_layers > 1 || c->checkpoint_trainable_layers_only) && !c->gradient_checkpointing)
+        tt_die("%s chooses which layers gradient checkpointing covers, but gradient_checkpointing is false; set "
+               "gradient_checkpointing: true, or remove %s",
+               c->every_n_layers > 1 ? "every_n_layers" : "checkpoint_trainable_layers_only",
+               c->every_n_layers > 1 ? "every_n_layers" : "checkpoint_trainable_layers_only");
     if (c->selective_checkpointing && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("selective_checkpointing is set but gradient_checkpointing is false: selective checkpointing chooses "
                "what checkpointed layers keep; set gradient_checkpointing: true, or remove selective_checkpointing");

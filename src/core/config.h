@@ -87,6 +87,8 @@ typedef struct tt_run_config {
     bool gradient_checkpointing;
     bool selective_checkpointing; /* checkpointed layers keep the attention output and log-sum-exp */
     bool selective_offload;       /* ... in pinned host memory (selective_checkpointing offload: true) */
+    int64_t every_n_layers;       /* gradient checkpointing on layers 0, N, 2N, ... only; the others keep all */
+    bool checkpoint_trainable_layers_only; /* LLaMA-Factory's rule: layers without trainable parameters keep all */
     bool layer_offloading;        /* frozen decoder layers streamed from pinned host memory */
     bool cpu_offloading;          /* Megatron: offload the activations of the first cpu_offloading_num_layers */
     int64_t cpu_offloading_num_layers;

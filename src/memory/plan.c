@@ -12,8 +12,18 @@ tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu) {
     return (tt_precision){.activation = TT_BF16, .gradient = TT_BF16, .moment = TT_BF16, .master = false};
 }
 
+/* Whether decoder layer l has trainable parameters (LoRA adapts every layer; full fine-tuning
+ * trains every layer outside frozen_layers). */
+static bool layer_trains(const tt_run_config *run, int64_t l) {
+    if (run->adapter == TT_ADAPTER_LORA) return true;
+    for (int64_t i = 0; i < run->frozen_layer_count; i++)
+        if (run->frozen_layers[i] == l) return false;
+    return true;
+}
+
 /* The recompute set of layer l from the checkpointing keys (validated together at config load):
- *   gradient_checkpointing: keep only each layer's input and recompute the layer;
+ *   gradient_checkpointing: keep only each layer's input and recompute the layer (every_n_layers:
+ *     only layers 0, N, 2N, ...; checkpoint_trainable_layers_only: only layers that train);
  *   selective_checkpointing: also keep the attention output, so attention is not recomputed;
  *   recompute_granularity full (Megatron): as gradient_checkpointing, with recompute_method
  *     block for only the first recompute_num_layers layers;
@@ -25,6 +35,8 @@ static tt_slot_set layer_recompute_set(const tt_run_config *run, const tt_model_
         return run->selective_checkpointing ? TT_RECOMPUTE_ALL_BUT_ATTENTION : TT_RECOMPUTE_EVERYTHING;
     }
     if (!run->gradient_checkpointing) return TT_RECOMPUTE_NOTHING;
+    if (l % run->every_n_layers != 0) return TT_RECOMPUTE_NOTHING;
+    if (run->checkpoint_trainable_layers_only && !layer_trains(run, l)) return TT_RECOMPUTE_NOTHING;
     return run->selective_checkpointing ? TT_RECOMPUTE_ALL_BUT_ATTENTION : TT_RECOMPUTE_EVERYTHING;
 }
 

@@ -11,28 +11,15 @@
 #include "model/weights.h"
 #include "ops/backend.h"
 #include "test_util.h"
+#include "tiny_model.h"
 #include "train/optimizer.h"
 #include "train/step.h"
 
+/* The shared tiny model with two layers, the non-qwen3 one a qwen2 (attention biases). */
 static tt_model_config tiny_config(bool qwen3) {
-    tt_model_config c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.model_type, sizeof c.model_type, "%s", qwen3 ? "qwen3" : "qwen2");
-    c.vocab_size = 50;
-    c.hidden_size = 24;
-    c.intermediate_size = 40;
+    tt_model_config c = tt_test_tiny_config(qwen3);
+    if (!qwen3) snprintf(c.model_type, sizeof c.model_type, "%s", "qwen2");
     c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = qwen3 ? 8 : 6;
-    c.max_position_embeddings = 64;
-    c.rms_norm_eps = 1e-6;
-    c.rope_theta = 10000;
-    c.tie_word_embeddings = qwen3;
-    c.attention_bias = !qwen3;
-    c.qk_norm = qwen3;
-    c.dtype = TT_F32;
-    c.bos_token_id = c.eos_token_id = -1;
     return c;
 }
 

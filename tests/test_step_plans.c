@@ -11,29 +11,10 @@
 #include "model/weights.h"
 #include "ops/backend.h"
 #include "test_util.h"
+#include "tiny_model.h"
 #include "train/step.h"
 
-static tt_model_config tiny_config(bool qwen3) {
-    tt_model_config c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.model_type, sizeof c.model_type, "%s", qwen3 ? "qwen3" : "llama");
-    c.vocab_size = 50;
-    c.hidden_size = 24;
-    c.intermediate_size = 40;
-    c.num_layers = 3;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = qwen3 ? 8 : 6;
-    c.max_position_embeddings = 64;
-    c.rms_norm_eps = 1e-6;
-    c.rope_theta = 10000;
-    c.tie_word_embeddings = qwen3;
-    c.attention_bias = !qwen3;
-    c.qk_norm = qwen3;
-    c.dtype = TT_F32;
-    c.bos_token_id = c.eos_token_id = -1;
-    return c;
-}
+static tt_model_config tiny_config(bool qwen3) { return tt_test_tiny_config(qwen3); }
 
 typedef struct run_result {
     size_t host_peak;            /* the compute arena's measured peak */

@@ -43,7 +43,20 @@ printf 'model_config: model/config.json\ndatasets: [corpus.tok]\nlearning_rat: 0
 expect_error "unknown key" "learning_rat.*learning_rate" "$tiertrain" train --config unknown.yaml
 expect_error "wrong type" "micro_batch_size" "$tiertrain" train --config run.yaml micro_batch_size=abc
 expect_error "out of range" "sequence_len" "$tiertrain" train --config run.yaml sequence_len=0
-expect_error "later feature" "not available yet" "$tiertrain" train --config run.yaml optimizer_cpu_offload=true
+expect_error "later feature" "not available yet" "$tiertrain" train --config run.yaml cpu_offloading_weights=true
+# optimizer offload: Megatron's keys need each other, an fp32 master copy, and room in host memory (the
+# 140 KiB budget fits the compute tier, 120 KiB, not the offloaded optimizer state, 169 KiB)
+expect_error "offload fraction without offload" "optimizer_offload_fraction is 0.5 but optimizer_cpu_offload is false" \
+  "$tiertrain" train --config run.yaml optimizer_offload_fraction=0.5
+expect_error "offload fraction out of range" "optimizer_offload_fraction must be in \[0, 1\], got 2" \
+  "$tiertrain" train --config run.yaml optimizer_cpu_offload=true optimizer_offload_fraction=2
+expect_error "overlap without offload" "overlap_cpu_optimizer_d2h_h2d is true but optimizer_cpu_offload is false" \
+  "$tiertrain" train --config run.yaml overlap_cpu_optimizer_d2h_h2d=true
+expect_error "offload without master weights" "optimizer_cpu_offload keeps fp32 master weights.*master_weights: true" \
+  "$tiertrain" train --config run.yaml optimizer_cpu_offload=true master_weights=false
+expect_error "offloaded optimizer state over the host budget" \
+  "offloading \(optimizer_cpu_offload's master weights and moments included\) needs .* host_memory_budget allows" \
+  "$tiertrain" train --config run.yaml optimizer_cpu_offload=true host_memory_budget=140KiB
 expect_error "offloading without checkpointing" "activation_offloading: hidden_states offloads the checkpoints.*gradient_checkpointing: true" \
   "$tiertrain" train --config run.yaml activation_offloading=hidden_states gradient_checkpointing=false
 expect_error "missing config file" "nope.yaml" "$tiertrain" train --config nope.yaml

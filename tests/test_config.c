@@ -21,12 +21,12 @@ static const char *const all_keys[] = {
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
     "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
     "cpu_offloading_double_buffering", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
-    "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers",
+    "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers", "optimizer_cpu_offload",
+    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d",
     /* not available yet */
-    "cpu_offloading_weights", "optimizer_cpu_offload",
-    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
+    "cpu_offloading_weights"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 70 /* the first 70 of all_keys */
+#define AVAILABLE_KEY_COUNT 73 /* the first 73 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -129,6 +129,9 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->checkpoint_trainable_layers_only == b->checkpoint_trainable_layers_only && a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
         a->cpu_offloading_activations == b->cpu_offloading_activations &&
         a->cpu_offloading_double_buffering == b->cpu_offloading_double_buffering && a->bf16 == b->bf16 &&
+        a->optimizer_cpu_offload == b->optimizer_cpu_offload &&
+        a->optimizer_offload_fraction == b->optimizer_offload_fraction &&
+        a->overlap_cpu_optimizer_d2h_h2d == b->overlap_cpu_optimizer_d2h_h2d &&
         a->fp16 == b->fp16 && a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r &&
         a->lora_alpha == b->lora_alpha && a->lora_dropout == b->lora_dropout &&
         a->lora_target_modules == b->lora_target_modules && a->lora_target_linear == b->lora_target_linear &&
@@ -439,7 +442,7 @@ static void test_help_and_docs(const char *source_dir) {
                   strstr(text, "hidden_states") && strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
     const char *reserved = strstr(text, "Not available yet");
-    TT_EXPECT(reserved && strstr(reserved, "\n  optimizer_cpu_offload ") && strstr(reserved, "\n  cpu_offloading_weights ") &&
+    TT_EXPECT(reserved && strstr(reserved, "\n  cpu_offloading_weights ") &&
                   !strstr(reserved, "\n  seed "),
               "the keys of later features are listed apart");
 
@@ -460,7 +463,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`cpu_offloading_weights`") && strstr(later, "`optimizer_cpu_offload`"),
+        TT_EXPECT(later && strstr(later, "`cpu_offloading_weights`"),
                   "docs list the reserved keys under Not available yet");
     }
     free(docs);
@@ -603,8 +606,20 @@ static void test_errors(void) {
     tt_expect_die(load_file,
                   yaml_file("lo.yaml", VALID "layer_offloading: true\nactivation_offloading: true\nuse_pin_memory: false\n"),
                   "layer_offloading streams frozen layers from pinned host memory, but use_pin_memory is false");
-    tt_expect_die(load_file, yaml_file("frac.yaml", "optimizer_offload_fraction: 0.5\n"),
-                  "optimizer_offload_fraction is not available yet");
+    /* optimizer offload: Megatron's three keys against each other and against master_weights */
+    tt_expect_die(load_file, yaml_file("frac.yaml", VALID "optimizer_offload_fraction: 0.5\n"),
+                  "optimizer_offload_fraction is 0.5 but optimizer_cpu_offload is false; set optimizer_cpu_offload: "
+                  "true");
+    tt_expect_die(load_file, yaml_file("frac2.yaml", VALID "optimizer_cpu_offload: true\noptimizer_offload_fraction: 1.5\n"),
+                  "optimizer_offload_fraction must be in [0, 1], got 1.5");
+    tt_expect_die(load_file, yaml_file("frac3.yaml", VALID "optimizer_cpu_offload: true\noptimizer_offload_fraction: half\n"),
+                  "optimizer_offload_fraction: expected a number, got 'half'");
+    tt_expect_die(load_file, yaml_file("overlap.yaml", VALID "overlap_cpu_optimizer_d2h_h2d: true\n"),
+                  "overlap_cpu_optimizer_d2h_h2d is true but optimizer_cpu_offload is false");
+    tt_expect_die(load_file, yaml_file("offload_bf16.yaml", VALID "optimizer_cpu_offload: true\nmaster_weights: false\n"),
+                  "optimizer_cpu_offload keeps fp32 master weights and fp32 AdamW moments on the host, but "
+                  "master_weights is false");
+    tt_expect_die(load_override, "optimizer_cpu_offload=yes", "optimizer_cpu_offload: expected true or false");
     TT_EXPECT(loads("gck_ok.yaml", VALID "gradient_checkpointing_kwargs: {use_reentrant: false}\n"),
               "gradient_checkpointing_kwargs: {use_reentrant: false} is accepted");
     tt_expect_die(load_file, yaml_file("gck.yaml", "gradient_checkpointing_kwargs: {preserve_rng_state: false}\n"),
@@ -648,7 +663,7 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory: expected true or false");
     tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir: expected a string");
     tt_expect_die(load_file, yaml_file("quotednull.yaml", "cpu_offloading_weights: \"~\"\n"), "cpu_offloading_weights is not available yet");
-    tt_expect_die(load_override, "optimizer_cpu_offload=True", "optimizer_cpu_offload is not available yet");
+    tt_expect_die(load_override, "cpu_offloading_weights=True", "cpu_offloading_weights is not available yet");
     /* datasets */
     tt_expect_die(load_file, yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: alpaca\n"),
                   "ds.yaml:4: datasets entry 2: type 'alpaca' is not supported");
@@ -778,6 +793,13 @@ static void test_accepted(void) {
                                             "selective_checkpointing: {save: [attention], offload: false}\n"),
               "selective_checkpointing with gradient_checkpointing");
     TT_EXPECT(loads("selective_off.yaml", VALID "selective_checkpointing: {}\n"), "selective_checkpointing: {} is off");
+    TT_EXPECT(loads("optoffload.yaml", VALID "optimizer_cpu_offload: true\noptimizer_offload_fraction: 0.3\n"
+                                             "overlap_cpu_optimizer_d2h_h2d: true\n"),
+              "Megatron's optimizer offload keys");
+    TT_EXPECT(loads("optoffload_default.yaml", VALID "optimizer_cpu_offload: true\n"),
+              "optimizer offload, the fraction defaulting to 1");
+    TT_EXPECT(loads("optoffload_off.yaml", VALID "optimizer_cpu_offload: false\noptimizer_offload_fraction: 1.0\n"),
+              "the default fraction without optimizer offload changes nothing");
     TT_EXPECT(loads("megatron.yaml", VALID "recompute_granularity: full\nrecompute_method: block\n"
                                            "recompute_num_layers: 2\nselective_checkpointing: {save: [attention]}\n"),
               "Megatron's block recompute, with selective checkpointing");

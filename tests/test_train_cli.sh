@@ -147,6 +147,45 @@ for mode in "gradient_checkpointing=false;activation_offloading=true" \
 done
 "$tiertrain" plan --config run.yaml "${overrides[@]}" cpu_offloading=true cpu_offloading_num_layers=1 > plan_megatron.txt
 check "the plan shows Megatron's offload" grep -q "the kept activations of 1 layer" plan_megatron.txt
+
+# Optimizer offload (Megatron's optimizer_cpu_offload): a share of the parameters updated by the CPU AdamW
+# from host memory, after the backward or layer by layer beside it, the same bits as the run without it;
+# a resume with it continues the run without it bit for bit. (Not with the bf16 recipe: it needs master
+# weights.)
+if [[ " ${overrides[*]} " != *" master_weights=false "* ]]; then
+  "$tiertrain" plan --config run.yaml "${overrides[@]}" optimizer_cpu_offload=true optimizer_offload_fraction=0.5 \
+    > plan_optimizer.txt
+  check "the plan shows the optimizer offload split" \
+    grep -Eq "optimizer offload \(optimizer_offload_fraction 0.5\): .*trainable parameters.*pinned memory: master" \
+    plan_optimizer.txt
+  "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_noclip max_grad_norm=0 > train_noclip.txt 2>&1
+  for mode in "optimizer_cpu_offload=true" \
+    "optimizer_cpu_offload=true;optimizer_offload_fraction=0.5" \
+    "optimizer_cpu_offload=true;optimizer_offload_fraction=0" \
+    "optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true" \
+    "optimizer_cpu_offload=true;optimizer_offload_fraction=0.5;overlap_cpu_optimizer_d2h_h2d=true;debug_copy_delay_us=3000" \
+    "optimizer_cpu_offload=true;optimizer_offload_fraction=0.7;overlap_cpu_optimizer_d2h_h2d=true;gradient_checkpointing=true;activation_offloading=hidden_states" \
+    "optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true;max_grad_norm=0" \
+    "optimizer_cpu_offload=true;max_grad_norm=0"; do
+    name=opt_$(echo "$mode" | tr -c 'a-z0-9\n' '_' | cut -c1-100)
+    IFS=';' read -r -a mode_args <<< "$mode"
+    "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir="out_$name" "${mode_args[@]}" > "train_$name.txt" 2>&1
+    check "$mode: training succeeds" test $? -eq 0
+    reference=out_a
+    case "$mode" in *max_grad_norm=0*) reference=out_noclip ;; esac
+    check "$mode: weights are bit-identical" cmp -s $reference/model.safetensors "out_$name/model.safetensors"
+    check "$mode: optimizer state is bit-identical" \
+      cmp -s $reference/checkpoint-6/optimizer.safetensors "out_$name/checkpoint-6/optimizer.safetensors"
+    case "$mode" in *fraction=0\;*|*fraction=0) continue ;; esac
+    check "$mode: the report gives the CPU AdamW's bandwidth" grep -Eq "CPU AdamW \(.*\): [0-9.]+ GB/s" "train_$name.txt"
+  done
+  mkdir -p out_opt_resume && cp -r out_a/checkpoint-3 out_opt_resume/
+  "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_opt_resume optimizer_cpu_offload=true \
+    optimizer_offload_fraction=0.5 overlap_cpu_optimizer_d2h_h2d=true --resume > train_opt_resume.txt 2>&1
+  check "resumed with optimizer offload: training succeeds" test $? -eq 0
+  check "resumed with optimizer offload: weights are bit-identical" \
+    cmp -s out_a/model.safetensors out_opt_resume/model.safetensors
+fi
 "$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true activation_offloading=true \
   min_offload_size=1GB > plan_min.txt
 check "min_offload_size keeps small inputs on the compute tier" bash -c '! grep -q "pinned" plan_min.txt'
@@ -245,7 +284,8 @@ for mode in "gradient_checkpointing=true" "gradient_checkpointing=true;selective
             "gradient_checkpointing=true;activation_offloading=true" \
             "gradient_checkpointing=true;activation_offloading=hidden_states" \
             "cpu_offloading=true;cpu_offloading_num_layers=1" \
-            "layer_offloading=true" "layer_offloading=true;gradient_checkpointing=true;activation_offloading=hidden_states"; do
+            "layer_offloading=true" "layer_offloading=true;gradient_checkpointing=true;activation_offloading=hidden_states" \
+            "layer_offloading=true;optimizer_cpu_offload=true;optimizer_offload_fraction=0.5;overlap_cpu_optimizer_d2h_h2d=true"; do
   # (with LoRA, activation_offloading: true offloads every kept tensor instead of recomputing)
   IFS=';' read -r -a mode_keys <<< "$mode"
   rm -rf out_lm

@@ -459,6 +459,29 @@ static const key_spec key_table[] = {
      .default_text = "false",
      .help = "Megatron's: two staging buffers for the offloaded activations, so a layer's copy out overlaps the next "
              "layer's forward (false: one, and each layer waits for the previous copy)"},
+    {.name = "optimizer_cpu_offload",
+     .type = KEY_BOOL,
+     .offset = FIELD(optimizer_cpu_offload),
+     .default_text = "false",
+     .help = "Megatron's: the fp32 master weights and AdamW moments of optimizer_offload_fraction of the trainable "
+             "parameters (whole layers from the top of the stack: final norm and LM head, then layers L-1 down) live "
+             "in pinned host memory and are updated there by the SIMD CPU AdamW; the rest stay on the compute device"},
+    {.name = "optimizer_offload_fraction",
+     .type = KEY_FLOAT,
+     .offset = FIELD(optimizer_offload_fraction),
+     .default_text = "1.0",
+     .range = CLOSED(0, 1),
+     .help = "Megatron's: the share of the trainable parameters optimizer_cpu_offload updates on the CPU, rounded to "
+             "the nearest whole layer; 1: all of them, 0: none. Without optimizer_cpu_offload only 1 or 0 (both: "
+             "nothing offloaded) is accepted"},
+    {.name = "overlap_cpu_optimizer_d2h_h2d",
+     .type = KEY_BOOL,
+     .offset = FIELD(overlap_cpu_optimizer_d2h_h2d),
+     .default_text = "false",
+     .help = "Megatron's: with optimizer_cpu_offload, a layer's gradients go to the host as soon as its backward is "
+             "done, a CPU thread updates it while the GPU goes on (once the gradient norm is known when max_grad_norm "
+             "> 0), and its new weights come back before the next forward reaches it; false: the copies and the CPU "
+             "update run after the backward, synchronously"},
     {.name = "min_offload_size",
      .type = KEY_BYTES,
      .offset = FIELD(min_offload_size),
@@ -577,9 +600,6 @@ static const key_spec key_table[] = {
      .help = "tf32 matmuls (only false in this version)"},
     /* keys of later features: accepted only with their off value */
     RESERVED("cpu_offloading_weights", "Megatron: offload weights"),
-    RESERVED("optimizer_cpu_offload", "master weights and Adam state on the host, a CPU AdamW"),
-    RESERVED("optimizer_offload_fraction", "share of the optimizer state on the host (0..1)"),
-    RESERVED("overlap_cpu_optimizer_d2h_h2d", "overlap the CPU optimizer's copies with compute"),
 };
 
 enum { KEY_COUNT = (int)(sizeof key_table / sizeof key_table[0]) };
@@ -1493,6 +1513,17 @@ void tt_run_config_validate(const tt_run_config *c) {
         tt_die("cpu_offloading_num_layers is %lld but cpu_offloading is false; set cpu_offloading: true, or remove "
                "cpu_offloading_num_layers",
                (long long)c->cpu_offloading_num_layers);
+    if (!c->optimizer_cpu_offload && c->optimizer_offload_fraction != 1.0 && c->optimizer_offload_fraction != 0.0)
+        tt_die("optimizer_offload_fraction is %g but optimizer_cpu_offload is false; set optimizer_cpu_offload: true "
+               "to update that share of the parameters on the CPU, or remove optimizer_offload_fraction",
+               c->optimizer_offload_fraction);
+    if (!c->optimizer_cpu_offload && c->overlap_cpu_optimizer_d2h_h2d)
+        tt_die("overlap_cpu_optimizer_d2h_h2d is true but optimizer_cpu_offload is false: there are no CPU optimizer "
+               "copies to overlap; set optimizer_cpu_offload: true, or remove overlap_cpu_optimizer_d2h_h2d");
+    if (c->optimizer_cpu_offload && !c->master_weights)
+        tt_die("optimizer_cpu_offload keeps fp32 master weights and fp32 AdamW moments on the host, but "
+               "master_weights is false (bf16 parameters and AdamW state, no master copy); set master_weights: true, "
+               "or remove optimizer_cpu_offload");
     const bool streamed_mode = c->activation_offloading == 1 || c->activation_offloading == 4;
     if (!streamed_mode && (c->max_fwd_stash_size != 1 || c->min_offload_size != 1024))
         tt_die("%s is set but activation_offloading is %s; it applies to activation_offloading: true or "
@@ -1503,7 +1534,8 @@ void tt_run_config_validate(const tt_run_config *c) {
                "(legacy is the unstreamed mode, hidden_states is always pinned and streamed); remove it or set "
                "activation_offloading: true",
                !c->use_pin_memory ? "use_pin_memory" : "use_streams", offload_mode);
-    if (c->debug_copy_delay_us && c->activation_offloading == 0 && !c->cpu_offloading && !c->selective_offload)
+    if (c->debug_copy_delay_us && c->activation_offloading == 0 && !c->cpu_offloading && !c->selective_offload &&
+        !c->optimizer_cpu_offload)
         tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "
                "debug_copy_delay_us");
     if (c->adapter == TT_ADAPTER_NONE && c->lora_key_given)

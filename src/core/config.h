@@ -94,6 +94,12 @@ typedef struct tt_run_config {
     int64_t cpu_offloading_num_layers;
     bool cpu_offloading_activations;
     bool cpu_offloading_double_buffering;
+    /* Megatron's optimizer offload: optimizer_offload_fraction of the trainable parameters (whole layers from
+     * the top of the stack) keep fp32 master weights and AdamW moments in pinned host memory, updated by the
+     * CPU AdamW */
+    bool optimizer_cpu_offload;
+    double optimizer_offload_fraction;
+    bool overlap_cpu_optimizer_d2h_h2d; /* copies and CPU updates per layer, beside the GPU's work */
     bool use_reentrant;           /* gradient_checkpointing_kwargs (same arithmetic either way) */
     tt_recompute_granularity recompute_granularity; /* Megatron's keys */
     tt_recompute_method recompute_method;

@@ -113,6 +113,9 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->min_offload_bytes = offload_true ? (size_t)run->min_offload_size : 0;
     plan->copy_delay_us = (unsigned)run->debug_copy_delay_us;
     plan->stream_frozen_layers = run->layer_offloading;
+    plan->optimizer_offload = run->optimizer_cpu_offload;
+    plan->optimizer_offload_fraction = run->optimizer_cpu_offload ? run->optimizer_offload_fraction : 0.0;
+    plan->optimizer_overlap = run->optimizer_cpu_offload && run->overlap_cpu_optimizer_d2h_h2d;
 }
 
 void tt_plan_free(tt_plan *plan) {

@@ -55,6 +55,12 @@ typedef struct tt_plan {
     unsigned copy_delay_us;  /* race stress: random delay before each copy (debug_copy_delay_us) */
     bool stream_frozen_layers; /* layer_offloading: frozen decoder layers live in pinned host memory */
     const char *offload_dir; /* where the disk tier's file goes (borrowed from the run config) */
+    /* Optimizer offload (optimizer_cpu_offload): about optimizer_offload_fraction of the trainable parameters,
+     * whole units from the top of the stack (size_table.h), keep fp32 master weights and AdamW moments in host
+     * memory and are updated by the CPU AdamW; optimizer_overlap: per unit, beside the compute. */
+    bool optimizer_offload;
+    double optimizer_offload_fraction;
+    bool optimizer_overlap;
     size_t activation_bytes; /* bytes per activation element (4 on the CPU backend, 2 in bf16) */
     size_t weight_bytes;     /* bytes per parameter of the compute copy the ops read */
     size_t gradient_bytes;   /* bytes per parameter gradient */

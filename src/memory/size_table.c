@@ -1,6 +1,7 @@
 #include "memory/size_table.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
@@ -28,6 +29,49 @@ size_t tt_offloaded_block_bytes(const tt_size_table *t, const tt_plan *plan, int
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
         if ((slots >> i) & 1u) bytes += t->saved_slot[i];
     return bytes;
+}
+
+/* The unit of a trainable parameter: 0 the embedding, l + 1 decoder layer l, L + 1 the final norm and LM head. */
+static int64_t unit_of(const tt_param_info *p, int64_t num_layers) {
+    if (p->kind == TT_PARAM_EMBED) return 0;
+    if (p->kind == TT_PARAM_FINAL_NORM || p->kind == TT_PARAM_LM_HEAD) return num_layers + 1;
+    return p->layer + 1;
+}
+
+void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, int64_t *start) {
+    const int64_t units = num_layers + 2;
+    for (int64_t u = 0; u <= units; u++) start[u] = params->trainable_numel;
+    for (int i = 0; i < params->count; i++) {
+        const tt_param_info *p = &params->params[i];
+        if (!p->trainable) continue;
+        const int64_t u = unit_of(p, num_layers), at = p->offset - params->trainable_start;
+        if (at < start[u]) start[u] = at;
+    }
+    /* an empty unit starts where the next one does */
+    for (int64_t u = units - 1; u >= 0; u--)
+        if (start[u] > start[u + 1]) start[u] = start[u + 1];
+    /* the parameter table keeps each unit contiguous and in this order (params.h) */
+    for (int i = 0; i < params->count; i++) {
+        const tt_param_info *p = &params->params[i];
+        if (!p->trainable) continue;
+        const int64_t u = unit_of(p, num_layers), at = p->offset - params->trainable_start;
+        TT_CHECK(at >= start[u] && at + p->numel <= start[u + 1], "parameter %s lies outside its optimizer unit",
+                 p->name);
+    }
+}
+
+int64_t tt_optimizer_first_host_unit(const int64_t *start, int64_t num_layers, double fraction) {
+    const int64_t units = num_layers + 2, total = start[units];
+    int64_t best = units;
+    double best_error = fraction * (double)total; /* nothing on the host */
+    for (int64_t u = units - 1; u >= 0; u--) {
+        const double error = fabs((double)(total - start[u]) - fraction * (double)total);
+        if (error < best_error) {
+            best_error = error;
+            best = u;
+        }
+    }
+    return best;
 }
 
 void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_param_table *params,
@@ -117,8 +161,23 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     }
     t->weights = bytes_of(params->trainable_numel, plan->weight_bytes);
     t->gradients = bytes_of(params->trainable_numel, plan->gradient_bytes);
-    t->master = bytes_of(params->trainable_numel, plan->master_bytes);
-    t->optimizer_state = 2 * bytes_of(params->trainable_numel, plan->moment_bytes);
+    /* Optimizer offload moves the master weights and moments of a trailing run of whole units to host memory,
+     * fp32 whatever the compute tier keeps, with staging for the gradients and (when the compute copy is not
+     * fp32: the fp32 master is what goes back otherwise) the new weights. */
+    t->optimizer_host_start = params->trainable_numel;
+    if (plan->optimizer_offload) {
+        int64_t *start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
+        tt_optimizer_unit_starts(params, m->num_layers, start);
+        t->optimizer_host_start = start[tt_optimizer_first_host_unit(start, m->num_layers, plan->optimizer_offload_fraction)];
+        free(start);
+    }
+    t->optimizer_host_numel = params->trainable_numel - t->optimizer_host_start;
+    t->master = bytes_of(t->optimizer_host_start, plan->master_bytes);
+    t->optimizer_state = 2 * bytes_of(t->optimizer_host_start, plan->moment_bytes);
+    t->host_master = bytes_of(t->optimizer_host_numel, sizeof(float));
+    t->host_optimizer_state = 2 * bytes_of(t->optimizer_host_numel, sizeof(float));
+    t->host_gradients = bytes_of(t->optimizer_host_numel, plan->gradient_bytes);
+    t->host_weights = plan->weight_bytes != sizeof(float) ? bytes_of(t->optimizer_host_numel, plan->weight_bytes) : 0;
 
     /* The step program's order on the compute tier (see step.c):
      *   persistent: frozen weights, trainable weights, gradients, master, m, v, rope cos/sin, batch
@@ -188,7 +247,12 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     const size_t host_inputs = (size_t)to_host * t->layer_input + (to_disk ? 2 * t->disk_slot : 0);
     t->class_peak[TT_CLASS_LAYER_INPUT][t->host_tier] = host_inputs;
     t->class_peak[TT_CLASS_SAVED_ACTIVATION][t->host_tier] = blocks;
-    t->tier_peak[t->host_tier] = host_inputs + blocks;
+    t->class_peak[TT_CLASS_MASTER][t->host_tier] = t->host_master;
+    t->class_peak[TT_CLASS_OPTIMIZER_STATE][t->host_tier] = t->host_optimizer_state;
+    t->class_peak[TT_CLASS_GRADIENT][t->host_tier] = t->host_gradients;
+    t->class_peak[tt_trainable_weight_class(params)][t->host_tier] = t->host_weights;
+    t->tier_peak[t->host_tier] =
+        host_inputs + blocks + t->host_master + t->host_optimizer_state + t->host_gradients + t->host_weights;
     if (t->streamed_weights_host) { /* the pinned copy of the frozen weights (layer_offloading) */
         t->class_peak[TT_CLASS_FROZEN_WEIGHT][TT_TIER_PINNED] = t->streamed_weights_host;
         t->tier_peak[TT_TIER_PINNED] += t->streamed_weights_host;
@@ -277,4 +341,40 @@ void tt_size_table_print_layers(const tt_size_table *t, const tt_plan *plan, con
                 tt_format_bytes(kept, kept_text, sizeof kept_text), tt_format_bytes(again, again_text, sizeof again_text));
         l = end + 1;
     }
+}
+
+void tt_size_table_print_optimizer(const tt_size_table *t, const tt_plan *plan, const tt_param_table *params,
+                                   FILE *out) {
+    if (!plan->optimizer_offload) return;
+    const int64_t L = plan->num_layers, n = params->trainable_numel;
+    int64_t *start = tt_xcalloc((size_t)L + 3, sizeof(int64_t), "optimizer units");
+    tt_optimizer_unit_starts(params, L, start);
+    const int64_t first = tt_optimizer_first_host_unit(start, L, plan->optimizer_offload_fraction);
+    free(start);
+    char what[96];
+    if (t->optimizer_host_numel == 0)
+        snprintf(what, sizeof what, "nothing");
+    else if (first == 0)
+        snprintf(what, sizeof what, "everything");
+    else if (first == L)
+        snprintf(what, sizeof what, "layer %lld, final norm and LM head", (long long)(L - 1));
+    else if (first < L)
+        snprintf(what, sizeof what, "layers %lld-%lld, final norm and LM head", (long long)(first - 1), (long long)(L - 1));
+    else
+        snprintf(what, sizeof what, "final norm and LM head");
+    char master[32], moments[32], gradients[32], weights[32], device_master[32], device_moments[32];
+    fprintf(out,
+            "  optimizer offload (optimizer_offload_fraction %g): %s, %.3fM of %.3fM trainable parameters (%.1f%%), "
+            "updated by the CPU AdamW %s; %s memory: master %s, moments %s, gradient staging %s, weight staging %s; "
+            "%s: master %s, moments %s\n",
+            plan->optimizer_offload_fraction, what, (double)t->optimizer_host_numel / 1e6, (double)n / 1e6,
+            n ? 100.0 * (double)t->optimizer_host_numel / (double)n : 0.0,
+            plan->optimizer_overlap ? "layer by layer beside the compute (overlap_cpu_optimizer_d2h_h2d)"
+                                    : "after the backward",
+            tt_tier_name(t->host_tier), tt_format_bytes(t->host_master, master, sizeof master),
+            tt_format_bytes(t->host_optimizer_state, moments, sizeof moments),
+            tt_format_bytes(t->host_gradients, gradients, sizeof gradients),
+            tt_format_bytes(t->host_weights, weights, sizeof weights), tt_tier_name(plan->compute_tier),
+            tt_format_bytes(t->master, device_master, sizeof device_master),
+            tt_format_bytes(t->optimizer_state, device_moments, sizeof device_moments));
 }

@@ -59,6 +59,13 @@ typedef struct tt_size_table {
      * streamed layer; two are pushed) and the frozen parameters that stay on the compute tier;
      * frozen_weights is then resident + two buffers. 0 without layer_offloading. */
     size_t streamed_weights_host, weight_ring, frozen_resident;
+    /* Optimizer offload: the trainable parameters from optimizer_host_start on (trainable layout, a unit
+     * boundary; trainable_numel when nothing is offloaded) keep their fp32 master weights and AdamW moments in
+     * host memory (host_tier), with host staging buffers for their gradients (gradient precision) and, when the
+     * compute copy is not fp32, their new weights; master and optimizer_state above count the compute tier's
+     * share, [0, optimizer_host_start). */
+    int64_t optimizer_host_start, optimizer_host_numel;
+    size_t host_master, host_optimizer_state, host_gradients, host_weights;
 
     /* Peaks: per class and tier (each class at its own worst moment), and per tier (the
      * arena's high-water mark: the bytes it reserves). */
@@ -76,6 +83,16 @@ static inline tt_class tt_trainable_weight_class(const tt_param_table *params) {
 tt_slot_set tt_offloaded_slots(const tt_size_table *table, const tt_plan *plan, int64_t l);
 size_t tt_offloaded_block_bytes(const tt_size_table *table, const tt_plan *plan, int64_t l);
 
+/* Optimizer offload's units, in the order of the trainable layout: the embedding (unit 0), decoder layer l
+ * (unit l + 1; its adapters with LoRA) and the final norm with the LM head (unit L + 1). Unit u is the
+ * trainable elements [start[u], start[u + 1]) (padding included; empty where nothing trains); start has
+ * num_layers + 3 entries. The backward finishes their gradients from the last unit down, so the host share is a
+ * run of whole units at the end. */
+void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, int64_t *start);
+/* The first unit of the host share: the unit boundary whose trailing share of the trainable parameters is nearest
+ * to fraction (ties: the smaller share); num_layers + 2 when nothing is offloaded. */
+int64_t tt_optimizer_first_host_unit(const int64_t *start, int64_t num_layers, double fraction);
+
 void tt_size_table_compute(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend);
 
@@ -87,5 +104,10 @@ void tt_size_table_print_layers(const tt_size_table *table, const tt_plan *plan,
 /* Prints per class and tier. measured (indexed by tier, NULL entries skipped) adds the
  * arenas' measured peaks beside the estimate. */
 void tt_size_table_print(const tt_size_table *table, FILE *out, const tt_arena *const measured[TT_TIER_COUNT]);
+
+/* One line on optimizer offload (nothing when it is off): which units, how many parameters, the bytes on each
+ * tier. */
+void tt_size_table_print_optimizer(const tt_size_table *table, const tt_plan *plan, const tt_param_table *params,
+                                   FILE *out);
 
 #endif

@@ -3,9 +3,11 @@
  * and are converted to the run's formats on the way. Only at load and save time, never in a
  * step, so a host staging buffer per call is fine. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "train/optimizer_offload.h"
 #include "train/step.h"
 
 /* Uploads n fp32 host values into a compute-tier buffer of format dtype. */
@@ -31,9 +33,21 @@ static void download_as(const tt_backend *b, float *host, const void *src, tt_dt
     free(staged);
 }
 
+/* The trainable elements whose master weights and moments live on the compute tier: all of them, or with
+ * optimizer offload those before the host share. */
+static size_t compute_share(const tt_model_state *s) {
+    return s->optimizer_offload ? (size_t)s->optimizer_offload->host_start : (size_t)s->params.trainable_numel;
+}
+
 void tt_model_set_weights(tt_model_state *s, const float *host) {
     const size_t n = (size_t)s->params.total_numel, first = (size_t)s->params.trainable_start;
-    if (s->master) s->backend->upload(s->master, host + first, (n - first) * sizeof(float));
+    const size_t share = compute_share(s);
+    tt_optimizer_offload *offload = s->optimizer_offload;
+    tt_optimizer_offload_finish(offload);
+    if (s->master && share) s->backend->upload(s->master, host + first, share * sizeof(float));
+    /* the host share's fp32 copy: its master weights (on the CPU backend the compute copy is the same fp32) */
+    if (offload && offload->host_numel)
+        memcpy(offload->master, host + first + share, (size_t)offload->host_numel * sizeof(float));
     if (s->frozen_host) { /* layer_offloading: the frozen part goes to its pinned copy, then the GPU's */
         tt_convert_from_f32(s->frozen_host, s->plan.precision.activation, host, first);
         tt_weight_stream_reload(&s->stream, &s->params);
@@ -45,32 +59,56 @@ void tt_model_set_weights(tt_model_state *s, const float *host) {
 
 void tt_model_get_weights(const tt_model_state *s, float *host) {
     const size_t n = (size_t)s->params.total_numel, first = (size_t)s->params.trainable_start;
-    if (s->frozen_host) {
+    const size_t share = compute_share(s);
+    tt_optimizer_offload *offload = s->optimizer_offload;
+    tt_optimizer_offload_finish(offload);
+    if (s->frozen_host) { /* layer_offloading: the frozen part from its pinned copy */
         tt_convert_to_f32(host, s->frozen_host, s->plan.precision.activation, first);
-        if (s->master)
-            s->backend->download(host + first, s->master, (n - first) * sizeof(float));
-        else
+        if (!s->plan.precision.master) {
             download_as(s->backend, host + first, s->trainable_weights, s->plan.precision.activation, n - first);
+            return;
+        }
+        if (share) s->backend->download(host + first, s->master, share * sizeof(float));
+        if (offload && offload->host_numel)
+            memcpy(host + first + share, offload->master, (size_t)offload->host_numel * sizeof(float));
         return;
     }
-    if (s->master) { /* frozen parameters have no master copy: their compute copy is all there is */
+    if (s->plan.precision.master) { /* frozen parameters have no master copy: their compute copy is all there is */
         download_as(s->backend, host, s->weights, s->plan.precision.activation, first);
-        s->backend->download(host + first, s->master, (n - first) * sizeof(float));
+        if (share) s->backend->download(host + first, s->master, share * sizeof(float));
+        if (offload && offload->host_numel)
+            memcpy(host + first + share, offload->master, (size_t)offload->host_numel * sizeof(float));
     } else {
         download_as(s->backend, host, s->weights, s->plan.precision.activation, n);
     }
 }
 
 void tt_model_set_moments(tt_model_state *s, const float *host_m, const float *host_v) {
-    const size_t n = (size_t)s->params.trainable_numel;
-    upload_as(s->backend, s->adam_m, s->plan.precision.moment, host_m, n);
-    upload_as(s->backend, s->adam_v, s->plan.precision.moment, host_v, n);
+    const size_t share = compute_share(s);
+    tt_optimizer_offload *offload = s->optimizer_offload;
+    tt_optimizer_offload_finish(offload);
+    if (share) {
+        upload_as(s->backend, s->adam_m, s->plan.precision.moment, host_m, share);
+        upload_as(s->backend, s->adam_v, s->plan.precision.moment, host_v, share);
+    }
+    if (offload && offload->host_numel) {
+        memcpy(offload->m, host_m + share, (size_t)offload->host_numel * sizeof(float));
+        memcpy(offload->v, host_v + share, (size_t)offload->host_numel * sizeof(float));
+    }
 }
 
 void tt_model_get_moments(const tt_model_state *s, float *host_m, float *host_v) {
-    const size_t n = (size_t)s->params.trainable_numel;
-    download_as(s->backend, host_m, s->adam_m, s->plan.precision.moment, n);
-    download_as(s->backend, host_v, s->adam_v, s->plan.precision.moment, n);
+    const size_t share = compute_share(s);
+    tt_optimizer_offload *offload = s->optimizer_offload;
+    tt_optimizer_offload_finish(offload);
+    if (share) {
+        download_as(s->backend, host_m, s->adam_m, s->plan.precision.moment, share);
+        download_as(s->backend, host_v, s->adam_v, s->plan.precision.moment, share);
+    }
+    if (offload && offload->host_numel) {
+        memcpy(host_m + share, offload->m, (size_t)offload->host_numel * sizeof(float));
+        memcpy(host_v + share, offload->v, (size_t)offload->host_numel * sizeof(float));
+    }
 }
 
 void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t *targets) {

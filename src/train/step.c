@@ -8,6 +8,7 @@
 #include "core/trace.h"
 #include "ops/dropout_mask.h"
 #include "train/lora_step.h"
+#include "train/optimizer_offload.h"
 
 /* Pointers to one layer's saved activations (NULL for absent slots). */
 typedef struct saved_tensors {
@@ -127,9 +128,12 @@ static void init_offload(tt_model_state *s) {
     if (host && tier != plan->compute_tier) {
         if (plan->pinned_budget && host > plan->pinned_budget) {
             char need[32], have[32];
-            tt_die("activation offloading needs %s of %s host memory but host_memory_budget allows %s; raise "
+            tt_die("%s needs %s of %s host memory but host_memory_budget allows %s; raise "
                    "host_memory_budget, lower sequence_len, or offload less (activation_offloading, "
-                   "cpu_offloading_num_layers, selective_checkpointing offload)",
+                   "cpu_offloading_num_layers, selective_checkpointing offload, optimizer_offload_fraction)",
+                   s->sizes.optimizer_host_numel ? "offloading (optimizer_cpu_offload's master weights and moments "
+                                                   "included)"
+                                                 : "activation offloading",
                    tt_format_bytes(host, need, sizeof need), tt_tier_name(tier),
                    tt_format_bytes(plan->pinned_budget, have, sizeof have));
         }
@@ -242,6 +246,7 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
 
     const int64_t L = s->config.num_layers;
     init_offload(s);
+    s->optimizer_offload = tt_optimizer_offload_create(s, 0);
     s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
@@ -279,6 +284,7 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
 
 void tt_model_state_free(tt_model_state *s) {
     s->backend->set_scratch(NULL, 0);
+    tt_optimizer_offload_free(s->optimizer_offload);
     tt_offload_store_free(&s->inputs);
     tt_offload_store_free(&s->saved);
     tt_weight_stream_free(&s->stream);
@@ -616,6 +622,7 @@ static void offload_input(tt_model_state *s, int64_t l, bool train) {
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
     if (tt_offload_store_in_ring(&s->inputs, 0)) tt_offload_store_before_write(&s->inputs, 0);
+    tt_optimizer_offload_before_forward(s->optimizer_offload, 0);
     s->backend->embedding_forward(x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
     offload_input(s, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
@@ -628,6 +635,7 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
         if (tt_offload_store_offloaded(&s->saved, l)) tt_offload_store_before_write(&s->saved, l);
         const bool saved_offloaded = train && tt_offload_store_offloaded(&s->saved, l);
         if (s->plan.stream_frozen_layers) tt_weight_stream_need(&s->stream, l, l + 1);
+        tt_optimizer_offload_before_forward(s->optimizer_offload, l + 1);
         const uint64_t start = trace_mark(s);
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
@@ -682,11 +690,13 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
     void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
     void *d_head = tt_arena_push(&s->arena, s->sizes.d_head, TT_CLASS_WORKSPACE, "d final norm output");
+    tt_optimizer_offload_before_forward(s->optimizer_offload, L + 1);
     b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = b->lm_head_loss(d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N, D,
                                       c->vocab_size, s->plan.loss_chunk, logits, loss_scale, count);
     b->zero(d_residual, (size_t)(N * D) * s->plan.activation_bytes);
     b->rmsnorm_backward(d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
+    tt_optimizer_offload_after_backward(s->optimizer_offload, L + 1);
     trace_memory(s);
     trace_layer(s, "compute", "LM head and loss", -1, head_start);
     tt_arena_pop_to(&s->arena, head_mark);
@@ -723,6 +733,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         backward_scratch scratch;
         push_backward(s, &scratch);
         attention_backward(s, l, x[l], all.slot, &scratch, d_residual);
+        tt_optimizer_offload_after_backward(s->optimizer_offload, l + 1);
         trace_memory(s);
         trace_layer(s, "compute", "backward", l, backward_start);
         tt_arena_pop_to(&s->arena, kept[l].mark);
@@ -730,6 +741,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         if (tt_offload_store_offloaded(&s->saved, l)) tt_offload_store_release(&s->saved, l);
     }
     if (s->g.embed) b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
+    tt_optimizer_offload_after_backward(s->optimizer_offload, 0);
 
     trace_flush(s, true);
     tt_arena_pop_to(&s->arena, step_mark);
@@ -747,6 +759,7 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
     void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
+    tt_optimizer_offload_before_forward(s->optimizer_offload, L + 1);
     b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = b->lm_head_loss(NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D, c->vocab_size,
                                       s->plan.loss_chunk, logits, 0.0, count);

@@ -41,6 +41,8 @@ typedef struct tt_model_state {
     void *gradients;          /* plan.precision.gradient */
     float *master;            /* fp32 master weights, or NULL (plan.precision.master) */
     void *adam_m, *adam_v;    /* plan.precision.moment */
+    /* With optimizer offload, master, adam_m and adam_v hold the compute tier's share only, the trainable elements
+     * [0, sizes.optimizer_host_start); the rest live in host memory (optimizer_offload). */
     tt_model_view w, g;       /* views of weights and gradients (g: NULL for frozen parameters) */
     tt_layer_view *w_layers, *g_layers; /* [L] */
 
@@ -61,6 +63,9 @@ typedef struct tt_model_state {
     uint64_t lora_dropout_seed;
     bool lora_dropout_on;
     void *lora_dropout_buffer;
+    /* Optimizer offload (optimizer_offload.h), or NULL: the host share's master weights and moments, and the hooks
+     * the step calls before the forward reads a unit's weights and after the backward finished its gradients. */
+    struct tt_optimizer_offload *optimizer_offload;
 } tt_model_state;
 
 /* Takes ownership of config and plan. Reserves the arena from the size table (an error if it

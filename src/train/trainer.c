@@ -20,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/optimizer.h"
+#include "train/optimizer_offload.h"
 #include "train/schedule.h"
 #include "train/step.h"
 
@@ -72,6 +73,7 @@ static void print_header(const tt_model_config *m, const tt_param_table *params,
     fprintf(out, "device: %s\n", device->description);
     tt_plan_print(plan, m, out);
     tt_size_table_print_layers(sizes, plan, m, out);
+    tt_size_table_print_optimizer(sizes, plan, params, out);
     tt_size_table_print(sizes, out, NULL);
 }
 
@@ -192,12 +194,20 @@ static void save_final_weights(const tt_model_state *model, const tt_run_config 
 static void report_offload(tt_model_state *model) {
     const tt_offload_store *inputs = &model->inputs;
     if (!model->host.base && !inputs->disk) return;
+    const tt_size_table *t = &model->sizes;
+    const bool activations = inputs->disk || t->class_peak[TT_CLASS_LAYER_INPUT][t->host_tier] ||
+                             t->class_peak[TT_CLASS_SAVED_ACTIVATION][t->host_tier];
+    const bool optimizer = t->optimizer_host_numel > 0;
     model->backend->synchronize();
     size_t to_host = 0, to_device = 0;
     double copy_seconds = 0, exposed_seconds = 0;
     model->backend->copy_stats(&to_host, &to_device, &copy_seconds, &exposed_seconds);
     char out[32], back[32];
-    printf("  offloaded activations: %s copied to %s memory, %s copied back", tt_format_bytes(to_host, out, sizeof out),
+    printf("  %s: %s copied to %s memory, %s copied back",
+           activations && optimizer ? "offload copies (activations and optimizer)"
+           : activations            ? "offloaded activations"
+                                    : "optimizer offload copies (gradients out, weights back)",
+           tt_format_bytes(to_host, out, sizeof out),
            inputs->disk ? "pinned (on the way to disk)" : tt_tier_name(model->host.tier),
            tt_format_bytes(to_device, back, sizeof back));
     if (copy_seconds > 0)
@@ -312,6 +322,12 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         double loss_sum = 0;
         int64_t counted = 0;
         for (int64_t micro = 0; micro < accumulation; micro++) {
+            /* the last micro-batch's backward finishes the gradients: optimizer offload with overlap starts
+             * moving (and, without clipping, updating) the host share layer by layer */
+            if (micro == accumulation - 1)
+                tt_optimizer_offload_expect_gradients(model.optimizer_offload, &adamw,
+                                                      (float)tt_lr_at(&schedule, trainer.global_step),
+                                                      trainer.global_step + 1);
             tt_model_set_batch(&model, step_inputs + micro * N, step_targets + micro * N);
             model.lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer.global_step, micro);
             int64_t count = 0;
@@ -390,6 +406,12 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     printf("memory, estimate vs measured peak:\n");
     tt_size_table_print(&model.sizes, stdout, measured);
     report_offload(&model);
+    if (model.optimizer_offload) {
+        tt_optimizer_offload_finish(model.optimizer_offload);
+        char line[256];
+        tt_optimizer_offload_describe(model.optimizer_offload, line, sizeof line);
+        if (line[0]) printf("  %s\n", line);
+    }
     const size_t outside = model.backend->bytes_outside_arenas();
     if (outside) {
         char text[32];

@@ -1,0 +1,372 @@
+/* Optimizer offload: the schedule and the worker thread (see optimizer_offload.h for the orderings). */
+#include "train/optimizer_offload.h"
+
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/check.h"
+#include "memory/size_table.h"
+
+typedef enum unit_phase {
+    UNIT_IDLE,     /* nothing pending on the host */
+    UNIT_QUEUED,   /* its gradient copy out is under way; the worker will update it */
+    UNIT_UPDATING, /* the worker is on it */
+    UNIT_UPDATED,  /* new weights in host memory; the main thread starts their copy back */
+} unit_phase;
+
+struct tt_optimizer_offload_unit {
+    int64_t start, end;     /* elements of the host share (empty: start == end, or a compute-tier unit) */
+    unit_phase phase;       /* under the worker's lock */
+    uint64_t gradient_copy; /* ticket of this step's copy out */
+    uint64_t weight_copy;   /* ticket of the copy back the compute stream has not waited for yet, or 0 */
+    bool stamped;           /* queued with its update's scalars (the gradient scale known) */
+    tt_cpu_adamw_scalars scalars;
+    /* the host segments clipped to the unit, in host-share elements */
+    int segments;
+    int64_t *segment_start;        /* [segments + 1] */
+    unsigned char *segment_decays; /* [segments] */
+};
+
+struct tt_optimizer_offload_worker {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* a unit's phase, the scale or stopping changed */
+    bool stopping;
+    bool scale_known;            /* the armed update's scalars are final: units queued from now on get them */
+    tt_cpu_adamw_scalars scalars;
+    /* main thread only: the armed step */
+    bool armed;
+    float learning_rate;
+    int64_t step;
+    bool clipping;
+};
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The segments of [lo, hi) of the param table's trainable layout, rebased to lo. */
+static int clip_segments(const int64_t *start, const unsigned char *decays, int count, int64_t lo, int64_t hi,
+                         int64_t **out_start, unsigned char **out_decays) {
+    int n = 0;
+    *out_start = tt_xcalloc((size_t)count + 1, sizeof(int64_t), "optimizer segments");
+    *out_decays = tt_xcalloc((size_t)count + 1, 1, "optimizer segments");
+    for (int s = 0; s < count; s++) {
+        const int64_t a = start[s] > lo ? start[s] : lo, b = start[s + 1] < hi ? start[s + 1] : hi;
+        if (a >= b) continue;
+        (*out_start)[n] = a - lo;
+        (*out_start)[n + 1] = b - lo;
+        (*out_decays)[n] = decays[s];
+        n++;
+    }
+    return n;
+}
+
+static bool unit_on_host(const tt_optimizer_offload *o, int64_t u) {
+    return u >= o->first_host_unit && u <= o->num_layers + 1 && o->units[u].end > o->units[u].start;
+}
+
+/* The CPU AdamW over elements [start, end) of the host share (any thread; one at a time). */
+static void update_host_range(tt_optimizer_offload *o, int segments, const int64_t *segment_start,
+                              const unsigned char *segment_decays, const tt_cpu_adamw_scalars *scalars) {
+    if (segments <= 0) return;
+    const double t0 = now_seconds();
+    tt_cpu_adamw_pool_update(o->pool, o->master, o->m, o->v, o->gradients, o->weights_bf16, segment_start,
+                             segment_decays, segments, scalars);
+    const int64_t n = segment_start[segments] - segment_start[0];
+    o->adamw_seconds += now_seconds() - t0;
+    o->adamw_parameters += n;
+    /* read master, m, v, gradient; write master, m, v and the bf16 copy */
+    o->adamw_bytes += (double)n * (16.0 + 12.0 + (o->weights_bf16 ? 2.0 : 0.0));
+}
+
+static void *worker_main(void *arg) {
+    tt_optimizer_offload *o = arg;
+    struct tt_optimizer_offload_worker *w = o->worker;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        int64_t pick = -1;
+        while (!w->stopping) {
+            /* the lowest queued unit with its scalars: the next forward needs it first */
+            for (int64_t u = o->first_host_unit; u <= o->num_layers + 1 && pick < 0; u++)
+                if (o->units[u].phase == UNIT_QUEUED && o->units[u].stamped) pick = u;
+            if (pick >= 0) break;
+            pthread_cond_wait(&w->changed, &w->lock);
+        }
+        if (w->stopping) break;
+        tt_optimizer_offload_unit *unit = &o->units[pick];
+        unit->phase = UNIT_UPDATING;
+        const tt_cpu_adamw_scalars scalars = unit->scalars;
+        const uint64_t copy = unit->gradient_copy;
+        pthread_mutex_unlock(&w->lock);
+        o->backend->copy_host_wait(copy);
+        update_host_range(o, unit->segments, unit->segment_start, unit->segment_decays, &scalars);
+        pthread_mutex_lock(&w->lock);
+        unit->phase = UNIT_UPDATED;
+        pthread_cond_broadcast(&w->changed);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads) {
+    if (!s->plan.optimizer_offload) return NULL;
+    const tt_precision *p = &s->plan.precision;
+    if (p->gradient != TT_F32 || p->moment != TT_F32)
+        tt_die("optimizer_cpu_offload needs fp32 gradients and moments (master_weights: true)");
+    tt_optimizer_offload *o = tt_xcalloc(1, sizeof *o, "optimizer offload");
+    const int64_t L = s->config.num_layers;
+    o->backend = s->backend;
+    o->state = s;
+    o->num_layers = L;
+    o->overlap = s->plan.optimizer_overlap;
+    o->unit_start = tt_xcalloc((size_t)L + 3, sizeof(int64_t), "optimizer units");
+    tt_optimizer_unit_starts(&s->params, L, o->unit_start);
+    o->first_host_unit = tt_optimizer_first_host_unit(o->unit_start, L, s->plan.optimizer_offload_fraction);
+    o->host_start = s->sizes.optimizer_host_start;
+    o->host_numel = s->sizes.optimizer_host_numel;
+    TT_CHECK(o->unit_start[o->first_host_unit] == o->host_start, "the host share starts at a unit boundary");
+    o->weight_bytes = s->plan.weight_bytes;
+    o->gradient_bytes = s->plan.gradient_bytes;
+    o->device_weights = (unsigned char *)s->trainable_weights + (size_t)o->host_start * o->weight_bytes;
+    o->device_gradients = (unsigned char *)s->gradients + (size_t)o->host_start * o->gradient_bytes;
+
+    const tt_param_table *t = &s->params;
+    o->device_segments = clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments, 0,
+                                       o->host_start, &o->device_segment_start, &o->device_segment_decays);
+    o->host_segments = clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments,
+                                     o->host_start, t->trainable_numel, &o->host_segment_start, &o->host_segment_decays);
+    o->units = tt_xcalloc((size_t)L + 2, sizeof(tt_optimizer_offload_unit), "optimizer units");
+    for (int64_t u = 0; u < L + 2; u++) {
+        tt_optimizer_offload_unit *unit = &o->units[u];
+        if (u >= o->first_host_unit) {
+            unit->start = o->unit_start[u] - o->host_start;
+            unit->end = o->unit_start[u + 1] - o->host_start;
+        }
+        unit->segments = clip_segments(o->host_segment_start, o->host_segment_decays, o->host_segments, unit->start,
+                                       unit->end, &unit->segment_start, &unit->segment_decays);
+        for (int k = 0; k <= unit->segments; k++) unit->segment_start[k] += unit->start; /* host-share elements */
+    }
+    if (o->host_numel == 0) return o;
+
+    TT_CHECK(s->host.base != NULL, "the size table gives optimizer offload a host arena");
+    o->master = tt_arena_push(&s->host, s->sizes.host_master, TT_CLASS_MASTER, "offloaded master weights");
+    o->m = tt_arena_push(&s->host, s->sizes.host_optimizer_state / 2, TT_CLASS_OPTIMIZER_STATE,
+                         "offloaded AdamW first moment");
+    o->v = tt_arena_push(&s->host, s->sizes.host_optimizer_state / 2, TT_CLASS_OPTIMIZER_STATE,
+                         "offloaded AdamW second moment");
+    o->gradients = tt_arena_push(&s->host, s->sizes.host_gradients, TT_CLASS_GRADIENT, "offloaded gradient staging");
+    o->weights_bf16 = s->sizes.host_weights ? tt_arena_push(&s->host, s->sizes.host_weights,
+                                                            tt_trainable_weight_class(&s->params),
+                                                            "offloaded weight staging")
+                                            : NULL;
+    TT_CHECK(o->weights_bf16 == NULL || o->weight_bytes == 2, "bf16 weight staging");
+    memset(o->master, 0, s->sizes.host_master);
+    memset(o->m, 0, s->sizes.host_optimizer_state / 2);
+    memset(o->v, 0, s->sizes.host_optimizer_state / 2);
+    memset(o->gradients, 0, s->sizes.host_gradients);
+
+    o->pool = tt_cpu_adamw_pool_create(threads > 0 ? threads : omp_get_max_threads(), tt_cpu_adamw_best_isa());
+    if (o->overlap) {
+        o->worker = tt_xcalloc(1, sizeof *o->worker, "optimizer offload worker");
+        pthread_mutex_init(&o->worker->lock, NULL);
+        pthread_cond_init(&o->worker->changed, NULL);
+        if (pthread_create(&o->worker->thread, NULL, worker_main, o) != 0)
+            tt_die("could not start the CPU optimizer thread (overlap_cpu_optimizer_d2h_h2d); set "
+                   "overlap_cpu_optimizer_d2h_h2d: false");
+    }
+    return o;
+}
+
+void tt_optimizer_offload_free(tt_optimizer_offload *o) {
+    if (!o) return;
+    if (o->worker) {
+        /* queued units whose update never came (a run stopped on a non-finite gradient) are dropped */
+        pthread_mutex_lock(&o->worker->lock);
+        o->worker->stopping = true;
+        pthread_cond_broadcast(&o->worker->changed);
+        pthread_mutex_unlock(&o->worker->lock);
+        pthread_join(o->worker->thread, NULL);
+        pthread_mutex_destroy(&o->worker->lock);
+        pthread_cond_destroy(&o->worker->changed);
+        free(o->worker);
+    }
+    /* copies still reading or writing the host arena end before it is freed */
+    if (o->host_numel) o->backend->synchronize();
+    tt_cpu_adamw_pool_free(o->pool);
+    for (int64_t u = 0; u < o->num_layers + 2; u++) {
+        free(o->units[u].segment_start);
+        free(o->units[u].segment_decays);
+    }
+    free(o->units);
+    free(o->unit_start);
+    free(o->device_segment_start);
+    free(o->device_segment_decays);
+    free(o->host_segment_start);
+    free(o->host_segment_decays);
+    free(o);
+}
+
+/* Starts the copy back of every updated unit (main thread). */
+static void copy_back_updated(tt_optimizer_offload *o) {
+    if (!o->worker) return;
+    /* under the lock: the worker never holds it while it waits on the copy engine, so no order inversion */
+    pthread_mutex_lock(&o->worker->lock);
+    for (int64_t u = 0; u < o->num_layers + 2; u++) {
+        tt_optimizer_offload_unit *unit = &o->units[u];
+        if (unit->phase != UNIT_UPDATED) continue;
+        unit->phase = UNIT_IDLE;
+        const size_t n = (size_t)(unit->end - unit->start);
+        const void *from = o->weights_bf16 ? (const void *)(o->weights_bf16 + unit->start)
+                                           : (const void *)(o->master + unit->start);
+        unit->weight_copy = o->backend->copy_async((unsigned char *)o->device_weights + (size_t)unit->start * o->weight_bytes,
+                                                   from, n * o->weight_bytes, false, 0);
+    }
+    pthread_mutex_unlock(&o->worker->lock);
+}
+
+/* Blocks until unit u is neither queued nor being updated (main thread). false: it is queued for an update whose
+ * gradient scale never came. */
+static bool wait_for_unit(tt_optimizer_offload *o, int64_t u) {
+    struct tt_optimizer_offload_worker *w = o->worker;
+    pthread_mutex_lock(&w->lock);
+    while (o->units[u].phase == UNIT_UPDATING || (o->units[u].phase == UNIT_QUEUED && o->units[u].stamped))
+        pthread_cond_wait(&w->changed, &w->lock);
+    const bool stranded = o->units[u].phase == UNIT_QUEUED;
+    pthread_mutex_unlock(&w->lock);
+    return !stranded;
+}
+
+void tt_optimizer_offload_expect_gradients(tt_optimizer_offload *o, const tt_adamw_settings *settings,
+                                           float learning_rate, int64_t step) {
+    if (!o || !o->worker) return;
+    /* the previous step's units may still be on their way: they carry their own scalars */
+    struct tt_optimizer_offload_worker *w = o->worker;
+    w->armed = true;
+    w->learning_rate = learning_rate;
+    w->step = step;
+    w->clipping = settings->max_grad_norm > 0.0f;
+    pthread_mutex_lock(&w->lock);
+    /* without clipping the factor is 1 and known now, so the worker updates each unit as it arrives */
+    w->scale_known = !w->clipping;
+    if (!w->clipping)
+        w->scalars = tt_cpu_adamw_scalars_for(learning_rate, settings->beta1, settings->beta2, settings->epsilon,
+                                              settings->weight_decay, step, 1.0f);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void tt_optimizer_offload_before_forward(tt_optimizer_offload *o, int64_t u) {
+    if (!o || !o->worker) return;
+    copy_back_updated(o);
+    if (!unit_on_host(o, u)) return;
+    TT_CHECK(wait_for_unit(o, u), "the forward reads unit %lld before the optimizer step that updates it",
+             (long long)u);
+    copy_back_updated(o);
+    tt_optimizer_offload_unit *unit = &o->units[u];
+    if (unit->weight_copy) {
+        o->backend->copy_wait(unit->weight_copy);
+        unit->weight_copy = 0;
+    }
+}
+
+void tt_optimizer_offload_after_backward(tt_optimizer_offload *o, int64_t u) {
+    if (!o || !o->worker || !o->worker->armed || !unit_on_host(o, u)) return;
+    tt_optimizer_offload_unit *unit = &o->units[u];
+    const size_t n = (size_t)(unit->end - unit->start), at = (size_t)unit->start * o->gradient_bytes;
+    const uint64_t ticket = o->backend->copy_async((unsigned char *)o->gradients + at,
+                                                   (unsigned char *)o->device_gradients + at, n * o->gradient_bytes,
+                                                   true, 0);
+    struct tt_optimizer_offload_worker *w = o->worker;
+    pthread_mutex_lock(&w->lock);
+    TT_CHECK(unit->phase == UNIT_IDLE, "unit %lld's gradients arrive twice in one step", (long long)u);
+    unit->gradient_copy = ticket;
+    unit->phase = UNIT_QUEUED;
+    unit->stamped = w->scale_known;
+    unit->scalars = w->scalars;
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_settings *settings, float lr, int64_t step,
+                                 float grad_scale) {
+    tt_model_state *s = o->state;
+    if (o->device_segments > 0) /* the compute tier's share, as without offload */
+        s->backend->adamw_update(s->trainable_weights, s->master, s->gradients, s->adam_m, s->adam_v,
+                                 o->device_segment_start, o->device_segment_decays, o->device_segments, lr,
+                                 settings->beta1, settings->beta2, settings->epsilon, settings->weight_decay, step,
+                                 grad_scale);
+    if (o->host_numel == 0) return;
+    struct tt_optimizer_offload_worker *w = o->worker;
+    if (w && w->armed) {
+        TT_CHECK(w->learning_rate == lr && w->step == step, "the update is the one armed");
+        TT_CHECK(w->clipping || grad_scale == 1.0f, "no clipping, no scale");
+        w->armed = false;
+        pthread_mutex_lock(&w->lock);
+        if (w->clipping) {
+            w->scalars = tt_cpu_adamw_scalars_for(lr, settings->beta1, settings->beta2, settings->epsilon,
+                                                  settings->weight_decay, step, grad_scale);
+            w->scale_known = true;
+            for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+                if (o->units[u].phase == UNIT_QUEUED && !o->units[u].stamped) {
+                    o->units[u].scalars = w->scalars;
+                    o->units[u].stamped = true;
+                }
+            pthread_cond_broadcast(&w->changed);
+        }
+        pthread_mutex_unlock(&w->lock);
+        /* the next step zeroes the gradients on the compute stream: after the copies out have read them */
+        for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+            if (unit_on_host(o, u)) o->backend->copy_wait(o->units[u].gradient_copy);
+        copy_back_updated(o);
+        return;
+    }
+    /* After the backward, synchronously: the share's gradients out, the CPU AdamW, the weights back. */
+    tt_optimizer_offload_finish(o);
+    const uint64_t out = o->backend->copy_async(o->gradients, o->device_gradients,
+                                                (size_t)o->host_numel * o->gradient_bytes, true, 0);
+    o->backend->copy_host_wait(out);
+    const tt_cpu_adamw_scalars scalars = tt_cpu_adamw_scalars_for(lr, settings->beta1, settings->beta2,
+                                                                  settings->epsilon, settings->weight_decay, step,
+                                                                  grad_scale);
+    update_host_range(o, o->host_segments, o->host_segment_start, o->host_segment_decays, &scalars);
+    const void *from = o->weights_bf16 ? (const void *)o->weights_bf16 : (const void *)o->master;
+    const uint64_t back = o->backend->copy_async(o->device_weights, from, (size_t)o->host_numel * o->weight_bytes,
+                                                 false, out);
+    o->backend->copy_wait(back); /* the next forward reads them; the host goes on */
+    o->units[o->first_host_unit].weight_copy = back; /* finish() waits for it on the host */
+}
+
+void tt_optimizer_offload_finish(tt_optimizer_offload *o) {
+    if (!o || o->host_numel == 0) return;
+    if (o->worker) {
+        for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+            if (unit_on_host(o, u) && !wait_for_unit(o, u)) {
+                /* its update never came (the step stopped before it): it stays as it was */
+                pthread_mutex_lock(&o->worker->lock);
+                o->units[u].phase = UNIT_IDLE;
+                pthread_mutex_unlock(&o->worker->lock);
+            }
+        copy_back_updated(o);
+    }
+    for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+        if (o->units[u].weight_copy) {
+            o->backend->copy_host_wait(o->units[u].weight_copy);
+            o->units[u].weight_copy = 0;
+        }
+}
+
+void tt_optimizer_offload_describe(const tt_optimizer_offload *o, char *buf, size_t size) {
+    buf[0] = 0;
+    if (!o || o->adamw_parameters == 0 || o->adamw_seconds <= 0) return;
+    snprintf(buf, size,
+             "CPU AdamW (%s, %d threads): %.2f GB/s (read + written) over %.3fM parameters per step, %.3f s in %lld "
+             "parameter updates",
+             tt_cpu_adamw_isa_name(tt_cpu_adamw_pool_isa(o->pool)), tt_cpu_adamw_pool_threads(o->pool),
+             o->adamw_bytes / o->adamw_seconds / 1e9, (double)o->host_numel / 1e6, o->adamw_seconds,
+             (long long)o->adamw_parameters);
+}

@@ -11,7 +11,8 @@
 # legacy or disk for tiertrain (each with gradient checkpointing); the peer runs once per model,
 # length and mode it has (gc, hidden_states); save_on_cpu runs the peer alone (no checkpointing,
 # torch.autograd.graph.save_on_cpu); layer_offloading+hidden_states streams the frozen base too
-# (tiertrain; the peer runs hidden_states). An optional sixth field: full (default) or lora<r>
+# (tiertrain; the peer runs hidden_states); optimizer_cpu_offload puts the whole optimizer on the
+# CPU with overlap (tiertrain only; use the master recipe: the offload keeps fp32 master weights). An optional sixth field: full (default) or lora<r>
 # (LoRA of rank r on all seven linear projections, alpha 2r, on both sides; the peer uses peft).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,12 +45,17 @@ for c in $cases; do
   rm -rf "$run_dir"
   offload=false
   layer_offloading=false
-  case $memory in hidden_states|true|legacy|disk) offload=$memory ;; layer_offloading+hidden_states) offload=hidden_states; layer_offloading=true ;; esac
+  optimizer_args=()
+  case $memory in
+    hidden_states|true|legacy|disk) offload=$memory ;;
+    layer_offloading+hidden_states) offload=hidden_states; layer_offloading=true ;;
+    optimizer_cpu_offload) optimizer_args=(optimizer_cpu_offload=true optimizer_offload_fraction=1.0 overlap_cpu_optimizer_d2h_h2d=true) ;;
+  esac
   if [ "$memory" != save_on_cpu ]; then
   "$tiertrain" train model_config="$here/models/$model" datasets="[$tokens]" sequence_len=$seq micro_batch_size=1 \
     max_steps=$((steps + warmup)) gradient_checkpointing=true loss_chunk_size=4096 master_weights=$master \
     attn_implementation=$attention activation_offloading=$offload offload_dir="$out" layer_offloading=$layer_offloading \
-    "${adapter_args[@]}" \
+    "${adapter_args[@]}" "${optimizer_args[@]}" \
     learning_rate=1e-5 warmup_steps=0 weight_decay=0 val_set_size=0 save_strategy=no progress=false \
     output_dir="$run_dir" > "$run_dir.log" 2>&1 || { echo "tiertrain failed: $run_dir.log"; tail -20 "$run_dir.log"; continue; }
   python3 - "$run_dir/metrics.jsonl" "$model" "$seq" "$recipe" "$warmup" "$attention" "$memory" "$adapter" >> "$results" <<'PY'
@@ -61,7 +67,7 @@ peak = max(r.get("mem_gpu_peak_bytes", 0) for r in rows)
 print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": recipe, "attention": attention,
                   "memory": memory, "adapter": adapter, "tok_s": seq / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"]}))
 PY
-  grep -h "offloaded activations\|disk tier\|layer_offloading:" "$run_dir.log" || true
+  grep -h "offloaded activations\|disk tier\|layer_offloading:\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi
   peer_memory=
   case $memory in gc|hidden_states|save_on_cpu) peer_memory=$memory ;; layer_offloading+hidden_states) peer_memory=hidden_states ;; esac

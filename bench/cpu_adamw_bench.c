@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
         tt_cpu_adamw_pool *pool = tt_cpu_adamw_pool_create(threads, (tt_cpu_adamw_isa)isa);
         double best = 1e30;
         for (int step = 1; step <= 6; step++) {
-            const tt_cpu_adamw_scalars k = tt_cpu_adamw_scalars_for(1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, step, 1.0f);
+            const tt_adamw_scalars k = tt_adamw_scalars_for(1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, step, 1.0f);
             const double t0 = now_seconds();
             tt_cpu_adamw_pool_update(pool, master, m, v, g, w, start, decays, 1, &k);
             const double t = now_seconds() - t0;

@@ -108,7 +108,7 @@ static void test_bit_identity(void) {
             adamw_state reference = random_state(n, (uint64_t)(n * 31 + step));
             adamw_state input = copy_state(&reference);
             backend_adamw(&reference, start, decays, segments, lr, wd, step, grad_scale);
-            const tt_cpu_adamw_scalars k = tt_cpu_adamw_scalars_for(lr, 0.9f, 0.999f, 1e-8f, wd, step, grad_scale);
+            const tt_adamw_scalars k = tt_adamw_scalars_for(lr, 0.9f, 0.999f, 1e-8f, wd, step, grad_scale);
             for (size_t ii = 0; ii < 3; ii++) {
                 if (!tt_cpu_adamw_isa_supported(isas[ii])) {
                     printf("  %s: not supported by this CPU, skipped\n", tt_cpu_adamw_isa_name(isas[ii]));
@@ -152,7 +152,7 @@ static void test_special_values(void) {
     unsigned char decays[1] = {0};
     adamw_state reference = copy_state(&input);
     backend_adamw(&reference, start, decays, 1, 1e-3f, 0.0f, 2, 1.0f);
-    const tt_cpu_adamw_scalars k = tt_cpu_adamw_scalars_for(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 2, 1.0f);
+    const tt_adamw_scalars k = tt_adamw_scalars_for(1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 2, 1.0f);
     for (int isa = TT_CPU_ADAMW_SCALAR; isa <= TT_CPU_ADAMW_AVX512; isa++) {
         if (!tt_cpu_adamw_isa_supported((tt_cpu_adamw_isa)isa)) continue;
         adamw_state s = copy_state(&input);
@@ -179,7 +179,7 @@ static void test_against_double(void) {
     adamw_state input = copy_state(&s);
     const float lr = 3e-3f, wd = 0.05f, grad_scale = 0.5f;
     const int64_t step = 4;
-    const tt_cpu_adamw_scalars k = tt_cpu_adamw_scalars_for(lr, 0.9f, 0.999f, 1e-8f, wd, step, grad_scale);
+    const tt_adamw_scalars k = tt_adamw_scalars_for(lr, 0.9f, 0.999f, 1e-8f, wd, step, grad_scale);
     tt_cpu_adamw_pool *pool = tt_cpu_adamw_pool_create(2, tt_cpu_adamw_best_isa());
     int64_t start[2] = {0, n};
     unsigned char decays[1] = {1};

@@ -17,23 +17,6 @@
  * is computed the same way either way. */
 #define ADAMW_PARALLEL_MIN_ELEMENTS 65536
 
-tt_cpu_adamw_scalars tt_cpu_adamw_scalars_for(float lr, float beta1, float beta2, float eps, float weight_decay,
-                                              int64_t step, float grad_scale) {
-    TT_CHECK(step >= 1, "adamw step %lld must be >= 1", (long long)step);
-    const double bias_correction1 = 1.0 - pow((double)beta1, (double)step);
-    const double bias_correction2 = 1.0 - pow((double)beta2, (double)step);
-    return (tt_cpu_adamw_scalars){
-        .beta1 = beta1,
-        .one_minus_beta1 = (float)(1.0 - (double)beta1),
-        .beta2 = beta2,
-        .one_minus_beta2 = (float)(1.0 - (double)beta2),
-        .eps = eps,
-        .neg_step_size = (float)(-((double)lr / bias_correction1)),
-        .bias_correction2_sqrt = (float)sqrt(bias_correction2),
-        .grad_scale = grad_scale,
-        .decay = (float)(1.0 - (double)lr * (double)weight_decay),
-    };
-}
 
 /* tt_f32_to_bf16's rounding: to nearest even, NaN kept quiet. */
 static inline uint16_t round_to_bf16(float x) {
@@ -45,7 +28,7 @@ static inline uint16_t round_to_bf16(float x) {
 
 /* The CPU backend's element update (ops_cpu_impl.h adamw_update), operation for operation. */
 static void adamw_scalar(float *p, float *m, float *v, const float *g, uint16_t *w, int64_t n,
-                         const tt_cpu_adamw_scalars *k, float decay) {
+                         const tt_adamw_scalars *k, float decay) {
     for (int64_t i = 0; i < n; i++) {
         const float gi = g[i] * k->grad_scale;
         float pi = p[i] * decay;
@@ -62,7 +45,7 @@ static void adamw_scalar(float *p, float *m, float *v, const float *g, uint16_t 
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) static void adamw_avx2(float *p, float *m, float *v, const float *g, uint16_t *w,
-                                                        int64_t n, const tt_cpu_adamw_scalars *k, float decay) {
+                                                        int64_t n, const tt_adamw_scalars *k, float decay) {
     const __m256 beta1 = _mm256_set1_ps(k->beta1), one_minus_beta1 = _mm256_set1_ps(k->one_minus_beta1);
     const __m256 beta2 = _mm256_set1_ps(k->beta2), one_minus_beta2 = _mm256_set1_ps(k->one_minus_beta2);
     const __m256 eps = _mm256_set1_ps(k->eps), neg_step_size = _mm256_set1_ps(k->neg_step_size);
@@ -98,7 +81,7 @@ __attribute__((target("avx2"))) static void adamw_avx2(float *p, float *m, float
 }
 
 __attribute__((target("avx512f"))) static void adamw_avx512(float *p, float *m, float *v, const float *g,
-                                                             uint16_t *w, int64_t n, const tt_cpu_adamw_scalars *k,
+                                                             uint16_t *w, int64_t n, const tt_adamw_scalars *k,
                                                              float decay) {
     const __m512 beta1 = _mm512_set1_ps(k->beta1), one_minus_beta1 = _mm512_set1_ps(k->one_minus_beta1);
     const __m512 beta2 = _mm512_set1_ps(k->beta2), one_minus_beta2 = _mm512_set1_ps(k->one_minus_beta2);
@@ -161,7 +144,7 @@ const char *tt_cpu_adamw_isa_name(tt_cpu_adamw_isa isa) {
 }
 
 void tt_cpu_adamw_range(tt_cpu_adamw_isa isa, float *master, float *m, float *v, const float *g,
-                        uint16_t *weight_bf16, int64_t n, const tt_cpu_adamw_scalars *scalars, float decay) {
+                        uint16_t *weight_bf16, int64_t n, const tt_adamw_scalars *scalars, float decay) {
     if (n <= 0) return;
 #if defined(__x86_64__)
     if (isa == TT_CPU_ADAMW_AVX512) {
@@ -185,7 +168,7 @@ typedef struct adamw_job {
     const int64_t *segment_start;
     const unsigned char *segment_decays;
     int segments;
-    const tt_cpu_adamw_scalars *scalars;
+    const tt_adamw_scalars *scalars;
     int shares; /* threads taking part */
 } adamw_job;
 
@@ -294,7 +277,7 @@ tt_cpu_adamw_isa tt_cpu_adamw_pool_isa(const tt_cpu_adamw_pool *pool) { return p
 
 void tt_cpu_adamw_pool_update(tt_cpu_adamw_pool *pool, float *master, float *m, float *v, const float *g,
                               uint16_t *weight_bf16, const int64_t *segment_start, const unsigned char *segment_decays,
-                              int segments, const tt_cpu_adamw_scalars *scalars) {
+                              int segments, const tt_adamw_scalars *scalars) {
     if (segments <= 0) return;
     const int64_t total = segment_start[segments] - segment_start[0];
     adamw_job job = {.master = master, .m = m, .v = v, .g = g, .weight_bf16 = weight_bf16,

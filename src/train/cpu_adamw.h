@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ops/adamw_scalars.h"
+
 typedef enum tt_cpu_adamw_isa {
     TT_CPU_ADAMW_SCALAR,
     TT_CPU_ADAMW_AVX2,
@@ -31,24 +33,14 @@ const char *tt_cpu_adamw_isa_name(tt_cpu_adamw_isa isa);
 /* false when this CPU cannot run it */
 bool tt_cpu_adamw_isa_supported(tt_cpu_adamw_isa isa);
 
-/* The per-step scalars, derived exactly as the CPU backend and the CUDA kernel derive them:
- * bias corrections and the step size in double (as torch's python floats), used as float. */
-typedef struct tt_cpu_adamw_scalars {
-    float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-    float neg_step_size;         /* -lr / (1 - beta1^step) */
-    float bias_correction2_sqrt; /* sqrt(1 - beta2^step) */
-    float grad_scale;            /* the clipping factor the gradient is multiplied by first */
-    float decay;                 /* 1 - lr * weight_decay: decaying segments; the others use 1 */
-} tt_cpu_adamw_scalars;
-
-tt_cpu_adamw_scalars tt_cpu_adamw_scalars_for(float lr, float beta1, float beta2, float eps, float weight_decay,
-                                              int64_t step, float grad_scale);
+/* The per-step scalars are ops/adamw_scalars.h's: the same derivation as the CPU backend and the
+ * CUDA kernel. */
 
 /* One range on the calling thread: master, m, v updated in place from the fp32 gradient g;
  * when weight_bf16 is not NULL the new master weights are also written there rounded to bf16
  * (to nearest even, as the GPU does). decay: scalars->decay or 1. */
 void tt_cpu_adamw_range(tt_cpu_adamw_isa isa, float *master, float *m, float *v, const float *g,
-                        uint16_t *weight_bf16, int64_t n, const tt_cpu_adamw_scalars *scalars, float decay);
+                        uint16_t *weight_bf16, int64_t n, const tt_adamw_scalars *scalars, float decay);
 
 typedef struct tt_cpu_adamw_pool tt_cpu_adamw_pool;
 
@@ -62,6 +54,6 @@ tt_cpu_adamw_isa tt_cpu_adamw_pool_isa(const tt_cpu_adamw_pool *pool);
  * when segment_decays[s]), as the backend's adamw_update with a master copy. */
 void tt_cpu_adamw_pool_update(tt_cpu_adamw_pool *pool, float *master, float *m, float *v, const float *g,
                               uint16_t *weight_bf16, const int64_t *segment_start, const unsigned char *segment_decays,
-                              int segments, const tt_cpu_adamw_scalars *scalars);
+                              int segments, const tt_adamw_scalars *scalars);
 
 #endif

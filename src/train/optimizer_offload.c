@@ -23,7 +23,7 @@ struct tt_optimizer_offload_unit {
     uint64_t gradient_copy; /* ticket of this step's copy out */
     uint64_t weight_copy;   /* ticket of the copy back the compute stream has not waited for yet, or 0 */
     bool stamped;           /* queued with its update's scalars (the gradient scale known) */
-    tt_cpu_adamw_scalars scalars;
+    tt_adamw_scalars scalars;
     /* the host segments clipped to the unit, in host-share elements */
     int segments;
     int64_t *segment_start;        /* [segments + 1] */
@@ -36,7 +36,7 @@ struct tt_optimizer_offload_worker {
     pthread_cond_t changed; /* a unit's phase, the scale or stopping changed */
     bool stopping;
     bool scale_known;            /* the armed update's scalars are final: units queued from now on get them */
-    tt_cpu_adamw_scalars scalars;
+    tt_adamw_scalars scalars;
     /* main thread only: the armed step */
     bool armed;
     float learning_rate;
@@ -73,7 +73,7 @@ static bool unit_on_host(const tt_optimizer_offload *o, int64_t u) {
 
 /* The CPU AdamW over elements [start, end) of the host share (any thread; one at a time). */
 static void update_host_range(tt_optimizer_offload *o, int segments, const int64_t *segment_start,
-                              const unsigned char *segment_decays, const tt_cpu_adamw_scalars *scalars) {
+                              const unsigned char *segment_decays, const tt_adamw_scalars *scalars) {
     if (segments <= 0) return;
     const double t0 = now_seconds();
     tt_cpu_adamw_pool_update(o->pool, o->master, o->m, o->v, o->gradients, o->weights_bf16, segment_start,
@@ -101,7 +101,7 @@ static void *worker_main(void *arg) {
         if (w->stopping) break;
         tt_optimizer_offload_unit *unit = &o->units[pick];
         unit->phase = UNIT_UPDATING;
-        const tt_cpu_adamw_scalars scalars = unit->scalars;
+        const tt_adamw_scalars scalars = unit->scalars;
         const uint64_t copy = unit->gradient_copy;
         pthread_mutex_unlock(&w->lock);
         o->backend->copy_host_wait(copy);
@@ -255,7 +255,7 @@ void tt_optimizer_offload_expect_gradients(tt_optimizer_offload *o, const tt_ada
     /* without clipping the factor is 1 and known now, so the worker updates each unit as it arrives */
     w->scale_known = !w->clipping;
     if (!w->clipping)
-        w->scalars = tt_cpu_adamw_scalars_for(learning_rate, settings->beta1, settings->beta2, settings->epsilon,
+        w->scalars = tt_adamw_scalars_for(learning_rate, settings->beta1, settings->beta2, settings->epsilon,
                                               settings->weight_decay, step, 1.0f);
     pthread_mutex_unlock(&w->lock);
 }
@@ -308,7 +308,7 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
         w->armed = false;
         pthread_mutex_lock(&w->lock);
         if (w->clipping) {
-            w->scalars = tt_cpu_adamw_scalars_for(lr, settings->beta1, settings->beta2, settings->epsilon,
+            w->scalars = tt_adamw_scalars_for(lr, settings->beta1, settings->beta2, settings->epsilon,
                                                   settings->weight_decay, step, grad_scale);
             w->scale_known = true;
             for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
@@ -330,7 +330,7 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
     const uint64_t out = o->backend->copy_async(o->gradients, o->device_gradients,
                                                 (size_t)o->host_numel * o->gradient_bytes, true, 0);
     o->backend->copy_host_wait(out);
-    const tt_cpu_adamw_scalars scalars = tt_cpu_adamw_scalars_for(lr, settings->beta1, settings->beta2,
+    const tt_adamw_scalars scalars = tt_adamw_scalars_for(lr, settings->beta1, settings->beta2,
                                                                   settings->epsilon, settings->weight_decay, step,
                                                                   grad_scale);
     update_host_range(o, o->host_segments, o->host_segment_start, o->host_segment_decays, &scalars);

@@ -65,7 +65,7 @@ static void test_adamw_against_gpu(int64_t n) {
         const float scale = step == 2 ? 0.25f : 1.0f, lr = 3e-4f * (float)step;
         tt_cuda_adamw(p_dev, w_dev, g_dev, 1, m_dev, v_dev, 0, starts, decays, 4, lr, 0.9f, 0.95f, 1e-8f, 0.1f, step,
                       scale, 0);
-        const tt_cpu_adamw_scalars k = tt_cpu_adamw_scalars_for(lr, 0.9f, 0.95f, 1e-8f, 0.1f, step, scale);
+        const tt_adamw_scalars k = tt_adamw_scalars_for(lr, 0.9f, 0.95f, 1e-8f, 0.1f, step, scale);
         tt_cpu_adamw_pool_update(pool, p, m, v, g, w_cpu, starts, decays, 4, &k);
     }
     TT_CUDA_CHECK(cudaDeviceSynchronize());

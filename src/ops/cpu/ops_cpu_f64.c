@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "ops/adamw_scalars.h"
 #include "ops/dropout_mask.h"
 
 /* `real` is defined after every header: OpenBLAS's headers use `real` as a field name. */

@@ -501,26 +501,19 @@ double TT_CPU_FN(sum_squares)(const real *x, int64_t n) {
     return total;
 }
 
-/* torch.optim.AdamW (single-tensor path): the python-float scalars (1 - lr*wd, 1 - beta,
- * bias corrections, step size) are computed in double and used as float; the element-wise
+/* torch.optim.AdamW (single-tensor path): the scalars of ops/adamw_scalars.h; the element-wise
  * operations run in float in torch's order. */
 void TT_CPU_FN(adamw_update)(float *p, const real *g, float *m, float *v, int64_t n, float lr, float beta1,
                              float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
-    TT_CHECK(step >= 1, "adamw step %lld must be >= 1", (long long)step);
-    const double bias_correction1 = 1.0 - pow((double)beta1, (double)step);
-    const double bias_correction2 = 1.0 - pow((double)beta2, (double)step);
-    const float decay = (float)(1.0 - (double)lr * (double)weight_decay);
-    const float one_minus_b1 = (float)(1.0 - (double)beta1), one_minus_b2 = (float)(1.0 - (double)beta2);
-    const float neg_step_size = (float)(-((double)lr / bias_correction1));
-    const float bc2_sqrt = (float)sqrt(bias_correction2);
+    const tt_adamw_scalars k = tt_adamw_scalars_for(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
 #pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) {
-        const float gi = (float)g[i] * grad_scale;
-        float pi = p[i] * decay;
-        const float mi = beta1 * m[i] + one_minus_b1 * gi;
-        const float vi = beta2 * v[i] + one_minus_b2 * gi * gi;
-        const float denom = sqrtf(vi) / bc2_sqrt + eps;
-        pi = pi + neg_step_size * mi / denom;
+        const float gi = (float)g[i] * k.grad_scale;
+        float pi = p[i] * k.decay;
+        const float mi = k.beta1 * m[i] + k.one_minus_beta1 * gi;
+        const float vi = k.beta2 * v[i] + k.one_minus_beta2 * gi * gi;
+        const float denom = sqrtf(vi) / k.bias_correction2_sqrt + k.eps;
+        pi = pi + k.neg_step_size * mi / denom;
         m[i] = mi;
         v[i] = vi;
         p[i] = pi;

@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 
+#include "ops/adamw_scalars.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/ops_cuda.h"
@@ -52,17 +53,13 @@ typedef struct adamw_segments {
     float decay[TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH];
 } adamw_segments;
 
-typedef struct adamw_scalars {
-    float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, neg_step_size, bias_correction2_sqrt, grad_scale;
-} adamw_scalars;
-
 /* The same operations in the same order as the CPU backend's adamw_update, each rounded once
  * (the _rn intrinsics keep nvcc from fusing them into FMAs): with fp32 moments the GPU and the
  * CPU produce the same bits. Grid-stride over the launch's elements; each thread's index only
  * grows, so its segment cursor only moves forward. */
 static __global__ void adamw_kernel(float *master, tt_bf16 *weight_bf16, const void *g, int g_is_fp32, void *m_ptr,
                                     void *v_ptr, int moments_bf16, const __grid_constant__ adamw_segments seg,
-                                    adamw_scalars k) {
+                                    tt_adamw_scalars k) {
     const int64_t end = seg.start[seg.count], stride = (int64_t)gridDim.x * blockDim.x;
     int s = 0;
     for (int64_t i = seg.start[0] + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < end; i += stride) {
@@ -92,20 +89,8 @@ extern "C" void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g
                               int moments_bf16, const int64_t *segment_start, const unsigned char *segment_decays,
                               int segments, float lr, float beta1, float beta2, float eps, float weight_decay,
                               int64_t step, float grad_scale, cudaStream_t stream) {
-    /* scalars exactly as the CPU backend derives them (bias corrections in double, as torch) */
-    const double bias_correction1 = 1.0 - pow((double)beta1, (double)step);
-    const double bias_correction2 = 1.0 - pow((double)beta2, (double)step);
-    const float decay = (float)(1.0 - (double)lr * (double)weight_decay);
-    const adamw_scalars k = {
-        .beta1 = beta1,
-        .one_minus_beta1 = (float)(1.0 - (double)beta1),
-        .beta2 = beta2,
-        .one_minus_beta2 = (float)(1.0 - (double)beta2),
-        .eps = eps,
-        .neg_step_size = (float)(-((double)lr / bias_correction1)),
-        .bias_correction2_sqrt = (float)sqrt(bias_correction2),
-        .grad_scale = grad_scale,
-    };
+    /* the scalars exactly as the CPU backend derives them */
+    const tt_adamw_scalars k = tt_adamw_scalars_for(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
     static int sm_count = 0; /* the device's, asked once */
     if (!sm_count) {
         int device = 0;
@@ -117,7 +102,7 @@ extern "C" void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g
         seg.count = segments - first < TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH ? segments - first
                                                                          : TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH;
         for (int s = 0; s <= seg.count; s++) seg.start[s] = segment_start[first + s];
-        for (int s = 0; s < seg.count; s++) seg.decay[s] = segment_decays[first + s] ? decay : 1.0f;
+        for (int s = 0; s < seg.count; s++) seg.decay[s] = segment_decays[first + s] ? k.decay : 1.0f;
         const int64_t n = seg.start[seg.count] - seg.start[0];
         if (n <= 0) continue;
         const int64_t blocks_needed = (n + 255) / 256, blocks_cap = (int64_t)sm_count * 16;

@@ -11,6 +11,7 @@
 #include "model/weights.h"
 #include "ops/backend.h"
 #include "test_util.h"
+#include "tiny_model.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
 #include "train/step.h"
@@ -28,25 +29,15 @@ typedef struct offload_setting {
     bool overlap;
 } offload_setting;
 
+/* The shared tiny model, narrower: vocab 40, hidden 16, MLP 24, 2 query heads and 1 kv head of 8. */
 static tt_model_config tiny_config(bool qwen3) {
-    tt_model_config c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.model_type, sizeof c.model_type, "%s", qwen3 ? "qwen3" : "llama");
+    tt_model_config c = tt_test_tiny_config(qwen3);
     c.vocab_size = 40;
     c.hidden_size = 16;
     c.intermediate_size = 24;
-    c.num_layers = 3;
     c.num_heads = 2;
     c.num_kv_heads = 1;
     c.head_dim = 8;
-    c.max_position_embeddings = 64;
-    c.rms_norm_eps = 1e-6;
-    c.rope_theta = 10000;
-    c.tie_word_embeddings = qwen3;
-    c.attention_bias = !qwen3;
-    c.qk_norm = qwen3;
-    c.dtype = TT_F32;
-    c.bos_token_id = c.eos_token_id = -1;
     return c;
 }
 

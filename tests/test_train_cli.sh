@@ -17,6 +17,18 @@ check() { # description, command...
   [ -n "$last" ] && { echo "---- tail of $last" >&2; tail -8 "$last" >&2; }
 }
 
+# train_mode PREFIX "key=value;key=value..." REFERENCE: trains run.yaml with those keys into
+# out_<name> (name: PREFIX and the keys, in $name afterwards), checks that it succeeds and that its
+# weights equal REFERENCE/model.safetensors bit for bit.
+train_mode() {
+  local prefix=$1 mode=$2 reference=$3 mode_args
+  name=${prefix}_$(echo "$mode" | tr -c 'a-z0-9\n' '_' | cut -c1-100)
+  IFS=';' read -r -a mode_args <<< "$mode"
+  "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir="out_$name" "${mode_args[@]}" > "train_$name.txt" 2>&1
+  check "$mode: training succeeds" test $? -eq 0
+  check "$mode: weights are bit-identical" cmp -s "$reference/model.safetensors" "out_$name/model.safetensors"
+}
+
 mkdir -p model
 cat > model/config.json <<'JSON'
 {"model_type": "qwen3", "vocab_size": 257, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
@@ -116,14 +128,9 @@ check "offloaded run reports the pinned tier's peak" grep -q "pinned" train_off.
 # The streamed modes (true, hidden_states: copies on side streams, the next input prefetched),
 # a larger stash, pageable memory, unstreamed true, and the race stress (random delays in front of
 # every copy): the same bits, and the run reports what moved.
-for mode in "hidden_states" "true" "true max_fwd_stash_size=3" "true use_pin_memory=false" "true use_streams=false" \
-  "hidden_states debug_copy_delay_us=3000"; do
-  name=$(echo "$mode" | tr ' =' '__')
-  read -r -a mode_args <<< "$mode"
-  "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir="out_$name" gradient_checkpointing=true \
-    activation_offloading=${mode_args[0]} "${mode_args[@]:1}" > "train_$name.txt" 2>&1
-  check "activation_offloading $mode: training succeeds" test $? -eq 0
-  check "activation_offloading $mode: weights are bit-identical" cmp -s out_a/model.safetensors "out_$name/model.safetensors"
+for mode in "hidden_states" "true" "true;max_fwd_stash_size=3" "true;use_pin_memory=false" "true;use_streams=false" \
+  "hidden_states;debug_copy_delay_us=3000"; do
+  train_mode streamed "gradient_checkpointing=true;activation_offloading=$mode" out_a
   # (on the CPU backend pageable host memory is the compute tier itself: nothing moves)
   case "$mode ${overrides[*]}" in *use_pin_memory=false*) [[ " ${overrides[*]} " == *" device=cuda "* ]] || continue ;; esac
   check "activation_offloading $mode: the report says what was offloaded" grep -q "offloaded activations:" "train_$name.txt"
@@ -138,11 +145,7 @@ for mode in "gradient_checkpointing=false;activation_offloading=true" \
   "gradient_checkpointing=false;cpu_offloading=true;cpu_offloading_num_layers=1" \
   "gradient_checkpointing=true;cpu_offloading=true;cpu_offloading_num_layers=1;cpu_offloading_double_buffering=true" \
   "gradient_checkpointing=false;activation_offloading=true;debug_copy_delay_us=3000"; do
-  name=kept_$(echo "$mode" | tr -c 'a-z0-9\n' '_' | cut -c1-80)
-  IFS=';' read -r -a mode_args <<< "$mode"
-  "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir="out_$name" "${mode_args[@]}" > "train_$name.txt" 2>&1
-  check "$mode: training succeeds" test $? -eq 0
-  check "$mode: weights are bit-identical" cmp -s out_a/model.safetensors "out_$name/model.safetensors"
+  train_mode kept "$mode" out_a
   check "$mode: the report says what was offloaded" grep -q "offloaded activations:" "train_$name.txt"
 done
 "$tiertrain" plan --config run.yaml "${overrides[@]}" cpu_offloading=true cpu_offloading_num_layers=1 > plan_megatron.txt
@@ -167,13 +170,9 @@ if [[ " ${overrides[*]} " != *" master_weights=false "* ]]; then
     "optimizer_cpu_offload=true;optimizer_offload_fraction=0.7;overlap_cpu_optimizer_d2h_h2d=true;gradient_checkpointing=true;activation_offloading=hidden_states" \
     "optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true;max_grad_norm=0" \
     "optimizer_cpu_offload=true;max_grad_norm=0"; do
-    name=opt_$(echo "$mode" | tr -c 'a-z0-9\n' '_' | cut -c1-100)
-    IFS=';' read -r -a mode_args <<< "$mode"
-    "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir="out_$name" "${mode_args[@]}" > "train_$name.txt" 2>&1
-    check "$mode: training succeeds" test $? -eq 0
     reference=out_a
     case "$mode" in *max_grad_norm=0*) reference=out_noclip ;; esac
-    check "$mode: weights are bit-identical" cmp -s $reference/model.safetensors "out_$name/model.safetensors"
+    train_mode opt "$mode" $reference
     check "$mode: optimizer state is bit-identical" \
       cmp -s $reference/checkpoint-6/optimizer.safetensors "out_$name/checkpoint-6/optimizer.safetensors"
     case "$mode" in *fraction=0\;*|*fraction=0) continue ;; esac

@@ -546,10 +546,14 @@ typedef struct trace_pending {
 
 static uint64_t trace_mark(tt_model_state *s) { return s->trace ? s->backend->timestamp() : 0; }
 
-static trace_pending *trace_push(tt_model_state *s) {
-    if (!s->trace_pending)
+void tt_model_set_trace(tt_model_state *s, struct tt_trace *trace) {
+    s->trace = trace;
+    if (trace && !s->trace_pending) /* allocated here, not inside a step */
         s->trace_pending = tt_xcalloc((size_t)(s->config.num_layers + 2) * TRACE_PENDING_PER_LAYER,
                                       sizeof(trace_pending), "trace events");
+}
+
+static trace_pending *trace_push(tt_model_state *s) {
     TT_CHECK(s->trace_count < (s->config.num_layers + 2) * TRACE_PENDING_PER_LAYER, "too many trace events");
     return &s->trace_pending[s->trace_count++];
 }

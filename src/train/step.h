@@ -53,7 +53,7 @@ typedef struct tt_model_state {
     tt_attention_shape attention;
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */
-    struct tt_trace *trace;       /* set by the caller to record compute, copies and bytes per tier, or NULL */
+    struct tt_trace *trace;       /* tt_model_set_trace: records compute, copies and bytes per tier, or NULL */
     struct trace_pending *trace_pending; /* the micro-step's trace events until their marks are read */
     int64_t trace_count;
     struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */
@@ -88,6 +88,9 @@ void tt_model_set_moments(tt_model_state *state, const float *host_m, const floa
 void tt_model_get_moments(const tt_model_state *state, float *host_m, float *host_v);
 /* inputs/targets[micro_batch * seq_len] token ids from the host */
 void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int32_t *targets);
+
+/* Records the steps into trace (NULL: none); the state does not own it. */
+void tt_model_set_trace(tt_model_state *state, struct tt_trace *trace);
 
 /* Runs forward and backward on batch_inputs/batch_targets, adding the gradient of
  * loss_scale * sum(token losses) into gradients. Returns the sum of token losses (double)

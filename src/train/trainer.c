@@ -245,7 +245,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
     const tt_model_config *mc = &model.config;
     const tt_tier tier = compute_tier_of(device);
-    model.trace = tt_trace_open(run->trace);
+    tt_model_set_trace(&model, tt_trace_open(run->trace));
     print_header(mc, &model.params, device, &model.plan, &model.sizes, stdout);
 
     tt_dataset data;

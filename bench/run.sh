@@ -72,7 +72,7 @@ PY
   peer_memory=
   case $memory in gc|hidden_states|save_on_cpu) peer_memory=$memory ;; layer_offloading+hidden_states) peer_memory=hidden_states ;; esac
   peer_out=$out/peer-$model-$seq-$peer_memory-$adapter
-  if [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [ ! -f "$peer_out.json" ]; then
+  if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [ ! -f "$peer_out.json" ]; then
     python3 "$here/peer.py" --model "$here/models/$model" --seq "$seq" --steps "$steps" --warmup "$warmup" \
       --memory "$peer_memory" "${peer_adapter_args[@]}" > "$peer_out.json" 2> "$peer_out.log" || { echo "peer failed"; tail -5 "$peer_out.log"; }
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.update(model=sys.argv[2], recipe='bf16'); print(json.dumps(d))" \

@@ -827,6 +827,29 @@ static void test_sum_squares(void) {
     free(x), free(xf);
 }
 
+/* The scratch area the size table reserves fits the gradient norm of a model whose flat gradient
+ * buffer dwarfs its activations (Qwen3-0.6B at 64 tokens asked 1.1 MB of a 0.3 MB area). */
+static void test_sum_squares_in_reserved_scratch(void) {
+    const tt_scratch_shape shape = {.tokens = 4,
+                                    .attention = {.batch = 1, .seq_len = 4, .num_heads = 2, .num_kv_heads = 1,
+                                                  .head_dim = 4, .scale = 0.5},
+                                    .hidden = 8,
+                                    .intermediate = 16,
+                                    .loss_chunk = 4,
+                                    .gradient_numel = 3000000,
+                                    .vocab = 32};
+    const size_t bytes = tt_cpu_scratch_bytes(&shape);
+    void *area = malloc(bytes);
+    float *g = calloc((size_t)shape.gradient_numel, sizeof(float));
+    for (int64_t i = 0; i < shape.gradient_numel; i += 1000) g[i] = 1.0f;
+    tt_cpu_scratch_set(area, bytes);
+    const double sum = tt_cpu_sum_squares_f32(g, shape.gradient_numel);
+    tt_cpu_scratch_set(NULL, 0);
+    TT_EXPECT(sum == 3000.0, "sum of squares over a %lld-value gradient buffer in a %zu-byte scratch area: %.17g",
+              (long long)shape.gradient_numel, bytes, sum);
+    free(area), free(g);
+}
+
 /* One AdamW step against the formula in double. */
 static void test_adamw_case(int64_t step, bool zero_moments) {
     const int64_t n = 64;
@@ -1108,6 +1131,7 @@ int main(int argc, char **argv) {
     test_lora_adapter(0.3);
     test_lm_head();
     test_sum_squares();
+    test_sum_squares_in_reserved_scratch();
     test_adamw_case(1, true);
     test_adamw_case(3, false);
     test_determinism();

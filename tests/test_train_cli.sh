@@ -285,7 +285,9 @@ for mode in "gradient_checkpointing=true" "gradient_checkpointing=true;selective
             "cpu_offloading=true;cpu_offloading_num_layers=1" \
             "layer_offloading=true" "layer_offloading=true;gradient_checkpointing=true;activation_offloading=hidden_states" \
             "layer_offloading=true;optimizer_cpu_offload=true;optimizer_offload_fraction=0.5;overlap_cpu_optimizer_d2h_h2d=true"; do
-  # (with LoRA, activation_offloading: true offloads every kept tensor instead of recomputing)
+  # (with LoRA, activation_offloading: true offloads every kept tensor instead of recomputing;
+  # the optimizer offload needs master weights, which the bf16 recipe does not have)
+  case "$mode ${overrides[*]}" in *optimizer_cpu_offload*master_weights=false*) continue ;; esac
   IFS=';' read -r -a mode_keys <<< "$mode"
   rm -rf out_lm
   "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" "${mode_keys[@]}" output_dir=out_lm save_steps=0 > train_lm.txt 2>&1

@@ -37,6 +37,15 @@ double tt_rng_normal(tt_rng *rng) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+void tt_rng_normal_pair(tt_rng *rng, double out[2]) {
+    double u1 = tt_rng_uniform(rng);
+    double u2 = tt_rng_uniform(rng);
+    if (u1 < 1e-300) u1 = 1e-300;
+    const double r = sqrt(-2.0 * log(u1)), angle = 6.283185307179586 * u2;
+    out[0] = r * cos(angle);
+    out[1] = r * sin(angle);
+}
+
 void tt_rng_shuffle(tt_rng *rng, int64_t *values, int64_t n) {
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)(tt_rng_next(rng) % (uint64_t)(i + 1));

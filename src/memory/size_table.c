@@ -128,9 +128,6 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->d_residual = bytes_of(N * D, a);
     t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
     t->batch_ids = bytes_of(N, 4);
-    int64_t largest_param = 0;
-    for (int i = 0; i < params->count; i++)
-        if (params->params[i].numel > largest_param) largest_param = params->params[i].numel;
     const tt_scratch_shape scratch_shape = {
         .tokens = N,
         .attention = {.batch = plan->micro_batch, .seq_len = plan->seq_len, .num_heads = m->num_heads,
@@ -139,7 +136,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         .hidden = D,
         .intermediate = F,
         .loss_chunk = plan->loss_chunk,
-        .max_param_numel = largest_param,
+        .gradient_numel = params->trainable_numel,
         .vocab = m->vocab_size,
     };
     t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));

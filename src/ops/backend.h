@@ -39,7 +39,7 @@ typedef struct tt_scratch_shape {
     int64_t hidden;          /* D */
     int64_t intermediate;    /* F */
     int64_t loss_chunk;      /* rows per LM-head chunk */
-    int64_t max_param_numel; /* the largest parameter */
+    int64_t gradient_numel;  /* the flat gradient buffer, whose norm sum_squares takes whole */
     int64_t vocab;           /* V: token ids are below it */
 } tt_scratch_shape;
 

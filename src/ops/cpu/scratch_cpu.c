@@ -65,6 +65,6 @@ size_t tt_cpu_scratch_bytes(const tt_scratch_shape *s) {
     need = max_size(need, aligned_bytes(a->batch * a->num_heads * a->seq_len, sizeof(float)));
     /* LM head: one loss per row of a chunk; sum of squares: one per block */
     need = max_size(need, aligned_bytes(s->loss_chunk, sizeof(double)));
-    need = max_size(need, aligned_bytes((s->max_param_numel + SUM_SQUARES_BLOCK - 1) / SUM_SQUARES_BLOCK, sizeof(double)));
+    need = max_size(need, aligned_bytes((s->gradient_numel + SUM_SQUARES_BLOCK - 1) / SUM_SQUARES_BLOCK, sizeof(double)));
     return need;
 }

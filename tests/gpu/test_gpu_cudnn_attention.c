@@ -215,7 +215,9 @@ static void time_attention(int64_t T, int deterministic, timing_row *row) {
     if (!a) {
         printf("  create failed: %s\n", why);
         snprintf(row->note, sizeof row->note, "create failed (reason above)");
-        TT_EXPECT(a != NULL, "timing T=%lld: create failed: %s", (long long)T, why);
+        /* the deterministic backward refuses lengths whose dP does not fit its limit (64k): by design */
+        TT_EXPECT(deterministic && strstr(why, "over the") != NULL, "timing T=%lld: create failed: %s", (long long)T,
+                  why);
         return;
     }
     printf("  %s\n", tt_cudnn_attention_describe(a));

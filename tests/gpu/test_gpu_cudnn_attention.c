@@ -138,6 +138,7 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
 typedef struct timing_row {
     int64_t T;
     int deterministic;
+    size_t dp_limit;
     bool ran;
     char note[160];
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
@@ -205,10 +206,17 @@ static double median_ms(void (*call)(timing_buffers *), timing_buffers *b, const
     return 0.5 * (ms[TIMED_CALLS / 2 - 1] + ms[TIMED_CALLS / 2]);
 }
 
+static size_t current_dp_limit = (size_t)1 << 30;
+
+static void set_dp_limit(size_t bytes) {
+    current_dp_limit = bytes;
+    tt_cudnn_attention_set_dp_limit(bytes);
+}
+
 static void time_attention(int64_t T, int deterministic, timing_row *row) {
     const int64_t B = 1, Hq = 16, Hkv = 8, hd = 128;
     tt_attention_shape shape = attention_shape(B, T, Hq, Hkv, hd);
-    *row = (timing_row){.T = T, .deterministic = deterministic};
+    *row = (timing_row){.T = T, .deterministic = deterministic, .dp_limit = current_dp_limit};
     printf("timing T=%lld, %s backward\n", (long long)T, deterministic ? "deterministic" : "default");
     char why[2048];
     tt_cudnn_attention *a = tt_cudnn_attention_create(&shape, deterministic, why, sizeof why);
@@ -288,28 +296,39 @@ int main(int argc, char **argv) {
             test_attention(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], deterministic);
     /* the deterministic backward in head groups: a small dP limit makes these shapes run one kv head
      * (and its query heads) per call */
-    tt_cudnn_attention_set_dp_limit((size_t)1 << 20);
+    set_dp_limit((size_t)1 << 20);
     test_attention(1, 512, 8, 4, 128, 1); /* 4 groups */
-    tt_cudnn_attention_set_dp_limit((size_t)600 << 10);
+    set_dp_limit((size_t)600 << 10);
     test_attention(2, 256, 4, 2, 64, 1); /* 2 groups, batch 2 */
-    tt_cudnn_attention_set_dp_limit((size_t)1 << 30);
+    /* over chunks of keys: one kv head's whole-sequence dP is over the limit */
+    set_dp_limit((size_t)300 << 10);
+    test_attention(1, 512, 8, 4, 128, 1); /* 4 groups x chunks of 128, 128, 256 keys */
+    set_dp_limit((size_t)400 << 10);
+    test_attention(2, 384, 4, 2, 64, 1); /* batch 2, 2 groups x 3 chunks of 128 keys */
+    set_dp_limit((size_t)1 << 30);
 
     const int64_t lengths[] = {4096, 16384, 65536};
     const int length_count = quick ? 2 : 3;
-    timing_row table[6];
+    timing_row table[8];
     int row_count = 0;
     for (int i = 0; i < length_count; i++)
         for (int deterministic = 0; deterministic <= 1; deterministic++)
             time_attention(lengths[i], deterministic, &table[row_count++]);
+    if (!quick) { /* the key-chunked deterministic backward at 64k with more dP per call */
+        set_dp_limit((size_t)4 << 30);
+        time_attention(65536, 1, &table[row_count++]);
+        set_dp_limit((size_t)1 << 30);
+    }
 
     printf("\ncuDNN %s, B=1 Hq=16 Hkv=8 hd=128, causal, median of %d\n", tt_cudnn_version_string(), TIMED_CALLS);
-    printf("%7s  %-13s  %10s  %8s  %10s  %8s\n", "T", "backward", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s");
+    printf("%7s  %-13s  %6s  %10s  %8s  %10s  %8s\n", "T", "backward", "dP GiB", "fwd ms", "TFLOP/s", "bwd ms",
+           "TFLOP/s");
     for (int i = 0; i < row_count; i++) {
         const timing_row *r = &table[i];
         if (r->ran)
-            printf("%7lld  %-13s  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
-                   r->deterministic ? "deterministic" : "default", r->forward_ms, r->forward_tflops, r->backward_ms,
-                   r->backward_tflops);
+            printf("%7lld  %-13s  %6.0f  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
+                   r->deterministic ? "deterministic" : "default", (double)r->dp_limit / (double)(1 << 30),
+                   r->forward_ms, r->forward_tflops, r->backward_ms, r->backward_tflops);
         else
             printf("%7lld  %-13s  %s\n", (long long)r->T, r->deterministic ? "deterministic" : "default", r->note);
     }

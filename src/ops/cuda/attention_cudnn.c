@@ -103,6 +103,8 @@ typedef struct attention_plan {
     void *pack_workspace;
 } attention_plan;
 
+static void attention_plan_destroy(attention_plan *p);
+
 static size_t dp_limit = (size_t)1 << 30;
 
 void tt_cudnn_attention_set_dp_limit(size_t bytes) { dp_limit = bytes; }
@@ -110,7 +112,16 @@ void tt_cudnn_attention_set_dp_limit(size_t bytes) { dp_limit = bytes; }
 struct tt_cudnn_attention {
     tt_attention_shape shape;
     cudnnHandle_t handle;
-    attention_plan forward, backward;
+    attention_plan forward;
+    /* The backward plans: one, or where one kv head's group over the whole sequence is over the dP
+     * limit, one per chunk of keys: keys [chunk_start, chunk_start + chunk_len) against queries
+     * [chunk_start, T), dQ written per chunk in bf16 and summed in chunk order in an fp32 scratch.
+     * (A graph with an fp32 dQ finalizes but selects an engine mode that then asks for a dQ pointer
+     * the graph does not have: cuDNN 9.14, CUDNN_STATUS_BAD_PARAM_NULL_POINTER "dq_ptr".)
+     * [chunks] each. */
+    attention_plan *backward;
+    int64_t chunks;
+    int64_t *chunk_start, *chunk_len;
     bool deterministic_graph;
     bool padding_workaround;
     /* The deterministic backward keeps a [B, heads, T, T] bf16 dP in its workspace, so it runs on
@@ -120,7 +131,8 @@ struct tt_cudnn_attention {
     int32_t *seq_lens; /* device [2][B]: actual query and key lengths (= T) for the padding mask */
     /* by-value scalars: the variant pack points at them */
     float attn_scale, negative_infinity, one;
-    size_t softmax_sum_offset, dq_accumulator_offset, backward_workspace_bytes, workspace_bytes;
+    size_t softmax_sum_offset, dq_accumulator_offset, dq_sum_offset, dq_partial_offset, backward_workspace_bytes,
+        workspace_bytes;
     char description[512];
 };
 
@@ -383,32 +395,35 @@ static cudnnBackendDescriptor_t padding_mask(graph_builder *g, cudnnBackendDescr
 /* The layouts of one shape. Our q is [B*T, Hq*hd] token-major: as [B, Hq, T, hd] its strides are
  * (T*Hq*hd, hd, Hq*hd, 1); K^T is k seen as [B, Hkv, hd, T]. */
 typedef struct attention_layouts {
-    tensor_shape q, k, k_transposed, v_transposed, scores, scores_transposed, row, per_query_head, dout_times_out,
-        seq_len;
+    tensor_shape q, k, k_transposed, v_transposed, scores, scores_transposed, row, per_query_head,
+        per_query_head_keys, dout_times_out, dq_partial, seq_len;
 } attention_layouts;
 
-/* Hs query heads and Hks kv heads of the full H and Hk: dims count the slice, the strides of
- * tensors in memory (q, k, v, out, their gradients, lse) step over the full tensors. */
-static attention_layouts layouts_of(const tt_attention_shape *s, int64_t Hs, int64_t Hks) {
+/* Hs query heads and Hks kv heads of the full H and Hk, Tq queries and Tk keys of the full T: dims
+ * count the slice, the strides of tensors in memory (q, k, v, out, their gradients, lse) step over
+ * the full tensors. dq_partial: a key chunk's dQ in the [B, T, Hs, D] scratch of one head group. */
+static attention_layouts layouts_of(const tt_attention_shape *s, int64_t Hs, int64_t Hks, int64_t Tq, int64_t Tk) {
     const int64_t B = s->batch, H = s->num_heads, Hk = s->num_kv_heads, T = s->seq_len, D = s->head_dim;
     attention_layouts l = {
-        .q = {{B, Hs, T, D}, {T * H * D, D, H * D, 1}},
-        .k = {{B, Hks, T, D}, {T * Hk * D, D, Hk * D, 1}},
-        .k_transposed = {{B, Hks, D, T}, {T * Hk * D, D, 1, Hk * D}},
-        .v_transposed = {{B, Hks, D, T}, {T * Hk * D, D, 1, Hk * D}},
-        .scores = {{B, Hs, T, T}, {Hs * T * T, T * T, T, 1}},
-        .scores_transposed = {{B, Hs, T, T}, {Hs * T * T, T * T, 1, T}},
-        .row = {{B, Hs, T, 1}, {H * T, T, 1, 1}},
-        .per_query_head = {{B, Hs, T, D}, {Hs * T * D, T * D, D, 1}},
+        .q = {{B, Hs, Tq, D}, {T * H * D, D, H * D, 1}},
+        .k = {{B, Hks, Tk, D}, {T * Hk * D, D, Hk * D, 1}},
+        .k_transposed = {{B, Hks, D, Tk}, {T * Hk * D, D, 1, Hk * D}},
+        .v_transposed = {{B, Hks, D, Tk}, {T * Hk * D, D, 1, Hk * D}},
+        .scores = {{B, Hs, Tq, Tk}, {Hs * Tq * Tk, Tq * Tk, Tk, 1}},
+        .scores_transposed = {{B, Hs, Tk, Tq}, {Hs * Tq * Tk, Tq * Tk, 1, Tk}},
+        .row = {{B, Hs, Tq, 1}, {H * T, T, 1, 1}},
+        .per_query_head = {{B, Hs, Tq, D}, {Hs * Tq * D, Tq * D, D, 1}},
+        .per_query_head_keys = {{B, Hs, Tk, D}, {Hs * Tk * D, Tk * D, D, 1}},
         /* the (overlapping, never materialized) strides cudnn-frontend gives this virtual tensor */
-        .dout_times_out = {{B, Hs, T, D}, {Hs * T * D, T * D, Hs * D, 1}},
+        .dout_times_out = {{B, Hs, Tq, D}, {Hs * Tq * D, Tq * D, Hs * D, 1}},
+        .dq_partial = {{B, Hs, Tq, D}, {T * Hs * D, D, Hs * D, 1}},
         .seq_len = {{B, 1, 1, 1}, {1, 1, 1, 1}},
     };
     return l;
 }
 
 static void build_forward_graph(graph_builder *g, const tt_attention_shape *s) {
-    attention_layouts l = layouts_of(s, s->num_heads, s->num_kv_heads);
+    attention_layouts l = layouts_of(s, s->num_heads, s->num_kv_heads, s->seq_len, s->seq_len);
     const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t q = make_tensor(g, "Q", UID_Q, bf16, l.q, false, false);
     cudnnBackendDescriptor_t kt = make_tensor(g, "K^T", UID_K, bf16, l.k_transposed, false, false);
@@ -440,9 +455,17 @@ static void build_forward_graph(graph_builder *g, const tt_attention_shape *s) {
     matmul(g, "bmm2 P V", p, v, o, NULL, NULL, NULL);
 }
 
-static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, bool deterministic,
-                                 bool padding_workaround, int64_t slice_heads, int64_t slice_kv_heads) {
-    attention_layouts l = layouts_of(s, slice_heads, slice_kv_heads);
+/* How the backward graph writes dQ. */
+typedef enum dq_output {
+    DQ_ATOMIC,       /* into an fp32 accumulator with atomics, then dQ (the default graph) */
+    DQ_DIRECT,       /* straight from the matmul, bf16 (deterministic, whole sequence) */
+    DQ_PARTIAL,      /* a key chunk's contribution into the bf16 dq_partial scratch (deterministic) */
+} dq_output;
+
+static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, dq_output dq_out,
+                                 bool padding_workaround, int64_t slice_heads, int64_t slice_kv_heads, int64_t Tq,
+                                 int64_t Tk) {
+    attention_layouts l = layouts_of(s, slice_heads, slice_kv_heads, Tq, Tk);
     const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
     const bool grouped = slice_kv_heads != slice_heads;
     cudnnBackendDescriptor_t q = make_tensor(g, "Q", UID_Q, bf16, l.q, false, false);
@@ -451,7 +474,9 @@ static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, 
     cudnnBackendDescriptor_t o = make_tensor(g, "O", UID_O, bf16, l.q, false, false);
     cudnnBackendDescriptor_t dout = make_tensor(g, "dO", UID_DO, bf16, l.q, false, false);
     cudnnBackendDescriptor_t stats = make_tensor(g, "stats (lse)", UID_STATS, f32, l.row, false, false);
-    cudnnBackendDescriptor_t dq = make_tensor(g, "dQ", UID_DQ, bf16, l.q, false, false);
+    cudnnBackendDescriptor_t dq =
+        dq_out == DQ_PARTIAL ? make_tensor(g, "dQ of the key chunk", UID_DQ, bf16, l.dq_partial, false, false)
+                             : make_tensor(g, "dQ", UID_DQ, bf16, l.q, false, false);
     cudnnBackendDescriptor_t dk = make_tensor(g, "dK", UID_DK, bf16, l.k, false, false);
     cudnnBackendDescriptor_t dv = make_tensor(g, "dV", UID_DV, bf16, l.k, false, false);
     cudnnBackendDescriptor_t scale = scalar_tensor(g, "attn_scale", UID_ATTN_SCALE);
@@ -489,7 +514,7 @@ static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, 
     if (!grouped) {
         matmul(g, "matmul P^T dO", pt, dout, dv, seq_len_kv, NULL, seq_len_q);
     } else {
-        cudnnBackendDescriptor_t dv_full = virtual_tensor(g, "dV per query head", bf16, l.per_query_head);
+        cudnnBackendDescriptor_t dv_full = virtual_tensor(g, "dV per query head", bf16, l.per_query_head_keys);
         matmul(g, "matmul P^T dO", pt, dout, dv_full, seq_len_kv, NULL, seq_len_q);
         reduction(g, "sum dV over the group", CUDNN_REDUCE_TENSOR_ADD, dv_full, dv);
     }
@@ -510,7 +535,7 @@ static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, 
     if (!grouped) {
         matmul(g, "matmul dS^T Q", dst, q, dk, seq_len_kv, NULL, seq_len_q);
     } else {
-        cudnnBackendDescriptor_t dk_full = virtual_tensor(g, "dK per query head", bf16, l.per_query_head);
+        cudnnBackendDescriptor_t dk_full = virtual_tensor(g, "dK per query head", bf16, l.per_query_head_keys);
         matmul(g, "matmul dS^T Q", dst, q, dk_full, seq_len_kv, NULL, seq_len_q);
         reduction(g, "sum dK over the group", CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
     }
@@ -518,7 +543,7 @@ static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, 
     /* dQ = dS K, with K seen back through K^T (virtual, fp32 as the frontend leaves it) */
     cudnnBackendDescriptor_t k = virtual_tensor(g, "K (view of K^T)", f32, l.k);
     reshape(g, "reshape K^T to K", kt, k);
-    if (deterministic) {
+    if (dq_out != DQ_ATOMIC) {
         matmul(g, "matmul dS K", ds, k, dq, seq_len_q, NULL, seq_len_kv);
     } else {
         cudnnBackendDescriptor_t dq_accumulator =
@@ -763,32 +788,46 @@ void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse,
 void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                  const tt_bf16 *out, const float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                  const tt_bf16 *v, void *workspace, cudaStream_t stream) {
-    const int64_t D = a->shape.head_dim, T = a->shape.seq_len;
+    const int64_t B = a->shape.batch, D = a->shape.head_dim, T = a->shape.seq_len;
+    const int64_t H = a->shape.num_heads, Hk = a->shape.num_kv_heads, Hs = a->slice_heads;
     float *softmax_sum = (float *)((char *)workspace + a->softmax_sum_offset);
+    float *dq_sum = (float *)((char *)workspace + a->dq_sum_offset);
+    tt_bf16 *dq_partial = (tt_bf16 *)((char *)workspace + a->dq_partial_offset);
     for (int64_t slice = 0; slice < a->slices; slice++) {
         /* the group's first query head and kv head; the graph's strides step over the full tensors */
         const int64_t h = slice * a->slice_heads, kv = slice * a->slice_kv_heads;
-        variant_pack_entries e = {0};
-        pack_add(&e, UID_Q, q + h * D);
-        pack_add(&e, UID_K, k + kv * D);
-        pack_add(&e, UID_V, v + kv * D); /* read as V^T */
-        pack_add(&e, UID_O, out + h * D);
-        pack_add(&e, UID_DO, dout + h * D);
-        pack_add(&e, UID_STATS, lse + h * T);
-        pack_add(&e, UID_DQ, dq + h * D);
-        pack_add(&e, UID_DK, dk + kv * D);
-        pack_add(&e, UID_DV, dv + kv * D);
-        pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
-        pack_add(&e, UID_ONE, &a->one);
-        pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
-        pack_add(&e, UID_SOFTMAX_SUM, softmax_sum + h * T);
-        if (!a->deterministic_graph) pack_add(&e, UID_DQ_ACCUMULATOR, (char *)workspace + a->dq_accumulator_offset);
-        if (a->padding_workaround) {
-            pack_add(&e, UID_SEQ_LEN_Q, a->seq_lens);
-            pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
-            pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
+        for (int64_t c = 0; c < a->chunks; c++) {
+            /* keys [k0, k0 + len) against queries [k0, T): every pointer starts at row k0 */
+            const int64_t k0 = a->chunk_start[c];
+            variant_pack_entries e = {0};
+            pack_add(&e, UID_Q, q + (k0 * H + h) * D);
+            pack_add(&e, UID_K, k + (k0 * Hk + kv) * D);
+            pack_add(&e, UID_V, v + (k0 * Hk + kv) * D); /* read as V^T */
+            pack_add(&e, UID_O, out + (k0 * H + h) * D);
+            pack_add(&e, UID_DO, dout + (k0 * H + h) * D);
+            pack_add(&e, UID_STATS, lse + h * T + k0);
+            if (a->chunks == 1)
+                pack_add(&e, UID_DQ, dq + h * D);
+            else
+                pack_add(&e, UID_DQ, dq_partial + k0 * Hs * D);
+            pack_add(&e, UID_DK, dk + (k0 * Hk + kv) * D);
+            pack_add(&e, UID_DV, dv + (k0 * Hk + kv) * D);
+            pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
+            pack_add(&e, UID_ONE, &a->one);
+            pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
+            pack_add(&e, UID_SOFTMAX_SUM, softmax_sum + h * T + k0);
+            if (!a->deterministic_graph)
+                pack_add(&e, UID_DQ_ACCUMULATOR, (char *)workspace + a->dq_accumulator_offset);
+            if (a->padding_workaround) {
+                pack_add(&e, UID_SEQ_LEN_Q, a->seq_lens);
+                pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
+                pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
+            }
+            execute_plan(a, &a->backward[c], "backward", &e, workspace, stream);
+            if (a->chunks > 1)
+                tt_cuda_dq_chunk_accumulate(dq_sum, dq_partial, B, T, k0, Hs * D, c == 0, stream);
         }
-        execute_plan(a, &a->backward, "backward", &e, workspace, stream);
+        if (a->chunks > 1) tt_cuda_dq_chunk_store(dq + h * D, H * D, dq_sum, B * T, Hs * D, stream);
     }
 }
 
@@ -837,6 +876,60 @@ static void copy_reason(char *why_not, size_t why_not_size, const tt_attention_s
              (long long)s->head_dim, reason);
 }
 
+/* The calls of the deterministic backward, whose engine keeps each call's [B, heads, Tq, Tk] bf16
+ * dP in its workspace: the most kv heads per call whose whole-sequence dP fits the limit, dividing
+ * Hkv evenly; where not even one kv head's group fits, one group per call over chunks of keys,
+ * each as long as the limit allows against the queries from its start on (multiples of 128: the
+ * queries and keys of every chunk then stay multiples of 128 as the engine wants). False, with
+ * the reason, when that cannot be done. */
+#define MAX_KEY_CHUNKS 256
+
+static bool deterministic_schedule(tt_cudnn_attention *a, const tt_attention_shape *s, char *reason, size_t size) {
+    const int64_t group = s->num_heads / s->num_kv_heads, T = s->seq_len;
+    const double dp_per_kv_head = 2.0 * (double)s->batch * (double)group * (double)T * (double)T;
+    int64_t kv = s->num_kv_heads;
+    while (kv > 1 && (s->num_kv_heads % kv != 0 || dp_per_kv_head * (double)kv > dp_limit)) kv--;
+    a->slice_kv_heads = kv;
+    a->slice_heads = kv * group;
+    if (dp_per_kv_head * (double)kv <= dp_limit) return true;
+    char need[32], limit[32];
+    tt_format_bytes((size_t)dp_per_kv_head, need, sizeof need);
+    tt_format_bytes(dp_limit, limit, sizeof limit);
+    if (T % 128 != 0) {
+        snprintf(reason, size,
+                 "the deterministic backward keeps dP [B, heads, T, T] in bf16: %s for one kv head's group, over the "
+                 "%s limit, and T %% 128 != 0 rules out running it over chunks of keys",
+                 need, limit);
+        return false;
+    }
+    const double dp_per_query_key = 2.0 * (double)s->batch * (double)group;
+    int64_t count = 0, start = 0;
+    int64_t starts[MAX_KEY_CHUNKS], lengths[MAX_KEY_CHUNKS];
+    while (start < T) {
+        const int64_t queries = T - start;
+        int64_t keys = (int64_t)((double)dp_limit / (dp_per_query_key * (double)queries)) / 128 * 128;
+        if (keys > queries) keys = queries;
+        if (keys < 128 || count == MAX_KEY_CHUNKS) {
+            snprintf(reason, size,
+                     "the deterministic backward keeps dP [B, heads, T, T] in bf16: %s for one kv head's group, over "
+                     "the %s limit, and %s",
+                     need, limit,
+                     keys < 128 ? "even 128 keys against the whole sequence do not fit it"
+                                : "more than 256 chunks of keys would be needed");
+            return false;
+        }
+        starts[count] = start;
+        lengths[count++] = keys;
+        start += keys;
+    }
+    a->chunks = count;
+    a->chunk_start = tt_xrealloc(a->chunk_start, sizeof(int64_t) * (size_t)count, "attention key chunks");
+    a->chunk_len = tt_xrealloc(a->chunk_len, sizeof(int64_t) * (size_t)count, "attention key chunks");
+    memcpy(a->chunk_start, starts, sizeof(int64_t) * (size_t)count);
+    memcpy(a->chunk_len, lengths, sizeof(int64_t) * (size_t)count);
+    return true;
+}
+
 tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, char *why_not,
                                               size_t why_not_size) {
     if (why_not && why_not_size) why_not[0] = 0;
@@ -864,26 +957,16 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     a->deterministic_graph = deterministic_backward != 0;
     a->slice_heads = s->num_heads;
     a->slice_kv_heads = s->num_kv_heads;
-    if (a->deterministic_graph) {
-        /* the most kv heads per call whose dP fits the limit, dividing Hkv evenly */
-        const int64_t group = s->num_heads / s->num_kv_heads;
-        const double dp_per_kv_head = 2.0 * (double)s->batch * (double)group * (double)s->seq_len * (double)s->seq_len;
-        int64_t kv = s->num_kv_heads;
-        while (kv > 1 && (s->num_kv_heads % kv != 0 || dp_per_kv_head * (double)kv > dp_limit))
-            kv--;
-        if (dp_per_kv_head * (double)kv > dp_limit) {
-            char need[32], limit[32];
-            snprintf(reason, sizeof reason,
-                     "the deterministic backward keeps dP [B, heads, T, T] in bf16: %s for one kv head's group, over "
-                     "the %s limit",
-                     tt_format_bytes((size_t)dp_per_kv_head, need, sizeof need),
-                     tt_format_bytes(dp_limit, limit, sizeof limit));
-            copy_reason(why_not, why_not_size, s, reason);
-            free(a);
-            return NULL;
-        }
-        a->slice_kv_heads = kv;
-        a->slice_heads = kv * group;
+    a->chunks = 1;
+    a->chunk_start = tt_xcalloc(1, sizeof(int64_t), "attention key chunks");
+    a->chunk_len = tt_xcalloc(1, sizeof(int64_t), "attention key chunks");
+    a->chunk_len[0] = s->seq_len;
+    if (a->deterministic_graph && !deterministic_schedule(a, s, reason, sizeof reason)) {
+        copy_reason(why_not, why_not_size, s, reason);
+        free(a->chunk_start);
+        free(a->chunk_len);
+        free(a);
+        return NULL;
     }
     a->slices = s->num_kv_heads / a->slice_kv_heads;
     a->padding_workaround = s->seq_len % 128 != 0 && version <= PADDING_WORKAROUND_LAST_VERSION;
@@ -910,10 +993,14 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     *g = (graph_builder){.graph = "forward", .owned = &a->forward.owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
     build_forward_graph(g, s);
     build_plan(g, &a->forward, a->handle, false);
-    if (!g->failed) {
-        *g = (graph_builder){.graph = "backward", .owned = &a->backward.owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
-        build_backward_graph(g, s, a->deterministic_graph, a->padding_workaround, a->slice_heads, a->slice_kv_heads);
-        build_plan(g, &a->backward, a->handle, a->deterministic_graph);
+    a->backward = tt_xcalloc((size_t)a->chunks, sizeof(attention_plan), "attention backward plans");
+    for (int64_t c = 0; c < a->chunks && !g->failed; c++) {
+        const dq_output dq_out = !a->deterministic_graph ? DQ_ATOMIC : a->chunks == 1 ? DQ_DIRECT : DQ_PARTIAL;
+        const int64_t queries = s->seq_len - a->chunk_start[c];
+        *g = (graph_builder){.graph = "backward", .owned = &a->backward[c].owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
+        build_backward_graph(g, s, dq_out, a->padding_workaround, a->slice_heads, a->slice_kv_heads, queries,
+                             a->chunk_len[c]);
+        build_plan(g, &a->backward[c], a->handle, a->deterministic_graph);
     }
     if (g->failed) {
         copy_reason(why_not, why_not_size, s, g->why);
@@ -923,27 +1010,40 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     }
     free(g);
 
-    /* backward workspace: [engine workspace | softmax_sum fp32 B*Hq*T | dQ accumulator fp32 B*Hq*T*hd] */
+    /* backward workspace: [engine workspace (the largest chunk's) | softmax_sum fp32 B*Hq*T | dQ accumulator
+     * fp32 B*Hq*T*hd (atomic graph) | with key chunks: the group's dQ sum fp32 and one chunk's dQ, B*T*Hs*hd] */
     const size_t rows = (size_t)(s->batch * s->num_heads * s->seq_len);
-    a->softmax_sum_offset = align_up((size_t)a->backward.workspace_bytes);
+    int64_t engine_workspace = 0;
+    for (int64_t c = 0; c < a->chunks; c++)
+        if (a->backward[c].workspace_bytes > engine_workspace) engine_workspace = a->backward[c].workspace_bytes;
+    a->softmax_sum_offset = align_up((size_t)engine_workspace);
     a->dq_accumulator_offset = a->softmax_sum_offset + align_up(rows * sizeof(float));
-    a->backward_workspace_bytes =
+    a->dq_sum_offset =
         a->dq_accumulator_offset + (a->deterministic_graph ? 0 : align_up(rows * (size_t)s->head_dim * sizeof(float)));
+    const size_t group_dq = (size_t)(s->batch * s->seq_len * a->slice_heads * s->head_dim);
+    a->dq_partial_offset = a->dq_sum_offset + (a->chunks > 1 ? align_up(group_dq * sizeof(float)) : 0);
+    a->backward_workspace_bytes =
+        a->dq_partial_offset +
+        (a->chunks > 1 ? align_up(group_dq * sizeof(tt_bf16)) : 0);
     a->workspace_bytes = a->backward_workspace_bytes > (size_t)a->forward.workspace_bytes
                              ? a->backward_workspace_bytes
                              : (size_t)a->forward.workspace_bytes;
 
-    char forward_ws[32], backward_ws[32], scratch[32];
+    char forward_ws[32], backward_ws[32], scratch[32], chunking[96] = "";
+    if (a->chunks > 1)
+        snprintf(chunking, sizeof chunking, " x %lld key chunks (%lld to %lld keys, dQ summed in fp32)",
+                 (long long)a->chunks, (long long)a->chunk_len[0], (long long)a->chunk_len[a->chunks - 1]);
     snprintf(a->description, sizeof a->description,
              "cuDNN %s: forward engine %lld (workspace %s); backward engine %lld%s (workspace %s + %s scratch), %s "
-             "graph in %lld head group(s)%s%s",
+             "graph in %lld head group(s)%s%s%s",
              tt_cudnn_version_string(), (long long)a->forward.engine_index,
              tt_format_bytes((size_t)a->forward.workspace_bytes, forward_ws, sizeof forward_ws),
-             (long long)a->backward.engine_index, a->backward.engine_nondeterministic ? " [NONDETERMINISTIC note]" : "",
-             tt_format_bytes((size_t)a->backward.workspace_bytes, backward_ws, sizeof backward_ws),
+             (long long)a->backward[0].engine_index,
+             a->backward[0].engine_nondeterministic ? " [NONDETERMINISTIC note]" : "",
+             tt_format_bytes((size_t)engine_workspace, backward_ws, sizeof backward_ws),
              tt_format_bytes(a->backward_workspace_bytes - a->softmax_sum_offset, scratch, sizeof scratch),
              a->deterministic_graph ? "deterministic (dQ without atomics)" : "default (fp32 dQ accumulator)",
-             (long long)a->slices, a->padding_workaround ? ", T % 128 padding-mask workaround" : "",
+             (long long)a->slices, chunking, a->padding_workaround ? ", T % 128 padding-mask workaround" : "",
              a->deterministic_graph && sm_major != 9 ? ", deterministic graph untested off Hopper" : "");
     return a;
 }
@@ -955,7 +1055,10 @@ size_t tt_cudnn_attention_forward_workspace_bytes(const tt_cudnn_attention *a) {
 }
 
 int tt_cudnn_attention_backward_is_deterministic(const tt_cudnn_attention *a) {
-    return a->deterministic_graph && !a->backward.engine_nondeterministic;
+    if (!a->deterministic_graph) return 0;
+    for (int64_t c = 0; c < a->chunks; c++)
+        if (a->backward[c].engine_nondeterministic) return 0;
+    return 1;
 }
 
 const char *tt_cudnn_attention_describe(const tt_cudnn_attention *a) { return a->description; }
@@ -968,7 +1071,11 @@ static void attention_plan_destroy(attention_plan *p) {
 
 void tt_cudnn_attention_destroy(tt_cudnn_attention *a) {
     if (!a) return;
-    attention_plan_destroy(&a->backward);
+    if (a->backward)
+        for (int64_t c = 0; c < a->chunks; c++) attention_plan_destroy(&a->backward[c]);
+    free(a->backward);
+    free(a->chunk_start);
+    free(a->chunk_len);
     attention_plan_destroy(&a->forward);
     if (a->seq_lens) cudaFree(a->seq_lens);
     if (a->handle) cudnnDestroy(a->handle);

@@ -27,15 +27,20 @@ extern "C" {
 typedef struct tt_cudnn_attention tt_cudnn_attention;
 
 /* dP bytes the deterministic backward may keep per call (default 1 GiB); it runs on groups of kv
- * heads small enough to fit, one call per group. Settable for tests (slicing at small shapes);
- * applies to plans created afterwards. */
+ * heads small enough to fit, one call per group, and where one kv head's group over the whole
+ * sequence does not fit, over chunks of keys (see tt_cudnn_attention_create). Settable for tests
+ * (slicing and chunking at small shapes); applies to plans created afterwards. */
 void tt_cudnn_attention_set_dp_limit(size_t bytes);
 
 /* Builds the forward (training mode: it writes lse) and backward plans for one shape, with its own
  * cuDNN handle on the current device. deterministic_backward asks for the backward graph whose dQ
  * is written without atomics (on Hopper that engine keeps a [B, heads, T, T] bf16 dP in the
- * workspace: it runs on groups of kv heads whose dP fits the dp limit above, and is
- * refused, with the reason, when one kv head's group does not fit). Returns NULL, with a one-line reason in why_not,
+ * workspace: it runs on groups of kv heads whose dP fits the dp limit above; when one kv head's
+ * group does not fit, on one kv head's group at a time over chunks of keys: chunk [k0, k0 + C)
+ * against queries [k0, T) (top-left causal again), C as large as the limit allows, so each
+ * chunk's dK and dV are whole and its dQ is the contribution of its keys, added over the chunks
+ * in order in fp32 and rounded to bf16 once; refused, with the reason, when T % 128 != 0 or even
+ * 128 keys do not fit). Returns NULL, with a one-line reason in why_not,
  * when this device's cuDNN cannot run the shape (cuDNN too old, no engine, head_dim unsupported,
  * sliding_window != 0, ...). */
 tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, char *why_not,
@@ -63,6 +68,14 @@ void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk
                                  const tt_bf16 *v, void *workspace, cudaStream_t stream);
 
 void tt_cudnn_attention_destroy(tt_cudnn_attention *a);
+
+/* Kernels of the key-chunked deterministic backward (kernels_attention_chunks.cu). acc fp32, partial
+ * bf16, [B, T, width], rows row0..T-1 of the partial valid: acc = partial (first) or acc += partial,
+ * in fp32; then dq rows (row stride dq_row_stride) = bf16(acc), rows = B * T. */
+void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, int64_t T,
+                                 int64_t row0, int64_t width, int first, cudaStream_t stream);
+void tt_cuda_dq_chunk_store(tt_bf16 *dq, int64_t dq_row_stride, const float *acc, int64_t rows, int64_t width,
+                            cudaStream_t stream);
 
 /* "9.14.0 (built against 9.19.0)": the cuDNN library loaded at run time, and the headers. */
 const char *tt_cudnn_version_string(void);

@@ -18,6 +18,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tiertrain=${1:-$here/../build/tiertrain}
 cases=${2:-"qwen3-1.7b:4096:bf16 qwen3-1.7b:16384:bf16 qwen3-1.7b:65536:bf16 qwen3-0.6b:4096:bf16 qwen3-1.7b:16384:master"}
+# TT_ARGS: extra key=value overrides for every tiertrain run (e.g. attn_workspace_limit=4GiB)
+read -r -a extra_args <<< "${TT_ARGS:-}"
 steps=${STEPS:-6}
 warmup=${WARMUP:-2}
 out=${OUT:-$here/out}
@@ -55,7 +57,7 @@ for c in $cases; do
   "$tiertrain" train model_config="$here/models/$model" datasets="[$tokens]" sequence_len=$seq micro_batch_size=1 \
     max_steps=$((steps + warmup)) gradient_checkpointing=true loss_chunk_size=4096 master_weights=$master \
     attn_implementation=$attention activation_offloading=$offload offload_dir="$out" layer_offloading=$layer_offloading \
-    "${adapter_args[@]}" "${optimizer_args[@]}" \
+    "${adapter_args[@]}" "${optimizer_args[@]}" "${extra_args[@]}" \
     learning_rate=1e-5 warmup_steps=0 weight_decay=0 val_set_size=0 save_strategy=no progress=false \
     output_dir="$run_dir" > "$run_dir.log" 2>&1 || { echo "tiertrain failed: $run_dir.log"; tail -20 "$run_dir.log"; continue; }
   python3 - "$run_dir/metrics.jsonl" "$model" "$seq" "$recipe" "$warmup" "$attention" "$memory" "$adapter" >> "$results" <<'PY'

@@ -17,7 +17,7 @@ static const char *const all_keys[] = {
     "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
     "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
     "recompute_method", "recompute_num_layers", "every_n_layers", "checkpoint_trainable_layers_only", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
-    "num_threads", "progress", "bf16", "attn_implementation", "master_weights", "fp16", "tf32",
+    "num_threads", "progress", "bf16", "attn_implementation", "attn_workspace_limit", "master_weights", "fp16", "tf32",
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
     "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
     "cpu_offloading_double_buffering", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
@@ -26,7 +26,7 @@ static const char *const all_keys[] = {
     /* not available yet */
     "cpu_offloading_weights"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 73 /* the first 73 of all_keys */
+#define AVAILABLE_KEY_COUNT 74 /* the first 74 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

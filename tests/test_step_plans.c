@@ -87,7 +87,7 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     if (spill_budget) {
         tt_param_table params;
         tt_param_table_build_trainable(&config, &spec, &params);
-        tt_backend_cpu()->configure(&plan.precision, plan.attention);
+        tt_backend_cpu()->configure(&plan.precision, plan.attention, plan.attention_workspace_limit);
         spill = tt_plan_spill(&plan, &config, &params, tt_backend_cpu(), spill_budget, 0);
         tt_param_table_free(&params);
     }

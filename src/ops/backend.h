@@ -109,9 +109,11 @@ typedef struct tt_backend {
     double (*timestamp_seconds)(uint64_t id);
     bool (*copy_span)(uint64_t ticket, double *start, double *end);
 
-    /* The run's number formats and attention kernels; set before scratch_bytes and the first op
-     * (the CPU backend accepts fp32 and its one attention only). */
-    void (*configure)(const tt_precision *precision, tt_attention_kind attention);
+    /* The run's number formats and attention kernels, and the bytes the attention backward may
+     * keep per call (attn_workspace_limit: cuDNN's deterministic backward holds dP there); set
+     * before scratch_bytes and the first op (the CPU backend accepts fp32 and its one attention
+     * only). */
+    void (*configure)(const tt_precision *precision, tt_attention_kind attention, size_t attention_workspace_limit);
 
     /* Scratch that ops use inside one call (partial sums, a row of attention scores per
      * thread). The size table reserves scratch_bytes(shape) in the compute tier's arena (class

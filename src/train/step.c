@@ -177,7 +177,7 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     memset(plan, 0, sizeof(*plan));
     s->backend = backend;
     tt_param_table_build_trainable(&s->config, trainable, &s->params);
-    backend->configure(&s->plan.precision, s->plan.attention);
+    backend->configure(&s->plan.precision, s->plan.attention, s->plan.attention_workspace_limit);
     tt_size_table_compute(&s->sizes, &s->config, &s->params, &s->plan, backend);
 
     const tt_tier tier = s->plan.compute_tier;

@@ -75,7 +75,8 @@ static void cpu_copy_stats(size_t *to_host, size_t *to_device, double *copy_seco
     *exposed_seconds = 0;
 }
 
-static void cpu_configure(const tt_precision *p, tt_attention_kind attention) {
+static void cpu_configure(const tt_precision *p, tt_attention_kind attention, size_t attention_workspace_limit) {
+    (void)attention_workspace_limit; /* one attention, no workspace to bound */
     /* The CPU backend is the fp32 oracle; device selection keeps other settings away. */
     TT_CHECK(p->activation == TT_F32 && p->gradient == TT_F32 && p->moment == TT_F32 && !p->master,
              "the CPU backend computes in fp32 only");

@@ -242,13 +242,14 @@ static void cuda_download(void *host_dst, const void *src, size_t bytes) {
     cuda_synchronize();
 }
 
-static void cuda_configure(const tt_precision *p, tt_attention_kind attention) {
+static void cuda_configure(const tt_precision *p, tt_attention_kind attention, size_t attention_workspace_limit) {
     start();
     TT_CHECK(p->activation == TT_BF16, "the CUDA backend computes in bf16");
     TT_CHECK(p->gradient == TT_F32 || p->gradient == TT_BF16, "gradients are fp32 or bf16");
     TT_CHECK(p->moment == TT_F32 || p->moment == TT_BF16, "AdamW moments are fp32 or bf16");
     state.precision = *p;
     state.attention_requested = attention;
+    tt_cudnn_attention_set_dp_limit(attention_workspace_limit);
 }
 
 /* ---- scratch ---- */

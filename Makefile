@@ -30,9 +30,7 @@ test-sanitize: deps
 # On a machine with an NVIDIA GPU (Hopper): every CUDA kernel against the CPU reference, the
 # fused attention kernels, and the whole model against the CPU backend.
 test-gpu: build
-	@set -e; for t in $(BUILD)/test_gpu_*; do echo "== $$t"; $$t $(CURDIR) --quick; done
-	TT_TEST_OVERRIDES="device=cuda" bash tests/test_train_cli.sh $(CURDIR)/$(BUILD)/tiertrain $(CURDIR) $(CURDIR)/$(BUILD)/gpu-cli
-	TT_TEST_OVERRIDES="device=cuda master_weights=false" bash tests/test_train_cli.sh $(CURDIR)/$(BUILD)/tiertrain $(CURDIR) $(CURDIR)/$(BUILD)/gpu-cli-bf16
+	bash tools/gpu_suite.sh $(BUILD) $(CURDIR)
 
 # On the GPU machine: tiertrain and the PyTorch peer side by side (see bench/run.sh).
 bench: build

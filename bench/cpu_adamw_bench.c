@@ -1,4 +1,4 @@
-/* The CPU AdamW's achieved memory bandwidth: `build/bench_cpu_adamw [parameters] [threads]`
+/* The CPU AdamW's achieved memory bandwidth: `build/bench_cpu_adamw [parameters] [threads] [4k]`
  * updates that many fp32 parameters (master, m, v, gradient; bf16 weights out) repeatedly with
  * each vector path this CPU runs and reports bytes read + written per second: per parameter 16
  * read (master, m, v, gradient) and 14 written (master, m, v, bf16 weight). */
@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/arena.h"
 #include "train/cpu_adamw.h"
 
 static double now_seconds(void) {
@@ -23,13 +24,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s [parameters >= 1] [threads >= 1]\n", argv[0]);
         return 1;
     }
-    float *master = malloc(sizeof(float) * (size_t)n), *m = malloc(sizeof(float) * (size_t)n);
-    float *v = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)n);
-    uint16_t *w = malloc(sizeof(uint16_t) * (size_t)n);
-    if (!master || !m || !v || !g || !w) {
+    /* one block, as optimizer offload's host arena is (tt_host_block_alloc: 2 MiB pages when large);
+     * a third argument "4k" takes plain pages instead, for comparison */
+    const bool small_pages = argc > 3 && strcmp(argv[3], "4k") == 0;
+    const size_t vector = ((size_t)n * sizeof(float) + 4095) / 4096 * 4096;
+    const size_t block_bytes = 4 * vector + ((size_t)n * sizeof(uint16_t) + 4095) / 4096 * 4096;
+    unsigned char *block = small_pages ? aligned_alloc(4096, block_bytes) : tt_host_block_alloc(block_bytes);
+    if (!block) {
         fprintf(stderr, "out of memory for %lld parameters\n", (long long)n);
         return 1;
     }
+    float *master = (float *)block, *m = (float *)(block + vector), *v = (float *)(block + 2 * vector);
+    float *g = (float *)(block + 3 * vector);
+    uint16_t *w = (uint16_t *)(block + 4 * vector);
     for (int64_t i = 0; i < n; i++) {
         master[i] = (float)(i % 1000) * 1e-3f;
         m[i] = v[i] = 0.0f;
@@ -57,10 +64,9 @@ int main(int argc, char **argv) {
                (double)n / best / 1e6);
         tt_cpu_adamw_pool_free(pool);
     }
-    free(master);
-    free(m);
-    free(v);
-    free(g);
-    free(w);
+    if (small_pages)
+        free(block);
+    else
+        tt_host_block_free(block);
     return 0;
 }

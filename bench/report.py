@@ -24,11 +24,14 @@ print(f"| model | seq | recipe | attention | memory | tiertrain tok/s | peer tok
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-PEER_MEMORY = {"layer_offloading+hidden_states": "hidden_states"}
+def peer_memory(memory):
+    """The peer's mode for one of ours (bench/run.sh): hidden_states when ours has it, else gc."""
+    tokens = memory.split("+")
+    return "hidden_states" if "hidden_states" in tokens else "save_on_cpu" if "save_on_cpu" in tokens else "gc"
 
 
 def peer_for(model, seq, memory, adapter):
-    memory = PEER_MEMORY.get(memory, memory)
+    memory = peer_memory(memory)
     return next((p for p in rows if p["who"] == "peer" and p["model"] == model and p["seq"] == seq
                  and p.get("memory", "gc") == memory and p.get("adapter", "full") == adapter), None)
 
@@ -37,7 +40,7 @@ for r in rows:
     memory = r.get("memory", "gc")
     if r["who"] == "peer":
         if memory == "save_on_cpu" or not any(t["who"] == "tiertrain" and t["model"] == r["model"] and t["seq"] == r["seq"]
-                                                and t.get("memory", "gc") == memory for t in rows):
+                                                and peer_memory(t.get("memory", "gc")) == memory for t in rows):
             f = flops_per_token(r["model"], r["seq"], r.get("adapter", "full"))
             print(f"| {r['model']} {r.get('adapter', 'full')} | {r['seq']} | bf16 | - | peer {memory} | - | {r['tok_s']:.0f} | - | - | "
                   f"{r['peak_bytes'] / 1e9:.1f} GB | - | {r['tok_s'] * f / 800e12:.1%} |")

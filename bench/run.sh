@@ -7,13 +7,16 @@
 # recipe: bf16 (like-for-like: bf16 parameters, gradients and AdamW state) or master (fp32
 # master weights, gradients and AdamW state, tiertrain's default); the peer always runs bf16.
 # An optional fourth field picks tiertrain's attn_implementation (auto, cudnn, flash), an optional
-# fifth the activation memory mode: gc (gradient checkpointing, the default), hidden_states, true,
-# legacy or disk for tiertrain (each with gradient checkpointing); the peer runs once per model,
-# length and mode it has (gc, hidden_states); save_on_cpu runs the peer alone (no checkpointing,
-# torch.autograd.graph.save_on_cpu); layer_offloading+hidden_states streams the frozen base too
-# (tiertrain; the peer runs hidden_states); optimizer_cpu_offload puts the whole optimizer on the
-# CPU with overlap (tiertrain only; use the master recipe: the offload keeps fp32 master weights). An optional sixth field: full (default) or lora<r>
-# (LoRA of rank r on all seven linear projections, alpha 2r, on both sides; the peer uses peft).
+# fifth the memory mode, tokens joined by '+': gc (gradient checkpointing alone, the default);
+# hidden_states, true, legacy or disk (activation_offloading, with gradient checkpointing);
+# selective (selective_checkpointing {save: [attention], offload: true}: the attention output kept in
+# pinned memory, no attention recompute); tiled or tiled<N> (tiled_mlp, N shards); layer_offloading
+# (the frozen base streamed); optimizer_cpu_offload (the whole optimizer on the CPU with overlap; use the
+# master recipe: the offload keeps fp32 master weights); noclip (max_grad_norm 0); save_on_cpu runs
+# the peer alone (no checkpointing, torch.autograd.graph.save_on_cpu). The peer runs once per model,
+# length, adapter and its own mode: hidden_states when the case has it, else gc (none with
+# optimizer_cpu_offload). An optional sixth field: full (default) or lora<r> (LoRA of rank r on all
+# seven linear projections, alpha 2r, on both sides; the peer uses peft).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tiertrain=${1:-$here/../build/tiertrain}
@@ -45,19 +48,27 @@ for c in $cases; do
   [ "$recipe" = master ] && master=true
   run_dir=$out/run-$model-$seq-$recipe-$attention-$memory-$adapter
   rm -rf "$run_dir"
-  offload=false
-  layer_offloading=false
-  optimizer_args=()
-  case $memory in
-    hidden_states|true|legacy|disk) offload=$memory ;;
-    layer_offloading+hidden_states) offload=hidden_states; layer_offloading=true ;;
-    optimizer_cpu_offload) optimizer_args=(optimizer_cpu_offload=true optimizer_offload_fraction=1.0 overlap_cpu_optimizer_d2h_h2d=true) ;;
-  esac
+  memory_args=()
+  peer_memory=gc
+  IFS=+ read -r -a memory_tokens <<< "$memory"
+  for token in "${memory_tokens[@]}"; do
+    case $token in
+      gc) ;;
+      hidden_states|true|legacy|disk) memory_args+=(activation_offloading=$token offload_dir="$out"); [ $token = hidden_states ] && peer_memory=hidden_states ;;
+      selective) memory_args+=("selective_checkpointing={save: [attention], offload: true}") ;;
+      tiled) memory_args+=(tiled_mlp=true) ;;
+      tiled*) memory_args+=(tiled_mlp=true tiled_mlp_num_shards=${token#tiled}) ;;
+      layer_offloading) memory_args+=(layer_offloading=true) ;;
+      optimizer_cpu_offload) memory_args+=(optimizer_cpu_offload=true optimizer_offload_fraction=1.0 overlap_cpu_optimizer_d2h_h2d=true); peer_memory= ;;
+      noclip) memory_args+=(max_grad_norm=0) ;;
+      save_on_cpu) peer_memory=save_on_cpu ;;
+      *) echo "bench: unknown memory token '$token' in $c"; exit 2 ;;
+    esac
+  done
   if [ "$memory" != save_on_cpu ]; then
   "$tiertrain" train model_config="$here/models/$model" datasets="[$tokens]" sequence_len=$seq micro_batch_size=1 \
     max_steps=$((steps + warmup)) gradient_checkpointing=true loss_chunk_size=4096 master_weights=$master \
-    attn_implementation=$attention activation_offloading=$offload offload_dir="$out" layer_offloading=$layer_offloading \
-    "${adapter_args[@]}" "${optimizer_args[@]}" "${extra_args[@]}" \
+    attn_implementation=$attention "${memory_args[@]}" "${adapter_args[@]}" "${extra_args[@]}" \
     learning_rate=1e-5 warmup_steps=0 weight_decay=0 val_set_size=0 save_strategy=no progress=false \
     output_dir="$run_dir" > "$run_dir.log" 2>&1 || { echo "tiertrain failed: $run_dir.log"; tail -20 "$run_dir.log"; continue; }
   python3 - "$run_dir/metrics.jsonl" "$model" "$seq" "$recipe" "$warmup" "$attention" "$memory" "$adapter" >> "$results" <<'PY'
@@ -69,10 +80,8 @@ peak = max(r.get("mem_gpu_peak_bytes", 0) for r in rows)
 print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": recipe, "attention": attention,
                   "memory": memory, "adapter": adapter, "tok_s": seq / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"]}))
 PY
-  grep -h "offloaded activations\|disk tier\|layer_offloading:\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
+  grep -h "attention: cuDNN\|tiled_mlp:\|offloaded activations\|disk tier\|layer_offloading:\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi
-  peer_memory=
-  case $memory in gc|hidden_states|save_on_cpu) peer_memory=$memory ;; layer_offloading+hidden_states) peer_memory=hidden_states ;; esac
   peer_out=$out/peer-$model-$seq-$peer_memory-$adapter
   if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [ ! -f "$peer_out.json" ]; then
     python3 "$here/peer.py" --model "$here/models/$model" --seq "$seq" --steps "$steps" --warmup "$warmup" \

@@ -16,7 +16,7 @@ static const char *const all_keys[] = {
     "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
     "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
     "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
-    "recompute_method", "recompute_num_layers", "every_n_layers", "checkpoint_trainable_layers_only", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "host_memory_budget", "device", "gpu_memory_budget",
+    "recompute_method", "recompute_num_layers", "every_n_layers", "checkpoint_trainable_layers_only", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "tiled_mlp", "tiled_mlp_num_shards", "host_memory_budget", "device", "gpu_memory_budget",
     "num_threads", "progress", "bf16", "attn_implementation", "attn_workspace_limit", "master_weights", "fp16", "tf32",
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
     "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
@@ -26,7 +26,7 @@ static const char *const all_keys[] = {
     /* not available yet */
     "cpu_offloading_weights"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 74 /* the first 74 of all_keys */
+#define AVAILABLE_KEY_COUNT 76 /* the first 76 of all_keys */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -118,7 +118,8 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->recompute_granularity == b->recompute_granularity && a->recompute_method == b->recompute_method &&
         a->recompute_num_layers == b->recompute_num_layers && a->use_reentrant == b->use_reentrant &&
         same_string(a->offload_dir, b->offload_dir) && same_string(a->trace, b->trace) &&
-        a->loss_chunk_size == b->loss_chunk_size &&
+        a->loss_chunk_size == b->loss_chunk_size && a->tiled_mlp == b->tiled_mlp &&
+        a->tiled_mlp_num_shards == b->tiled_mlp_num_shards &&
         a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
         a->progress == b->progress && a->activation_offloading == b->activation_offloading &&
         a->min_offload_size == b->min_offload_size && a->use_pin_memory == b->use_pin_memory &&
@@ -562,6 +563,13 @@ static void test_errors(void) {
                   "every_n_layers chooses which layers gradient checkpointing covers, but gradient_checkpointing is "
                   "false");
     tt_expect_die(load_file, yaml_file("en2.yaml", VALID "every_n_layers: 0\n"), "every_n_layers must be >= 1");
+    tt_expect_die(load_file, yaml_file("tm1.yaml", VALID "tiled_mlp_num_shards: 4\n"),
+                  "tiled_mlp_num_shards is 4 but tiled_mlp is false; set tiled_mlp: true");
+    tt_expect_die(load_file,
+                  yaml_file("tm2.yaml", VALID "tiled_mlp: true\nsequence_len: 8\ntiled_mlp_num_shards: 9\n"),
+                  "tiled_mlp_num_shards is 9 but a micro-batch has 8 tokens");
+    tt_expect_die(load_file, yaml_file("tm3.yaml", VALID "tiled_mlp: true\ntiled_mlp_num_shards: -1\n"),
+                  "tiled_mlp_num_shards must be >= 0");
     tt_expect_die(load_file, yaml_file("mg2.yaml", VALID "cpu_offloading_num_layers: 2\n"),
                   "cpu_offloading_num_layers is 2 but cpu_offloading is false");
     tt_expect_die(load_file,

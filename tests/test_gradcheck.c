@@ -451,6 +451,14 @@ static void test_dropout_mask(void) {
     for (int64_t i = 0; i < n; i++) plain = plain && yf[i] == 0.5f * xf[i];
     TT_EXPECT(plain, "threshold 0 is a plain scale");
     TT_EXPECT(tt_dropout_threshold(0) == 0 && tt_dropout_threshold(0.5) == 2147483648u, "thresholds");
+    /* a slice from element 37123 on (tiled_mlp's shards) draws the whole tensor's mask there */
+    tt_cpu_dropout_scale_f32(yf, xf, n, 2.0f, threshold, 123);
+    float *slice = fnew(n);
+    const int64_t offset = 37123;
+    tt_cpu_dropout_scale_f32(slice, xf + offset, n - offset, 2.0f, threshold, tt_dropout_seed_at(123, offset));
+    TT_EXPECT(memcmp(slice, yf + offset, sizeof(float) * (size_t)(n - offset)) == 0,
+              "tt_dropout_seed_at: a slice's mask is the whole tensor's at its elements");
+    free(slice);
     free(x), free(y), free(xf), free(yf);
 }
 
@@ -998,7 +1006,7 @@ static void det_attention_window(float *res, int64_t window) {
     float *out = res, *lse = out + DET_ATT_NQ, *dq = lse + DET_ATT_NL, *dk = dq + DET_ATT_NQ, *dv = dk + DET_ATT_NKV;
     fnan(res, DET_ATT_RES);
     be->attention_forward(out, lse, q, k, v, &s);
-    be->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, &s);
+    be->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, &s, NULL);
     free(q), free(k), free(v), free(dout);
 }
 static void det_attention(float *res) { det_attention_window(res, 0); }

@@ -1,7 +1,8 @@
 /* The step program under every plan the CPU backend offers: the arena's measured peaks
  * equal the size table's estimate exactly (per class and per tier), and loss and every
  * gradient are bit-identical whether saved activations are kept or recomputed; the same with
- * LoRA adapters (with and without dropout) on a frozen base. */
+ * LoRA adapters (with and without dropout) on a frozen base, and with the MLP tiled (tiled_mlp:
+ * 3 shards of the 14 rows, every plan against the tiled run that keeps everything). */
 #include <string.h>
 
 #include "core/rng.h"
@@ -33,6 +34,7 @@ typedef struct run_result {
 static bool lora;
 static double lora_dropout;
 static bool stream_frozen; /* layer_offloading (LoRA runs only): frozen layers streamed from the pinned tier */
+static int64_t mlp_shards; /* tiled_mlp: the MLP over this many row shards (1: untiled) */
 
 static bool plan_streams(const tt_model_state *s) { return s->plan.stream_frozen_layers; }
 
@@ -82,6 +84,7 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     plan.moment_bytes = 4;
 
     plan.stream_frozen_layers = stream_frozen && lora;
+    tt_plan_tile_mlp(&plan, mlp_shards);
     tt_spill_result spill = {0};
     const tt_trainable_spec spec = trainable_spec();
     if (spill_budget) {
@@ -171,14 +174,16 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk,
 int main(void) {
     /* variants: llama, qwen3, then both again with LoRA (no dropout), then with LoRA and dropout,
      * then LoRA with dropout and the frozen layers streamed (layer_offloading) */
-    for (int variant = 0; variant < 8; variant++) {
+    run_result untiled[8];
+    for (int variant = 0; variant < 16; variant++) {
         bool qwen3 = variant % 2 == 1;
-        lora = variant >= 2;
-        lora_dropout = variant >= 4 ? 0.25 : 0.0;
-        stream_frozen = variant >= 6;
+        lora = variant % 8 >= 2;
+        lora_dropout = variant % 8 >= 4 ? 0.25 : 0.0;
+        mlp_shards = variant >= 8 ? 3 : 1;
+        stream_frozen = variant % 8 >= 6;
         stream_frozen = false; /* the reference keeps every weight on the compute tier */
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
-        stream_frozen = variant >= 6;
+        stream_frozen = variant % 8 >= 6;
         const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
         for (size_t i = 0; i < 5 * sizeof others / sizeof *others; i++) {
             /* upper-case layers offload their input: to the pinned tier synchronously (legacy), then
@@ -219,6 +224,24 @@ int main(void) {
         TT_EXPECT(fabs(chunked.loss - keep.loss) <= 1e-6 * fabs(keep.loss), "chunked loss %.9g vs %.9g",
                   chunked.loss, keep.loss);
         free(chunked.gradients);
+        if (variant < 8) {
+            untiled[variant] = keep;
+            continue;
+        }
+        /* Tiled, the weight gradients add up shard by shard: the same function, other rounding. */
+        const run_result *whole = &untiled[variant - 8];
+        const float *a = whole->gradients, *b = keep.gradients;
+        const size_t n = keep.gradient_bytes / sizeof(float);
+        double largest = 0, worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            largest = fmax(largest, fabs((double)a[i]));
+            worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
+        }
+        TT_EXPECT(fabs(whole->loss - keep.loss) <= 1e-6 * fabs(whole->loss) && worst <= 1e-5 * largest && worst > 0,
+                  "variant %d: tiled MLP loss %.9g vs %.9g, gradients differ by %g of %g (not bit-identical: the "
+                  "shards' sums)",
+                  variant, keep.loss, whole->loss, worst, largest);
+        free(untiled[variant - 8].gradients);
         free(keep.gradients);
     }
     return tt_test_summary("step_plans");

@@ -148,6 +148,18 @@ for mode in "gradient_checkpointing=false;activation_offloading=true" \
   train_mode kept "$mode" out_a
   check "$mode: the report says what was offloaded" grep -q "offloaded activations:" "train_$name.txt"
 done
+# tiled_mlp (ALST): the MLP over shards of the tokens is its own arithmetic (the weight gradients add up
+# shard by shard), and every memory mode with the same tiling gives the tiled run's bits.
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_tiled tiled_mlp=true tiled_mlp_num_shards=3 \
+  > train_tiled.txt 2>&1
+check "tiled_mlp training succeeds" test $? -eq 0
+check "tiled_mlp: the plan names the shards" grep -q "tiled_mlp: the MLP in 3 shards of 24 tokens" train_tiled.txt
+for mode in "tiled_mlp=true;tiled_mlp_num_shards=3;gradient_checkpointing=true" \
+  "tiled_mlp=true;tiled_mlp_num_shards=3;gradient_checkpointing=true;activation_offloading=hidden_states" \
+  "tiled_mlp=true;tiled_mlp_num_shards=3;gradient_checkpointing=true;selective_checkpointing={save: [attention], offload: true};activation_offloading=hidden_states" \
+  "tiled_mlp=true;tiled_mlp_num_shards=3;gradient_checkpointing=false;activation_offloading=true"; do
+  train_mode tiled "$mode" out_tiled
+done
 "$tiertrain" plan --config run.yaml "${overrides[@]}" cpu_offloading=true cpu_offloading_num_layers=1 > plan_megatron.txt
 check "the plan shows Megatron's offload" grep -q "the kept activations of 1 layer" plan_megatron.txt
 

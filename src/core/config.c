@@ -534,6 +534,20 @@ static const key_spec key_table[] = {
      .default_text = "1024",
      .range = AT_LEAST(1),
      .help = "tokens per LM-head + cross-entropy chunk: the full logits never exist"},
+    {.name = "tiled_mlp",
+     .type = KEY_BOOL,
+     .offset = FIELD(tiled_mlp),
+     .default_text = "false",
+     .help = "ALST's tiled MLP (axolotl's key): each layer's MLP runs over shards of the tokens, so its [tokens, "
+             "intermediate_size] gate, up and SwiGLU outputs exist for one shard at a time and are recomputed shard "
+             "by shard in the backward; the weight gradients add up over the shards, so the bits differ from "
+             "tiled_mlp: false (every memory mode with the same tiling gives the same bits)"},
+    {.name = "tiled_mlp_num_shards",
+     .type = KEY_INT,
+     .offset = FIELD(tiled_mlp_num_shards),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "with tiled_mlp: shards of the micro-batch's tokens; 0: ceil(sequence_len / hidden_size), as axolotl"},
     {.name = "host_memory_budget",
      .type = KEY_BYTES,
      .offset = FIELD(host_memory_budget),
@@ -581,11 +595,14 @@ static const key_spec key_table[] = {
     {.name = "attn_workspace_limit",
      .type = KEY_BYTES,
      .offset = FIELD(attn_workspace_limit),
-     .default_text = "1GiB",
-     .range = AT_LEAST(1048576),
+     .default_text = "0",
+     .range = AT_LEAST(0),
      .help = "GPU memory cuDNN's deterministic attention backward may use per call for its bf16 dP: it runs on "
-             "groups of heads, and at long context on chunks of keys, that fit. More runs fewer, larger calls: "
-             "measured on an H100 at 64k tokens (16 heads, 8 kv), 320 TFLOP/s with 1GiB, 417 with 4GiB"},
+             "groups of heads, and at long context on chunks of keys, that fit; more runs fewer, larger calls "
+             "(measured on an H100 at 64k tokens, 16 heads, 8 kv: 322 TFLOP/s with 1GiB, 376 with 2GiB, 412 with "
+             "4GiB, 432 with 8GiB). The workspace exists only during each layer's attention backward. 0: auto, "
+             "1GiB plus the room full checkpointing leaves free at that point (the MLP's tensors are gone by then), "
+             "the same in every memory mode since it shapes the backward's bits"},
     {.name = "master_weights",
      .type = KEY_BOOL,
      .offset = FIELD(master_weights),
@@ -1558,6 +1575,18 @@ void tt_run_config_validate(const tt_run_config *c) {
                "already; remove %s, or remove adapter for full fine-tuning",
                c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers",
                c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers");
+    if (c->attn_workspace_limit > 0 && c->attn_workspace_limit < (1 << 20))
+        tt_die("attn_workspace_limit is %lld bytes; cuDNN's attention backward needs at least 1MiB for its dP. Use 0 "
+               "(auto) or a size such as 4GiB",
+               (long long)c->attn_workspace_limit);
+    if (c->tiled_mlp_num_shards > 0 && !c->tiled_mlp)
+        tt_die("tiled_mlp_num_shards is %lld but tiled_mlp is false; set tiled_mlp: true, or remove tiled_mlp_num_shards",
+               (long long)c->tiled_mlp_num_shards);
+    if (c->tiled_mlp_num_shards > c->micro_batch_size * c->sequence_len)
+        tt_die("tiled_mlp_num_shards is %lld but a micro-batch has %lld tokens (micro_batch_size x sequence_len); use at "
+               "most %lld",
+               (long long)c->tiled_mlp_num_shards, (long long)(c->micro_batch_size * c->sequence_len),
+               (long long)(c->micro_batch_size * c->sequence_len));
     if ((c->every_n_layers > 1 || c->checkpoint_trainable_layers_only) && !c->gradient_checkpointing)
         tt_die("%s chooses which layers gradient checkpointing covers, but gradient_checkpointing is false; set "
                "gradient_checkpointing: true, or remove %s",

@@ -117,6 +117,25 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->optimizer_offload = run->optimizer_cpu_offload;
     plan->optimizer_offload_fraction = run->optimizer_cpu_offload ? run->optimizer_offload_fraction : 0.0;
     plan->optimizer_overlap = run->optimizer_cpu_offload && run->overlap_cpu_optimizer_d2h_h2d;
+    /* tiled_mlp_num_shards unset: ceil(sequence_len / hidden_size), ALST's and axolotl's default */
+    const int64_t shards = !run->tiled_mlp                ? 1
+                           : run->tiled_mlp_num_shards > 0 ? run->tiled_mlp_num_shards
+                                                           : (run->sequence_len + model->hidden_size - 1) / model->hidden_size;
+    tt_plan_tile_mlp(plan, shards);
+}
+
+void tt_plan_tile_mlp(tt_plan *plan, int64_t shards) {
+    const int64_t rows = plan->micro_batch * plan->seq_len;
+    if (shards > rows) shards = rows;
+    if (shards < 1) shards = 1;
+    /* whole multiples of 8 rows: every shard's first row is 16-byte aligned in bf16 (cuBLASLt's kernels) */
+    plan->mlp_shard_rows = ((rows + shards - 1) / shards + 7) / 8 * 8;
+    plan->mlp_shards = (rows + plan->mlp_shard_rows - 1) / plan->mlp_shard_rows;
+    if (plan->mlp_shards == 1) return;
+    for (int64_t l = 0; l < plan->num_layers; l++) {
+        plan->layers[l].recompute |= TT_MLP_SHARD_SLOTS;
+        plan->layers[l].offloaded &= ~TT_MLP_SHARD_SLOTS;
+    }
 }
 
 void tt_plan_free(tt_plan *plan) {
@@ -150,6 +169,10 @@ void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out)
     fprintf(out, "  precision: %s compute, %s gradients, %s AdamW moments, %s\n", tt_dtype_torch_name(p->activation),
             tt_dtype_torch_name(p->gradient), tt_dtype_torch_name(p->moment),
             p->master ? "float32 master weights" : "no master copy");
+    if (plan->mlp_shards > 1)
+        fprintf(out, "  tiled_mlp: the MLP in %lld shards of %lld tokens; its gate, up and SwiGLU outputs exist for one "
+                     "shard at a time, recomputed shard by shard in the backward\n",
+                (long long)plan->mlp_shards, (long long)plan->mlp_shard_rows);
     int64_t offloaded = 0;
     for (int64_t l = 0; l < plan->num_layers; l++) offloaded += plan->layers[l].layer_input_tier != plan->compute_tier;
     int64_t saved_offloaded = 0;

@@ -43,6 +43,10 @@ typedef struct tt_plan {
     int64_t micro_batch;     /* B */
     int64_t seq_len;         /* T */
     int64_t loss_chunk;      /* tokens per LM-head chunk, <= B*T */
+    /* tiled_mlp: the MLP runs over mlp_shards row shards of mlp_shard_rows rows of the B*T (the last one
+     * shorter); its gate, up and SwiGLU outputs (TT_MLP_SHARD_SLOTS, in every layer's recompute set) exist
+     * for one shard at a time. 1 shard: the whole micro-batch at once (untiled). */
+    int64_t mlp_shards, mlp_shard_rows;
     tt_precision precision;  /* number formats; the byte counts below follow from it */
     tt_attention_kind attention;      /* attn_implementation */
     size_t attention_workspace_limit; /* attn_workspace_limit: bytes per attention backward call */
@@ -77,6 +81,10 @@ tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu);
 void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
                          tt_tier compute_tier, const tt_precision *precision);
 void tt_plan_free(tt_plan *plan);
+/* tiled_mlp with `shards` row shards (clamped to the B*T rows; 1: untiled): sets mlp_shards and
+ * mlp_shard_rows and puts the MLP's intermediates in every layer's recompute set (never kept, never
+ * offloaded). Call after the layers' plans are set. */
+void tt_plan_tile_mlp(tt_plan *plan, int64_t shards);
 /* The plan's summary lines: micro-batch, sequence, loss chunks, precision. */
 void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out);
 /* "keep", "recompute", "keep attention", "recompute cheap ops" or "recompute <n> of <m> slots" */

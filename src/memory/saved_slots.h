@@ -52,5 +52,8 @@ typedef uint32_t tt_slot_set;
 #define TT_ATTENTION_SLOTS (TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE))
 /* The MLP's slots (the last ones). */
 #define TT_MLP_SLOTS (TT_ALL_SLOTS & ~(TT_SLOT(TT_SAVED_FIRST_MLP_SLOT) - 1u))
+/* The MLP's [N, F] intermediates: with tiled_mlp they exist one row shard at a time (the size table
+ * sizes them [shard rows, F]), written by the forward and recomputed shard by shard in the backward. */
+#define TT_MLP_SHARD_SLOTS (TT_SLOT(TT_SAVED_GATE) | TT_SLOT(TT_SAVED_UP) | TT_SLOT(TT_SAVED_SWIGLU))
 
 #endif

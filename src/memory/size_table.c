@@ -96,38 +96,25 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->saved_slot[TT_SAVED_RESIDUAL_MID] = bytes_of(N * D, a);
     t->saved_slot[TT_SAVED_MLP_RSTD] = bytes_of(N, 4);
     t->saved_slot[TT_SAVED_MLP_NORMED] = bytes_of(N * D, a);
-    t->saved_slot[TT_SAVED_GATE] = bytes_of(N * F, a);
-    t->saved_slot[TT_SAVED_UP] = bytes_of(N * F, a);
-    t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(N * F, a);
+    /* tiled_mlp: the MLP's intermediates hold one shard of rows */
+    const int64_t mlp_rows = plan->mlp_shards > 1 ? plan->mlp_shard_rows : N;
+    t->saved_slot[TT_SAVED_GATE] = bytes_of(mlp_rows * F, a);
+    t->saved_slot[TT_SAVED_UP] = bytes_of(mlp_rows * F, a);
+    t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(mlp_rows * F, a);
     /* LoRA: each adapted layer saves its down projection, [N, r]; with dropout one [N, in] workspace
      * holds an adapter's dropped input (forward, weight gradient) or its input gradient */
     static const tt_saved_slot lora_slots[TT_LORA_MODULE_COUNT] = TT_SAVED_LORA_SLOTS;
     const int64_t lora_inputs[TT_LORA_MODULE_COUNT] = {D, D, D, q_dim, D, D, F};
-    int64_t widest_lora_input = 0;
+    int64_t largest_lora_input = 0; /* elements: rows x in (down_proj's rows are a shard's with tiled_mlp) */
     for (int module = 0; module < TT_LORA_MODULE_COUNT; module++) {
         const bool adapted = params->lora_rank > 0 && ((params->lora_targets >> module) & 1u);
         t->saved_slot[lora_slots[module]] = adapted ? bytes_of(N * params->lora_rank, a) : 0;
-        if (adapted && lora_inputs[module] > widest_lora_input) widest_lora_input = lora_inputs[module];
+        const int64_t input = (module == TT_LORA_DOWN ? mlp_rows : N) * lora_inputs[module];
+        if (adapted && input > largest_lora_input) largest_lora_input = input;
     }
-    t->lora_dropout_buffer = params->lora_dropout > 0 ? bytes_of(N * widest_lora_input, a) : 0;
+    t->lora_dropout_buffer = params->lora_dropout > 0 ? bytes_of(largest_lora_input, a) : 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
 
-    t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
-    t->backward_slot[TT_BACKWARD_D_Q] = bytes_of(N * q_dim, a);
-    t->backward_slot[TT_BACKWARD_D_K] = bytes_of(N * kv_dim, a);
-    t->backward_slot[TT_BACKWARD_D_V] = bytes_of(N * kv_dim, a);
-    t->backward_slot[TT_BACKWARD_D_Q_RAW] = qk ? bytes_of(N * q_dim, a) : 0;
-    t->backward_slot[TT_BACKWARD_D_K_RAW] = qk ? bytes_of(N * kv_dim, a) : 0;
-    for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++) t->layer_backward += t->backward_slot[i];
-
-    t->layer_input = bytes_of(N * D, a);
-    t->head_rstd = bytes_of(N, 4);
-    t->head_normed = bytes_of(N * D, a);
-    t->logits_chunk = bytes_of(plan->loss_chunk * m->vocab_size, a);
-    t->d_head = bytes_of(N * D, a);
-    t->d_residual = bytes_of(N * D, a);
-    t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
-    t->batch_ids = bytes_of(N, 4);
     const tt_scratch_shape scratch_shape = {
         .tokens = N,
         .attention = {.batch = plan->micro_batch, .seq_len = plan->seq_len, .num_heads = m->num_heads,
@@ -139,6 +126,21 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         .gradient_numel = params->trainable_numel,
         .vocab = m->vocab_size,
     };
+    t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
+    t->backward_slot[TT_BACKWARD_D_Q] = bytes_of(N * q_dim, a);
+    t->backward_slot[TT_BACKWARD_D_K] = bytes_of(N * kv_dim, a);
+    t->backward_slot[TT_BACKWARD_D_V] = bytes_of(N * kv_dim, a);
+    t->backward_slot[TT_BACKWARD_ATTENTION] = tt_align_up(backend->attention_workspace_bytes(&scratch_shape.attention));
+    for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++) t->layer_backward += t->backward_slot[i];
+
+    t->layer_input = bytes_of(N * D, a);
+    t->head_rstd = bytes_of(N, 4);
+    t->head_normed = bytes_of(N * D, a);
+    t->logits_chunk = bytes_of(plan->loss_chunk * m->vocab_size, a);
+    t->d_head = bytes_of(N * D, a);
+    t->d_residual = bytes_of(N * D, a);
+    t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
+    t->batch_ids = bytes_of(N, 4);
     t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));
     /* Frozen parameters have weights only (in compute precision); gradients, the master copy and
      * the AdamW moments exist for the trainable ones. */
@@ -184,7 +186,8 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
      *       (R(l) bytes) pushed and popped around it;
      *     head: final-norm rstd and output, logits chunk, d_head, pushed then popped;
      *     backward layer l (L-1..0): the recomputed slots pushed again on top of the kept ones;
-     *       the MLP backward; the top region's MLP slots (M(l) bytes) popped; the attention
+     *       the MLP backward; the MLP slots on top (M(l) bytes: the recomputed ones, and the kept ones
+     *       too when nothing of the attention half was recomputed) popped; the attention
      *       backward's scratch pushed; then everything of the layer popped.
      * With P(l) the kept bytes of layers 0..l-1, layer l's forward holds P(l) + K(l) + R(l)
      * saved bytes and its backward at most that, or that - M(l) + the scratch. */
@@ -201,22 +204,25 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         if (block) t->host_tier = plan->layers[l].saved_activation_tier;
     }
     t->saved_staging = largest_block ? (size_t)plan->saved_ring * largest_block : 0;
-    size_t kept_before = 0, saved_peak = 0, layer_peak = 0;
+    size_t kept_before = 0, saved_peak = 0, layer_peak = 0, attention_peak = 0;
     for (int64_t l = 0; l < L; l++) {
-        size_t kept = 0, recomputed = 0, kept_mlp = 0, recomputed_mlp = 0;
+        size_t kept = 0, recomputed = 0, kept_mlp = 0, recomputed_mlp = 0, recomputed_attention = 0;
         const tt_slot_set offloaded = tt_offloaded_slots(t, plan, l);
         for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
             if ((offloaded >> i) & 1u) continue; /* in the staging ring */
             const bool again = (plan->layers[l].recompute >> i) & 1u, mlp = i >= TT_SAVED_FIRST_MLP_SLOT;
             *(again ? &recomputed : &kept) += t->saved_slot[i];
             if (mlp) *(again ? &recomputed_mlp : &kept_mlp) += t->saved_slot[i];
+            if (again && !mlp) recomputed_attention += t->saved_slot[i];
         }
         const size_t held = kept_before + kept + recomputed;
-        const size_t top_mlp = recomputed > 0 ? recomputed_mlp : kept_mlp; /* the top region's MLP slots */
+        /* the MLP slots on top of the stack (step.c: mlp_top_mark) */
+        const size_t top_mlp = recomputed_attention > 0 ? recomputed_mlp : kept_mlp + recomputed_mlp;
         const size_t attention_phase = held - top_mlp + t->layer_backward;
         if (held > saved_peak) saved_peak = held;
         if (held > layer_peak) layer_peak = held;
         if (attention_phase > layer_peak) layer_peak = attention_phase;
+        if (attention_phase > attention_peak) attention_peak = attention_phase;
         kept_before += kept;
     }
     const size_t saved_at_head = kept_before + t->head_rstd + t->head_normed;
@@ -274,6 +280,40 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
                   inputs_on_compute + t->saved_staging + t->d_residual;
     size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
     t->tier_peak[c] = base + (layer_peak > at_head ? layer_peak : at_head);
+    t->attention_room = t->tier_peak[c] - (base + attention_peak);
+}
+
+void tt_size_table_configure(tt_size_table *t, const tt_model_config *m, const tt_param_table *params, tt_plan *plan,
+                             const tt_backend *backend) {
+    if (plan->attention_workspace_limit == 0) {
+        /* auto: the least, plus the room full checkpointing leaves above the attention backward (the
+         * MLP's tensors of one layer, gone by then). The limit decides how cuDNN's backward splits the
+         * work, and so its bits: it comes from that one reference plan, not from this plan's memory
+         * mode, so that every mode gives the same bits. The workspace around the dP (cuDNN's sums)
+         * grows a little with the limit, so a second try gives back what the first overshot. */
+        tt_plan reference = *plan;
+        reference.layers = tt_xcalloc((size_t)plan->num_layers, sizeof(tt_layer_plan), "reference plan");
+        for (int64_t l = 0; l < plan->num_layers; l++)
+            reference.layers[l] = (tt_layer_plan){.recompute = TT_RECOMPUTE_EVERYTHING,
+                                                  .saved_activation_tier = plan->compute_tier,
+                                                  .layer_input_tier = plan->compute_tier};
+        const size_t least = TT_ATTENTION_WORKSPACE_LEAST;
+        backend->configure(&plan->precision, plan->attention, least);
+        tt_size_table_compute(t, m, params, &reference, backend);
+        const size_t peak = t->tier_peak[plan->compute_tier];
+        size_t limit = least + t->attention_room;
+        for (int attempt = 0; attempt < 2 && limit > least; attempt++) {
+            backend->configure(&plan->precision, plan->attention, limit);
+            tt_size_table_compute(t, m, params, &reference, backend);
+            if (t->tier_peak[plan->compute_tier] <= peak) break;
+            const size_t over = t->tier_peak[plan->compute_tier] - peak;
+            limit = limit - least > over ? limit - over : least;
+        }
+        free(reference.layers);
+        plan->attention_workspace_limit = limit;
+    }
+    backend->configure(&plan->precision, plan->attention, plan->attention_workspace_limit);
+    tt_size_table_compute(t, m, params, plan, backend);
 }
 
 void tt_size_table_print(const tt_size_table *t, FILE *out, const tt_arena *const measured[TT_TIER_COUNT]) {
@@ -328,12 +368,14 @@ void tt_size_table_print_layers(const tt_size_table *t, const tt_plan *plan, con
         while (end + 1 < plan->num_layers && memcmp(&plan->layers[end + 1], a, sizeof *a) == 0) end++;
         size_t kept = 0, again = 0;
         for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) *(((a->recompute >> i) & 1u) ? &again : &kept) += t->saved_slot[i];
+        /* tiled_mlp's shard slots are in every layer's recompute set; the name is the plan's choice */
+        const tt_slot_set chosen = plan->mlp_shards > 1 ? a->recompute & ~TT_MLP_SHARD_SLOTS : a->recompute;
         char range[48];
         if (end == l)
             snprintf(range, sizeof range, "%lld", (long long)l);
         else
             snprintf(range, sizeof range, "%lld-%lld", (long long)l, (long long)end);
-        fprintf(out, "  %-8s %-26s %-8s %-12s %12s %12s\n", range, tt_recompute_name(a->recompute, model, name, sizeof name),
+        fprintf(out, "  %-8s %-26s %-8s %-12s %12s %12s\n", range, tt_recompute_name(chosen, model, name, sizeof name),
                 kept ? tt_tier_name(a->saved_activation_tier) : "-", tt_tier_name(a->layer_input_tier),
                 tt_format_bytes(kept, kept_text, sizeof kept_text), tt_format_bytes(again, again_text, sizeof again_text));
         l = end + 1;

@@ -17,15 +17,15 @@
 #include "ops/backend.h"
 
 /* Scratch of one layer's attention backward (class workspace), pushed after the MLP's saved
- * tensors are popped. The MLP's gradients and both norm outputs' gradients need none: they
- * overwrite saved tensors that are dead by then (see mlp_backward, attention_backward). */
+ * tensors are popped. The MLP's gradients, both norm outputs' gradients and the q/k norms' input
+ * gradients need none: they overwrite tensors that are dead by then (see mlp_backward,
+ * attention_backward). */
 typedef enum tt_backward_slot {
     TT_BACKWARD_D_ATTN_OUT, /* [N, Hq*hd] */
     TT_BACKWARD_D_Q,        /* [N, Hq*hd] */
     TT_BACKWARD_D_K,        /* [N, Hkv*hd] */
     TT_BACKWARD_D_V,        /* [N, Hkv*hd] */
-    TT_BACKWARD_D_Q_RAW,    /* [N, Hq*hd] (qk_norm only) */
-    TT_BACKWARD_D_K_RAW,    /* [N, Hkv*hd] (qk_norm only) */
+    TT_BACKWARD_ATTENTION,  /* the backend's attention backward workspace (tt_backend.attention_workspace_bytes) */
     TT_BACKWARD_SLOT_COUNT
 } tt_backward_slot;
 
@@ -71,7 +71,13 @@ typedef struct tt_size_table {
      * arena's high-water mark: the bytes it reserves). */
     size_t class_peak[TT_CLASS_COUNT][TT_TIER_COUNT];
     size_t tier_peak[TT_TIER_COUNT];
+    /* Bytes the attention backward's workspace could grow by without raising the compute tier's peak (the
+     * MLP's tensors, the forward or the head set it). */
+    size_t attention_room;
 } tt_size_table;
+
+/* attn_workspace_limit auto (0): at least this much for cuDNN's dP, more where the step leaves room. */
+#define TT_ATTENTION_WORKSPACE_LEAST ((size_t)1 << 30)
 
 /* The class of the trainable weights: LoRA adapters when the run trains adapters, else weights. */
 static inline tt_class tt_trainable_weight_class(const tt_param_table *params) {
@@ -95,6 +101,14 @@ int64_t tt_optimizer_first_host_unit(const int64_t *start, int64_t num_layers, d
 
 void tt_size_table_compute(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend);
+/* Configures the backend for the plan (number formats, attention kernels, the attention workspace limit) and
+ * computes the table. With attention_workspace_limit 0 (attn_workspace_limit: auto) it first settles the
+ * limit, and writes it into the plan: TT_ATTENTION_WORKSPACE_LEAST plus the room full checkpointing leaves
+ * above the attention backward, so that the larger, faster calls cost no peak memory there. The limit
+ * shapes cuDNN's backward and so its bits: it depends on the model, the micro-batch, tiled_mlp and the
+ * number formats, never on the memory mode. */
+void tt_size_table_configure(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
+                             tt_plan *plan, const tt_backend *backend);
 
 /* The plan per layer (runs of equal layers as one row): what is kept and where, and the bytes of
  * one layer's saved activations kept from the forward and recomputed in the backward. */

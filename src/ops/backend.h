@@ -121,6 +121,10 @@ typedef struct tt_backend {
      * during a step. */
     size_t (*scratch_bytes)(const tt_scratch_shape *shape);
     void (*set_scratch)(void *base, size_t bytes);
+    /* The attention backward's own workspace (cuDNN's dP, the flash kernels' partial sums), which
+     * the step pushes for the attention half of each layer's backward only (after the MLP's
+     * tensors are gone) and hands to attention_backward; 0: none. After configure. */
+    size_t (*attention_workspace_bytes)(const tt_attention_shape *shape);
 
     /* out[N,D] = table[ids[n], :] */
     void (*embedding_forward)(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D);
@@ -158,10 +162,11 @@ typedef struct tt_backend {
     void (*attention_forward)(void *out, float *lse, const void *q, const void *k, const void *v,
                               const tt_attention_shape *shape);
     /* dq[B*T,Hq*hd], dk[B*T,Hkv*hd], dv[B*T,Hkv*hd] (all overwritten), from the saved
-     * out, lse and inputs; probabilities are recomputed from lse. */
+     * out, lse and inputs; probabilities are recomputed from lse. workspace: the
+     * attention_workspace_bytes(shape) bytes (NULL when that is 0). */
     void (*attention_backward)(void *dq, void *dk, void *dv, const void *dout, const void *out,
                                const float *lse, const void *q, const void *k, const void *v,
-                               const tt_attention_shape *shape);
+                               const tt_attention_shape *shape, void *workspace);
 
     /* h[N,F] = silu(gate) * up */
     void (*swiglu_forward)(void *h, const void *gate, const void *up, int64_t n);

@@ -24,6 +24,13 @@ TT_DROPOUT_FN uint32_t tt_dropout_bits(uint64_t seed, uint64_t index) {
     return (uint32_t)(z >> 32);
 }
 
+/* The seed whose mask at element i is seed's at element offset + i: a slice of rows (tiled_mlp's
+ * shards) draws the whole tensor's mask (index + 1 enters tt_dropout_bits times the same odd
+ * constant, modulo 2^64). */
+TT_DROPOUT_FN uint64_t tt_dropout_seed_at(uint64_t seed, uint64_t offset) {
+    return seed + offset * 0x9e3779b97f4a7c15ull;
+}
+
 /* An element is dropped when its bits are below the threshold: probability threshold / 2^32. */
 static inline uint32_t tt_dropout_threshold(double probability) {
     if (!(probability > 0)) return 0;

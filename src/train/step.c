@@ -29,7 +29,7 @@ static const char *const saved_slot_names[TT_SAVED_SLOT_COUNT] = {
     "gate_proj adapter", "up_proj adapter", "MLP gate", "MLP up", "SwiGLU output", "down_proj adapter"};
 
 static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = { "d attention output", "d q", "d k", "d v",
-    "d q before norm", "d k before norm"};
+    "attention backward workspace"};
 
 /* Pushes the slots of `which` (absent slots skipped) in slot order, so the MLP's come last;
  * slots outside `which` are left NULL. */
@@ -72,6 +72,16 @@ static saved_tensors merge_slots(const saved_tensors *kept, const saved_tensors 
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
         if (!all.slot[i]) all.slot[i] = recomputed->slot[i];
     return all;
+}
+
+/* Where the MLP slots on top of the stack begin once a layer's MLP backward is done (the attention
+ * backward's scratch goes there): the recomputed ones', when the layer recomputes any of its
+ * attention half (those lie below the recomputed MLP slots); else the kept ones' too, which lie
+ * below the recomputed region. The size table prices the same. */
+static tt_arena_mark mlp_top_mark(const saved_tensors *kept, const saved_tensors *recomputed) {
+    bool attention_recomputed = false;
+    for (int i = 0; i < TT_SAVED_FIRST_MLP_SLOT; i++) attention_recomputed |= recomputed->slot[i] != NULL;
+    return attention_recomputed ? recomputed->mlp_mark : kept->mlp_mark;
 }
 
 static void push_backward(tt_model_state *s, backward_scratch *out) {
@@ -177,8 +187,7 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     memset(plan, 0, sizeof(*plan));
     s->backend = backend;
     tt_param_table_build_trainable(&s->config, trainable, &s->params);
-    backend->configure(&s->plan.precision, s->plan.attention, s->plan.attention_workspace_limit);
-    tt_size_table_compute(&s->sizes, &s->config, &s->params, &s->plan, backend);
+    tt_size_table_configure(&s->sizes, &s->config, &s->params, &s->plan, backend);
 
     const tt_tier tier = s->plan.compute_tier;
     size_t capacity = s->sizes.tier_peak[tier];
@@ -315,8 +324,24 @@ static void lora_module_shape(const tt_model_config *c, tt_lora_module m, int64_
     *out = dims[which[m][1]];
 }
 
+/* Rows [first, first + count) of the micro-batch's B*T: all of them, or one shard of the MLP's
+ * (tiled_mlp). An adapter's saved down projection [N, r] is sliced to the rows, and its dropout
+ * mask is the whole micro-batch's at those rows. */
+typedef struct row_range {
+    int64_t first, count;
+} row_range;
+
+static row_range all_rows(const tt_model_state *s) {
+    return (row_range){.first = 0, .count = s->plan.micro_batch * s->plan.seq_len};
+}
+
+/* Row `first` of a [rows, width] tensor in the activation precision. */
+static void *row_at(const tt_model_state *s, void *base, int64_t first, int64_t width) {
+    return base ? (unsigned char *)base + (size_t)(first * width) * s->plan.activation_bytes : NULL;
+}
+
 /* Layer l's adapter on module m for this micro-step; false when the module has none. */
-static bool lora_layer(const tt_model_state *s, int64_t l, tt_lora_module m, tt_lora_layer *out) {
+static bool lora_layer(const tt_model_state *s, int64_t l, tt_lora_module m, const row_range *rows, tt_lora_layer *out) {
     const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
     if (!w->lora_a[m]) return false;
     *out = (tt_lora_layer){.A = w->lora_a[m], .B = w->lora_b[m], .dA = g->lora_a[m], .dB = g->lora_b[m],
@@ -326,37 +351,101 @@ static bool lora_layer(const tt_model_state *s, int64_t l, tt_lora_module m, tt_
         out->drop_threshold = tt_dropout_threshold(s->params.lora_dropout);
         out->drop_multiplier = (float)(1.0 / (1.0 - s->params.lora_dropout));
         out->drop_seed = tt_dropout_seed_mix(s->lora_dropout_seed, (uint64_t)(l * TT_LORA_MODULE_COUNT + m));
+        out->drop_seed = tt_dropout_seed_at(out->drop_seed, (uint64_t)(rows->first * out->in));
         out->dropout_buffer = s->lora_dropout_buffer;
     }
     return true;
 }
 
-/* The adapter's down projection into its saved slot, when the slot is wanted and the module adapted. */
-static void adapter_down(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, const void *x,
-                         void *const *S, tt_slot_set compute) {
-    tt_lora_layer lora;
-    if (((compute >> slot) & 1u) && lora_layer(s, l, m, &lora))
-        tt_lora_forward_down(s->backend, &lora, x, S[slot], s->plan.micro_batch * s->plan.seq_len);
+/* The rows of module m's saved down projection. */
+static void *adapter_rows(const tt_model_state *s, tt_saved_slot slot, void *const *S, const row_range *rows) {
+    return row_at(s, S[slot], rows->first, s->params.lora_rank);
 }
 
-/* y += the adapter's up projection of its slot (after the base layer wrote y). */
-static void adapter_up(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *y, void *const *S) {
+/* The adapter's down projection into its saved slot, when the slot is wanted and the module adapted
+ * (x: the rows' input). */
+static void adapter_down_rows(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, const void *x,
+                              void *const *S, tt_slot_set compute, const row_range *rows) {
     tt_lora_layer lora;
-    if (lora_layer(s, l, m, &lora)) tt_lora_forward_up(s->backend, &lora, S[slot], y, s->plan.micro_batch * s->plan.seq_len);
+    if (((compute >> slot) & 1u) && lora_layer(s, l, m, rows, &lora))
+        tt_lora_forward_down(s->backend, &lora, x, adapter_rows(s, slot, S, rows), rows->count);
+}
+
+/* y += the adapter's up projection of its slot (after the base layer wrote y's rows). */
+static void adapter_up_rows(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *y,
+                            void *const *S, const row_range *rows) {
+    tt_lora_layer lora;
+    if (lora_layer(s, l, m, rows, &lora)) tt_lora_forward_up(s->backend, &lora, adapter_rows(s, slot, S, rows), y, rows->count);
+}
+
+static void adapter_backward_weights_rows(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot,
+                                          const void *dy, const void *x, void *const *S, const row_range *rows) {
+    tt_lora_layer lora;
+    if (lora_layer(s, l, m, rows, &lora))
+        tt_lora_backward_weights(s->backend, &lora, dy, x, adapter_rows(s, slot, S, rows), rows->count);
+}
+
+static void adapter_backward_input_rows(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *dx,
+                                        void *const *S, const row_range *rows) {
+    tt_lora_layer lora;
+    if (lora_layer(s, l, m, rows, &lora))
+        tt_lora_backward_input(s->backend, &lora, adapter_rows(s, slot, S, rows), dx, rows->count);
+}
+
+/* The same over the whole micro-batch. */
+static void adapter_down(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, const void *x,
+                         void *const *S, tt_slot_set compute) {
+    const row_range rows = all_rows(s);
+    adapter_down_rows(s, l, m, slot, x, S, compute, &rows);
+}
+
+static void adapter_up(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *y, void *const *S) {
+    const row_range rows = all_rows(s);
+    adapter_up_rows(s, l, m, slot, y, S, &rows);
 }
 
 static void adapter_backward_weights(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot,
                                      const void *dy, const void *x, void *const *S) {
-    tt_lora_layer lora;
-    if (lora_layer(s, l, m, &lora))
-        tt_lora_backward_weights(s->backend, &lora, dy, x, S[slot], s->plan.micro_batch * s->plan.seq_len);
+    const row_range rows = all_rows(s);
+    adapter_backward_weights_rows(s, l, m, slot, dy, x, S, &rows);
 }
 
 static void adapter_backward_input(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *dx,
                                    void *const *S) {
-    tt_lora_layer lora;
-    if (lora_layer(s, l, m, &lora))
-        tt_lora_backward_input(s->backend, &lora, S[slot], dx, s->plan.micro_batch * s->plan.seq_len);
+    const row_range rows = all_rows(s);
+    adapter_backward_input_rows(s, l, m, slot, dx, S, &rows);
+}
+
+/* The MLP's shards: tiled_mlp's, or one of the whole micro-batch. */
+static bool mlp_tiled(const tt_model_state *s) { return s->plan.mlp_shards > 1; }
+
+static int64_t mlp_shard_count(const tt_model_state *s) { return mlp_tiled(s) ? s->plan.mlp_shards : 1; }
+
+static row_range mlp_shard(const tt_model_state *s, int64_t k) {
+    if (!mlp_tiled(s)) return all_rows(s);
+    const int64_t N = s->plan.micro_batch * s->plan.seq_len, first = k * s->plan.mlp_shard_rows;
+    const int64_t count = N - first < s->plan.mlp_shard_rows ? N - first : s->plan.mlp_shard_rows;
+    return (row_range){.first = first, .count = count};
+}
+
+/* The MLP's intermediates for the rows of one shard (all rows untiled), from the norm output and
+ * the gate/up adapters' down projections: gate, up and SwiGLU (those in `compute`) into their slots,
+ * which hold the shard alone when tiled, and down_proj's adapter projection into its rows. */
+static void mlp_intermediates(tt_model_state *s, int64_t l, void *const *S, tt_slot_set compute, const row_range *rows) {
+    const tt_backend *b = s->backend;
+    const tt_layer_view *w = &s->w_layers[l];
+    const int64_t D = s->config.hidden_size, F = s->config.intermediate_size, n = rows->count;
+    const void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows->first, D);
+    if ((compute >> TT_SAVED_GATE) & 1u) {
+        b->linear_forward(S[TT_SAVED_GATE], normed, w->w_gate, NULL, NULL, n, D, F);
+        adapter_up_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], S, rows);
+    }
+    if ((compute >> TT_SAVED_UP) & 1u) {
+        b->linear_forward(S[TT_SAVED_UP], normed, w->w_up, NULL, NULL, n, D, F);
+        adapter_up_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], S, rows);
+    }
+    if ((compute >> TT_SAVED_SWIGLU) & 1u) b->swiglu_forward(S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], n * F);
+    adapter_down_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S, compute, rows);
 }
 
 /* One decoder layer forward: x_in -> the saved slots in `compute`, and x_out unless it is NULL
@@ -431,20 +520,18 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
                            c->rms_norm_eps);
     adapter_down(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_MLP_NORMED], S, compute);
     adapter_down(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_MLP_NORMED], S, compute);
-    if (WANTS(TT_SLOT(TT_SAVED_GATE))) {
-        b->linear_forward(S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, NULL, NULL, N, D, F);
-        adapter_up(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], S);
-    }
-    if (WANTS(TT_SLOT(TT_SAVED_UP))) {
-        b->linear_forward(S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, NULL, NULL, N, D, F);
-        adapter_up(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], S);
-    }
-    if (WANTS(TT_SLOT(TT_SAVED_SWIGLU)))
-        b->swiglu_forward(S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], N * F);
-    adapter_down(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S, compute);
-    if (x_out) {
-        b->linear_forward(x_out, S[TT_SAVED_SWIGLU], w->w_down, NULL, S[TT_SAVED_RESIDUAL_MID], N, F, D);
-        adapter_up(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, x_out, S);
+    /* Tiled, the intermediates live one shard at a time: a recompute leaves them to the MLP
+     * backward, which makes them again shard by shard. */
+    if (mlp_tiled(s) && !x_out) return;
+    for (int64_t k = 0; k < mlp_shard_count(s); k++) {
+        const row_range rows = mlp_shard(s, k);
+        mlp_intermediates(s, l, S, compute, &rows);
+        if (x_out) {
+            void *out = row_at(s, x_out, rows.first, D);
+            b->linear_forward(out, S[TT_SAVED_SWIGLU], w->w_down, NULL, row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D),
+                              rows.count, F, D);
+            adapter_up_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, out, S, &rows);
+        }
     }
 #undef WANTS
 }
@@ -453,7 +540,10 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
  * becomes the gradient of the residual after attention. The MLP's saved tensors are dead once
  * read, so their gradients overwrite them: d SwiGLU goes into the SwiGLU output, d gate and d up
  * into gate and up, the norm output's gradient into the norm output (each weight gradient is
- * taken first, from the input it still holds). No scratch at all. */
+ * taken first, from the input it still holds). No scratch at all. Tiled (tiled_mlp), shard by
+ * shard: the shard's intermediates are made again from the norm output first, its weight
+ * gradients add to the others' in shard order, and its rows of the norm output take their
+ * gradient; the norm's backward then runs once over all rows. */
 static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_residual) {
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
@@ -463,22 +553,28 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
     /* x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid); an adapter's weight gradients are
      * taken while its layer's input is intact, and its share of the input gradient added after the
      * base layer's (its down-projection slot holds the gradient in between) */
-    adapter_backward_weights(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, d_residual, S[TT_SAVED_SWIGLU], S);
-    b->linear_backward(S[TT_SAVED_SWIGLU], g->w_down, NULL, d_residual, S[TT_SAVED_SWIGLU], w->w_down, N, F, D,
-                       false);
-    adapter_backward_input(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S);
-    b->swiglu_backward(S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP],
-                       N * F);
-    adapter_backward_weights(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], S);
-    adapter_backward_weights(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], S);
-    b->linear_backward(NULL, g->w_gate, NULL, S[TT_SAVED_GATE], S[TT_SAVED_MLP_NORMED], w->w_gate, N, D, F, false);
-    b->linear_backward(NULL, g->w_up, NULL, S[TT_SAVED_UP], S[TT_SAVED_MLP_NORMED], w->w_up, N, D, F, false);
-    void *d_normed = S[TT_SAVED_MLP_NORMED];
-    b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, w->w_gate, N, D, F, false);
-    b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, w->w_up, N, D, F, true);
-    adapter_backward_input(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, d_normed, S);
-    adapter_backward_input(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, d_normed, S);
-    b->rmsnorm_backward(d_residual, g->mlp_norm, d_normed, S[TT_SAVED_RESIDUAL_MID], w->mlp_norm,
+    for (int64_t k = 0; k < mlp_shard_count(s); k++) {
+        const row_range rows = mlp_shard(s, k);
+        const int64_t n = rows.count;
+        if (mlp_tiled(s)) mlp_intermediates(s, l, S, TT_ALL_SLOTS, &rows);
+        const void *dy = row_at(s, d_residual, rows.first, D);
+        void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows.first, D);
+        adapter_backward_weights_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, dy, S[TT_SAVED_SWIGLU], S, &rows);
+        b->linear_backward(S[TT_SAVED_SWIGLU], g->w_down, NULL, dy, S[TT_SAVED_SWIGLU], w->w_down, n, F, D, false);
+        adapter_backward_input_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S, &rows);
+        b->swiglu_backward(S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP],
+                           n * F);
+        adapter_backward_weights_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], normed, S, &rows);
+        adapter_backward_weights_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], normed, S, &rows);
+        b->linear_backward(NULL, g->w_gate, NULL, S[TT_SAVED_GATE], normed, w->w_gate, n, D, F, false);
+        b->linear_backward(NULL, g->w_up, NULL, S[TT_SAVED_UP], normed, w->w_up, n, D, F, false);
+        void *d_normed = normed;
+        b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, w->w_gate, n, D, F, false);
+        b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, w->w_up, n, D, F, true);
+        adapter_backward_input_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, d_normed, S, &rows);
+        adapter_backward_input_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, d_normed, S, &rows);
+    }
+    b->rmsnorm_backward(d_residual, g->mlp_norm, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm,
                         S[TT_SAVED_MLP_RSTD], N, D);
 }
 
@@ -501,20 +597,23 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     adapter_backward_input(s, l, TT_LORA_O, TT_SAVED_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
     b->attention_backward(W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
                           S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
-                          &s->attention);
+                          &s->attention, W[TT_BACKWARD_ATTENTION]);
     b->rope_backward(W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
     b->rope_backward(W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
     void *d_q_proj = W[TT_BACKWARD_D_Q], *d_k_proj = W[TT_BACKWARD_D_K];
     if (c->qk_norm) {
+        /* The norms' input gradients go where the attention backward's dead inputs were: d q before
+         * norm into d attention output, d k before norm into k (both the same shape). */
         const size_t act = s->plan.activation_bytes;
-        b->zero(W[TT_BACKWARD_D_Q_RAW], (size_t)(N * q_dim) * act);
-        b->zero(W[TT_BACKWARD_D_K_RAW], (size_t)(N * kv_dim) * act);
-        b->rmsnorm_backward(W[TT_BACKWARD_D_Q_RAW], g->q_norm, W[TT_BACKWARD_D_Q], S[TT_SAVED_Q_RAW], w->q_norm,
-                            S[TT_SAVED_Q_RSTD], N * c->num_heads, hd);
-        b->rmsnorm_backward(W[TT_BACKWARD_D_K_RAW], g->k_norm, W[TT_BACKWARD_D_K], S[TT_SAVED_K_RAW], w->k_norm,
-                            S[TT_SAVED_K_RSTD], N * c->num_kv_heads, hd);
-        d_q_proj = W[TT_BACKWARD_D_Q_RAW];
-        d_k_proj = W[TT_BACKWARD_D_K_RAW];
+        void *d_q_raw = W[TT_BACKWARD_D_ATTN_OUT], *d_k_raw = S[TT_SAVED_K];
+        b->zero(d_q_raw, (size_t)(N * q_dim) * act);
+        b->zero(d_k_raw, (size_t)(N * kv_dim) * act);
+        b->rmsnorm_backward(d_q_raw, g->q_norm, W[TT_BACKWARD_D_Q], S[TT_SAVED_Q_RAW], w->q_norm, S[TT_SAVED_Q_RSTD],
+                            N * c->num_heads, hd);
+        b->rmsnorm_backward(d_k_raw, g->k_norm, W[TT_BACKWARD_D_K], S[TT_SAVED_K_RAW], w->k_norm, S[TT_SAVED_K_RSTD],
+                            N * c->num_kv_heads, hd);
+        d_q_proj = d_q_raw;
+        d_k_proj = d_k_raw;
     }
     void *normed = S[TT_SAVED_ATTN_NORMED];
     adapter_backward_weights(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, d_q_proj, normed, S);
@@ -733,7 +832,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
          * go, and the attention backward's scratch takes their place. */
         mlp_backward(s, l, all.slot, d_residual);
-        tt_arena_pop_to(&s->arena, recomputed.bytes ? recomputed.mlp_mark : kept[l].mlp_mark);
+        tt_arena_pop_to(&s->arena, mlp_top_mark(&kept[l], &recomputed));
         backward_scratch scratch;
         push_backward(s, &scratch);
         attention_backward(s, l, x[l], all.slot, &scratch, d_residual);

@@ -93,7 +93,8 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
     tt_param_table params;
     const tt_trainable_spec trainable = tt_trainable_spec_for_run(run);
     tt_param_table_build_trainable(model, &trainable, &params);
-    device->backend->configure(&plan->precision, plan->attention, plan->attention_workspace_limit);
+    tt_size_table sizes; /* settles attn_workspace_limit: auto before the spill prices the plan */
+    tt_size_table_configure(&sizes, model, &params, plan, device->backend);
     const tt_spill_result spill =
         tt_plan_spill(plan, model, &params, device->backend, device->memory_budget, plan->pinned_budget);
     if (spill.to_pinned || spill.to_disk)
@@ -112,9 +113,8 @@ void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     tt_param_table params;
     const tt_trainable_spec trainable = tt_trainable_spec_for_run(run);
     tt_param_table_build_trainable(&model, &trainable, &params);
-    device->backend->configure(&plan.precision, plan.attention, plan.attention_workspace_limit);
     tt_size_table sizes;
-    tt_size_table_compute(&sizes, &model, &params, &plan, device->backend);
+    tt_size_table_configure(&sizes, &model, &params, &plan, device->backend);
     print_header(&model, &params, device, &plan, &sizes, out);
     char budget[32];
     const tt_tier tier = compute_tier_of(device);

@@ -10,7 +10,9 @@
  * timed calls after warm-up, in TFLOP/s of the causal FLOPs (forward 2*2*T*T/2*hd*Hq, backward
  * 2.5x that).
  *
- * Usage: test_gpu_cudnn_attention [--quick]. Exit status 0 when every check passed. */
+ * Usage: test_gpu_cudnn_attention [--quick] [--speed T:GiB[,T:GiB...]]. --speed times only the listed
+ * lengths, each with the deterministic backward under that dP limit (T:0 times cuDNN's atomic
+ * backward), and skips the checks. Exit status 0 when every check passed. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
@@ -276,9 +278,51 @@ static void time_attention(int64_t T, int deterministic, timing_row *row) {
     tt_cudnn_attention_destroy(a);
 }
 
+static void print_timing_table(const timing_row *table, int row_count) {
+    printf("\ncuDNN %s, B=1 Hq=16 Hkv=8 hd=128, causal, median of %d\n", tt_cudnn_version_string(), TIMED_CALLS);
+    printf("%7s  %-13s  %6s  %10s  %8s  %10s  %8s\n", "T", "backward", "dP GiB", "fwd ms", "TFLOP/s", "bwd ms",
+           "TFLOP/s");
+    for (int i = 0; i < row_count; i++) {
+        const timing_row *r = &table[i];
+        if (r->ran)
+            printf("%7lld  %-13s  %6.0f  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
+                   r->deterministic ? "deterministic" : "default", (double)r->dp_limit / (double)(1 << 30),
+                   r->forward_ms, r->forward_tflops, r->backward_ms, r->backward_tflops);
+        else
+            printf("%7lld  %-13s  %s\n", (long long)r->T, r->deterministic ? "deterministic" : "default", r->note);
+    }
+}
+
+/* --speed T:GiB,...: the listed lengths and dP limits only (GiB 0: the atomic backward). */
+static int time_listed(const char *list) {
+    timing_row table[32];
+    int row_count = 0;
+    const char *p = list;
+    while (*p && row_count < 32) {
+        char *end = NULL;
+        const long long T = strtoll(p, &end, 10);
+        double gib = 1.0;
+        if (end && *end == ':') gib = strtod(end + 1, &end);
+        if (!end || T <= 0 || T % 128 != 0 || gib < 0 || (*end && *end != ',')) {
+            fprintf(stderr, "--speed: expected T:GiB[,T:GiB...] with T a multiple of 128, at '%s'\n", p);
+            return 2;
+        }
+        if (gib > 0) set_dp_limit((size_t)(gib * (double)(1 << 30)));
+        time_attention(T, gib > 0, &table[row_count++]);
+        p = *end ? end + 1 : end;
+    }
+    set_dp_limit((size_t)1 << 30);
+    print_timing_table(table, row_count);
+    return tt_test_summary("test_gpu_cudnn_attention --speed");
+}
+
 int main(int argc, char **argv) {
     bool quick = false; /* `make test-gpu` passes the source dir first */
-    for (int i = 1; i < argc; i++) quick = quick || strcmp(argv[i], "--quick") == 0;
+    const char *speed_list = NULL;
+    for (int i = 1; i < argc; i++) {
+        quick = quick || strcmp(argv[i], "--quick") == 0;
+        if (strcmp(argv[i], "--speed") == 0 && i + 1 < argc) speed_list = argv[++i];
+    }
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         fprintf(stderr, "test_gpu_cudnn_attention: no CUDA device; run it on a machine with a GPU\n");
@@ -289,6 +333,7 @@ int main(int argc, char **argv) {
     printf("device: %s (sm_%d%d), cuDNN %s\n", properties.name, properties.major, properties.minor,
            tt_cudnn_version_string());
     tt_rng_seed(&gpu_test_rng, 2026);
+    if (speed_list) return time_listed(speed_list);
 
     const int64_t shapes[][5] = {{2, 64, 4, 2, 64}, {1, 200, 8, 2, 128}, {1, 512, 2, 1, 128}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
@@ -320,17 +365,6 @@ int main(int argc, char **argv) {
         set_dp_limit((size_t)1 << 30);
     }
 
-    printf("\ncuDNN %s, B=1 Hq=16 Hkv=8 hd=128, causal, median of %d\n", tt_cudnn_version_string(), TIMED_CALLS);
-    printf("%7s  %-13s  %6s  %10s  %8s  %10s  %8s\n", "T", "backward", "dP GiB", "fwd ms", "TFLOP/s", "bwd ms",
-           "TFLOP/s");
-    for (int i = 0; i < row_count; i++) {
-        const timing_row *r = &table[i];
-        if (r->ran)
-            printf("%7lld  %-13s  %6.0f  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
-                   r->deterministic ? "deterministic" : "default", (double)r->dp_limit / (double)(1 << 30),
-                   r->forward_ms, r->forward_tflops, r->backward_ms, r->backward_tflops);
-        else
-            printf("%7lld  %-13s  %s\n", (long long)r->T, r->deterministic ? "deterministic" : "default", r->note);
-    }
+    print_timing_table(table, row_count);
     return tt_test_summary("test_gpu_cudnn_attention");
 }

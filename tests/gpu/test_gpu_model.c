@@ -40,6 +40,7 @@ typedef struct recipe {
     bool gpu, master_weights, checkpointing;
     tt_attention_kind attention;
     bool lora; /* rank-4 adapters with dropout on every linear layer, the base frozen */
+    int64_t mlp_shards; /* tiled_mlp over this many shards (0: untiled) */
 } recipe;
 
 static const tt_trainable_spec lora_spec = {
@@ -72,6 +73,8 @@ static void open_model(tt_model_state *s, const model_case *mc, const recipe *r,
     run_config.gradient_checkpointing = r->checkpointing;
     run_config.master_weights = r->master_weights;
     run_config.attn_implementation = (int)r->attention;
+    run_config.tiled_mlp = r->mlp_shards > 0;
+    run_config.tiled_mlp_num_shards = r->mlp_shards;
     const tt_backend *backend = r->gpu ? tt_backend_cuda() : tt_backend_cpu();
     *precision = tt_precision_for_run(&run_config, r->gpu);
     tt_plan plan;
@@ -237,11 +240,11 @@ static void random_batch(model_case *mc, int64_t vocab, uint64_t seed) {
 }
 
 static void check_case(model_case *mc) {
-    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false};
+    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0};
     const recipe recipes[] = {
-        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO, false},
-        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO, false},
-        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false},
+        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 0},
+        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO, false, 0},
+        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false, 0},
     };
     run_result reference = run(mc, &cpu);
     for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++) {
@@ -263,10 +266,10 @@ static void check_case(model_case *mc) {
     free_result(&reference);
 
     /* LoRA on the frozen base: the GPU against the CPU (same dropout masks), repeats, checkpointing */
-    const recipe cpu_lora = {"cpu fp32 LoRA", false, true, false, TT_ATTENTION_AUTO, true};
+    const recipe cpu_lora = {"cpu fp32 LoRA", false, true, false, TT_ATTENTION_AUTO, true, 0};
     const recipe lora_recipes[] = {
-        {"bf16 LoRA, fp32 master", true, true, false, TT_ATTENTION_AUTO, true},
-        {"bf16 LoRA, no master", true, false, false, TT_ATTENTION_AUTO, true},
+        {"bf16 LoRA, fp32 master", true, true, false, TT_ATTENTION_AUTO, true, 0},
+        {"bf16 LoRA, no master", true, false, false, TT_ATTENTION_AUTO, true, 0},
     };
     run_result lora_reference = run(mc, &cpu_lora);
     for (size_t i = 0; i < sizeof lora_recipes / sizeof *lora_recipes; i++) {
@@ -282,6 +285,27 @@ static void check_case(model_case *mc) {
         free_result(&gpu);
     }
     free_result(&lora_reference);
+
+    /* tiled_mlp (3 shards): the GPU against the CPU's tiled run, and checkpointing the same bits */
+    const recipe tiled_recipes[][2] = {
+        {{"cpu fp32 tiled MLP", false, true, false, TT_ATTENTION_AUTO, false, 3},
+         {"bf16 tiled MLP, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 3}},
+        {{"cpu fp32 LoRA tiled MLP", false, true, false, TT_ATTENTION_AUTO, true, 3},
+         {"bf16 LoRA tiled MLP, no master", true, false, false, TT_ATTENTION_AUTO, true, 3}},
+    };
+    for (size_t i = 0; i < sizeof tiled_recipes / sizeof *tiled_recipes; i++) {
+        run_result tiled_reference = run(mc, &tiled_recipes[i][0]);
+        run_result gpu = run(mc, &tiled_recipes[i][1]);
+        compare_with_cpu(mc, &tiled_recipes[i][1], &gpu, &tiled_reference);
+        recipe checkpointed = tiled_recipes[i][1];
+        checkpointed.checkpointing = true;
+        run_result gc = run(mc, &checkpointed);
+        TT_EXPECT(same_bits(&gpu, &gc), "%s %s: gradient checkpointing gives the same bits on the GPU", mc->name,
+                  tiled_recipes[i][1].name);
+        free_result(&gc);
+        free_result(&gpu);
+        free_result(&tiled_reference);
+    }
     free(mc->inputs);
     free(mc->targets);
 }

@@ -129,8 +129,14 @@ static void cpu_attention_forward(void *out, float *lse, const void *q, const vo
 
 static void cpu_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
                                    const float *lse, const void *q, const void *k, const void *v,
-                                   const tt_attention_shape *shape) {
+                                   const tt_attention_shape *shape, void *workspace) {
+    (void)workspace; /* the CPU kernel keeps a row of scores per thread in the op scratch */
     tt_cpu_attention_backward_f32(dq, dk, dv, dout, out, lse, q, k, v, shape);
+}
+
+static size_t cpu_attention_workspace_bytes(const tt_attention_shape *shape) {
+    (void)shape;
+    return 0;
 }
 
 static void cpu_swiglu_forward(void *h, const void *gate, const void *up, int64_t n) {
@@ -192,6 +198,7 @@ static const tt_backend cpu_backend = {
     .copy_span = cpu_copy_span,
     .configure = cpu_configure,
     .scratch_bytes = tt_cpu_scratch_bytes,
+    .attention_workspace_bytes = cpu_attention_workspace_bytes,
     .set_scratch = tt_cpu_scratch_set,
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,

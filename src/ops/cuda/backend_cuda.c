@@ -26,6 +26,7 @@ typedef struct cuda_backend_state {
     size_t arena_bytes; /* bytes handed out by block_alloc */
     tt_precision precision;
     tt_attention_kind attention_requested;
+    size_t attention_workspace_limit; /* attn_workspace_limit the attention plans were (or will be) built for */
 
     unsigned char *scratch; /* [GEMM workspace | op scratch] */
     size_t scratch_bytes;
@@ -242,13 +243,21 @@ static void cuda_download(void *host_dst, const void *src, size_t bytes) {
     cuda_synchronize();
 }
 
+static void destroy_cudnn(void);
+
 static void cuda_configure(const tt_precision *p, tt_attention_kind attention, size_t attention_workspace_limit) {
     start();
     TT_CHECK(p->activation == TT_BF16, "the CUDA backend computes in bf16");
     TT_CHECK(p->gradient == TT_F32 || p->gradient == TT_BF16, "gradients are fp32 or bf16");
     TT_CHECK(p->moment == TT_F32 || p->moment == TT_BF16, "AdamW moments are fp32 or bf16");
     state.precision = *p;
+    /* a new kind or limit builds the attention plans again at the next shape query */
+    if (attention != state.attention_requested || attention_workspace_limit != state.attention_workspace_limit) {
+        destroy_cudnn();
+        state.attention_forward = state.attention_backward = TT_ATTENTION_AUTO;
+    }
     state.attention_requested = attention;
+    state.attention_workspace_limit = attention_workspace_limit;
     tt_cudnn_attention_set_dp_limit(attention_workspace_limit);
 }
 
@@ -327,10 +336,7 @@ static void choose_attention(const tt_attention_shape *shape) {
 static size_t align_256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 static size_t attention_forward_scratch_bytes(void) {
-    if (state.attention_forward == TT_ATTENTION_CUDNN)
-        return state.attention_backward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_workspace_bytes(state.cudnn)
-                                                              : tt_cudnn_attention_forward_workspace_bytes(state.cudnn);
-    return 0;
+    return state.attention_forward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_forward_workspace_bytes(state.cudnn) : 0;
 }
 
 static size_t attention_backward_scratch_bytes(const tt_attention_shape *a) {
@@ -339,10 +345,6 @@ static size_t attention_backward_scratch_bytes(const tt_attention_shape *a) {
     case TT_ATTENTION_FLASH: return tt_cuda_flash_attention_backward_scratch_bytes(a);
     default: return floats(a->batch * a->num_heads * a->seq_len);
     }
-}
-
-static size_t attention_scratch_bytes(const tt_attention_shape *a) {
-    return max_size(attention_forward_scratch_bytes(), attention_backward_scratch_bytes(a));
 }
 
 /* The per-op scratch (after the GEMM workspace): the largest any one op needs. */
@@ -355,7 +357,7 @@ static size_t op_scratch_bytes(const tt_scratch_shape *s) {
     if (s->hidden > widest) widest = s->hidden;
     need = max_size(need, floats(tt_cuda_column_sum_scratch(N, widest)));
     need = max_size(need, sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1));
-    need = max_size(need, attention_scratch_bytes(&s->attention));
+    need = max_size(need, attention_forward_scratch_bytes()); /* the backward's: attention_workspace_bytes */
     need = max_size(need, sizeof(int32_t) * (size_t)(3 * N + 1)); /* embedding backward order */
     const int64_t chunks = s->loss_chunk > 0 ? (N + s->loss_chunk - 1) / s->loss_chunk : 1;
     need = max_size(need, align_256(floats(s->loss_chunk)) + sizeof(double) * (size_t)chunks); /* loss */
@@ -367,6 +369,12 @@ static size_t cuda_scratch_bytes(const tt_scratch_shape *s) {
     state.scratch_shape = *s; /* set_scratch sizes the host buffers from it */
     choose_attention(&s->attention);
     return TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(s);
+}
+
+static size_t cuda_attention_workspace_bytes(const tt_attention_shape *shape) {
+    start();
+    choose_attention(shape);
+    return align_256(attention_backward_scratch_bytes(shape));
 }
 
 static void free_host_buffers(void) {
@@ -536,9 +544,10 @@ static void cuda_attention_forward(void *out, float *lse, const void *q, const v
 
 static void cuda_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
                                     const float *lse, const void *q, const void *k, const void *v,
-                                    const tt_attention_shape *shape) {
+                                    const tt_attention_shape *shape, void *workspace) {
     choose_attention(shape);
-    void *scratch = op_scratch(attention_backward_scratch_bytes(shape), "the attention backward");
+    void *scratch = workspace;
+    TT_CHECK(scratch || attention_backward_scratch_bytes(shape) == 0, "the attention backward needs its workspace");
     switch (state.attention_backward) {
     case TT_ATTENTION_CUDNN:
         TIMED("attention backward cudnn",
@@ -655,6 +664,7 @@ static const tt_backend cuda_backend = {
     .copy_span = tt_cuda_copy_span,
     .configure = cuda_configure,
     .scratch_bytes = cuda_scratch_bytes,
+    .attention_workspace_bytes = cuda_attention_workspace_bytes,
     .set_scratch = cuda_set_scratch,
     .embedding_forward = cuda_embedding_forward,
     .embedding_backward = cuda_embedding_backward,

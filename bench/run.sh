@@ -78,7 +78,8 @@ rows = [json.loads(l) for l in open(path) if '"loss"' in l and 'eval_loss' not i
 times = sorted(r["step_seconds"] for r in rows[warmup:])
 peak = max(r.get("mem_gpu_peak_bytes", 0) for r in rows)
 print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": recipe, "attention": attention,
-                  "memory": memory, "adapter": adapter, "tok_s": seq / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"]}))
+                  "memory": memory, "adapter": adapter, "tok_s": seq / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"],
+                  "grad_norms": [r.get("grad_norm") for r in rows]}))
 PY
   grep -h "attention: cuDNN\|tiled_mlp:\|offloaded activations\|disk tier\|layer_offloading:\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi

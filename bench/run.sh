@@ -12,7 +12,8 @@
 # selective (selective_checkpointing {save: [attention], offload: true}: the attention output kept in
 # pinned memory, no attention recompute); tiled or tiled<N> (tiled_mlp, N shards); layer_offloading
 # (the frozen base streamed); optimizer_cpu_offload (the whole optimizer on the CPU with overlap; use the
-# master recipe: the offload keeps fp32 master weights); noclip (max_grad_norm 0); save_on_cpu runs
+# master recipe: the offload keeps fp32 master weights); noclip (max_grad_norm 0); ws<N>
+# (attn_workspace_limit N GiB; auto otherwise); save_on_cpu runs
 # the peer alone (no checkpointing, torch.autograd.graph.save_on_cpu). The peer runs once per model,
 # length, adapter and its own mode: hidden_states when the case has it, else gc (none with
 # optimizer_cpu_offload). An optional sixth field: full (default) or lora<r> (LoRA of rank r on all
@@ -61,6 +62,7 @@ for c in $cases; do
       layer_offloading) memory_args+=(layer_offloading=true) ;;
       optimizer_cpu_offload) memory_args+=(optimizer_cpu_offload=true optimizer_offload_fraction=1.0 overlap_cpu_optimizer_d2h_h2d=true); peer_memory= ;;
       noclip) memory_args+=(max_grad_norm=0) ;;
+      ws*) memory_args+=(attn_workspace_limit=${token#ws}GiB) ;;
       save_on_cpu) peer_memory=save_on_cpu ;;
       *) echo "bench: unknown memory token '$token' in $c"; exit 2 ;;
     esac

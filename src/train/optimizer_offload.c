@@ -171,7 +171,12 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
     memset(o->v, 0, s->sizes.host_optimizer_state / 2);
     memset(o->gradients, 0, s->sizes.host_gradients);
 
-    o->pool = tt_cpu_adamw_pool_create(threads > 0 ? threads : omp_get_max_threads(), tt_cpu_adamw_best_isa());
+    /* With overlap the CPU update runs while the main thread drives the GPU: one core stays free for it (with
+     * every core taken by pinned AdamW threads, the main thread's kernel launches wait for a time slice and the
+     * GPU idles). */
+    const int cores = omp_get_max_threads();
+    const int pool_threads = threads > 0 ? threads : o->overlap && cores > 2 ? cores - 1 : cores;
+    o->pool = tt_cpu_adamw_pool_create(pool_threads, tt_cpu_adamw_best_isa());
     if (o->overlap) {
         o->worker = tt_xcalloc(1, sizeof *o->worker, "optimizer offload worker");
         pthread_mutex_init(&o->worker->lock, NULL);

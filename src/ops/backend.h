@@ -87,11 +87,13 @@ typedef struct tt_backend {
      * copy_async starts the copy after every op issued before it and after the copy `after`
      * (0: none; a copy back after the copy out it reads), and returns its ticket (increasing
      * from 1). copy_wait makes every op issued after it wait for the copy (the host does not
-     * block); copy_host_wait blocks the calling thread (any thread) until the copy is done.
-     * The CPU backend copies at once and its waits return at once. */
+     * block); copy_host_wait blocks the calling thread (any thread) until the copy is done;
+     * copy_done tells, without blocking, whether it is (any thread). The CPU backend copies at
+     * once and its waits return at once. */
     uint64_t (*copy_async)(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after);
     void (*copy_wait)(uint64_t ticket);
     void (*copy_host_wait)(uint64_t ticket);
+    bool (*copy_done)(uint64_t ticket);
     /* Race stress (debug_copy_delay_us): each copy first idles its stream for a random 0..max_us
      * microseconds, so that a missing event shows up as wrong bits; 0 turns it off. */
     void (*copy_set_delay)(unsigned max_us);

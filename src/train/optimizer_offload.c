@@ -85,6 +85,22 @@ static void update_host_range(tt_optimizer_offload *o, int segments, const int64
     o->adamw_bytes += (double)n * (16.0 + 12.0 + (o->weights_bf16 ? 2.0 : 0.0));
 }
 
+/* The unit the worker updates next (under its lock), or -1: of the queued units with their scalars, the lowest
+ * whose gradients have arrived (the next forward needs the lowest first); when none has, the one whose copy
+ * out was issued first, which the copy stream finishes first. The host issues the backward ahead of the GPU,
+ * so the lowest queued unit's gradients may be the last to come: waiting for them would leave the CPU idle
+ * through the backward while the units above it are ready. */
+static int64_t next_unit(const tt_optimizer_offload *o) {
+    int64_t earliest = -1;
+    for (int64_t u = o->first_host_unit; u <= o->num_layers + 1; u++) {
+        const tt_optimizer_offload_unit *unit = &o->units[u];
+        if (unit->phase != UNIT_QUEUED || !unit->stamped) continue;
+        if (o->backend->copy_done(unit->gradient_copy)) return u;
+        if (earliest < 0 || unit->gradient_copy < o->units[earliest].gradient_copy) earliest = u;
+    }
+    return earliest;
+}
+
 static void *worker_main(void *arg) {
     tt_optimizer_offload *o = arg;
     struct tt_optimizer_offload_worker *w = o->worker;
@@ -92,9 +108,7 @@ static void *worker_main(void *arg) {
     for (;;) {
         int64_t pick = -1;
         while (!w->stopping) {
-            /* the lowest queued unit with its scalars: the next forward needs it first */
-            for (int64_t u = o->first_host_unit; u <= o->num_layers + 1 && pick < 0; u++)
-                if (o->units[u].phase == UNIT_QUEUED && o->units[u].stamped) pick = u;
+            pick = next_unit(o);
             if (pick >= 0) break;
             pthread_cond_wait(&w->changed, &w->lock);
         }

@@ -13,8 +13,9 @@
  * step's last micro-batch (armed by tt_optimizer_offload_expect_gradients):
  *   - after the backward finishes a unit's gradients (tt_optimizer_offload_after_backward, on the main
  *     thread) its gradient copy out starts, ordered after the ops that wrote them, and the unit is queued;
- *   - the worker thread (started here, the only thread this module owns) takes the lowest queued unit once
- *     the update's gradient scale is known: at once with max_grad_norm 0 (so it updates while the compute
+ *   - the worker thread (started here, the only thread this module owns) takes a queued unit once the
+ *     update's gradient scale is known (the lowest whose gradients have arrived, else the one whose copy out
+ *     finishes first): at once with max_grad_norm 0 (so it updates while the compute
  *     goes on with the units below), else when tt_optimizer_offload_update hands over the clipping factor
  *     of the global norm (the norm needs every gradient, so with clipping no update can start earlier; the
  *     copies still run beside the backward). It waits for the unit's copy out (copy_host_wait), runs the

@@ -46,6 +46,11 @@ static void cpu_copy_wait(uint64_t ticket) {
     TT_CHECK(ticket <= copies_issued, "copy ticket %llu not issued yet", (unsigned long long)ticket);
 }
 
+static bool cpu_copy_done(uint64_t ticket) {
+    cpu_copy_wait(ticket);
+    return true;
+}
+
 /* The CPU's timeline is the host clock: ops are done when they return. */
 static double marks[TT_TIMELINE_WINDOW];
 static uint64_t marks_made;
@@ -189,6 +194,7 @@ static const tt_backend cpu_backend = {
     .upload = cpu_upload,
     .download = cpu_download,
     .copy_async = cpu_copy_async,
+    .copy_done = cpu_copy_done,
     .copy_wait = cpu_copy_wait,
     .copy_host_wait = cpu_copy_wait,
     .copy_set_delay = cpu_copy_set_delay,

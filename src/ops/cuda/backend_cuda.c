@@ -657,6 +657,7 @@ static const tt_backend cuda_backend = {
     .copy_async = tt_cuda_copy_async,
     .copy_wait = tt_cuda_copy_wait,
     .copy_host_wait = tt_cuda_copy_host_wait,
+    .copy_done = tt_cuda_copy_done,
     .copy_set_delay = tt_cuda_copy_set_delay,
     .copy_stats = tt_cuda_copy_stats,
     .timestamp = tt_cuda_timestamp,

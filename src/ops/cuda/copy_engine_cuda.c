@@ -183,6 +183,22 @@ void tt_cuda_copy_host_wait(uint64_t ticket) {
     if (done) TT_CUDA_CHECK(cudaEventSynchronize(done));
 }
 
+bool tt_cuda_copy_done(uint64_t ticket) {
+    if (!ticket) return true;
+    pthread_mutex_lock(&engine.lock);
+    copy_record *r = record_of(ticket);
+    cudaEvent_t done = r ? r->done : NULL;
+    pthread_mutex_unlock(&engine.lock);
+    if (!done) return true; /* older than the window: done long ago */
+    const cudaError_t status = cudaEventQuery(done);
+    if (status == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    TT_CUDA_CHECK(status);
+    return true;
+}
+
 void tt_cuda_copy_set_delay(unsigned max_us) { engine.delay_max_us = max_us; }
 
 void tt_cuda_copy_stats(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds) {

@@ -27,6 +27,7 @@ void tt_cuda_copy_engine_start(cudaStream_t compute);
 uint64_t tt_cuda_copy_async(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after);
 void tt_cuda_copy_wait(uint64_t ticket);
 void tt_cuda_copy_host_wait(uint64_t ticket);
+bool tt_cuda_copy_done(uint64_t ticket);
 void tt_cuda_copy_set_delay(unsigned max_us);
 void tt_cuda_copy_stats(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
 

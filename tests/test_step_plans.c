@@ -19,6 +19,8 @@ static tt_model_config tiny_config(bool qwen3) { return tt_test_tiny_config(qwen
 
 typedef struct run_result {
     size_t host_peak;            /* the compute arena's measured peak */
+    size_t pinned_peak;          /* the pinned (host) arena's measured peak */
+    size_t layer_saved;          /* one layer's saved activations (the size table's) */
     tt_spill_result spill;       /* what tt_plan_spill moved (spill runs only) */
     double loss;
     int64_t count;
@@ -35,6 +37,7 @@ static bool lora;
 static double lora_dropout;
 static bool stream_frozen; /* layer_offloading (LoRA runs only): frozen layers streamed from the pinned tier */
 static int64_t mlp_shards; /* tiled_mlp: the MLP over this many row shards (1: untiled) */
+static size_t pinned_spill_budget; /* spill runs: the pinned tier's budget (0: unlimited) */
 
 static bool plan_streams(const tt_model_state *s) { return s->plan.stream_frozen_layers; }
 
@@ -91,7 +94,8 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
         tt_param_table params;
         tt_param_table_build_trainable(&config, &spec, &params);
         tt_backend_cpu()->configure(&plan.precision, plan.attention, plan.attention_workspace_limit);
-        spill = tt_plan_spill(&plan, &config, &params, tt_backend_cpu(), spill_budget, 0);
+        plan.pinned_budget = pinned_spill_budget;
+        spill = tt_plan_spill(&plan, &config, &params, tt_backend_cpu(), spill_budget, pinned_spill_budget);
         tt_param_table_free(&params);
     }
     tt_model_state s;
@@ -159,6 +163,8 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     TT_EXPECT(eval_count > 0 && eval_loss > 0, "eval loss %g over %lld tokens", eval_loss, (long long)eval_count);
 
     r.host_peak = s.arena.peak;
+    r.pinned_peak = s.host.peak;
+    r.layer_saved = s.sizes.layer_saved;
     r.spill = spill;
     r.gradient_bytes = s.sizes.gradients;
     r.gradients = malloc(r.gradient_bytes);
@@ -217,6 +223,38 @@ int main(void) {
                   "a spilled plan gives the same bits");
         free(full.gradients);
         free(spilled.gradients);
+        /* Keeping everything under a budget half a layer's saved activations below its peak: the
+         * layer inputs go to disk first, then the layers' kept activations, as blocks (the first ones
+         * only pay for the staging ring of two), until it fits; same bits. */
+        run_result keep_here = run_plan(qwen3, "kkk", 14, TT_TIER_HOST); /* with this variant's streaming */
+        const size_t kept_budget = keep_here.host_peak - keep_here.layer_saved / 2;
+        free(keep_here.gradients);
+        run_result kept_spill = run_plan_spilled(qwen3, "kkk", 14, TT_TIER_HOST, kept_budget, 2, false, 0);
+        TT_EXPECT(kept_spill.spill.fits && kept_spill.spill.to_disk == 3 && kept_spill.spill.kept_to_disk == 3 &&
+                      kept_spill.host_peak <= kept_budget,
+                  "kept spill: fits %d, %lld inputs and %lld kept blocks to disk, peak %zu of budget %zu",
+                  kept_spill.spill.fits, (long long)kept_spill.spill.to_disk, (long long)kept_spill.spill.kept_to_disk,
+                  kept_spill.host_peak, kept_budget);
+        TT_EXPECT(memcmp(keep.gradients, kept_spill.gradients, keep.gradient_bytes) == 0 &&
+                      memcmp(&keep.loss, &kept_spill.loss, sizeof(double)) == 0,
+                  "kept activations spilled to disk give the same bits");
+        free(kept_spill.gradients);
+        /* Kept activations in the pinned tier with a pinned budget too small for all of them: the
+         * last layers' blocks move on to disk; same bits. */
+        run_result pinned_all = run_plan_spilled(qwen3, "kkk", 14, TT_TIER_HOST, 0, 2, true, 1);
+        pinned_spill_budget = pinned_all.pinned_peak - 1;
+        run_result pinned_spill = run_plan_spilled(qwen3, "kkk", 14, TT_TIER_HOST, (size_t)1 << 40, 2, true, 1);
+        pinned_spill_budget = 0;
+        TT_EXPECT(pinned_spill.spill.fits && pinned_spill.spill.kept_to_disk > 0 &&
+                      pinned_spill.pinned_peak <= pinned_all.pinned_peak - 1,
+                  "pinned kept spill: fits %d, %lld kept blocks to disk, pinned peak %zu of %zu",
+                  pinned_spill.spill.fits, (long long)pinned_spill.spill.kept_to_disk, pinned_spill.pinned_peak,
+                  pinned_all.pinned_peak);
+        TT_EXPECT(memcmp(keep.gradients, pinned_spill.gradients, keep.gradient_bytes) == 0 &&
+                      memcmp(&keep.loss, &pinned_spill.loss, sizeof(double)) == 0,
+                  "kept activations spilled from the pinned tier to disk give the same bits");
+        free(pinned_all.gradients);
+        free(pinned_spill.gradients);
         /* The LM-head chunk size only changes the schedule of the same row-wise arithmetic. */
         run_result chunked = run_plan(qwen3, "rrr", 4, TT_TIER_HOST);
         TT_EXPECT(chunked.count == keep.count, "token count %lld vs %lld", (long long)chunked.count,

@@ -30,16 +30,22 @@ void tt_offload_store_init(tt_offload_store *st, const tt_backend *backend, int6
         on_disk += offloaded && tiers[l] == TT_TIER_DISK;
     }
     st->ring_slot[L] = head_shares_ring && L > 0 && st->ring_slot[L - 1] >= 0 ? rank % ring_count : -1;
-    /* the disk buffers first: whole pages from the page-aligned base, as O_DIRECT wants */
+    /* the disk buffers first: whole pages, as O_DIRECT wants, from a page boundary (the caller
+     * pushes every store's disk buffers before any home) */
     if (on_disk)
         for (int i = 0; i < 2; i++) st->disk_buffer[i] = tt_arena_push(host, disk_buffer_bytes, cls, "disk buffer");
+    size_t largest_on_disk = 0;
     for (int64_t l = 0; l < L; l++)
-        if (st->bytes[l] && tiers[l] != TT_TIER_DISK) st->home[l] = tt_arena_push(host, st->bytes[l], cls, "offloaded block");
-    size_t largest = 0;
-    for (int64_t l = 0; l < L; l++)
-        if (st->bytes[l] > largest) largest = st->bytes[l];
-    if (on_disk) st->disk = tt_disk_store_open(disk_dir, L, largest);
+        if (st->bytes[l] && tiers[l] == TT_TIER_DISK && st->bytes[l] > largest_on_disk) largest_on_disk = st->bytes[l];
+    TT_CHECK(largest_on_disk <= disk_buffer_bytes, "disk buffers of %zu bytes for blocks of %zu", disk_buffer_bytes,
+             largest_on_disk);
+    if (on_disk) st->disk = tt_disk_store_open(disk_dir, L, largest_on_disk);
     st->disk_holds[0] = st->disk_holds[1] = -1;
+}
+
+void tt_offload_store_place_homes(tt_offload_store *st, const tt_tier *tiers, tt_arena *host, tt_class cls) {
+    for (int64_t l = 0; l < st->num_layers; l++)
+        if (st->bytes[l] && tiers[l] != TT_TIER_DISK) st->home[l] = tt_arena_push(host, st->bytes[l], cls, "offloaded block");
 }
 
 void tt_offload_store_free(tt_offload_store *st) {

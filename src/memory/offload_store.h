@@ -2,8 +2,8 @@
  * forward and their backward, and the copies that move them. A run has two: the layer inputs
  * (the checkpoints) and the kept saved activations of layers whose saved slots are offloaded
  * (selective_checkpointing offload, activation_offloading: true without recompute, Megatron's
- * cpu_offloading). A block lives in host memory (pinned, or pageable with use_pin_memory:
- * false) or, for layer inputs, on disk; on the compute tier it only ever occupies one of a ring
+ * cpu_offloading, and blocks the planner spills, tt_plan_spill). A block lives in host memory
+ * (pinned, or pageable with use_pin_memory: false) or on disk; on the compute tier it only ever occupies one of a ring
  * of staging buffers that the step program pushes each micro-step.
  *
  * The schedule, with the orderings it relies on (copies through the backend's copy engine):
@@ -56,14 +56,16 @@ typedef struct tt_offload_store {
 } tt_offload_store;
 
 /* tiers[l]: where layer l's block lives (the compute tier: not offloaded); bytes[l] its size.
- * Homes in host memory are pushed onto `host` (class `cls`); blocks on disk go to a store under
- * disk_dir with two `disk_buffer_bytes` buffers pushed first onto `host` (page-aligned: host must
- * start on a page). head_shares_ring: the LM head's input (index L) takes the ring buffer after
- * the last layer's when that layer is offloaded (layer inputs). */
+ * Blocks on disk go to a store under disk_dir with two `disk_buffer_bytes` buffers (whole pages)
+ * pushed onto `host` (class `cls`) here: the arena's next push must be on a page boundary, so
+ * every store's disk buffers go first. head_shares_ring: the LM head's input (index L) takes the
+ * ring buffer after the last layer's when that layer is offloaded (layer inputs). */
 void tt_offload_store_init(tt_offload_store *store, const tt_backend *backend, int64_t num_layers,
                            const tt_tier *tiers, tt_tier compute_tier, const size_t *bytes, int64_t ring_count,
                            bool streamed, bool head_shares_ring, tt_arena *host, tt_class cls, const char *disk_dir,
                            size_t disk_buffer_bytes);
+/* Pushes the homes of the blocks that live in host memory onto `host` (after every store's init). */
+void tt_offload_store_place_homes(tt_offload_store *store, const tt_tier *tiers, tt_arena *host, tt_class cls);
 void tt_offload_store_free(tt_offload_store *store);
 
 static inline bool tt_offload_store_offloaded(const tt_offload_store *store, int64_t l) {

@@ -193,17 +193,31 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
      * saved bytes and its backward at most that, or that - M(l) + the scratch. */
     const tt_tier c = plan->compute_tier;
     const int64_t L = plan->num_layers;
-    /* Offloaded kept slots live in host memory and, on the compute tier, in a ring of staging
-     * buffers (each as large as the largest layer's block) pushed with the layer inputs. */
+    /* Offloaded kept slots live in host memory, or on disk (spilled there: two pinned page-aligned
+     * buffers carry them, and the disk holds a slot of the largest disk block per layer), and, on the
+     * compute tier, in a ring of staging buffers (each as large as the largest layer's block) pushed
+     * with the layer inputs. */
     t->host_tier = TT_TIER_PINNED;
-    size_t largest_block = 0, blocks = 0;
+    size_t largest_block = 0, blocks = 0, largest_disk_block = 0;
+    int64_t blocks_on_disk = 0;
     for (int64_t l = 0; l < L; l++) {
         const size_t block = tt_offloaded_block_bytes(t, plan, l);
-        blocks += block;
         if (block > largest_block) largest_block = block;
-        if (block) t->host_tier = plan->layers[l].saved_activation_tier;
+        if (!block) continue;
+        if (plan->layers[l].saved_activation_tier == TT_TIER_DISK) {
+            blocks_on_disk++;
+            if (block > largest_disk_block) largest_disk_block = block;
+        } else {
+            blocks += block;
+            t->host_tier = plan->layers[l].saved_activation_tier;
+        }
     }
     t->saved_staging = largest_block ? (size_t)plan->saved_ring * largest_block : 0;
+    t->saved_disk_slot = (largest_disk_block + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT;
+    if (blocks_on_disk) {
+        blocks += 2 * t->saved_disk_slot;
+        t->host_tier = TT_TIER_PINNED;
+    }
     size_t kept_before = 0, saved_peak = 0, layer_peak = 0, attention_peak = 0;
     for (int64_t l = 0; l < L; l++) {
         size_t kept = 0, recomputed = 0, kept_mlp = 0, recomputed_mlp = 0, recomputed_attention = 0;
@@ -261,7 +275,8 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         t->tier_peak[TT_TIER_PINNED] += t->streamed_weights_host;
     }
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
-    t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
+    t->class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_DISK] = (size_t)blocks_on_disk * t->saved_disk_slot;
+    t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot + (size_t)blocks_on_disk * t->saved_disk_slot;
     const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch + t->lora_dropout_buffer;
 
     t->class_peak[TT_CLASS_FROZEN_WEIGHT][c] = t->frozen_weights;

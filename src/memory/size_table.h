@@ -43,6 +43,8 @@ typedef struct tt_size_table {
     size_t disk_slot;        /* one layer input on disk (whole pages), 0 without disk offload */
     size_t saved_staging;    /* compute-tier ring the offloaded kept activations pass through (plan.saved_ring
                                 blocks of the largest layer's), or 0 */
+    size_t saved_disk_slot;  /* the largest kept block on disk, whole pages (a disk slot and each of the two
+                                pinned buffers that carry them), 0 without kept blocks on disk */
     size_t head_rstd;        /* [N] fp32 final-norm 1/rms */
     size_t head_normed;      /* [N, D] final-norm output */
     size_t logits_chunk;     /* [loss_chunk, V] activation precision */

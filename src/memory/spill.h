@@ -1,7 +1,10 @@
 /* Tiers spill in order: when the compute tier's budget is full, layer inputs (the checkpoints)
- * move to the next tier (GPU -> pinned host memory, host memory -> disk), and when the pinned
- * tier's budget is full its inputs move on to disk, one layer at a time, until every tier fits
- * or nothing is left to move. The plan records where each input went; the size table prices it. */
+ * move to the next tier (GPU -> pinned host memory, host memory -> disk), from the first layer
+ * on, and once none is left there the kept saved activations of layers follow, a layer's as one
+ * block; when the pinned tier's budget is full its inputs, then its kept blocks, move on to disk
+ * from the last layer down (needed first in the backward: the disk has the whole backward to
+ * stay ahead). One move at a time, until every tier fits or nothing is left to move. The plan
+ * records where everything went; the size table prices it. */
 #ifndef TT_MEMORY_SPILL_H
 #define TT_MEMORY_SPILL_H
 
@@ -16,6 +19,7 @@ typedef struct tt_spill_result {
     bool fits;         /* every tier within its budget after the moves */
     int64_t to_pinned; /* layer inputs moved from the GPU to pinned host memory */
     int64_t to_disk;   /* layer inputs moved to disk */
+    int64_t kept_to_pinned, kept_to_disk; /* layers whose kept saved activations moved there */
 } tt_spill_result;
 
 /* Budgets of 0 are unlimited. The backend must be configured (its scratch is priced). */

@@ -128,7 +128,8 @@ void tt_rope_tables(const tt_model_config *c, int64_t T, float *cos_table, float
 
 /* The host arena of offloaded blocks (pinned, or pageable with use_pin_memory: false), sized by
  * the size table and checked against host_memory_budget, and the two offload stores on it: layer
- * inputs (disk buffers first, page-aligned) and kept saved activations. */
+ * inputs and kept saved activations (each possibly partly on disk: their disk buffers first,
+ * page-aligned). */
 static void init_offload(tt_model_state *s) {
     const tt_plan *plan = &s->plan;
     const tt_backend *backend = s->backend;
@@ -152,23 +153,29 @@ static void init_offload(tt_model_state *s) {
                       plan->pinned_budget ? plan->pinned_budget : host,
                       pinned ? backend->pinned_free : tt_host_block_free);
     }
-    tt_tier *tiers = tt_xcalloc((size_t)L + 1, sizeof(tt_tier), "offload plan");
+    /* both stores' disk buffers (whole pages) first, from the page-aligned base, then the homes */
+    tt_tier *input_tiers = tt_xcalloc((size_t)L + 1, sizeof(tt_tier), "offload plan");
+    tt_tier *saved_tiers = tt_xcalloc((size_t)L + 1, sizeof(tt_tier), "offload plan");
     size_t *bytes = tt_xcalloc((size_t)L + 1, sizeof(size_t), "offload plan");
     const size_t input_bytes = (size_t)(plan->micro_batch * plan->seq_len * s->config.hidden_size) * plan->activation_bytes;
     for (int64_t l = 0; l < L; l++) {
-        tiers[l] = plan->layers[l].layer_input_tier;
+        input_tiers[l] = plan->layers[l].layer_input_tier;
         bytes[l] = input_bytes;
     }
-    tt_offload_store_init(&s->inputs, backend, L, tiers, plan->compute_tier, bytes, plan->offload_ring,
+    tt_offload_store_init(&s->inputs, backend, L, input_tiers, plan->compute_tier, bytes, plan->offload_ring,
                           plan->offload_streamed, true, &s->host, TT_CLASS_LAYER_INPUT, plan->offload_dir,
                           s->sizes.disk_slot);
     for (int64_t l = 0; l < L; l++) {
-        tiers[l] = plan->layers[l].saved_activation_tier;
+        saved_tiers[l] = plan->layers[l].saved_activation_tier;
         bytes[l] = tt_offloaded_block_bytes(&s->sizes, plan, l);
     }
-    tt_offload_store_init(&s->saved, backend, L, tiers, plan->compute_tier, bytes, plan->saved_ring,
-                          plan->offload_streamed, false, &s->host, TT_CLASS_SAVED_ACTIVATION, NULL, 0);
-    free(tiers);
+    tt_offload_store_init(&s->saved, backend, L, saved_tiers, plan->compute_tier, bytes, plan->saved_ring,
+                          plan->offload_streamed, false, &s->host, TT_CLASS_SAVED_ACTIVATION, plan->offload_dir,
+                          s->sizes.saved_disk_slot);
+    tt_offload_store_place_homes(&s->inputs, input_tiers, &s->host, TT_CLASS_LAYER_INPUT);
+    tt_offload_store_place_homes(&s->saved, saved_tiers, &s->host, TT_CLASS_SAVED_ACTIVATION);
+    free(input_tiers);
+    free(saved_tiers);
     free(bytes);
     backend->copy_set_delay(plan->copy_delay_us);
 }

@@ -97,11 +97,12 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
     tt_size_table_configure(&sizes, model, &params, plan, device->backend);
     const tt_spill_result spill =
         tt_plan_spill(plan, model, &params, device->backend, device->memory_budget, plan->pinned_budget);
-    if (spill.to_pinned || spill.to_disk)
-        tt_info("plan: the %s budget is full: %lld layer input(s) spill to pinned host memory and %lld to disk "
-                "(offload_dir %s)%s",
+    if (spill.to_pinned || spill.to_disk || spill.kept_to_pinned || spill.kept_to_disk)
+        tt_info("plan: the %s budget is full: %lld layer input(s) spill to pinned host memory and %lld to disk, the "
+                "kept activations of %lld layer(s) to pinned host memory and of %lld to disk (offload_dir %s)%s",
                 tt_tier_name(plan->compute_tier), (long long)spill.to_pinned, (long long)spill.to_disk,
-                plan->offload_dir, spill.fits ? "" : "; still over budget");
+                (long long)spill.kept_to_pinned, (long long)spill.kept_to_disk, plan->offload_dir,
+                spill.fits ? "" : "; still over budget");
     tt_param_table_free(&params);
 }
 
@@ -221,14 +222,16 @@ static void report_offload(tt_model_state *model) {
                tt_format_bytes(model->stream.loaded_bytes, streamed, sizeof streamed),
                tt_format_bytes(model->sizes.weight_ring, layer, sizeof layer));
     }
-    if (inputs->disk) {
+    const tt_offload_store *stores[2] = {inputs, &model->saved};
+    for (int i = 0; i < 2; i++) {
+        if (!stores[i]->disk) continue;
         size_t written = 0, read = 0;
         double seconds = 0;
-        tt_disk_store_stats(inputs->disk, &written, &read, &seconds);
+        tt_disk_store_stats(stores[i]->disk, &written, &read, &seconds);
         char w[32], r[32];
-        printf("  disk tier (activation_offloading: disk): %s written, %s read, IO thread busy %.2f s (%.2f GB/s)\n",
-               tt_format_bytes(written, w, sizeof w), tt_format_bytes(read, r, sizeof r), seconds,
-               seconds > 0 ? (double)(written + read) / seconds / 1e9 : 0.0);
+        printf("  disk tier (%s): %s written, %s read, IO thread busy %.2f s (%.2f GB/s)\n",
+               i == 0 ? "layer inputs" : "kept activations", tt_format_bytes(written, w, sizeof w),
+               tt_format_bytes(read, r, sizeof r), seconds, seconds > 0 ? (double)(written + read) / seconds / 1e9 : 0.0);
     }
 }
 

@@ -1058,7 +1058,8 @@ static void det_optimizer(float *res) {
     tt_rng_seed(&r, 8);
     const int64_t n = DET_OPT_N;
     float *g = frand(&r, n, 1), *p = res + 2, *m = p + n, *v = m + n;
-    double ss = be->sum_squares(g, n);
+    double ss = 0;
+    be->sum_squares(&ss, g, n);
     memcpy(res, &ss, sizeof ss);
     for (int64_t i = 0; i < n; i++) {
         p[i] = (float)tt_rng_normal(&r);

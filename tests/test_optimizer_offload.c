@@ -27,7 +27,10 @@ typedef struct offload_setting {
     bool on;
     double fraction;
     bool overlap;
+    bool ring; /* the gradient ring (one micro-batch per step) */
 } offload_setting;
+
+static int64_t micro_batches = 2; /* per optimizer step */
 
 /* The shared tiny model, narrower: vocab 40, hidden 16, MLP 24, 2 query heads and 1 kv head of 8. */
 static tt_model_config tiny_config(bool qwen3) {
@@ -81,6 +84,7 @@ static void make_state(tt_model_state *s, const variant *v, offload_setting o) {
     plan.optimizer_offload = o.on;
     plan.optimizer_offload_fraction = o.fraction;
     plan.optimizer_overlap = o.overlap;
+    plan.gradient_ring = o.ring;
     const tt_trainable_spec spec = spec_of(v);
     tt_model_state_init_trainable(s, &config, &plan, &spec, tt_backend_cpu(), 0);
 }
@@ -98,7 +102,7 @@ static void initial_weights(tt_model_state *s) {
 
 static int64_t clipped_steps; /* steps whose gradients clipping scaled down */
 
-/* Optimizer steps [first, last) of two micro-batches each, as the trainer runs them. */
+/* Optimizer steps [first, last) of micro_batches each, as the trainer runs them. */
 static void train_steps(tt_model_state *s, int64_t first, int64_t last, float max_grad_norm) {
     const tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f, .weight_decay = 0.1f,
                                      .max_grad_norm = max_grad_norm};
@@ -107,14 +111,14 @@ static void train_steps(tt_model_state *s, int64_t first, int64_t last, float ma
     for (int64_t step = first; step < last; step++) {
         const float lr = 2e-2f / (float)(step + 1);
         s->backend->zero(s->gradients, s->sizes.gradients);
-        for (int64_t micro = 0; micro < 2; micro++) {
+        for (int64_t micro = 0; micro < micro_batches; micro++) {
             tt_rng rng;
             tt_rng_seed(&rng, (uint64_t)(100 * step + micro));
             for (int64_t i = 0; i < N; i++) {
                 inputs[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s->config.vocab_size);
                 targets[i] = i % 5 == 3 ? TT_IGNORE_INDEX : (int32_t)(tt_rng_next(&rng) % (uint64_t)s->config.vocab_size);
             }
-            if (micro == 1) tt_optimizer_offload_expect_gradients(s->optimizer_offload, &adamw, lr, step + 1);
+            if (micro == micro_batches - 1) tt_optimizer_offload_expect_gradients(s->optimizer_offload, &adamw, lr, step + 1);
             tt_model_set_batch(s, inputs, targets);
             int64_t count = 0;
             tt_step_forward_backward(s, 0.05, &count);
@@ -225,8 +229,8 @@ int main(void) {
     const variant variants[] = {
         {.name = "llama"}, {.name = "qwen3 tied", .qwen3 = true}, {.name = "LoRA", .lora = true},
         {.name = "frozen embedding and layer 1", .freeze = true}};
-    const offload_setting settings[] = {{true, 0.0, false}, {true, 0.3, false}, {true, 0.6, true}, {true, 1.0, false},
-                                        {true, 1.0, true},  {true, 0.3, true}};
+    const offload_setting settings[] = {{true, 0.0, false, false}, {true, 0.3, false, false}, {true, 0.6, true, false}, {true, 1.0, false, false},
+                                        {true, 1.0, true, false},  {true, 0.3, true, false}};
     const float clips[] = {0.0f, 0.05f};
     for (size_t vi = 0; vi < sizeof variants / sizeof *variants; vi++)
         for (int ci = 0; ci < 2; ci++) {
@@ -248,5 +252,37 @@ int main(void) {
             free_trained(&reference);
         }
     TT_EXPECT(clipped_steps > 0, "max_grad_norm 0.05 clips (the scale reaches the CPU AdamW)");
+
+    /* The gradient ring (one micro-batch per step, overlap): the host share's layers' gradients stream out of
+     * two slots, with the same bits as no offload, and the compute tier holds less */
+    micro_batches = 1;
+    for (size_t vi = 0; vi < sizeof variants / sizeof *variants; vi++)
+        for (int ci = 0; ci < 2; ci++) {
+            const variant *v = &variants[vi];
+            trained reference = run(v, (offload_setting){0}, clips[ci]);
+            const offload_setting ring = {true, 1.0, true, true}, no_ring = {true, 1.0, true, false};
+            trained t = run(v, ring, clips[ci]);
+            TT_EXPECT(same(&reference, &t), "%s, max_grad_norm %g: the gradient ring differs from no offload",
+                      v->name, clips[ci]);
+            free_trained(&t);
+            tt_model_state a, b;
+            make_state(&a, v, ring);
+            make_state(&b, v, no_ring);
+            /* (with layer 1 frozen two layers have gradients: two slots would save nothing, so no ring) */
+            TT_EXPECT(v->freeze ? a.sizes.gradient_ring_first == a.config.num_layers + 1 &&
+                                      a.sizes.gradients == b.sizes.gradients
+                                : a.sizes.gradient_ring_first <= a.config.num_layers &&
+                                      a.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST] <
+                                          b.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST],
+                      "%s: the ring from unit %lld keeps %zu gradient bytes on the compute tier, %zu without", v->name,
+                      (long long)a.sizes.gradient_ring_first, a.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST],
+                      b.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST]);
+            tt_model_state_free(&a);
+            tt_model_state_free(&b);
+            trained resumed = run_resumed(v, ring, (offload_setting){0}, clips[ci]);
+            TT_EXPECT(same(&reference, &resumed), "%s: saved with the gradient ring, resumed without", v->name);
+            free_trained(&resumed);
+            free_trained(&reference);
+        }
     return tt_test_summary("optimizer_offload");
 }

@@ -190,6 +190,15 @@ if [[ " ${overrides[*]} " != *" master_weights=false "* ]]; then
     case "$mode" in *fraction=0\;*|*fraction=0) continue ;; esac
     check "$mode: the report gives the CPU AdamW's bandwidth" grep -Eq "CPU AdamW \(.*\): [0-9.]+ GB/s" "train_$name.txt"
   done
+  # The gradient ring (overlap and one micro-batch per step): the layers' gradients stream to the host out of
+  # two slots; the same bits as no offload (a 4-layer model: the ring needs three layers with gradients).
+  mkdir -p model4
+  sed 's/"num_hidden_layers": 2/"num_hidden_layers": 4/' model/config.json > model4/config.json
+  "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model4/config.json output_dir=out_ga1 \
+    gradient_accumulation_steps=1 > train_ga1.txt 2>&1
+  check "one micro-batch per step: training succeeds" test $? -eq 0
+  train_mode ring "model_config=model4/config.json;gradient_accumulation_steps=1;optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true" out_ga1
+  check "the plan shows the gradient ring" grep -q "gradient ring: the gradients of layers 0-3 stream" "train_$name.txt"
   mkdir -p out_opt_resume && cp -r out_a/checkpoint-3 out_opt_resume/
   "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_opt_resume optimizer_cpu_offload=true \
     optimizer_offload_fraction=0.5 overlap_cpu_optimizer_d2h_h2d=true --resume > train_opt_resume.txt 2>&1

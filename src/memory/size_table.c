@@ -142,6 +142,7 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
     t->batch_ids = bytes_of(N, 4);
     t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));
+    t->norm_partials = bytes_of(m->num_layers + 2, sizeof(double));
     /* Frozen parameters have weights only (in compute precision); gradients, the master copy and
      * the AdamW moments exist for the trainable ones. */
     t->frozen_weights = bytes_of(params->trainable_start, plan->weight_bytes);
@@ -171,6 +172,29 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
         free(start);
     }
     t->optimizer_host_numel = params->trainable_numel - t->optimizer_host_start;
+    /* The gradient ring: the host share's decoder layers (three at least, or two slots save nothing), from the
+     * first host unit (not the embedding: with tied weights the LM head writes its gradient first) */
+    t->gradient_ring_first = m->num_layers + 1;
+    if (plan->gradient_ring && t->optimizer_host_numel > 0) {
+        int64_t *start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
+        tt_optimizer_unit_starts(params, m->num_layers, start);
+        int64_t first = tt_optimizer_first_host_unit(start, m->num_layers, plan->optimizer_offload_fraction);
+        if (first < 1) first = 1;
+        size_t slot = 0;
+        int64_t layers = 0; /* with gradients (frozen layers have none) */
+        for (int64_t u = first; u <= m->num_layers; u++) {
+            const size_t unit = bytes_of(start[u + 1] - start[u], plan->gradient_bytes);
+            if (unit > slot) slot = unit;
+            layers += unit > 0;
+        }
+        if (layers >= 3) {
+            t->gradient_ring_first = first;
+            t->gradient_ring_slot = slot;
+            t->gradients = bytes_of(start[first], plan->gradient_bytes) + 2 * slot +
+                           bytes_of(params->trainable_numel - start[m->num_layers + 1], plan->gradient_bytes);
+        }
+        free(start);
+    }
     t->master = bytes_of(t->optimizer_host_start, plan->master_bytes);
     t->optimizer_state = 2 * bytes_of(t->optimizer_host_start, plan->moment_bytes);
     t->host_master = bytes_of(t->optimizer_host_numel, sizeof(float));
@@ -277,7 +301,8 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     t->class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_DISK] = (size_t)blocks_on_disk * t->saved_disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot + (size_t)blocks_on_disk * t->saved_disk_slot;
-    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->op_scratch + t->lora_dropout_buffer;
+    const size_t persistent_workspace =
+        2 * t->rope_table + 2 * t->batch_ids + t->op_scratch + t->lora_dropout_buffer + t->norm_partials;
 
     t->class_peak[TT_CLASS_FROZEN_WEIGHT][c] = t->frozen_weights;
     t->class_peak[tt_trainable_weight_class(params)][c] = t->weights;
@@ -431,4 +456,17 @@ void tt_size_table_print_optimizer(const tt_size_table *t, const tt_plan *plan, 
             tt_format_bytes(t->host_weights, weights, sizeof weights), tt_tier_name(plan->compute_tier),
             tt_format_bytes(t->master, device_master, sizeof device_master),
             tt_format_bytes(t->optimizer_state, device_moments, sizeof device_moments));
+    if (t->gradient_ring_first <= L) {
+        char slot[32];
+        fprintf(out,
+                "  gradient ring: the gradients of layers %lld-%lld stream to %s memory as each layer's backward "
+                "finishes, through two slots of %s on the %s\n",
+                (long long)(t->gradient_ring_first - 1), (long long)(L - 1), tt_tier_name(t->host_tier),
+                tt_format_bytes(t->gradient_ring_slot, slot, sizeof slot), tt_tier_name(plan->compute_tier));
+    } else if (plan->optimizer_overlap && t->optimizer_host_numel > 0) {
+        fprintf(out, "  gradients stay whole on the %s (%s)\n", tt_tier_name(plan->compute_tier),
+                plan->gradient_ring ? "fewer than three layers with gradients in the host share"
+                                    : "gradient_accumulation_steps > 1: a layer's gradient is final only in the "
+                                      "last micro-batch");
+    }
 }

@@ -53,6 +53,7 @@ typedef struct tt_size_table {
     size_t rope_table;       /* [T, hd/2] fp32, cos and sin each */
     size_t batch_ids;        /* [N] int32, inputs and targets each */
     size_t op_scratch;       /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
+    size_t norm_partials;    /* [L + 2] double: each optimizer unit's sum of squares of its gradients */
     size_t lora_dropout_buffer; /* [N, widest input of an adapted layer]: lora_dropout's workspace, or 0 */
     /* Whole-model buffers: the frozen parameters' weights, and the trainable parameters' weights,
      * gradients, fp32 master copy and AdamW moments (params->trainable_numel elements each). */
@@ -67,6 +68,12 @@ typedef struct tt_size_table {
      * compute copy is not fp32, their new weights; master and optimizer_state above count the compute tier's
      * share, [0, optimizer_host_start). */
     int64_t optimizer_host_start, optimizer_host_numel;
+    /* The gradient ring (plan.gradient_ring): units gradient_ring_first .. L (decoder layers of the host share;
+     * L + 1 when there is no ring) have their gradients in one of two slots of gradient_ring_slot bytes (unit u in
+     * slot u % 2) instead of the flat buffer; the compute tier's gradients are then [the units before
+     * gradient_ring_first | slot 0 | slot 1 | unit L + 1], `gradients` bytes in all. */
+    int64_t gradient_ring_first;
+    size_t gradient_ring_slot;
     size_t host_master, host_optimizer_state, host_gradients, host_weights;
 
     /* Peaks: per class and tier (each class at its own worst moment), and per tier (the

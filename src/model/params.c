@@ -242,3 +242,13 @@ void tt_model_view_bind_trainable(tt_model_view *view, tt_layer_view *layers, co
                                   const tt_model_config *c, void *base, size_t elem_size) {
     bind_views(view, layers, t, c, base, elem_size, false, t->trainable_start);
 }
+
+void tt_model_view_bind_range(tt_model_view *view, const tt_param_table *t, int64_t first, int64_t end, void *base,
+                              size_t elem_size) {
+    for (int i = 0; i < t->count; i++) {
+        const tt_param_info *p = &t->params[i];
+        const int64_t at = p->offset - t->trainable_start;
+        if (!p->trainable || at < first || at >= end) continue;
+        tt_model_view_set(view, p, (unsigned char *)base + (size_t)(at - first) * elem_size);
+    }
+}

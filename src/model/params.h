@@ -127,5 +127,9 @@ void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr);
 /* Binds views to base, a buffer in the trainable layout (gradients): frozen parameters are NULL. */
 void tt_model_view_bind_trainable(tt_model_view *view, tt_layer_view *layers, const tt_param_table *table,
                                   const tt_model_config *config, void *base, size_t elem_size);
+/* Re-points the trainable parameters at trainable-layout elements [first, end) to base, which holds
+ * that range (element first at base); the others keep their pointers. */
+void tt_model_view_bind_range(tt_model_view *view, const tt_param_table *table, int64_t first, int64_t end, void *base,
+                              size_t elem_size);
 
 #endif

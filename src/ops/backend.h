@@ -196,8 +196,9 @@ typedef struct tt_backend {
                            int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                            int64_t *count);
 
-    /* Sum of squares of n gradient values, in a fixed order. */
-    double (*sum_squares)(const void *x, int64_t n);
+    /* *out (one double in the compute tier) = the sum of squares of n gradient values, in a fixed
+     * order; ordered like any op, the host does not wait. */
+    void (*sum_squares)(double *out, const void *x, int64_t n);
     /* AdamW as torch.optim.AdamW, over the whole flat parameter buffer in one call (multi-tensor):
      * p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Segment s, elements

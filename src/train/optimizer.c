@@ -5,9 +5,20 @@
 #include "train/optimizer_offload.h"
 
 double tt_gradient_norm(const tt_model_state *s) {
-    /* One fixed-order sum over the flat buffer (the padding between parameters holds zeros): one
-     * launch and one host round trip on the GPU instead of one per parameter. */
-    return sqrt(s->backend->sum_squares(s->gradients, s->params.trainable_numel));
+    /* Per optimizer unit, each unit's fixed-order sum of squares on the compute tier (the padding
+     * between parameters holds zeros), then one host round trip and the units' sums added in unit
+     * order: the same bits whether a unit's gradients stay on the compute tier or stream out during
+     * the backward (optimizer offload's gradient ring takes their sums then). */
+    const int64_t units = s->config.num_layers + 2;
+    for (int64_t u = 0; u < units; u++)
+        if (s->unit_start[u + 1] > s->unit_start[u] && !tt_optimizer_offload_unit_streamed(s->optimizer_offload, u))
+            s->backend->sum_squares(&s->norm_partials[u], tt_model_unit_gradients(s, u),
+                                    s->unit_start[u + 1] - s->unit_start[u]);
+    s->backend->download(s->host_norm_partials, s->norm_partials, sizeof(double) * (size_t)units);
+    double total = 0;
+    for (int64_t u = 0; u < units; u++)
+        if (s->unit_start[u + 1] > s->unit_start[u]) total += s->host_norm_partials[u];
+    return sqrt(total);
 }
 
 float tt_clip_scale(double grad_norm, float max_grad_norm) {

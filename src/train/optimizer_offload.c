@@ -293,13 +293,31 @@ void tt_optimizer_offload_before_forward(tt_optimizer_offload *o, int64_t u) {
     }
 }
 
+bool tt_optimizer_offload_unit_streamed(const tt_optimizer_offload *o, int64_t u) {
+    return o && u >= o->state->sizes.gradient_ring_first && u <= o->num_layers;
+}
+
+void tt_optimizer_offload_before_backward(tt_optimizer_offload *o, int64_t u) {
+    if (!tt_optimizer_offload_unit_streamed(o, u)) return;
+    tt_model_state *s = o->state;
+    o->backend->copy_wait(o->ring_copy[u % 2]);
+    o->backend->zero(tt_model_unit_gradients(s, u), (size_t)(s->unit_start[u + 1] - s->unit_start[u]) * o->gradient_bytes);
+}
+
 void tt_optimizer_offload_after_backward(tt_optimizer_offload *o, int64_t u) {
+    const bool streamed = tt_optimizer_offload_unit_streamed(o, u);
+    TT_CHECK(!streamed || o->worker->armed,
+             "the gradient ring needs each backward to be its optimizer step's last (gradient_accumulation_steps 1)");
     if (!o || !o->worker || !o->worker->armed || !unit_on_host(o, u)) return;
+    tt_model_state *s = o->state;
     tt_optimizer_offload_unit *unit = &o->units[u];
     const size_t n = (size_t)(unit->end - unit->start), at = (size_t)unit->start * o->gradient_bytes;
-    const uint64_t ticket = o->backend->copy_async((unsigned char *)o->gradients + at,
-                                                   (unsigned char *)o->device_gradients + at, n * o->gradient_bytes,
-                                                   true, 0);
+    const void *from = tt_model_unit_gradients(s, u);
+    if (streamed) /* the gradient norm's share of this unit, before the slot is reused */
+        o->backend->sum_squares(&s->norm_partials[u], from, s->unit_start[u + 1] - s->unit_start[u]);
+    const uint64_t ticket =
+        o->backend->copy_async((unsigned char *)o->gradients + at, from, n * o->gradient_bytes, true, 0);
+    if (streamed) o->ring_copy[u % 2] = ticket;
     struct tt_optimizer_offload_worker *w = o->worker;
     pthread_mutex_lock(&w->lock);
     TT_CHECK(unit->phase == UNIT_IDLE, "unit %lld's gradients arrive twice in one step", (long long)u);

@@ -13,6 +13,10 @@
  * step's last micro-batch (armed by tt_optimizer_offload_expect_gradients):
  *   - after the backward finishes a unit's gradients (tt_optimizer_offload_after_backward, on the main
  *     thread) its gradient copy out starts, ordered after the ops that wrote them, and the unit is queued;
+ *     with the gradient ring (plan.gradient_ring: one micro-batch per step) a decoder layer's gradients
+ *     are written into one of two slots, which tt_optimizer_offload_before_backward zeroes once the
+ *     slot's previous copy out is done, and their sum of squares for the gradient norm is taken before
+ *     the copy out, so the compute tier never holds more than two layers' gradients of the host share;
  *   - the worker thread (started here, the only thread this module owns) takes a queued unit once the
  *     update's gradient scale is known (the lowest whose gradients have arrived, else the one whose copy out
  *     finishes first): at once with max_grad_norm 0 (so it updates while the compute
@@ -66,6 +70,7 @@ typedef struct tt_optimizer_offload {
     tt_cpu_adamw_pool *pool;
     bool overlap;
     tt_optimizer_offload_unit *units; /* [L + 2] */
+    uint64_t ring_copy[2];            /* the gradient ring: each slot's last copy out */
     struct tt_optimizer_offload_worker *worker; /* with overlap */
     /* the end-of-run report: CPU AdamW time and bytes, copies */
     double adamw_seconds;
@@ -86,7 +91,13 @@ void tt_optimizer_offload_expect_gradients(tt_optimizer_offload *offload, const 
 /* The step program's hooks (NULL offload: nothing). unit: 0 the embedding, l + 1 layer l, L + 1 the final
  * norm and LM head. */
 void tt_optimizer_offload_before_forward(tt_optimizer_offload *offload, int64_t unit);
+/* Before the backward writes unit's gradients: with the gradient ring, its slot is zeroed once the slot's last
+ * copy out is done (the compute stream waits, the host does not). */
+void tt_optimizer_offload_before_backward(tt_optimizer_offload *offload, int64_t unit);
 void tt_optimizer_offload_after_backward(tt_optimizer_offload *offload, int64_t unit);
+/* Whether unit's gradients live in the gradient ring (so its sum of squares is taken in after_backward, before the
+ * slot is reused); false for a NULL offload. */
+bool tt_optimizer_offload_unit_streamed(const tt_optimizer_offload *offload, int64_t unit);
 
 /* The optimizer step's update: the compute tier's share through the backend, the host share on the CPU (now,
  * or with overlap by the worker, which gets grad_scale here). */

@@ -240,6 +240,7 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     s->lora_dropout_buffer = s->sizes.lora_dropout_buffer ? tt_arena_push(&s->arena, s->sizes.lora_dropout_buffer,
                                                                           TT_CLASS_WORKSPACE, "LoRA dropout buffer")
                                                           : NULL;
+    s->norm_partials = tt_arena_push(&s->arena, s->sizes.norm_partials, TT_CLASS_WORKSPACE, "gradient norm partial sums");
     backend->set_scratch(s->op_scratch, s->sizes.op_scratch);
 
     if (s->plan.stream_frozen_layers) {
@@ -251,6 +252,7 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     }
     backend->zero(s->gradients, s->sizes.gradients);
     if (s->master) backend->zero(s->master, s->sizes.master);
+    backend->zero(s->norm_partials, s->sizes.norm_partials);
     backend->zero(s->adam_m, moment_bytes);
     backend->zero(s->adam_v, moment_bytes);
     float *host_cos = tt_xmalloc(s->sizes.rope_table, "RoPE table"), *host_sin = tt_xmalloc(s->sizes.rope_table, "RoPE table");
@@ -261,6 +263,9 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     free(host_sin);
 
     const int64_t L = s->config.num_layers;
+    s->unit_start = tt_xcalloc((size_t)L + 3, sizeof(int64_t), "optimizer units");
+    tt_optimizer_unit_starts(&s->params, L, s->unit_start);
+    s->host_norm_partials = tt_xcalloc((size_t)L + 2, sizeof(double), "gradient norm partial sums");
     init_offload(s);
     s->optimizer_offload = tt_optimizer_offload_create(s, 0);
     s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
@@ -286,6 +291,10 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
         tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
     }
     tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
+    if (s->sizes.gradient_ring_first <= L) /* the gradient ring: the units from there on are elsewhere */
+        for (int64_t u = s->sizes.gradient_ring_first; u <= L + 1; u++)
+            tt_model_view_bind_range(&s->g, &s->params, s->unit_start[u], s->unit_start[u + 1],
+                                     tt_model_unit_gradients(s, u), s->plan.gradient_bytes);
 
     s->attention = (tt_attention_shape){
         .batch = s->plan.micro_batch,
@@ -311,10 +320,23 @@ void tt_model_state_free(tt_model_state *s) {
     free(s->layer_inputs);
     free(s->kept_saved);
     free(s->trace_pending);
+    free(s->unit_start);
+    free(s->host_norm_partials);
     tt_param_table_free(&s->params);
     tt_plan_free(&s->plan);
     tt_model_config_free(&s->config);
     memset(s, 0, sizeof(*s));
+}
+
+void *tt_model_unit_gradients(const tt_model_state *s, int64_t u) {
+    /* flat, or with the gradient ring [units before it | slot 0 | slot 1 | unit L + 1] (size_table.h) */
+    const int64_t L = s->config.num_layers, first = s->sizes.gradient_ring_first;
+    const size_t element = s->plan.gradient_bytes;
+    unsigned char *g = s->gradients;
+    if (u < first || first > L) return g + (size_t)s->unit_start[u] * element;
+    const size_t before = tt_align_up((size_t)s->unit_start[first] * element);
+    if (u <= L) return g + before + (size_t)(u % 2) * s->sizes.gradient_ring_slot;
+    return g + before + 2 * s->sizes.gradient_ring_slot;
 }
 
 uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_step) {
@@ -838,6 +860,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         trace_memory(s);
         /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
          * go, and the attention backward's scratch takes their place. */
+        tt_optimizer_offload_before_backward(s->optimizer_offload, l + 1);
         mlp_backward(s, l, all.slot, d_residual);
         tt_arena_pop_to(&s->arena, mlp_top_mark(&kept[l], &recomputed));
         backward_scratch scratch;

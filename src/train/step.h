@@ -50,6 +50,12 @@ typedef struct tt_model_state {
     int32_t *batch_inputs;        /* [B*T] token ids of the current micro-batch */
     int32_t *batch_targets;       /* [B*T] next-token ids, TT_IGNORE_INDEX where masked */
     void *op_scratch;             /* the backend's per-op scratch (sizes.op_scratch bytes) */
+    /* The optimizer units (tt_optimizer_unit_starts: the embedding, layer l as unit l + 1, the final norm and LM
+     * head as unit L + 1) and each one's sum of squares of its gradients, which the gradient norm adds up in unit
+     * order. */
+    int64_t *unit_start;          /* [L + 3] host, in the trainable layout */
+    double *norm_partials;        /* [L + 2] on the compute tier */
+    double *host_norm_partials;   /* [L + 2] host */
     tt_attention_shape attention;
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */
@@ -88,6 +94,10 @@ void tt_model_set_moments(tt_model_state *state, const float *host_m, const floa
 void tt_model_get_moments(const tt_model_state *state, float *host_m, float *host_v);
 /* inputs/targets[micro_batch * seq_len] token ids from the host */
 void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int32_t *targets);
+
+/* Where unit u's gradients are on the compute tier ([unit_start[u + 1] - unit_start[u]] in the gradient
+ * precision). */
+void *tt_model_unit_gradients(const tt_model_state *state, int64_t unit);
 
 /* Records the steps into trace (NULL: none); the state does not own it. */
 void tt_model_set_trace(tt_model_state *state, struct tt_trace *trace);

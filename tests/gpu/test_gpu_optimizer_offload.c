@@ -106,7 +106,9 @@ typedef struct trained {
     size_t weight_bytes, moment_bytes;
 } trained;
 
-static trained train_on_gpu(const char *config_path, bool offload, double fraction, bool overlap, unsigned delay_us) {
+/* Three optimizer steps of `micro_batches` micro-batches each. */
+static trained train_on_gpu(const char *config_path, bool offload, double fraction, bool overlap, unsigned delay_us,
+                            int64_t micro_batches) {
     tt_model_config config;
     tt_model_config_load(config_path, &config);
     tt_run_config run;
@@ -117,6 +119,7 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
     run.optimizer_cpu_offload = offload;
     run.optimizer_offload_fraction = fraction;
     run.overlap_cpu_optimizer_d2h_h2d = overlap;
+    run.gradient_accumulation_steps = micro_batches;
     const tt_backend *backend = tt_backend_cuda();
     const tt_precision precision = tt_precision_for_run(&run, true);
     tt_plan plan;
@@ -138,14 +141,14 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
     for (int64_t step = 0; step < 3; step++) {
         const float lr = 1e-3f;
         backend->zero(s.gradients, s.sizes.gradients);
-        for (int64_t micro = 0; micro < 2; micro++) {
+        for (int64_t micro = 0; micro < micro_batches; micro++) {
             tt_rng rng;
             tt_rng_seed(&rng, (uint64_t)(10 * step + micro));
             for (int64_t i = 0; i < N; i++) {
                 inputs[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
                 targets[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
             }
-            if (micro == 1) tt_optimizer_offload_expect_gradients(s.optimizer_offload, &adamw, lr, step + 1);
+            if (micro == micro_batches - 1) tt_optimizer_offload_expect_gradients(s.optimizer_offload, &adamw, lr, step + 1);
             tt_model_set_batch(&s, inputs, targets);
             int64_t count = 0;
             tt_step_forward_backward(&s, 1.0 / 160.0, &count);
@@ -191,14 +194,14 @@ int main(int argc, char **argv) {
 
     char config_path[4200];
     snprintf(config_path, sizeof config_path, "%s/tests/fixtures/tiny_qwen3/config.json", source_dir);
-    trained reference = train_on_gpu(config_path, false, 1.0, false, 0);
+    trained reference = train_on_gpu(config_path, false, 1.0, false, 0, 2);
     const struct {
         double fraction;
         bool overlap;
         unsigned delay_us;
     } cases[] = {{0.5, true, 0}, {0.5, true, 2000}, {1.0, false, 0}, {1.0, true, 0}, {0.0, false, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        trained t = train_on_gpu(config_path, true, cases[i].fraction, cases[i].overlap, cases[i].delay_us);
+        trained t = train_on_gpu(config_path, true, cases[i].fraction, cases[i].overlap, cases[i].delay_us, 2);
         TT_EXPECT(same(&reference, &t), "GPU, optimizer_offload_fraction %g%s%s: weights and moments differ from "
                                         "the run without offload",
                   cases[i].fraction, cases[i].overlap ? " with overlap" : "", cases[i].delay_us ? " and copy delays" : "");
@@ -208,5 +211,28 @@ int main(int argc, char **argv) {
         free_trained(&t);
     }
     free_trained(&reference);
+
+    /* The gradient ring (overlap, one micro-batch per step): a 4-layer Qwen3 shape whose layers' gradients stream
+     * out of two slots, against the same run without offload, with and without copy delays */
+    tt_test_scratch_open("gpu-optimizer-offload");
+    tt_test_write_text("config.json",
+                       "{\"model_type\": \"qwen3\", \"hidden_size\": 128, \"intermediate_size\": 256,"
+                       " \"num_hidden_layers\": 4, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+                       " \"head_dim\": 64, \"vocab_size\": 300, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000,"
+                       " \"tie_word_embeddings\": true, \"max_position_embeddings\": 256,"
+                       " \"torch_dtype\": \"bfloat16\"}");
+    char *ring_config = tt_test_path("config.json");
+    trained ring_reference = train_on_gpu(ring_config, false, 1.0, false, 0, 1);
+    for (unsigned delay = 0; delay <= 2000; delay += 2000) {
+        trained t = train_on_gpu(ring_config, true, 1.0, true, delay, 1);
+        TT_EXPECT(same(&ring_reference, &t), "GPU, the gradient ring%s: weights and moments differ from the run "
+                                             "without offload", delay ? " with copy delays" : "");
+        printf("  %-40s %s: %s\n", "gradient ring vs none, 3 steps", delay ? "delays" : "no delays",
+               same(&ring_reference, &t) ? "bit-identical" : "DIFFERENT");
+        free_trained(&t);
+    }
+    free_trained(&ring_reference);
+    free(ring_config);
+    tt_test_scratch_close();
     return tt_test_summary("test_gpu_optimizer_offload");
 }

@@ -166,7 +166,7 @@ static double cpu_lm_head_loss(void *dxn, void *dW, const void *xn, const void *
     return tt_cpu_lm_head_loss_f32(dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale, count);
 }
 
-static double cpu_sum_squares(const void *x, int64_t n) { return tt_cpu_sum_squares_f32(x, n); }
+static void cpu_sum_squares(double *out, const void *x, int64_t n) { *out = tt_cpu_sum_squares_f32(x, n); }
 
 static void cpu_adamw_update(void *weights, float *master, const void *g, void *m, void *v,
                              const int64_t *segment_start, const unsigned char *segment_decays, int segments,

@@ -623,13 +623,9 @@ static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void 
     return total;
 }
 
-static double cuda_sum_squares(const void *x, int64_t n) {
-    double *scratch = op_scratch(sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1), "the sum of squares");
-    TIMED("sum of squares", tt_cuda_sum_squares(scratch + TT_CUDA_SUM_SQUARES_BLOCKS, x, gradient_fp32(), n, scratch,
-                                                S()));
-    double sum = 0.0;
-    cuda_download(&sum, scratch + TT_CUDA_SUM_SQUARES_BLOCKS, sizeof sum);
-    return sum;
+static void cuda_sum_squares(double *out, const void *x, int64_t n) {
+    double *scratch = op_scratch(sizeof(double) * TT_CUDA_SUM_SQUARES_BLOCKS, "the sum of squares");
+    TIMED("sum of squares", tt_cuda_sum_squares(out, x, gradient_fp32(), n, scratch, S()));
 }
 
 static void cuda_adamw_update(void *weights, float *master, const void *g, void *m, void *v,

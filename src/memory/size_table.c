@@ -165,21 +165,19 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
      * fp32 whatever the compute tier keeps, with staging for the gradients and (when the compute copy is not
      * fp32: the fp32 master is what goes back otherwise) the new weights. */
     t->optimizer_host_start = params->trainable_numel;
+    t->gradient_ring_first = m->num_layers + 1;
+    int64_t *start = NULL, first_host_unit = m->num_layers + 2;
     if (plan->optimizer_offload) {
-        int64_t *start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
+        start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
         tt_optimizer_unit_starts(params, m->num_layers, start);
-        t->optimizer_host_start = start[tt_optimizer_first_host_unit(start, m->num_layers, plan->optimizer_offload_fraction)];
-        free(start);
+        first_host_unit = tt_optimizer_first_host_unit(start, m->num_layers, plan->optimizer_offload_fraction);
+        t->optimizer_host_start = start[first_host_unit];
     }
     t->optimizer_host_numel = params->trainable_numel - t->optimizer_host_start;
     /* The gradient ring: the host share's decoder layers (three at least, or two slots save nothing), from the
      * first host unit (not the embedding: with tied weights the LM head writes its gradient first) */
-    t->gradient_ring_first = m->num_layers + 1;
     if (plan->gradient_ring && t->optimizer_host_numel > 0) {
-        int64_t *start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
-        tt_optimizer_unit_starts(params, m->num_layers, start);
-        int64_t first = tt_optimizer_first_host_unit(start, m->num_layers, plan->optimizer_offload_fraction);
-        if (first < 1) first = 1;
+        const int64_t first = first_host_unit < 1 ? 1 : first_host_unit;
         size_t slot = 0;
         int64_t layers = 0; /* with gradients (frozen layers have none) */
         for (int64_t u = first; u <= m->num_layers; u++) {
@@ -193,8 +191,8 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
             t->gradients = bytes_of(start[first], plan->gradient_bytes) + 2 * slot +
                            bytes_of(params->trainable_numel - start[m->num_layers + 1], plan->gradient_bytes);
         }
-        free(start);
     }
+    free(start);
     t->master = bytes_of(t->optimizer_host_start, plan->master_bytes);
     t->optimizer_state = 2 * bytes_of(t->optimizer_host_start, plan->moment_bytes);
     t->host_master = bytes_of(t->optimizer_host_numel, sizeof(float));

@@ -139,8 +139,7 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
     o->state = s;
     o->num_layers = L;
     o->overlap = s->plan.optimizer_overlap;
-    o->unit_start = tt_xcalloc((size_t)L + 3, sizeof(int64_t), "optimizer units");
-    tt_optimizer_unit_starts(&s->params, L, o->unit_start);
+    o->unit_start = s->unit_start;
     o->first_host_unit = tt_optimizer_first_host_unit(o->unit_start, L, s->plan.optimizer_offload_fraction);
     o->host_start = s->sizes.optimizer_host_start;
     o->host_numel = s->sizes.optimizer_host_numel;
@@ -223,7 +222,6 @@ void tt_optimizer_offload_free(tt_optimizer_offload *o) {
         free(o->units[u].segment_decays);
     }
     free(o->units);
-    free(o->unit_start);
     free(o->device_segment_start);
     free(o->device_segment_decays);
     free(o->host_segment_start);

@@ -55,7 +55,7 @@ typedef struct tt_optimizer_offload {
     tt_model_state *state;
     int64_t num_layers;
     int64_t host_start, host_numel; /* the host share, in the trainable layout */
-    int64_t *unit_start;            /* [L + 3] (tt_optimizer_unit_starts) */
+    const int64_t *unit_start;      /* [L + 3] the model state's (tt_optimizer_unit_starts) */
     int64_t first_host_unit;        /* units from here on are the host share */
     float *master, *m, *v;          /* [host_numel] fp32, host memory */
     void *gradients;                /* [host_numel] gradient precision, host staging */

@@ -95,7 +95,7 @@ static void backend_adamw(adamw_state *s, const int64_t *start, const unsigned c
 }
 
 static void test_bit_identity(void) {
-    static const int64_t lengths[] = {1, 7, 15, 16, 17, 33, 1000, 4099, 70001, 262147};
+    static const int64_t lengths[] = {1, 7, 15, 16, 17, 33, 1000, 4099, 70001, 262147, 2100001}; /* the last: several pieces */
     const tt_cpu_adamw_isa isas[] = {TT_CPU_ADAMW_SCALAR, TT_CPU_ADAMW_AVX2, TT_CPU_ADAMW_AVX512};
     const int thread_counts[] = {1, 2, 3};
     int64_t start[4096];

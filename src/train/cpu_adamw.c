@@ -11,8 +11,10 @@
 
 #include "core/check.h"
 
-/* Elements per share boundary: shares start on whole cache lines of every array. */
-#define ADAMW_BLOCK 64
+/* Elements per piece of work a thread takes from the job at a time (8 MiB of every fp32 array): threads take
+ * pieces until none is left, so one that the OS descheduled (the GPU-driving thread shares the cores) delays
+ * the update by a piece, not by its whole share. */
+#define ADAMW_PIECE (1024 * 1024)
 /* Below this many elements the caller does everything: waking the pool costs more. Each element
  * is computed the same way either way. */
 #define ADAMW_PARALLEL_MIN_ELEMENTS 65536
@@ -169,7 +171,8 @@ typedef struct adamw_job {
     const unsigned char *segment_decays;
     int segments;
     const tt_adamw_scalars *scalars;
-    int shares; /* threads taking part */
+    int shares;     /* threads taking part */
+    int64_t pieces; /* ADAMW_PIECE-element pieces of the job */
 } adamw_job;
 
 typedef struct pool_thread {
@@ -189,15 +192,11 @@ struct tt_cpu_adamw_pool {
     int pending;         /* workers still on the current job */
     bool stopping;
     adamw_job job;
+    int64_t next_piece;  /* the current job's next piece to take (atomically) */
 };
 
-/* Share `share` of `shares`: whole blocks of the job's elements, every segment clipped to it. */
-static void run_share(const tt_cpu_adamw_pool *pool, const adamw_job *job, int share) {
-    const int64_t first = job->segment_start[0], total = job->segment_start[job->segments] - first;
-    const int64_t blocks = (total + ADAMW_BLOCK - 1) / ADAMW_BLOCK;
-    int64_t lo = first + blocks * share / job->shares * ADAMW_BLOCK;
-    int64_t hi = first + blocks * (share + 1) / job->shares * ADAMW_BLOCK;
-    if (hi > first + total) hi = first + total;
+/* Elements [lo, hi) of the job (absolute, within its segments), every segment clipped to it. */
+static void run_range(const tt_cpu_adamw_pool *pool, const adamw_job *job, int64_t lo, int64_t hi) {
     for (int s = 0; s < job->segments && lo < hi; s++) {
         const int64_t a = job->segment_start[s] > lo ? job->segment_start[s] : lo;
         const int64_t b = job->segment_start[s + 1] < hi ? job->segment_start[s + 1] : hi;
@@ -205,6 +204,18 @@ static void run_share(const tt_cpu_adamw_pool *pool, const adamw_job *job, int s
         const float decay = job->segment_decays[s] ? job->scalars->decay : 1.0f;
         tt_cpu_adamw_range(pool->isa, job->master + a, job->m + a, job->v + a, job->g + a,
                            job->weight_bf16 ? job->weight_bf16 + a : NULL, b - a, job->scalars, decay);
+    }
+}
+
+/* Takes pieces of the job until none is left (any thread of the job; each element is updated the same way
+ * whichever thread takes it). */
+static void run_pieces(tt_cpu_adamw_pool *pool, const adamw_job *job) {
+    const int64_t first = job->segment_start[0], end = job->segment_start[job->segments];
+    for (;;) {
+        const int64_t piece = __atomic_fetch_add(&pool->next_piece, 1, __ATOMIC_RELAXED);
+        if (piece >= job->pieces) return;
+        const int64_t lo = first + piece * ADAMW_PIECE, hi = lo + ADAMW_PIECE < end ? lo + ADAMW_PIECE : end;
+        run_range(pool, job, lo, hi);
     }
 }
 
@@ -225,7 +236,7 @@ static void *pool_worker(void *arg) {
         seen = pool->generation;
         const adamw_job job = pool->job;
         pthread_mutex_unlock(&pool->lock);
-        if (self->index < job.shares) run_share(pool, &job, self->index);
+        if (self->index < job.shares) run_pieces(pool, &job);
         pthread_mutex_lock(&pool->lock);
         if (--pool->pending == 0) pthread_cond_signal(&pool->finished);
     }
@@ -284,17 +295,19 @@ void tt_cpu_adamw_pool_update(tt_cpu_adamw_pool *pool, float *master, float *m, 
                      .segment_start = segment_start, .segment_decays = segment_decays, .segments = segments,
                      .scalars = scalars, .shares = 1};
     if (pool->threads == 1 || total < ADAMW_PARALLEL_MIN_ELEMENTS) {
-        run_share(pool, &job, 0);
+        run_range(pool, &job, segment_start[0], segment_start[segments]);
         return;
     }
-    job.shares = pool->threads;
+    job.pieces = (total + ADAMW_PIECE - 1) / ADAMW_PIECE;
+    job.shares = job.pieces < pool->threads ? (int)job.pieces : pool->threads;
     pthread_mutex_lock(&pool->lock);
     pool->job = job;
+    pool->next_piece = 0;
     pool->pending = pool->threads - 1;
     pool->generation++;
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
-    run_share(pool, &job, 0);
+    run_pieces(pool, &job);
     pthread_mutex_lock(&pool->lock);
     while (pool->pending > 0) pthread_cond_wait(&pool->finished, &pool->lock);
     pthread_mutex_unlock(&pool->lock);

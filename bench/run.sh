@@ -11,7 +11,8 @@
 # hidden_states, true, legacy or disk (activation_offloading, with gradient checkpointing);
 # selective (selective_checkpointing {save: [attention], offload: true}: the attention output kept in
 # pinned memory, no attention recompute); tiled or tiled<N> (tiled_mlp, N shards); layer_offloading
-# (the frozen base streamed); optimizer_cpu_offload (the whole optimizer on the CPU with overlap; use the
+# (the frozen base streamed); weights<N> (cpu_offloading_weights: the trainable weights of the first N layers in
+# pinned memory, streamed); optimizer_cpu_offload (the whole optimizer on the CPU with overlap; use the
 # master recipe: the offload keeps fp32 master weights); noclip (max_grad_norm 0); ws<N>
 # (attn_workspace_limit N GiB; auto otherwise); save_on_cpu runs
 # the peer alone (no checkpointing, torch.autograd.graph.save_on_cpu). The peer runs once per model,
@@ -60,6 +61,7 @@ for c in $cases; do
       tiled) memory_args+=(tiled_mlp=true) ;;
       tiled*) memory_args+=(tiled_mlp=true tiled_mlp_num_shards=${token#tiled}) ;;
       layer_offloading) memory_args+=(layer_offloading=true) ;;
+      weights*) memory_args+=(cpu_offloading=true cpu_offloading_num_layers=${token#weights} cpu_offloading_weights=true cpu_offloading_activations=false) ;;
       optimizer_cpu_offload) memory_args+=(optimizer_cpu_offload=true optimizer_offload_fraction=1.0 overlap_cpu_optimizer_d2h_h2d=true); peer_memory= ;;
       noclip) memory_args+=(max_grad_norm=0) ;;
       ws*) memory_args+=(attn_workspace_limit=${token#ws}GiB) ;;

@@ -43,7 +43,7 @@ printf 'model_config: model/config.json\ndatasets: [corpus.tok]\nlearning_rat: 0
 expect_error "unknown key" "learning_rat.*learning_rate" "$tiertrain" train --config unknown.yaml
 expect_error "wrong type" "micro_batch_size" "$tiertrain" train --config run.yaml micro_batch_size=abc
 expect_error "out of range" "sequence_len" "$tiertrain" train --config run.yaml sequence_len=0
-expect_error "later feature" "not available yet" "$tiertrain" train --config run.yaml cpu_offloading_weights=true
+expect_error "later value" "not available yet" "$tiertrain" train --config run.yaml tf32=true
 # optimizer offload: Megatron's keys need each other, an fp32 master copy, and room in host memory (the
 # 140 KiB budget fits the compute tier, 120 KiB, not the offloaded optimizer state, 169 KiB)
 expect_error "offload fraction without offload" "optimizer_offload_fraction is 0.5 but optimizer_cpu_offload is false" \

@@ -20,13 +20,11 @@ static const char *const all_keys[] = {
     "num_threads", "progress", "bf16", "attn_implementation", "attn_workspace_limit", "master_weights", "fp16", "tf32",
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
     "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
-    "cpu_offloading_double_buffering", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
+    "cpu_offloading_double_buffering", "cpu_offloading_weights", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
     "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers", "optimizer_cpu_offload",
-    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d",
-    /* not available yet */
-    "cpu_offloading_weights"};
+    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 76 /* the first 76 of all_keys */
+#define AVAILABLE_KEY_COUNT 77 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -439,13 +437,10 @@ static void test_help_and_docs(const char *source_dir) {
         TT_EXPECT(strstr(text, needle) != NULL, "--help lists %s", all_keys[i]);
     }
     TT_EXPECT(strstr(text, "cosine, linear, constant") && strstr(text, ">= 1") && strstr(text, "in [0, 1)") &&
-                  strstr(text, "adamw_torch, adamw_torch_fused") && strstr(text, "Not available yet") &&
+                  strstr(text, "adamw_torch, adamw_torch_fused") && strstr(text, "Values not available yet: fp16: true") &&
                   strstr(text, "hidden_states") && strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
-    const char *reserved = strstr(text, "Not available yet");
-    TT_EXPECT(reserved && strstr(reserved, "\n  cpu_offloading_weights ") &&
-                  !strstr(reserved, "\n  seed "),
-              "the keys of later features are listed apart");
+    TT_EXPECT(!strstr(text, "Not available yet (keys of later features"), "no section for keys of later features: none");
 
     /* docs/CONFIG.md documents every key --help prints (each line "  <key> ..." of the help). */
     char docs_path[4200];
@@ -464,8 +459,8 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`cpu_offloading_weights`"),
-                  "docs list the reserved keys under Not available yet");
+        TT_EXPECT(later && strstr(later, "`fp16: true`") && strstr(later, "`tf32: true`"),
+                  "docs list the values not available yet");
     }
     free(docs);
     free(text);
@@ -574,9 +569,16 @@ static void test_errors(void) {
                   "cpu_offloading_num_layers is 2 but cpu_offloading is false");
     tt_expect_die(load_file,
                   yaml_file("mg3.yaml", VALID "cpu_offloading: true\ncpu_offloading_activations: false\n"),
-                  "cpu_offloading with cpu_offloading_activations: false offloads nothing");
+                  "cpu_offloading with cpu_offloading_activations: false and cpu_offloading_weights: false offloads "
+                  "nothing");
     tt_expect_die(load_file, yaml_file("mg4.yaml", VALID "cpu_offloading_weights: true\n"),
-                  "cpu_offloading_weights is not available yet");
+                  "cpu_offloading_weights is true but cpu_offloading is false");
+    tt_expect_die(load_file, yaml_file("mg5.yaml", VALID "cpu_offloading: true\ncpu_offloading_weights: true\n"),
+                  "cpu_offloading_weights is true but cpu_offloading_num_layers is 0");
+    tt_expect_die(load_file,
+                  yaml_file("mg6.yaml", VALID "cpu_offloading: true\ncpu_offloading_num_layers: 1\n"
+                                              "cpu_offloading_weights: true\nadapter: lora\n"),
+                  "with adapter: lora they are the adapters");
     tt_expect_die(load_file,
                   yaml_file("ao2.yaml", VALID "gradient_checkpointing: true\nactivation_offloading: legacy\n"
                                               "max_fwd_stash_size: 3\n"),
@@ -670,8 +672,8 @@ static void test_errors(void) {
                   "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
     tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory: expected true or false");
     tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir: expected a string");
-    tt_expect_die(load_file, yaml_file("quotednull.yaml", "cpu_offloading_weights: \"~\"\n"), "cpu_offloading_weights is not available yet");
-    tt_expect_die(load_override, "cpu_offloading_weights=True", "cpu_offloading_weights is not available yet");
+    tt_expect_die(load_file, yaml_file("quotednull.yaml", "tf32: \"~\"\n"), "tf32: expected true or false");
+    tt_expect_die(load_override, "tf32=True", "tf32: true is not available yet");
     /* datasets */
     tt_expect_die(load_file, yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: alpaca\n"),
                   "ds.yaml:4: datasets entry 2: type 'alpaca' is not supported");

@@ -133,7 +133,7 @@ for mode in "hidden_states" "true" "true;max_fwd_stash_size=3" "true;use_pin_mem
   train_mode streamed "gradient_checkpointing=true;activation_offloading=$mode" out_a
   # (on the CPU backend pageable host memory is the compute tier itself: nothing moves)
   case "$mode ${overrides[*]}" in *use_pin_memory=false*) [[ " ${overrides[*]} " == *" device=cuda "* ]] || continue ;; esac
-  check "activation_offloading $mode: the report says what was offloaded" grep -q "offloaded activations:" "train_$name.txt"
+  check "activation_offloading $mode: the report says what was offloaded" grep -q "offload copies (activations" "train_$name.txt"
 done
 # Kept activations in host memory: activation_offloading: true without checkpointing (every saved
 # tensor), selective checkpointing with offload, Megatron's cpu_offloading with and without
@@ -146,7 +146,7 @@ for mode in "gradient_checkpointing=false;activation_offloading=true" \
   "gradient_checkpointing=true;cpu_offloading=true;cpu_offloading_num_layers=1;cpu_offloading_double_buffering=true" \
   "gradient_checkpointing=false;activation_offloading=true;debug_copy_delay_us=3000"; do
   train_mode kept "$mode" out_a
-  check "$mode: the report says what was offloaded" grep -q "offloaded activations:" "train_$name.txt"
+  check "$mode: the report says what was offloaded" grep -q "offload copies (activations" "train_$name.txt"
 done
 # tiled_mlp (ALST): the MLP over shards of the tokens is its own arithmetic (the weight gradients add up
 # shard by shard), and every memory mode with the same tiling gives the tiled run's bits.
@@ -162,6 +162,43 @@ for mode in "tiled_mlp=true;tiled_mlp_num_shards=3;gradient_checkpointing=true" 
 done
 "$tiertrain" plan --config run.yaml "${overrides[@]}" cpu_offloading=true cpu_offloading_num_layers=1 > plan_megatron.txt
 check "the plan shows Megatron's offload" grep -q "the kept activations of 1 layer" plan_megatron.txt
+
+mkdir -p model4
+sed 's/"num_hidden_layers": 2/"num_hidden_layers": 4/' model/config.json > model4/config.json
+
+# Weight offload (Megatron's cpu_offloading_weights): the first layers' trainable weights live in host memory and
+# stream through two buffers; updated on the compute tier (then stored home) or, with optimizer offload, by the CPU
+# AdamW in place; the same bits as without (a 4-layer model, three layers offloaded), and a resume with it continues
+# the run without it bit for bit.
+"$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model4/config.json output_dir=out_m4 > train_m4.txt 2>&1
+check "4 layers: training succeeds" test $? -eq 0
+weights3="cpu_offloading=true;cpu_offloading_num_layers=3;cpu_offloading_weights=true"
+for mode in "$weights3;cpu_offloading_activations=false" \
+  "$weights3;gradient_checkpointing=true" \
+  "$weights3;cpu_offloading_activations=false;freeze_embeddings=true;frozen_layers=[1]" \
+  "$weights3;cpu_offloading_activations=false;freeze_embeddings=true;frozen_layers=[1];layer_offloading=true" \
+  "$weights3;cpu_offloading_activations=false;optimizer_cpu_offload=true;optimizer_offload_fraction=0.5;overlap_cpu_optimizer_d2h_h2d=true" \
+  "$weights3;cpu_offloading_activations=false;optimizer_cpu_offload=true"; do
+  case "$mode ${overrides[*]}" in *optimizer_cpu_offload*master_weights=false*) continue ;; esac
+  reference=out_m4
+  case "$mode" in
+    *frozen_layers*)
+      reference=out_m4_frozen
+      [ -d $reference ] || "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model4/config.json \
+        output_dir=$reference freeze_embeddings=true "frozen_layers=[1]" > train_m4_frozen.txt 2>&1 ;;
+  esac
+  case_number=$((${case_number:-0} + 1)) # distinct names: the modes share their first 100 characters
+  train_mode weights$case_number "model_config=model4/config.json;$mode" $reference
+  check "$mode: the report gives the streamed bytes" grep -Eq "weight offload: [0-9.]+ [KMG]?i?B of layer weights streamed" "train_$name.txt"
+done
+check "the plan shows the weight offload" \
+  grep -q "weight offload (cpu_offloading_weights): the trainable weights of layers 0-2" "train_$name.txt"
+mkdir -p out_weights_resume && cp -r out_m4/checkpoint-3 out_weights_resume/
+"$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model4/config.json output_dir=out_weights_resume \
+  cpu_offloading=true cpu_offloading_num_layers=2 cpu_offloading_weights=true cpu_offloading_activations=false \
+  --resume > train_weights_resume.txt 2>&1
+check "resumed with weight offload: training succeeds" test $? -eq 0
+check "resumed with weight offload: weights are bit-identical" cmp -s out_m4/model.safetensors out_weights_resume/model.safetensors
 
 # Optimizer offload (Megatron's optimizer_cpu_offload): a share of the parameters updated by the CPU AdamW
 # from host memory, after the backward or layer by layer beside it, the same bits as the run without it;
@@ -192,13 +229,12 @@ if [[ " ${overrides[*]} " != *" master_weights=false "* ]]; then
   done
   # The gradient ring (overlap and one micro-batch per step): the layers' gradients stream to the host out of
   # two slots; the same bits as no offload (a 4-layer model: the ring needs three layers with gradients).
-  mkdir -p model4
-  sed 's/"num_hidden_layers": 2/"num_hidden_layers": 4/' model/config.json > model4/config.json
   "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model4/config.json output_dir=out_ga1 \
     gradient_accumulation_steps=1 > train_ga1.txt 2>&1
   check "one micro-batch per step: training succeeds" test $? -eq 0
   train_mode ring "model_config=model4/config.json;gradient_accumulation_steps=1;optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true" out_ga1
   check "the plan shows the gradient ring" grep -q "gradient ring: the gradients of layers 0-3 stream" "train_$name.txt"
+  train_mode ring "model_config=model4/config.json;gradient_accumulation_steps=1;optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true;$weights3;cpu_offloading_activations=false" out_ga1
   mkdir -p out_opt_resume && cp -r out_a/checkpoint-3 out_opt_resume/
   "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_opt_resume optimizer_cpu_offload=true \
     optimizer_offload_fraction=0.5 overlap_cpu_optimizer_d2h_h2d=true --resume > train_opt_resume.txt 2>&1

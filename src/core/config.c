@@ -451,8 +451,14 @@ static const key_spec key_table[] = {
      .type = KEY_BOOL,
      .offset = FIELD(cpu_offloading_activations),
      .default_text = "true",
-     .help = "Megatron's: cpu_offloading moves activations (the weights' part, cpu_offloading_weights, comes with "
-             "parameter offloading)"},
+     .help = "Megatron's: cpu_offloading moves the activations of its layers"},
+    {.name = "cpu_offloading_weights",
+     .type = KEY_BOOL,
+     .offset = FIELD(cpu_offloading_weights),
+     .default_text = "false",
+     .help = "Megatron's: the trainable weights of the first cpu_offloading_num_layers layers live in host memory and "
+             "are streamed to the GPU one layer at a time (the next prefetched into a second buffer); their updates "
+             "are written back there"},
     {.name = "cpu_offloading_double_buffering",
      .type = KEY_BOOL,
      .offset = FIELD(cpu_offloading_double_buffering),
@@ -623,8 +629,7 @@ static const key_spec key_table[] = {
      .not_yet_values = "true",
      .not_yet_reason = " on the CPU backend (tf32 matmuls come with the CUDA backend)",
      .help = "tf32 matmuls (only false in this version)"},
-    /* keys of later features: accepted only with their off value */
-    RESERVED("cpu_offloading_weights", "Megatron: offload weights"),
+    /* keys of later features (RESERVED(key, what)): accepted only with their off value; none at the moment */
 };
 
 enum { KEY_COUNT = (int)(sizeof key_table / sizeof key_table[0]) };
@@ -1531,9 +1536,18 @@ void tt_run_config_validate(const tt_run_config *c) {
     if (c->cpu_offloading && c->activation_offloading != 0)
         tt_die("cpu_offloading (Megatron's) and activation_offloading: %s both offload activations; use one of them",
                offload_mode);
-    if (c->cpu_offloading && !c->cpu_offloading_activations)
-        tt_die("cpu_offloading with cpu_offloading_activations: false offloads nothing (weight offload, "
-               "cpu_offloading_weights, is not available yet); set cpu_offloading_activations: true");
+    if (c->cpu_offloading && !c->cpu_offloading_activations && !c->cpu_offloading_weights)
+        tt_die("cpu_offloading with cpu_offloading_activations: false and cpu_offloading_weights: false offloads "
+               "nothing; set one of them to true");
+    if (c->cpu_offloading_weights && !c->cpu_offloading)
+        tt_die("cpu_offloading_weights is true but cpu_offloading is false; set cpu_offloading: true and "
+               "cpu_offloading_num_layers (the layers, from the first, whose weights live in host memory)");
+    if (c->cpu_offloading_weights && c->cpu_offloading_num_layers == 0)
+        tt_die("cpu_offloading_weights is true but cpu_offloading_num_layers is 0; set how many layers, from the first, "
+               "keep their weights in host memory");
+    if (c->cpu_offloading_weights && c->adapter == TT_ADAPTER_LORA)
+        tt_die("cpu_offloading_weights offloads trainable layer weights; with adapter: lora they are the adapters "
+               "(small): stream the frozen base with layer_offloading: true instead");
     if (!c->cpu_offloading && c->cpu_offloading_num_layers > 0)
         tt_die("cpu_offloading_num_layers is %lld but cpu_offloading is false; set cpu_offloading: true, or remove "
                "cpu_offloading_num_layers",
@@ -1739,11 +1753,15 @@ void tt_run_config_print_help(FILE *out) {
         fprintf(out, "  %-28s %-8s %-12s %-30s %s\n", k->name, type_name(k), k->default_text,
                 valid_text(k, valid, sizeof valid), k->help);
     }
-    fputs("\nNot available yet (keys of later features; accepted only with an off value: ~, false, 0, [] or {}):\n",
-          out);
-    for (int i = 0; i < KEY_COUNT; i++)
-        if (key_table[i].availability == NOT_YET) fprintf(out, "  %-32s %s\n", key_table[i].name, key_table[i].help);
-    fputs("Values not available yet:", out);
+    bool reserved = false;
+    for (int i = 0; i < KEY_COUNT; i++) reserved |= key_table[i].availability == NOT_YET;
+    if (reserved) {
+        fputs("\nNot available yet (keys of later features; accepted only with an off value: ~, false, 0, [] or {}):\n",
+              out);
+        for (int i = 0; i < KEY_COUNT; i++)
+            if (key_table[i].availability == NOT_YET) fprintf(out, "  %-32s %s\n", key_table[i].name, key_table[i].help);
+    }
+    fputs("\nValues not available yet:", out);
     for (int i = 0, first = 1; i < KEY_COUNT; i++)
         if (key_table[i].availability == AVAILABLE && key_table[i].not_yet_values) {
             char later[128];

@@ -93,6 +93,7 @@ typedef struct tt_run_config {
     bool cpu_offloading;          /* Megatron: offload the activations of the first cpu_offloading_num_layers */
     int64_t cpu_offloading_num_layers;
     bool cpu_offloading_activations;
+    bool cpu_offloading_weights;  /* Megatron: the trainable weights of those layers live in host memory */
     bool cpu_offloading_double_buffering;
     /* Megatron's optimizer offload: optimizer_offload_fraction of the trainable parameters (whole layers from
      * the top of the stack) keep fp32 master weights and AdamW moments in pinned host memory, updated by the

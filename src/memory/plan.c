@@ -83,7 +83,7 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
          * layer that keeps everything (every saved tensor, TRL's OffloadActivations), and
          * selective_checkpointing offload: true (the kept attention output and log-sum-exp). */
         const tt_slot_set kept = TT_ALL_SLOTS & ~lp->recompute;
-        const bool megatron = run->cpu_offloading && l < run->cpu_offloading_num_layers;
+        const bool megatron = run->cpu_offloading && run->cpu_offloading_activations && l < run->cpu_offloading_num_layers;
         lp->offloaded = megatron                                                  ? kept
                         : offload_true && lp->recompute == TT_RECOMPUTE_NOTHING   ? kept
                         : run->selective_offload && lp->recompute != TT_RECOMPUTE_NOTHING ? kept & TT_ATTENTION_SLOTS
@@ -107,13 +107,15 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
         if (lp->layer_input_tier == TT_TIER_HOST && compute_tier == TT_TIER_HOST) lp->layer_input_tier = compute_tier;
         if (lp->layer_input_tier == TT_TIER_PINNED && compute_tier == TT_TIER_PINNED) lp->layer_input_tier = compute_tier;
     }
+    const bool megatron_activations = run->cpu_offloading && run->cpu_offloading_activations;
     plan->offload_streamed = (offload_true && run->use_streams) || run->activation_offloading == 3 ||
-                             run->activation_offloading == 4 || run->cpu_offloading || run->selective_offload;
+                             run->activation_offloading == 4 || megatron_activations || run->selective_offload;
     plan->offload_ring = plan->offload_streamed ? run->max_fwd_stash_size + 1 : 2;
-    plan->saved_ring = run->cpu_offloading ? (run->cpu_offloading_double_buffering ? 2 : 1) : plan->offload_ring;
+    plan->saved_ring = megatron_activations ? (run->cpu_offloading_double_buffering ? 2 : 1) : plan->offload_ring;
     plan->min_offload_bytes = offload_true ? (size_t)run->min_offload_size : 0;
     plan->copy_delay_us = (unsigned)run->debug_copy_delay_us;
     plan->stream_frozen_layers = run->layer_offloading;
+    plan->offloaded_weight_layers = run->cpu_offloading && run->cpu_offloading_weights ? run->cpu_offloading_num_layers : 0;
     plan->optimizer_offload = run->optimizer_cpu_offload;
     plan->optimizer_offload_fraction = run->optimizer_cpu_offload ? run->optimizer_offload_fraction : 0.0;
     plan->optimizer_overlap = run->optimizer_cpu_offload && run->overlap_cpu_optimizer_d2h_h2d;

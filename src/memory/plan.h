@@ -59,6 +59,9 @@ typedef struct tt_plan {
     size_t min_offload_bytes;/* smaller kept slots are not offloaded (activation_offloading: true) */
     unsigned copy_delay_us;  /* race stress: random delay before each copy (debug_copy_delay_us) */
     bool stream_frozen_layers; /* layer_offloading: frozen decoder layers live in pinned host memory */
+    /* cpu_offloading_weights: the trainable weights of layers 0 .. offloaded_weight_layers - 1 live in host memory
+     * and are streamed to the compute tier through two layer buffers (size_table.h); 0: none */
+    int64_t offloaded_weight_layers;
     const char *offload_dir; /* where the disk tier's file goes (borrowed from the run config) */
     /* Optimizer offload (optimizer_cpu_offload): about optimizer_offload_fraction of the trainable parameters,
      * whole units from the top of the stack (size_table.h), keep fp32 master weights and AdamW moments in host

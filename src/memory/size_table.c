@@ -192,6 +192,28 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
                            bytes_of(params->trainable_numel - start[m->num_layers + 1], plan->gradient_bytes);
         }
     }
+    /* Weight offload: units 1 .. K (layers 0 .. K - 1) in host memory, two of their size on the compute tier */
+    t->weight_offload_first = t->weight_offload_end = params->trainable_numel;
+    if (plan->offloaded_weight_layers > 0) {
+        if (!start) {
+            start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
+            tt_optimizer_unit_starts(params, m->num_layers, start);
+        }
+        const int64_t K = plan->offloaded_weight_layers;
+        t->weight_offload_first = start[1];
+        t->weight_offload_end = start[K + 1];
+        for (int64_t u = 1; u <= K; u++) {
+            const size_t unit = bytes_of(start[u + 1] - start[u], plan->weight_bytes);
+            if (unit > t->weight_offload_slot) t->weight_offload_slot = unit;
+        }
+        t->weights = bytes_of(t->weight_offload_first, plan->weight_bytes) + 2 * t->weight_offload_slot +
+                     bytes_of(params->trainable_numel - t->weight_offload_end, plan->weight_bytes);
+        /* the host share's units live in the optimizer's host buffers already */
+        const int64_t home_end = t->weight_offload_end < t->optimizer_host_start ? t->weight_offload_end
+                                                                                 : t->optimizer_host_start;
+        if (home_end > t->weight_offload_first)
+            t->host_weight_home = bytes_of(home_end - t->weight_offload_first, plan->weight_bytes);
+    }
     free(start);
     t->master = bytes_of(t->optimizer_host_start, plan->master_bytes);
     t->optimizer_state = 2 * bytes_of(t->optimizer_host_start, plan->moment_bytes);
@@ -289,9 +311,9 @@ void tt_size_table_compute(tt_size_table *t, const tt_model_config *m, const tt_
     t->class_peak[TT_CLASS_MASTER][t->host_tier] = t->host_master;
     t->class_peak[TT_CLASS_OPTIMIZER_STATE][t->host_tier] = t->host_optimizer_state;
     t->class_peak[TT_CLASS_GRADIENT][t->host_tier] = t->host_gradients;
-    t->class_peak[tt_trainable_weight_class(params)][t->host_tier] = t->host_weights;
-    t->tier_peak[t->host_tier] =
-        host_inputs + blocks + t->host_master + t->host_optimizer_state + t->host_gradients + t->host_weights;
+    t->class_peak[tt_trainable_weight_class(params)][t->host_tier] = t->host_weights + t->host_weight_home;
+    t->tier_peak[t->host_tier] = host_inputs + blocks + t->host_master + t->host_optimizer_state + t->host_gradients +
+                                 t->host_weights + t->host_weight_home;
     if (t->streamed_weights_host) { /* the pinned copy of the frozen weights (layer_offloading) */
         t->class_peak[TT_CLASS_FROZEN_WEIGHT][TT_TIER_PINNED] = t->streamed_weights_host;
         t->tier_peak[TT_TIER_PINNED] += t->streamed_weights_host;
@@ -418,6 +440,24 @@ void tt_size_table_print_layers(const tt_size_table *t, const tt_plan *plan, con
                 tt_format_bytes(kept, kept_text, sizeof kept_text), tt_format_bytes(again, again_text, sizeof again_text));
         l = end + 1;
     }
+}
+
+void tt_size_table_print_weight_offload(const tt_size_table *t, const tt_plan *plan, const tt_param_table *params,
+                                       FILE *out) {
+    if (plan->offloaded_weight_layers <= 0) return;
+    const int64_t numel = t->weight_offload_end - t->weight_offload_first;
+    char slot[32], home[32], where[128];
+    tt_format_bytes(t->host_weight_home, home, sizeof home);
+    if (t->optimizer_host_start < t->weight_offload_end) /* some in the optimizer offload's host share */
+        snprintf(where, sizeof where, "%s of their own, the rest in the optimizer offload's weight staging", home);
+    else
+        snprintf(where, sizeof where, "%s", home);
+    fprintf(out,
+            "  weight offload (cpu_offloading_weights): the trainable weights of layers 0-%lld (%.3fM of %.3fM "
+            "trainable parameters) live in %s memory (%s) and stream to the %s through two buffers of %s\n",
+            (long long)(plan->offloaded_weight_layers - 1), (double)numel / 1e6, (double)params->trainable_numel / 1e6,
+            tt_tier_name(t->host_tier), where, tt_tier_name(plan->compute_tier),
+            tt_format_bytes(t->weight_offload_slot, slot, sizeof slot));
 }
 
 void tt_size_table_print_optimizer(const tt_size_table *t, const tt_plan *plan, const tt_param_table *params,

@@ -75,6 +75,15 @@ typedef struct tt_size_table {
     int64_t gradient_ring_first;
     size_t gradient_ring_slot;
     size_t host_master, host_optimizer_state, host_gradients, host_weights;
+    /* Weight offload (plan.offloaded_weight_layers, cpu_offloading_weights): the trainable weights of units
+     * 1 .. offloaded_weight_layers, the trainable elements [weight_offload_first, weight_offload_end), live in host
+     * memory and pass through two compute-tier buffers of weight_offload_slot bytes (the largest such unit); the
+     * compute tier's trainable weights are then [elements before | buffer 0 | buffer 1 | elements after], `weights`
+     * bytes in all. In host memory, the units of the optimizer's host share live in its weight staging (or, with
+     * an fp32 compute copy, its master weights), the others in host_weight_home (compute precision). Without
+     * weight offload the range is empty, at trainable_numel. */
+    int64_t weight_offload_first, weight_offload_end;
+    size_t weight_offload_slot, host_weight_home;
 
     /* Peaks: per class and tier (each class at its own worst moment), and per tier (the
      * arena's high-water mark: the bytes it reserves). */
@@ -132,5 +141,9 @@ void tt_size_table_print(const tt_size_table *table, FILE *out, const tt_arena *
  * tier. */
 void tt_size_table_print_optimizer(const tt_size_table *table, const tt_plan *plan, const tt_param_table *params,
                                    FILE *out);
+
+/* One line on weight offload (nothing when it is off): which layers, the bytes in host memory, the buffers. */
+void tt_size_table_print_weight_offload(const tt_size_table *table, const tt_plan *plan, const tt_param_table *params,
+                                        FILE *out);
 
 #endif

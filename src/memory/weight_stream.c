@@ -48,32 +48,53 @@ size_t tt_weight_stream_resident_bytes(const tt_param_table *t, int64_t num_laye
     return bytes;
 }
 
-void tt_weight_stream_init(tt_weight_stream *st, const tt_backend *backend, const tt_param_table *t, int64_t L,
-                           size_t elem, void *host, void *ring0, void *ring1, void *resident_buffer,
-                           bool tied_embeddings, tt_model_view *view) {
+void tt_weight_stream_init_empty(tt_weight_stream *st, const tt_backend *backend, int64_t L, size_t elem, void *ring0,
+                                 void *ring1) {
     memset(st, 0, sizeof(*st));
     st->backend = backend;
     st->num_layers = L;
     st->elem = elem;
-    st->host = host;
     st->ring[0] = ring0;
     st->ring[1] = ring1;
-    st->resident = resident_buffer;
-    st->block_start = tt_xcalloc((size_t)L, sizeof(int64_t), "weight stream");
+    st->block_home = tt_xcalloc((size_t)L, sizeof(void *), "weight stream");
     st->block_numel = tt_xcalloc((size_t)L, sizeof(int64_t), "weight stream");
     st->ring_slot = tt_xcalloc((size_t)L, sizeof(int64_t), "weight stream");
-    int64_t rank = 0;
+    for (int64_t l = 0; l < L; l++) st->ring_slot[l] = -1;
+    st->ring_holds[0] = st->ring_holds[1] = -1;
+}
+
+void tt_weight_stream_add(tt_weight_stream *st, int64_t l, void *home, int64_t numel) {
+    TT_CHECK(l >= 0 && l < st->num_layers && st->ring_slot[l] < 0, "layer %lld streamed once", (long long)l);
+    if (numel <= 0) return;
+    st->block_home[l] = home;
+    st->block_numel[l] = numel;
+    st->ring_slot[l] = st->streamed++ % 2;
+}
+
+void *tt_weight_stream_buffer(const tt_weight_stream *st, int64_t l) {
+    TT_CHECK(tt_weight_stream_has(st, l), "layer %lld is not streamed", (long long)l);
+    return st->ring[st->ring_slot[l]];
+}
+
+bool tt_weight_stream_has(const tt_weight_stream *st, int64_t l) {
+    return st->ring_slot && l >= 0 && l < st->num_layers && st->ring_slot[l] >= 0;
+}
+
+void tt_weight_stream_init(tt_weight_stream *st, const tt_backend *backend, const tt_param_table *t, int64_t L,
+                           size_t elem, void *host, void *ring0, void *ring1, void *resident_buffer,
+                           bool tied_embeddings, tt_model_view *view) {
+    tt_weight_stream_init_empty(st, backend, L, elem, ring0, ring1);
+    st->frozen_host = host;
+    st->resident = resident_buffer;
+    int64_t *block_start = tt_xcalloc((size_t)L, sizeof(int64_t), "weight stream");
     for (int64_t l = 0; l < L; l++) {
-        st->block_start[l] = -1;
-        st->ring_slot[l] = -1;
+        block_start[l] = -1;
         if (!tt_weight_stream_layer_streamed(t, l)) continue;
         int64_t first, end;
         block_range(t, l, &first, &end);
-        st->block_start[l] = first;
-        st->block_numel[l] = end - first;
-        st->ring_slot[l] = rank++ % 2;
+        block_start[l] = first;
+        tt_weight_stream_add(st, l, (unsigned char *)host + (size_t)first * elem, end - first);
     }
-    st->ring_holds[0] = st->ring_holds[1] = -1;
     unsigned char *next_resident = resident_buffer;
     for (int i = 0; i < t->count; i++) {
         const tt_param_info *p = &t->params[i];
@@ -83,14 +104,15 @@ void tt_weight_stream_init(tt_weight_stream *st, const tt_backend *backend, cons
             next_resident += tt_align_up((size_t)p->numel * elem);
         } else {
             const int64_t l = p->layer;
-            tt_model_view_set(view, p, (unsigned char *)st->ring[st->ring_slot[l]] + (size_t)(p->offset - st->block_start[l]) * elem);
+            tt_model_view_set(view, p, (unsigned char *)tt_weight_stream_buffer(st, l) + (size_t)(p->offset - block_start[l]) * elem);
         }
     }
+    free(block_start);
     if (tied_embeddings) view->lm_head = view->embed;
 }
 
 void tt_weight_stream_free(tt_weight_stream *st) {
-    free(st->block_start);
+    free(st->block_home);
     free(st->block_numel);
     free(st->ring_slot);
     memset(st, 0, sizeof(*st));
@@ -101,29 +123,37 @@ void tt_weight_stream_reload(tt_weight_stream *st, const tt_param_table *t) {
     for (int i = 0; i < t->count; i++) {
         const tt_param_info *p = &t->params[i];
         if (!resident(t, p)) continue;
-        st->backend->upload(next_resident, (unsigned char *)st->host + (size_t)p->offset * st->elem,
+        st->backend->upload(next_resident, (unsigned char *)st->frozen_host + (size_t)p->offset * st->elem,
                             (size_t)p->numel * st->elem);
         next_resident += tt_align_up((size_t)p->numel * st->elem);
     }
     st->backend->synchronize();
-    st->ring_holds[0] = st->ring_holds[1] = -1;
+    tt_weight_stream_forget(st);
 }
+
+void tt_weight_stream_forget(tt_weight_stream *st) { st->ring_holds[0] = st->ring_holds[1] = -1; }
 
 static void load(tt_weight_stream *st, int64_t l) {
     const int64_t slot = st->ring_slot[l];
     const size_t bytes = (size_t)st->block_numel[l] * st->elem;
-    st->ring_loaded[slot] = st->backend->copy_async(st->ring[slot], (unsigned char *)st->host + (size_t)st->block_start[l] * st->elem,
-                                                    bytes, false, 0);
+    st->ring_loaded[slot] = st->backend->copy_async(st->ring[slot], st->block_home[l], bytes, false, st->last_store);
     st->ring_holds[slot] = l;
     st->loaded_bytes += bytes;
 }
 
 void tt_weight_stream_need(tt_weight_stream *st, int64_t l, int64_t next) {
-    if (l < 0 || l >= st->num_layers || st->ring_slot[l] < 0) return;
+    if (!tt_weight_stream_has(st, l)) return;
     const int64_t slot = st->ring_slot[l];
     if (st->ring_holds[slot] != l) load(st, l);
     st->backend->copy_wait(st->ring_loaded[slot]);
-    if (next >= 0 && next < st->num_layers && st->ring_slot[next] >= 0 && st->ring_slot[next] != slot &&
-        st->ring_holds[st->ring_slot[next]] != next)
+    if (tt_weight_stream_has(st, next) && st->ring_slot[next] != slot && st->ring_holds[st->ring_slot[next]] != next)
         load(st, next);
+}
+
+void tt_weight_stream_store(tt_weight_stream *st, int64_t l) {
+    const int64_t slot = st->ring_slot[l];
+    TT_CHECK(tt_weight_stream_has(st, l) && st->ring_holds[slot] == l, "layer %lld is in its buffer", (long long)l);
+    const size_t bytes = (size_t)st->block_numel[l] * st->elem;
+    st->last_store = st->backend->copy_async(st->block_home[l], st->ring[slot], bytes, true, 0);
+    st->stored_bytes += bytes;
 }

@@ -12,6 +12,7 @@
 
 /* Uploads n fp32 host values into a compute-tier buffer of format dtype. */
 static void upload_as(const tt_backend *b, void *dst, tt_dtype dtype, const float *host, size_t n) {
+    if (n == 0) return;
     if (dtype == TT_F32) {
         b->upload(dst, host, n * sizeof(float));
         return;
@@ -23,6 +24,7 @@ static void upload_as(const tt_backend *b, void *dst, tt_dtype dtype, const floa
 }
 
 static void download_as(const tt_backend *b, float *host, const void *src, tt_dtype dtype, size_t n) {
+    if (n == 0) return;
     if (dtype == TT_F32) {
         b->download(host, src, n * sizeof(float));
         return;
@@ -39,8 +41,37 @@ static size_t compute_share(const tt_model_state *s) {
     return s->optimizer_offload ? (size_t)s->optimizer_offload->host_start : (size_t)s->params.trainable_numel;
 }
 
+/* The trainable weights' compute copy from fp32 host values [trainable_numel]: the compute tier's pieces, and with
+ * weight offload the offloaded layers' homes (their buffers' copies are then stale). */
+static void set_trainable_weights(tt_model_state *s, const float *host) {
+    const size_t n = (size_t)s->params.trainable_numel;
+    const size_t first = (size_t)s->sizes.weight_offload_first, end = (size_t)s->sizes.weight_offload_end;
+    const tt_dtype dtype = s->plan.precision.activation;
+    upload_as(s->backend, s->trainable_weights, dtype, host, first);
+    if (end < n) upload_as(s->backend, tt_model_trainable_weights_at(s, (int64_t)end), dtype, host + end, n - end);
+    for (int64_t l = 0; l < s->plan.offloaded_weight_layers; l++)
+        if (tt_weight_stream_has(&s->weight_offload, l))
+            tt_convert_from_f32(s->weight_offload.block_home[l], dtype, host + s->unit_start[l + 1],
+                                (size_t)s->weight_offload.block_numel[l]);
+    tt_weight_stream_forget(&s->weight_offload);
+}
+
+static void get_trainable_weights(const tt_model_state *s, float *host) {
+    const size_t n = (size_t)s->params.trainable_numel;
+    const size_t first = (size_t)s->sizes.weight_offload_first, end = (size_t)s->sizes.weight_offload_end;
+    const tt_dtype dtype = s->plan.precision.activation;
+    download_as(s->backend, host, s->trainable_weights, dtype, first);
+    if (end < n) download_as(s->backend, host + end, tt_model_trainable_weights_at(s, (int64_t)end), dtype, n - end);
+    for (int64_t l = 0; l < s->plan.offloaded_weight_layers; l++)
+        if (tt_weight_stream_has(&s->weight_offload, l)) {
+            s->backend->synchronize(); /* the last store home is done */
+            tt_convert_to_f32(host + s->unit_start[l + 1], s->weight_offload.block_home[l], dtype,
+                              (size_t)s->weight_offload.block_numel[l]);
+        }
+}
+
 void tt_model_set_weights(tt_model_state *s, const float *host) {
-    const size_t n = (size_t)s->params.total_numel, first = (size_t)s->params.trainable_start;
+    const size_t first = (size_t)s->params.trainable_start;
     const size_t share = compute_share(s);
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
@@ -51,21 +82,21 @@ void tt_model_set_weights(tt_model_state *s, const float *host) {
     if (s->frozen_host) { /* layer_offloading: the frozen part goes to its pinned copy, then the GPU's */
         tt_convert_from_f32(s->frozen_host, s->plan.precision.activation, host, first);
         tt_weight_stream_reload(&s->stream, &s->params);
-        upload_as(s->backend, s->trainable_weights, s->plan.precision.activation, host + first, n - first);
-        return;
+    } else {
+        upload_as(s->backend, s->weights, s->plan.precision.activation, host, first);
     }
-    upload_as(s->backend, s->weights, s->plan.precision.activation, host, n);
+    set_trainable_weights(s, host + first);
 }
 
 void tt_model_get_weights(const tt_model_state *s, float *host) {
-    const size_t n = (size_t)s->params.total_numel, first = (size_t)s->params.trainable_start;
+    const size_t first = (size_t)s->params.trainable_start;
     const size_t share = compute_share(s);
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
     if (s->frozen_host) { /* layer_offloading: the frozen part from its pinned copy */
         tt_convert_to_f32(host, s->frozen_host, s->plan.precision.activation, first);
         if (!s->plan.precision.master) {
-            download_as(s->backend, host + first, s->trainable_weights, s->plan.precision.activation, n - first);
+            get_trainable_weights(s, host + first);
             return;
         }
         if (share) s->backend->download(host + first, s->master, share * sizeof(float));
@@ -79,7 +110,8 @@ void tt_model_get_weights(const tt_model_state *s, float *host) {
         if (offload && offload->host_numel)
             memcpy(host + first + share, offload->master, (size_t)offload->host_numel * sizeof(float));
     } else {
-        download_as(s->backend, host, s->weights, s->plan.precision.activation, n);
+        download_as(s->backend, host, s->weights, s->plan.precision.activation, first);
+        get_trainable_weights(s, host + first);
     }
 }
 

@@ -22,4 +22,27 @@ float tt_clip_scale(double grad_norm, float max_grad_norm);
 void tt_adamw_step(tt_model_state *state, const tt_adamw_settings *settings, float learning_rate, int64_t step,
                    float grad_scale);
 
+/* A piece of the compute tier's AdamW: the trainable elements [lo, hi), whose weights are in one place. */
+typedef struct tt_adamw_piece {
+    int64_t lo, hi;
+    int64_t layer;                 /* a weight-offloaded layer (updated in its stream buffer, then stored), or -1 */
+    void *weights;                 /* the compute tier's weights of element lo (layer -1) */
+    int segments;                  /* the param table's decay segments clipped to [lo, hi), rebased to lo */
+    int64_t *segment_start;        /* [segments + 1] */
+    unsigned char *segment_decays; /* [segments] */
+} tt_adamw_piece;
+
+/* Splits the compute tier's share of the update ([0, optimizer offload's host start), or everything) into
+ * state->adamw_pieces (step.h). Called once the optimizer offload and the weight offload exist. */
+void tt_adamw_pieces_build(tt_model_state *state);
+void tt_adamw_pieces_free(tt_model_state *state);
+/* AdamW over the compute tier's share, piece by piece: each element's arithmetic is the same whatever the split. */
+void tt_compute_tier_adamw(tt_model_state *state, const tt_adamw_settings *settings, float learning_rate,
+                           int64_t step, float grad_scale);
+
+/* The segments (start[count + 1], decays[count]) clipped to [lo, hi) and rebased to lo, into freshly allocated
+ * arrays; returns how many. */
+int tt_clip_segments(const int64_t *start, const unsigned char *decays, int count, int64_t lo, int64_t hi,
+                     int64_t **out_start, unsigned char **out_decays);
+
 #endif

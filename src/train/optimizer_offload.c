@@ -50,23 +50,6 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The segments of [lo, hi) of the param table's trainable layout, rebased to lo. */
-static int clip_segments(const int64_t *start, const unsigned char *decays, int count, int64_t lo, int64_t hi,
-                         int64_t **out_start, unsigned char **out_decays) {
-    int n = 0;
-    *out_start = tt_xcalloc((size_t)count + 1, sizeof(int64_t), "optimizer segments");
-    *out_decays = tt_xcalloc((size_t)count + 1, 1, "optimizer segments");
-    for (int s = 0; s < count; s++) {
-        const int64_t a = start[s] > lo ? start[s] : lo, b = start[s + 1] < hi ? start[s + 1] : hi;
-        if (a >= b) continue;
-        (*out_start)[n] = a - lo;
-        (*out_start)[n + 1] = b - lo;
-        (*out_decays)[n] = decays[s];
-        n++;
-    }
-    return n;
-}
-
 static bool unit_on_host(const tt_optimizer_offload *o, int64_t u) {
     return u >= o->first_host_unit && u <= o->num_layers + 1 && o->units[u].end > o->units[u].start;
 }
@@ -146,13 +129,10 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
     TT_CHECK(o->unit_start[o->first_host_unit] == o->host_start, "the host share starts at a unit boundary");
     o->weight_bytes = s->plan.weight_bytes;
     o->gradient_bytes = s->plan.gradient_bytes;
-    o->device_weights = (unsigned char *)s->trainable_weights + (size_t)o->host_start * o->weight_bytes;
     o->device_gradients = (unsigned char *)s->gradients + (size_t)o->host_start * o->gradient_bytes;
 
     const tt_param_table *t = &s->params;
-    o->device_segments = clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments, 0,
-                                       o->host_start, &o->device_segment_start, &o->device_segment_decays);
-    o->host_segments = clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments,
+    o->host_segments = tt_clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments,
                                      o->host_start, t->trainable_numel, &o->host_segment_start, &o->host_segment_decays);
     o->units = tt_xcalloc((size_t)L + 2, sizeof(tt_optimizer_offload_unit), "optimizer units");
     for (int64_t u = 0; u < L + 2; u++) {
@@ -161,7 +141,7 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
             unit->start = o->unit_start[u] - o->host_start;
             unit->end = o->unit_start[u + 1] - o->host_start;
         }
-        unit->segments = clip_segments(o->host_segment_start, o->host_segment_decays, o->host_segments, unit->start,
+        unit->segments = tt_clip_segments(o->host_segment_start, o->host_segment_decays, o->host_segments, unit->start,
                                        unit->end, &unit->segment_start, &unit->segment_decays);
         for (int k = 0; k <= unit->segments; k++) unit->segment_start[k] += unit->start; /* host-share elements */
     }
@@ -222,11 +202,31 @@ void tt_optimizer_offload_free(tt_optimizer_offload *o) {
         free(o->units[u].segment_decays);
     }
     free(o->units);
-    free(o->device_segment_start);
-    free(o->device_segment_decays);
     free(o->host_segment_start);
     free(o->host_segment_decays);
     free(o);
+}
+
+/* Whether unit u's weights are weight-offloaded (cpu_offloading_weights): the weight stream reads them from their
+ * home, the host buffer the CPU AdamW writes, so there is nothing to copy back. */
+static bool unit_weights_offloaded(const tt_optimizer_offload *o, int64_t u) {
+    return u >= 1 && u <= o->num_layers && tt_weight_stream_has(&o->state->weight_offload, u - 1);
+}
+
+/* Where unit u's new weights go on the compute tier, and where they come from. */
+static void *unit_device_weights(const tt_optimizer_offload *o, int64_t u) {
+    return tt_model_trainable_weights_at(o->state, o->unit_start[u]);
+}
+
+static const void *unit_host_weights(const tt_optimizer_offload *o, const tt_optimizer_offload_unit *unit) {
+    return o->weights_bf16 ? (const void *)(o->weights_bf16 + unit->start) : (const void *)(o->master + unit->start);
+}
+
+void *tt_optimizer_offload_weights_home(const tt_optimizer_offload *o, int64_t element) {
+    TT_CHECK(element >= o->host_start && element < o->host_start + o->host_numel,
+             "trainable element %lld is in the optimizer's host share", (long long)element);
+    const size_t at = (size_t)(element - o->host_start);
+    return o->weights_bf16 ? (void *)(o->weights_bf16 + at) : (void *)(o->master + at);
 }
 
 /* Starts the copy back of every updated unit (main thread). */
@@ -238,11 +238,10 @@ static void copy_back_updated(tt_optimizer_offload *o) {
         tt_optimizer_offload_unit *unit = &o->units[u];
         if (unit->phase != UNIT_UPDATED) continue;
         unit->phase = UNIT_IDLE;
+        if (unit_weights_offloaded(o, u)) continue;
         const size_t n = (size_t)(unit->end - unit->start);
-        const void *from = o->weights_bf16 ? (const void *)(o->weights_bf16 + unit->start)
-                                           : (const void *)(o->master + unit->start);
-        unit->weight_copy = o->backend->copy_async((unsigned char *)o->device_weights + (size_t)unit->start * o->weight_bytes,
-                                                   from, n * o->weight_bytes, false, 0);
+        unit->weight_copy = o->backend->copy_async(unit_device_weights(o, u), unit_host_weights(o, unit),
+                                                   n * o->weight_bytes, false, 0);
     }
     pthread_mutex_unlock(&o->worker->lock);
 }
@@ -330,11 +329,7 @@ void tt_optimizer_offload_after_backward(tt_optimizer_offload *o, int64_t u) {
 void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_settings *settings, float lr, int64_t step,
                                  float grad_scale) {
     tt_model_state *s = o->state;
-    if (o->device_segments > 0) /* the compute tier's share, as without offload */
-        s->backend->adamw_update(s->trainable_weights, s->master, s->gradients, s->adam_m, s->adam_v,
-                                 o->device_segment_start, o->device_segment_decays, o->device_segments, lr,
-                                 settings->beta1, settings->beta2, settings->epsilon, settings->weight_decay, step,
-                                 grad_scale);
+    tt_compute_tier_adamw(s, settings, lr, step, grad_scale); /* the compute tier's share, as without offload */
     if (o->host_numel == 0) return;
     struct tt_optimizer_offload_worker *w = o->worker;
     if (w && w->armed) {
@@ -369,9 +364,13 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
                                                                   settings->epsilon, settings->weight_decay, step,
                                                                   grad_scale);
     update_host_range(o, o->host_segments, o->host_segment_start, o->host_segment_decays, &scalars);
-    const void *from = o->weights_bf16 ? (const void *)o->weights_bf16 : (const void *)o->master;
-    const uint64_t back = o->backend->copy_async(o->device_weights, from, (size_t)o->host_numel * o->weight_bytes,
-                                                 false, out);
+    /* unit by unit (weight-offloaded units have theirs in place already); the copy stream runs them in order, so
+     * the last one's completion is everyone's */
+    uint64_t back = 0;
+    for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+        if (unit_on_host(o, u) && !unit_weights_offloaded(o, u))
+            back = o->backend->copy_async(unit_device_weights(o, u), unit_host_weights(o, &o->units[u]),
+                                          (size_t)(o->units[u].end - o->units[u].start) * o->weight_bytes, false, out);
     o->backend->copy_wait(back); /* the next forward reads them; the host goes on */
     o->units[o->first_host_unit].weight_copy = back; /* finish() waits for it on the host */
 }

@@ -61,12 +61,12 @@ typedef struct tt_optimizer_offload {
     void *gradients;                /* [host_numel] gradient precision, host staging */
     uint16_t *weights_bf16;         /* [host_numel] bf16 staging of the new weights, or NULL (fp32 compute copy:
                                        master goes back) */
-    void *device_weights, *device_gradients; /* the compute tier's buffers at host_start */
-    size_t weight_bytes, gradient_bytes;     /* per element on the compute tier */
-    /* The decay segments of each share (the device's as the param table's, clipped; the host's from 0). */
-    int device_segments, host_segments;
-    int64_t *device_segment_start, *host_segment_start;
-    unsigned char *device_segment_decays, *host_segment_decays;
+    void *device_gradients;              /* the compute tier's gradients at host_start */
+    size_t weight_bytes, gradient_bytes; /* per element on the compute tier */
+    /* The host share's decay segments, from 0. */
+    int host_segments;
+    int64_t *host_segment_start;
+    unsigned char *host_segment_decays;
     tt_cpu_adamw_pool *pool;
     bool overlap;
     tt_optimizer_offload_unit *units; /* [L + 2] */
@@ -98,6 +98,10 @@ void tt_optimizer_offload_after_backward(tt_optimizer_offload *offload, int64_t 
 /* Whether unit's gradients live in the gradient ring (so its sum of squares is taken in after_backward, before the
  * slot is reused); false for a NULL offload. */
 bool tt_optimizer_offload_unit_streamed(const tt_optimizer_offload *offload, int64_t unit);
+
+/* Where the host share's new weights of trainable element `element` are written (the bf16 staging, or with an fp32
+ * compute copy the master weights): the home of a weight-offloaded layer in the host share. */
+void *tt_optimizer_offload_weights_home(const tt_optimizer_offload *offload, int64_t element);
 
 /* The optimizer step's update: the compute tier's share through the backend, the host share on the CPU (now,
  * or with overlap by the worker, which gets grad_scale here). */

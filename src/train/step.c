@@ -180,6 +180,44 @@ static void init_offload(tt_model_state *s) {
     backend->copy_set_delay(plan->copy_delay_us);
 }
 
+/* cpu_offloading_weights: the offloaded layers' homes (the optimizer's host buffers for units of its host share, else
+ * a host buffer of their own), their stream through the two compute-tier buffers inside the trainable weights, and
+ * the weight views of every trainable element at or after the offloaded range moved to where it now lives. */
+static void init_weight_offload(tt_model_state *s) {
+    const int64_t K = s->plan.offloaded_weight_layers, L = s->config.num_layers, N = s->params.trainable_numel;
+    if (K <= 0) return;
+    const tt_size_table *t = &s->sizes;
+    const size_t elem = s->plan.weight_bytes;
+    unsigned char *buffers = (unsigned char *)s->trainable_weights + tt_align_up((size_t)t->weight_offload_first * elem);
+    tt_weight_stream_init_empty(&s->weight_offload, s->backend, L, elem, buffers, buffers + t->weight_offload_slot);
+    if (t->host_weight_home) {
+        s->weight_home = tt_arena_push(&s->host, t->host_weight_home, tt_trainable_weight_class(&s->params),
+                                       "offloaded layer weights");
+        memset(s->weight_home, 0, t->host_weight_home);
+    }
+    const tt_optimizer_offload *o = s->optimizer_offload;
+    for (int64_t l = 0; l < K; l++) {
+        const int64_t lo = s->unit_start[l + 1], hi = s->unit_start[l + 2];
+        void *home = o && lo >= o->host_start ? tt_optimizer_offload_weights_home(o, lo)
+                                              : (unsigned char *)s->weight_home + (size_t)(lo - t->weight_offload_first) * elem;
+        tt_weight_stream_add(&s->weight_offload, l, home, hi - lo);
+        if (hi > lo)
+            tt_model_view_bind_range(&s->w, &s->params, lo, hi, tt_weight_stream_buffer(&s->weight_offload, l), elem);
+    }
+    tt_model_view_bind_range(&s->w, &s->params, t->weight_offload_end, N,
+                             tt_model_trainable_weights_at(s, t->weight_offload_end), elem);
+}
+
+void *tt_model_trainable_weights_at(const tt_model_state *s, int64_t e) {
+    const tt_size_table *t = &s->sizes;
+    const size_t elem = s->plan.weight_bytes;
+    unsigned char *w = s->trainable_weights;
+    if (e < t->weight_offload_first || t->weight_offload_first == t->weight_offload_end) return w + (size_t)e * elem;
+    TT_CHECK(e >= t->weight_offload_end, "trainable element %lld is in the weight-offloaded layers", (long long)e);
+    return w + tt_align_up((size_t)t->weight_offload_first * elem) + 2 * t->weight_offload_slot +
+           (size_t)(e - t->weight_offload_end) * elem;
+}
+
 void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *plan, const tt_backend *backend,
                          size_t budget_bytes) {
     tt_model_state_init_trainable(s, config, plan, NULL, backend, budget_bytes);
@@ -290,6 +328,8 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     } else {
         tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
     }
+    init_weight_offload(s);
+    tt_adamw_pieces_build(s);
     tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
     if (s->sizes.gradient_ring_first <= L) /* the gradient ring: the units from there on are elsewhere */
         for (int64_t u = s->sizes.gradient_ring_first; u <= L + 1; u++)
@@ -313,6 +353,8 @@ void tt_model_state_free(tt_model_state *s) {
     tt_offload_store_free(&s->inputs);
     tt_offload_store_free(&s->saved);
     tt_weight_stream_free(&s->stream);
+    tt_weight_stream_free(&s->weight_offload);
+    tt_adamw_pieces_free(s);
     tt_arena_destroy(&s->host);
     tt_arena_destroy(&s->arena);
     free(s->w_layers);
@@ -766,8 +808,14 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
         if (tt_offload_store_in_ring(&s->inputs, l + 1)) tt_offload_store_before_write(&s->inputs, l + 1);
         if (tt_offload_store_offloaded(&s->saved, l)) tt_offload_store_before_write(&s->saved, l);
         const bool saved_offloaded = train && tt_offload_store_offloaded(&s->saved, l);
-        if (s->plan.stream_frozen_layers) tt_weight_stream_need(&s->stream, l, l + 1);
         tt_optimizer_offload_before_forward(s->optimizer_offload, l + 1);
+        if (s->plan.offloaded_weight_layers) {
+            /* the next layer's prefetch reads its home: after its CPU update, when it has one */
+            if (tt_weight_stream_has(&s->weight_offload, l + 1))
+                tt_optimizer_offload_before_forward(s->optimizer_offload, l + 2);
+            tt_weight_stream_need(&s->weight_offload, l, l + 1);
+        }
+        if (s->plan.stream_frozen_layers) tt_weight_stream_need(&s->stream, l, l + 1);
         const uint64_t start = trace_mark(s);
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
@@ -847,6 +895,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
             trace_layer(s, "compute", "wait for kept activations", l, wait_start);
         }
         if (s->plan.stream_frozen_layers) tt_weight_stream_need(&s->stream, l, l - 1);
+        if (s->plan.offloaded_weight_layers) tt_weight_stream_need(&s->weight_offload, l, l - 1);
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
         push_slots(s, &recomputed, recompute);

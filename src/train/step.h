@@ -33,10 +33,21 @@ typedef struct tt_model_state {
     void *frozen_resident;    /* frozen parameters outside streamed layers, compact */
     void *weight_ring[2];     /* [largest streamed layer] each */
     tt_weight_stream stream;
+    /* cpu_offloading_weights: the trainable weights of the first layers in host memory (their homes: weight_home, or
+     * the optimizer offload's host buffers for units of its host share), streamed through two compute-tier buffers;
+     * the compute tier's trainable weights are [before | buffer 0 | buffer 1 | after] (size_table.h) */
+    tt_weight_stream weight_offload;
+    void *weight_home;        /* [sizes.host_weight_home bytes] host memory, or NULL */
+    /* The compute tier's AdamW, as pieces of the trainable layout that each have their weights in one place: one
+     * piece without weight offload (the whole compute-tier share), else the elements before the offloaded layers,
+     * each offloaded layer updated on the compute tier (in its buffer, then stored home), the elements after. */
+    struct tt_adamw_piece *adamw_pieces;
+    int adamw_piece_count;
 
     void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU): the
                                  frozen parameters, then the trainable ones */
-    void *trainable_weights;  /* weights + params.trainable_start: the part AdamW updates */
+    void *trainable_weights;  /* weights + params.trainable_start: the part AdamW updates (with weight offload, the
+                                 elements before the offloaded layers; tt_model_trainable_weights_at for others) */
     /* The trainable parameters only, in the trainable layout ([params.trainable_numel]): */
     void *gradients;          /* plan.precision.gradient */
     float *master;            /* fp32 master weights, or NULL (plan.precision.master) */
@@ -98,6 +109,9 @@ void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int3
 /* Where unit u's gradients are on the compute tier ([unit_start[u + 1] - unit_start[u]] in the gradient
  * precision). */
 void *tt_model_unit_gradients(const tt_model_state *state, int64_t unit);
+
+/* Where trainable element e's weight is on the compute tier (e outside the weight-offloaded range). */
+void *tt_model_trainable_weights_at(const tt_model_state *state, int64_t element);
 
 /* Records the steps into trace (NULL: none); the state does not own it. */
 void tt_model_set_trace(tt_model_state *state, struct tt_trace *trace);

@@ -73,6 +73,7 @@ static void print_header(const tt_model_config *m, const tt_param_table *params,
     fprintf(out, "device: %s\n", device->description);
     tt_plan_print(plan, m, out);
     tt_size_table_print_layers(sizes, plan, m, out);
+    tt_size_table_print_weight_offload(sizes, plan, params, out);
     tt_size_table_print_optimizer(sizes, plan, params, out);
     tt_size_table_print(sizes, out, NULL);
 }
@@ -204,10 +205,12 @@ static void report_offload(tt_model_state *model) {
     double copy_seconds = 0, exposed_seconds = 0;
     model->backend->copy_stats(&to_host, &to_device, &copy_seconds, &exposed_seconds);
     char out[32], back[32];
-    printf("  %s: %s copied to %s memory, %s copied back",
-           activations && optimizer ? "offload copies (activations and optimizer)"
-           : activations            ? "offloaded activations"
-                                    : "optimizer offload copies (gradients out, weights back)",
+    const bool weights = model->plan.offloaded_weight_layers > 0;
+    char what[96];
+    snprintf(what, sizeof what, "offload copies (%s%s%s%s%s)", activations ? "activations" : "",
+             activations && (optimizer || weights) ? ", " : "", optimizer ? "optimizer: gradients out, weights back" : "",
+             optimizer && weights ? ", " : "", weights ? "layer weights" : "");
+    printf("  %s: %s copied to %s memory, %s copied back", what,
            tt_format_bytes(to_host, out, sizeof out),
            inputs->disk ? "pinned (on the way to disk)" : tt_tier_name(model->host.tier),
            tt_format_bytes(to_device, back, sizeof back));
@@ -221,6 +224,14 @@ static void report_offload(tt_model_state *model) {
         printf("  layer_offloading: %s of frozen weights streamed from pinned memory, through two buffers of %s\n",
                tt_format_bytes(model->stream.loaded_bytes, streamed, sizeof streamed),
                tt_format_bytes(model->sizes.weight_ring, layer, sizeof layer));
+    }
+    if (model->plan.offloaded_weight_layers > 0) {
+        char loaded[32], stored[32], layer[32];
+        printf("  weight offload: %s of layer weights streamed from %s memory, %s of updates written back, through "
+               "two buffers of %s\n",
+               tt_format_bytes(model->weight_offload.loaded_bytes, loaded, sizeof loaded), tt_tier_name(model->host.tier),
+               tt_format_bytes(model->weight_offload.stored_bytes, stored, sizeof stored),
+               tt_format_bytes(model->sizes.weight_offload_slot, layer, sizeof layer));
     }
     const tt_offload_store *stores[2] = {inputs, &model->saved};
     for (int i = 0; i < 2; i++) {

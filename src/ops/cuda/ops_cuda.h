@@ -69,7 +69,7 @@ void tt_cuda_column_sum(void *dst, int dst_is_fp32, const tt_bf16 *x, int64_t R,
 void tt_cuda_add_column_partials(void *dst, int dst_is_fp32, const float *partial, int64_t blocks, int64_t C,
                                  cudaStream_t stream);
 /* Blocks of the sum-of-squares partials, and the scratch (doubles) it needs. */
-#define TT_CUDA_SUM_SQUARES_BLOCKS 256
+#define TT_CUDA_SUM_SQUARES_BLOCKS 1024
 /* *sum = sum of x[i]^2 (x fp32 when x_is_fp32, else bf16), in double, in a fixed order. */
 void tt_cuda_sum_squares(double *sum, const void *x, int x_is_fp32, int64_t n, double *scratch, cudaStream_t stream);
 /* y[N, C] += b[C] (bias add after a GEMM) */

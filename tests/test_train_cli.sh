@@ -227,14 +227,18 @@ if [[ " ${overrides[*]} " != *" master_weights=false "* ]]; then
     case "$mode" in *fraction=0\;*|*fraction=0) continue ;; esac
     check "$mode: the report gives the CPU AdamW's bandwidth" grep -Eq "CPU AdamW \(.*\): [0-9.]+ GB/s" "train_$name.txt"
   done
-  # The gradient ring (overlap and one micro-batch per step): the layers' gradients stream to the host out of
-  # two slots; the same bits as no offload (a 4-layer model: the ring needs three layers with gradients).
+  # The gradient ring (overlap): the layers' gradients stream to the host out of two slots; the same bits as no
+  # offload (a 4-layer model: the ring needs three layers with gradients).
   "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model4/config.json output_dir=out_ga1 \
     gradient_accumulation_steps=1 > train_ga1.txt 2>&1
   check "one micro-batch per step: training succeeds" test $? -eq 0
   train_mode ring "model_config=model4/config.json;gradient_accumulation_steps=1;optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true" out_ga1
   check "the plan shows the gradient ring" grep -q "gradient ring: the gradients of layers 0-3 stream" "train_$name.txt"
   train_mode ring "model_config=model4/config.json;gradient_accumulation_steps=1;optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true;$weights3;cpu_offloading_activations=false" out_ga1
+  # two micro-batches per step: each one's ringed gradients go out and come back for the next
+  train_mode ring_ga2 "model_config=model4/config.json;optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true;debug_copy_delay_us=2000" out_m4
+  check "two micro-batches: the plan shows the gradient ring" grep -q "gradient ring: the gradients of layers 0-3 stream" "train_$name.txt"
+  train_mode ring_ga2 "model_config=model4/config.json;optimizer_cpu_offload=true;overlap_cpu_optimizer_d2h_h2d=true;$weights3;gradient_checkpointing=true" out_m4
   mkdir -p out_opt_resume && cp -r out_a/checkpoint-3 out_opt_resume/
   "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_opt_resume optimizer_cpu_offload=true \
     optimizer_offload_fraction=0.5 overlap_cpu_optimizer_d2h_h2d=true --resume > train_opt_resume.txt 2>&1

@@ -69,8 +69,9 @@ typedef struct tt_plan {
     bool optimizer_offload;
     double optimizer_offload_fraction;
     bool optimizer_overlap;
-    /* With overlap and one micro-batch per optimizer step: the host share's decoder-layer gradients live on
-     * the compute tier as a ring of two layers, each streamed out once its backward is done (size_table.h). */
+    /* With overlap: the host share's decoder-layer gradients live on the compute tier as a ring of two layers,
+     * each streamed out once its backward is done (and, with several micro-batches per step, back in before the
+     * next one's backward of that layer) (size_table.h). */
     bool gradient_ring;
     size_t activation_bytes; /* bytes per activation element (4 on the CPU backend, 2 in bf16) */
     size_t weight_bytes;     /* bytes per parameter of the compute copy the ops read */

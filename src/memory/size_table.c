@@ -503,8 +503,6 @@ void tt_size_table_print_optimizer(const tt_size_table *t, const tt_plan *plan, 
                 tt_format_bytes(t->gradient_ring_slot, slot, sizeof slot), tt_tier_name(plan->compute_tier));
     } else if (plan->optimizer_overlap && t->optimizer_host_numel > 0) {
         fprintf(out, "  gradients stay whole on the %s (%s)\n", tt_tier_name(plan->compute_tier),
-                plan->gradient_ring ? "fewer than three layers with gradients in the host share"
-                                    : "gradient_accumulation_steps > 1: a layer's gradient is final only in the "
-                                      "last micro-batch");
+                "fewer than three layers with gradients in the host share");
     }
 }

@@ -135,6 +135,8 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
     o->host_segments = tt_clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments,
                                      o->host_start, t->trainable_numel, &o->host_segment_start, &o->host_segment_decays);
     o->units = tt_xcalloc((size_t)L + 2, sizeof(tt_optimizer_offload_unit), "optimizer units");
+    o->ring_partial = tt_xcalloc((size_t)L + 2, sizeof(bool), "gradient ring");
+    o->ring_load_unit[0] = o->ring_load_unit[1] = -1;
     for (int64_t u = 0; u < L + 2; u++) {
         tt_optimizer_offload_unit *unit = &o->units[u];
         if (u >= o->first_host_unit) {
@@ -202,6 +204,7 @@ void tt_optimizer_offload_free(tt_optimizer_offload *o) {
         free(o->units[u].segment_decays);
     }
     free(o->units);
+    free(o->ring_partial);
     free(o->host_segment_start);
     free(o->host_segment_decays);
     free(o);
@@ -294,27 +297,49 @@ bool tt_optimizer_offload_unit_streamed(const tt_optimizer_offload *o, int64_t u
     return o && u >= o->state->sizes.gradient_ring_first && u <= o->num_layers;
 }
 
+/* Starts copying unit u's partial gradients (an earlier micro-batch's, in the host staging) back into its ring
+ * slot, after the slot's last copy out (which, on the same in-order copy stream, follows the copy out of u's
+ * partial gradients). */
+static void load_partial(tt_optimizer_offload *o, int64_t u) {
+    const tt_optimizer_offload_unit *unit = &o->units[u];
+    o->ring_load[u % 2] =
+        o->backend->copy_async(tt_model_unit_gradients(o->state, u), (unsigned char *)o->gradients + (size_t)unit->start * o->gradient_bytes,
+                               (size_t)(unit->end - unit->start) * o->gradient_bytes, false, o->ring_copy[u % 2]);
+    o->ring_load_unit[u % 2] = u;
+}
+
 void tt_optimizer_offload_before_backward(tt_optimizer_offload *o, int64_t u) {
     if (!tt_optimizer_offload_unit_streamed(o, u)) return;
     tt_model_state *s = o->state;
+    if (o->ring_partial[u]) { /* an earlier micro-batch's gradients come back (prefetched a layer ahead) */
+        if (o->ring_load_unit[u % 2] != u) load_partial(o, u);
+        o->backend->copy_wait(o->ring_load[u % 2]);
+        o->ring_load_unit[u % 2] = -1;
+        return;
+    }
     o->backend->copy_wait(o->ring_copy[u % 2]);
     o->backend->zero(tt_model_unit_gradients(s, u), (size_t)(s->unit_start[u + 1] - s->unit_start[u]) * o->gradient_bytes);
 }
 
 void tt_optimizer_offload_after_backward(tt_optimizer_offload *o, int64_t u) {
-    const bool streamed = tt_optimizer_offload_unit_streamed(o, u);
-    TT_CHECK(!streamed || o->worker->armed,
-             "the gradient ring needs each backward to be its optimizer step's last (gradient_accumulation_steps 1)");
-    if (!o || !o->worker || !o->worker->armed || !unit_on_host(o, u)) return;
+    if (!o || !o->worker || !unit_on_host(o, u)) return;
+    const bool streamed = tt_optimizer_offload_unit_streamed(o, u), final = o->worker->armed;
+    if (!streamed && !final) return; /* the whole buffer keeps accumulating */
     tt_model_state *s = o->state;
     tt_optimizer_offload_unit *unit = &o->units[u];
     const size_t n = (size_t)(unit->end - unit->start), at = (size_t)unit->start * o->gradient_bytes;
     const void *from = tt_model_unit_gradients(s, u);
-    if (streamed) /* the gradient norm's share of this unit, before the slot is reused */
+    if (streamed && final) /* the gradient norm's share of this unit, before the slot is reused */
         o->backend->sum_squares(&s->norm_partials[u], from, s->unit_start[u + 1] - s->unit_start[u]);
     const uint64_t ticket =
         o->backend->copy_async((unsigned char *)o->gradients + at, from, n * o->gradient_bytes, true, 0);
-    if (streamed) o->ring_copy[u % 2] = ticket;
+    if (streamed) {
+        o->ring_copy[u % 2] = ticket;
+        o->ring_partial[u] = !final;
+        /* the slot is free once this copy is done: the unit two below, whose slot it is, may come back into it */
+        if (tt_optimizer_offload_unit_streamed(o, u - 2) && o->ring_partial[u - 2]) load_partial(o, u - 2);
+        if (!final) return;
+    }
     struct tt_optimizer_offload_worker *w = o->worker;
     pthread_mutex_lock(&w->lock);
     TT_CHECK(unit->phase == UNIT_IDLE, "unit %lld's gradients arrive twice in one step", (long long)u);

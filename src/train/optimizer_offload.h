@@ -13,10 +13,14 @@
  * step's last micro-batch (armed by tt_optimizer_offload_expect_gradients):
  *   - after the backward finishes a unit's gradients (tt_optimizer_offload_after_backward, on the main
  *     thread) its gradient copy out starts, ordered after the ops that wrote them, and the unit is queued;
- *     with the gradient ring (plan.gradient_ring: one micro-batch per step) a decoder layer's gradients
- *     are written into one of two slots, which tt_optimizer_offload_before_backward zeroes once the
- *     slot's previous copy out is done, and their sum of squares for the gradient norm is taken before
- *     the copy out, so the compute tier never holds more than two layers' gradients of the host share;
+ *     with the gradient ring (plan.gradient_ring) a decoder layer's gradients are written into one of two
+ *     slots, which tt_optimizer_offload_before_backward zeroes once the slot's previous copy out is done,
+ *     and their sum of squares for the gradient norm is taken before the copy out, so the compute tier
+ *     never holds more than two layers' gradients of the host share. With several micro-batches per
+ *     step, every micro-batch's backward copies a ringed layer's gradients out to the host staging, and
+ *     the next micro-batch copies them back into its slot before that layer's backward (issued when the
+ *     slot's previous copy out is, a layer ahead) instead of zeroing it: the backward's ops accumulate
+ *     into them as they would into the whole buffer, the same bits;
  *   - the worker thread (started here, the only thread this module owns) takes a queued unit once the
  *     update's gradient scale is known (the lowest whose gradients have arrived, else the one whose copy out
  *     finishes first): at once with max_grad_norm 0 (so it updates while the compute
@@ -70,7 +74,12 @@ typedef struct tt_optimizer_offload {
     tt_cpu_adamw_pool *pool;
     bool overlap;
     tt_optimizer_offload_unit *units; /* [L + 2] */
-    uint64_t ring_copy[2];            /* the gradient ring: each slot's last copy out */
+    /* The gradient ring: each slot's last copy out; the copy in of a unit's partial gradients (from an earlier
+     * micro-batch of the step, in the host staging) into each slot, and the unit it is for (-1: none); which
+     * units have partial gradients in the host staging. */
+    uint64_t ring_copy[2], ring_load[2];
+    int64_t ring_load_unit[2];
+    bool *ring_partial;               /* [L + 2] */
     struct tt_optimizer_offload_worker *worker; /* with overlap */
     /* the end-of-run report: CPU AdamW time and bytes, copies */
     double adamw_seconds;

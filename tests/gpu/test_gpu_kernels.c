@@ -505,11 +505,57 @@ static void test_reductions(int64_t R, int64_t C) {
     free(want);
 }
 
-int main(void) {
+/* --gemm-probe T: the linear layers' GEMMs of Qwen3-1.7B at T tokens (forward y = x W^T, with the residual for
+ * o_proj and down_proj; backward dx = dy W), each with the heuristic's first 8 algorithms: TFLOP/s, split-K, and
+ * whether each gives the first one's bits. A diagnostic: it asserts nothing. */
+static void gemm_probe(int64_t T) {
+    static const struct { const char *name; int64_t out, in; bool residual; } layers[] = {
+        {"q_proj", 2048, 2048, false}, {"k_proj", 1024, 2048, false}, {"o_proj", 2048, 2048, true},
+        {"gate_proj", 6144, 2048, false}, {"down_proj", 2048, 6144, true}};
+    void *workspace;
+    TT_CUDA_CHECK(cudaMalloc(&workspace, TT_CUDA_GEMM_WORKSPACE_BYTES));
+    tt_cuda_gemm_context *gemm = tt_cuda_gemm_create(workspace, TT_CUDA_GEMM_WORKSPACE_BYTES);
+    for (size_t li = 0; li < sizeof layers / sizeof layers[0]; li++)
+        for (int backward = 0; backward < 2; backward++) {
+            const int64_t out = layers[li].out, in = layers[li].in;
+            const int64_t M = T, N = backward ? in : out, K = backward ? out : in;
+            tt_bf16 *A, *B, *addend = NULL, *D, *D_first;
+            free(random_bf16(M * K, 1.0f, &A));
+            free(random_bf16(backward ? K * N : N * K, 0.05f, &B));
+            if (layers[li].residual && !backward) free(random_bf16(M * N, 1.0f, &addend));
+            D = device_poisoned(M * N);
+            D_first = device_poisoned(M * N);
+            float ms[8];
+            bool same[8];
+            int splits[8];
+            const int found = tt_cuda_gemm_probe(gemm, false, !backward, M, N, K, A, K, B, backward ? N : K, addend, D,
+                                                 D_first, N, 8, 20, ms, same, splits);
+            printf("%-9s %-8s [%lld x %lld x %lld]:", layers[li].name, backward ? "dx" : "forward", (long long)M,
+                   (long long)N, (long long)K);
+            for (int i = 0; i < found; i++)
+                printf("  %.0f%s%s", 2.0 * (double)M * (double)N * (double)K / (ms[i] * 1e-3) / 1e12,
+                       splits[i] > 1 ? "(splitK)" : "", same[i] ? "" : "*");
+            printf("   TFLOP/s (first: what runs; *: other bits)\n");
+            cudaFree(A);
+            cudaFree(B);
+            cudaFree(addend);
+            cudaFree(D);
+            cudaFree(D_first);
+        }
+    tt_cuda_gemm_destroy(gemm);
+    cudaFree(workspace);
+}
+
+int main(int argc, char **argv) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         fprintf(stderr, "test_gpu_kernels: no CUDA device; run `make test-gpu` on a machine with a GPU\n");
         return 1;
+    }
+    if (argc == 3 && strcmp(argv[1], "--gemm-probe") == 0) {
+        tt_rng_seed(&gpu_test_rng, 2026);
+        gemm_probe(atoll(argv[2]));
+        return 0;
     }
     tt_rng_seed(&gpu_test_rng, 2026);
     test_rmsnorm(37, 2048);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "ops/cuda/cuda_check.h"
 
 #define TT_CUBLAS_CHECK(call)                                                                      \
     do {                                                                                           \
@@ -122,4 +123,55 @@ void tt_cuda_gemm_add(tt_cuda_gemm_context *c, bool trans_a, bool trans_b, int64
     TT_CUBLAS_CHECK(cublasLtMatmul(c->handle, p->operation, &alpha, B, p->layout_a, A, p->layout_b, &beta,
                                    addend ? (const void *)addend : (const void *)D, p->layout_c, D, p->layout_c,
                                    &p->algorithm, c->workspace, c->workspace_bytes, stream));
+}
+
+int tt_cuda_gemm_probe(tt_cuda_gemm_context *c, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                       const tt_bf16 *A, int64_t lda, const tt_bf16 *B, int64_t ldb, const tt_bf16 *addend, tt_bf16 *D,
+                       tt_bf16 *D_first, int64_t ldd, int count, int reps, float *ms, bool *same_bits, int *split_k) {
+    gemm_plan *p = find_or_build_plan(c, trans_a, trans_b, M, N, K, lda, ldb, ldd, false);
+    cublasLtMatmulPreference_t preference;
+    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &c->workspace_bytes, sizeof c->workspace_bytes));
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                                CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &reductions, sizeof reductions));
+    cublasLtMatmulHeuristicResult_t *results = tt_xcalloc((size_t)count, sizeof *results, "GEMM probe");
+    int found = 0;
+    TT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(c->handle, p->operation, p->layout_a, p->layout_b, p->layout_c,
+                                                   p->layout_c, preference, count, results, &found));
+    cublasLtMatmulPreferenceDestroy(preference);
+    const size_t bytes = (size_t)M * (size_t)ldd * sizeof(tt_bf16);
+    tt_bf16 *host_first = tt_xmalloc(bytes, "GEMM probe"), *host = tt_xmalloc(bytes, "GEMM probe");
+    cudaEvent_t start, stop;
+    TT_CUDA_CHECK(cudaEventCreate(&start));
+    TT_CUDA_CHECK(cudaEventCreate(&stop));
+    const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
+    for (int i = 0; i < found; i++) {
+        int splits = 1;
+        size_t written = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits,
+                                             &written);
+        split_k[i] = splits;
+        tt_bf16 *out = i == 0 ? D_first : D;
+        for (int r = 0; r <= reps; r++) {
+            if (r == 1) TT_CUDA_CHECK(cudaEventRecord(start, 0));
+            TT_CUBLAS_CHECK(cublasLtMatmul(c->handle, p->operation, &alpha, B, p->layout_a, A, p->layout_b, &beta,
+                                           addend ? (const void *)addend : (const void *)out, p->layout_c, out,
+                                           p->layout_c, &results[i].algo, c->workspace, c->workspace_bytes, 0));
+        }
+        TT_CUDA_CHECK(cudaEventRecord(stop, 0));
+        TT_CUDA_CHECK(cudaEventSynchronize(stop));
+        TT_CUDA_CHECK(cudaEventElapsedTime(&ms[i], start, stop));
+        ms[i] /= (float)reps;
+        TT_CUDA_CHECK(cudaMemcpy(i == 0 ? host_first : host, out, bytes, cudaMemcpyDeviceToHost));
+        same_bits[i] = i == 0 || memcmp(host, host_first, bytes) == 0;
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    free(host);
+    free(host_first);
+    free(results);
+    return found;
 }

@@ -37,6 +37,14 @@ void tt_cuda_gemm_add(tt_cuda_gemm_context *context, bool trans_a, bool trans_b,
                       const tt_bf16 *A, int64_t lda, const tt_bf16 *B, int64_t ldb, const tt_bf16 *addend, tt_bf16 *D,
                       int64_t ldd, cudaStream_t stream);
 
+/* Diagnostics (`test_gpu_kernels --gemm-probe`): the heuristic's first `count` algorithms for the shape of a
+ * tt_cuda_gemm_add call (the first is the one tt_cuda_gemm_add uses), each timed over `reps` calls into D
+ * (ms[i]: per call), with whether its output has the first one's bits (D_first receives the first one's output)
+ * and its split-K factor. Returns how many the heuristic offered. */
+int tt_cuda_gemm_probe(tt_cuda_gemm_context *context, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                       const tt_bf16 *A, int64_t lda, const tt_bf16 *B, int64_t ldb, const tt_bf16 *addend, tt_bf16 *D,
+                       tt_bf16 *D_first, int64_t ldd, int count, int reps, float *ms, bool *same_bits, int *split_k);
+
 /* Number of shapes in the descriptor cache (for tests). */
 int tt_cuda_gemm_cached_shapes(const tt_cuda_gemm_context *context);
 

@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
     }
     free_trained(&reference);
 
-    /* The gradient ring (overlap, one micro-batch per step): a 4-layer Qwen3 shape whose layers' gradients stream
+    /* The gradient ring (overlap; one and three micro-batches per step): a 4-layer Qwen3 shape whose layers' gradients stream
      * out of two slots, against the same run without offload, with and without copy delays */
     tt_test_scratch_open("gpu-optimizer-offload");
     tt_test_write_text("config.json",
@@ -222,16 +222,20 @@ int main(int argc, char **argv) {
                        " \"tie_word_embeddings\": true, \"max_position_embeddings\": 256,"
                        " \"torch_dtype\": \"bfloat16\"}");
     char *ring_config = tt_test_path("config.json");
-    trained ring_reference = train_on_gpu(ring_config, false, 1.0, false, 0, 1);
-    for (unsigned delay = 0; delay <= 2000; delay += 2000) {
-        trained t = train_on_gpu(ring_config, true, 1.0, true, delay, 1);
-        TT_EXPECT(same(&ring_reference, &t), "GPU, the gradient ring%s: weights and moments differ from the run "
-                                             "without offload", delay ? " with copy delays" : "");
-        printf("  %-40s %s: %s\n", "gradient ring vs none, 3 steps", delay ? "delays" : "no delays",
-               same(&ring_reference, &t) ? "bit-identical" : "DIFFERENT");
-        free_trained(&t);
+    for (int64_t micro_batches = 1; micro_batches <= 3; micro_batches += 2) {
+        /* with three micro-batches the ringed gradients go out and come back between them */
+        trained ring_reference = train_on_gpu(ring_config, false, 1.0, false, 0, micro_batches);
+        for (unsigned delay = 0; delay <= 2000; delay += 2000) {
+            trained t = train_on_gpu(ring_config, true, 1.0, true, delay, micro_batches);
+            TT_EXPECT(same(&ring_reference, &t), "GPU, the gradient ring, %lld micro-batches%s: weights and moments "
+                                                 "differ from the run without offload",
+                      (long long)micro_batches, delay ? " with copy delays" : "");
+            printf("  %-40s %lld micro-batch(es), %s: %s\n", "gradient ring vs none, 3 steps", (long long)micro_batches,
+                   delay ? "delays" : "no delays", same(&ring_reference, &t) ? "bit-identical" : "DIFFERENT");
+            free_trained(&t);
+        }
+        free_trained(&ring_reference);
     }
-    free_trained(&ring_reference);
     free(ring_config);
     tt_test_scratch_close();
     return tt_test_summary("test_gpu_optimizer_offload");

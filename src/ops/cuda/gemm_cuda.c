@@ -55,6 +55,21 @@ void tt_cuda_gemm_destroy(tt_cuda_gemm_context *c) {
 
 int tt_cuda_gemm_cached_shapes(const tt_cuda_gemm_context *c) { return c->plan_count; }
 
+/* What an algorithm may use: the context's workspace, and split-K partial sums only through a workspace buffer
+ * reduced in a fixed order, never added in place into the output (the same inputs give the same bits). The
+ * caller destroys it. */
+static cublasLtMatmulPreference_t algorithm_preference(const tt_cuda_gemm_context *c) {
+    cublasLtMatmulPreference_t preference;
+    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &c->workspace_bytes, sizeof c->workspace_bytes));
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                                CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &reductions, sizeof reductions));
+    return preference;
+}
+
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is
  * our B, its second our A, and its output is [N, M] with leading dimension ldc. */
 static gemm_plan *find_or_build_plan(tt_cuda_gemm_context *c, bool trans_a, bool trans_b, int64_t M, int64_t N,
@@ -82,16 +97,7 @@ static gemm_plan *find_or_build_plan(tt_cuda_gemm_context *c, bool trans_a, bool
     TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->layout_c, c_is_fp32 ? CUDA_R_32F : CUDA_R_16BF, (uint64_t)N,
                                                (uint64_t)M, ldc));
 
-    cublasLtMatmulPreference_t preference;
-    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &c->workspace_bytes, sizeof c->workspace_bytes));
-    /* Split-K partial sums only through a workspace buffer reduced in a fixed order, never added
-     * in place into the output: the same inputs give the same bits. */
-    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
-                                CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                         &reductions, sizeof reductions));
+    cublasLtMatmulPreference_t preference = algorithm_preference(c);
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
     TT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(c->handle, p->operation, p->layout_a, p->layout_b, p->layout_c,
@@ -129,14 +135,7 @@ int tt_cuda_gemm_probe(tt_cuda_gemm_context *c, bool trans_a, bool trans_b, int6
                        const tt_bf16 *A, int64_t lda, const tt_bf16 *B, int64_t ldb, const tt_bf16 *addend, tt_bf16 *D,
                        tt_bf16 *D_first, int64_t ldd, int count, int reps, float *ms, bool *same_bits, int *split_k) {
     gemm_plan *p = find_or_build_plan(c, trans_a, trans_b, M, N, K, lda, ldb, ldd, false);
-    cublasLtMatmulPreference_t preference;
-    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &c->workspace_bytes, sizeof c->workspace_bytes));
-    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
-                                CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-    TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                         &reductions, sizeof reductions));
+    cublasLtMatmulPreference_t preference = algorithm_preference(c);
     cublasLtMatmulHeuristicResult_t *results = tt_xcalloc((size_t)count, sizeof *results, "GEMM probe");
     int found = 0;
     TT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(c->handle, p->operation, p->layout_a, p->layout_b, p->layout_c,

@@ -80,12 +80,14 @@ import json, sys
 path, model, seq, recipe, warmup, attention, memory, adapter = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[8]
 rows = [json.loads(l) for l in open(path) if '"loss"' in l and 'eval_loss' not in l]
 times = sorted(r["step_seconds"] for r in rows[warmup:])
+# sequences per optimizer step (gradient_accumulation_steps through TT_ARGS): every step's targets but the masked
+sequences = max(1, round(rows[-1]["tokens"] / seq))
 peak = max(r.get("mem_gpu_peak_bytes", 0) for r in rows)
 print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": recipe, "attention": attention,
-                  "memory": memory, "adapter": adapter, "tok_s": seq / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"],
+                  "memory": memory, "adapter": adapter, "tok_s": seq * sequences / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"],
                   "grad_norms": [r.get("grad_norm") for r in rows]}))
 PY
-  grep -h "attention: cuDNN\|tiled_mlp:\|offloaded activations\|disk tier\|layer_offloading:\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
+  grep -h "attention: cuDNN\|tiled_mlp:\|offload copies\|disk tier\|layer_offloading:\|weight offload\|gradient ring\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi
   peer_out=$out/peer-$model-$seq-$peer_memory-$adapter
   if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [ ! -f "$peer_out.json" ]; then

@@ -89,9 +89,10 @@ static bool gradient_fp32(void) { return state.precision.gradient == TT_F32; }
 
 /* ---- op profiler (TT_CUDA_PROFILE=1): device time per op kind, from CUDA events around each
  * call, printed to stderr at the end of the run. For finding where a step's time goes; off by default (the
- * events would cost launch time). Known issue: on the device, runs whose attention backward is
- * cuDNN's head-group deterministic one (auto at 16k) stopped making progress after the first step
- * with the profiler on (cause not found); profile those with attn_implementation: flash. ---- */
+ * events would cost launch time). It counts every call of the run, the first step's one-time costs
+ * included (the first launch of each kernel: about 140 ms of a 4k Qwen3-1.7B step on an H100): the
+ * steady state is the difference of two runs of different lengths. (A hang with cuDNN's head-group
+ * backward seen in an earlier version no longer reproduces: 16k and 64k profiled on the device.) ---- */
 
 #define PROFILE_EVENTS 16384
 #define PROFILE_KINDS 64

@@ -200,6 +200,27 @@ mkdir -p out_weights_resume && cp -r out_m4/checkpoint-3 out_weights_resume/
 check "resumed with weight offload: training succeeds" test $? -eq 0
 check "resumed with weight offload: weights are bit-identical" cmp -s out_m4/model.safetensors out_weights_resume/model.safetensors
 
+# Spill on the GPU: keep-everything under a gpu_memory_budget a little below its need moves layer inputs and then
+# kept activation blocks to pinned memory; the same bits (the CPU's spill is tested in test_step_plans).
+if [[ " ${overrides[*]} " == *" device=cuda "* ]]; then
+  need=$("$tiertrain" plan --config run.yaml "${overrides[@]}" model_config=model4/config.json |
+    awk '/total \(tier peak\)/ {m = $5 == "KiB" ? 1024 : $5 == "MiB" ? 1048576 : $5 == "GiB" ? 1073741824 : 1;
+         printf "%d", $4 * m; exit}')
+  check "the plan gives the GPU need" test "${need:-0}" -gt 200000
+  # the largest cut (of a few) that the spill can absorb and that moves kept blocks as well as inputs
+  budget=0
+  for cut in 16384 32768 49152 65536 98304 131072; do
+    "$tiertrain" plan --config run.yaml "${overrides[@]}" model_config=model4/config.json \
+      gpu_memory_budget=$((need - cut)) > plan_spill.txt 2>&1
+    if grep -Eq "kept activations of [1-9][0-9]* layer" plan_spill.txt && ! grep -q "still over budget" plan_spill.txt; then
+      budget=$((need - cut))
+    fi
+  done
+  check "a budget below the need spills kept activations" test "$budget" -gt 0
+  train_mode spill "model_config=model4/config.json;gpu_memory_budget=$budget" out_m4
+  check "the start of the run says what spilled" grep -Eq "budget is full: .*kept activations of [1-9][0-9]* layer" "train_$name.txt"
+fi
+
 # Optimizer offload (Megatron's optimizer_cpu_offload): a share of the parameters updated by the CPU AdamW
 # from host memory, after the backward or layer by layer beside it, the same bits as the run without it;
 # a resume with it continues the run without it bit for bit. (Not with the bf16 recipe: it needs master

@@ -1006,7 +1006,7 @@ static void det_attention_window(float *res, int64_t window) {
     float *out = res, *lse = out + DET_ATT_NQ, *dq = lse + DET_ATT_NL, *dk = dq + DET_ATT_NQ, *dv = dk + DET_ATT_NKV;
     fnan(res, DET_ATT_RES);
     be->attention_forward(out, lse, q, k, v, &s);
-    be->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, &s, NULL);
+    be->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, &s, NULL, NULL, 0);
     free(q), free(k), free(v), free(dout);
 }
 static void det_attention(float *res) { det_attention_window(res, 0); }

@@ -603,12 +603,14 @@ static const key_spec key_table[] = {
      .offset = FIELD(attn_workspace_limit),
      .default_text = "0",
      .range = AT_LEAST(0),
-     .help = "GPU memory cuDNN's deterministic attention backward may use per call for its bf16 dP: it runs on "
-             "groups of heads, and at long context on chunks of keys, that fit; more runs fewer, larger calls "
-             "(measured on an H100 at 64k tokens, 16 heads, 8 kv: 322 TFLOP/s with 1GiB, 376 with 2GiB, 412 with "
-             "4GiB, 432 with 8GiB). The workspace exists only during each layer's attention backward. 0: auto, "
-             "1GiB plus the room full checkpointing leaves free at that point (the MLP's tensors are gone by then), "
-             "the same in every memory mode since it shapes the backward's bits"},
+     .help = "GPU memory cuDNN's deterministic attention backward keeps for its bf16 dP: it runs on groups of "
+             "heads, and at long context on chunks of keys, that fit; where one call cannot hold every head, two "
+             "groups run at once with half the limit each, and more in the layer inputs the backward is done with "
+             "(measured on an H100 at 64k tokens, 16 heads, 8 kv, one group at a time: 322 TFLOP/s with 1GiB, 376 "
+             "with 2GiB, 412 with 4GiB, 432 with 8GiB; two at a time: 417 with 2GiB, 442 with 4GiB). The workspace "
+             "exists only during each layer's attention backward. 0: auto, 1GiB plus the room full checkpointing "
+             "leaves free at that point (the MLP's tensors are gone by then), the same in every memory mode since "
+             "it shapes the backward's bits"},
     {.name = "master_weights",
      .type = KEY_BOOL,
      .offset = FIELD(master_weights),

@@ -124,7 +124,7 @@ typedef struct tt_run_config {
     int activation_offloading; /* index in false|true|legacy|disk|hidden_states */
     int bf16;                /* index in false|auto|true (true needs the CUDA backend) */
     int attn_implementation; /* index in auto|cudnn|flash|simple (tt_attention_kind) */
-    int64_t attn_workspace_limit; /* bytes the deterministic attention backward may keep per call (its dP) */
+    int64_t attn_workspace_limit; /* bytes the deterministic attention backward keeps for its dP, all calls at once */
     bool master_weights;     /* GPU: fp32 master weights, gradients and AdamW state (else all bf16) */
     bool fp16, tf32;         /* only false today */
 } tt_run_config;

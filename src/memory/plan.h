@@ -49,7 +49,7 @@ typedef struct tt_plan {
     int64_t mlp_shards, mlp_shard_rows;
     tt_precision precision;  /* number formats; the byte counts below follow from it */
     tt_attention_kind attention;      /* attn_implementation */
-    size_t attention_workspace_limit; /* attn_workspace_limit: bytes per attention backward call */
+    size_t attention_workspace_limit; /* attn_workspace_limit: dP bytes of the attention backward's calls at once */
     size_t pinned_budget;    /* host memory the pinned tier may take (0: unlimited) */
     /* Offload copies: streamed ones run on the copy engine's side streams while compute goes on
      * (true, hidden_states, disk); the others block until done (legacy, use_streams: false). */

@@ -112,7 +112,7 @@ typedef struct tt_backend {
     bool (*copy_span)(uint64_t ticket, double *start, double *end);
 
     /* The run's number formats and attention kernels, and the bytes the attention backward may
-     * keep per call (attn_workspace_limit: cuDNN's deterministic backward holds dP there); set
+     * keep for its calls at once (attn_workspace_limit: cuDNN's deterministic backward holds dP there); set
      * before scratch_bytes and the first op (the CPU backend accepts fp32 and its one attention
      * only). */
     void (*configure)(const tt_precision *precision, tt_attention_kind attention, size_t attention_workspace_limit);
@@ -165,10 +165,12 @@ typedef struct tt_backend {
                               const tt_attention_shape *shape);
     /* dq[B*T,Hq*hd], dk[B*T,Hkv*hd], dv[B*T,Hkv*hd] (all overwritten), from the saved
      * out, lse and inputs; probabilities are recomputed from lse. workspace: the
-     * attention_workspace_bytes(shape) bytes (NULL when that is 0). */
+     * attention_workspace_bytes(shape) bytes (NULL when that is 0). spare: spare_bytes of compute-tier
+     * memory whose contents are dead during the call (NULL, 0: none), which it may use as more
+     * workspace to run faster, never with other bits. */
     void (*attention_backward)(void *dq, void *dk, void *dv, const void *dout, const void *out,
                                const float *lse, const void *q, const void *k, const void *v,
-                               const tt_attention_shape *shape, void *workspace);
+                               const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes);
 
     /* h[N,F] = silu(gate) * up */
     void (*swiglu_forward)(void *h, const void *gate, const void *up, int64_t n);

@@ -651,8 +651,25 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
 
 /* The attention half: d_residual becomes the gradient of the layer input. The attention
  * norm output's gradient overwrites the norm output, as in the MLP half. */
+/* The layer inputs above layer l, x[l+1..L], are dead from layer l's recompute on (the head and the layers
+ * above are done with them; the recompute writes no output). Where they are one run of compute-tier buffers,
+ * layer l's attention backward may take them as more workspace: *bytes 0 where they are not (an offloaded
+ * input passes through the staging ring). */
+static void *dead_inputs_above(const tt_model_state *s, void *const *x, int64_t l, size_t *bytes) {
+    const int64_t L = s->config.num_layers;
+    const size_t stride = tt_align_up(s->sizes.layer_input);
+    *bytes = 0;
+    if (l + 1 > L) return NULL;
+    for (int64_t j = l + 1; j <= L; j++) {
+        if (tt_offload_store_in_ring(&s->inputs, j)) return NULL;
+        if (j > l + 1 && (const char *)x[j] != (const char *)x[j - 1] + stride) return NULL;
+    }
+    *bytes = (size_t)(L - l) * stride;
+    return x[l + 1];
+}
+
 static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, void *const *S,
-                               const backward_scratch *scratch, void *d_residual) {
+                               const backward_scratch *scratch, void *d_residual, void *spare, size_t spare_bytes) {
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
     const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
@@ -668,7 +685,7 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     adapter_backward_input(s, l, TT_LORA_O, TT_SAVED_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
     b->attention_backward(W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
                           S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
-                          &s->attention, W[TT_BACKWARD_ATTENTION]);
+                          &s->attention, W[TT_BACKWARD_ATTENTION], spare, spare_bytes);
     b->rope_backward(W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
     b->rope_backward(W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
     void *d_q_proj = W[TT_BACKWARD_D_Q], *d_k_proj = W[TT_BACKWARD_D_K];
@@ -914,7 +931,9 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         tt_arena_pop_to(&s->arena, mlp_top_mark(&kept[l], &recomputed));
         backward_scratch scratch;
         push_backward(s, &scratch);
-        attention_backward(s, l, x[l], all.slot, &scratch, d_residual);
+        size_t spare_bytes;
+        void *spare = dead_inputs_above(s, x, l, &spare_bytes);
+        attention_backward(s, l, x[l], all.slot, &scratch, d_residual, spare, spare_bytes);
         tt_optimizer_offload_after_backward(s->optimizer_offload, l + 1);
         trace_memory(s);
         trace_layer(s, "compute", "backward", l, backward_start);

@@ -10,9 +10,9 @@
  * timed calls after warm-up, in TFLOP/s of the causal FLOPs (forward 2*2*T*T/2*hd*Hq, backward
  * 2.5x that).
  *
- * Usage: test_gpu_cudnn_attention [--quick] [--speed T:GiB[,T:GiB...]]. --speed times only the listed
+ * Usage: test_gpu_cudnn_attention [--quick] [--speed T:GiB[:lanes][,...]]. --speed times only the listed
  * lengths, each with the deterministic backward under that dP limit (T:0 times cuDNN's atomic
- * backward), and skips the checks. Exit status 0 when every check passed. */
+ * backward) and with that many head groups at once (default 1), and skips the checks. Exit status 0 when every check passed. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
@@ -72,7 +72,10 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     tt_cudnn_attention *a = create_or_report(&shape, deterministic);
     if (!a) return;
     const int64_t nq = B * T * Hq * hd, nkv = B * T * Hkv * hd, rows = B * Hq * T;
-    void *workspace = device_workspace(tt_cudnn_attention_workspace_bytes(a));
+    /* room for every head group at once: the second backward below runs them all in parallel lanes */
+    const size_t one_lane = tt_cudnn_attention_workspace_bytes(a);
+    const size_t all_lanes = one_lane + (size_t)(TT_CUDNN_ATTENTION_MAX_LANES - 1) * tt_cudnn_attention_lane_bytes(a);
+    void *workspace = device_workspace(all_lanes);
 
     tt_bf16 *q_dev, *k_dev, *v_dev, *dout_dev;
     float *q = random_bf16(nq, 2.0f, &q_dev), *k = random_bf16(nkv, 2.0f, &k_dev), *v = random_bf16(nkv, 1.0f, &v_dev);
@@ -94,23 +97,37 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     float *same_lse_dev = upload_f32(lse, rows);
     tt_bf16 *dq_dev = device_poisoned(nq), *dk_dev = device_poisoned(nkv), *dv_dev = device_poisoned(nkv);
     tt_cudnn_attention_backward(a, dq_dev, dk_dev, dv_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
-                                workspace, 0);
+                                workspace, one_lane, NULL, 0, 0);
     synchronize("tt_cudnn_attention_backward");
     expect_attention_backward_close("backward", dq_dev, dk_dev, dv_dev, dout, out, lse, q, k, v, &shape,
                                     2 * BF16_TOLERANCE);
 
-    /* run again into fresh poisoned buffers: same bits? */
+    /* run again into fresh poisoned buffers, the head groups in as many lanes as they have (in the
+     * workspace, then in spare memory at an unaligned address): same bits? */
     tt_bf16 *dq2_dev = device_poisoned(nq), *dk2_dev = device_poisoned(nkv), *dv2_dev = device_poisoned(nkv);
     tt_cudnn_attention_backward(a, dq2_dev, dk2_dev, dv2_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
-                                workspace, 0);
+                                workspace, all_lanes, NULL, 0, 0);
     synchronize("second tt_cudnn_attention_backward");
     bool same = same_bits_bf16(dq_dev, dq2_dev, nq) && same_bits_bf16(dk_dev, dk2_dev, nkv) &&
                 same_bits_bf16(dv_dev, dv2_dev, nkv);
+    const size_t spare_bytes = all_lanes - one_lane + 512;
+    char *spare = device_workspace(spare_bytes);
+    tt_bf16 *dq3_dev = device_poisoned(nq), *dk3_dev = device_poisoned(nkv), *dv3_dev = device_poisoned(nkv);
+    tt_cudnn_attention_backward(a, dq3_dev, dk3_dev, dv3_dev, dout_dev, same_out_dev, same_lse_dev, q_dev, k_dev, v_dev,
+                                workspace, one_lane, spare + 40, spare_bytes - 40, 0);
+    synchronize("third tt_cudnn_attention_backward (spare lanes)");
+    same = same && same_bits_bf16(dq_dev, dq3_dev, nq) && same_bits_bf16(dk_dev, dk3_dev, nkv) &&
+           same_bits_bf16(dv_dev, dv3_dev, nkv);
     const int granted = tt_cudnn_attention_backward_is_deterministic(a);
-    printf("  backward twice: %s (deterministic %s, %s)\n", same ? "same bits" : "DIFFERENT bits",
+    printf("  backward three times (1 lane, %d lanes, 1 + spare lanes): %s (deterministic %s, %s)\n",
+           tt_cudnn_attention_lanes_for(a, all_lanes), same ? "same bits" : "DIFFERENT bits",
            deterministic ? "requested" : "not requested", granted ? "granted" : "not granted");
     if (deterministic && granted) TT_EXPECT(same, "deterministic backward gave different bits on a second run");
 
+    cudaFree(spare);
+    cudaFree(dq3_dev);
+    cudaFree(dk3_dev);
+    cudaFree(dv3_dev);
     cudaFree(dq2_dev);
     cudaFree(dk2_dev);
     cudaFree(dv2_dev);
@@ -141,6 +158,7 @@ typedef struct timing_row {
     int64_t T;
     int deterministic;
     size_t dp_limit;
+    int lanes;
     bool ran;
     char note[160];
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
@@ -173,6 +191,7 @@ typedef struct timing_buffers {
     tt_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv;
     float *lse;
     void *workspace;
+    size_t workspace_bytes;
 } timing_buffers;
 
 static void call_forward(timing_buffers *b) {
@@ -180,7 +199,8 @@ static void call_forward(timing_buffers *b) {
 }
 
 static void call_backward(timing_buffers *b) {
-    tt_cudnn_attention_backward(b->a, b->dq, b->dk, b->dv, b->dout, b->out, b->lse, b->q, b->k, b->v, b->workspace, 0);
+    tt_cudnn_attention_backward(b->a, b->dq, b->dk, b->dv, b->dout, b->out, b->lse, b->q, b->k, b->v, b->workspace,
+                                b->workspace_bytes, NULL, 0, 0);
 }
 
 /* Median milliseconds of TIMED_CALLS calls, after two warm-up calls. */
@@ -215,7 +235,7 @@ static void set_dp_limit(size_t bytes) {
     tt_cudnn_attention_set_dp_limit(bytes);
 }
 
-static void time_attention(int64_t T, int deterministic, timing_row *row) {
+static void time_attention(int64_t T, int deterministic, int lanes, timing_row *row) {
     const int64_t B = 1, Hq = 16, Hkv = 8, hd = 128;
     tt_attention_shape shape = attention_shape(B, T, Hq, Hkv, hd);
     *row = (timing_row){.T = T, .deterministic = deterministic, .dp_limit = current_dp_limit};
@@ -232,7 +252,9 @@ static void time_attention(int64_t T, int deterministic, timing_row *row) {
     }
     printf("  %s\n", tt_cudnn_attention_describe(a));
     const int64_t nq = B * T * Hq * hd, nkv = B * T * Hkv * hd, rows = B * Hq * T;
-    const size_t workspace_bytes = tt_cudnn_attention_workspace_bytes(a);
+    const size_t workspace_bytes =
+        tt_cudnn_attention_workspace_bytes(a) + (size_t)(lanes - 1) * tt_cudnn_attention_lane_bytes(a);
+    row->lanes = tt_cudnn_attention_lanes_for(a, workspace_bytes);
     size_t free_bytes = 0, total_bytes = 0;
     TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const size_t buffer_bytes = (size_t)(4 * nq + 4 * nkv) * sizeof(tt_bf16) + (size_t)rows * sizeof(float);
@@ -255,6 +277,7 @@ static void time_attention(int64_t T, int deterministic, timing_row *row) {
     TT_CUDA_CHECK(cudaMalloc((void **)&b.dv, sizeof(tt_bf16) * (size_t)nkv));
     TT_CUDA_CHECK(cudaMalloc((void **)&b.lse, sizeof(float) * (size_t)rows));
     b.workspace = device_workspace(workspace_bytes);
+    b.workspace_bytes = workspace_bytes;
 
     const double forward_flops = 4.0 * (double)T * (double)T / 2.0 * (double)hd * (double)Hq * (double)B;
     row->forward_ms = median_ms(call_forward, &b, "timed forward");
@@ -280,13 +303,13 @@ static void time_attention(int64_t T, int deterministic, timing_row *row) {
 
 static void print_timing_table(const timing_row *table, int row_count) {
     printf("\ncuDNN %s, B=1 Hq=16 Hkv=8 hd=128, causal, median of %d\n", tt_cudnn_version_string(), TIMED_CALLS);
-    printf("%7s  %-13s  %6s  %10s  %8s  %10s  %8s\n", "T", "backward", "dP GiB", "fwd ms", "TFLOP/s", "bwd ms",
-           "TFLOP/s");
+    printf("%7s  %-13s  %6s  %5s  %10s  %8s  %10s  %8s\n", "T", "backward", "dP GiB", "lanes", "fwd ms", "TFLOP/s",
+           "bwd ms", "TFLOP/s");
     for (int i = 0; i < row_count; i++) {
         const timing_row *r = &table[i];
         if (r->ran)
-            printf("%7lld  %-13s  %6.0f  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
-                   r->deterministic ? "deterministic" : "default", (double)r->dp_limit / (double)(1 << 30),
+            printf("%7lld  %-13s  %6.2f  %5d  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
+                   r->deterministic ? "deterministic" : "default", (double)r->dp_limit / (double)(1 << 30), r->lanes,
                    r->forward_ms, r->forward_tflops, r->backward_ms, r->backward_tflops);
         else
             printf("%7lld  %-13s  %s\n", (long long)r->T, r->deterministic ? "deterministic" : "default", r->note);
@@ -302,13 +325,17 @@ static int time_listed(const char *list) {
         char *end = NULL;
         const long long T = strtoll(p, &end, 10);
         double gib = 1.0;
+        long lanes = 1;
         if (end && *end == ':') gib = strtod(end + 1, &end);
-        if (!end || T <= 0 || T % 128 != 0 || gib < 0 || (*end && *end != ',')) {
-            fprintf(stderr, "--speed: expected T:GiB[,T:GiB...] with T a multiple of 128, at '%s'\n", p);
+        if (end && *end == ':') lanes = strtol(end + 1, &end, 10);
+        if (!end || T <= 0 || T % 128 != 0 || gib < 0 || lanes < 1 || lanes > TT_CUDNN_ATTENTION_MAX_LANES ||
+            (*end && *end != ',')) {
+            fprintf(stderr, "--speed: expected T:GiB[:lanes][,...] with T a multiple of 128, lanes 1..%d, at '%s'\n",
+                    TT_CUDNN_ATTENTION_MAX_LANES, p);
             return 2;
         }
         if (gib > 0) set_dp_limit((size_t)(gib * (double)(1 << 30)));
-        time_attention(T, gib > 0, &table[row_count++]);
+        time_attention(T, gib > 0, (int)lanes, &table[row_count++]);
         p = *end ? end + 1 : end;
     }
     set_dp_limit((size_t)1 << 30);
@@ -358,10 +385,10 @@ int main(int argc, char **argv) {
     int row_count = 0;
     for (int i = 0; i < length_count; i++)
         for (int deterministic = 0; deterministic <= 1; deterministic++)
-            time_attention(lengths[i], deterministic, &table[row_count++]);
+            time_attention(lengths[i], deterministic, 1, &table[row_count++]);
     if (!quick) { /* the key-chunked deterministic backward at 64k with more dP per call */
         set_dp_limit((size_t)4 << 30);
-        time_attention(65536, 1, &table[row_count++]);
+        time_attention(65536, 1, 1, &table[row_count++]);
         set_dp_limit((size_t)1 << 30);
     }
 

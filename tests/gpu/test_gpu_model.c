@@ -24,7 +24,8 @@ typedef struct model_case {
     const char *name;
     char config_path[4200];
     int64_t batch, seq_len;
-    int32_t *inputs, *targets; /* [batch * seq_len] */
+    int64_t attn_workspace_limit; /* 0: auto */
+    int32_t *inputs, *targets;    /* [batch * seq_len] */
 } model_case;
 
 typedef struct run_result {
@@ -33,6 +34,7 @@ typedef struct run_result {
     float *final_weights;     /* fp32 weights after STEPS steps */
     int64_t numel;            /* of the weights */
     int64_t gradient_numel;   /* of the gradients: the trainable parameters' */
+    int attention_lanes;      /* the most head groups cuDNN's attention backward ran at once (GPU) */
 } run_result;
 
 typedef struct recipe {
@@ -41,6 +43,7 @@ typedef struct recipe {
     tt_attention_kind attention;
     bool lora; /* rank-4 adapters with dropout on every linear layer, the base frozen */
     int64_t mlp_shards; /* tiled_mlp over this many shards (0: untiled) */
+    int activation_offloading; /* index in false|true|legacy|disk|hidden_states (with checkpointing) */
 } recipe;
 
 static const tt_trainable_spec lora_spec = {
@@ -75,6 +78,8 @@ static void open_model(tt_model_state *s, const model_case *mc, const recipe *r,
     run_config.attn_implementation = (int)r->attention;
     run_config.tiled_mlp = r->mlp_shards > 0;
     run_config.tiled_mlp_num_shards = r->mlp_shards;
+    run_config.attn_workspace_limit = mc->attn_workspace_limit;
+    run_config.activation_offloading = r->activation_offloading;
     const tt_backend *backend = r->gpu ? tt_backend_cuda() : tt_backend_cpu();
     *precision = tt_precision_for_run(&run_config, r->gpu);
     tt_plan plan;
@@ -116,6 +121,7 @@ static run_result run(const model_case *mc, const recipe *r) {
         tt_adamw_step(&s, &adamw, 3e-3f, step + 1, tt_clip_scale(norm, adamw.max_grad_norm));
     }
     tt_model_get_weights(&s, out.final_weights);
+    if (r->gpu) out.attention_lanes = tt_cuda_attention_most_lanes();
     tt_model_state_free(&s);
     return out;
 }
@@ -240,11 +246,11 @@ static void random_batch(model_case *mc, int64_t vocab, uint64_t seed) {
 }
 
 static void check_case(model_case *mc) {
-    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0};
+    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0, 0};
     const recipe recipes[] = {
-        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 0},
-        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO, false, 0},
-        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false, 0},
+        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 0, 0},
+        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO, false, 0, 0},
+        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false, 0, 0},
     };
     run_result reference = run(mc, &cpu);
     for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++) {
@@ -266,10 +272,10 @@ static void check_case(model_case *mc) {
     free_result(&reference);
 
     /* LoRA on the frozen base: the GPU against the CPU (same dropout masks), repeats, checkpointing */
-    const recipe cpu_lora = {"cpu fp32 LoRA", false, true, false, TT_ATTENTION_AUTO, true, 0};
+    const recipe cpu_lora = {"cpu fp32 LoRA", false, true, false, TT_ATTENTION_AUTO, true, 0, 0};
     const recipe lora_recipes[] = {
-        {"bf16 LoRA, fp32 master", true, true, false, TT_ATTENTION_AUTO, true, 0},
-        {"bf16 LoRA, no master", true, false, false, TT_ATTENTION_AUTO, true, 0},
+        {"bf16 LoRA, fp32 master", true, true, false, TT_ATTENTION_AUTO, true, 0, 0},
+        {"bf16 LoRA, no master", true, false, false, TT_ATTENTION_AUTO, true, 0, 0},
     };
     run_result lora_reference = run(mc, &cpu_lora);
     for (size_t i = 0; i < sizeof lora_recipes / sizeof *lora_recipes; i++) {
@@ -288,10 +294,10 @@ static void check_case(model_case *mc) {
 
     /* tiled_mlp (3 shards): the GPU against the CPU's tiled run, and checkpointing the same bits */
     const recipe tiled_recipes[][2] = {
-        {{"cpu fp32 tiled MLP", false, true, false, TT_ATTENTION_AUTO, false, 3},
-         {"bf16 tiled MLP, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 3}},
-        {{"cpu fp32 LoRA tiled MLP", false, true, false, TT_ATTENTION_AUTO, true, 3},
-         {"bf16 LoRA tiled MLP, no master", true, false, false, TT_ATTENTION_AUTO, true, 3}},
+        {{"cpu fp32 tiled MLP", false, true, false, TT_ATTENTION_AUTO, false, 3, 0},
+         {"bf16 tiled MLP, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 3, 0}},
+        {{"cpu fp32 LoRA tiled MLP", false, true, false, TT_ATTENTION_AUTO, true, 3, 0},
+         {"bf16 LoRA tiled MLP, no master", true, false, false, TT_ATTENTION_AUTO, true, 3, 0}},
     };
     for (size_t i = 0; i < sizeof tiled_recipes / sizeof *tiled_recipes; i++) {
         run_result tiled_reference = run(mc, &tiled_recipes[i][0]);
@@ -308,6 +314,34 @@ static void check_case(model_case *mc) {
     }
     free(mc->inputs);
     free(mc->targets);
+}
+
+/* The deterministic attention backward over head groups and chunks of keys, two groups at a time and
+ * more in the dead layer inputs above a layer where they stay on the GPU: within bounds of the CPU, and
+ * the same bits keeping everything, with checkpointing and with the inputs offloaded (hidden_states: no
+ * spare lanes). */
+static void check_chunked_case(model_case *mc) {
+    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0, 0};
+    const recipe keep = {"bf16, fp32 master, key chunks in lanes", true, true, false, TT_ATTENTION_AUTO, false, 0, 0};
+    recipe checkpointed = keep, offloaded = keep;
+    checkpointed.checkpointing = offloaded.checkpointing = true;
+    offloaded.activation_offloading = 4; /* hidden_states */
+    run_result reference = run(mc, &cpu);
+    run_result gpu = run(mc, &keep);
+    compare_with_cpu(mc, &keep, &gpu, &reference);
+    run_result gc = run(mc, &checkpointed), moved = run(mc, &offloaded);
+    const int lanes_keep = gpu.attention_lanes, lanes_gc = gc.attention_lanes, lanes_moved = moved.attention_lanes;
+    printf("%s: most head groups at once: %d keeping everything, %d checkpointed, %d with hidden_states\n", mc->name,
+           lanes_keep, lanes_gc, lanes_moved);
+    TT_EXPECT(lanes_keep > 2 && lanes_gc > 2 && lanes_moved == 2,
+              "%s: 2 head groups at once in the workspace, more in the dead layer inputs where they stay on the GPU "
+              "(got %d, %d, %d)", mc->name, lanes_keep, lanes_gc, lanes_moved);
+    TT_EXPECT(same_bits(&gpu, &gc), "%s: checkpointing (spare attention lanes) gives the same bits", mc->name);
+    TT_EXPECT(same_bits(&gpu, &moved), "%s: hidden_states offload (no spare lanes) gives the same bits", mc->name);
+    free_result(&moved);
+    free_result(&gc);
+    free_result(&gpu);
+    free_result(&reference);
 }
 
 int main(int argc, char **argv) {
@@ -343,6 +377,23 @@ int main(int argc, char **argv) {
     free(path);
     random_batch(&qwen3, 512, 99);
     check_case(&qwen3);
+    /* 8 heads of 128, 4 kv heads, 4 layers, 1024 tokens under a 1 MiB dP limit: 4 head groups x 8 key
+     * chunks, 2 groups at a time, up to 2 more in the layer inputs above the lower layers */
+    tt_test_write_text("config_chunked.json",
+                       "{\"model_type\": \"qwen3\", \"hidden_size\": 512, \"intermediate_size\": 512,"
+                       " \"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"num_key_value_heads\": 4,"
+                       " \"head_dim\": 128, \"vocab_size\": 512, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
+                       " \"tie_word_embeddings\": true, \"max_position_embeddings\": 4096,"
+                       " \"torch_dtype\": \"bfloat16\"}");
+    model_case chunked = {.name = "qwen3-hd128-key-chunks", .batch = 1, .seq_len = 1024,
+                          .attn_workspace_limit = (int64_t)1 << 20};
+    path = tt_test_path("config_chunked.json");
+    snprintf(chunked.config_path, sizeof chunked.config_path, "%s", path);
+    free(path);
+    random_batch(&chunked, 512, 101);
+    check_chunked_case(&chunked);
+    free(chunked.inputs);
+    free(chunked.targets);
     tt_test_scratch_close();
     return tt_test_summary("gpu_model");
 }

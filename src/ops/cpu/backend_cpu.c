@@ -134,7 +134,10 @@ static void cpu_attention_forward(void *out, float *lse, const void *q, const vo
 
 static void cpu_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
                                    const float *lse, const void *q, const void *k, const void *v,
-                                   const tt_attention_shape *shape, void *workspace) {
+                                   const tt_attention_shape *shape, void *workspace, void *spare,
+                                   size_t spare_bytes) {
+    (void)spare;
+    (void)spare_bytes;
     (void)workspace; /* the CPU kernel keeps a row of scores per thread in the op scratch */
     tt_cpu_attention_backward_f32(dq, dk, dv, dout, out, lse, q, k, v, shape);
 }

@@ -26,6 +26,7 @@
 #include <cudnn.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,8 +132,15 @@ struct tt_cudnn_attention {
     int32_t *seq_lens; /* device [2][B]: actual query and key lengths (= T) for the padding mask */
     /* by-value scalars: the variant pack points at them */
     float attn_scale, negative_infinity, one;
-    size_t softmax_sum_offset, dq_accumulator_offset, dq_sum_offset, dq_partial_offset, backward_workspace_bytes,
-        workspace_bytes;
+    /* Backward workspace: [softmax_sum fp32 B*Hq*T | dQ accumulator (atomic graph) | lane 0 | lane 1 | ...]. A
+     * lane runs head groups one after another on its own stream with its own share: [engine workspace |
+     * with key chunks: the group's dQ sum fp32 and one chunk's dQ bf16, B*T*Hs*hd]. Offsets of the share are
+     * from its start. Groups touch disjoint heads, so lanes change no bits. */
+    size_t softmax_sum_offset, dq_accumulator_offset, first_lane_offset, lane_bytes, dq_sum_offset,
+        dq_partial_offset, backward_workspace_bytes, workspace_bytes;
+    int max_lanes, most_lanes_run;
+    cudaStream_t lane_stream[TT_CUDNN_ATTENTION_MAX_LANES];
+    cudaEvent_t fork, lane_done[TT_CUDNN_ATTENTION_MAX_LANES];
     char description[512];
 };
 
@@ -785,49 +793,98 @@ void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse,
     execute_plan(a, &a->forward, "forward", &e, workspace, stream);
 }
 
-void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
-                                 const tt_bf16 *out, const float *lse, const tt_bf16 *q, const tt_bf16 *k,
-                                 const tt_bf16 *v, void *workspace, cudaStream_t stream) {
+int tt_cudnn_attention_lanes_for(const tt_cudnn_attention *a, size_t workspace_bytes) {
+    if (workspace_bytes < a->backward_workspace_bytes) return 0;
+    const size_t extra = (workspace_bytes - a->backward_workspace_bytes) / a->lane_bytes;
+    return extra + 1 < (size_t)a->max_lanes ? (int)extra + 1 : a->max_lanes;
+}
+
+/* Lanes in spare memory beside those of the workspace, up to max_lanes in all. */
+static int spare_lanes(const tt_cudnn_attention *a, int workspace_lanes, const void *spare, size_t spare_bytes) {
+    if (!spare || workspace_lanes >= a->max_lanes) return 0;
+    const size_t skip = (WORKSPACE_ALIGNMENT - (uintptr_t)spare % WORKSPACE_ALIGNMENT) % WORKSPACE_ALIGNMENT;
+    if (spare_bytes <= skip) return 0;
+    const size_t fit = (spare_bytes - skip) / a->lane_bytes;
+    return fit < (size_t)(a->max_lanes - workspace_lanes) ? (int)fit : a->max_lanes - workspace_lanes;
+}
+
+int tt_cudnn_attention_most_lanes(const tt_cudnn_attention *a) { return a->most_lanes_run; }
+
+size_t tt_cudnn_attention_lane_bytes(const tt_cudnn_attention *a) { return a->max_lanes > 1 ? a->lane_bytes : 0; }
+
+/* One head group's calls (all its key chunks) on one stream, with one lane's share of the workspace. */
+static void backward_group(tt_cudnn_attention *a, int64_t slice, tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv,
+                           const tt_bf16 *dout, const tt_bf16 *out, const float *lse, const tt_bf16 *q,
+                           const tt_bf16 *k, const tt_bf16 *v, void *workspace, char *lane, cudaStream_t stream) {
     const int64_t B = a->shape.batch, D = a->shape.head_dim, T = a->shape.seq_len;
     const int64_t H = a->shape.num_heads, Hk = a->shape.num_kv_heads, Hs = a->slice_heads;
     float *softmax_sum = (float *)((char *)workspace + a->softmax_sum_offset);
-    float *dq_sum = (float *)((char *)workspace + a->dq_sum_offset);
-    tt_bf16 *dq_partial = (tt_bf16 *)((char *)workspace + a->dq_partial_offset);
-    for (int64_t slice = 0; slice < a->slices; slice++) {
-        /* the group's first query head and kv head; the graph's strides step over the full tensors */
-        const int64_t h = slice * a->slice_heads, kv = slice * a->slice_kv_heads;
-        for (int64_t c = 0; c < a->chunks; c++) {
-            /* keys [k0, k0 + len) against queries [k0, T): every pointer starts at row k0 */
-            const int64_t k0 = a->chunk_start[c];
-            variant_pack_entries e = {0};
-            pack_add(&e, UID_Q, q + (k0 * H + h) * D);
-            pack_add(&e, UID_K, k + (k0 * Hk + kv) * D);
-            pack_add(&e, UID_V, v + (k0 * Hk + kv) * D); /* read as V^T */
-            pack_add(&e, UID_O, out + (k0 * H + h) * D);
-            pack_add(&e, UID_DO, dout + (k0 * H + h) * D);
-            pack_add(&e, UID_STATS, lse + h * T + k0);
-            if (a->chunks == 1)
-                pack_add(&e, UID_DQ, dq + h * D);
-            else
-                pack_add(&e, UID_DQ, dq_partial + k0 * Hs * D);
-            pack_add(&e, UID_DK, dk + (k0 * Hk + kv) * D);
-            pack_add(&e, UID_DV, dv + (k0 * Hk + kv) * D);
-            pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
-            pack_add(&e, UID_ONE, &a->one);
-            pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
-            pack_add(&e, UID_SOFTMAX_SUM, softmax_sum + h * T + k0);
-            if (!a->deterministic_graph)
-                pack_add(&e, UID_DQ_ACCUMULATOR, (char *)workspace + a->dq_accumulator_offset);
-            if (a->padding_workaround) {
-                pack_add(&e, UID_SEQ_LEN_Q, a->seq_lens);
-                pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
-                pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
-            }
-            execute_plan(a, &a->backward[c], "backward", &e, workspace, stream);
-            if (a->chunks > 1)
-                tt_cuda_dq_chunk_accumulate(dq_sum, dq_partial, B, T, k0, Hs * D, c == 0, stream);
+    float *dq_sum = (float *)(lane + a->dq_sum_offset);
+    tt_bf16 *dq_partial = (tt_bf16 *)(lane + a->dq_partial_offset);
+    /* the group's first query head and kv head; the graph's strides step over the full tensors */
+    const int64_t h = slice * a->slice_heads, kv = slice * a->slice_kv_heads;
+    for (int64_t c = 0; c < a->chunks; c++) {
+        /* keys [k0, k0 + len) against queries [k0, T): every pointer starts at row k0 */
+        const int64_t k0 = a->chunk_start[c];
+        variant_pack_entries e = {0};
+        pack_add(&e, UID_Q, q + (k0 * H + h) * D);
+        pack_add(&e, UID_K, k + (k0 * Hk + kv) * D);
+        pack_add(&e, UID_V, v + (k0 * Hk + kv) * D); /* read as V^T */
+        pack_add(&e, UID_O, out + (k0 * H + h) * D);
+        pack_add(&e, UID_DO, dout + (k0 * H + h) * D);
+        pack_add(&e, UID_STATS, lse + h * T + k0);
+        if (a->chunks == 1)
+            pack_add(&e, UID_DQ, dq + h * D);
+        else
+            pack_add(&e, UID_DQ, dq_partial + k0 * Hs * D);
+        pack_add(&e, UID_DK, dk + (k0 * Hk + kv) * D);
+        pack_add(&e, UID_DV, dv + (k0 * Hk + kv) * D);
+        pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
+        pack_add(&e, UID_ONE, &a->one);
+        pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
+        pack_add(&e, UID_SOFTMAX_SUM, softmax_sum + h * T + k0);
+        if (!a->deterministic_graph) pack_add(&e, UID_DQ_ACCUMULATOR, (char *)workspace + a->dq_accumulator_offset);
+        if (a->padding_workaround) {
+            pack_add(&e, UID_SEQ_LEN_Q, a->seq_lens);
+            pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
+            pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
         }
-        if (a->chunks > 1) tt_cuda_dq_chunk_store(dq + h * D, H * D, dq_sum, B * T, Hs * D, stream);
+        execute_plan(a, &a->backward[c], "backward", &e, lane, stream);
+        if (a->chunks > 1) tt_cuda_dq_chunk_accumulate(dq_sum, dq_partial, B, T, k0, Hs * D, c == 0, stream);
+    }
+    if (a->chunks > 1) tt_cuda_dq_chunk_store(dq + h * D, H * D, dq_sum, B * T, Hs * D, stream);
+}
+
+void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
+                                 const tt_bf16 *out, const float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                 const tt_bf16 *v, void *workspace, size_t workspace_bytes, void *spare,
+                                 size_t spare_bytes, cudaStream_t stream) {
+    const int workspace_lanes = tt_cudnn_attention_lanes_for(a, workspace_bytes);
+    TT_CHECK(workspace_lanes >= 1, "cuDNN attention backward: workspace of %zu bytes, needs at least %zu",
+             workspace_bytes, a->backward_workspace_bytes);
+    const int lanes = workspace_lanes + spare_lanes(a, workspace_lanes, spare, spare_bytes);
+    if (lanes > a->most_lanes_run) a->most_lanes_run = lanes;
+    char *first_lane = (char *)workspace + a->first_lane_offset;
+    char *first_spare_lane =
+        spare ? (char *)spare + (WORKSPACE_ALIGNMENT - (uintptr_t)spare % WORKSPACE_ALIGNMENT) % WORKSPACE_ALIGNMENT
+              : NULL;
+    if (lanes == 1) {
+        for (int64_t slice = 0; slice < a->slices; slice++)
+            backward_group(a, slice, dq, dk, dv, dout, out, lse, q, k, v, workspace, first_lane, stream);
+        return;
+    }
+    /* lane i takes groups i, i + lanes, ...: forked from and joined back into the caller's stream */
+    TT_CUDA_CHECK(cudaEventRecord(a->fork, stream));
+    for (int i = 0; i < lanes; i++) TT_CUDA_CHECK(cudaStreamWaitEvent(a->lane_stream[i], a->fork, 0));
+    for (int64_t slice = 0; slice < a->slices; slice++) {
+        const int i = (int)(slice % lanes);
+        char *lane = i < workspace_lanes ? first_lane + (size_t)i * a->lane_bytes
+                                         : first_spare_lane + (size_t)(i - workspace_lanes) * a->lane_bytes;
+        backward_group(a, slice, dq, dk, dv, dout, out, lse, q, k, v, workspace, lane, a->lane_stream[i]);
+    }
+    for (int i = 0; i < lanes; i++) {
+        TT_CUDA_CHECK(cudaEventRecord(a->lane_done[i], a->lane_stream[i]));
+        TT_CUDA_CHECK(cudaStreamWaitEvent(stream, a->lane_done[i], 0));
     }
 }
 
@@ -1010,24 +1067,34 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     }
     free(g);
 
-    /* backward workspace: [engine workspace (the largest chunk's) | softmax_sum fp32 B*Hq*T | dQ accumulator
-     * fp32 B*Hq*T*hd (atomic graph) | with key chunks: the group's dQ sum fp32 and one chunk's dQ, B*T*Hs*hd] */
+    /* the backward workspace: see the struct */
     const size_t rows = (size_t)(s->batch * s->num_heads * s->seq_len);
     int64_t engine_workspace = 0;
     for (int64_t c = 0; c < a->chunks; c++)
         if (a->backward[c].workspace_bytes > engine_workspace) engine_workspace = a->backward[c].workspace_bytes;
-    a->softmax_sum_offset = align_up((size_t)engine_workspace);
-    a->dq_accumulator_offset = a->softmax_sum_offset + align_up(rows * sizeof(float));
-    a->dq_sum_offset =
+    a->softmax_sum_offset = 0;
+    a->dq_accumulator_offset = align_up(rows * sizeof(float));
+    a->first_lane_offset =
         a->dq_accumulator_offset + (a->deterministic_graph ? 0 : align_up(rows * (size_t)s->head_dim * sizeof(float)));
     const size_t group_dq = (size_t)(s->batch * s->seq_len * a->slice_heads * s->head_dim);
+    a->dq_sum_offset = align_up((size_t)engine_workspace);
     a->dq_partial_offset = a->dq_sum_offset + (a->chunks > 1 ? align_up(group_dq * sizeof(float)) : 0);
-    a->backward_workspace_bytes =
-        a->dq_partial_offset +
-        (a->chunks > 1 ? align_up(group_dq * sizeof(tt_bf16)) : 0);
+    a->lane_bytes = a->dq_partial_offset + (a->chunks > 1 ? align_up(group_dq * sizeof(tt_bf16)) : 0);
+    a->backward_workspace_bytes = a->first_lane_offset + a->lane_bytes;
     a->workspace_bytes = a->backward_workspace_bytes > (size_t)a->forward.workspace_bytes
                              ? a->backward_workspace_bytes
                              : (size_t)a->forward.workspace_bytes;
+    /* lanes: only the deterministic graph runs several groups, at most this many at once */
+    a->max_lanes = a->deterministic_graph ? (int)(a->slices < TT_CUDNN_ATTENTION_MAX_LANES ? a->slices
+                                                                                             : TT_CUDNN_ATTENTION_MAX_LANES)
+                                          : 1;
+    if (a->max_lanes > 1) {
+        TT_CUDA_CHECK(cudaEventCreateWithFlags(&a->fork, cudaEventDisableTiming));
+        for (int i = 0; i < a->max_lanes; i++) {
+            TT_CUDA_CHECK(cudaStreamCreateWithFlags(&a->lane_stream[i], cudaStreamNonBlocking));
+            TT_CUDA_CHECK(cudaEventCreateWithFlags(&a->lane_done[i], cudaEventDisableTiming));
+        }
+    }
 
     char forward_ws[32], backward_ws[32], scratch[32], chunking[96] = "";
     if (a->chunks > 1)
@@ -1041,7 +1108,7 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
              (long long)a->backward[0].engine_index,
              a->backward[0].engine_nondeterministic ? " [NONDETERMINISTIC note]" : "",
              tt_format_bytes((size_t)engine_workspace, backward_ws, sizeof backward_ws),
-             tt_format_bytes(a->backward_workspace_bytes - a->softmax_sum_offset, scratch, sizeof scratch),
+             tt_format_bytes(a->backward_workspace_bytes - (size_t)engine_workspace, scratch, sizeof scratch),
              a->deterministic_graph ? "deterministic (dQ without atomics)" : "default (fp32 dQ accumulator)",
              (long long)a->slices, chunking, a->padding_workaround ? ", T % 128 padding-mask workaround" : "",
              a->deterministic_graph && sm_major != 9 ? ", deterministic graph untested off Hopper" : "");
@@ -1078,6 +1145,13 @@ void tt_cudnn_attention_destroy(tt_cudnn_attention *a) {
     free(a->chunk_len);
     attention_plan_destroy(&a->forward);
     if (a->seq_lens) cudaFree(a->seq_lens);
+    if (a->max_lanes > 1) {
+        cudaEventDestroy(a->fork);
+        for (int i = 0; i < a->max_lanes; i++) {
+            cudaStreamDestroy(a->lane_stream[i]);
+            cudaEventDestroy(a->lane_done[i]);
+        }
+    }
     if (a->handle) cudnnDestroy(a->handle);
     free(a);
 }

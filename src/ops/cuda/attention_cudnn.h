@@ -26,6 +26,9 @@ extern "C" {
 
 typedef struct tt_cudnn_attention tt_cudnn_attention;
 
+/* The most head groups the deterministic backward runs at once (see tt_cudnn_attention_backward). */
+#define TT_CUDNN_ATTENTION_MAX_LANES 8
+
 /* dP bytes the deterministic backward may keep per call (default 1 GiB); it runs on groups of kv
  * heads small enough to fit, one call per group, and where one kv head's group over the whole
  * sequence does not fit, over chunks of keys (see tt_cudnn_attention_create). Settable for tests
@@ -50,6 +53,16 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
  * fp32 scratch tensors the backward graph keeps there. */
 size_t tt_cudnn_attention_workspace_bytes(const tt_cudnn_attention *a);
 
+/* Bytes each further lane adds to the backward's workspace; 0 when the backward runs one call at a
+ * time whatever its workspace (one head group, or the atomic graph). */
+size_t tt_cudnn_attention_lane_bytes(const tt_cudnn_attention *a);
+
+/* How many head groups a backward given workspace_bytes runs at once (0: not enough workspace). */
+int tt_cudnn_attention_lanes_for(const tt_cudnn_attention *a, size_t workspace_bytes);
+
+/* The most head groups a backward of this plan ran at once so far (0: none ran). */
+int tt_cudnn_attention_most_lanes(const tt_cudnn_attention *a);
+
 /* Device workspace bytes of the forward alone (for a run that takes only the forward from cuDNN). */
 size_t tt_cudnn_attention_forward_workspace_bytes(const tt_cudnn_attention *a);
 
@@ -63,9 +76,14 @@ const char *tt_cudnn_attention_describe(const tt_cudnn_attention *a);
 void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                 const tt_bf16 *v, void *workspace, cudaStream_t stream);
 
+/* workspace_bytes: at least tt_cudnn_attention_workspace_bytes(a); each tt_cudnn_attention_lane_bytes(a)
+ * beyond it, and each in spare (spare_bytes of device memory whose contents are dead for the call; NULL:
+ * none), lets one more head group run at the same time, on a stream of its own forked from and joined
+ * back into `stream` (the groups' calls are the same, so the bits are too). */
 void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                  const tt_bf16 *out, const float *lse, const tt_bf16 *q, const tt_bf16 *k,
-                                 const tt_bf16 *v, void *workspace, cudaStream_t stream);
+                                 const tt_bf16 *v, void *workspace, size_t workspace_bytes, void *spare,
+                                 size_t spare_bytes, cudaStream_t stream);
 
 void tt_cudnn_attention_destroy(tt_cudnn_attention *a);
 

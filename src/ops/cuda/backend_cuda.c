@@ -27,6 +27,7 @@ typedef struct cuda_backend_state {
     tt_precision precision;
     tt_attention_kind attention_requested;
     size_t attention_workspace_limit; /* attn_workspace_limit the attention plans were (or will be) built for */
+    int attention_lanes;              /* head groups cuDNN's deterministic backward runs at once */
 
     unsigned char *scratch; /* [GEMM workspace | op scratch] */
     size_t scratch_bytes;
@@ -259,7 +260,6 @@ static void cuda_configure(const tt_precision *p, tt_attention_kind attention, s
     }
     state.attention_requested = attention;
     state.attention_workspace_limit = attention_workspace_limit;
-    tt_cudnn_attention_set_dp_limit(attention_workspace_limit);
 }
 
 /* ---- scratch ---- */
@@ -280,6 +280,32 @@ static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
+/* cuDNN's deterministic backward within attn_workspace_limit. When one call cannot hold every head's dP,
+ * the backward runs head groups one after another, and a call's engine then keeps the GPU only part busy:
+ * two groups at once, each with half the limit, are faster than one with all of it (H100, 64k tokens, 16
+ * heads, 8 kv: 1 GiB per call in 2 lanes 417 TFLOP/s against 2 GiB in one 376; 2 GiB in 2 lanes 442 against
+ * 4 GiB in one 411). The split decides the calls and so the bits; it depends on the shape and the limit
+ * only. One lane where the whole dP fits the limit, or the halves cannot run (one kv head: one group). */
+#define ATTENTION_LANES 2
+
+static tt_cudnn_attention *create_deterministic_cudnn(const tt_attention_shape *shape, char *why_not, size_t size) {
+    const size_t limit = state.attention_workspace_limit;
+    const double whole_dp = 2.0 * (double)shape->batch * (double)shape->num_heads * (double)shape->seq_len *
+                            (double)shape->seq_len;
+    if (whole_dp > (double)limit) {
+        tt_cudnn_attention_set_dp_limit(limit / ATTENTION_LANES);
+        tt_cudnn_attention *a = tt_cudnn_attention_create(shape, 1, why_not, size);
+        if (a && tt_cudnn_attention_lane_bytes(a) > 0) {
+            state.attention_lanes = ATTENTION_LANES;
+            return a;
+        }
+        tt_cudnn_attention_destroy(a);
+    }
+    tt_cudnn_attention_set_dp_limit(limit);
+    state.attention_lanes = 1;
+    return tt_cudnn_attention_create(shape, 1, why_not, size);
+}
+
 static void choose_attention(const tt_attention_shape *shape) {
     if (state.attention_forward != TT_ATTENTION_AUTO && memcmp(&state.attention_shape, shape, sizeof *shape) == 0)
         return;
@@ -293,14 +319,16 @@ static void choose_attention(const tt_attention_shape *shape) {
                "window %lld). Use attn_implementation: auto",
                (long long)shape->head_dim, (long long)shape->sliding_window);
     /* auto: cuDNN's fused attention with its deterministic backward (dQ without atomics), run on
-     * groups of heads whose [B, heads, T, T] dP workspace fits 1 GiB; where even one kv head's
-     * group does not fit (long sequences), cuDNN's forward (no atomics) with tiertrain's
-     * deterministic flash backward; else the flash kernels; else the reference kernels. Measured
-     * at T = 16k on the device: cuDNN ~650 TFLOP/s forward and ~470-550 backward, flash ~330 and
-     * ~220. An explicit cudnn gets cuDNN's atomic backward (fastest, not bit-reproducible). */
+     * groups of heads and chunks of keys whose dP fits attn_workspace_limit, two groups at a time
+     * where there are several (create_deterministic_cudnn); where cuDNN cannot (an old library, an
+     * unsupported shape), cuDNN's forward with tiertrain's deterministic flash backward; else the
+     * flash kernels; else the reference kernels. Measured on the device at T = 64k: cuDNN ~630
+     * TFLOP/s forward and ~420-440 deterministic backward, flash ~320 and ~220. An explicit cudnn
+     * gets cuDNN's atomic backward (fastest, not bit-reproducible). */
     bool cudnn_backward = false;
+    state.attention_lanes = 1;
     if (want == TT_ATTENTION_AUTO) {
-        state.cudnn = tt_cudnn_attention_create(shape, 1, why_not, sizeof why_not);
+        state.cudnn = create_deterministic_cudnn(shape, why_not, sizeof why_not);
         cudnn_backward = state.cudnn != NULL;
         if (!state.cudnn) {
             tt_info("attention: cuDNN's deterministic backward is not used: %s", why_not);
@@ -330,7 +358,9 @@ static void choose_attention(const tt_attention_shape *shape) {
                     (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "", why_not);
     }
     if (state.attention_forward != TT_ATTENTION_CUDNN) destroy_cudnn();
-    if (state.cudnn) tt_info("attention: cuDNN %s: %s", tt_cudnn_version_string(), tt_cudnn_attention_describe(state.cudnn));
+    if (state.cudnn)
+        tt_info("attention: cuDNN %s: %s%s", tt_cudnn_version_string(), tt_cudnn_attention_describe(state.cudnn),
+                state.attention_lanes > 1 ? "; 2 head groups at a time" : "");
 }
 
 
@@ -342,7 +372,9 @@ static size_t attention_forward_scratch_bytes(void) {
 
 static size_t attention_backward_scratch_bytes(const tt_attention_shape *a) {
     switch (state.attention_backward) {
-    case TT_ATTENTION_CUDNN: return tt_cudnn_attention_workspace_bytes(state.cudnn);
+    case TT_ATTENTION_CUDNN:
+        return tt_cudnn_attention_workspace_bytes(state.cudnn) +
+               (size_t)(state.attention_lanes - 1) * tt_cudnn_attention_lane_bytes(state.cudnn);
     case TT_ATTENTION_FLASH: return tt_cuda_flash_attention_backward_scratch_bytes(a);
     default: return floats(a->batch * a->num_heads * a->seq_len);
     }
@@ -545,14 +577,16 @@ static void cuda_attention_forward(void *out, float *lse, const void *q, const v
 
 static void cuda_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
                                     const float *lse, const void *q, const void *k, const void *v,
-                                    const tt_attention_shape *shape, void *workspace) {
+                                    const tt_attention_shape *shape, void *workspace, void *spare,
+                                    size_t spare_bytes) {
     choose_attention(shape);
     void *scratch = workspace;
     TT_CHECK(scratch || attention_backward_scratch_bytes(shape) == 0, "the attention backward needs its workspace");
     switch (state.attention_backward) {
     case TT_ATTENTION_CUDNN:
         TIMED("attention backward cudnn",
-              tt_cudnn_attention_backward(state.cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch, S()));
+              tt_cudnn_attention_backward(state.cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch,
+                                          attention_backward_scratch_bytes(shape), spare, spare_bytes, S()));
         break;
     case TT_ATTENTION_FLASH:
         TIMED("attention backward flash",
@@ -563,6 +597,11 @@ static void cuda_attention_backward(void *dq, void *dk, void *dv, const void *do
               tt_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S()));
         break;
     }
+}
+
+int tt_cuda_attention_most_lanes(void) {
+    return state.cudnn && state.attention_backward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_most_lanes(state.cudnn)
+                                                                         : 0;
 }
 
 static void cuda_swiglu_forward(void *h, const void *gate, const void *up, int64_t n) {

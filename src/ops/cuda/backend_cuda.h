@@ -22,6 +22,10 @@ const tt_backend *tt_backend_cuda(void);
  * when the backend started, minus the arena. On a shared GPU other processes' use moves it too. */
 size_t tt_cuda_device_bytes_in_use(void);
 
+/* The most head groups cuDNN's deterministic attention backward ran at once since its plans were built
+ * (0: none ran); for tests and reports. */
+int tt_cuda_attention_most_lanes(void);
+
 #ifdef __cplusplus
 }
 #endif

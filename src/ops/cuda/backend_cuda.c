@@ -28,6 +28,7 @@ typedef struct cuda_backend_state {
     tt_attention_kind attention_requested;
     size_t attention_workspace_limit; /* attn_workspace_limit the attention plans were (or will be) built for */
     int attention_lanes;              /* head groups cuDNN's deterministic backward runs at once */
+    int attention_lanes_reported;     /* the most it ran at once, spare memory included, as logged */
 
     unsigned char *scratch; /* [GEMM workspace | op scratch] */
     size_t scratch_bytes;
@@ -327,6 +328,7 @@ static void choose_attention(const tt_attention_shape *shape) {
      * gets cuDNN's atomic backward (fastest, not bit-reproducible). */
     bool cudnn_backward = false;
     state.attention_lanes = 1;
+    state.attention_lanes_reported = 0;
     if (want == TT_ATTENTION_AUTO) {
         state.cudnn = create_deterministic_cudnn(shape, why_not, sizeof why_not);
         cudnn_backward = state.cudnn != NULL;
@@ -587,6 +589,12 @@ static void cuda_attention_backward(void *dq, void *dk, void *dv, const void *do
         TIMED("attention backward cudnn",
               tt_cudnn_attention_backward(state.cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch,
                                           attention_backward_scratch_bytes(shape), spare, spare_bytes, S()));
+        if (tt_cudnn_attention_lane_bytes(state.cudnn) > 0 &&
+            tt_cudnn_attention_most_lanes(state.cudnn) > state.attention_lanes_reported) {
+            state.attention_lanes_reported = tt_cudnn_attention_most_lanes(state.cudnn);
+            tt_info("attention backward: %d head groups at once (%d in dead layer inputs)",
+                    state.attention_lanes_reported, state.attention_lanes_reported - state.attention_lanes);
+        }
         break;
     case TT_ATTENTION_FLASH:
         TIMED("attention backward flash",

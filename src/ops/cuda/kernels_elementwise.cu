@@ -90,6 +90,13 @@ extern "C" void tt_cuda_swiglu_backward(tt_bf16 *dgate, tt_bf16 *dup, const tt_b
 }
 
 /* One thread per (token, head, i < hd/2) pair; direction -1 rotates back (the backward). */
+/* One element pair (i, i + half) of one head of one token; direction -1 rotates back (the
+ * backward). The arithmetic of one pair, shared by both kernels below so that they give the same bits. */
+static __device__ __forceinline__ void rope_rotate(float a, float b, float c, float s, float *out_a, float *out_b) {
+    *out_a = a * c - b * s;
+    *out_b = b * c + a * s;
+}
+
 static __global__ void rope_kernel(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t T, int64_t H,
                                    int64_t half, int64_t pairs, float direction) {
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -98,25 +105,53 @@ static __global__ void rope_kernel(tt_bf16 *x, const float *cos_table, const flo
     const int64_t position = token % T;
     const float c = cos_table[position * half + i], s = direction * sin_table[position * half + i];
     tt_bf16 *v = x + (token * H + head) * 2 * half;
-    const float a = bf16_to_float(v[i]), b = bf16_to_float(v[i + half]);
-    v[i] = float_to_bf16(a * c - b * s);
-    v[i + half] = float_to_bf16(b * c + a * s);
+    float a, b;
+    rope_rotate(bf16_to_float(v[i]), bf16_to_float(v[i + half]), c, s, &a, &b);
+    v[i] = float_to_bf16(a);
+    v[i + half] = float_to_bf16(b);
+}
+
+/* Two neighbouring pairs per thread (i even), four-byte loads and 32-bit index arithmetic: for
+ * even halves and fewer than 2^31 pairs (every model here; the kernel above takes the rest). */
+static __global__ void rope_pairs2_kernel(tt_bf16 *x, const float *cos_table, const float *sin_table, uint32_t T,
+                                          uint32_t H, uint32_t half, uint32_t pair2s, float direction) {
+    const uint32_t idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= pair2s) return;
+    const uint32_t half2 = half / 2, i = 2 * (idx % half2), row = idx / half2; /* row = token * H + head */
+    const uint32_t position = (row / H) % T;
+    const float2 c = *(const float2 *)(cos_table + (size_t)position * half + i);
+    const float2 sn = *(const float2 *)(sin_table + (size_t)position * half + i);
+    __nv_bfloat162 *lo = (__nv_bfloat162 *)(x + (size_t)row * 2 * half + i);
+    __nv_bfloat162 *hi = (__nv_bfloat162 *)(x + (size_t)row * 2 * half + half + i);
+    const float2 a = __bfloat1622float2(*lo), b = __bfloat1622float2(*hi);
+    float a0, b0, a1, b1;
+    rope_rotate(a.x, b.x, c.x, direction * sn.x, &a0, &b0);
+    rope_rotate(a.y, b.y, c.y, direction * sn.y, &a1, &b1);
+    *lo = __floats2bfloat162_rn(a0, a1);
+    *hi = __floats2bfloat162_rn(b0, b1);
+}
+
+static void rope(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t B, int64_t T, int64_t H,
+                 int64_t hd, float direction, cudaStream_t stream) {
+    const int64_t half = hd / 2, pairs = B * T * H * half;
+    if (pairs == 0) return;
+    if (half % 2 == 0 && pairs < ((int64_t)1 << 31))
+        rope_pairs2_kernel<<<grid_for(pairs / 2, 256), 256, 0, stream>>>(x, cos_table, sin_table, (uint32_t)T,
+                                                                          (uint32_t)H, (uint32_t)half,
+                                                                          (uint32_t)(pairs / 2), direction);
+    else
+        rope_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(x, cos_table, sin_table, T, H, half, pairs, direction);
+    TT_CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" void tt_cuda_rope_forward(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t B, int64_t T,
                                      int64_t H, int64_t hd, cudaStream_t stream) {
-    const int64_t pairs = B * T * H * (hd / 2);
-    if (pairs == 0) return;
-    rope_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(x, cos_table, sin_table, T, H, hd / 2, pairs, 1.0f);
-    TT_CUDA_CHECK(cudaGetLastError());
+    rope(x, cos_table, sin_table, B, T, H, hd, 1.0f, stream);
 }
 
 extern "C" void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const float *sin_table, int64_t B,
                                       int64_t T, int64_t H, int64_t hd, cudaStream_t stream) {
-    const int64_t pairs = B * T * H * (hd / 2);
-    if (pairs == 0) return;
-    rope_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(dx, cos_table, sin_table, T, H, hd / 2, pairs, -1.0f);
-    TT_CUDA_CHECK(cudaGetLastError());
+    rope(dx, cos_table, sin_table, B, T, H, hd, -1.0f, stream);
 }
 
 /* One thread per element; the mask bit comes from the element's index (dropout_mask.h), the same

@@ -117,6 +117,18 @@ check "checkpoint_trainable_layers_only keeps the frozen layer 1" \
   recompute_method=block recompute_num_layers=1 > train_block.txt 2>&1
 check "block recompute weights are bit-identical" cmp -s out_a/model.safetensors out_block/model.safetensors
 
+# Free keeps: with LM head chunks of 32 tokens the head's phase needs less memory than a layer's backward, so
+# checkpointing keeps the top layer's attention half from the forward (no attention recompute there): the same
+# bits as keeping everything with the same chunks (the chunks decide the LM head's gradient sums).
+"$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true loss_chunk_size=32 > plan_free.txt 2>&1
+check "checkpointing keeps the top layer's attention half where the head leaves room" \
+  bash -c 'grep -Eq "^  0 +recompute " plan_free.txt && grep -Eq "^  1 +recompute MLP" plan_free.txt'
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_chunk32 loss_chunk_size=32 > train_chunk32.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_free gradient_checkpointing=true \
+  loss_chunk_size=32 > train_free.txt 2>&1
+check "free keep training succeeds" test $? -eq 0
+check "free keep weights are bit-identical" cmp -s out_chunk32/model.safetensors out_free/model.safetensors
+
 # activation_offloading: legacy moves the checkpoints to pinned host memory and back: same bits.
 "$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true activation_offloading=legacy > plan_off.txt
 check "plan shows the pinned tier" grep -q "pinned" plan_off.txt

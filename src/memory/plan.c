@@ -159,6 +159,7 @@ const char *tt_recompute_name(tt_slot_set recompute, const tt_model_config *mode
     if (recompute == TT_RECOMPUTE_NOTHING) return "keep";
     if (recompute == TT_RECOMPUTE_EVERYTHING) return "recompute";
     if (recompute == TT_RECOMPUTE_ALL_BUT_ATTENTION) return "keep attention";
+    if (recompute == TT_MLP_SLOTS) return "recompute MLP";
     if (recompute == tt_recompute_cheap_ops(model)) return "recompute cheap ops";
     int n = 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) n += (recompute >> i) & 1u;

@@ -14,6 +14,7 @@
 #include "core/trace.h"
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
+#include "memory/free_keep.h"
 #include "memory/spill.h"
 #include "model/lora.h"
 #include "model/weights.h"
@@ -104,6 +105,11 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
                 tt_tier_name(plan->compute_tier), (long long)spill.to_pinned, (long long)spill.to_disk,
                 (long long)spill.kept_to_pinned, (long long)spill.kept_to_disk, plan->offload_dir,
                 spill.fits ? "" : "; still over budget");
+    const int64_t kept = tt_plan_keep_free(plan, model, &params, device->backend);
+    if (kept > 0)
+        tt_info("plan: the top %lld layer(s) keep their attention half from the forward (the LM head's phase leaves "
+                "room under the peak): no attention recompute there, the same peak and bits",
+                (long long)kept);
     tt_param_table_free(&params);
 }
 

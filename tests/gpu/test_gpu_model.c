@@ -377,8 +377,8 @@ int main(int argc, char **argv) {
     free(path);
     random_batch(&qwen3, 512, 99);
     check_case(&qwen3);
-    /* 8 heads of 128, 4 kv heads, 4 layers, 1024 tokens under a 1 MiB dP limit: 4 head groups x 8 key
-     * chunks, 2 groups at a time, up to 2 more in the layer inputs above the lower layers */
+    /* 8 heads of 128, 4 kv heads, 4 layers, 1024 tokens under a 1 MiB dP limit: 4 head groups x 6 key
+     * chunks (128 to 256 keys), 2 groups at a time, a third in the layer inputs above the lowest layers */
     tt_test_write_text("config_chunked.json",
                        "{\"model_type\": \"qwen3\", \"hidden_size\": 512, \"intermediate_size\": 512,"
                        " \"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"num_key_value_heads\": 4,"

@@ -795,6 +795,7 @@ void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse,
 
 int tt_cudnn_attention_lanes_for(const tt_cudnn_attention *a, size_t workspace_bytes) {
     if (workspace_bytes < a->backward_workspace_bytes) return 0;
+    if (a->max_lanes == 1) return 1; /* the atomic graph, or one group: lane_bytes may be 0 */
     const size_t extra = (workspace_bytes - a->backward_workspace_bytes) / a->lane_bytes;
     return extra + 1 < (size_t)a->max_lanes ? (int)extra + 1 : a->max_lanes;
 }

@@ -10,6 +10,7 @@
 #include "memory/plan.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "size_oracle.h"
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/optimizer.h"
@@ -167,6 +168,9 @@ static trained run(const variant *v, offload_setting o, float max_grad_norm) {
     initial_weights(&s);
     train_steps(&s, 0, 3, max_grad_norm);
     trained t = read_back(&s);
+    char why[256];
+    TT_EXPECT(tt_size_oracle_agrees(&s.sizes, &s.config, &s.params, &s.plan, why, sizeof why), "%s fraction %g: %s",
+              v->name, o.fraction, why);
     if (o.on) {
         /* the host arena holds exactly what the size table prices */
         static const tt_class classes[] = {TT_CLASS_MASTER, TT_CLASS_OPTIMIZER_STATE, TT_CLASS_GRADIENT};

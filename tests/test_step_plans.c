@@ -11,8 +11,10 @@
 #include "memory/spill.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "size_oracle.h"
 #include "test_util.h"
 #include "tiny_model.h"
+#include "train/measure.h"
 #include "train/step.h"
 
 static tt_model_config tiny_config(bool qwen3) { return tt_test_tiny_config(qwen3); }
@@ -95,7 +97,8 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
         tt_param_table_build_trainable(&config, &spec, &params);
         tt_backend_cpu()->configure(&plan.precision, plan.attention, plan.attention_workspace_limit);
         plan.pinned_budget = pinned_spill_budget;
-        spill = tt_plan_spill(&plan, &config, &params, tt_backend_cpu(), spill_budget, pinned_spill_budget);
+        const tt_plan_pricer pricer = tt_step_pricer(&config, &params, tt_backend_cpu());
+        spill = tt_plan_spill(&plan, &pricer, spill_budget, pinned_spill_budget);
         tt_param_table_free(&params);
     }
     tt_model_state s;
@@ -123,6 +126,10 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     s.lora_dropout_seed = tt_lora_dropout_seed(3, 0, 1);
     r.loss += tt_step_forward_backward(&s, 0.05, &r.count);
 
+    /* The dry run's peaks equal the closed form's. */
+    char why[256];
+    TT_EXPECT(tt_size_oracle_agrees(&s.sizes, &s.config, &s.params, &s.plan, why, sizeof why), "plan %s qwen3=%d: %s",
+              policies, qwen3, why);
     /* Measured peaks equal the size table, class by class and for the whole tier. */
     for (int cls = 0; cls < TT_CLASS_COUNT; cls++)
         TT_EXPECT(s.arena.class_peak[cls] == s.sizes.class_peak[cls][TT_TIER_HOST],

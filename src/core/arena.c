@@ -1,5 +1,6 @@
 #include "core/arena.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,6 +17,15 @@ void tt_arena_init(tt_arena *arena, tt_tier tier, void *base, size_t capacity, s
     arena->release_block = release_block;
     TT_CHECK(((uintptr_t)base % TT_ALIGNMENT) == 0, "arena block for tier %s is not aligned",
              tt_tier_name(tier));
+}
+
+/* Far from any real mapping and different per tier, so that a measuring address is never mistaken
+ * for memory; page-aligned like a host block, as the disk buffers want. */
+#define TT_MEASURE_BASE ((uintptr_t)1 << 44)
+
+void tt_arena_init_measure(tt_arena *arena, tt_tier tier) {
+    tt_arena_init(arena, tier, NULL, SIZE_MAX / 4, SIZE_MAX / 4, NULL);
+    arena->measuring = true;
 }
 
 void tt_arena_destroy(tt_arena *arena) {
@@ -46,7 +56,8 @@ void *tt_arena_push(tt_arena *arena, size_t bytes, tt_class cls, const char *wha
     r->offset = arena->used;
     r->bytes = aligned;
     r->cls = cls;
-    void *p = arena->base + arena->used;
+    void *p = arena->measuring ? (void *)(TT_MEASURE_BASE * (uintptr_t)(arena->tier + 1) + arena->used)
+                               : arena->base + arena->used;
     arena->used += aligned;
     if (arena->used > arena->peak) arena->peak = arena->used;
     arena->class_now[cls] += aligned;

@@ -32,12 +32,19 @@ typedef struct tt_arena {
     tt_arena_record *records; /* one per live allocation, in push order */
     int record_count, record_capacity;
     void (*release_block)(void *base); /* how base is returned to the system */
+    bool measuring;        /* tt_arena_init_measure: no memory behind base, pushes only count */
 } tt_arena;
 
 /* Takes a block that the backend allocated for this tier (may be NULL when capacity is 0). */
 void tt_arena_init(tt_arena *arena, tt_tier tier, void *base, size_t capacity, size_t budget,
                    void (*release_block)(void *base));
 void tt_arena_destroy(tt_arena *arena);
+
+/* An arena with no memory behind it: pushes and pops keep the same accounting (now, peak, per
+ * class) and hand out addresses at the same offsets from a fake, page-aligned base that is never
+ * dereferenced. The step program's dry run (train/measure.h) runs on such arenas to find the peaks
+ * that the real arenas are then reserved with. No capacity: the dry run finds the need. */
+void tt_arena_init_measure(tt_arena *arena, tt_tier tier);
 
 /* Pushes `bytes` (rounded up to TT_ALIGNMENT). Running out is a user-facing error that names
  * the tier, the bytes asked, what for, and the budget. */

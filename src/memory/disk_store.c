@@ -42,6 +42,11 @@ struct tt_disk_store {
 
     size_t written, read;
     double io_seconds;
+
+    /* A measuring store (tt_disk_store_open_measure) has no file and no thread; it remembers the slots
+     * written, whose bytes are the disk tier's need. */
+    bool measuring;
+    bool *slot_written; /* [slots] */
 };
 
 static double now_seconds(void) {
@@ -134,8 +139,30 @@ tt_disk_store *tt_disk_store_open(const char *dir, int64_t slots, size_t slot_by
     return s;
 }
 
+tt_disk_store *tt_disk_store_open_measure(int64_t slots, size_t slot_bytes) {
+    tt_disk_store *s = tt_xcalloc(1, sizeof *s, "the disk store");
+    s->slots = slots;
+    s->slot_bytes = (slot_bytes + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT;
+    s->fd = -1;
+    s->measuring = true;
+    s->slot_written = tt_xcalloc((size_t)slots + 1, sizeof(bool), "the disk store");
+    return s;
+}
+
+size_t tt_disk_store_bytes_written(const tt_disk_store *s) {
+    if (!s) return 0;
+    int64_t used = 0;
+    for (int64_t slot = 0; s->slot_written && slot < s->slots; slot++) used += s->slot_written[slot];
+    return (size_t)used * s->slot_bytes;
+}
+
 void tt_disk_store_close(tt_disk_store *s) {
     if (!s) return;
+    if (s->measuring) {
+        free(s->slot_written);
+        free(s);
+        return;
+    }
     pthread_mutex_lock(&s->lock);
     s->stopping = true;
     pthread_cond_broadcast(&s->changed);
@@ -153,6 +180,11 @@ static int64_t submit(tt_disk_store *s, bool write, int64_t slot, void *buf, siz
              (long long)slot, (long long)s->slots, bytes);
     TT_CHECK(!s->direct || ((uintptr_t)buf % TT_DISK_ALIGNMENT) == 0, "disk store buffer not %zu-aligned",
              TT_DISK_ALIGNMENT);
+    if (s->measuring) { /* done at once */
+        if (write) s->slot_written[slot] = true;
+        s->done = ++s->submitted;
+        return s->submitted;
+    }
     pthread_mutex_lock(&s->lock);
     while (s->submitted - s->done == QUEUE_CAPACITY) pthread_cond_wait(&s->changed, &s->lock);
     s->queue[s->submitted % QUEUE_CAPACITY] =
@@ -174,6 +206,7 @@ int64_t tt_disk_store_read(tt_disk_store *s, int64_t slot, void *buf, size_t byt
 }
 
 void tt_disk_store_wait(tt_disk_store *s, int64_t ticket) {
+    if (s->measuring) return;
     pthread_mutex_lock(&s->lock);
     while (s->done < ticket && !s->error) pthread_cond_wait(&s->changed, &s->lock);
     const int error = s->error;
@@ -187,6 +220,11 @@ void tt_disk_store_wait(tt_disk_store *s, int64_t ticket) {
 }
 
 void tt_disk_store_stats(const tt_disk_store *s, size_t *written, size_t *read, double *io_seconds) {
+    if (s->measuring) {
+        *written = *read = 0;
+        *io_seconds = 0;
+        return;
+    }
     pthread_mutex_lock((pthread_mutex_t *)&s->lock);
     *written = s->written;
     *read = s->read;

@@ -17,6 +17,11 @@ typedef struct tt_disk_store tt_disk_store;
 /* slots of slot_bytes (rounded up to TT_DISK_ALIGNMENT) in a new file under dir. */
 tt_disk_store *tt_disk_store_open(const char *dir, int64_t slots, size_t slot_bytes);
 void tt_disk_store_close(tt_disk_store *store);
+/* A store with no file and no thread, for the step program's dry run (train/measure.h): jobs are done
+ * at once and move nothing; tt_disk_store_bytes_written gives the bytes of the slots written, what the
+ * real store's file holds after the same jobs. */
+tt_disk_store *tt_disk_store_open_measure(int64_t slots, size_t slot_bytes);
+size_t tt_disk_store_bytes_written(const tt_disk_store *store);
 
 /* Queues a write of bytes from buf (TT_DISK_ALIGNMENT-aligned) into slot, or a read of slot into
  * buf; buf must stay untouched until tt_disk_store_wait returns for the returned ticket. Jobs run

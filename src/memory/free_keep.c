@@ -2,10 +2,9 @@
 
 #include "memory/size_table.h"
 
-int64_t tt_plan_keep_free(tt_plan *plan, const tt_model_config *model, const tt_param_table *params,
-                          const tt_backend *backend) {
+int64_t tt_plan_keep_free(tt_plan *plan, const tt_plan_pricer *pricer) {
     tt_size_table t;
-    tt_size_table_compute(&t, model, params, plan, backend);
+    pricer->price(pricer, &t, plan);
     size_t peak[TT_TIER_COUNT];
     for (int tier = 0; tier < TT_TIER_COUNT; tier++) peak[tier] = t.tier_peak[tier];
     int64_t switched = 0;
@@ -15,7 +14,7 @@ int64_t tt_plan_keep_free(tt_plan *plan, const tt_model_config *model, const tt_
             lp->saved_activation_tier != plan->compute_tier)
             break;
         lp->recompute = TT_MLP_SLOTS;
-        tt_size_table_compute(&t, model, params, plan, backend);
+        pricer->price(pricer, &t, plan);
         bool raised = false;
         for (int tier = 0; tier < TT_TIER_COUNT; tier++) raised |= t.tier_peak[tier] > peak[tier];
         if (raised) {

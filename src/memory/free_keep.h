@@ -11,14 +11,11 @@
 #include <stdint.h>
 
 #include "memory/plan.h"
-#include "model/model_config.h"
-#include "model/params.h"
-#include "ops/backend.h"
+#include "memory/size_table.h"
 
 /* From the top layer down, while the layer recomputes everything on the compute tier and keeping
  * its attention half leaves every tier's peak where it was, switches it to recompute its MLP half
- * only. Returns how many layers it switched. The backend must be configured. */
-int64_t tt_plan_keep_free(tt_plan *plan, const tt_model_config *model, const tt_param_table *params,
-                          const tt_backend *backend);
+ * only. Returns how many layers it switched. Each try is priced by the pricer (its backend configured). */
+int64_t tt_plan_keep_free(tt_plan *plan, const tt_plan_pricer *pricer);
 
 #endif

@@ -39,7 +39,10 @@ void tt_offload_store_init(tt_offload_store *st, const tt_backend *backend, int6
         if (st->bytes[l] && tiers[l] == TT_TIER_DISK && st->bytes[l] > largest_on_disk) largest_on_disk = st->bytes[l];
     TT_CHECK(largest_on_disk <= disk_buffer_bytes, "disk buffers of %zu bytes for blocks of %zu", disk_buffer_bytes,
              largest_on_disk);
-    if (on_disk) st->disk = tt_disk_store_open(disk_dir, L, largest_on_disk);
+    /* on a measuring arena (the step program's dry run) the disk is measured, not written */
+    if (on_disk)
+        st->disk = host->measuring ? tt_disk_store_open_measure(L, largest_on_disk)
+                                   : tt_disk_store_open(disk_dir, L, largest_on_disk);
     st->disk_holds[0] = st->disk_holds[1] = -1;
 }
 
@@ -47,6 +50,8 @@ void tt_offload_store_place_homes(tt_offload_store *st, const tt_tier *tiers, tt
     for (int64_t l = 0; l < st->num_layers; l++)
         if (st->bytes[l] && tiers[l] != TT_TIER_DISK) st->home[l] = tt_arena_push(host, st->bytes[l], cls, "offloaded block");
 }
+
+size_t tt_offload_store_disk_bytes(const tt_offload_store *st) { return tt_disk_store_bytes_written(st->disk); }
 
 void tt_offload_store_free(tt_offload_store *st) {
     if (st->backend) st->backend->synchronize(); /* no copy may still touch the host memory */

@@ -67,6 +67,8 @@ void tt_offload_store_init(tt_offload_store *store, const tt_backend *backend, i
 /* Pushes the homes of the blocks that live in host memory onto `host` (after every store's init). */
 void tt_offload_store_place_homes(tt_offload_store *store, const tt_tier *tiers, tt_arena *host, tt_class cls);
 void tt_offload_store_free(tt_offload_store *store);
+/* Bytes on the disk tier: the slots of the blocks written there so far. */
+size_t tt_offload_store_disk_bytes(const tt_offload_store *store);
 
 static inline bool tt_offload_store_offloaded(const tt_offload_store *store, int64_t l) {
     return l < store->num_layers && store->ring_slot[l] >= 0;

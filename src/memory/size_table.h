@@ -1,8 +1,10 @@
-/* The size table: the bytes of every tensor class, per tier, computed from the model
- * config, the micro-batch, the sequence length and the plan. It is the one source of
- * sizes: the step program pushes exactly these buffers onto the arenas, the arenas are
- * reserved with exactly these totals, `tiertrain plan` prints them, and a test checks
- * that the arenas' measured peaks equal them. */
+/* The size table: the bytes of every tensor, and the peak of every tensor class per tier, from the
+ * model config, the micro-batch, the sequence length and the plan. The tensor sizes are computed
+ * here (tt_size_table_tensors); the peaks are measured by running the step program itself against
+ * arenas that only count (tt_size_table_measure, train/measure.h), so the order in which buffers are
+ * pushed is described once, by the code that pushes them. The arenas are reserved with exactly these
+ * peaks, `tiertrain plan` prints them, and tests check that a real run's arenas reach exactly them and
+ * that a closed-form sum of the same order (tests/size_oracle.h) agrees. */
 #ifndef TT_MEMORY_SIZE_TABLE_H
 #define TT_MEMORY_SIZE_TABLE_H
 
@@ -117,16 +119,21 @@ void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, 
  * to fraction (ties: the smaller share); num_layers + 2 when nothing is offloaded. */
 int64_t tt_optimizer_first_host_unit(const int64_t *start, int64_t num_layers, double fraction);
 
-void tt_size_table_compute(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
+/* The sizes of the tensors of a plan: every field above but the peaks (class_peak, tier_peak,
+ * attention_room), which the step program's dry run measures (tt_size_table_measure, train/measure.h).
+ * The backend gives its scratch and attention workspace sizes (after configure). */
+void tt_size_table_tensors(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend);
-/* Configures the backend for the plan (number formats, attention kernels, the attention workspace limit) and
- * computes the table. With attention_workspace_limit 0 (attn_workspace_limit: auto) it first settles the
- * limit, and writes it into the plan: TT_ATTENTION_WORKSPACE_LEAST plus the room full checkpointing leaves
- * above the attention backward, so that the larger, faster calls cost no peak memory there. The limit
- * shapes cuDNN's backward and so its bits: it depends on the model, the micro-batch, tiled_mlp and the
- * number formats, never on the memory mode. */
-void tt_size_table_configure(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
-                             tt_plan *plan, const tt_backend *backend);
+
+/* Prices a plan: fills its whole size table, peaks included. The planners in this directory
+ * (spill.c, free_keep.c) try plans through it; the trainer passes the step program's dry run
+ * (tt_step_pricer, train/measure.h), so a planner never knows how the step pushes its buffers. */
+typedef struct tt_plan_pricer {
+    void (*price)(const struct tt_plan_pricer *self, tt_size_table *table, const tt_plan *plan);
+    const tt_model_config *model;
+    const tt_param_table *params;
+    const tt_backend *backend;
+} tt_plan_pricer;
 
 /* The plan per layer (runs of equal layers as one row): what is kept and where, and the bytes of
  * one layer's saved activations kept from the forward and recomputed in the backward. */

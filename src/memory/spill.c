@@ -18,14 +18,13 @@ static bool kept_on_compute(const tt_plan *plan, const tt_size_table *t, int64_t
     return false;
 }
 
-tt_spill_result tt_plan_spill(tt_plan *plan, const tt_model_config *model, const tt_param_table *params,
-                              const tt_backend *backend, size_t compute_budget, size_t pinned_budget) {
+tt_spill_result tt_plan_spill(tt_plan *plan, const tt_plan_pricer *pricer, size_t compute_budget, size_t pinned_budget) {
     tt_spill_result result = {0};
     const tt_tier compute = plan->compute_tier;
     const int64_t L = plan->num_layers;
     tt_size_table t;
     for (;;) {
-        tt_size_table_compute(&t, model, params, plan, backend);
+        pricer->price(pricer, &t, plan);
         if (compute != TT_TIER_PINNED && over(&t, TT_TIER_PINNED, pinned_budget)) {
             /* pinned is full: its last input (needed first in the backward, so the disk has the
              * whole backward to stay ahead) goes on to disk, then its last kept block */

@@ -12,8 +12,7 @@
 #include <stddef.h>
 
 #include "memory/plan.h"
-#include "model/params.h"
-#include "ops/backend.h"
+#include "memory/size_table.h"
 
 typedef struct tt_spill_result {
     bool fits;         /* every tier within its budget after the moves */
@@ -22,8 +21,7 @@ typedef struct tt_spill_result {
     int64_t kept_to_pinned, kept_to_disk; /* layers whose kept saved activations moved there */
 } tt_spill_result;
 
-/* Budgets of 0 are unlimited. The backend must be configured (its scratch is priced). */
-tt_spill_result tt_plan_spill(tt_plan *plan, const tt_model_config *model, const tt_param_table *params,
-                              const tt_backend *backend, size_t compute_budget, size_t pinned_budget);
+/* Budgets of 0 are unlimited. Each move is priced by the pricer (its backend configured). */
+tt_spill_result tt_plan_spill(tt_plan *plan, const tt_plan_pricer *pricer, size_t compute_budget, size_t pinned_budget);
 
 #endif

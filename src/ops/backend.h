@@ -215,4 +215,8 @@ typedef struct tt_backend {
 
 const tt_backend *tt_backend_cpu(void);
 
+/* The measuring backend of `real` (its compute tier and size queries; every op and copy a no-op), for
+ * the step program's dry run on measuring arenas (train/measure.h). */
+void tt_backend_measure_init(tt_backend *out, const tt_backend *real);
+
 #endif

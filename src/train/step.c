@@ -8,6 +8,7 @@
 #include "core/trace.h"
 #include "ops/dropout_mask.h"
 #include "train/lora_step.h"
+#include "train/measure.h"
 #include "train/optimizer_offload.h"
 
 /* Pointers to one layer's saved activations (NULL for absent slots). */
@@ -136,7 +137,9 @@ static void init_offload(tt_model_state *s) {
     const int64_t L = plan->num_layers;
     const tt_tier tier = s->sizes.host_tier;
     const size_t host = s->sizes.tier_peak[tier];
-    if (host && tier != plan->compute_tier) {
+    if (s->measuring && tier != plan->compute_tier) {
+        tt_arena_init_measure(&s->host, tier);
+    } else if (host && tier != plan->compute_tier) {
         if (plan->pinned_budget && host > plan->pinned_budget) {
             char need[32], have[32];
             tt_die("%s needs %s of %s host memory but host_memory_budget allows %s; raise "
@@ -193,7 +196,7 @@ static void init_weight_offload(tt_model_state *s) {
     if (t->host_weight_home) {
         s->weight_home = tt_arena_push(&s->host, t->host_weight_home, tt_trainable_weight_class(&s->params),
                                        "offloaded layer weights");
-        memset(s->weight_home, 0, t->host_weight_home);
+        if (!s->measuring) memset(s->weight_home, 0, t->host_weight_home);
     }
     const tt_optimizer_offload *o = s->optimizer_offload;
     for (int64_t l = 0; l < K; l++) {
@@ -223,6 +226,8 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     tt_model_state_init_trainable(s, config, plan, NULL, backend, budget_bytes);
 }
 
+static void model_state_build(tt_model_state *s);
+
 void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, tt_plan *plan,
                                    const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes) {
     memset(s, 0, sizeof(*s));
@@ -245,6 +250,27 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     }
     tt_arena_init(&s->arena, tier, backend->block_alloc(capacity), capacity, budget_bytes ? budget_bytes : capacity,
                   backend->block_free);
+    model_state_build(s);
+}
+
+void tt_model_state_init_measure(tt_model_state *s, const tt_model_config *config, const tt_plan *plan,
+                                 const tt_param_table *params, const tt_size_table *sizes,
+                                 const tt_backend *measure_backend) {
+    memset(s, 0, sizeof(*s));
+    s->measuring = true;
+    s->config = *config;
+    s->plan = *plan;
+    s->params = *params;
+    s->sizes = *sizes;
+    s->backend = measure_backend;
+    tt_arena_init_measure(&s->arena, s->plan.compute_tier);
+    model_state_build(s);
+}
+
+/* The rest of a state once its config, plan, params, sizes, backend and compute-tier arena are set: the persistent
+ * tensors, the offload stores and streams, the views. */
+static void model_state_build(tt_model_state *s) {
+    const tt_backend *backend = s->backend;
 
     /* The frozen weights and the trainable ones are one buffer in two classes: the frozen part is a
      * whole number of arena units (tt_param_table_build), so the second push continues the first.
@@ -293,12 +319,15 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
     backend->zero(s->norm_partials, s->sizes.norm_partials);
     backend->zero(s->adam_m, moment_bytes);
     backend->zero(s->adam_v, moment_bytes);
-    float *host_cos = tt_xmalloc(s->sizes.rope_table, "RoPE table"), *host_sin = tt_xmalloc(s->sizes.rope_table, "RoPE table");
-    tt_rope_tables(&s->config, s->plan.seq_len, host_cos, host_sin);
-    backend->upload(s->rope_cos, host_cos, s->sizes.rope_table);
-    backend->upload(s->rope_sin, host_sin, s->sizes.rope_table);
-    free(host_cos);
-    free(host_sin);
+    if (!s->measuring) {
+        float *host_cos = tt_xmalloc(s->sizes.rope_table, "RoPE table");
+        float *host_sin = tt_xmalloc(s->sizes.rope_table, "RoPE table");
+        tt_rope_tables(&s->config, s->plan.seq_len, host_cos, host_sin);
+        backend->upload(s->rope_cos, host_cos, s->sizes.rope_table);
+        backend->upload(s->rope_sin, host_sin, s->sizes.rope_table);
+        free(host_cos);
+        free(host_sin);
+    }
 
     const int64_t L = s->config.num_layers;
     s->unit_start = tt_xcalloc((size_t)L + 3, sizeof(int64_t), "optimizer units");
@@ -319,7 +348,7 @@ void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, t
         s->frozen_host = s->sizes.streamed_weights_host ? tt_arena_push(&s->host, s->sizes.streamed_weights_host,
                                                                         TT_CLASS_FROZEN_WEIGHT, "frozen weights")
                                                         : NULL;
-        memset(s->frozen_host, 0, s->sizes.streamed_weights_host);
+        if (!s->measuring) memset(s->frozen_host, 0, s->sizes.streamed_weights_host);
         tt_model_view_bind_trainable(&s->w, s->w_layers, &s->params, &s->config, s->trainable_weights,
                                      s->plan.weight_bytes);
         tt_weight_stream_init(&s->stream, backend, &s->params, L, s->plan.weight_bytes, s->frozen_host,
@@ -364,9 +393,11 @@ void tt_model_state_free(tt_model_state *s) {
     free(s->trace_pending);
     free(s->unit_start);
     free(s->host_norm_partials);
-    tt_param_table_free(&s->params);
-    tt_plan_free(&s->plan);
-    tt_model_config_free(&s->config);
+    if (!s->measuring) { /* a measuring state borrows them */
+        tt_param_table_free(&s->params);
+        tt_plan_free(&s->plan);
+        tt_model_config_free(&s->config);
+    }
     memset(s, 0, sizeof(*s));
 }
 
@@ -931,6 +962,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         tt_arena_pop_to(&s->arena, mlp_top_mark(&kept[l], &recomputed));
         backward_scratch scratch;
         push_backward(s, &scratch);
+        if (s->arena.used > s->attention_phase_used) s->attention_phase_used = s->arena.used;
         size_t spare_bytes;
         void *spare = dead_inputs_above(s, x, l, &spare_bytes);
         attention_backward(s, l, x[l], all.slot, &scratch, d_residual, spare, spare_bytes);

@@ -83,6 +83,12 @@ typedef struct tt_model_state {
     /* Optimizer offload (optimizer_offload.h), or NULL: the host share's master weights and moments, and the hooks
      * the step calls before the forward reads a unit's weights and after the backward finished its gradients. */
     struct tt_optimizer_offload *optimizer_offload;
+    /* A measuring state (tt_model_state_init_measure): arenas that only count, the measuring backend, no disk file,
+     * no optimizer threads, nothing written to host memory; config, plan and params are borrowed, not owned. */
+    bool measuring;
+    /* The compute tier's bytes in use once a layer's attention backward workspace is pushed, the most over the
+     * layers: what the attention workspace could grow into without raising the peak (sizes.attention_room). */
+    size_t attention_phase_used;
 } tt_model_state;
 
 /* Takes ownership of config and plan. Reserves the arena from the size table (an error if it
@@ -94,6 +100,13 @@ void tt_model_state_init(tt_model_state *state, tt_model_config *config, tt_plan
 void tt_model_state_init_trainable(tt_model_state *state, tt_model_config *config, tt_plan *plan,
                                    const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes);
 void tt_model_state_free(tt_model_state *state);
+
+/* A state that holds no memory, for the step program's dry run (train/measure.h): its arenas count pushes and pops
+ * (tt_arena_init_measure) and `measure_backend` (tt_backend_measure_init) runs no op. config, plan and params are
+ * borrowed and must outlive it; sizes holds the tensor sizes (tt_size_table_tensors). */
+void tt_model_state_init_measure(tt_model_state *state, const tt_model_config *config, const tt_plan *plan,
+                                 const tt_param_table *params, const tt_size_table *sizes,
+                                 const tt_backend *measure_backend);
 
 /* Weights, AdamW moments and the batch between host memory and the compute tier. Host weights
  * are fp32 in the flat parameter layout ([params.total_numel]); host moments fp32 in the

@@ -20,6 +20,7 @@
 #include "model/weights.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/measure.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
 #include "train/schedule.h"
@@ -97,15 +98,15 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
     tt_param_table_build_trainable(model, &trainable, &params);
     tt_size_table sizes; /* settles attn_workspace_limit: auto before the spill prices the plan */
     tt_size_table_configure(&sizes, model, &params, plan, device->backend);
-    const tt_spill_result spill =
-        tt_plan_spill(plan, model, &params, device->backend, device->memory_budget, plan->pinned_budget);
+    const tt_plan_pricer pricer = tt_step_pricer(model, &params, device->backend);
+    const tt_spill_result spill = tt_plan_spill(plan, &pricer, device->memory_budget, plan->pinned_budget);
     if (spill.to_pinned || spill.to_disk || spill.kept_to_pinned || spill.kept_to_disk)
         tt_info("plan: the %s budget is full: %lld layer input(s) spill to pinned host memory and %lld to disk, the "
                 "kept activations of %lld layer(s) to pinned host memory and of %lld to disk (offload_dir %s)%s",
                 tt_tier_name(plan->compute_tier), (long long)spill.to_pinned, (long long)spill.to_disk,
                 (long long)spill.kept_to_pinned, (long long)spill.kept_to_disk, plan->offload_dir,
                 spill.fits ? "" : "; still over budget");
-    const int64_t kept = tt_plan_keep_free(plan, model, &params, device->backend);
+    const int64_t kept = tt_plan_keep_free(plan, &pricer);
     if (kept > 0)
         tt_info("plan: the top %lld layer(s) keep their attention half from the forward (the LM head's phase leaves "
                 "room under the peak): no attention recompute there, the same peak and bits",

@@ -1,0 +1,188 @@
+/* The native tokenizer on two hand-written tokenizer.json files whose expected ids are worked
+ * out by hand (tests/fixtures/tokenizer/): they document the algorithm. Byte-level BPE: merge
+ * order by rank, leftmost first on equal ranks, ignore_merges, NFC, added tokens, invalid UTF-8
+ * and offsets. SentencePiece-style BPE: Prepend/Replace normalizers, byte fallback, fuse_unk,
+ * added-token lstrip / rstrip / single_word, the template's BOS. Then bad tokenizer.json files,
+ * each an error naming the file and the key. The real tokenizers are in test_tokenizer_real.sh. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tokenizer.h"
+#include "test_util.h"
+
+static const char *source_dir;
+
+static tt_tokenizer *load_fixture(const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/%s", source_dir, name);
+    return tt_tokenizer_load(path);
+}
+
+/* Encodes text[0..len) and compares with the expected ids (-1 ends the list). */
+static void expect_ids(const tt_tokenizer *tok, const char *text, size_t len, bool add_special, const char *what, ...) {
+    tt_token_ids out = {0};
+    tt_tokenizer_encode(tok, text, len, add_special, &out);
+    va_list ap;
+    va_start(ap, what);
+    int32_t expected[64];
+    int n = 0;
+    for (int id; (id = va_arg(ap, int)) >= 0;) expected[n++] = id;
+    va_end(ap);
+    bool same = out.count == n;
+    for (int i = 0; same && i < n; i++) same = out.ids[i] == expected[i];
+    char got[512] = "";
+    for (int64_t i = 0; i < out.count && strlen(got) < 480; i++) snprintf(got + strlen(got), 16, " %d", out.ids[i]);
+    TT_EXPECT(same, "%s: got [%s ]", what, got);
+    tt_token_ids_free(&out);
+}
+#define IDS(tok, text, special, what, ...) expect_ids(tok, text, sizeof(text) - 1, special, what, __VA_ARGS__, -1)
+
+static void test_byte_level(void) {
+    tt_tokenizer *tok = load_fixture("tiny_bytelevel.json");
+    /* a b c: (a,b) rank 0 first, then (ab,c) rank 2; (b,c) rank 1 is gone with b */
+    IDS(tok, "abc", false, "merge order by rank", 6);
+    /* "bc" whole in the vocab; " a" is Ġ a, merged by rank 3 */
+    IDS(tok, "bc a", false, "split regex + byte-level space", 5, 7);
+    /* a a a: both pairs have rank 4, the leftmost merges first */
+    IDS(tok, "aaa", false, "equal ranks: leftmost first", 8, 0);
+    /* ignore_merges: "ba" is in the vocabulary, so it is emitted whole with no merge for (b, a) */
+    IDS(tok, "ba", false, "ignore_merges", 14);
+    /* NFC: e + U+0301 is not what the vocab has; é is C3 A9 = Ã © -> merged */
+    IDS(tok, "\xc3\xa9", false, "precomposed e acute", 13);
+    IDS(tok, "e\xcc\x81", false, "NFC composes e + combining acute", 13);
+    /* the added token is cut out of the raw text before the split regex */
+    IDS(tok, "ab<|end|>c", false, "special token inside text", 4, 10, 2);
+    IDS(tok, "<|end|>", true, "no template: add_special adds nothing", 10);
+    /* a byte whose character is not in the vocabulary is dropped (no unk token) */
+    IDS(tok, "a!?", false, "unknown byte dropped", 0, 9);
+
+    /* offsets: into the caller's bytes; \xff is one U+FFFD (3 bytes) read from 1 byte */
+    tt_token_ids out = {.with_offsets = true};
+    tt_tokenizer_encode(tok, "a\xff" "b<|end|> a", 12, false, &out);
+    TT_EXPECT(out.count == 4 && out.ids[0] == 0 && out.ids[1] == 1 && out.ids[2] == 10 && out.ids[3] == 7,
+              "ids around invalid UTF-8: %lld tokens", (long long)out.count);
+    TT_EXPECT(out.count == 4 && out.offsets[0] == 0 && out.offsets[1] == 2 && out.offsets[2] == 3 && out.offsets[3] == 10,
+              "offsets %lld %lld %lld %lld", (long long)out.offsets[0], (long long)out.offsets[1],
+              (long long)out.offsets[2], (long long)out.offsets[3]);
+    /* a composed character's tokens start where its first part did */
+    out.count = 0;
+    tt_tokenizer_encode(tok, "ab e\xcc\x81", 7, false, &out);
+    TT_EXPECT(out.count == 3 && out.offsets[2] == 3, "offset of an NFC-composed token");
+    tt_token_ids_free(&out);
+
+    TT_EXPECT(tt_tokenizer_token_to_id(tok, "<|end|>") == 10, "added token lookup");
+    TT_EXPECT(tt_tokenizer_token_to_id(tok, "Ġa") == 7, "model token lookup");
+    TT_EXPECT(tt_tokenizer_token_to_id(tok, "zzz") == -1, "absent token");
+    TT_EXPECT(tt_tokenizer_vocab_size(tok) == 15, "vocab size %lld", (long long)tt_tokenizer_vocab_size(tok));
+    TT_EXPECT(tt_tokenizer_id_to_token(tok, 10) && strcmp(tt_tokenizer_id_to_token(tok, 10), "<|end|>") == 0, "id to token");
+    TT_EXPECT(tt_tokenizer_id_to_token(tok, 99) == NULL, "id out of range");
+    tt_tokenizer_free(tok);
+}
+
+static void test_invalid_utf8(void) {
+    /* Python's errors='replace': one U+FFFD per maximal subpart. \xe2\x82 (a cut 3-byte
+     * sequence) is one; \xed\xa0\x80 (a surrogate) is three; \xf0\x9f\x98 then 'a' is one. */
+    tt_tokenizer *tok = load_fixture("tiny_sentencepiece.json");
+    /* the SentencePiece fixture byte-falls back: U+FFFD is EF BF BD, <0xEF> etc. are absent: unk,
+     * fused; so count the replacement characters through offsets instead */
+    tt_token_ids out = {.with_offsets = true};
+    tt_tokenizer_encode(tok, "x\xe2\x82x", 4, false, &out);
+    TT_EXPECT(out.count == 4 && out.ids[1] == 10 && out.ids[2] == 0 && out.ids[3] == 10 && out.offsets[3] == 3,
+              "cut 3-byte sequence: one replacement");
+    tt_token_ids_free(&out);
+    tt_tokenizer_free(tok);
+}
+
+static void test_sentencepiece(void) {
+    tt_tokenizer *tok = load_fixture("tiny_sentencepiece.json");
+    IDS(tok, "hi", true, "BOS + ▁hi (Prepend + merges)", 1, 9);
+    IDS(tok, "hi", false, "no BOS without add_special", 9);
+    IDS(tok, "hi hi", false, "Replace: space -> ▁", 9, 9);
+    IDS(tok, "\xc3\xa9", false, "byte fallback <0xC3><0xA9>", 5, 3, 4);
+    IDS(tok, "!", false, "byte fallback <0x21>", 5, 11);
+    IDS(tok, "zzx", false, "fuse_unk: consecutive unknowns are one <unk>", 5, 0, 10);
+    IDS(tok, "hi [MASK]", false, "lstrip takes the space before", 9, 12);
+    IDS(tok, "<ws>  hi", false, "rstrip takes the spaces after", 13, 9);
+    IDS(tok, "word hi", false, "single_word at a word boundary", 14, 5, 9);
+    IDS(tok, "swordx", false, "single_word inside a word: not matched", 5, 0, 10);
+    IDS(tok, "hi</s>hi", false, "each stretch between added tokens is normalized on its own", 9, 2, 9);
+    IDS(tok, "", true, "empty text: only BOS", 1);
+    tt_tokenizer_free(tok);
+}
+
+/* encode from several threads at once on one tokenizer gives what one thread gives */
+typedef struct thread_job {
+    const tt_tokenizer *tok;
+    int64_t count;
+    int32_t sum;
+} thread_job;
+static void *encode_many(void *arg) {
+    thread_job *j = arg;
+    tt_token_ids out = {0};
+    for (int k = 0; k < 2000; k++) tt_tokenizer_encode(j->tok, "abc bc a aaa ba <|end|> ab", 26, true, &out);
+    j->count = out.count;
+    for (int64_t i = 0; i < out.count; i++) j->sum += out.ids[i];
+    tt_token_ids_free(&out);
+    return NULL;
+}
+static void test_threads(void) {
+    tt_tokenizer *tok = load_fixture("tiny_bytelevel.json");
+    pthread_t t[4];
+    thread_job jobs[4] = {{tok, 0, 0}, {tok, 0, 0}, {tok, 0, 0}, {tok, 0, 0}};
+    for (int k = 0; k < 4; k++) pthread_create(&t[k], NULL, encode_many, &jobs[k]);
+    for (int k = 0; k < 4; k++) pthread_join(t[k], NULL);
+    bool same = true;
+    for (int k = 1; k < 4; k++) same = same && jobs[k].count == jobs[0].count && jobs[k].sum == jobs[0].sum;
+    TT_EXPECT(same && jobs[0].count == 2000 * 13, "threads agree (%lld tokens)", (long long)jobs[0].count);
+    tt_tokenizer_free(tok);
+}
+
+/* ---- bad input ---- */
+static void load_scratch(void *name) {
+    char *p = tt_test_path(name);
+    tt_tokenizer_load(p);
+}
+
+static void test_bad_input(void) {
+    const char *base_model = "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}";
+    char text[2048];
+    tt_test_write_text("malformed.json", "{\"model\": {\"vocab\": {\"a\": 0,}}");
+    tt_expect_die(load_scratch, "malformed.json", "malformed.json:1:");
+    tt_test_write_text("novocab.json", "{\"model\": {\"type\": \"BPE\", \"merges\": []}}");
+    tt_expect_die(load_scratch, "novocab.json", "novocab.json: model.vocab is missing");
+    snprintf(text, sizeof text, "{%s, \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", base_model);
+    tt_test_write_text("pretok.json", text);
+    tt_expect_die(load_scratch, "pretok.json", "pretok.json: pre_tokenizer.type is \"Whitespace\"");
+    snprintf(text, sizeof text, "{%s, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\"}]}}",
+             base_model);
+    tt_test_write_text("pretok2.json", text);
+    tt_expect_die(load_scratch, "pretok2.json", "pre_tokenizer.pretokenizers[0].type is \"Digits\"");
+    tt_test_write_text("merge.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"ab\": 2}, \"merges\": [\"a b\"]}}");
+    tt_expect_die(load_scratch, "merge.json", "merge.json: model.merges[0] names the token 'b', which is not in model.vocab");
+    snprintf(text, sizeof text, "{%s, \"normalizer\": {\"type\": \"Lowercase\"}}", base_model);
+    tt_test_write_text("norm.json", text);
+    tt_expect_die(load_scratch, "norm.json", "norm.json: normalizer.type is \"Lowercase\"");
+    tt_test_write_text("unigram.json", "{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}");
+    tt_expect_die(load_scratch, "unigram.json", "model.type is Unigram");
+    snprintf(text, sizeof text, "{%s, \"post_processor\": {\"type\": \"BertProcessing\"}}", base_model);
+    tt_test_write_text("post.json", text);
+    tt_expect_die(load_scratch, "post.json", "post_processor.type is \"BertProcessing\"");
+    tt_expect_die(load_scratch, "absent.json", "absent.json: no such file");
+}
+
+int main(int argc, char **argv) {
+    source_dir = argc > 1 ? argv[1] : getenv("TT_SOURCE_DIR");
+    if (!source_dir) source_dir = ".";
+    tt_test_scratch_open("tokenizer");
+    test_byte_level();
+    test_invalid_utf8();
+    test_sentencepiece();
+    test_threads();
+    test_bad_input();
+    tt_test_scratch_close();
+    return tt_test_summary("tokenizer");
+}

@@ -95,10 +95,9 @@ static void replace_all(const char *pattern, const char *content, const tt_text 
 void tt_normalize(const tt_norm_step *steps, int count, const tt_text *in, tt_text *out, tt_text *scratch) {
     /* ping-pong between out and scratch, ending in out */
     out->len = 0;
-    tt_text_append(out, "", 0, 0);
-    tt_text_reserve(out, in->len);
-    memcpy(out->s, in->s, in->len);
-    memcpy(out->orig, in->orig, in->len * sizeof(int64_t));
+    tt_text_reserve(out, in->len + 1);
+    if (in->len > 0) memcpy(out->s, in->s, in->len);
+    if (in->len > 0) memcpy(out->orig, in->orig, in->len * sizeof(int64_t));
     out->len = in->len;
     for (int k = 0; k < count; k++) {
         const tt_norm_step *step = &steps[k];

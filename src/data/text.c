@@ -85,6 +85,7 @@ void tt_text_reserve(tt_text *t, size_t cap) {
 }
 
 void tt_text_append(tt_text *t, const char *s, size_t len, int64_t orig) {
+    if (len == 0) return;
     tt_text_reserve(t, t->len + len);
     memcpy(t->s + t->len, s, len);
     for (size_t i = 0; i < len; i++) t->orig[t->len + i] = orig;

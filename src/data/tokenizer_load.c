@@ -401,7 +401,7 @@ static void build_byte_alphabet(tt_tokenizer *tok, const char *file) {
 
 static void append_ids(int32_t **ids, int32_t *count, const int32_t *more, int32_t n) {
     *ids = tt_xrealloc(*ids, sizeof(int32_t) * (size_t)(*count + n + 1), "post-processor");
-    memcpy(*ids + *count, more, sizeof(int32_t) * (size_t)n);
+    if (n > 0) memcpy(*ids + *count, more, sizeof(int32_t) * (size_t)n);
     *count += n;
 }
 

@@ -82,7 +82,9 @@ def mixed_document():
             parts.append(" ".join(rng.choice(COMBINING) + rng.choice(WORDS) for _ in range(rng.randint(1, 8))))
         elif kind == 6:
             parts.append(rng.choice(["   ", "\t\t", "\n\n\n", "\r\n", " \r\n ", "\t \n", "        ", "\u3000", "\u00a0",
-                                     "\u2003", "\u200b", " \n\n  "]))
+                                     "\u2003", "\u200b", " \n\n  ",
+                                     # Oniguruma's \s takes NEL and not the BOM; JavaScript's the reverse
+                                     "a\u0085b", " \u0085 ", "\ufeffc", "\u180e", "x\u2028y"]))
         elif kind == 7:
             parts.append(rng.choice(SPECIALS))
         else:

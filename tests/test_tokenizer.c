@@ -2,7 +2,8 @@
  * out by hand (tests/fixtures/tokenizer/): they document the algorithm. Byte-level BPE: merge
  * order by rank, leftmost first on equal ranks, ignore_merges, NFC, added tokens, invalid UTF-8
  * and offsets. SentencePiece-style BPE: Prepend/Replace normalizers, byte fallback, fuse_unk,
- * added-token lstrip / rstrip / single_word, the template's BOS. Then bad tokenizer.json files,
+ * added-token lstrip / rstrip / single_word, the template's BOS. Metaspace's prepend_scheme and
+ * split. Then bad tokenizer.json files,
  * each an error naming the file and the key. The real tokenizers are in test_tokenizer_real.sh. */
 #include <pthread.h>
 #include <stdarg.h>
@@ -108,9 +109,24 @@ static void test_sentencepiece(void) {
     IDS(tok, "hi [MASK]", false, "lstrip takes the space before", 9, 12);
     IDS(tok, "<ws>  hi", false, "rstrip takes the spaces after", 13, 9);
     IDS(tok, "word hi", false, "single_word at a word boundary", 14, 5, 9);
+    /* tokenizers discards a single_word match with a word character (regex \\w) beside it */
     IDS(tok, "swordx", false, "single_word inside a word: not matched", 5, 0, 10);
     IDS(tok, "hi</s>hi", false, "each stretch between added tokens is normalized on its own", 9, 2, 9);
     IDS(tok, "", true, "empty text: only BOS", 1);
+    tt_tokenizer_free(tok);
+}
+
+/* Metaspace (prepend_scheme first, split): spaces become ▁, a ▁ is put before the text only
+ * where it starts at offset 0 of the input (not after an added token) and does not start with
+ * ▁ already, and the text is cut before every ▁. (transformers.js never prepends here; tokenizers'
+ * Metaspace::pre_tokenize checks offsets_original().0 == 0.) */
+static void test_metaspace(void) {
+    tt_tokenizer *tok = load_fixture("tiny_metaspace.json");
+    IDS(tok, "ab ab", false, "▁ab ▁ab", 7, 7);
+    IDS(tok, "<x>ab", false, "no ▁ after an added token", 8, 6);
+    IDS(tok, "ab<x>ab", false, "first stretch only", 7, 8, 6);
+    IDS(tok, "  a", false, "starts with ▁ already; cut before each ▁", 1, 4);
+    IDS(tok, "zz a", false, "fused unknown inside ▁zz", 1, 0, 4);
     tt_tokenizer_free(tok);
 }
 
@@ -181,6 +197,7 @@ int main(int argc, char **argv) {
     test_byte_level();
     test_invalid_utf8();
     test_sentencepiece();
+    test_metaspace();
     test_threads();
     test_bad_input();
     tt_test_scratch_close();

@@ -130,6 +130,84 @@ static void test_metaspace(void) {
     tt_tokenizer_free(tok);
 }
 
+static void expect_decode(const tt_tokenizer *tok, const int32_t *ids, int64_t n, bool skip, const char *want,
+                          const char *what) {
+    size_t len;
+    char *text = tt_tokenizer_decode(tok, ids, n, skip, &len);
+    TT_EXPECT(len == strlen(want) && strcmp(text, want) == 0, "%s: decoded '%s', expected '%s'", what, text, want);
+    free(text);
+}
+#define DECODE(tok, skip, want, what, ...)                                                        \
+    do {                                                                                          \
+        const int32_t ids_[] = {__VA_ARGS__};                                                     \
+        expect_decode(tok, ids_, (int64_t)(sizeof ids_ / sizeof ids_[0]), skip, want, what);     \
+    } while (0)
+
+static void test_decode(void) {
+    tt_tokenizer *tok = load_fixture("tiny_bytelevel.json");
+    DECODE(tok, false, "abc a", "byte-level: Ġ is a space", 6, 7);
+    DECODE(tok, false, "\xc3\xa9<|end|>", "byte-level: two bytes, then an added token as itself", 13, 10);
+    DECODE(tok, true, "\xc3\xa9", "skip_special drops the special token", 13, 10);
+    DECODE(tok, false, "\xef\xbf\xbd", "byte-level: a lone lead byte is U+FFFD", 11);
+    tt_tokenizer_free(tok);
+    tok = load_fixture("tiny_sentencepiece.json");
+    DECODE(tok, true, "hi hi", "▁ -> space, the first stripped", 1, 9, 9);
+    DECODE(tok, false, "<s> hi hi", "special token kept", 1, 9, 9);
+    DECODE(tok, false, "\xc3\xa9!", "byte fallback tokens become their bytes", 5, 3, 4, 11);
+    DECODE(tok, false, " \xef\xbf\xbdx", "an invalid byte run: one U+FFFD per byte token", 5, 5, 3, 10);
+    tt_tokenizer_free(tok);
+    tok = load_fixture("tiny_metaspace.json");
+    DECODE(tok, false, "ab ab", "Metaspace: the first token's ▁ dropped", 7, 7);
+    tt_tokenizer_free(tok);
+}
+
+/* decode(encode(text)) == text over the corpus for the real Llama 3.1 (byte-level, no normalizer)
+ * and Llama 2 (documents without its special-token strings: those are cut out and the stretch
+ * after one gets a ▁ of its own), when test_tokenizer_real.sh has fetched them already. */
+static void test_real_round_trip(void) {
+    const char *models[2] = {"llama3_1", "llama2"};
+    for (int m = 0; m < 2; m++) {
+        char path[4096];
+        snprintf(path, sizeof path, "tokenizer_cache/%s/package/models/tokenizer.json", models[m]);
+        if (access(path, R_OK) != 0) {
+            printf("SKIPPED: round trip for %s: %s is not fetched yet (tests/test_tokenizer_real.sh fetches it)\n",
+                   models[m], path);
+            continue;
+        }
+        tt_tokenizer *tok = tt_tokenizer_load(path);
+        int checked = 0, same = 0;
+        for (int d = 0; d < 10000; d++) {
+            snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/corpus/%04d.txt", source_dir, d);
+            FILE *f = fopen(path, "rb");
+            if (!f) break;
+            static char text[1 << 22];
+            size_t len = fread(text, 1, sizeof text - 1, f);
+            fclose(f);
+            text[len] = 0;
+            tt_token_ids out = {0};
+            tt_tokenizer_encode(tok, text, len, false, &out);
+            size_t back_len;
+            char *back = tt_tokenizer_decode(tok, out.ids, out.count, false, &back_len);
+            tt_token_ids_free(&out);
+            /* only valid UTF-8 comes back as itself */
+            bool valid = true;
+            for (size_t i = 0; i < len && valid; i++) valid = (unsigned char)text[i] != 0xff;
+            bool specials = strstr(text, "<s>") || strstr(text, "</s>") || strstr(text, "<unk>");
+            char *replacement = strstr(back, "\xef\xbf\xbd");
+            if (valid && !(m == 1 && specials) && (!replacement || strstr(text, "\xef\xbf\xbd"))) {
+                checked++;
+                if (back_len == len && memcmp(back, text, len) == 0) same++;
+                else if (checked - same <= 3)
+                    fprintf(stderr, "round trip %s: %s differs\n", models[m], path);
+            }
+            free(back);
+        }
+        TT_EXPECT(checked > 100 && same == checked, "%s: %d of %d documents come back as themselves", models[m], same,
+                  checked);
+        tt_tokenizer_free(tok);
+    }
+}
+
 /* encode from several threads at once on one tokenizer gives what one thread gives */
 typedef struct thread_job {
     const tt_tokenizer *tok;
@@ -198,6 +276,8 @@ int main(int argc, char **argv) {
     test_invalid_utf8();
     test_sentencepiece();
     test_metaspace();
+    test_decode();
+    test_real_round_trip();
     test_threads();
     test_bad_input();
     tt_test_scratch_close();

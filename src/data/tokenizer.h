@@ -33,6 +33,12 @@ void tt_token_ids_free(tt_token_ids *ids);
  * Invalid UTF-8 is read as Python's bytes.decode('utf-8', errors='replace') reads it. */
 void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, bool add_special, tt_token_ids *out);
 
+/* The text of ids[0..count) as HF `tokenizer.decode(ids, skip_special_tokens=skip_special)`: the
+ * decoder of tokenizer.json (ByteLevel, Metaspace, or Replace / ByteFallback / Fuse / Strip)
+ * turns tokens back into UTF-8, invalid bytes as U+FFFD. Returns a NUL-terminated string the
+ * caller frees; *len (if not NULL) gets its length. An id out of range is an error. */
+char *tt_tokenizer_decode(const tt_tokenizer *tok, const int32_t *ids, int64_t count, bool skip_special, size_t *len);
+
 int32_t tt_tokenizer_token_to_id(const tt_tokenizer *tok, const char *token); /* -1 if absent (added tokens included) */
 const char *tt_tokenizer_id_to_token(const tt_tokenizer *tok, int32_t id);   /* NULL if no token has that id */
 int64_t tt_tokenizer_vocab_size(const tt_tokenizer *tok);                     /* largest id + 1, added tokens included */

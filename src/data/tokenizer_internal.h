@@ -99,6 +99,15 @@ typedef struct tt_pre_step {
     bool split;
 } tt_pre_step;
 
+/* ---- decoders (ids -> text) ---- */
+typedef enum tt_dec_kind { TT_DEC_BYTE_LEVEL, TT_DEC_REPLACE, TT_DEC_BYTE_FALLBACK, TT_DEC_FUSE, TT_DEC_STRIP, TT_DEC_METASPACE } tt_dec_kind;
+typedef struct tt_dec_step {
+    tt_dec_kind kind;
+    char *pattern, *content; /* Replace; Strip: content; Metaspace: content is the replacement */
+    int start, stop;         /* Strip: characters taken from each end */
+    bool prepend;            /* Metaspace: a prepend scheme other than never (the first space is dropped) */
+} tt_dec_step;
+
 /* ---- BPE ---- */
 typedef struct tt_merge_slot {
     uint64_t pair; /* left id << 32 | right id; UINT64_MAX when empty */
@@ -135,6 +144,11 @@ struct tt_tokenizer {
     bool byte_level;          /* pieces are mapped to the GPT-2 byte alphabet before BPE */
     int32_t byte_to_id[256];  /* byte-level: the vocab id of each byte's character */
     char byte_char[256][3];   /* byte-level: each byte's character (UTF-8, NUL-terminated) */
+    /* decoder: steps, or why there are none (decode dies with it; encode needs no decoder) */
+    uint8_t *is_special; /* [vocab_size]: an added token marked special (skipped by decode on request) */
+    tt_dec_step *dec;
+    int dec_count;
+    char *dec_error;
     /* post-processor (add_special_tokens) */
     int32_t *prefix_ids, *suffix_ids;
     int32_t prefix_count, suffix_count;

@@ -474,6 +474,68 @@ static void load_post_processor(tt_tokenizer *tok, const char *file, json_t *p, 
     }
 }
 
+/* ---- decoder ---- */
+
+/* The decoder only matters to tt_tokenizer_decode: an unknown one is remembered, not fatal, so
+ * that a tokenizer with a decoder tiertrain lacks still encodes. Returns false with the reason. */
+static bool load_decoder(tt_tokenizer *tok, const char *file, json_t *d, const char *where) {
+    if (!d || json_is_null(d)) return true;
+    char reason[512];
+    json_t *type_value = json_is_object(d) ? json_object_get(d, "type") : NULL;
+    const char *type = json_is_string(type_value) ? json_string_value(type_value) : "";
+    tt_dec_step step = {0};
+    if (strcmp(type, "Sequence") == 0) {
+        json_t *list = json_object_get(d, "decoders");
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            char inner[256];
+            snprintf(inner, sizeof inner, "%s.decoders[%zu]", where, i);
+            if (!load_decoder(tok, file, json_array_get(list, i), inner)) return false;
+        }
+        return true;
+    } else if (strcmp(type, "ByteLevel") == 0) {
+        step.kind = TT_DEC_BYTE_LEVEL;
+    } else if (strcmp(type, "ByteFallback") == 0) {
+        step.kind = TT_DEC_BYTE_FALLBACK;
+    } else if (strcmp(type, "Fuse") == 0) {
+        step.kind = TT_DEC_FUSE;
+    } else if (strcmp(type, "Replace") == 0) {
+        json_t *pattern = json_object_get(d, "pattern");
+        json_t *literal = json_is_object(pattern) ? json_object_get(pattern, "String") : NULL;
+        json_t *content = json_object_get(d, "content");
+        if (!json_is_string(literal) || !json_string_value(literal)[0] || !json_is_string(content)) {
+            snprintf(reason, sizeof reason, "%s: %s: only a Replace decoder of a String pattern is implemented", file, where);
+            tok->dec_error = tt_xstrdup(reason);
+            return false;
+        }
+        step.kind = TT_DEC_REPLACE;
+        step.pattern = tt_xstrdup(json_string_value(literal));
+        step.content = tt_xstrdup(json_string_value(content));
+    } else if (strcmp(type, "Strip") == 0) {
+        json_t *content = json_object_get(d, "content");
+        step.kind = TT_DEC_STRIP;
+        step.content = tt_xstrdup(json_is_string(content) ? json_string_value(content) : " ");
+        step.start = (int)json_integer_value(json_object_get(d, "start"));
+        step.stop = (int)json_integer_value(json_object_get(d, "stop"));
+    } else if (strcmp(type, "Metaspace") == 0) {
+        json_t *replacement = json_object_get(d, "replacement");
+        json_t *scheme = json_object_get(d, "prepend_scheme");
+        step.kind = TT_DEC_METASPACE;
+        step.content = tt_xstrdup(json_is_string(replacement) ? json_string_value(replacement) : "\xe2\x96\x81");
+        step.prepend = json_is_string(scheme) ? strcmp(json_string_value(scheme), "never") != 0
+                                              : get_bool(file, d, "add_prefix_space", where, true);
+    } else {
+        snprintf(reason, sizeof reason,
+                 "%s: %s.type is \"%s\", a decoder tiertrain does not implement (it knows ByteLevel, Metaspace, "
+                 "Replace, ByteFallback, Fuse, Strip and Sequence)",
+                 file, where, type);
+        tok->dec_error = tt_xstrdup(reason);
+        return false;
+    }
+    tok->dec = tt_xrealloc(tok->dec, sizeof(tt_dec_step) * (size_t)(tok->dec_count + 1), "decoders");
+    tok->dec[tok->dec_count++] = step;
+    return true;
+}
+
 /* ---- load / free ---- */
 
 tt_tokenizer *tt_tokenizer_load(const char *path) {
@@ -507,6 +569,7 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
     load_pre_tokenizer(tok, file, json_object_get(root, "pre_tokenizer"), "pre_tokenizer");
     if (tok->byte_level) build_byte_alphabet(tok, file);
     load_post_processor(tok, file, json_object_get(root, "post_processor"), "post_processor");
+    load_decoder(tok, file, json_object_get(root, "decoder"), "decoder");
     tt_added_set_build(&tok->added_raw, tok->added, tok->added_count, false);
     tt_added_set_build(&tok->added_normalized, tok->added, tok->added_count, true);
     if (tok->added_normalized.count > 0 && tok->norm_count > 0) {
@@ -534,6 +597,9 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
     int64_t size = tok->vocab_size;
     while (size > 0 && !tok->id_to_token[size - 1]) size--;
     tok->vocab_size = size;
+    tok->is_special = tt_xcalloc((size_t)(size ? size : 1), 1, "special tokens");
+    for (int32_t i = 0; i < tok->added_count; i++)
+        if (tok->added[i].special && tok->added[i].id < size) tok->is_special[tok->added[i].id] = 1;
     json_decref(root);
     if (pthread_key_create(&tok->state_key, NULL) != 0) tt_die("tokenizer: out of thread-local keys");
     pthread_mutex_init(&tok->states_lock, NULL);
@@ -564,6 +630,13 @@ void tt_tokenizer_free(tt_tokenizer *tok) {
     free(tok->pre);
     free(tok->prefix_ids);
     free(tok->suffix_ids);
+    for (int i = 0; i < tok->dec_count; i++) {
+        free(tok->dec[i].pattern);
+        free(tok->dec[i].content);
+    }
+    free(tok->dec);
+    free(tok->dec_error);
+    free(tok->is_special);
     free(tok->path);
     free(tok);
 }

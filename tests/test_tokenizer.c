@@ -58,6 +58,10 @@ static void test_byte_level(void) {
     /* the added token is cut out of the raw text before the split regex */
     IDS(tok, "ab<|end|>c", false, "special token inside text", 4, 10, 2);
     IDS(tok, "<|end|>", true, "no template: add_special adds nothing", 10);
+    /* a normalized added token is matched in the normalized text, by its normalized content:
+     * e + U+0301 + x is listed, the NFC text has \xc3\xa9x, whichever way the input spells it */
+    IDS(tok, "a \xc3\xa9x", false, "normalized added token, precomposed input", 0, 3, 15);
+    IDS(tok, "a e\xcc\x81x", false, "normalized added token, decomposed input", 0, 3, 15);
     /* a byte whose character is not in the vocabulary is dropped (no unk token) */
     IDS(tok, "a!?", false, "unknown byte dropped", 0, 9);
 
@@ -78,7 +82,7 @@ static void test_byte_level(void) {
     TT_EXPECT(tt_tokenizer_token_to_id(tok, "<|end|>") == 10, "added token lookup");
     TT_EXPECT(tt_tokenizer_token_to_id(tok, "Ġa") == 7, "model token lookup");
     TT_EXPECT(tt_tokenizer_token_to_id(tok, "zzz") == -1, "absent token");
-    TT_EXPECT(tt_tokenizer_vocab_size(tok) == 15, "vocab size %lld", (long long)tt_tokenizer_vocab_size(tok));
+    TT_EXPECT(tt_tokenizer_vocab_size(tok) == 16, "vocab size %lld", (long long)tt_tokenizer_vocab_size(tok));
     TT_EXPECT(tt_tokenizer_id_to_token(tok, 10) && strcmp(tt_tokenizer_id_to_token(tok, 10), "<|end|>") == 0, "id to token");
     TT_EXPECT(tt_tokenizer_id_to_token(tok, 99) == NULL, "id out of range");
     tt_tokenizer_free(tok);

@@ -30,6 +30,9 @@ enum {
 };
 
 void tt_token_ids_push(tt_token_ids *out, int32_t id, int64_t offset) {
+    if (out->with_offsets && !out->offsets && out->capacity > 0) { /* offsets asked for late: earlier ones are 0 */
+        out->offsets = tt_xcalloc((size_t)out->capacity, sizeof(int64_t), "token offsets");
+    }
     if (out->count == out->capacity) {
         out->capacity = out->capacity ? 2 * out->capacity : 1024;
         out->ids = tt_xrealloc(out->ids, tt_mul_size((size_t)out->capacity, sizeof(int32_t), "token ids"), "token ids");

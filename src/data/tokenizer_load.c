@@ -262,7 +262,13 @@ static char *translate_oniguruma(const char *file, const char *where, const char
         char c = pattern[i];
         if (c == '\\' && i + 1 < n) {
             char d = pattern[i + 1];
-            if (d == 's' || d == 'S') {
+            if (d == 'h' || d == 'H') { /* Oniguruma's \h is a hex digit (PCRE2's, horizontal space) */
+                const char *text = d == 'h' ? (in_class ? "0-9a-fA-F" : "[0-9a-fA-F]") : (in_class ? NULL : "[^0-9a-fA-F]");
+                if (!text)
+                    tt_die("%s: %s: \\H inside a character class is not supported in the split pattern", file, where);
+                memcpy(out + o, text, strlen(text));
+                o += strlen(text);
+            } else if (d == 's' || d == 'S') {
                 const char *text = d == 's' ? (in_class ? WHITE_SPACE_SET : "[" WHITE_SPACE_SET "]")
                                             : (in_class ? NULL : "[^" WHITE_SPACE_SET "]");
                 if (!text)

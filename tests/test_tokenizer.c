@@ -73,6 +73,11 @@ static void test_byte_level(void) {
     TT_EXPECT(out.count == 4 && out.offsets[0] == 0 && out.offsets[1] == 2 && out.offsets[2] == 3 && out.offsets[3] == 10,
               "offsets %lld %lld %lld %lld", (long long)out.offsets[0], (long long)out.offsets[1],
               (long long)out.offsets[2], (long long)out.offsets[3]);
+    /* a token made of the second byte of a character starts where the character does: U+0169
+     * is C5 A9; C5's character is not in the vocabulary, A9's (©) is */
+    out.count = 0;
+    tt_tokenizer_encode(tok, "a\xc5\xa9", 3, false, &out);
+    TT_EXPECT(out.count == 2 && out.ids[1] == 12 && out.offsets[1] == 1, "offset of a token inside a character");
     /* a composed character's tokens start where its first part did */
     out.count = 0;
     tt_tokenizer_encode(tok, "ab e\xcc\x81", 7, false, &out);

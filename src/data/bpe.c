@@ -53,13 +53,12 @@ void tt_token_ids_free(tt_token_ids *ids) {
     ids->count = ids->capacity = 0;
 }
 
-static void encode_state_destroy(void *unused) { (void)unused; /* states are freed with the tokenizer */ }
-
+/* The calling thread's state, made on its first encode; every state is registered with the
+ * tokenizer and freed with it (a thread's exit leaves its state until then). */
 tt_encode_state *tt_encode_state_get(const tt_tokenizer *ctok) {
     tt_tokenizer *tok = (tt_tokenizer *)ctok; /* only the state registry changes, under its lock */
     tt_encode_state *st = pthread_getspecific(tok->state_key);
     if (st) return st;
-    (void)encode_state_destroy;
     st = tt_xcalloc(1, sizeof *st, "tokenizer thread state");
     st->match = pcre2_match_data_create(64, NULL);
     /* whitespace runs of a megabyte recurse deep in JIT code: give it room */

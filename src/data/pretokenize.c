@@ -113,7 +113,8 @@ static void split_regex(const tt_pre_step *step, tt_encode_state *st, const tt_t
     }
 }
 
-/* Rewrites work so that every range gets text built by `edit`, ranges following. */
+/* ByteLevel's add_prefix_space: a space before every pre-token that does not start with one
+ * (work is rewritten; the space takes the pre-token's first offset). */
 static void byte_level_prefix(tt_encode_state *st, tt_text *work, const tt_ranges *in, tt_ranges *out) {
     tt_text *next = &st->scratch;
     next->len = 0;
@@ -177,8 +178,7 @@ static void metaspace(const tt_pre_step *step, tt_encode_state *st, tt_text *wor
     *next = t;
 }
 
-void tt_pretokenize(const tt_tokenizer *tok, tt_encode_state *st, tt_text *work, bool first_split, tt_ranges *out) {
-    (void)first_split;
+void tt_pretokenize(const tt_tokenizer *tok, tt_encode_state *st, tt_text *work, tt_ranges *out) {
     tt_ranges *cur = out, *next = &st->ranges2;
     cur->count = 0;
     ranges_push(cur, 0, work->len);

@@ -9,7 +9,7 @@
 #include "data/tokenizer_internal.h"
 
 static void encode_piece(const tt_tokenizer *tok, tt_encode_state *st, tt_text *work, tt_token_ids *out) {
-    tt_pretokenize(tok, st, work, true, &st->ranges);
+    tt_pretokenize(tok, st, work, &st->ranges);
     for (size_t r = 0; r < st->ranges.count; r++) {
         size_t s = st->ranges.items[r].start, e = st->ranges.items[r].end;
         tt_bpe_encode(tok, st, work->s + s, work->orig + s, e - s, out);

@@ -167,7 +167,7 @@ typedef struct tt_ranges {
     tt_range *items;
     size_t count, cap;
 } tt_ranges;
-void tt_pretokenize(const tt_tokenizer *tok, tt_encode_state *st, tt_text *work, bool first_split, tt_ranges *out);
+void tt_pretokenize(const tt_tokenizer *tok, tt_encode_state *st, tt_text *work, tt_ranges *out);
 
 /* bpe.c */
 tt_encode_state *tt_encode_state_get(const tt_tokenizer *tok);

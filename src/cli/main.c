@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/config.h"
 #include "model/lora.h"
+#include "data/tokenize_files.h"
 #include "train/byte_tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -20,6 +21,8 @@ static void print_usage(FILE *out) {
           "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
           "  tiertrain merge --base HF_DIR --adapter PEFT_DIR -o OUT_DIR [--max-shard-size 5GB]\n"
           "                                                                 a LoRA adapter merged into its base: a full model\n"
+          "  tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT FILE...\n"
+          "                                                                 token file with the model's tokenizer\n"
           "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
           "  tiertrain --version\n",
           out);
@@ -139,27 +142,31 @@ static int run_merge(int argc, char **argv) {
 }
 
 static int run_tokenize(int argc, char **argv) {
-    const char *output = NULL;
+    const char *usage = "usage: tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT "
+                        "FILE... | tiertrain tokenize --bytes -o out.tok FILE...";
+    tt_tokenize_options opt = {0};
     bool bytes = false;
     char **inputs = tt_xcalloc((size_t)argc + 1, sizeof(char *), "arguments");
     int input_count = 0;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--bytes") == 0) {
-            bytes = true;
-        } else if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
-            if (i + 1 >= argc) tt_die("tokenize: %s needs a file name", argv[i]);
-            output = argv[++i];
-        } else if (argv[i][0] == '-') {
-            tt_die("tokenize: unknown option '%s'; usage: tiertrain tokenize --bytes -o out.tok FILE...", argv[i]);
-        } else {
-            inputs[input_count++] = argv[i];
-        }
+        const char *a = argv[i];
+        bool takes_value = strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 || strcmp(a, "--tokenizer") == 0 ||
+                           strcmp(a, "--eos") == 0;
+        if (takes_value && i + 1 >= argc) tt_die("tokenize: %s needs a value; %s", a, usage);
+        if (strcmp(a, "--bytes") == 0) bytes = true;
+        else if (strcmp(a, "--no-eos") == 0) opt.no_eos = true;
+        else if (strcmp(a, "--ids-text") == 0) opt.ids_text = true;
+        else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) opt.output_path = argv[++i];
+        else if (strcmp(a, "--tokenizer") == 0) opt.tokenizer_path = argv[++i];
+        else if (strcmp(a, "--eos") == 0) opt.eos_token = argv[++i];
+        else if (a[0] == '-') tt_die("tokenize: unknown option '%s'; %s", a, usage);
+        else inputs[input_count++] = argv[i];
     }
-    if (!bytes)
-        tt_die("tokenize: only the built-in byte-level tokenizer exists (--bytes); for a model's own tokenizer use "
-               "tools/tokenize_hf.py (see docs/token_format.md)");
-    if (!output || input_count == 0) tt_die("tokenize: usage: tiertrain tokenize --bytes -o out.tok FILE...");
-    tt_tokenize_bytes(inputs, input_count, output);
+    if (bytes == (opt.tokenizer_path != NULL))
+        tt_die("tokenize: give exactly one of --tokenizer (the model's tokenizer.json) and --bytes; %s", usage);
+    if (!opt.output_path || input_count == 0) tt_die("tokenize: %s", usage);
+    if (bytes) tt_tokenize_bytes(inputs, input_count, opt.output_path);
+    else tt_tokenize_files(&opt, inputs, input_count);
     free(inputs);
     return 0;
 }

@@ -1,0 +1,46 @@
+/* A native Hugging Face tokenizer: reads a tokenizer.json and encodes text to the same ids as
+ * the `tokenizers` library (Rust) for byte-level BPE (GPT-2, Llama 3, Qwen2/3) and
+ * SentencePiece-style BPE with byte fallback (Llama 2, Mistral), added tokens and the
+ * post-processor included. A component type it does not implement is an error at load time,
+ * never silently skipped. */
+#ifndef TT_DATA_TOKENIZER_H
+#define TT_DATA_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tt_tokenizer tt_tokenizer; /* immutable after load; encode is thread-safe */
+
+/* tokenizer.json, or a directory holding it; tt_die on bad input naming the file and key. */
+tt_tokenizer *tt_tokenizer_load(const char *path);
+void tt_tokenizer_free(tt_tokenizer *tok);
+
+/* Ids (and, when with_offsets is set before the first encode, the byte offset in the caller's
+ * text where each token's text starts: a token that covers part of a multibyte character starts
+ * at that character's start; tokens the post-processor adds start at 0). Zero-initialize, then
+ * reuse across calls; tt_token_ids_free releases it. */
+typedef struct tt_token_ids {
+    int32_t *ids;
+    int64_t *offsets; /* NULL unless with_offsets */
+    int64_t count, capacity;
+    bool with_offsets;
+} tt_token_ids;
+
+void tt_token_ids_free(tt_token_ids *ids);
+
+/* Appends the ids of text[0..len) as HF `tokenizer(text, add_special_tokens=add_special)["input_ids"]`.
+ * Invalid UTF-8 is read as Python's bytes.decode('utf-8', errors='replace') reads it. */
+void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, bool add_special, tt_token_ids *out);
+
+/* The text of ids[0..count) as HF `tokenizer.decode(ids, skip_special_tokens=skip_special)`: the
+ * decoder of tokenizer.json (ByteLevel, Metaspace, or Replace / ByteFallback / Fuse / Strip)
+ * turns tokens back into UTF-8, invalid bytes as U+FFFD. Returns a NUL-terminated string the
+ * caller frees; *len (if not NULL) gets its length. An id out of range is an error. */
+char *tt_tokenizer_decode(const tt_tokenizer *tok, const int32_t *ids, int64_t count, bool skip_special, size_t *len);
+
+int32_t tt_tokenizer_token_to_id(const tt_tokenizer *tok, const char *token); /* -1 if absent (added tokens included) */
+const char *tt_tokenizer_id_to_token(const tt_tokenizer *tok, int32_t id);   /* NULL if no token has that id */
+int64_t tt_tokenizer_vocab_size(const tt_tokenizer *tok);                     /* largest id + 1, added tokens included */
+
+#endif

@@ -11,6 +11,8 @@
 #include "ops/backend.h"
 #include "test_util.h"
 #include "train/optimizer.h"
+#include "train/model_setup.h"
+#include "train/optimizer_step.h"
 #include "train/step.h"
 
 static double metadata_number(const char *path, const char *key) {

@@ -13,6 +13,8 @@
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/optimizer.h"
+#include "train/model_setup.h"
+#include "train/optimizer_step.h"
 #include "train/step.h"
 
 /* The shared tiny model with two layers, the non-qwen3 one a qwen2 (attention biases). */

@@ -13,6 +13,7 @@
 #include "model/weights.h"
 #include "ops/backend.h"
 #include "test_util.h"
+#include "train/model_setup.h"
 #include "train/step.h"
 
 static const tt_st_tensor *need(const tt_st_file *f, const char *name) {

@@ -15,6 +15,8 @@
 #include "tiny_model.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
+#include "train/model_setup.h"
+#include "train/optimizer_step.h"
 #include "train/step.h"
 
 typedef struct variant {

@@ -15,6 +15,7 @@
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/measure.h"
+#include "train/model_setup.h"
 #include "train/step.h"
 
 static tt_model_config tiny_config(bool qwen3) { return tt_test_tiny_config(qwen3); }

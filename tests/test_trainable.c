@@ -10,6 +10,8 @@
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/optimizer.h"
+#include "train/model_setup.h"
+#include "train/optimizer_step.h"
 #include "train/step.h"
 
 static tt_model_config tiny_config(bool qwen3) { return tt_test_tiny_config(qwen3); }

@@ -30,6 +30,7 @@ void tt_offload_store_init(tt_offload_store *st, const tt_backend *backend, int6
         on_disk += offloaded && tiers[l] == TT_TIER_DISK;
     }
     st->ring_slot[L] = head_shares_ring && L > 0 && st->ring_slot[L - 1] >= 0 ? rank % ring_count : -1;
+    st->holds_layer_inputs = head_shares_ring;
     /* the disk buffers first: whole pages, as O_DIRECT wants, from a page boundary (the caller
      * pushes every store's disk buffers before any home) */
     if (on_disk)
@@ -157,4 +158,37 @@ void tt_offload_store_restore(tt_offload_store *st, int64_t l) {
 void tt_offload_store_release(tt_offload_store *st, int64_t l) {
     const int64_t below = offloaded_below(st, l);
     if (below >= 0 && st->ring_slot[below] == st->ring_slot[l]) start_copy_back(st, below);
+}
+
+bool tt_offload_store_any(const tt_offload_store *st) {
+    for (int64_t l = 0; l < st->num_layers; l++)
+        if (st->ring_slot[l] >= 0) return true;
+    return false;
+}
+
+void tt_offload_store_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
+    tt_offload_store *st = ctx;
+    const int64_t L = st->num_layers;
+    const int64_t written = st->holds_layer_inputs ? unit : unit - 1; /* the block unit's forward writes */
+    const int64_t read = unit - 1;                                     /* the block unit's backward reads */
+    switch (point) {
+    case TT_HOOK_BEFORE_FORWARD:
+        if (unit == L + 1) { /* the head: its backward follows at once */
+            if (train) tt_offload_store_start_restores(st);
+        } else if (written >= 0 && written <= L && tt_offload_store_in_ring(st, written)) {
+            tt_offload_store_before_write(st, written);
+        }
+        return;
+    case TT_HOOK_AFTER_FORWARD:
+        if (train && written >= 0 && tt_offload_store_offloaded(st, written)) tt_offload_store_offload(st, written);
+        return;
+    case TT_HOOK_BEFORE_BACKWARD:
+        if (read >= 0 && tt_offload_store_offloaded(st, read)) tt_offload_store_restore(st, read);
+        return;
+    case TT_HOOK_AFTER_BACKWARD:
+        if (read >= 0 && tt_offload_store_offloaded(st, read)) tt_offload_store_release(st, read);
+        return;
+    case TT_HOOK_BEFORE_GRADIENTS:
+        return;
+    }
 }

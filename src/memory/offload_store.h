@@ -30,6 +30,7 @@
 
 #include "core/arena.h"
 #include "memory/plan.h"
+#include "memory/unit_hooks.h"
 #include "ops/backend.h"
 
 struct tt_disk_store;
@@ -53,6 +54,8 @@ typedef struct tt_offload_store {
     int disk_next;             /* the buffer the next forward write takes */
     int disk_reading;          /* the buffer the next disk read lands in */
     int64_t disk_holds[2];     /* the block a disk read brought into each buffer, -1 when none */
+    bool holds_layer_inputs;   /* block u is what unit u's forward writes (layer inputs: the embedding writes x[0],
+                                  layer l x[l + 1]); else block l is layer l's (unit l + 1's) own */
 } tt_offload_store;
 
 /* tiers[l]: where layer l's block lives (the compute tier: not offloaded); bytes[l] its size.
@@ -67,6 +70,13 @@ void tt_offload_store_init(tt_offload_store *store, const tt_backend *backend, i
 /* Pushes the homes of the blocks that live in host memory onto `host` (after every store's init). */
 void tt_offload_store_place_homes(tt_offload_store *store, const tt_tier *tiers, tt_arena *host, tt_class cls);
 void tt_offload_store_free(tt_offload_store *store);
+/* Whether any block leaves the compute tier (else the store needs no hook). */
+bool tt_offload_store_any(const tt_offload_store *store);
+/* The store's part in a step (unit_hooks.h): before a unit's forward, the block it writes may take its staging
+ * buffer (before_write); after it, the block leaves (offload, training only); before the head, the topmost block
+ * starts back (start_restores, training only); before unit l + 1's backward block l comes back (restore), after it
+ * its buffer may take the next (release). ctx: the store. */
+void tt_offload_store_hook(void *ctx, tt_hook_point point, int64_t unit, bool train);
 /* Bytes on the disk tier: the slots of the blocks written there so far. */
 size_t tt_offload_store_disk_bytes(const tt_offload_store *store);
 

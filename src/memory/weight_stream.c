@@ -157,3 +157,11 @@ void tt_weight_stream_store(tt_weight_stream *st, int64_t l) {
     st->last_store = st->backend->copy_async(st->block_home[l], st->ring[slot], bytes, true, 0);
     st->stored_bytes += bytes;
 }
+
+void tt_weight_stream_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
+    tt_weight_stream *st = ctx;
+    const int64_t l = unit - 1; /* decoder layer l is unit l + 1 */
+    if (l < 0 || l >= st->num_layers) return;
+    if (point == TT_HOOK_BEFORE_FORWARD) tt_weight_stream_need(st, l, l + 1);
+    if (point == TT_HOOK_BEFORE_BACKWARD) tt_weight_stream_need(st, l, l - 1);
+}

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "memory/unit_hooks.h"
 #include "model/params.h"
 #include "ops/backend.h"
 
@@ -69,6 +70,9 @@ void tt_weight_stream_reload(tt_weight_stream *stream, const tt_param_table *par
 void tt_weight_stream_forget(tt_weight_stream *stream);
 /* Before layer l's compute: see above. next < 0 or a layer not streamed: no prefetch. */
 void tt_weight_stream_need(tt_weight_stream *stream, int64_t l, int64_t next);
+/* The stream's part in a step (unit_hooks.h): before decoder layer l's forward need(l, l + 1), before its backward
+ * need(l, l - 1). ctx: the stream. */
+void tt_weight_stream_hook(void *ctx, tt_hook_point point, int64_t unit, bool train);
 /* Layer l's buffer (changed by the ops issued so far: an update) goes back to its home, after those ops. */
 void tt_weight_stream_store(tt_weight_stream *stream, int64_t l);
 

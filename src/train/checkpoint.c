@@ -14,6 +14,7 @@
 #include "model/lora.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "train/model_io.h"
 
 void tt_make_directories(const char *path) {
     char buf[4096];

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/check.h"
+#include "train/model_attach.h"
 #include "train/step.h"
 
 void tt_size_table_measure(tt_size_table *t, const tt_model_config *model, const tt_param_table *params,
@@ -12,6 +13,7 @@ void tt_size_table_measure(tt_size_table *t, const tt_model_config *model, const
     tt_backend_measure_init(&measure_backend, backend);
     tt_model_state s;
     tt_model_state_init_measure(&s, model, plan, params, t, &measure_backend);
+    tt_model_state_attach_optimizer(&s);
     int64_t count;
     (void)tt_step_forward_backward(&s, 1.0, &count);
     (void)tt_step_forward_loss(&s, &count);
@@ -30,7 +32,8 @@ void tt_size_table_measure(tt_size_table *t, const tt_model_config *model, const
     t->class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_DISK] = saved_on_disk;
     t->tier_peak[TT_TIER_DISK] = inputs_on_disk + saved_on_disk;
     t->attention_room = s.attention_phase_used ? s.arena.peak - s.attention_phase_used : 0;
-    tt_model_state_free(&s);
+    tt_model_state_detach_optimizer(&s);
+    tt_model_state_release(&s);
 }
 
 void tt_size_table_configure(tt_size_table *t, const tt_model_config *m, const tt_param_table *params, tt_plan *plan,

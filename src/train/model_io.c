@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "train/optimizer_offload.h"
+#include "train/model_io.h"
 #include "train/step.h"
 
 /* Uploads n fp32 host values into a compute-tier buffer of format dtype. */

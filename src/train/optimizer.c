@@ -5,42 +5,10 @@
 
 #include "core/check.h"
 
-#include "train/optimizer_offload.h"
-
-double tt_gradient_norm(const tt_model_state *s) {
-    /* Per optimizer unit, each unit's fixed-order sum of squares on the compute tier (the padding
-     * between parameters holds zeros), then one host round trip and the units' sums added in unit
-     * order: the same bits whether a unit's gradients stay on the compute tier or stream out during
-     * the backward (optimizer offload's gradient ring takes their sums then). */
-    const int64_t units = s->config.num_layers + 2;
-    for (int64_t u = 0; u < units; u++)
-        if (s->unit_start[u + 1] > s->unit_start[u] && !tt_optimizer_offload_unit_streamed(s->optimizer_offload, u))
-            s->backend->sum_squares(&s->norm_partials[u], tt_model_unit_gradients(s, u),
-                                    s->unit_start[u + 1] - s->unit_start[u]);
-    s->backend->download(s->host_norm_partials, s->norm_partials, sizeof(double) * (size_t)units);
-    double total = 0;
-    for (int64_t u = 0; u < units; u++)
-        if (s->unit_start[u + 1] > s->unit_start[u]) total += s->host_norm_partials[u];
-    return sqrt(total);
-}
-
 float tt_clip_scale(double grad_norm, float max_grad_norm) {
     if (max_grad_norm <= 0.0f) return 1.0f;
     double coefficient = (double)max_grad_norm / (grad_norm + 1e-6);
     return coefficient < 1.0 ? (float)coefficient : 1.0f;
-}
-
-void tt_adamw_step(tt_model_state *s, const tt_adamw_settings *o, float learning_rate, int64_t step,
-                   float grad_scale) {
-    /* One multi-tensor update over the trainable parameters (frozen ones have no gradient and no
-     * state), segmented by weight-decay rule (the padding between parameters holds zeros, which
-     * AdamW keeps at zero). */
-    if (s->optimizer_offload) /* the compute tier's share here, the host share on the CPU */
-        tt_optimizer_offload_update(s->optimizer_offload, o, learning_rate, step, grad_scale);
-    else
-        tt_compute_tier_adamw(s, o, learning_rate, step, grad_scale);
-    /* weight-offloaded layers updated on the CPU changed their homes: the buffers' copies are stale */
-    if (s->plan.offloaded_weight_layers && s->optimizer_offload) tt_weight_stream_forget(&s->weight_offload);
 }
 
 int tt_clip_segments(const int64_t *start, const unsigned char *decays, int count, int64_t lo, int64_t hi,
@@ -71,7 +39,7 @@ static void add_piece(tt_model_state *s, int64_t lo, int64_t hi, int64_t layer) 
 
 void tt_adamw_pieces_build(tt_model_state *s) {
     const int64_t L = s->config.num_layers, K = s->plan.offloaded_weight_layers;
-    const int64_t end = s->optimizer_offload ? s->optimizer_offload->host_start : s->params.trainable_numel;
+    const int64_t end = s->sizes.optimizer_host_start; /* trainable_numel without optimizer offload */
     const int64_t first = s->sizes.weight_offload_first < end ? s->sizes.weight_offload_first : end;
     s->adamw_pieces = tt_xcalloc((size_t)L + 2, sizeof(tt_adamw_piece), "optimizer pieces");
     add_piece(s, 0, first, -1);

@@ -352,6 +352,22 @@ void tt_optimizer_offload_after_backward(tt_optimizer_offload *o, int64_t u) {
     pthread_mutex_unlock(&w->lock);
 }
 
+void tt_optimizer_offload_hook(void *ctx, tt_hook_point point, int64_t u, bool train) {
+    tt_optimizer_offload *o = ctx;
+    switch (point) {
+    case TT_HOOK_BEFORE_FORWARD:
+        tt_optimizer_offload_before_forward(o, u);
+        /* decoder layer u - 1's weight stream prefetches layer u, which reads its home: after its CPU update */
+        if (u >= 1 && u <= o->num_layers && tt_weight_stream_has(&o->state->weight_offload, u))
+            tt_optimizer_offload_before_forward(o, u + 1);
+        return;
+    case TT_HOOK_BEFORE_GRADIENTS: tt_optimizer_offload_before_backward(o, u); return;
+    case TT_HOOK_AFTER_BACKWARD: tt_optimizer_offload_after_backward(o, u); return;
+    case TT_HOOK_AFTER_FORWARD:
+    case TT_HOOK_BEFORE_BACKWARD: return;
+    }
+}
+
 void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_settings *settings, float lr, int64_t step,
                                  float grad_scale) {
     tt_model_state *s = o->state;

@@ -114,6 +114,11 @@ void *tt_optimizer_offload_weights_home(const tt_optimizer_offload *offload, int
 
 /* The optimizer step's update: the compute tier's share through the backend, the host share on the CPU (now,
  * or with overlap by the worker, which gets grad_scale here). */
+/* Optimizer offload's part in a step (unit_hooks.h): before_forward at BEFORE_FORWARD (and, when the weight stream of
+ * cpu_offloading_weights prefetches the next layer there, the next unit's too: the prefetch reads the home the CPU
+ * AdamW writes), before_backward at BEFORE_GRADIENTS, after_backward at AFTER_BACKWARD. ctx: the offload. */
+void tt_optimizer_offload_hook(void *ctx, tt_hook_point point, int64_t unit, bool train);
+
 void tt_optimizer_offload_update(tt_optimizer_offload *offload, const tt_adamw_settings *settings,
                                  float learning_rate, int64_t step, float grad_scale);
 

@@ -8,8 +8,6 @@
 #include "core/trace.h"
 #include "ops/dropout_mask.h"
 #include "train/lora_step.h"
-#include "train/measure.h"
-#include "train/optimizer_offload.h"
 
 /* Pointers to one layer's saved activations (NULL for absent slots). */
 typedef struct saved_tensors {
@@ -181,34 +179,16 @@ static void init_offload(tt_model_state *s) {
     free(saved_tiers);
     free(bytes);
     backend->copy_set_delay(plan->copy_delay_us);
+    if (tt_offload_store_any(&s->inputs))
+        tt_model_state_add_hook(s, (tt_unit_hook){.name = "wait for input", .call = tt_offload_store_hook, .ctx = &s->inputs});
+    if (tt_offload_store_any(&s->saved))
+        tt_model_state_add_hook(
+            s, (tt_unit_hook){.name = "wait for kept activations", .call = tt_offload_store_hook, .ctx = &s->saved});
 }
 
-/* cpu_offloading_weights: the offloaded layers' homes (the optimizer's host buffers for units of its host share, else
- * a host buffer of their own), their stream through the two compute-tier buffers inside the trainable weights, and
- * the weight views of every trainable element at or after the offloaded range moved to where it now lives. */
-static void init_weight_offload(tt_model_state *s) {
-    const int64_t K = s->plan.offloaded_weight_layers, L = s->config.num_layers, N = s->params.trainable_numel;
-    if (K <= 0) return;
-    const tt_size_table *t = &s->sizes;
-    const size_t elem = s->plan.weight_bytes;
-    unsigned char *buffers = (unsigned char *)s->trainable_weights + tt_align_up((size_t)t->weight_offload_first * elem);
-    tt_weight_stream_init_empty(&s->weight_offload, s->backend, L, elem, buffers, buffers + t->weight_offload_slot);
-    if (t->host_weight_home) {
-        s->weight_home = tt_arena_push(&s->host, t->host_weight_home, tt_trainable_weight_class(&s->params),
-                                       "offloaded layer weights");
-        if (!s->measuring) memset(s->weight_home, 0, t->host_weight_home);
-    }
-    const tt_optimizer_offload *o = s->optimizer_offload;
-    for (int64_t l = 0; l < K; l++) {
-        const int64_t lo = s->unit_start[l + 1], hi = s->unit_start[l + 2];
-        void *home = o && lo >= o->host_start ? tt_optimizer_offload_weights_home(o, lo)
-                                              : (unsigned char *)s->weight_home + (size_t)(lo - t->weight_offload_first) * elem;
-        tt_weight_stream_add(&s->weight_offload, l, home, hi - lo);
-        if (hi > lo)
-            tt_model_view_bind_range(&s->w, &s->params, lo, hi, tt_weight_stream_buffer(&s->weight_offload, l), elem);
-    }
-    tt_model_view_bind_range(&s->w, &s->params, t->weight_offload_end, N,
-                             tt_model_trainable_weights_at(s, t->weight_offload_end), elem);
+void tt_model_state_add_hook(tt_model_state *s, tt_unit_hook hook) {
+    TT_CHECK(s->hook_count < TT_MAX_UNIT_HOOKS, "more than %d unit hooks", TT_MAX_UNIT_HOOKS);
+    s->hooks[s->hook_count++] = hook;
 }
 
 void *tt_model_trainable_weights_at(const tt_model_state *s, int64_t e) {
@@ -221,23 +201,19 @@ void *tt_model_trainable_weights_at(const tt_model_state *s, int64_t e) {
            (size_t)(e - t->weight_offload_end) * elem;
 }
 
-void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *plan, const tt_backend *backend,
-                         size_t budget_bytes) {
-    tt_model_state_init_trainable(s, config, plan, NULL, backend, budget_bytes);
-}
-
 static void model_state_build(tt_model_state *s);
 
-void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, tt_plan *plan,
-                                   const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes) {
+void tt_model_state_init_core(tt_model_state *s, tt_model_config *config, tt_plan *plan, tt_param_table *params,
+                              const tt_size_table *sizes, const tt_backend *backend, size_t budget_bytes) {
     memset(s, 0, sizeof(*s));
     s->config = *config;
     memset(config, 0, sizeof(*config));
     s->plan = *plan;
     memset(plan, 0, sizeof(*plan));
+    s->params = *params;
+    memset(params, 0, sizeof(*params));
+    s->sizes = *sizes;
     s->backend = backend;
-    tt_param_table_build_trainable(&s->config, trainable, &s->params);
-    tt_size_table_configure(&s->sizes, &s->config, &s->params, &s->plan, backend);
 
     const tt_tier tier = s->plan.compute_tier;
     size_t capacity = s->sizes.tier_peak[tier];
@@ -334,7 +310,6 @@ static void model_state_build(tt_model_state *s) {
     tt_optimizer_unit_starts(&s->params, L, s->unit_start);
     s->host_norm_partials = tt_xcalloc((size_t)L + 2, sizeof(double), "gradient norm partial sums");
     init_offload(s);
-    s->optimizer_offload = tt_optimizer_offload_create(s, 0);
     s->w_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
@@ -354,11 +329,10 @@ static void model_state_build(tt_model_state *s) {
         tt_weight_stream_init(&s->stream, backend, &s->params, L, s->plan.weight_bytes, s->frozen_host,
                               s->weight_ring[0], s->weight_ring[1], s->frozen_resident, s->config.tie_word_embeddings,
                               &s->w);
+        tt_model_state_add_hook(s, (tt_unit_hook){.call = tt_weight_stream_hook, .ctx = &s->stream});
     } else {
         tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
     }
-    init_weight_offload(s);
-    tt_adamw_pieces_build(s);
     tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
     if (s->sizes.gradient_ring_first <= L) /* the gradient ring: the units from there on are elsewhere */
         for (int64_t u = s->sizes.gradient_ring_first; u <= L + 1; u++)
@@ -376,14 +350,12 @@ static void model_state_build(tt_model_state *s) {
     };
 }
 
-void tt_model_state_free(tt_model_state *s) {
+void tt_model_state_release(tt_model_state *s) {
+    TT_CHECK(!s->optimizer_offload && !s->adamw_pieces, "the optimizer's parts are detached first");
     s->backend->set_scratch(NULL, 0);
-    tt_optimizer_offload_free(s->optimizer_offload);
     tt_offload_store_free(&s->inputs);
     tt_offload_store_free(&s->saved);
     tt_weight_stream_free(&s->stream);
-    tt_weight_stream_free(&s->weight_offload);
-    tt_adamw_pieces_free(s);
     tt_arena_destroy(&s->host);
     tt_arena_destroy(&s->arena);
     free(s->w_layers);
@@ -828,14 +800,16 @@ static void trace_flush(tt_model_state *s, bool copies) {
         }
 }
 
-static bool input_offloaded(const tt_model_state *s, int64_t l) {
-    return tt_offload_store_offloaded(&s->inputs, l);
-}
-
-/* Input l was just written: its copy out starts (training only; evaluation keeps nothing). */
-static void offload_input(tt_model_state *s, int64_t l, bool train) {
-    if (!train || !input_offloaded(s, l)) return;
-    tt_offload_store_offload(&s->inputs, l);
+/* Every hook at one point of unit u (unit_hooks.h): in the order added, the AFTER points in reverse. A named hook's
+ * BEFORE_BACKWARD call (a wait for copies) shows in the trace as "<name> <layer>". */
+static void run_hooks(tt_model_state *s, tt_hook_point point, int64_t u, bool train) {
+    const bool reverse = point == TT_HOOK_AFTER_FORWARD || point == TT_HOOK_AFTER_BACKWARD;
+    for (int k = 0; k < s->hook_count; k++) {
+        const tt_unit_hook *h = &s->hooks[reverse ? s->hook_count - 1 - k : k];
+        const uint64_t start = point == TT_HOOK_BEFORE_BACKWARD && h->name ? trace_mark(s) : 0;
+        h->call(h->ctx, point, u, train);
+        if (point == TT_HOOK_BEFORE_BACKWARD && h->name) trace_layer(s, "compute", h->name, u - 1, start);
+    }
 }
 
 /* Forward through the decoder layers, leaving x[0..L] filled. In training, kept[l] receives
@@ -843,35 +817,23 @@ static void offload_input(tt_model_state *s, int64_t l, bool train) {
  * others are pushed for the layer and popped after it. In evaluation nothing is kept. */
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
-    if (tt_offload_store_in_ring(&s->inputs, 0)) tt_offload_store_before_write(&s->inputs, 0);
-    tt_optimizer_offload_before_forward(s->optimizer_offload, 0);
+    run_hooks(s, TT_HOOK_BEFORE_FORWARD, 0, train);
     s->backend->embedding_forward(x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
-    offload_input(s, 0, train);
+    run_hooks(s, TT_HOOK_AFTER_FORWARD, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
         const tt_slot_set recompute = train ? s->plan.layers[l].recompute : TT_ALL_SLOTS;
         saved_tensors kept_here, temporary;
         place_kept_slots(s, l, &kept_here, TT_ALL_SLOTS & ~recompute);
         push_slots(s, &temporary, recompute & ~ring_slots(s, l));
         const saved_tensors all = merge_slots(&kept_here, &temporary);
-        if (tt_offload_store_in_ring(&s->inputs, l + 1)) tt_offload_store_before_write(&s->inputs, l + 1);
-        if (tt_offload_store_offloaded(&s->saved, l)) tt_offload_store_before_write(&s->saved, l);
-        const bool saved_offloaded = train && tt_offload_store_offloaded(&s->saved, l);
-        tt_optimizer_offload_before_forward(s->optimizer_offload, l + 1);
-        if (s->plan.offloaded_weight_layers) {
-            /* the next layer's prefetch reads its home: after its CPU update, when it has one */
-            if (tt_weight_stream_has(&s->weight_offload, l + 1))
-                tt_optimizer_offload_before_forward(s->optimizer_offload, l + 2);
-            tt_weight_stream_need(&s->weight_offload, l, l + 1);
-        }
-        if (s->plan.stream_frozen_layers) tt_weight_stream_need(&s->stream, l, l + 1);
+        run_hooks(s, TT_HOOK_BEFORE_FORWARD, l + 1, train);
         const uint64_t start = trace_mark(s);
         layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
         trace_layer(s, "compute", train ? "forward" : "eval forward", l, start);
         tt_arena_pop_to(&s->arena, temporary.mark);
         if (train) kept[l] = kept_here;
-        if (saved_offloaded) tt_offload_store_offload(&s->saved, l); /* its kept activations leave */
-        offload_input(s, l + 1, train);
+        run_hooks(s, TT_HOOK_AFTER_FORWARD, l + 1, train); /* its kept activations and its output may leave */
     }
 }
 
@@ -908,42 +870,31 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     forward_layers(s, x, kept, true);
 
     /* Head: final norm, LM head and cross-entropy, and their backward, in one go: the loss is
-     * the last op, so its gradient is known as soon as it is computed. */
-    /* the top offloaded input and kept activations come back during the head */
-    tt_offload_store_start_restores(&s->inputs);
-    tt_offload_store_start_restores(&s->saved);
+     * the last op, so its gradient is known as soon as it is computed (the hooks' BEFORE_FORWARD of the head
+     * starts the top offloaded blocks' way back). */
     const uint64_t head_start = trace_mark(s);
     const tt_arena_mark head_mark = tt_arena_get_mark(&s->arena);
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
     void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
     void *d_head = tt_arena_push(&s->arena, s->sizes.d_head, TT_CLASS_WORKSPACE, "d final norm output");
-    tt_optimizer_offload_before_forward(s->optimizer_offload, L + 1);
+    run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, true);
+    run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, L + 1, true);
     b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = b->lm_head_loss(d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N, D,
                                       c->vocab_size, s->plan.loss_chunk, logits, loss_scale, count);
     b->zero(d_residual, (size_t)(N * D) * s->plan.activation_bytes);
     b->rmsnorm_backward(d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
-    tt_optimizer_offload_after_backward(s->optimizer_offload, L + 1);
+    run_hooks(s, TT_HOOK_AFTER_BACKWARD, L + 1, true);
     trace_memory(s);
     trace_layer(s, "compute", "LM head and loss", -1, head_start);
     tt_arena_pop_to(&s->arena, head_mark);
 
     for (int64_t l = L - 1; l >= 0; l--) {
-        /* An offloaded checkpoint comes back first (the next one below starts its way back); the
-         * layer's kept slots are on top of the stack; its recomputed slots go above them. */
-        if (input_offloaded(s, l)) {
-            const uint64_t wait_start = trace_mark(s);
-            tt_offload_store_restore(&s->inputs, l);
-            trace_layer(s, "compute", "wait for input", l, wait_start);
-        }
-        if (tt_offload_store_offloaded(&s->saved, l)) {
-            const uint64_t wait_start = trace_mark(s);
-            tt_offload_store_restore(&s->saved, l);
-            trace_layer(s, "compute", "wait for kept activations", l, wait_start);
-        }
-        if (s->plan.stream_frozen_layers) tt_weight_stream_need(&s->stream, l, l - 1);
-        if (s->plan.offloaded_weight_layers) tt_weight_stream_need(&s->weight_offload, l, l - 1);
+        /* What the layer reads comes back first (an offloaded checkpoint and kept activations, its weights;
+         * the next ones below start their way); the layer's kept slots are on top of the stack; its
+         * recomputed slots go above them. */
+        run_hooks(s, TT_HOOK_BEFORE_BACKWARD, l + 1, true);
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
         push_slots(s, &recomputed, recompute);
@@ -957,7 +908,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         trace_memory(s);
         /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
          * go, and the attention backward's scratch takes their place. */
-        tt_optimizer_offload_before_backward(s->optimizer_offload, l + 1);
+        run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, l + 1, true);
         mlp_backward(s, l, all.slot, d_residual);
         tt_arena_pop_to(&s->arena, mlp_top_mark(&kept[l], &recomputed));
         backward_scratch scratch;
@@ -966,15 +917,15 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
         size_t spare_bytes;
         void *spare = dead_inputs_above(s, x, l, &spare_bytes);
         attention_backward(s, l, x[l], all.slot, &scratch, d_residual, spare, spare_bytes);
-        tt_optimizer_offload_after_backward(s->optimizer_offload, l + 1);
         trace_memory(s);
         trace_layer(s, "compute", "backward", l, backward_start);
         tt_arena_pop_to(&s->arena, kept[l].mark);
-        if (input_offloaded(s, l)) tt_offload_store_release(&s->inputs, l);
-        if (tt_offload_store_offloaded(&s->saved, l)) tt_offload_store_release(&s->saved, l);
+        run_hooks(s, TT_HOOK_AFTER_BACKWARD, l + 1, true);
     }
+    run_hooks(s, TT_HOOK_BEFORE_BACKWARD, 0, true);
+    run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, 0, true);
     if (s->g.embed) b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
-    tt_optimizer_offload_after_backward(s->optimizer_offload, 0);
+    run_hooks(s, TT_HOOK_AFTER_BACKWARD, 0, true);
 
     trace_flush(s, true);
     tt_arena_pop_to(&s->arena, step_mark);
@@ -992,7 +943,7 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
     void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
-    tt_optimizer_offload_before_forward(s->optimizer_offload, L + 1);
+    run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, false);
     b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = b->lm_head_loss(NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D, c->vocab_size,
                                       s->plan.loss_chunk, logits, 0.0, count);

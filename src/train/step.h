@@ -13,6 +13,7 @@
 #include "memory/weight_stream.h"
 #include "memory/plan.h"
 #include "memory/size_table.h"
+#include "memory/unit_hooks.h"
 #include "model/model_config.h"
 #include "model/params.h"
 #include "ops/backend.h"
@@ -83,6 +84,10 @@ typedef struct tt_model_state {
     /* Optimizer offload (optimizer_offload.h), or NULL: the host share's master weights and moments, and the hooks
      * the step calls before the forward reads a unit's weights and after the backward finished its gradients. */
     struct tt_optimizer_offload *optimizer_offload;
+    /* The memory mechanisms' hooks (unit_hooks.h), called by the step program at each unit's forward and backward
+     * in this order (the AFTER points in reverse): the offload stores, optimizer offload, the weight streams. */
+    tt_unit_hook hooks[TT_MAX_UNIT_HOOKS];
+    int hook_count;
     /* A measuring state (tt_model_state_init_measure): arenas that only count, the measuring backend, no disk file,
      * no optimizer threads, nothing written to host memory; config, plan and params are borrowed, not owned. */
     bool measuring;
@@ -91,15 +96,15 @@ typedef struct tt_model_state {
     size_t attention_phase_used;
 } tt_model_state;
 
-/* Takes ownership of config and plan. Reserves the arena from the size table (an error if it
- * exceeds budget_bytes) and pushes the persistent tensors. Weights are left uninitialised.
- * Every parameter trains. */
-void tt_model_state_init(tt_model_state *state, tt_model_config *config, tt_plan *plan,
-                         const tt_backend *backend, size_t budget_bytes);
-/* The same with what trains given (NULL: everything): frozen parts and LoRA adapters. */
-void tt_model_state_init_trainable(tt_model_state *state, tt_model_config *config, tt_plan *plan,
-                                   const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes);
-void tt_model_state_free(tt_model_state *state);
+/* The state's memory and the step's mechanisms, from a priced plan (model_setup.h does the pricing and adds the
+ * optimizer's parts): takes ownership of config, plan and params; reserves the compute tier's arena with the size
+ * table's peak (an error if that exceeds budget_bytes, 0: no budget) and the host arena, pushes the persistent
+ * tensors, builds the offload stores and the frozen-weight stream and adds their hooks. Weights are left zero. */
+void tt_model_state_init_core(tt_model_state *state, tt_model_config *config, tt_plan *plan, tt_param_table *params,
+                              const tt_size_table *sizes, const tt_backend *backend, size_t budget_bytes);
+/* Frees what init_core (or init_measure) built; the optimizer's parts must be detached first
+ * (tt_model_state_detach_optimizer). */
+void tt_model_state_release(tt_model_state *state);
 
 /* A state that holds no memory, for the step program's dry run (train/measure.h): its arenas count pushes and pops
  * (tt_arena_init_measure) and `measure_backend` (tt_backend_measure_init) runs no op. config, plan and params are
@@ -108,16 +113,8 @@ void tt_model_state_init_measure(tt_model_state *state, const tt_model_config *c
                                  const tt_param_table *params, const tt_size_table *sizes,
                                  const tt_backend *measure_backend);
 
-/* Weights, AdamW moments and the batch between host memory and the compute tier. Host weights
- * are fp32 in the flat parameter layout ([params.total_numel]); host moments fp32 in the
- * trainable layout ([params.trainable_numel]). Without a master copy, set_weights rounds the
- * weights to the compute precision. */
-void tt_model_set_weights(tt_model_state *state, const float *host);
-void tt_model_get_weights(const tt_model_state *state, float *host);
-void tt_model_set_moments(tt_model_state *state, const float *host_m, const float *host_v);
-void tt_model_get_moments(const tt_model_state *state, float *host_m, float *host_v);
-/* inputs/targets[micro_batch * seq_len] token ids from the host */
-void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int32_t *targets);
+/* Adds a hook the step program calls at every unit (unit_hooks.h), after the ones added before it. */
+void tt_model_state_add_hook(tt_model_state *state, tt_unit_hook hook);
 
 /* Where unit u's gradients are on the compute tier ([unit_start[u + 1] - unit_start[u]] in the gradient
  * precision). */

@@ -9,7 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/report.h"
 #include "core/check.h"
 #include "core/trace.h"
 #include "memory/disk_store.h"
@@ -23,7 +22,10 @@
 #include "train/measure.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
+#include "train/report.h"
 #include "train/schedule.h"
+#include "train/model_setup.h"
+#include "train/optimizer_step.h"
 #include "train/step.h"
 
 static double now_seconds(void) {

@@ -16,6 +16,8 @@
 #include "ops/cuda/backend_cuda.h"
 #include "test_util.h"
 #include "train/optimizer.h"
+#include "train/model_setup.h"
+#include "train/optimizer_step.h"
 #include "train/step.h"
 
 #define STEPS 8

@@ -27,6 +27,8 @@
 #include "train/cpu_adamw.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
+#include "train/model_setup.h"
+#include "train/optimizer_step.h"
 #include "train/step.h"
 
 static int64_t ulp_distance(float a, float b) {

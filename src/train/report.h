@@ -1,7 +1,7 @@
 /* What a run tells its user: the live progress line on the terminal and one JSON object per
  * logged step in <output_dir>/metrics.jsonl. */
-#ifndef TT_CLI_REPORT_H
-#define TT_CLI_REPORT_H
+#ifndef TT_TRAIN_REPORT_H
+#define TT_TRAIN_REPORT_H
 
 #include <stdbool.h>
 #include <stdint.h>

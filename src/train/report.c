@@ -1,4 +1,4 @@
-#include "cli/report.h"
+#include "train/report.h"
 
 #include <math.h>
 #include <string.h>

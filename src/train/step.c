@@ -192,13 +192,13 @@ void tt_model_state_add_hook(tt_model_state *s, tt_unit_hook hook) {
 }
 
 void *tt_model_trainable_weights_at(const tt_model_state *s, int64_t e) {
-    const tt_size_table *t = &s->sizes;
-    const size_t elem = s->plan.weight_bytes;
-    unsigned char *w = s->trainable_weights;
-    if (e < t->weight_offload_first || t->weight_offload_first == t->weight_offload_end) return w + (size_t)e * elem;
-    TT_CHECK(e >= t->weight_offload_end, "trainable element %lld is in the weight-offloaded layers", (long long)e);
-    return w + tt_align_up((size_t)t->weight_offload_first * elem) + 2 * t->weight_offload_slot +
-           (size_t)(e - t->weight_offload_end) * elem;
+    /* the unit holding e (the last one that starts at or before it: e may be the end of the layout) */
+    const tt_residency_map *map = &s->residency;
+    int64_t u = map->units - 1;
+    while (u > 0 && (map->unit[u].start > e || map->unit[u].start == map->unit[u].end)) u--;
+    const tt_unit_residency *r = &map->unit[u];
+    TT_CHECK(r->weights_buffer < 0, "trainable element %lld is in the weight-offloaded layers", (long long)e);
+    return (unsigned char *)s->trainable_weights + r->weights_offset + (size_t)(e - r->start) * s->plan.weight_bytes;
 }
 
 static void model_state_build(tt_model_state *s);
@@ -247,6 +247,7 @@ void tt_model_state_init_measure(tt_model_state *s, const tt_model_config *confi
  * tensors, the offload stores and streams, the views. */
 static void model_state_build(tt_model_state *s) {
     const tt_backend *backend = s->backend;
+    tt_residency_build(&s->residency, &s->params, &s->plan, &s->sizes);
 
     /* The frozen weights and the trainable ones are one buffer in two classes: the frozen part is a
      * whole number of arena units (tt_param_table_build), so the second push continues the first.
@@ -365,6 +366,7 @@ void tt_model_state_release(tt_model_state *s) {
     free(s->trace_pending);
     free(s->unit_start);
     free(s->host_norm_partials);
+    tt_residency_free(&s->residency);
     if (!s->measuring) { /* a measuring state borrows them */
         tt_param_table_free(&s->params);
         tt_plan_free(&s->plan);
@@ -374,14 +376,7 @@ void tt_model_state_release(tt_model_state *s) {
 }
 
 void *tt_model_unit_gradients(const tt_model_state *s, int64_t u) {
-    /* flat, or with the gradient ring [units before it | slot 0 | slot 1 | unit L + 1] (size_table.h) */
-    const int64_t L = s->config.num_layers, first = s->sizes.gradient_ring_first;
-    const size_t element = s->plan.gradient_bytes;
-    unsigned char *g = s->gradients;
-    if (u < first || first > L) return g + (size_t)s->unit_start[u] * element;
-    const size_t before = tt_align_up((size_t)s->unit_start[first] * element);
-    if (u <= L) return g + before + (size_t)(u % 2) * s->sizes.gradient_ring_slot;
-    return g + before + 2 * s->sizes.gradient_ring_slot;
+    return (unsigned char *)s->gradients + s->residency.unit[u].gradients_offset;
 }
 
 uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_step) {

@@ -12,6 +12,7 @@
 #include "memory/offload_store.h"
 #include "memory/weight_stream.h"
 #include "memory/plan.h"
+#include "memory/residency.h"
 #include "memory/size_table.h"
 #include "memory/unit_hooks.h"
 #include "model/model_config.h"
@@ -23,6 +24,7 @@ typedef struct tt_model_state {
     tt_param_table params;
     tt_plan plan;
     tt_size_table sizes;
+    tt_residency_map residency; /* where each unit's weights, gradients, master and moments live (from plan and sizes) */
     const tt_backend *backend;
     tt_arena arena;           /* the compute tier: every tensor of the step lives here */
     tt_arena host;            /* host memory of offloaded blocks (pinned or pageable), empty when none */

@@ -14,6 +14,7 @@
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
 #include "memory/free_keep.h"
+#include "memory/residency.h"
 #include "memory/spill.h"
 #include "model/lora.h"
 #include "model/weights.h"
@@ -79,6 +80,11 @@ static void print_header(const tt_model_config *m, const tt_param_table *params,
     tt_size_table_print_layers(sizes, plan, m, out);
     tt_size_table_print_weight_offload(sizes, plan, params, out);
     tt_size_table_print_optimizer(sizes, plan, params, out);
+    tt_residency_map residency;
+    tt_residency_build(&residency, params, plan, sizes);
+    fprintf(out, "  where the trainable parameters live (optimizer units):\n");
+    tt_residency_print(&residency, plan, sizes, out);
+    tt_residency_free(&residency);
     tt_size_table_print(sizes, out, NULL);
 }
 

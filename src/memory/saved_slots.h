@@ -44,8 +44,10 @@ typedef enum tt_saved_slot {
     { TT_SAVED_LORA_Q, TT_SAVED_LORA_K, TT_SAVED_LORA_V, TT_SAVED_LORA_O, TT_SAVED_LORA_GATE, TT_SAVED_LORA_UP, \
       TT_SAVED_LORA_DOWN }
 
-/* A set of slots: bit i is slot i. */
-typedef uint32_t tt_slot_set;
+/* A set of a layer's saved slots, one bit each: 64 bits, so that the next architectures' slots (biases, MoE
+ * routing, QLoRA's dequantized tiles) fit without a change of type. */
+typedef uint64_t tt_slot_set;
+_Static_assert(TT_SAVED_SLOT_COUNT < 64, "a tt_slot_set holds one bit per saved slot (bit i: slot i)");
 #define TT_SLOT(slot) ((tt_slot_set)1u << (slot))
 #define TT_ALL_SLOTS (TT_SLOT(TT_SAVED_SLOT_COUNT) - 1u)
 /* The attention output and its log-sum-exp: what selective checkpointing keeps. */

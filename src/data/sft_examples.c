@@ -83,11 +83,11 @@ static void alpaca_segments(const tt_dataset_spec *spec, bool train_on_inputs, j
     if (input && xlen > 0) { /* axolotl: `if input:` */
         const char *parts[] = {alpaca_system, "### Instruction:\n", instruction, "\n\n### Input:\n", input,
                                "\n\n### Response:\n"};
-        const size_t lens[] = {strlen(alpaca_system), 17, ilen, 14, xlen, 17};
+        const size_t lens[] = {strlen(alpaca_system), strlen(parts[1]), ilen, strlen(parts[3]), xlen, strlen(parts[5])};
         prompt = concat(parts, lens, 6, &plen);
     } else {
         const char *parts[] = {alpaca_system_no_input, "### Instruction:\n", instruction, "\n\n### Response:\n"};
-        const size_t lens[] = {strlen(alpaca_system_no_input), 17, ilen, 17};
+        const size_t lens[] = {strlen(alpaca_system_no_input), strlen(parts[1]), ilen, strlen(parts[3])};
         prompt = concat(parts, lens, 4, &plen);
     }
     add_segment(out, prompt, plen, train_on_inputs, true, false);

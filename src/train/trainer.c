@@ -275,7 +275,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     if (tt_run_has_json_datasets(run)) {
         bool reused = false;
         prepared = tt_prepare_datasets(run, &reused);
-        tt_info("data: %s the prepared dataset %s", reused ? "reusing" : "prepared", prepared);
+        tt_info("data: %s %s", reused ? "reusing the prepared dataset" : "no prepared dataset with this hash yet: prepared",
+                prepared);
     }
     tt_dataset data;
     tt_dataset_open(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count, mc->vocab_size,

@@ -735,6 +735,13 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("ds3j.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: completion\n"
                                                     "  - path: b.tok\n"),
                   "datasets mixes token files (b.tok) and JSON datasets (a.jsonl)");
+    tt_expect_die(load_file, yaml_file("json_key.yaml", VALID "train_on_inputs: true\n"),
+                  "train_on_inputs: true is set, but it applies to JSON datasets");
+    tt_expect_die(load_file, yaml_file("json_key2.yaml", VALID "special_tokens: {eos_token: x}\n"),
+                  "special_tokens is set, but it applies to JSON datasets");
+    tt_expect_die(load_file, yaml_file("eos_key.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                                       "train_on_eos: all\n"),
+                  "train_on_eos applies to chat_template datasets");
     tt_expect_die(load_file, yaml_file("st.yaml", "special_tokens: {sep_token: x}\n"),
                   "special_tokens: 'sep_token' is not supported");
     tt_expect_die(load_file, yaml_file("st2.yaml", "special_tokens: [x]\n"), "special_tokens: expected a mapping");

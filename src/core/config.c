@@ -1728,6 +1728,25 @@ void tt_run_config_validate(const tt_run_config *c) {
                    "files are one stream cut into windows, JSON datasets one document per sequence with prompt masks",
                    c->dataset_specs[i].type == TT_DATASET_TOKENS ? c->datasets[i] : c->datasets[0],
                    c->dataset_specs[i].type == TT_DATASET_TOKENS ? c->datasets[0] : c->datasets[i]);
+    bool json = false, chat = false;
+    for (int i = 0; i < c->dataset_count; i++) {
+        json |= c->dataset_specs[i].type != TT_DATASET_TOKENS;
+        chat |= c->dataset_specs[i].type == TT_DATASET_CHAT_TEMPLATE;
+    }
+    /* keys that shape JSON datasets do nothing to token files: set there they are mistakes */
+    const char *json_key = c->train_on_inputs                ? "train_on_inputs: true"
+                           : c->tokenizer_config             ? "tokenizer_config"
+                           : c->special_bos || c->special_eos || c->special_pad ? "special_tokens"
+                           : c->excess_length_strategy != 0  ? "excess_length_strategy: truncate"
+                           : !c->shuffle_merged_datasets     ? "shuffle_merged_datasets: false"
+                                                             : NULL;
+    if (c->dataset_count > 0 && !json && json_key)
+        tt_die("%s is set, but it applies to JSON datasets ({path: data.jsonl, type: alpaca, ...}) and the datasets "
+               "are token files, which are tokenized already; remove it",
+               json_key);
+    if (c->train_on_eos != 0 && !chat)
+        tt_die("train_on_eos applies to chat_template datasets (completion, alpaca and input_output always train the "
+               "EOS they append); remove it");
     if (c->warmup_steps >= 0 && c->warmup_ratio > 0)
         tt_die("warmup_steps (%lld) and warmup_ratio (%g) are both set; set one of them (warmup_steps=-1 or "
                "warmup_ratio=0 unsets the other)",

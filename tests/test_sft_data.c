@@ -439,18 +439,19 @@ static void test_prepare(void) {
         tt_run_config_free(&run);
     }
 
-    /* truncate keeps every document, cut to sequence_len tokens; drop keeps the short ones. Completion
-     * documents of 1..300 bytes are 3..302 tokens with BOS and EOS; at sequence_len 100, 98 fit. */
+    /* truncate keeps every document, cut to sequence_len tokens; drop keeps the short ones.
+     * input_output documents of 1..300 bytes are 1..300 tokens; at sequence_len 100, 2..100 fit (a
+     * one-token document has no target and is dropped either way). */
     char *texts = tt_test_path("texts.jsonl");
     f = fopen(texts, "w");
     for (int i = 1; i <= 300; i++) {
-        fputs("{\"text\": \"", f);
+        fputs("{\"segments\": [{\"label\": true, \"text\": \"", f);
         for (int k = 0; k < i; k++) fputc('a' + k % 26, f);
-        fputs("\"}\n", f);
+        fputs("\"}]}\n", f);
     }
     fclose(f);
     char completion[4400];
-    snprintf(completion, sizeof completion, "[{path: %s, type: completion}]", texts);
+    snprintf(completion, sizeof completion, "[{path: %s, type: input_output}]", texts);
     tt_dataset ds;
     load_run(&run, completion, "sequence_len=100", "excess_length_strategy=truncate", dir1);
     char *t = tt_prepare_datasets(&run, NULL);
@@ -463,8 +464,8 @@ static void test_prepare(void) {
         longest = n > longest ? n : longest;
         at_limit += n == 100;
     }
-    TT_EXPECT(ds.sequence_count == 300 && longest == 100 && at_limit == 300 - 97,
-              "truncate keeps all 300, 203 cut to 100 tokens (%lld, longest %lld, %lld at 100)",
+    TT_EXPECT(ds.sequence_count == 299 && longest == 100 && at_limit == 201,
+              "truncate keeps 299, 201 of them at 100 tokens (%lld, longest %lld, %lld at 100)",
               (long long)ds.sequence_count, (long long)longest, (long long)at_limit);
     tt_dataset_close(&ds);
     free(t);
@@ -473,7 +474,28 @@ static void test_prepare(void) {
     tt_run_config_free(&run);
     paths[0] = t;
     tt_dataset_open(&ds, paths, 1, 300, 100, 0.0, 1);
-    TT_EXPECT(ds.sequence_count == 98, "drop keeps the 98 that fit (%lld)", (long long)ds.sequence_count);
+    TT_EXPECT(ds.sequence_count == 99, "drop keeps the 99 that fit (%lld)", (long long)ds.sequence_count);
+    tt_dataset_close(&ds);
+    free(t);
+    /* completion splits long texts into pieces of sequence_len, as axolotl: 250 bytes are 252
+     * tokens with BOS and EOS, pieces of 100, 100 and 52; a 98-byte text is one piece of 100 */
+    f = fopen(texts, "w");
+    fputs("{\"text\": \"", f);
+    for (int k = 0; k < 250; k++) fputc('a' + k % 26, f);
+    fputs("\"}\n{\"text\": \"", f);
+    for (int k = 0; k < 98; k++) fputc('a' + k % 26, f);
+    fputs("\"}\n", f);
+    fclose(f);
+    snprintf(completion, sizeof completion, "[{path: %s, type: completion}]", texts);
+    load_run(&run, completion, "sequence_len=100", "shuffle_merged_datasets=false", dir1);
+    t = tt_prepare_datasets(&run, NULL);
+    tt_run_config_free(&run);
+    paths[0] = t;
+    tt_dataset_open(&ds, paths, 1, 300, 100, 0.0, 1);
+    TT_EXPECT(ds.sequence_count == 4 && ds.doc_starts[1] == 100 && ds.doc_starts[2] == 200 &&
+                  ds.doc_starts[3] == 252 && ds.doc_starts[4] == 352 && ds.tokens[0] == 257 &&
+                  ds.tokens[100] == 'a' + 99 % 26 && ds.tokens[251] == 256 && ds.tokens[252] == 257,
+              "completion pieces in input order: BOS only in the first, EOS only in the last");
     tt_dataset_close(&ds);
     free(t);
     free(texts);

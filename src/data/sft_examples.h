@@ -3,7 +3,8 @@
  *
  *  completion    the record's `field` (default "text"), tokenized with the tokenizer's special
  *                tokens (its post-processor: BOS for Llama), EOS appended unless it is already
- *                last; every token trains.
+ *                last; every token trains. (Long texts are split into pieces of sequence_len
+ *                by src/train/prepare.c, as axolotl's completion strategy does.)
  *  alpaca        axolotl's AlpacaPrompter, prompt style "instruct": the prompt is
  *                  "Below is an instruction that describes a task, paired with an input that
  *                  provides further context. Write a response that appropriately completes the

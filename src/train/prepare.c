@@ -228,6 +228,20 @@ static void shuffle_documents(doc_builder *b, uint64_t seed) {
     free(order);
 }
 
+/* axolotl's completion strategy tokenizes up to 64 x sequence_len tokens of a text and splits them
+ * into pieces of sequence_len (prompt_strategies/completion.py), so long texts train in full
+ * instead of being dropped; each piece is a document here. */
+#define TT_COMPLETION_MAX_PIECES 64
+
+static void add_completion(doc_builder *b, const int32_t *ids, const uint8_t *labels, int64_t n, int64_t seq_len) {
+    if (n > TT_COMPLETION_MAX_PIECES * seq_len) {
+        n = TT_COMPLETION_MAX_PIECES * seq_len;
+        b->truncated++;
+    }
+    for (int64_t at = 0; at < n; at += seq_len)
+        add_document(b, ids + at, labels + at, n - at < seq_len ? n - at : seq_len, seq_len, false);
+}
+
 /* Reads one dataset file chunk by chunk and adds its documents to b. */
 static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer *tok, const tt_sft_ids *special,
                          doc_builder *b) {
@@ -255,7 +269,10 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
         for (int i = 0; i < n; i++)
             tt_sft_tokenize_example(tok, special, &examples[i], &ids[i], &labels[i], &label_capacity[i]);
         for (int i = 0; i < n; i++) {
-            add_document(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len, truncate);
+            if (spec->type == TT_DATASET_COMPLETION)
+                add_completion(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len);
+            else
+                add_document(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len, truncate);
             tt_sft_example_free(&examples[i]);
         }
         read += n;
@@ -264,8 +281,9 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
     }
     tt_json_records_close(records);
     if (read == 0) tt_die("dataset %s holds no records; remove it from datasets or add data", path);
-    tt_info("preprocess: %s (%s): %lld records, %lld documents kept", path, tt_dataset_type_name(spec->type),
-            (long long)read, (long long)b->documents - (long long)documents_before);
+    tt_info("preprocess: %s (%s): %lld records, %lld documents kept%s", path, tt_dataset_type_name(spec->type),
+            (long long)read, (long long)b->documents - (long long)documents_before,
+            spec->type == TT_DATASET_COMPLETION ? " (long texts split into pieces of sequence_len)" : "");
     for (int i = 0; i < TT_PREPARE_CHUNK; i++) {
         tt_token_ids_free(&ids[i]);
         free(labels[i]);
@@ -297,8 +315,9 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
                 "truncate keeps their first sequence_len tokens)",
                 (long long)b.dropped_long, (long long)run->sequence_len);
     if (b.truncated)
-        tt_info("preprocess: truncated %lld document(s) to sequence_len %lld", (long long)b.truncated,
-                (long long)run->sequence_len);
+        tt_info("preprocess: truncated %lld document(s) to sequence_len %lld (completion texts: to %d x sequence_len, "
+                "then split)",
+                (long long)b.truncated, (long long)run->sequence_len, TT_COMPLETION_MAX_PIECES);
     if (b.dropped_untrained)
         tt_info("preprocess: dropped %lld document(s) without a trained token (all masked)",
                 (long long)b.dropped_untrained);

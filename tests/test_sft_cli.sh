@@ -64,6 +64,19 @@ check "the loss is finite" test -z "$(grep '"loss"' out/metrics.jsonl | grep -i 
 counted=$(sed -n 's/.*"target_tokens": \([0-9]*\).*/\1/p' out/metrics.jsonl | awk '{ n += $1 } END { print n }')
 check "one epoch counts exactly the unmasked targets ($counted vs $expected)" test "$counted" -eq "$expected"
 
+# resume from the checkpoint after step 2: the same bits as the run that never stopped
+"$tiertrain" train run.yaml output_dir=out_full save_steps=2 > train_full.txt 2>&1
+mkdir -p out_resumed && cp -r out_full/checkpoint-2 out_resumed/
+"$tiertrain" train run.yaml output_dir=out_resumed save_steps=2 --resume > train_resumed.txt 2>&1
+check "resume succeeds" test $? -eq 0
+check "resumed weights are bit-identical" cmp -s out_full/model.safetensors out_resumed/model.safetensors
+check "... and equal the run without checkpoints" cmp -s out/model.safetensors out_full/model.safetensors
+
+# an eval set of documents
+"$tiertrain" train run.yaml output_dir=out_eval val_set_size=4 max_steps=2 > train_eval.txt 2>&1
+check "val_set_size holds out documents" grep -q "12 training and 4 eval documents" train_eval.txt
+check "the eval loss is logged" grep -q '"eval_loss"' out_eval/metrics.jsonl
+
 # train_on_inputs: the prompts train too, so more targets count (every token but each first one)
 "$tiertrain" train run.yaml train_on_inputs=true output_dir=out_inputs > train_inputs.txt 2>&1
 check "train_on_inputs trains" test $? -eq 0

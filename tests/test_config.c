@@ -22,9 +22,10 @@ static const char *const all_keys[] = {
     "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
     "cpu_offloading_double_buffering", "cpu_offloading_weights", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
     "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers", "optimizer_cpu_offload",
-    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d"};
+    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "train_on_inputs", "dataset_prepared_path",
+    "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "excess_length_strategy"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 77 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 84 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -135,9 +136,18 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->lora_alpha == b->lora_alpha && a->lora_dropout == b->lora_dropout &&
         a->lora_target_modules == b->lora_target_modules && a->lora_target_linear == b->lora_target_linear &&
         same_string(a->lora_model_dir, b->lora_model_dir) && a->freeze_embeddings == b->freeze_embeddings &&
-        a->frozen_layer_count == b->frozen_layer_count;
-    for (int i = 0; same && i < a->dataset_count; i++)
-        same = same_string(a->datasets[i], b->datasets[i]);
+        a->frozen_layer_count == b->frozen_layer_count && a->train_on_inputs == b->train_on_inputs &&
+        same_string(a->dataset_prepared_path, b->dataset_prepared_path) &&
+        a->shuffle_merged_datasets == b->shuffle_merged_datasets && same_string(a->tokenizer_config, b->tokenizer_config) &&
+        same_string(a->special_bos, b->special_bos) && same_string(a->special_eos, b->special_eos) &&
+        same_string(a->special_pad, b->special_pad) && a->train_on_eos == b->train_on_eos &&
+        a->excess_length_strategy == b->excess_length_strategy;
+    for (int i = 0; same && i < a->dataset_count; i++) {
+        const tt_dataset_spec *x = &a->dataset_specs[i], *y = &b->dataset_specs[i];
+        same = same_string(a->datasets[i], b->datasets[i]) && x->type == y->type && same_string(x->field, y->field) &&
+               same_string(x->field_instruction, y->field_instruction) && same_string(x->field_input, y->field_input) &&
+               same_string(x->field_output, y->field_output) && same_string(x->split, y->split);
+    }
     for (int64_t i = 0; same && i < a->frozen_layer_count; i++)
         same = a->frozen_layers[i] == b->frozen_layers[i];
     return same;
@@ -382,6 +392,30 @@ static void test_round_trip(void) {
     tt_run_config_free(&again);
     tt_run_config_free(&defaults);
     tt_run_config_free(&c);
+}
+
+/* JSON dataset entries and the SFT keys survive write_yaml (the run.yaml next to checkpoints). */
+static void test_sft_round_trip(void) {
+    char *overrides[] = {"datasets=[{path: a.jsonl, type: alpaca, field_instruction: q, field_output: \"a b\"}, "
+                         "{path: \"b c.json\", type: completion, field: body, split: train}, "
+                         "{path: d.jsonl, type: input_output}]",
+                         "train_on_inputs=true", "dataset_prepared_path=prep", "shuffle_merged_datasets=false",
+                         "tokenizer_config=/tok", "special_tokens={eos_token: \"<|im_end|>\", bos_token: \"<s>\"}",
+                         "train_on_eos=none", "excess_length_strategy=truncate"};
+    tt_run_config c, again;
+    tt_run_config_defaults(&c);
+    tt_run_config_load(&c, NULL, (int)(sizeof overrides / sizeof overrides[0]), overrides);
+    char *text = capture_yaml(&c);
+    char *path = write_file("sft_written.yaml", text);
+    tt_run_config_defaults(&again);
+    tt_run_config_load(&again, path, 0, NULL);
+    TT_EXPECT(same_config(&c, &again) && again.dataset_specs[0].type == TT_DATASET_ALPACA &&
+                  strcmp(again.dataset_specs[0].field_output, "a b") == 0 && again.excess_length_strategy == 1,
+              "SFT keys round trip:\n%s", text);
+    free(text);
+    free(path);
+    tt_run_config_free(&c);
+    tt_run_config_free(&again);
 }
 
 static void test_parse_bytes(void) {
@@ -675,18 +709,51 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("quotednull.yaml", "tf32: \"~\"\n"), "tf32: expected true or false");
     tt_expect_die(load_override, "tf32=True", "tf32: true is not available yet");
     /* datasets */
-    tt_expect_die(load_file, yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: alpaca\n"),
-                  "ds.yaml:4: datasets entry 2: type 'alpaca' is not supported");
+    tt_expect_die(load_file, yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: sharegpt\n"),
+                  "ds.yaml:4: datasets entry 2: type 'sharegpt' is not supported");
     tt_expect_die(load_file, yaml_file("ds2.yaml", "datasets:\n  - type: tokens\n"), "datasets entry 1 has no path");
     tt_expect_die(load_file, yaml_file("ds3.yaml", "datasets:\n  - path: a.tok\n    split: train\n"),
-                  "datasets entry 1: unknown key 'split'");
+                  "datasets entry 1: split applies to type completion, alpaca, input_output, chat_template, but this "
+                  "entry is type tokens");
+    tt_expect_die(load_file, yaml_file("ds3b.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    bogus: 1\n"),
+                  "datasets entry 1: unknown key 'bogus'");
+    tt_expect_die(load_file, yaml_file("ds3c.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n    field: t\n"),
+                  "ds3c.yaml:4: datasets entry 1: field applies to type completion, but this entry is type alpaca");
+    tt_expect_die(load_file, yaml_file("ds3d.yaml", "datasets:\n  - path: a.jsonl\n"),
+                  "datasets entry 1: a.jsonl is a JSON file but the entry has no type");
+    tt_expect_die(load_file, yaml_file("ds3e.yaml", "datasets: [a.jsonl]\n"), "datasets entry 1: a.jsonl is a JSON file");
+    tt_expect_die(load_file, yaml_file("ds3f.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    split: test\n"),
+                  "split 'test': a local JSON/JSONL file has one split, train");
+    tt_expect_die(load_file, yaml_file("ds3g.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                    "    roles_to_train: assistant\n"),
+                  "roles_to_train: expected a list of roles");
+    tt_expect_die(load_file, yaml_file("ds3h.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                    "    message_property_mappings: [role]\n"),
+                  "message_property_mappings: expected a mapping");
+    tt_expect_die(load_file, yaml_file("ds3i.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    ds_type: csv\n"),
+                  "ds_type 'csv' is not supported");
+    tt_expect_die(load_file, yaml_file("ds3j.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: completion\n"
+                                                    "  - path: b.tok\n"),
+                  "datasets mixes token files (b.tok) and JSON datasets (a.jsonl)");
+    tt_expect_die(load_file, yaml_file("json_key.yaml", VALID "train_on_inputs: true\n"),
+                  "train_on_inputs: true is set, but it applies to JSON datasets");
+    tt_expect_die(load_file, yaml_file("json_key2.yaml", VALID "special_tokens: {eos_token: x}\n"),
+                  "special_tokens is set, but it applies to JSON datasets");
+    tt_expect_die(load_file, yaml_file("eos_key.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                                       "train_on_eos: all\n"),
+                  "train_on_eos applies to chat_template datasets");
+    tt_expect_die(load_file, yaml_file("st.yaml", "special_tokens: {sep_token: x}\n"),
+                  "special_tokens: 'sep_token' is not supported");
+    tt_expect_die(load_file, yaml_file("st2.yaml", "special_tokens: [x]\n"), "special_tokens: expected a mapping");
+    tt_expect_die(load_file, yaml_file("els.yaml", "excess_length_strategy: raise\n"),
+                  "excess_length_strategy must be one of drop, truncate");
     tt_expect_die(load_file, yaml_file("ds4.yaml", "datasets: {path: a.tok}\n"), "datasets: expected a list");
     tt_expect_die(load_file, yaml_file("ds5.yaml", "datasets:\n  - [a.tok]\n"), "datasets entry 1 is a list");
     tt_expect_die(load_file, yaml_file("ds6.yaml", "datasets:\n  - ~\n"), "datasets entry 1 is empty");
     tt_expect_die(load_file, yaml_file("ds7.yaml", "datasets:\n  - path: [a.tok]\n"),
-                  "datasets entry 1: path: expected a token file's path, got a list");
+                  "datasets entry 1: path: expected a file's path, got a list");
     tt_expect_die(load_file, yaml_file("ds8.yaml", "datasets: [a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q]\n"),
-                  "datasets: at most 16 token files");
+                  "datasets: at most 16 entries");
     tt_expect_die(load_file, yaml_file("ds9.yaml", "datasets:\n  - path: a.tok\n    path: b.tok\n"),
                   "key 'path' appears twice");
     /* overrides */
@@ -821,6 +888,35 @@ static void test_accepted(void) {
     TT_EXPECT(loads("quoted.yaml", VALID "\"seed\": '5'\nhost_memory_budget: \"24GiB\"\nmax_shard_size: 1073741824\n"),
               "quoted keys and values");
     TT_EXPECT(loads("strds.yaml", "model_config: m\ndatasets:\n  - a.tok\n  - b.tok\n"), "a plain list of paths");
+    TT_EXPECT(loads("sft.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n    split: train\n"
+                                "    ds_type: json\n  - path: b.json\n    type: completion\n    field: body\n"
+                                "  - path: c.jsonl\n    type: input_output\n"
+                                "  - path: d.jsonl\n    type: chat_template\n    chat_template: chatml\n"
+                                "    field_messages: conversations\n    message_property_mappings: {role: from, "
+                                "content: value}\n    roles_to_train: [assistant]\n"
+                                "train_on_inputs: true\nspecial_tokens: {eos_token: \"<|im_end|>\"}\n"
+                                "tokenizer_config: /m\nexcess_length_strategy: truncate\ntrain_on_eos: all\n"),
+              "JSON dataset entries of every type and the SFT keys");
+    {
+        tt_run_config d;
+        tt_run_config_defaults(&d);
+        char *sft = write_file("sft2.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                            "  - path: b.json\n    type: completion\n"
+                                            "special_tokens: {eos_token: \"<|im_end|>\", pad_token: \"<pad>\"}\n");
+        tt_run_config_load(&d, sft, 0, NULL);
+        TT_EXPECT(d.dataset_count == 2 && d.dataset_specs[0].type == TT_DATASET_ALPACA &&
+                      strcmp(d.dataset_specs[0].field_instruction, "instruction") == 0 &&
+                      strcmp(d.dataset_specs[0].field_input, "input") == 0 &&
+                      strcmp(d.dataset_specs[0].field_output, "output") == 0 &&
+                      d.dataset_specs[1].type == TT_DATASET_COMPLETION && strcmp(d.dataset_specs[1].field, "text") == 0,
+                  "axolotl's field defaults per type");
+        TT_EXPECT(!d.train_on_inputs && d.shuffle_merged_datasets && strcmp(d.dataset_prepared_path, "last_run_prepared") == 0 &&
+                      d.excess_length_strategy == 0 && d.tokenizer_config == NULL && d.special_bos == NULL &&
+                      strcmp(d.special_eos, "<|im_end|>") == 0 && strcmp(d.special_pad, "<pad>") == 0,
+                  "SFT defaults and special_tokens");
+        tt_run_config_free(&d);
+        free(sft);
+    }
     TT_EXPECT(loads("warm0.yaml", VALID "warmup_steps: 0\nwarmup_ratio: 0\n"), "warmup_steps 0 with ratio 0");
     TT_EXPECT(loads("valcount.yaml", VALID "val_set_size: 20\n"), "a whole val_set_size is a count");
     tt_run_config c;
@@ -839,6 +935,7 @@ int main(int argc, char **argv) {
     test_defaults();
     test_full_file_and_overrides();
     test_round_trip();
+    test_sft_round_trip();
     test_parse_bytes();
     test_help_and_docs(source_dir);
     test_errors();

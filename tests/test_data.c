@@ -407,9 +407,9 @@ static void test_bad_inputs(void) {
     char *p = tt_test_path("version.tok");
     tt_token_file_write(p, tokens, 13, 300, 299);
     free(p);
-    patch_u32("version.tok", 8, 2);
+    patch_u32("version.tok", 8, 3);
     a.name = "version.tok";
-    tt_expect_die(open_one, &a, "unsupported version 2 (this tiertrain reads version 1)");
+    tt_expect_die(open_one, &a, "unsupported version 3 (this tiertrain reads versions 1 and 2)");
 
     p = tt_test_path("truncated.tok");
     tt_token_file_write(p, tokens, 13, 300, 299);

@@ -1,4 +1,5 @@
-/* tiertrain's command line: train | plan | merge | tokenize. */
+/* tiertrain's command line: train | plan | preprocess | merge | tokenize. */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "data/tokenize_files.h"
 #include "train/byte_tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/prepare.h"
 #include "train/trainer.h"
 
 #define TT_VERSION "0.1.0"
@@ -19,6 +21,9 @@ static void print_usage(FILE *out) {
           "usage:\n"
           "  tiertrain train --config run.yaml [--resume] [--trace FILE] [key=value ...]   train (see `tiertrain train --help`)\n"
           "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
+          "  tiertrain preprocess --config run.yaml [key=value ...]         tokenize and mask the JSON datasets into\n"
+          "                                                                 dataset_prepared_path (train reuses it)\n"
+          "  (run.yaml may also be given without --config, as axolotl: tiertrain train run.yaml)\n"
           "  tiertrain merge --base HF_DIR --adapter PEFT_DIR -o OUT_DIR [--max-shard-size 5GB]\n"
           "                                                                 a LoRA adapter merged into its base: a full model\n"
           "  tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT FILE...\n"
@@ -69,6 +74,8 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
             a->help = true;
         } else if (arg[0] != '-' && strchr(arg, '=')) {
             a->overrides[a->override_count++] = argv[i];
+        } else if (arg[0] != '-' && !a->config_path) { /* axolotl's form: tiertrain train config.yml */
+            a->config_path = arg;
         } else {
             tt_die("%s: unknown argument '%s'; expected --config FILE%s, --help, or key=value overrides", command, arg,
                    strcmp(command, "train") == 0 ? ", --resume, --trace FILE" : "");
@@ -103,6 +110,41 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     tt_run_config_free(&run);
     free_command_args(&a);
     return status;
+}
+
+/* `tiertrain preprocess`: the JSON datasets tokenized and masked into dataset_prepared_path, as
+ * `axolotl preprocess`; train then finds the file by its hash. */
+static int run_preprocess(int argc, char **argv) {
+    command_args a;
+    parse_command_args(argc, argv, &a, "preprocess");
+    if (a.help) {
+        printf("usage: tiertrain preprocess --config run.yaml [key=value ...]\n\nTokenizes the run's JSON/JSONL "
+               "datasets with its tokenizer (tokenizer_config, else base_model), masks the prompts, and writes one "
+               "token file version 2 to dataset_prepared_path/<hash>.tok (docs/token_format.md). `tiertrain train` "
+               "with the same data, tokenizer and keys reuses it. num_threads threads tokenize.\n");
+        free_command_args(&a);
+        return 0;
+    }
+    if (!a.config_path && a.override_count == 0)
+        tt_die("preprocess: no configuration; pass run.yaml (or --config run.yaml) and/or key=value overrides");
+    tt_run_config run;
+    tt_run_config_defaults(&run);
+    tt_run_config_load(&run, a.config_path, a.override_count, a.overrides);
+    tt_run_config_validate(&run);
+    if (!tt_run_has_json_datasets(&run))
+        tt_die("preprocess: the datasets are token files, which train reads as they are; preprocess prepares JSON "
+               "datasets ({path: data.jsonl, type: alpaca | completion | input_output})");
+    if (run.num_threads > 0) omp_set_num_threads((int)run.num_threads);
+    bool reused = false;
+    char *path = tt_prepare_datasets(&run, &reused);
+    if (reused)
+        tt_info("preprocess: %s is prepared already (the same data, tokenizer and keys); train will use it", path);
+    else
+        tt_info("preprocess: done; `tiertrain train` with this config uses %s", path);
+    free(path);
+    tt_run_config_free(&run);
+    free_command_args(&a);
+    return 0;
 }
 
 static int run_merge(int argc, char **argv) {
@@ -180,6 +222,7 @@ int main(int argc, char **argv) {
     if (strcmp(command, "train") == 0) return run_train_or_plan(argc - 2, argv + 2, true);
     if (strcmp(command, "plan") == 0) return run_train_or_plan(argc - 2, argv + 2, false);
     if (strcmp(command, "tokenize") == 0) return run_tokenize(argc - 2, argv + 2);
+    if (strcmp(command, "preprocess") == 0) return run_preprocess(argc - 2, argv + 2);
     if (strcmp(command, "merge") == 0) return run_merge(argc - 2, argv + 2);
     if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
         puts("tiertrain " TT_VERSION);

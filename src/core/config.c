@@ -26,7 +26,8 @@ typedef enum key_type {
     KEY_STRING,   /* ~ (null) leaves it unset (NULL) */
     KEY_ENUM,     /* a name from a fixed list */
     KEY_BYTES,    /* an integer or a size with a unit: "24GiB", "512MB" */
-    KEY_DATASETS, /* a list of token files */
+    KEY_DATASETS, /* a list of token files or {path, type, ...} entries */
+    KEY_SPECIAL_TOKENS, /* special_tokens: {bos_token: ..., eos_token: ..., pad_token: ...} */
     KEY_SELECTIVE, /* selective_checkpointing: {save: [attention], offload: false} */
     KEY_CHECKPOINTING_KWARGS, /* gradient_checkpointing_kwargs: {use_reentrant: false} */
     KEY_ADAPTER,  /* adapter: lora, or ~ */
@@ -192,8 +193,60 @@ static const key_spec key_table[] = {
      .type = KEY_DATASETS,
      .offset = FIELD(datasets),
      .default_text = "[]",
-     .help = "token files to train on: a list of {path: file.tok, type: tokens} or of paths (docs/token_format.md)",
+     .help = "what to train on: a list of {path: file.jsonl, type: completion|alpaca|input_output|chat_template, "
+             "field: ...} (JSON/JSONL records, tokenized with the model's tokenizer) or of token files ({path: "
+             "file.tok} or plain paths; docs/token_format.md)",
      .known_as = "dataset_name|train_file|data_path"},
+    {.name = "train_on_inputs",
+     .type = KEY_BOOL,
+     .offset = FIELD(train_on_inputs),
+     .default_text = "false",
+     .null_is_default = true,
+     .help = "JSON datasets: the prompt tokens (alpaca's instruction and input, input_output segments with label "
+             "false) train too; false: their targets are masked (-100), as axolotl"},
+    {.name = "dataset_prepared_path",
+     .type = KEY_STRING,
+     .offset = FIELD(dataset_prepared_path),
+     .default_text = "last_run_prepared",
+     .help = "directory of prepared datasets: `tiertrain preprocess` (and train, when none exists yet) writes the "
+             "tokenized, masked data there as <hash>.tok (token file version 2), the hash of the data, the tokenizer "
+             "and the keys that shape it"},
+    {.name = "shuffle_merged_datasets",
+     .type = KEY_BOOL,
+     .offset = FIELD(shuffle_merged_datasets),
+     .default_text = "true",
+     .null_is_default = true,
+     .help = "JSON datasets: the prepared documents of all entries in one order seeded by seed (false: input order); "
+             "each epoch then visits them in its own shuffled order either way"},
+    {.name = "tokenizer_config",
+     .type = KEY_STRING,
+     .offset = FIELD(tokenizer_config),
+     .default_text = "~",
+     .help = "JSON datasets: the tokenizer, a directory with tokenizer.json (and tokenizer_config.json) or a "
+             "tokenizer.json; ~: base_model's directory",
+     .known_as = "tokenizer|tokenizer_name|tokenizer_name_or_path"},
+    {.name = "special_tokens",
+     .type = KEY_SPECIAL_TOKENS,
+     .offset = FIELD(special_bos),
+     .default_text = "~",
+     .help = "JSON datasets: {bos_token: ..., eos_token: ..., pad_token: ...} override tokenizer_config.json's; each "
+             "must be a token of the tokenizer"},
+    {.name = "train_on_eos",
+     .type = KEY_ENUM,
+     .offset = FIELD(train_on_eos),
+     .default_text = "turn",
+     .values = "turn|all|last|none",
+     .null_is_default = true,
+     .help = "chat_template datasets (axolotl's key): which EOS tokens train. completion, alpaca and input_output "
+             "follow their type (the appended EOS trains with the output)"},
+    {.name = "excess_length_strategy",
+     .type = KEY_ENUM,
+     .offset = FIELD(excess_length_strategy),
+     .default_text = "drop",
+     .values = "drop|truncate",
+     .null_is_default = true,
+     .help = "JSON datasets: a document longer than sequence_len is dropped (counted and printed, as axolotl) or "
+             "truncated to its first sequence_len tokens"},
     {.name = "val_set_size",
      .type = KEY_FLOAT,
      .offset = FIELD(val_set_size),
@@ -818,6 +871,7 @@ static const char *type_name(const key_spec *k) {
     case KEY_ENUM: return "enum";
     case KEY_BYTES: return "bytes";
     case KEY_DATASETS: return "datasets";
+    case KEY_SPECIAL_TOKENS: return "mapping";
     case KEY_SELECTIVE: return "mapping";
     case KEY_CHECKPOINTING_KWARGS: return "mapping";
     case KEY_ADAPTER: return "enum";
@@ -842,7 +896,8 @@ static const char *valid_text(const key_spec *k, char *buf, size_t size) {
     case KEY_FLOAT: snprintf(buf, size, "%s", range[0] ? range : "any number"); break;
     case KEY_STRING: snprintf(buf, size, "text; ~: unset"); break;
     case KEY_BYTES: snprintf(buf, size, "%s, or 24GiB, 512MB", range); break;
-    case KEY_DATASETS: snprintf(buf, size, "[{path: x.tok}] or [paths]"); break;
+    case KEY_DATASETS: snprintf(buf, size, "[{path: x.jsonl, type: alpaca}], [{path: x.tok}] or [paths]"); break;
+    case KEY_SPECIAL_TOKENS: snprintf(buf, size, "{eos_token: TOKEN, bos_token: .., pad_token: ..}; ~: none"); break;
     case KEY_SELECTIVE: snprintf(buf, size, "{save: [attention], offload: false}; ~: off"); break;
     case KEY_CHECKPOINTING_KWARGS: snprintf(buf, size, "{use_reentrant: false}; ~: none"); break;
     case KEY_ADAPTER: snprintf(buf, size, "lora; ~: none (qlora: not yet)"); break;
@@ -1027,72 +1082,240 @@ static bool is_off_value(const yaml_node_t *node) {
 
 /* ---- setting values ---- */
 
-static char *dataset_path(const source *src, yaml_document_t *doc, yaml_node_t *entry, int index) {
+static const char *const dataset_type_names[] = {"tokens", "completion", "alpaca", "input_output", "chat_template"};
+
+const char *tt_dataset_type_name(tt_dataset_type type) {
+    TT_CHECK(type >= 0 && type <= TT_DATASET_CHAT_TEMPLATE, "dataset type %d", (int)type);
+    return dataset_type_names[type];
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static bool is_json_path(const char *path) {
+    return ends_with(path, ".json") || ends_with(path, ".jsonl") || ends_with(path, ".JSON") ||
+           ends_with(path, ".JSONL");
+}
+
+static void free_dataset_spec(tt_dataset_spec *spec) {
+    free(spec->field);
+    free(spec->field_instruction);
+    free(spec->field_input);
+    free(spec->field_output);
+    free(spec->split);
+    free(spec->chat_template);
+    free(spec->field_messages);
+    memset(spec, 0, sizeof(*spec));
+}
+
+/* The keys a datasets entry takes besides path and type, and the types they belong to (a bit per
+ * tt_dataset_type); a key given for another type is an error, never ignored. */
+typedef struct entry_key {
+    const char *name;
+    unsigned types;
+    size_t offset; /* of a char * in tt_dataset_spec; 0 for the chat_template lists */
+} entry_key;
+#define TYPE_BIT(t) (1u << (t))
+#define JSON_TYPES (TYPE_BIT(TT_DATASET_COMPLETION) | TYPE_BIT(TT_DATASET_ALPACA) | TYPE_BIT(TT_DATASET_INPUT_OUTPUT) | TYPE_BIT(TT_DATASET_CHAT_TEMPLATE))
+static const entry_key entry_keys[] = {
+    {"field", TYPE_BIT(TT_DATASET_COMPLETION), offsetof(tt_dataset_spec, field)},
+    {"field_instruction", TYPE_BIT(TT_DATASET_ALPACA), offsetof(tt_dataset_spec, field_instruction)},
+    {"field_input", TYPE_BIT(TT_DATASET_ALPACA), offsetof(tt_dataset_spec, field_input)},
+    {"field_output", TYPE_BIT(TT_DATASET_ALPACA), offsetof(tt_dataset_spec, field_output)},
+    {"split", JSON_TYPES, offsetof(tt_dataset_spec, split)},
+    {"ds_type", JSON_TYPES, 0},
+    {"chat_template", TYPE_BIT(TT_DATASET_CHAT_TEMPLATE), offsetof(tt_dataset_spec, chat_template)},
+    {"field_messages", TYPE_BIT(TT_DATASET_CHAT_TEMPLATE), offsetof(tt_dataset_spec, field_messages)},
+    {"message_property_mappings", TYPE_BIT(TT_DATASET_CHAT_TEMPLATE), 0},
+    {"roles_to_train", TYPE_BIT(TT_DATASET_CHAT_TEMPLATE), 0},
+};
+
+static char *types_of(unsigned types, char *buf, size_t size) {
+    buf[0] = 0;
+    for (int t = 0; t <= TT_DATASET_CHAT_TEMPLATE; t++)
+        if (types & TYPE_BIT(t))
+            snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? ", " : "", dataset_type_names[t]);
+    return buf;
+}
+
+/* One datasets entry: a path (a token file), or a mapping {path, type, per-type keys}. */
+static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_node_t *entry, int index, char **path_out,
+                                tt_dataset_spec *spec) {
+    memset(spec, 0, sizeof(*spec));
     if (entry->type == YAML_SCALAR_NODE) {
         if (is_null(entry) || !*scalar_text(entry))
             die_at(src, entry, "datasets entry %d is empty; write a token file's path, or {path: file.tok}", index + 1);
-        return tt_xstrdup(scalar_text(entry));
+        if (is_json_path(scalar_text(entry)))
+            die_at(src, entry,
+                   "datasets entry %d: %s is a JSON file; say how to read it: {path: %s, type: completion | alpaca | "
+                   "input_output}",
+                   index + 1, scalar_text(entry), scalar_text(entry));
+        *path_out = tt_xstrdup(scalar_text(entry));
+        return;
     }
     if (entry->type != YAML_MAPPING_NODE)
-        die_at(src, entry, "datasets entry %d is a list; entries are paths or {path: file.tok, type: tokens}",
+        die_at(src, entry, "datasets entry %d is a list; entries are paths or {path: file.jsonl, type: alpaca}",
                index + 1);
     const char *path = NULL;
-    bool seen_type = false;
+    yaml_node_t *type_node = NULL;
+    /* first pass: path and type, so the other keys can be checked against the type */
     for (yaml_node_pair_t *pair = entry->data.mapping.pairs.start; pair < entry->data.mapping.pairs.top; pair++) {
         yaml_node_t *key = yaml_document_get_node(doc, pair->key);
         yaml_node_t *value = yaml_document_get_node(doc, pair->value);
         char buf[256];
         if (key->type != YAML_SCALAR_NODE)
-            die_at(src, key, "datasets entry %d: keys are names (path, type), not %s", index + 1,
+            die_at(src, key, "datasets entry %d: keys are names (path, type, field, ...), not %s", index + 1,
                    describe_value(key, buf, sizeof buf));
         const char *name = scalar_text(key);
         bool is_path = strcmp(name, "path") == 0, is_type = strcmp(name, "type") == 0;
-        if (!is_path && !is_type)
-            die_at(src, key,
-                   "datasets entry %d: unknown key '%s'; an entry takes path (a token file, required) and type "
-                   "(tokens)",
-                   index + 1, name);
-        if ((is_path && path) || (is_type && seen_type))
+        if (!is_path && !is_type) continue;
+        if ((is_path && path) || (is_type && type_node))
             die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
         if (value->type != YAML_SCALAR_NODE || is_null(value) || !*scalar_text(value))
             die_at(src, value, "datasets entry %d: %s: expected %s, got %s", index + 1, name,
-                   is_path ? "a token file's path" : "tokens", describe_value(value, buf, sizeof buf));
-        if (is_path) {
-            path = scalar_text(value);
+                   is_path ? "a file's path" : "completion, alpaca, input_output, chat_template or tokens",
+                   describe_value(value, buf, sizeof buf));
+        if (is_path) path = scalar_text(value);
+        else type_node = value;
+    }
+    if (!path) die_at(src, entry, "datasets entry %d has no path; write {path: data.jsonl, type: alpaca}", index + 1);
+    if (type_node) {
+        int t = index_in_list("tokens|completion|alpaca|input_output|chat_template", scalar_text(type_node), false);
+        if (t < 0)
+            die_at(src, type_node,
+                   "datasets entry %d: type '%s' is not supported; tiertrain reads completion, alpaca, input_output "
+                   "and chat_template datasets (JSON or JSONL) and token files (type: tokens); other axolotl types "
+                   "are not available yet",
+                   index + 1, scalar_text(type_node));
+        spec->type = (tt_dataset_type)t;
+    } else if (is_json_path(path)) {
+        die_at(src, entry, "datasets entry %d: %s is a JSON file but the entry has no type; add type: completion, "
+               "alpaca or input_output", index + 1, path);
+    } else {
+        spec->type = TT_DATASET_TOKENS;
+    }
+    for (yaml_node_pair_t *pair = entry->data.mapping.pairs.start; pair < entry->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = yaml_document_get_node(doc, pair->key);
+        yaml_node_t *value = yaml_document_get_node(doc, pair->value);
+        const char *name = scalar_text(key);
+        if (strcmp(name, "path") == 0 || strcmp(name, "type") == 0) continue;
+        const entry_key *ek = NULL;
+        for (size_t i = 0; i < sizeof entry_keys / sizeof entry_keys[0]; i++)
+            if (strcmp(entry_keys[i].name, name) == 0) ek = &entry_keys[i];
+        char buf[256], types[128];
+        if (!ek)
+            die_at(src, key,
+                   "datasets entry %d: unknown key '%s'; an entry takes path, type, field (completion), "
+                   "field_instruction / field_input / field_output (alpaca), split, ds_type, and chat_template, "
+                   "field_messages, message_property_mappings, roles_to_train (chat_template)",
+                   index + 1, name);
+        if (!(ek->types & TYPE_BIT(spec->type)))
+            die_at(src, key, "datasets entry %d: %s applies to type %s, but this entry is type %s; remove it", index + 1,
+                   name, types_of(ek->types, types, sizeof types), dataset_type_names[spec->type]);
+        if (strcmp(name, "message_property_mappings") == 0) {
+            if (value->type != YAML_MAPPING_NODE)
+                die_at(src, value, "datasets entry %d: message_property_mappings: expected a mapping such as {role: "
+                       "from, content: value}, got %s", index + 1, describe_value(value, buf, sizeof buf));
+            for (yaml_node_pair_t *p = value->data.mapping.pairs.start; p < value->data.mapping.pairs.top; p++) {
+                yaml_node_t *k2 = yaml_document_get_node(doc, p->key), *v2 = yaml_document_get_node(doc, p->value);
+                if (k2->type != YAML_SCALAR_NODE || v2->type != YAML_SCALAR_NODE || is_null(v2))
+                    die_at(src, v2, "datasets entry %d: message_property_mappings: each entry maps a property to a "
+                           "field name (e.g. content: value)", index + 1);
+                spec->property_mapping_count++;
+            }
+        } else if (strcmp(name, "roles_to_train") == 0) {
+            if (value->type != YAML_SEQUENCE_NODE)
+                die_at(src, value, "datasets entry %d: roles_to_train: expected a list of roles such as [assistant], "
+                       "got %s", index + 1, describe_value(value, buf, sizeof buf));
+            for (yaml_node_item_t *it = value->data.sequence.items.start; it < value->data.sequence.items.top; it++) {
+                yaml_node_t *role = yaml_document_get_node(doc, *it);
+                if (role->type != YAML_SCALAR_NODE || is_null(role))
+                    die_at(src, role, "datasets entry %d: roles_to_train: each role is a name such as assistant",
+                           index + 1);
+                spec->roles_to_train_count++;
+            }
         } else {
-            seen_type = true;
-            if (strcmp(scalar_text(value), "tokens") != 0)
-                die_at(src, value,
-                       "datasets entry %d: type '%s' is not supported; tiertrain trains on token files (type: "
-                       "tokens): tokenize first with `tiertrain tokenize` or tools/tokenize_hf.py "
-                       "(docs/token_format.md)",
-                       index + 1, scalar_text(value));
+            if (value->type != YAML_SCALAR_NODE || is_null(value) || !*scalar_text(value))
+                die_at(src, value, "datasets entry %d: %s: expected a name, got %s", index + 1, name,
+                       describe_value(value, buf, sizeof buf));
+            const char *text = scalar_text(value);
+            if (strcmp(name, "ds_type") == 0) {
+                if (strcmp(text, "json") != 0)
+                    die_at(src, value, "datasets entry %d: ds_type '%s' is not supported; local files are read as "
+                           "json (JSON or JSONL, by the file's extension)", index + 1, text);
+                continue;
+            }
+            if (strcmp(name, "split") == 0 && strcmp(text, "train") != 0)
+                die_at(src, value, "datasets entry %d: split '%s': a local JSON/JSONL file has one split, train",
+                       index + 1, text);
+            char **field = (char **)((char *)spec + ek->offset);
+            if (*field) die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
+            *field = tt_xstrdup(text);
         }
     }
-    if (!path) die_at(src, entry, "datasets entry %d has no path; write {path: file.tok}", index + 1);
-    return tt_xstrdup(path);
+    /* axolotl's defaults */
+    if (spec->type == TT_DATASET_COMPLETION && !spec->field) spec->field = tt_xstrdup("text");
+    if (spec->type == TT_DATASET_ALPACA) {
+        if (!spec->field_instruction) spec->field_instruction = tt_xstrdup("instruction");
+        if (!spec->field_input) spec->field_input = tt_xstrdup("input");
+        if (!spec->field_output) spec->field_output = tt_xstrdup("output");
+    }
+    if (spec->type == TT_DATASET_CHAT_TEMPLATE && !spec->field_messages) spec->field_messages = tt_xstrdup("messages");
+    *path_out = tt_xstrdup(path);
 }
 
-static void set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+static void clear_datasets(tt_run_config *c) {
     for (int i = 0; i < c->dataset_count; i++) {
         free(c->datasets[i]);
         c->datasets[i] = NULL;
+        free_dataset_spec(&c->dataset_specs[i]);
     }
     c->dataset_count = 0;
+}
+
+static void set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+    clear_datasets(c);
     if (is_null(node)) return;
     if (node->type == YAML_SCALAR_NODE) { /* one path: datasets=corpus.tok */
-        c->datasets[c->dataset_count++] = dataset_path(src, doc, node, 0);
+        parse_dataset_entry(src, doc, node, 0, &c->datasets[0], &c->dataset_specs[0]);
+        c->dataset_count = 1;
         return;
     }
     if (node->type != YAML_SEQUENCE_NODE)
-        die_at(src, node, "datasets: expected a list of {path: file.tok} entries or of paths, got a mapping");
+        die_at(src, node, "datasets: expected a list of {path: ..., type: ...} entries or of paths, got a mapping");
     int index = 0;
     for (yaml_node_item_t *item = node->data.sequence.items.start; item < node->data.sequence.items.top;
          item++, index++) {
         yaml_node_t *entry = yaml_document_get_node(doc, *item);
         if (index == TT_MAX_DATASETS)
-            die_at(src, entry, "datasets: at most %d token files; concatenate some of them", TT_MAX_DATASETS);
-        c->datasets[c->dataset_count++] = dataset_path(src, doc, entry, index);
+            die_at(src, entry, "datasets: at most %d entries; concatenate some of the files", TT_MAX_DATASETS);
+        parse_dataset_entry(src, doc, entry, index, &c->datasets[index], &c->dataset_specs[index]);
+        c->dataset_count = index + 1;
+    }
+}
+
+/* special_tokens: {bos_token, eos_token, pad_token} (axolotl's key; unk_token etc. have no use here). */
+static void set_special_tokens(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
+                               yaml_node_t *node) {
+    char **slots[3] = {&c->special_bos, &c->special_eos, &c->special_pad};
+    for (int i = 0; i < 3; i++) {
+        free(*slots[i]);
+        *slots[i] = NULL;
+    }
+    if (is_off_value(node)) return;
+    if (node->type != YAML_MAPPING_NODE) die_type(src, node, k, "a mapping such as {eos_token: \"<|im_end|>\"}, or ~");
+    for (yaml_node_pair_t *pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = yaml_document_get_node(doc, pair->key), *value = yaml_document_get_node(doc, pair->value);
+        const char *name = key->type == YAML_SCALAR_NODE ? scalar_text(key) : "";
+        int slot = index_in_list("bos_token|eos_token|pad_token", name, false);
+        if (slot < 0)
+            die_at(src, key, "special_tokens: '%s' is not supported; it takes bos_token, eos_token and pad_token", name);
+        if (value->type != YAML_SCALAR_NODE || is_null(value) || !*scalar_text(value))
+            die_at(src, value, "special_tokens: %s: expected a token such as \"<|im_end|>\"", name);
+        free(*slots[slot]);
+        *slots[slot] = tt_xstrdup(scalar_text(value));
     }
 }
 
@@ -1270,6 +1493,7 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
     }
     switch (k->type) {
     case KEY_DATASETS: set_datasets(c, src, doc, node); return;
+    case KEY_SPECIAL_TOKENS: set_special_tokens(c, k, src, doc, node); return;
     case KEY_SELECTIVE: set_selective(c, k, src, doc, node); return;
     case KEY_CHECKPOINTING_KWARGS: set_checkpointing_kwargs(c, k, src, doc, node); return;
     case KEY_ADAPTER: set_adapter(c, src, node); return;
@@ -1496,8 +1720,33 @@ void tt_run_config_validate(const tt_run_config *c) {
         tt_die("neither base_model nor model_config is set; set exactly one of them: base_model to fine-tune a "
                "Hugging Face model directory, model_config to train a config.json from random init");
     if (c->dataset_count == 0)
-        tt_die("datasets is empty: list at least one token file, e.g. datasets: [{path: corpus.tok}] "
-               "(docs/token_format.md)");
+        tt_die("datasets is empty: list at least one dataset, e.g. datasets: [{path: data.jsonl, type: alpaca}] or "
+               "[{path: corpus.tok}] (docs/CONFIG.md)");
+    for (int i = 0; i < c->dataset_count; i++)
+        if ((c->dataset_specs[i].type == TT_DATASET_TOKENS) != (c->dataset_specs[0].type == TT_DATASET_TOKENS))
+            tt_die("datasets mixes token files (%s) and JSON datasets (%s); a run trains on one or the other: token "
+                   "files are one stream cut into windows, JSON datasets one document per sequence with prompt masks",
+                   c->dataset_specs[i].type == TT_DATASET_TOKENS ? c->datasets[i] : c->datasets[0],
+                   c->dataset_specs[i].type == TT_DATASET_TOKENS ? c->datasets[0] : c->datasets[i]);
+    bool json = false, chat = false;
+    for (int i = 0; i < c->dataset_count; i++) {
+        json |= c->dataset_specs[i].type != TT_DATASET_TOKENS;
+        chat |= c->dataset_specs[i].type == TT_DATASET_CHAT_TEMPLATE;
+    }
+    /* keys that shape JSON datasets do nothing to token files: set there they are mistakes */
+    const char *json_key = c->train_on_inputs                ? "train_on_inputs: true"
+                           : c->tokenizer_config             ? "tokenizer_config"
+                           : c->special_bos || c->special_eos || c->special_pad ? "special_tokens"
+                           : c->excess_length_strategy != 0  ? "excess_length_strategy: truncate"
+                           : !c->shuffle_merged_datasets     ? "shuffle_merged_datasets: false"
+                                                             : NULL;
+    if (c->dataset_count > 0 && !json && json_key)
+        tt_die("%s is set, but it applies to JSON datasets ({path: data.jsonl, type: alpaca, ...}) and the datasets "
+               "are token files, which are tokenized already; remove it",
+               json_key);
+    if (c->train_on_eos != 0 && !chat)
+        tt_die("train_on_eos applies to chat_template datasets (completion, alpaca and input_output always train the "
+               "EOS they append); remove it");
     if (c->warmup_steps >= 0 && c->warmup_ratio > 0)
         tt_die("warmup_steps (%lld) and warmup_ratio (%g) are both set; set one of them (warmup_steps=-1 or "
                "warmup_ratio=0 unsets the other)",
@@ -1723,9 +1972,34 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
     case KEY_DATASETS:
         if (c->dataset_count == 0) fputs("[]", out);
         for (int i = 0; i < c->dataset_count; i++) {
+            const tt_dataset_spec *d = &c->dataset_specs[i];
             fputs("\n  - path: ", out);
             write_yaml_string(out, c->datasets[i]);
+            fprintf(out, "\n    type: %s", dataset_type_names[d->type]);
+            for (size_t e = 0; e < sizeof entry_keys / sizeof entry_keys[0]; e++) {
+                if (!entry_keys[e].offset) continue;
+                const char *v = *(char *const *)((const char *)d + entry_keys[e].offset);
+                if (!v) continue;
+                fprintf(out, "\n    %s: ", entry_keys[e].name);
+                write_yaml_string(out, v);
+            }
         }
+        break;
+    case KEY_SPECIAL_TOKENS:
+        if (!c->special_bos && !c->special_eos && !c->special_pad) {
+            fputs("~", out);
+            break;
+        }
+        fputc('{', out);
+        const char *names[3] = {"bos_token", "eos_token", "pad_token"};
+        const char *values[3] = {c->special_bos, c->special_eos, c->special_pad};
+        for (int i = 0, first = 1; i < 3; i++)
+            if (values[i]) {
+                fprintf(out, "%s%s: ", first ? "" : ", ", names[i]);
+                write_yaml_string(out, values[i]);
+                first = 0;
+            }
+        fputc('}', out);
         break;
     }
 }
@@ -1784,11 +2058,11 @@ void tt_run_config_free(tt_run_config *c) {
             *s = NULL;
         }
     }
-    for (int i = 0; i < c->dataset_count; i++) {
-        free(c->datasets[i]);
-        c->datasets[i] = NULL;
-    }
-    c->dataset_count = 0;
+    clear_datasets(c);
+    free(c->special_bos);
+    free(c->special_eos);
+    free(c->special_pad);
+    c->special_bos = c->special_eos = c->special_pad = NULL;
     free(c->frozen_layers);
     c->frozen_layers = NULL;
     c->frozen_layer_count = 0;

@@ -38,6 +38,33 @@ const char *tt_lora_module_path(tt_lora_module module);
 
 #define TT_MAX_DATASETS 16
 
+/* What a datasets entry holds (its `type`, as axolotl names them). */
+typedef enum tt_dataset_type {
+    TT_DATASET_TOKENS,        /* a token file (docs/token_format.md) */
+    TT_DATASET_COMPLETION,    /* JSON/JSONL records with raw text in `field`; every token trains */
+    TT_DATASET_ALPACA,        /* instruction / input / output records; the prompt is masked */
+    TT_DATASET_INPUT_OUTPUT,  /* {segments: [{text, label}]}; segments with label false are masked */
+    TT_DATASET_CHAT_TEMPLATE, /* messages through a chat template: parsed, not available in this build */
+} tt_dataset_type;
+
+/* One datasets entry beyond its path (config.c parses it; src/data/sft_*.c use it). */
+typedef struct tt_dataset_spec {
+    tt_dataset_type type;
+    char *field;              /* completion: the text field (default "text") */
+    char *field_instruction;  /* alpaca: default "instruction" */
+    char *field_input;        /* alpaca: default "input" (optional in a record) */
+    char *field_output;       /* alpaca: default "output" */
+    char *split;              /* "train": a local file has one split */
+    /* chat_template entries: checked for shape only, until the Jinja interpreter lands */
+    char *chat_template;
+    char *field_messages;
+    int64_t property_mapping_count;
+    int64_t roles_to_train_count;
+} tt_dataset_spec;
+
+/* "tokens", "completion", "alpaca", "input_output", "chat_template" */
+const char *tt_dataset_type_name(tt_dataset_type type);
+
 typedef struct tt_run_config {
     /* model */
     char *base_model;        /* directory with config.json and model.safetensors(.index.json) */
@@ -56,8 +83,17 @@ typedef struct tt_run_config {
     int64_t *frozen_layers;   /* full fine-tuning: decoder layers that train not, ascending */
     int64_t frozen_layer_count;
     /* data */
-    char *datasets[TT_MAX_DATASETS]; /* token files (datasets: [{path: ...}]) */
+    char *datasets[TT_MAX_DATASETS]; /* paths (datasets: [{path: ...}]): token files or JSON/JSONL */
+    tt_dataset_spec dataset_specs[TT_MAX_DATASETS]; /* each path's type and fields */
     int dataset_count;
+    /* JSON/JSONL datasets (src/data/prepare.c): tokenized with the model's tokenizer */
+    bool train_on_inputs;        /* prompt tokens train too (axolotl's key; default false: masked) */
+    char *dataset_prepared_path; /* where prepared (tokenized, masked) files are kept, by hash */
+    bool shuffle_merged_datasets;/* the prepared file's documents in a seeded order (else input order) */
+    char *tokenizer_config;      /* tokenizer.json or its directory; NULL: base_model's */
+    char *special_bos, *special_eos, *special_pad; /* special_tokens overrides, or NULL */
+    int train_on_eos;            /* index in turn|all|last|none (chat_template datasets) */
+    int excess_length_strategy;  /* index in drop|truncate: documents longer than sequence_len */
     double val_set_size;     /* < 1: fraction of sequences held out; >= 1: a count */
     int64_t sequence_len;
     int64_t micro_batch_size;

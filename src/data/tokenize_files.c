@@ -35,9 +35,7 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-/* tokenizer_config.json's eos_token beside the tokenizer (what transformers' eos_token_id reads):
- * a string or {"content": ...}; NULL if there is none. Caller frees. */
-static char *configured_eos(const char *tokenizer_path) {
+char *tt_tokenizer_config_token(const char *tokenizer_path, const char *key) {
     struct stat st;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", tokenizer_path);
@@ -50,7 +48,7 @@ static char *configured_eos(const char *tokenizer_path) {
     snprintf(config, sizeof config, "%s/tokenizer_config.json", dir);
     json_t *root = json_load_file(config, 0, NULL);
     if (!root) return NULL;
-    json_t *eos = json_object_get(root, "eos_token");
+    json_t *eos = json_object_get(root, key);
     if (json_is_object(eos)) eos = json_object_get(eos, "content");
     char *name = json_is_string(eos) ? tt_xstrdup(json_string_value(eos)) : NULL;
     json_decref(root);
@@ -69,7 +67,7 @@ void tt_tokenize_files(const tt_tokenize_options *opt, char *const *inputs, int 
     int64_t vocab = tt_tokenizer_vocab_size(tok);
     int32_t eos = -1;
     if (!opt->ids_text && !opt->no_eos) {
-        char *name = opt->eos_token ? tt_xstrdup(opt->eos_token) : configured_eos(opt->tokenizer_path);
+        char *name = opt->eos_token ? tt_xstrdup(opt->eos_token) : tt_tokenizer_config_token(opt->tokenizer_path, "eos_token");
         if (!name)
             tt_die("tokenize: %s has no tokenizer_config.json naming an eos_token; give --eos TOKEN (e.g. --eos "
                    "'<|endoftext|>') or --no-eos",

@@ -13,6 +13,11 @@ typedef struct tt_tokenize_options {
                                    add_special_tokens=True), instead of a token file */
 } tt_tokenize_options;
 
+/* tokenizer_config.json's special token `key` ("eos_token", "bos_token", "pad_token") beside the
+ * tokenizer (what transformers' eos_token_id etc. read): a string or {"content": ...}; NULL if there
+ * is none. Caller frees. */
+char *tt_tokenizer_config_token(const char *tokenizer_path, const char *key);
+
 /* One document per input file, as tools/tokenize_hf.py: ids without special tokens, then eos. */
 void tt_tokenize_files(const tt_tokenize_options *opt, char *const *inputs, int count);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "ops/backend.h" /* TT_IGNORE_INDEX */
 
 /* The eval split's permutation is seeded with seed ^ this, so it never coincides with an
  * epoch's shuffle or the init. */
@@ -128,11 +129,60 @@ void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t coun
     atomic_commit(&f);
 }
 
+/* Writes n uint32 ids little-endian through a bounded buffer. */
+static void write_u32_array(atomic_file *f, const uint32_t *v, uint64_t n) {
+    enum { CHUNK = 16384 };
+    unsigned char *buf = tt_xmalloc(4 * CHUNK, "token file buffer");
+    for (uint64_t done = 0; done < n;) {
+        size_t k = n - done < CHUNK ? (size_t)(n - done) : CHUNK;
+        for (size_t i = 0; i < k; i++) put_u32(buf + 4 * i, v[done + i]);
+        atomic_write(f, buf, 4 * k);
+        done += k;
+    }
+    free(buf);
+}
+
+void tt_token_file_write_documents(const char *path, const tt_token_documents *d) {
+    TT_CHECK(d->starts != NULL && d->starts[0] == 0 && d->starts[d->document_count] == d->token_count,
+             "token file %s: document starts do not cover the %llu tokens", path, (unsigned long long)d->token_count);
+    for (uint64_t i = 0; i < d->document_count; i++)
+        TT_CHECK(d->starts[i] <= d->starts[i + 1], "token file %s: document %llu starts after the next one", path,
+                 (unsigned long long)i);
+    unsigned char header[TT_TOKEN_FILE_V2_HEADER_BYTES];
+    memset(header, 0, sizeof header);
+    memcpy(header, TT_TOKEN_FILE_MAGIC, 8);
+    put_u32(header + 8, TT_TOKEN_FILE_VERSION_DOCUMENTS);
+    put_u32(header + 12, d->vocab_size);
+    put_u64(header + 16, d->token_count);
+    put_u32(header + 24, d->eos_id);
+    put_u32(header + 28, d->pad_id);
+    put_u64(header + 32, d->document_count);
+    /* bytes 40-47 reserved, 0 */
+    atomic_file f;
+    atomic_open(&f, path);
+    atomic_write(&f, header, sizeof header);
+    unsigned char offset[8];
+    for (uint64_t i = 0; i <= d->document_count; i++) {
+        put_u64(offset, d->starts[i]);
+        atomic_write(&f, offset, 8);
+    }
+    write_u32_array(&f, d->tokens, d->token_count);
+    for (uint64_t i = 0; i < d->token_count; i++)
+        TT_CHECK(d->labels[i] <= 1, "token file %s: label byte %u at token %llu", path, d->labels[i],
+                 (unsigned long long)i);
+    atomic_write(&f, d->labels, (size_t)d->token_count);
+    atomic_commit(&f);
+}
+
 /* ---- reading ---------------------------------------------------------------------------- */
 
 typedef struct token_file_info {
+    uint32_t version;
     uint64_t count;
     uint32_t vocab_size;
+    uint32_t pad_id;        /* version 2 */
+    uint64_t documents;     /* version 2 */
+    uint64_t ids_offset;    /* byte offset of the ids in the file */
 } token_file_info;
 
 static int open_token_file(const char *path) {
@@ -142,6 +192,21 @@ static int open_token_file(const char *path) {
     return fd;
 }
 
+/* pread of exactly `bytes` at `offset`, in pieces of at most 1 GiB. */
+static void read_exact(const char *path, int fd, void *dst, size_t bytes, uint64_t offset) {
+    unsigned char *raw = dst;
+    size_t done = 0;
+    while (done < bytes) {
+        size_t want = bytes - done < ((size_t)1 << 30) ? bytes - done : ((size_t)1 << 30);
+        ssize_t got = pread(fd, raw + done, want, (off_t)(offset + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0)
+            tt_die("cannot read token file %s: %s", path,
+                   got < 0 ? strerror(errno) : "it became shorter while being read");
+        done += (size_t)got;
+    }
+}
+
 /* Checks one file's header and size against each other and the model; returns its shape. */
 static token_file_info check_header(const char *path, int64_t model_vocab_size) {
     int fd = open_token_file(path);
@@ -149,7 +214,7 @@ static token_file_info check_header(const char *path, int64_t model_vocab_size) 
     if (fstat(fd, &st) != 0) tt_die("cannot stat token file %s: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) tt_die("%s is not a regular file; datasets lists token files (docs/token_format.md)", path);
     uint64_t size = (uint64_t)st.st_size;
-    unsigned char header[TT_TOKEN_FILE_HEADER_BYTES];
+    unsigned char header[TT_TOKEN_FILE_V2_HEADER_BYTES];
     size_t got = 0;
     while (got < sizeof header) {
         ssize_t r = pread(fd, header + got, sizeof header - got, (off_t)got);
@@ -160,27 +225,42 @@ static token_file_info check_header(const char *path, int64_t model_vocab_size) 
     }
     close(fd);
     if (got >= 8 && memcmp(header, TT_TOKEN_FILE_MAGIC, 8) != 0)
-        tt_die("%s: not a tiertrain token file (no TTTOKENS magic); make one with `tiertrain tokenize --bytes` or "
-               "tools/tokenize_hf.py (docs/token_format.md)",
+        tt_die("%s: not a tiertrain token file (no TTTOKENS magic); make one with `tiertrain tokenize` or "
+               "`tiertrain preprocess` (docs/token_format.md)",
                path);
-    if (got < sizeof header)
+    if (got < TT_TOKEN_FILE_HEADER_BYTES)
         tt_die("%s: truncated: %llu bytes is shorter than the 32-byte token file header; re-create the file "
                "(docs/token_format.md)",
                path, (unsigned long long)size);
-    uint32_t version = get_u32(header + 8);
-    if (version != TT_TOKEN_FILE_VERSION)
-        tt_die("%s: unsupported version %u (this tiertrain reads version %u); re-create the file with this "
+    token_file_info info = {.version = get_u32(header + 8), .count = get_u64(header + 16),
+                            .vocab_size = get_u32(header + 12), .ids_offset = TT_TOKEN_FILE_HEADER_BYTES};
+    if (info.version != TT_TOKEN_FILE_VERSION && info.version != TT_TOKEN_FILE_VERSION_DOCUMENTS)
+        tt_die("%s: unsupported version %u (this tiertrain reads versions 1 and 2); re-create the file with this "
                "tiertrain's tools (docs/token_format.md)",
-               path, version, TT_TOKEN_FILE_VERSION);
-    token_file_info info = {.count = get_u64(header + 16), .vocab_size = get_u32(header + 12)};
-    /* 4 * count must not wrap: beyond 2^61 tokens no file can match anyway */
-    bool absurd = info.count > ((uint64_t)1 << 61);
-    uint64_t expected = absurd ? UINT64_MAX : TT_TOKEN_FILE_HEADER_BYTES + 4 * info.count;
+               path, info.version);
+    /* beyond 2^56 tokens or documents no file can match anyway; the limit keeps the sums from wrapping */
+    const uint64_t limit = (uint64_t)1 << 56;
+    bool absurd = info.count > limit;
+    uint64_t expected;
+    if (info.version == TT_TOKEN_FILE_VERSION) {
+        expected = absurd ? UINT64_MAX : TT_TOKEN_FILE_HEADER_BYTES + 4 * info.count;
+    } else {
+        if (got < TT_TOKEN_FILE_V2_HEADER_BYTES)
+            tt_die("%s: truncated: %llu bytes is shorter than the 48-byte header of a version 2 token file; re-create "
+                   "the file (docs/token_format.md)",
+                   path, (unsigned long long)size);
+        info.pad_id = get_u32(header + 28);
+        info.documents = get_u64(header + 32);
+        absurd = absurd || info.documents > limit;
+        info.ids_offset = TT_TOKEN_FILE_V2_HEADER_BYTES + 8 * (info.documents + 1);
+        expected = absurd ? UINT64_MAX : info.ids_offset + 5 * info.count;
+    }
     if (size < expected)
-        tt_die("%s: truncated: the header announces %llu tokens, %s%llu bytes with the header, but the file has %llu "
-               "bytes; re-create the file",
-               path, (unsigned long long)info.count, absurd ? "more than " : "",
-               (unsigned long long)(absurd ? ((uint64_t)1 << 63) : expected), (unsigned long long)size);
+        tt_die("%s: truncated: the header announces %llu tokens%s, %s%llu bytes with the header, but the file has "
+               "%llu bytes; re-create the file",
+               path, (unsigned long long)info.count, info.version == 2 ? " and their documents" : "",
+               absurd ? "more than " : "", (unsigned long long)(absurd ? ((uint64_t)1 << 58) : expected),
+               (unsigned long long)size);
     if (size > expected)
         tt_die("%s: %llu trailing bytes: the header announces %llu tokens, %llu bytes with the header, but the file "
                "has %llu bytes; re-create the file",
@@ -190,24 +270,21 @@ static token_file_info check_header(const char *path, int64_t model_vocab_size) 
         tt_die("%s: written by a tokenizer with vocab_size %u but the model's vocab_size is %lld; re-tokenize with the "
                "model's tokenizer",
                path, info.vocab_size, (long long)model_vocab_size);
+    if (info.version == TT_TOKEN_FILE_VERSION_DOCUMENTS && info.pad_id != TT_TOKEN_NO_PAD &&
+        (int64_t)info.pad_id >= model_vocab_size)
+        tt_die("%s: pad id %u is not below the model's vocab_size %lld; re-run `tiertrain preprocess` with the "
+               "model's tokenizer",
+               path, info.pad_id, (long long)model_vocab_size);
     return info;
 }
 
 /* Reads the ids of one (already checked) file into dst[count] and checks each against the model. */
-static void read_tokens(const char *path, uint32_t *dst, uint64_t count, int64_t model_vocab_size) {
+static void read_tokens(const char *path, const token_file_info *info, uint32_t *dst, int64_t model_vocab_size) {
     int fd = open_token_file(path);
-    size_t bytes = tt_mul_size((size_t)count, 4, "token file size"), done = 0;
-    unsigned char *raw = (unsigned char *)dst;
-    while (done < bytes) {
-        size_t want = bytes - done < ((size_t)1 << 30) ? bytes - done : ((size_t)1 << 30);
-        ssize_t got = pread(fd, raw + done, want, (off_t)(TT_TOKEN_FILE_HEADER_BYTES + done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0)
-            tt_die("cannot read token file %s: %s", path,
-                   got < 0 ? strerror(errno) : "it became shorter while being read");
-        done += (size_t)got;
-    }
+    const uint64_t count = info->count;
+    read_exact(path, fd, dst, tt_mul_size((size_t)count, 4, "token file size"), info->ids_offset);
     close(fd);
+    const unsigned char *raw = (const unsigned char *)dst;
     for (uint64_t i = 0; i < count; i++) {
         uint32_t id = get_u32(raw + 4 * i); /* the file is little-endian; a no-op on little-endian hosts */
         if ((int64_t)id >= model_vocab_size)
@@ -216,6 +293,38 @@ static void read_tokens(const char *path, uint32_t *dst, uint64_t count, int64_t
                    path, (unsigned long long)i, id, (long long)model_vocab_size);
         dst[i] = id;
     }
+}
+
+/* Version 2: the document starts (shifted by `base`, the file's first token in the stream) into
+ * starts[0..documents] and the label bytes into labels[count]; checks both. */
+static void read_documents(const char *path, const token_file_info *info, uint64_t base, uint64_t *starts,
+                           uint8_t *labels, int64_t seq_len) {
+    int fd = open_token_file(path);
+    size_t offset_bytes = tt_mul_size((size_t)info->documents + 1, 8, "document index");
+    unsigned char *raw = tt_xmalloc(offset_bytes, "the document index");
+    read_exact(path, fd, raw, offset_bytes, TT_TOKEN_FILE_V2_HEADER_BYTES);
+    read_exact(path, fd, labels, (size_t)info->count, info->ids_offset + 4 * info->count);
+    close(fd);
+    for (uint64_t d = 0; d <= info->documents; d++) {
+        uint64_t start = get_u64(raw + 8 * d);
+        bool bad = (d == 0 && start != 0) || (d == info->documents && start != info->count) ||
+                   (d > 0 && start < starts[d - 1] - base) || start > info->count;
+        if (bad)
+            tt_die("%s: document start %llu is %llu, which does not fit (starts begin at 0, ascend and end at the "
+                   "token count %llu); re-create the file with `tiertrain preprocess`",
+                   path, (unsigned long long)d, (unsigned long long)start, (unsigned long long)info->count);
+        if (d > 0 && (int64_t)(start - (starts[d - 1] - base)) > seq_len)
+            tt_die("%s: document %llu has %llu tokens, more than sequence_len %lld; it was prepared for a longer "
+                   "sequence_len: re-run `tiertrain preprocess` with this sequence_len",
+                   path, (unsigned long long)d - 1, (unsigned long long)(start - (starts[d - 1] - base)),
+                   (long long)seq_len);
+        starts[d] = base + start;
+    }
+    free(raw);
+    for (uint64_t i = 0; i < info->count; i++)
+        if (labels[i] > 1)
+            tt_die("%s: label byte of token %llu is %u; labels are 0 (masked) or 1 (trained); re-create the file",
+                   path, (unsigned long long)i, labels[i]);
 }
 
 static int compare_int64(const void *a, const void *b) {
@@ -244,23 +353,44 @@ void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t
     ds->seed = seed;
 
     token_file_info *info = tt_xcalloc((size_t)path_count, sizeof(token_file_info), "token file list");
-    uint64_t total = 0;
+    uint64_t total = 0, documents = 0;
     for (int i = 0; i < path_count; i++) {
         info[i] = check_header(paths[i], model_vocab_size);
+        if (info[i].version != info[0].version)
+            tt_die("%s is a version %u token file but %s is version %u: version 1 files are one stream cut into "
+                   "windows, version 2 files (from `tiertrain preprocess`) one document per sequence, and a run uses "
+                   "one of the two; list files of one version",
+                   paths[i], info[i].version, paths[0], info[0].version);
         if (info[i].count > UINT64_MAX / 8 - total) tt_die("the datasets hold more tokens than fit in memory");
         total += info[i].count;
+        documents += info[i].documents;
     }
-    if (total < (uint64_t)seq_len + 1)
+    ds->documents = info[0].version == TT_TOKEN_FILE_VERSION_DOCUMENTS;
+    if (!ds->documents && total < (uint64_t)seq_len + 1)
         tt_die("the datasets hold %llu tokens but one sequence needs sequence_len + 1 = %lld; lower sequence_len or "
                "add data",
                (unsigned long long)total, (long long)seq_len + 1);
-    ds->tokens = tt_xmalloc(tt_mul_size((size_t)total, sizeof(uint32_t), "token stream"), "the token stream");
+    if (ds->documents && documents == 0) tt_die("the datasets hold no documents; add data");
+    ds->tokens = tt_xmalloc(tt_mul_size((size_t)total ? (size_t)total : 1, sizeof(uint32_t), "token stream"),
+                            "the token stream");
+    if (ds->documents) {
+        ds->labels = tt_xmalloc((size_t)total ? (size_t)total : 1, "the label mask");
+        ds->doc_starts = tt_xmalloc(tt_mul_size((size_t)documents + 1, sizeof(uint64_t), "document index"),
+                                    "the document index");
+        ds->pad_id = info[0].pad_id == TT_TOKEN_NO_PAD ? 0 : info[0].pad_id;
+    }
+    uint64_t doc_base = 0;
     for (int i = 0; i < path_count; i++) {
-        read_tokens(paths[i], ds->tokens + ds->token_count, info[i].count, model_vocab_size);
+        read_tokens(paths[i], &info[i], ds->tokens + ds->token_count, model_vocab_size);
+        if (ds->documents) {
+            read_documents(paths[i], &info[i], ds->token_count, ds->doc_starts + doc_base,
+                           ds->labels + ds->token_count, seq_len);
+            doc_base += info[i].documents;
+        }
         ds->token_count += info[i].count;
     }
     free(info);
-    ds->sequence_count = (int64_t)((ds->token_count - 1) / (uint64_t)seq_len);
+    ds->sequence_count = ds->documents ? (int64_t)documents : (int64_t)((ds->token_count - 1) / (uint64_t)seq_len);
 
     int64_t eval_count;
     if (val_set_size < 1.0) {
@@ -269,7 +399,7 @@ void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t
         eval_count = val_set_size >= (double)ds->sequence_count ? ds->sequence_count : (int64_t)val_set_size;
     }
     if (eval_count >= ds->sequence_count)
-        tt_die("val_set_size %g holds out %lld of the %lld sequences, leaving none to train on; lower val_set_size "
+        tt_die("val_set_size %g holds out %lld of the %lld sequences (documents, with JSON datasets), leaving none to train on; lower val_set_size "
                "or add data",
                val_set_size, (long long)eval_count, (long long)ds->sequence_count);
 
@@ -294,6 +424,8 @@ void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t
 
 void tt_dataset_close(tt_dataset *ds) {
     free(ds->tokens);
+    free(ds->labels);
+    free(ds->doc_starts);
     free(ds->train_order_base);
     free(ds->eval_sequences);
     free(ds->epoch_order);
@@ -303,6 +435,16 @@ void tt_dataset_close(tt_dataset *ds) {
 static void fill_sequence(const tt_dataset *ds, int64_t sequence, int32_t *inputs, int32_t *targets) {
     TT_CHECK(sequence >= 0 && sequence < ds->sequence_count, "sequence %lld of %lld", (long long)sequence,
              (long long)ds->sequence_count);
+    if (ds->documents) { /* one document, padded: axolotl without sample packing */
+        const uint64_t first = ds->doc_starts[sequence], n = ds->doc_starts[sequence + 1] - first;
+        for (int64_t t = 0; t < ds->seq_len; t++) {
+            const bool inside = (uint64_t)t < n, next_inside = (uint64_t)t + 1 < n;
+            inputs[t] = inside ? (int32_t)ds->tokens[first + (uint64_t)t] : (int32_t)ds->pad_id;
+            targets[t] = next_inside && ds->labels[first + (uint64_t)t + 1] ? (int32_t)ds->tokens[first + (uint64_t)t + 1]
+                                                                           : TT_IGNORE_INDEX;
+        }
+        return;
+    }
     const uint32_t *start = ds->tokens + (size_t)sequence * (size_t)ds->seq_len;
     for (int64_t t = 0; t < ds->seq_len; t++) {
         inputs[t] = (int32_t)start[t];

@@ -1,6 +1,6 @@
 /* Token files and the training data loader.
  *
- * Token file (docs/token_format.md): a 32-byte little-endian header
+ * Token file version 1 (docs/token_format.md): a 32-byte little-endian header
  *   bytes 0-7   magic "TTTOKENS"
  *   bytes 8-11  uint32 version (1)
  *   bytes 12-15 uint32 vocab_size of the tokenizer that wrote it
@@ -9,9 +9,24 @@
  *   bytes 28-31 uint32 reserved, 0
  * then that many uint32 token ids. Documents are concatenated, each followed by eos.
  *
- * The loader concatenates all files into one stream and cuts it into sequences of
- * sequence_len + 1 tokens with stride sequence_len (inputs are the first sequence_len,
- * targets the last sequence_len), so every token is predicted exactly once. A seeded
+ * Version 2 (what `tiertrain preprocess` writes from JSON/JSONL datasets): a 48-byte header, the
+ * same first 28 bytes with version 2, then
+ *   bytes 28-31 uint32 pad token id (0xffffffff: none; rows are padded with 0 then)
+ *   bytes 32-39 uint64 number of documents D
+ *   bytes 40-47 uint64 reserved, 0
+ * then D + 1 uint64 document start offsets (in tokens; the first 0, the last token_count),
+ * token_count uint32 ids, and token_count label bytes (1: the token is a training target, 0:
+ * masked, HF's label -100).
+ *
+ * The loader reads either. Version 1 files: all files are concatenated into one stream and cut
+ * into sequences of sequence_len + 1 tokens with stride sequence_len (inputs are the first
+ * sequence_len, targets the last sequence_len), so every token is predicted exactly once.
+ * Version 2 files: a sequence is one document, padded to sequence_len (as axolotl without
+ * sample packing): inputs are its ids then the pad id, targets the next id where that token's
+ * label byte is 1, else TT_IGNORE_INDEX (-100; also the last token and the padding). The two
+ * versions cannot be mixed in one run.
+ *
+ * A seeded
  * permutation holds out the eval sequences; each epoch visits the training sequences in
  * its own seeded order. Every id is checked against the model's vocab_size at load. */
 #ifndef TT_TRAIN_DATA_H
@@ -26,6 +41,9 @@
 #define TT_TOKEN_FILE_VERSION 1u
 #define TT_TOKEN_FILE_HEADER_BYTES 32
 #define TT_TOKEN_NO_EOS 0xffffffffu
+#define TT_TOKEN_FILE_VERSION_DOCUMENTS 2u
+#define TT_TOKEN_FILE_V2_HEADER_BYTES 48
+#define TT_TOKEN_NO_PAD 0xffffffffu
 
 typedef struct tt_token_file_header {
     uint32_t version;
@@ -38,11 +56,28 @@ typedef struct tt_token_file_header {
 void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t count, uint32_t vocab_size,
                          uint32_t eos_id);
 
+/* A tokenized, masked dataset of documents (token file version 2). */
+typedef struct tt_token_documents {
+    uint32_t *tokens;      /* [token_count] */
+    uint8_t *labels;       /* [token_count]: 1 the token is a training target, 0 masked */
+    uint64_t *starts;      /* [document_count + 1]: document d is tokens[starts[d] .. starts[d + 1]) */
+    uint64_t token_count, document_count;
+    uint32_t vocab_size, eos_id, pad_id;
+} tt_token_documents;
+
+/* Writes a version 2 token file atomically; checks that starts is 0, ascending, ends at token_count. */
+void tt_token_file_write_documents(const char *path, const tt_token_documents *docs);
+
 typedef struct tt_dataset {
     uint32_t *tokens;          /* the concatenated stream [token_count] */
     uint64_t token_count;
+    /* version 2 files: one document per sequence (NULL / 0 for version 1 streams) */
+    bool documents;
+    uint8_t *labels;           /* [token_count], 1: a training target */
+    uint64_t *doc_starts;      /* [sequence_count + 1] offsets in tokens */
+    uint32_t pad_id;           /* input id of padding positions */
     int64_t seq_len;
-    int64_t sequence_count;    /* (token_count - 1) / seq_len */
+    int64_t sequence_count;    /* (token_count - 1) / seq_len; documents: their count */
     int64_t *train_order_base; /* training sequence indices [train_count], before per-epoch shuffle */
     int64_t train_count;
     int64_t *eval_sequences;   /* [eval_count] */

@@ -29,9 +29,9 @@ void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool print_line) 
     double tok_per_s = s->step_seconds > 0 ? (double)s->tokens / s->step_seconds : 0.0;
     fprintf(r->metrics,
             "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %lld, "
-            "\"step_seconds\": %.6f, \"tok_per_s\": %.3f",
-            (long long)s->step, s->loss, s->learning_rate, s->grad_norm, (long long)s->tokens, s->step_seconds,
-            tok_per_s);
+            "\"target_tokens\": %lld, \"step_seconds\": %.6f, \"tok_per_s\": %.3f",
+            (long long)s->step, s->loss, s->learning_rate, s->grad_norm, (long long)s->tokens,
+            (long long)s->target_tokens, s->step_seconds, tok_per_s);
     for (int t = 0; t < 4; t++)
         if (r->arenas[t])
             fprintf(r->metrics, ", \"mem_%s_bytes\": %zu, \"mem_%s_peak_bytes\": %zu", tt_tier_name(t),

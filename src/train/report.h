@@ -15,7 +15,8 @@ typedef struct tt_step_report {
     double loss;
     double learning_rate;
     double grad_norm;
-    int64_t tokens;        /* tokens this step */
+    int64_t tokens;        /* tokens this step (input positions, padding included) */
+    int64_t target_tokens; /* targets the loss counted this step: not masked (-100), not padding */
     double step_seconds;
     double elapsed_seconds;/* since training started (this process) */
     int64_t steps_this_run;/* steps done since this process started */

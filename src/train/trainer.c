@@ -23,6 +23,7 @@
 #include "train/measure.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
+#include "train/prepare.h"
 #include "train/report.h"
 #include "train/schedule.h"
 #include "train/model_setup.h"
@@ -277,9 +278,18 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_model_set_trace(&model, tt_trace_open(run->trace));
     print_header(mc, &model.params, device, &model.plan, &model.sizes, stdout);
 
+    /* JSON datasets train from their prepared file (token file version 2), made now if there is none */
+    char *prepared = NULL;
+    if (tt_run_has_json_datasets(run)) {
+        bool reused = false;
+        prepared = tt_prepare_datasets(run, &reused);
+        tt_info("data: %s %s", reused ? "reusing the prepared dataset" : "no prepared dataset with this hash yet: prepared",
+                prepared);
+    }
     tt_dataset data;
-    tt_dataset_open(&data, run->datasets, run->dataset_count, mc->vocab_size, run->sequence_len, run->val_set_size,
-                    (uint64_t)run->seed);
+    tt_dataset_open(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count, mc->vocab_size,
+                    run->sequence_len, run->val_set_size, (uint64_t)run->seed);
+    free(prepared);
 
     const int64_t B = run->micro_batch_size, T = run->sequence_len, N = B * T;
     const int64_t accumulation = run->gradient_accumulation_steps;
@@ -322,8 +332,9 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     } else {
         initial_weights(&model, run);
     }
-    tt_info("data: %lld training and %lld eval sequences of %lld tokens; %lld steps of %lld sequences (%lld tokens)",
-            (long long)data.train_count, (long long)data.eval_count, (long long)T, (long long)total_steps,
+    tt_info("data: %lld training and %lld eval %s of %lld tokens; %lld steps of %lld sequences (%lld tokens)",
+            (long long)data.train_count, (long long)data.eval_count,
+            data.documents ? "documents (one per sequence, padded)" : "sequences", (long long)T, (long long)total_steps,
             (long long)sequences_per_step, (long long)(sequences_per_step * T));
 
     /* Micro-batches of one optimizer step are drawn up front, so the loss can be averaged
@@ -392,6 +403,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
             .learning_rate = lr,
             .grad_norm = grad_norm,
             .tokens = sequences_per_step * T,
+            .target_tokens = step_tokens,
             .step_seconds = t_now - step_start,
             .elapsed_seconds = t_now - start,
             .steps_this_run = trainer.global_step - first_step,

@@ -1,0 +1,373 @@
+/* Prepared datasets (prepare.h): hash, reuse, or read -> tokenize on threads -> drop/truncate ->
+ * order -> write. */
+#include "train/prepare.h"
+
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+#include "data/json_records.h"
+#include "data/sft_examples.h"
+#include "data/tokenize_files.h"
+#include "data/tokenizer.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
+
+/* Bumped when the preparation itself changes, so older prepared files are not reused. */
+#define TT_PREPARE_RECIPE "tiertrain-prepared-1"
+/* Records tokenized together: each chunk is read (one thread: errors come in file order), then
+ * tokenized in parallel, then appended in order. Bounds the memory of texts in flight. */
+#define TT_PREPARE_CHUNK 1024
+
+bool tt_run_has_json_datasets(const tt_run_config *run) {
+    for (int i = 0; i < run->dataset_count; i++)
+        if (run->dataset_specs[i].type != TT_DATASET_TOKENS) return true;
+    return false;
+}
+
+/* ---- the hash: two 64-bit FNV-1a streams with different bases (128 bits; it names a cache file,
+ * so it needs to tell inputs apart, not to resist an adversary) ---- */
+
+typedef struct hasher {
+    uint64_t a, b;
+} hasher;
+
+static void hash_bytes(hasher *h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t a = h->a, b = h->b;
+    for (size_t i = 0; i < n; i++) {
+        a = (a ^ p[i]) * 0x100000001b3ull;
+        b = (b ^ p[i]) * 0x100000001b3ull;
+    }
+    h->a = a;
+    h->b = b;
+}
+
+/* A string with its length first, so "ab"+"c" and "a"+"bc" differ; NULL differs from "". */
+static void hash_string(hasher *h, const char *s) {
+    uint64_t n = s ? (uint64_t)strlen(s) : UINT64_MAX;
+    hash_bytes(h, &n, sizeof n);
+    if (s) hash_bytes(h, s, (size_t)n);
+}
+
+static void hash_int(hasher *h, int64_t v) { hash_bytes(h, &v, sizeof v); }
+
+/* A file's contents (and its length); a missing optional file hashes as absent. */
+static void hash_file(hasher *h, const char *path, bool optional) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (optional && errno == ENOENT) {
+            hash_string(h, NULL);
+            return;
+        }
+        tt_die("cannot open %s: %s; check the datasets entry or tokenizer_config", path, strerror(errno));
+    }
+    unsigned char *buf = tt_xmalloc(1 << 20, "a read buffer");
+    uint64_t total = 0;
+    size_t got;
+    while ((got = fread(buf, 1, 1 << 20, f)) > 0) {
+        hash_bytes(h, buf, got);
+        total += got;
+    }
+    if (ferror(f)) tt_die("cannot read %s: %s", path, strerror(errno));
+    fclose(f);
+    free(buf);
+    hash_bytes(h, &total, sizeof total);
+}
+
+/* ---- the tokenizer ---- */
+
+/* tokenizer_config or base_model (axolotl's default: the model's own tokenizer). */
+static const char *tokenizer_source(const tt_run_config *run) {
+    if (run->tokenizer_config) return run->tokenizer_config;
+    if (run->base_model) return run->base_model;
+    tt_die("JSON datasets are tokenized with the model's tokenizer, but this run has no base_model to take it from; "
+           "set tokenizer_config to a directory with tokenizer.json (or to a tokenizer.json)");
+}
+
+/* tokenizer.json and tokenizer_config.json of a source that is a directory or a tokenizer.json. */
+static void tokenizer_files(const char *source, char *json, char *config, size_t size) {
+    struct stat st;
+    if (stat(source, &st) != 0)
+        tt_die("tokenizer_config '%s' does not exist; set it to a directory with tokenizer.json or to a "
+               "tokenizer.json",
+               source);
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(json, size, "%s/tokenizer.json", source);
+        snprintf(config, size, "%s/tokenizer_config.json", source);
+        return;
+    }
+    snprintf(json, size, "%s", source);
+    const char *slash = strrchr(source, '/');
+    if (slash)
+        snprintf(config, size, "%.*s/tokenizer_config.json", (int)(slash - source), source);
+    else
+        snprintf(config, size, "tokenizer_config.json");
+}
+
+void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
+    hasher h = {0xcbf29ce484222325ull, 0x6c62272e07bb0142ull};
+    hash_string(&h, TT_PREPARE_RECIPE);
+    char json[4200], config[4200];
+    tokenizer_files(tokenizer_source(run), json, config, sizeof json);
+    hash_file(&h, json, false);
+    hash_file(&h, config, true);
+    hash_int(&h, run->dataset_count);
+    for (int i = 0; i < run->dataset_count; i++) {
+        const tt_dataset_spec *d = &run->dataset_specs[i];
+        hash_string(&h, tt_dataset_type_name(d->type));
+        hash_string(&h, d->field);
+        hash_string(&h, d->field_instruction);
+        hash_string(&h, d->field_input);
+        hash_string(&h, d->field_output);
+        hash_file(&h, run->datasets[i], false);
+    }
+    hash_string(&h, run->special_bos);
+    hash_string(&h, run->special_eos);
+    hash_string(&h, run->special_pad);
+    hash_int(&h, run->train_on_inputs);
+    hash_int(&h, run->sequence_len);
+    hash_int(&h, run->excess_length_strategy);
+    hash_int(&h, run->shuffle_merged_datasets);
+    hash_int(&h, run->shuffle_merged_datasets ? run->seed : 0);
+    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
+}
+
+/* special_tokens' name for a role, else tokenizer_config.json's; its id, or -1 with neither. */
+static int32_t special_id(const tt_tokenizer *tok, const char *source, const char *override, const char *key) {
+    char *name = override ? tt_xstrdup(override) : tt_tokenizer_config_token(source, key);
+    if (!name) return -1;
+    int32_t id = tt_tokenizer_token_to_id(tok, name);
+    if (id < 0)
+        tt_die("%s '%s' (%s) is not a token of the tokenizer %s; set special_tokens: {%s: ...} to one of its tokens",
+               key, name, override ? "special_tokens" : "tokenizer_config.json", source, key);
+    free(name);
+    return id;
+}
+
+/* ---- building the documents ---- */
+
+typedef struct doc_builder {
+    uint32_t *tokens;
+    uint8_t *labels;
+    uint64_t *starts; /* [documents + 1] */
+    uint64_t count, capacity, documents, doc_capacity;
+    int64_t dropped_long, truncated, dropped_untrained;
+} doc_builder;
+
+static void add_document(doc_builder *b, const int32_t *ids, const uint8_t *labels, int64_t n, int64_t seq_len,
+                         bool truncate) {
+    if (n > seq_len) {
+        if (!truncate) {
+            b->dropped_long++;
+            return;
+        }
+        n = seq_len;
+        b->truncated++;
+    }
+    /* the first token is never a target (nothing predicts it); a document with no trained target
+     * would add only padding to a batch */
+    int64_t trained = 0;
+    for (int64_t i = 1; i < n; i++) trained += labels[i];
+    if (trained == 0) {
+        b->dropped_untrained++;
+        return;
+    }
+    if (b->count + (uint64_t)n > b->capacity) {
+        b->capacity = b->capacity ? 2 * b->capacity : 1 << 16;
+        while (b->capacity < b->count + (uint64_t)n) b->capacity *= 2;
+        b->tokens = tt_xrealloc(b->tokens, tt_mul_size((size_t)b->capacity, sizeof(uint32_t), "tokens"), "tokens");
+        b->labels = tt_xrealloc(b->labels, (size_t)b->capacity, "labels");
+    }
+    if (b->documents + 2 > b->doc_capacity) {
+        b->doc_capacity = b->doc_capacity ? 2 * b->doc_capacity : 1024;
+        b->starts = tt_xrealloc(b->starts, tt_mul_size((size_t)b->doc_capacity, sizeof(uint64_t), "documents"),
+                                "documents");
+    }
+    if (b->documents == 0) b->starts[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        b->tokens[b->count + (uint64_t)i] = (uint32_t)ids[i];
+        b->labels[b->count + (uint64_t)i] = labels[i];
+    }
+    b->count += (uint64_t)n;
+    b->starts[++b->documents] = b->count;
+}
+
+/* The documents in a seeded order (shuffle_merged_datasets), into a new builder. */
+static void shuffle_documents(doc_builder *b, uint64_t seed) {
+    int64_t n = (int64_t)b->documents;
+    int64_t *order = tt_xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1), "document order");
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    tt_rng rng;
+    tt_rng_seed(&rng, seed ^ 0xda7a5e7da7a5e7ull);
+    tt_rng_shuffle(&rng, order, n);
+    uint32_t *tokens = tt_xmalloc(sizeof(uint32_t) * (size_t)(b->count ? b->count : 1), "tokens");
+    uint8_t *labels = tt_xmalloc((size_t)(b->count ? b->count : 1), "labels");
+    uint64_t *starts = tt_xmalloc(sizeof(uint64_t) * (size_t)(n + 1), "documents");
+    uint64_t at = 0;
+    starts[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t first = b->starts[order[i]], len = b->starts[order[i] + 1] - first;
+        memcpy(tokens + at, b->tokens + first, sizeof(uint32_t) * (size_t)len);
+        memcpy(labels + at, b->labels + first, (size_t)len);
+        at += len;
+        starts[i + 1] = at;
+    }
+    free(b->tokens);
+    free(b->labels);
+    free(b->starts);
+    b->tokens = tokens;
+    b->labels = labels;
+    b->starts = starts;
+    free(order);
+}
+
+/* axolotl's completion strategy tokenizes up to 64 x sequence_len tokens of a text and splits them
+ * into pieces of sequence_len (prompt_strategies/completion.py), so long texts train in full
+ * instead of being dropped; each piece is a document here. */
+#define TT_COMPLETION_MAX_PIECES 64
+
+static void add_completion(doc_builder *b, const int32_t *ids, const uint8_t *labels, int64_t n, int64_t seq_len) {
+    if (n > TT_COMPLETION_MAX_PIECES * seq_len) {
+        n = TT_COMPLETION_MAX_PIECES * seq_len;
+        b->truncated++;
+    }
+    for (int64_t at = 0; at < n; at += seq_len)
+        add_document(b, ids + at, labels + at, n - at < seq_len ? n - at : seq_len, seq_len, false);
+}
+
+/* Reads one dataset file chunk by chunk and adds its documents to b. */
+static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer *tok, const tt_sft_ids *special,
+                         doc_builder *b) {
+    const char *path = run->datasets[entry];
+    const tt_dataset_spec *spec = &run->dataset_specs[entry];
+    tt_json_records *records = tt_json_records_open(path);
+    tt_sft_example *examples = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_sft_example), "examples");
+    tt_token_ids *ids = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_token_ids), "token ids");
+    uint8_t **labels = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(uint8_t *), "labels");
+    int64_t *label_capacity = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(int64_t), "labels");
+    int64_t read = 0, documents_before = (int64_t)b->documents;
+    const bool truncate = run->excess_length_strategy == 1;
+    for (bool more = true; more;) {
+        int n = 0;
+        while (n < TT_PREPARE_CHUNK) {
+            json_t *record = tt_json_records_next(records);
+            if (!record) {
+                more = false;
+                break;
+            }
+            tt_sft_record_segments(spec, run->train_on_inputs, record, tt_json_records_where(records), &examples[n++]);
+            json_decref(record);
+        }
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int i = 0; i < n; i++)
+            tt_sft_tokenize_example(tok, special, &examples[i], &ids[i], &labels[i], &label_capacity[i]);
+        for (int i = 0; i < n; i++) {
+            if (spec->type == TT_DATASET_COMPLETION)
+                add_completion(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len);
+            else
+                add_document(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len, truncate);
+            tt_sft_example_free(&examples[i]);
+        }
+        read += n;
+        if (more || read >= 10 * TT_PREPARE_CHUNK)
+            printf("preprocess: %s: %lld records tokenized\n", path, (long long)read);
+    }
+    tt_json_records_close(records);
+    if (read == 0) tt_die("dataset %s holds no records; remove it from datasets or add data", path);
+    tt_info("preprocess: %s (%s): %lld records, %lld documents kept%s", path, tt_dataset_type_name(spec->type),
+            (long long)read, (long long)b->documents - (long long)documents_before,
+            spec->type == TT_DATASET_COMPLETION ? " (long texts split into pieces of sequence_len)" : "");
+    for (int i = 0; i < TT_PREPARE_CHUNK; i++) {
+        tt_token_ids_free(&ids[i]);
+        free(labels[i]);
+    }
+    free(examples);
+    free(ids);
+    free(labels);
+    free(label_capacity);
+}
+
+static void build_prepared(const tt_run_config *run, const char *out_path) {
+    const char *source = tokenizer_source(run);
+    tt_tokenizer *tok = tt_tokenizer_load(source);
+    tt_sft_ids special = {
+        .bos = special_id(tok, source, run->special_bos, "bos_token"),
+        .eos = special_id(tok, source, run->special_eos, "eos_token"),
+    };
+    int32_t pad = special_id(tok, source, run->special_pad, "pad_token");
+    bool needs_eos = false;
+    for (int i = 0; i < run->dataset_count; i++) needs_eos |= run->dataset_specs[i].type != TT_DATASET_INPUT_OUTPUT;
+    if (needs_eos && special.eos < 0)
+        tt_die("the tokenizer %s has no eos_token in tokenizer_config.json, and completion and alpaca datasets end each "
+               "document with it; set special_tokens: {eos_token: ...}",
+               source);
+    doc_builder b = {0};
+    for (int i = 0; i < run->dataset_count; i++) prepare_file(run, i, tok, &special, &b);
+    if (b.dropped_long)
+        tt_warn("preprocess: dropped %lld document(s) longer than sequence_len %lld (excess_length_strategy: drop; "
+                "truncate keeps their first sequence_len tokens)",
+                (long long)b.dropped_long, (long long)run->sequence_len);
+    if (b.truncated)
+        tt_info("preprocess: truncated %lld document(s) to sequence_len %lld (completion texts: to %d x sequence_len, "
+                "then split)",
+                (long long)b.truncated, (long long)run->sequence_len, TT_COMPLETION_MAX_PIECES);
+    if (b.dropped_untrained)
+        tt_info("preprocess: dropped %lld document(s) without a trained token (all masked)",
+                (long long)b.dropped_untrained);
+    if (b.documents == 0)
+        tt_die("preprocess: no document is left to train on (%lld longer than sequence_len %lld, %lld without a trained "
+               "token); raise sequence_len or set excess_length_strategy: truncate",
+               (long long)b.dropped_long, (long long)run->sequence_len, (long long)b.dropped_untrained);
+    if (run->shuffle_merged_datasets) shuffle_documents(&b, (uint64_t)run->seed);
+    int64_t trained = 0;
+    for (uint64_t i = 0; i < b.count; i++) trained += b.labels[i];
+    tt_token_documents docs = {
+        .tokens = b.tokens,
+        .labels = b.labels,
+        .starts = b.starts,
+        .token_count = b.count,
+        .document_count = b.documents,
+        .vocab_size = (uint32_t)tt_tokenizer_vocab_size(tok),
+        .eos_id = special.eos >= 0 ? (uint32_t)special.eos : TT_TOKEN_NO_EOS,
+        .pad_id = pad >= 0 ? (uint32_t)pad : TT_TOKEN_NO_PAD,
+    };
+    tt_token_file_write_documents(out_path, &docs);
+    tt_info("preprocess: wrote %s: %llu documents, %llu tokens, %lld of them trained (%d thread(s))", out_path,
+            (unsigned long long)b.documents, (unsigned long long)b.count, (long long)trained, omp_get_max_threads());
+    free(b.tokens);
+    free(b.labels);
+    free(b.starts);
+    tt_tokenizer_free(tok);
+}
+
+char *tt_prepare_datasets(const tt_run_config *run, bool *reused) {
+    for (int i = 0; i < run->dataset_count; i++)
+        if (run->dataset_specs[i].type == TT_DATASET_CHAT_TEMPLATE)
+            tt_die("datasets entry %d (%s): type chat_template is not available in this build of tiertrain yet (its "
+                   "Jinja interpreter is landing separately); use type alpaca, input_output or completion, or "
+                   "render the conversations to text first",
+                   i + 1, run->datasets[i]);
+    TT_CHECK(tt_run_has_json_datasets(run), "no JSON datasets to prepare");
+    char hex[33];
+    tt_prepared_hash(run, hex);
+    const char *dir = run->dataset_prepared_path ? run->dataset_prepared_path : "last_run_prepared";
+    size_t n = strlen(dir) + 40;
+    char *path = tt_xmalloc(n, "a path");
+    snprintf(path, n, "%s/%s.tok", dir, hex);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (reused) *reused = true;
+        return path;
+    }
+    if (reused) *reused = false;
+    tt_make_directories(dir);
+    build_prepared(run, path);
+    return path;
+}

@@ -1,0 +1,28 @@
+/* Prepared datasets: a run's JSON/JSONL datasets tokenized with the model's tokenizer, masked,
+ * and written as one token file version 2 (docs/token_format.md) under dataset_prepared_path,
+ * named by a hash of everything that shapes it, as axolotl's last_run_prepared/<hash>:
+ *   the contents of every dataset file, the entries' types and fields, tokenizer.json and
+ *   tokenizer_config.json (contents), special_tokens, train_on_inputs, sequence_len,
+ *   excess_length_strategy, shuffle_merged_datasets and seed.
+ * `tiertrain preprocess` writes it; `tiertrain train` reuses it when it exists and writes it
+ * first otherwise. Documents are tokenized on num_threads threads (OpenMP), chunk by chunk,
+ * and placed in input order, so the file is the same for any thread count. */
+#ifndef TT_TRAIN_PREPARE_H
+#define TT_TRAIN_PREPARE_H
+
+#include <stdbool.h>
+
+#include "core/config.h"
+
+/* True when the run's datasets are JSON datasets (not token files). */
+bool tt_run_has_json_datasets(const tt_run_config *run);
+
+/* The prepared file's path for this run (malloc'd), preparing it first unless it exists.
+ * *reused (if not NULL) says which. Dies with a clear message on bad data (file, line or record,
+ * field), a missing tokenizer, or chat_template datasets (not available in this build). */
+char *tt_prepare_datasets(const tt_run_config *run, bool *reused);
+
+/* The 32-hex-digit hash that names the prepared file (exposed for tests). */
+void tt_prepared_hash(const tt_run_config *run, char hex[33]);
+
+#endif

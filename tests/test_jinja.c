@@ -212,9 +212,124 @@ static void test_errors(void) {
     CHECK_ERROR("{% for %}", NULL, "expected a name");
 }
 
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) n = 0;
+    buf[n] = 0;
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static json_t *context_for(json_t *data, json_t *conv, json_t *messages) {
+    json_t *ctx = json_deep_copy(json_object_get(data, "special_tokens"));
+    json_object_set(ctx, "messages", messages ? messages : json_object_get(conv, "messages"));
+    json_t *agp = json_object_get(conv, "add_generation_prompt");
+    json_object_set_new(ctx, "add_generation_prompt", json_boolean(agp && json_is_true(agp)));
+    if (json_is_true(json_object_get(conv, "tools"))) json_object_set(ctx, "tools", json_object_get(data, "tools"));
+    return ctx;
+}
+
+static tt_jinja_template *load_template(const char *dir, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s.jinja", dir, name);
+    size_t len;
+    char *src = slurp(path, &len);
+    TT_EXPECT(src != NULL, "cannot read %s", path);
+    if (!src) return NULL;
+    char err[512];
+    tt_jinja_template *t = tt_jinja_parse(src, len, path, err, sizeof(err));
+    TT_EXPECT(t != NULL, "%s", err);
+    free(src);
+    return t;
+}
+
+/* Every template x conversation the golden script rendered, byte for byte, with its spans. */
+static void test_real_templates(const char *root) {
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof(dir), "%s/tests/fixtures/chat_templates", root);
+    snprintf(path, sizeof(path), "%s/conversations.json", dir);
+    json_error_t je;
+    json_t *data = json_load_file(path, 0, &je);
+    snprintf(path, sizeof(path), "%s/golden/spans.json", dir);
+    json_t *spans = json_load_file(path, 0, &je);
+    TT_EXPECT(data && spans, "fixtures: %s", je.text);
+    if (!data || !spans) return;
+    const char *key;
+    json_t *want_spans;
+    int renders = 0;
+    json_object_foreach(spans, key, want_spans) {
+        const char *sep = strstr(key, "__");
+        char tname[256], cname[256];
+        snprintf(tname, sizeof(tname), "%.*s", (int)(sep - key), key);
+        snprintf(cname, sizeof(cname), "%s", sep + 2);
+        json_t *conv = NULL, *c;
+        size_t i;
+        json_array_foreach(json_object_get(data, "conversations"), i, c) {
+            if (!strcmp(json_string_value(json_object_get(c, "name")), cname)) conv = c;
+        }
+        TT_EXPECT(conv != NULL, "no conversation %s", cname);
+        tt_jinja_template *t = load_template(dir, tname);
+        if (!conv || !t) continue;
+        json_t *ctx = context_for(data, conv, NULL);
+        tt_jinja_output out;
+        char err[512];
+        bool ok = tt_jinja_render(t, ctx, &out, err, sizeof(err));
+        TT_EXPECT(ok, "%s: %s", key, err);
+        snprintf(path, sizeof(path), "%s/golden/%s.txt", dir, key);
+        size_t glen;
+        char *golden = slurp(path, &glen);
+        TT_EXPECT(golden != NULL, "cannot read %s", path);
+        if (ok && golden) {
+            size_t at = 0;
+            while (at < glen && at < out.len && golden[at] == out.text[at]) at++;
+            TT_EXPECT(out.len == glen && at == glen, "%s differs from the golden at byte %zu:\n--- got\n%s\n--- want\n%s", key,
+                      at, out.text, golden);
+            TT_EXPECT((size_t)out.span_count == json_array_size(want_spans), "%s: %lld spans, golden %zu", key,
+                      (long long)out.span_count, json_array_size(want_spans));
+            for (size_t s = 0; s < json_array_size(want_spans) && s < (size_t)out.span_count; s++) {
+                json_t *sp = json_array_get(want_spans, s);
+                TT_EXPECT(out.generation_spans[2 * s] == (size_t)json_integer_value(json_array_get(sp, 0)) &&
+                              out.generation_spans[2 * s + 1] == (size_t)json_integer_value(json_array_get(sp, 1)),
+                          "%s: span %zu", key, s);
+            }
+            renders++;
+        }
+        if (ok) tt_jinja_output_free(&out);
+        free(golden);
+        json_decref(ctx);
+        tt_jinja_free(t);
+    }
+    TT_EXPECT(renders >= 20, "only %d golden renders", renders);
+    printf("test_jinja: %d golden renders compared\n", renders);
+    /* the templates' own error paths: err carries the template's raise_exception message */
+    json_t *e;
+    size_t i;
+    json_array_foreach(json_object_get(data, "errors"), i, e) {
+        tt_jinja_template *t = load_template(dir, json_string_value(json_object_get(e, "template")));
+        if (!t) continue;
+        json_t *ctx = context_for(data, e, json_object_get(e, "messages"));
+        tt_jinja_output out;
+        char err[512];
+        bool ok = tt_jinja_render(t, ctx, &out, err, sizeof(err));
+        const char *want = json_string_value(json_object_get(e, "message"));
+        TT_EXPECT(!ok && strcmp(err, want) == 0, "error case %zu: got [%s] want [%s]", i, ok ? "(rendered)" : err, want);
+        if (ok) tt_jinja_output_free(&out);
+        json_decref(ctx);
+        tt_jinja_free(t);
+    }
+    json_decref(data);
+    json_decref(spans);
+}
+
 int main(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
+    const char *root = argc > 1 ? argv[1] : getenv("TT_SOURCE_DIR");
+    if (!root) root = ".";
     test_basics();
     test_whitespace();
     test_statements();
@@ -224,5 +339,6 @@ int main(int argc, char **argv) {
     test_tests();
     test_generation_spans();
     test_errors();
+    test_real_templates(root);
     return tt_test_summary("test_jinja");
 }

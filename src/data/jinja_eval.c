@@ -12,7 +12,7 @@
 #include "data/jinja_eval_internal.h"
 
 #define TT_JINJA_MAX_OUTPUT ((size_t)64 << 20)
-#define TT_JINJA_MAX_MEMORY ((size_t)1 << 30)
+#define TT_JINJA_MAX_MEMORY ((size_t)256 << 20)
 #define TT_JINJA_MAX_ITERATIONS ((uint64_t)10000000)
 #define TT_JINJA_MAX_CALL_DEPTH 100
 

@@ -139,6 +139,23 @@ static void test_filters(void) {
     CHECK_RENDER("{{ [1,2,3,4,5] | batch(2) | list }}", NULL, "[[1, 2], [3, 4], [5]]");
 }
 
+/* Outputs checked against jinja2 3.x in transformers' configuration. */
+static void test_jinja2_parity(void) {
+    CHECK_RENDER("{{ 'a\nb\n' | indent(2, true) }}", NULL, "  a\n  b\n");
+    CHECK_RENDER("{{ '' | indent(2, true) }}|", NULL, "  |");
+    CHECK_RENDER("{{ 1e16 }} {{ 123456789012345.6 }} {{ 0.0001 }} {{ 0.00001 }} {{ -0.0 }}", NULL,
+                 "1e+16 123456789012345.6 0.0001 1e-05 -0.0");
+    CHECK_RENDER("{{ 'hello-world foo(bar)' | title }}", NULL, "Hello-World Foo(Bar)");
+    CHECK_RENDER("{{ [1,2] | tojson(indent=0) }}", NULL, "[\n1,\n2\n]");
+    CHECK_RENDER("{{ 3.0 | round }} {{ 2.675 | round(2) }}", NULL, "3.0 2.67");
+    CHECK_RENDER("{{ {'a':[1,{'b':None}]} | string }}", NULL, "{'a': [1, {'b': None}]}");
+    CHECK_RENDER("{{ 10 / 4 }} {{ 10 // 4.0 }} {{ 2 ** -1 }} {{ 7 % -3 }}", NULL, "2.5 2.0 0.5 -2");
+    CHECK_RENDER("{{ x | default }}|{{ [] | first }}|", NULL, "||");
+    CHECK_RENDER("{{ 'a b c'.split(' ', 1) }}", NULL, "['a', 'b c']");
+    CHECK_RENDER("{{ (1, 'a') | tojson }} {{ 'abc' | reverse }} {{ true + 1 }}", NULL, "[1, \"a\"] cba 2");
+    CHECK_RENDER("  {% if true %}\n  x\n  {% endif %}\n", NULL, "  x\n");
+}
+
 static void test_tojson(void) {
     const char *ctx = "{\"t\": {\"name\": \"f\", \"args\": {\"x\": [1, 2.5, true, null], \"é\": \"ü\\n\\\"q\\\"\"}}}";
     CHECK_RENDER("{{ t | tojson }}", ctx, "{\"name\": \"f\", \"args\": {\"x\": [1, 2.5, true, null], \"é\": \"ü\\n\\\"q\\\"\"}}");
@@ -336,6 +353,7 @@ int main(int argc, char **argv) {
     test_slicing_and_methods();
     test_filters();
     test_tojson();
+    test_jinja2_parity();
     test_tests();
     test_generation_spans();
     test_errors();

@@ -518,18 +518,17 @@ static tt_jv *indent_filter(tt_jrender *r, tt_jv *s, const tt_jargs *args) {
      * lines stay empty unless blank=True */
     tt_jbuf b = {0};
     size_t i = 0, line = 0;
-    while (i < s->n) {
+    while (i <= s->n) { /* every '\n'-separated segment, the empty last one included */
         size_t j = i;
         while (j < s->n && s->s[j] != '\n') j++;
         if (line > 0) tt_jbuf_put(&b, "\n", 1);
         bool empty = j == i;
-        if ((line > 0 || (first && tt_jv_truthy(first))) && (!empty || (blank && tt_jv_truthy(blank))))
+        if (line == 0 ? first && tt_jv_truthy(first) : !empty || (blank && tt_jv_truthy(blank)))
             tt_jbuf_put(&b, ind.p ? ind.p : "", ind.n);
         tt_jbuf_put(&b, s->s + i, j - i);
         line++;
         i = j + 1;
     }
-    if (s->n == 0 && first && tt_jv_truthy(first)) tt_jbuf_put(&b, ind.p ? ind.p : "", ind.n);
     free(ind.p);
     return buf_str(r, &b);
 }
@@ -612,7 +611,15 @@ tt_jv *tt_jinja_filter(tt_jrender *r, const tt_jnode *at, const char *name, tt_j
         double y = x * sc;
         if (!strcmp(method, "floor")) y = floor(y);
         else if (!strcmp(method, "ceil")) y = ceil(y);
-        else y = nearbyint(y); /* Python's round: half to even */
+        else if (prec >= 0 && prec <= 15) {
+            /* Python's round() rounds the exact binary value (2.675 is 2.67499..., so 2.67);
+             * glibc's printf does the same, ties to even */
+            char tmp[400];
+            snprintf(tmp, sizeof(tmp), "%.*f", (int)prec, x);
+            return tt_jv_float(a, strtod(tmp, NULL));
+        } else {
+            y = nearbyint(y);
+        }
         return tt_jv_float(a, y / sc);
     }
     if (!strcmp(name, "items")) {

@@ -99,13 +99,16 @@ def transformers_renderer():
             return text, to_bytes(text, indices[0] if indices else [])
         return render
 
-    def render(template, context):  # older: the compiled template and its AssistantTracker
+    def render(template, context):  # older releases: the compiled template and its AssistantTracker
         compiled = ctu._compile_jinja_template(template)
         try:
+            if hasattr(ctu, "_render_with_assistant_indices"):
+                text, indices = ctu._render_with_assistant_indices(compiled_template=compiled, **context)
+                return text, to_bytes(text, indices)
             text = compiled.render(**context)
         except Exception as e:
             raise TemplateError(str(e)) from e
-        return text, None  # spans need the tracker's internals; compare text only
+        return text, None  # no span tracking reachable: compare text only
     return render
 
 

@@ -12,7 +12,7 @@
 
 #include "core/check.h"
 #include "data/tokenizer.h"
-#include "train/data.h"
+#include "data/token_file.h"
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");

@@ -352,8 +352,22 @@ void tt_st_model_open(const char *dir, tt_st_model *out) {
     }
     free(single_path);
 
+    /* the index through the same regular-file check as the shards, and no larger than a header */
+    struct stat st;
+    int fd = open_regular_file(index_path, "a model.safetensors.index.json", &st);
+    if ((uint64_t)st.st_size > TT_ST_MAX_HEADER_BYTES) {
+        close(fd);
+        tt_die("%s: %lld bytes is more than the %llu an index may have; the file is corrupt (re-download it)",
+               index_path, (long long)st.st_size, (unsigned long long)TT_ST_MAX_HEADER_BYTES);
+    }
     json_error_t error;
-    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &error);
+    FILE *index_file = fdopen(fd, "rb");
+    if (!index_file) {
+        close(fd);
+        tt_die("cannot read %s: %s", index_path, strerror(errno));
+    }
+    json_t *root = json_loadf(index_file, JSON_REJECT_DUPLICATES, &error);
+    fclose(index_file);
     if (!root)
         tt_die("%s:%d:%d: not valid JSON: %s; re-download the model's index file", index_path, error.line,
                error.column, error.text);

@@ -135,5 +135,10 @@ mkfifo fifo_weights/model.safetensors
 expect_error "FIFO as model.safetensors" "fifo_weights" \
   timeout 20 "$tiertrain" train --config run.yaml model_config=null base_model=fifo_weights output_dir=o8
 
+mkdir -p fifo_adapter
+mkfifo fifo_adapter/adapter_config.json
+expect_error "FIFO as adapter_config.json" "adapter_config.json is not a regular file \(a FIFO\)" \
+  timeout 20 "$tiertrain" merge --base out --adapter fifo_adapter -o merged_fifo
+
 echo "bad_input: $passed passed, $failed failed"
 [ $failed -eq 0 ]

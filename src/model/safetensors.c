@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "core/json_describe.h"
 
 /* A header larger than this is not a model header but a corrupt length field (the reference
@@ -123,29 +124,6 @@ static void parse_entry(const char *path, const char *name, json_t *entry, const
     t->name = tt_xstrdup(name);
 }
 
-/* Opens path for reading only if it is a regular file. O_NONBLOCK makes the open itself return
- * at once for a FIFO or a device (a plain open of a FIFO waits for a writer forever); for the
- * regular file it then is, the flag changes nothing and is cleared anyway. */
-static int open_regular_file(const char *path, const char *expected, struct stat *st) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) tt_die("cannot open %s: %s", path, strerror(errno));
-    if (fstat(fd, st) != 0) {
-        int error = errno;
-        close(fd);
-        tt_die("cannot read %s: %s", path, strerror(error));
-    }
-    if (!S_ISREG(st->st_mode)) {
-        close(fd);
-        tt_die("%s is not a regular file (a %s); expected %s", path,
-               S_ISDIR(st->st_mode) ? "directory" : S_ISFIFO(st->st_mode) ? "FIFO" : S_ISSOCK(st->st_mode) ? "socket"
-               : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "device" : "special file",
-               expected);
-    }
-    int flags = fcntl(fd, F_GETFL);
-    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-    return fd;
-}
-
 /* The number of members of the header's top-level object, counted in one pass over the bytes
  * (strings skipped, escapes honoured) so that a header listing millions of tensors is refused
  * before the JSON parser builds them. Malformed JSON only has to not crash here: the parser
@@ -188,7 +166,7 @@ static int compare_names(const void *a, const void *b) {
 void tt_st_open(const char *path, tt_st_file *out) {
     memset(out, 0, sizeof(*out));
     struct stat st;
-    int fd = open_regular_file(path, "a .safetensors file", &st);
+    int fd = tt_open_regular_file(path, "a .safetensors file", &st);
     const size_t file_bytes = (size_t)st.st_size;
     if (file_bytes < 8) {
         close(fd);
@@ -353,21 +331,9 @@ void tt_st_model_open(const char *dir, tt_st_model *out) {
     free(single_path);
 
     /* the index through the same regular-file check as the shards, and no larger than a header */
-    struct stat st;
-    int fd = open_regular_file(index_path, "a model.safetensors.index.json", &st);
-    if ((uint64_t)st.st_size > TT_ST_MAX_HEADER_BYTES) {
-        close(fd);
-        tt_die("%s: %lld bytes is more than the %llu an index may have; the file is corrupt (re-download it)",
-               index_path, (long long)st.st_size, (unsigned long long)TT_ST_MAX_HEADER_BYTES);
-    }
     json_error_t error;
-    FILE *index_file = fdopen(fd, "rb");
-    if (!index_file) {
-        close(fd);
-        tt_die("cannot read %s: %s", index_path, strerror(errno));
-    }
-    json_t *root = json_loadf(index_file, JSON_REJECT_DUPLICATES, &error);
-    fclose(index_file);
+    json_t *root = tt_json_load_regular_file(index_path, JSON_REJECT_DUPLICATES, (size_t)TT_ST_MAX_HEADER_BYTES,
+                                             "a model.safetensors.index.json", &error);
     if (!root)
         tt_die("%s:%d:%d: not valid JSON: %s; re-download the model's index file", index_path, error.line,
                error.column, error.text);

@@ -125,5 +125,20 @@ expect_error "token id out of range" "corpus.tok.*vocab" \
 
 expect_error "bad budget" "budget" "$tiertrain" train --config run.yaml host_memory_budget=1KiB output_dir=o6
 
+# Not a regular file: a FIFO as config.json or as the model's weights is refused at once, naming
+# it (a plain open() would wait for a writer forever; timeout turns that into status 124).
+mkfifo fifo_config.json
+expect_error "FIFO as config.json" "fifo_config.json is not a regular file \(a FIFO\)" \
+  timeout 20 "$tiertrain" train --config run.yaml model_config=fifo_config.json output_dir=o7
+make_model_dir fifo_weights
+mkfifo fifo_weights/model.safetensors
+expect_error "FIFO as model.safetensors" "fifo_weights" \
+  timeout 20 "$tiertrain" train --config run.yaml model_config=null base_model=fifo_weights output_dir=o8
+
+mkdir -p fifo_adapter
+mkfifo fifo_adapter/adapter_config.json
+expect_error "FIFO as adapter_config.json" "adapter_config.json is not a regular file \(a FIFO\)" \
+  timeout 20 "$tiertrain" merge --base out --adapter fifo_adapter -o merged_fifo
+
 echo "bad_input: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -406,6 +406,34 @@ static void test_errors(void) {
     tt_expect_die(load_config, "missing.json", "missing.json: No such file or directory");
 }
 
+/* Hardening: a FIFO (or device) as config.json is refused at once naming the path, not waited
+ * on in open() (the alarm turns a hang into a failure); sizes whose parameter count overflows
+ * int64 are refused (a fuzzed config did overflow tt_model_config_param_count). */
+static void load_config_with_alarm(void *arg) {
+    alarm(10);
+    load_config(arg);
+}
+
+static void load_absolute_with_alarm(void *arg) {
+    alarm(10);
+    tt_model_config c;
+    tt_model_config_load(arg, &c);
+}
+
+static void test_hardening(void) {
+    char *p = tt_test_path("fifo.json");
+    TT_EXPECT(mkfifo(p, 0644) == 0, "mkfifo %s", p);
+    free(p);
+    tt_expect_die(load_config_with_alarm, "fifo.json", "model config");
+    tt_expect_die(load_config_with_alarm, "fifo.json", "fifo.json is not a regular file (a FIFO)");
+    tt_expect_die(load_absolute_with_alarm, "/dev/null", "/dev/null is not a regular file");
+    tt_test_write_text("huge_params.json",
+                       "{\"model_type\":\"llama\",\"vocab_size\":1,\"hidden_size\":549755813888,"
+                       "\"intermediate_size\":1,\"num_hidden_layers\":1000000,\"num_attention_heads\":524288,"
+                       "\"num_key_value_heads\":1,\"head_dim\":1048576}");
+    tt_expect_die(load_config, "huge_params.json", "huge_params.json: the model's sizes imply more than 2^50 parameters");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -416,6 +444,7 @@ int main(int argc, char **argv) {
     test_param_count();
     test_save_fresh();
     test_errors();
+    test_hardening();
     tt_test_scratch_close();
     return tt_test_summary("model_config");
 }

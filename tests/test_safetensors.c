@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/dtype.h"
 #include "model/safetensors.h"
@@ -664,6 +665,160 @@ static void test_bad_model_dirs(void) {
     free(dir);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Hardening: input that is valid but awkward (odd offsets), hostile (millions of tensors) or not
+ * a file at all (a FIFO). */
+
+/* Data at an odd address: the header's length is even, so the data area starts at an even file
+ * offset (mmap is page-aligned) and every tensor, at an odd offset inside it, at an odd address.
+ * The bytes must convert exactly as at an aligned address (the sanitizer build also checks that
+ * no misaligned load happens). */
+static void test_odd_offsets(void) {
+    const char *header = "{\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[1,7]},"
+                         "\"h\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[7,11]},"
+                         "\"d\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[11,19]},"
+                         "\"f\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[19,23]}} ";
+    TT_EXPECT(strlen(header) % 2 == 0, "the header length is even (%zu)", strlen(header));
+    write_raw("odd.safetensors", header, 23); /* data byte i holds i */
+    char *p = tt_test_path("odd.safetensors");
+    tt_st_file f;
+    tt_st_open(p, &f);
+    const tt_st_tensor *b = tt_st_find(&f, "b"), *h = tt_st_find(&f, "h"), *d = tt_st_find(&f, "d"),
+                       *f32 = tt_st_find(&f, "f");
+    TT_EXPECT(b && h && d && f32, "all four tensors found");
+    if (b && h && d && f32) {
+        TT_EXPECT(((uintptr_t)b->data & 1) == 1, "the bf16 data sits at an odd address");
+        float out[3];
+        tt_convert_to_f32(out, b->data, b->dtype, 3);
+        for (int i = 0; i < 3; i++) {
+            const uint16_t v = (uint16_t)((2 * i + 1) | (2 * i + 2) << 8); /* little-endian bytes 1+2i, 2+2i */
+            TT_EXPECT(f32_bits(out[i]) == f32_bits(tt_bf16_to_f32(v)), "bf16 element %d at an odd offset", i);
+        }
+        tt_convert_to_f32(out, h->data, h->dtype, 2);
+        for (int i = 0; i < 2; i++) {
+            const uint16_t v = (uint16_t)((7 + 2 * i) | (8 + 2 * i) << 8);
+            TT_EXPECT(f32_bits(out[i]) == f32_bits(tt_f16_to_f32(v)), "f16 element %d at an odd offset", i);
+        }
+        unsigned char raw[8];
+        for (int i = 0; i < 8; i++) raw[i] = (unsigned char)(11 + i);
+        double expected_d;
+        memcpy(&expected_d, raw, 8);
+        tt_convert_to_f32(out, d->data, d->dtype, 1);
+        TT_EXPECT(f32_bits(out[0]) == f32_bits((float)expected_d), "f64 at an odd offset");
+        unsigned char raw4[4] = {19, 20, 21, 22};
+        float expected_f;
+        memcpy(&expected_f, raw4, 4);
+        tt_convert_to_f32(out, f32->data, f32->dtype, 1);
+        TT_EXPECT(f32_bits(out[0]) == f32_bits(expected_f), "f32 at an odd offset");
+        /* and back: narrowing into an odd destination */
+        unsigned char dst[1 + 2 * 3];
+        const float values[3] = {1.0f, -2.5f, 3.0e-3f};
+        tt_convert_from_f32(dst + 1, TT_BF16, values, 3);
+        for (int i = 0; i < 3; i++) {
+            uint16_t v;
+            memcpy(&v, dst + 1 + 2 * i, 2);
+            TT_EXPECT(v == tt_f32_to_bf16(values[i]), "bf16 written to an odd address, element %d", i);
+        }
+    }
+    tt_st_close(&f);
+    free(p);
+}
+
+/* A header listing `count` tensors (empty F32 ones, so the data area is empty); `terse` writes
+ * 0 for each entry instead, to fit millions into the 100 MB a header may have. */
+static void write_many_tensors(const char *name, long count, bool terse) {
+    size_t cap = 64 + (size_t)count * 64, n = 0;
+    char *header = malloc(cap);
+    header[n++] = '{';
+    for (long i = 0; i < count; i++)
+        n += (size_t)snprintf(header + n, cap - n,
+                              terse ? "%s\"t%ld\":0" : "%s\"t%ld\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                              i ? "," : "", i);
+    header[n++] = '}';
+    header[n] = 0;
+    write_raw(name, header, 0);
+    free(header);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* 2 million tensors are refused before the JSON parser builds them (a fraction of a second; the
+ * bound is loose for the sanitizer build), and a header at the limit, 262144 tensors, loads
+ * with every tensor found by name (the name index: n log n, not n^2). */
+static void test_tensor_count_limit(void) {
+    write_many_tensors("two_million.safetensors", 2000000, true);
+    double t0 = now_seconds();
+    tt_expect_die(open_file, "two_million.safetensors", "the header lists 2000000 tensors, more than the 262144");
+    double refused = now_seconds() - t0;
+    TT_EXPECT(refused < 5.0, "2 million tensors refused in %.2f s", refused);
+    char *p = tt_test_path("two_million.safetensors");
+    unlink(p);
+    free(p);
+
+    write_many_tensors("at_limit.safetensors", 262144, false);
+    p = tt_test_path("at_limit.safetensors");
+    t0 = now_seconds();
+    tt_st_file f;
+    tt_st_open(p, &f);
+    int found = 0;
+    char name[32];
+    for (int i = 0; i < f.count; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        found += tt_st_find(&f, name) != NULL;
+    }
+    double loaded = now_seconds() - t0;
+    TT_EXPECT(f.count == 262144 && found == 262144, "%d tensors, %d found", f.count, found);
+    TT_EXPECT(tt_st_find(&f, "t262144") == NULL && tt_st_find(&f, "") == NULL, "absent names are absent");
+    TT_EXPECT(loaded < 30.0, "262144 tensors loaded and looked up in %.2f s", loaded);
+    tt_st_close(&f);
+    unlink(p);
+    free(p);
+
+    write_many_tensors("over_limit.safetensors", 262145, false);
+    tt_expect_die(open_file, "over_limit.safetensors", "lists 262145 tensors");
+    p = tt_test_path("over_limit.safetensors");
+    unlink(p);
+    free(p);
+}
+
+/* A FIFO must be refused at once, naming the path, not block in open() waiting for a writer.
+ * The alarm turns a hang into a failure instead of a test timeout. */
+static void open_file_with_alarm(void *arg) {
+    alarm(10);
+    open_file(arg);
+}
+
+static void open_absolute_with_alarm(void *arg) {
+    alarm(10);
+    tt_st_file f;
+    tt_st_open(arg, &f);
+}
+
+static void open_model_dir_with_alarm(void *arg) {
+    alarm(10);
+    open_model_dir(arg);
+}
+
+static void test_not_regular(void) {
+    char *p = tt_test_path("fifo.safetensors");
+    TT_EXPECT(mkfifo(p, 0644) == 0, "mkfifo %s: %s", p, strerror(errno));
+    tt_expect_die(open_file_with_alarm, "fifo.safetensors", "fifo.safetensors is not a regular file (a FIFO)");
+    free(p);
+    tt_expect_die(open_absolute_with_alarm, "/dev/null", "/dev/null is not a regular file (a device)");
+    /* a model directory whose model.safetensors is a FIFO */
+    char *dir = tt_test_path("fifo_model");
+    mkdir(dir, 0755);
+    p = tt_test_path("fifo_model/model.safetensors");
+    TT_EXPECT(mkfifo(p, 0644) == 0, "mkfifo %s: %s", p, strerror(errno));
+    tt_expect_die(open_model_dir_with_alarm, "fifo_model", "fifo_model");
+    free(p);
+    free(dir);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -678,6 +833,9 @@ int main(int argc, char **argv) {
     test_sharded();
     test_bad_files();
     test_bad_model_dirs();
+    test_odd_offsets();
+    test_tensor_count_limit();
+    test_not_regular();
     tt_test_scratch_close();
     return tt_test_summary("safetensors");
 }

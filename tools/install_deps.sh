@@ -2,7 +2,9 @@
 # Installs the Debian packages tiertrain builds with, if any is missing. Run as root (CI and
 # the project's machines are), or with sudo available.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libyaml-dev libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev)
+# clang and libclang-rt-14-dev (libFuzzer): the fuzz targets `make test` runs briefly (make fuzz)
+packages=(build-essential cmake pkg-config libyaml-dev libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

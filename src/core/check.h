@@ -23,6 +23,16 @@ extern "C" { /* the CUDA sources include this header too */
 #define TT_EXIT_INPUT_ERROR 1
 
 void tt_die(const char *fmt, ...) __attribute__((__noreturn__, format(printf, 1, 2)));
+
+#ifdef TT_FUZZING
+/* Fuzz builds only (fuzz/, compiled with -DTT_FUZZING; never the tiertrain binary): a clean
+ * tt_die on bad input is the expected outcome for most fuzz inputs, but exit() would end the
+ * fuzzer. While tt_fuzz_die_jump is set, tt_die formats its message (so a bad format argument
+ * still trips the sanitizers), keeps it in tt_fuzz_die_message and longjmps there instead. */
+#include <setjmp.h>
+extern jmp_buf *tt_fuzz_die_jump;
+extern char tt_fuzz_die_message[1024];
+#endif
 void tt_check_failed(const char *file, int line, const char *expr, const char *fmt, ...)
     __attribute__((__noreturn__, format(printf, 4, 5)));
 void tt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

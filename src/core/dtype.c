@@ -102,41 +102,58 @@ uint16_t tt_f32_to_f16(float v) {
     return sign | (uint16_t)(((uint32_t)exponent << 10) + (half & 0x3ffu) + ((half >> 10) - 1) * 0x400u);
 }
 
+/* src and dst may sit at any address: tensor data in a safetensors file starts wherever its
+ * header ends, odd offsets included, and a uint16_t or double read through a misaligned pointer
+ * is undefined behaviour. memcpy of one element compiles to a plain (unaligned-safe) load. */
+static uint16_t load_u16(const unsigned char *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 void tt_convert_to_f32(float *dst, const void *src, tt_dtype src_dtype, size_t n) {
+    const unsigned char *s = src;
+    unsigned char *d = (unsigned char *)dst;
     switch (src_dtype) {
     case TT_F32: memcpy(dst, src, n * 4); break;
-    case TT_BF16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = tt_bf16_to_f32(s[i]);
+    case TT_BF16:
+        for (size_t i = 0; i < n; i++) {
+            const float f = tt_bf16_to_f32(load_u16(s + 2 * i));
+            memcpy(d + 4 * i, &f, 4);
+        }
         break;
-    }
-    case TT_F16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = tt_f16_to_f32(s[i]);
+    case TT_F16:
+        for (size_t i = 0; i < n; i++) {
+            const float f = tt_f16_to_f32(load_u16(s + 2 * i));
+            memcpy(d + 4 * i, &f, 4);
+        }
         break;
-    }
-    case TT_F64: {
-        const double *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+    case TT_F64:
+        for (size_t i = 0; i < n; i++) {
+            double v;
+            memcpy(&v, s + 8 * i, 8);
+            const float f = (float)v;
+            memcpy(d + 4 * i, &f, 4);
+        }
         break;
-    }
     default: TT_CHECK(0, "cannot convert dtype %s to float32", tt_dtype_safetensors_name(src_dtype));
     }
 }
 
 void tt_convert_from_f32(void *dst, tt_dtype dst_dtype, const float *src, size_t n) {
+    unsigned char *d = dst;
+    const unsigned char *s = (const unsigned char *)src;
     switch (dst_dtype) {
     case TT_F32: memcpy(dst, src, n * 4); break;
-    case TT_BF16: {
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = tt_f32_to_bf16(src[i]);
+    case TT_BF16:
+    case TT_F16:
+        for (size_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, s + 4 * i, 4);
+            const uint16_t v = dst_dtype == TT_BF16 ? tt_f32_to_bf16(f) : tt_f32_to_f16(f);
+            memcpy(d + 2 * i, &v, 2);
+        }
         break;
-    }
-    case TT_F16: {
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = tt_f32_to_f16(src[i]);
-        break;
-    }
     default: TT_CHECK(0, "cannot convert float32 to dtype %s", tt_dtype_safetensors_name(dst_dtype));
     }
 }

@@ -20,7 +20,8 @@ float tt_bf16_to_f32(uint16_t v);
 uint16_t tt_f32_to_bf16(float v);
 float tt_f16_to_f32(uint16_t v);
 uint16_t tt_f32_to_f16(float v);
-/* Converts n elements of src (any float dtype) to fp32. */
+/* Converts n elements of src (any float dtype) to fp32. src and dst need no alignment (file
+ * data sits at any offset). */
 void tt_convert_to_f32(float *dst, const void *src, tt_dtype src_dtype, size_t n);
 /* Converts n fp32 elements to dst_dtype (F32, BF16, F16). */
 void tt_convert_from_f32(void *dst, tt_dtype dst_dtype, const float *src, size_t n);

@@ -10,8 +10,12 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+
+/* adapter_config.json is a few hundred bytes; anything past this is not one */
+#define TT_ADAPTER_CONFIG_MAX_BYTES ((size_t)16 << 20)
 
 static bool is_adapter(const tt_param_info *p) { return p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B; }
 
@@ -124,7 +128,7 @@ void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     json_error_t error;
-    json_t *root = json_load_file(path, 0, &error);
+    json_t *root = tt_json_load_regular_file(path, 0, TT_ADAPTER_CONFIG_MAX_BYTES, "an adapter_config.json", &error);
     if (!root) tt_die("%s:%d: cannot read the adapter's config: %s (lora_model_dir is a PEFT adapter directory)", path,
                       error.line, error.text);
     json_t *r = json_object_get(root, "r"), *alpha = json_object_get(root, "lora_alpha");
@@ -158,7 +162,7 @@ static double read_adapter_scaling(const char *adapter_dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", adapter_dir);
     json_error_t error;
-    json_t *root = json_load_file(path, 0, &error);
+    json_t *root = tt_json_load_regular_file(path, 0, TT_ADAPTER_CONFIG_MAX_BYTES, "an adapter_config.json", &error);
     if (!root) tt_die("%s:%d: cannot read the adapter's config: %s (a PEFT adapter directory has adapter_config.json)",
                       path, error.line, error.text);
     const char *type = json_string_value(json_object_get(root, "peft_type"));

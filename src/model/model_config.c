@@ -132,21 +132,41 @@ static void read_rope(const reader *top, tt_model_config *c) {
 }
 
 /* The whole file as a NUL-terminated string. */
+/* O_NONBLOCK: opening a FIFO without it waits for a writer forever; a regular file ignores the
+ * flag, and anything else is refused by the fstat check right after. Every error path closes
+ * the descriptor first. */
 static char *read_text(const char *path, size_t *bytes) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) tt_die("cannot open model config %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) tt_die("cannot read model config %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) tt_die("model config %s is not a regular file; expected a config.json", path);
-    if (st.st_size > TT_CONFIG_MAX_BYTES)
+    if (fstat(fd, &st) != 0) {
+        int error = errno;
+        close(fd);
+        tt_die("cannot read model config %s: %s", path, strerror(error));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        tt_die("model config %s is not a regular file (%s); expected a config.json", path,
+               S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or special file");
+    }
+    if (st.st_size > TT_CONFIG_MAX_BYTES) {
+        close(fd);
         tt_die("%s: %lld bytes is too large for a config.json; point model_config at the model's config.json", path,
                (long long)st.st_size);
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
     size_t size = (size_t)st.st_size, got = 0;
     char *text = tt_xmalloc(size + 1, "config.json");
     while (got < size) {
         ssize_t n = read(fd, text + got, size - got);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) tt_die("cannot read model config %s: %s", path, strerror(errno));
+        if (n < 0) {
+            int error = errno;
+            close(fd);
+            free(text);
+            tt_die("cannot read model config %s: %s", path, strerror(error));
+        }
         if (n == 0) break;
         got += (size_t)n;
     }
@@ -160,6 +180,8 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
     memset(c, 0, sizeof(*c));
     size_t bytes = 0;
     char *text = read_text(path, &bytes);
+    /* kept in c at once, so tt_model_config_free releases it even after a tt_die below */
+    c->json_text = text;
     json_error_t error;
     json_t *root = json_loadb(text, bytes, JSON_REJECT_DUPLICATES, &error);
     if (!root)
@@ -225,7 +247,6 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
                   (c->dtype != TT_F32 && c->dtype != TT_BF16 && c->dtype != TT_F16)))
         tt_die("%s: key \"%s\" is \"%s\"; expected \"float32\", \"bfloat16\" or \"float16\"", path, dtype_key, dtype);
     json_decref(root);
-    c->json_text = text;
     tt_model_config_validate(c, path);
 }
 
@@ -261,6 +282,15 @@ void tt_model_config_validate(const tt_model_config *c, const char *source) {
     if (c->hidden_size > limit / c->vocab_size || c->hidden_size > limit / c->intermediate_size ||
         c->head_dim > limit / c->num_heads || c->num_layers > 1000000)
         tt_die("%s: the model's sizes are implausibly large; the file is corrupt", source);
+    /* The parameter count in doubles (no overflow, ample precision for a bound): at most 2^50
+     * parameters, so that tt_model_config_param_count's int64 products, every one of them a
+     * term of this sum, cannot overflow (a fuzzed config with hidden_size 2^39 did). */
+    const double D = (double)c->hidden_size, q = (double)c->num_heads * (double)c->head_dim,
+                 kv = (double)c->num_kv_heads * (double)c->head_dim;
+    const double per_layer = 2 * D + 2 * q * D + 2 * kv * D + 3 * D * (double)c->intermediate_size + q + 2 * kv +
+                             2 * (double)c->head_dim;
+    if (!(2 * (double)c->vocab_size * D + (double)c->num_layers * per_layer + D <= 0x1p50))
+        tt_die("%s: the model's sizes imply more than 2^50 parameters; the file is corrupt", source);
 }
 
 static const char *architecture_of(const char *model_type) {

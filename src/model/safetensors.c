@@ -18,11 +18,16 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "core/json_describe.h"
 
 /* A header larger than this is not a model header but a corrupt length field (the reference
  * implementation has the same limit). */
 #define TT_ST_MAX_HEADER_BYTES ((uint64_t)100 * 1000 * 1000)
+/* More tensors than this in one file is not a checkpoint but a hostile or corrupt header: the
+ * largest public checkpoints hold about 100k tensors over all their shards. Checked right after
+ * the JSON parse (itself linear in the <= 100 MB header), before any per-tensor work. */
+#define TT_ST_MAX_TENSORS 262144
 
 #define TT_ST_CORRUPT "the file is truncated or corrupt; re-download or re-save it"
 
@@ -58,7 +63,7 @@ static int compare_spans(const void *a, const void *b) {
 
 /* One header entry: checks and fills t; data_bytes is the size of the data area. */
 static void parse_entry(const char *path, const char *name, json_t *entry, const unsigned char *data,
-                        size_t data_bytes, tt_st_tensor *t, span *s) {
+                        size_t data_bytes, tt_st_tensor *t) {
     if (!json_is_object(entry))
         tt_die("%s: tensor '%s': the header entry is %s, expected an object with dtype, shape and data_offsets; "
                TT_ST_CORRUPT,
@@ -75,7 +80,6 @@ static void parse_entry(const char *path, const char *name, json_t *entry, const
         tt_die("%s: tensor '%s': \"data_offsets\" is %s, expected [begin, end]; " TT_ST_CORRUPT, path, name,
                !offsets ? "missing" : json_is_array(offsets) ? "an array of the wrong length" : tt_json_type_name(offsets));
 
-    t->name = tt_xstrdup(name);
     if (tt_dtype_from_safetensors_name(json_string_value(dtype), &t->dtype) != 0)
         tt_die("%s: tensor '%s' has dtype %s; tiertrain reads F32, BF16, F16, F64, I32 and I64 (convert the "
                "checkpoint to one of these, e.g. with torch, and save it again)",
@@ -116,26 +120,66 @@ static void parse_entry(const char *path, const char *name, json_t *entry, const
                tt_dtype_safetensors_name(t->dtype), need);
     t->data = data + begin;
     t->bytes = need;
-    s->begin = (size_t)begin;
-    s->end = (size_t)end;
+    /* last, after every check: a tt_die above leaves nothing behind for tt_st_close to miss */
+    t->name = tt_xstrdup(name);
+}
+
+/* The number of members of the header's top-level object, counted in one pass over the bytes
+ * (strings skipped, escapes honoured) so that a header listing millions of tensors is refused
+ * before the JSON parser builds them. Malformed JSON only has to not crash here: the parser
+ * reports it next. */
+static size_t count_top_level_members(const char *text, size_t bytes) {
+    size_t members = 0;
+    int depth = 0;
+    bool in_string = false, any = false;
+    for (size_t i = 0; i < bytes; i++) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\') i++;
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+            if (depth == 1) any = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == ',' && depth == 1) {
+            members++;
+        }
+    }
+    return any ? members + 1 : 0;
+}
+
+/* Tensor names with their indices, sorted into tt_st_find's name index. */
+typedef struct named_index {
+    const char *name;
+    int index;
+} named_index;
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(((const named_index *)a)->name, ((const named_index *)b)->name);
 }
 
 void tt_st_open(const char *path, tt_st_file *out) {
     memset(out, 0, sizeof(*out));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) tt_die("cannot open %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) tt_die("cannot read %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) tt_die("%s is not a regular file; expected a .safetensors file", path);
+    int fd = tt_open_regular_file(path, "a .safetensors file", &st);
     const size_t file_bytes = (size_t)st.st_size;
-    if (file_bytes < 8)
+    if (file_bytes < 8) {
+        close(fd);
         tt_die("%s: %zu bytes is too short for a safetensors file (it starts with an 8-byte header length); "
                TT_ST_CORRUPT,
                path, file_bytes);
+    }
     void *map = mmap(NULL, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
     close(fd);
     if (map == MAP_FAILED) tt_die("cannot map %s into memory: %s", path, strerror(map_errno));
+    /* From here on everything lives in *out, so tt_st_close releases a file a tt_die abandoned
+     * (the fuzz harness does; tiertrain itself exits). */
     out->path = tt_xstrdup(path);
     out->map = map;
     out->map_bytes = file_bytes;
@@ -154,6 +198,11 @@ void tt_st_open(const char *path, tt_st_file *out) {
     const size_t data_start = 8 + (size_t)header_bytes;
     const size_t data_bytes = file_bytes - data_start;
 
+    const size_t listed = count_top_level_members((const char *)bytes + 8, (size_t)header_bytes);
+    if (listed > TT_ST_MAX_TENSORS + 1) /* + 1: __metadata__ */
+        tt_die("%s: the header lists %zu tensors, more than the %d one safetensors file may hold here; the file is "
+               "corrupt, or re-save the checkpoint in shards",
+               path, listed, TT_ST_MAX_TENSORS);
     json_error_t error;
     json_t *root = json_loadb((const char *)bytes + 8, (size_t)header_bytes, JSON_REJECT_DUPLICATES, &error);
     if (!root)
@@ -163,8 +212,12 @@ void tt_st_open(const char *path, tt_st_file *out) {
         tt_die("%s: the header is %s, expected a JSON object; " TT_ST_CORRUPT, path, tt_json_type_name(root));
 
     const size_t entries = json_object_size(root);
+    const size_t tensors = entries - (json_object_get(root, "__metadata__") ? 1 : 0);
+    if (tensors > TT_ST_MAX_TENSORS) /* exact now: the scan above allowed one more for __metadata__ */
+        tt_die("%s: the header lists %zu tensors, more than the %d one safetensors file may hold here; the file is "
+               "corrupt, or re-save the checkpoint in shards",
+               path, tensors, TT_ST_MAX_TENSORS);
     out->tensors = tt_xcalloc(entries + 1, sizeof(tt_st_tensor), "the safetensors index");
-    span *spans = tt_xcalloc(entries + 1, sizeof(span), "the safetensors index");
     const char *name;
     json_t *entry;
     json_object_foreach(root, name, entry) {
@@ -181,44 +234,71 @@ void tt_st_open(const char *path, tt_st_file *out) {
             }
             continue;
         }
-        spans[out->count].tensor = out->count;
-        parse_entry(path, name, entry, bytes + data_start, data_bytes, &out->tensors[out->count],
-                    &spans[out->count]);
+        parse_entry(path, name, entry, bytes + data_start, data_bytes, &out->tensors[out->count]);
         out->count++;
     }
     json_decref(root);
 
     /* No two tensors may share a byte: sorted by begin, each starts at or after the furthest
      * end seen so far (empty tensors share nothing). */
+    const unsigned char *data = bytes + data_start;
+    span *spans = tt_xcalloc((size_t)out->count + 1, sizeof(span), "the safetensors index");
+    for (int i = 0; i < out->count; i++) {
+        spans[i].begin = (size_t)((const unsigned char *)out->tensors[i].data - data);
+        spans[i].end = spans[i].begin + out->tensors[i].bytes;
+        spans[i].tensor = i;
+    }
     qsort(spans, (size_t)out->count, sizeof(span), compare_spans);
     size_t furthest_end = 0;
     int furthest = -1;
-    for (int i = 0; i < out->count; i++) {
+    span overlap[2] = {{0, 0, -1}, {0, 0, -1}};
+    for (int i = 0; i < out->count && overlap[0].tensor < 0; i++) {
         if (spans[i].begin == spans[i].end) continue;
-        if (furthest >= 0 && spans[i].begin < furthest_end)
-            tt_die("%s: tensors '%s' (bytes %zu to %zu) and '%s' (bytes %zu to %zu) overlap in the data area; "
-                   TT_ST_CORRUPT,
-                   path, out->tensors[spans[furthest].tensor].name, spans[furthest].begin, spans[furthest].end,
-                   out->tensors[spans[i].tensor].name, spans[i].begin, spans[i].end);
+        if (furthest >= 0 && spans[i].begin < furthest_end) {
+            overlap[0] = spans[furthest];
+            overlap[1] = spans[i];
+        }
         if (spans[i].end > furthest_end || furthest < 0) {
             furthest_end = spans[i].end;
             furthest = i;
         }
     }
     free(spans);
+    if (overlap[0].tensor >= 0)
+        tt_die("%s: tensors '%s' (bytes %zu to %zu) and '%s' (bytes %zu to %zu) overlap in the data area; "
+               TT_ST_CORRUPT,
+               path, out->tensors[overlap[0].tensor].name, overlap[0].begin, overlap[0].end,
+               out->tensors[overlap[1].tensor].name, overlap[1].begin, overlap[1].end);
+
+    /* A name index, so that looking every tensor up (the loaders, a sharded index) is
+     * n log n rather than n^2 string compares. Names are unique: duplicates were refused. */
+    named_index *order = tt_xmalloc(sizeof(named_index) * ((size_t)out->count + 1), "the safetensors index");
+    for (int i = 0; i < out->count; i++) order[i] = (named_index){out->tensors[i].name, i};
+    qsort(order, (size_t)out->count, sizeof(named_index), compare_names);
+    out->by_name = tt_xmalloc(sizeof(int) * ((size_t)out->count + 1), "the safetensors index");
+    for (int i = 0; i < out->count; i++) out->by_name[i] = order[i].index;
+    free(order);
 }
 
 void tt_st_close(tt_st_file *file) {
     if (file->map) munmap(file->map, file->map_bytes);
     for (int i = 0; i < file->count; i++) free(file->tensors[i].name);
     free(file->tensors);
+    free(file->by_name);
     free(file->path);
     memset(file, 0, sizeof(*file));
 }
 
 const tt_st_tensor *tt_st_find(const tt_st_file *file, const char *name) {
-    for (int i = 0; i < file->count; i++)
-        if (strcmp(file->tensors[i].name, name) == 0) return &file->tensors[i];
+    int lo = 0, hi = file->by_name ? file->count : 0;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        const tt_st_tensor *t = &file->tensors[file->by_name[mid]];
+        const int c = strcmp(name, t->name);
+        if (c == 0) return t;
+        if (c < 0) hi = mid;
+        else lo = mid + 1;
+    }
     return NULL;
 }
 
@@ -250,8 +330,10 @@ void tt_st_model_open(const char *dir, tt_st_model *out) {
     }
     free(single_path);
 
+    /* the index through the same regular-file check as the shards, and no larger than a header */
     json_error_t error;
-    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &error);
+    json_t *root = tt_json_load_regular_file(index_path, JSON_REJECT_DUPLICATES, (size_t)TT_ST_MAX_HEADER_BYTES,
+                                             "a model.safetensors.index.json", &error);
     if (!root)
         tt_die("%s:%d:%d: not valid JSON: %s; re-download the model's index file", index_path, error.line,
                error.column, error.text);

@@ -32,6 +32,7 @@ typedef struct tt_st_file {
     size_t map_bytes;
     tt_st_tensor *tensors;
     int count;
+    int *by_name;        /* tensor indices in strcmp order of their names (tt_st_find) */
 } tt_st_file;
 
 /* Opens and validates one file. Any inconsistency (short file, header length past the end,

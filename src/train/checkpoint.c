@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "model/lora.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -172,7 +173,7 @@ void tt_checkpoint_load(tt_model_state *m, tt_trainer_state *t, const char *dir)
 
     snprintf(path, sizeof path, "%s/trainer_state.json", dir);
     json_error_t error;
-    json_t *root = json_load_file(path, 0, &error);
+    json_t *root = tt_json_load_regular_file(path, 0, 16 << 20, "a trainer_state.json", &error);
     if (!root) tt_die("%s:%d: cannot read the trainer state: %s", path, error.line, error.text);
     memset(t, 0, sizeof(*t));
     t->global_step = json_int_key(root, "global_step", path);

@@ -138,8 +138,8 @@ typedef struct tt_backend_iface {
      * reconfigured); asking twice gives the same answer. A backend that must build something to
      * answer (cuDNN's graphs) builds it in a cache of its context that only queries read, so that
      * pricing a hypothetical plan (the size table's dry run, the planners, `tiertrain plan`) never
-     * touches the run the backend is prepared for. Both die, naming the key, for settings the
-     * backend cannot run at all.
+     * touches the run the backend is prepared for. Both stop the run for settings the backend
+     * cannot run at all (the CUDA backend naming attn_implementation).
      * scratch_bytes: the scratch ops use inside one call (partial sums, a row of attention scores
      * per thread). The size table reserves it in the compute tier's arena (class workspace) and
      * prepare hands it over, so that no op allocates during a step.
@@ -159,7 +159,7 @@ typedef struct tt_backend_iface {
      * shape at the first call of that shape (the shapes are only known by running the step; the
      * choice is a function of the shape, so the bits do not depend on when it is made). Preparing
      * again replaces the previous run's preparation; release ends it (the CUDA op profile, when on,
-     * is printed then) and gives the scratch back to the caller. */
+     * is printed then) and gives the scratch back to the caller. One run is prepared at a time. */
     void (*prepare)(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape, void *scratch,
                     size_t scratch_bytes);
     void (*release)(void *ctx);

@@ -432,9 +432,15 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
 
 /* The choice for a key, from the queries' cache or resolved into it. Pure as far as the run goes:
  * only the cache changes, and the answer for a key never does. */
-static const attention_choice *query_attention(cuda_backend *cuda, const attention_key *key) {
+static const attention_choice *cached_attention(const cuda_backend *cuda, const attention_key *key) {
     for (int i = 0; i < cuda->queries && i < QUERY_CACHE; i++)
         if (same_key(&cuda->query_key[i], key)) return &cuda->query_choice[i];
+    return NULL;
+}
+
+static const attention_choice *query_attention(cuda_backend *cuda, const attention_key *key) {
+    const attention_choice *cached = cached_attention(cuda, key);
+    if (cached) return cached;
     use_device(cuda);
     tt_cudnn_attention *plans = NULL;
     const attention_choice choice = resolve_attention(key, &plans);
@@ -552,10 +558,14 @@ static void cuda_prepare(void *ctx, const tt_backend_settings *settings, const t
     unprepare(cuda);
     cuda->settings = *settings;
     cuda->scratch_shape = *shape;
-    /* the attention plans: the ones the queries built for the same key, else built now */
+    /* the attention plans: the ones the queries built for the same key (none to build when cuDNN does not
+     * run), else built now */
     cuda->attention_key = key_of(settings, &shape->attention);
-    if (cuda->latest_cudnn && same_key(&cuda->latest_key, &cuda->attention_key)) {
-        cuda->attention = *query_attention(cuda, &cuda->attention_key);
+    const attention_choice *cached = cached_attention(cuda, &cuda->attention_key);
+    if (cached && cached->forward != TT_ATTENTION_CUDNN) {
+        cuda->attention = *cached;
+    } else if (cached && cuda->latest_cudnn && same_key(&cuda->latest_key, &cuda->attention_key)) {
+        cuda->attention = *cached;
         cuda->cudnn = cuda->latest_cudnn; /* adopted: the queries keep their answer, not the plans */
         cuda->latest_cudnn = NULL;
     } else {

@@ -338,13 +338,13 @@ static void test_linear(bool bias) {
 
 /* The step's adapter code (src/train/lora_step.c) runs through a backend table; here, one of the
  * f64 kernels, so that the composition itself is checked in double against finite differences. */
-static void f64_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual, int64_t N,
-                               int64_t in, int64_t out) {
+static void f64_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
+                               int64_t N, int64_t in, int64_t out) {
     if (residual && residual != y) memcpy(y, residual, sizeof(double) * (size_t)(N * out));
     tt_cpu_linear_forward_f64(y, x, W, b, N, in, out, residual != NULL);
 }
-static void f64_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W, int64_t N,
-                                int64_t in, int64_t out, bool accumulate_dx) {
+static void f64_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
+                                int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
     tt_cpu_linear_backward_f64(NULL, dx, dW, db, dy, x, W, N, in, out, accumulate_dx);
 }
 static void f64_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier, uint32_t threshold,

@@ -407,7 +407,9 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
     } else if (want == TT_ATTENTION_SIMPLE) {
         c.forward = c.backward = TT_ATTENTION_SIMPLE;
     } else {
-        c.forward = a && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN : flash ? TT_ATTENTION_FLASH : TT_ATTENTION_SIMPLE;
+        c.forward = a && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN
+                    : flash                        ? TT_ATTENTION_FLASH
+                                                   : TT_ATTENTION_SIMPLE;
         c.backward = cudnn_backward && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN
                      : flash                                     ? TT_ATTENTION_FLASH
                                                                  : TT_ATTENTION_SIMPLE;
@@ -619,7 +621,8 @@ static void cuda_embedding_forward(void *ctx, void *out, const int32_t *ids, con
     TIMED("embedding forward", tt_cuda_embedding_forward(out, ids, table, N, D, cuda->stream));
 }
 
-static void cuda_embedding_backward(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D) {
+static void cuda_embedding_backward(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N,
+                                    int64_t D) {
     cuda_backend *cuda = ctx;
     /* A stable sort of positions by token on the host gives every table row one block that adds
      * its positions in order: deterministic without atomics. The vocabulary bound is the
@@ -636,7 +639,8 @@ static void cuda_embedding_backward(void *ctx, void *dtable, const int32_t *ids,
                                                    cuda->host_starts, cuda->host_segment_tokens, cuda->host_counts);
     int32_t *device = op_scratch(cuda, sizeof(int32_t) * (size_t)(3 * N + 1), "the embedding backward order");
     int32_t *order = device, *starts = device + N, *tokens = device + 2 * N + 1;
-    TT_CUDA_CHECK(cudaMemcpyAsync(order, cuda->host_order, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice, cuda->stream));
+    TT_CUDA_CHECK(
+        cudaMemcpyAsync(order, cuda->host_order, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice, cuda->stream));
     TT_CUDA_CHECK(cudaMemcpyAsync(starts, cuda->host_starts, sizeof(int32_t) * (size_t)(segments + 1),
                                   cudaMemcpyHostToDevice, cuda->stream));
     TT_CUDA_CHECK(cudaMemcpyAsync(tokens, cuda->host_segment_tokens, sizeof(int32_t) * (size_t)segments,
@@ -657,14 +661,16 @@ static void cuda_rmsnorm_backward(void *ctx, void *dx, void *dw, const void *dou
                                   const float *rstd, int64_t R, int64_t C) {
     cuda_backend *cuda = ctx;
     float *scratch = op_scratch(cuda, floats(tt_cuda_rmsnorm_backward_scratch(R, C)), "the RMSNorm backward");
-    TIMED("rmsnorm backward", tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(cuda), dout, x, w, rstd, R, C, scratch, cuda->stream));
+    TIMED("rmsnorm backward",
+          tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(cuda), dout, x, w, rstd, R, C, scratch, cuda->stream));
 }
 
 static void cuda_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
                                 int64_t N, int64_t in, int64_t out) {
     cuda_backend *cuda = ctx;
     /* y[N,out] = x[N,in] @ W[out,in]^T (+ residual: cuBLASLt's C input, D = y) */
-    TIMED("gemm forward", tt_cuda_gemm_add(cuda->gemm, false, true, N, out, in, x, in, W, in, residual, y, out, cuda->stream));
+    TIMED("gemm forward",
+          tt_cuda_gemm_add(cuda->gemm, false, true, N, out, in, x, in, W, in, residual, y, out, cuda->stream));
     if (b) TIMED("bias add", tt_cuda_add_bias(y, b, N, out, cuda->stream));
 }
 
@@ -685,14 +691,14 @@ static void cuda_linear_backward(void *ctx, void *dx, void *dW, void *db, const 
                                                accumulate_dx ? 1.0f : 0.0f, dx, false, in, cuda->stream));
 }
 
-static void cuda_rope_forward(void *ctx, void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                              int64_t hd) {
+static void cuda_rope_forward(void *ctx, void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
+                              int64_t H, int64_t hd) {
     cuda_backend *cuda = ctx;
     TIMED("rope forward", tt_cuda_rope_forward(x, cos_t, sin_t, B, T, H, hd, cuda->stream));
 }
 
-static void cuda_rope_backward(void *ctx, void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                               int64_t hd) {
+static void cuda_rope_backward(void *ctx, void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
+                               int64_t H, int64_t hd) {
     cuda_backend *cuda = ctx;
     TIMED("rope backward", tt_cuda_rope_backward(dx, cos_t, sin_t, B, T, H, hd, cuda->stream));
 }
@@ -705,7 +711,8 @@ static void cuda_attention_forward(void *ctx, void *out, float *lse, const void 
     case TT_ATTENTION_CUDNN:
         TIMED("attention forward cudnn",
               tt_cudnn_attention_forward(cuda->cudnn, out, lse, q, k, v,
-                                         op_scratch(cuda, cuda->attention.forward_workspace, "cuDNN attention"), cuda->stream));
+                                         op_scratch(cuda, cuda->attention.forward_workspace, "cuDNN attention"),
+                                         cuda->stream));
         break;
     case TT_ATTENTION_FLASH:
         TIMED("attention forward flash", tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, cuda->stream));
@@ -787,8 +794,9 @@ static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, 
         if (dxn) {
             /* logits now hold d loss / d logits; dW is NULL when the LM head is frozen */
             if (dW)
-                TIMED("lm head gemm backward dW", tt_cuda_gemm(cuda->gemm, true, false, V, D, rows, 1.0f, logits, V,
-                                                               x + first * D, D, 1.0f, dW, gradient_fp32(cuda), D, cuda->stream));
+                TIMED("lm head gemm backward dW",
+                      tt_cuda_gemm(cuda->gemm, true, false, V, D, rows, 1.0f, logits, V, x + first * D, D, 1.0f, dW,
+                                   gradient_fp32(cuda), D, cuda->stream));
             TIMED("lm head gemm backward dx", tt_cuda_gemm(cuda->gemm, false, false, rows, D, V, 1.0f, logits, V, W, D,
                                                            0.0f, (tt_bf16 *)dxn + first * D, false, D, cuda->stream));
         }
@@ -820,9 +828,9 @@ static void cuda_adamw_update(void *ctx, void *weights, float *master, const voi
                               float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                               float grad_scale) {
     cuda_backend *cuda = ctx;
-    TIMED("adamw", tt_cuda_adamw(master, weights, g, gradient_fp32(cuda), m, v, cuda->settings.precision.moment == TT_BF16,
-                                 segment_start, segment_decays, segments, lr, beta1, beta2, eps, weight_decay, step,
-                                 grad_scale, cuda->stream));
+    TIMED("adamw", tt_cuda_adamw(master, weights, g, gradient_fp32(cuda), m, v,
+                                 cuda->settings.precision.moment == TT_BF16, segment_start, segment_decays, segments,
+                                 lr, beta1, beta2, eps, weight_decay, step, grad_scale, cuda->stream));
 }
 
 static void cuda_destroy(void *ctx) {

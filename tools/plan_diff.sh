@@ -3,7 +3,8 @@
 # refactor that must not move a byte of the plan (the size table, the per-layer policy, the spill).
 # Prints each plan that differs (the first lines of the diff) and a count; exits 1 when any does.
 # The device line is left out (it names how the binary was built). Extra key=value overrides for
-# every plan come from PLAN_DIFF_OVERRIDES (on a GPU machine: PLAN_DIFF_OVERRIDES="device=cuda").
+# every plan come from PLAN_DIFF_OVERRIDES (on a GPU machine: PLAN_DIFF_OVERRIDES="device=cuda"); PLAN_DIFF_MODELS
+# (config.json paths, space-separated) replaces the model list, PLAN_DIFF_SEQ the sequence lengths.
 #   tools/plan_diff.sh OLD_TIERTRAIN NEW_TIERTRAIN [SOURCE_DIR]
 set -uo pipefail
 old=${1:?usage: tools/plan_diff.sh OLD_TIERTRAIN NEW_TIERTRAIN [SOURCE_DIR]}
@@ -17,6 +18,8 @@ trap 'rm -rf "$offload_dir"' EXIT
 models=(bench/models/qwen3-0.6b/config.json bench/models/qwen3-1.7b/config.json bench/models/qwen3-8b/config.json
         configs/demo-model/config.json tests/fixtures/tiny_qwen3/config.json tests/fixtures/tiny_llama/config.json
         tests/fixtures/tiny_qwen2/config.json)
+[ -n "${PLAN_DIFF_MODELS:-}" ] && read -r -a models <<< "$PLAN_DIFF_MODELS"
+read -r -a lengths <<< "${PLAN_DIFF_SEQ:-512 4096}"
 modes=("gradient_checkpointing=false"
        "gradient_checkpointing=true"
        "gradient_checkpointing=true every_n_layers=2"
@@ -42,7 +45,7 @@ differ=0
 refused=0
 for model in "${models[@]}"; do
   for mode in "${modes[@]}"; do
-    for seq in 512 4096; do
+    for seq in "${lengths[@]}"; do
       args=(model_config="$model" sequence_len=$seq offload_dir="$offload_dir")
       read -r -a mode_args <<< "$mode"
       # selective_checkpointing's flow value holds spaces: pass the mode as one argument when it has braces

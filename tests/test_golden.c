@@ -9,6 +9,7 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "test_backend.h"
 #include "test_util.h"
 #include "train/optimizer.h"
 #include "train/model_setup.h"
@@ -71,7 +72,7 @@ static void run_fixture(const char *source_dir, const char *name, bool checkpoin
     const tt_precision fp32 = tt_precision_for_run(&run, false);
     tt_plan_from_config(&plan, &run, &config, TT_TIER_HOST, &fp32);
     tt_model_state s;
-    tt_model_state_init(&s, &config, &plan, tt_backend_cpu(), 0);
+    tt_model_state_init(&s, &config, &plan, tt_test_cpu_backend(), 0);
     tt_weights_load_hf(s.weights, &s.params, dir);
 
     const int32_t *in = ids->data, *lab = labels->data;

@@ -7,7 +7,8 @@
  *     formulas written out here, "+=" arguments against their starting values, and overwritten
  *     outputs are filled with NaN first.
  *  2. The f32 kernels agree with the f64 kernels within 1e-5 (relative, as above).
- *  3. Determinism: every op of tt_backend_cpu() gives the same bits with 1, 2 and 3 threads. */
+ *  3. Determinism: every op of the CPU backend gives the same bits on 1, 2 and 3 threads, with the
+ *     three backends alive side by side in the process. */
 #include <cblas.h>
 #include <fcntl.h>
 #include <math.h>
@@ -218,21 +219,21 @@ static void test_rmsnorm(int64_t R, int64_t C) {
     /* "+=" into random starting values; the difference is the gradient. */
     double *base_x = drandn(R * C, 1), *base_w = drandn(C, 1);
     double *dx = dcopy(base_x, R * C), *dw = dcopy(base_w, C);
-    tt_cpu_rmsnorm_backward_f64(dx, dw, c.Ro, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, dx, dw, c.Ro, c.x, c.w, c.rstd, R, C);
     double *gx = dsub(dx, base_x, R * C), *gw = dsub(dw, base_w, C);
 
     /* dx and dw may each be skipped. */
     double *dx_only = dcopy(base_x, R * C), *dw_only = dcopy(base_w, C);
-    tt_cpu_rmsnorm_backward_f64(dx_only, NULL, c.Ro, c.x, c.w, c.rstd, R, C);
-    tt_cpu_rmsnorm_backward_f64(NULL, dw_only, c.Ro, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, dx_only, NULL, c.Ro, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, NULL, dw_only, c.Ro, c.x, c.w, c.rstd, R, C);
     TT_EXPECT(memcmp(dx_only, dx, (size_t)(R * C) * sizeof(double)) == 0 &&
                   memcmp(dw_only, dw, (size_t)C * sizeof(double)) == 0,
               "rmsnorm backward with dw or dx NULL gives the same dx and dw");
 
     /* dx may be the buffer of dout (dx = dout + gradient). */
     double *alias = dcopy(c.Ro, R * C), *dx_sep = dcopy(c.Ro, R * C), *dw_alias = dcopy(base_w, C);
-    tt_cpu_rmsnorm_backward_f64(dx_sep, NULL, c.Ro, c.x, c.w, c.rstd, R, C);
-    tt_cpu_rmsnorm_backward_f64(alias, dw_alias, alias, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, dx_sep, NULL, c.Ro, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, alias, dw_alias, alias, c.x, c.w, c.rstd, R, C);
     TT_EXPECT(memcmp(alias, dx_sep, (size_t)(R * C) * sizeof(double)) == 0 &&
                   memcmp(dw_alias, dw, (size_t)C * sizeof(double)) == 0,
               "rmsnorm backward with dx == dout");
@@ -252,7 +253,7 @@ static void test_rmsnorm(int64_t R, int64_t C) {
     rms_objective(&c);
     expect_close_f32("rmsnorm forward", outf, c.out, R * C);
     expect_close_f32("rmsnorm rstd", rstdf, c.rstd, R);
-    tt_cpu_rmsnorm_backward_f32(dxf, dwf, Rf, xf, wf, rstdf, R, C);
+    tt_cpu_rmsnorm_backward_f32(NULL, dxf, dwf, Rf, xf, wf, rstdf, R, C);
     expect_close_f32("rmsnorm dx", dxf, dx, R * C);
     expect_close_f32("rmsnorm dw", dwf, dw, C);
 
@@ -299,17 +300,17 @@ static void test_linear(bool bias) {
     double *dx = dnew(N * in), *base_W = drandn(out * in, 1), *dW = dcopy(base_W, out * in);
     double *base_b = drandn(out, 1), *db = dcopy(base_b, out);
     dnan(dx, N * in);
-    tt_cpu_linear_backward_f64(dx, dW, bias ? db : NULL, c.Ry, c.x, c.W, N, in, out, false);
+    tt_cpu_linear_backward_f64(NULL, dx, dW, bias ? db : NULL, c.Ry, c.x, c.W, N, in, out, false);
     double *gW = dsub(dW, base_W, out * in), *gb = dsub(db, base_b, out);
     if (!bias) TT_EXPECT(memcmp(db, base_b, (size_t)out * sizeof(double)) == 0, "db untouched");
 
     double *base_dx = drandn(N * in, 1), *dx_acc = dcopy(base_dx, N * in);
-    tt_cpu_linear_backward_f64(dx_acc, NULL, NULL, c.Ry, c.x, c.W, N, in, out, true);
+    tt_cpu_linear_backward_f64(NULL, dx_acc, NULL, NULL, c.Ry, c.x, c.W, N, in, out, true);
     double *gx_acc = dsub(dx_acc, base_dx, N * in);
     expect_close("linear dx +=", gx_acc, dx, N * in, 1e-14);
 
     double *dW2 = dcopy(base_W, out * in);
-    tt_cpu_linear_backward_f64(NULL, dW2, NULL, c.Ry, c.x, c.W, N, in, out, false);
+    tt_cpu_linear_backward_f64(NULL, NULL, dW2, NULL, c.Ry, c.x, c.W, N, in, out, false);
     TT_EXPECT(memcmp(dW2, dW, (size_t)(out * in) * sizeof(double)) == 0, "linear backward with dx NULL");
 
     expect_grad("linear dx", lin_objective, &c, c.x, N * in, dx);
@@ -323,7 +324,7 @@ static void test_linear(bool bias) {
     fnan(dxf, N * in);
     tt_cpu_linear_forward_f32(yf, xf, Wf, bf, N, in, out, false);
     expect_close_f32("linear forward", yf, ref, N * out);
-    tt_cpu_linear_backward_f32(dxf, dWf, bias ? dbf : NULL, Ryf, xf, Wf, N, in, out, false);
+    tt_cpu_linear_backward_f32(NULL, dxf, dWf, bias ? dbf : NULL, Ryf, xf, Wf, N, in, out, false);
     expect_close_f32("linear dx", dxf, dx, N * in);
     expect_close_f32("linear dW", dWf, dW, out * in);
     if (bias) expect_close_f32("linear db", dbf, db, out);
@@ -337,23 +338,28 @@ static void test_linear(bool bias) {
 
 /* The step's adapter code (src/train/lora_step.c) runs through a backend table; here, one of the
  * f64 kernels, so that the composition itself is checked in double against finite differences. */
-static void f64_linear_forward(void *y, const void *x, const void *W, const void *b, const void *residual, int64_t N,
-                               int64_t in, int64_t out) {
+static void f64_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
+                               int64_t N, int64_t in, int64_t out) {
     if (residual && residual != y) memcpy(y, residual, sizeof(double) * (size_t)(N * out));
     tt_cpu_linear_forward_f64(y, x, W, b, N, in, out, residual != NULL);
 }
-static void f64_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W, int64_t N,
-                                int64_t in, int64_t out, bool accumulate_dx) {
-    tt_cpu_linear_backward_f64(dx, dW, db, dy, x, W, N, in, out, accumulate_dx);
+static void f64_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
+                                int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+    tt_cpu_linear_backward_f64(NULL, dx, dW, db, dy, x, W, N, in, out, accumulate_dx);
 }
-static void f64_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t threshold,
+static void f64_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier, uint32_t threshold,
                               uint64_t seed) {
     tt_cpu_dropout_scale_f64(out, x, n, multiplier, threshold, seed);
 }
-static void f64_add(void *out, const void *a, const void *b, int64_t n) { tt_cpu_add_f64(out, a, b, n); }
-static const tt_backend f64_backend = {.name = "cpu f64", .linear_forward = f64_linear_forward,
-                                       .linear_backward = f64_linear_backward, .dropout_scale = f64_dropout_scale,
-                                       .add = f64_add};
+static void f64_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {
+    tt_cpu_add_f64(out, a, b, n);
+}
+/* The entries the LoRA adapter code calls, in double; no context. */
+static const tt_backend_iface f64_iface = {.linear_forward = f64_linear_forward,
+                                           .linear_backward = f64_linear_backward,
+                                           .dropout_scale = f64_dropout_scale,
+                                           .add = f64_add};
+static const tt_backend f64_backend = {.iface = &f64_iface, .name = "cpu f64", .compute_tier = TT_TIER_HOST};
 
 typedef struct {
     int64_t N;
@@ -415,7 +421,7 @@ static void test_lora_adapter(double dropout) {
 
     /* backward: the base dx, then the adapter's pieces in the step's order */
     double *dx = dnew(N * in);
-    tt_cpu_linear_backward_f64(dx, NULL, NULL, c.R, NULL, c.W, N, in, out, false);
+    tt_cpu_linear_backward_f64(NULL, dx, NULL, NULL, c.R, NULL, c.W, N, in, out, false);
     tt_lora_backward_weights(&f64_backend, &c.lora, c.R, c.x, c.u, N);
     tt_lora_backward_input(&f64_backend, &c.lora, c.u, dx, N);
     snprintf(what, sizeof what, "%s dA", tag);
@@ -472,8 +478,8 @@ static void test_column_sums(void) {
             ref_dw[i] += g[r * C + i] * x[r * C + i] * rstd[r];
             ref_db[i] += g[r * C + i];
         }
-    tt_cpu_rmsnorm_backward_f64(NULL, dw, g, x, w, rstd, R, C);
-    tt_cpu_linear_backward_f64(NULL, NULL, db, g, x, x, R, C, C, false);
+    tt_cpu_rmsnorm_backward_f64(NULL, NULL, dw, g, x, w, rstd, R, C);
+    tt_cpu_linear_backward_f64(NULL, NULL, NULL, db, g, x, x, R, C, C, false);
     expect_close("rmsnorm dw over 300 rows", dw, ref_dw, C, REF_TOL);
     expect_close("linear db over 300 rows", db, ref_db, C, REF_TOL);
     free(x), free(w), free(g), free(rstd), free(dw), free(db), free(ref_dw), free(ref_db);
@@ -558,7 +564,7 @@ static double attn_objective(void *p) {
     attn_ctx *c = p;
     dnan(c->out, attn_q_elems(&c->s));
     dnan(c->lse, c->s.batch * c->s.num_heads * c->s.seq_len);
-    tt_cpu_attention_forward_f64(c->out, c->lse, c->q, c->k, c->v, &c->s);
+    tt_cpu_attention_forward_f64(NULL, c->out, c->lse, c->q, c->k, c->v, &c->s);
     return ddot(c->out, c->Ro, attn_q_elems(&c->s));
 }
 
@@ -611,13 +617,13 @@ static void test_attention(int64_t window) {
 
     double *dq = dnew(nq), *dk = dnew(nkv), *dv = dnew(nkv);
     dnan(dq, nq), dnan(dk, nkv), dnan(dv, nkv);
-    tt_cpu_attention_backward_f64(dq, dk, dv, c.Ro, c.out, c.lse, c.q, c.k, c.v, &c.s);
+    tt_cpu_attention_backward_f64(NULL, dq, dk, dv, c.Ro, c.out, c.lse, c.q, c.k, c.v, &c.s);
 
     float *qf = to_f32(c.q, nq), *kf = to_f32(c.k, nkv), *vf = to_f32(c.v, nkv), *Rf = to_f32(c.Ro, nq);
     float *outf = fnew(nq), *lsef = fnew(nl), *dqf = fnew(nq), *dkf = fnew(nkv), *dvf = fnew(nkv);
     fnan(outf, nq), fnan(lsef, nl), fnan(dqf, nq), fnan(dkf, nkv), fnan(dvf, nkv);
-    tt_cpu_attention_forward_f32(outf, lsef, qf, kf, vf, &c.s);
-    tt_cpu_attention_backward_f32(dqf, dkf, dvf, Rf, outf, lsef, qf, kf, vf, &c.s);
+    tt_cpu_attention_forward_f32(NULL, outf, lsef, qf, kf, vf, &c.s);
+    tt_cpu_attention_backward_f32(NULL, dqf, dkf, dvf, Rf, outf, lsef, qf, kf, vf, &c.s);
     expect_close_f32("attention forward", outf, c.out, nq);
     expect_close_f32("attention lse", lsef, c.lse, nl);
     expect_close_f32("attention dv", dvf, dv, nkv);
@@ -721,7 +727,7 @@ static double lm_objective(void *p) {
     int64_t count = -1;
     dnan(c->logits, c->chunk * c->V);
     return c->scale *
-           tt_cpu_lm_head_loss_f64(NULL, NULL, c->xn, c->W, c->targets, c->N, c->D, c->V, c->chunk, c->logits,
+           tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c->xn, c->W, c->targets, c->N, c->D, c->V, c->chunk, c->logits,
                                    c->scale, &count);
 }
 
@@ -729,7 +735,7 @@ static void lm_bad_target(void) {
     int32_t targets[2] = {1, 11};
     double xn[6] = {0}, W[33] = {0}, logits[33];
     int64_t count;
-    tt_cpu_lm_head_loss_f64(NULL, NULL, xn, W, targets, 2, 3, 11, 1, logits, 1.0, &count);
+    tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, xn, W, targets, 2, 3, 11, 1, logits, 1.0, &count);
 }
 
 static void test_lm_head(void) {
@@ -750,7 +756,7 @@ static void test_lm_head(void) {
         ref_count++;
     }
     int64_t count = -1;
-    double loss = tt_cpu_lm_head_loss_f64(NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
+    double loss = tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
                                           &count);
     TT_EXPECT(fabs(loss - ref) < REF_TOL * fabs(ref), "lm_head loss %.17g vs %.17g", loss, ref);
     TT_EXPECT(count == ref_count, "lm_head count %lld vs %lld", (long long)count, (long long)ref_count);
@@ -759,7 +765,7 @@ static void test_lm_head(void) {
     dnan(dxn, N * D);
     dnan(c.logits, c.chunk * V);
     count = -1;
-    double loss2 = tt_cpu_lm_head_loss_f64(dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
+    double loss2 = tt_cpu_lm_head_loss_f64(NULL, dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
                                            &count);
     TT_EXPECT(loss2 == loss && count == ref_count, "lm_head loss with gradients %.17g vs %.17g", loss2, loss);
     double *gW = dsub(dW, base_W, V * D);
@@ -772,14 +778,14 @@ static void test_lm_head(void) {
     /* One chunk holding every token gives the same loss and gradients. */
     double *dxn1 = dnew(N * D), *dW1 = dcopy(base_W, V * D), *logits1 = dnew(16 * V);
     dnan(dxn1, N * D);
-    double loss1 = tt_cpu_lm_head_loss_f64(dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, c.scale, &count);
+    double loss1 = tt_cpu_lm_head_loss_f64(NULL, dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, c.scale, &count);
     TT_EXPECT(fabs(loss1 - loss) < 1e-14 * fabs(loss), "lm_head loss with chunk 16: %.17g vs %.17g", loss1, loss);
     expect_close("lm_head dxn with chunk 16", dxn1, dxn, N * D, 1e-14);
     expect_close("lm_head dW with chunk 16", dW1, dW, V * D, 1e-14);
 
     /* dxn may be the buffer of xn. */
     double *alias = dcopy(c.xn, N * D), *dW_alias = dcopy(base_W, V * D);
-    tt_cpu_lm_head_loss_f64(alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, &count);
+    tt_cpu_lm_head_loss_f64(NULL, alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, &count);
     TT_EXPECT(memcmp(alias, dxn, (size_t)(N * D) * sizeof(double)) == 0 &&
                   memcmp(dW_alias, dW, (size_t)(V * D) * sizeof(double)) == 0,
               "lm_head with dxn == xn");
@@ -792,7 +798,7 @@ static void test_lm_head(void) {
     float *lf = fnew(c.chunk * V);
     fnan(dxf, N * D);
     int64_t countf = -1;
-    double lossf = tt_cpu_lm_head_loss_f32(dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, c.scale, &countf);
+    double lossf = tt_cpu_lm_head_loss_f32(NULL, dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, c.scale, &countf);
     TT_EXPECT(fabs(lossf - loss) < F32_TOL * fabs(loss) && countf == ref_count, "f32 vs f64 lm_head loss %.9g vs %.9g",
               lossf, loss);
     expect_close_f32("lm_head dxn", dxf, dxn, N * D);
@@ -823,17 +829,21 @@ static void test_sum_squares(void) {
     const int64_t n = 10001; /* three blocks of 4096, the last partial */
     double *x = drandn(n, 1), ref = 0;
     for (int64_t i = 0; i < n; i++) ref += x[i] * x[i];
-    double got = tt_cpu_sum_squares_f64(x, n);
+    double got = tt_cpu_sum_squares_f64(NULL, x, n);
     TT_EXPECT(fabs(got - ref) < REF_TOL * ref, "sum_squares %.17g vs %.17g", got, ref);
-    TT_EXPECT(tt_cpu_sum_squares_f64(x, 0) == 0, "sum_squares of nothing");
+    TT_EXPECT(tt_cpu_sum_squares_f64(NULL, x, 0) == 0, "sum_squares of nothing");
     float *xf = to_f32(x, n);
     double reff = 0;
     for (int64_t i = 0; i < n; i++) reff += (double)xf[i] * (double)xf[i];
-    double gotf = tt_cpu_sum_squares_f32(xf, n);
+    double gotf = tt_cpu_sum_squares_f32(NULL, xf, n);
     TT_EXPECT(fabs(gotf - reff) < REF_TOL * reff, "sum_squares f32 %.17g vs %.17g", gotf, reff);
     TT_EXPECT(fabs(gotf - got) < F32_TOL * got, "f32 vs f64 sum_squares %.17g vs %.17g", gotf, got);
     free(x), free(xf);
 }
+
+/* The CPU backend's one set of settings. */
+static const tt_backend_settings fp32 = {
+    .precision = {.activation = TT_F32, .gradient = TT_F32, .moment = TT_F32, .master = false}};
 
 /* The scratch area the size table reserves fits the gradient norm of a model whose flat gradient
  * buffer dwarfs its activations (Qwen3-0.6B at 64 tokens asked 1.1 MB of a 0.3 MB area). */
@@ -846,13 +856,16 @@ static void test_sum_squares_in_reserved_scratch(void) {
                                     .loss_chunk = 4,
                                     .gradient_numel = 3000000,
                                     .vocab = 32};
-    const size_t bytes = tt_cpu_scratch_bytes(&shape);
+    tt_backend *be = tt_backend_cpu_create(2);
+    const size_t bytes = tt_backend_scratch_bytes(be, &fp32, &shape);
     void *area = malloc(bytes);
     float *g = calloc((size_t)shape.gradient_numel, sizeof(float));
     for (int64_t i = 0; i < shape.gradient_numel; i += 1000) g[i] = 1.0f;
-    tt_cpu_scratch_set(area, bytes);
-    const double sum = tt_cpu_sum_squares_f32(g, shape.gradient_numel);
-    tt_cpu_scratch_set(NULL, 0);
+    tt_backend_prepare(be, &fp32, &shape, area, bytes);
+    double sum = 0;
+    tt_backend_sum_squares(be, &sum, g, shape.gradient_numel);
+    tt_backend_release(be);
+    tt_backend_destroy(be);
     TT_EXPECT(sum == 3000.0, "sum of squares over a %lld-value gradient buffer in a %zu-byte scratch area: %.17g",
               (long long)shape.gradient_numel, bytes, sum);
     free(area), free(g);
@@ -904,9 +917,9 @@ static void test_adamw_case(int64_t step, bool zero_moments) {
 
 /* ------------------------------------------------------------------ determinism */
 
-/* Each runs one op (forward and backward) of tt_backend_cpu() on inputs drawn from a fixed
+/* Each runs one op (forward and backward) of the CPU backend `be` on inputs drawn from a fixed
  * seed and writes every output into res. */
-typedef void (*det_fn)(float *res);
+typedef void (*det_fn)(const tt_backend *be, float *res);
 
 static float *frand(tt_rng *r, int64_t n, double s) {
     float *a = fnew(n);
@@ -917,8 +930,7 @@ static float *frand(tt_rng *r, int64_t n, double s) {
 #define DET_EMB_V 50
 #define DET_EMB_D 200
 #define DET_EMB_N 300
-static void det_embedding(float *res) {
-    const tt_backend *be = tt_backend_cpu();
+static void det_embedding(const tt_backend *be, float *res) {
     tt_rng r;
     tt_rng_seed(&r, 1);
     int32_t ids[DET_EMB_N];
@@ -926,45 +938,43 @@ static void det_embedding(float *res) {
     float *table = frand(&r, DET_EMB_V * DET_EMB_D, 1), *dout = frand(&r, DET_EMB_N * DET_EMB_D, 1);
     float *out = res, *dtable = res + DET_EMB_N * DET_EMB_D;
     fnan(out, DET_EMB_N * DET_EMB_D);
-    be->embedding_forward(out, ids, table, DET_EMB_N, DET_EMB_D);
+    tt_backend_embedding_forward(be, out, ids, table, DET_EMB_N, DET_EMB_D);
     memcpy(dtable, table, sizeof(float) * DET_EMB_V * DET_EMB_D);
-    be->embedding_backward(dtable, ids, dout, DET_EMB_N, DET_EMB_D);
+    tt_backend_embedding_backward(be, dtable, ids, dout, DET_EMB_N, DET_EMB_D);
     free(table), free(dout);
 }
 
 #define DET_RMS_R 1000
 #define DET_RMS_C 96
-static void det_rmsnorm(float *res) {
-    const tt_backend *be = tt_backend_cpu();
+static void det_rmsnorm(const tt_backend *be, float *res) {
     tt_rng r;
     tt_rng_seed(&r, 2);
     const int64_t R = DET_RMS_R, C = DET_RMS_C;
     float *x = frand(&r, R * C, 1), *w = frand(&r, C, 1), *dout = frand(&r, R * C, 1);
     float *out = res, *rstd = out + R * C, *dx = rstd + R, *dw = dx + R * C;
     fnan(out, R * C), fnan(rstd, R);
-    be->rmsnorm_forward(out, rstd, x, w, R, C, 1e-6);
+    tt_backend_rmsnorm_forward(be, out, rstd, x, w, R, C, 1e-6);
     memcpy(dx, dout, sizeof(float) * (size_t)(R * C));
     memcpy(dw, w, sizeof(float) * (size_t)C);
-    be->rmsnorm_backward(dx, dw, dout, x, w, rstd, R, C);
+    tt_backend_rmsnorm_backward(be, dx, dw, dout, x, w, rstd, R, C);
     free(x), free(w), free(dout);
 }
 
 #define DET_LIN_N 300
 #define DET_LIN_IN 64
 #define DET_LIN_OUT 48
-static void det_linear(float *res) {
-    const tt_backend *be = tt_backend_cpu();
+static void det_linear(const tt_backend *be, float *res) {
     tt_rng r;
     tt_rng_seed(&r, 3);
     const int64_t N = DET_LIN_N, in = DET_LIN_IN, out = DET_LIN_OUT;
     float *x = frand(&r, N * in, 1), *W = frand(&r, out * in, 1), *b = frand(&r, out, 1), *dy = frand(&r, N * out, 1);
     float *y = res, *yacc = y + N * out, *dx = yacc + N * out, *dW = dx + N * in, *db = dW + out * in;
     fnan(y, N * out), fnan(dx, N * in);
-    be->linear_forward(y, x, W, b, NULL, N, in, out);
-    be->linear_forward(yacc, x, W, NULL, dy, N, in, out); /* dy as the residual */
+    tt_backend_linear_forward(be, y, x, W, b, NULL, N, in, out);
+    tt_backend_linear_forward(be, yacc, x, W, NULL, dy, N, in, out); /* dy as the residual */
     memcpy(dW, W, sizeof(float) * (size_t)(out * in));
     memcpy(db, b, sizeof(float) * (size_t)out);
-    be->linear_backward(dx, dW, db, dy, x, W, N, in, out, false);
+    tt_backend_linear_backward(be, dx, dW, db, dy, x, W, N, in, out, false);
     free(x), free(W), free(b), free(dy);
 }
 
@@ -972,16 +982,15 @@ static void det_linear(float *res) {
 #define DET_ROPE_T 64
 #define DET_ROPE_H 4
 #define DET_ROPE_HD 32
-static void det_rope(float *res) {
-    const tt_backend *be = tt_backend_cpu();
+static void det_rope(const tt_backend *be, float *res) {
     tt_rng r;
     tt_rng_seed(&r, 4);
     const int64_t n = DET_ROPE_B * DET_ROPE_T * DET_ROPE_H * DET_ROPE_HD, nt = DET_ROPE_T * DET_ROPE_HD / 2;
     float *x = frand(&r, n, 1), *g = frand(&r, n, 1), *cs = frand(&r, nt, 1), *sn = frand(&r, nt, 1);
     memcpy(res, x, sizeof(float) * (size_t)n);
     memcpy(res + n, g, sizeof(float) * (size_t)n);
-    be->rope_forward(res, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD);
-    be->rope_backward(res + n, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD);
+    tt_backend_rope_forward(be, res, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD);
+    tt_backend_rope_backward(be, res + n, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD);
     free(x), free(g), free(cs), free(sn);
 }
 
@@ -994,8 +1003,7 @@ static void det_rope(float *res) {
 #define DET_ATT_NKV (DET_ATT_B * DET_ATT_T * DET_ATT_HKV * DET_ATT_HD)
 #define DET_ATT_NL (DET_ATT_B * DET_ATT_HQ * DET_ATT_T)
 #define DET_ATT_RES (2 * DET_ATT_NQ + DET_ATT_NL + 2 * DET_ATT_NKV)
-static void det_attention_window(float *res, int64_t window) {
-    const tt_backend *be = tt_backend_cpu();
+static void det_attention_window(const tt_backend *be, float *res, int64_t window) {
     tt_rng r;
     tt_rng_seed(&r, 5);
     tt_attention_shape s = {.batch = DET_ATT_B, .seq_len = DET_ATT_T, .num_heads = DET_ATT_HQ,
@@ -1005,24 +1013,23 @@ static void det_attention_window(float *res, int64_t window) {
     float *dout = frand(&r, DET_ATT_NQ, 1);
     float *out = res, *lse = out + DET_ATT_NQ, *dq = lse + DET_ATT_NL, *dk = dq + DET_ATT_NQ, *dv = dk + DET_ATT_NKV;
     fnan(res, DET_ATT_RES);
-    be->attention_forward(out, lse, q, k, v, &s);
-    be->attention_backward(dq, dk, dv, dout, out, lse, q, k, v, &s, NULL, NULL, 0);
+    tt_backend_attention_forward(be, out, lse, q, k, v, &s);
+    tt_backend_attention_backward(be, dq, dk, dv, dout, out, lse, q, k, v, &s, NULL, NULL, 0);
     free(q), free(k), free(v), free(dout);
 }
-static void det_attention(float *res) { det_attention_window(res, 0); }
-static void det_attention_sliding(float *res) { det_attention_window(res, 17); }
+static void det_attention(const tt_backend *be, float *res) { det_attention_window(be, res, 0); }
+static void det_attention_sliding(const tt_backend *be, float *res) { det_attention_window(be, res, 17); }
 
 #define DET_ELEM_N 10000
-static void det_swiglu_add(float *res) {
-    const tt_backend *be = tt_backend_cpu();
+static void det_swiglu_add(const tt_backend *be, float *res) {
     tt_rng r;
     tt_rng_seed(&r, 6);
     const int64_t n = DET_ELEM_N;
     float *g = frand(&r, n, 3), *u = frand(&r, n, 1), *dh = frand(&r, n, 1);
     fnan(res, 4 * n);
-    be->swiglu_forward(res, g, u, n);
-    be->swiglu_backward(res + n, res + 2 * n, dh, g, u, n);
-    be->add(res + 3 * n, g, u, n);
+    tt_backend_swiglu_forward(be, res, g, u, n);
+    tt_backend_swiglu_backward(be, res + n, res + 2 * n, dh, g, u, n);
+    tt_backend_add(be, res + 3 * n, g, u, n);
     free(g), free(u), free(dh);
 }
 
@@ -1031,8 +1038,7 @@ static void det_swiglu_add(float *res) {
 #define DET_LM_V 500
 #define DET_LM_CHUNK 48
 #define DET_LM_RES (4 + DET_LM_N * DET_LM_D + DET_LM_V * DET_LM_D)
-static void det_lm_head(float *res) {
-    const tt_backend *be = tt_backend_cpu();
+static void det_lm_head(const tt_backend *be, float *res) {
     tt_rng r;
     tt_rng_seed(&r, 7);
     int32_t targets[DET_LM_N];
@@ -1044,22 +1050,21 @@ static void det_lm_head(float *res) {
     fnan(dxn, DET_LM_N * DET_LM_D);
     memcpy(dW, W, sizeof(float) * DET_LM_V * DET_LM_D);
     int64_t count = 0;
-    double loss = be->lm_head_loss(dxn, dW, xn, W, targets, DET_LM_N, DET_LM_D, DET_LM_V, DET_LM_CHUNK, logits,
-                                   1.0 / 86, &count);
+    double loss = tt_backend_lm_head_loss(be, dxn, dW, xn, W, targets, DET_LM_N, DET_LM_D, DET_LM_V, DET_LM_CHUNK,
+                                          logits, 1.0 / 86, &count);
     memcpy(res, &loss, sizeof loss);
     memcpy(res + 2, &count, sizeof count);
     free(xn), free(W), free(logits);
 }
 
 #define DET_OPT_N 100000
-static void det_optimizer(float *res) {
-    const tt_backend *be = tt_backend_cpu();
+static void det_optimizer(const tt_backend *be, float *res) {
     tt_rng r;
     tt_rng_seed(&r, 8);
     const int64_t n = DET_OPT_N;
     float *g = frand(&r, n, 1), *p = res + 2, *m = p + n, *v = m + n;
     double ss = 0;
-    be->sum_squares(&ss, g, n);
+    tt_backend_sum_squares(be, &ss, g, n);
     memcpy(res, &ss, sizeof ss);
     for (int64_t i = 0; i < n; i++) {
         p[i] = (float)tt_rng_normal(&r);
@@ -1068,45 +1073,72 @@ static void det_optimizer(float *res) {
     }
     const int64_t segment_start[3] = {0, n / 2, n};
     const unsigned char segment_decays[2] = {1, 0};
-    be->adamw_update(p, NULL, g, m, v, segment_start, segment_decays, 2, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 7, 0.5f);
+    tt_backend_adamw_update(be, p, NULL, g, m, v, segment_start, segment_decays, 2, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                            7, 0.5f);
     free(g);
 }
 
+/* The op on three CPU backends that exist side by side, on 1, 2 and 3 threads, with the caller's
+ * own OpenMP setting at 1 (each backend runs its ops on its own count and gives the caller's back). */
 static void check_threads(const char *name, det_fn fn, int64_t n) {
-    const int saved_omp = omp_get_max_threads(), saved_blas = openblas_get_num_threads();
-    float *ref = fnew(n), *got = fnew(n);
+    const int saved_omp = omp_get_max_threads();
+    tt_backend *backends[3]; /* (each sets OpenBLAS, process-wide, to one thread: GEMMs are tiled over OpenMP's) */
+    for (int t = 1; t <= 3; t++) backends[t - 1] = tt_backend_cpu_create(t);
     omp_set_num_threads(1);
-    openblas_set_num_threads(1);
-    fn(ref);
+    float *ref = fnew(n), *got = fnew(n);
+    fn(backends[0], ref);
     for (int t = 2; t <= 3; t++) {
-        omp_set_num_threads(t);
-        openblas_set_num_threads(t);
         fnan(got, n);
-        fn(got);
+        fn(backends[t - 1], got);
         TT_EXPECT(memcmp(ref, got, (size_t)n * sizeof(float)) == 0, "%s: 1 and %d threads differ", name, t);
+        TT_EXPECT(omp_get_max_threads() == 1, "%s: the backend on %d threads gave the caller's count back", name, t);
     }
+    for (int t = 1; t <= 3; t++) tt_backend_destroy(backends[t - 1]);
     omp_set_num_threads(saved_omp);
-    openblas_set_num_threads(saved_blas);
     free(ref), free(got);
 }
 
-static void test_determinism(void) {
-    const tt_backend *be = tt_backend_cpu();
-    TT_EXPECT(strcmp(be->name, "cpu") == 0 && be->compute_tier == TT_TIER_HOST, "cpu backend identity");
-    TT_EXPECT(be->block_alloc && be->block_free && be->copy && be->zero && be->synchronize && be->embedding_forward &&
-                  be->embedding_backward && be->rmsnorm_forward && be->rmsnorm_backward && be->linear_forward &&
-                  be->linear_backward && be->rope_forward && be->rope_backward && be->attention_forward &&
-                  be->attention_backward && be->swiglu_forward && be->swiglu_backward && be->add &&
-                  be->lm_head_loss && be->sum_squares && be->adamw_update,
-              "cpu backend table is complete");
-    float *blk = be->block_alloc(1000);
-    be->zero(blk, 1000);
-    float src[4] = {1, 2, 3, 4};
-    be->copy(blk + 10, src, sizeof src);
-    be->synchronize();
-    TT_EXPECT(blk[0] == 0 && blk[249] == 0 && blk[12] == 3, "cpu backend memory functions");
-    be->block_free(blk);
+/* The size queries answer for the context's thread count: one row of attention scores per thread. */
+static void test_scratch_per_thread_count(void) {
+    const tt_scratch_shape shape = {.tokens = 512,
+                                    .attention = {.batch = 1, .seq_len = 512, .num_heads = 1, .num_kv_heads = 1,
+                                                  .head_dim = 2, .scale = 0.5},
+                                    .hidden = 2,
+                                    .intermediate = 2,
+                                    .loss_chunk = 1,
+                                    .gradient_numel = 1,
+                                    .vocab = 2};
+    tt_backend *one = tt_backend_cpu_create(1), *three = tt_backend_cpu_create(3);
+    const size_t bytes_one = tt_backend_scratch_bytes(one, &fp32, &shape);
+    const size_t bytes_three = tt_backend_scratch_bytes(three, &fp32, &shape);
+    TT_EXPECT(bytes_one == 512 * sizeof(float) && bytes_three == 3 * 512 * sizeof(float),
+              "scratch for 1 and 3 threads: %zu and %zu bytes", bytes_one, bytes_three);
+    TT_EXPECT(tt_backend_scratch_bytes(one, &fp32, &shape) == bytes_one, "a size query repeats");
+    tt_backend_destroy(one);
+    tt_backend_destroy(three);
+}
 
+static void test_determinism(void) {
+    tt_backend *be = tt_backend_cpu_create(0);
+    TT_EXPECT(strcmp(be->name, "cpu") == 0 && be->compute_tier == TT_TIER_HOST, "cpu backend identity");
+    const tt_backend_iface *i = be->iface;
+    TT_EXPECT(i->destroy && i->block_alloc && i->block_free && i->copy && i->zero && i->synchronize &&
+                  i->scratch_bytes && i->attention_workspace_bytes && i->prepare && i->release &&
+                  i->embedding_forward && i->embedding_backward && i->rmsnorm_forward && i->rmsnorm_backward &&
+                  i->linear_forward && i->linear_backward && i->rope_forward && i->rope_backward &&
+                  i->attention_forward && i->attention_backward && i->swiglu_forward && i->swiglu_backward && i->add &&
+                  i->lm_head_loss && i->sum_squares && i->adamw_update,
+              "cpu backend table is complete");
+    float *blk = tt_backend_block_alloc(be, 1000);
+    tt_backend_zero(be, blk, 1000);
+    float src[4] = {1, 2, 3, 4};
+    tt_backend_copy(be, blk + 10, src, sizeof src);
+    tt_backend_synchronize(be);
+    TT_EXPECT(blk[0] == 0 && blk[249] == 0 && blk[12] == 3, "cpu backend memory functions");
+    tt_backend_block_free(be, blk);
+    tt_backend_destroy(be);
+
+    test_scratch_per_thread_count();
     check_threads("embedding", det_embedding, DET_EMB_N * DET_EMB_D + DET_EMB_V * DET_EMB_D);
     check_threads("rmsnorm", det_rmsnorm, 2 * DET_RMS_R * DET_RMS_C + DET_RMS_R + DET_RMS_C);
     check_threads("linear", det_linear,

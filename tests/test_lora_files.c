@@ -10,6 +10,7 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "test_backend.h"
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/optimizer.h"
@@ -35,7 +36,7 @@ static void open_model(tt_model_state *s, bool qwen3, const tt_trainable_spec *s
     tt_plan plan;
     tt_plan_from_config(&plan, &run, &config, TT_TIER_HOST, &fp32);
     tt_run_config_free(&run);
-    tt_model_state_init_trainable(s, &config, &plan, spec, tt_backend_cpu(), 0);
+    tt_model_state_init_trainable(s, &config, &plan, spec, tt_test_cpu_backend(), 0);
     tt_rng rng;
     tt_rng_seed(&rng, 8);
     for (int64_t i = 0; i < 12; i++) {
@@ -63,7 +64,7 @@ static void check_round_trip(bool qwen3) {
     const tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f};
     int64_t count = 0;
     for (int step = 1; step <= 3; step++) {
-        s.backend->zero(s.gradients, s.sizes.gradients);
+        tt_backend_zero(s.backend, s.gradients, s.sizes.gradients);
         tt_step_forward_backward(&s, 1.0 / 12, &count);
         tt_adamw_step(&s, &adamw, 2e-2f, step, 1.0f);
     }

@@ -12,6 +12,7 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "test_backend.h"
 #include "test_util.h"
 #include "train/model_setup.h"
 #include "train/step.h"
@@ -73,7 +74,7 @@ static bool run_fixture(const char *source_dir, const char *name, bool checkpoin
     tt_plan_from_config(&plan, &run, &config, TT_TIER_HOST, &fp32);
     tt_run_config_free(&run);
     tt_model_state s;
-    tt_model_state_init_trainable(&s, &config, &plan, &spec, tt_backend_cpu(), 0);
+    tt_model_state_init_trainable(&s, &config, &plan, &spec, tt_test_cpu_backend(), 0);
     tt_weights_load_hf(s.weights, &s.params, dir);
     tt_lora_load_peft(s.weights, &s.params, lora_dir);
 

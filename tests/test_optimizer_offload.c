@@ -10,6 +10,7 @@
 #include "memory/plan.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "test_backend.h"
 #include "size_oracle.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -89,7 +90,7 @@ static void make_state(tt_model_state *s, const variant *v, offload_setting o) {
     plan.optimizer_overlap = o.overlap;
     plan.gradient_ring = o.ring;
     const tt_trainable_spec spec = spec_of(v);
-    tt_model_state_init_trainable(s, &config, &plan, &spec, tt_backend_cpu(), 0);
+    tt_model_state_init_trainable(s, &config, &plan, &spec, tt_test_cpu_backend(), 0);
 }
 
 static void initial_weights(tt_model_state *s) {
@@ -113,7 +114,7 @@ static void train_steps(tt_model_state *s, int64_t first, int64_t last, float ma
     int32_t inputs[64], targets[64];
     for (int64_t step = first; step < last; step++) {
         const float lr = 2e-2f / (float)(step + 1);
-        s->backend->zero(s->gradients, s->sizes.gradients);
+        tt_backend_zero(s->backend, s->gradients, s->sizes.gradients);
         for (int64_t micro = 0; micro < micro_batches; micro++) {
             tt_rng rng;
             tt_rng_seed(&rng, (uint64_t)(100 * step + micro));

@@ -11,6 +11,7 @@
 #include "memory/spill.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "test_backend.h"
 #include "size_oracle.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -96,14 +97,13 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     if (spill_budget) {
         tt_param_table params;
         tt_param_table_build_trainable(&config, &spec, &params);
-        tt_backend_cpu()->configure(&plan.precision, plan.attention, plan.attention_workspace_limit);
         plan.pinned_budget = pinned_spill_budget;
-        const tt_plan_pricer pricer = tt_step_pricer(&config, &params, tt_backend_cpu());
+        const tt_plan_pricer pricer = tt_step_pricer(&config, &params, tt_test_cpu_backend());
         spill = tt_plan_spill(&plan, &pricer, spill_budget, pinned_spill_budget);
         tt_param_table_free(&params);
     }
     tt_model_state s;
-    tt_model_state_init_trainable(&s, &config, &plan, &spec, tt_backend_cpu(), spill_budget);
+    tt_model_state_init_trainable(&s, &config, &plan, &spec, tt_test_cpu_backend(), spill_budget);
     float *initial = calloc((size_t)s.params.total_numel, sizeof(float));
     tt_weights_init_random(initial, &s.params, 0.3, 11);
     if (lora) /* B starts at zero; nonzero here so that every adapter gradient is exercised */

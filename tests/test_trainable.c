@@ -7,6 +7,7 @@
 #include "memory/plan.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+#include "test_backend.h"
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/optimizer.h"
@@ -29,7 +30,7 @@ static void open_model(tt_model_state *s, bool qwen3, const tt_trainable_spec *s
     tt_plan plan;
     tt_plan_from_config(&plan, &run, &config, TT_TIER_HOST, &fp32);
     tt_run_config_free(&run);
-    tt_model_state_init_trainable(s, &config, &plan, spec, tt_backend_cpu(), 0);
+    tt_model_state_init_trainable(s, &config, &plan, spec, tt_test_cpu_backend(), 0);
     tt_weights_init_random(s->weights, &s->params, 0.3, 11);
     tt_rng rng;
     tt_rng_seed(&rng, 5);
@@ -44,7 +45,7 @@ static void open_model(tt_model_state *s, bool qwen3, const tt_trainable_spec *s
 static void train(tt_model_state *s, int steps) {
     const tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.1f};
     for (int step = 1; step <= steps; step++) {
-        s->backend->zero(s->gradients, s->sizes.gradients);
+        tt_backend_zero(s->backend, s->gradients, s->sizes.gradients);
         int64_t count = 0;
         tt_step_forward_backward(s, 1.0 / 14.0, &count);
         tt_adamw_step(s, &adamw, 1e-2f, step, 1.0f);

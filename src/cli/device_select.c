@@ -26,7 +26,7 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
         tt_die("attn_implementation: cudnn and flash are GPU kernels (%s); the CPU backend has one attention. "
                "Set attn_implementation: auto",
                why);
-    device->backend = tt_backend_cpu();
+    device->backend = tt_backend_cpu_create(run->num_threads > 0 ? (int)run->num_threads : 0);
     device->memory_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
     snprintf(device->description, sizeof device->description, "cpu (%s)", why);
 }
@@ -40,7 +40,7 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
 #ifdef TT_HAVE_CUDA
     char name[128];
     size_t free_bytes = 0, total_bytes = 0;
-    if (!tt_cuda_device_query(name, sizeof name, &free_bytes, &total_bytes)) {
+    if (!tt_cuda_device_query(0, name, sizeof name, &free_bytes, &total_bytes)) {
         if (run->device == TT_DEVICE_CUDA)
             tt_die("device: cuda, but no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), or set "
                    "device: cpu");
@@ -50,7 +50,9 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
     if (run->bf16 == 0)
         tt_die("bf16: false, but the CUDA backend computes in bf16 (with fp32 accumulation and, by default, fp32 "
                "master weights); set bf16: auto, or device: cpu for fp32");
-    device->backend = tt_backend_cuda();
+    device->backend = tt_backend_cuda_create(0);
+    /* the free memory once the backend's streams and handles exist */
+    (void)tt_cuda_device_query(0, name, sizeof name, &free_bytes, &total_bytes);
     device->memory_budget = run->gpu_memory_budget > 0 ? (size_t)run->gpu_memory_budget : free_bytes;
     if (device->memory_budget > free_bytes) {
         char want[32], have[32];
@@ -67,4 +69,9 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
                "rebuild on a machine with the CUDA toolkit, or set device: cpu");
     select_cpu(run, device, "built without CUDA");
 #endif
+}
+
+void tt_release_device(tt_device *device) {
+    tt_backend_destroy(device->backend);
+    device->backend = NULL;
 }

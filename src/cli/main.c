@@ -107,6 +107,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
         status = tt_train(&run, &device, a.resume);
     else
         tt_print_run_plan(&run, &device, stdout);
+    tt_release_device(&device);
     tt_run_config_free(&run);
     free_command_args(&a);
     return status;

@@ -8,13 +8,14 @@
 #include "core/check.h"
 
 void tt_arena_init(tt_arena *arena, tt_tier tier, void *base, size_t capacity, size_t budget,
-                   void (*release_block)(void *base)) {
+                   void (*release_block)(void *owner, void *base), void *owner) {
     memset(arena, 0, sizeof(*arena));
     arena->tier = tier;
     arena->base = base;
     arena->capacity = capacity;
     arena->budget = budget;
     arena->release_block = release_block;
+    arena->owner = owner;
     TT_CHECK(((uintptr_t)base % TT_ALIGNMENT) == 0, "arena block for tier %s is not aligned",
              tt_tier_name(tier));
 }
@@ -24,12 +25,12 @@ void tt_arena_init(tt_arena *arena, tt_tier tier, void *base, size_t capacity, s
 #define TT_MEASURE_BASE ((uintptr_t)1 << 44)
 
 void tt_arena_init_measure(tt_arena *arena, tt_tier tier) {
-    tt_arena_init(arena, tier, NULL, SIZE_MAX / 4, SIZE_MAX / 4, NULL);
+    tt_arena_init(arena, tier, NULL, SIZE_MAX / 4, SIZE_MAX / 4, NULL, NULL);
     arena->measuring = true;
 }
 
 void tt_arena_destroy(tt_arena *arena) {
-    if (arena->base && arena->release_block) arena->release_block(arena->base);
+    if (arena->base && arena->release_block) arena->release_block(arena->owner, arena->base);
     free(arena->records);
     memset(arena, 0, sizeof(*arena));
 }
@@ -104,3 +105,8 @@ void *tt_host_block_alloc(size_t bytes) {
 }
 
 void tt_host_block_free(void *base) { free(base); }
+
+void tt_host_block_release(void *owner, void *base) {
+    (void)owner;
+    tt_host_block_free(base);
+}

@@ -31,13 +31,15 @@ typedef struct tt_arena {
     size_t class_peak[TT_CLASS_COUNT];
     tt_arena_record *records; /* one per live allocation, in push order */
     int record_count, record_capacity;
-    void (*release_block)(void *base); /* how base is returned to the system */
+    void (*release_block)(void *owner, void *base); /* how base is returned to the system */
+    void *owner;                                    /* release_block's first argument (a backend's context) */
     bool measuring;        /* tt_arena_init_measure: no memory behind base, pushes only count */
 } tt_arena;
 
-/* Takes a block that the backend allocated for this tier (may be NULL when capacity is 0). */
+/* Takes a block that the backend allocated for this tier (may be NULL when capacity is 0), and how
+ * to give it back: release_block(owner, base). */
 void tt_arena_init(tt_arena *arena, tt_tier tier, void *base, size_t capacity, size_t budget,
-                   void (*release_block)(void *base));
+                   void (*release_block)(void *owner, void *base), void *owner);
 void tt_arena_destroy(tt_arena *arena);
 
 /* An arena with no memory behind it: pushes and pops keep the same accounting (now, peak, per
@@ -58,8 +60,10 @@ void tt_arena_pop_to(tt_arena *arena, tt_arena_mark mark);
 /* Forgets the peaks (kept: now) so a later phase can be measured on its own. */
 void tt_arena_reset_peaks(tt_arena *arena);
 
-/* Host arena blocks: aligned malloc. */
+/* Host arena blocks: aligned malloc. tt_host_block_release is tt_host_block_free as an arena's
+ * release_block (owner unused). */
 void *tt_host_block_alloc(size_t bytes);
 void tt_host_block_free(void *base);
+void tt_host_block_release(void *owner, void *base);
 
 #endif

@@ -19,7 +19,8 @@ typedef struct disk_job {
     int64_t slot;
     void *buf;
     size_t bytes;
-    void (*ready)(uint64_t); /* called by the worker before the transfer, or NULL */
+    void (*ready)(void *ready_ctx, uint64_t ticket); /* called by the worker before the transfer, or NULL */
+    void *ready_ctx;
     uint64_t ready_ticket;
 } disk_job;
 
@@ -81,7 +82,7 @@ static void *worker_main(void *arg) {
         if (s->done == s->submitted) break; /* stopping, nothing left */
         const disk_job job = s->queue[s->done % QUEUE_CAPACITY];
         pthread_mutex_unlock(&s->lock);
-        if (job.ready) job.ready(job.ready_ticket); /* e.g. the GPU copy into the buffer is done */
+        if (job.ready) job.ready(job.ready_ctx, job.ready_ticket); /* e.g. the GPU copy into the buffer is done */
         const double start = now_seconds();
         const int error = transfer(s, &job);
         const double seconds = now_seconds() - start;
@@ -174,8 +175,8 @@ void tt_disk_store_close(tt_disk_store *s) {
     free(s);
 }
 
-static int64_t submit(tt_disk_store *s, bool write, int64_t slot, void *buf, size_t bytes, void (*ready)(uint64_t),
-                      uint64_t ready_ticket) {
+static int64_t submit(tt_disk_store *s, bool write, int64_t slot, void *buf, size_t bytes,
+                      void (*ready)(void *ready_ctx, uint64_t ticket), void *ready_ctx, uint64_t ready_ticket) {
     TT_CHECK(slot >= 0 && slot < s->slots && bytes <= s->slot_bytes, "disk store slot %lld of %lld, %zu bytes",
              (long long)slot, (long long)s->slots, bytes);
     TT_CHECK(!s->direct || ((uintptr_t)buf % TT_DISK_ALIGNMENT) == 0, "disk store buffer not %zu-aligned",
@@ -188,21 +189,22 @@ static int64_t submit(tt_disk_store *s, bool write, int64_t slot, void *buf, siz
     pthread_mutex_lock(&s->lock);
     while (s->submitted - s->done == QUEUE_CAPACITY) pthread_cond_wait(&s->changed, &s->lock);
     s->queue[s->submitted % QUEUE_CAPACITY] =
-        (disk_job){.write = write, .slot = slot, .buf = buf, .bytes = bytes, .ready = ready, .ready_ticket = ready_ticket};
+        (disk_job){.write = write, .slot = slot, .buf = buf, .bytes = bytes, .ready = ready, .ready_ctx = ready_ctx,
+                   .ready_ticket = ready_ticket};
     const int64_t ticket = ++s->submitted;
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
     return ticket;
 }
 
-int64_t tt_disk_store_write(tt_disk_store *s, int64_t slot, const void *buf, size_t bytes, void (*ready)(uint64_t),
-                            uint64_t ready_ticket) {
-    return submit(s, true, slot, (void *)buf, bytes, ready, ready_ticket);
+int64_t tt_disk_store_write(tt_disk_store *s, int64_t slot, const void *buf, size_t bytes,
+                            void (*ready)(void *ready_ctx, uint64_t ticket), void *ready_ctx, uint64_t ready_ticket) {
+    return submit(s, true, slot, (void *)buf, bytes, ready, ready_ctx, ready_ticket);
 }
 
-int64_t tt_disk_store_read(tt_disk_store *s, int64_t slot, void *buf, size_t bytes, void (*ready)(uint64_t),
-                           uint64_t ready_ticket) {
-    return submit(s, false, slot, buf, bytes, ready, ready_ticket);
+int64_t tt_disk_store_read(tt_disk_store *s, int64_t slot, void *buf, size_t bytes,
+                           void (*ready)(void *ready_ctx, uint64_t ticket), void *ready_ctx, uint64_t ready_ticket) {
+    return submit(s, false, slot, buf, bytes, ready, ready_ctx, ready_ticket);
 }
 
 void tt_disk_store_wait(tt_disk_store *s, int64_t ticket) {

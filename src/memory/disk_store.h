@@ -25,12 +25,13 @@ size_t tt_disk_store_bytes_written(const tt_disk_store *store);
 
 /* Queues a write of bytes from buf (TT_DISK_ALIGNMENT-aligned) into slot, or a read of slot into
  * buf; buf must stay untouched until tt_disk_store_wait returns for the returned ticket. Jobs run
- * in submission order. When ready is not NULL the worker first calls ready(ready_ticket), which
- * returns once buf may be used (a GPU copy into or out of it is done: copy_host_wait). */
+ * in submission order. When ready is not NULL the worker first calls ready(ready_ctx, ready_ticket),
+ * which returns once buf may be used (a GPU copy into or out of it is done: the backend's
+ * copy_host_wait, with its context). */
 int64_t tt_disk_store_write(tt_disk_store *store, int64_t slot, const void *buf, size_t bytes,
-                            void (*ready)(uint64_t), uint64_t ready_ticket);
-int64_t tt_disk_store_read(tt_disk_store *store, int64_t slot, void *buf, size_t bytes, void (*ready)(uint64_t),
-                           uint64_t ready_ticket);
+                            void (*ready)(void *ready_ctx, uint64_t ticket), void *ready_ctx, uint64_t ready_ticket);
+int64_t tt_disk_store_read(tt_disk_store *store, int64_t slot, void *buf, size_t bytes,
+                           void (*ready)(void *ready_ctx, uint64_t ticket), void *ready_ctx, uint64_t ready_ticket);
 /* Waits until the job of ticket (and every job before it) is done; an IO error stops the run
  * with the file, the slot and the system's reason. */
 void tt_disk_store_wait(tt_disk_store *store, int64_t ticket);

@@ -15,7 +15,7 @@
 
 /* From the top layer down, while the layer recomputes everything on the compute tier and keeping
  * its attention half leaves every tier's peak where it was, switches it to recompute its MLP half
- * only. Returns how many layers it switched. Each try is priced by the pricer (its backend configured). */
+ * only. Returns how many layers it switched. Each try is priced by the pricer. */
 int64_t tt_plan_keep_free(tt_plan *plan, const tt_plan_pricer *pricer);
 
 #endif

@@ -55,7 +55,7 @@ void tt_offload_store_place_homes(tt_offload_store *st, const tt_tier *tiers, tt
 size_t tt_offload_store_disk_bytes(const tt_offload_store *st) { return tt_disk_store_bytes_written(st->disk); }
 
 void tt_offload_store_free(tt_offload_store *st) {
-    if (st->backend) st->backend->synchronize(); /* no copy may still touch the host memory */
+    if (st->backend) tt_backend_synchronize(st->backend); /* no copy may still touch the host memory */
     tt_disk_store_close(st->disk);
     free(st->bytes);
     free(st->home);
@@ -68,11 +68,11 @@ void tt_offload_store_free(tt_offload_store *st) {
 }
 
 static void finish_if_unstreamed(const tt_offload_store *st, uint64_t ticket) {
-    if (!st->streamed) st->backend->copy_host_wait(ticket);
+    if (!st->streamed) tt_backend_copy_host_wait(st->backend, ticket);
 }
 
 void tt_offload_store_before_write(tt_offload_store *st, int64_t l) {
-    st->backend->copy_wait(st->ring_copy_out[st->ring_slot[l]]);
+    tt_backend_copy_wait(st->backend, st->ring_copy_out[st->ring_slot[l]]);
 }
 
 void tt_offload_store_offload(tt_offload_store *st, int64_t l) {
@@ -80,17 +80,18 @@ void tt_offload_store_offload(tt_offload_store *st, int64_t l) {
     const int64_t slot = st->ring_slot[l];
     uint64_t ticket;
     if (st->home[l]) {
-        ticket = b->copy_async(st->home[l], st->ring[slot], st->bytes[l], true, 0);
+        ticket = tt_backend_copy_async(b, st->home[l], st->ring[slot], st->bytes[l], true, 0);
     } else {
         /* to disk through buffer j, once its last job is done; the IO thread writes it out as soon
          * as the copy has landed */
         const int j = st->disk_next;
         st->disk_next ^= 1;
         tt_disk_store_wait(st->disk, st->disk_job[j]);
-        ticket = b->copy_async(st->disk_buffer[j], st->ring[slot], st->bytes[l], true, 0);
+        ticket = tt_backend_copy_async(b, st->disk_buffer[j], st->ring[slot], st->bytes[l], true, 0);
         st->disk_copy[j] = ticket;
         st->disk_holds[j] = -1;
-        st->disk_job[j] = tt_disk_store_write(st->disk, l, st->disk_buffer[j], st->bytes[l], b->copy_host_wait, ticket);
+        st->disk_job[j] = tt_disk_store_write(st->disk, l, st->disk_buffer[j], st->bytes[l], b->iface->copy_host_wait,
+                                              b->ctx, ticket);
     }
     st->ring_copy_out[slot] = ticket;
     st->copied_out[l] = ticket;
@@ -114,8 +115,8 @@ static int64_t on_disk_below(const tt_offload_store *st, int64_t above) {
 static void queue_disk_read(tt_offload_store *st, int64_t l) {
     const int j = st->disk_reading;
     st->disk_reading ^= 1;
-    st->disk_job[j] = tt_disk_store_read(st->disk, l, st->disk_buffer[j], st->bytes[l], st->backend->copy_host_wait,
-                                         st->disk_copy[j]);
+    st->disk_job[j] = tt_disk_store_read(st->disk, l, st->disk_buffer[j], st->bytes[l],
+                                         st->backend->iface->copy_host_wait, st->backend->ctx, st->disk_copy[j]);
     st->disk_holds[j] = l;
 }
 
@@ -124,7 +125,7 @@ static void start_copy_back(tt_offload_store *st, int64_t l) {
     void *dst = st->ring[st->ring_slot[l]];
     uint64_t ticket;
     if (st->home[l]) {
-        ticket = b->copy_async(dst, st->home[l], st->bytes[l], false, st->copied_out[l]);
+        ticket = tt_backend_copy_async(b, dst, st->home[l], st->bytes[l], false, st->copied_out[l]);
     } else {
         int j = st->disk_holds[0] == l ? 0 : st->disk_holds[1] == l ? 1 : -1;
         if (j < 0) {
@@ -132,7 +133,7 @@ static void start_copy_back(tt_offload_store *st, int64_t l) {
             queue_disk_read(st, l);
         }
         tt_disk_store_wait(st->disk, st->disk_job[j]);
-        ticket = b->copy_async(dst, st->disk_buffer[j], st->bytes[l], false, 0);
+        ticket = tt_backend_copy_async(b, dst, st->disk_buffer[j], st->bytes[l], false, 0);
         st->disk_copy[j] = ticket;
         st->disk_holds[j] = -1;
         /* the next disk block below comes off the disk while this layer computes */
@@ -149,7 +150,7 @@ void tt_offload_store_start_restores(tt_offload_store *st) {
 }
 
 void tt_offload_store_restore(tt_offload_store *st, int64_t l) {
-    st->backend->copy_wait(st->copied_back[l]);
+    tt_backend_copy_wait(st->backend, st->copied_back[l]);
     /* with one staging buffer the next block must wait until this layer is done (release) */
     const int64_t below = offloaded_below(st, l);
     if (below >= 0 && st->ring_slot[below] != st->ring_slot[l]) start_copy_back(st, below);

@@ -5,6 +5,12 @@
 
 #include "core/check.h"
 
+tt_backend_settings tt_plan_backend_settings(const tt_plan *plan) {
+    return (tt_backend_settings){.precision = plan->precision,
+                                 .attention = plan->attention,
+                                 .attention_workspace_limit = plan->attention_workspace_limit};
+}
+
 tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu) {
     if (!gpu) return (tt_precision){.activation = TT_F32, .gradient = TT_F32, .moment = TT_F32, .master = false};
     if (run->master_weights)

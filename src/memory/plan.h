@@ -85,6 +85,10 @@ typedef struct tt_plan {
  * for all of them (master_weights: false). */
 tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu);
 
+/* What the plan asks of the backend: its number formats, attention kernels and attention workspace
+ * limit (the settings of the backend's size queries and of its prepare step). */
+tt_backend_settings tt_plan_backend_settings(const tt_plan *plan);
+
 void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
                          tt_tier compute_tier, const tt_precision *precision);
 void tt_plan_free(tt_plan *plan);

@@ -74,6 +74,22 @@ int64_t tt_optimizer_first_host_unit(const int64_t *start, int64_t num_layers, d
     return best;
 }
 
+tt_scratch_shape tt_size_table_scratch_shape(const tt_model_config *m, const tt_param_table *params,
+                                             const tt_plan *plan) {
+    const int64_t N = plan->micro_batch * plan->seq_len;
+    return (tt_scratch_shape){
+        .tokens = N,
+        .attention = {.batch = plan->micro_batch, .seq_len = plan->seq_len, .num_heads = m->num_heads,
+                      .num_kv_heads = m->num_kv_heads, .head_dim = m->head_dim,
+                      .scale = 1.0 / sqrt((double)m->head_dim), .sliding_window = m->sliding_window},
+        .hidden = m->hidden_size,
+        .intermediate = m->intermediate_size,
+        .loss_chunk = plan->loss_chunk,
+        .gradient_numel = params->trainable_numel,
+        .vocab = m->vocab_size,
+    };
+}
+
 void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend) {
     memset(t, 0, sizeof(*t));
@@ -115,22 +131,14 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->lora_dropout_buffer = params->lora_dropout > 0 ? bytes_of(largest_lora_input, a) : 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
 
-    const tt_scratch_shape scratch_shape = {
-        .tokens = N,
-        .attention = {.batch = plan->micro_batch, .seq_len = plan->seq_len, .num_heads = m->num_heads,
-                      .num_kv_heads = m->num_kv_heads, .head_dim = m->head_dim,
-                      .scale = 1.0 / sqrt((double)m->head_dim), .sliding_window = m->sliding_window},
-        .hidden = D,
-        .intermediate = F,
-        .loss_chunk = plan->loss_chunk,
-        .gradient_numel = params->trainable_numel,
-        .vocab = m->vocab_size,
-    };
+    const tt_scratch_shape scratch_shape = tt_size_table_scratch_shape(m, params, plan);
+    const tt_backend_settings settings = tt_plan_backend_settings(plan);
     t->backward_slot[TT_BACKWARD_D_ATTN_OUT] = bytes_of(N * q_dim, a);
     t->backward_slot[TT_BACKWARD_D_Q] = bytes_of(N * q_dim, a);
     t->backward_slot[TT_BACKWARD_D_K] = bytes_of(N * kv_dim, a);
     t->backward_slot[TT_BACKWARD_D_V] = bytes_of(N * kv_dim, a);
-    t->backward_slot[TT_BACKWARD_ATTENTION] = tt_align_up(backend->attention_workspace_bytes(&scratch_shape.attention));
+    t->backward_slot[TT_BACKWARD_ATTENTION] =
+        tt_align_up(tt_backend_attention_workspace_bytes(backend, &settings, &scratch_shape.attention));
     for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++) t->layer_backward += t->backward_slot[i];
 
     t->layer_input = bytes_of(N * D, a);
@@ -141,7 +149,7 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->d_residual = bytes_of(N * D, a);
     t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
     t->batch_ids = bytes_of(N, 4);
-    t->op_scratch = tt_align_up(backend->scratch_bytes(&scratch_shape));
+    t->op_scratch = tt_align_up(tt_backend_scratch_bytes(backend, &settings, &scratch_shape));
     t->norm_partials = bytes_of(m->num_layers + 2, sizeof(double));
     /* Frozen parameters have weights only (in compute precision); gradients, the master copy and
      * the AdamW moments exist for the trainable ones. */

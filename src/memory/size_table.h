@@ -119,9 +119,14 @@ void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, 
  * to fraction (ties: the smaller share); num_layers + 2 when nothing is offloaded. */
 int64_t tt_optimizer_first_host_unit(const int64_t *start, int64_t num_layers, double fraction);
 
+/* The largest shapes the ops of a plan see, from which the backend sizes its scratch and prepares. */
+tt_scratch_shape tt_size_table_scratch_shape(const tt_model_config *model, const tt_param_table *params,
+                                             const tt_plan *plan);
+
 /* The sizes of the tensors of a plan: every field above but the peaks (class_peak, tier_peak,
  * attention_room), which the step program's dry run measures (tt_size_table_measure, train/measure.h).
- * The backend gives its scratch and attention workspace sizes (after configure). */
+ * The backend's pure size queries give its scratch and attention workspace for the plan's settings
+ * (tt_plan_backend_settings). */
 void tt_size_table_tensors(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend);
 

@@ -21,7 +21,7 @@ typedef struct tt_spill_result {
     int64_t kept_to_pinned, kept_to_disk; /* layers whose kept saved activations moved there */
 } tt_spill_result;
 
-/* Budgets of 0 are unlimited. Each move is priced by the pricer (its backend configured). */
+/* Budgets of 0 are unlimited. Each move is priced by the pricer. */
 tt_spill_result tt_plan_spill(tt_plan *plan, const tt_plan_pricer *pricer, size_t compute_budget, size_t pinned_budget);
 
 #endif

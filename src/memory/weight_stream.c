@@ -123,11 +123,11 @@ void tt_weight_stream_reload(tt_weight_stream *st, const tt_param_table *t) {
     for (int i = 0; i < t->count; i++) {
         const tt_param_info *p = &t->params[i];
         if (!resident(t, p)) continue;
-        st->backend->upload(next_resident, (unsigned char *)st->frozen_host + (size_t)p->offset * st->elem,
+        tt_backend_upload(st->backend, next_resident, (unsigned char *)st->frozen_host + (size_t)p->offset * st->elem,
                             (size_t)p->numel * st->elem);
         next_resident += tt_align_up((size_t)p->numel * st->elem);
     }
-    st->backend->synchronize();
+    tt_backend_synchronize(st->backend);
     tt_weight_stream_forget(st);
 }
 
@@ -136,7 +136,8 @@ void tt_weight_stream_forget(tt_weight_stream *st) { st->ring_holds[0] = st->rin
 static void load(tt_weight_stream *st, int64_t l) {
     const int64_t slot = st->ring_slot[l];
     const size_t bytes = (size_t)st->block_numel[l] * st->elem;
-    st->ring_loaded[slot] = st->backend->copy_async(st->ring[slot], st->block_home[l], bytes, false, st->last_store);
+    st->ring_loaded[slot] =
+        tt_backend_copy_async(st->backend, st->ring[slot], st->block_home[l], bytes, false, st->last_store);
     st->ring_holds[slot] = l;
     st->loaded_bytes += bytes;
 }
@@ -145,7 +146,7 @@ void tt_weight_stream_need(tt_weight_stream *st, int64_t l, int64_t next) {
     if (!tt_weight_stream_has(st, l)) return;
     const int64_t slot = st->ring_slot[l];
     if (st->ring_holds[slot] != l) load(st, l);
-    st->backend->copy_wait(st->ring_loaded[slot]);
+    tt_backend_copy_wait(st->backend, st->ring_loaded[slot]);
     if (tt_weight_stream_has(st, next) && st->ring_slot[next] != slot && st->ring_holds[st->ring_slot[next]] != next)
         load(st, next);
 }
@@ -154,7 +155,7 @@ void tt_weight_stream_store(tt_weight_stream *st, int64_t l) {
     const int64_t slot = st->ring_slot[l];
     TT_CHECK(tt_weight_stream_has(st, l) && st->ring_holds[slot] == l, "layer %lld is in its buffer", (long long)l);
     const size_t bytes = (size_t)st->block_numel[l] * st->elem;
-    st->last_store = st->backend->copy_async(st->block_home[l], st->ring[slot], bytes, true, 0);
+    st->last_store = tt_backend_copy_async(st->backend, st->block_home[l], st->ring[slot], bytes, true, 0);
     st->stored_bytes += bytes;
 }
 

@@ -1,7 +1,18 @@
-/* The backend table: every op the step program runs, as function pointers (ggml's
- * backend style). The step program calls through it and never knows which backend
- * runs. Activation and parameter pointers are in the backend's compute precision
- * (fp32 on the CPU backend). Shapes are row-major; N = micro_batch * seq_len tokens.
+/* The backend: every op the step program runs, behind a table of function pointers and one
+ * context (ggml-backend's {iface, context}). A backend is created per device (the CPU with a
+ * thread count, one CUDA GPU by index) and owns all its state in its context: streams, library
+ * handles, plan caches, the copy engine, profiling counters, the op scratch it was handed.
+ * Nothing of it lives in file statics, so two backends of one kind, on one device or two, exist
+ * side by side in a process and give the same bits as either alone.
+ *
+ * Its life: create; any number of pure size queries (scratch_bytes, attention_workspace_bytes:
+ * they never change what the ops do); prepare(settings, largest shapes, scratch) before the
+ * first op of a run, which builds every plan the ops need; the ops; release; destroy.
+ *
+ * The step program calls the ops through the tt_backend_<entry>(backend, ...) wrappers below
+ * and never knows which backend runs. Activation and parameter pointers are in the backend's
+ * compute precision (fp32 on the CPU backend). Shapes are row-major; N = micro_batch * seq_len
+ * tokens.
  *
  * Accumulation is explicit: an argument documented "+=" is added into, everything else
  * is overwritten. Every op is deterministic: the same inputs give the same bits,
@@ -62,26 +73,37 @@ typedef enum tt_attention_kind {
     TT_ATTENTION_SIMPLE, /* the reference kernels: one row at a time, no tensor cores */
 } tt_attention_kind;
 
-typedef struct tt_backend {
-    const char *name;
-    tt_tier compute_tier; /* where the backend's ops read and write */
+/* What a run computes with, given to the size queries and to prepare: the number formats, the
+ * attention kernels, and the bytes the attention backward may keep for its calls at once
+ * (attn_workspace_limit: cuDNN's deterministic backward holds dP there). The plan's
+ * (tt_plan_backend_settings). */
+typedef struct tt_backend_settings {
+    tt_precision precision;
+    tt_attention_kind attention;
+    size_t attention_workspace_limit;
+} tt_backend_settings;
+
+/* The entries of a backend. Every one takes the backend's context first. */
+typedef struct tt_backend_iface {
+    /* Frees the context and everything it holds (streams, handles, caches); after release. */
+    void (*destroy)(void *ctx);
 
     /* Memory of the compute tier: blocks for arenas, and plain copies. */
-    void *(*block_alloc)(size_t bytes);
-    void (*block_free)(void *base);
-    void (*copy)(void *dst, const void *src, size_t bytes);
+    void *(*block_alloc)(void *ctx, size_t bytes);
+    void (*block_free)(void *ctx, void *base);
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     /* Host memory the copy engine reaches fastest (page-locked on the GPU; plain on the CPU), in
      * one block per arena, allocated at start. */
-    void *(*pinned_alloc)(size_t bytes);
-    void (*pinned_free)(void *base);
-    void (*zero)(void *dst, size_t bytes);
-    void (*synchronize)(void);
+    void *(*pinned_alloc)(void *ctx, size_t bytes);
+    void (*pinned_free)(void *ctx, void *base);
+    void (*zero)(void *ctx, void *dst, size_t bytes);
+    void (*synchronize)(void *ctx);
     /* Bytes of the compute tier this process holds outside the arenas (library handles and their
      * workspaces; the CUDA context excluded), for the end-of-run report. */
-    size_t (*bytes_outside_arenas)(void);
+    size_t (*bytes_outside_arenas)(void *ctx);
     /* Copies between host memory (any kind) and the compute tier; they complete before returning. */
-    void (*upload)(void *dst, const void *host_src, size_t bytes);
-    void (*download)(void *host_dst, const void *src, size_t bytes);
+    void (*upload)(void *ctx, void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *ctx, void *host_dst, const void *src, size_t bytes);
     /* The copy engine's primitives: copies between host memory and the compute tier on side
      * streams (one per direction), ordered by events rather than by blocking the host.
      * copy_async starts the copy after every op issued before it and after the copy `after`
@@ -90,102 +112,117 @@ typedef struct tt_backend {
      * block); copy_host_wait blocks the calling thread (any thread) until the copy is done;
      * copy_done tells, without blocking, whether it is (any thread). The CPU backend copies at
      * once and its waits return at once. */
-    uint64_t (*copy_async)(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after);
-    void (*copy_wait)(uint64_t ticket);
-    void (*copy_host_wait)(uint64_t ticket);
-    bool (*copy_done)(uint64_t ticket);
+    uint64_t (*copy_async)(void *ctx, void *dst, const void *src, size_t bytes, bool to_host, uint64_t after);
+    void (*copy_wait)(void *ctx, uint64_t ticket);
+    void (*copy_host_wait)(void *ctx, uint64_t ticket);
+    bool (*copy_done)(void *ctx, uint64_t ticket);
     /* Race stress (debug_copy_delay_us): each copy first idles its stream for a random 0..max_us
      * microseconds, so that a missing event shows up as wrong bits; 0 turns it off. */
-    void (*copy_set_delay)(unsigned max_us);
+    void (*copy_set_delay)(void *ctx, unsigned max_us);
     /* Copies so far: bytes each way, seconds the copy streams were busy, and seconds the compute
      * stream stood waiting for copies (the part of the copy time not hidden behind compute).
      * Call after synchronize. */
-    void (*copy_stats)(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
+    void (*copy_stats)(void *ctx, size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
 
     /* The timeline, for the trace: timestamp() marks the point the compute stream has reached
      * (an event on the GPU; the host clock, at once, on the CPU) and returns its id;
      * timestamp_seconds(id) is that point in CLOCK_MONOTONIC seconds, and copy_span(ticket, ...)
      * a copy's start and end on its stream. Both are read after synchronize, for recent marks and
      * copies only (the last TT_TIMELINE_WINDOW of each); older ones give NaN / false. */
-    uint64_t (*timestamp)(void);
-    double (*timestamp_seconds)(uint64_t id);
-    bool (*copy_span)(uint64_t ticket, double *start, double *end);
+    uint64_t (*timestamp)(void *ctx);
+    double (*timestamp_seconds)(void *ctx, uint64_t id);
+    bool (*copy_span)(void *ctx, uint64_t ticket, double *start, double *end);
 
-    /* The run's number formats and attention kernels, and the bytes the attention backward may
-     * keep for its calls at once (attn_workspace_limit: cuDNN's deterministic backward holds dP there); set
-     * before scratch_bytes and the first op (the CPU backend accepts fp32 and its one attention
-     * only). */
-    void (*configure)(const tt_precision *precision, tt_attention_kind attention, size_t attention_workspace_limit);
+    /* Size queries. Pure: they answer for the settings and shape given, whatever the backend was
+     * prepared for, and change nothing a later op sees (no plan of the run rebuilt, no state
+     * reconfigured); asking twice gives the same answer. A backend that must build something to
+     * answer (cuDNN's graphs) builds it in a cache of its context that only queries read, so that
+     * pricing a hypothetical plan (the size table's dry run, the planners, `tiertrain plan`) never
+     * touches the run the backend is prepared for. Both stop the run for settings the backend
+     * cannot run at all (the CUDA backend naming attn_implementation).
+     * scratch_bytes: the scratch ops use inside one call (partial sums, a row of attention scores
+     * per thread). The size table reserves it in the compute tier's arena (class workspace) and
+     * prepare hands it over, so that no op allocates during a step.
+     * attention_workspace_bytes: the attention backward's own workspace (cuDNN's dP, the flash
+     * kernels' partial sums), which the step pushes for the attention half of each layer's
+     * backward only (after the MLP's tensors are gone) and hands to attention_backward; 0: none. */
+    size_t (*scratch_bytes)(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape);
+    size_t (*attention_workspace_bytes)(void *ctx, const tt_backend_settings *settings,
+                                        const tt_attention_shape *shape);
 
-    /* Scratch that ops use inside one call (partial sums, a row of attention scores per
-     * thread). The size table reserves scratch_bytes(shape) in the compute tier's arena (class
-     * workspace) and the step program hands it over with set_scratch, so no op allocates
-     * during a step. */
-    size_t (*scratch_bytes)(const tt_scratch_shape *shape);
-    void (*set_scratch)(void *base, size_t bytes);
-    /* The attention backward's own workspace (cuDNN's dP, the flash kernels' partial sums), which
-     * the step pushes for the attention half of each layer's backward only (after the MLP's
-     * tensors are gone) and hands to attention_backward; 0: none. After configure. */
-    size_t (*attention_workspace_bytes)(const tt_attention_shape *shape);
+    /* The explicit prepare step, before the first op of a run: fixes the run's settings (the
+     * CPU backend accepts fp32 and its one attention only) and the largest shapes its ops see,
+     * builds what the ops need for them (the attention kernels chosen and cuDNN's plans built,
+     * host buffers of the ops that work on the host) and takes `scratch`, scratch_bytes(settings,
+     * shape) bytes of compute-tier memory (a slice of the arena). Nothing is built lazily in the
+     * middle of a step, with one exception: the CUDA backend picks a cuBLASLt algorithm per GEMM
+     * shape at the first call of that shape (the shapes are only known by running the step; the
+     * choice is a function of the shape, so the bits do not depend on when it is made). Preparing
+     * again replaces the previous run's preparation; release ends it (the CUDA op profile, when on,
+     * is printed then) and gives the scratch back to the caller. One run is prepared at a time. */
+    void (*prepare)(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape, void *scratch,
+                    size_t scratch_bytes);
+    void (*release)(void *ctx);
 
     /* out[N,D] = table[ids[n], :] */
-    void (*embedding_forward)(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D);
+    void (*embedding_forward)(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D);
     /* dtable[V,D] += for each n in order: dtable[ids[n]] += dout[n] (ids in the compute tier) */
-    void (*embedding_backward)(void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D);
+    void (*embedding_backward)(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D);
 
     /* out[R,C] = x / sqrt(mean(x^2) + eps) * w[C]; rstd[R] = 1 / sqrt(mean(x^2) + eps) */
-    void (*rmsnorm_forward)(void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C, double eps);
+    void (*rmsnorm_forward)(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
+                            double eps);
     /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in order) */
-    void (*rmsnorm_backward)(void *dx, void *dw, const void *dout, const void *x, const void *w,
+    void (*rmsnorm_backward)(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
                              const float *rstd, int64_t R, int64_t C);
 
     /* y[N,out] = x[N,in] @ W[out,in]^T (+ b[out] when b != NULL) (+ residual[N,out] when
      * residual != NULL: the residual stream's add, fused into the GEMM's epilogue on the GPU).
      * residual may be y itself: y += x W^T (a LoRA adapter's up projection). */
-    void (*linear_forward)(void *y, const void *x, const void *W, const void *b, const void *residual, int64_t N,
-                           int64_t in, int64_t out);
+    void (*linear_forward)(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
+                           int64_t N, int64_t in, int64_t out);
     /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy.
      * Any of dx, dW, db may be NULL (not wanted; x is not read without dW or db). dW and db are
      * computed first, so dx may be x itself when not accumulating. */
-    void (*linear_backward)(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
+    void (*linear_backward)(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                             int64_t N, int64_t in, int64_t out, bool accumulate_dx);
 
     /* Rotary embedding in Hugging Face's rotate-half layout, in place on x[B*T, H, hd]:
      * x[i] = x[i] cos - x[i+hd/2] sin, x[i+hd/2] = x[i+hd/2] cos + x[i] sin for i < hd/2,
      * with cos/sin[T, hd/2] at the token's position in its sequence. backward rotates
      * the gradient by the negative angle (in place on dx). */
-    void (*rope_forward)(void *x, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
+    void (*rope_forward)(void *ctx, void *x, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
                          int64_t hd);
-    void (*rope_backward)(void *dx, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
+    void (*rope_backward)(void *ctx, void *dx, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
                           int64_t hd);
 
     /* Causal grouped-query attention with O(T) saved state:
      * out[B*T, Hq*hd]; lse[B, Hq, T] = log-sum-exp of each query's scaled scores. */
-    void (*attention_forward)(void *out, float *lse, const void *q, const void *k, const void *v,
+    void (*attention_forward)(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
                               const tt_attention_shape *shape);
     /* dq[B*T,Hq*hd], dk[B*T,Hkv*hd], dv[B*T,Hkv*hd] (all overwritten), from the saved
      * out, lse and inputs; probabilities are recomputed from lse. workspace: the
-     * attention_workspace_bytes(shape) bytes (NULL when that is 0). spare: spare_bytes of compute-tier
-     * memory whose contents are dead during the call (NULL, 0: none), which it may use as more
-     * workspace to run faster, never with other bits. */
-    void (*attention_backward)(void *dq, void *dk, void *dv, const void *dout, const void *out,
+     * attention_workspace_bytes(settings, shape) bytes for the prepared settings (NULL when that is
+     * 0). spare: spare_bytes of compute-tier memory whose contents are dead during the call (NULL,
+     * 0: none), which it may use as more workspace to run faster, never with other bits. */
+    void (*attention_backward)(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                const float *lse, const void *q, const void *k, const void *v,
                                const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes);
 
     /* h[N,F] = silu(gate) * up */
-    void (*swiglu_forward)(void *h, const void *gate, const void *up, int64_t n);
+    void (*swiglu_forward)(void *ctx, void *h, const void *gate, const void *up, int64_t n);
     /* dgate, dup (overwritten) from dh, gate, up; elementwise, so dgate may be gate and dup up */
-    void (*swiglu_backward)(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+    void (*swiglu_backward)(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
                             int64_t n);
 
     /* out[n] = a[n] + b[n] */
-    void (*add)(void *out, const void *a, const void *b, int64_t n);
+    void (*add)(void *ctx, void *out, const void *a, const void *b, int64_t n);
 
     /* out[n] = x[n] * multiplier where the dropout mask keeps element n, else 0. The mask keeps n
      * iff tt_dropout_bits(seed, n) >= drop_threshold (src/ops/dropout_mask.h): a function of
      * (seed, n) alone, so the backward and a recompute get the forward's mask. drop_threshold 0
      * keeps every element (a plain scale). out may be x. */
-    void (*dropout_scale)(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
+    void (*dropout_scale)(void *ctx, void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
                           uint64_t seed);
 
     /* Fused LM head and cross-entropy over chunks of `chunk` tokens; logits[chunk, V] is the
@@ -194,13 +231,12 @@ typedef struct tt_backend {
      * Returns the sum of loss_n (double) and the count through *count.
      * When dxn != NULL: dxn[N,D] = d(scale * sum loss_n)/dxn (overwritten),
      * dW[V,D] += d(scale * sum loss_n)/dW unless dW is NULL (a frozen LM head). */
-    double (*lm_head_loss)(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
-                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
-                           int64_t *count);
+    double (*lm_head_loss)(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
+                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale, int64_t *count);
 
     /* *out (one double in the compute tier) = the sum of squares of n gradient values, in a fixed
      * order; ordered like any op, the host does not wait. */
-    void (*sum_squares)(double *out, const void *x, int64_t n);
+    void (*sum_squares)(void *ctx, double *out, const void *x, int64_t n);
     /* AdamW as torch.optim.AdamW, over the whole flat parameter buffer in one call (multi-tensor):
      * p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Segment s, elements
@@ -208,15 +244,219 @@ typedef struct tt_backend {
      * gradient is first multiplied by grad_scale (clipping). With a master copy, p is master
      * (fp32) and the result is also rounded into weights; without, p is weights itself. g, m, v
      * in the precision's formats. Elementwise: the result does not depend on the segmentation. */
-    void (*adamw_update)(void *weights, float *master, const void *g, void *m, void *v,
+    void (*adamw_update)(void *ctx, void *weights, float *master, const void *g, void *m, void *v,
                          const int64_t *segment_start, const unsigned char *segment_decays, int segments, float lr,
                          float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+} tt_backend_iface;
+
+typedef struct tt_backend {
+    const tt_backend_iface *iface;
+    void *ctx; /* the backend's state, passed to every entry */
+    const char *name;
+    tt_tier compute_tier; /* where the backend's ops read and write */
 } tt_backend;
 
-const tt_backend *tt_backend_cpu(void);
+/* The call of each entry: tt_backend_<entry>(backend, ...) is backend->iface-><entry>(backend->ctx, ...). */
 
-/* The measuring backend of `real` (its compute tier and size queries; every op and copy a no-op), for
- * the step program's dry run on measuring arenas (train/measure.h). */
+static inline void *tt_backend_block_alloc(const tt_backend *backend, size_t bytes) {
+    return backend->iface->block_alloc(backend->ctx, bytes);
+}
+
+static inline void tt_backend_block_free(const tt_backend *backend, void *base) {
+    backend->iface->block_free(backend->ctx, base);
+}
+
+static inline void tt_backend_copy(const tt_backend *backend, void *dst, const void *src, size_t bytes) {
+    backend->iface->copy(backend->ctx, dst, src, bytes);
+}
+
+static inline void *tt_backend_pinned_alloc(const tt_backend *backend, size_t bytes) {
+    return backend->iface->pinned_alloc(backend->ctx, bytes);
+}
+
+static inline void tt_backend_pinned_free(const tt_backend *backend, void *base) {
+    backend->iface->pinned_free(backend->ctx, base);
+}
+
+static inline void tt_backend_zero(const tt_backend *backend, void *dst, size_t bytes) {
+    backend->iface->zero(backend->ctx, dst, bytes);
+}
+
+static inline void tt_backend_synchronize(const tt_backend *backend) {
+    backend->iface->synchronize(backend->ctx);
+}
+
+static inline size_t tt_backend_bytes_outside_arenas(const tt_backend *backend) {
+    return backend->iface->bytes_outside_arenas(backend->ctx);
+}
+
+static inline void tt_backend_upload(const tt_backend *backend, void *dst, const void *host_src, size_t bytes) {
+    backend->iface->upload(backend->ctx, dst, host_src, bytes);
+}
+
+static inline void tt_backend_download(const tt_backend *backend, void *host_dst, const void *src, size_t bytes) {
+    backend->iface->download(backend->ctx, host_dst, src, bytes);
+}
+
+static inline uint64_t tt_backend_copy_async(const tt_backend *backend, void *dst, const void *src, size_t bytes,
+                                             bool to_host, uint64_t after) {
+    return backend->iface->copy_async(backend->ctx, dst, src, bytes, to_host, after);
+}
+
+static inline void tt_backend_copy_wait(const tt_backend *backend, uint64_t ticket) {
+    backend->iface->copy_wait(backend->ctx, ticket);
+}
+
+static inline void tt_backend_copy_host_wait(const tt_backend *backend, uint64_t ticket) {
+    backend->iface->copy_host_wait(backend->ctx, ticket);
+}
+
+static inline bool tt_backend_copy_done(const tt_backend *backend, uint64_t ticket) {
+    return backend->iface->copy_done(backend->ctx, ticket);
+}
+
+static inline void tt_backend_copy_set_delay(const tt_backend *backend, unsigned max_us) {
+    backend->iface->copy_set_delay(backend->ctx, max_us);
+}
+
+static inline void tt_backend_copy_stats(const tt_backend *backend, size_t *to_host, size_t *to_device,
+                                         double *copy_seconds, double *exposed_seconds) {
+    backend->iface->copy_stats(backend->ctx, to_host, to_device, copy_seconds, exposed_seconds);
+}
+
+static inline uint64_t tt_backend_timestamp(const tt_backend *backend) {
+    return backend->iface->timestamp(backend->ctx);
+}
+
+static inline double tt_backend_timestamp_seconds(const tt_backend *backend, uint64_t id) {
+    return backend->iface->timestamp_seconds(backend->ctx, id);
+}
+
+static inline bool tt_backend_copy_span(const tt_backend *backend, uint64_t ticket, double *start, double *end) {
+    return backend->iface->copy_span(backend->ctx, ticket, start, end);
+}
+
+static inline size_t tt_backend_scratch_bytes(const tt_backend *backend, const tt_backend_settings *settings,
+                                              const tt_scratch_shape *shape) {
+    return backend->iface->scratch_bytes(backend->ctx, settings, shape);
+}
+
+static inline size_t tt_backend_attention_workspace_bytes(const tt_backend *backend,
+                                                          const tt_backend_settings *settings,
+                                                          const tt_attention_shape *shape) {
+    return backend->iface->attention_workspace_bytes(backend->ctx, settings, shape);
+}
+
+static inline void tt_backend_prepare(const tt_backend *backend, const tt_backend_settings *settings,
+                                      const tt_scratch_shape *shape, void *scratch, size_t scratch_bytes) {
+    backend->iface->prepare(backend->ctx, settings, shape, scratch, scratch_bytes);
+}
+
+static inline void tt_backend_release(const tt_backend *backend) {
+    backend->iface->release(backend->ctx);
+}
+
+static inline void tt_backend_embedding_forward(const tt_backend *backend, void *out, const int32_t *ids,
+                                                const void *table, int64_t N, int64_t D) {
+    backend->iface->embedding_forward(backend->ctx, out, ids, table, N, D);
+}
+
+static inline void tt_backend_embedding_backward(const tt_backend *backend, void *dtable, const int32_t *ids,
+                                                 const void *dout, int64_t N, int64_t D) {
+    backend->iface->embedding_backward(backend->ctx, dtable, ids, dout, N, D);
+}
+
+static inline void tt_backend_rmsnorm_forward(const tt_backend *backend, void *out, float *rstd, const void *x,
+                                              const void *w, int64_t R, int64_t C, double eps) {
+    backend->iface->rmsnorm_forward(backend->ctx, out, rstd, x, w, R, C, eps);
+}
+
+static inline void tt_backend_rmsnorm_backward(const tt_backend *backend, void *dx, void *dw, const void *dout,
+                                               const void *x, const void *w, const float *rstd, int64_t R, int64_t C) {
+    backend->iface->rmsnorm_backward(backend->ctx, dx, dw, dout, x, w, rstd, R, C);
+}
+
+static inline void tt_backend_linear_forward(const tt_backend *backend, void *y, const void *x, const void *W,
+                                             const void *b, const void *residual, int64_t N, int64_t in, int64_t out) {
+    backend->iface->linear_forward(backend->ctx, y, x, W, b, residual, N, in, out);
+}
+
+static inline void tt_backend_linear_backward(const tt_backend *backend, void *dx, void *dW, void *db, const void *dy,
+                                              const void *x, const void *W, int64_t N, int64_t in, int64_t out,
+                                              bool accumulate_dx) {
+    backend->iface->linear_backward(backend->ctx, dx, dW, db, dy, x, W, N, in, out, accumulate_dx);
+}
+
+static inline void tt_backend_rope_forward(const tt_backend *backend, void *x, const float *cos, const float *sin,
+                                           int64_t B, int64_t T, int64_t H, int64_t hd) {
+    backend->iface->rope_forward(backend->ctx, x, cos, sin, B, T, H, hd);
+}
+
+static inline void tt_backend_rope_backward(const tt_backend *backend, void *dx, const float *cos, const float *sin,
+                                            int64_t B, int64_t T, int64_t H, int64_t hd) {
+    backend->iface->rope_backward(backend->ctx, dx, cos, sin, B, T, H, hd);
+}
+
+static inline void tt_backend_attention_forward(const tt_backend *backend, void *out, float *lse, const void *q,
+                                                const void *k, const void *v, const tt_attention_shape *shape) {
+    backend->iface->attention_forward(backend->ctx, out, lse, q, k, v, shape);
+}
+
+static inline void tt_backend_attention_backward(const tt_backend *backend, void *dq, void *dk, void *dv,
+                                                 const void *dout, const void *out, const float *lse, const void *q,
+                                                 const void *k, const void *v, const tt_attention_shape *shape,
+                                                 void *workspace, void *spare, size_t spare_bytes) {
+    backend->iface->attention_backward(backend->ctx, dq, dk, dv, dout, out, lse, q, k, v, shape, workspace, spare,
+                                       spare_bytes);
+}
+
+static inline void tt_backend_swiglu_forward(const tt_backend *backend, void *h, const void *gate, const void *up,
+                                             int64_t n) {
+    backend->iface->swiglu_forward(backend->ctx, h, gate, up, n);
+}
+
+static inline void tt_backend_swiglu_backward(const tt_backend *backend, void *dgate, void *dup, const void *dh,
+                                              const void *gate, const void *up, int64_t n) {
+    backend->iface->swiglu_backward(backend->ctx, dgate, dup, dh, gate, up, n);
+}
+
+static inline void tt_backend_add(const tt_backend *backend, void *out, const void *a, const void *b, int64_t n) {
+    backend->iface->add(backend->ctx, out, a, b, n);
+}
+
+static inline void tt_backend_dropout_scale(const tt_backend *backend, void *out, const void *x, int64_t n,
+                                            float multiplier, uint32_t drop_threshold, uint64_t seed) {
+    backend->iface->dropout_scale(backend->ctx, out, x, n, multiplier, drop_threshold, seed);
+}
+
+static inline double tt_backend_lm_head_loss(const tt_backend *backend, void *dxn, void *dW, const void *xn,
+                                             const void *W, const int32_t *targets, int64_t N, int64_t D, int64_t V,
+                                             int64_t chunk, void *logits, double scale, int64_t *count) {
+    return backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale, count);
+}
+
+static inline void tt_backend_sum_squares(const tt_backend *backend, double *out, const void *x, int64_t n) {
+    backend->iface->sum_squares(backend->ctx, out, x, n);
+}
+
+static inline void tt_backend_adamw_update(const tt_backend *backend, void *weights, float *master, const void *g,
+                                           void *m, void *v, const int64_t *segment_start,
+                                           const unsigned char *segment_decays, int segments, float lr, float beta1,
+                                           float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+    backend->iface->adamw_update(backend->ctx, weights, master, g, m, v, segment_start, segment_decays, segments, lr,
+                                 beta1, beta2, eps, weight_decay, step, grad_scale);
+}
+
+/* Frees a backend made by any of the constructors (NULL: nothing). */
+void tt_backend_destroy(tt_backend *backend);
+
+/* The CPU backend: fp32 reference kernels on pageable host memory, on `threads` OpenMP threads
+ * (0: OpenMP's default for the calling thread when an op runs). The bits do not depend on it. */
+tt_backend *tt_backend_cpu_create(int threads);
+
+/* The measuring backend of `real` (its compute tier and its pure size queries; every op and copy a
+ * no-op), for the step program's dry run on measuring arenas (train/measure.h). Its context is
+ * `real`, borrowed: nothing to destroy. */
 void tt_backend_measure_init(tt_backend *out, const tt_backend *real);
 
 #endif

@@ -51,12 +51,12 @@ void tt_size_table_configure(tt_size_table *t, const tt_model_config *m, const t
                                                   .saved_activation_tier = plan->compute_tier,
                                                   .layer_input_tier = plan->compute_tier};
         const size_t least = TT_ATTENTION_WORKSPACE_LEAST;
-        backend->configure(&plan->precision, plan->attention, least);
+        reference.attention_workspace_limit = least;
         tt_size_table_measure(t, m, params, &reference, backend);
         const size_t peak = t->tier_peak[plan->compute_tier];
         size_t limit = least + t->attention_room;
         for (int attempt = 0; attempt < 2 && limit > least; attempt++) {
-            backend->configure(&plan->precision, plan->attention, limit);
+            reference.attention_workspace_limit = limit;
             tt_size_table_measure(t, m, params, &reference, backend);
             if (t->tier_peak[plan->compute_tier] <= peak) break;
             const size_t over = t->tier_peak[plan->compute_tier] - peak;
@@ -65,7 +65,6 @@ void tt_size_table_configure(tt_size_table *t, const tt_model_config *m, const t
         free(reference.layers);
         plan->attention_workspace_limit = limit;
     }
-    backend->configure(&plan->precision, plan->attention, plan->attention_workspace_limit);
     tt_size_table_measure(t, m, params, plan, backend);
 }
 

@@ -15,17 +15,16 @@
 
 /* The whole size table of plan: tt_size_table_tensors, then the peak of every class and tier over the
  * persistent tensors, one training micro-step and one evaluation forward run on measuring arenas, and
- * attention_room. The backend must be configured (its size queries are used; nothing else of it is
- * called). */
+ * attention_room. Only the backend's pure size queries are called, with the plan's settings
+ * (tt_plan_backend_settings): measuring never changes what the backend's ops do. */
 void tt_size_table_measure(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                            const tt_plan *plan, const tt_backend *backend);
 
-/* Configures the backend for the plan (number formats, attention kernels, the attention workspace limit) and
- * measures the table. With attention_workspace_limit 0 (attn_workspace_limit: auto) it first settles the
- * limit, and writes it into the plan: TT_ATTENTION_WORKSPACE_LEAST plus the room full checkpointing leaves
+/* Measures the table of the plan. With attention_workspace_limit 0 (attn_workspace_limit: auto) it first
+ * settles the limit, and writes it into the plan: TT_ATTENTION_WORKSPACE_LEAST plus the room full checkpointing leaves
  * above the attention backward, so that the larger, faster calls cost no peak memory there. The limit
  * shapes cuDNN's backward and so its bits: it depends on the model, the micro-batch, tiled_mlp and the
- * number formats, never on the memory mode. */
+ * number formats, never on the memory mode. The backend is only asked (pure size queries), never changed. */
 void tt_size_table_configure(tt_size_table *table, const tt_model_config *model, const tt_param_table *params,
                              tt_plan *plan, const tt_backend *backend);
 

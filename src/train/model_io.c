@@ -15,23 +15,23 @@
 static void upload_as(const tt_backend *b, void *dst, tt_dtype dtype, const float *host, size_t n) {
     if (n == 0) return;
     if (dtype == TT_F32) {
-        b->upload(dst, host, n * sizeof(float));
+        tt_backend_upload(b, dst, host, n * sizeof(float));
         return;
     }
     void *staged = tt_xmalloc(tt_mul_size(n, tt_dtype_size(dtype), "a staging buffer"), "a staging buffer");
     tt_convert_from_f32(staged, dtype, host, n);
-    b->upload(dst, staged, n * tt_dtype_size(dtype));
+    tt_backend_upload(b, dst, staged, n * tt_dtype_size(dtype));
     free(staged);
 }
 
 static void download_as(const tt_backend *b, float *host, const void *src, tt_dtype dtype, size_t n) {
     if (n == 0) return;
     if (dtype == TT_F32) {
-        b->download(host, src, n * sizeof(float));
+        tt_backend_download(b, host, src, n * sizeof(float));
         return;
     }
     void *staged = tt_xmalloc(tt_mul_size(n, tt_dtype_size(dtype), "a staging buffer"), "a staging buffer");
-    b->download(staged, src, n * tt_dtype_size(dtype));
+    tt_backend_download(b, staged, src, n * tt_dtype_size(dtype));
     tt_convert_to_f32(host, staged, dtype, n);
     free(staged);
 }
@@ -63,7 +63,7 @@ static void get_trainable_weights(const tt_model_state *s, float *host) {
     const tt_dtype dtype = s->plan.precision.activation;
     download_as(s->backend, host, s->trainable_weights, dtype, first);
     if (end < n) download_as(s->backend, host + end, tt_model_trainable_weights_at(s, (int64_t)end), dtype, n - end);
-    if (s->plan.offloaded_weight_layers > 0) s->backend->synchronize(); /* the last stores home are done */
+    if (s->plan.offloaded_weight_layers > 0) tt_backend_synchronize(s->backend); /* the last stores home are done */
     for (int64_t l = 0; l < s->plan.offloaded_weight_layers; l++)
         if (tt_weight_stream_has(&s->weight_offload, l))
             tt_convert_to_f32(host + s->unit_start[l + 1], s->weight_offload.block_home[l], dtype,
@@ -75,7 +75,7 @@ void tt_model_set_weights(tt_model_state *s, const float *host) {
     const size_t share = compute_share(s);
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
-    if (s->master && share) s->backend->upload(s->master, host + first, share * sizeof(float));
+    if (s->master && share) tt_backend_upload(s->backend, s->master, host + first, share * sizeof(float));
     /* the host share's fp32 copy: its master weights (on the CPU backend the compute copy is the same fp32) */
     if (offload && offload->host_numel)
         memcpy(offload->master, host + first + share, (size_t)offload->host_numel * sizeof(float));
@@ -99,14 +99,14 @@ void tt_model_get_weights(const tt_model_state *s, float *host) {
             get_trainable_weights(s, host + first);
             return;
         }
-        if (share) s->backend->download(host + first, s->master, share * sizeof(float));
+        if (share) tt_backend_download(s->backend, host + first, s->master, share * sizeof(float));
         if (offload && offload->host_numel)
             memcpy(host + first + share, offload->master, (size_t)offload->host_numel * sizeof(float));
         return;
     }
     if (s->plan.precision.master) { /* frozen parameters have no master copy: their compute copy is all there is */
         download_as(s->backend, host, s->weights, s->plan.precision.activation, first);
-        if (share) s->backend->download(host + first, s->master, share * sizeof(float));
+        if (share) tt_backend_download(s->backend, host + first, s->master, share * sizeof(float));
         if (offload && offload->host_numel)
             memcpy(host + first + share, offload->master, (size_t)offload->host_numel * sizeof(float));
     } else {
@@ -145,6 +145,6 @@ void tt_model_get_moments(const tt_model_state *s, float *host_m, float *host_v)
 
 void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t *targets) {
     const size_t bytes = sizeof(int32_t) * (size_t)(s->plan.micro_batch * s->plan.seq_len);
-    s->backend->upload(s->batch_inputs, inputs, bytes);
-    s->backend->upload(s->batch_targets, targets, bytes);
+    tt_backend_upload(s->backend, s->batch_inputs, inputs, bytes);
+    tt_backend_upload(s->backend, s->batch_targets, targets, bytes);
 }

@@ -68,7 +68,7 @@ void tt_compute_tier_adamw(tt_model_state *s, const tt_adamw_settings *o, float 
             weights = tt_weight_stream_buffer(&s->weight_offload, piece->layer);
         }
         const size_t lo = (size_t)piece->lo;
-        s->backend->adamw_update(weights, s->master ? s->master + lo : NULL,
+        tt_backend_adamw_update(s->backend, weights, s->master ? s->master + lo : NULL,
                                  (unsigned char *)s->gradients + lo * s->plan.gradient_bytes,
                                  (unsigned char *)s->adam_m + lo * s->plan.moment_bytes,
                                  (unsigned char *)s->adam_v + lo * s->plan.moment_bytes, piece->segment_start,

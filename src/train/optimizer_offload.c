@@ -78,7 +78,7 @@ static int64_t next_unit(const tt_optimizer_offload *o) {
     for (int64_t u = o->first_host_unit; u <= o->num_layers + 1; u++) {
         const tt_optimizer_offload_unit *unit = &o->units[u];
         if (unit->phase != UNIT_QUEUED || !unit->stamped) continue;
-        if (o->backend->copy_done(unit->gradient_copy)) return u;
+        if (tt_backend_copy_done(o->backend, unit->gradient_copy)) return u;
         if (earliest < 0 || unit->gradient_copy < o->units[earliest].gradient_copy) earliest = u;
     }
     return earliest;
@@ -101,7 +101,7 @@ static void *worker_main(void *arg) {
         const tt_adamw_scalars scalars = unit->scalars;
         const uint64_t copy = unit->gradient_copy;
         pthread_mutex_unlock(&w->lock);
-        o->backend->copy_host_wait(copy);
+        tt_backend_copy_host_wait(o->backend, copy);
         update_host_range(o, unit->segments, unit->segment_start, unit->segment_decays, &scalars);
         pthread_mutex_lock(&w->lock);
         unit->phase = UNIT_UPDATED;
@@ -198,7 +198,7 @@ void tt_optimizer_offload_free(tt_optimizer_offload *o) {
         free(o->worker);
     }
     /* copies still reading or writing the host arena end before it is freed */
-    if (o->host_numel) o->backend->synchronize();
+    if (o->host_numel) tt_backend_synchronize(o->backend);
     tt_cpu_adamw_pool_free(o->pool);
     for (int64_t u = 0; u < o->num_layers + 2; u++) {
         free(o->units[u].segment_start);
@@ -244,7 +244,7 @@ static void copy_back_updated(tt_optimizer_offload *o) {
         unit->phase = UNIT_IDLE;
         if (unit_weights_offloaded(o, u)) continue;
         const size_t n = (size_t)(unit->end - unit->start);
-        unit->weight_copy = o->backend->copy_async(unit_device_weights(o, u), unit_host_weights(o, unit),
+        unit->weight_copy = tt_backend_copy_async(o->backend, unit_device_weights(o, u), unit_host_weights(o, unit),
                                                    n * o->weight_bytes, false, 0);
     }
     pthread_mutex_unlock(&o->worker->lock);
@@ -289,7 +289,7 @@ void tt_optimizer_offload_before_forward(tt_optimizer_offload *o, int64_t u) {
     copy_back_updated(o);
     tt_optimizer_offload_unit *unit = &o->units[u];
     if (unit->weight_copy) {
-        o->backend->copy_wait(unit->weight_copy);
+        tt_backend_copy_wait(o->backend, unit->weight_copy);
         unit->weight_copy = 0;
     }
 }
@@ -304,8 +304,9 @@ bool tt_optimizer_offload_unit_streamed(const tt_optimizer_offload *o, int64_t u
 static void load_partial(tt_optimizer_offload *o, int64_t u) {
     const tt_optimizer_offload_unit *unit = &o->units[u];
     o->ring_load[u % 2] =
-        o->backend->copy_async(tt_model_unit_gradients(o->state, u), (unsigned char *)o->gradients + (size_t)unit->start * o->gradient_bytes,
-                               (size_t)(unit->end - unit->start) * o->gradient_bytes, false, o->ring_copy[u % 2]);
+        tt_backend_copy_async(o->backend, tt_model_unit_gradients(o->state, u),
+                              (unsigned char *)o->gradients + (size_t)unit->start * o->gradient_bytes,
+                              (size_t)(unit->end - unit->start) * o->gradient_bytes, false, o->ring_copy[u % 2]);
     o->ring_load_unit[u % 2] = u;
 }
 
@@ -314,12 +315,13 @@ void tt_optimizer_offload_before_backward(tt_optimizer_offload *o, int64_t u) {
     tt_model_state *s = o->state;
     if (o->ring_partial[u]) { /* an earlier micro-batch's gradients come back (prefetched a layer ahead) */
         if (o->ring_load_unit[u % 2] != u) load_partial(o, u);
-        o->backend->copy_wait(o->ring_load[u % 2]);
+        tt_backend_copy_wait(o->backend, o->ring_load[u % 2]);
         o->ring_load_unit[u % 2] = -1;
         return;
     }
-    o->backend->copy_wait(o->ring_copy[u % 2]);
-    o->backend->zero(tt_model_unit_gradients(s, u), (size_t)(s->unit_start[u + 1] - s->unit_start[u]) * o->gradient_bytes);
+    tt_backend_copy_wait(o->backend, o->ring_copy[u % 2]);
+    tt_backend_zero(o->backend, tt_model_unit_gradients(s, u),
+                    (size_t)(s->unit_start[u + 1] - s->unit_start[u]) * o->gradient_bytes);
 }
 
 void tt_optimizer_offload_after_backward(tt_optimizer_offload *o, int64_t u) {
@@ -331,9 +333,9 @@ void tt_optimizer_offload_after_backward(tt_optimizer_offload *o, int64_t u) {
     const size_t n = (size_t)(unit->end - unit->start), at = (size_t)unit->start * o->gradient_bytes;
     const void *from = tt_model_unit_gradients(s, u);
     if (streamed && final) /* the gradient norm's share of this unit, before the slot is reused */
-        o->backend->sum_squares(&s->norm_partials[u], from, s->unit_start[u + 1] - s->unit_start[u]);
+        tt_backend_sum_squares(o->backend, &s->norm_partials[u], from, s->unit_start[u + 1] - s->unit_start[u]);
     const uint64_t ticket =
-        o->backend->copy_async((unsigned char *)o->gradients + at, from, n * o->gradient_bytes, true, 0);
+        tt_backend_copy_async(o->backend, (unsigned char *)o->gradients + at, from, n * o->gradient_bytes, true, 0);
     if (streamed) {
         o->ring_copy[u % 2] = ticket;
         o->ring_partial[u] = !final;
@@ -393,15 +395,15 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
         pthread_mutex_unlock(&w->lock);
         /* the next step zeroes the gradients on the compute stream: after the copies out have read them */
         for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
-            if (unit_on_host(o, u)) o->backend->copy_wait(o->units[u].gradient_copy);
+            if (unit_on_host(o, u)) tt_backend_copy_wait(o->backend, o->units[u].gradient_copy);
         copy_back_updated(o);
         return;
     }
     /* After the backward, synchronously: the share's gradients out, the CPU AdamW, the weights back. */
     tt_optimizer_offload_finish(o);
-    const uint64_t out = o->backend->copy_async(o->gradients, o->device_gradients,
+    const uint64_t out = tt_backend_copy_async(o->backend, o->gradients, o->device_gradients,
                                                 (size_t)o->host_numel * o->gradient_bytes, true, 0);
-    o->backend->copy_host_wait(out);
+    tt_backend_copy_host_wait(o->backend, out);
     const tt_adamw_scalars scalars = tt_adamw_scalars_for(lr, settings->beta1, settings->beta2,
                                                                   settings->epsilon, settings->weight_decay, step,
                                                                   grad_scale);
@@ -411,9 +413,9 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
     uint64_t back = 0;
     for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
         if (unit_on_host(o, u) && !unit_weights_offloaded(o, u))
-            back = o->backend->copy_async(unit_device_weights(o, u), unit_host_weights(o, &o->units[u]),
+            back = tt_backend_copy_async(o->backend, unit_device_weights(o, u), unit_host_weights(o, &o->units[u]),
                                           (size_t)(o->units[u].end - o->units[u].start) * o->weight_bytes, false, out);
-    o->backend->copy_wait(back); /* the next forward reads them; the host goes on */
+    tt_backend_copy_wait(o->backend, back); /* the next forward reads them; the host goes on */
     o->units[o->first_host_unit].weight_copy = back; /* finish() waits for it on the host */
 }
 
@@ -431,7 +433,7 @@ void tt_optimizer_offload_finish(tt_optimizer_offload *o) {
     }
     for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
         if (o->units[u].weight_copy) {
-            o->backend->copy_host_wait(o->units[u].weight_copy);
+            tt_backend_copy_host_wait(o->backend, o->units[u].weight_copy);
             o->units[u].weight_copy = 0;
         }
 }

@@ -150,9 +150,9 @@ static void init_offload(tt_model_state *s) {
                    tt_format_bytes(plan->pinned_budget, have, sizeof have));
         }
         const bool pinned = tier == TT_TIER_PINNED;
-        tt_arena_init(&s->host, tier, pinned ? backend->pinned_alloc(host) : tt_host_block_alloc(host), host,
-                      plan->pinned_budget ? plan->pinned_budget : host,
-                      pinned ? backend->pinned_free : tt_host_block_free);
+        tt_arena_init(&s->host, tier, pinned ? tt_backend_pinned_alloc(backend, host) : tt_host_block_alloc(host),
+                      host, plan->pinned_budget ? plan->pinned_budget : host,
+                      pinned ? backend->iface->pinned_free : tt_host_block_release, backend->ctx);
     }
     /* both stores' disk buffers (whole pages) first, from the page-aligned base, then the homes */
     tt_tier *input_tiers = tt_xcalloc((size_t)L + 1, sizeof(tt_tier), "offload plan");
@@ -178,7 +178,7 @@ static void init_offload(tt_model_state *s) {
     free(input_tiers);
     free(saved_tiers);
     free(bytes);
-    backend->copy_set_delay(plan->copy_delay_us);
+    tt_backend_copy_set_delay(backend, plan->copy_delay_us);
     if (tt_offload_store_any(&s->inputs))
         tt_model_state_add_hook(s, (tt_unit_hook){.name = "wait for input", .call = tt_offload_store_hook, .ctx = &s->inputs});
     if (tt_offload_store_any(&s->saved))
@@ -224,8 +224,8 @@ void tt_model_state_init_core(tt_model_state *s, tt_model_config *config, tt_pla
                tt_format_bytes(capacity, need, sizeof need), tt_tier_name(tier),
                tt_format_bytes(budget_bytes, have, sizeof have), tt_tier_name(tier));
     }
-    tt_arena_init(&s->arena, tier, backend->block_alloc(capacity), capacity, budget_bytes ? budget_bytes : capacity,
-                  backend->block_free);
+    tt_arena_init(&s->arena, tier, tt_backend_block_alloc(backend, capacity), capacity,
+                  budget_bytes ? budget_bytes : capacity, backend->iface->block_free, backend->ctx);
     model_state_build(s);
 }
 
@@ -281,27 +281,31 @@ static void model_state_build(tt_model_state *s) {
     s->lora_dropout_buffer = s->sizes.lora_dropout_buffer ? tt_arena_push(&s->arena, s->sizes.lora_dropout_buffer,
                                                                           TT_CLASS_WORKSPACE, "LoRA dropout buffer")
                                                           : NULL;
-    s->norm_partials = tt_arena_push(&s->arena, s->sizes.norm_partials, TT_CLASS_WORKSPACE, "gradient norm partial sums");
-    backend->set_scratch(s->op_scratch, s->sizes.op_scratch);
+    s->norm_partials =
+        tt_arena_push(&s->arena, s->sizes.norm_partials, TT_CLASS_WORKSPACE, "gradient norm partial sums");
+    /* the explicit prepare step: the backend builds its plans for this run before the first op */
+    const tt_backend_settings settings = tt_plan_backend_settings(&s->plan);
+    const tt_scratch_shape scratch_shape = tt_size_table_scratch_shape(&s->config, &s->params, &s->plan);
+    tt_backend_prepare(backend, &settings, &scratch_shape, s->op_scratch, s->sizes.op_scratch);
 
     if (s->plan.stream_frozen_layers) {
-        backend->zero(s->frozen_resident, s->sizes.frozen_resident);
-        backend->zero(s->weight_ring[0], 2 * s->sizes.weight_ring);
-        backend->zero(s->trainable_weights, s->sizes.weights);
+        tt_backend_zero(backend, s->frozen_resident, s->sizes.frozen_resident);
+        tt_backend_zero(backend, s->weight_ring[0], 2 * s->sizes.weight_ring);
+        tt_backend_zero(backend, s->trainable_weights, s->sizes.weights);
     } else {
-        backend->zero(s->weights, s->sizes.frozen_weights + s->sizes.weights);
+        tt_backend_zero(backend, s->weights, s->sizes.frozen_weights + s->sizes.weights);
     }
-    backend->zero(s->gradients, s->sizes.gradients);
-    if (s->master) backend->zero(s->master, s->sizes.master);
-    backend->zero(s->norm_partials, s->sizes.norm_partials);
-    backend->zero(s->adam_m, moment_bytes);
-    backend->zero(s->adam_v, moment_bytes);
+    tt_backend_zero(backend, s->gradients, s->sizes.gradients);
+    if (s->master) tt_backend_zero(backend, s->master, s->sizes.master);
+    tt_backend_zero(backend, s->norm_partials, s->sizes.norm_partials);
+    tt_backend_zero(backend, s->adam_m, moment_bytes);
+    tt_backend_zero(backend, s->adam_v, moment_bytes);
     if (!s->measuring) {
         float *host_cos = tt_xmalloc(s->sizes.rope_table, "RoPE table");
         float *host_sin = tt_xmalloc(s->sizes.rope_table, "RoPE table");
         tt_rope_tables(&s->config, s->plan.seq_len, host_cos, host_sin);
-        backend->upload(s->rope_cos, host_cos, s->sizes.rope_table);
-        backend->upload(s->rope_sin, host_sin, s->sizes.rope_table);
+        tt_backend_upload(backend, s->rope_cos, host_cos, s->sizes.rope_table);
+        tt_backend_upload(backend, s->rope_sin, host_sin, s->sizes.rope_table);
         free(host_cos);
         free(host_sin);
     }
@@ -353,7 +357,7 @@ static void model_state_build(tt_model_state *s) {
 
 void tt_model_state_release(tt_model_state *s) {
     TT_CHECK(!s->optimizer_offload && !s->adamw_pieces, "the optimizer's parts are detached first");
-    s->backend->set_scratch(NULL, 0);
+    tt_backend_release(s->backend);
     tt_offload_store_free(&s->inputs);
     tt_offload_store_free(&s->saved);
     tt_weight_stream_free(&s->stream);
@@ -506,14 +510,15 @@ static void mlp_intermediates(tt_model_state *s, int64_t l, void *const *S, tt_s
     const int64_t D = s->config.hidden_size, F = s->config.intermediate_size, n = rows->count;
     const void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows->first, D);
     if ((compute >> TT_SAVED_GATE) & 1u) {
-        b->linear_forward(S[TT_SAVED_GATE], normed, w->w_gate, NULL, NULL, n, D, F);
+        tt_backend_linear_forward(b, S[TT_SAVED_GATE], normed, w->w_gate, NULL, NULL, n, D, F);
         adapter_up_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], S, rows);
     }
     if ((compute >> TT_SAVED_UP) & 1u) {
-        b->linear_forward(S[TT_SAVED_UP], normed, w->w_up, NULL, NULL, n, D, F);
+        tt_backend_linear_forward(b, S[TT_SAVED_UP], normed, w->w_up, NULL, NULL, n, D, F);
         adapter_up_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], S, rows);
     }
-    if ((compute >> TT_SAVED_SWIGLU) & 1u) b->swiglu_forward(S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], n * F);
+    if ((compute >> TT_SAVED_SWIGLU) & 1u)
+        tt_backend_swiglu_forward(b, S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], n * F);
     adapter_down_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S, compute, rows);
 }
 
@@ -534,59 +539,60 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
 #define WANTS(slots) ((compute & (slots)) != 0)
 
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_ATTN_RSTD)))
-        b->rmsnorm_forward(S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D, c->rms_norm_eps);
+        tt_backend_rmsnorm_forward(b, S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D,
+                                   c->rms_norm_eps);
     adapter_down(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_ATTN_NORMED], S, compute);
     adapter_down(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_ATTN_NORMED], S, compute);
     adapter_down(s, l, TT_LORA_V, TT_SAVED_LORA_V, S[TT_SAVED_ATTN_NORMED], S, compute);
     if (c->qk_norm) {
         if (WANTS(TT_SLOT(TT_SAVED_Q_RAW))) {
-            b->linear_forward(S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
             adapter_up(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_Q_RAW], S);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K_RAW))) {
-            b->linear_forward(S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
             adapter_up(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_K_RAW], S);
         }
         /* q = rope(norm(q_raw)), written together with its rstd */
         if (WANTS(TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD))) {
-            b->rmsnorm_forward(S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm, N * c->num_heads, hd,
-                               c->rms_norm_eps);
-            b->rope_forward(S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
+            tt_backend_rmsnorm_forward(b, S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm,
+                                       N * c->num_heads, hd, c->rms_norm_eps);
+            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K) | TT_SLOT(TT_SAVED_K_RSTD))) {
-            b->rmsnorm_forward(S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm, N * c->num_kv_heads,
-                               hd, c->rms_norm_eps);
-            b->rope_forward(S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+            tt_backend_rmsnorm_forward(b, S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm,
+                                       N * c->num_kv_heads, hd, c->rms_norm_eps);
+            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
         }
     } else {
         if (WANTS(TT_SLOT(TT_SAVED_Q))) {
-            b->linear_forward(S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], w->wq, w->bq, NULL, N, D, q_dim);
             adapter_up(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_Q], S);
-            b->rope_forward(S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
+            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K))) {
-            b->linear_forward(S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], w->wk, w->bk, NULL, N, D, kv_dim);
             adapter_up(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_K], S);
-            b->rope_forward(S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
         }
     }
     if (WANTS(TT_SLOT(TT_SAVED_V))) {
-        b->linear_forward(S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], w->wv, w->bv, NULL, N, D, kv_dim);
+        tt_backend_linear_forward(b, S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], w->wv, w->bv, NULL, N, D, kv_dim);
         adapter_up(s, l, TT_LORA_V, TT_SAVED_LORA_V, S[TT_SAVED_V], S);
     }
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE)))
-        b->attention_forward(S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
-                             &s->attention);
+        tt_backend_attention_forward(b, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K],
+                                     S[TT_SAVED_V], &s->attention);
     /* residual + o_proj(attention) */
     adapter_down(s, l, TT_LORA_O, TT_SAVED_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
     if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID))) {
-        b->linear_forward(S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], w->wo, NULL, x_in, N, q_dim, D);
+        tt_backend_linear_forward(b, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], w->wo, NULL, x_in, N, q_dim, D);
         adapter_up(s, l, TT_LORA_O, TT_SAVED_LORA_O, S[TT_SAVED_RESIDUAL_MID], S);
     }
 
     if (WANTS(TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD)))
-        b->rmsnorm_forward(S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm, N, D,
-                           c->rms_norm_eps);
+        tt_backend_rmsnorm_forward(b, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID],
+                                   w->mlp_norm, N, D, c->rms_norm_eps);
     adapter_down(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_MLP_NORMED], S, compute);
     adapter_down(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_MLP_NORMED], S, compute);
     /* Tiled, the intermediates live one shard at a time: a recompute leaves them to the MLP
@@ -597,8 +603,8 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
         mlp_intermediates(s, l, S, compute, &rows);
         if (x_out) {
             void *out = row_at(s, x_out, rows.first, D);
-            b->linear_forward(out, S[TT_SAVED_SWIGLU], w->w_down, NULL, row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D),
-                              rows.count, F, D);
+            tt_backend_linear_forward(b, out, S[TT_SAVED_SWIGLU], w->w_down, NULL,
+                                      row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D), rows.count, F, D);
             adapter_up_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, out, S, &rows);
         }
     }
@@ -629,22 +635,23 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
         const void *dy = row_at(s, d_residual, rows.first, D);
         void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows.first, D);
         adapter_backward_weights_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, dy, S[TT_SAVED_SWIGLU], S, &rows);
-        b->linear_backward(S[TT_SAVED_SWIGLU], g->w_down, NULL, dy, S[TT_SAVED_SWIGLU], w->w_down, n, F, D, false);
+        tt_backend_linear_backward(b, S[TT_SAVED_SWIGLU], g->w_down, NULL, dy, S[TT_SAVED_SWIGLU], w->w_down, n, F, D,
+                                   false);
         adapter_backward_input_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S, &rows);
-        b->swiglu_backward(S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP],
-                           n * F);
+        tt_backend_swiglu_backward(b, S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE],
+                                   S[TT_SAVED_UP], n * F);
         adapter_backward_weights_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], normed, S, &rows);
         adapter_backward_weights_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], normed, S, &rows);
-        b->linear_backward(NULL, g->w_gate, NULL, S[TT_SAVED_GATE], normed, w->w_gate, n, D, F, false);
-        b->linear_backward(NULL, g->w_up, NULL, S[TT_SAVED_UP], normed, w->w_up, n, D, F, false);
+        tt_backend_linear_backward(b, NULL, g->w_gate, NULL, S[TT_SAVED_GATE], normed, w->w_gate, n, D, F, false);
+        tt_backend_linear_backward(b, NULL, g->w_up, NULL, S[TT_SAVED_UP], normed, w->w_up, n, D, F, false);
         void *d_normed = normed;
-        b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, w->w_gate, n, D, F, false);
-        b->linear_backward(d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, w->w_up, n, D, F, true);
+        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, w->w_gate, n, D, F, false);
+        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, w->w_up, n, D, F, true);
         adapter_backward_input_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, d_normed, S, &rows);
         adapter_backward_input_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, d_normed, S, &rows);
     }
-    b->rmsnorm_backward(d_residual, g->mlp_norm, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_RESIDUAL_MID], w->mlp_norm,
-                        S[TT_SAVED_MLP_RSTD], N, D);
+    tt_backend_rmsnorm_backward(b, d_residual, g->mlp_norm, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_RESIDUAL_MID],
+                                w->mlp_norm, S[TT_SAVED_MLP_RSTD], N, D);
 }
 
 /* The attention half: d_residual becomes the gradient of the layer input. The attention
@@ -678,26 +685,27 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
 
     /* mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
     adapter_backward_weights(s, l, TT_LORA_O, TT_SAVED_LORA_O, d_residual, S[TT_SAVED_ATTN_OUT], S);
-    b->linear_backward(W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT], w->wo, N, q_dim, D,
-                       false);
+    tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT], w->wo, N,
+                               q_dim, D, false);
     adapter_backward_input(s, l, TT_LORA_O, TT_SAVED_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
-    b->attention_backward(W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
-                          S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
-                          &s->attention, W[TT_BACKWARD_ATTENTION], spare, spare_bytes);
-    b->rope_backward(W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
-    b->rope_backward(W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+    tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
+                                  W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q],
+                                  S[TT_SAVED_K], S[TT_SAVED_V], &s->attention, W[TT_BACKWARD_ATTENTION], spare,
+                                  spare_bytes);
+    tt_backend_rope_backward(b, W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
+    tt_backend_rope_backward(b, W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
     void *d_q_proj = W[TT_BACKWARD_D_Q], *d_k_proj = W[TT_BACKWARD_D_K];
     if (c->qk_norm) {
         /* The norms' input gradients go where the attention backward's dead inputs were: d q before
          * norm into d attention output, d k before norm into k (both the same shape). */
         const size_t act = s->plan.activation_bytes;
         void *d_q_raw = W[TT_BACKWARD_D_ATTN_OUT], *d_k_raw = S[TT_SAVED_K];
-        b->zero(d_q_raw, (size_t)(N * q_dim) * act);
-        b->zero(d_k_raw, (size_t)(N * kv_dim) * act);
-        b->rmsnorm_backward(d_q_raw, g->q_norm, W[TT_BACKWARD_D_Q], S[TT_SAVED_Q_RAW], w->q_norm, S[TT_SAVED_Q_RSTD],
-                            N * c->num_heads, hd);
-        b->rmsnorm_backward(d_k_raw, g->k_norm, W[TT_BACKWARD_D_K], S[TT_SAVED_K_RAW], w->k_norm, S[TT_SAVED_K_RSTD],
-                            N * c->num_kv_heads, hd);
+        tt_backend_zero(b, d_q_raw, (size_t)(N * q_dim) * act);
+        tt_backend_zero(b, d_k_raw, (size_t)(N * kv_dim) * act);
+        tt_backend_rmsnorm_backward(b, d_q_raw, g->q_norm, W[TT_BACKWARD_D_Q], S[TT_SAVED_Q_RAW], w->q_norm,
+                                    S[TT_SAVED_Q_RSTD], N * c->num_heads, hd);
+        tt_backend_rmsnorm_backward(b, d_k_raw, g->k_norm, W[TT_BACKWARD_D_K], S[TT_SAVED_K_RAW], w->k_norm,
+                                    S[TT_SAVED_K_RSTD], N * c->num_kv_heads, hd);
         d_q_proj = d_q_raw;
         d_k_proj = d_k_raw;
     }
@@ -705,17 +713,17 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     adapter_backward_weights(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, d_q_proj, normed, S);
     adapter_backward_weights(s, l, TT_LORA_K, TT_SAVED_LORA_K, d_k_proj, normed, S);
     adapter_backward_weights(s, l, TT_LORA_V, TT_SAVED_LORA_V, W[TT_BACKWARD_D_V], normed, S);
-    b->linear_backward(NULL, g->wq, g->bq, d_q_proj, normed, w->wq, N, D, q_dim, false);
-    b->linear_backward(NULL, g->wk, g->bk, d_k_proj, normed, w->wk, N, D, kv_dim, false);
-    b->linear_backward(NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], normed, w->wv, N, D, kv_dim, false);
+    tt_backend_linear_backward(b, NULL, g->wq, g->bq, d_q_proj, normed, w->wq, N, D, q_dim, false);
+    tt_backend_linear_backward(b, NULL, g->wk, g->bk, d_k_proj, normed, w->wk, N, D, kv_dim, false);
+    tt_backend_linear_backward(b, NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], normed, w->wv, N, D, kv_dim, false);
     void *d_normed = normed;
-    b->linear_backward(d_normed, NULL, NULL, d_q_proj, NULL, w->wq, N, D, q_dim, false);
-    b->linear_backward(d_normed, NULL, NULL, d_k_proj, NULL, w->wk, N, D, kv_dim, true);
-    b->linear_backward(d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL, w->wv, N, D, kv_dim, true);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_q_proj, NULL, w->wq, N, D, q_dim, false);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_k_proj, NULL, w->wk, N, D, kv_dim, true);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL, w->wv, N, D, kv_dim, true);
     adapter_backward_input(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, d_normed, S);
     adapter_backward_input(s, l, TT_LORA_K, TT_SAVED_LORA_K, d_normed, S);
     adapter_backward_input(s, l, TT_LORA_V, TT_SAVED_LORA_V, d_normed, S);
-    b->rmsnorm_backward(d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
+    tt_backend_rmsnorm_backward(b, d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 
 /* The trace: spans and counters are marks on the backend's timeline (device events on the GPU),
@@ -729,7 +737,7 @@ typedef struct trace_pending {
 
 #define TRACE_PENDING_PER_LAYER 8
 
-static uint64_t trace_mark(tt_model_state *s) { return s->trace ? s->backend->timestamp() : 0; }
+static uint64_t trace_mark(tt_model_state *s) { return s->trace ? tt_backend_timestamp(s->backend) : 0; }
 
 void tt_model_set_trace(tt_model_state *s, struct tt_trace *trace) {
     s->trace = trace;
@@ -769,14 +777,15 @@ static void trace_memory(tt_model_state *s) {
 static void trace_flush(tt_model_state *s, bool copies) {
     if (!s->trace) return;
     const tt_backend *b = s->backend;
-    b->synchronize();
+    tt_backend_synchronize(b);
     const char *series[2] = {tt_tier_name(s->arena.tier), "host memory"};
     for (int64_t i = 0; i < s->trace_count; i++) {
         const trace_pending *p = &s->trace_pending[i];
         if (p->track)
-            tt_trace_span(s->trace, p->track, p->name, b->timestamp_seconds(p->start), b->timestamp_seconds(p->end));
+            tt_trace_span(s->trace, p->track, p->name, tt_backend_timestamp_seconds(b, p->start),
+                          tt_backend_timestamp_seconds(b, p->end));
         else
-            tt_trace_counter(s->trace, "bytes in use", b->timestamp_seconds(p->start), series, p->bytes, 2);
+            tt_trace_counter(s->trace, "bytes in use", tt_backend_timestamp_seconds(b, p->start), series, p->bytes, 2);
     }
     s->trace_count = 0;
     for (int64_t l = 0; copies && l < s->config.num_layers; l++)
@@ -787,10 +796,10 @@ static void trace_flush(tt_model_state *s, bool copies) {
             char name[64];
             double start, end;
             snprintf(name, sizeof name, "offload %s %lld", what, (long long)l);
-            if (b->copy_span(store->copied_out[l], &start, &end))
+            if (tt_backend_copy_span(b, store->copied_out[l], &start, &end))
                 tt_trace_span(s->trace, "copies to host", name, start, end);
             snprintf(name, sizeof name, "restore %s %lld", what, (long long)l);
-            if (b->copy_span(store->copied_back[l], &start, &end))
+            if (tt_backend_copy_span(b, store->copied_back[l], &start, &end))
                 tt_trace_span(s->trace, "copies to the compute tier", name, start, end);
         }
 }
@@ -813,7 +822,7 @@ static void run_hooks(tt_model_state *s, tt_hook_point point, int64_t u, bool tr
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
     run_hooks(s, TT_HOOK_BEFORE_FORWARD, 0, train);
-    s->backend->embedding_forward(x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
+    tt_backend_embedding_forward(s->backend, x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
     run_hooks(s, TT_HOOK_AFTER_FORWARD, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
         const tt_slot_set recompute = train ? s->plan.layers[l].recompute : TT_ALL_SLOTS;
@@ -875,11 +884,11 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     void *d_head = tt_arena_push(&s->arena, s->sizes.d_head, TT_CLASS_WORKSPACE, "d final norm output");
     run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, true);
     run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, L + 1, true);
-    b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
-    double loss_sum = b->lm_head_loss(d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N, D,
-                                      c->vocab_size, s->plan.loss_chunk, logits, loss_scale, count);
-    b->zero(d_residual, (size_t)(N * D) * s->plan.activation_bytes);
-    b->rmsnorm_backward(d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
+    tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
+    double loss_sum = tt_backend_lm_head_loss(b, d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N,
+                                              D, c->vocab_size, s->plan.loss_chunk, logits, loss_scale, count);
+    tt_backend_zero(b, d_residual, (size_t)(N * D) * s->plan.activation_bytes);
+    tt_backend_rmsnorm_backward(b, d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
     run_hooks(s, TT_HOOK_AFTER_BACKWARD, L + 1, true);
     trace_memory(s);
     trace_layer(s, "compute", "LM head and loss", -1, head_start);
@@ -919,7 +928,7 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     }
     run_hooks(s, TT_HOOK_BEFORE_BACKWARD, 0, true);
     run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, 0, true);
-    if (s->g.embed) b->embedding_backward(s->g.embed, s->batch_inputs, d_residual, N, D);
+    if (s->g.embed) tt_backend_embedding_backward(b, s->g.embed, s->batch_inputs, d_residual, N, D);
     run_hooks(s, TT_HOOK_AFTER_BACKWARD, 0, true);
 
     trace_flush(s, true);
@@ -939,9 +948,9 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
     void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
     run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, false);
-    b->rmsnorm_forward(head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
-    double loss_sum = b->lm_head_loss(NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D, c->vocab_size,
-                                      s->plan.loss_chunk, logits, 0.0, count);
+    tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
+    double loss_sum = tt_backend_lm_head_loss(b, NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D,
+                                              c->vocab_size, s->plan.loss_chunk, logits, 0.0, count);
     trace_flush(s, false);
     tt_arena_pop_to(&s->arena, step_mark);
     return loss_sum;

@@ -216,10 +216,10 @@ static void report_offload(tt_model_state *model) {
     const bool activations = inputs->disk || t->class_peak[TT_CLASS_LAYER_INPUT][t->host_tier] ||
                              t->class_peak[TT_CLASS_SAVED_ACTIVATION][t->host_tier];
     const bool optimizer = t->optimizer_host_numel > 0;
-    model->backend->synchronize();
+    tt_backend_synchronize(model->backend);
     size_t to_host = 0, to_device = 0;
     double copy_seconds = 0, exposed_seconds = 0;
-    model->backend->copy_stats(&to_host, &to_device, &copy_seconds, &exposed_seconds);
+    tt_backend_copy_stats(model->backend, &to_host, &to_device, &copy_seconds, &exposed_seconds);
     char out[32], back[32];
     const bool weights = model->plan.offloaded_weight_layers > 0;
     char what[96];
@@ -358,7 +358,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         int64_t step_tokens = 0;
         for (int64_t i = 0; i < N * accumulation; i++) step_tokens += step_targets[i] != TT_IGNORE_INDEX;
 
-        model.backend->zero(model.gradients, model.sizes.gradients);
+        tt_backend_zero(model.backend, model.gradients, model.sizes.gradients);
         double loss_sum = 0;
         int64_t counted = 0;
         for (int64_t micro = 0; micro < accumulation; micro++) {
@@ -394,7 +394,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         trainer.tokens_seen += step_tokens;
         tt_dataset_get_position(&data, &trainer.data_epoch, &trainer.data_index);
 
-        model.backend->synchronize(); /* the step's time includes its last kernels */
+        tt_backend_synchronize(model.backend); /* the step's time includes its last kernels */
         const double t_now = now_seconds();
         tt_step_report report = {
             .step = trainer.global_step,
@@ -453,7 +453,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         tt_optimizer_offload_describe(model.optimizer_offload, line, sizeof line);
         if (line[0]) printf("  %s\n", line);
     }
-    const size_t outside = model.backend->bytes_outside_arenas();
+    const size_t outside = tt_backend_bytes_outside_arenas(model.backend);
     if (outside) {
         char text[32];
         printf("  %s memory outside the arena (library handles and workspaces): %s\n", tt_tier_name(tier),

@@ -13,9 +13,9 @@
 /* Reads the model's config.json from base_model or model_config (a file or a directory). */
 void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *model);
 
-/* Where a run computes: the backend, and the budget of its compute tier. */
+/* Where a run computes: the backend (owned), and the budget of its compute tier. */
 typedef struct tt_device {
-    const tt_backend *backend;
+    tt_backend *backend;
     size_t memory_budget; /* bytes of the compute tier the plan may use */
     char description[160];
 } tt_device;
@@ -24,6 +24,8 @@ typedef struct tt_device {
  * the key and the fix when they do not fit together or the device is not there. Lives with the
  * command line (src/cli/device_select.c), which is the part built with or without CUDA. */
 void tt_select_device(const tt_run_config *run, tt_device *device);
+/* Destroys the device's backend. */
+void tt_release_device(tt_device *device);
 
 /* `tiertrain plan`: the plan per layer and the size table, without training. */
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);

@@ -121,7 +121,7 @@ static inline void expect_attention_backward_close(const char *label, const tt_b
     const int64_t nq = rows * shape->num_heads * shape->head_dim, nkv = rows * shape->num_kv_heads * shape->head_dim;
     float *want[3] = {calloc((size_t)nq, sizeof(float)), calloc((size_t)nkv, sizeof(float)),
                       calloc((size_t)nkv, sizeof(float))};
-    tt_cpu_attention_backward_f32(want[0], want[1], want[2], dout, out, lse, q, k, v, shape);
+    tt_cpu_attention_backward_f32(NULL, want[0], want[1], want[2], dout, out, lse, q, k, v, shape);
     const tt_bf16 *got[3] = {dq_dev, dk_dev, dv_dev};
     const int64_t count[3] = {nq, nkv, nkv};
     const char *name[3] = {"dq", "dk", "dv"};

@@ -137,14 +137,14 @@ static void test_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int6
     run_flash(&a, &s);
 
     float *out = malloc(sizeof(float) * (size_t)a.nq), *lse = malloc(sizeof(float) * (size_t)a.rows);
-    tt_cpu_attention_forward_f32(out, lse, a.q, a.k, a.v, &s);
+    tt_cpu_attention_forward_f32(NULL, out, lse, a.q, a.k, a.v, &s);
     float *got_out = download_bf16(a.out_dev, a.nq), *got_lse = download_f32(a.lse_dev, a.rows);
     expect_close("forward out", got_out, out, a.nq, OUT_TOLERANCE);
     expect_close_lse("forward lse", got_lse, lse, a.rows);
 
     float *dq = malloc(sizeof(float) * (size_t)a.nq), *dk = malloc(sizeof(float) * (size_t)a.nkv),
           *dv = malloc(sizeof(float) * (size_t)a.nkv);
-    tt_cpu_attention_backward_f32(dq, dk, dv, a.dout, got_out, got_lse, a.q, a.k, a.v, &s);
+    tt_cpu_attention_backward_f32(NULL, dq, dk, dv, a.dout, got_out, got_lse, a.q, a.k, a.v, &s);
     float *g = download_bf16(a.dq_dev, a.nq);
     expect_close_floor("backward dq", g, dq, a.nq, GRAD_TOLERANCE, floor);
     free(g);

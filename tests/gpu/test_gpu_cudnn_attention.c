@@ -56,9 +56,13 @@ static tt_attention_shape attention_shape(int64_t B, int64_t T, int64_t Hq, int6
                                 .sliding_window = 0};
 }
 
+/* dP bytes the deterministic backward may keep per call, for the plans created next (small values slice and
+ * chunk small shapes). */
+static size_t current_dp_limit = (size_t)1 << 30;
+
 static tt_cudnn_attention *create_or_report(const tt_attention_shape *shape, int deterministic) {
     char why[2048];
-    tt_cudnn_attention *a = tt_cudnn_attention_create(shape, deterministic, why, sizeof why);
+    tt_cudnn_attention *a = tt_cudnn_attention_create(shape, deterministic, current_dp_limit, why, sizeof why);
     TT_EXPECT(a != NULL, "tt_cudnn_attention_create (%s backward) returned NULL: %s",
               deterministic ? "deterministic" : "default", why);
     if (a) printf("  %s\n", tt_cudnn_attention_describe(a));
@@ -86,7 +90,7 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     synchronize("tt_cudnn_attention_forward");
 
     float *out = malloc(sizeof(float) * (size_t)nq), *lse = malloc(sizeof(float) * (size_t)rows);
-    tt_cpu_attention_forward_f32(out, lse, q, k, v, &shape);
+    tt_cpu_attention_forward_f32(NULL, out, lse, q, k, v, &shape);
     expect_device_close("forward out", out_dev, out, nq, BF16_TOLERANCE);
     float *g = download_f32(lse_dev, rows);
     expect_close("forward lse", g, lse, rows, LSE_TOLERANCE);
@@ -228,12 +232,7 @@ static double median_ms(void (*call)(timing_buffers *), timing_buffers *b, const
     return 0.5 * (ms[TIMED_CALLS / 2 - 1] + ms[TIMED_CALLS / 2]);
 }
 
-static size_t current_dp_limit = (size_t)1 << 30;
-
-static void set_dp_limit(size_t bytes) {
-    current_dp_limit = bytes;
-    tt_cudnn_attention_set_dp_limit(bytes);
-}
+static void set_dp_limit(size_t bytes) { current_dp_limit = bytes; }
 
 static void time_attention(int64_t T, int deterministic, int lanes, timing_row *row) {
     const int64_t B = 1, Hq = 16, Hkv = 8, hd = 128;
@@ -241,7 +240,7 @@ static void time_attention(int64_t T, int deterministic, int lanes, timing_row *
     *row = (timing_row){.T = T, .deterministic = deterministic, .dp_limit = current_dp_limit};
     printf("timing T=%lld, %s backward\n", (long long)T, deterministic ? "deterministic" : "default");
     char why[2048];
-    tt_cudnn_attention *a = tt_cudnn_attention_create(&shape, deterministic, why, sizeof why);
+    tt_cudnn_attention *a = tt_cudnn_attention_create(&shape, deterministic, current_dp_limit, why, sizeof why);
     if (!a) {
         printf("  create failed: %s\n", why);
         snprintf(row->note, sizeof row->note, "create failed (reason above)");
@@ -302,7 +301,9 @@ static void time_attention(int64_t T, int deterministic, int lanes, timing_row *
 }
 
 static void print_timing_table(const timing_row *table, int row_count) {
-    printf("\ncuDNN %s, B=1 Hq=16 Hkv=8 hd=128, causal, median of %d\n", tt_cudnn_version_string(), TIMED_CALLS);
+    char version[96];
+    printf("\ncuDNN %s, B=1 Hq=16 Hkv=8 hd=128, causal, median of %d\n",
+           tt_cudnn_version_string(version, sizeof version), TIMED_CALLS);
     printf("%7s  %-13s  %6s  %5s  %10s  %8s  %10s  %8s\n", "T", "backward", "dP GiB", "lanes", "fwd ms", "TFLOP/s",
            "bwd ms", "TFLOP/s");
     for (int i = 0; i < row_count; i++) {
@@ -357,8 +358,9 @@ int main(int argc, char **argv) {
     }
     struct cudaDeviceProp properties;
     TT_CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
+    char version[96];
     printf("device: %s (sm_%d%d), cuDNN %s\n", properties.name, properties.major, properties.minor,
-           tt_cudnn_version_string());
+           tt_cudnn_version_string(version, sizeof version));
     tt_rng_seed(&gpu_test_rng, 2026);
     if (speed_list) return time_listed(speed_list);
 

@@ -41,7 +41,7 @@ static void test_rmsnorm(int64_t R, int64_t C) {
     float *out = malloc(sizeof(float) * (size_t)(R * C)), *rstd = malloc(sizeof(float) * (size_t)R);
     float *dw = calloc((size_t)C, sizeof(float));
     tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, R, C, 1e-6);
-    tt_cpu_rmsnorm_backward_f32(dx0, dw, dout, x, w, rstd, R, C);
+    tt_cpu_rmsnorm_backward_f32(NULL, dx0, dw, dout, x, w, rstd, R, C);
     char what[64];
     snprintf(what, sizeof what, "rmsnorm forward [%lld, %lld]", (long long)R, (long long)C);
     expect_device_close(what, out_dev, out, R * C, BF16_TOLERANCE);
@@ -302,7 +302,7 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     tt_cuda_attention_forward(out_dev, lse_dev, q_dev, k_dev, v_dev, &shape, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
     float *out = malloc(sizeof(float) * (size_t)nq), *lse = malloc(sizeof(float) * (size_t)rows);
-    tt_cpu_attention_forward_f32(out, lse, q, k, v, &shape);
+    tt_cpu_attention_forward_f32(NULL, out, lse, q, k, v, &shape);
     char what[96];
     snprintf(what, sizeof what, "attention forward hd %lld window %lld", (long long)hd, (long long)window);
     expect_device_close(what, out_dev, out, nq, BF16_TOLERANCE);
@@ -479,7 +479,7 @@ static void test_reductions(int64_t R, int64_t C) {
     float *g = download_f32(db_dev, C);
     expect_close("column sums (bias gradient, +=)", g, db, C, 1e-6);
     free(g);
-    double gpu_sum = 0, cpu_sum = tt_cpu_sum_squares_f32(x, R * C);
+    double gpu_sum = 0, cpu_sum = tt_cpu_sum_squares_f32(NULL, x, R * C);
     TT_CUDA_CHECK(cudaMemcpy(&gpu_sum, sums_dev, sizeof(double), cudaMemcpyDeviceToHost));
     TT_EXPECT(fabs(gpu_sum - cpu_sum) <= 1e-12 * cpu_sum, "sum of squares %.17g vs CPU %.17g", gpu_sum, cpu_sum);
     printf("  %-34s relative difference %.2e\n", "sum of squares (double)", fabs(gpu_sum - cpu_sum) / cpu_sum);

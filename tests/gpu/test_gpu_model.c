@@ -66,7 +66,14 @@ static float *rounded_weights(const char *config_path, tt_model_config *config, 
 }
 
 /* A model state of the case's shape for the recipe, with the case's weights and batch loaded. */
-static void open_model(tt_model_state *s, const model_case *mc, const recipe *r, tt_precision *precision) {
+/* The backends the recipes run on: one CPU and one CUDA backend for the whole program (the two-backend
+ * check makes a second CUDA backend of its own). */
+static tt_backend *cpu_backend, *gpu_backend;
+
+static const tt_backend *backend_for(const recipe *r) { return r->gpu ? gpu_backend : cpu_backend; }
+
+static void open_model_on(tt_model_state *s, const model_case *mc, const recipe *r, tt_precision *precision,
+                          const tt_backend *backend) {
     tt_model_config config;
     tt_param_table params;
     float *weights = rounded_weights(mc->config_path, &config, &params, r->lora);
@@ -82,7 +89,6 @@ static void open_model(tt_model_state *s, const model_case *mc, const recipe *r,
     run_config.tiled_mlp_num_shards = r->mlp_shards;
     run_config.attn_workspace_limit = mc->attn_workspace_limit;
     run_config.activation_offloading = r->activation_offloading;
-    const tt_backend *backend = r->gpu ? tt_backend_cuda() : tt_backend_cpu();
     *precision = tt_precision_for_run(&run_config, r->gpu);
     tt_plan plan;
     tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, precision);
@@ -95,37 +101,57 @@ static void open_model(tt_model_state *s, const model_case *mc, const recipe *r,
     tt_run_config_free(&run_config);
 }
 
-static run_result run(const model_case *mc, const recipe *r) {
+static void open_model(tt_model_state *s, const model_case *mc, const recipe *r, tt_precision *precision) {
+    open_model_on(s, mc, r, precision, backend_for(r));
+}
+
+/* One run of the recipe, a step at a time (so that two runs can take turns). */
+typedef struct runner {
     tt_model_state s;
     tt_precision precision;
-    open_model(&s, mc, r, &precision);
-    const tt_backend *backend = s.backend;
+    run_result out;
+} runner;
 
-    run_result out = {.numel = s.params.total_numel, .gradient_numel = s.params.trainable_numel};
-    out.first_gradients = malloc(sizeof(float) * (size_t)out.gradient_numel);
-    out.final_weights = malloc(sizeof(float) * (size_t)out.numel);
-    tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.01f,
-                               .max_grad_norm = 1.0f};
-    for (int step = 0; step < STEPS; step++) {
-        backend->zero(s.gradients, s.sizes.gradients);
-        int64_t count = 0;
-        int64_t tokens = 0;
-        for (int64_t i = 0; i < mc->batch * mc->seq_len; i++) tokens += mc->targets[i] != TT_IGNORE_INDEX;
-        double loss = tt_step_forward_backward(&s, 1.0 / (double)tokens, &count);
-        out.loss[step] = loss / (double)count;
-        if (step == 0) {
-            void *g = malloc(s.sizes.gradients);
-            backend->download(g, s.gradients, s.sizes.gradients);
-            tt_convert_to_f32(out.first_gradients, g, precision.gradient, (size_t)out.gradient_numel);
-            free(g);
-        }
-        double norm = tt_gradient_norm(&s);
-        tt_adamw_step(&s, &adamw, 3e-3f, step + 1, tt_clip_scale(norm, adamw.max_grad_norm));
+static void runner_open(runner *run, const model_case *mc, const recipe *r, const tt_backend *backend) {
+    open_model_on(&run->s, mc, r, &run->precision, backend);
+    run->out = (run_result){.numel = run->s.params.total_numel, .gradient_numel = run->s.params.trainable_numel};
+    run->out.first_gradients = malloc(sizeof(float) * (size_t)run->out.gradient_numel);
+    run->out.final_weights = malloc(sizeof(float) * (size_t)run->out.numel);
+}
+
+static void runner_step(runner *run, const model_case *mc, int step) {
+    tt_model_state *s = &run->s;
+    const tt_backend *backend = s->backend;
+    const tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.01f,
+                                     .max_grad_norm = 1.0f};
+    tt_backend_zero(backend, s->gradients, s->sizes.gradients);
+    int64_t count = 0;
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < mc->batch * mc->seq_len; i++) tokens += mc->targets[i] != TT_IGNORE_INDEX;
+    double loss = tt_step_forward_backward(s, 1.0 / (double)tokens, &count);
+    run->out.loss[step] = loss / (double)count;
+    if (step == 0) {
+        void *g = malloc(s->sizes.gradients);
+        tt_backend_download(backend, g, s->gradients, s->sizes.gradients);
+        tt_convert_to_f32(run->out.first_gradients, g, run->precision.gradient, (size_t)run->out.gradient_numel);
+        free(g);
     }
-    tt_model_get_weights(&s, out.final_weights);
-    if (r->gpu) out.attention_lanes = tt_cuda_attention_most_lanes();
-    tt_model_state_free(&s);
-    return out;
+    double norm = tt_gradient_norm(s);
+    tt_adamw_step(s, &adamw, 3e-3f, step + 1, tt_clip_scale(norm, adamw.max_grad_norm));
+}
+
+static run_result runner_close(runner *run, const recipe *r) {
+    tt_model_get_weights(&run->s, run->out.final_weights);
+    if (r->gpu) run->out.attention_lanes = tt_backend_cuda_attention_most_lanes(run->s.backend);
+    tt_model_state_free(&run->s);
+    return run->out;
+}
+
+static run_result run(const model_case *mc, const recipe *r) {
+    runner one;
+    runner_open(&one, mc, r, backend_for(r));
+    for (int step = 0; step < STEPS; step++) runner_step(&one, mc, step);
+    return runner_close(&one, r);
 }
 
 static void free_result(run_result *r) {
@@ -171,10 +197,10 @@ static void check_step_repeats(const model_case *mc, const recipe *r) {
     float *grads[2];
     for (int k = 0; k < 2; k++) {
         forward[k] = tt_step_forward_loss(&s, &count);
-        backend->zero(s.gradients, s.sizes.gradients);
+        tt_backend_zero(backend, s.gradients, s.sizes.gradients);
         loss[k] = tt_step_forward_backward(&s, 1e-2, &count);
         void *g = malloc(s.sizes.gradients);
-        backend->download(g, s.gradients, s.sizes.gradients);
+        tt_backend_download(backend, g, s.gradients, s.sizes.gradients);
         grads[k] = malloc(sizeof(float) * (size_t)s.params.trainable_numel);
         tt_convert_to_f32(grads[k], g, precision.gradient, (size_t)s.params.trainable_numel);
         free(g);
@@ -346,15 +372,54 @@ static void check_chunked_case(model_case *mc) {
     free_result(&reference);
 }
 
+/* Two CUDA backends on device 0 in one process, each prepared for its own run (other attention
+ * kernels, other number formats), taking turns step by step, with size queries for other settings
+ * asked of both in between: each run gives the bits it gives alone on the program's one backend. */
+static void check_two_backends(model_case *mc) {
+    const recipe first = {"bf16, fp32 master (auto attention)", true, true, false, TT_ATTENTION_AUTO, false, 0, 0};
+    const recipe second = {"bf16, no master, simple attention", true, false, false, TT_ATTENTION_SIMPLE, false, 0, 0};
+    run_result alone_first = run(mc, &first), alone_second = run(mc, &second);
+    tt_backend *other = tt_backend_cuda_create(0);
+    runner a, b;
+    runner_open(&a, mc, &first, gpu_backend);
+    runner_open(&b, mc, &second, other);
+    /* queries for a plan neither run has: a 1 MiB attention workspace limit (cuDNN plans of their own) */
+    const tt_backend_settings hypothetical = {.precision = b.precision,
+                                              .attention = TT_ATTENTION_AUTO,
+                                              .attention_workspace_limit = (size_t)1 << 20};
+    const size_t workspace = tt_backend_attention_workspace_bytes(gpu_backend, &hypothetical, &a.s.attention);
+    for (int step = 0; step < STEPS; step++) {
+        runner_step(&a, mc, step);
+        TT_EXPECT(tt_backend_attention_workspace_bytes(other, &hypothetical, &b.s.attention) == workspace &&
+                      tt_backend_attention_workspace_bytes(gpu_backend, &hypothetical, &a.s.attention) == workspace,
+                  "%s: a size query gives the same answer on either backend, every time", mc->name);
+        runner_step(&b, mc, step);
+    }
+    run_result together_first = runner_close(&a, &first), together_second = runner_close(&b, &second);
+    TT_EXPECT(same_bits(&alone_first, &together_first), "%s %s: the same bits beside a second backend", mc->name,
+              first.name);
+    TT_EXPECT(same_bits(&alone_second, &together_second), "%s %s: the same bits on a second backend", mc->name,
+              second.name);
+    printf("  %-12s two CUDA backends, turn by turn: %s and %s match their runs alone\n", mc->name, first.name,
+           second.name);
+    tt_backend_destroy(other);
+    free_result(&together_first);
+    free_result(&together_second);
+    free_result(&alone_first);
+    free_result(&alone_second);
+}
+
 int main(int argc, char **argv) {
     const char *source_dir = argc > 1 ? argv[1] : ".";
     char name[128];
     size_t free_bytes, total_bytes;
-    if (!tt_cuda_device_query(name, sizeof name, &free_bytes, &total_bytes)) {
+    if (!tt_cuda_device_query(0, name, sizeof name, &free_bytes, &total_bytes)) {
         fprintf(stderr, "test_gpu_model: no CUDA GPU\n");
         return 1;
     }
     printf("GPU: %s\n", name);
+    cpu_backend = tt_backend_cpu_create(0);
+    gpu_backend = tt_backend_cuda_create(0);
     const char *fixtures[] = {"tiny_qwen3", "tiny_llama", "tiny_qwen2"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         model_case mc = {.name = fixtures[i], .batch = 2, .seq_len = 48};
@@ -363,6 +428,7 @@ int main(int argc, char **argv) {
         tt_model_config_load(mc.config_path, &config);
         random_batch(&mc, config.vocab_size, 77 + i);
         tt_model_config_free(&config);
+        if (i == 0) check_two_backends(&mc);
         check_case(&mc);
     }
     /* Qwen3 shapes at head_dim 128, where the fused attention kernels run. */
@@ -378,6 +444,7 @@ int main(int argc, char **argv) {
     snprintf(qwen3.config_path, sizeof qwen3.config_path, "%s", path);
     free(path);
     random_batch(&qwen3, 512, 99);
+    check_two_backends(&qwen3); /* cuDNN's plans on the first backend, the reference kernels on the second */
     check_case(&qwen3);
     /* 8 heads of 128, 4 kv heads, 4 layers, 1024 tokens under a 1 MiB dP limit: 4 head groups x 6 key
      * chunks (128 to 256 keys), 2 groups at a time, a third in the layer inputs above the lowest layers */
@@ -397,5 +464,7 @@ int main(int argc, char **argv) {
     free(chunked.inputs);
     free(chunked.targets);
     tt_test_scratch_close();
+    tt_backend_destroy(gpu_backend);
+    tt_backend_destroy(cpu_backend);
     return tt_test_summary("gpu_model");
 }

@@ -122,7 +122,7 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
     run.optimizer_offload_fraction = fraction;
     run.overlap_cpu_optimizer_d2h_h2d = overlap;
     run.gradient_accumulation_steps = micro_batches;
-    const tt_backend *backend = tt_backend_cuda();
+    tt_backend *backend = tt_backend_cuda_create(0);
     const tt_precision precision = tt_precision_for_run(&run, true);
     tt_plan plan;
     tt_plan_from_config(&plan, &run, &config, backend->compute_tier, &precision);
@@ -142,7 +142,7 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
     int32_t inputs[80], targets[80];
     for (int64_t step = 0; step < 3; step++) {
         const float lr = 1e-3f;
-        backend->zero(s.gradients, s.sizes.gradients);
+        tt_backend_zero(backend, s.gradients, s.sizes.gradients);
         for (int64_t micro = 0; micro < micro_batches; micro++) {
             tt_rng rng;
             tt_rng_seed(&rng, (uint64_t)(10 * step + micro));
@@ -166,6 +166,7 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
     tt_model_get_weights(&s, t.weights);
     tt_model_get_moments(&s, t.m, t.v);
     tt_model_state_free(&s);
+    tt_backend_destroy(backend);
     tt_run_config_free(&run);
     return t;
 }
@@ -185,7 +186,7 @@ int main(int argc, char **argv) {
     const char *source_dir = argc > 1 ? argv[1] : ".";
     char name[128];
     size_t free_bytes, total_bytes;
-    if (!tt_cuda_device_query(name, sizeof name, &free_bytes, &total_bytes)) {
+    if (!tt_cuda_device_query(0, name, sizeof name, &free_bytes, &total_bytes)) {
         fprintf(stderr, "test_gpu_optimizer_offload: no CUDA GPU\n");
         return 1;
     }

@@ -1,7 +1,10 @@
-/* The CPU backend: fp32 reference kernels (ops_cpu_f32.c) on pageable host memory.
- * Each entry is a thin wrapper from the untyped table signature to the typed _f32 kernel. */
+/* The CPU backend: fp32 reference kernels (ops_cpu_f32.c) on pageable host memory, on the
+ * context's thread count. Each entry is a thin wrapper from the untyped table signature to the
+ * typed _f32 kernel. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/arena.h"
@@ -10,192 +13,273 @@
 #include "ops/backend.h"
 #include "ops/cpu/ops_cpu.h"
 
-static void cpu_copy(void *dst, const void *src, size_t bytes) {
+typedef struct cpu_backend {
+    int threads;            /* OpenMP threads of the ops; 0: the calling thread's OpenMP default */
+    tt_cpu_scratch scratch; /* the op scratch prepare handed over (none: ops allocate) */
+    /* The copy engine: every copy is done when copy_async returns, so the waits have nothing to
+     * wait for and the step program's schedule runs the same as on the GPU. */
+    uint64_t copies_issued;
+    double copy_start[TT_TIMELINE_WINDOW], copy_end[TT_TIMELINE_WINDOW]; /* host clock, per ticket */
+    size_t copied_to_host, copied_to_device;
+    /* The timeline is the host clock: ops are done when they return. */
+    double marks[TT_TIMELINE_WINDOW];
+    uint64_t marks_made;
+} cpu_backend;
+
+/* OpenMP's thread count is a setting of the calling thread: an op sets the backend's for its
+ * parallel regions and gives the caller's back after, so that two backends (and the caller's own
+ * parallel code) each keep theirs. */
+static int enter_threads(const cpu_backend *cpu) {
+    const int outer = omp_get_max_threads();
+    if (cpu->threads > 0 && cpu->threads != outer) omp_set_num_threads(cpu->threads);
+    return outer;
+}
+
+static void leave_threads(const cpu_backend *cpu, int outer) {
+    if (cpu->threads > 0 && cpu->threads != outer) omp_set_num_threads(outer);
+}
+
+/* The body of each op: the statement after ctx, on the backend's threads, with `cpu` its context. */
+#define ON_THREADS(ctx, ...)                           \
+    do {                                               \
+        cpu_backend *cpu = ctx;                        \
+        const int outer_threads_ = enter_threads(cpu); \
+        __VA_ARGS__;                                   \
+        leave_threads(cpu, outer_threads_);            \
+    } while (0)
+
+static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
     if (bytes) memcpy(dst, src, bytes);
 }
 
-static void cpu_zero(void *dst, size_t bytes) {
+static void cpu_zero(void *ctx, void *dst, size_t bytes) {
+    (void)ctx;
     if (bytes) memset(dst, 0, bytes);
 }
 
-static void cpu_synchronize(void) {}
+static void cpu_synchronize(void *ctx) { (void)ctx; }
 
-static size_t cpu_bytes_outside_arenas(void) { return 0; }
-
-static void cpu_upload(void *dst, const void *host_src, size_t bytes) { cpu_copy(dst, host_src, bytes); }
-
-static void cpu_download(void *host_dst, const void *src, size_t bytes) { cpu_copy(host_dst, src, bytes); }
-
-/* The copy engine on the CPU: every copy is done when copy_async returns, so the waits have
- * nothing to wait for and the step program's schedule runs the same as on the GPU. */
-static uint64_t copies_issued;
-static double copy_start[TT_TIMELINE_WINDOW], copy_end[TT_TIMELINE_WINDOW]; /* host clock, per ticket */
-static size_t copied_to_host, copied_to_device;
-
-static uint64_t cpu_copy_async(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after) {
-    TT_CHECK(after <= copies_issued, "copy ticket %llu not issued yet", (unsigned long long)after);
-    const uint64_t ticket = copies_issued + 1;
-    copy_start[ticket % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
-    cpu_copy(dst, src, bytes);
-    copy_end[ticket % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
-    *(to_host ? &copied_to_host : &copied_to_device) += bytes;
-    return copies_issued = ticket;
+static size_t cpu_bytes_outside_arenas(void *ctx) {
+    (void)ctx;
+    return 0;
 }
 
-static void cpu_copy_wait(uint64_t ticket) {
-    TT_CHECK(ticket <= copies_issued, "copy ticket %llu not issued yet", (unsigned long long)ticket);
+static void *cpu_block_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    return tt_host_block_alloc(bytes);
 }
 
-static bool cpu_copy_done(uint64_t ticket) {
-    cpu_copy_wait(ticket);
+static void cpu_block_free(void *ctx, void *base) { tt_host_block_release(ctx, base); }
+
+static uint64_t cpu_copy_async(void *ctx, void *dst, const void *src, size_t bytes, bool to_host, uint64_t after) {
+    cpu_backend *cpu = ctx;
+    TT_CHECK(after <= cpu->copies_issued, "copy ticket %llu not issued yet", (unsigned long long)after);
+    const uint64_t ticket = cpu->copies_issued + 1;
+    cpu->copy_start[ticket % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
+    cpu_copy(ctx, dst, src, bytes);
+    cpu->copy_end[ticket % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
+    *(to_host ? &cpu->copied_to_host : &cpu->copied_to_device) += bytes;
+    return cpu->copies_issued = ticket;
+}
+
+static void cpu_copy_wait(void *ctx, uint64_t ticket) {
+    const cpu_backend *cpu = ctx;
+    TT_CHECK(ticket <= cpu->copies_issued, "copy ticket %llu not issued yet", (unsigned long long)ticket);
+}
+
+static bool cpu_copy_done(void *ctx, uint64_t ticket) {
+    cpu_copy_wait(ctx, ticket);
     return true;
 }
 
-/* The CPU's timeline is the host clock: ops are done when they return. */
-static double marks[TT_TIMELINE_WINDOW];
-static uint64_t marks_made;
-
-static uint64_t cpu_timestamp(void) {
-    marks[++marks_made % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
-    return marks_made;
+static uint64_t cpu_timestamp(void *ctx) {
+    cpu_backend *cpu = ctx;
+    cpu->marks[++cpu->marks_made % TT_TIMELINE_WINDOW] = tt_monotonic_seconds();
+    return cpu->marks_made;
 }
 
-static double cpu_timestamp_seconds(uint64_t id) {
-    return id && id <= marks_made && marks_made - id < TT_TIMELINE_WINDOW ? marks[id % TT_TIMELINE_WINDOW] : NAN;
+static double cpu_timestamp_seconds(void *ctx, uint64_t id) {
+    const cpu_backend *cpu = ctx;
+    return id && id <= cpu->marks_made && cpu->marks_made - id < TT_TIMELINE_WINDOW
+               ? cpu->marks[id % TT_TIMELINE_WINDOW]
+               : NAN;
 }
 
-static bool cpu_copy_span(uint64_t ticket, double *start, double *end) {
-    if (!ticket || ticket > copies_issued || copies_issued - ticket >= TT_TIMELINE_WINDOW) return false;
-    *start = copy_start[ticket % TT_TIMELINE_WINDOW];
-    *end = copy_end[ticket % TT_TIMELINE_WINDOW];
+static bool cpu_copy_span(void *ctx, uint64_t ticket, double *start, double *end) {
+    const cpu_backend *cpu = ctx;
+    if (!ticket || ticket > cpu->copies_issued || cpu->copies_issued - ticket >= TT_TIMELINE_WINDOW) return false;
+    *start = cpu->copy_start[ticket % TT_TIMELINE_WINDOW];
+    *end = cpu->copy_end[ticket % TT_TIMELINE_WINDOW];
     return true;
 }
 
-static void cpu_copy_set_delay(unsigned max_us) { (void)max_us; /* nothing runs concurrently to race */ }
+static void cpu_copy_set_delay(void *ctx, unsigned max_us) {
+    (void)ctx;
+    (void)max_us; /* nothing runs concurrently to race */
+}
 
-static void cpu_copy_stats(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds) {
-    *to_host = copied_to_host;
-    *to_device = copied_to_device;
+static void cpu_copy_stats(void *ctx, size_t *to_host, size_t *to_device, double *copy_seconds,
+                           double *exposed_seconds) {
+    const cpu_backend *cpu = ctx;
+    *to_host = cpu->copied_to_host;
+    *to_device = cpu->copied_to_device;
     *copy_seconds = 0; /* not timed: the copies are memcpy inside the step */
     *exposed_seconds = 0;
 }
 
-static void cpu_configure(const tt_precision *p, tt_attention_kind attention, size_t attention_workspace_limit) {
-    (void)attention_workspace_limit; /* one attention, no workspace to bound */
-    /* The CPU backend is the fp32 oracle; device selection keeps other settings away. */
+/* The CPU backend is the fp32 oracle; device selection keeps other settings away. */
+static void check_settings(const tt_backend_settings *settings) {
+    const tt_precision *p = &settings->precision;
     TT_CHECK(p->activation == TT_F32 && p->gradient == TT_F32 && p->moment == TT_F32 && !p->master,
              "the CPU backend computes in fp32 only");
-    TT_CHECK(attention == TT_ATTENTION_AUTO || attention == TT_ATTENTION_SIMPLE, "the CPU backend has one attention");
+    TT_CHECK(settings->attention == TT_ATTENTION_AUTO || settings->attention == TT_ATTENTION_SIMPLE,
+             "the CPU backend has one attention");
+    /* attention_workspace_limit: one attention, no workspace to bound */
 }
 
-static void cpu_embedding_forward(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
-    tt_cpu_embedding_forward_f32(out, ids, table, N, D);
+static int threads_of(const cpu_backend *cpu) { return cpu->threads > 0 ? cpu->threads : omp_get_max_threads(); }
+
+static size_t cpu_scratch_bytes(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape) {
+    check_settings(settings);
+    return tt_cpu_scratch_bytes(shape, threads_of(ctx));
 }
 
-static void cpu_embedding_backward(void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D) {
-    tt_cpu_embedding_backward_f32(dtable, ids, dout, N, D);
+static size_t cpu_attention_workspace_bytes(void *ctx, const tt_backend_settings *settings,
+                                            const tt_attention_shape *shape) {
+    (void)ctx;
+    (void)shape; /* the CPU kernel keeps a row of scores per thread in the op scratch */
+    check_settings(settings);
+    return 0;
 }
 
-static void cpu_rmsnorm_forward(void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
+/* Nothing to plan: the settings are checked and the scratch taken. */
+static void cpu_prepare(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape, void *scratch,
+                        size_t scratch_bytes) {
+    cpu_backend *cpu = ctx;
+    check_settings(settings);
+    TT_CHECK(!scratch || scratch_bytes >= tt_cpu_scratch_bytes(shape, threads_of(cpu)),
+             "CPU op scratch of %zu bytes, under scratch_bytes", scratch_bytes);
+    tt_cpu_scratch_set(&cpu->scratch, scratch, scratch_bytes);
+}
+
+static void cpu_release(void *ctx) {
+    cpu_backend *cpu = ctx;
+    tt_cpu_scratch_set(&cpu->scratch, NULL, 0);
+}
+
+static void cpu_embedding_forward(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
+    ON_THREADS(ctx, tt_cpu_embedding_forward_f32(out, ids, table, N, D));
+}
+
+static void cpu_embedding_backward(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N,
+                                   int64_t D) {
+    ON_THREADS(ctx, tt_cpu_embedding_backward_f32(dtable, ids, dout, N, D));
+}
+
+static void cpu_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
                                 double eps) {
-    tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, R, C, eps);
+    ON_THREADS(ctx, tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, R, C, eps));
 }
 
-static void cpu_rmsnorm_backward(void *dx, void *dw, const void *dout, const void *x, const void *w,
+static void cpu_rmsnorm_backward(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
                                  const float *rstd, int64_t R, int64_t C) {
-    tt_cpu_rmsnorm_backward_f32(dx, dw, dout, x, w, rstd, R, C);
+    ON_THREADS(ctx, tt_cpu_rmsnorm_backward_f32(&cpu->scratch, dx, dw, dout, x, w, rstd, R, C));
 }
 
-static void cpu_linear_forward(void *y, const void *x, const void *W, const void *b, const void *residual,
+static void cpu_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
                                int64_t N, int64_t in, int64_t out) {
     if (residual && residual != y) memcpy(y, residual, sizeof(float) * (size_t)(N * out));
-    tt_cpu_linear_forward_f32(y, x, W, b, N, in, out, residual != NULL);
+    ON_THREADS(ctx, tt_cpu_linear_forward_f32(y, x, W, b, N, in, out, residual != NULL));
 }
 
-static void cpu_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
+static void cpu_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                                 int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
-    tt_cpu_linear_backward_f32(dx, dW, db, dy, x, W, N, in, out, accumulate_dx);
+    ON_THREADS(ctx, tt_cpu_linear_backward_f32(&cpu->scratch, dx, dW, db, dy, x, W, N, in, out, accumulate_dx));
 }
 
-static void cpu_rope_forward(void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                             int64_t hd) {
-    tt_cpu_rope_forward_f32(x, cos_t, sin_t, B, T, H, hd);
+static void cpu_rope_forward(void *ctx, void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
+                             int64_t H, int64_t hd) {
+    ON_THREADS(ctx, tt_cpu_rope_forward_f32(x, cos_t, sin_t, B, T, H, hd));
 }
 
-static void cpu_rope_backward(void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                              int64_t hd) {
-    tt_cpu_rope_backward_f32(dx, cos_t, sin_t, B, T, H, hd);
+static void cpu_rope_backward(void *ctx, void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
+                              int64_t H, int64_t hd) {
+    ON_THREADS(ctx, tt_cpu_rope_backward_f32(dx, cos_t, sin_t, B, T, H, hd));
 }
 
-static void cpu_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
+static void cpu_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
                                   const tt_attention_shape *shape) {
-    tt_cpu_attention_forward_f32(out, lse, q, k, v, shape);
+    ON_THREADS(ctx, tt_cpu_attention_forward_f32(&cpu->scratch, out, lse, q, k, v, shape));
 }
 
-static void cpu_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
+static void cpu_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                    const float *lse, const void *q, const void *k, const void *v,
                                    const tt_attention_shape *shape, void *workspace, void *spare,
                                    size_t spare_bytes) {
     (void)spare;
     (void)spare_bytes;
     (void)workspace; /* the CPU kernel keeps a row of scores per thread in the op scratch */
-    tt_cpu_attention_backward_f32(dq, dk, dv, dout, out, lse, q, k, v, shape);
+    ON_THREADS(ctx, tt_cpu_attention_backward_f32(&cpu->scratch, dq, dk, dv, dout, out, lse, q, k, v, shape));
 }
 
-static size_t cpu_attention_workspace_bytes(const tt_attention_shape *shape) {
-    (void)shape;
-    return 0;
+static void cpu_swiglu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n) {
+    ON_THREADS(ctx, tt_cpu_swiglu_forward_f32(h, gate, up, n));
 }
 
-static void cpu_swiglu_forward(void *h, const void *gate, const void *up, int64_t n) {
-    tt_cpu_swiglu_forward_f32(h, gate, up, n);
-}
-
-static void cpu_swiglu_backward(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+static void cpu_swiglu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
                                 int64_t n) {
-    tt_cpu_swiglu_backward_f32(dgate, dup, dh, gate, up, n);
+    ON_THREADS(ctx, tt_cpu_swiglu_backward_f32(dgate, dup, dh, gate, up, n));
 }
 
-static void cpu_add(void *out, const void *a, const void *b, int64_t n) { tt_cpu_add_f32(out, a, b, n); }
-
-static void cpu_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
-                              uint64_t seed) {
-    tt_cpu_dropout_scale_f32(out, x, n, multiplier, drop_threshold, seed);
+static void cpu_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {
+    ON_THREADS(ctx, tt_cpu_add_f32(out, a, b, n));
 }
 
-static double cpu_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
+static void cpu_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier,
+                              uint32_t drop_threshold, uint64_t seed) {
+    ON_THREADS(ctx, tt_cpu_dropout_scale_f32(out, x, n, multiplier, drop_threshold, seed));
+}
+
+static double cpu_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                                int64_t *count) {
-    return tt_cpu_lm_head_loss_f32(dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale, count);
+    double loss = 0;
+    ON_THREADS(ctx, loss = tt_cpu_lm_head_loss_f32(&cpu->scratch, dxn, dW, xn, W, targets, N, D, V, chunk, logits,
+                                                   scale, count));
+    return loss;
 }
 
-static void cpu_sum_squares(double *out, const void *x, int64_t n) { *out = tt_cpu_sum_squares_f32(x, n); }
+static void cpu_sum_squares(void *ctx, double *out, const void *x, int64_t n) {
+    ON_THREADS(ctx, *out = tt_cpu_sum_squares_f32(&cpu->scratch, x, n));
+}
 
-static void cpu_adamw_update(void *weights, float *master, const void *g, void *m, void *v,
+static void cpu_adamw_update(void *ctx, void *weights, float *master, const void *g, void *m, void *v,
                              const int64_t *segment_start, const unsigned char *segment_decays, int segments,
                              float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                              float grad_scale) {
     TT_CHECK(master == NULL, "the CPU backend keeps no master copy");
-    for (int s = 0; s < segments; s++) {
+    ON_THREADS(ctx, for (int s = 0; s < segments; s++) {
         const int64_t at = segment_start[s], n = segment_start[s + 1] - at;
         tt_cpu_adamw_update_f32((float *)weights + at, (const float *)g + at, (float *)m + at, (float *)v + at, n, lr,
                                 beta1, beta2, eps, segment_decays[s] ? weight_decay : 0.0f, step, grad_scale);
-    }
+    });
 }
 
-static const tt_backend cpu_backend = {
-    .name = "cpu",
-    .compute_tier = TT_TIER_HOST,
-    .block_alloc = tt_host_block_alloc,
-    .block_free = tt_host_block_free,
+static void cpu_destroy(void *ctx) { free(ctx); }
+
+static const tt_backend_iface cpu_iface = {
+    .destroy = cpu_destroy,
+    .block_alloc = cpu_block_alloc,
+    .block_free = cpu_block_free,
     .copy = cpu_copy,
-    .pinned_alloc = tt_host_block_alloc,
-    .pinned_free = tt_host_block_free,
+    .pinned_alloc = cpu_block_alloc,
+    .pinned_free = cpu_block_free,
     .zero = cpu_zero,
     .synchronize = cpu_synchronize,
     .bytes_outside_arenas = cpu_bytes_outside_arenas,
-    .upload = cpu_upload,
-    .download = cpu_download,
+    .upload = cpu_copy,
+    .download = cpu_copy,
     .copy_async = cpu_copy_async,
     .copy_done = cpu_copy_done,
     .copy_wait = cpu_copy_wait,
@@ -205,10 +289,10 @@ static const tt_backend cpu_backend = {
     .timestamp = cpu_timestamp,
     .timestamp_seconds = cpu_timestamp_seconds,
     .copy_span = cpu_copy_span,
-    .configure = cpu_configure,
-    .scratch_bytes = tt_cpu_scratch_bytes,
+    .scratch_bytes = cpu_scratch_bytes,
     .attention_workspace_bytes = cpu_attention_workspace_bytes,
-    .set_scratch = tt_cpu_scratch_set,
+    .prepare = cpu_prepare,
+    .release = cpu_release,
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,
     .rmsnorm_forward = cpu_rmsnorm_forward,
@@ -228,9 +312,14 @@ static const tt_backend cpu_backend = {
     .adamw_update = cpu_adamw_update,
 };
 
-const tt_backend *tt_backend_cpu(void) {
+tt_backend *tt_backend_cpu_create(int threads) {
+    TT_CHECK(threads >= 0, "CPU backend threads %d", threads);
     /* GEMMs are tiled over OpenMP threads (ops_cpu_impl.h), each tile one single-threaded BLAS
      * call: OpenBLAS's own thread pool would compete with OpenMP's for the same cores. */
     openblas_set_num_threads(1);
-    return &cpu_backend;
+    cpu_backend *cpu = tt_xcalloc(1, sizeof *cpu, "the CPU backend");
+    cpu->threads = threads;
+    tt_backend *backend = tt_xcalloc(1, sizeof *backend, "the CPU backend");
+    *backend = (tt_backend){.iface = &cpu_iface, .ctx = cpu, .name = "cpu", .compute_tier = TT_TIER_HOST};
+    return backend;
 }

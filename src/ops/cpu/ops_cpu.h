@@ -13,14 +13,22 @@
 
 #include "ops/backend.h"
 
-/* Scratch for the ops (see tt_backend.scratch_bytes). Takes are LIFO and last one op call.
- * Inside a training step the area is set, and a take it cannot serve is a bug in
- * tt_cpu_scratch_bytes (checked). With no area set (the gradient check and other direct
- * callers of the ops) a take allocates from the system. */
-void *tt_cpu_scratch_take(size_t bytes, const char *what);
-void tt_cpu_scratch_give(void *pointer);
-void tt_cpu_scratch_set(void *base, size_t bytes);
-size_t tt_cpu_scratch_bytes(const tt_scratch_shape *shape);
+/* Scratch for the ops (see scratch_bytes in ops/backend.h), one area per backend context, passed to
+ * the kernels that need it. Takes are LIFO and last one op call. Inside a training step the area is
+ * set, and a take it cannot serve is a bug in tt_cpu_scratch_bytes (checked). With no area (NULL,
+ * or none set: the gradient check and other direct callers of the kernels) a take allocates from
+ * the system. */
+typedef struct tt_cpu_scratch {
+    unsigned char *base;
+    size_t bytes;
+    size_t used;
+} tt_cpu_scratch;
+
+void *tt_cpu_scratch_take(tt_cpu_scratch *area, size_t bytes, const char *what);
+void tt_cpu_scratch_give(tt_cpu_scratch *area, void *pointer);
+void tt_cpu_scratch_set(tt_cpu_scratch *area, void *base, size_t bytes);
+/* The largest area the ops of shape need when they run on `threads` OpenMP threads. */
+size_t tt_cpu_scratch_bytes(const tt_scratch_shape *shape, int threads);
 
 /* ---- fp32: the CPU backend's compute precision */
 
@@ -35,8 +43,8 @@ void tt_cpu_rmsnorm_forward_f32(float *out, float *rstd, const float *x, const f
                                 double eps);
 
 /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in fixed blocks, in order); either may be NULL */
-void tt_cpu_rmsnorm_backward_f32(float *dx, float *dw, const float *dout, const float *x, const float *w,
-                                 const float *rstd, int64_t R, int64_t C);
+void tt_cpu_rmsnorm_backward_f32(tt_cpu_scratch *scratch, float *dx, float *dw, const float *dout, const float *x,
+                                 const float *w, const float *rstd, int64_t R, int64_t C);
 
 /* y[N,out] (= or += when accumulate) x[N,in] W[out,in]^T (+ b[out] when b != NULL) */
 void tt_cpu_linear_forward_f32(float *y, const float *x, const float *W, const float *b, int64_t N, int64_t in,
@@ -44,8 +52,8 @@ void tt_cpu_linear_forward_f32(float *y, const float *x, const float *W, const f
 
 /* dx[N,in] (= or += when accumulate_dx) dy W; dW[out,in] += dy^T x; db[out] += sum_n dy;
  * dx, dW, db may each be NULL */
-void tt_cpu_linear_backward_f32(float *dx, float *dW, float *db, const float *dy, const float *x, const float *W,
-                                int64_t N, int64_t in, int64_t out, bool accumulate_dx);
+void tt_cpu_linear_backward_f32(tt_cpu_scratch *scratch, float *dx, float *dW, float *db, const float *dy,
+                                const float *x, const float *W, int64_t N, int64_t in, int64_t out, bool accumulate_dx);
 
 /* in place on x[B*T, H, hd], rotate-half layout; cos/sin[T, hd/2] at position n % T */
 void tt_cpu_rope_forward_f32(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
@@ -56,12 +64,12 @@ void tt_cpu_rope_backward_f32(float *dx, const float *cos_t, const float *sin_t,
                               int64_t hd);
 
 /* out[B*T, Hq*hd], lse[B, Hq, T] from q[B*T, Hq*hd], k, v[B*T, Hkv*hd]; causal, GQA, window */
-void tt_cpu_attention_forward_f32(float *out, float *lse, const float *q, const float *k, const float *v,
-                                  const tt_attention_shape *shape);
+void tt_cpu_attention_forward_f32(tt_cpu_scratch *scratch, float *out, float *lse, const float *q, const float *k,
+                                  const float *v, const tt_attention_shape *shape);
 
 /* dq[B*T, Hq*hd], dk, dv[B*T, Hkv*hd] (overwritten) */
-void tt_cpu_attention_backward_f32(float *dq, float *dk, float *dv, const float *dout, const float *out,
-                                   const float *lse, const float *q, const float *k, const float *v,
+void tt_cpu_attention_backward_f32(tt_cpu_scratch *scratch, float *dq, float *dk, float *dv, const float *dout,
+                                   const float *out, const float *lse, const float *q, const float *k, const float *v,
                                    const tt_attention_shape *shape);
 
 /* h[n] = silu(gate) * up */
@@ -80,12 +88,12 @@ void tt_cpu_dropout_scale_f32(float *out, const float *x, int64_t n, float multi
 
 /* xn[N,D], W[V,D], targets[N], logits[chunk,V] workspace; returns sum of losses; when dxn != NULL:
  * dxn[N,D] overwritten, dW[V,D] += (dW may be NULL) */
-double tt_cpu_lm_head_loss_f32(float *dxn, float *dW, const float *xn, const float *W, const int32_t *targets,
-                               int64_t N, int64_t D, int64_t V, int64_t chunk, float *logits, double scale,
-                               int64_t *count);
+double tt_cpu_lm_head_loss_f32(tt_cpu_scratch *scratch, float *dxn, float *dW, const float *xn, const float *W,
+                               const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, float *logits,
+                               double scale, int64_t *count);
 
 /* sum of x[n]^2 in double, blocks of 4096 summed in order */
-double tt_cpu_sum_squares_f32(const float *x, int64_t n);
+double tt_cpu_sum_squares_f32(tt_cpu_scratch *scratch, const float *x, int64_t n);
 
 /* one torch.optim.AdamW step on p, m, v[n] (fp32) with g[n] * grad_scale */
 void tt_cpu_adamw_update_f32(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
@@ -104,8 +112,8 @@ void tt_cpu_rmsnorm_forward_f64(double *out, double *rstd, const double *x, cons
                                 double eps);
 
 /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in fixed blocks, in order); either may be NULL */
-void tt_cpu_rmsnorm_backward_f64(double *dx, double *dw, const double *dout, const double *x, const double *w,
-                                 const double *rstd, int64_t R, int64_t C);
+void tt_cpu_rmsnorm_backward_f64(tt_cpu_scratch *scratch, double *dx, double *dw, const double *dout, const double *x,
+                                 const double *w, const double *rstd, int64_t R, int64_t C);
 
 /* y[N,out] (= or += when accumulate) x[N,in] W[out,in]^T (+ b[out] when b != NULL) */
 void tt_cpu_linear_forward_f64(double *y, const double *x, const double *W, const double *b, int64_t N, int64_t in,
@@ -113,8 +121,9 @@ void tt_cpu_linear_forward_f64(double *y, const double *x, const double *W, cons
 
 /* dx[N,in] (= or += when accumulate_dx) dy W; dW[out,in] += dy^T x; db[out] += sum_n dy;
  * dx, dW, db may each be NULL */
-void tt_cpu_linear_backward_f64(double *dx, double *dW, double *db, const double *dy, const double *x, const double *W,
-                                int64_t N, int64_t in, int64_t out, bool accumulate_dx);
+void tt_cpu_linear_backward_f64(tt_cpu_scratch *scratch, double *dx, double *dW, double *db, const double *dy,
+                                const double *x, const double *W, int64_t N, int64_t in, int64_t out,
+                                bool accumulate_dx);
 
 /* in place on x[B*T, H, hd], rotate-half layout; cos/sin[T, hd/2] at position n % T */
 void tt_cpu_rope_forward_f64(double *x, const double *cos_t, const double *sin_t, int64_t B, int64_t T, int64_t H,
@@ -125,13 +134,13 @@ void tt_cpu_rope_backward_f64(double *dx, const double *cos_t, const double *sin
                               int64_t hd);
 
 /* out[B*T, Hq*hd], lse[B, Hq, T] from q[B*T, Hq*hd], k, v[B*T, Hkv*hd]; causal, GQA, window */
-void tt_cpu_attention_forward_f64(double *out, double *lse, const double *q, const double *k, const double *v,
-                                  const tt_attention_shape *shape);
+void tt_cpu_attention_forward_f64(tt_cpu_scratch *scratch, double *out, double *lse, const double *q, const double *k,
+                                  const double *v, const tt_attention_shape *shape);
 
 /* dq[B*T, Hq*hd], dk, dv[B*T, Hkv*hd] (overwritten) */
-void tt_cpu_attention_backward_f64(double *dq, double *dk, double *dv, const double *dout, const double *out,
-                                   const double *lse, const double *q, const double *k, const double *v,
-                                   const tt_attention_shape *shape);
+void tt_cpu_attention_backward_f64(tt_cpu_scratch *scratch, double *dq, double *dk, double *dv, const double *dout,
+                                   const double *out, const double *lse, const double *q, const double *k,
+                                   const double *v, const tt_attention_shape *shape);
 
 /* h[n] = silu(gate) * up */
 void tt_cpu_swiglu_forward_f64(double *h, const double *gate, const double *up, int64_t n);
@@ -149,12 +158,12 @@ void tt_cpu_dropout_scale_f64(double *out, const double *x, int64_t n, double mu
 
 /* xn[N,D], W[V,D], targets[N], logits[chunk,V] workspace; returns sum of losses; when dxn != NULL:
  * dxn[N,D] overwritten, dW[V,D] += (dW may be NULL) */
-double tt_cpu_lm_head_loss_f64(double *dxn, double *dW, const double *xn, const double *W, const int32_t *targets,
-                               int64_t N, int64_t D, int64_t V, int64_t chunk, double *logits, double scale,
-                               int64_t *count);
+double tt_cpu_lm_head_loss_f64(tt_cpu_scratch *scratch, double *dxn, double *dW, const double *xn, const double *W,
+                               const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, double *logits,
+                               double scale, int64_t *count);
 
 /* sum of x[n]^2 in double, blocks of 4096 summed in order */
-double tt_cpu_sum_squares_f64(const double *x, int64_t n);
+double tt_cpu_sum_squares_f64(tt_cpu_scratch *scratch, const double *x, int64_t n);
 
 /* one torch.optim.AdamW step on p, m, v[n] (fp32) with g[n] * grad_scale */
 void tt_cpu_adamw_update_f64(float *p, const double *g, float *m, float *v, int64_t n, float lr, float beta1,

@@ -95,11 +95,12 @@ static void cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
 
 /* dst[c] += sum_r a[r,c], or sum_r a[r,c] * x[r,c] * rs[r] when x != NULL; the sums run in
  * double over fixed row blocks, the block sums are added in order. */
-static void cpu_column_sums(real *dst, const real *a, const real *x, const real *rs, int64_t R, int64_t C) {
+static void cpu_column_sums(tt_cpu_scratch *scratch, real *dst, const real *a, const real *x, const real *rs, int64_t R,
+                            int64_t C) {
     if (R <= 0 || C <= 0) return;
     const int64_t nb = (R + TT_CPU_ROW_BLOCK - 1) / TT_CPU_ROW_BLOCK;
     /* The [blocks, C] partial sums, from the scratch area. */
-    double *part = tt_cpu_scratch_take(tt_mul_size((size_t)nb, (size_t)C * sizeof(double), "column sums"),
+    double *part = tt_cpu_scratch_take(scratch, tt_mul_size((size_t)nb, (size_t)C * sizeof(double), "column sums"),
                                        "column sums");
 #pragma omp parallel for schedule(static) if (nb > 1)
     for (int64_t blk = 0; blk < nb; blk++) {
@@ -123,7 +124,7 @@ static void cpu_column_sums(real *dst, const real *a, const real *x, const real 
         for (int64_t blk = 0; blk < nb; blk++) s += part[blk * C + c];
         dst[c] += (real)s;
     }
-    tt_cpu_scratch_give(part);
+    tt_cpu_scratch_give(scratch, part);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -171,10 +172,10 @@ void TT_CPU_FN(rmsnorm_forward)(real *out, real *rstd, const real *x, const real
 
 /* With y_c = w_c x_c r and r = (mean(x^2) + eps)^(-1/2):
  *   dx_c = r (w_c g_c - x_c r^2 mean_k(w_k g_k x_k)),  dw_c = sum_rows g_c x_c r. */
-void TT_CPU_FN(rmsnorm_backward)(real *dx, real *dw, const real *dout, const real *x, const real *w,
-                                 const real *rstd, int64_t R, int64_t C) {
+void TT_CPU_FN(rmsnorm_backward)(tt_cpu_scratch *scratch, real *dx, real *dw, const real *dout, const real *x,
+                                 const real *w, const real *rstd, int64_t R, int64_t C) {
     /* dw first, so that dx may be the same buffer as dout. */
-    if (dw) cpu_column_sums(dw, dout, x, rstd, R, C);
+    if (dw) cpu_column_sums(scratch, dw, dout, x, rstd, R, C);
     if (dx) {
 #pragma omp parallel for schedule(static) if (R * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
         for (int64_t r = 0; r < R; r++) {
@@ -210,11 +211,11 @@ void TT_CPU_FN(linear_forward)(real *y, const real *x, const real *W, const real
     }
 }
 
-void TT_CPU_FN(linear_backward)(real *dx, real *dW, real *db, const real *dy, const real *x, const real *W,
-                                int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+void TT_CPU_FN(linear_backward)(tt_cpu_scratch *scratch, real *dx, real *dW, real *db, const real *dy, const real *x,
+                                const real *W, int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
     /* dW and db first: dx may be x's memory (backend.h) */
     if (dW) cpu_gemm(true, false, out, in, N, 1, dy, out, x, in, 1, dW, in);
-    if (db) cpu_column_sums(db, dy, NULL, NULL, N, out);
+    if (db) cpu_column_sums(scratch, db, dy, NULL, NULL, N, out);
     if (dx) cpu_gemm(false, false, N, in, out, 1, dy, out, W, in, accumulate_dx ? 1 : 0, dx, in);
 }
 
@@ -280,8 +281,8 @@ static void cpu_check_attention_shape(const tt_attention_shape *s) {
 
 /* One query row at a time: scores of the visible keys into an O(T) per-thread buffer, then
  * a softmax (sums in double) and the weighted sum of values. No [T, T] matrix exists. */
-void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const real *k, const real *v,
-                                  const tt_attention_shape *shape) {
+void TT_CPU_FN(attention_forward)(tt_cpu_scratch *scratch, real *out, real *lse, const real *q, const real *k,
+                                  const real *v, const tt_attention_shape *shape) {
     cpu_check_attention_shape(shape);
     const int64_t B = shape->batch, T = shape->seq_len, Hq = shape->num_heads, Hkv = shape->num_kv_heads;
     const int64_t hd = shape->head_dim, window = shape->sliding_window, group = Hq / Hkv;
@@ -289,7 +290,8 @@ void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const rea
     const int64_t rows = B * Hq * T;
     /* One row of scores per thread, from the scratch area (see tt_cpu_scratch_bytes). */
     const int threads = omp_get_max_threads();
-    real *scores = tt_cpu_scratch_take((size_t)threads * (size_t)(T > 0 ? T : 1) * sizeof(real), "attention scores");
+    real *scores =
+        tt_cpu_scratch_take(scratch, (size_t)threads * (size_t)(T > 0 ? T : 1) * sizeof(real), "attention scores");
 #pragma omp parallel num_threads(threads) if (rows * T * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     {
         real *e = scores + (size_t)omp_get_thread_num() * (size_t)(T > 0 ? T : 1);
@@ -321,7 +323,7 @@ void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const rea
             }
         }
     }
-    tt_cpu_scratch_give(scores);
+    tt_cpu_scratch_give(scratch, scores);
 }
 
 /* Flash-attention backward, in two deterministic passes that recompute P from lse:
@@ -330,15 +332,15 @@ void TT_CPU_FN(attention_forward)(real *out, real *lse, const real *q, const rea
  *                               dv_j = sum_{h in group} sum_i P_ij dout_i,
  * with P_ij = exp(s_ij - lse_i), dS_ij = P_ij (dout_i . v_j - D_i); heads in order h, then
  * queries in order i. The only extra state is D[B, Hq, T], from the scratch area. */
-void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dout, const real *out,
-                                   const real *lse, const real *q, const real *k, const real *v,
+void TT_CPU_FN(attention_backward)(tt_cpu_scratch *scratch, real *dq, real *dk, real *dv, const real *dout,
+                                   const real *out, const real *lse, const real *q, const real *k, const real *v,
                                    const tt_attention_shape *shape) {
     cpu_check_attention_shape(shape);
     const int64_t B = shape->batch, T = shape->seq_len, Hq = shape->num_heads, Hkv = shape->num_kv_heads;
     const int64_t hd = shape->head_dim, window = shape->sliding_window, group = Hq / Hkv;
     const real scale = (real)shape->scale;
     const int64_t rows = B * Hq * T;
-    real *Dsum = tt_cpu_scratch_take((size_t)(rows > 0 ? rows : 1) * sizeof(real), "attention backward D");
+    real *Dsum = tt_cpu_scratch_take(scratch, (size_t)(rows > 0 ? rows : 1) * sizeof(real), "attention backward D");
 
 #pragma omp parallel for schedule(dynamic, 16) if (rows * T * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t idx = 0; idx < rows; idx++) {
@@ -386,7 +388,7 @@ void TT_CPU_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dou
             }
         }
     }
-    tt_cpu_scratch_give(Dsum);
+    tt_cpu_scratch_give(scratch, Dsum);
 }
 
 /* ---------------------------------------------------------------- SwiGLU, add */
@@ -427,9 +429,9 @@ void TT_CPU_FN(dropout_scale)(real *out, const real *x, int64_t n, real multipli
 
 /* ---------------------------------------------------------------- LM head + cross-entropy */
 
-double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *W, const int32_t *targets,
-                               int64_t N, int64_t D, int64_t V, int64_t chunk, real *logits, double scale,
-                               int64_t *count) {
+double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, const real *xn, const real *W,
+                               const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, real *logits,
+                               double scale, int64_t *count) {
     TT_CHECK(chunk > 0 && V > 0, "lm_head_loss: chunk %lld, vocab %lld", (long long)chunk, (long long)V);
     int64_t valid = 0;
     for (int64_t n = 0; n < N; n++) {
@@ -440,7 +442,7 @@ double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *
     }
     const int64_t max_rows = cpu_min64(chunk, N > 0 ? N : 1);
     /* The per-row losses of a chunk, summed in order afterwards. */
-    double *row_loss = tt_cpu_scratch_take((size_t)max_rows * sizeof(double), "lm head row losses");
+    double *row_loss = tt_cpu_scratch_take(scratch, (size_t)max_rows * sizeof(double), "lm head row losses");
     const real sc = (real)scale;
     double total = 0;
     for (int64_t c0 = 0; c0 < N; c0 += chunk) {
@@ -476,18 +478,18 @@ double TT_CPU_FN(lm_head_loss)(real *dxn, real *dW, const real *xn, const real *
             cpu_gemm(false, false, rows, D, V, 1, logits, V, W, D, 0, dxn + c0 * D, D);
         }
     }
-    tt_cpu_scratch_give(row_loss);
+    tt_cpu_scratch_give(scratch, row_loss);
     if (count) *count = valid;
     return total;
 }
 
 /* ---------------------------------------------------------------- optimizer */
 
-double TT_CPU_FN(sum_squares)(const real *x, int64_t n) {
+double TT_CPU_FN(sum_squares)(tt_cpu_scratch *scratch, const real *x, int64_t n) {
     if (n <= 0) return 0;
     const int64_t nb = (n + TT_CPU_SUMSQ_BLOCK - 1) / TT_CPU_SUMSQ_BLOCK;
     /* The block sums, added in order. */
-    double *part = tt_cpu_scratch_take((size_t)nb * sizeof(double), "sum of squares");
+    double *part = tt_cpu_scratch_take(scratch, (size_t)nb * sizeof(double), "sum of squares");
 #pragma omp parallel for schedule(static) if (nb > 1)
     for (int64_t blk = 0; blk < nb; blk++) {
         const int64_t i1 = cpu_min64(n, (blk + 1) * TT_CPU_SUMSQ_BLOCK);
@@ -497,7 +499,7 @@ double TT_CPU_FN(sum_squares)(const real *x, int64_t n) {
     }
     double total = 0;
     for (int64_t blk = 0; blk < nb; blk++) total += part[blk];
-    tt_cpu_scratch_give(part);
+    tt_cpu_scratch_give(scratch, part);
     return total;
 }
 

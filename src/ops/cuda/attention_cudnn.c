@@ -106,12 +106,9 @@ typedef struct attention_plan {
 
 static void attention_plan_destroy(attention_plan *p);
 
-static size_t dp_limit = (size_t)1 << 30;
-
-void tt_cudnn_attention_set_dp_limit(size_t bytes) { dp_limit = bytes; }
-
 struct tt_cudnn_attention {
     tt_attention_shape shape;
+    size_t dp_limit; /* dP bytes the deterministic backward may keep per call */
     cudnnHandle_t handle;
     attention_plan forward;
     /* The backward plans: one, or where one kv head's group over the whole sequence is over the dP
@@ -148,12 +145,11 @@ static void cudnn_version_text(size_t version, char *buf, size_t size) {
     snprintf(buf, size, "%zu.%zu.%zu", version / 10000, (version % 10000) / 100, version % 100);
 }
 
-const char *tt_cudnn_version_string(void) {
-    static char text[96];
+const char *tt_cudnn_version_string(char *text, size_t size) {
     char runtime[32], headers[32];
     cudnn_version_text(cudnnGetVersion(), runtime, sizeof runtime);
     cudnn_version_text((size_t)CUDNN_VERSION, headers, sizeof headers);
-    snprintf(text, sizeof text, "%s (built against %s)", runtime, headers);
+    snprintf(text, size, "%s (built against %s)", runtime, headers);
     return text;
 }
 
@@ -943,6 +939,7 @@ static void copy_reason(char *why_not, size_t why_not_size, const tt_attention_s
 #define MAX_KEY_CHUNKS 256
 
 static bool deterministic_schedule(tt_cudnn_attention *a, const tt_attention_shape *s, char *reason, size_t size) {
+    const size_t dp_limit = a->dp_limit;
     const int64_t group = s->num_heads / s->num_kv_heads, T = s->seq_len;
     const double dp_per_kv_head = 2.0 * (double)s->batch * (double)group * (double)T * (double)T;
     int64_t kv = s->num_kv_heads;
@@ -988,8 +985,8 @@ static bool deterministic_schedule(tt_cudnn_attention *a, const tt_attention_sha
     return true;
 }
 
-tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, char *why_not,
-                                              size_t why_not_size) {
+tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, size_t dp_limit,
+                                              char *why_not, size_t why_not_size) {
     if (why_not && why_not_size) why_not[0] = 0;
     const size_t version = cudnnGetVersion();
     int device = 0, sm_major = 0;
@@ -1009,6 +1006,7 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
 
     tt_cudnn_attention *a = tt_xcalloc(1, sizeof(*a), "cuDNN attention");
     a->shape = *s;
+    a->dp_limit = dp_limit;
     a->attn_scale = (float)s->scale;
     a->negative_infinity = -INFINITY;
     a->one = 1.0f;
@@ -1097,14 +1095,14 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
         }
     }
 
-    char forward_ws[32], backward_ws[32], scratch[32], chunking[96] = "";
+    char forward_ws[32], backward_ws[32], scratch[32], chunking[96] = "", version_text[96];
     if (a->chunks > 1)
         snprintf(chunking, sizeof chunking, " x %lld key chunks (%lld to %lld keys, dQ summed in fp32)",
                  (long long)a->chunks, (long long)a->chunk_len[0], (long long)a->chunk_len[a->chunks - 1]);
     snprintf(a->description, sizeof a->description,
              "cuDNN %s: forward engine %lld (workspace %s); backward engine %lld%s (workspace %s + %s scratch), %s "
              "graph in %lld head group(s)%s%s%s",
-             tt_cudnn_version_string(), (long long)a->forward.engine_index,
+             tt_cudnn_version_string(version_text, sizeof version_text), (long long)a->forward.engine_index,
              tt_format_bytes((size_t)a->forward.workspace_bytes, forward_ws, sizeof forward_ws),
              (long long)a->backward[0].engine_index,
              a->backward[0].engine_nondeterministic ? " [NONDETERMINISTIC note]" : "",

@@ -29,16 +29,10 @@ typedef struct tt_cudnn_attention tt_cudnn_attention;
 /* The most head groups the deterministic backward runs at once (see tt_cudnn_attention_backward). */
 #define TT_CUDNN_ATTENTION_MAX_LANES 8
 
-/* dP bytes the deterministic backward may keep per call (default 1 GiB); it runs on groups of kv
- * heads small enough to fit, one call per group, and where one kv head's group over the whole
- * sequence does not fit, over chunks of keys (see tt_cudnn_attention_create). Settable for tests
- * (slicing and chunking at small shapes); applies to plans created afterwards. */
-void tt_cudnn_attention_set_dp_limit(size_t bytes);
-
 /* Builds the forward (training mode: it writes lse) and backward plans for one shape, with its own
  * cuDNN handle on the current device. deterministic_backward asks for the backward graph whose dQ
  * is written without atomics (on Hopper that engine keeps a [B, heads, T, T] bf16 dP in the
- * workspace: it runs on groups of kv heads whose dP fits the dp limit above; when one kv head's
+ * workspace: it runs on groups of kv heads whose dP fits dp_limit bytes per call; when one kv head's
  * group does not fit, on one kv head's group at a time over chunks of keys: chunk [k0, k0 + C)
  * against queries [k0, T) (top-left causal again), C as large as the limit allows, so each
  * chunk's dK and dV are whole and its dQ is the contribution of its keys, added over the chunks
@@ -46,8 +40,8 @@ void tt_cudnn_attention_set_dp_limit(size_t bytes);
  * 128 keys do not fit). Returns NULL, with a one-line reason in why_not,
  * when this device's cuDNN cannot run the shape (cuDNN too old, no engine, head_dim unsupported,
  * sliding_window != 0, ...). */
-tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, char *why_not,
-                                              size_t why_not_size);
+tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int deterministic_backward, size_t dp_limit,
+                                              char *why_not, size_t why_not_size);
 
 /* Device workspace bytes that forward and backward need (the larger of the two), including the
  * fp32 scratch tensors the backward graph keeps there. */
@@ -95,8 +89,9 @@ void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, 
 void tt_cuda_dq_chunk_store(tt_bf16 *dq, int64_t dq_row_stride, const float *acc, int64_t rows, int64_t width,
                             cudaStream_t stream);
 
-/* "9.14.0 (built against 9.19.0)": the cuDNN library loaded at run time, and the headers. */
-const char *tt_cudnn_version_string(void);
+/* "9.14.0 (built against 9.19.0)": the cuDNN library loaded at run time, and the headers; written
+ * into text, which it returns. */
+const char *tt_cudnn_version_string(char *text, size_t size);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,13 @@
-/* The CUDA backend table. Each entry maps the untyped table signature onto the bf16 kernels
- * (ops_cuda.h), the cuBLASLt GEMMs (gemm_cuda.h) and the fused attention, all on one compute
- * stream. Memory: the arena is one cudaMalloc at start (block_alloc); the ops' scratch is a
- * slice of it (set_scratch), laid out as [GEMM workspace | per-op scratch]. Host round trips
- * happen only where an op returns a value to the host (loss, sum of squares) or needs host
- * work (the embedding backward's sort), each with one synchronisation. */
+/* The CUDA backend. Each entry maps the untyped table signature onto the bf16 kernels
+ * (ops_cuda.h), the cuBLASLt GEMMs (gemm_cuda.h) and the fused attention, all on the context's
+ * compute stream. Memory: the arena is one cudaMalloc at start (block_alloc); the ops' scratch is a
+ * slice of it (prepare), laid out as [GEMM workspace | per-op scratch]. Host round trips happen
+ * only where an op returns a value to the host (loss, sum of squares) or needs host work (the
+ * embedding backward's sort), each with one synchronisation.
+ *
+ * Everything lives in the context (cuda_backend): the stream, the copy engine, the cuBLASLt
+ * context, the attention plans of the prepared run, the size queries' own cache of attention
+ * plans, the host buffers and the op profiler. Two contexts, on one device or two, share nothing. */
 #include "ops/cuda/backend_cuda.h"
 
 #include <stdio.h>
@@ -19,75 +23,91 @@
 #include "ops/cuda/gemm_cuda.h"
 #include "ops/cuda/ops_cuda.h"
 
-typedef struct cuda_backend_state {
-    bool started;
+/* The attention kernels and workspaces for one (requested kind, workspace limit, shape). */
+typedef struct attention_choice {
+    tt_attention_kind forward, backward; /* resolved: cudnn, flash or simple */
+    int lanes;                           /* head groups cuDNN's deterministic backward runs at once */
+    size_t forward_workspace;            /* cuDNN's forward, in the op scratch */
+    size_t backward_workspace;           /* what the backward uses of attention_workspace_bytes */
+    bool explicit_cudnn;                 /* attn_implementation: cudnn (the atomic backward) */
+    char deterministic_why_not[256];     /* why cuDNN's deterministic backward is not used ("" when it is) */
+    char fused_why_not[256];             /* why no fused kernel runs ("" when one does) */
+} attention_choice;
+
+/* The key of a choice: what the plans depend on. */
+typedef struct attention_key {
+    tt_attention_kind requested;
+    size_t workspace_limit;
+    tt_attention_shape shape;
+} attention_key;
+
+/* Answers of the size queries, kept so that asking again builds nothing; the cuDNN plans of the
+ * latest answer are kept too, for prepare to adopt when it asks the same. */
+#define QUERY_CACHE 8
+
+typedef struct cuda_backend {
+    int device;
     cudaStream_t stream;
+    tt_cuda_copy_engine *copies;
     size_t used_before; /* device bytes in use before the backend started */
     size_t arena_bytes; /* bytes handed out by block_alloc */
-    tt_precision precision;
-    tt_attention_kind attention_requested;
-    size_t attention_workspace_limit; /* attn_workspace_limit the attention plans were (or will be) built for */
-    int attention_lanes;              /* head groups cuDNN's deterministic backward runs at once */
-    int attention_lanes_reported;     /* the most it ran at once, spare memory included, as logged */
 
+    /* The size queries' cache: never read by the ops. */
+    attention_key query_key[QUERY_CACHE];
+    attention_choice query_choice[QUERY_CACHE];
+    int queries; /* entries filled, up to QUERY_CACHE; the next one written is queries % QUERY_CACHE */
+    attention_key latest_key;
+    tt_cudnn_attention *latest_cudnn; /* the plans of latest_key, or NULL */
+
+    /* The prepared run. */
+    bool prepared;
+    tt_backend_settings settings;
+    tt_scratch_shape scratch_shape;
     unsigned char *scratch; /* [GEMM workspace | op scratch] */
     size_t scratch_bytes;
     tt_cuda_gemm_context *gemm;
-
-    /* Attention: the kernels chosen for the run's shape (one shape per run). */
-    tt_scratch_shape scratch_shape; /* the shape the scratch was sized for */
-    tt_attention_shape attention_shape;
-    tt_attention_kind attention_forward, attention_backward; /* resolved: cudnn, flash or simple */
+    attention_key attention_key;
+    attention_choice attention;
     tt_cudnn_attention *cudnn;
+    int attention_lanes_reported; /* the most head groups the backward ran at once, as logged */
 
-    /* Host buffers of the embedding backward's sort and the loss, sized at set_scratch. */
+    /* Host buffers of the embedding backward's sort and the loss, sized at prepare. */
     int64_t host_tokens, host_vocab;
     int32_t *host_ids, *host_order, *host_starts, *host_segment_tokens, *host_counts, *host_targets;
     double *host_chunk_sums;
     int64_t host_chunks;
-} cuda_backend_state;
 
-static cuda_backend_state state;
+    struct profiler *prof; /* TT_CUDA_PROFILE=1, else NULL */
+} cuda_backend;
 
-static void profile_start_up(void);
+/* The backend's device for the calling thread (CUDA's current device is per thread). */
+static void use_device(const cuda_backend *cuda) { TT_CUDA_CHECK(cudaSetDevice(cuda->device)); }
 
-static void start(void) {
-    if (state.started) return;
-    TT_CUDA_CHECK(cudaSetDevice(0));
-    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&state.stream, cudaStreamNonBlocking));
-    size_t free_bytes = 0, total_bytes = 0;
-    TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    state.used_before = total_bytes - free_bytes;
-    state.started = true;
-    tt_cuda_copy_engine_start(state.stream);
-    profile_start_up();
-}
-
-bool tt_cuda_device_query(char *name, size_t name_size, size_t *free_bytes, size_t *total_bytes) {
+bool tt_cuda_device_query(int device, char *name, size_t name_size, size_t *free_bytes, size_t *total_bytes) {
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= device) {
         (void)cudaGetLastError(); /* no driver or no GPU: clear the sticky error */
         return false;
     }
     struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return false;
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return false;
     snprintf(name, name_size, "%s", prop.name);
-    start();
+    TT_CUDA_CHECK(cudaSetDevice(device));
     TT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
     return true;
 }
 
-size_t tt_cuda_device_bytes_in_use(void) {
+static size_t cuda_bytes_outside_arenas(void *ctx) {
+    const cuda_backend *cuda = ctx;
+    use_device(cuda);
     size_t free_bytes = 0, total_bytes = 0;
     TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     size_t used = total_bytes - free_bytes;
-    size_t outside = state.used_before + state.arena_bytes;
+    size_t outside = cuda->used_before + cuda->arena_bytes;
     return used > outside ? used - outside : 0;
 }
 
-static cudaStream_t S(void) { return state.stream; }
-
-static bool gradient_fp32(void) { return state.precision.gradient == TT_F32; }
+static bool gradient_fp32(const cuda_backend *cuda) { return cuda->settings.precision.gradient == TT_F32; }
 
 /* ---- op profiler (TT_CUDA_PROFILE=1): device time per op kind, from CUDA events around each
  * call, printed to stderr at the end of the run. For finding where a step's time goes; off by default (the
@@ -100,7 +120,6 @@ static bool gradient_fp32(void) { return state.precision.gradient == TT_F32; }
 #define PROFILE_KINDS 64
 
 typedef struct profiler {
-    bool on;
     cudaEvent_t start[PROFILE_EVENTS], stop[PROFILE_EVENTS];
     const char *pending_name[PROFILE_EVENTS];
     int pending;
@@ -110,11 +129,10 @@ typedef struct profiler {
     int kinds;
 } profiler;
 
-static profiler *prof;
-
-static void profile_flush(void) {
+static void profile_flush(cuda_backend *cuda) {
+    profiler *prof = cuda->prof;
     if (!prof || !prof->pending) return;
-    TT_CUDA_CHECK(cudaStreamSynchronize(state.stream));
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->stream));
     for (int i = 0; i < prof->pending; i++) {
         float ms = 0;
         TT_CUDA_CHECK(cudaEventElapsedTime(&ms, prof->start[i], prof->stop[i]));
@@ -129,10 +147,11 @@ static void profile_flush(void) {
     prof->pending = 0;
 }
 
-/* Printed when the model state lets go of the scratch (the end of a run). */
-static void profile_report(void) {
+/* Printed when the run is released (the end of a run). */
+static void profile_report(cuda_backend *cuda) {
+    profiler *prof = cuda->prof;
     if (!prof) return;
-    profile_flush();
+    profile_flush(cuda);
     double total = 0;
     for (int k = 0; k < prof->kinds; k++) total += prof->ms[k];
     fprintf(stderr, "cuda op profile (device ms, all calls of the run):\n");
@@ -142,41 +161,55 @@ static void profile_report(void) {
     fprintf(stderr, "  %-34s %10.1f ms\n", "total", total);
 }
 
-static void profile_start_up(void) {
+static void profile_start_up(cuda_backend *cuda) {
     const char *env = getenv("TT_CUDA_PROFILE");
     if (!env || strcmp(env, "1") != 0) return;
-    prof = tt_xcalloc(1, sizeof *prof, "the op profiler");
+    profiler *prof = tt_xcalloc(1, sizeof *prof, "the op profiler");
     for (int i = 0; i < PROFILE_EVENTS; i++) {
         TT_CUDA_CHECK(cudaEventCreate(&prof->start[i]));
         TT_CUDA_CHECK(cudaEventCreate(&prof->stop[i]));
     }
-    prof->on = true;
+    cuda->prof = prof;
 }
 
-static int profile_begin(const char *name) {
+static void profile_shut_down(cuda_backend *cuda) {
+    profiler *prof = cuda->prof;
+    if (!prof) return;
+    for (int i = 0; i < PROFILE_EVENTS; i++) {
+        TT_CUDA_CHECK(cudaEventDestroy(prof->start[i]));
+        TT_CUDA_CHECK(cudaEventDestroy(prof->stop[i]));
+    }
+    free(prof);
+    cuda->prof = NULL;
+}
+
+static int profile_begin(cuda_backend *cuda, const char *name) {
+    profiler *prof = cuda->prof;
     if (!prof) return -1;
-    if (prof->pending == PROFILE_EVENTS) profile_flush();
+    if (prof->pending == PROFILE_EVENTS) profile_flush(cuda);
     const int i = prof->pending++;
     prof->pending_name[i] = name;
-    TT_CUDA_CHECK(cudaEventRecord(prof->start[i], state.stream));
+    TT_CUDA_CHECK(cudaEventRecord(prof->start[i], cuda->stream));
     return i;
 }
 
-static void profile_end(int i) {
-    if (i >= 0) TT_CUDA_CHECK(cudaEventRecord(prof->stop[i], state.stream));
+static void profile_end(cuda_backend *cuda, int i) {
+    if (i >= 0) TT_CUDA_CHECK(cudaEventRecord(cuda->prof->stop[i], cuda->stream));
 }
 
-#define TIMED(name, ...)                     \
-    do {                                     \
-        const int timed_ = profile_begin(name); \
-        __VA_ARGS__;                         \
-        profile_end(timed_);                 \
+/* The statements after name, timed as one call of op kind `name` (on the context `cuda` in scope). */
+#define TIMED(name, ...)                               \
+    do {                                               \
+        const int timed_ = profile_begin(cuda, name); \
+        __VA_ARGS__;                                   \
+        profile_end(cuda, timed_);                     \
     } while (0)
 
 /* ---- memory ---- */
 
-static void *cuda_block_alloc(size_t bytes) {
-    start();
+static void *cuda_block_alloc(void *ctx, size_t bytes) {
+    cuda_backend *cuda = ctx;
+    use_device(cuda);
     void *p = NULL;
     cudaError_t status = cudaMalloc(&p, bytes);
     if (status != cudaSuccess) {
@@ -189,20 +222,23 @@ static void *cuda_block_alloc(size_t bytes) {
                tt_format_bytes(bytes, want, sizeof want), tt_format_bytes(free_bytes, have, sizeof have),
                cudaGetErrorString(status));
     }
-    state.arena_bytes += bytes;
+    cuda->arena_bytes += bytes;
     return p;
 }
 
-static void cuda_block_free(void *base) {
-    if (base) TT_CUDA_CHECK(cudaFree(base));
+static void cuda_block_free(void *ctx, void *base) {
+    cuda_backend *cuda = ctx;
+    if (!base) return;
+    use_device(cuda);
+    TT_CUDA_CHECK(cudaFree(base));
 }
 
 /* Page-locked host memory: page-aligned host memory (O_DIRECT disk IO needs whole pages, and
  * cudaHostAlloc does not align small blocks to pages), registered with CUDA. If the OS refuses
  * to lock it, it stays pageable, with a warning (copies from it run at a fraction of the speed:
  * 6.5-9.7 GB/s against 53 GB/s measured on the device). */
-static void *cuda_pinned_alloc(size_t bytes) {
-    start();
+static void *cuda_pinned_alloc(void *ctx, size_t bytes) {
+    use_device(ctx);
     void *p = tt_host_block_alloc(bytes);
     if (!p) return NULL;
     const size_t whole_pages = (bytes + 4095) / 4096 * 4096;
@@ -216,7 +252,8 @@ static void *cuda_pinned_alloc(size_t bytes) {
     return p;
 }
 
-static void cuda_pinned_free(void *base) {
+static void cuda_pinned_free(void *ctx, void *base) {
+    (void)ctx;
     if (!base) return;
     cudaError_t status = cudaHostUnregister(base);
     if (status == cudaErrorHostMemoryNotRegistered) (void)cudaGetLastError(); /* the pageable fallback */
@@ -224,62 +261,83 @@ static void cuda_pinned_free(void *base) {
     tt_host_block_free(base);
 }
 
-static void cuda_copy(void *dst, const void *src, size_t bytes) {
-    if (bytes) TIMED("copy", TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S())));
+static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    cuda_backend *cuda = ctx;
+    if (bytes)
+        TIMED("copy", TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda->stream)));
 }
 
-static void cuda_zero(void *dst, size_t bytes) {
-    if (bytes) TIMED("zero", TT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, S())));
+static void cuda_zero(void *ctx, void *dst, size_t bytes) {
+    cuda_backend *cuda = ctx;
+    if (bytes) TIMED("zero", TT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, cuda->stream)));
 }
 
-static void cuda_synchronize(void) { TT_CUDA_CHECK(cudaStreamSynchronize(S())); }
+static void cuda_synchronize(void *ctx) {
+    const cuda_backend *cuda = ctx;
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->stream));
+}
 
-static void cuda_upload(void *dst, const void *host_src, size_t bytes) {
+static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes) {
+    const cuda_backend *cuda = ctx;
     if (!bytes) return;
-    TT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, S()));
-    cuda_synchronize();
+    TT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, cuda->stream));
+    cuda_synchronize(ctx);
 }
 
-static void cuda_download(void *host_dst, const void *src, size_t bytes) {
+static void cuda_download(void *ctx, void *host_dst, const void *src, size_t bytes) {
+    const cuda_backend *cuda = ctx;
     if (!bytes) return;
-    TT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, S()));
-    cuda_synchronize();
+    TT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, cuda->stream));
+    cuda_synchronize(ctx);
 }
 
-static void destroy_cudnn(void);
+/* ---- the copy engine and the timeline: the context's engine ---- */
 
-static void cuda_configure(const tt_precision *p, tt_attention_kind attention, size_t attention_workspace_limit) {
-    start();
-    TT_CHECK(p->activation == TT_BF16, "the CUDA backend computes in bf16");
-    TT_CHECK(p->gradient == TT_F32 || p->gradient == TT_BF16, "gradients are fp32 or bf16");
-    TT_CHECK(p->moment == TT_F32 || p->moment == TT_BF16, "AdamW moments are fp32 or bf16");
-    state.precision = *p;
-    /* a new kind or limit builds the attention plans again at the next shape query */
-    if (attention != state.attention_requested || attention_workspace_limit != state.attention_workspace_limit) {
-        destroy_cudnn();
-        state.attention_forward = state.attention_backward = TT_ATTENTION_AUTO;
-    }
-    state.attention_requested = attention;
-    state.attention_workspace_limit = attention_workspace_limit;
+static uint64_t cuda_copy_async(void *ctx, void *dst, const void *src, size_t bytes, bool to_host, uint64_t after) {
+    return tt_cuda_copy_async(((cuda_backend *)ctx)->copies, dst, src, bytes, to_host, after);
+}
+static void cuda_copy_wait(void *ctx, uint64_t ticket) { tt_cuda_copy_wait(((cuda_backend *)ctx)->copies, ticket); }
+static void cuda_copy_host_wait(void *ctx, uint64_t ticket) {
+    tt_cuda_copy_host_wait(((cuda_backend *)ctx)->copies, ticket);
+}
+static bool cuda_copy_done(void *ctx, uint64_t ticket) {
+    return tt_cuda_copy_done(((cuda_backend *)ctx)->copies, ticket);
+}
+static void cuda_copy_set_delay(void *ctx, unsigned max_us) {
+    tt_cuda_copy_set_delay(((cuda_backend *)ctx)->copies, max_us);
+}
+static void cuda_copy_stats(void *ctx, size_t *to_host, size_t *to_device, double *copy_seconds,
+                            double *exposed_seconds) {
+    tt_cuda_copy_stats(((cuda_backend *)ctx)->copies, to_host, to_device, copy_seconds, exposed_seconds);
+}
+static uint64_t cuda_timestamp(void *ctx) { return tt_cuda_timestamp(((cuda_backend *)ctx)->copies); }
+static double cuda_timestamp_seconds(void *ctx, uint64_t id) {
+    return tt_cuda_timestamp_seconds(((cuda_backend *)ctx)->copies, id);
+}
+static bool cuda_copy_span(void *ctx, uint64_t ticket, double *start, double *end) {
+    return tt_cuda_copy_span(((cuda_backend *)ctx)->copies, ticket, start, end);
 }
 
-/* ---- scratch ---- */
-
-/* Resolves the attention kernels for a shape: the requested kind, or for auto the fastest that
- * supports it (cuDNN, then tiertrain's flash kernels, then the reference kernels). An explicit
- * request the shape or the device's cuDNN cannot serve is an error, never a silent fallback. */
-static bool flash_supported(const tt_attention_shape *shape) {
-    return tt_cuda_flash_attention_supported(shape);
-}
-
-static void destroy_cudnn(void) {
-    if (state.cudnn) tt_cudnn_attention_destroy(state.cudnn);
-    state.cudnn = NULL;
-}
+/* ---- attention: which kernels, and their plans ---- */
 
 static size_t floats(int64_t n) { return (size_t)n * sizeof(float); }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+static size_t align_256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* What the attention plans depend on (every field of the shape, compared one by one). */
+static bool same_key(const attention_key *a, const attention_key *b) {
+    const tt_attention_shape *x = &a->shape, *y = &b->shape;
+    return a->requested == b->requested && a->workspace_limit == b->workspace_limit && x->batch == y->batch &&
+           x->seq_len == y->seq_len && x->num_heads == y->num_heads && x->num_kv_heads == y->num_kv_heads &&
+           x->head_dim == y->head_dim && x->scale == y->scale && x->sliding_window == y->sliding_window;
+}
+
+static attention_key key_of(const tt_backend_settings *settings, const tt_attention_shape *shape) {
+    return (attention_key){
+        .requested = settings->attention, .workspace_limit = settings->attention_workspace_limit, .shape = *shape};
+}
 
 /* cuDNN's deterministic backward within attn_workspace_limit. When one call cannot hold every head's dP,
  * the backward runs head groups one after another, and a call's engine then keeps the GPU only part busy:
@@ -289,32 +347,35 @@ static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
  * only. One lane where the whole dP fits the limit, or the halves cannot run (one kv head: one group). */
 #define ATTENTION_LANES 2
 
-static tt_cudnn_attention *create_deterministic_cudnn(const tt_attention_shape *shape, char *why_not, size_t size) {
-    const size_t limit = state.attention_workspace_limit;
+static tt_cudnn_attention *create_deterministic_cudnn(const attention_key *key, int *lanes, char *why_not,
+                                                      size_t size) {
+    const size_t limit = key->workspace_limit;
+    const tt_attention_shape *shape = &key->shape;
     const double whole_dp = 2.0 * (double)shape->batch * (double)shape->num_heads * (double)shape->seq_len *
                             (double)shape->seq_len;
     if (whole_dp > (double)limit) {
-        tt_cudnn_attention_set_dp_limit(limit / ATTENTION_LANES);
-        tt_cudnn_attention *a = tt_cudnn_attention_create(shape, 1, why_not, size);
+        tt_cudnn_attention *a = tt_cudnn_attention_create(shape, 1, limit / ATTENTION_LANES, why_not, size);
         if (a && tt_cudnn_attention_lane_bytes(a) > 0) {
-            state.attention_lanes = ATTENTION_LANES;
+            *lanes = ATTENTION_LANES;
             return a;
         }
         tt_cudnn_attention_destroy(a);
     }
-    tt_cudnn_attention_set_dp_limit(limit);
-    state.attention_lanes = 1;
-    return tt_cudnn_attention_create(shape, 1, why_not, size);
+    *lanes = 1;
+    return tt_cudnn_attention_create(shape, 1, limit, why_not, size);
 }
 
-static void choose_attention(const tt_attention_shape *shape) {
-    if (state.attention_forward != TT_ATTENTION_AUTO && memcmp(&state.attention_shape, shape, sizeof *shape) == 0)
-        return;
-    destroy_cudnn();
-    state.attention_shape = *shape;
-    const tt_attention_kind want = state.attention_requested;
+/* Resolves the attention kernels for a key: the requested kind, or for auto the fastest that
+ * supports the shape (cuDNN, then tiertrain's flash kernels, then the reference kernels), and
+ * builds cuDNN's plans when cuDNN runs (returned through *cudnn, NULL otherwise). An explicit
+ * request the shape or the device's cuDNN cannot serve is an error, never a silent fallback.
+ * Logs nothing: prepare tells what the run got (log_choice). */
+static attention_choice resolve_attention(const attention_key *key, tt_cudnn_attention **cudnn) {
+    const tt_attention_shape *shape = &key->shape;
+    const tt_attention_kind want = key->requested;
+    attention_choice c = {.lanes = 1, .explicit_cudnn = want == TT_ATTENTION_CUDNN};
     char why_not[256] = "";
-    const bool flash = flash_supported(shape);
+    const bool flash = tt_cuda_flash_attention_supported(shape);
     if (want == TT_ATTENTION_FLASH && !flash)
         tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim %lld, "
                "window %lld). Use attn_implementation: auto",
@@ -327,63 +388,75 @@ static void choose_attention(const tt_attention_shape *shape) {
      * TFLOP/s forward and ~420-440 deterministic backward, flash ~320 and ~220. An explicit cudnn
      * gets cuDNN's atomic backward (fastest, not bit-reproducible). */
     bool cudnn_backward = false;
-    state.attention_lanes = 1;
-    state.attention_lanes_reported = 0;
+    tt_cudnn_attention *a = NULL;
     if (want == TT_ATTENTION_AUTO) {
-        state.cudnn = create_deterministic_cudnn(shape, why_not, sizeof why_not);
-        cudnn_backward = state.cudnn != NULL;
-        if (!state.cudnn) {
-            tt_info("attention: cuDNN's deterministic backward is not used: %s", why_not);
-            state.cudnn = tt_cudnn_attention_create(shape, 0, why_not, sizeof why_not);
+        a = create_deterministic_cudnn(key, &c.lanes, why_not, sizeof why_not);
+        cudnn_backward = a != NULL;
+        if (!a) {
+            snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not, "%s", why_not);
+            a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not);
         }
     } else if (want == TT_ATTENTION_CUDNN) {
-        state.cudnn = tt_cudnn_attention_create(shape, 0, why_not, sizeof why_not);
-        if (!state.cudnn)
+        a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not);
+        if (!a)
             tt_die("attn_implementation: cudnn is not available for this run: %s. Use attn_implementation: auto",
                    why_not);
     }
     if (want == TT_ATTENTION_CUDNN) {
-        state.attention_forward = state.attention_backward = TT_ATTENTION_CUDNN;
-        tt_warn("attn_implementation: cudnn: cuDNN's attention backward accumulates dQ with atomics; gradients are "
-                "not bit-reproducible run to run (attn_implementation: auto is)");
+        c.forward = c.backward = TT_ATTENTION_CUDNN;
     } else if (want == TT_ATTENTION_SIMPLE) {
-        state.attention_forward = state.attention_backward = TT_ATTENTION_SIMPLE;
+        c.forward = c.backward = TT_ATTENTION_SIMPLE;
     } else {
-        state.attention_forward = state.cudnn && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN
-                                  : flash                                 ? TT_ATTENTION_FLASH
-                                                                          : TT_ATTENTION_SIMPLE;
-        state.attention_backward = cudnn_backward && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN
-                                   : flash                                    ? TT_ATTENTION_FLASH
-                                                                              : TT_ATTENTION_SIMPLE;
-        if (!state.cudnn && !flash)
-            tt_info("attention: no fused kernel for head_dim %lld%s (cuDNN: %s); using the reference kernels (slow)",
-                    (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "", why_not);
+        c.forward = a && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN
+                    : flash                        ? TT_ATTENTION_FLASH
+                                                   : TT_ATTENTION_SIMPLE;
+        c.backward = cudnn_backward && want == TT_ATTENTION_AUTO ? TT_ATTENTION_CUDNN
+                     : flash                                     ? TT_ATTENTION_FLASH
+                                                                 : TT_ATTENTION_SIMPLE;
+        if (!a && !flash) snprintf(c.fused_why_not, sizeof c.fused_why_not, "%s", why_not);
     }
-    if (state.attention_forward != TT_ATTENTION_CUDNN) destroy_cudnn();
-    if (state.cudnn)
-        tt_info("attention: cuDNN %s: %s%s", tt_cudnn_version_string(), tt_cudnn_attention_describe(state.cudnn),
-                state.attention_lanes > 1 ? "; 2 head groups at a time" : "");
-}
-
-
-static size_t align_256(size_t n) { return (n + 255) & ~(size_t)255; }
-
-static size_t attention_forward_scratch_bytes(void) {
-    return state.attention_forward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_forward_workspace_bytes(state.cudnn) : 0;
-}
-
-static size_t attention_backward_scratch_bytes(const tt_attention_shape *a) {
-    switch (state.attention_backward) {
+    if (c.forward != TT_ATTENTION_CUDNN && a) {
+        tt_cudnn_attention_destroy(a);
+        a = NULL;
+    }
+    c.forward_workspace = c.forward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_forward_workspace_bytes(a) : 0;
+    switch (c.backward) {
     case TT_ATTENTION_CUDNN:
-        return tt_cudnn_attention_workspace_bytes(state.cudnn) +
-               (size_t)(state.attention_lanes - 1) * tt_cudnn_attention_lane_bytes(state.cudnn);
-    case TT_ATTENTION_FLASH: return tt_cuda_flash_attention_backward_scratch_bytes(a);
-    default: return floats(a->batch * a->num_heads * a->seq_len);
+        c.backward_workspace =
+            tt_cudnn_attention_workspace_bytes(a) + (size_t)(c.lanes - 1) * tt_cudnn_attention_lane_bytes(a);
+        break;
+    case TT_ATTENTION_FLASH: c.backward_workspace = tt_cuda_flash_attention_backward_scratch_bytes(shape); break;
+    default: c.backward_workspace = floats(shape->batch * shape->num_heads * shape->seq_len); break;
     }
+    *cudnn = a;
+    return c;
+}
+
+/* The choice for a key, from the queries' cache or resolved into it. Pure as far as the run goes:
+ * only the cache changes, and the answer for a key never does. */
+static const attention_choice *cached_attention(const cuda_backend *cuda, const attention_key *key) {
+    for (int i = 0; i < cuda->queries && i < QUERY_CACHE; i++)
+        if (same_key(&cuda->query_key[i], key)) return &cuda->query_choice[i];
+    return NULL;
+}
+
+static const attention_choice *query_attention(cuda_backend *cuda, const attention_key *key) {
+    const attention_choice *cached = cached_attention(cuda, key);
+    if (cached) return cached;
+    use_device(cuda);
+    tt_cudnn_attention *plans = NULL;
+    const attention_choice choice = resolve_attention(key, &plans);
+    if (cuda->latest_cudnn) tt_cudnn_attention_destroy(cuda->latest_cudnn); /* only the latest plans are kept */
+    cuda->latest_cudnn = plans;
+    cuda->latest_key = *key;
+    const int slot = cuda->queries++ % QUERY_CACHE;
+    cuda->query_key[slot] = *key;
+    cuda->query_choice[slot] = choice;
+    return &cuda->query_choice[slot];
 }
 
 /* The per-op scratch (after the GEMM workspace): the largest any one op needs. */
-static size_t op_scratch_bytes(const tt_scratch_shape *s) {
+static size_t op_scratch_bytes(const tt_scratch_shape *s, const attention_choice *attention) {
     const int64_t N = s->tokens, hd = s->attention.head_dim;
     const int64_t q_dim = s->attention.num_heads * hd, kv_dim = s->attention.num_kv_heads * hd;
     size_t need = floats(tt_cuda_rmsnorm_backward_scratch(N, s->hidden));
@@ -392,302 +465,388 @@ static size_t op_scratch_bytes(const tt_scratch_shape *s) {
     if (s->hidden > widest) widest = s->hidden;
     need = max_size(need, floats(tt_cuda_column_sum_scratch(N, widest)));
     need = max_size(need, sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1));
-    need = max_size(need, attention_forward_scratch_bytes()); /* the backward's: attention_workspace_bytes */
+    need = max_size(need, attention->forward_workspace); /* the backward's: attention_workspace_bytes */
     need = max_size(need, sizeof(int32_t) * (size_t)(3 * N + 1)); /* embedding backward order */
     const int64_t chunks = s->loss_chunk > 0 ? (N + s->loss_chunk - 1) / s->loss_chunk : 1;
     need = max_size(need, align_256(floats(s->loss_chunk)) + sizeof(double) * (size_t)chunks); /* loss */
     return align_256(need);
 }
 
-static size_t cuda_scratch_bytes(const tt_scratch_shape *s) {
-    start();
-    state.scratch_shape = *s; /* set_scratch sizes the host buffers from it */
-    choose_attention(&s->attention);
-    return TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(s);
+static void check_settings(const tt_backend_settings *settings) {
+    const tt_precision *p = &settings->precision;
+    TT_CHECK(p->activation == TT_BF16, "the CUDA backend computes in bf16");
+    TT_CHECK(p->gradient == TT_F32 || p->gradient == TT_BF16, "gradients are fp32 or bf16");
+    TT_CHECK(p->moment == TT_F32 || p->moment == TT_BF16, "AdamW moments are fp32 or bf16");
 }
 
-static size_t cuda_attention_workspace_bytes(const tt_attention_shape *shape) {
-    start();
-    choose_attention(shape);
-    return align_256(attention_backward_scratch_bytes(shape));
+static size_t cuda_scratch_bytes(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape) {
+    check_settings(settings);
+    const attention_key key = key_of(settings, &shape->attention);
+    return TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, query_attention(ctx, &key));
 }
 
-static void free_host_buffers(void) {
-    free(state.host_ids);
-    free(state.host_order);
-    free(state.host_starts);
-    free(state.host_segment_tokens);
-    free(state.host_counts);
-    free(state.host_targets);
-    free(state.host_chunk_sums);
-    state.host_ids = state.host_order = state.host_starts = state.host_segment_tokens = state.host_counts = NULL;
-    state.host_targets = NULL;
-    state.host_chunk_sums = NULL;
-    state.host_tokens = state.host_chunks = state.host_vocab = 0;
+static size_t cuda_attention_workspace_bytes(void *ctx, const tt_backend_settings *settings,
+                                             const tt_attention_shape *shape) {
+    check_settings(settings);
+    const attention_key key = key_of(settings, shape);
+    return align_256(query_attention(ctx, &key)->backward_workspace);
 }
 
-/* Host buffers of the ops that work on the host (the loss sum, the embedding backward's sort),
- * sized at set_scratch. */
-static void ensure_host_buffers(int64_t tokens, int64_t vocab, int64_t chunks) {
-    if (tokens > state.host_tokens) {
-        free(state.host_ids);
-        free(state.host_order);
-        free(state.host_starts);
-        free(state.host_segment_tokens);
-        free(state.host_targets);
-        state.host_ids = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward ids");
-        state.host_order = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward order");
-        state.host_starts = tt_xmalloc(sizeof(int32_t) * (size_t)(tokens + 1), "embedding backward starts");
-        state.host_segment_tokens = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward tokens");
-        state.host_targets = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "loss targets");
-        state.host_tokens = tokens;
-    }
-    if (vocab > state.host_vocab) {
-        free(state.host_counts);
-        /* tt_embedding_backward_order takes counts[vocab + 1] */
-        state.host_counts = tt_xmalloc(sizeof(int32_t) * (size_t)(vocab + 1), "embedding backward counts");
-        state.host_vocab = vocab;
-    }
-    if (chunks > state.host_chunks) {
-        free(state.host_chunk_sums);
-        state.host_chunk_sums = tt_xmalloc(sizeof(double) * (size_t)chunks, "loss chunk sums");
-        state.host_chunks = chunks;
+/* ---- prepare and release ---- */
+
+static void free_host_buffers(cuda_backend *cuda) {
+    free(cuda->host_ids);
+    free(cuda->host_order);
+    free(cuda->host_starts);
+    free(cuda->host_segment_tokens);
+    free(cuda->host_counts);
+    free(cuda->host_targets);
+    free(cuda->host_chunk_sums);
+    cuda->host_ids = cuda->host_order = cuda->host_starts = cuda->host_segment_tokens = cuda->host_counts = NULL;
+    cuda->host_targets = NULL;
+    cuda->host_chunk_sums = NULL;
+    cuda->host_tokens = cuda->host_chunks = cuda->host_vocab = 0;
+}
+
+/* Host buffers of the ops that work on the host (the loss sum, the embedding backward's sort). */
+static void allocate_host_buffers(cuda_backend *cuda, int64_t tokens, int64_t vocab, int64_t chunks) {
+    cuda->host_ids = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward ids");
+    cuda->host_order = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward order");
+    cuda->host_starts = tt_xmalloc(sizeof(int32_t) * (size_t)(tokens + 1), "embedding backward starts");
+    cuda->host_segment_tokens = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "embedding backward tokens");
+    cuda->host_targets = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "loss targets");
+    cuda->host_tokens = tokens;
+    /* tt_embedding_backward_order takes counts[vocab + 1] */
+    cuda->host_counts = tt_xmalloc(sizeof(int32_t) * (size_t)(vocab + 1), "embedding backward counts");
+    cuda->host_vocab = vocab;
+    cuda->host_chunk_sums = tt_xmalloc(sizeof(double) * (size_t)chunks, "loss chunk sums");
+    cuda->host_chunks = chunks;
+}
+
+/* Tells what the run's attention got, once per prepare. */
+static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudnn, const tt_attention_shape *shape) {
+    if (c->deterministic_why_not[0])
+        tt_info("attention: cuDNN's deterministic backward is not used: %s", c->deterministic_why_not);
+    if (c->fused_why_not[0])
+        tt_info("attention: no fused kernel for head_dim %lld%s (cuDNN: %s); using the reference kernels (slow)",
+                (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "", c->fused_why_not);
+    if (c->explicit_cudnn)
+        tt_warn("attn_implementation: cudnn: cuDNN's attention backward accumulates dQ with atomics; gradients are "
+                "not bit-reproducible run to run (attn_implementation: auto is)");
+    if (cudnn) {
+        char version[96];
+        tt_info("attention: cuDNN %s: %s%s", tt_cudnn_version_string(version, sizeof version),
+                tt_cudnn_attention_describe(cudnn), c->lanes > 1 ? "; 2 head groups at a time" : "");
     }
 }
 
-static void cuda_set_scratch(void *base, size_t bytes) {
-    if (state.gemm) tt_cuda_gemm_destroy(state.gemm);
-    state.gemm = NULL;
-    free_host_buffers();
-    state.scratch = base;
-    state.scratch_bytes = bytes;
-    if (!base) {
-        profile_report();
-        destroy_cudnn();
-        state.attention_forward = state.attention_backward = TT_ATTENTION_AUTO;
-        return;
+/* Lets go of the prepared run's plans, GEMM context and host buffers (the scratch is the caller's). */
+static void unprepare(cuda_backend *cuda) {
+    if (cuda->gemm) tt_cuda_gemm_destroy(cuda->gemm);
+    cuda->gemm = NULL;
+    free_host_buffers(cuda);
+    if (cuda->cudnn) tt_cudnn_attention_destroy(cuda->cudnn);
+    cuda->cudnn = NULL;
+    cuda->scratch = NULL;
+    cuda->scratch_bytes = 0;
+    cuda->prepared = false;
+}
+
+static void cuda_prepare(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape, void *scratch,
+                         size_t scratch_bytes) {
+    cuda_backend *cuda = ctx;
+    check_settings(settings);
+    use_device(cuda);
+    unprepare(cuda);
+    cuda->settings = *settings;
+    cuda->scratch_shape = *shape;
+    /* the attention plans: the ones the queries built for the same key (none to build when cuDNN does not
+     * run), else built now */
+    cuda->attention_key = key_of(settings, &shape->attention);
+    const attention_choice *cached = cached_attention(cuda, &cuda->attention_key);
+    if (cached && cached->forward != TT_ATTENTION_CUDNN) {
+        cuda->attention = *cached;
+    } else if (cached && cuda->latest_cudnn && same_key(&cuda->latest_key, &cuda->attention_key)) {
+        cuda->attention = *cached;
+        cuda->cudnn = cuda->latest_cudnn; /* adopted: the queries keep their answer, not the plans */
+        cuda->latest_cudnn = NULL;
+    } else {
+        cuda->attention = resolve_attention(&cuda->attention_key, &cuda->cudnn);
     }
-    TT_CHECK(bytes >= TT_CUDA_GEMM_WORKSPACE_BYTES, "the scratch holds the GEMM workspace");
-    state.gemm = tt_cuda_gemm_create(base, TT_CUDA_GEMM_WORKSPACE_BYTES);
+    cuda->attention_lanes_reported = 0;
+    log_choice(&cuda->attention, cuda->cudnn, &shape->attention);
+    const size_t need = TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, &cuda->attention);
+    TT_CHECK(scratch && scratch_bytes >= need, "the GPU op scratch is %zu bytes; the run needs %zu (scratch_bytes)",
+             scratch_bytes, need);
+    cuda->scratch = scratch;
+    cuda->scratch_bytes = scratch_bytes;
+    cuda->gemm = tt_cuda_gemm_create(scratch, TT_CUDA_GEMM_WORKSPACE_BYTES);
     /* The host side of the loss and the embedding backward, once: nothing is allocated in a step. */
-    const tt_scratch_shape *shape = &state.scratch_shape;
     const int64_t chunk = shape->loss_chunk > 0 ? shape->loss_chunk : 1;
-    ensure_host_buffers(shape->tokens, shape->vocab, (shape->tokens + chunk - 1) / chunk);
+    allocate_host_buffers(cuda, shape->tokens, shape->vocab, (shape->tokens + chunk - 1) / chunk);
+    cuda->prepared = true;
+}
+
+static void cuda_release(void *ctx) {
+    cuda_backend *cuda = ctx;
+    if (!cuda->prepared) return;
+    use_device(cuda);
+    profile_report(cuda);
+    unprepare(cuda);
 }
 
 /* The op scratch (after the GEMM workspace). */
-static void *op_scratch(size_t bytes, const char *what) {
-    const size_t have = state.scratch_bytes - TT_CUDA_GEMM_WORKSPACE_BYTES;
+static void *op_scratch(const cuda_backend *cuda, size_t bytes, const char *what) {
+    const size_t have = cuda->scratch_bytes - TT_CUDA_GEMM_WORKSPACE_BYTES;
     if (bytes > have)
         tt_check_failed(__FILE__, __LINE__, "op_scratch", "GPU op scratch too small for %s: %zu > %zu", what, bytes,
                         have);
-    return state.scratch + TT_CUDA_GEMM_WORKSPACE_BYTES;
+    return cuda->scratch + TT_CUDA_GEMM_WORKSPACE_BYTES;
+}
+
+/* The attention ops run the prepared plans, for the prepared shape only. */
+static void check_prepared_attention(const cuda_backend *cuda, const tt_attention_shape *shape) {
+    attention_key key = cuda->attention_key;
+    key.shape = *shape;
+    TT_CHECK(cuda->prepared && same_key(&key, &cuda->attention_key),
+             "attention over B=%lld T=%lld, but the backend was prepared for B=%lld T=%lld", (long long)shape->batch,
+             (long long)shape->seq_len, (long long)cuda->attention_key.shape.batch,
+             (long long)cuda->attention_key.shape.seq_len);
 }
 
 /* ---- ops ---- */
 
-static void cuda_embedding_forward(void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
-    TIMED("embedding forward", tt_cuda_embedding_forward(out, ids, table, N, D, S()));
+static void cuda_embedding_forward(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
+    cuda_backend *cuda = ctx;
+    TIMED("embedding forward", tt_cuda_embedding_forward(out, ids, table, N, D, cuda->stream));
 }
 
-static void cuda_embedding_backward(void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D) {
+static void cuda_embedding_backward(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N,
+                                    int64_t D) {
+    cuda_backend *cuda = ctx;
     /* A stable sort of positions by token on the host gives every table row one block that adds
      * its positions in order: deterministic without atomics. The vocabulary bound is the
      * largest id + 1 (ids were validated against the vocabulary when the data was opened). */
-    TT_CHECK(N <= state.host_tokens, "embedding backward over %lld tokens, host buffers for %lld", (long long)N,
-             (long long)state.host_tokens);
-    cuda_download(state.host_ids, ids, sizeof(int32_t) * (size_t)N);
+    TT_CHECK(N <= cuda->host_tokens, "embedding backward over %lld tokens, host buffers for %lld", (long long)N,
+             (long long)cuda->host_tokens);
+    cuda_download(ctx, cuda->host_ids, ids, sizeof(int32_t) * (size_t)N);
     int32_t largest = 0;
     for (int64_t n = 0; n < N; n++)
-        if (state.host_ids[n] > largest) largest = state.host_ids[n];
-    TT_CHECK(largest < state.host_vocab, "token id %d outside the vocabulary of %lld", largest,
-             (long long)state.host_vocab);
-    int64_t segments = tt_embedding_backward_order(state.host_ids, N, (int64_t)largest + 1, state.host_order,
-                                                   state.host_starts, state.host_segment_tokens, state.host_counts);
-    int32_t *device = op_scratch(sizeof(int32_t) * (size_t)(3 * N + 1), "the embedding backward order");
+        if (cuda->host_ids[n] > largest) largest = cuda->host_ids[n];
+    TT_CHECK(largest < cuda->host_vocab, "token id %d outside the vocabulary of %lld", largest,
+             (long long)cuda->host_vocab);
+    int64_t segments = tt_embedding_backward_order(cuda->host_ids, N, (int64_t)largest + 1, cuda->host_order,
+                                                   cuda->host_starts, cuda->host_segment_tokens, cuda->host_counts);
+    int32_t *device = op_scratch(cuda, sizeof(int32_t) * (size_t)(3 * N + 1), "the embedding backward order");
     int32_t *order = device, *starts = device + N, *tokens = device + 2 * N + 1;
-    TT_CUDA_CHECK(cudaMemcpyAsync(order, state.host_order, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice, S()));
-    TT_CUDA_CHECK(cudaMemcpyAsync(starts, state.host_starts, sizeof(int32_t) * (size_t)(segments + 1),
-                                  cudaMemcpyHostToDevice, S()));
-    TT_CUDA_CHECK(cudaMemcpyAsync(tokens, state.host_segment_tokens, sizeof(int32_t) * (size_t)segments,
-                                  cudaMemcpyHostToDevice, S()));
-    TIMED("embedding backward", tt_cuda_embedding_backward(dtable, gradient_fp32(), order, starts, tokens, segments,
-                                                           dout, D, S()));
+    TT_CUDA_CHECK(
+        cudaMemcpyAsync(order, cuda->host_order, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice, cuda->stream));
+    TT_CUDA_CHECK(cudaMemcpyAsync(starts, cuda->host_starts, sizeof(int32_t) * (size_t)(segments + 1),
+                                  cudaMemcpyHostToDevice, cuda->stream));
+    TT_CUDA_CHECK(cudaMemcpyAsync(tokens, cuda->host_segment_tokens, sizeof(int32_t) * (size_t)segments,
+                                  cudaMemcpyHostToDevice, cuda->stream));
+    TIMED("embedding backward", tt_cuda_embedding_backward(dtable, gradient_fp32(cuda), order, starts, tokens, segments,
+                                                           dout, D, cuda->stream));
     /* The host buffers are reused by the next call: wait until the copies have read them. */
-    cuda_synchronize();
+    cuda_synchronize(ctx);
 }
 
-static void cuda_rmsnorm_forward(void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
+static void cuda_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
                                  double eps) {
-    TIMED("rmsnorm forward", tt_cuda_rmsnorm_forward(out, rstd, x, w, R, C, (float)eps, S()));
+    cuda_backend *cuda = ctx;
+    TIMED("rmsnorm forward", tt_cuda_rmsnorm_forward(out, rstd, x, w, R, C, (float)eps, cuda->stream));
 }
 
-static void cuda_rmsnorm_backward(void *dx, void *dw, const void *dout, const void *x, const void *w,
+static void cuda_rmsnorm_backward(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
                                   const float *rstd, int64_t R, int64_t C) {
-    float *scratch = op_scratch(floats(tt_cuda_rmsnorm_backward_scratch(R, C)), "the RMSNorm backward");
-    TIMED("rmsnorm backward", tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(), dout, x, w, rstd, R, C, scratch, S()));
+    cuda_backend *cuda = ctx;
+    float *scratch = op_scratch(cuda, floats(tt_cuda_rmsnorm_backward_scratch(R, C)), "the RMSNorm backward");
+    TIMED("rmsnorm backward",
+          tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(cuda), dout, x, w, rstd, R, C, scratch, cuda->stream));
 }
 
-static void cuda_linear_forward(void *y, const void *x, const void *W, const void *b, const void *residual,
+static void cuda_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
                                 int64_t N, int64_t in, int64_t out) {
+    cuda_backend *cuda = ctx;
     /* y[N,out] = x[N,in] @ W[out,in]^T (+ residual: cuBLASLt's C input, D = y) */
-    TIMED("gemm forward", tt_cuda_gemm_add(state.gemm, false, true, N, out, in, x, in, W, in, residual, y, out, S()));
-    if (b) TIMED("bias add", tt_cuda_add_bias(y, b, N, out, S()));
+    TIMED("gemm forward",
+          tt_cuda_gemm_add(cuda->gemm, false, true, N, out, in, x, in, W, in, residual, y, out, cuda->stream));
+    if (b) TIMED("bias add", tt_cuda_add_bias(y, b, N, out, cuda->stream));
 }
 
-static void cuda_linear_backward(void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
+static void cuda_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                                  int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
+    cuda_backend *cuda = ctx;
     /* dW[out,in] += dy^T[out,N] @ x[N,in], first: dx may be x's memory */
     if (dW)
-        TIMED("gemm backward dW", tt_cuda_gemm(state.gemm, true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW,
-                                               gradient_fp32(), in, S()));
+        TIMED("gemm backward dW", tt_cuda_gemm(cuda->gemm, true, false, out, in, N, 1.0f, dy, out, x, in, 1.0f, dW,
+                                               gradient_fp32(cuda), in, cuda->stream));
     if (db) {
-        float *scratch = op_scratch(floats(tt_cuda_column_sum_scratch(N, out)), "the bias gradient");
-        TIMED("bias backward", tt_cuda_column_sum(db, gradient_fp32(), dy, N, out, scratch, S()));
+        float *scratch = op_scratch(cuda, floats(tt_cuda_column_sum_scratch(N, out)), "the bias gradient");
+        TIMED("bias backward", tt_cuda_column_sum(db, gradient_fp32(cuda), dy, N, out, scratch, cuda->stream));
     }
     /* dx[N,in] (+)= dy[N,out] @ W[out,in] */
     if (dx)
-        TIMED("gemm backward dx", tt_cuda_gemm(state.gemm, false, false, N, in, out, 1.0f, dy, out, W, in,
-                                               accumulate_dx ? 1.0f : 0.0f, dx, false, in, S()));
+        TIMED("gemm backward dx", tt_cuda_gemm(cuda->gemm, false, false, N, in, out, 1.0f, dy, out, W, in,
+                                               accumulate_dx ? 1.0f : 0.0f, dx, false, in, cuda->stream));
 }
 
-static void cuda_rope_forward(void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                              int64_t hd) {
-    TIMED("rope forward", tt_cuda_rope_forward(x, cos_t, sin_t, B, T, H, hd, S()));
+static void cuda_rope_forward(void *ctx, void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
+                              int64_t H, int64_t hd) {
+    cuda_backend *cuda = ctx;
+    TIMED("rope forward", tt_cuda_rope_forward(x, cos_t, sin_t, B, T, H, hd, cuda->stream));
 }
 
-static void cuda_rope_backward(void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                               int64_t hd) {
-    TIMED("rope backward", tt_cuda_rope_backward(dx, cos_t, sin_t, B, T, H, hd, S()));
+static void cuda_rope_backward(void *ctx, void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
+                               int64_t H, int64_t hd) {
+    cuda_backend *cuda = ctx;
+    TIMED("rope backward", tt_cuda_rope_backward(dx, cos_t, sin_t, B, T, H, hd, cuda->stream));
 }
 
-static void cuda_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
+static void cuda_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
                                    const tt_attention_shape *shape) {
-    choose_attention(shape);
-    switch (state.attention_forward) {
+    cuda_backend *cuda = ctx;
+    check_prepared_attention(cuda, shape);
+    switch (cuda->attention.forward) {
     case TT_ATTENTION_CUDNN:
         TIMED("attention forward cudnn",
-              tt_cudnn_attention_forward(state.cudnn, out, lse, q, k, v,
-                                         op_scratch(attention_forward_scratch_bytes(), "cuDNN attention"), S()));
+              tt_cudnn_attention_forward(cuda->cudnn, out, lse, q, k, v,
+                                         op_scratch(cuda, cuda->attention.forward_workspace, "cuDNN attention"),
+                                         cuda->stream));
         break;
     case TT_ATTENTION_FLASH:
-        TIMED("attention forward flash", tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, S()));
+        TIMED("attention forward flash", tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, cuda->stream));
         break;
-    default: TIMED("attention forward simple", tt_cuda_attention_forward(out, lse, q, k, v, shape, S())); break;
+    default: TIMED("attention forward simple", tt_cuda_attention_forward(out, lse, q, k, v, shape, cuda->stream)); break;
     }
 }
 
-static void cuda_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
+static void cuda_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                     const float *lse, const void *q, const void *k, const void *v,
                                     const tt_attention_shape *shape, void *workspace, void *spare,
                                     size_t spare_bytes) {
-    choose_attention(shape);
+    cuda_backend *cuda = ctx;
+    check_prepared_attention(cuda, shape);
     void *scratch = workspace;
-    TT_CHECK(scratch || attention_backward_scratch_bytes(shape) == 0, "the attention backward needs its workspace");
-    switch (state.attention_backward) {
+    TT_CHECK(scratch || cuda->attention.backward_workspace == 0, "the attention backward needs its workspace");
+    switch (cuda->attention.backward) {
     case TT_ATTENTION_CUDNN:
         TIMED("attention backward cudnn",
-              tt_cudnn_attention_backward(state.cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch,
-                                          attention_backward_scratch_bytes(shape), spare, spare_bytes, S()));
-        if (tt_cudnn_attention_lane_bytes(state.cudnn) > 0 &&
-            tt_cudnn_attention_most_lanes(state.cudnn) > state.attention_lanes_reported) {
-            state.attention_lanes_reported = tt_cudnn_attention_most_lanes(state.cudnn);
+              tt_cudnn_attention_backward(cuda->cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch,
+                                          cuda->attention.backward_workspace, spare, spare_bytes, cuda->stream));
+        if (tt_cudnn_attention_lane_bytes(cuda->cudnn) > 0 &&
+            tt_cudnn_attention_most_lanes(cuda->cudnn) > cuda->attention_lanes_reported) {
+            cuda->attention_lanes_reported = tt_cudnn_attention_most_lanes(cuda->cudnn);
             tt_info("attention backward: %d head groups at once (%d in dead layer inputs)",
-                    state.attention_lanes_reported, state.attention_lanes_reported - state.attention_lanes);
+                    cuda->attention_lanes_reported, cuda->attention_lanes_reported - cuda->attention.lanes);
         }
         break;
     case TT_ATTENTION_FLASH:
         TIMED("attention backward flash",
-              tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S()));
+              tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, cuda->stream));
         break;
     default:
         TIMED("attention backward simple",
-              tt_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, S()));
+              tt_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, cuda->stream));
         break;
     }
 }
 
-int tt_cuda_attention_most_lanes(void) {
-    return state.cudnn && state.attention_backward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_most_lanes(state.cudnn)
-                                                                         : 0;
+static void cuda_swiglu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n) {
+    cuda_backend *cuda = ctx;
+    TIMED("swiglu forward", tt_cuda_swiglu_forward(h, gate, up, n, cuda->stream));
 }
 
-static void cuda_swiglu_forward(void *h, const void *gate, const void *up, int64_t n) {
-    TIMED("swiglu forward", tt_cuda_swiglu_forward(h, gate, up, n, S()));
-}
-
-static void cuda_swiglu_backward(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+static void cuda_swiglu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
                                  int64_t n) {
-    TIMED("swiglu backward", tt_cuda_swiglu_backward(dgate, dup, dh, gate, up, n, S()));
+    cuda_backend *cuda = ctx;
+    TIMED("swiglu backward", tt_cuda_swiglu_backward(dgate, dup, dh, gate, up, n, cuda->stream));
 }
 
-static void cuda_add(void *out, const void *a, const void *b, int64_t n) {
-    TIMED("add", tt_cuda_add(out, a, b, n, S()));
+static void cuda_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {
+    cuda_backend *cuda = ctx;
+    TIMED("add", tt_cuda_add(out, a, b, n, cuda->stream));
 }
 
-static void cuda_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
+static void cuda_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
                                uint64_t seed) {
-    TIMED("dropout scale", tt_cuda_dropout_scale(out, x, n, multiplier, drop_threshold, seed, S()));
+    cuda_backend *cuda = ctx;
+    TIMED("dropout scale", tt_cuda_dropout_scale(out, x, n, multiplier, drop_threshold, seed, cuda->stream));
 }
 
-static double cuda_lm_head_loss(void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
+static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                 int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
                                 int64_t *count) {
+    cuda_backend *cuda = ctx;
     const int64_t chunks = (N + chunk - 1) / chunk;
-    unsigned char *scratch = op_scratch(align_256(floats(chunk)) + sizeof(double) * (size_t)chunks, "the loss");
+    unsigned char *scratch = op_scratch(cuda, align_256(floats(chunk)) + sizeof(double) * (size_t)chunks, "the loss");
     float *row_loss = (float *)scratch;
     double *chunk_sums = (double *)(scratch + align_256(floats(chunk)));
     const tt_bf16 *x = xn;
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t first = c * chunk, rows = N - first < chunk ? N - first : chunk;
         /* logits[rows,V] = xn[rows,D] @ W[V,D]^T, in bf16 as the peer's LM head */
-        TIMED("lm head gemm forward", tt_cuda_gemm(state.gemm, false, true, rows, V, D, 1.0f, x + first * D, D, W, D,
-                                                   0.0f, logits, false, V, S()));
+        TIMED("lm head gemm forward", tt_cuda_gemm(cuda->gemm, false, true, rows, V, D, 1.0f, x + first * D, D, W, D,
+                                                   0.0f, logits, false, V, cuda->stream));
         TIMED("cross entropy", tt_cuda_cross_entropy_chunk(logits, row_loss, targets + first, rows, V, (float)scale,
-                                                           S());
-              tt_cuda_sum(chunk_sums + c, row_loss, rows, S()));
+                                                           cuda->stream);
+              tt_cuda_sum(chunk_sums + c, row_loss, rows, cuda->stream));
         if (dxn) {
             /* logits now hold d loss / d logits; dW is NULL when the LM head is frozen */
             if (dW)
-                TIMED("lm head gemm backward dW", tt_cuda_gemm(state.gemm, true, false, V, D, rows, 1.0f, logits, V,
-                                                               x + first * D, D, 1.0f, dW, gradient_fp32(), D, S()));
-            TIMED("lm head gemm backward dx", tt_cuda_gemm(state.gemm, false, false, rows, D, V, 1.0f, logits, V, W, D,
-                                                           0.0f, (tt_bf16 *)dxn + first * D, false, D, S()));
+                TIMED("lm head gemm backward dW",
+                      tt_cuda_gemm(cuda->gemm, true, false, V, D, rows, 1.0f, logits, V, x + first * D, D, 1.0f, dW,
+                                   gradient_fp32(cuda), D, cuda->stream));
+            TIMED("lm head gemm backward dx", tt_cuda_gemm(cuda->gemm, false, false, rows, D, V, 1.0f, logits, V, W, D,
+                                                           0.0f, (tt_bf16 *)dxn + first * D, false, D, cuda->stream));
         }
     }
-    TT_CHECK(N <= state.host_tokens && chunks <= state.host_chunks, "loss over %lld tokens in %lld chunks, host "
-             "buffers for %lld and %lld", (long long)N, (long long)chunks, (long long)state.host_tokens,
-             (long long)state.host_chunks);
-    TT_CUDA_CHECK(cudaMemcpyAsync(state.host_chunk_sums, chunk_sums, sizeof(double) * (size_t)chunks,
-                                  cudaMemcpyDeviceToHost, S()));
+    TT_CHECK(N <= cuda->host_tokens && chunks <= cuda->host_chunks, "loss over %lld tokens in %lld chunks, host "
+             "buffers for %lld and %lld", (long long)N, (long long)chunks, (long long)cuda->host_tokens,
+             (long long)cuda->host_chunks);
+    TT_CUDA_CHECK(cudaMemcpyAsync(cuda->host_chunk_sums, chunk_sums, sizeof(double) * (size_t)chunks,
+                                  cudaMemcpyDeviceToHost, cuda->stream));
     TT_CUDA_CHECK(
-        cudaMemcpyAsync(state.host_targets, targets, sizeof(int32_t) * (size_t)N, cudaMemcpyDeviceToHost, S()));
-    cuda_synchronize();
+        cudaMemcpyAsync(cuda->host_targets, targets, sizeof(int32_t) * (size_t)N, cudaMemcpyDeviceToHost, cuda->stream));
+    cuda_synchronize(ctx);
     double total = 0.0;
-    for (int64_t c = 0; c < chunks; c++) total += state.host_chunk_sums[c];
+    for (int64_t c = 0; c < chunks; c++) total += cuda->host_chunk_sums[c];
     int64_t counted = 0;
-    for (int64_t n = 0; n < N; n++) counted += state.host_targets[n] != TT_IGNORE_INDEX;
+    for (int64_t n = 0; n < N; n++) counted += cuda->host_targets[n] != TT_IGNORE_INDEX;
     *count = counted;
     return total;
 }
 
-static void cuda_sum_squares(double *out, const void *x, int64_t n) {
-    double *scratch = op_scratch(sizeof(double) * TT_CUDA_SUM_SQUARES_BLOCKS, "the sum of squares");
-    TIMED("sum of squares", tt_cuda_sum_squares(out, x, gradient_fp32(), n, scratch, S()));
+static void cuda_sum_squares(void *ctx, double *out, const void *x, int64_t n) {
+    cuda_backend *cuda = ctx;
+    double *scratch = op_scratch(cuda, sizeof(double) * TT_CUDA_SUM_SQUARES_BLOCKS, "the sum of squares");
+    TIMED("sum of squares", tt_cuda_sum_squares(out, x, gradient_fp32(cuda), n, scratch, cuda->stream));
 }
 
-static void cuda_adamw_update(void *weights, float *master, const void *g, void *m, void *v,
+static void cuda_adamw_update(void *ctx, void *weights, float *master, const void *g, void *m, void *v,
                               const int64_t *segment_start, const unsigned char *segment_decays, int segments,
                               float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                               float grad_scale) {
-    TIMED("adamw", tt_cuda_adamw(master, weights, g, gradient_fp32(), m, v, state.precision.moment == TT_BF16,
-                                 segment_start, segment_decays, segments, lr, beta1, beta2, eps, weight_decay, step,
-                                 grad_scale, S()));
+    cuda_backend *cuda = ctx;
+    TIMED("adamw", tt_cuda_adamw(master, weights, g, gradient_fp32(cuda), m, v,
+                                 cuda->settings.precision.moment == TT_BF16, segment_start, segment_decays, segments,
+                                 lr, beta1, beta2, eps, weight_decay, step, grad_scale, cuda->stream));
 }
 
-static const tt_backend cuda_backend = {
-    .name = "cuda",
-    .compute_tier = TT_TIER_GPU,
+static void cuda_destroy(void *ctx) {
+    cuda_backend *cuda = ctx;
+    use_device(cuda);
+    cuda_release(ctx);
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->stream));
+    if (cuda->latest_cudnn) tt_cudnn_attention_destroy(cuda->latest_cudnn);
+    tt_cuda_copy_engine_destroy(cuda->copies);
+    profile_shut_down(cuda);
+    TT_CUDA_CHECK(cudaStreamDestroy(cuda->stream));
+    free(cuda);
+}
+
+static const tt_backend_iface cuda_iface = {
+    .destroy = cuda_destroy,
     .block_alloc = cuda_block_alloc,
     .block_free = cuda_block_free,
     .copy = cuda_copy,
@@ -695,22 +854,22 @@ static const tt_backend cuda_backend = {
     .pinned_free = cuda_pinned_free,
     .zero = cuda_zero,
     .synchronize = cuda_synchronize,
-    .bytes_outside_arenas = tt_cuda_device_bytes_in_use,
+    .bytes_outside_arenas = cuda_bytes_outside_arenas,
     .upload = cuda_upload,
     .download = cuda_download,
-    .copy_async = tt_cuda_copy_async,
-    .copy_wait = tt_cuda_copy_wait,
-    .copy_host_wait = tt_cuda_copy_host_wait,
-    .copy_done = tt_cuda_copy_done,
-    .copy_set_delay = tt_cuda_copy_set_delay,
-    .copy_stats = tt_cuda_copy_stats,
-    .timestamp = tt_cuda_timestamp,
-    .timestamp_seconds = tt_cuda_timestamp_seconds,
-    .copy_span = tt_cuda_copy_span,
-    .configure = cuda_configure,
+    .copy_async = cuda_copy_async,
+    .copy_wait = cuda_copy_wait,
+    .copy_host_wait = cuda_copy_host_wait,
+    .copy_done = cuda_copy_done,
+    .copy_set_delay = cuda_copy_set_delay,
+    .copy_stats = cuda_copy_stats,
+    .timestamp = cuda_timestamp,
+    .timestamp_seconds = cuda_timestamp_seconds,
+    .copy_span = cuda_copy_span,
     .scratch_bytes = cuda_scratch_bytes,
     .attention_workspace_bytes = cuda_attention_workspace_bytes,
-    .set_scratch = cuda_set_scratch,
+    .prepare = cuda_prepare,
+    .release = cuda_release,
     .embedding_forward = cuda_embedding_forward,
     .embedding_backward = cuda_embedding_backward,
     .rmsnorm_forward = cuda_rmsnorm_forward,
@@ -730,4 +889,29 @@ static const tt_backend cuda_backend = {
     .adamw_update = cuda_adamw_update,
 };
 
-const tt_backend *tt_backend_cuda(void) { return &cuda_backend; }
+tt_backend *tt_backend_cuda_create(int device) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
+        (void)cudaGetLastError();
+        tt_die("CUDA device %d is not there (%d visible; check nvidia-smi and CUDA_VISIBLE_DEVICES)", device, count);
+    }
+    cuda_backend *cuda = tt_xcalloc(1, sizeof *cuda, "the CUDA backend");
+    cuda->device = device;
+    use_device(cuda);
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking));
+    size_t free_bytes = 0, total_bytes = 0;
+    TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    cuda->used_before = total_bytes - free_bytes;
+    cuda->copies = tt_cuda_copy_engine_create(cuda->stream);
+    profile_start_up(cuda);
+    tt_backend *backend = tt_xcalloc(1, sizeof *backend, "the CUDA backend");
+    *backend = (tt_backend){.iface = &cuda_iface, .ctx = cuda, .name = "cuda", .compute_tier = TT_TIER_GPU};
+    return backend;
+}
+
+int tt_backend_cuda_attention_most_lanes(const tt_backend *backend) {
+    TT_CHECK(backend->iface == &cuda_iface, "not a CUDA backend: %s", backend->name);
+    const cuda_backend *cuda = backend->ctx;
+    return cuda->cudnn && cuda->attention.backward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_most_lanes(cuda->cudnn)
+                                                                         : 0;
+}

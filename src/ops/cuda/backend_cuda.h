@@ -1,5 +1,9 @@
-/* The CUDA backend: the backend table (src/ops/backend.h) on one NVIDIA GPU, bf16 compute with
- * fp32 accumulation, every op asynchronous on one compute stream. */
+/* The CUDA backend: the backend (src/ops/backend.h) on one NVIDIA GPU, bf16 compute with fp32
+ * accumulation, every op asynchronous on the context's compute stream. Any number of them may
+ * exist in a process, on one device or several; each has its own stream, copy engine, library
+ * handles and plans. CUDA's current device is per host thread: create, the size queries, prepare
+ * and the memory entries make the backend's device current; the ops expect it to be (a thread
+ * that drives backends on two devices prepares, or makes the device current, before switching). */
 #ifndef TT_OPS_CUDA_BACKEND_CUDA_H
 #define TT_OPS_CUDA_BACKEND_CUDA_H
 
@@ -12,19 +16,18 @@
 extern "C" {
 #endif
 
-/* True when a CUDA GPU is usable; fills its name and free/total memory. */
-bool tt_cuda_device_query(char *name, size_t name_size, size_t *free_bytes, size_t *total_bytes);
+/* True when CUDA device `device` is usable; fills its name and free/total memory (the calling
+ * thread's current device becomes it). */
+bool tt_cuda_device_query(int device, char *name, size_t name_size, size_t *free_bytes, size_t *total_bytes);
 
-const tt_backend *tt_backend_cuda(void);
+/* A CUDA backend on device `device` (an index among the visible devices); dies when it is not
+ * there. Its bytes_outside_arenas counts what the device's memory use grew by since create, minus
+ * its arena: on a shared GPU other processes' (and other backends') use moves it too. */
+tt_backend *tt_backend_cuda_create(int device);
 
-/* Bytes of device memory in use by this process outside the arena (library handles and their
- * workspaces, the CUDA context excluded): what cudaMemGetInfo reports as used, minus what was used
- * when the backend started, minus the arena. On a shared GPU other processes' use moves it too. */
-size_t tt_cuda_device_bytes_in_use(void);
-
-/* The most head groups cuDNN's deterministic attention backward ran at once since its plans were built
+/* The most head groups cuDNN's deterministic attention backward ran at once in the prepared run
  * (0: none ran); for tests and reports. */
-int tt_cuda_attention_most_lanes(void);
+int tt_backend_cuda_attention_most_lanes(const tt_backend *backend);
 
 #ifdef __cplusplus
 }

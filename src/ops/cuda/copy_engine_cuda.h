@@ -1,5 +1,6 @@
 /* The CUDA side of the copy engine and of the trace's timeline (see copy_async in ops/backend.h): two copy streams, one per
- * direction, beside the compute stream, and a ring of per-copy events. Ordering guarantees:
+ * direction, beside the compute stream, and a ring of per-copy events; one engine per CUDA backend. Ordering
+ * guarantees:
  *   - a copy starts after every op issued on the compute stream before it, and after the copy
  *     named as `after` (on either stream);
  *   - copies of one direction run in issue order;
@@ -23,19 +24,26 @@ extern "C" {
 
 #define TT_CUDA_COPY_WINDOW 256
 
-void tt_cuda_copy_engine_start(cudaStream_t compute);
-uint64_t tt_cuda_copy_async(void *dst, const void *src, size_t bytes, bool to_host, uint64_t after);
-void tt_cuda_copy_wait(uint64_t ticket);
-void tt_cuda_copy_host_wait(uint64_t ticket);
-bool tt_cuda_copy_done(uint64_t ticket);
-void tt_cuda_copy_set_delay(unsigned max_us);
-void tt_cuda_copy_stats(size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
+typedef struct tt_cuda_copy_engine tt_cuda_copy_engine;
+
+/* The engine beside the compute stream `compute` (on the current device); destroy after the streams are idle. */
+tt_cuda_copy_engine *tt_cuda_copy_engine_create(cudaStream_t compute);
+void tt_cuda_copy_engine_destroy(tt_cuda_copy_engine *engine);
+
+uint64_t tt_cuda_copy_async(tt_cuda_copy_engine *engine, void *dst, const void *src, size_t bytes, bool to_host,
+                            uint64_t after);
+void tt_cuda_copy_wait(tt_cuda_copy_engine *engine, uint64_t ticket);
+void tt_cuda_copy_host_wait(tt_cuda_copy_engine *engine, uint64_t ticket);
+bool tt_cuda_copy_done(tt_cuda_copy_engine *engine, uint64_t ticket);
+void tt_cuda_copy_set_delay(tt_cuda_copy_engine *engine, unsigned max_us);
+void tt_cuda_copy_stats(tt_cuda_copy_engine *engine, size_t *to_host, size_t *to_device, double *copy_seconds,
+                        double *exposed_seconds);
 
 /* The timeline (see timestamp in ops/backend.h): events on the compute stream, converted to
  * CLOCK_MONOTONIC seconds through an origin event the host saw complete at start. */
-uint64_t tt_cuda_timestamp(void);
-double tt_cuda_timestamp_seconds(uint64_t id);
-bool tt_cuda_copy_span(uint64_t ticket, double *start, double *end);
+uint64_t tt_cuda_timestamp(tt_cuda_copy_engine *engine);
+double tt_cuda_timestamp_seconds(tt_cuda_copy_engine *engine, uint64_t id);
+bool tt_cuda_copy_span(tt_cuda_copy_engine *engine, uint64_t ticket, double *start, double *end);
 
 /* Idles `stream` for about `nanoseconds` (one thread spinning on the global timer). */
 void tt_cuda_idle(cudaStream_t stream, uint64_t nanoseconds);

@@ -147,12 +147,10 @@ extern "C" void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g
                               int64_t step, float grad_scale, cudaStream_t stream) {
     /* the scalars exactly as the CPU backend derives them */
     const tt_adamw_scalars k = tt_adamw_scalars_for(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
-    static int sm_count = 0; /* the device's, asked once */
-    if (!sm_count) {
-        int device = 0;
-        TT_CUDA_CHECK(cudaGetDevice(&device));
-        TT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-    }
+    /* the current device's (an attribute query: the runtime answers it from its cache, no device round trip) */
+    int device = 0, sm_count = 0;
+    TT_CUDA_CHECK(cudaGetDevice(&device));
+    TT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
     /* four elements at a time when every segment starts on a multiple of four and every array is aligned to
      * four of its elements (the parameter table aligns parameters to 64 elements) */
     bool by_four = ((uintptr_t)master & 15u) == 0 && ((uintptr_t)weight_bf16 & 7u) == 0 &&

@@ -1,0 +1,10 @@
+/* What every backend shares: its destruction (the constructors are each backend's own). */
+#include "ops/backend.h"
+
+#include <stdlib.h>
+
+void tt_backend_destroy(tt_backend *backend) {
+    if (!backend) return;
+    backend->iface->destroy(backend->ctx);
+    free(backend);
+}

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "core/tier.h"
+#include "ops/quant4.h"
 
 /* Marks and copies the timeline remembers (see timestamp below). */
 #define TT_TIMELINE_WINDOW 4096
@@ -177,6 +178,10 @@ typedef struct tt_backend {
     /* dgate, dup (overwritten) from dh, gate, up; elementwise, so dgate may be gate and dup up */
     void (*swiglu_backward)(void *dgate, void *dup, const void *dh, const void *gate, const void *up,
                             int64_t n);
+
+    /* out[numel] (compute precision) = a 4-bit frozen weight (QLoRA; the layout and the rule: ops/quant4.h)
+     * dequantized, block by block: the fp32 product code value x absmax, rounded to the compute precision. */
+    void (*dequantize_4bit)(void *out, const void *quantized, int64_t numel, const tt_quant4_format *format);
 
     /* out[n] = a[n] + b[n] */
     void (*add)(void *out, const void *a, const void *b, int64_t n);

@@ -61,6 +61,7 @@ static void measure_swiglu_backward(void *dgate, void *dup, const void *dh, cons
                                     int64_t n) {
 }
 static void measure_add(void *out, const void *a, const void *b, int64_t n) {}
+static void measure_dequantize_4bit(void *out, const void *quantized, int64_t numel, const tt_quant4_format *format) {}
 static void measure_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
                                   uint64_t seed) {
 }
@@ -117,6 +118,7 @@ void tt_backend_measure_init(tt_backend *out, const tt_backend *real) {
         .swiglu_forward = measure_swiglu_forward,
         .swiglu_backward = measure_swiglu_backward,
         .add = measure_add,
+        .dequantize_4bit = measure_dequantize_4bit,
         .dropout_scale = measure_dropout_scale,
         .lm_head_loss = measure_lm_head_loss,
         .sum_squares = measure_sum_squares,

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define TT_QUANT4_BLOCK 64
 #define TT_QUANT4_NESTED_BLOCK 256
@@ -47,7 +48,8 @@ typedef struct tt_quant4_layout {
 static inline size_t tt_quant4_pad16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 static inline tt_quant4_layout tt_quant4_layout_of(int64_t numel, const tt_quant4_format *format) {
-    tt_quant4_layout l = {0};
+    tt_quant4_layout l;
+    memset(&l, 0, sizeof l); /* C and C++ (nvcc) alike, without a partial initializer */
     l.numel = numel;
     l.blocks = (numel + TT_QUANT4_BLOCK - 1) / TT_QUANT4_BLOCK;
     l.codes = 0;

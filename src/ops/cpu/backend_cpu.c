@@ -7,6 +7,7 @@
 #include "core/arena.h"
 #include "core/check.h"
 #include "core/trace.h"
+#include "model/quant4.h"
 #include "ops/backend.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -157,6 +158,10 @@ static void cpu_swiglu_backward(void *dgate, void *dup, const void *dh, const vo
 }
 
 static void cpu_add(void *out, const void *a, const void *b, int64_t n) { tt_cpu_add_f32(out, a, b, n); }
+/* The oracle's dequantization: model/quant4.c, one block after another (the same order every time). */
+static void cpu_dequantize_4bit(void *out, const void *quantized, int64_t numel, const tt_quant4_format *format) {
+    tt_quant4_dequantize(out, quantized, numel, format);
+}
 
 static void cpu_dropout_scale(void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
                               uint64_t seed) {
@@ -222,6 +227,7 @@ static const tt_backend cpu_backend = {
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
     .add = cpu_add,
+    .dequantize_4bit = cpu_dequantize_4bit,
     .dropout_scale = cpu_dropout_scale,
     .lm_head_loss = cpu_lm_head_loss,
     .sum_squares = cpu_sum_squares,

@@ -12,6 +12,7 @@
 
 #include "core/arena.h"
 #include "core/check.h"
+#include "model/quant4.h"
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/copy_engine_cuda.h"
@@ -254,6 +255,7 @@ static void cuda_configure(const tt_precision *p, tt_attention_kind attention, s
     TT_CHECK(p->gradient == TT_F32 || p->gradient == TT_BF16, "gradients are fp32 or bf16");
     TT_CHECK(p->moment == TT_F32 || p->moment == TT_BF16, "AdamW moments are fp32 or bf16");
     state.precision = *p;
+    tt_cuda_quant4_set_dynamic_map(tt_quant4_dynamic_map());
     /* a new kind or limit builds the attention plans again at the next shape query */
     if (attention != state.attention_requested || attention_workspace_limit != state.attention_workspace_limit) {
         destroy_cudnn();
@@ -621,6 +623,10 @@ static void cuda_swiglu_backward(void *dgate, void *dup, const void *dh, const v
     TIMED("swiglu backward", tt_cuda_swiglu_backward(dgate, dup, dh, gate, up, n, S()));
 }
 
+static void cuda_dequantize_4bit(void *out, const void *quantized, int64_t numel, const tt_quant4_format *format) {
+    TIMED("dequantize 4-bit", tt_cuda_dequantize_4bit(out, quantized, numel, format, S()));
+}
+
 static void cuda_add(void *out, const void *a, const void *b, int64_t n) {
     TIMED("add", tt_cuda_add(out, a, b, n, S()));
 }
@@ -724,6 +730,7 @@ static const tt_backend cuda_backend = {
     .swiglu_forward = cuda_swiglu_forward,
     .swiglu_backward = cuda_swiglu_backward,
     .add = cuda_add,
+    .dequantize_4bit = cuda_dequantize_4bit,
     .dropout_scale = cuda_dropout_scale,
     .lm_head_loss = cuda_lm_head_loss,
     .sum_squares = cuda_sum_squares,

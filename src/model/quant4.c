@@ -164,6 +164,8 @@ void tt_quant4_quantize(void *dst, const float *src, int64_t numel, const tt_qua
     float *absmax = format->double_quant
                         ? tt_xmalloc(sizeof(float) * (size_t)(l.blocks ? l.blocks : 1), "the absmax of a quantized weight")
                         : (float *)(base + l.absmax);
+    /* blocks are independent (a 70B base is 1.1G of them): threads change no bit */
+#pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < l.blocks; b++) {
         const int64_t first = b * TT_QUANT4_BLOCK;
         const int64_t count = first + TT_QUANT4_BLOCK <= numel ? TT_QUANT4_BLOCK : numel - first;

@@ -61,8 +61,14 @@ static void print_trainable(const tt_param_table *params, FILE *out) {
                 params->lora_alpha, params->lora_scaling, params->lora_dropout);
         for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
             if ((params->lora_targets >> m) & 1u) fprintf(out, " %s", tt_lora_module_name((tt_lora_module)m));
-        fprintf(out, ": %.3fM trainable parameters, the %.2fM of the base frozen\n", (double)trainable / 1e6,
-                (double)frozen / 1e6);
+        fprintf(out, ": %.3fM trainable parameters, the %.2fM of the base frozen%s\n", (double)trainable / 1e6,
+                (double)frozen / 1e6,
+                !params->quantized                       ? ""
+                : params->quant_format.type == TT_QUANT4_NF4 ? (params->quant_format.double_quant
+                                                                    ? " (QLoRA: linear weights in 4-bit NF4, double-quantized absmax)"
+                                                                    : " (QLoRA: linear weights in 4-bit NF4)")
+                : params->quant_format.double_quant ? " (QLoRA: linear weights in 4-bit FP4, double-quantized absmax)"
+                                                    : " (QLoRA: linear weights in 4-bit FP4)");
     } else if (frozen > 0) {
         fprintf(out, "training: %.2fM of %.2fM parameters (%.2fM frozen: no gradient, no optimizer state)\n",
                 (double)trainable / 1e6, (double)(trainable + frozen) / 1e6, (double)frozen / 1e6);

@@ -17,8 +17,13 @@
 # (attn_workspace_limit N GiB; auto otherwise); save_on_cpu runs
 # the peer alone (no checkpointing, torch.autograd.graph.save_on_cpu). The peer runs once per model,
 # length, adapter and its own mode: hidden_states when the case has it, else gc (none with
-# optimizer_cpu_offload). An optional sixth field: full (default) or lora<r> (LoRA of rank r on all
-# seven linear projections, alpha 2r, on both sides; the peer uses peft).
+# optimizer_cpu_offload). An optional sixth field: full (default), lora<r> (LoRA of rank r on all
+# seven linear projections, alpha 2r, on both sides; the peer uses peft) or qlora<r> (the same on a base
+# quantized to NF4 with double quantization at load; no peer: the device has no bitsandbytes, so compare
+# with the lora<r> case of the same shape). QLoRA cases:
+#   bench/run.sh build/tiertrain "qwen3-8b:16384:master:auto:gc:lora16 qwen3-8b:16384:master:auto:gc:qlora16
+#     qwen3-8b:65536:master:auto:hidden_states:lora16 qwen3-8b:65536:master:auto:hidden_states:qlora16
+#     llama-3-70b:32768:master:auto:hidden_states+layer_offloading:qlora16"
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tiertrain=${1:-$here/../build/tiertrain}
@@ -43,9 +48,14 @@ for c in $cases; do
     rank=${adapter#lora}
     adapter_args=(adapter=lora lora_r=$rank lora_alpha=$((2 * rank)) lora_target_linear=true)
     peer_adapter_args=(--lora "$rank")
+  elif [[ $adapter == qlora* ]]; then
+    rank=${adapter#qlora}
+    adapter_args=(adapter=qlora load_in_4bit=true bnb_4bit_quant_type=nf4 bnb_4bit_use_double_quant=true lora_r=$rank
+                  lora_alpha=$((2 * rank)) lora_target_linear=true)
   fi
-  tokens=$out/tokens-$seq.tok
-  [ -f "$tokens" ] || python3 "$here/make_tokens.py" "$tokens" 151936 $(( (steps + warmup + 1) * seq + 1 ))
+  vocab=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$here/models/$model/config.json")
+  tokens=$out/tokens-$seq-$vocab.tok
+  [ -f "$tokens" ] || python3 "$here/make_tokens.py" "$tokens" "$vocab" $(( (steps + warmup + 1) * seq + 1 ))
   master=false
   [ "$recipe" = master ] && master=true
   run_dir=$out/run-$model-$seq-$recipe-$attention-$memory-$adapter
@@ -90,7 +100,7 @@ PY
   grep -h "attention: cuDNN\|tiled_mlp:\|offload copies\|disk tier\|layer_offloading:\|weight offload\|gradient ring\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi
   peer_out=$out/peer-$model-$seq-$peer_memory-$adapter
-  if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [ ! -f "$peer_out.json" ]; then
+  if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [[ $adapter != qlora* ]] && [ ! -f "$peer_out.json" ]; then
     python3 "$here/peer.py" --model "$here/models/$model" --seq "$seq" --steps "$steps" --warmup "$warmup" \
       --memory "$peer_memory" "${peer_adapter_args[@]}" > "$peer_out.json" 2> "$peer_out.log" || { echo "peer failed"; tail -5 "$peer_out.log"; }
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.update(model=sys.argv[2], recipe='bf16'); print(json.dumps(d))" \

@@ -78,7 +78,11 @@ expect_error "attention name" "attn_implementation must be one of auto, cudnn, f
   "$tiertrain" train --config run.yaml attn_implementation=sdpa
 
 # LoRA and freezing keys that do not fit together or do not fit the model
-expect_error "qlora" "adapter: qlora .* is not available yet" "$tiertrain" train --config run.yaml adapter=qlora
+expect_error "qlora without load_in_4bit" "adapter: qlora needs load_in_4bit: true" \
+  "$tiertrain" train --config run.yaml adapter=qlora lora_target_linear=true
+expect_error "bf16 dequantization on the CPU" "bnb_4bit_compute_dtype: bfloat16, but the CPU backend" \
+  "$tiertrain" train --config run.yaml device=cpu adapter=qlora load_in_4bit=true lora_target_linear=true \
+  bnb_4bit_compute_dtype=bfloat16
 expect_error "LoRA setting without adapter" "lora_r is set but adapter is not" "$tiertrain" train --config run.yaml lora_r=16
 expect_error "adapter without targets" "adapter: lora has no modules to adapt" "$tiertrain" train --config run.yaml adapter=lora
 expect_error "unknown LoRA target" "lora_target_modules: 'lm_head' is not a linear layer" \

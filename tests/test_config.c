@@ -20,12 +20,13 @@ static const char *const all_keys[] = {
     "num_threads", "progress", "bf16", "attn_implementation", "attn_workspace_limit", "master_weights", "fp16", "tf32",
     "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
     "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
-    "cpu_offloading_double_buffering", "cpu_offloading_weights", "adapter", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
+    "cpu_offloading_double_buffering", "cpu_offloading_weights", "adapter", "load_in_4bit", "bnb_4bit_quant_type",
+    "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
     "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "train_on_inputs", "dataset_prepared_path",
     "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "excess_length_strategy"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 84 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 88 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -767,9 +768,8 @@ static void test_errors(void) {
                   "command-line override 'micro_batch_size=0': micro_batch_size must be >= 1, got 0");
     tt_expect_die(load_override, "learning_rat=1",
                   "command-line override 'learning_rat=1': unknown key 'learning_rat'; did you mean 'learning_rate'?");
-    tt_expect_die(load_override, "adapter=qlora",
-                  "command-line override 'adapter=qlora': adapter: qlora (LoRA on a 4-bit quantized base) is not "
-                  "available yet");
+    tt_expect_die(load_override, "adapter=qdora",
+                  "command-line override 'adapter=qdora': adapter must be lora or qlora (or ~ for full fine-tuning)");
     /* the file itself */
     tt_expect_die(load_file, (char *)"/nonexistent/nope.yaml", "cannot open config /nonexistent/nope.yaml");
     tt_expect_die(load_file, scratch, "cannot read config");
@@ -834,8 +834,37 @@ static void test_lora_and_freezing(void) {
                                                                "frozen_layers: [0]\n"),
                   "frozen_layers chooses what full fine-tuning trains, but with adapter: lora");
     tt_expect_die(load_file, yaml_file("adapter_bad.yaml", "adapter: dora\n"),
-                  "adapter_bad.yaml:1: adapter must be lora (or ~ for full fine-tuning); got 'dora'");
-    tt_expect_die(load_file, yaml_file("qlora.yaml", "adapter: qlora\n"), "adapter: qlora");
+                  "adapter_bad.yaml:1: adapter must be lora or qlora (or ~ for full fine-tuning); got 'dora'");
+    /* qlora: axolotl's keys and their checks */
+    tt_run_config_defaults(&c);
+    TT_EXPECT(!c.load_in_4bit && c.bnb_4bit_quant_type == 0 && c.bnb_4bit_use_double_quant &&
+                  c.bnb_4bit_compute_dtype == 0 && c.bnb_key_given == NULL,
+              "qlora defaults: nf4, double quantization, compute dtype auto");
+    path = write_file("qlora_ok.yaml", VALID "adapter: qlora\nload_in_4bit: true\nbnb_4bit_quant_type: fp4\n"
+                                             "bnb_4bit_use_double_quant: false\nbnb_4bit_compute_dtype: bfloat16\n"
+                                             "lora_target_linear: true\n");
+    tt_run_config_load(&c, path, 0, NULL);
+    tt_run_config_validate(&c);
+    TT_EXPECT(c.adapter == TT_ADAPTER_QLORA && c.load_in_4bit && c.bnb_4bit_quant_type == 1 &&
+                  !c.bnb_4bit_use_double_quant && c.bnb_4bit_compute_dtype == 1,
+              "adapter: qlora with the bnb keys");
+    tt_run_config_free(&c);
+    free(path);
+    tt_expect_die(load_file, yaml_file("qlora.yaml", VALID "adapter: qlora\nlora_target_linear: true\n"),
+                  "adapter: qlora needs load_in_4bit: true");
+    tt_expect_die(load_file, yaml_file("qlora_targets.yaml", VALID "adapter: qlora\nload_in_4bit: true\n"),
+                  "adapter: qlora has no modules to adapt");
+    tt_expect_die(load_file, yaml_file("4bit_lora.yaml", VALID "adapter: lora\nload_in_4bit: true\nlora_target_linear: true\n"),
+                  "load_in_4bit: true quantizes the frozen base of adapter: qlora, but adapter is lora");
+    tt_expect_die(load_file, yaml_file("4bit_fft.yaml", VALID "load_in_4bit: true\n"),
+                  "load_in_4bit: true quantizes the frozen base of adapter: qlora, but adapter is ~");
+    tt_expect_die(load_file, yaml_file("bnb_alone.yaml", VALID "bnb_4bit_quant_type: fp4\n"),
+                  "bnb_4bit_quant_type is set but load_in_4bit is not");
+    tt_expect_die(load_file, yaml_file("bnb_type.yaml", VALID "bnb_4bit_quant_type: int4\n"),
+                  "bnb_4bit_quant_type must be one of nf4, fp4");
+    tt_expect_die(load_file, yaml_file("qlora_frozen.yaml", VALID "adapter: qlora\nload_in_4bit: true\n"
+                                                                "lora_target_linear: true\nfreeze_embeddings: true\n"),
+                  "with adapter: qlora the whole base model is frozen already");
     tt_expect_die(load_file, yaml_file("r0.yaml", "lora_r: 0\n"), "lora_r must be >= 1, got 0");
     tt_expect_die(load_file, yaml_file("drop1.yaml", "lora_dropout: 1\n"), "lora_dropout must be in [0, 1), got 1");
     tt_expect_die(load_file, yaml_file("alpha0.yaml", "lora_alpha: -2\n"), "lora_alpha must be > 0");

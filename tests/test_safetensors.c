@@ -74,8 +74,8 @@ static float bits_f32(uint32_t b) {
 /* ------------------------------------------------------------------------------------------ */
 
 static void test_dtype_names(void) {
-    const char *names[] = {"F32", "BF16", "F16", "F64", "I32", "I64"};
-    const size_t sizes[] = {4, 2, 2, 8, 4, 8};
+    const char *names[] = {"F32", "BF16", "F16", "F64", "I32", "I64", "U8"};
+    const size_t sizes[] = {4, 2, 2, 8, 4, 8, 1};
     for (int i = 0; i < TT_DTYPE_COUNT; i++) {
         tt_dtype d;
         TT_EXPECT(tt_dtype_from_safetensors_name(names[i], &d) == 0 && d == (tt_dtype)i, "parse %s", names[i]);

@@ -1,7 +1,8 @@
 /* The step program under every plan the CPU backend offers: the arena's measured peaks
  * equal the size table's estimate exactly (per class and per tier), and loss and every
  * gradient are bit-identical whether saved activations are kept or recomputed; the same with
- * LoRA adapters (with and without dropout) on a frozen base, and with the MLP tiled (tiled_mlp:
+ * LoRA adapters (with and without dropout) on a frozen base, the same on a 4-bit base (QLoRA: every frozen linear
+ * weight dequantized before its GEMM, layer_offloading streaming the 4-bit bytes), and with the MLP tiled (tiled_mlp:
  * 3 shards of the 14 rows, every plan against the tiled run that keeps everything). */
 #include <string.h>
 
@@ -40,6 +41,7 @@ typedef struct run_result {
 static bool lora;
 static double lora_dropout;
 static bool stream_frozen; /* layer_offloading (LoRA runs only): frozen layers streamed from the pinned tier */
+static bool quantized;     /* QLoRA (LoRA runs only): the frozen linear weights in 4 bits (NF4, double quantization) */
 static int64_t mlp_shards; /* tiled_mlp: the MLP over this many row shards (1: untiled) */
 static size_t pinned_spill_budget; /* spill runs: the pinned tier's budget (0: unlimited) */
 
@@ -52,6 +54,11 @@ static tt_trainable_spec trainable_spec(void) {
         spec.lora_alpha = 6;
         spec.lora_dropout = lora_dropout;
         spec.lora_targets = (1u << TT_LORA_Q) | (1u << TT_LORA_V) | (1u << TT_LORA_O) | (1u << TT_LORA_DOWN);
+        if (quantized) {
+            spec.quantize_4bit = true;
+            spec.quant_format = (tt_quant4_format){.type = TT_QUANT4_NF4, .double_quant = true};
+            spec.quant_storage_elem = 4;
+        }
     }
     return spec;
 }
@@ -165,6 +172,13 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
                   "plan %s streamed: %zu frozen bytes on the compute tier of %zu, %zu bytes streamed", policies,
                   s.sizes.frozen_weights, s.sizes.streamed_weights_host, s.stream.loaded_bytes);
     }
+    for (int i = 0; quantized && i < s.params.count; i++) { /* 4.5 bits a value at these small shapes, padding included */
+        const tt_param_info *p = &s.params.params[i];
+        TT_EXPECT(p->quantized == tt_param_kind_is_linear_weight(p->kind) &&
+                      (!p->quantized || (p->storage_numel * 4 * 8 <= p->numel * 5 && s.sizes.dequant_buffer > 0)),
+                  "plan %s: %s quantized %d in %lld fp32 elements for %lld values", policies, p->name, p->quantized,
+                  (long long)p->storage_numel, (long long)p->numel);
+    }
     /* Eval fits in what training reserved. */
     int64_t eval_count = 0;
     double eval_loss = tt_step_forward_loss(&s, &eval_count);
@@ -187,17 +201,19 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk,
 
 int main(void) {
     /* variants: llama, qwen3, then both again with LoRA (no dropout), then with LoRA and dropout,
-     * then LoRA with dropout and the frozen layers streamed (layer_offloading) */
+     * then LoRA with dropout and the frozen layers streamed (layer_offloading); 8-15 the same with the
+     * MLP tiled; 16-19 QLoRA (4-bit NF4 base, double quantization): with dropout, then streamed too */
     run_result untiled[8];
-    for (int variant = 0; variant < 16; variant++) {
+    for (int variant = 0; variant < 20; variant++) {
         bool qwen3 = variant % 2 == 1;
-        lora = variant % 8 >= 2;
-        lora_dropout = variant % 8 >= 4 ? 0.25 : 0.0;
-        mlp_shards = variant >= 8 ? 3 : 1;
+        quantized = variant >= 16;
+        lora = variant % 8 >= 2 || quantized;
+        lora_dropout = variant % 8 >= 4 || quantized ? 0.25 : 0.0;
+        mlp_shards = variant >= 8 && !quantized ? 3 : 1;
         stream_frozen = variant % 8 >= 6;
         stream_frozen = false; /* the reference keeps every weight on the compute tier */
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
-        stream_frozen = variant % 8 >= 6;
+        stream_frozen = variant % 8 >= 6 || variant >= 18;
         const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
         for (size_t i = 0; i < 5 * sizeof others / sizeof *others; i++) {
             /* upper-case layers offload their input: to the pinned tier synchronously (legacy), then
@@ -272,6 +288,10 @@ int main(void) {
         free(chunked.gradients);
         if (variant < 8) {
             untiled[variant] = keep;
+            continue;
+        }
+        if (quantized) {
+            free(keep.gradients);
             continue;
         }
         /* Tiled, the weight gradients add up shard by shard: the same function, other rounding. */

@@ -391,6 +391,36 @@ done
 check "layer_offloading reports the streamed weights" grep -q "layer_offloading: .* of frozen weights streamed" train_lo.txt
 "$tiertrain" train --config run.yaml "${overrides[@]}" layer_offloading=true output_dir=out_lo2 > train_lo2.txt 2>&1
 check "layer_offloading without frozen layers is refused" grep -q "layer_offloading streams frozen decoder layers, but every layer trains" train_lo2.txt
+# QLoRA: the same adapters on the base quantized to 4 bits at load (NF4, double quantization); the plan
+# prices the 4-bit bytes; every memory mode gives the bits of the plain QLoRA run; the adapter is PEFT's
+qlora=(model_config=null base_model=out_a adapter=qlora load_in_4bit=true lora_r=4 lora_alpha=8 lora_dropout=0.1
+       lora_target_linear=true)
+"$tiertrain" plan --config run.yaml "${overrides[@]}" "${lora[@]}" > plan_lb.txt
+"$tiertrain" plan --config run.yaml "${overrides[@]}" "${qlora[@]}" > plan_q.txt
+check "plan prices fewer frozen bytes with a 4-bit base" python3 -c '
+import re, sys
+def frozen(path):
+    for line in open(path):
+        if "frozen weights" in line:
+            return line
+print(frozen("plan_lb.txt"), frozen("plan_q.txt"), file=sys.stderr)
+assert frozen("plan_lb.txt") != frozen("plan_q.txt")'
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${qlora[@]}" output_dir=out_q save_steps=0 > train_q.txt 2>&1
+check "QLoRA training succeeds" test $? -eq 0
+check "QLoRA writes the adapter in PEFT's format" test -f out_q/adapter_model.safetensors -a -f out_q/adapter_config.json
+check "QLoRA trains other adapters than LoRA on the unquantized base" bash -c "! cmp -s out_l/adapter_model.safetensors out_q/adapter_model.safetensors"
+for mode in "gradient_checkpointing=true" "gradient_checkpointing=true;activation_offloading=hidden_states" \
+            "gradient_checkpointing=true;activation_offloading=true" "cpu_offloading=true;cpu_offloading_num_layers=1" \
+            "layer_offloading=true" "layer_offloading=true;gradient_checkpointing=true;activation_offloading=hidden_states" \
+            "bnb_4bit_use_double_quant=true;bnb_4bit_quant_type=nf4"; do
+  IFS=';' read -r -a mode_keys <<< "$mode"
+  rm -rf out_qm
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${qlora[@]}" "${mode_keys[@]}" output_dir=out_qm save_steps=0 > train_qm.txt 2>&1
+  check "QLoRA with $mode is bit-identical" cmp -s out_q/adapter_model.safetensors out_qm/adapter_model.safetensors
+done
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${qlora[@]}" bnb_4bit_quant_type=fp4 bnb_4bit_use_double_quant=false \
+  output_dir=out_qf save_steps=0 > train_qf.txt 2>&1
+check "QLoRA with FP4 and plain absmax trains" test $? -eq 0
 # lora_model_dir: a run that continues from out_l's adapter at a learning rate too small to move it
 # saves that adapter bit for bit; another lora_r is refused with the key to change
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_model_dir=out_l output_dir=out_lc \

@@ -4,13 +4,13 @@
 # and AdamW state). Each part's log goes to LOG_DIR (default: $OUT on the device machine, else
 # the build dir); a summary line per part is printed last.
 #   tools/gpu_suite.sh BUILD_DIR [SOURCE_DIR] [part ...]   parts: kernels attention cudnn_attention
-#   model optimizer_offload cli cli-bf16 (default: all)
+#   model optimizer_offload quant4 cli cli-bf16 (default: all)
 set -uo pipefail
 build=$(cd "${1:?usage: tools/gpu_suite.sh BUILD_DIR [SOURCE_DIR] [part ...]}" && pwd)
 source_dir=$(cd "${2:-$(dirname "$0")/..}" && pwd)
 shift $(( $# >= 2 ? 2 : 1 ))
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(kernels attention cudnn_attention model optimizer_offload cli cli-bf16)
+[ ${#parts[@]} -eq 0 ] && parts=(kernels attention cudnn_attention model optimizer_offload quant4 cli cli-bf16)
 log_dir=${LOG_DIR:-${OUT:-$build}}
 mkdir -p "$log_dir"
 summary=()

@@ -26,6 +26,10 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
         tt_die("attn_implementation: cudnn and flash are GPU kernels (%s); the CPU backend has one attention. "
                "Set attn_implementation: auto",
                why);
+    if (run->bnb_4bit_compute_dtype == 1)
+        tt_die("bnb_4bit_compute_dtype: bfloat16, but the CPU backend (%s) computes in float32 and dequantizes the 4-bit "
+               "weights to float32; set bnb_4bit_compute_dtype: auto or float32, or run on a GPU",
+               why);
     device->backend = tt_backend_cpu_create(run->num_threads > 0 ? (int)run->num_threads : 0);
     device->memory_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
     snprintf(device->description, sizeof device->description, "cpu (%s)", why);
@@ -50,6 +54,9 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
     if (run->bf16 == 0)
         tt_die("bf16: false, but the CUDA backend computes in bf16 (with fp32 accumulation and, by default, fp32 "
                "master weights); set bf16: auto, or device: cpu for fp32");
+    if (run->bnb_4bit_compute_dtype == 2)
+        tt_die("bnb_4bit_compute_dtype: float32, but the CUDA backend computes in bfloat16 and dequantizes the 4-bit "
+               "weights to bfloat16 for its GEMMs; set bnb_4bit_compute_dtype: auto or bfloat16, or device: cpu");
     device->backend = tt_backend_cuda_create(0);
     /* the free memory once the backend's streams and handles exist */
     (void)tt_cuda_device_query(0, name, sizeof name, &free_bytes, &total_bytes);

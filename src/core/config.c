@@ -131,7 +131,37 @@ static const key_spec key_table[] = {
      .offset = FIELD(adapter),
      .default_text = "~",
      .help = "lora: train LoRA adapters on the frozen base model, saved in PEFT's format (adapter_model.safetensors); "
-             "~: full fine-tuning. qlora (a 4-bit base) is not available yet"},
+             "qlora: the same on a base whose linear weights are quantized to 4 bits at load (needs load_in_4bit: "
+             "true); ~: full fine-tuning"},
+    {.name = "load_in_4bit",
+     .type = KEY_BOOL,
+     .offset = FIELD(load_in_4bit),
+     .default_text = "false",
+     .null_is_default = true,
+     .help = "adapter: qlora: the frozen q/k/v/o/gate/up/down weights are stored in bitsandbytes' 4-bit format "
+             "(block 64), dequantized next to each GEMM; embeddings, norms and the LM head stay in the compute dtype"},
+    {.name = "bnb_4bit_quant_type",
+     .type = KEY_ENUM,
+     .offset = FIELD(bnb_4bit_quant_type),
+     .default_text = "nf4",
+     .values = "nf4|fp4",
+     .null_is_default = true,
+     .help = "load_in_4bit: the 4-bit code, nf4 (NormalFloat, QLoRA's) or fp4, as bitsandbytes"},
+    {.name = "bnb_4bit_use_double_quant",
+     .type = KEY_BOOL,
+     .offset = FIELD(bnb_4bit_use_double_quant),
+     .default_text = "true",
+     .null_is_default = true,
+     .help = "load_in_4bit: quantize the per-block absmax values to 8 bits too (blocks of 256 with an fp32 scale and "
+             "their mean as offset), 0.127 bits per weight less, as axolotl's default"},
+    {.name = "bnb_4bit_compute_dtype",
+     .type = KEY_ENUM,
+     .offset = FIELD(bnb_4bit_compute_dtype),
+     .default_text = "auto",
+     .values = "auto|bfloat16|float32",
+     .null_is_default = true,
+     .help = "load_in_4bit: the dtype weights are dequantized to for the GEMMs; auto: the run's compute dtype "
+             "(bfloat16 on the GPU, float32 on the CPU backend); another value than the backend's is an error"},
     {.name = "lora_r",
      .type = KEY_INT,
      .offset = FIELD(lora_r),
@@ -900,7 +930,7 @@ static const char *valid_text(const key_spec *k, char *buf, size_t size) {
     case KEY_SPECIAL_TOKENS: snprintf(buf, size, "{eos_token: TOKEN, bos_token: .., pad_token: ..}; ~: none"); break;
     case KEY_SELECTIVE: snprintf(buf, size, "{save: [attention], offload: false}; ~: off"); break;
     case KEY_CHECKPOINTING_KWARGS: snprintf(buf, size, "{use_reentrant: false}; ~: none"); break;
-    case KEY_ADAPTER: snprintf(buf, size, "lora; ~: none (qlora: not yet)"); break;
+    case KEY_ADAPTER: snprintf(buf, size, "lora, qlora; ~: none"); break;
     case KEY_LORA_TARGETS: snprintf(buf, size, "[q_proj, ..., down_proj]"); break;
     case KEY_LAYER_LIST: snprintf(buf, size, "[layer indices]"); break;
     case KEY_ENUM: {
@@ -1394,10 +1424,12 @@ static void set_adapter(tt_run_config *c, const source *src, yaml_node_t *node) 
         c->adapter = TT_ADAPTER_LORA;
         return;
     }
-    if (strcmp(text, "qlora") == 0)
-        die_at(src, node, "adapter: qlora (LoRA on a 4-bit quantized base) is not available yet in this version of "
-                          "tiertrain; use adapter: lora (the base stays in bf16 on the GPU), or ~ for full fine-tuning");
-    die_at(src, node, "adapter must be lora (or ~ for full fine-tuning); got %s", describe_value(node, buf, sizeof buf));
+    if (strcmp(text, "qlora") == 0) {
+        c->adapter = TT_ADAPTER_QLORA;
+        return;
+    }
+    die_at(src, node, "adapter must be lora or qlora (or ~ for full fine-tuning); got %s",
+           describe_value(node, buf, sizeof buf));
 }
 
 /* lora_target_modules: [q_proj, v_proj, ...] (PEFT's names) or the short names [q, v, ...]; one name alone is a
@@ -1483,6 +1515,8 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
     if (!src->built_in && strncmp(k->name, "lora_", 5) == 0 && k->availability == AVAILABLE && !is_off_value(node) &&
         !c->lora_key_given)
         c->lora_key_given = k->name;
+    if (!src->built_in && strncmp(k->name, "bnb_4bit_", 9) == 0 && !is_null(node) && !c->bnb_key_given)
+        c->bnb_key_given = k->name;
     if (k->availability == NOT_YET) {
         if (!is_off_value(node))
             die_at(src, node,
@@ -1796,9 +1830,10 @@ void tt_run_config_validate(const tt_run_config *c) {
     if (c->cpu_offloading_weights && c->cpu_offloading_num_layers == 0)
         tt_die("cpu_offloading_weights is true but cpu_offloading_num_layers is 0; set how many layers, from the first, "
                "keep their weights in host memory");
-    if (c->cpu_offloading_weights && c->adapter == TT_ADAPTER_LORA)
-        tt_die("cpu_offloading_weights offloads trainable layer weights; with adapter: lora they are the adapters "
-               "(small): stream the frozen base with layer_offloading: true instead");
+    if (c->cpu_offloading_weights && c->adapter != TT_ADAPTER_NONE)
+        tt_die("cpu_offloading_weights offloads trainable layer weights; with adapter: %s they are the adapters "
+               "(small): stream the frozen base with layer_offloading: true instead",
+               c->adapter == TT_ADAPTER_QLORA ? "qlora" : "lora");
     if (!c->cpu_offloading && c->cpu_offloading_num_layers > 0)
         tt_die("cpu_offloading_num_layers is %lld but cpu_offloading is false; set cpu_offloading: true, or remove "
                "cpu_offloading_num_layers",
@@ -1832,14 +1867,27 @@ void tt_run_config_validate(const tt_run_config *c) {
         tt_die("%s is set but adapter is not: LoRA settings take effect with adapter: lora; set adapter: lora to train "
                "LoRA adapters, or remove %s for full fine-tuning",
                c->lora_key_given, c->lora_key_given);
-    if (c->adapter == TT_ADAPTER_LORA && tt_run_config_lora_targets(c) == 0)
-        tt_die("adapter: lora has no modules to adapt: lora_target_modules is empty and lora_target_linear is false; "
-               "set lora_target_linear: true (all seven linear layers) or lora_target_modules: [q_proj, v_proj, ...]");
-    if (c->adapter == TT_ADAPTER_LORA && (c->freeze_embeddings || c->frozen_layer_count > 0))
-        tt_die("%s chooses what full fine-tuning trains, but with adapter: lora the whole base model is frozen "
+    if (c->adapter != TT_ADAPTER_NONE && tt_run_config_lora_targets(c) == 0)
+        tt_die("adapter: %s has no modules to adapt: lora_target_modules is empty and lora_target_linear is false; "
+               "set lora_target_linear: true (all seven linear layers) or lora_target_modules: [q_proj, v_proj, ...]",
+               c->adapter == TT_ADAPTER_QLORA ? "qlora" : "lora");
+    if (c->adapter != TT_ADAPTER_NONE && (c->freeze_embeddings || c->frozen_layer_count > 0))
+        tt_die("%s chooses what full fine-tuning trains, but with adapter: %s the whole base model is frozen "
                "already; remove %s, or remove adapter for full fine-tuning",
-               c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers",
+               c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers", c->adapter == TT_ADAPTER_QLORA ? "qlora" : "lora",
                c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers");
+    /* qlora as axolotl checks it: the 4-bit base is load_in_4bit's, and the bnb keys belong to it */
+    if (c->adapter == TT_ADAPTER_QLORA && !c->load_in_4bit)
+        tt_die("adapter: qlora needs load_in_4bit: true (the frozen base quantized to 4 bits, as axolotl requires); set "
+               "load_in_4bit: true, or use adapter: lora for a base in the compute dtype");
+    if (c->load_in_4bit && c->adapter != TT_ADAPTER_QLORA)
+        tt_die("load_in_4bit: true quantizes the frozen base of adapter: qlora, but adapter is %s; set adapter: qlora, "
+               "or remove load_in_4bit",
+               c->adapter == TT_ADAPTER_LORA ? "lora" : "~ (full fine-tuning trains the weights, which cannot be 4-bit)");
+    if (c->bnb_key_given && !c->load_in_4bit)
+        tt_die("%s is set but load_in_4bit is not: the bnb_4bit_* keys describe the 4-bit base of adapter: qlora; set "
+               "adapter: qlora and load_in_4bit: true, or remove %s",
+               c->bnb_key_given, c->bnb_key_given);
     if (c->attn_workspace_limit > 0 && c->attn_workspace_limit < (1 << 20))
         tt_die("attn_workspace_limit is %lld bytes; cuDNN's attention backward needs at least 1MiB for its dP. Use 0 "
                "(auto) or a size such as 4GiB",
@@ -1952,7 +2000,11 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
               out);
         break;
     case KEY_CHECKPOINTING_KWARGS: fputs(*(const bool *)field ? "{use_reentrant: true}" : "~", out); break;
-    case KEY_ADAPTER: fputs(*(const tt_adapter_kind *)field == TT_ADAPTER_LORA ? "lora" : "~", out); break;
+    case KEY_ADAPTER: {
+        const tt_adapter_kind kind = *(const tt_adapter_kind *)field;
+        fputs(kind == TT_ADAPTER_QLORA ? "qlora" : kind == TT_ADAPTER_LORA ? "lora" : "~", out);
+        break;
+    }
     case KEY_LORA_TARGETS: {
         fputc('[', out);
         for (int m = 0, first = 1; m < TT_LORA_MODULE_COUNT; m++)

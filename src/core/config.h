@@ -16,7 +16,8 @@ typedef enum tt_lr_scheduler { TT_LR_COSINE, TT_LR_LINEAR, TT_LR_CONSTANT } tt_l
 typedef enum tt_recompute_granularity { TT_RECOMPUTE_NONE, TT_RECOMPUTE_FULL, TT_RECOMPUTE_SELECTIVE } tt_recompute_granularity;
 typedef enum tt_recompute_method { TT_RECOMPUTE_UNIFORM, TT_RECOMPUTE_BLOCK } tt_recompute_method;
 typedef enum tt_device_kind { TT_DEVICE_AUTO, TT_DEVICE_CPU, TT_DEVICE_CUDA } tt_device_kind;
-typedef enum tt_adapter_kind { TT_ADAPTER_NONE, TT_ADAPTER_LORA } tt_adapter_kind;
+/* qlora: LoRA on a base whose frozen linear weights are stored in bitsandbytes' 4-bit format. */
+typedef enum tt_adapter_kind { TT_ADAPTER_NONE, TT_ADAPTER_LORA, TT_ADAPTER_QLORA } tt_adapter_kind;
 
 /* The linear layers of a decoder layer that can carry a LoRA adapter, in PEFT's names
  * (q_proj ... down_proj). lora_target_modules is a set of these: bit m is module m. */
@@ -79,6 +80,12 @@ typedef struct tt_run_config {
     bool lora_target_linear;  /* every linear layer of the decoder layers (all seven modules) */
     char *lora_model_dir;     /* a PEFT adapter directory to continue from, or NULL */
     const char *lora_key_given; /* the first lora_* key given a value (for the check against adapter), or NULL */
+    /* adapter: qlora (axolotl's / transformers' BitsAndBytesConfig keys) */
+    bool load_in_4bit;              /* the frozen linear weights in 4 bits; required by qlora */
+    int bnb_4bit_quant_type;        /* index in nf4|fp4 */
+    bool bnb_4bit_use_double_quant; /* the absmax quantized to 8 bits too */
+    int bnb_4bit_compute_dtype;     /* index in auto|bfloat16|float32: what dequantization produces */
+    const char *bnb_key_given;      /* the first bnb_4bit_* key given a value, or NULL */
     bool freeze_embeddings;   /* full fine-tuning: model.embed_tokens (and a tied LM head) trains not */
     int64_t *frozen_layers;   /* full fine-tuning: decoder layers that train not, ascending */
     int64_t frozen_layer_count;

@@ -13,12 +13,13 @@ size_t tt_dtype_size(tt_dtype dtype) {
     case TT_F64: return 8;
     case TT_I32: return 4;
     case TT_I64: return 8;
+    case TT_U8: return 1;
     default: TT_CHECK(0, "unknown dtype %d", (int)dtype);
     }
 }
 
-static const char *const safetensors_names[TT_DTYPE_COUNT] = {"F32", "BF16", "F16", "F64", "I32", "I64"};
-static const char *const torch_names[TT_DTYPE_COUNT] = {"float32", "bfloat16", "float16", "float64", "int32", "int64"};
+static const char *const safetensors_names[TT_DTYPE_COUNT] = {"F32", "BF16", "F16", "F64", "I32", "I64", "U8"};
+static const char *const torch_names[TT_DTYPE_COUNT] = {"float32", "bfloat16", "float16", "float64", "int32", "int64", "uint8"};
 
 const char *tt_dtype_safetensors_name(tt_dtype dtype) { return safetensors_names[dtype]; }
 const char *tt_dtype_torch_name(tt_dtype dtype) { return torch_names[dtype]; }

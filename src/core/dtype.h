@@ -4,10 +4,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum tt_dtype { TT_F32, TT_BF16, TT_F16, TT_F64, TT_I32, TT_I64, TT_DTYPE_COUNT } tt_dtype;
+/* TT_U8: bytes (bitsandbytes' packed 4-bit weights and quantized absmax); never a compute format. */
+typedef enum tt_dtype { TT_F32, TT_BF16, TT_F16, TT_F64, TT_I32, TT_I64, TT_U8, TT_DTYPE_COUNT } tt_dtype;
 
 size_t tt_dtype_size(tt_dtype dtype);
-/* Safetensors spelling: "F32", "BF16", "F16", "F64", "I32", "I64". */
+/* Safetensors spelling: "F32", "BF16", "F16", "F64", "I32", "I64", "U8". */
 const char *tt_dtype_safetensors_name(tt_dtype dtype);
 /* Returns 0 and sets *out, or -1 for a name tiertrain does not know. */
 int tt_dtype_from_safetensors_name(const char *name, tt_dtype *out);

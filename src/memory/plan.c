@@ -21,7 +21,7 @@ tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu) {
 /* Whether decoder layer l has trainable parameters (LoRA adapts every layer; full fine-tuning
  * trains every layer outside frozen_layers). */
 static bool layer_trains(const tt_run_config *run, int64_t l) {
-    if (run->adapter == TT_ADAPTER_LORA) return true;
+    if (run->adapter != TT_ADAPTER_NONE) return true;
     for (int64_t i = 0; i < run->frozen_layer_count; i++)
         if (run->frozen_layers[i] == l) return false;
     return true;
@@ -82,7 +82,7 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
         lp->recompute = layer_recompute_set(run, model, l);
         /* With LoRA, activation_offloading: true offloads instead of recomputing (the PR's rule:
          * pure offload is leaner and faster when the base is frozen) */
-        if (offload_true && run->adapter == TT_ADAPTER_LORA) lp->recompute = TT_RECOMPUTE_NOTHING;
+        if (offload_true && run->adapter != TT_ADAPTER_NONE) lp->recompute = TT_RECOMPUTE_NOTHING;
         lp->saved_activation_tier = compute_tier;
         /* Kept saved activations that live in host memory between forward and backward:
          * Megatron's cpu_offloading (all of the first layers'), activation_offloading: true on a

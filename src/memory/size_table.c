@@ -129,6 +129,11 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
         if (adapted && input > largest_lora_input) largest_lora_input = input;
     }
     t->lora_dropout_buffer = params->lora_dropout > 0 ? bytes_of(largest_lora_input, a) : 0;
+    /* QLoRA: the largest linear weight dequantized, in the precision the GEMMs read weights (q/o are [q_dim, D]) */
+    int64_t largest_linear = q_dim * D;
+    if (kv_dim * D > largest_linear) largest_linear = kv_dim * D;
+    if (F * D > largest_linear) largest_linear = F * D;
+    t->dequant_buffer = params->quantized ? bytes_of(largest_linear, plan->weight_bytes) : 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
 
     const tt_scratch_shape scratch_shape = tt_size_table_scratch_shape(m, params, plan);

@@ -57,6 +57,7 @@ typedef struct tt_size_table {
     size_t op_scratch;       /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
     size_t norm_partials;    /* [L + 2] double: each optimizer unit's sum of squares of its gradients */
     size_t lora_dropout_buffer; /* [N, widest input of an adapted layer]: lora_dropout's workspace, or 0 */
+    size_t dequant_buffer;      /* QLoRA: [largest linear weight] in the compute precision, dequantized from 4 bits, or 0 */
     /* Whole-model buffers: the frozen parameters' weights, and the trainable parameters' weights,
      * gradients, fp32 master copy and AdamW moments (params->trainable_numel elements each). */
     size_t frozen_weights, weights, gradients, master, optimizer_state;

@@ -25,7 +25,7 @@ static void block_range(const tt_param_table *t, int64_t layer, int64_t *first, 
         const tt_param_info *p = &t->params[i];
         if (p->layer != layer || p->trainable) continue;
         if (*first < 0 || p->offset < *first) *first = p->offset;
-        if (p->offset + p->numel > *end) *end = p->offset + p->numel;
+        if (p->offset + p->storage_numel > *end) *end = p->offset + p->storage_numel;
     }
 }
 
@@ -44,7 +44,7 @@ size_t tt_weight_stream_resident_bytes(const tt_param_table *t, int64_t num_laye
     (void)num_layers;
     size_t bytes = 0;
     for (int i = 0; i < t->count; i++)
-        if (resident(t, &t->params[i])) bytes += tt_align_up((size_t)t->params[i].numel * elem);
+        if (resident(t, &t->params[i])) bytes += tt_align_up((size_t)t->params[i].storage_numel * elem);
     return bytes;
 }
 
@@ -101,7 +101,7 @@ void tt_weight_stream_init(tt_weight_stream *st, const tt_backend *backend, cons
         if (p->trainable) continue;
         if (resident(t, p)) {
             tt_model_view_set(view, p, next_resident);
-            next_resident += tt_align_up((size_t)p->numel * elem);
+            next_resident += tt_align_up((size_t)p->storage_numel * elem);
         } else {
             const int64_t l = p->layer;
             tt_model_view_set(view, p, (unsigned char *)tt_weight_stream_buffer(st, l) + (size_t)(p->offset - block_start[l]) * elem);
@@ -124,8 +124,8 @@ void tt_weight_stream_reload(tt_weight_stream *st, const tt_param_table *t) {
         const tt_param_info *p = &t->params[i];
         if (!resident(t, p)) continue;
         tt_backend_upload(st->backend, next_resident, (unsigned char *)st->frozen_host + (size_t)p->offset * st->elem,
-                            (size_t)p->numel * st->elem);
-        next_resident += tt_align_up((size_t)p->numel * st->elem);
+                            (size_t)p->storage_numel * st->elem);
+        next_resident += tt_align_up((size_t)p->storage_numel * st->elem);
     }
     tt_backend_synchronize(st->backend);
     tt_weight_stream_forget(st);

@@ -13,17 +13,23 @@
  * of 256-byte arena units in bf16 and fp32 alike and the two parts sit back to back in one buffer. */
 #define TT_TRAINABLE_ALIGN_ELEMS 128
 
-tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run) {
+tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, size_t storage_elem) {
     tt_trainable_spec spec = {
         .freeze_embeddings = run->freeze_embeddings,
         .frozen_layers = run->frozen_layers,
         .frozen_layer_count = run->frozen_layer_count,
     };
-    if (run->adapter == TT_ADAPTER_LORA) {
+    if (run->adapter != TT_ADAPTER_NONE) {
         spec.lora_rank = run->lora_r;
         spec.lora_targets = tt_run_config_lora_targets(run);
         spec.lora_alpha = run->lora_alpha;
         spec.lora_dropout = run->lora_dropout;
+    }
+    if (run->adapter == TT_ADAPTER_QLORA && run->load_in_4bit) {
+        spec.quantize_4bit = true;
+        spec.quant_format = (tt_quant4_format){.type = run->bnb_4bit_quant_type == 1 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
+                                               .double_quant = run->bnb_4bit_use_double_quant};
+        spec.quant_storage_elem = storage_elem;
     }
     return spec;
 }
@@ -35,6 +41,11 @@ static const tt_param_kind lora_base_kinds[TT_LORA_MODULE_COUNT] = {TT_PARAM_WQ,
 tt_param_kind tt_lora_module_base_kind(tt_lora_module module) {
     TT_CHECK(module >= 0 && module < TT_LORA_MODULE_COUNT, "LoRA module %d", (int)module);
     return lora_base_kinds[module];
+}
+
+bool tt_param_kind_is_linear_weight(tt_param_kind kind) {
+    return kind == TT_PARAM_WQ || kind == TT_PARAM_WK || kind == TT_PARAM_WV || kind == TT_PARAM_WO ||
+           kind == TT_PARAM_W_GATE || kind == TT_PARAM_W_UP || kind == TT_PARAM_W_DOWN;
 }
 
 static tt_param_info *add_param(tt_param_table *t, int *capacity, tt_param_kind kind, int64_t layer, const char *name,
@@ -52,6 +63,7 @@ static tt_param_info *add_param(tt_param_table *t, int *capacity, tt_param_kind 
     p->shape[0] = d0;
     p->shape[1] = ndim == 2 ? d1 : 1;
     p->numel = d0 * p->shape[1];
+    p->storage_numel = p->numel;
     p->weight_decay = ndim == 2;
     p->trainable = true;
     return p;
@@ -144,11 +156,25 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
             }
     }
 
+    /* QLoRA: the frozen linear weights in 4 bits (a LoRA run: the whole base is frozen) */
+    if (spec->quantize_4bit) {
+        TT_CHECK(t->lora_rank > 0 && spec->quant_storage_elem > 0, "4-bit weights without LoRA or a storage element");
+        t->quantized = true;
+        t->quant_format = spec->quant_format;
+        for (int i = 0; i < base_count; i++) {
+            tt_param_info *p = &t->params[i];
+            if (!tt_param_kind_is_linear_weight(p->kind)) continue;
+            const size_t bytes = tt_quant4_layout_of(p->numel, &spec->quant_format).bytes;
+            p->quantized = true;
+            p->storage_numel = (int64_t)((bytes + spec->quant_storage_elem - 1) / spec->quant_storage_elem);
+        }
+    }
+
     /* Offsets: the frozen part, then the trainable part, each in table order. */
     for (int i = 0; i < t->count; i++)
         if (!t->params[i].trainable) {
             t->params[i].offset = t->total_numel;
-            t->total_numel += padded(t->params[i].numel);
+            t->total_numel += padded(t->params[i].storage_numel);
         }
     t->total_numel = (t->total_numel + TT_TRAINABLE_ALIGN_ELEMS - 1) / TT_TRAINABLE_ALIGN_ELEMS * TT_TRAINABLE_ALIGN_ELEMS;
     t->trainable_start = t->total_numel;

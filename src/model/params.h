@@ -20,6 +20,7 @@
 
 #include "core/config.h"
 #include "model/model_config.h"
+#include "ops/quant4.h"
 
 typedef enum tt_param_kind {
     TT_PARAM_EMBED,       /* [V, D] model.embed_tokens.weight */
@@ -53,6 +54,12 @@ typedef struct tt_param_info {
     int ndim;
     int64_t shape[2];
     int64_t numel;
+    /* QLoRA: a frozen linear weight stored in bitsandbytes' 4-bit format (ops/quant4.h). Its place in the
+     * flat buffer then holds those bytes, tt_quant4_layout_of(numel).bytes of them, in storage_numel
+     * elements of the compute copy (the host's fp32 flat buffer holds the same bytes at the same offset,
+     * with room to spare); everything else has storage_numel == numel. */
+    bool quantized;
+    int64_t storage_numel;
     int64_t offset;       /* in elements from the start of the flat buffer; multiple of 64 */
     bool weight_decay;    /* matrices decay; biases and norm weights do not (HF Trainer's rule) */
 } tt_param_info;
@@ -66,10 +73,18 @@ typedef struct tt_trainable_spec {
     unsigned lora_targets;        /* set of tt_lora_module */
     double lora_alpha;            /* scaling = lora_alpha / lora_rank */
     double lora_dropout;          /* on each adapter's input, training only */
+    /* QLoRA (adapter: qlora): the frozen linear weights of every decoder layer in 4 bits, laid out in
+     * elements of quant_storage_elem bytes (the compute copy's; set by the caller, who knows the precision) */
+    bool quantize_4bit;
+    tt_quant4_format quant_format;
+    size_t quant_storage_elem;
 } tt_trainable_spec;
 
-/* adapter, lora_* and the freezing keys of a run. */
-tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run);
+/* adapter, lora_*, the 4-bit keys and the freezing keys of a run; storage_elem: bytes per element of the compute
+ * copy of the weights (the plan's weight_bytes), in which quantized weights are laid out. */
+tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, size_t storage_elem);
+/* Whether a parameter kind is one of the seven linear weights of a decoder layer (what QLoRA quantizes). */
+bool tt_param_kind_is_linear_weight(tt_param_kind kind);
 
 typedef struct tt_param_table {
     tt_param_info *params;
@@ -81,6 +96,9 @@ typedef struct tt_param_table {
     int64_t lora_rank;
     unsigned lora_targets;   /* set of tt_lora_module */
     double lora_alpha, lora_scaling, lora_dropout;
+    /* QLoRA: the decoder layers' linear weights are quantized (tt_param_info.quantized), in this format */
+    bool quantized;
+    tt_quant4_format quant_format;
     /* The trainable part as runs of neighbouring parameters with the same weight-decay rule (the
      * padding after a parameter joins its run), in the trainable layout: segment s is elements
      * [decay_segment_start[s], decay_segment_start[s+1]) and decays when decay_segment_decays[s]. The

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "model/quant4.h"
 #include "model/safetensors.h"
 
 static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape) {
@@ -21,9 +22,23 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape)
 
 static bool is_adapter(const tt_param_info *p) { return p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B; }
 
+/* A 4-bit weight's place in the host flat buffer: its bytes (the compute copy's, see params.h). */
+static void *quantized_home(float *flat, const tt_param_info *p) { return flat + p->offset; }
+
+/* A quantized parameter goes through fp32 values of one tensor at a time, quantized into its place: the whole
+ * model never exists in 16 or 32 bits on the host. */
+static float *quantize_scratch(const tt_param_table *table) {
+    int64_t largest = 0;
+    for (int i = 0; i < table->count; i++)
+        if (table->params[i].quantized && table->params[i].numel > largest) largest = table->params[i].numel;
+    return largest ? tt_xmalloc(tt_mul_size((size_t)largest, sizeof(float), "a weight to quantize"), "a weight to quantize")
+                   : NULL;
+}
+
 void tt_weights_load_hf(float *flat, const tt_param_table *table, const char *dir) {
     tt_st_model model;
     tt_st_model_open(dir, &model);
+    float *scratch = quantize_scratch(table);
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (is_adapter(p)) continue;
@@ -46,8 +61,14 @@ void tt_weights_load_hf(float *flat, const tt_param_table *table, const char *di
         if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
             tt_die("%s: tensor '%s' is %s; tiertrain loads F32, BF16 and F16 weights", file, p->name,
                    tt_dtype_safetensors_name(t->dtype));
-        tt_convert_to_f32(flat + p->offset, t->data, t->dtype, (size_t)p->numel);
+        if (p->quantized) {
+            tt_convert_to_f32(scratch, t->data, t->dtype, (size_t)p->numel);
+            tt_quant4_quantize(quantized_home(flat, p), scratch, p->numel, &table->quant_format);
+        } else {
+            tt_convert_to_f32(flat + p->offset, t->data, t->dtype, (size_t)p->numel);
+        }
     }
+    free(scratch);
     tt_st_model_close(&model);
 }
 
@@ -97,9 +118,10 @@ static void init_normal(float *dst, int64_t numel, double std, uint64_t stream_s
 }
 
 void tt_weights_init_random(float *flat, const tt_param_table *table, double std, uint64_t seed) {
+    float *scratch = quantize_scratch(table);
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
-        float *dst = flat + p->offset;
+        float *dst = p->quantized ? scratch : flat + p->offset; /* a 4-bit weight: drawn as before, then quantized */
         if (is_adapter(p)) {
             tt_rng rng = parameter_stream(seed, i);
             init_adapter(dst, p, &rng);
@@ -114,7 +136,9 @@ void tt_weights_init_random(float *flat, const tt_param_table *table, double std
         }
         tt_rng stream = parameter_stream(seed, i);
         init_normal(dst, p->numel, std, tt_rng_next(&stream));
+        if (p->quantized) tt_quant4_quantize(quantized_home(flat, p), scratch, p->numel, &table->quant_format);
     }
+    free(scratch);
 }
 
 /* Removes model files a previous save left in dir that this save does not overwrite, so a
@@ -132,6 +156,7 @@ static void remove_stale_model_files(const char *dir, bool sharded) {
 
 void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config,
                         tt_dtype dtype, const char *dir, size_t max_shard_bytes) {
+    TT_CHECK(!table->quantized, "saving a 4-bit base as a Hugging Face model (a QLoRA run saves its adapters)");
     const size_t elem = tt_dtype_size(dtype);
     if (max_shard_bytes == 0) max_shard_bytes = TT_DEFAULT_MAX_SHARD_BYTES;
     void *converted = NULL;

@@ -26,6 +26,7 @@
 
 #include "core/dtype.h"
 #include "core/tier.h"
+#include "ops/quant4.h"
 
 /* Marks and copies the timeline remembers (see timestamp below). */
 #define TT_TIMELINE_WINDOW 4096
@@ -214,6 +215,11 @@ typedef struct tt_backend_iface {
     /* dgate, dup (overwritten) from dh, gate, up; elementwise, so dgate may be gate and dup up */
     void (*swiglu_backward)(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
                             int64_t n);
+
+    /* out[numel] (compute precision) = a 4-bit frozen weight (QLoRA; the layout and the rule: ops/quant4.h)
+     * dequantized, block by block: the fp32 product code value x absmax, rounded to the compute precision. */
+    void (*dequantize_4bit)(void *ctx, void *out, const void *quantized, int64_t numel,
+                            const tt_quant4_format *format);
 
     /* out[n] = a[n] + b[n] */
     void (*add)(void *ctx, void *out, const void *a, const void *b, int64_t n);
@@ -422,6 +428,11 @@ static inline void tt_backend_swiglu_backward(const tt_backend *backend, void *d
 
 static inline void tt_backend_add(const tt_backend *backend, void *out, const void *a, const void *b, int64_t n) {
     backend->iface->add(backend->ctx, out, a, b, n);
+}
+
+static inline void tt_backend_dequantize_4bit(const tt_backend *backend, void *out, const void *quantized,
+                                              int64_t numel, const tt_quant4_format *format) {
+    backend->iface->dequantize_4bit(backend->ctx, out, quantized, numel, format);
 }
 
 static inline void tt_backend_dropout_scale(const tt_backend *backend, void *out, const void *x, int64_t n,

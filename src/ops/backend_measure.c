@@ -74,6 +74,8 @@ static void measure_swiglu_backward(void *ctx, void *dgate, void *dup, const voi
                                     const void *up, int64_t n) {
 }
 static void measure_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {}
+static void measure_dequantize_4bit(void *ctx, void *out, const void *quantized, int64_t numel,
+                                    const tt_quant4_format *format) {}
 static void measure_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier,
                                   uint32_t drop_threshold, uint64_t seed) {
 }
@@ -128,6 +130,7 @@ static const tt_backend_iface measure_iface = {
     .swiglu_forward = measure_swiglu_forward,
     .swiglu_backward = measure_swiglu_backward,
     .add = measure_add,
+    .dequantize_4bit = measure_dequantize_4bit,
     .dropout_scale = measure_dropout_scale,
     .lm_head_loss = measure_lm_head_loss,
     .sum_squares = measure_sum_squares,

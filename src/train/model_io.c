@@ -36,6 +36,56 @@ static void download_as(const tt_backend *b, float *host, const void *src, tt_dt
     free(staged);
 }
 
+/* The frozen part of the flat layout ([params.trainable_start] elements) from the host's fp32 into dst in the compute
+ * format: converted, except 4-bit weights (QLoRA), whose bytes cross as they are (the host holds them at the same
+ * offsets). */
+static void frozen_from_host(void *dst, const float *host, const tt_param_table *t, tt_dtype dtype) {
+    const size_t elem = tt_dtype_size(dtype);
+    tt_convert_from_f32(dst, dtype, host, (size_t)t->trainable_start);
+    for (int i = 0; t->quantized && i < t->count; i++) {
+        const tt_param_info *p = &t->params[i];
+        if (p->quantized) memcpy((unsigned char *)dst + (size_t)p->offset * elem, host + p->offset, (size_t)p->storage_numel * elem);
+    }
+}
+
+static void frozen_to_host(float *host, const void *src, const tt_param_table *t, tt_dtype dtype) {
+    const size_t elem = tt_dtype_size(dtype);
+    tt_convert_to_f32(host, src, dtype, (size_t)t->trainable_start);
+    for (int i = 0; t->quantized && i < t->count; i++) {
+        const tt_param_info *p = &t->params[i];
+        if (!p->quantized) continue;
+        const size_t bytes = (size_t)p->storage_numel * elem;
+        memcpy(host + p->offset, (const unsigned char *)src + (size_t)p->offset * elem, bytes);
+        memset((unsigned char *)(host + p->offset) + bytes, 0, (size_t)p->storage_numel * sizeof(float) - bytes);
+    }
+}
+
+static void upload_frozen(const tt_model_state *s, const float *host) {
+    const tt_dtype dtype = s->plan.precision.activation;
+    if (!s->params.quantized) {
+        upload_as(s->backend, s->weights, dtype, host, (size_t)s->params.trainable_start);
+        return;
+    }
+    const size_t bytes = tt_mul_size((size_t)s->params.trainable_start, tt_dtype_size(dtype), "a staging buffer");
+    void *staged = tt_xmalloc(bytes ? bytes : 1, "a staging buffer");
+    frozen_from_host(staged, host, &s->params, dtype);
+    tt_backend_upload(s->backend, s->weights, staged, bytes);
+    free(staged);
+}
+
+static void download_frozen(const tt_model_state *s, float *host) {
+    const tt_dtype dtype = s->plan.precision.activation;
+    if (!s->params.quantized) {
+        download_as(s->backend, host, s->weights, dtype, (size_t)s->params.trainable_start);
+        return;
+    }
+    const size_t bytes = tt_mul_size((size_t)s->params.trainable_start, tt_dtype_size(dtype), "a staging buffer");
+    void *staged = tt_xmalloc(bytes ? bytes : 1, "a staging buffer");
+    tt_backend_download(s->backend, staged, s->weights, bytes);
+    frozen_to_host(host, staged, &s->params, dtype);
+    free(staged);
+}
+
 /* The trainable elements whose master weights and moments live on the compute tier: all of them, or with
  * optimizer offload those before the host share. */
 static size_t compute_share(const tt_model_state *s) {
@@ -80,10 +130,10 @@ void tt_model_set_weights(tt_model_state *s, const float *host) {
     if (offload && offload->host_numel)
         memcpy(offload->master, host + first + share, (size_t)offload->host_numel * sizeof(float));
     if (s->frozen_host) { /* layer_offloading: the frozen part goes to its pinned copy, then the GPU's */
-        tt_convert_from_f32(s->frozen_host, s->plan.precision.activation, host, first);
+        frozen_from_host(s->frozen_host, host, &s->params, s->plan.precision.activation);
         tt_weight_stream_reload(&s->stream, &s->params);
     } else {
-        upload_as(s->backend, s->weights, s->plan.precision.activation, host, first);
+        upload_frozen(s, host);
     }
     set_trainable_weights(s, host + first);
 }
@@ -94,7 +144,7 @@ void tt_model_get_weights(const tt_model_state *s, float *host) {
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
     if (s->frozen_host) { /* layer_offloading: the frozen part from its pinned copy */
-        tt_convert_to_f32(host, s->frozen_host, s->plan.precision.activation, first);
+        frozen_to_host(host, s->frozen_host, &s->params, s->plan.precision.activation);
         if (!s->plan.precision.master) {
             get_trainable_weights(s, host + first);
             return;
@@ -105,12 +155,12 @@ void tt_model_get_weights(const tt_model_state *s, float *host) {
         return;
     }
     if (s->plan.precision.master) { /* frozen parameters have no master copy: their compute copy is all there is */
-        download_as(s->backend, host, s->weights, s->plan.precision.activation, first);
+        download_frozen(s, host);
         if (share) tt_backend_download(s->backend, host + first, s->master, share * sizeof(float));
         if (offload && offload->host_numel)
             memcpy(host + first + share, offload->master, (size_t)offload->host_numel * sizeof(float));
     } else {
-        download_as(s->backend, host, s->weights, s->plan.precision.activation, first);
+        download_frozen(s, host);
         get_trainable_weights(s, host + first);
     }
 }

@@ -83,6 +83,9 @@ typedef struct tt_model_state {
     uint64_t lora_dropout_seed;
     bool lora_dropout_on;
     void *lora_dropout_buffer;
+    /* QLoRA: one linear weight dequantized from 4 bits, in the compute precision, for the GEMM that reads it next
+     * (sizes.dequant_buffer bytes), or NULL */
+    void *dequant_buffer;
     /* Optimizer offload (optimizer_offload.h), or NULL: the host share's master weights and moments, and the hooks
      * the step calls before the forward reads a unit's weights and after the backward finished its gradients. */
     struct tt_optimizer_offload *optimizer_offload;

@@ -61,8 +61,14 @@ static void print_trainable(const tt_param_table *params, FILE *out) {
                 params->lora_alpha, params->lora_scaling, params->lora_dropout);
         for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
             if ((params->lora_targets >> m) & 1u) fprintf(out, " %s", tt_lora_module_name((tt_lora_module)m));
-        fprintf(out, ": %.3fM trainable parameters, the %.2fM of the base frozen\n", (double)trainable / 1e6,
-                (double)frozen / 1e6);
+        fprintf(out, ": %.3fM trainable parameters, the %.2fM of the base frozen%s\n", (double)trainable / 1e6,
+                (double)frozen / 1e6,
+                !params->quantized                       ? ""
+                : params->quant_format.type == TT_QUANT4_NF4 ? (params->quant_format.double_quant
+                                                                    ? " (QLoRA: linear weights in 4-bit NF4, double-quantized absmax)"
+                                                                    : " (QLoRA: linear weights in 4-bit NF4)")
+                : params->quant_format.double_quant ? " (QLoRA: linear weights in 4-bit FP4, double-quantized absmax)"
+                                                    : " (QLoRA: linear weights in 4-bit FP4)");
     } else if (frozen > 0) {
         fprintf(out, "training: %.2fM of %.2fM parameters (%.2fM frozen: no gradient, no optimizer state)\n",
                 (double)trainable / 1e6, (double)(trainable + frozen) / 1e6, (double)frozen / 1e6);
@@ -103,7 +109,7 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
     tt_param_table params;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan->weight_bytes);
     tt_param_table_build_trainable(model, &trainable, &params);
     tt_size_table sizes; /* settles attn_workspace_limit: auto before the spill prices the plan */
     tt_size_table_configure(&sizes, model, &params, plan, device->backend);
@@ -129,7 +135,7 @@ void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     tt_plan plan;
     plan_for_run(&plan, run, &model, device);
     tt_param_table params;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan.weight_bytes);
     tt_param_table_build_trainable(&model, &trainable, &params);
     tt_size_table sizes;
     tt_size_table_configure(&sizes, &model, &params, &plan, device->backend);
@@ -271,7 +277,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_plan plan;
     plan_for_run(&plan, run, &model_config, device);
     tt_model_state model;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan.weight_bytes);
     tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
     const tt_model_config *mc = &model.config;
     const tt_tier tier = compute_tier_of(device);

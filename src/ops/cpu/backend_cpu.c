@@ -10,6 +10,7 @@
 #include "core/arena.h"
 #include "core/check.h"
 #include "core/trace.h"
+#include "model/quant4.h"
 #include "ops/backend.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -236,6 +237,13 @@ static void cpu_add(void *ctx, void *out, const void *a, const void *b, int64_t 
     ON_THREADS(ctx, tt_cpu_add_f32(out, a, b, n));
 }
 
+/* The oracle's dequantization: model/quant4.c, one block after another (the same order every time). */
+static void cpu_dequantize_4bit(void *ctx, void *out, const void *quantized, int64_t numel,
+                                const tt_quant4_format *format) {
+    (void)ctx;
+    tt_quant4_dequantize(out, quantized, numel, format);
+}
+
 static void cpu_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier,
                               uint32_t drop_threshold, uint64_t seed) {
     ON_THREADS(ctx, tt_cpu_dropout_scale_f32(out, x, n, multiplier, drop_threshold, seed));
@@ -306,6 +314,7 @@ static const tt_backend_iface cpu_iface = {
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
     .add = cpu_add,
+    .dequantize_4bit = cpu_dequantize_4bit,
     .dropout_scale = cpu_dropout_scale,
     .lm_head_loss = cpu_lm_head_loss,
     .sum_squares = cpu_sum_squares,

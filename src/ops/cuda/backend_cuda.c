@@ -16,6 +16,7 @@
 
 #include "core/arena.h"
 #include "core/check.h"
+#include "model/quant4.h"
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/copy_engine_cuda.h"
@@ -763,6 +764,12 @@ static void cuda_swiglu_backward(void *ctx, void *dgate, void *dup, const void *
     TIMED("swiglu backward", tt_cuda_swiglu_backward(dgate, dup, dh, gate, up, n, cuda->stream));
 }
 
+static void cuda_dequantize_4bit(void *ctx, void *out, const void *quantized, int64_t numel,
+                                 const tt_quant4_format *format) {
+    cuda_backend *cuda = ctx;
+    TIMED("dequantize 4-bit", tt_cuda_dequantize_4bit(out, quantized, numel, format, cuda->stream));
+}
+
 static void cuda_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {
     cuda_backend *cuda = ctx;
     TIMED("add", tt_cuda_add(out, a, b, n, cuda->stream));
@@ -883,6 +890,7 @@ static const tt_backend_iface cuda_iface = {
     .swiglu_forward = cuda_swiglu_forward,
     .swiglu_backward = cuda_swiglu_backward,
     .add = cuda_add,
+    .dequantize_4bit = cuda_dequantize_4bit,
     .dropout_scale = cuda_dropout_scale,
     .lm_head_loss = cuda_lm_head_loss,
     .sum_squares = cuda_sum_squares,
@@ -903,6 +911,9 @@ tt_backend *tt_backend_cuda_create(int device) {
     TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     cuda->used_before = total_bytes - free_bytes;
     cuda->copies = tt_cuda_copy_engine_create(cuda->stream);
+    /* bitsandbytes' dynamic map into the device's constant memory: a fixed table, so a second context on
+     * the device writes the same bytes */
+    tt_cuda_quant4_set_dynamic_map(tt_quant4_dynamic_map());
     profile_start_up(cuda);
     tt_backend *backend = tt_xcalloc(1, sizeof *backend, "the CUDA backend");
     *backend = (tt_backend){.iface = &cuda_iface, .ctx = cuda, .name = "cuda", .compute_tier = TT_TIER_GPU};

@@ -32,6 +32,14 @@ void tt_cuda_rmsnorm_backward(tt_bf16 *dx, void *dw, int dw_is_fp32, const tt_bf
                               const tt_bf16 *w, const float *rstd, int64_t R, int64_t C, float *scratch,
                               cudaStream_t stream);
 
+/* bitsandbytes' dynamic map (256 fp32, model/quant4.h) for the double-quantized absmax; once, before the first
+ * dequantize_4bit (a synchronous copy). */
+void tt_cuda_quant4_set_dynamic_map(const float *map);
+/* out[numel] bf16 = a 4-bit weight (ops/quant4.h) dequantized: bf16(code value x absmax), the fp32 product as the
+ * CPU oracle computes it, rounded once. out 16-byte aligned; quantized 4-byte aligned. */
+void tt_cuda_dequantize_4bit(tt_bf16 *out, const void *quantized, int64_t numel, const tt_quant4_format *format,
+                             cudaStream_t stream);
+
 /* h[n] = silu(gate[n]) * up[n] */
 void tt_cuda_swiglu_forward(tt_bf16 *h, const tt_bf16 *gate, const tt_bf16 *up, int64_t n, cudaStream_t stream);
 /* dgate, dup (overwritten) */

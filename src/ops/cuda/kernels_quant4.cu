@@ -1,0 +1,79 @@
+/* Dequantization of a 4-bit frozen weight (QLoRA; the layout and the rule: ops/quant4.h) into bf16 for the
+ * cuBLASLt GEMM that reads it next. Each value is the fp32 product code value x block absmax, rounded once to
+ * bf16: the CPU oracle's fp32 value (model/quant4.c), rounded, bit for bit. The products and the double-quantized
+ * absmax use _rn intrinsics so nvcc cannot contract them into fused multiply-adds. */
+#include <cuda_bf16.h>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/device_math.cuh"
+#include "ops/cuda/ops_cuda.h"
+#include "ops/quant4.h"
+
+/* NF4's 16 values and FP4's magnitudes by their low three bits (the same constants as model/quant4.c). */
+static __constant__ float nf4_values[16] = {
+    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,
+    -0.18477343022823334f, -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f,
+    0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,
+    0.7229568362236023f, 1.0f};
+static __constant__ float fp4_magnitudes[8] = {0.0f, 0.005208333333f, 0.66666667f, 1.0f, 0.33333333f, 0.5f,
+                                               0.16666667f, 0.25f};
+/* bitsandbytes' dynamic map (the double-quantized absmax's code), uploaded once by tt_cuda_quant4_set_dynamic_map. */
+static __constant__ float dynamic_map[256];
+
+/* Values per thread: four code bytes in, one 16-byte store of eight bf16 out. */
+#define DEQUANT_VALUES 8
+
+static __device__ __forceinline__ float code_value(unsigned code, bool nf4) {
+    if (nf4) return nf4_values[code & 15u];
+    const float sign = 1.0f - (float)(2 * ((code & 8u) >> 3));
+    return __fmul_rn(fp4_magnitudes[code & 7u], sign);
+}
+
+static __device__ __forceinline__ float block_absmax(const unsigned char *q, const tt_quant4_layout *l, bool double_quant,
+                                                     int64_t b) {
+    if (!double_quant) return ((const float *)(q + l->absmax))[b];
+    const float nested = ((const float *)(q + l->nested_absmax))[b / TT_QUANT4_NESTED_BLOCK];
+    const float offset = *(const float *)(q + l->offset);
+    return __fadd_rn(__fmul_rn(dynamic_map[q[l->absmax_codes + b]], nested), offset);
+}
+
+static __global__ void dequantize_4bit_kernel(tt_bf16 *out, const unsigned char *q, tt_quant4_layout l, bool nf4,
+                                              bool double_quant) {
+    const int64_t first = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * DEQUANT_VALUES;
+    if (first >= l.numel) return;
+    /* eight values never straddle a block of 64 (first is a multiple of 8) */
+    const float absmax = block_absmax(q, &l, double_quant, first / TT_QUANT4_BLOCK);
+    if (first + DEQUANT_VALUES <= l.numel) {
+        const uint32_t codes = *(const uint32_t *)(q + first / 2);
+        uint4 packed;
+        tt_bf16 *o = (tt_bf16 *)&packed;
+#pragma unroll
+        for (int k = 0; k < DEQUANT_VALUES; k++) {
+            const unsigned byte = (codes >> (8 * (k / 2))) & 0xffu;
+            const unsigned code = k % 2 == 0 ? byte >> 4 : byte & 15u;
+            o[k] = float_to_bf16(__fmul_rn(code_value(code, nf4), absmax));
+        }
+        *(uint4 *)(out + first) = packed;
+    } else {
+        for (int64_t k = first; k < l.numel; k++) {
+            const unsigned byte = q[k / 2];
+            const unsigned code = k % 2 == 0 ? byte >> 4 : byte & 15u;
+            out[k] = float_to_bf16(__fmul_rn(code_value(code, nf4), absmax));
+        }
+    }
+}
+
+extern "C" void tt_cuda_quant4_set_dynamic_map(const float *map) {
+    TT_CUDA_CHECK(cudaMemcpyToSymbol(dynamic_map, map, 256 * sizeof(float)));
+}
+
+extern "C" void tt_cuda_dequantize_4bit(tt_bf16 *out, const void *quantized, int64_t numel,
+                                        const tt_quant4_format *format, cudaStream_t stream) {
+    if (numel <= 0) return;
+    const tt_quant4_layout l = tt_quant4_layout_of(numel, format);
+    const int threads = 256;
+    const int64_t per_block = (int64_t)threads * DEQUANT_VALUES;
+    dequantize_4bit_kernel<<<(unsigned)((numel + per_block - 1) / per_block), threads, 0, stream>>>(
+        out, (const unsigned char *)quantized, l, format->type == TT_QUANT4_NF4, format->double_quant);
+    TT_CUDA_CHECK(cudaGetLastError());
+}

@@ -1,0 +1,70 @@
+/* The 4-bit storage of a frozen weight (QLoRA), bit-compatible with bitsandbytes' quantize_4bit:
+ * blocks of TT_QUANT4_BLOCK consecutive values (row-major), each scaled by its absmax (max |x|) and
+ * mapped to one of 16 codes (NF4: quantiles of N(0, 1); FP4: a 1-2-1 float), two codes per byte with
+ * the first value in the high nibble. With double quantization (bnb_4bit_use_double_quant) the
+ * absmax values are themselves quantized: their mean (the offset) is subtracted and the rest stored
+ * as 8-bit codes of bitsandbytes' dynamic map in blocks of TT_QUANT4_NESTED_BLOCK, each with an fp32
+ * absmax of its own.
+ *
+ * One quantized tensor of n values is one run of bytes (tt_quant4_layout):
+ *   [codes: ceil(n/2) bytes] pad to 16 |
+ *   plain:  [absmax: fp32 x blocks]
+ *   double: [nested absmax: fp32 x nested blocks][offset: fp32][absmax codes: u8 x blocks]
+ *   pad to 16.
+ * Dequantization (the CPU oracle in model/quant4.c, the CUDA kernel likewise): value k is
+ * code_value(code k) * absmax(k / 64) in fp32, with absmax(b) = dynamic[q_b] * nested(b / 256) +
+ * offset (two fp32 roundings) under double quantization; the GPU rounds that fp32 product to bf16. */
+#ifndef TT_OPS_QUANT4_H
+#define TT_OPS_QUANT4_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define TT_QUANT4_BLOCK 64
+#define TT_QUANT4_NESTED_BLOCK 256
+
+typedef enum tt_quant4_type { TT_QUANT4_NF4, TT_QUANT4_FP4 } tt_quant4_type;
+
+typedef struct tt_quant4_format {
+    tt_quant4_type type;
+    bool double_quant; /* the absmax quantized to 8 bits (bnb_4bit_use_double_quant) */
+} tt_quant4_format;
+
+/* Byte offsets of the parts of one quantized tensor of `numel` values. */
+typedef struct tt_quant4_layout {
+    int64_t numel;
+    int64_t blocks;        /* ceil(numel / 64) */
+    int64_t nested_blocks; /* ceil(blocks / 256) with double quantization, else 0 */
+    size_t codes;          /* offset 0: ceil(numel / 2) bytes */
+    size_t absmax;         /* plain: fp32 [blocks] */
+    size_t nested_absmax;  /* double: fp32 [nested_blocks] */
+    size_t offset;         /* double: fp32 [1] */
+    size_t absmax_codes;   /* double: u8 [blocks] */
+    size_t bytes;          /* the whole tensor, a multiple of 16 */
+} tt_quant4_layout;
+
+static inline size_t tt_quant4_pad16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+static inline tt_quant4_layout tt_quant4_layout_of(int64_t numel, const tt_quant4_format *format) {
+    tt_quant4_layout l;
+    memset(&l, 0, sizeof l); /* C and C++ (nvcc) alike, without a partial initializer */
+    l.numel = numel;
+    l.blocks = (numel + TT_QUANT4_BLOCK - 1) / TT_QUANT4_BLOCK;
+    l.codes = 0;
+    const size_t after_codes = tt_quant4_pad16((size_t)(numel + 1) / 2);
+    if (format->double_quant) {
+        l.nested_blocks = (l.blocks + TT_QUANT4_NESTED_BLOCK - 1) / TT_QUANT4_NESTED_BLOCK;
+        l.nested_absmax = after_codes;
+        l.offset = l.nested_absmax + (size_t)l.nested_blocks * sizeof(float);
+        l.absmax_codes = l.offset + sizeof(float);
+        l.bytes = tt_quant4_pad16(l.absmax_codes + (size_t)l.blocks);
+    } else {
+        l.absmax = after_codes;
+        l.bytes = tt_quant4_pad16(l.absmax + (size_t)l.blocks * sizeof(float));
+    }
+    return l;
+}
+
+#endif

@@ -307,7 +307,19 @@ static tt_cudnn_attention *create_deterministic_cudnn(const tt_attention_shape *
     return tt_cudnn_attention_create(shape, 1, why_not, size);
 }
 
-static void choose_attention(const tt_attention_shape *shape) {
+static void choose_attention(const tt_attention_shape *given) {
+    /* the choice depends on the shape, not on where this micro-batch's positions are */
+    tt_attention_shape key;
+    memset(&key, 0, sizeof key); /* padding bytes too: the key is compared with memcmp */
+    key.batch = given->batch;
+    key.seq_len = given->seq_len;
+    key.num_heads = given->num_heads;
+    key.num_kv_heads = given->num_kv_heads;
+    key.head_dim = given->head_dim;
+    key.scale = given->scale;
+    key.sliding_window = given->sliding_window;
+    key.documents = given->documents;
+    const tt_attention_shape *shape = &key;
     if (state.attention_forward != TT_ATTENTION_AUTO && memcmp(&state.attention_shape, shape, sizeof *shape) == 0)
         return;
     destroy_cudnn();
@@ -315,6 +327,26 @@ static void choose_attention(const tt_attention_shape *shape) {
     const tt_attention_kind want = state.attention_requested;
     char why_not[256] = "";
     const bool flash = flash_supported(shape);
+    if (shape->documents) {
+        /* packed documents: the own kernels take the document boundaries; the cuDNN graphs built here have no
+         * document mask, so cuDNN is refused rather than run over the documents' boundaries */
+        if (want == TT_ATTENTION_CUDNN)
+            tt_die("attn_implementation: cudnn cannot run with sample_packing: its fused attention here takes no "
+                   "document boundaries, so packed documents would attend to each other. Use attn_implementation: "
+                   "auto (tiertrain's flash kernels with document boundaries) or remove sample_packing");
+        if (want == TT_ATTENTION_FLASH && !flash)
+            tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim "
+                   "%lld, window %lld). Use attn_implementation: auto",
+                   (long long)shape->head_dim, (long long)shape->sliding_window);
+        state.attention_lanes = 1;
+        state.attention_lanes_reported = 0;
+        state.attention_forward = state.attention_backward =
+            want == TT_ATTENTION_SIMPLE || !flash ? TT_ATTENTION_SIMPLE : TT_ATTENTION_FLASH;
+        tt_info("attention: packed documents (sample_packing): %s with document boundaries%s",
+                state.attention_forward == TT_ATTENTION_FLASH ? "tiertrain's flash kernels" : "the reference kernels",
+                want == TT_ATTENTION_AUTO ? " (auto; cuDNN's attention here has no document mask)" : "");
+        return;
+    }
     if (want == TT_ATTENTION_FLASH && !flash)
         tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim %lld, "
                "window %lld). Use attn_implementation: auto",

@@ -121,8 +121,8 @@ static inline void tt_size_oracle_peaks(tt_size_table *t, const tt_model_config 
     t->class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_DISK] = (size_t)blocks_on_disk * t->saved_disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot + (size_t)blocks_on_disk * t->saved_disk_slot;
     const size_t persistent_workspace =
-        2 * t->rope_table + 2 * t->batch_ids + t->op_scratch + t->lora_dropout_buffer + t->dequant_buffer +
-        t->norm_partials;
+        2 * t->rope_table + 2 * t->batch_ids + t->batch_positions + t->op_scratch + t->lora_dropout_buffer +
+        t->dequant_buffer + t->norm_partials;
 
     t->class_peak[TT_CLASS_FROZEN_WEIGHT][c] = t->frozen_weights;
     t->class_peak[tt_trainable_weight_class(params)][c] = t->weights;

@@ -24,9 +24,10 @@ static const char *const all_keys[] = {
     "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
     "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "train_on_inputs", "dataset_prepared_path",
-    "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "excess_length_strategy"};
+    "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "excess_length_strategy",
+    "sample_packing", "pad_to_sequence_len", "sample_packing_eff_est"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 88 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 91 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

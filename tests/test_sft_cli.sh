@@ -85,6 +85,26 @@ counted_all=$(sed -n 's/.*"target_tokens": \([0-9]*\).*/\1/p' out_inputs/metrics
 check "train_on_inputs counts more targets ($counted_all > $counted)" test "$counted_all" -gt "$counted"
 check "two prepared files now" test "$(ls last_run_prepared | wc -l)" -eq 2
 
+# sample_packing: two examples to a sequence of 512, each attending only to itself; one epoch counts
+# exactly the unmasked targets; checkpointing and a resume give the same bits
+pack=(sample_packing=true sequence_len=512 max_steps=0 num_epochs=1 save_steps=1)
+"$tiertrain" train run.yaml "${pack[@]}" output_dir=out_pack > train_pack.txt 2>&1
+check "sample_packing trains on alpaca" test $? -eq 0
+check "... 16 documents into 8 sequences, with the efficiency" \
+  grep -q "sample_packing: 16 training documents (.*) packed into 8 sequences of 512 tokens .*packing efficiency" train_pack.txt
+counted_pack=$(sed -n 's/.*"target_tokens": \([0-9]*\).*/\1/p' out_pack/metrics.jsonl | awk '{ n += $1 } END { print n }')
+check "packed: one epoch counts exactly the unmasked targets ($counted_pack vs $expected)" test "$counted_pack" -eq "$expected"
+"$tiertrain" train run.yaml "${pack[@]}" output_dir=out_pack_gc gradient_checkpointing=true activation_offloading=disk > train_pack_gc.txt 2>&1
+check "packed with checkpointing offloaded to disk: bit-identical" cmp -s out_pack/model.safetensors out_pack_gc/model.safetensors
+mkdir -p out_pack_resumed && cp -r out_pack/checkpoint-1 out_pack_resumed/
+"$tiertrain" train run.yaml "${pack[@]}" output_dir=out_pack_resumed --resume > train_pack_resumed.txt 2>&1
+check "packed resume: bit-identical" cmp -s out_pack/model.safetensors out_pack_resumed/model.safetensors
+"$tiertrain" train run.yaml "${pack[@]}" output_dir=out_pack_est sample_packing_eff_est=0.9 pad_to_sequence_len=false max_steps=1 > train_pack_est.txt 2>&1
+check "sample_packing_eff_est and pad_to_sequence_len are accepted and explained" \
+  grep -q "sample_packing_eff_est 0.900: .*measured" train_pack_est.txt
+"$tiertrain" train run.yaml sample_packing_eff_est=0.9 output_dir=out_est > train_est.txt 2>&1
+check "sample_packing_eff_est without sample_packing is refused" grep -q "set sample_packing: true or remove sample_packing_eff_est" train_est.txt
+
 # 1 and 2 threads: the same bytes
 "$tiertrain" preprocess run.yaml num_threads=1 dataset_prepared_path=p1 > p1.txt 2>&1
 "$tiertrain" preprocess run.yaml num_threads=2 dataset_prepared_path=p2 > p2.txt 2>&1

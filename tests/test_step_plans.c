@@ -2,8 +2,9 @@
  * equal the size table's estimate exactly (per class and per tier), and loss and every
  * gradient are bit-identical whether saved activations are kept or recomputed; the same with
  * LoRA adapters (with and without dropout) on a frozen base, the same on a 4-bit base (QLoRA: every frozen linear
- * weight dequantized before its GEMM, layer_offloading streaming the 4-bit bytes), and with the MLP tiled (tiled_mlp:
- * 3 shards of the 14 rows, every plan against the tiled run that keeps everything). */
+ * weight dequantized before its GEMM, layer_offloading streaming the 4-bit bytes), with the MLP tiled (tiled_mlp:
+ * 3 shards of the 14 rows, every plan against the tiled run that keeps everything), and with packed documents
+ * (sample_packing: two documents per sequence) in some of those variants. */
 #include <string.h>
 
 #include "core/rng.h"
@@ -44,6 +45,10 @@ static bool stream_frozen; /* layer_offloading (LoRA runs only): frozen layers s
 static bool quantized;     /* QLoRA (LoRA runs only): the frozen linear weights in 4 bits (NF4, double quantization) */
 static int64_t mlp_shards; /* tiled_mlp: the MLP over this many row shards (1: untiled) */
 static size_t pinned_spill_budget; /* spill runs: the pinned tier's budget (0: unlimited) */
+/* sample_packing: the micro-batch holds several documents per sequence (positions below), each attending only to
+ * itself; every recompute must see the same document boundaries and RoPE rows */
+static bool packed;
+static const int32_t packed_positions[14] = {0, 1, 2, 0, 1, 2, 3, 0, 1, 0, 1, 2, 3, 4};
 
 static bool plan_streams(const tt_model_state *s) { return s->plan.stream_frozen_layers; }
 
@@ -90,6 +95,7 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     plan.offload_streamed = streamed;
     plan.micro_batch = 2;
     plan.seq_len = 7;
+    plan.packed_documents = packed;
     plan.loss_chunk = loss_chunk;
     plan.precision = (tt_precision){.activation = TT_F32, .gradient = TT_F32, .moment = TT_F32, .master = false};
     plan.activation_bytes = 4;
@@ -127,6 +133,7 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
         s.batch_inputs[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
         s.batch_targets[i] = i % 5 == 3 ? TT_IGNORE_INDEX : (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
     }
+    if (packed) tt_model_set_positions(&s, packed_positions);
     run_result r;
     /* two micro-batches accumulate into the gradients, as gradient accumulation does */
     s.lora_dropout_seed = tt_lora_dropout_seed(3, 0, 0);
@@ -211,6 +218,7 @@ int main(void) {
         lora_dropout = variant % 8 >= 4 || quantized ? 0.25 : 0.0;
         mlp_shards = variant >= 8 && !quantized ? 3 : 1;
         stream_frozen = variant % 8 >= 6;
+        packed = variant % 8 == 1 || variant % 8 == 2 || variant % 8 == 7; /* qwen3, LoRA, LoRA streamed */
         stream_frozen = false; /* the reference keeps every weight on the compute tier */
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
         stream_frozen = variant % 8 >= 6 || variant >= 18;

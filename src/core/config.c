@@ -275,8 +275,31 @@ static const key_spec key_table[] = {
      .default_text = "drop",
      .values = "drop|truncate",
      .null_is_default = true,
-     .help = "JSON datasets: a document longer than sequence_len is dropped (counted and printed, as axolotl) or "
-             "truncated to its first sequence_len tokens"},
+     .help = "JSON datasets (and token files with sample_packing): a document longer than sequence_len is dropped "
+             "(counted and printed, as axolotl) or truncated to its first sequence_len tokens"},
+    {.name = "sample_packing",
+     .type = KEY_BOOL,
+     .offset = FIELD(sample_packing),
+     .default_text = "false",
+     .null_is_default = true,
+     .help = "pack several documents into each sequence of sequence_len tokens (first-fit decreasing, once at "
+             "start); each document attends only to itself and its positions restart at 0, as transformers with "
+             "position_ids (token files: documents end at the eos id of their header)"},
+    {.name = "pad_to_sequence_len",
+     .type = KEY_BOOL,
+     .offset = FIELD(pad_to_sequence_len),
+     .default_text = "true",
+     .null_is_default = true,
+     .help = "axolotl's key: pad every sequence to sequence_len. tiertrain always does (its buffers are sized once "
+             "for sequence_len), so false changes nothing and says so at start"},
+    {.name = "sample_packing_eff_est",
+     .type = KEY_FLOAT,
+     .offset = FIELD(sample_packing_eff_est),
+     .default_text = "0",
+     .null_is_default = true,
+     .range = CLOSED(0, 1),
+     .help = "axolotl's estimate of the packing efficiency (0..1) for counting steps before packing; tiertrain packs "
+             "before it counts steps, so it prints the measured efficiency beside the estimate; 0: none given"},
     {.name = "val_set_size",
      .type = KEY_FLOAT,
      .offset = FIELD(val_set_size),
@@ -1771,13 +1794,17 @@ void tt_run_config_validate(const tt_run_config *c) {
     const char *json_key = c->train_on_inputs                ? "train_on_inputs: true"
                            : c->tokenizer_config             ? "tokenizer_config"
                            : c->special_bos || c->special_eos || c->special_pad ? "special_tokens"
-                           : c->excess_length_strategy != 0  ? "excess_length_strategy: truncate"
+                           : c->excess_length_strategy != 0 && !c->sample_packing ? "excess_length_strategy: truncate"
                            : !c->shuffle_merged_datasets     ? "shuffle_merged_datasets: false"
                                                              : NULL;
     if (c->dataset_count > 0 && !json && json_key)
         tt_die("%s is set, but it applies to JSON datasets ({path: data.jsonl, type: alpaca, ...}) and the datasets "
                "are token files, which are tokenized already; remove it",
                json_key);
+    if (c->sample_packing_eff_est > 0 && !c->sample_packing)
+        tt_die("sample_packing_eff_est (%g) estimates the efficiency of sample packing, which is off; set "
+               "sample_packing: true or remove sample_packing_eff_est",
+               c->sample_packing_eff_est);
     if (c->train_on_eos != 0 && !chat)
         tt_die("train_on_eos applies to chat_template datasets (completion, alpaca and input_output always train the "
                "EOS they append); remove it");

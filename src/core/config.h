@@ -101,6 +101,9 @@ typedef struct tt_run_config {
     char *special_bos, *special_eos, *special_pad; /* special_tokens overrides, or NULL */
     int train_on_eos;            /* index in turn|all|last|none (chat_template datasets) */
     int excess_length_strategy;  /* index in drop|truncate: documents longer than sequence_len */
+    bool sample_packing;         /* several documents per sequence, each attending only to itself */
+    bool pad_to_sequence_len;    /* axolotl's key; sequences are always padded to sequence_len */
+    double sample_packing_eff_est; /* axolotl's packing efficiency estimate, 0: none (informational) */
     double val_set_size;     /* < 1: fraction of sequences held out; >= 1: a count */
     int64_t sequence_len;
     int64_t micro_batch_size;

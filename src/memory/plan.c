@@ -53,6 +53,7 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->compute_tier = compute_tier;
     plan->micro_batch = run->micro_batch_size;
     plan->seq_len = run->sequence_len;
+    plan->packed_documents = run->sample_packing;
     int64_t tokens = run->micro_batch_size * run->sequence_len;
     plan->loss_chunk = run->loss_chunk_size < tokens ? run->loss_chunk_size : tokens;
     plan->precision = *precision;

@@ -42,6 +42,9 @@ typedef struct tt_plan {
     tt_tier compute_tier;    /* where ops read and write */
     int64_t micro_batch;     /* B */
     int64_t seq_len;         /* T */
+    /* sample_packing: a sequence holds several documents, each attending only to itself with positions from 0;
+     * every micro-batch brings each token's position (tt_attention_shape.positions) */
+    bool packed_documents;
     int64_t loss_chunk;      /* tokens per LM-head chunk, <= B*T */
     /* tiled_mlp: the MLP runs over mlp_shards row shards of mlp_shard_rows rows of the B*T (the last one
      * shorter); its gate, up and SwiGLU outputs (TT_MLP_SHARD_SLOTS, in every layer's recompute set) exist

@@ -81,7 +81,8 @@ tt_scratch_shape tt_size_table_scratch_shape(const tt_model_config *m, const tt_
         .tokens = N,
         .attention = {.batch = plan->micro_batch, .seq_len = plan->seq_len, .num_heads = m->num_heads,
                       .num_kv_heads = m->num_kv_heads, .head_dim = m->head_dim,
-                      .scale = 1.0 / sqrt((double)m->head_dim), .sliding_window = m->sliding_window},
+                      .scale = 1.0 / sqrt((double)m->head_dim), .sliding_window = m->sliding_window,
+                      .documents = plan->packed_documents},
         .hidden = m->hidden_size,
         .intermediate = m->intermediate_size,
         .loss_chunk = plan->loss_chunk,
@@ -152,8 +153,10 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->logits_chunk = bytes_of(plan->loss_chunk * m->vocab_size, a);
     t->d_head = bytes_of(N * D, a);
     t->d_residual = bytes_of(N * D, a);
-    t->rope_table = bytes_of(plan->seq_len * (m->head_dim / 2), 4);
+    /* packed documents: the micro-batch's own rows of the tables, gathered at each token's position */
+    t->rope_table = bytes_of((plan->packed_documents ? N : plan->seq_len) * (m->head_dim / 2), 4);
     t->batch_ids = bytes_of(N, 4);
+    t->batch_positions = plan->packed_documents ? bytes_of(N, 4) : 0;
     t->op_scratch = tt_align_up(tt_backend_scratch_bytes(backend, &settings, &scratch_shape));
     t->norm_partials = bytes_of(m->num_layers + 2, sizeof(double));
     /* Frozen parameters have weights only (in compute precision); gradients, the master copy and

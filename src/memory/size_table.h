@@ -52,8 +52,9 @@ typedef struct tt_size_table {
     size_t logits_chunk;     /* [loss_chunk, V] activation precision */
     size_t d_head;           /* [N, D] gradient of the final-norm output */
     size_t d_residual;       /* [N, D] gradient of the residual stream, lives through the backward */
-    size_t rope_table;       /* [T, hd/2] fp32, cos and sin each */
+    size_t rope_table;       /* [T, hd/2] fp32, cos and sin each; packed documents: [N, hd/2], the batch's rows */
     size_t batch_ids;        /* [N] int32, inputs and targets each */
+    size_t batch_positions;  /* [N] int32, each token's position in its document; 0 unless packed */
     size_t op_scratch;       /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
     size_t norm_partials;    /* [L + 2] double: each optimizer unit's sum of squares of its gradients */
     size_t lora_dropout_buffer; /* [N, widest input of an adapted layer]: lora_dropout's workspace, or 0 */

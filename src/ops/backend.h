@@ -42,6 +42,15 @@ typedef struct tt_attention_shape {
     int64_t head_dim;     /* hd */
     double scale;         /* softmax scale, 1/sqrt(hd) */
     int64_t sliding_window; /* 0: none; else key j visible to query i iff i - j < window */
+    /* Packed documents (sample_packing): a sequence holds several documents, each a run of tokens
+     * whose positions count 0, 1, 2, ... (a sequence starts one). positions[B*T] int32 on the
+     * compute tier: each token's position in its document, so query i's document starts at token
+     * i - positions[i] of its sequence, and key j is visible to query i iff
+     * i - positions[i] <= j <= i (and the window allows it). documents says positions will be given
+     * (the size queries see documents true and positions NULL); both unset: a sequence is one
+     * document. */
+    bool documents;
+    const int32_t *positions;
 } tt_attention_shape;
 
 /* The largest shapes a plan runs, from which a backend sizes the scratch its ops need. */

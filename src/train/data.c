@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "data/sequence_packing.h"
 #include "ops/backend.h" /* TT_IGNORE_INDEX */
 
 /* The eval split's permutation is seeded with seed ^ this, so it never coincides with an
@@ -34,6 +35,7 @@ typedef struct token_file_info {
     uint32_t pad_id;        /* version 2 */
     uint64_t documents;     /* version 2 */
     uint64_t ids_offset;    /* byte offset of the ids in the file */
+    uint32_t eos_id;        /* written after every document (TT_TOKEN_NO_EOS: none) */
 } token_file_info;
 
 static int open_token_file(const char *path) {
@@ -84,7 +86,8 @@ static token_file_info check_header(const char *path, int64_t model_vocab_size) 
                "(docs/token_format.md)",
                path, (unsigned long long)size);
     token_file_info info = {.version = get_u32(header + 8), .count = get_u64(header + 16),
-                            .vocab_size = get_u32(header + 12), .ids_offset = TT_TOKEN_FILE_HEADER_BYTES};
+                            .vocab_size = get_u32(header + 12), .ids_offset = TT_TOKEN_FILE_HEADER_BYTES,
+                            .eos_id = get_u32(header + 24)};
     if (info.version != TT_TOKEN_FILE_VERSION && info.version != TT_TOKEN_FILE_VERSION_DOCUMENTS)
         tt_die("%s: unsupported version %u (this tiertrain reads versions 1 and 2); re-create the file with this "
                "tiertrain's tools (docs/token_format.md)",
@@ -192,8 +195,32 @@ static void build_epoch_order(tt_dataset *ds) {
     tt_rng_shuffle(&rng, ds->epoch_order, ds->train_count);
 }
 
-void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size, int64_t seq_len,
-                     double val_set_size, uint64_t seed) {
+/* Version 1 files with sample packing: the documents of the stream [first, first + count) of `path`, each ending
+ * after an eos id (a last one without eos ends at the file's end), appended to ds->doc_starts. */
+static void split_stream_documents(tt_dataset *ds, const char *path, const token_file_info *info, uint64_t first,
+                                   uint64_t *capacity) {
+    if (info->eos_id == TT_TOKEN_NO_EOS)
+        tt_die("%s: sample_packing packs documents, but this token file marks none (its header has no eos id, so it "
+               "is one stream); re-make it with `tiertrain tokenize`, which ends every document with eos, or turn "
+               "sample_packing off",
+               path);
+    for (uint64_t i = 0; i < info->count; i++) {
+        const bool ends = ds->tokens[first + i] == info->eos_id || i + 1 == info->count;
+        if (!ends) continue;
+        if ((uint64_t)ds->document_count + 2 > *capacity) {
+            *capacity = *capacity ? 2 * *capacity : 1024;
+            ds->doc_starts = tt_xrealloc(ds->doc_starts, tt_mul_size((size_t)*capacity, sizeof(uint64_t), "documents"),
+                                         "the document index");
+        }
+        if (ds->document_count == 0) ds->doc_starts[0] = 0;
+        ds->doc_starts[++ds->document_count] = first + i + 1;
+    }
+}
+
+/* Reads and checks every file into ds (tokens; documents, labels and pad id of version 2 files; with
+ * split_streams, version 1 files' documents at their eos ids) and sets sequence_count. */
+static void load_files(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size, int64_t seq_len,
+                       double val_set_size, uint64_t seed, bool split_streams) {
     memset(ds, 0, sizeof(*ds));
     if (path_count <= 0) tt_die("no datasets given; list token files under datasets in the run config");
     if (seq_len < 1) tt_die("sequence_len %lld must be at least 1", (long long)seq_len);
@@ -230,46 +257,136 @@ void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t
                                     "the document index");
         ds->pad_id = info[0].pad_id == TT_TOKEN_NO_PAD ? 0 : info[0].pad_id;
     }
-    uint64_t doc_base = 0;
+    uint64_t doc_base = 0, stream_doc_capacity = 0;
     for (int i = 0; i < path_count; i++) {
         read_tokens(paths[i], &info[i], ds->tokens + ds->token_count, model_vocab_size);
         if (ds->documents) {
             read_documents(paths[i], &info[i], ds->token_count, ds->doc_starts + doc_base,
                            ds->labels + ds->token_count, seq_len);
             doc_base += info[i].documents;
+        } else if (split_streams) {
+            split_stream_documents(ds, paths[i], &info[i], ds->token_count, &stream_doc_capacity);
         }
         ds->token_count += info[i].count;
     }
     free(info);
+    if (ds->documents) ds->document_count = (int64_t)documents;
     ds->sequence_count = ds->documents ? (int64_t)documents : (int64_t)((ds->token_count - 1) / (uint64_t)seq_len);
+}
+
+/* The eval split: a seeded permutation of `count` items holds out val_set_size of them (sorted); the rest, sorted,
+ * are the training items. `what` names the items for the error. */
+static void split_items(int64_t count, double val_set_size, uint64_t seed, const char *what, int64_t **eval_items,
+                        int64_t *eval_count_out, int64_t **train_items, int64_t *train_count_out) {
 
     int64_t eval_count;
     if (val_set_size < 1.0) {
-        eval_count = (int64_t)floor(val_set_size * (double)ds->sequence_count);
+        eval_count = (int64_t)floor(val_set_size * (double)count);
     } else {
-        eval_count = val_set_size >= (double)ds->sequence_count ? ds->sequence_count : (int64_t)val_set_size;
+        eval_count = val_set_size >= (double)count ? count : (int64_t)val_set_size;
     }
-    if (eval_count >= ds->sequence_count)
-        tt_die("val_set_size %g holds out %lld of the %lld sequences (documents, with JSON datasets), leaving none to train on; lower val_set_size "
-               "or add data",
-               val_set_size, (long long)eval_count, (long long)ds->sequence_count);
+    if (eval_count >= count)
+        tt_die("val_set_size %g holds out %lld of the %lld %s, leaving none to train on; lower val_set_size or add data",
+               val_set_size, (long long)eval_count, (long long)count, what);
 
-    int64_t *all = tt_xmalloc(tt_mul_size((size_t)ds->sequence_count, sizeof(int64_t), "sequence index"),
+    int64_t *all = tt_xmalloc(tt_mul_size((size_t)(count ? count : 1), sizeof(int64_t), "sequence index"),
                               "the sequence index");
-    for (int64_t i = 0; i < ds->sequence_count; i++) all[i] = i;
+    for (int64_t i = 0; i < count; i++) all[i] = i;
     tt_rng rng;
     tt_rng_seed(&rng, seed ^ TT_EVAL_SPLIT_SEED_XOR);
-    tt_rng_shuffle(&rng, all, ds->sequence_count);
-    ds->eval_count = eval_count;
-    ds->train_count = ds->sequence_count - eval_count;
-    ds->eval_sequences = tt_xmalloc(sizeof(int64_t) * (size_t)eval_count, "the eval index");
-    ds->train_order_base = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the train index");
-    ds->epoch_order = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the epoch order");
-    memcpy(ds->eval_sequences, all, sizeof(int64_t) * (size_t)eval_count);
-    memcpy(ds->train_order_base, all + eval_count, sizeof(int64_t) * (size_t)ds->train_count);
-    qsort(ds->eval_sequences, (size_t)eval_count, sizeof(int64_t), compare_int64);
-    qsort(ds->train_order_base, (size_t)ds->train_count, sizeof(int64_t), compare_int64);
+    tt_rng_shuffle(&rng, all, count);
+    *eval_count_out = eval_count;
+    *train_count_out = count - eval_count;
+    *eval_items = tt_xmalloc(sizeof(int64_t) * (size_t)(eval_count ? eval_count : 1), "the eval index");
+    *train_items = tt_xmalloc(sizeof(int64_t) * (size_t)(count - eval_count), "the train index");
+    memcpy(*eval_items, all, sizeof(int64_t) * (size_t)eval_count);
+    memcpy(*train_items, all + eval_count, sizeof(int64_t) * (size_t)(count - eval_count));
+    qsort(*eval_items, (size_t)eval_count, sizeof(int64_t), compare_int64);
+    qsort(*train_items, (size_t)(count - eval_count), sizeof(int64_t), compare_int64);
     free(all);
+}
+
+void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size, int64_t seq_len,
+                     double val_set_size, uint64_t seed) {
+    load_files(ds, paths, path_count, model_vocab_size, seq_len, val_set_size, seed, false);
+    split_items(ds->sequence_count, val_set_size, seed, "sequences (documents, with JSON datasets)",
+                &ds->eval_sequences, &ds->eval_count, &ds->train_order_base, &ds->train_count);
+    ds->epoch_order = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the epoch order");
+    build_epoch_order(ds);
+}
+
+/* Packs the documents `items` (piece indices) into bins appended to ds's bins; returns how many. */
+static int64_t pack_items(tt_dataset *ds, const int64_t *items, int64_t count, int64_t *members_used) {
+    int64_t *lengths = tt_xmalloc(sizeof(int64_t) * (size_t)(count ? count : 1), "document lengths");
+    for (int64_t k = 0; k < count; k++) lengths[k] = ds->piece_length[items[k]];
+    tt_packing packing;
+    tt_pack_documents(lengths, count, ds->seq_len, &packing);
+    free(lengths);
+    const int64_t first_bin = ds->sequence_count;
+    for (int64_t b = 0; b < packing.bin_count; b++) {
+        for (int64_t m = packing.bin_start[b]; m < packing.bin_start[b + 1]; m++)
+            ds->bin_documents[(*members_used)++] = items[packing.members[m]];
+        ds->bin_start[first_bin + b + 1] = *members_used;
+    }
+    ds->sequence_count += packing.bin_count;
+    const int64_t bins = packing.bin_count;
+    tt_packing_free(&packing);
+    return bins;
+}
+
+void tt_dataset_open_packed(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size,
+                            int64_t seq_len, double val_set_size, uint64_t seed, bool truncate_long) {
+    load_files(ds, paths, path_count, model_vocab_size, seq_len, val_set_size, seed, true);
+    ds->packed = true;
+    tt_packing_stats *st = &ds->packing;
+    /* the documents that are packed ("pieces"): all of them, long ones of token files truncated or dropped (a
+     * prepared file's were, when it was made) */
+    const int64_t documents = ds->document_count;
+    ds->piece_first = tt_xmalloc(sizeof(uint64_t) * (size_t)(documents ? documents : 1), "packed documents");
+    ds->piece_length = tt_xmalloc(sizeof(int64_t) * (size_t)(documents ? documents : 1), "packed documents");
+    int64_t pieces = 0;
+    for (int64_t d = 0; d < documents; d++) {
+        int64_t length = (int64_t)(ds->doc_starts[d + 1] - ds->doc_starts[d]);
+        if (length == 0) continue;
+        if (length > seq_len) {
+            if (!truncate_long) {
+                st->dropped++;
+                continue;
+            }
+            length = seq_len;
+            st->truncated++;
+        }
+        ds->piece_first[pieces] = ds->doc_starts[d];
+        ds->piece_length[pieces++] = length;
+    }
+    if (pieces == 0)
+        tt_die("sample_packing: no document is left to pack (%lld longer than sequence_len %lld were dropped); raise "
+               "sequence_len or set excess_length_strategy: truncate",
+               (long long)st->dropped, (long long)seq_len);
+    ds->piece_count = pieces;
+    int64_t *eval_items, *train_items, eval_count, train_count;
+    split_items(pieces, val_set_size, seed, "documents (sample_packing holds out documents)", &eval_items, &eval_count,
+                &train_items, &train_count);
+    ds->bin_start = tt_xcalloc((size_t)pieces + 1, sizeof(int64_t), "the packed sequences");
+    ds->bin_documents = tt_xmalloc(sizeof(int64_t) * (size_t)pieces, "the packed sequences");
+    ds->sequence_count = 0;
+    int64_t members = 0;
+    st->train_documents = train_count;
+    st->eval_documents = eval_count;
+    st->train_sequences = pack_items(ds, train_items, train_count, &members);
+    st->eval_sequences = pack_items(ds, eval_items, eval_count, &members);
+    for (int64_t k = 0; k < train_count; k++) st->train_tokens += ds->piece_length[train_items[k]];
+    for (int64_t k = 0; k < eval_count; k++) st->eval_tokens += ds->piece_length[eval_items[k]];
+    free(eval_items);
+    free(train_items);
+    /* training sequences are bins 0..train-1, eval sequences the bins after them */
+    ds->train_count = st->train_sequences;
+    ds->eval_count = st->eval_sequences;
+    ds->train_order_base = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the train index");
+    ds->eval_sequences = tt_xmalloc(sizeof(int64_t) * (size_t)(ds->eval_count ? ds->eval_count : 1), "the eval index");
+    for (int64_t i = 0; i < ds->train_count; i++) ds->train_order_base[i] = i;
+    for (int64_t i = 0; i < ds->eval_count; i++) ds->eval_sequences[i] = ds->train_count + i;
+    ds->epoch_order = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the epoch order");
     build_epoch_order(ds);
 }
 
@@ -280,12 +397,46 @@ void tt_dataset_close(tt_dataset *ds) {
     free(ds->train_order_base);
     free(ds->eval_sequences);
     free(ds->epoch_order);
+    free(ds->piece_first);
+    free(ds->piece_length);
+    free(ds->bin_start);
+    free(ds->bin_documents);
     memset(ds, 0, sizeof(*ds));
 }
 
-static void fill_sequence(const tt_dataset *ds, int64_t sequence, int32_t *inputs, int32_t *targets) {
+/* A bin of packed documents: each document's tokens with targets inside it only (its last token predicts nothing,
+ * as when it is a sequence of its own) and positions from 0; then padding, which is a document of its own too. */
+static void fill_packed(const tt_dataset *ds, int64_t bin, int32_t *inputs, int32_t *targets, int32_t *positions) {
+    int64_t t = 0;
+    for (int64_t m = ds->bin_start[bin]; m < ds->bin_start[bin + 1]; m++) {
+        const int64_t piece = ds->bin_documents[m], n = ds->piece_length[piece];
+        const uint64_t first = ds->piece_first[piece];
+        for (int64_t k = 0; k < n; k++, t++) {
+            const bool trained = k + 1 < n && (!ds->labels || ds->labels[first + (uint64_t)k + 1]);
+            inputs[t] = (int32_t)ds->tokens[first + (uint64_t)k];
+            targets[t] = trained ? (int32_t)ds->tokens[first + (uint64_t)k + 1] : TT_IGNORE_INDEX;
+            if (positions) positions[t] = (int32_t)k;
+        }
+    }
+    TT_CHECK(t <= ds->seq_len, "bin %lld holds %lld tokens, more than %lld", (long long)bin, (long long)t,
+             (long long)ds->seq_len);
+    for (int64_t k = 0; t < ds->seq_len; t++, k++) {
+        inputs[t] = (int32_t)ds->pad_id;
+        targets[t] = TT_IGNORE_INDEX;
+        if (positions) positions[t] = (int32_t)k;
+    }
+}
+
+static void fill_sequence(const tt_dataset *ds, int64_t sequence, int32_t *inputs, int32_t *targets,
+                          int32_t *positions) {
     TT_CHECK(sequence >= 0 && sequence < ds->sequence_count, "sequence %lld of %lld", (long long)sequence,
              (long long)ds->sequence_count);
+    if (ds->packed) {
+        fill_packed(ds, sequence, inputs, targets, positions);
+        return;
+    }
+    if (positions)
+        for (int64_t t = 0; t < ds->seq_len; t++) positions[t] = (int32_t)t;
     if (ds->documents) { /* one document, padded: axolotl without sample packing */
         const uint64_t first = ds->doc_starts[sequence], n = ds->doc_starts[sequence + 1] - first;
         for (int64_t t = 0; t < ds->seq_len; t++) {
@@ -304,9 +455,13 @@ static void fill_sequence(const tt_dataset *ds, int64_t sequence, int32_t *input
 }
 
 void tt_dataset_next_train(tt_dataset *ds, int32_t *inputs, int32_t *targets) {
+    tt_dataset_next_train_positions(ds, inputs, targets, NULL);
+}
+
+void tt_dataset_next_train_positions(tt_dataset *ds, int32_t *inputs, int32_t *targets, int32_t *positions) {
     TT_CHECK(ds->train_count > 0 && ds->index_in_epoch >= 0 && ds->index_in_epoch < ds->train_count,
              "data position %lld of %lld", (long long)ds->index_in_epoch, (long long)ds->train_count);
-    fill_sequence(ds, ds->epoch_order[ds->index_in_epoch], inputs, targets);
+    fill_sequence(ds, ds->epoch_order[ds->index_in_epoch], inputs, targets, positions);
     if (++ds->index_in_epoch == ds->train_count) {
         ds->epoch++;
         ds->index_in_epoch = 0;
@@ -315,8 +470,13 @@ void tt_dataset_next_train(tt_dataset *ds, int32_t *inputs, int32_t *targets) {
 }
 
 void tt_dataset_get_eval(const tt_dataset *ds, int64_t i, int32_t *inputs, int32_t *targets) {
+    tt_dataset_get_eval_positions(ds, i, inputs, targets, NULL);
+}
+
+void tt_dataset_get_eval_positions(const tt_dataset *ds, int64_t i, int32_t *inputs, int32_t *targets,
+                                   int32_t *positions) {
     TT_CHECK(i >= 0 && i < ds->eval_count, "eval sequence %lld of %lld", (long long)i, (long long)ds->eval_count);
-    fill_sequence(ds, ds->eval_sequences[i], inputs, targets);
+    fill_sequence(ds, ds->eval_sequences[i], inputs, targets, positions);
 }
 
 void tt_dataset_get_position(const tt_dataset *ds, int64_t *epoch, int64_t *index_in_epoch) {

@@ -27,7 +27,8 @@
  * versions cannot be mixed in one run.
  *
  * A seeded
- * permutation holds out the eval sequences; each epoch visits the training sequences in
+ * permutation holds out the eval sequences (with sample_packing, documents: each document packed with
+ * others into a sequence, attending only to itself, tt_dataset_open_packed); each epoch visits the training sequences in
  * its own seeded order. Every id is checked against the model's vocab_size at load. */
 #ifndef TT_TRAIN_DATA_H
 #define TT_TRAIN_DATA_H
@@ -38,13 +39,22 @@
 #include "core/rng.h"
 #include "data/token_file.h"
 
+/* What sample packing made of the documents (tt_dataset_open_packed). */
+typedef struct tt_packing_stats {
+    int64_t train_documents, eval_documents; /* documents packed, each split's */
+    int64_t train_sequences, eval_sequences; /* the sequences they fill */
+    int64_t train_tokens, eval_tokens;       /* their tokens (padding not counted) */
+    int64_t dropped, truncated;              /* token files: documents longer than sequence_len */
+} tt_packing_stats;
+
 typedef struct tt_dataset {
     uint32_t *tokens;          /* the concatenated stream [token_count] */
     uint64_t token_count;
     /* version 2 files: one document per sequence (NULL / 0 for version 1 streams) */
     bool documents;
     uint8_t *labels;           /* [token_count], 1: a training target */
-    uint64_t *doc_starts;      /* [sequence_count + 1] offsets in tokens */
+    uint64_t *doc_starts;      /* [document_count + 1] offsets in tokens (version 1 files: when packed) */
+    int64_t document_count;
     uint32_t pad_id;           /* input id of padding positions */
     int64_t seq_len;
     int64_t sequence_count;    /* (token_count - 1) / seq_len; documents: their count */
@@ -57,6 +67,15 @@ typedef struct tt_dataset {
     int64_t epoch;
     int64_t index_in_epoch;
     int64_t *epoch_order;      /* [train_count], the current epoch's permutation */
+    /* sample_packing (tt_dataset_open_packed): a sequence is a bin of documents ("pieces": documents as packed, a
+     * long one of a token file truncated); the training bins come first, then the eval bins */
+    bool packed;
+    uint64_t *piece_first;     /* [piece_count] each piece's first token in the stream */
+    int64_t *piece_length;     /* [piece_count] its tokens, 1..seq_len */
+    int64_t piece_count;
+    int64_t *bin_start;        /* [sequence_count + 1] sequence s holds pieces bin_documents[bin_start[s]..[s+1]) */
+    int64_t *bin_documents;    /* [piece_count] piece indices, bin by bin */
+    tt_packing_stats packing;
 } tt_dataset;
 
 /* Loads the files, checks every header and every id < model_vocab_size (an error names the
@@ -64,6 +83,12 @@ typedef struct tt_dataset {
  * fraction of sequences, >= 1 a count. */
 void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size,
                      int64_t seq_len, double val_set_size, uint64_t seed);
+/* The same with sample_packing: the documents (version 2: the file's; version 1: runs of tokens ending in the
+ * header's eos id, which must be set) are split into training and eval documents (val_set_size counts documents),
+ * and each part is packed into sequences of seq_len tokens (src/data/sequence_packing.h); a token file's document
+ * longer than seq_len is truncated to its first seq_len tokens (truncate_long) or dropped, and counted. */
+void tt_dataset_open_packed(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size,
+                            int64_t seq_len, double val_set_size, uint64_t seed, bool truncate_long);
 void tt_dataset_close(tt_dataset *ds);
 
 /* Fills inputs[seq_len] and targets[seq_len] (int32) with the next training sequence,
@@ -71,6 +96,11 @@ void tt_dataset_close(tt_dataset *ds);
 void tt_dataset_next_train(tt_dataset *ds, int32_t *inputs, int32_t *targets);
 /* Eval sequence i (0 <= i < eval_count). */
 void tt_dataset_get_eval(const tt_dataset *ds, int64_t i, int32_t *inputs, int32_t *targets);
+/* The same, with each token's position in its document into positions[seq_len]: 0, 1, 2, ... restarting at every
+ * packed document (and for the padding after them); 0..seq_len-1 when not packed. */
+void tt_dataset_next_train_positions(tt_dataset *ds, int32_t *inputs, int32_t *targets, int32_t *positions);
+void tt_dataset_get_eval_positions(const tt_dataset *ds, int64_t i, int32_t *inputs, int32_t *targets,
+                                   int32_t *positions);
 
 /* Position for checkpoints; restoring it makes the stream continue bit-identically. */
 void tt_dataset_get_position(const tt_dataset *ds, int64_t *epoch, int64_t *index_in_epoch);

@@ -197,4 +197,29 @@ void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t 
     const size_t bytes = sizeof(int32_t) * (size_t)(s->plan.micro_batch * s->plan.seq_len);
     tt_backend_upload(s->backend, s->batch_inputs, inputs, bytes);
     tt_backend_upload(s->backend, s->batch_targets, targets, bytes);
+    s->batch_has_positions = false;
+}
+
+void tt_model_set_positions(tt_model_state *s, const int32_t *positions) {
+    TT_CHECK(s->plan.packed_documents, "positions are set for packed documents only (plan.packed_documents)");
+    const int64_t B = s->plan.micro_batch, T = s->plan.seq_len, N = B * T, half = s->config.head_dim / 2;
+    /* a document starts at position 0 and counts up by one; a sequence starts a document. The attention
+     * kernels read i - positions[i] as the first key of query i, so nothing else may pass. */
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t t = n % T;
+        const bool starts = positions[n] == 0, continues = t > 0 && positions[n] == positions[n - 1] + 1;
+        TT_CHECK(starts || continues, "token %lld of sequence %lld has position %d after %d; positions restart at 0 "
+                 "and count up within a document", (long long)t, (long long)(n / T), positions[n],
+                 t > 0 ? positions[n - 1] : -1);
+    }
+    float *cos_rows = s->host_batch_rope, *sin_rows = s->host_batch_rope + N * half;
+    for (int64_t n = 0; n < N; n++) {
+        memcpy(cos_rows + n * half, s->host_rope_cos + positions[n] * half, sizeof(float) * (size_t)half);
+        memcpy(sin_rows + n * half, s->host_rope_sin + positions[n] * half, sizeof(float) * (size_t)half);
+    }
+    const size_t rows_bytes = sizeof(float) * (size_t)(N * half);
+    tt_backend_upload(s->backend, s->rope_cos, cos_rows, rows_bytes);
+    tt_backend_upload(s->backend, s->rope_sin, sin_rows, rows_bytes);
+    tt_backend_upload(s->backend, s->batch_positions, positions, sizeof(int32_t) * (size_t)N);
+    s->batch_has_positions = true;
 }

@@ -18,5 +18,9 @@ void tt_model_set_moments(tt_model_state *state, const float *host_m, const floa
 void tt_model_get_moments(const tt_model_state *state, float *host_m, float *host_v);
 /* inputs/targets[micro_batch * seq_len] token ids from the host */
 void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int32_t *targets);
+/* Packed documents (plan.packed_documents): each token's position in its document, positions[B*T] (host; 0 where a
+ * document starts, then +1 per token; a sequence starts a document), for the batch set last; it gives the
+ * attention its document mask and RoPE its angles. Call after tt_model_set_batch, before the step. */
+void tt_model_set_positions(tt_model_state *state, const int32_t *positions);
 
 #endif

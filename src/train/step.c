@@ -201,6 +201,18 @@ void *tt_model_trainable_weights_at(const tt_model_state *s, int64_t e) {
     return (unsigned char *)s->trainable_weights + r->weights_offset + (size_t)(e - r->start) * s->plan.weight_bytes;
 }
 
+/* How the RoPE tables' rows map to the micro-batch's B*T tokens: token t of each sequence takes row t of [T, hd/2]
+ * (B sequences of T rows), or with packed documents token n takes row n of the micro-batch's gathered [N, hd/2]
+ * (one "sequence" of N rows). */
+typedef struct rope_layout {
+    int64_t sequences, rows;
+} rope_layout;
+
+static rope_layout rope_layout_of(const tt_model_state *s) {
+    if (s->plan.packed_documents) return (rope_layout){1, s->plan.micro_batch * s->plan.seq_len};
+    return (rope_layout){s->plan.micro_batch, s->plan.seq_len};
+}
+
 static void model_state_build(tt_model_state *s);
 
 void tt_model_state_init_core(tt_model_state *s, tt_model_config *config, tt_plan *plan, tt_param_table *params,
@@ -277,6 +289,9 @@ static void model_state_build(tt_model_state *s) {
     s->rope_sin = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE sin table");
     s->batch_inputs = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch inputs");
     s->batch_targets = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch targets");
+    s->batch_positions = s->sizes.batch_positions ? tt_arena_push(&s->arena, s->sizes.batch_positions,
+                                                                  TT_CLASS_WORKSPACE, "batch positions")
+                                                  : NULL;
     s->op_scratch = tt_arena_push(&s->arena, s->sizes.op_scratch, TT_CLASS_WORKSPACE, "op scratch");
     s->lora_dropout_buffer = s->sizes.lora_dropout_buffer ? tt_arena_push(&s->arena, s->sizes.lora_dropout_buffer,
                                                                           TT_CLASS_WORKSPACE, "LoRA dropout buffer")
@@ -304,13 +319,22 @@ static void model_state_build(tt_model_state *s) {
     tt_backend_zero(backend, s->adam_m, moment_bytes);
     tt_backend_zero(backend, s->adam_v, moment_bytes);
     if (!s->measuring) {
-        float *host_cos = tt_xmalloc(s->sizes.rope_table, "RoPE table");
-        float *host_sin = tt_xmalloc(s->sizes.rope_table, "RoPE table");
+        /* [T, hd/2]: the compute tier's tables, or with packed documents the host's, whose rows each
+         * micro-batch gathers at its tokens' positions (tt_model_set_positions) */
+        const size_t table_bytes = sizeof(float) * (size_t)(s->plan.seq_len * (s->config.head_dim / 2));
+        float *host_cos = tt_xmalloc(table_bytes, "RoPE table");
+        float *host_sin = tt_xmalloc(table_bytes, "RoPE table");
         tt_rope_tables(&s->config, s->plan.seq_len, host_cos, host_sin);
-        tt_backend_upload(backend, s->rope_cos, host_cos, s->sizes.rope_table);
-        tt_backend_upload(backend, s->rope_sin, host_sin, s->sizes.rope_table);
-        free(host_cos);
-        free(host_sin);
+        if (s->plan.packed_documents) {
+            s->host_rope_cos = host_cos;
+            s->host_rope_sin = host_sin;
+            s->host_batch_rope = tt_xmalloc(2 * s->sizes.rope_table, "RoPE rows of a micro-batch");
+        } else {
+            tt_backend_upload(backend, s->rope_cos, host_cos, table_bytes);
+            tt_backend_upload(backend, s->rope_sin, host_sin, table_bytes);
+            free(host_cos);
+            free(host_sin);
+        }
     }
 
     const int64_t L = s->config.num_layers;
@@ -355,6 +379,8 @@ static void model_state_build(tt_model_state *s) {
         .head_dim = s->config.head_dim,
         .scale = 1.0 / sqrt((double)s->config.head_dim),
         .sliding_window = s->config.sliding_window,
+        .documents = s->plan.packed_documents,
+        .positions = s->batch_positions,
     };
 }
 
@@ -373,6 +399,9 @@ void tt_model_state_release(tt_model_state *s) {
     free(s->trace_pending);
     free(s->unit_start);
     free(s->host_norm_partials);
+    free(s->host_rope_cos);
+    free(s->host_rope_sin);
+    free(s->host_batch_rope);
     tt_residency_free(&s->residency);
     if (!s->measuring) { /* a measuring state borrows them */
         tt_param_table_free(&s->params);
@@ -548,7 +577,7 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     void *const *S = sv->slot;
     const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
     const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
-    const int64_t B = s->plan.micro_batch, T = s->plan.seq_len;
+    const rope_layout rope = rope_layout_of(s);
 #define WANTS(slots) ((compute & (slots)) != 0)
 
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_ATTN_RSTD)))
@@ -568,25 +597,25 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
         }
         /* q = rope(norm(q_raw)), written together with its rstd */
         if (WANTS(TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD))) {
-            tt_backend_rmsnorm_forward(b, S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm,
-                                       N * c->num_heads, hd, c->rms_norm_eps);
-            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
+            tt_backend_rmsnorm_forward(b, S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm, N * c->num_heads, hd,
+                               c->rms_norm_eps);
+            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads, hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K) | TT_SLOT(TT_SAVED_K_RSTD))) {
-            tt_backend_rmsnorm_forward(b, S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm,
-                                       N * c->num_kv_heads, hd, c->rms_norm_eps);
-            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+            tt_backend_rmsnorm_forward(b, S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm, N * c->num_kv_heads,
+                               hd, c->rms_norm_eps);
+            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_kv_heads, hd);
         }
     } else {
         if (WANTS(TT_SLOT(TT_SAVED_Q))) {
             tt_backend_linear_forward(b, S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
             adapter_up(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_Q], S);
-            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
+            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads, hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K))) {
             tt_backend_linear_forward(b, S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
             adapter_up(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_K], S);
-            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_kv_heads, hd);
         }
     }
     if (WANTS(TT_SLOT(TT_SAVED_V))) {
@@ -693,19 +722,18 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     void *const *W = scratch->slot;
     const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
     const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
-    const int64_t B = s->plan.micro_batch, T = s->plan.seq_len;
+    const rope_layout rope = rope_layout_of(s);
 
     /* mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
     adapter_backward_weights(s, l, TT_LORA_O, TT_SAVED_LORA_O, d_residual, S[TT_SAVED_ATTN_OUT], S);
     tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT], gemm_weight(s, w->wo, D * q_dim), N, q_dim, D,
                        false);
     adapter_backward_input(s, l, TT_LORA_O, TT_SAVED_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
-    tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
-                                  W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q],
-                                  S[TT_SAVED_K], S[TT_SAVED_V], &s->attention, W[TT_BACKWARD_ATTENTION], spare,
-                                  spare_bytes);
-    tt_backend_rope_backward(b, W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, B, T, c->num_heads, hd);
-    tt_backend_rope_backward(b, W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, B, T, c->num_kv_heads, hd);
+    tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
+                          S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
+                          &s->attention, W[TT_BACKWARD_ATTENTION], spare, spare_bytes);
+    tt_backend_rope_backward(b, W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads, hd);
+    tt_backend_rope_backward(b, W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_kv_heads, hd);
     void *d_q_proj = W[TT_BACKWARD_D_Q], *d_k_proj = W[TT_BACKWARD_D_K];
     if (c->qk_norm) {
         /* The norms' input gradients go where the attention backward's dead inputs were: d q before
@@ -877,6 +905,8 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
     const int64_t L = c->num_layers, N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
+    TT_CHECK(!s->plan.packed_documents || s->measuring || s->batch_has_positions,
+             "packed documents: the micro-batch's positions are set (tt_model_set_positions) before its step");
     const tt_arena_mark step_mark = tt_arena_get_mark(&s->arena);
     s->lora_dropout_on = true; /* training: adapters drop their inputs (lora_dropout) */
 
@@ -952,6 +982,8 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
     const int64_t L = c->num_layers, N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
+    TT_CHECK(!s->plan.packed_documents || s->measuring || s->batch_has_positions,
+             "packed documents: the micro-batch's positions are set (tt_model_set_positions) before its step");
     const tt_arena_mark step_mark = tt_arena_get_mark(&s->arena);
     s->lora_dropout_on = false; /* evaluation: no dropout, as PEFT in eval mode */
     void **x = push_layer_inputs(s);

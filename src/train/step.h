@@ -60,9 +60,17 @@ typedef struct tt_model_state {
     tt_model_view w, g;       /* views of weights and gradients (g: NULL for frozen parameters) */
     tt_layer_view *w_layers, *g_layers; /* [L] */
 
-    float *rope_cos, *rope_sin;   /* [T, hd/2] */
+    float *rope_cos, *rope_sin;   /* [T, hd/2]; packed documents: [B*T, hd/2], each token's row at its position */
     int32_t *batch_inputs;        /* [B*T] token ids of the current micro-batch */
     int32_t *batch_targets;       /* [B*T] next-token ids, TT_IGNORE_INDEX where masked */
+    /* Packed documents (plan.packed_documents), else NULL: each token's position in its document [B*T] on the
+     * compute tier (the attention's document mask, tt_attention_shape.positions); the host's RoPE tables
+     * [T, hd/2] and the staging of a micro-batch's gathered rows ([B*T, hd/2] cos, then sin). Set with the batch
+     * (tt_model_set_positions); batch_has_positions says the current batch's are there. */
+    int32_t *batch_positions;
+    float *host_rope_cos, *host_rope_sin;
+    float *host_batch_rope;
+    bool batch_has_positions;
     void *op_scratch;             /* the backend's per-op scratch (sizes.op_scratch bytes) */
     /* The optimizer units (tt_optimizer_unit_starts: the embedding, layer l as unit l + 1, the final norm and LM
      * head as unit L + 1) and each one's sum of squares of its gradients, which the gradient norm adds up in unit

@@ -150,11 +150,39 @@ void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     tt_model_config_free(&model);
 }
 
-/* Runs the held-out sequences through the model; returns the mean token loss. */
-/* Runs the held-out sequences through the model; returns the mean token loss. inputs and
- * targets are host buffers of one micro-batch. */
+/* The start lines of sample packing: documents, the sequences they fill and how full those are. */
+static void report_packing(const tt_dataset *data, const tt_run_config *run) {
+    const tt_packing_stats *p = &data->packing;
+    const double T = (double)run->sequence_len;
+    const double efficiency = p->train_sequences ? (double)p->train_tokens / ((double)p->train_sequences * T) : 0.0;
+    tt_info("sample_packing: %lld training documents (%lld tokens) packed into %lld sequences of %lld tokens (first-fit "
+            "decreasing, once; each epoch shuffles the sequences): packing efficiency %.1f%%",
+            (long long)p->train_documents, (long long)p->train_tokens, (long long)p->train_sequences,
+            (long long)run->sequence_len, 100.0 * efficiency);
+    if (p->eval_documents)
+        tt_info("sample_packing: %lld eval documents packed into %lld sequences (efficiency %.1f%%)",
+                (long long)p->eval_documents, (long long)p->eval_sequences,
+                100.0 * (double)p->eval_tokens / ((double)p->eval_sequences * T));
+    if (p->dropped)
+        tt_warn("sample_packing: dropped %lld document(s) of the token files longer than sequence_len %lld "
+                "(excess_length_strategy: drop; truncate keeps their first sequence_len tokens)",
+                (long long)p->dropped, (long long)run->sequence_len);
+    if (p->truncated)
+        tt_info("sample_packing: truncated %lld document(s) of the token files to sequence_len %lld",
+                (long long)p->truncated, (long long)run->sequence_len);
+    if (run->sample_packing_eff_est > 0)
+        tt_info("sample_packing_eff_est %.3f: the packing is done before the steps are counted, so the measured "
+                "efficiency (%.3f) counts them",
+                run->sample_packing_eff_est, efficiency);
+    if (!run->pad_to_sequence_len)
+        tt_info("pad_to_sequence_len: false: sequences are padded to sequence_len all the same (the buffers are sized "
+                "once for it; padding changes no loss or gradient)");
+}
+
+/* Runs the held-out sequences through the model; returns the mean token loss. inputs, targets
+ * and positions are host buffers of one micro-batch (positions: packed documents only). */
 static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *inputs, int32_t *targets,
-                       int64_t *tokens_out) {
+                       int32_t *positions, int64_t *tokens_out) {
     const int64_t B = model->plan.micro_batch, T = model->plan.seq_len;
     double loss_sum = 0;
     int64_t tokens = 0;
@@ -162,15 +190,18 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *i
         int64_t rows = data->eval_count - first < B ? data->eval_count - first : B;
         for (int64_t r = 0; r < B; r++) {
             if (r < rows) {
-                tt_dataset_get_eval(data, first + r, inputs + r * T, targets + r * T);
+                tt_dataset_get_eval_positions(data, first + r, inputs + r * T, targets + r * T,
+                                              positions ? positions + r * T : NULL);
             } else { /* a short last batch: pad with ignored rows */
                 for (int64_t t = 0; t < T; t++) {
                     inputs[r * T + t] = 0;
                     targets[r * T + t] = TT_IGNORE_INDEX;
+                    if (positions) positions[r * T + t] = (int32_t)t;
                 }
             }
         }
         tt_model_set_batch(model, inputs, targets);
+        if (positions) tt_model_set_positions(model, positions);
         int64_t count = 0;
         loss_sum += tt_step_forward_loss(model, &count);
         tokens += count;
@@ -293,8 +324,15 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
                 prepared);
     }
     tt_dataset data;
-    tt_dataset_open(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count, mc->vocab_size,
-                    run->sequence_len, run->val_set_size, (uint64_t)run->seed);
+    if (run->sample_packing) {
+        tt_dataset_open_packed(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count,
+                               mc->vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed,
+                               run->excess_length_strategy == 1);
+        report_packing(&data, run);
+    } else {
+        tt_dataset_open(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count, mc->vocab_size,
+                        run->sequence_len, run->val_set_size, (uint64_t)run->seed);
+    }
     free(prepared);
 
     const int64_t B = run->micro_batch_size, T = run->sequence_len, N = B * T;
@@ -340,13 +378,16 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     }
     tt_info("data: %lld training and %lld eval %s of %lld tokens; %lld steps of %lld sequences (%lld tokens)",
             (long long)data.train_count, (long long)data.eval_count,
-            data.documents ? "documents (one per sequence, padded)" : "sequences", (long long)T, (long long)total_steps,
+            data.packed ? "sequences (packed documents)" : data.documents ? "documents (one per sequence, padded)" : "sequences",
+            (long long)T, (long long)total_steps,
             (long long)sequences_per_step, (long long)(sequences_per_step * T));
 
     /* Micro-batches of one optimizer step are drawn up front, so the loss can be averaged
      * over all unmasked tokens of the step (not per micro-batch). */
     int32_t *step_inputs = tt_xmalloc(sizeof(int32_t) * (size_t)(N * accumulation), "step token buffer");
     int32_t *step_targets = tt_xmalloc(sizeof(int32_t) * (size_t)(N * accumulation), "step token buffer");
+    int32_t *step_positions = data.packed ? tt_xmalloc(sizeof(int32_t) * (size_t)(N * accumulation), "step token buffer")
+                                          : NULL;
 
     tt_reporter reporter;
     tt_reporter_open(&reporter, run->output_dir, run->progress);
@@ -360,7 +401,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     while (trainer.global_step < total_steps) {
         const double step_start = now_seconds();
         for (int64_t i = 0; i < sequences_per_step; i++)
-            tt_dataset_next_train(&data, step_inputs + i * T, step_targets + i * T);
+            tt_dataset_next_train_positions(&data, step_inputs + i * T, step_targets + i * T,
+                                            step_positions ? step_positions + i * T : NULL);
         int64_t step_tokens = 0;
         for (int64_t i = 0; i < N * accumulation; i++) step_tokens += step_targets[i] != TT_IGNORE_INDEX;
 
@@ -375,6 +417,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
                                                       (float)tt_lr_at(&schedule, trainer.global_step),
                                                       trainer.global_step + 1);
             tt_model_set_batch(&model, step_inputs + micro * N, step_targets + micro * N);
+            if (step_positions) tt_model_set_positions(&model, step_positions + micro * N);
             model.lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer.global_step, micro);
             int64_t count = 0;
             loss_sum += tt_step_forward_backward(&model, step_tokens ? 1.0 / (double)step_tokens : 0.0, &count);
@@ -419,7 +462,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
 
         if (data.eval_count > 0 && ((run->eval_steps > 0 && trainer.global_step % run->eval_steps == 0) || last)) {
             int64_t eval_tokens = 0;
-            double eval_loss = evaluate(&model, &data, step_inputs, step_targets, &eval_tokens);
+            double eval_loss = evaluate(&model, &data, step_inputs, step_targets, step_positions, &eval_tokens);
             tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
         }
         const bool saving = run->save_strategy == 0;
@@ -470,6 +513,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     free(resume_dir);
     free(step_inputs);
     free(step_targets);
+    free(step_positions);
     tt_dataset_close(&data);
     if (model.trace) {
         tt_trace_close(model.trace);

@@ -1,7 +1,9 @@
 /* The tensor-core flash attention (src/ops/cuda/attention_flash.h) against the CPU reference
  * and the simple GPU kernels, on fresh random bf16-rounded inputs with NaN-poisoned outputs:
  * forward out and lse, backward dq, dk, dv, two backward runs giving the same bits; then its
- * speed at long sequences (TFLOP/s, causal FLOPs). `test_gpu_attention --quick` skips T = 65536.
+ * speed at long sequences (TFLOP/s, causal FLOPs). Packed documents (sample_packing: one document, many
+ * short ones, boundaries inside tiles, documents of one token, a long one then short ones), flash and
+ * the simple kernels, against the CPU reference. `test_gpu_attention --quick` skips T = 65536.
  * Exit status nonzero on any failed check. */
 #include <stdlib.h>
 #include <string.h>
@@ -125,8 +127,42 @@ static void expect_deterministic(attention_buffers *a, const tt_attention_shape 
     cudaFree(dv2);
 }
 
-/* Flash forward + backward against the CPU reference; the backward reference gets the flash
- * kernel's own (bf16) output and lse, as the GPU backward does. */
+/* The device's out, lse (from the kernels just run on a) against the CPU reference over host_shape, then its
+ * dq, dk, dv against the CPU backward given the device's own (bf16) out and lse, as the GPU backward is;
+ * checks are named "<prefix>forward out", ...; dq and dk are relative to at least `floor`. */
+static void expect_matches_cpu(const char *prefix, const attention_buffers *a, const tt_attention_shape *host_shape,
+                               double floor) {
+    char what[64];
+    float *out = malloc(sizeof(float) * (size_t)a->nq), *lse = malloc(sizeof(float) * (size_t)a->rows);
+    tt_cpu_attention_forward_f32(NULL, out, lse, a->q, a->k, a->v, host_shape);
+    float *got_out = download_bf16(a->out_dev, a->nq), *got_lse = download_f32(a->lse_dev, a->rows);
+    snprintf(what, sizeof what, "%sforward out", prefix);
+    expect_close(what, got_out, out, a->nq, OUT_TOLERANCE);
+    snprintf(what, sizeof what, "%sforward lse", prefix);
+    expect_close_lse(what, got_lse, lse, a->rows);
+    float *dq = malloc(sizeof(float) * (size_t)a->nq), *dk = malloc(sizeof(float) * (size_t)a->nkv),
+          *dv = malloc(sizeof(float) * (size_t)a->nkv);
+    tt_cpu_attention_backward_f32(NULL, dq, dk, dv, a->dout, got_out, got_lse, a->q, a->k, a->v, host_shape);
+    float *g = download_bf16(a->dq_dev, a->nq);
+    snprintf(what, sizeof what, "%sbackward dq", prefix);
+    expect_close_floor(what, g, dq, a->nq, GRAD_TOLERANCE, floor);
+    free(g);
+    g = download_bf16(a->dk_dev, a->nkv);
+    snprintf(what, sizeof what, "%sbackward dk", prefix);
+    expect_close_floor(what, g, dk, a->nkv, GRAD_TOLERANCE, floor);
+    free(g);
+    snprintf(what, sizeof what, "%sbackward dv", prefix);
+    expect_device_close(what, a->dv_dev, dv, a->nkv, GRAD_TOLERANCE);
+    free(out);
+    free(lse);
+    free(got_out);
+    free(got_lse);
+    free(dq);
+    free(dk);
+    free(dv);
+}
+
+/* Flash forward + backward against the CPU reference. */
 static void test_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
     const double floor = T == 1 ? 1.0 : 0.0; /* one token: dq = dk = 0 up to rounding */
     tt_attention_shape s = make_shape(B, T, Hq, Hkv, hd);
@@ -135,32 +171,8 @@ static void test_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int6
     TT_EXPECT(tt_cuda_flash_attention_supported(&s), "shape supported");
     attention_buffers a = make_buffers(&s);
     run_flash(&a, &s);
-
-    float *out = malloc(sizeof(float) * (size_t)a.nq), *lse = malloc(sizeof(float) * (size_t)a.rows);
-    tt_cpu_attention_forward_f32(NULL, out, lse, a.q, a.k, a.v, &s);
-    float *got_out = download_bf16(a.out_dev, a.nq), *got_lse = download_f32(a.lse_dev, a.rows);
-    expect_close("forward out", got_out, out, a.nq, OUT_TOLERANCE);
-    expect_close_lse("forward lse", got_lse, lse, a.rows);
-
-    float *dq = malloc(sizeof(float) * (size_t)a.nq), *dk = malloc(sizeof(float) * (size_t)a.nkv),
-          *dv = malloc(sizeof(float) * (size_t)a.nkv);
-    tt_cpu_attention_backward_f32(NULL, dq, dk, dv, a.dout, got_out, got_lse, a.q, a.k, a.v, &s);
-    float *g = download_bf16(a.dq_dev, a.nq);
-    expect_close_floor("backward dq", g, dq, a.nq, GRAD_TOLERANCE, floor);
-    free(g);
-    g = download_bf16(a.dk_dev, a.nkv);
-    expect_close_floor("backward dk", g, dk, a.nkv, GRAD_TOLERANCE, floor);
-    free(g);
-    expect_device_close("backward dv", a.dv_dev, dv, a.nkv, GRAD_TOLERANCE);
+    expect_matches_cpu("", &a, &s, floor);
     expect_deterministic(&a, &s, "flash vs CPU");
-
-    free(out);
-    free(lse);
-    free(got_out);
-    free(got_lse);
-    free(dq);
-    free(dk);
-    free(dv);
     free_buffers(&a);
 }
 
@@ -205,6 +217,60 @@ static void test_against_simple(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, i
     cudaFree(lse_ref);
     cudaFree(scratch_ref);
     free_buffers(&a);
+}
+
+/* Packed documents: each sequence cut into documents of lengths[0], lengths[1], ... (cycling from lengths[b],
+ * the last one cut at T); positions[B*T] count from 0 in each. */
+static int32_t *packed_positions(int64_t B, int64_t T, const int64_t *lengths, int count) {
+    int32_t *positions = malloc(sizeof(int32_t) * (size_t)(B * T));
+    for (int64_t b = 0; b < B; b++) {
+        int which = (int)(b % count);
+        int64_t left = lengths[which];
+        for (int64_t t = 0, k = 0; t < T; t++, k++) {
+            if (left == 0) {
+                which = (which + 1) % count;
+                left = lengths[which];
+                k = 0;
+            }
+            positions[b * T + t] = (int32_t)k;
+            left--;
+        }
+    }
+    return positions;
+}
+
+/* Flash and the simple kernels with packed documents against the CPU reference (each with its own forward's out
+ * and lse in its backward's reference), and the flash backward twice: the same bits. */
+static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd,
+                                    const int64_t *lengths, int count) {
+    printf("packed documents (%s) vs CPU: B %lld T %lld Hq %lld Hkv %lld hd %lld\n", layout, (long long)B,
+           (long long)T, (long long)Hq, (long long)Hkv, (long long)hd);
+    int32_t *positions = packed_positions(B, T, lengths, count), *positions_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&positions_dev, sizeof(int32_t) * (size_t)(B * T)));
+    TT_CUDA_CHECK(cudaMemcpy(positions_dev, positions, sizeof(int32_t) * (size_t)(B * T), cudaMemcpyHostToDevice));
+    tt_attention_shape s = make_shape(B, T, Hq, Hkv, hd), host_shape;
+    s.documents = true;
+    host_shape = s;
+    s.positions = positions_dev;
+    host_shape.positions = positions;
+    /* a document of one token has dq = dk = 0 up to rounding */
+    const double floor = 1.0;
+    attention_buffers a = make_buffers(&s);
+    for (int kernel = 0; kernel < 2; kernel++) { /* flash, then the simple kernels */
+        if (kernel == 0) {
+            run_flash(&a, &s);
+        } else {
+            tt_cuda_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+            tt_cuda_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                       a.k_dev, a.v_dev, &s, (float *)a.scratch, 0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+        }
+        expect_matches_cpu(kernel == 0 ? "flash " : "simple ", &a, &host_shape, floor);
+        if (kernel == 0) expect_deterministic(&a, &s, layout);
+    }
+    free_buffers(&a);
+    free(positions);
+    cudaFree(positions_dev);
 }
 
 static int compare_floats(const void *a, const void *b) {
@@ -287,6 +353,14 @@ int main(int argc, char **argv) {
     test_against_cpu(1, 1, 2, 1, 64); /* a single token */
     test_against_cpu(3, 17, 2, 1, 128);
     test_against_simple(1, 2048, 16, 8, 128);
+
+    const int64_t one[] = {1 << 30}, short_docs[] = {3, 7, 1, 12, 5}, in_tiles[] = {70, 90, 100},
+                  ones[] = {1}, long_short[] = {500, 13, 1};
+    test_packed_against_cpu("one document", 1, 200, 4, 2, 128, one, 1);
+    test_packed_against_cpu("many short documents", 2, 300, 4, 2, 64, short_docs, 5);
+    test_packed_against_cpu("boundaries inside tiles", 2, 260, 8, 2, 128, in_tiles, 3);
+    test_packed_against_cpu("documents of one token", 1, 67, 2, 1, 64, ones, 1);
+    test_packed_against_cpu("a long document, then short ones", 3, 513, 8, 2, 128, long_short, 3);
 
     const int64_t lengths[] = {4096, 16384, 65536};
     const int count = quick ? 2 : 3;

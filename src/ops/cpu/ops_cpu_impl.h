@@ -271,6 +271,21 @@ static inline int64_t cpu_last_query(int64_t j, int64_t window, int64_t T) {
     return window > 0 ? cpu_min64(T - 1, j + window - 1) : T - 1;
 }
 
+/* First visible key of query i of sequence b: the window's first, or its document's first token
+ * when documents are packed (positions restart at 0 where a document starts). */
+static inline int64_t cpu_first_visible_key(const tt_attention_shape *s, int64_t b, int64_t i) {
+    const int64_t j0 = cpu_first_key(i, s->sliding_window);
+    if (!s->positions) return j0;
+    const int64_t document_start = i - s->positions[b * s->seq_len + i];
+    return document_start > j0 ? document_start : j0;
+}
+
+/* Whether query i of sequence b lies in the document of key j <= i (always, unpacked): queries after
+ * j leave it where a later document starts, and never return. */
+static inline bool cpu_query_in_key_document(const tt_attention_shape *s, int64_t b, int64_t i, int64_t j) {
+    return !s->positions || i - s->positions[b * s->seq_len + i] <= j;
+}
+
 static void cpu_check_attention_shape(const tt_attention_shape *s) {
     TT_CHECK(s->batch >= 0 && s->seq_len >= 0 && s->head_dim > 0 && s->num_heads > 0 && s->num_kv_heads > 0 &&
                  s->num_heads % s->num_kv_heads == 0 && s->sliding_window >= 0,
@@ -280,12 +295,14 @@ static void cpu_check_attention_shape(const tt_attention_shape *s) {
 }
 
 /* One query row at a time: scores of the visible keys into an O(T) per-thread buffer, then
- * a softmax (sums in double) and the weighted sum of values. No [T, T] matrix exists. */
+ * a softmax (sums in double) and the weighted sum of values. No [T, T] matrix exists. A row reads
+ * only the keys of its own document, from the document's first token in order, so a packed
+ * document's rows get the bits they get when the document is a sequence of its own. */
 void TT_CPU_FN(attention_forward)(tt_cpu_scratch *scratch, real *out, real *lse, const real *q, const real *k,
                                   const real *v, const tt_attention_shape *shape) {
     cpu_check_attention_shape(shape);
     const int64_t B = shape->batch, T = shape->seq_len, Hq = shape->num_heads, Hkv = shape->num_kv_heads;
-    const int64_t hd = shape->head_dim, window = shape->sliding_window, group = Hq / Hkv;
+    const int64_t hd = shape->head_dim, group = Hq / Hkv;
     const real scale = (real)shape->scale;
     const int64_t rows = B * Hq * T;
     /* One row of scores per thread, from the scratch area (see tt_cpu_scratch_bytes). */
@@ -298,7 +315,7 @@ void TT_CPU_FN(attention_forward)(tt_cpu_scratch *scratch, real *out, real *lse,
 #pragma omp for schedule(dynamic, 16)
         for (int64_t idx = 0; idx < rows; idx++) {
             const int64_t i = idx % T, h = (idx / T) % Hq, b = idx / (T * Hq), kvh = h / group;
-            const int64_t j0 = cpu_first_key(i, window), nj = i - j0 + 1;
+            const int64_t j0 = cpu_first_visible_key(shape, b, i), nj = i - j0 + 1;
             const real *qi = q + ((b * T + i) * Hq + h) * hd;
             real m = -INFINITY;
             for (int64_t j = 0; j < nj; j++) {
@@ -354,7 +371,7 @@ void TT_CPU_FN(attention_backward)(tt_cpu_scratch *scratch, real *dq, real *dk, 
         const real li = lse[(b * Hq + h) * T + i];
         real *dqi = dq + off;
         for (int64_t d = 0; d < hd; d++) dqi[d] = 0;
-        for (int64_t j = cpu_first_key(i, window); j <= i; j++) {
+        for (int64_t j = cpu_first_visible_key(shape, b, i); j <= i; j++) {
             const int64_t koff = ((b * T + j) * Hkv + kvh) * hd;
             const real *kj = k + koff, *vj = v + koff;
             const real p = TT_CPU_EXP(cpu_dot(qi, kj, hd) * scale - li);
@@ -376,7 +393,7 @@ void TT_CPU_FN(attention_backward)(tt_cpu_scratch *scratch, real *dq, real *dk, 
         const int64_t i1 = cpu_last_query(j, window, T);
         for (int64_t r = 0; r < group; r++) {
             const int64_t h = kvh * group + r;
-            for (int64_t i = j; i <= i1; i++) {
+            for (int64_t i = j; i <= i1 && cpu_query_in_key_document(shape, b, i, j); i++) {
                 const int64_t off = ((b * T + i) * Hq + h) * hd;
                 const real *qi = q + off, *doi = dout + off;
                 const real li = lse[(b * Hq + h) * T + i], Di = Dsum[(b * Hq + h) * T + i];

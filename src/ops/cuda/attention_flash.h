@@ -1,7 +1,8 @@
 /* tiertrain's tensor-core flash attention (FlashAttention-2 style) for sm_90a: causal
  * grouped-query attention with the exact semantics of tt_cuda_attention_forward/backward
  * (src/ops/cuda/ops_cuda.h, src/ops/backend.h): q[B*T, Hq*hd], k, v[B*T, Hkv*hd] bf16; key j is
- * visible to query i iff j <= i; query head h reads kv head h / (Hq / Hkv); out[B*T, Hq*hd]
+ * visible to query i iff j <= i (and, with packed documents, s->positions != NULL, iff also
+ * j >= i - positions[i], the first token of i's document); query head h reads kv head h / (Hq / Hkv); out[B*T, Hq*hd]
  * bf16; lse[B, Hq, T] fp32 is the natural-log log-sum-exp of the scaled scores. bf16 operands,
  * fp32 accumulation and softmax. The backward is deterministic (no atomics, fixed summation
  * order, GQA heads summed in head order). All pointers are device pointers, 16-byte aligned;

@@ -31,6 +31,8 @@ typedef struct attention_choice {
     size_t forward_workspace;            /* cuDNN's forward, in the op scratch */
     size_t backward_workspace;           /* what the backward uses of attention_workspace_bytes */
     bool explicit_cudnn;                 /* attn_implementation: cudnn (the atomic backward) */
+    bool packed;                         /* packed documents: the own kernels with document boundaries */
+    bool requested_auto;                 /* attn_implementation: auto */
     char deterministic_why_not[256];     /* why cuDNN's deterministic backward is not used ("" when it is) */
     char fused_why_not[256];             /* why no fused kernel runs ("" when one does) */
 } attention_choice;
@@ -332,12 +334,15 @@ static bool same_key(const attention_key *a, const attention_key *b) {
     const tt_attention_shape *x = &a->shape, *y = &b->shape;
     return a->requested == b->requested && a->workspace_limit == b->workspace_limit && x->batch == y->batch &&
            x->seq_len == y->seq_len && x->num_heads == y->num_heads && x->num_kv_heads == y->num_kv_heads &&
-           x->head_dim == y->head_dim && x->scale == y->scale && x->sliding_window == y->sliding_window;
+           x->head_dim == y->head_dim && x->scale == y->scale && x->sliding_window == y->sliding_window &&
+           x->documents == y->documents;
 }
 
 static attention_key key_of(const tt_backend_settings *settings, const tt_attention_shape *shape) {
-    return (attention_key){
+    attention_key key = {
         .requested = settings->attention, .workspace_limit = settings->attention_workspace_limit, .shape = *shape};
+    key.shape.positions = NULL; /* the choice depends on the shape, not on this micro-batch's positions */
+    return key;
 }
 
 /* cuDNN's deterministic backward within attn_workspace_limit. When one call cannot hold every head's dP,
@@ -374,9 +379,29 @@ static tt_cudnn_attention *create_deterministic_cudnn(const attention_key *key, 
 static attention_choice resolve_attention(const attention_key *key, tt_cudnn_attention **cudnn) {
     const tt_attention_shape *shape = &key->shape;
     const tt_attention_kind want = key->requested;
-    attention_choice c = {.lanes = 1, .explicit_cudnn = want == TT_ATTENTION_CUDNN};
+    attention_choice c = {
+        .lanes = 1, .explicit_cudnn = want == TT_ATTENTION_CUDNN, .requested_auto = want == TT_ATTENTION_AUTO};
     char why_not[256] = "";
     const bool flash = tt_cuda_flash_attention_supported(shape);
+    if (shape->documents) {
+        /* packed documents: the own kernels take the document boundaries; the cuDNN graphs built here have no
+         * document mask, so cuDNN is refused rather than run over the documents' boundaries */
+        if (want == TT_ATTENTION_CUDNN)
+            tt_die("attn_implementation: cudnn cannot run with sample_packing: its fused attention here takes no "
+                   "document boundaries, so packed documents would attend to each other. Use attn_implementation: "
+                   "auto (tiertrain's flash kernels with document boundaries) or remove sample_packing");
+        if (want == TT_ATTENTION_FLASH && !flash)
+            tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim "
+                   "%lld, window %lld). Use attn_implementation: auto",
+                   (long long)shape->head_dim, (long long)shape->sliding_window);
+        c.packed = true;
+        c.forward = c.backward = want == TT_ATTENTION_SIMPLE || !flash ? TT_ATTENTION_SIMPLE : TT_ATTENTION_FLASH;
+        c.backward_workspace = c.backward == TT_ATTENTION_FLASH
+                                   ? tt_cuda_flash_attention_backward_scratch_bytes(shape)
+                                   : floats(shape->batch * shape->num_heads * shape->seq_len);
+        *cudnn = NULL;
+        return c;
+    }
     if (want == TT_ATTENTION_FLASH && !flash)
         tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim %lld, "
                "window %lld). Use attn_implementation: auto",
@@ -526,6 +551,10 @@ static void allocate_host_buffers(cuda_backend *cuda, int64_t tokens, int64_t vo
 
 /* Tells what the run's attention got, once per prepare. */
 static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudnn, const tt_attention_shape *shape) {
+    if (c->packed)
+        tt_info("attention: packed documents (sample_packing): %s with document boundaries%s",
+                c->forward == TT_ATTENTION_FLASH ? "tiertrain's flash kernels" : "the reference kernels",
+                c->requested_auto ? " (auto; cuDNN's attention here has no document mask)" : "");
     if (c->deterministic_why_not[0])
         tt_info("attention: cuDNN's deterministic backward is not used: %s", c->deterministic_why_not);
     if (c->fused_why_not[0])

@@ -20,7 +20,14 @@
  *   i with lane holding (row g, cols 2t..2t+1), or with .trans (rows 2t..2t+1, col g).
  *
  * Causality: key j is visible to query i iff j <= i. Query tiles only visit key tiles that hold
- * a visible key, and only tiles that straddle the diagonal pay for the mask. Rows past T are
+ * a visible key, and only tiles that straddle the diagonal pay for the mask.
+ *
+ * Packed documents (positions != NULL, tt_attention_shape): key j is visible to query i iff also
+ * j >= i - positions[i], the first token of i's document. Document starts never decrease along a
+ * sequence, so a query tile starts at the key tile holding its first query's document start (tiles
+ * wholly before it are skipped), a key tile's dK/dV stop at the last query tile whose first query's
+ * document starts at or before the tile's last key, and only tiles a document boundary crosses pay
+ * for the document mask. Rows past T are
  * zero-filled by cp.async (src-size 0), so padded rows compute finite values that are never
  * stored.
  *
@@ -182,6 +189,29 @@ static __device__ __forceinline__ void store_rows(tt_bf16 *row_g_ptr, tt_bf16 *r
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Packed documents: the first key each query row may see (0 without positions). */
+
+typedef struct document_rows {
+    int tile_start;      /* the document start of the block's first query: no key before it is visible */
+    int start_g, start_g8; /* the document starts of this thread's rows g and g + 8 */
+    int warp_start_max;  /* the latest document start among the warp's rows: keys before it need the mask */
+} document_rows;
+
+/* row_g: this thread's row g (row g + 8 follows); rows past T take start 0 (they are never stored). */
+static __device__ __forceinline__ document_rows document_rows_of(const int32_t *positions, int b, int T, int m0,
+                                                                 int row_g, int warp) {
+    document_rows r = {0, 0, 0, 0};
+    if (!positions) return r;
+    const int32_t *p = positions + (int64_t)b * T;
+    r.tile_start = m0 - p[m0];
+    r.start_g = row_g < T ? row_g - p[row_g] : 0;
+    r.start_g8 = row_g + 8 < T ? row_g + 8 - p[row_g + 8] : 0;
+    const int warp_last = min(m0 + warp * 16 + 15, T - 1);
+    r.warp_start_max = warp_last - p[warp_last];
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Forward: a block per (batch, query head, tile of 16 * WARPS queries); K and V tiles of
  * BLOCK_N keys double-buffered through cp.async; Q in registers; online softmax in base 2. */
 
@@ -199,7 +229,7 @@ struct forward_config {
 template <int HEAD_DIM, int WARPS, int BLOCK_N>
 static __global__ void __launch_bounds__(32 * WARPS)
     flash_forward_kernel(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T,
-                         int Hq, int Hkv, float scale_log2) {
+                         int Hq, int Hkv, float scale_log2, const int32_t *positions) {
     typedef forward_config<HEAD_DIM, WARPS, BLOCK_N> C;
     constexpr int KSTEPS = HEAD_DIM / 16; /* k-steps of Q K^T */
     constexpr int DTILES = HEAD_DIM / 8;  /* n-tiles of O */
@@ -215,13 +245,18 @@ static __global__ void __launch_bounds__(32 * WARPS)
     const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
     const int key_end = min(m0 + C::BLOCK_M, T);
     const int key_tiles = (key_end + BLOCK_N - 1) / BLOCK_N;
+    const document_rows docs = document_rows_of(positions, b, T, m0, m0 + warp * 16 + g, warp);
+    const int first_tile = docs.tile_start / BLOCK_N;
 
     load_tile<C::BLOCK_M, HEAD_DIM, C::THREADS>(base + C::STAGE_BYTES,
                                                 q + ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM,
                                                 q_stride, T - m0);
     cp_async_commit();
-    load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(base, k_head, kv_stride, T);
-    load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(base + C::KV_TILE_BYTES, v_head, kv_stride, T);
+    load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(base, k_head + (int64_t)first_tile * BLOCK_N * kv_stride, kv_stride,
+                                             T - first_tile * BLOCK_N);
+    load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(base + C::KV_TILE_BYTES,
+                                             v_head + (int64_t)first_tile * BLOCK_N * kv_stride, kv_stride,
+                                             T - first_tile * BLOCK_N);
     cp_async_commit();
 
     cp_async_wait<1>(); /* Q has landed (K/V of tile 0 may still be in flight) */
@@ -238,18 +273,18 @@ static __global__ void __launch_bounds__(32 * WARPS)
     float max_g = -INFINITY, max_g8 = -INFINITY, sum_g = 0.0f, sum_g8 = 0.0f;
     const int row_g = m0 + warp * 16 + g, row_g8 = row_g + 8;
 
-    for (int tile = 0; tile < key_tiles; tile++) {
+    for (int tile = first_tile; tile < key_tiles; tile++) {
         cp_async_wait<0>();
         __syncthreads(); /* tile is visible to all, and every warp is done with the other stage */
         if (tile + 1 < key_tiles) {
-            const uint32_t next = base + ((tile + 1) & 1) * C::STAGE_BYTES;
+            const uint32_t next = base + ((tile + 1 - first_tile) & 1) * C::STAGE_BYTES;
             const int n_next = (tile + 1) * BLOCK_N;
             load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next, k_head + n_next * kv_stride, kv_stride, T - n_next);
             load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next + C::KV_TILE_BYTES, v_head + n_next * kv_stride,
                                                      kv_stride, T - n_next);
         }
         cp_async_commit();
-        const uint32_t k_tile = base + (tile & 1) * C::STAGE_BYTES, v_tile = k_tile + C::KV_TILE_BYTES;
+        const uint32_t k_tile = base + ((tile - first_tile) & 1) * C::STAGE_BYTES, v_tile = k_tile + C::KV_TILE_BYTES;
         const int n0 = tile * BLOCK_N;
 
         float s[NTILES][4];
@@ -265,14 +300,15 @@ static __global__ void __launch_bounds__(32 * WARPS)
                 mma_bf16(s[2 * np + 1], q_frag[ks], bk[2], bk[3]);
             }
         }
-        if (n0 + BLOCK_N - 1 > m0 + warp * 16) { /* some key of the tile is after some row of the warp */
+        /* some key of the tile is after some row of the warp, or before some row's document */
+        if (n0 + BLOCK_N - 1 > m0 + warp * 16 || n0 < docs.warp_start_max) {
 #pragma unroll
             for (int nt = 0; nt < NTILES; nt++) {
                 const int j = n0 + nt * 8 + 2 * t;
-                if (j > row_g) s[nt][0] = -INFINITY;
-                if (j + 1 > row_g) s[nt][1] = -INFINITY;
-                if (j > row_g8) s[nt][2] = -INFINITY;
-                if (j + 1 > row_g8) s[nt][3] = -INFINITY;
+                if (j > row_g || j < docs.start_g) s[nt][0] = -INFINITY;
+                if (j + 1 > row_g || j + 1 < docs.start_g) s[nt][1] = -INFINITY;
+                if (j > row_g8 || j < docs.start_g8) s[nt][2] = -INFINITY;
+                if (j + 1 > row_g8 || j + 1 < docs.start_g8) s[nt][3] = -INFINITY;
             }
         }
 
@@ -371,19 +407,19 @@ struct backward_kv_config {
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int KV_TILE_BYTES = BLOCK_N * HEAD_DIM * 2;
     static constexpr int Q_TILE_BYTES = BLOCK_M * HEAD_DIM * 2;
-    /* stage: Q tile, dO tile, lse[BLOCK_M] (log2 units after loading), D[BLOCK_M] */
-    static constexpr int STAGE_BYTES = 2 * Q_TILE_BYTES + 2 * BLOCK_M * 4;
+    /* stage: Q tile, dO tile, lse[BLOCK_M], D[BLOCK_M], positions[BLOCK_M] (packed documents) */
+    static constexpr int STAGE_BYTES = 2 * Q_TILE_BYTES + 3 * BLOCK_M * 4;
     static constexpr int SHARED_BYTES = 2 * KV_TILE_BYTES + 2 * STAGE_BYTES;
 };
 
 /* Issues the loads of step `step` of the dK/dV kernel (query head kv_head * group + step /
  * q_tiles, query tile first_q_tile + step % q_tiles) into the stage at `stage`: the Q tile, the
- * dO tile, then lse and D of its BLOCK_M rows (zero past T). */
+ * dO tile, then lse, D and (packed documents) the positions of its BLOCK_M rows (zero past T). */
 template <int HEAD_DIM, int BLOCK_M, int THREADS>
 static __device__ __forceinline__ void load_query_stage(uint32_t stage, int step, int q_tiles, int first_q_tile,
                                                         int group, int kv_head, int b, int T, int Hq,
                                                         const tt_bf16 *q, const tt_bf16 *dout, const float *lse,
-                                                        const float *D) {
+                                                        const float *D, const int32_t *positions) {
     constexpr int Q_TILE_BYTES = BLOCK_M * HEAD_DIM * 2;
     const int h = kv_head * group + step / q_tiles, m0 = (first_q_tile + step % q_tiles) * BLOCK_M;
     const int64_t q_stride = (int64_t)Hq * HEAD_DIM;
@@ -391,10 +427,11 @@ static __device__ __forceinline__ void load_query_stage(uint32_t stage, int step
     load_tile<BLOCK_M, HEAD_DIM, THREADS>(stage, q + q_offset, q_stride, T - m0);
     load_tile<BLOCK_M, HEAD_DIM, THREADS>(stage + Q_TILE_BYTES, dout + q_offset, q_stride, T - m0);
     const int64_t row_offset = ((int64_t)b * Hq + h) * T + m0;
-    for (int r = threadIdx.x; r < 2 * BLOCK_M; r += THREADS) {
+    for (int r = threadIdx.x; r < (positions ? 3 : 2) * BLOCK_M; r += THREADS) {
         const int i = r % BLOCK_M;
         const bool valid = m0 + i < T;
-        const float *src = (r < BLOCK_M ? lse : D) + (valid ? row_offset + i : 0);
+        const void *src = r < 2 * BLOCK_M ? (const void *)((r < BLOCK_M ? lse : D) + (valid ? row_offset + i : 0))
+                                          : (const void *)(positions + (int64_t)b * T + (valid ? m0 + i : 0));
         cp_async_4(stage + 2 * Q_TILE_BYTES + r * 4, src, valid);
     }
 }
@@ -403,7 +440,7 @@ template <int HEAD_DIM, int WARPS, int BLOCK_M>
 static __global__ void __launch_bounds__(32 * WARPS)
     flash_backward_kv_kernel(tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const float *lse, const float *D,
                              const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv,
-                             float scale, float scale_log2) {
+                             float scale, float scale_log2, const int32_t *positions) {
     typedef backward_kv_config<HEAD_DIM, WARPS, BLOCK_M> C;
     constexpr int KSTEPS = HEAD_DIM / 16;   /* k-steps of K Q^T and V dO^T */
     constexpr int DTILES = HEAD_DIM / 8;    /* n-tiles of dK, dV */
@@ -418,14 +455,27 @@ static __global__ void __launch_bounds__(32 * WARPS)
     const int n0 = blockIdx.y * C::BLOCK_N; /* tile 0 has the most queries and starts first */
     const int64_t kv_stride = (int64_t)Hkv * HEAD_DIM;
     const int64_t kv_offset = ((int64_t)b * T + n0) * kv_stride + (int64_t)kv_head * HEAD_DIM;
-    const int first_q_tile = n0 / BLOCK_M, q_tiles = (T + BLOCK_M - 1) / BLOCK_M - first_q_tile;
+    const int first_q_tile = n0 / BLOCK_M, all_q_tiles = (T + BLOCK_M - 1) / BLOCK_M;
+    int q_tiles = all_q_tiles - first_q_tile;
+    if (positions) {
+        /* the query tiles whose first query's document starts at or before the tile's last key: a prefix,
+         * since document starts never decrease; counted by the whole block at once */
+        const int32_t *p = positions + (int64_t)b * T;
+        const int key_last = min(n0 + C::BLOCK_N, T) - 1;
+        int count = 0;
+        for (int at = first_q_tile; at < all_q_tiles; at += C::THREADS) {
+            const int qt = at + (int)threadIdx.x;
+            count += __syncthreads_count(qt < all_q_tiles && qt * BLOCK_M - p[qt * BLOCK_M] <= key_last);
+        }
+        q_tiles = count;
+    }
     const int steps = group * q_tiles; /* (head, query tile) pairs, head-major */
 
     load_tile<C::BLOCK_N, HEAD_DIM, C::THREADS>(k_tile, k + kv_offset, kv_stride, T - n0);
     load_tile<C::BLOCK_N, HEAD_DIM, C::THREADS>(v_tile, v + kv_offset, kv_stride, T - n0);
 
     load_query_stage<HEAD_DIM, BLOCK_M, C::THREADS>(stages, 0, q_tiles, first_q_tile, group, kv_head, b, T, Hq,
-                                                    q, dout, lse, D);
+                                                    q, dout, lse, D, positions);
     cp_async_commit();
 
     float dk_acc[DTILES][4], dv_acc[DTILES][4];
@@ -442,12 +492,13 @@ static __global__ void __launch_bounds__(32 * WARPS)
         if (step + 1 < steps)
             load_query_stage<HEAD_DIM, BLOCK_M, C::THREADS>(stages + ((step + 1) & 1) * C::STAGE_BYTES, step + 1,
                                                             q_tiles, first_q_tile, group, kv_head, b, T, Hq, q, dout,
-                                                            lse, D);
+                                                            lse, D, positions);
         cp_async_commit();
         const uint32_t q_tile = stages + (step & 1) * C::STAGE_BYTES, do_tile = q_tile + C::Q_TILE_BYTES;
         const float *row_lse = (const float *)(shared + 2 * C::KV_TILE_BYTES + (step & 1) * C::STAGE_BYTES +
                                                2 * C::Q_TILE_BYTES);
         const float *row_D = row_lse + BLOCK_M;
+        const int32_t *row_position = (const int32_t *)(row_D + BLOCK_M); /* packed documents only */
         const int m0 = (first_q_tile + step % q_tiles) * BLOCK_M;
 
         float s[QTILES][4], dp[QTILES][4];
@@ -472,8 +523,9 @@ static __global__ void __launch_bounds__(32 * WARPS)
                 mma_bf16(dp[2 * np + 1], av, bdo[2], bdo[3]);
             }
         }
-        /* Queries before a key of the warp, or past T, are masked (P = 0, so dS = 0 too). */
-        const bool needs_mask = m0 < n0 + warp * 16 + 15 || m0 + BLOCK_M > T;
+        /* Queries before a key of the warp, past T, or (packed documents) in a later document than the key are
+         * masked (P = 0, so dS = 0 too). */
+        const bool needs_mask = m0 < n0 + warp * 16 + 15 || m0 + BLOCK_M > T || positions;
 #pragma unroll
         for (int nt = 0; nt < QTILES; nt++) {
             const int c = nt * 8 + 2 * t; /* query columns c, c + 1 of the tile */
@@ -486,10 +538,12 @@ static __global__ void __launch_bounds__(32 * WARPS)
             p[3] = fast_exp2(fmaf(s[nt][3], scale_log2, -lse1));
             if (needs_mask) {
                 const int i = m0 + c;
-                if (i < key_g || i >= T) p[0] = 0.0f;
-                if (i + 1 < key_g || i + 1 >= T) p[1] = 0.0f;
-                if (i < key_g8 || i >= T) p[2] = 0.0f;
-                if (i + 1 < key_g8 || i + 1 >= T) p[3] = 0.0f;
+                /* the first token of query i's and i + 1's documents (0 unpacked) */
+                const int start0 = positions ? i - row_position[c] : 0, start1 = positions ? i + 1 - row_position[c + 1] : 0;
+                if (i < key_g || i >= T || start0 > key_g) p[0] = 0.0f;
+                if (i + 1 < key_g || i + 1 >= T || start1 > key_g) p[1] = 0.0f;
+                if (i < key_g8 || i >= T || start0 > key_g8) p[2] = 0.0f;
+                if (i + 1 < key_g8 || i + 1 >= T || start1 > key_g8) p[3] = 0.0f;
             }
             dp[nt][0] = p[0] * (dp[nt][0] - D0);
             dp[nt][1] = p[1] * (dp[nt][1] - D1);
@@ -546,7 +600,7 @@ template <int HEAD_DIM, int WARPS, int BLOCK_N>
 static __global__ void __launch_bounds__(32 * WARPS)
     flash_backward_q_kernel(tt_bf16 *dq, const tt_bf16 *dout, const float *lse, const float *D, const tt_bf16 *q,
                             const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale,
-                            float scale_log2) {
+                            float scale_log2, const int32_t *positions) {
     typedef backward_q_config<HEAD_DIM, WARPS, BLOCK_N> C;
     constexpr int KSTEPS = HEAD_DIM / 16; /* k-steps of Q K^T and dO V^T */
     constexpr int DTILES = HEAD_DIM / 8;  /* n-tiles of dQ */
@@ -564,11 +618,16 @@ static __global__ void __launch_bounds__(32 * WARPS)
     const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
     const int key_end = min(m0 + C::BLOCK_M, T);
     const int key_tiles = (key_end + BLOCK_N - 1) / BLOCK_N;
+    const document_rows docs = document_rows_of(positions, b, T, m0, m0 + warp * 16 + g, warp);
+    const int first_tile = docs.tile_start / BLOCK_N;
 
     load_tile<C::BLOCK_M, HEAD_DIM, C::THREADS>(q_tile, q + q_offset, q_stride, T - m0);
     load_tile<C::BLOCK_M, HEAD_DIM, C::THREADS>(do_tile, dout + q_offset, q_stride, T - m0);
-    load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(stages, k_head, kv_stride, T);
-    load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(stages + C::KV_TILE_BYTES, v_head, kv_stride, T);
+    load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(stages, k_head + (int64_t)first_tile * BLOCK_N * kv_stride, kv_stride,
+                                             T - first_tile * BLOCK_N);
+    load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(stages + C::KV_TILE_BYTES,
+                                             v_head + (int64_t)first_tile * BLOCK_N * kv_stride, kv_stride,
+                                             T - first_tile * BLOCK_N);
     cp_async_commit();
 
     const int row_g = m0 + warp * 16 + g, row_g8 = row_g + 8;
@@ -581,18 +640,18 @@ static __global__ void __launch_bounds__(32 * WARPS)
 #pragma unroll
     for (int dt = 0; dt < DTILES; dt++) dq_acc[dt][0] = dq_acc[dt][1] = dq_acc[dt][2] = dq_acc[dt][3] = 0.0f;
 
-    for (int tile = 0; tile < key_tiles; tile++) {
+    for (int tile = first_tile; tile < key_tiles; tile++) {
         cp_async_wait<0>();
         __syncthreads(); /* tile is visible to all, and every warp is done with the other stage */
         if (tile + 1 < key_tiles) {
-            const uint32_t next = stages + ((tile + 1) & 1) * C::STAGE_BYTES;
+            const uint32_t next = stages + ((tile + 1 - first_tile) & 1) * C::STAGE_BYTES;
             const int n_next = (tile + 1) * BLOCK_N;
             load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next, k_head + n_next * kv_stride, kv_stride, T - n_next);
             load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next + C::KV_TILE_BYTES, v_head + n_next * kv_stride,
                                                      kv_stride, T - n_next);
         }
         cp_async_commit();
-        const uint32_t k_tile = stages + (tile & 1) * C::STAGE_BYTES, v_tile = k_tile + C::KV_TILE_BYTES;
+        const uint32_t k_tile = stages + ((tile - first_tile) & 1) * C::STAGE_BYTES, v_tile = k_tile + C::KV_TILE_BYTES;
         const int n0 = tile * BLOCK_N;
 
         float s[NTILES][4], dp[NTILES][4];
@@ -617,7 +676,7 @@ static __global__ void __launch_bounds__(32 * WARPS)
                 mma_bf16(dp[2 * np + 1], ado, bv[2], bv[3]);
             }
         }
-        const bool needs_mask = n0 + BLOCK_N - 1 > m0 + warp * 16;
+        const bool needs_mask = n0 + BLOCK_N - 1 > m0 + warp * 16 || n0 < docs.warp_start_max;
 #pragma unroll
         for (int nt = 0; nt < NTILES; nt++) {
             float p[4];
@@ -627,10 +686,10 @@ static __global__ void __launch_bounds__(32 * WARPS)
             p[3] = fast_exp2(fmaf(s[nt][3], scale_log2, -lse_g8));
             if (needs_mask) {
                 const int j = n0 + nt * 8 + 2 * t;
-                if (j > row_g) p[0] = 0.0f;
-                if (j + 1 > row_g) p[1] = 0.0f;
-                if (j > row_g8) p[2] = 0.0f;
-                if (j + 1 > row_g8) p[3] = 0.0f;
+                if (j > row_g || j < docs.start_g) p[0] = 0.0f;
+                if (j + 1 > row_g || j + 1 < docs.start_g) p[1] = 0.0f;
+                if (j > row_g8 || j < docs.start_g8) p[2] = 0.0f;
+                if (j + 1 > row_g8 || j + 1 < docs.start_g8) p[3] = 0.0f;
             }
             dp[nt][0] = p[0] * (dp[nt][0] - D_g);
             dp[nt][1] = p[1] * (dp[nt][1] - D_g);
@@ -692,7 +751,8 @@ static void launch_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_
     TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SHARED_BYTES));
     const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((T + C::BLOCK_M - 1) / C::BLOCK_M));
     kernel<<<grid, C::THREADS, C::SHARED_BYTES, stream>>>(out, lse, q, k, v, T, (int)s->num_heads,
-                                                          (int)s->num_kv_heads, (float)(s->scale * 1.4426950408889634));
+                                                          (int)s->num_kv_heads, (float)(s->scale * 1.4426950408889634),
+                                                          s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -724,7 +784,7 @@ static void launch_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16
     TT_CUDA_CHECK(cudaFuncSetAttribute(kv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KV::SHARED_BYTES));
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + KV::BLOCK_N - 1) / KV::BLOCK_N));
     kv_kernel<<<kv_grid, KV::THREADS, KV::SHARED_BYTES, stream>>>(dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv, scale,
-                                                                  scale_log2);
+                                                                  scale_log2, s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
 
     typedef backward_q_config<HEAD_DIM, BWD_Q_WARPS, BWD_Q_BLOCK_N> Q;
@@ -732,7 +792,7 @@ static void launch_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16
     TT_CUDA_CHECK(cudaFuncSetAttribute(q_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Q::SHARED_BYTES));
     const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + Q::BLOCK_M - 1) / Q::BLOCK_M));
     q_kernel<<<q_grid, Q::THREADS, Q::SHARED_BYTES, stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv, scale,
-                                                              scale_log2);
+                                                              scale_log2, s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 

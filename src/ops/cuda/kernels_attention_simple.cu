@@ -1,7 +1,8 @@
 /* The simple attention kernels: one warp per row, online softmax, fp32 arithmetic. They are
  * the correctness fallback for the fused (tensor-core) attention, and follow the CPU
  * reference's definition: key j is visible to query i iff j <= i and (window == 0 or
- * i - j < window); query head h reads kv head h / (Hq / Hkv). Each lane holds head-dimension
+ * i - j < window) and, with packed documents, j is in i's document (j >= i - positions[i]); query head h reads
+ * kv head h / (Hq / Hkv). Each lane holds head-dimension
  * elements d = lane, lane + 32, ...; dot products are reduced with a fixed shuffle pattern, so
  * results are deterministic. */
 #include <math.h>
@@ -40,6 +41,22 @@ static __device__ __forceinline__ int64_t first_key(int64_t i, int64_t window) {
     return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
 }
 
+/* The first key query i of sequence b sees: the window's, or with packed documents (positions != NULL) its
+ * document's first token, i - positions[i], when that is later. */
+static __device__ __forceinline__ int64_t first_visible_key(int64_t i, int64_t b, int64_t T, int64_t window,
+                                                            const int32_t *positions) {
+    const int64_t j0 = first_key(i, window);
+    if (!positions) return j0;
+    const int64_t document_start = i - positions[b * T + i];
+    return document_start > j0 ? document_start : j0;
+}
+
+/* Whether query i >= j of sequence b is in key j's document (queries leave it for good where a later one starts). */
+static __device__ __forceinline__ bool query_sees_document_of(int64_t i, int64_t j, int64_t b, int64_t T,
+                                                              const int32_t *positions) {
+    return !positions || i - positions[b * T + i] <= j;
+}
+
 static __global__ void attention_forward_kernel(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                                 const tt_bf16 *v, tt_attention_shape s, float scale) {
     const int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + (threadIdx.x >> 5);
@@ -53,7 +70,7 @@ static __global__ void attention_forward_kernel(tt_bf16 *out, float *lse, const 
 #pragma unroll
     for (int e = 0; e < MAX_PER_LANE; e++) acc[e] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    for (int64_t j = first_key(i, s.sliding_window); j <= i; j++) {
+    for (int64_t j = first_visible_key(i, b, T, s.sliding_window, s.positions); j <= i; j++) {
         const float score = row_dot(qi, k + ((b * T + j) * Hkv + kvh) * hd, hd, lane) * scale;
         const float m_new = fmaxf(m, score);
         const float correction = expf(m - m_new), p = expf(score - m_new);
@@ -95,7 +112,7 @@ static __global__ void attention_backward_queries_kernel(tt_bf16 *dq, float *D, 
     const float lse_i = lse[(b * Hq + h) * T + i];
 #pragma unroll
     for (int e = 0; e < MAX_PER_LANE; e++) acc[e] = 0.0f;
-    for (int64_t j = first_key(i, s.sliding_window); j <= i; j++) {
+    for (int64_t j = first_visible_key(i, b, T, s.sliding_window, s.positions); j <= i; j++) {
         const tt_bf16 *kj = k + ((b * T + j) * Hkv + kvh) * hd, *vj = v + ((b * T + j) * Hkv + kvh) * hd;
         const float p = expf(row_dot(qi, kj, hd, lane) * scale - lse_i);
         const float ds = p * (row_dot(doi, vj, hd, lane) - Di);
@@ -132,7 +149,7 @@ static __global__ void attention_backward_keys_kernel(tt_bf16 *dk, tt_bf16 *dv, 
     for (int e = 0; e < MAX_PER_LANE; e++) dk_acc[e] = dv_acc[e] = 0.0f;
     const int64_t last = s.sliding_window > 0 && j + s.sliding_window - 1 < T - 1 ? j + s.sliding_window - 1 : T - 1;
     for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
-        for (int64_t i = j; i <= last; i++) {
+        for (int64_t i = j; i <= last && query_sees_document_of(i, j, b, T, s.positions); i++) {
             const int64_t offset = ((b * T + i) * Hq + h) * hd;
             const float p = expf(row_dot(kj, q + offset, hd, lane) * scale - lse[(b * Hq + h) * T + i]);
             const float ds = p * (row_dot(vj, dout + offset, hd, lane) - D[(b * Hq + h) * T + i]);

@@ -385,7 +385,7 @@ typedef struct bad_case {
 static void record_fails(void *arg) {
     bad_case *c = arg;
     tt_chat_format *f = open_format(plain, &c->spec, 0, false, bytes_dir, bytes_tok);
-    json_t *record = json_loads(c->record, 0, NULL);
+    json_t *record = json_loads(c->record, JSON_ALLOW_NUL, NULL);
     tt_chat_example ex;
     tt_chat_record(f, record, "bad.jsonl:3", &ex);
 }
@@ -409,6 +409,10 @@ static void test_bad_records(void) {
     EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\"}]}",
                "bad.jsonl:3: messages[1] (assistant) has no field 'content'");
     EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "bad.jsonl:3: messages[0].content is an integer");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"\", \"content\": \"x\"}]}",
+               "bad.jsonl:3: messages[0].role is \"\"; a message needs a role");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000b\"}]}",
+               "bad.jsonl:3: messages[0].content contains a NUL character");
     EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"narrator\", \"content\": \"x\"}]}",
                "bad.jsonl:3: messages[0].role is 'narrator', a role that is not system, user, assistant or tool");
     EXPECT_BAD(spec, "{\"system\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}",

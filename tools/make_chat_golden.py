@@ -419,11 +419,15 @@ def token_goldens(args, render, data, template):
         entry = {"tokenizer": tokname, "eos_id": eos_id, "ids": ids, "labels": {}, "axolotl_prefix_differs": []}
         if args.mode == "transformers":
             out = enc.tok.apply_chat_template(c.messages, tools=c.tools, chat_template=c.template, tokenize=True,
-                                              return_dict=True, return_assistant_tokens_mask=True,
+                                              return_dict=True, return_assistant_tokens_mask=has_generation,
                                               add_generation_prompt=False)
-            assert list(out["input_ids"]) == ids, f"{key}: apply_chat_template's ids differ from the render's"
+
+            def unbatched(x):
+                x = list(x)
+                return list(x[0]) if x and isinstance(x[0], (list, tuple)) else x
+            assert unbatched(out["input_ids"]) == ids, f"{key}: apply_chat_template's ids differ from the render's"
             if has_generation:
-                entry["assistant_mask"] = "".join(map(str, out["assistant_masks"]))
+                entry["assistant_mask"] = "".join(map(str, unbatched(out["assistant_masks"])))
         for vname, (rule, inputs) in VARIANTS.items():
             entry["labels"][vname] = labels_for(c, enc, eos_id, rule, inputs, has_generation)
             if not has_generation:

@@ -146,6 +146,8 @@ static json_t *transform_message(const tt_chat_format *f, json_t *message, const
     if (!json_is_string(json_object_get(out, "role")))
         tt_die("%s: %s[%zu].role is %s; a role is a string such as \"user\"", where, list, index,
                tt_json_type_name(json_object_get(out, "role")));
+    if (!*final_role)
+        tt_die("%s: %s[%zu].%s is \"\"; a message needs a role such as \"user\"", where, list, index, role_field);
     if (!known_role(f, final_role))
         tt_die("%s: %s[%zu].%s is '%s', a role that is not system, user, assistant or tool, not one of roles_to_train, "
                "not a target of the role aliases (%s) and not named by the chat template (%s); map it with roles: "

@@ -24,10 +24,10 @@ static const char *const all_keys[] = {
     "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
     "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "train_on_inputs", "dataset_prepared_path",
-    "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "excess_length_strategy",
-    "sample_packing", "pad_to_sequence_len", "sample_packing_eff_est"};
+    "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "chat_template",
+    "chat_template_jinja", "excess_length_strategy", "sample_packing", "pad_to_sequence_len", "sample_packing_eff_est"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 91 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 93 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -148,8 +148,24 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         const tt_dataset_spec *x = &a->dataset_specs[i], *y = &b->dataset_specs[i];
         same = same_string(a->datasets[i], b->datasets[i]) && x->type == y->type && same_string(x->field, y->field) &&
                same_string(x->field_instruction, y->field_instruction) && same_string(x->field_input, y->field_input) &&
-               same_string(x->field_output, y->field_output) && same_string(x->split, y->split);
+               same_string(x->field_output, y->field_output) && same_string(x->split, y->split) &&
+               same_string(x->chat_template, y->chat_template) &&
+               same_string(x->chat_template_jinja, y->chat_template_jinja) &&
+               same_string(x->field_messages, y->field_messages) &&
+               x->property_mapping_count == y->property_mapping_count && x->roles_given == y->roles_given &&
+               x->role_alias_count == y->role_alias_count && x->roles_to_train_count == y->roles_to_train_count &&
+               x->train_on_eos == y->train_on_eos && x->drop_system_message == y->drop_system_message;
+        for (int k = 0; same && k < x->property_mapping_count; k++)
+            same = same_string(x->property_names[k], y->property_names[k]) &&
+                   same_string(x->property_fields[k], y->property_fields[k]);
+        for (int k = 0; same && k < x->role_alias_count; k++)
+            same = same_string(x->role_alias_from[k], y->role_alias_from[k]) &&
+                   same_string(x->role_alias_to[k], y->role_alias_to[k]);
+        for (int k = 0; same && k < x->roles_to_train_count; k++)
+            same = same_string(x->roles_to_train[k], y->roles_to_train[k]);
     }
+    same = same && same_string(a->chat_template, b->chat_template) &&
+           same_string(a->chat_template_jinja, b->chat_template_jinja);
     for (int64_t i = 0; same && i < a->frozen_layer_count; i++)
         same = a->frozen_layers[i] == b->frozen_layers[i];
     return same;
@@ -414,6 +430,43 @@ static void test_sft_round_trip(void) {
     TT_EXPECT(same_config(&c, &again) && again.dataset_specs[0].type == TT_DATASET_ALPACA &&
                   strcmp(again.dataset_specs[0].field_output, "a b") == 0 && again.excess_length_strategy == 1,
               "SFT keys round trip:\n%s", text);
+    free(text);
+    free(path);
+    tt_run_config_free(&c);
+    tt_run_config_free(&again);
+}
+
+/* chat_template entries: mappings, aliases, roles_to_train, the dataset's train_on_eos and
+ * template, the top-level template, through the written YAML and back */
+static void test_chat_round_trip(void) {
+    char *overrides[] = {"datasets=[{path: a.jsonl, type: chat_template, field_messages: conversations, "
+                         "message_property_mappings: {role: from, content: value, name: speaker}, roles: {user: [human, "
+                         "q], assistant: [gpt]}, roles_to_train: [gpt, human], train_on_eos: last, drop_system_message: "
+                         "true}, {path: b.jsonl, type: chat_template, chat_template_jinja: \"{{ x }}\\n\"}, "
+                         "{path: c.jsonl, type: chat_template, message_field_role: speaker, roles_to_train: []}]",
+                         "chat_template=chatml", "train_on_eos=all"};
+    tt_run_config c, again;
+    tt_run_config_defaults(&c);
+    tt_run_config_load(&c, NULL, (int)(sizeof overrides / sizeof overrides[0]), overrides);
+    const tt_dataset_spec *d = &c.dataset_specs[0], *e = &c.dataset_specs[1], *f = &c.dataset_specs[2];
+    TT_EXPECT(d->property_mapping_count == 3 && strcmp(d->property_names[0], "role") == 0 &&
+                  strcmp(d->property_fields[0], "from") == 0 && strcmp(d->property_names[2], "name") == 0 &&
+                  d->roles_given && d->role_alias_count == 3 && strcmp(d->role_alias_from[1], "q") == 0 &&
+                  strcmp(d->role_alias_to[1], "user") == 0 && d->roles_to_train_count == 2 && d->train_on_eos == 2 &&
+                  d->drop_system_message && strcmp(d->field_messages, "conversations") == 0,
+              "the first chat entry's keys");
+    TT_EXPECT(strcmp(e->chat_template, "jinja") == 0 && strcmp(e->chat_template_jinja, "{{ x }}\n") == 0 &&
+                  e->roles_to_train_count == 1 && strcmp(e->roles_to_train[0], "assistant") == 0 &&
+                  e->train_on_eos == -1 && e->property_mapping_count == 2 && strcmp(e->field_messages, "messages") == 0,
+              "chat_template_jinja implies jinja; axolotl's defaults");
+    TT_EXPECT(f->roles_to_train_count == 0 && strcmp(f->property_fields[0], "speaker") == 0,
+              "roles_to_train [] and message_field_role");
+    char *text = capture_yaml(&c);
+    char *path = write_file("chat_written.yaml", text);
+    tt_run_config_defaults(&again);
+    tt_run_config_load(&again, path, 0, NULL);
+    TT_EXPECT(same_config(&c, &again) && strcmp(again.chat_template, "chatml") == 0 && again.train_on_eos == 1,
+              "chat keys round trip:\n%s", text);
     free(text);
     free(path);
     tt_run_config_free(&c);
@@ -744,6 +797,32 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("eos_key.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
                                                        "train_on_eos: all\n"),
                   "train_on_eos applies to chat_template datasets");
+    tt_expect_die(load_file, yaml_file("ct_key.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                                      "chat_template: chatml\n"),
+                  "chat_template applies to chat_template datasets");
+    tt_expect_die(load_file, yaml_file("ct_jinja.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n"
+                                                        "    type: chat_template\n    chat_template: jinja\n"),
+                  "datasets entry 1 (a.jsonl): chat_template is jinja, but no chat_template_jinja is set");
+    tt_expect_die(load_file, yaml_file("ct_jinja2.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n"
+                                                         "    type: chat_template\nchat_template: chatml\n"
+                                                         "chat_template_jinja: x\n"),
+                  "chat_template_jinja is set, but chat_template is chatml");
+    tt_expect_die(load_file, yaml_file("ct_eos.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                      "    train_on_eos: first\n"),
+                  "datasets entry 1: train_on_eos: expected turn, all, last or none");
+    tt_expect_die(load_file, yaml_file("ct_roles.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                        "    roles: {assistant: gpt}\n"),
+                  "datasets entry 1: roles: assistant: expected a list of names such as [gpt]");
+    tt_expect_die(load_file, yaml_file("ct_map.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                      "    message_property_mappings: {role: from}\n"
+                                                      "    message_field_role: speaker\n"),
+                  "the message property 'role' is mapped to 'from' and to 'speaker'");
+    tt_expect_die(load_file, yaml_file("ct_drop.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                       "    drop_system_message: maybe\n"),
+                  "drop_system_message: expected true or false");
+    tt_expect_die(load_file, yaml_file("ct_alpaca.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                                         "    roles_to_train: [assistant]\n"),
+                  "roles_to_train applies to type chat_template, but this entry is type alpaca");
     tt_expect_die(load_file, yaml_file("st.yaml", "special_tokens: {sep_token: x}\n"),
                   "special_tokens: 'sep_token' is not supported");
     tt_expect_die(load_file, yaml_file("st2.yaml", "special_tokens: [x]\n"), "special_tokens: expected a mapping");
@@ -966,6 +1045,7 @@ int main(int argc, char **argv) {
     test_full_file_and_overrides();
     test_round_trip();
     test_sft_round_trip();
+    test_chat_round_trip();
     test_parse_bytes();
     test_help_and_docs(source_dir);
     test_errors();

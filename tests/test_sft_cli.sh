@@ -3,7 +3,8 @@
 # (tests/fixtures/data/alpaca.jsonl) with a tokenizer fixture, `tiertrain train` a tiny model on the
 # prepared file, and check that the loss is finite and counts only the unmasked targets (the output
 # and its EOS of each record), that train reuses the prepared file, prepares one when there is
-# none, and that 1 and 2 threads prepare the same bytes.
+# none, and that 1 and 2 threads prepare the same bytes; then a chat_template JSONL (ShareGPT
+# records, the tokenizer's own template) through preprocess and two training steps.
 # Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -112,14 +113,65 @@ check "1 and 2 threads prepare identical files" cmp -s p1/*.tok p2/*.tok
 first=$(basename p1/*.tok)
 check "... named by the same hash, the same bytes as the first preprocess" cmp -s "p1/$first" "last_run_prepared/$first"
 
-# bad data and chat_template: clear errors, exit status 1
+# bad data: clear errors, exit status 1
 printf '{"instruction": "a", "output": "b"}\n{"instruction": "a"}\n' > bad.jsonl
 "$tiertrain" preprocess run.yaml "datasets=[{path: bad.jsonl, type: alpaca}]" > bad.txt 2>&1
 check "a missing field stops preprocess" test $? -eq 1
 check "... naming file, line and field" grep -q "bad.jsonl:2: the record has no field 'output'" bad.txt
-"$tiertrain" train run.yaml "datasets=[{path: bad.jsonl, type: chat_template}]" > chat.txt 2>&1
-check "chat_template stops" test $? -eq 1
-check "... saying it is not available in this build" grep -q "type chat_template is not available in this build" chat.txt
+
+# chat_template: a tokenizer directory whose tokenizer_config.json carries a chat template
+# (tokenizer_default), ShareGPT records mapped by message_property_mappings, preprocess, then two
+# training steps. Each assistant turn's content and the EOS after it train: with one token per
+# byte that is the answers' bytes plus one EOS per answer.
+mkdir -p chat_tok
+cp "$fixtures/bytes_tokenizer/tokenizer.json" chat_tok/
+cat > chat_tok/tokenizer_config.json <<'JSON'
+{"bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<pad>",
+ "chat_template": "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.role == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}"}
+JSON
+answers=0; turns=0
+: > chats.jsonl
+for i in 1 2 3 4 5 6 7 8; do
+  a="Answer number $i, with $((i * i)) in it."
+  printf '{"conversations": [{"from": "system", "value": "Be kind."}, {"from": "human", "value": "Question %d?"}, {"from": "gpt", "value": "%s"}, {"from": "human", "value": "More?"}, {"from": "gpt", "value": "Yes %d."}]}\n' "$i" "$a" "$i" >> chats.jsonl
+  b="Yes $i."
+  answers=$((answers + ${#a} + ${#b})); turns=$((turns + 2))
+done
+chat_expected=$((answers + turns))
+cat > chat.yaml <<YAML
+model_config: model/config.json
+initializer_range: 0.1
+tokenizer_config: chat_tok
+datasets:
+  - path: chats.jsonl
+    type: chat_template
+    field_messages: conversations
+    message_property_mappings: {role: from, content: value}
+sequence_len: 256
+micro_batch_size: 2
+max_steps: 2
+output_dir: out_chat
+dataset_prepared_path: chat_prepared
+YAML
+"$tiertrain" preprocess chat.yaml > chat_pre.txt 2>&1
+check "chat preprocess succeeds" test $? -eq 0
+check "... with the tokenizer's template" grep -q "chats.jsonl renders with chat_tok/tokenizer_config.json: chat_template" chat_pre.txt
+check "... 8 documents, the answers and their EOS trained ($chat_expected)" grep -q "8 documents, [0-9]* tokens, $chat_expected of them trained" chat_pre.txt
+"$tiertrain" train chat.yaml > chat_train.txt 2>&1
+check "chat training succeeds" test $? -eq 0
+check "... on the prepared file" grep -q "data: reusing the prepared dataset chat_prepared/" chat_train.txt
+check "... 2 steps logged" test "$(grep -c '"loss"' out_chat/metrics.jsonl)" -eq 2
+check "... the effective config keeps the mappings" grep -q "message_property_mappings: {role: from, content: value}" out_chat/checkpoint-2/run.yaml
+"$tiertrain" preprocess chat.yaml train_on_eos=none > chat_none.txt 2>&1
+check "train_on_eos none: only the answers ($answers)" grep -q "8 documents, [0-9]* tokens, $answers of them trained" chat_none.txt
+# an unknown role and a template that raises: file, line, field and the template's message
+printf '{"conversations": [{"from": "human", "value": "a"}, {"from": "gpt", "value": "b"}]}\n{"conversations": [{"from": "narrator", "value": "c"}]}\n' > badchat.jsonl
+"$tiertrain" preprocess chat.yaml "datasets=[{path: badchat.jsonl, type: chat_template, field_messages: conversations, message_property_mappings: {role: from, content: value}}]" > badchat.txt 2>&1
+check "an unknown role stops preprocess" test $? -eq 1
+check "... naming file, line, message and field" grep -q "badchat.jsonl:2: conversations\[0\].from is 'narrator'" badchat.txt
+"$tiertrain" preprocess chat.yaml "chat_template_jinja=\"{{ raise_exception('roles must alternate') }}\"" > raise.txt 2>&1
+check "a template that raises stops preprocess" test $? -eq 1
+check "... naming the record and showing its message" grep -q "chats.jsonl:1: the chat template (chat_template_jinja) fails on this conversation: roles must alternate" raise.txt
 
 echo "test_sft_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -500,12 +500,105 @@ static void test_prepare(void) {
     free(t);
     free(texts);
 
-    /* chat_template: a clear error, no fallback */
-    char chat[4400];
-    snprintf(chat, sizeof chat, "[{path: %s, type: chat_template, roles_to_train: [assistant]}]", jsonl);
-    load_run(&run, chat, NULL, NULL, dir1);
-    tt_expect_die(prepare_chat, &run, "type chat_template is not available in this build of tiertrain yet");
+    /* chat_template: conversations through a template; the content of each assistant turn and its
+     * EOS train. 300 records (more than one chunk is not needed: the chunking is shared with the
+     * other types), the even ones ShareGPT-like through a second entry's mappings. */
+    char *chats = tt_test_path("chats.jsonl"), *sharegpt = tt_test_path("sharegpt.jsonl");
+    f = fopen(chats, "w");
+    FILE *g = fopen(sharegpt, "w");
+    int64_t expected_trained = 0;
+    for (int i = 0; i < 300; i++) {
+        if (i % 2)
+            fprintf(f, "{\"messages\": [{\"role\": \"user\", \"content\": \"q%d\"}, {\"role\": \"assistant\", "
+                       "\"content\": \"a%d\"}]}\n", i, i * 7);
+        else
+            fprintf(g, "{\"conversations\": [{\"from\": \"human\", \"value\": \"q%d\"}, {\"from\": \"gpt\", "
+                       "\"value\": \"a%d\"}]}\n", i, i * 7);
+        expected_trained += (int64_t)snprintf(NULL, 0, "a%d", i * 7) + 1; /* the answer's bytes and its EOS */
+    }
+    fclose(f);
+    fclose(g);
+    char chat[9000];
+    snprintf(chat, sizeof chat,
+             "[{path: %s, type: chat_template}, {path: %s, type: chat_template, field_messages: conversations, "
+             "message_property_mappings: {role: from, content: value}}]",
+             chats, sharegpt);
+    const char *jinja = "chat_template_jinja=\"{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+                        "{% if m.role == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}\"";
+    load_run(&run, chat, jinja, "shuffle_merged_datasets=false", dir1);
+    char chat_hex[33];
+    tt_prepared_hash(&run, chat_hex);
+    t = tt_prepare_datasets(&run, NULL);
     tt_run_config_free(&run);
+    paths[0] = t;
+    tt_dataset_open(&ds, paths, 1, 300, 64, 0.0, 1);
+    int64_t trained = 0;
+    for (uint64_t k = 0; k < ds.token_count; k++) trained += ds.labels[k];
+    /* the first document: "<user>q1<assistant>a7" + EOS, with "a7" and the EOS trained */
+    const char first[] = "<user>q1<assistant>a7";
+    bool first_ok = ds.doc_starts[1] == sizeof first && ds.tokens[sizeof first - 1] == 256 &&
+                    ds.labels[sizeof first - 3] && ds.labels[sizeof first - 2] && ds.labels[sizeof first - 1] &&
+                    !ds.labels[sizeof first - 4];
+    for (size_t k = 0; first_ok && k + 1 < sizeof first; k++) first_ok = ds.tokens[k] == (uint32_t)first[k];
+    TT_EXPECT(ds.sequence_count == 300 && trained == expected_trained && first_ok,
+              "chat documents: %lld of 300, %lld trained tokens (expected %lld), first document as rendered",
+              (long long)ds.sequence_count, (long long)trained, (long long)expected_trained);
+    tt_dataset_close(&ds);
+    free(t);
+    /* everything that shapes a chat dataset changes the hash */
+    const char *chat_changes[][2] = {
+        {"chat_template_jinja=\"{% for m in messages %}{{ m.content }}{% endfor %}\"", NULL},
+        {"train_on_eos=none", NULL},
+        {"train_on_inputs=true", NULL},
+    };
+    for (size_t i = 0; i < sizeof chat_changes / sizeof chat_changes[0]; i++) {
+        load_run(&run, chat, i == 0 ? chat_changes[i][0] : jinja, i == 0 ? "shuffle_merged_datasets=false" : chat_changes[i][0],
+                 dir1);
+        char hex[33];
+        tt_prepared_hash(&run, hex);
+        TT_EXPECT(strcmp(hex, chat_hex) != 0, "%s changes the chat hash", chat_changes[i][0]);
+        tt_run_config_free(&run);
+    }
+    const char *entry_changes[] = {"roles_to_train: [user]", "train_on_eos: all", "drop_system_message: true",
+                                   "roles: {assistant: [gpt]}", "message_property_mappings: {content: text}",
+                                   "field_messages: turns", "chat_template: chatml"};
+    for (size_t i = 0; i < sizeof entry_changes / sizeof entry_changes[0]; i++) {
+        char changed[9200];
+        snprintf(changed, sizeof changed,
+                 "[{path: %s, type: chat_template, %s}, {path: %s, type: chat_template, field_messages: conversations, "
+                 "message_property_mappings: {role: from, content: value}}]",
+                 chats, entry_changes[i], sharegpt);
+        bool last = i + 1 == sizeof entry_changes / sizeof entry_changes[0]; /* chatml, the other qwen3 */
+        load_run(&run, changed, last ? "chat_template=qwen3" : jinja, "shuffle_merged_datasets=false", dir1);
+        char hex[33];
+        tt_prepared_hash(&run, hex);
+        TT_EXPECT(strcmp(hex, chat_hex) != 0, "%s changes the chat hash", entry_changes[i]);
+        tt_run_config_free(&run);
+    }
+    /* a conversation longer than sequence_len: dropped (counted), or truncated */
+    load_run(&run, chat, jinja, "sequence_len=24", dir2);
+    t = tt_prepare_datasets(&run, NULL);
+    tt_run_config_free(&run);
+    paths[0] = t;
+    tt_dataset_open(&ds, paths, 1, 300, 24, 0.0, 1);
+    TT_EXPECT(ds.sequence_count == 15, "24 tokens hold 18 of template and EOS and 6 of question and answer: records "
+              "0..14, got %lld", (long long)ds.sequence_count);
+    tt_dataset_close(&ds);
+    free(t);
+    /* a template that raises stops preprocess, naming the record (after the parallel region: one
+     * thread, since libgomp's pool does not survive the fork of tt_expect_die) */
+    omp_set_num_threads(1);
+    load_run(&run, chat, "chat_template_jinja=\"{{ raise_exception('no ' + messages[1].content) }}\"", NULL, dir1);
+    tt_expect_die(prepare_chat, &run, "chats.jsonl:1: the chat template (chat_template_jinja) fails on this "
+                                      "conversation: no a7");
+    tt_run_config_free(&run);
+    omp_set_num_threads(2);
+    /* the byte tokenizer has no chat template of its own */
+    load_run(&run, chat, NULL, NULL, dir1);
+    tt_expect_die(prepare_chat, &run, "chat_template is tokenizer_default, but the tokenizer in");
+    tt_run_config_free(&run);
+    free(chats);
+    free(sharegpt);
     /* a special token that is not in the tokenizer */
     load_run(&run, datasets, "special_tokens={eos_token: \"<|im_end|>\"}", NULL, dir1);
     tt_expect_die(prepare_chat, &run, "eos_token '<|im_end|>' (special_tokens) is not a token of the tokenizer");

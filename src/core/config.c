@@ -269,6 +269,19 @@ static const key_spec key_table[] = {
      .null_is_default = true,
      .help = "chat_template datasets (axolotl's key): which EOS tokens train. completion, alpaca and input_output "
              "follow their type (the appended EOS trains with the output)"},
+    {.name = "chat_template",
+     .type = KEY_STRING,
+     .offset = FIELD(chat_template),
+     .default_text = "~",
+     .help = "chat_template datasets without their own (axolotl's key): tokenizer_default (the tokenizer's "
+             "chat_template.jinja or tokenizer_config.json's chat_template), tokenizer_default_fallback_<name>, jinja "
+             "(chat_template_jinja) or a built-in: chatml, llama3, qwen3; ~: tokenizer_default"},
+    {.name = "chat_template_jinja",
+     .type = KEY_STRING,
+     .offset = FIELD(chat_template_jinja),
+     .default_text = "~",
+     .help = "chat_template datasets: a Jinja chat template (or the path of a file holding one); chat_template: jinja "
+             "uses it, and it implies chat_template: jinja when chat_template is not set"},
     {.name = "excess_length_strategy",
      .type = KEY_ENUM,
      .offset = FIELD(excess_length_strategy),
@@ -1152,6 +1165,11 @@ static bool is_json_path(const char *path) {
            ends_with(path, ".JSONL");
 }
 
+static void free_strings(char **list, int count) {
+    for (int i = 0; i < count; i++) free(list[i]);
+    free(list);
+}
+
 static void free_dataset_spec(tt_dataset_spec *spec) {
     free(spec->field);
     free(spec->field_instruction);
@@ -1159,8 +1177,19 @@ static void free_dataset_spec(tt_dataset_spec *spec) {
     free(spec->field_output);
     free(spec->split);
     free(spec->chat_template);
+    free(spec->chat_template_jinja);
     free(spec->field_messages);
+    free_strings(spec->property_names, spec->property_mapping_count);
+    free_strings(spec->property_fields, spec->property_mapping_count);
+    free_strings(spec->role_alias_from, spec->role_alias_count);
+    free_strings(spec->role_alias_to, spec->role_alias_count);
+    free_strings(spec->roles_to_train, spec->roles_to_train_count);
     memset(spec, 0, sizeof(*spec));
+}
+
+static void push_string(char ***list, int *count, const char *s) {
+    *list = tt_xrealloc(*list, sizeof(char *) * (size_t)(*count + 1), "a list of names");
+    (*list)[(*count)++] = tt_xstrdup(s);
 }
 
 /* The keys a datasets entry takes besides path and type, and the types they belong to (a bit per
@@ -1168,10 +1197,11 @@ static void free_dataset_spec(tt_dataset_spec *spec) {
 typedef struct entry_key {
     const char *name;
     unsigned types;
-    size_t offset; /* of a char * in tt_dataset_spec; 0 for the chat_template lists */
+    size_t offset; /* of a char * in tt_dataset_spec; 0 for keys with their own parser */
 } entry_key;
 #define TYPE_BIT(t) (1u << (t))
 #define JSON_TYPES (TYPE_BIT(TT_DATASET_COMPLETION) | TYPE_BIT(TT_DATASET_ALPACA) | TYPE_BIT(TT_DATASET_INPUT_OUTPUT) | TYPE_BIT(TT_DATASET_CHAT_TEMPLATE))
+#define CHAT TYPE_BIT(TT_DATASET_CHAT_TEMPLATE)
 static const entry_key entry_keys[] = {
     {"field", TYPE_BIT(TT_DATASET_COMPLETION), offsetof(tt_dataset_spec, field)},
     {"field_instruction", TYPE_BIT(TT_DATASET_ALPACA), offsetof(tt_dataset_spec, field_instruction)},
@@ -1179,10 +1209,16 @@ static const entry_key entry_keys[] = {
     {"field_output", TYPE_BIT(TT_DATASET_ALPACA), offsetof(tt_dataset_spec, field_output)},
     {"split", JSON_TYPES, offsetof(tt_dataset_spec, split)},
     {"ds_type", JSON_TYPES, 0},
-    {"chat_template", TYPE_BIT(TT_DATASET_CHAT_TEMPLATE), offsetof(tt_dataset_spec, chat_template)},
-    {"field_messages", TYPE_BIT(TT_DATASET_CHAT_TEMPLATE), offsetof(tt_dataset_spec, field_messages)},
-    {"message_property_mappings", TYPE_BIT(TT_DATASET_CHAT_TEMPLATE), 0},
-    {"roles_to_train", TYPE_BIT(TT_DATASET_CHAT_TEMPLATE), 0},
+    {"chat_template", CHAT, offsetof(tt_dataset_spec, chat_template)},
+    {"chat_template_jinja", CHAT, offsetof(tt_dataset_spec, chat_template_jinja)},
+    {"field_messages", CHAT, offsetof(tt_dataset_spec, field_messages)},
+    {"message_property_mappings", CHAT, 0},
+    {"message_field_role", CHAT, 0},
+    {"message_field_content", CHAT, 0},
+    {"roles_to_train", CHAT, 0},
+    {"roles", CHAT, 0},
+    {"train_on_eos", CHAT, 0},
+    {"drop_system_message", CHAT, 0},
 };
 
 static char *types_of(unsigned types, char *buf, size_t size) {
@@ -1193,17 +1229,108 @@ static char *types_of(unsigned types, char *buf, size_t size) {
     return buf;
 }
 
+/* A scalar that names something (a role, a field): not null, not empty. */
+static const char *name_scalar(const source *src, const yaml_node_t *node, int index, const char *key,
+                               const char *example) {
+    char buf[256];
+    if (node->type != YAML_SCALAR_NODE || is_null(node) || !*scalar_text(node))
+        die_at(src, node, "datasets entry %d: %s: expected a name such as %s, got %s", index + 1, key, example,
+               describe_value(node, buf, sizeof buf));
+    return scalar_text(node);
+}
+
+/* message_property_mappings (and the legacy message_field_role / message_field_content): each
+ * property the template reads, from the message field named; a property given twice with two
+ * fields is an error, as axolotl's. */
+static void set_property_mapping(const source *src, const yaml_node_t *at, int index, tt_dataset_spec *spec,
+                                 const char *property, const char *field) {
+    for (int i = 0; i < spec->property_mapping_count; i++)
+        if (strcmp(spec->property_names[i], property) == 0) {
+            if (strcmp(spec->property_fields[i], field) != 0)
+                die_at(src, at, "datasets entry %d: the message property '%s' is mapped to '%s' and to '%s' "
+                       "(message_property_mappings and message_field_%s); keep one", index + 1, property,
+                       spec->property_fields[i], field, property);
+            return;
+        }
+    int n = spec->property_mapping_count;
+    push_string(&spec->property_names, &n, property);
+    push_string(&spec->property_fields, &spec->property_mapping_count, field);
+}
+
+static void parse_chat_key(const source *src, yaml_document_t *doc, yaml_node_t *key, yaml_node_t *value, int index,
+                           tt_dataset_spec *spec) {
+    const char *name = scalar_text(key);
+    char buf[256];
+    if (strcmp(name, "message_property_mappings") == 0) {
+        if (is_null(value)) return;
+        if (value->type != YAML_MAPPING_NODE)
+            die_at(src, value, "datasets entry %d: message_property_mappings: expected a mapping such as {role: "
+                   "from, content: value}, got %s", index + 1, describe_value(value, buf, sizeof buf));
+        for (yaml_node_pair_t *p = value->data.mapping.pairs.start; p < value->data.mapping.pairs.top; p++) {
+            yaml_node_t *k2 = yaml_document_get_node(doc, p->key), *v2 = yaml_document_get_node(doc, p->value);
+            const char *property = name_scalar(src, k2, index, "message_property_mappings", "content");
+            const char *field = name_scalar(src, v2, index, "message_property_mappings", "value");
+            set_property_mapping(src, v2, index, spec, property, field);
+        }
+    } else if (strcmp(name, "message_field_role") == 0 || strcmp(name, "message_field_content") == 0) {
+        set_property_mapping(src, value, index, spec, name + strlen("message_field_"),
+                             name_scalar(src, value, index, name, "from"));
+    } else if (strcmp(name, "roles_to_train") == 0) {
+        if (spec->roles_to_train) die_at(src, key, "datasets entry %d: key 'roles_to_train' appears twice", index + 1);
+        if (value->type != YAML_SEQUENCE_NODE)
+            die_at(src, value, "datasets entry %d: roles_to_train: expected a list of roles such as [assistant], "
+                   "got %s", index + 1, describe_value(value, buf, sizeof buf));
+        spec->roles_to_train = tt_xmalloc(sizeof(char *), "roles_to_train"); /* given, even if empty */
+        for (yaml_node_item_t *it = value->data.sequence.items.start; it < value->data.sequence.items.top; it++)
+            push_string(&spec->roles_to_train, &spec->roles_to_train_count,
+                        name_scalar(src, yaml_document_get_node(doc, *it), index, "roles_to_train", "assistant"));
+    } else if (strcmp(name, "roles") == 0) {
+        if (is_null(value)) return;
+        if (value->type != YAML_MAPPING_NODE)
+            die_at(src, value, "datasets entry %d: roles: expected a mapping from a role to the names the data uses "
+                   "for it, such as {user: [human], assistant: [gpt]}, got %s",
+                   index + 1, describe_value(value, buf, sizeof buf));
+        spec->roles_given = true;
+        for (yaml_node_pair_t *p = value->data.mapping.pairs.start; p < value->data.mapping.pairs.top; p++) {
+            yaml_node_t *k2 = yaml_document_get_node(doc, p->key), *v2 = yaml_document_get_node(doc, p->value);
+            const char *role = name_scalar(src, k2, index, "roles", "assistant");
+            if (v2->type != YAML_SEQUENCE_NODE)
+                die_at(src, v2, "datasets entry %d: roles: %s: expected a list of names such as [gpt], got %s",
+                       index + 1, role, describe_value(v2, buf, sizeof buf));
+            for (yaml_node_item_t *it = v2->data.sequence.items.start; it < v2->data.sequence.items.top; it++) {
+                const char *from = name_scalar(src, yaml_document_get_node(doc, *it), index, "roles", "gpt");
+                int n = spec->role_alias_count;
+                push_string(&spec->role_alias_from, &n, from);
+                push_string(&spec->role_alias_to, &spec->role_alias_count, role);
+            }
+        }
+    } else if (strcmp(name, "train_on_eos") == 0) {
+        int v = is_null(value) ? -1 : index_in_list("turn|all|last|none", scalar_text(value), false);
+        if (value->type != YAML_SCALAR_NODE || (v < 0 && !is_null(value)))
+            die_at(src, value, "datasets entry %d: train_on_eos: expected turn, all, last or none, got %s", index + 1,
+                   describe_value(value, buf, sizeof buf));
+        spec->train_on_eos = v;
+    } else if (strcmp(name, "drop_system_message") == 0) {
+        bool b = false;
+        if (value->type != YAML_SCALAR_NODE || (!is_null(value) && !parse_bool(scalar_text(value), &b)))
+            die_at(src, value, "datasets entry %d: drop_system_message: expected true or false, got %s", index + 1,
+                   describe_value(value, buf, sizeof buf));
+        spec->drop_system_message = b;
+    }
+}
+
 /* One datasets entry: a path (a token file), or a mapping {path, type, per-type keys}. */
 static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_node_t *entry, int index, char **path_out,
                                 tt_dataset_spec *spec) {
     memset(spec, 0, sizeof(*spec));
+    spec->train_on_eos = -1;
     if (entry->type == YAML_SCALAR_NODE) {
         if (is_null(entry) || !*scalar_text(entry))
             die_at(src, entry, "datasets entry %d is empty; write a token file's path, or {path: file.tok}", index + 1);
         if (is_json_path(scalar_text(entry)))
             die_at(src, entry,
                    "datasets entry %d: %s is a JSON file; say how to read it: {path: %s, type: completion | alpaca | "
-                   "input_output}",
+                   "input_output | chat_template}",
                    index + 1, scalar_text(entry), scalar_text(entry));
         *path_out = tt_xstrdup(scalar_text(entry));
         return;
@@ -1245,7 +1372,7 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         spec->type = (tt_dataset_type)t;
     } else if (is_json_path(path)) {
         die_at(src, entry, "datasets entry %d: %s is a JSON file but the entry has no type; add type: completion, "
-               "alpaca or input_output", index + 1, path);
+               "alpaca, input_output or chat_template", index + 1, path);
     } else {
         spec->type = TT_DATASET_TOKENS;
     }
@@ -1262,51 +1389,32 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
             die_at(src, key,
                    "datasets entry %d: unknown key '%s'; an entry takes path, type, field (completion), "
                    "field_instruction / field_input / field_output (alpaca), split, ds_type, and chat_template, "
-                   "field_messages, message_property_mappings, roles_to_train (chat_template)",
+                   "chat_template_jinja, field_messages, message_property_mappings, roles, roles_to_train, "
+                   "train_on_eos, drop_system_message (chat_template)",
                    index + 1, name);
         if (!(ek->types & TYPE_BIT(spec->type)))
             die_at(src, key, "datasets entry %d: %s applies to type %s, but this entry is type %s; remove it", index + 1,
                    name, types_of(ek->types, types, sizeof types), dataset_type_names[spec->type]);
-        if (strcmp(name, "message_property_mappings") == 0) {
-            if (value->type != YAML_MAPPING_NODE)
-                die_at(src, value, "datasets entry %d: message_property_mappings: expected a mapping such as {role: "
-                       "from, content: value}, got %s", index + 1, describe_value(value, buf, sizeof buf));
-            for (yaml_node_pair_t *p = value->data.mapping.pairs.start; p < value->data.mapping.pairs.top; p++) {
-                yaml_node_t *k2 = yaml_document_get_node(doc, p->key), *v2 = yaml_document_get_node(doc, p->value);
-                if (k2->type != YAML_SCALAR_NODE || v2->type != YAML_SCALAR_NODE || is_null(v2))
-                    die_at(src, v2, "datasets entry %d: message_property_mappings: each entry maps a property to a "
-                           "field name (e.g. content: value)", index + 1);
-                spec->property_mapping_count++;
-            }
-        } else if (strcmp(name, "roles_to_train") == 0) {
-            if (value->type != YAML_SEQUENCE_NODE)
-                die_at(src, value, "datasets entry %d: roles_to_train: expected a list of roles such as [assistant], "
-                       "got %s", index + 1, describe_value(value, buf, sizeof buf));
-            for (yaml_node_item_t *it = value->data.sequence.items.start; it < value->data.sequence.items.top; it++) {
-                yaml_node_t *role = yaml_document_get_node(doc, *it);
-                if (role->type != YAML_SCALAR_NODE || is_null(role))
-                    die_at(src, role, "datasets entry %d: roles_to_train: each role is a name such as assistant",
-                           index + 1);
-                spec->roles_to_train_count++;
-            }
-        } else {
-            if (value->type != YAML_SCALAR_NODE || is_null(value) || !*scalar_text(value))
-                die_at(src, value, "datasets entry %d: %s: expected a name, got %s", index + 1, name,
-                       describe_value(value, buf, sizeof buf));
-            const char *text = scalar_text(value);
-            if (strcmp(name, "ds_type") == 0) {
-                if (strcmp(text, "json") != 0)
-                    die_at(src, value, "datasets entry %d: ds_type '%s' is not supported; local files are read as "
-                           "json (JSON or JSONL, by the file's extension)", index + 1, text);
-                continue;
-            }
-            if (strcmp(name, "split") == 0 && strcmp(text, "train") != 0)
-                die_at(src, value, "datasets entry %d: split '%s': a local JSON/JSONL file has one split, train",
-                       index + 1, text);
-            char **field = (char **)((char *)spec + ek->offset);
-            if (*field) die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
-            *field = tt_xstrdup(text);
+        if (!ek->offset && strcmp(name, "ds_type") != 0) {
+            parse_chat_key(src, doc, key, value, index, spec);
+            continue;
         }
+        if (value->type != YAML_SCALAR_NODE || is_null(value) || !*scalar_text(value))
+            die_at(src, value, "datasets entry %d: %s: expected a name, got %s", index + 1, name,
+                   describe_value(value, buf, sizeof buf));
+        const char *text = scalar_text(value);
+        if (strcmp(name, "ds_type") == 0) {
+            if (strcmp(text, "json") != 0)
+                die_at(src, value, "datasets entry %d: ds_type '%s' is not supported; local files are read as "
+                       "json (JSON or JSONL, by the file's extension)", index + 1, text);
+            continue;
+        }
+        if (strcmp(name, "split") == 0 && strcmp(text, "train") != 0)
+            die_at(src, value, "datasets entry %d: split '%s': a local JSON/JSONL file has one split, train",
+                   index + 1, text);
+        char **field = (char **)((char *)spec + ek->offset);
+        if (*field) die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
+        *field = tt_xstrdup(text);
     }
     /* axolotl's defaults */
     if (spec->type == TT_DATASET_COMPLETION && !spec->field) spec->field = tt_xstrdup("text");
@@ -1315,7 +1423,18 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         if (!spec->field_input) spec->field_input = tt_xstrdup("input");
         if (!spec->field_output) spec->field_output = tt_xstrdup("output");
     }
-    if (spec->type == TT_DATASET_CHAT_TEMPLATE && !spec->field_messages) spec->field_messages = tt_xstrdup("messages");
+    if (spec->type == TT_DATASET_CHAT_TEMPLATE) {
+        if (!spec->field_messages) spec->field_messages = tt_xstrdup("messages");
+        /* role and content are always mapped (axolotl's handle_legacy_message_fields_logic) */
+        for (int p = 0; p < 2; p++) {
+            const char *property = p ? "content" : "role";
+            bool mapped = false;
+            for (int i = 0; i < spec->property_mapping_count; i++) mapped |= strcmp(spec->property_names[i], property) == 0;
+            if (!mapped) set_property_mapping(src, entry, index, spec, property, property);
+        }
+        if (!spec->roles_to_train) push_string(&spec->roles_to_train, &spec->roles_to_train_count, "assistant");
+        if (spec->chat_template_jinja && !spec->chat_template) spec->chat_template = tt_xstrdup("jinja");
+    }
     *path_out = tt_xstrdup(path);
 }
 
@@ -1808,6 +1927,26 @@ void tt_run_config_validate(const tt_run_config *c) {
     if (c->train_on_eos != 0 && !chat)
         tt_die("train_on_eos applies to chat_template datasets (completion, alpaca and input_output always train the "
                "EOS they append); remove it");
+    if ((c->chat_template || c->chat_template_jinja) && !chat)
+        tt_die("%s applies to chat_template datasets ({path: chats.jsonl, type: chat_template}), and this run has none; "
+               "remove it",
+               c->chat_template ? "chat_template" : "chat_template_jinja");
+    for (int i = 0; i < c->dataset_count; i++) {
+        const tt_dataset_spec *d = &c->dataset_specs[i];
+        const char *choice = d->chat_template ? d->chat_template : c->chat_template;
+        const char *jinja = d->chat_template ? d->chat_template_jinja : c->chat_template_jinja;
+        if (d->type != TT_DATASET_CHAT_TEMPLATE) continue;
+        /* axolotl: chat_template_jinja alone means chat_template: jinja */
+        if (!choice && jinja) choice = "jinja";
+        if (choice && strcmp(choice, "jinja") == 0 && !jinja)
+            tt_die("datasets entry %d (%s): chat_template is jinja, but no chat_template_jinja is set; set "
+                   "chat_template_jinja to the template or to a file holding it",
+                   i + 1, c->datasets[i]);
+        if (jinja && (!choice || strcmp(choice, "jinja") != 0))
+            tt_die("datasets entry %d (%s): chat_template_jinja is set, but chat_template is %s; set chat_template: jinja "
+                   "to use it, or remove chat_template_jinja",
+                   i + 1, c->datasets[i], choice);
+    }
     if (c->warmup_steps >= 0 && c->warmup_ratio > 0)
         tt_die("warmup_steps (%lld) and warmup_ratio (%g) are both set; set one of them (warmup_steps=-1 or "
                "warmup_ratio=0 unsets the other)",
@@ -2005,6 +2144,48 @@ static void write_double(FILE *out, double v) {
     fputs(text, out);
 }
 
+/* A chat_template entry's lists and mappings, in flow style. */
+static void write_chat_entry(FILE *out, const tt_dataset_spec *d) {
+    fputs("\n    message_property_mappings: {", out);
+    for (int i = 0; i < d->property_mapping_count; i++) {
+        fputs(i ? ", " : "", out);
+        write_yaml_string(out, d->property_names[i]);
+        fputs(": ", out);
+        write_yaml_string(out, d->property_fields[i]);
+    }
+    fputs("}\n    roles_to_train: [", out);
+    for (int i = 0; i < d->roles_to_train_count; i++) {
+        fputs(i ? ", " : "", out);
+        write_yaml_string(out, d->roles_to_train[i]);
+    }
+    fputc(']', out);
+    if (d->roles_given) {
+        fputs("\n    roles: {", out);
+        /* the aliases grouped by role, in the order the roles first appear */
+        for (int i = 0, first = 1; i < d->role_alias_count; i++) {
+            bool seen = false;
+            for (int j = 0; j < i; j++) seen |= strcmp(d->role_alias_to[j], d->role_alias_to[i]) == 0;
+            if (seen) continue;
+            fputs(first ? "" : ", ", out);
+            first = 0;
+            write_yaml_string(out, d->role_alias_to[i]);
+            fputs(": [", out);
+            for (int j = i, n = 0; j < d->role_alias_count; j++)
+                if (strcmp(d->role_alias_to[j], d->role_alias_to[i]) == 0) {
+                    fputs(n++ ? ", " : "", out);
+                    write_yaml_string(out, d->role_alias_from[j]);
+                }
+            fputc(']', out);
+        }
+        fputc('}', out);
+    }
+    if (d->train_on_eos >= 0) {
+        static const char *const eos_names[] = {"turn", "all", "last", "none"};
+        fprintf(out, "\n    train_on_eos: %s", eos_names[d->train_on_eos]);
+    }
+    if (d->drop_system_message) fputs("\n    drop_system_message: true", out);
+}
+
 static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
     const void *field = (const char *)c + k->offset;
     char name[64];
@@ -2062,6 +2243,7 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
                 fprintf(out, "\n    %s: ", entry_keys[e].name);
                 write_yaml_string(out, v);
             }
+            if (d->type == TT_DATASET_CHAT_TEMPLATE) write_chat_entry(out, d);
         }
         break;
     case KEY_SPECIAL_TOKENS:

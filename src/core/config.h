@@ -45,7 +45,7 @@ typedef enum tt_dataset_type {
     TT_DATASET_COMPLETION,    /* JSON/JSONL records with raw text in `field`; every token trains */
     TT_DATASET_ALPACA,        /* instruction / input / output records; the prompt is masked */
     TT_DATASET_INPUT_OUTPUT,  /* {segments: [{text, label}]}; segments with label false are masked */
-    TT_DATASET_CHAT_TEMPLATE, /* messages through a chat template: parsed, not available in this build */
+    TT_DATASET_CHAT_TEMPLATE, /* conversations through a chat template; roles_to_train train (src/data/chat_template.h) */
 } tt_dataset_type;
 
 /* One datasets entry beyond its path (config.c parses it; src/data/sft_*.c use it). */
@@ -56,11 +56,23 @@ typedef struct tt_dataset_spec {
     char *field_input;        /* alpaca: default "input" (optional in a record) */
     char *field_output;       /* alpaca: default "output" */
     char *split;              /* "train": a local file has one split */
-    /* chat_template entries: checked for shape only, until the Jinja interpreter lands */
-    char *chat_template;
-    char *field_messages;
-    int64_t property_mapping_count;
-    int64_t roles_to_train_count;
+    /* chat_template entries (axolotl's keys; src/data/chat_template.h) */
+    char *chat_template;       /* tokenizer_default | tokenizer_default_fallback_<name> | jinja | a built-in;
+                                  NULL: the top level's */
+    char *chat_template_jinja; /* chat_template: jinja's template, or a file holding it */
+    char *field_messages;      /* the record's list of messages (default "messages") */
+    int property_mapping_count;
+    char **property_names;     /* [property_mapping_count] the property the template reads (role, content, ...) */
+    char **property_fields;    /* [property_mapping_count] the message field it comes from (role and content
+                                  always present: role -> role, content -> content unless mapped) */
+    bool roles_given;          /* roles: given (it replaces axolotl's default aliases) */
+    int role_alias_count;
+    char **role_alias_from;    /* [role_alias_count] a role as the data writes it (gpt) */
+    char **role_alias_to;      /* [role_alias_count] the role the template gets (assistant) */
+    int roles_to_train_count;
+    char **roles_to_train;     /* default [assistant] */
+    int train_on_eos;          /* index in turn|all|last|none; -1: the top level's */
+    bool drop_system_message;  /* a first system turn is left out */
 } tt_dataset_spec;
 
 /* "tokens", "completion", "alpaca", "input_output", "chat_template" */
@@ -99,7 +111,9 @@ typedef struct tt_run_config {
     bool shuffle_merged_datasets;/* the prepared file's documents in a seeded order (else input order) */
     char *tokenizer_config;      /* tokenizer.json or its directory; NULL: base_model's */
     char *special_bos, *special_eos, *special_pad; /* special_tokens overrides, or NULL */
-    int train_on_eos;            /* index in turn|all|last|none (chat_template datasets) */
+    int train_on_eos;            /* index in turn|all|last|none (chat_template datasets without their own) */
+    char *chat_template;         /* chat_template datasets without their own: NULL is tokenizer_default */
+    char *chat_template_jinja;   /* the template (or its file) for chat_template: jinja */
     int excess_length_strategy;  /* index in drop|truncate: documents longer than sequence_len */
     bool sample_packing;         /* several documents per sequence, each attending only to itself */
     bool pad_to_sequence_len;    /* axolotl's key; sequences are always padded to sequence_len */

@@ -18,6 +18,8 @@ typedef struct tt_jinja_template tt_jinja_template;
  * (origin names the source, e.g. the file path) into err. */
 tt_jinja_template *tt_jinja_parse(const char *source, size_t len, const char *origin, char *err, size_t err_size);
 void tt_jinja_free(tt_jinja_template *t);
+/* True when the template has a {% generation %} block (so renders mark assistant output). */
+bool tt_jinja_has_generation(const tt_jinja_template *t);
 
 typedef struct tt_jinja_output {
     char *text;

@@ -988,3 +988,9 @@ void tt_jinja_free(tt_jinja_template *t) {
     free(t->origin);
     free(t);
 }
+
+bool tt_jinja_has_generation(const tt_jinja_template *t) {
+    for (size_t i = 0; i < t->nall; i++)
+        if (t->all[i]->kind == JN_GENERATION) return true;
+    return false;
+}

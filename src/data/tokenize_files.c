@@ -46,8 +46,13 @@ char *tt_tokenizer_config_token(const char *tokenizer_path, const char *key) {
     }
     char config[4200];
     snprintf(config, sizeof config, "%s/tokenizer_config.json", dir);
-    json_t *root = json_load_file(config, 0, NULL);
-    if (!root) return NULL;
+    if (stat(config, &st) != 0) return NULL; /* no tokenizer_config.json: no special tokens named */
+    /* Hugging Face writes model_max_length 1e30 as an integer, beyond 64 bits: read numbers as reals */
+    json_error_t error;
+    json_t *root = json_load_file(config, JSON_DECODE_INT_AS_REAL, &error);
+    if (!root)
+        tt_die("%s:%d: not valid JSON (%s); fix the file, or name the special tokens with special_tokens", config,
+               error.line, error.text);
     json_t *eos = json_object_get(root, key);
     if (json_is_object(eos)) eos = json_object_get(eos, "content");
     char *name = json_is_string(eos) ? tt_xstrdup(json_string_value(eos)) : NULL;

@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "data/chat_template.h"
 #include "data/json_records.h"
 #include "data/sft_examples.h"
 #include "data/tokenize_files.h"
@@ -111,6 +112,49 @@ static void tokenizer_files(const char *source, char *json, char *config, size_t
         snprintf(config, size, "tokenizer_config.json");
 }
 
+/* The directory of the tokenizer's files (the chat template is looked up there). */
+static void tokenizer_dir(const char *source, char *dir, size_t size) {
+    char json[4200], config[4200];
+    tokenizer_files(source, json, config, sizeof json);
+    const char *slash = strrchr(config, '/');
+    if (slash) snprintf(dir, size, "%.*s", (int)(slash - config), config);
+    else snprintf(dir, size, ".");
+}
+
+static int chat_train_on_eos(const tt_run_config *run, const tt_dataset_spec *d) {
+    return d->train_on_eos >= 0 ? d->train_on_eos : run->train_on_eos;
+}
+
+/* axolotl's find_turn skips a first system turn when the tokenizer's name_or_path names mistral */
+static bool mistral_tokenizer(const char *source) { return strcasestr(source, "mistral") != NULL; }
+
+static void hash_strings(hasher *h, char *const *list, int count) {
+    hash_int(h, count);
+    for (int i = 0; i < count; i++) hash_string(h, list[i]);
+}
+
+/* Everything of a chat_template entry that shapes its tokens and masks: the template's text
+ * (wherever it came from), the mappings, the role aliases, roles_to_train, train_on_eos,
+ * drop_system_message, and the tokenizer-name rule. */
+static void hash_chat_entry(hasher *h, const tt_run_config *run, int entry, const char *source) {
+    const tt_dataset_spec *d = &run->dataset_specs[entry];
+    char dir[4200], origin[4400];
+    tokenizer_dir(source, dir, sizeof dir);
+    char *text = tt_chat_template_text(run, entry, dir, origin, sizeof origin);
+    hash_string(h, text);
+    free(text);
+    hash_string(h, d->field_messages);
+    hash_strings(h, d->property_names, d->property_mapping_count);
+    hash_strings(h, d->property_fields, d->property_mapping_count);
+    hash_int(h, d->roles_given);
+    hash_strings(h, d->role_alias_from, d->role_alias_count);
+    hash_strings(h, d->role_alias_to, d->role_alias_count);
+    hash_strings(h, d->roles_to_train, d->roles_to_train_count);
+    hash_int(h, chat_train_on_eos(run, d));
+    hash_int(h, d->drop_system_message);
+    hash_int(h, mistral_tokenizer(source));
+}
+
 void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
     hasher h = {0xcbf29ce484222325ull, 0x6c62272e07bb0142ull};
     hash_string(&h, TT_PREPARE_RECIPE);
@@ -126,6 +170,7 @@ void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
         hash_string(&h, d->field_instruction);
         hash_string(&h, d->field_input);
         hash_string(&h, d->field_output);
+        if (d->type == TT_DATASET_CHAT_TEMPLATE) hash_chat_entry(&h, run, i, tokenizer_source(run));
         hash_file(&h, run->datasets[i], false);
     }
     hash_string(&h, run->special_bos);
@@ -242,17 +287,19 @@ static void add_completion(doc_builder *b, const int32_t *ids, const uint8_t *la
         add_document(b, ids + at, labels + at, n - at < seq_len ? n - at : seq_len, seq_len, false);
 }
 
-/* Reads one dataset file chunk by chunk and adds its documents to b. */
+/* Reads one dataset file chunk by chunk and adds its documents to b; chat (NULL unless the entry is
+ * a chat_template one) renders its conversations. */
 static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer *tok, const tt_sft_ids *special,
-                         doc_builder *b) {
+                         const tt_chat_format *chat, doc_builder *b) {
     const char *path = run->datasets[entry];
     const tt_dataset_spec *spec = &run->dataset_specs[entry];
     tt_json_records *records = tt_json_records_open(path);
-    tt_sft_example *examples = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_sft_example), "examples");
+    tt_sft_example *examples = chat ? NULL : tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_sft_example), "examples");
+    tt_chat_example *chats = chat ? tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_chat_example), "conversations") : NULL;
     tt_token_ids *ids = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_token_ids), "token ids");
     uint8_t **labels = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(uint8_t *), "labels");
     int64_t *label_capacity = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(int64_t), "labels");
-    int64_t read = 0, documents_before = (int64_t)b->documents;
+    int64_t read = 0, documents_before = (int64_t)b->documents, turns_not_found = 0;
     const bool truncate = run->excess_length_strategy == 1;
     for (bool more = true; more;) {
         int n = 0;
@@ -262,18 +309,33 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
                 more = false;
                 break;
             }
-            tt_sft_record_segments(spec, run->train_on_inputs, record, tt_json_records_where(records), &examples[n++]);
+            if (chat)
+                tt_chat_record(chat, record, tt_json_records_where(records), &chats[n]);
+            else
+                tt_sft_record_segments(spec, run->train_on_inputs, record, tt_json_records_where(records),
+                                       &examples[n]);
+            n++;
             json_decref(record);
         }
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int i = 0; i < n; i++)
-            tt_sft_tokenize_example(tok, special, &examples[i], &ids[i], &labels[i], &label_capacity[i]);
         for (int i = 0; i < n; i++) {
+            if (chat)
+                tt_chat_tokenize(chat, &chats[i], &ids[i], &labels[i], &label_capacity[i]);
+            else
+                tt_sft_tokenize_example(tok, special, &examples[i], &ids[i], &labels[i], &label_capacity[i]);
+        }
+        for (int i = 0; i < n; i++) {
+            if (chat && chats[i].error) tt_die("%s", chats[i].error); /* the first in file order */
             if (spec->type == TT_DATASET_COMPLETION)
                 add_completion(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len);
             else
                 add_document(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len, truncate);
-            tt_sft_example_free(&examples[i]);
+            if (chat) {
+                turns_not_found += chats[i].turns_not_found;
+                tt_chat_example_free(&chats[i]);
+            } else {
+                tt_sft_example_free(&examples[i]);
+            }
         }
         read += n;
         if (more || read >= 10 * TT_PREPARE_CHUNK)
@@ -284,14 +346,55 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
     tt_info("preprocess: %s (%s): %lld records, %lld documents kept%s", path, tt_dataset_type_name(spec->type),
             (long long)read, (long long)b->documents - (long long)documents_before,
             spec->type == TT_DATASET_COMPLETION ? " (long texts split into pieces of sequence_len)" : "");
+    if (turns_not_found)
+        tt_warn("preprocess: %s: %lld trained turn(s) could not be told apart from the template around them (an empty "
+                "content, or a template that prints the turn the same whatever it holds); they are not trained, as "
+                "axolotl leaves them",
+                path, (long long)turns_not_found);
     for (int i = 0; i < TT_PREPARE_CHUNK; i++) {
         tt_token_ids_free(&ids[i]);
         free(labels[i]);
     }
     free(examples);
+    free(chats);
     free(ids);
     free(labels);
     free(label_capacity);
+}
+
+/* The format of a chat_template entry: its template and what the template sees. */
+static tt_chat_format *open_chat_format(const tt_run_config *run, int entry, const tt_tokenizer *tok,
+                                        const char *source, int32_t eos_id) {
+    char dir[4200], origin[4400];
+    tokenizer_dir(source, dir, sizeof dir);
+    char *text = tt_chat_template_text(run, entry, dir, origin, sizeof origin);
+    /* the special tokens' texts, special_tokens first, as the tokenizer's special_tokens_map gives them */
+    char *bos = run->special_bos ? tt_xstrdup(run->special_bos) : tt_tokenizer_config_token(source, "bos_token");
+    char *eos = run->special_eos ? tt_xstrdup(run->special_eos) : tt_tokenizer_config_token(source, "eos_token");
+    char *pad = run->special_pad ? tt_xstrdup(run->special_pad) : tt_tokenizer_config_token(source, "pad_token");
+    char *unk = tt_tokenizer_config_token(source, "unk_token");
+    tt_chat_settings settings = {
+        .template_text = text,
+        .template_origin = origin,
+        .spec = &run->dataset_specs[entry],
+        .train_on_eos = chat_train_on_eos(run, &run->dataset_specs[entry]),
+        .train_on_inputs = run->train_on_inputs,
+        .bos_token = bos,
+        .eos_token = eos,
+        .unk_token = unk,
+        .pad_token = pad,
+        .eos_id = eos_id,
+        .mistral_tokenizer = mistral_tokenizer(source),
+    };
+    tt_chat_format *f = tt_chat_format_open(&settings, tok);
+    tt_info("preprocess: %s renders with %s%s", run->datasets[entry], origin,
+            tt_chat_format_has_generation(f) ? " (assistant turns: its {% generation %} blocks)" : "");
+    free(text);
+    free(bos);
+    free(eos);
+    free(pad);
+    free(unk);
+    return f;
 }
 
 static void build_prepared(const tt_run_config *run, const char *out_path) {
@@ -302,14 +405,22 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
         .eos = special_id(tok, source, run->special_eos, "eos_token"),
     };
     int32_t pad = special_id(tok, source, run->special_pad, "pad_token");
-    bool needs_eos = false;
-    for (int i = 0; i < run->dataset_count; i++) needs_eos |= run->dataset_specs[i].type != TT_DATASET_INPUT_OUTPUT;
+    bool needs_eos = false; /* chat templates write their own end-of-turn tokens */
+    for (int i = 0; i < run->dataset_count; i++)
+        needs_eos |= run->dataset_specs[i].type != TT_DATASET_INPUT_OUTPUT &&
+                     run->dataset_specs[i].type != TT_DATASET_CHAT_TEMPLATE;
     if (needs_eos && special.eos < 0)
         tt_die("the tokenizer %s has no eos_token in tokenizer_config.json, and completion and alpaca datasets end each "
                "document with it; set special_tokens: {eos_token: ...}",
                source);
     doc_builder b = {0};
-    for (int i = 0; i < run->dataset_count; i++) prepare_file(run, i, tok, &special, &b);
+    for (int i = 0; i < run->dataset_count; i++) {
+        tt_chat_format *chat = run->dataset_specs[i].type == TT_DATASET_CHAT_TEMPLATE
+                                   ? open_chat_format(run, i, tok, source, special.eos)
+                                   : NULL;
+        prepare_file(run, i, tok, &special, chat, &b);
+        tt_chat_format_free(chat);
+    }
     if (b.dropped_long)
         tt_warn("preprocess: dropped %lld document(s) longer than sequence_len %lld (excess_length_strategy: drop; "
                 "truncate keeps their first sequence_len tokens)",
@@ -348,12 +459,6 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
 }
 
 char *tt_prepare_datasets(const tt_run_config *run, bool *reused) {
-    for (int i = 0; i < run->dataset_count; i++)
-        if (run->dataset_specs[i].type == TT_DATASET_CHAT_TEMPLATE)
-            tt_die("datasets entry %d (%s): type chat_template is not available in this build of tiertrain yet (its "
-                   "Jinja interpreter is landing separately); use type alpaca, input_output or completion, or "
-                   "render the conversations to text first",
-                   i + 1, run->datasets[i]);
     TT_CHECK(tt_run_has_json_datasets(run), "no JSON datasets to prepare");
     char hex[33];
     tt_prepared_hash(run, hex);

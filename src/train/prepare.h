@@ -3,7 +3,10 @@
  * named by a hash of everything that shapes it, as axolotl's last_run_prepared/<hash>:
  *   the contents of every dataset file, the entries' types and fields, tokenizer.json and
  *   tokenizer_config.json (contents), special_tokens, train_on_inputs, sequence_len,
- *   excess_length_strategy, shuffle_merged_datasets and seed.
+ *   excess_length_strategy, shuffle_merged_datasets and seed; for chat_template entries also the
+ *   template's text (wherever it comes from), field_messages, message_property_mappings, roles,
+ *   roles_to_train, train_on_eos, drop_system_message and whether the tokenizer's path names
+ *   mistral (axolotl's rule for a first system turn).
  * `tiertrain preprocess` writes it; `tiertrain train` reuses it when it exists and writes it
  * first otherwise. Documents are tokenized on num_threads threads (OpenMP), chunk by chunk,
  * and placed in input order, so the file is the same for any thread count. */
@@ -19,7 +22,7 @@ bool tt_run_has_json_datasets(const tt_run_config *run);
 
 /* The prepared file's path for this run (malloc'd), preparing it first unless it exists.
  * *reused (if not NULL) says which. Dies with a clear message on bad data (file, line or record,
- * field), a missing tokenizer, or chat_template datasets (not available in this build). */
+ * field), a missing tokenizer, or a chat template that fails on a record. */
 char *tt_prepare_datasets(const tt_run_config *run, bool *reused);
 
 /* The 32-hex-digit hash that names the prepared file (exposed for tests). */

@@ -140,5 +140,20 @@ mkfifo fifo_adapter/adapter_config.json
 expect_error "FIFO as adapter_config.json" "adapter_config.json is not a regular file \(a FIFO\)" \
   timeout 20 "$tiertrain" merge --base out --adapter fifo_adapter -o merged_fifo
 
+# ... and so are a FIFO as the token file, the run YAML, a JSONL dataset and tokenizer.json
+mkfifo fifo.tok fifo.yaml fifo.jsonl
+expect_error "FIFO as a token file" "fifo.tok is not a regular file \(a FIFO\); expected a token file" \
+  timeout 20 "$tiertrain" train --config run.yaml 'datasets=[fifo.tok]' output_dir=o9
+expect_error "FIFO as the run config" "fifo.yaml is not a regular file \(a FIFO\); expected a run config" \
+  timeout 20 "$tiertrain" train --config fifo.yaml
+fixtures=$source_dir/tests/fixtures/data
+expect_error "FIFO as a JSONL dataset" "fifo.jsonl is not a regular file \(a FIFO\)" \
+  timeout 20 "$tiertrain" preprocess --config run.yaml tokenizer_config=$fixtures/bytes_tokenizer \
+  'datasets=[{path: fifo.jsonl, type: completion}]'
+mkdir -p fifo_tokenizer && mkfifo fifo_tokenizer/tokenizer.json
+expect_error "FIFO as tokenizer.json" "fifo_tokenizer/tokenizer.json is not a regular file \(a FIFO\)" \
+  timeout 20 "$tiertrain" preprocess --config run.yaml tokenizer_config=fifo_tokenizer \
+  'datasets=[{path: $fixtures/alpaca.jsonl, type: alpaca}]'
+
 echo "bad_input: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 
 typedef enum key_type {
     KEY_BOOL,
@@ -1630,7 +1631,7 @@ void tt_run_config_defaults(tt_run_config *c) {
 }
 
 static char *read_config_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tt_fopen_regular_file(path, "a run config (YAML)");
     if (!f) tt_die("cannot open config %s: %s; check the --config path", path, strerror(errno));
     char *buf = NULL;
     size_t used = 0, capacity = 0;

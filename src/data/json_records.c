@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 
 struct tt_json_records {
     FILE *f;
@@ -65,7 +66,7 @@ static void push(tt_json_records *r, size_t *used, char c) {
 }
 
 tt_json_records *tt_json_records_open(const char *path) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tt_fopen_regular_file(path, "a JSON or JSONL dataset");
     if (!f) tt_die("cannot open dataset %s: %s; check the path under datasets", path, strerror(errno));
     tt_json_records *r = tt_xcalloc(1, sizeof(*r), "a JSON reader");
     r->f = f;

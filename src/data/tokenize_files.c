@@ -11,11 +11,12 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "data/tokenizer.h"
 #include "data/token_file.h"
 
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tt_fopen_regular_file(path, "a text file to tokenize");
     if (!f) tt_die("tokenize: cannot read %s: %s", path, strerror(errno));
     char *buf = NULL;
     size_t used = 0, cap = 0;
@@ -46,7 +47,8 @@ char *tt_tokenizer_config_token(const char *tokenizer_path, const char *key) {
     }
     char config[4200];
     snprintf(config, sizeof config, "%s/tokenizer_config.json", dir);
-    json_t *root = json_load_file(config, 0, NULL);
+    json_error_t error; /* a missing or malformed file: no token named there (the caller says so) */
+    json_t *root = tt_json_load_regular_file(config, 0, (size_t)64 << 20, "a tokenizer_config.json", &error);
     if (!root) return NULL;
     json_t *eos = json_object_get(root, key);
     if (json_is_object(eos)) eos = json_object_get(eos, "content");

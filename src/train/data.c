@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "ops/backend.h" /* TT_IGNORE_INDEX */
 
 /* The eval split's permutation is seeded with seed ^ this, so it never coincides with an
@@ -37,7 +38,8 @@ typedef struct token_file_info {
 } token_file_info;
 
 static int open_token_file(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st; /* a FIFO or device is refused at once (input_file.h), never waited on */
+    int fd = tt_try_open_regular_file(path, "a token file (docs/token_format.md)", &st);
     if (fd < 0)
         tt_die("cannot open token file %s: %s; check the datasets list in the run config", path, strerror(errno));
     return fd;
@@ -63,7 +65,6 @@ static token_file_info check_header(const char *path, int64_t model_vocab_size) 
     int fd = open_token_file(path);
     struct stat st;
     if (fstat(fd, &st) != 0) tt_die("cannot stat token file %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) tt_die("%s is not a regular file; datasets lists token files (docs/token_format.md)", path);
     uint64_t size = (uint64_t)st.st_size;
     unsigned char header[TT_TOKEN_FILE_V2_HEADER_BYTES];
     size_t got = 0;

@@ -35,7 +35,7 @@ test-sanitize: deps
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
-FUZZ_TARGETS := safetensors model_config token_file tokenizer
+FUZZ_TARGETS := safetensors model_config token_file token_file_v2 tokenizer run_config json_dataset chat_template
 FUZZ_SOURCES := src/core/check.c src/core/config.c src/core/dtype.c src/core/input_file.c src/core/json_describe.c src/core/rng.c src/model/safetensors.c \
                 src/model/model_config.c src/train/data.c $(sort $(wildcard src/data/*.c))
 FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -DTT_FUZZING -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Isrc \
@@ -48,7 +48,7 @@ $(FUZZ_BUILD)/obj/%.o: src/%.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $$(pkg-config --cflags $(FUZZ_PKGS)) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJECTS)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $$(pkg-config --cflags $(FUZZ_PKGS)) -fsanitize=fuzzer $< $(FUZZ_OBJECTS) \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_FIXTURES='"$(CURDIR)/tests/fixtures"' $$(pkg-config --cflags $(FUZZ_PKGS)) -fsanitize=fuzzer $< $(FUZZ_OBJECTS) \
 	  $$(pkg-config --libs $(FUZZ_PKGS)) -lm -lpthread -o $@
 
 # kept between runs (make would delete them as intermediates of the pattern rule)

@@ -179,11 +179,6 @@ static void read_documents(const char *path, const token_file_info *info, uint64
                    path, (unsigned long long)i, labels[i]);
 }
 
-static int compare_int64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Epoch e's order depends only on (seed, e), so a resumed run rebuilds it directly.
  * tt_rng_seed runs the value through splitmix64, which mixes it. */
 static void build_epoch_order(tt_dataset *ds) {
@@ -266,10 +261,16 @@ void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t
     ds->eval_sequences = tt_xmalloc(sizeof(int64_t) * (size_t)eval_count, "the eval index");
     ds->train_order_base = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the train index");
     ds->epoch_order = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the epoch order");
-    memcpy(ds->eval_sequences, all, sizeof(int64_t) * (size_t)eval_count);
-    memcpy(ds->train_order_base, all + eval_count, sizeof(int64_t) * (size_t)ds->train_count);
-    qsort(ds->eval_sequences, (size_t)eval_count, sizeof(int64_t), compare_int64);
-    qsort(ds->train_order_base, (size_t)ds->train_count, sizeof(int64_t), compare_int64);
+    /* the first eval_count of the shuffle are the eval set; both sets in ascending order, by one
+     * pass over a mark per sequence (linear: sorting them took seconds for a 256 MiB file) */
+    uint8_t *is_eval = tt_xcalloc((size_t)ds->sequence_count, 1, "the eval split");
+    for (int64_t i = 0; i < eval_count; i++) is_eval[all[i]] = 1;
+    int64_t eval_at = 0, train_at = 0;
+    for (int64_t i = 0; i < ds->sequence_count; i++) {
+        if (is_eval[i]) ds->eval_sequences[eval_at++] = i;
+        else ds->train_order_base[train_at++] = i;
+    }
+    free(is_eval);
     free(all);
     build_epoch_order(ds);
 }

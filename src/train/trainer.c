@@ -279,6 +279,7 @@ static void report_offload(tt_model_state *model) {
 int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest) {
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
+    tt_checkpoint_remove_incomplete(run->output_dir);
 
     tt_model_config model_config;
     tt_load_model_config_for_run(run, &model_config);

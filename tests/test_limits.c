@@ -136,7 +136,9 @@ static void test_yaml_nesting(void) {
     double seconds = now_seconds() - t0;
     TT_EXPECT(seconds < 5.0, "a flow list nested %d deep refused in %.2f s (bound 5 s)", depth, seconds);
     /* block nesting: each level one more space of indentation */
-    FILE *f = fopen(tt_test_path("deep_block.yaml"), "w");
+    char *block_path = tt_test_path("deep_block.yaml");
+    FILE *f = fopen(block_path, "w");
+    free(block_path);
     fputs("datasets:\n", f);
     for (int i = 1; i <= 100; i++) fprintf(f, "%*s- \n", i, "");
     fclose(f);

@@ -35,8 +35,8 @@ test-sanitize: deps
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
-FUZZ_TARGETS := safetensors model_config token_file tokenizer
-FUZZ_SOURCES := src/core/check.c src/core/config.c src/core/dtype.c src/core/input_file.c src/core/json_describe.c src/core/rng.c src/model/safetensors.c \
+FUZZ_TARGETS := safetensors model_config token_file token_file_v2 tokenizer run_config json_dataset chat_template
+FUZZ_SOURCES := src/core/check.c src/core/config.c src/core/dtype.c src/core/fault_inject.c src/core/input_file.c src/core/json_describe.c src/core/rng.c src/model/safetensors.c \
                 src/model/model_config.c src/train/data.c $(sort $(wildcard src/data/*.c))
 FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -DTT_FUZZING -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Isrc \
                -Wall -Wextra -Wno-unused-parameter -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -45,17 +45,14 @@ FUZZ_OBJECTS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SOURCES))
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_KNOWN) $$(pkg-config --cflags $(FUZZ_PKGS)) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $$(pkg-config --cflags $(FUZZ_PKGS)) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJECTS)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $$(pkg-config --cflags $(FUZZ_PKGS)) -fsanitize=fuzzer $< $(FUZZ_OBJECTS) \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_FIXTURES='"$(CURDIR)/tests/fixtures"' $$(pkg-config --cflags $(FUZZ_PKGS)) -fsanitize=fuzzer $< $(FUZZ_OBJECTS) \
 	  $$(pkg-config --libs $(FUZZ_PKGS)) -lm -lpthread -o $@
 
-# Known finding in a file this build may not fix yet: when a piece encodes to no ids yet,
-# src/data/bpe.c:326 forms out->ids + first with out->ids NULL and cache_put (bpe.c:130) passes
-# it to memcpy with length 0 (both undefined in C; harmless in practice). Silenced for src/data only, so the tokenizer target keeps finding everything else;
-# drop this once bpe.c guards it (fuzz/corpus/tokenizer/ seeds reproduce it).
-$(FUZZ_BUILD)/obj/data/%.o: FUZZ_KNOWN := -fno-sanitize=pointer-overflow,nonnull-attribute
+# kept between runs (make would delete them as intermediates of the pattern rule)
+.SECONDARY: $(FUZZ_OBJECTS)
 
 -include $(FUZZ_OBJECTS:.o=.d)
 

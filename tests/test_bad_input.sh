@@ -144,5 +144,45 @@ mkfifo fifo_adapter/adapter_config.json
 expect_error "FIFO as adapter_config.json" "adapter_config.json is not a regular file \(a FIFO\)" \
   timeout 20 "$tiertrain" merge --base out --adapter fifo_adapter -o merged_fifo
 
+# ... and so are a FIFO as the token file, the run YAML, a JSONL dataset and tokenizer.json
+mkfifo fifo.tok fifo.yaml fifo.jsonl
+expect_error "FIFO as a token file" "fifo.tok is not a regular file \(a FIFO\); expected a token file" \
+  timeout 20 "$tiertrain" train --config run.yaml 'datasets=[fifo.tok]' output_dir=o9
+expect_error "FIFO as the run config" "fifo.yaml is not a regular file \(a FIFO\); expected a run config" \
+  timeout 20 "$tiertrain" train --config fifo.yaml
+fixtures=$source_dir/tests/fixtures/data
+expect_error "FIFO as a JSONL dataset" "fifo.jsonl is not a regular file \(a FIFO\)" \
+  timeout 20 "$tiertrain" preprocess --config run.yaml tokenizer_config=$fixtures/bytes_tokenizer \
+  'datasets=[{path: fifo.jsonl, type: completion}]'
+mkdir -p fifo_tokenizer && mkfifo fifo_tokenizer/tokenizer.json
+expect_error "FIFO as tokenizer.json" "fifo_tokenizer/tokenizer.json is not a regular file \(a FIFO\)" \
+  timeout 20 "$tiertrain" preprocess --config run.yaml tokenizer_config=fifo_tokenizer \
+  'datasets=[{path: $fixtures/alpaca.jsonl, type: alpaca}]'
+
+# Absurd sizes are refused at start, naming the key or file, within seconds (each used to run
+# for minutes or crash: issue 19); `timeout` turns a run that starts working into a failure.
+expect_error "num_threads ceiling" "num_threads must be in \[0, 1024\], got 100000" \
+  timeout 20 "$tiertrain" train --config run.yaml num_threads=100000 output_dir=o10
+expect_error "micro-batch larger than the data" "micro_batch_size 100000 is more than the [0-9]+ training sequences" \
+  timeout 20 "$tiertrain" train --config run.yaml micro_batch_size=100000 output_dir=o11
+expect_error "LoRA rank beyond the model" "lora_r 1000000 is more than the widest layer of the model \(32\)" \
+  timeout 20 "$tiertrain" plan --config run.yaml adapter=lora lora_target_linear=true lora_r=1000000
+expect_error "LoRA rank beyond the model (train)" "lora_r 1000000 is more than the widest layer" \
+  timeout 20 "$tiertrain" train --config run.yaml adapter=lora lora_target_linear=true lora_r=1000000 output_dir=o12
+sed 's/"max_position_embeddings"/"head_dim": 1048576, "max_position_embeddings"/' model/config.json > head_dim.json
+expect_error "head_dim ceiling" "head_dim.json: head_dim \(1048576\) is more than 1024" \
+  timeout 20 "$tiertrain" train --config run.yaml model_config=head_dim.json output_dir=o13
+expect_error "sequence_len over the budget" "the plan needs .* of host memory but its budget is" \
+  timeout 20 "$tiertrain" train --config run.yaml sequence_len=100000000 host_memory_budget=1GiB output_dir=o14
+sed 's/"vocab_size": 257/"vocab_size": 2000000000/' model/config.json > big_vocab.json
+expect_error "vocab over the budget" "the plan needs .* of host memory but its budget is" \
+  timeout 20 "$tiertrain" train --config run.yaml model_config=big_vocab.json host_memory_budget=1GiB output_dir=o15
+sed 's/"hidden_size": 16/"hidden_size": 16000000, "head_dim": 64/' model/config.json > big_hidden.json
+expect_error "hidden size over the budget" "the plan needs .* of host memory but its budget is" \
+  timeout 20 "$tiertrain" train --config run.yaml model_config=big_hidden.json host_memory_budget=1GiB output_dir=o16
+{ printf 'seed: 1\nlora_target_modules: '; head -c 100000 /dev/zero | tr '\0' '['; head -c 100000 /dev/zero | tr '\0' ']'; echo; } > deep.yaml
+expect_error "YAML nested 100000 deep" "deep.yaml:2: lists and mappings nested more than 64 deep" \
+  timeout 20 "$tiertrain" train --config deep.yaml
+
 echo "bad_input: $passed passed, $failed failed"
 [ $failed -eq 0 ]

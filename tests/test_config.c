@@ -617,7 +617,8 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("range7.yaml", "val_set_size: -0.1\n"), "val_set_size must be >= 0, got -0.1");
     tt_expect_die(load_file, yaml_file("range8.yaml", "num_epochs: 0\n"), "num_epochs must be > 0, got 0");
     tt_expect_die(load_file, yaml_file("range9.yaml", "adam_epsilon: 0\n"), "adam_epsilon must be > 0");
-    tt_expect_die(load_file, yaml_file("range10.yaml", "num_threads: -1\n"), "num_threads must be >= 0, got -1");
+    tt_expect_die(load_file, yaml_file("range10.yaml", "num_threads: -1\n"), "num_threads must be in [0, 1024], got -1");
+    tt_expect_die(load_file, yaml_file("range12.yaml", "num_threads: 100000\n"), "num_threads must be in [0, 1024], got 100000");
     tt_expect_die(load_file, yaml_file("range11.yaml", "logging_steps: 0\n"), "logging_steps must be >= 1, got 0");
     /* enums */
     tt_expect_die(load_file, yaml_file("enum.yaml", "lr_scheduler: step\n"),
@@ -852,7 +853,7 @@ static void test_errors(void) {
                   "command-line override 'adapter=qdora': adapter must be lora or qlora (or ~ for full fine-tuning)");
     /* the file itself */
     tt_expect_die(load_file, (char *)"/nonexistent/nope.yaml", "cannot open config /nonexistent/nope.yaml");
-    tt_expect_die(load_file, scratch, "cannot read config");
+    tt_expect_die(load_file, scratch, "is not a regular file (a directory); expected a run config");
     /* validate: cross-key checks */
     tt_expect_die(load_file, yaml_file("both.yaml", "base_model: a\nmodel_config: b\ndatasets: [x]\n"),
                   "base_model ('a') and model_config ('b') are both set; set exactly one of them");

@@ -430,8 +430,13 @@ static void test_hardening(void) {
     tt_test_write_text("huge_params.json",
                        "{\"model_type\":\"llama\",\"vocab_size\":1,\"hidden_size\":549755813888,"
                        "\"intermediate_size\":1,\"num_hidden_layers\":1000000,\"num_attention_heads\":524288,"
-                       "\"num_key_value_heads\":1,\"head_dim\":1048576}");
+                       "\"num_key_value_heads\":1,\"head_dim\":1024}");
     tt_expect_die(load_config, "huge_params.json", "huge_params.json: the model's sizes imply more than 2^50 parameters");
+    /* a head of a million dimensions on a small model: within 2^50 parameters, but no model has it */
+    tt_test_write_text("huge_head.json",
+                       "{\"model_type\":\"llama\",\"vocab_size\":257,\"hidden_size\":16,\"intermediate_size\":32,"
+                       "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":1048576}");
+    tt_expect_die(load_config, "huge_head.json", "huge_head.json: head_dim (1048576) is more than 1024");
 }
 
 int main(int argc, char **argv) {

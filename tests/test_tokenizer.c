@@ -275,6 +275,10 @@ static void test_bad_input(void) {
     tt_test_write_text("post.json", text);
     tt_expect_die(load_scratch, "post.json", "post_processor.type is \"BertProcessing\"");
     tt_expect_die(load_scratch, "absent.json", "absent.json: no such file");
+    /* two tokens with one id (once a heap over-read: the vocabulary map keyed the second token by
+     * the first one's text) */
+    tt_test_write_text("dupid.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"bcd\": 0}, \"merges\": []}}");
+    tt_expect_die(load_scratch, "dupid.json", "model.vocab[\"a\"] and model.vocab[\"bcd\"] both have id 0");
 }
 
 int main(int argc, char **argv) {

@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 
 typedef enum key_type {
     KEY_BOOL,
@@ -696,8 +697,8 @@ static const key_spec key_table[] = {
      .type = KEY_INT,
      .offset = FIELD(num_threads),
      .default_text = "0",
-     .range = AT_LEAST(0),
-     .help = "CPU threads; 0: all cores"},
+     .range = CLOSED(0, 1024), /* each thread has a stack: 100000 of them overflowed (and no host has as many cores) */
+     .help = "CPU threads; 0: all cores (at most 1024)"},
     {.name = "progress",
      .type = KEY_BOOL,
      .offset = FIELD(progress),
@@ -1756,7 +1757,45 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
 
 /* Parses one YAML document from text; dies with libyaml's problem and where it is. A second
  * document in the same text is an error too (it would otherwise be ignored). */
+/* Deeper nesting than any key needs (datasets: a list of mappings holding lists) is refused before
+ * libyaml builds the document: its scanner re-checks every open flow level on each token, so a
+ * list nested 100000 deep would take quadratic time (and the loader as many nodes) for nothing. */
+#define TT_CONFIG_MAX_NESTING 64
+
+/* One pass over the events, stopping at the first list or mapping past TT_CONFIG_MAX_NESTING;
+ * a syntax error ends the pass quietly (the load that follows reports it with its position). */
+static void check_nesting(const char *text, size_t size, const source *src) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) tt_die("out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, size);
+    int depth = 0;
+    for (;;) {
+        yaml_event_t event;
+        if (!yaml_parser_parse(&parser, &event)) break;
+        const yaml_event_type_t type = event.type;
+        const size_t line = event.start_mark.line + 1;
+        yaml_event_delete(&event);
+        if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+            if (++depth > TT_CONFIG_MAX_NESTING) {
+                yaml_parser_delete(&parser);
+                if (src->path)
+                    tt_die("%s:%zu: lists and mappings nested more than %d deep; no key takes more than 3 levels", src->path,
+                           line, TT_CONFIG_MAX_NESTING);
+                tt_die("command-line override '%s': lists and mappings nested more than %d deep; no key takes more than 3 "
+                       "levels",
+                       src->override, TT_CONFIG_MAX_NESTING);
+            }
+        } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (type == YAML_STREAM_END_EVENT) {
+            break;
+        }
+    }
+    yaml_parser_delete(&parser);
+}
+
 static void load_document(yaml_document_t *doc, const char *text, size_t size, const source *src) {
+    check_nesting(text, size, src);
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) tt_die("out of memory starting the YAML parser");
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, size);
@@ -1806,7 +1845,7 @@ void tt_run_config_defaults(tt_run_config *c) {
 }
 
 static char *read_config_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tt_fopen_regular_file(path, "a run config (YAML)");
     if (!f) tt_die("cannot open config %s: %s; check the --config path", path, strerror(errno));
     char *buf = NULL;
     size_t used = 0, capacity = 0;

@@ -42,6 +42,23 @@ int tt_open_regular_file(const char *path, const char *expected, struct stat *st
     return fd;
 }
 
+int tt_try_open_regular_file(const char *path, const char *expected, struct stat *st) {
+    return open_regular(path, expected, st);
+}
+
+FILE *tt_fopen_regular_file(const char *path, const char *expected) {
+    struct stat st;
+    int fd = open_regular(path, expected, &st);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int error = errno;
+        close(fd);
+        errno = error;
+    }
+    return f;
+}
+
 json_t *tt_json_load_regular_file(const char *path, size_t flags, size_t max_bytes, const char *expected,
                                   json_error_t *error) {
     struct stat st;

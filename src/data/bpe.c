@@ -127,8 +127,10 @@ static void cache_put(tt_encode_state *st, const char *key, size_t len, uint64_t
         if (end > st->cache_pool_cap) return;
     }
     memcpy(st->cache_pool + key_off, key, len);
-    memcpy(st->cache_pool + val_off, ids, (size_t)count * 4);
-    memcpy(st->cache_pool + val_off + (size_t)count * 4, starts, (size_t)count * 4);
+    if (count > 0) { /* with no ids, ids may be NULL, and memcpy from NULL is undefined even for 0 bytes */
+        memcpy(st->cache_pool + val_off, ids, (size_t)count * 4);
+        memcpy(st->cache_pool + val_off + (size_t)count * 4, starts, (size_t)count * 4);
+    }
     st->cache_pool_used = end;
     uint64_t i = hash & st->cache_mask;
     while (st->cache_slots[i].key_len != 0) i = (i + 1) & st->cache_mask;
@@ -323,6 +325,7 @@ void tt_bpe_encode(const tt_tokenizer *tok, tt_encode_state *st, const char *s, 
             starts[k++] = st->symbols[i].start;
         }
     }
-    if (cacheable) cache_put(st, s, len, hash, out->ids + first, starts, (uint32_t)(out->count - first));
+    if (cacheable) /* out->ids is NULL while nothing was pushed: no pointer arithmetic on it */
+        cache_put(st, s, len, hash, out->count > first ? out->ids + first : NULL, starts, (uint32_t)(out->count - first));
     if (starts != starts_small) free(starts);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 
 struct tt_json_records {
     FILE *f;
@@ -65,17 +66,23 @@ static void push(tt_json_records *r, size_t *used, char c) {
 }
 
 tt_json_records *tt_json_records_open(const char *path) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tt_fopen_regular_file(path, "a JSON or JSONL dataset");
     if (!f) tt_die("cannot open dataset %s: %s; check the path under datasets", path, strerror(errno));
     tt_json_records *r = tt_xcalloc(1, sizeof(*r), "a JSON reader");
     r->f = f;
     r->path = tt_xstrdup(path);
     r->next_line = 1;
     int c = skip_space(r);
-    if (c == EOF) tt_die("dataset %s is empty; it needs JSON records (one object per line, or an array of objects)", path);
+    if (c == EOF) { /* (the reader is freed first: a caller that catches tt_die, as the fuzz harness, has no handle) */
+        tt_json_records_discard(r);
+        tt_die("dataset %s is empty; it needs JSON records (one object per line, or an array of objects)", path);
+    }
     if (c == 0xEF) { /* a UTF-8 byte order mark, as some editors write */
         int b1 = next_char(r), b2 = next_char(r);
-        if (b1 != 0xBB || b2 != 0xBF) tt_die("%s:1: invalid UTF-8 at the start of the file; the file must be UTF-8", path);
+        if (b1 != 0xBB || b2 != 0xBF) {
+            tt_json_records_discard(r);
+            tt_die("%s:1: invalid UTF-8 at the start of the file; the file must be UTF-8", path);
+        }
         c = skip_space(r);
     }
     r->array = c == '[';
@@ -191,6 +198,11 @@ void tt_json_records_close(tt_json_records *r) {
             tt_die("%s: line %lld: text after the closing ']' of the JSON array; a JSON dataset is one array",
                    r->path, (long long)r->next_line);
     }
+    tt_json_records_discard(r);
+}
+
+void tt_json_records_discard(tt_json_records *r) {
+    if (!r) return;
     fclose(r->f);
     free(r->path);
     free(r->buf);

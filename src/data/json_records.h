@@ -21,7 +21,10 @@ json_t *tt_json_records_next(tt_json_records *r);
 /* Where the last record came from, for messages: "data.jsonl:12" or "data.json: record 3 (line 17)".
  * Valid until the next call. */
 const char *tt_json_records_where(const tt_json_records *r);
+/* Checks that the file ended where it should (a JSON array closed, nothing after it), then frees. */
 void tt_json_records_close(tt_json_records *r);
+/* Frees without those checks: after an error, or when the caller stops early. */
+void tt_json_records_discard(tt_json_records *r);
 
 /* Byte offset of the first invalid UTF-8 sequence in s[0..len) (overlong forms, surrogates and
  * code points above U+10FFFF are invalid, as Python's decoder says), or -1 if it is all valid. */

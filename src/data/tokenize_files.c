@@ -11,11 +11,12 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "data/tokenizer.h"
 #include "data/token_file.h"
 
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tt_fopen_regular_file(path, "a text file to tokenize");
     if (!f) tt_die("tokenize: cannot read %s: %s", path, strerror(errno));
     char *buf = NULL;
     size_t used = 0, cap = 0;
@@ -49,7 +50,8 @@ char *tt_tokenizer_config_token(const char *tokenizer_path, const char *key) {
     if (stat(config, &st) != 0) return NULL; /* no tokenizer_config.json: no special tokens named */
     /* Hugging Face writes model_max_length 1e30 as an integer, beyond 64 bits: read numbers as reals */
     json_error_t error;
-    json_t *root = json_load_file(config, JSON_DECODE_INT_AS_REAL, &error);
+    json_t *root = tt_json_load_regular_file(config, JSON_DECODE_INT_AS_REAL, (size_t)64 << 20,
+                                             "a tokenizer_config.json", &error);
     if (!root)
         tt_die("%s:%d: not valid JSON (%s); fix the file, or name the special tokens with special_tokens", config,
                error.line, error.text);

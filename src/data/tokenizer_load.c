@@ -7,7 +7,11 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "data/tokenizer_internal.h"
+
+/* The largest tokenizer.json read: real ones are tens of MB (a 256k vocabulary with its merges) */
+#define TT_TOKENIZER_JSON_MAX_BYTES ((size_t)512 << 20)
 
 /* ---- small JSON helpers that name the key on error ---- */
 
@@ -63,6 +67,13 @@ static void load_vocab(tt_tokenizer *tok, const char *file, json_t *model) {
             tt_die("%s: model.vocab[\"%s\"] is not an id (a non-negative integer)", file, key);
         int32_t id = (int32_t)json_integer_value(value);
         set_token(tok, id, key);
+        /* the map keys with id_to_token's text, which is the first token of that id: a second
+         * token with the same id would be looked up by the wrong text (and decoding could not
+         * say which of the two an id means) */
+        if (strcmp(tok->id_to_token[id], key) != 0)
+            tt_die("%s: model.vocab[\"%s\"] and model.vocab[\"%s\"] both have id %d; each id names one token: "
+                   "the file is corrupt",
+                   file, tok->id_to_token[id], key, (int)id);
         tt_str_map_put(&tok->vocab, tok->id_to_token[id], strlen(key), id);
     }
 }
@@ -556,7 +567,7 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
         file = tt_xstrdup(path);
     }
     json_error_t error;
-    json_t *root = json_load_file(file, 0, &error);
+    json_t *root = tt_json_load_regular_file(file, 0, TT_TOKENIZER_JSON_MAX_BYTES, "a tokenizer.json", &error);
     if (!root) tt_die("%s:%d:%d: not valid JSON: %s", file, error.line, error.column, error.text);
     if (!json_is_object(root)) tt_die("%s: not a tokenizer.json (the top level is not an object)", file);
     const char *unsupported[] = {"truncation", "padding"};

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/fault_inject.h"
 
 /* A ring of queued jobs; the worker takes them in order. */
 #define QUEUE_CAPACITY 64
@@ -63,6 +64,10 @@ static int transfer(const tt_disk_store *s, const disk_job *job) {
     const size_t bytes = s->direct ? (job->bytes + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT
                                    : job->bytes;
     size_t moved = 0;
+    if (job->write) {
+        const int injected = tt_fault_before_write(bytes); /* a test hook (fault_inject.h); 0 outside tests */
+        if (injected) return injected;
+    }
     while (moved < bytes) {
         ssize_t n = job->write ? pwrite(s->fd, (const char *)job->buf + moved, bytes - moved, offset + (off_t)moved)
                                : pread(s->fd, (char *)job->buf + moved, bytes - moved, offset + (off_t)moved);
@@ -125,7 +130,8 @@ tt_disk_store *tt_disk_store_open(const char *dir, int64_t slots, size_t slot_by
                 "memory and may slow the run",
                 dir);
     const off_t size = (off_t)slots * (off_t)s->slot_bytes;
-    int error = posix_fallocate(fd, 0, size);
+    int error = tt_fault_before_write((size_t)size); /* a test hook (fault_inject.h); 0 outside tests */
+    if (!error) error = posix_fallocate(fd, 0, size);
     if (error) {
         close(fd);
         char need[32];
@@ -216,9 +222,10 @@ void tt_disk_store_wait(tt_disk_store *s, int64_t ticket) {
     const bool write = s->error_write;
     pthread_mutex_unlock(&s->lock);
     if (error)
-        tt_die("offloaded activations: %s slot %lld of the activation file (created in the offload_dir, already "
-               "unlinked) failed: %s; check the disk's free space and health, or use activation_offloading: legacy",
-               write ? "writing" : "reading", (long long)slot, strerror(error));
+        tt_die("offloaded activations: %s slot %lld of the activation file %s (in offload_dir, unlinked at its "
+               "creation, so nothing is left behind) failed: %s; check the disk's free space and health, or use "
+               "activation_offloading: legacy",
+               write ? "writing" : "reading", (long long)slot, s->path, strerror(error));
 }
 
 void tt_disk_store_stats(const tt_disk_store *s, size_t *written, size_t *read, double *io_seconds) {

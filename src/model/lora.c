@@ -219,7 +219,7 @@ static void copy_file_if_present(const char *from_dir, const char *to_dir, const
     char from[4200], to[4200];
     snprintf(from, sizeof from, "%s/%s", from_dir, name);
     snprintf(to, sizeof to, "%s/%s", to_dir, name);
-    FILE *f = fopen(from, "rb");
+    FILE *f = tt_fopen_regular_file(from, name);
     if (!f) return;
     char *data = NULL;
     size_t size = 0, capacity = 0;

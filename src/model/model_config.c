@@ -270,6 +270,11 @@ void tt_model_config_validate(const tt_model_config *c, const char *source) {
                (long long)c->num_heads, (long long)c->num_kv_heads);
     if (c->head_dim % 2 != 0)
         tt_die("%s: head_dim (%lld) must be even for rotary position embeddings", source, (long long)c->head_dim);
+    /* every published model has 64 to 256; a head of a million dimensions (a fuzzed config had one)
+     * would make the random init and the rotary tables the run's work, not a refusal */
+    if (c->head_dim > TT_MAX_HEAD_DIM)
+        tt_die("%s: head_dim (%lld) is more than %d; no model of this family has such heads: the file is corrupt",
+               source, (long long)c->head_dim, TT_MAX_HEAD_DIM);
     if (!(c->rms_norm_eps > 0)) tt_die("%s: rms_norm_eps (%g) must be positive", source, c->rms_norm_eps);
     if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range))
         tt_die("%s: initializer_range (%g) must be a finite number >= 0", source, c->initializer_range);

@@ -9,6 +9,9 @@
 
 #include "core/dtype.h"
 
+/* The largest head_dim accepted (published models of these families use 64 to 256). */
+#define TT_MAX_HEAD_DIM 1024
+
 typedef enum tt_rope_type { TT_ROPE_DEFAULT, TT_ROPE_LLAMA3 } tt_rope_type;
 
 typedef struct tt_model_config {

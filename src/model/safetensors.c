@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/fault_inject.h"
 #include "core/input_file.h"
 #include "core/json_describe.h"
 
@@ -475,6 +476,8 @@ static void atomic_write(atomic_file *a, const void *buf, size_t bytes) {
     const unsigned char *p = buf;
     while (bytes > 0) {
         size_t chunk = bytes > ((size_t)1 << 30) ? ((size_t)1 << 30) : bytes;
+        const int injected = tt_fault_before_write(chunk); /* a test hook (fault_inject.h); 0 outside tests */
+        if (injected) atomic_fail(a, "write", injected);
         ssize_t written = write(a->fd, p, chunk);
         if (written < 0 && errno == EINTR) continue;
         if (written < 0) atomic_fail(a, "write", errno);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "train/data.h"
 
 void tt_tokenize_bytes(char *const *input_paths, int count, const char *output_path) {
@@ -17,7 +18,7 @@ void tt_tokenize_bytes(char *const *input_paths, int count, const char *output_p
     int documents = 0;
     unsigned char chunk[65536];
     for (int i = 0; i < count; i++) {
-        FILE *f = fopen(input_paths[i], "rb");
+        FILE *f = tt_fopen_regular_file(input_paths[i], "a text file to tokenize");
         if (!f) tt_die("tokenize: cannot read %s: %s", input_paths[i], strerror(errno));
         size_t before = used;
         errno = 0;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/fault_inject.h"
 #include "core/input_file.h"
 #include "model/lora.h"
 #include "model/safetensors.h"
@@ -123,6 +124,7 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     tt_write_file_atomic(path, yaml, yaml_size);
     free(yaml);
 
+    tt_fault_pause_in_save(); /* a test hook (fault_inject.h); nothing outside tests */
     /* Only a complete checkpoint gets the final name. */
     remove_flat_directory(final_dir);
     if (rename(partial, final_dir) != 0)
@@ -219,4 +221,37 @@ char *tt_checkpoint_find_latest(const char *output_dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/checkpoint-%lld", output_dir, best);
     return tt_xstrdup(path);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+void tt_checkpoint_remove_incomplete(const char *output_dir) {
+    DIR *d = opendir(output_dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(d)) != NULL) {
+        long long step;
+        int consumed = 0;
+        const bool partial = sscanf(e->d_name, "checkpoint-%lld%n", &step, &consumed) == 1 &&
+                             strcmp(e->d_name + consumed, ".partial") == 0;
+        /* the temporaries of tt_write_file_atomic (model and adapter files, their configs, run.yaml) */
+        const bool temporary = ends_with(e->d_name, ".safetensors.tmp") || ends_with(e->d_name, ".json.tmp") ||
+                               ends_with(e->d_name, ".yaml.tmp");
+        if (!partial && !temporary) continue;
+        snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
+        if (partial) {
+            remove_flat_directory(path);
+            tt_info("output_dir: removed incomplete %s (a save that was interrupted; the checkpoints before it are "
+                    "complete)",
+                    e->d_name);
+        } else if (unlink(path) == 0) {
+            tt_info("output_dir: removed %s (a file write that was interrupted; the file it was replacing is unchanged)",
+                    e->d_name);
+        }
+    }
+    closedir(d);
 }

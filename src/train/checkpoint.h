@@ -45,6 +45,11 @@ const char *tt_run_base_model_name(const tt_run_config *run);
 /* The checkpoint-<N> directory in output_dir with the largest N, or NULL (caller frees). */
 char *tt_checkpoint_find_latest(const char *output_dir);
 
+/* What an interrupted run left in output_dir (killed, interrupted or out of disk space during a
+ * save): checkpoint-<step>.partial directories and the .tmp files of atomic writes. Removes them,
+ * saying what it found; complete checkpoints and files are never touched. */
+void tt_checkpoint_remove_incomplete(const char *output_dir);
+
 /* mkdir -p; an error names the path. */
 void tt_make_directories(const char *path);
 

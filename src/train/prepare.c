@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "core/rng.h"
 #include "data/chat_template.h"
 #include "data/json_records.h"
@@ -61,7 +62,7 @@ static void hash_int(hasher *h, int64_t v) { hash_bytes(h, &v, sizeof v); }
 
 /* A file's contents (and its length); a missing optional file hashes as absent. */
 static void hash_file(hasher *h, const char *path, bool optional) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = tt_fopen_regular_file(path, "a dataset or tokenizer file");
     if (!f) {
         if (optional && errno == ENOENT) {
             hash_string(h, NULL);

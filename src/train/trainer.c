@@ -102,9 +102,23 @@ static size_t physical_memory_bytes(void) {
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
+/* Sizes a key sets that only make sense next to the model: refused before anything is priced
+ * or allocated (a rank of a million on a model of width 16 once ran for minutes). */
+static void check_run_against_model(const tt_run_config *run, const tt_model_config *model) {
+    if (run->adapter == TT_ADAPTER_LORA) {
+        int64_t widest = model->hidden_size > model->intermediate_size ? model->hidden_size : model->intermediate_size;
+        if (model->num_heads * model->head_dim > widest) widest = model->num_heads * model->head_dim;
+        if (run->lora_r > widest)
+            tt_die("lora_r %lld is more than the widest layer of the model (%lld); a rank above a layer's smaller "
+                   "dimension adds nothing: lower lora_r",
+                   (long long)run->lora_r, (long long)widest);
+    }
+}
+
 /* The plan of a run: from the config keys, then spilled down the tiers where a budget is full. */
 static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
                          const tt_device *device) {
+    check_run_against_model(run, model);
     const tt_precision precision = tt_precision_for_run(run, compute_tier_of(device) == TT_TIER_GPU);
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
@@ -302,6 +316,7 @@ static void report_offload(tt_model_state *model) {
 int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest) {
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
+    tt_checkpoint_remove_incomplete(run->output_dir);
 
     tt_model_config model_config;
     tt_load_model_config_for_run(run, &model_config);
@@ -334,6 +349,9 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
                         run->sequence_len, run->val_set_size, (uint64_t)run->seed);
     }
     free(prepared);
+    if (run->micro_batch_size > data.train_count) /* every sequence many times over in each micro-batch */
+        tt_die("micro_batch_size %lld is more than the %lld training %s the datasets hold; lower micro_batch_size",
+               (long long)run->micro_batch_size, (long long)data.train_count, data.documents ? "documents" : "sequences");
 
     const int64_t B = run->micro_batch_size, T = run->sequence_len, N = B * T;
     const int64_t accumulation = run->gradient_accumulation_steps;

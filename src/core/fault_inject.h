@@ -1,0 +1,22 @@
+/* A test hook for the fault tests (tests/test_faults.sh): a full disk without root or a tmpfs.
+ *
+ * TT_FAULT_ENOSPC_AFTER_BYTES=N in the environment makes the writers of files tiertrain owns
+ * (checkpoints and the final model through safetensors.c's atomic writes, the disk tier's
+ * reservation and writes) fail with ENOSPC once N bytes in all have been written by the process,
+ * as a disk that fills up would.
+ *
+ * TT_FAULT_SAVE_PAUSE_MS=N makes every checkpoint save pause N ms after its files are written
+ * and before checkpoint-<step>.partial is renamed to its final name, so a test can interrupt a
+ * save at that moment. Unset (always, outside tests) neither changes anything. */
+#ifndef TT_CORE_FAULT_INJECT_H
+#define TT_CORE_FAULT_INJECT_H
+
+#include <stddef.h>
+
+/* Counts `bytes` about to be written; 0 to go ahead, or ENOSPC once the budget is spent. */
+int tt_fault_before_write(size_t bytes);
+
+/* Sleeps TT_FAULT_SAVE_PAUSE_MS milliseconds, if set. */
+void tt_fault_pause_in_save(void);
+
+#endif

@@ -172,8 +172,10 @@ expect_error "LoRA rank beyond the model (train)" "lora_r 1000000 is more than t
 sed 's/"max_position_embeddings"/"head_dim": 1048576, "max_position_embeddings"/' model/config.json > head_dim.json
 expect_error "head_dim ceiling" "head_dim.json: head_dim \(1048576\) is more than 1024" \
   timeout 20 "$tiertrain" train --config run.yaml model_config=head_dim.json output_dir=o13
-expect_error "sequence_len over the budget" "the plan needs .* of host memory but its budget is" \
+expect_error "sequence_len over the data" "one sequence needs sequence_len \+ 1 = 100000001" \
   timeout 20 "$tiertrain" train --config run.yaml sequence_len=100000000 host_memory_budget=1GiB output_dir=o14
+expect_error "sequence_len over the budget" "the plan needs .* of host memory but its budget is" \
+  timeout 20 "$tiertrain" train --config run.yaml sequence_len=2000 host_memory_budget=1MiB output_dir=o14
 sed 's/"vocab_size": 257/"vocab_size": 2000000000/' model/config.json > big_vocab.json
 expect_error "vocab over the budget" "the plan needs .* of host memory but its budget is" \
   timeout 20 "$tiertrain" train --config run.yaml model_config=big_vocab.json host_memory_budget=1GiB output_dir=o15

@@ -326,15 +326,9 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_load_model_config_for_run(run, &model_config);
     tt_plan plan;
     plan_for_run(&plan, run, &model_config, device);
-    tt_model_state model;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan.weight_bytes);
-    tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
-    const tt_model_config *mc = &model.config;
-    const tt_tier tier = compute_tier_of(device);
-    tt_model_set_trace(&model, tt_trace_open(run->trace));
-    print_header(mc, &model.params, device, &model.plan, &model.sizes, stdout);
-
-    /* JSON datasets train from their prepared file (token file version 2), made now if there is none */
+    /* The data before any memory is reserved: a bad dataset or a micro-batch larger than it is refused at once
+     * (reserving a large plan's arenas takes seconds). JSON datasets train from their prepared file (token file
+     * version 2), made now if there is none. */
     char *prepared = NULL;
     if (tt_run_has_json_datasets(run)) {
         bool reused = false;
@@ -345,17 +339,25 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_dataset data;
     if (run->sample_packing) {
         tt_dataset_open_packed(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count,
-                               mc->vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed,
+                               model_config.vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed,
                                run->excess_length_strategy == 1);
         report_packing(&data, run);
     } else {
-        tt_dataset_open(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count, mc->vocab_size,
+        tt_dataset_open(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count, model_config.vocab_size,
                         run->sequence_len, run->val_set_size, (uint64_t)run->seed);
     }
     free(prepared);
     if (run->micro_batch_size > data.train_count) /* every sequence many times over in each micro-batch */
         tt_die("micro_batch_size %lld is more than the %lld training %s the datasets hold; lower micro_batch_size",
                (long long)run->micro_batch_size, (long long)data.train_count, data.documents ? "documents" : "sequences");
+
+    tt_model_state model;
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan.weight_bytes);
+    tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
+    const tt_model_config *mc = &model.config;
+    const tt_tier tier = compute_tier_of(device);
+    tt_model_set_trace(&model, tt_trace_open(run->trace));
+    print_header(mc, &model.params, device, &model.plan, &model.sizes, stdout);
 
     const int64_t B = run->micro_batch_size, T = run->sequence_len, N = B * T;
     const int64_t accumulation = run->gradient_accumulation_steps;

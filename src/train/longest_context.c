@@ -17,22 +17,14 @@ static size_t free_disk_bytes(const char *dir) {
     return (size_t)fs.f_bavail * (size_t)fs.f_frsize;
 }
 
-/* The compute tier against the device's budget; host RAM against what pinned and pageable memory
- * hold together (the CPU backend computes in pageable memory: that is its compute tier); the disk
- * against offload_dir's free space. */
+/* The budgets train checks at start: the compute tier against the device's (the GPU's, or host memory for the
+ * CPU backend, which computes in pageable memory), pinned host memory against host_memory_budget (the
+ * machine's memory when 0), and beyond what train checks before it reserves, the disk tier against
+ * offload_dir's free space (train finds a full disk when it reserves its files). */
 static void set_budgets(tt_context_fit *fit, const tt_plan *plan, const tt_device *device) {
-    const tt_tier compute = device->backend->compute_tier;
-    for (int t = 0; t < TT_TIER_COUNT; t++) fit->need[t] = fit->peak[t];
-    if (compute == TT_TIER_GPU) {
-        fit->budget[TT_TIER_GPU] = device->memory_budget;
-        fit->need[TT_TIER_PINNED] = fit->peak[TT_TIER_PINNED] + fit->peak[TT_TIER_HOST];
-        fit->need[TT_TIER_HOST] = 0;
-        fit->budget[TT_TIER_PINNED] = plan->pinned_budget;
-    } else {
-        fit->need[TT_TIER_HOST] = fit->peak[TT_TIER_PINNED] + fit->peak[TT_TIER_HOST];
-        fit->need[TT_TIER_PINNED] = 0;
-        fit->budget[TT_TIER_HOST] = device->memory_budget;
-    }
+    for (int t = 0; t < TT_TIER_COUNT; t++) fit->peak[t] = fit->peak[t];
+    fit->budget[device->backend->compute_tier] = device->memory_budget;
+    if (device->backend->compute_tier != TT_TIER_PINNED) fit->budget[TT_TIER_PINNED] = plan->pinned_budget;
     fit->budget[TT_TIER_DISK] = fit->peak[TT_TIER_DISK] ? free_disk_bytes(plan->offload_dir) : 0;
 }
 
@@ -51,7 +43,7 @@ tt_context_fit tt_context_fit_at(const tt_run_config *run, const tt_model_config
     for (int t = 0; t < TT_TIER_COUNT; t++) fit.peak[t] = sizes.tier_peak[t];
     set_budgets(&fit, &plan, device);
     for (int t = 0; t < TT_TIER_COUNT && fit.fits; t++)
-        if (fit.budget[t] && fit.need[t] > fit.budget[t]) {
+        if (fit.budget[t] && fit.peak[t] > fit.budget[t]) {
             fit.fits = false;
             fit.over = (tt_tier)t;
         }
@@ -65,8 +57,8 @@ static void print_try(const tt_context_fit *fit, FILE *log) {
     char need[32], budget[32];
     fprintf(log, "  sequence_len %10lld: ", (long long)fit->sequence_len);
     for (int t = 0; t < TT_TIER_COUNT; t++) {
-        if (!fit->need[t]) continue;
-        fprintf(log, "%s %s", tt_tier_name((tt_tier)t), tt_format_bytes(fit->need[t], need, sizeof need));
+        if (!fit->peak[t]) continue;
+        fprintf(log, "%s %s", tt_tier_name((tt_tier)t), tt_format_bytes(fit->peak[t], need, sizeof need));
         if (fit->budget[t]) fprintf(log, " of %s", tt_format_bytes(fit->budget[t], budget, sizeof budget));
         fputs("; ", log);
     }
@@ -121,14 +113,14 @@ void tt_print_longest_context(const tt_run_config *run, const tt_device *device,
         char need[32], budget[32];
         tt_die("plan --max-sequence-len: not even sequence_len %lld fits: the %s tier needs %s of its %s budget. "
                "Lower micro_batch_size, choose a memory mode that offloads more, or raise the budget",
-               (long long)step, tt_tier_name(over.over), tt_format_bytes(over.need[over.over], need, sizeof need),
+               (long long)step, tt_tier_name(over.over), tt_format_bytes(over.peak[over.over], need, sizeof need),
                tt_format_bytes(over.budget[over.over], budget, sizeof budget));
     }
     if (over.sequence_len) {
         char need[32], budget[32];
         fprintf(out, "longest: sequence_len %lld (%lld needs %s on the %s tier, over its %s budget)\n\n",
                 (long long)length, (long long)over.sequence_len,
-                tt_format_bytes(over.need[over.over], need, sizeof need), tt_tier_name(over.over),
+                tt_format_bytes(over.peak[over.over], need, sizeof need), tt_tier_name(over.over),
                 tt_format_bytes(over.budget[over.over], budget, sizeof budget));
     } else {
         fprintf(out, "longest: sequence_len %lld (the search's ceiling; every length up to it fits)\n\n",

@@ -19,7 +19,6 @@ typedef struct tt_context_fit {
     int64_t sequence_len;
     bool fits;
     size_t peak[TT_TIER_COUNT];   /* the dry run's peak of each tier */
-    size_t need[TT_TIER_COUNT];   /* what each budget is checked against (host RAM holds pinned + pageable) */
     size_t budget[TT_TIER_COUNT]; /* 0: no budget checked there */
     tt_tier over;                 /* the first tier over its budget; TT_TIER_COUNT when it fits */
 } tt_context_fit;

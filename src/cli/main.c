@@ -10,6 +10,7 @@
 #include "data/tokenize_files.h"
 #include "train/byte_tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/longest_context.h"
 #include "train/prepare.h"
 #include "train/trainer.h"
 
@@ -21,6 +22,7 @@ static void print_usage(FILE *out) {
           "usage:\n"
           "  tiertrain train --config run.yaml [--resume] [--trace FILE] [key=value ...]   train (see `tiertrain train --help`)\n"
           "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
+          "  tiertrain plan  --config run.yaml --max-sequence-len           the longest sequence_len that fits, and its plan\n"
           "  tiertrain preprocess --config run.yaml [key=value ...]         tokenize and mask the JSON datasets into\n"
           "                                                                 dataset_prepared_path (train reuses it)\n"
           "  (run.yaml may also be given without --config, as axolotl: tiertrain train run.yaml)\n"
@@ -39,6 +41,8 @@ typedef struct command_args {
     int owned_count;
     bool resume;
     bool help;
+    bool max_sequence_len;  /* plan: search the longest sequence_len that fits */
+    int64_t sequence_len_step; /* ... in multiples of this (0: the default) */
     char **overrides;
     int override_count;
 } command_args;
@@ -70,6 +74,15 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
             snprintf(override, strlen(file) + 7, "trace=%s", file);
             a->overrides[a->override_count++] = override;
             a->owned[a->owned_count++] = override;
+        } else if (strcmp(arg, "--max-sequence-len") == 0 && strcmp(command, "plan") == 0) {
+            a->max_sequence_len = true;
+        } else if (strcmp(arg, "--sequence-len-step") == 0 && strcmp(command, "plan") == 0) {
+            char *end = NULL;
+            const long long step = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || !end || *end || step <= 0)
+                tt_die("plan: --sequence-len-step needs a positive number of tokens, e.g. --sequence-len-step 4096");
+            a->sequence_len_step = step;
+            i++;
         } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             a->help = true;
         } else if (arg[0] != '-' && strchr(arg, '=')) {
@@ -78,7 +91,9 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
             a->config_path = arg;
         } else {
             tt_die("%s: unknown argument '%s'; expected --config FILE%s, --help, or key=value overrides", command, arg,
-                   strcmp(command, "train") == 0 ? ", --resume, --trace FILE" : "");
+                   strcmp(command, "train") == 0  ? ", --resume, --trace FILE"
+                   : strcmp(command, "plan") == 0 ? ", --max-sequence-len [--sequence-len-step N]"
+                                                  : "");
         }
     }
 }
@@ -88,7 +103,11 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     command_args a;
     parse_command_args(argc, argv, &a, command);
     if (a.help) {
-        printf("usage: tiertrain %s --config run.yaml%s [key=value ...]\n\n", command, train ? " [--resume]" : "");
+        printf("usage: tiertrain %s --config run.yaml%s [key=value ...]\n\n", command,
+               train ? " [--resume]" : " [--max-sequence-len [--sequence-len-step N]]");
+        if (!train)
+            printf("--max-sequence-len: the longest sequence_len (a multiple of --sequence-len-step, default 1024) "
+                   "whose plan fits the GPU, host memory and offload_dir budgets, then that plan.\n\n");
         tt_run_config_print_help(stdout);
         free_command_args(&a);
         return 0;
@@ -103,8 +122,12 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     tt_device device;
     tt_select_device(&run, &device);
     int status = 0;
+    if (a.sequence_len_step && !a.max_sequence_len)
+        tt_die("plan: --sequence-len-step goes with --max-sequence-len");
     if (train)
         status = tt_train(&run, &device, a.resume);
+    else if (a.max_sequence_len)
+        tt_print_longest_context(&run, &device, a.sequence_len_step ? a.sequence_len_step : 1024, stdout);
     else
         tt_print_run_plan(&run, &device, stdout);
     tt_release_device(&device);

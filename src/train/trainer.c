@@ -115,9 +115,8 @@ static void check_run_against_model(const tt_run_config *run, const tt_model_con
     }
 }
 
-/* The plan of a run: from the config keys, then spilled down the tiers where a budget is full. */
-static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
-                         const tt_device *device) {
+void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model, const tt_device *device,
+                     bool report) {
     check_run_against_model(run, model);
     const tt_precision precision = tt_precision_for_run(run, compute_tier_of(device) == TT_TIER_GPU);
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
@@ -129,18 +128,23 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
     tt_size_table_configure(&sizes, model, &params, plan, device->backend);
     const tt_plan_pricer pricer = tt_step_pricer(model, &params, device->backend);
     const tt_spill_result spill = tt_plan_spill(plan, &pricer, device->memory_budget, plan->pinned_budget);
-    if (spill.to_pinned || spill.to_disk || spill.kept_to_pinned || spill.kept_to_disk)
+    if (report && (spill.to_pinned || spill.to_disk || spill.kept_to_pinned || spill.kept_to_disk))
         tt_info("plan: the %s budget is full: %lld layer input(s) spill to pinned host memory and %lld to disk, the "
                 "kept activations of %lld layer(s) to pinned host memory and of %lld to disk (offload_dir %s)%s",
                 tt_tier_name(plan->compute_tier), (long long)spill.to_pinned, (long long)spill.to_disk,
                 (long long)spill.kept_to_pinned, (long long)spill.kept_to_disk, plan->offload_dir,
                 spill.fits ? "" : "; still over budget");
     const int64_t kept = tt_plan_keep_free(plan, &pricer);
-    if (kept > 0)
+    if (report && kept > 0)
         tt_info("plan: the top %lld layer(s) keep their attention half from the forward (the LM head's phase leaves "
                 "room under the peak): no attention recompute there, the same peak and bits",
                 (long long)kept);
     tt_param_table_free(&params);
+}
+
+static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
+                         const tt_device *device) {
+    tt_plan_for_run(plan, run, model, device, true);
 }
 
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out) {

@@ -27,6 +27,12 @@ void tt_select_device(const tt_run_config *run, tt_device *device);
 /* Destroys the device's backend. */
 void tt_release_device(tt_device *device);
 
+/* The plan of a run: from the config keys, then spilled down the tiers where a budget is full, and the top
+ * checkpointed layers' free keeps. report: say what the spill and the free keeps did (off while
+ * tiertrain plan --max-sequence-len tries lengths). */
+void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model, const tt_device *device,
+                     bool report);
+
 /* `tiertrain plan`: the plan per layer and the size table, without training. */
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);
 

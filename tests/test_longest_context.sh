@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `tiertrain plan --max-sequence-len`: the longest sequence_len whose plan fits the budgets. The
+# length it finds trains one step within the same budget; one step of the search longer is refused
+# by the budget check at start. Also: a gradient-checkpointed plan reaches further than keeping
+# everything. Arguments: tiertrain binary, source dir, scratch dir.
+set -uo pipefail
+tiertrain=$1; source_dir=$2; scratch=$3
+rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
+passed=0; failed=0
+check() { # description, condition (as a command)
+  local what=$1; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
+}
+
+mkdir -p model
+cat > model/config.json <<'JSON'
+{"model_type": "llama", "vocab_size": 257, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 65536, "rms_norm_eps": 1e-5,
+ "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32"}
+JSON
+for i in 1 2 3 4 5 6 7 8; do cat "$source_dir/README.md"; done | head -c 60000 > a.txt
+"$tiertrain" tokenize --bytes -o corpus.tok a.txt > /dev/null
+cat > run.yaml <<'YAML'
+model_config: model/config.json
+datasets: [corpus.tok]
+max_steps: 1
+output_dir: out
+progress: false
+host_memory_budget: 8MiB
+loss_chunk_size: 256
+YAML
+
+"$tiertrain" plan --config run.yaml --max-sequence-len --sequence-len-step 128 > keep.txt 2> keep.err
+longest=$(sed -n 's/^longest: sequence_len \([0-9]*\) .*/\1/p' keep.txt)
+check "the search finds a length (keep everything)" [ -n "$longest" ]
+longest=${longest:-0}
+check "the length is a multiple of the step" [ $((longest % 128)) -eq 0 ]
+check "the plan printed is that length's" grep -q "x sequence $longest," keep.txt
+check "that plan is within the budget" bash -c "! grep -q EXCEEDED keep.txt"
+
+"$tiertrain" train --config run.yaml sequence_len=$longest output_dir=at > at.txt 2> at.err
+check "sequence_len $longest trains a step in 8 MiB (status $?)" [ -f at/model.safetensors ]
+"$tiertrain" train --config run.yaml sequence_len=$((longest + 128)) output_dir=over > over.txt 2> over.err
+check "sequence_len $((longest + 128)) is refused by the budget" grep -q "the plan needs .* of host memory but its budget is 8.00 MiB" over.err
+
+"$tiertrain" plan --config run.yaml gradient_checkpointing=true --max-sequence-len --sequence-len-step 128 > gc.txt 2> gc.err
+gc=$(sed -n 's/^longest: sequence_len \([0-9]*\) .*/\1/p' gc.txt)
+check "checkpointing reaches further ($gc > $longest)" [ "${gc:-0}" -gt "$longest" ]
+
+"$tiertrain" plan --config run.yaml --max-sequence-len host_memory_budget=64KiB > none.txt 2> none.err
+check "nothing fits: a clear error" grep -q "not even sequence_len 1024 fits" none.err
+"$tiertrain" plan --config run.yaml --sequence-len-step 128 > lone.txt 2> lone.err
+check "--sequence-len-step alone is refused" grep -q "goes with --max-sequence-len" lone.err
+
+echo "longest_context: $passed passed, $failed failed (keep everything: $longest tokens, checkpointing: ${gc:-0})"
+[ $failed -eq 0 ]

@@ -26,9 +26,9 @@ static const char *const all_keys[] = {
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "train_on_inputs", "dataset_prepared_path",
     "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "chat_template",
     "chat_template_jinja", "chat_template_kwargs", "eot_tokens", "excess_length_strategy", "sample_packing",
-    "pad_to_sequence_len", "sample_packing_eff_est"};
+    "pad_to_sequence_len", "sample_packing_eff_est", "sample_packing_bin_size", "sample_packing_group_size"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 95 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 97 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -144,7 +144,9 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->shuffle_merged_datasets == b->shuffle_merged_datasets && same_string(a->tokenizer_config, b->tokenizer_config) &&
         same_string(a->special_bos, b->special_bos) && same_string(a->special_eos, b->special_eos) &&
         same_string(a->special_pad, b->special_pad) && a->train_on_eos == b->train_on_eos &&
-        a->excess_length_strategy == b->excess_length_strategy;
+        a->excess_length_strategy == b->excess_length_strategy && a->sample_packing == b->sample_packing &&
+        a->sample_packing_bin_size == b->sample_packing_bin_size &&
+        a->sample_packing_group_size == b->sample_packing_group_size;
     for (int i = 0; same && i < a->dataset_count; i++) {
         const tt_dataset_spec *x = &a->dataset_specs[i], *y = &b->dataset_specs[i];
         same = same_string(a->datasets[i], b->datasets[i]) && x->type == y->type && same_string(x->field, y->field) &&
@@ -520,6 +522,17 @@ static void test_chat_keys_round_trip(void) {
     TT_EXPECT(c.eot_tokens != NULL && c.eot_token_count == 0 && c.chat_template_kwargs == NULL, "[] and {}");
     text = capture_yaml(&c);
     TT_EXPECT(strstr(text, "\neot_tokens: []\n") && strstr(text, "\nchat_template_kwargs: ~\n"), "%s", text);
+    free(text);
+    char *packing[] = {"sample_packing=true", "sample_packing_bin_size=7", "sample_packing_group_size=1000"};
+    tt_run_config_load(&c, NULL, 3, packing);
+    text = capture_yaml(&c);
+    char *packing_path = write_file("packing_written.yaml", text);
+    tt_run_config_defaults(&again);
+    tt_run_config_load(&again, packing_path, 0, NULL);
+    TT_EXPECT(same_config(&c, &again) && again.sample_packing_bin_size == 7 && again.sample_packing_group_size == 1000,
+              "axolotl's multipack keys round trip:\n%s", text);
+    tt_run_config_free(&again);
+    free(packing_path);
     free(text);
     char *unset[] = {"eot_tokens=~"};
     tt_run_config_load(&c, NULL, 1, unset);
@@ -905,6 +918,10 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("kw6.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
                                                    "chat_template_kwargs: {enable_thinking: false}\n"),
                   "chat_template_kwargs applies to chat_template datasets");
+    tt_expect_die(load_file, yaml_file("pack1.yaml", "sample_packing: true\nsample_packing_bin_size: 0\n"),
+                  "pack1.yaml:2: sample_packing_bin_size must be >= 1, got 0");
+    tt_expect_die(load_file, yaml_file("pack2.yaml", VALID "sample_packing_group_size: 10\n"),
+                  "sample_packing_group_size is set, but sample_packing is off");
     tt_expect_die(load_file, yaml_file("eot1.yaml", "eot_tokens: \"<|im_end|>\"\n"),
                   "eot1.yaml:1: eot_tokens: expected a list of tokens such as");
     tt_expect_die(load_file, yaml_file("eot2.yaml", "eot_tokens: [a, \"\"]\n"),

@@ -313,9 +313,10 @@ static const key_spec key_table[] = {
      .offset = FIELD(sample_packing),
      .default_text = "false",
      .null_is_default = true,
-     .help = "pack several documents into each sequence of sequence_len tokens (first-fit decreasing, once at "
-             "start); each document attends only to itself and its positions restart at 0, as transformers with "
-             "position_ids (token files: documents end at the eos id of their header)"},
+     .help = "pack several documents into each sequence of sequence_len tokens, anew each epoch as axolotl's "
+             "multipack sampler (first-fit in the epoch's seeded order); each document attends only to itself and its "
+             "positions restart at 0, as transformers with position_ids (token files: documents end at the eos id of "
+             "their header)"},
     {.name = "pad_to_sequence_len",
      .type = KEY_BOOL,
      .offset = FIELD(pad_to_sequence_len),
@@ -331,6 +332,21 @@ static const key_spec key_table[] = {
      .range = CLOSED(0, 1),
      .help = "axolotl's estimate of the packing efficiency (0..1) for counting steps before packing; tiertrain packs "
              "before it counts steps, so it prints the measured efficiency beside the estimate; 0: none given"},
+    {.name = "sample_packing_bin_size",
+     .type = KEY_INT,
+     .offset = FIELD(sample_packing_bin_size),
+     .default_text = "200",
+     .range = AT_LEAST(1),
+     .null_is_default = true,
+     .help = "sample_packing (axolotl's key): a packed sequence holds at most this many documents"},
+    {.name = "sample_packing_group_size",
+     .type = KEY_INT,
+     .offset = FIELD(sample_packing_group_size),
+     .default_text = "100000",
+     .range = AT_LEAST(1),
+     .null_is_default = true,
+     .help = "sample_packing (axolotl's key): an epoch's documents are packed in groups of this many, in its order, "
+             "each group into sequences of its own"},
     {.name = "val_set_size",
      .type = KEY_FLOAT,
      .offset = FIELD(val_set_size),
@@ -2161,6 +2177,9 @@ void tt_run_config_validate(const tt_run_config *c) {
         tt_die("%s is set, but it applies to JSON datasets ({path: data.jsonl, type: alpaca, ...}) and the datasets "
                "are token files, which are tokenized already; remove it",
                json_key);
+    if ((c->sample_packing_bin_size != 200 || c->sample_packing_group_size != 100000) && !c->sample_packing)
+        tt_die("%s is set, but sample_packing is off; set sample_packing: true or remove it",
+               c->sample_packing_bin_size != 200 ? "sample_packing_bin_size" : "sample_packing_group_size");
     if (c->sample_packing_eff_est > 0 && !c->sample_packing)
         tt_die("sample_packing_eff_est (%g) estimates the efficiency of sample packing, which is off; set "
                "sample_packing: true or remove sample_packing_eff_est",

@@ -128,6 +128,8 @@ typedef struct tt_run_config {
     bool sample_packing;         /* several documents per sequence, each attending only to itself */
     bool pad_to_sequence_len;    /* axolotl's key; sequences are always padded to sequence_len */
     double sample_packing_eff_est; /* axolotl's packing efficiency estimate, 0: none (informational) */
+    int64_t sample_packing_bin_size;   /* documents a packed sequence holds at most (axolotl's multipack bin_size) */
+    int64_t sample_packing_group_size; /* documents packed together, the next group into sequences of its own */
     double val_set_size;     /* < 1: fraction of sequences held out; >= 1: a count */
     int64_t sequence_len;
     int64_t micro_batch_size;

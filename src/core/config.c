@@ -1745,7 +1745,8 @@ static void yaml_value_to_json(const source *src, yaml_document_t *doc, yaml_nod
     if (node->type == YAML_SEQUENCE_NODE) {
         text_append_str(out, "[");
         int index = 0;
-        for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++, index++) {
+        yaml_node_item_t *it = node->data.sequence.items.start;
+        for (; it < node->data.sequence.items.top; it++, index++) {
             char item_path[512];
             snprintf(item_path, sizeof item_path, "%s[%d]", path, index);
             text_append_str(out, index ? ", " : "");

@@ -1,8 +1,8 @@
 /* Conversations -> ids and label masks (chat_template.h): axolotl's
  * ChatTemplateStrategy._tokenize_single_prompt, find_turn, find_first_eos_token and
  * find_first_eot_token, with turns found in the full conversation, and transformers'
- * return_assistant_tokens_mask for templates with {% generation %} blocks. Nothing here writes shared state: one call per thread at a time
- * per tt_token_ids, any number of threads per format. */
+ * return_assistant_tokens_mask for templates with {% generation %} blocks. Nothing here writes
+ * shared state: one call per thread at a time per tt_token_ids, any number of threads per format. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -75,8 +75,8 @@ int tt_chat_message_training(const tt_chat_format *f, json_t *message, json_t *c
     json_t *span;
     json_array_foreach(spans, s, span) {
         if (!json_is_object(span))
-            tt_die("%s: %s[%zu] is %s; a span is {\"begin_offset\": FIRST, \"end_offset\": LAST, \"train\": true}", where,
-                   name, s, tt_json_type_name(span));
+            tt_die("%s: %s[%zu] is %s; a span is {\"begin_offset\": FIRST, \"end_offset\": LAST, \"train\": true}",
+                   where, name, s, tt_json_type_name(span));
         const char *key;
         json_t *v;
         json_object_foreach(span, key, v) {

@@ -80,7 +80,7 @@ typedef struct tt_dataset {
     int64_t pack_max_per_bin;  /* sample_packing_bin_size: documents a sequence holds at most */
     int64_t pack_group_size;   /* sample_packing_group_size: documents packed together */
     int64_t packed_epoch;      /* the epoch bin_start and bin_documents hold the packing of */
-    int64_t *bin_start;        /* [train_count + 1] training sequence s holds pieces bin_documents[bin_start[s]..[s+1]) */
+    int64_t *bin_start;        /* [train_count + 1] training sequence s: pieces bin_documents[bin_start[s]..[s+1]) */
     int64_t *bin_documents;    /* [packing.train_documents] piece indices, sequence by sequence */
     int64_t *eval_bin_start;   /* [eval_count + 1] the same for the eval sequences, packed once */
     int64_t *eval_bin_documents;

@@ -375,7 +375,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     int64_t total_steps = run->max_steps;
     if (total_steps <= 0) {
         /* packed: each epoch's own packing counts (they differ by a few sequences) */
-        total_steps = (int64_t)ceil(tt_dataset_sequences_in_epochs(&data, run->num_epochs) / (double)sequences_per_step);
+        const double sequences = tt_dataset_sequences_in_epochs(&data, run->num_epochs);
+        total_steps = (int64_t)ceil(sequences / (double)sequences_per_step);
         if (total_steps < 1) total_steps = 1;
     }
     tt_lr_schedule schedule = {

@@ -20,6 +20,7 @@
 #include "test_util.h"
 
 static const char *source_dir;
+
 static char bytes_dir[4096];
 
 static char *default_properties[] = {"role", "content"};
@@ -34,7 +35,8 @@ static tt_dataset_spec default_spec(void) {
                              .property_fields = default_properties,
                              .roles_to_train_count = 1,
                              .roles_to_train = assistant_only,
-                             .train_on_eos = -1};
+                             .train_on_eos = -1,
+                             .train_on_eot = -1};
 }
 
 static char *slurp(const char *path) {
@@ -50,27 +52,33 @@ static char *slurp(const char *path) {
     return buf;
 }
 
-/* A format over `tokdir`'s tokenizer and special tokens. */
-static tt_chat_format *open_format(const char *template_text, const tt_dataset_spec *spec, int train_on_eos,
-                                   bool train_on_inputs, const char *tokdir, const tt_tokenizer *tok) {
+/* A format over `tokdir`'s tokenizer and special tokens; the rest of the settings from `more` (train_on_eos,
+ * train_on_eot, eot_tokens, template_kwargs, train_on_inputs). */
+static tt_chat_format *open_format_with(const char *template_text, const tt_dataset_spec *spec,
+                                        const tt_chat_settings *more, const char *tokdir, const tt_tokenizer *tok) {
     char *bos = tt_tokenizer_config_token(tokdir, "bos_token"), *eos = tt_tokenizer_config_token(tokdir, "eos_token");
     char *unk = tt_tokenizer_config_token(tokdir, "unk_token"), *pad = tt_tokenizer_config_token(tokdir, "pad_token");
-    tt_chat_settings settings = {.template_text = template_text,
-                                 .template_origin = "the test's template",
-                                 .spec = spec,
-                                 .train_on_eos = train_on_eos,
-                                 .train_on_inputs = train_on_inputs,
-                                 .bos_token = bos,
-                                 .eos_token = eos,
-                                 .unk_token = unk,
-                                 .pad_token = pad,
-                                 .eos_id = eos ? tt_tokenizer_token_to_id(tok, eos) : -1};
+    tt_chat_settings settings = *more;
+    settings.template_text = template_text;
+    settings.template_origin = "the test's template";
+    settings.spec = spec;
+    settings.bos_token = bos;
+    settings.eos_token = eos;
+    settings.unk_token = unk;
+    settings.pad_token = pad;
+    settings.eos_id = eos ? tt_tokenizer_token_to_id(tok, eos) : -1;
     tt_chat_format *f = tt_chat_format_open(&settings, tok);
     free(bos);
     free(eos);
     free(unk);
     free(pad);
     return f;
+}
+
+static tt_chat_format *open_format(const char *template_text, const tt_dataset_spec *spec, int train_on_eos,
+                                   bool train_on_inputs, const char *tokdir, const tt_tokenizer *tok) {
+    tt_chat_settings more = {.train_on_eos = train_on_eos, .train_on_eot = train_on_eos, .train_on_inputs = train_on_inputs};
+    return open_format_with(template_text, spec, &more, tokdir, tok);
 }
 
 typedef struct tokenized {
@@ -157,7 +165,13 @@ static void test_golden(void) {
             tt_dataset_spec spec = default_spec();
             bool inputs = strcmp(variants[v], "inputs") == 0;
             int rule = inputs ? 0 : (int)v;
-            tt_chat_format *f = open_format(template, &spec, rule, inputs, tokdir, tok);
+            /* the conversation's chat_template_kwargs, as a dataset's */
+            json_t *kwargs = json_object_get(conv, "chat_template_kwargs");
+            char *kwargs_text = kwargs ? json_dumps(kwargs, 0) : NULL;
+            tt_chat_settings more = {.train_on_eos = rule, .train_on_eot = rule, .train_on_inputs = inputs,
+                                     .template_kwargs = kwargs_text};
+            tt_chat_format *f = open_format_with(template, &spec, &more, tokdir, tok);
+            free(kwargs_text);
             tokenized t;
             bool ok = run_record(f, record, &t);
             TT_EXPECT(ok, "%s: %s", key, t.error);
@@ -202,10 +216,11 @@ static void test_golden(void) {
 
 static tt_tokenizer *bytes_tok;
 
-/* The record's render, ids and labels as a string: trained bytes in [brackets], EOS (256) as '$'. */
-static char *marked(const char *template_text, const tt_dataset_spec *spec, int eos_rule, bool inputs,
-                    const char *record_json) {
-    tt_chat_format *f = open_format(template_text, spec, eos_rule, inputs, bytes_dir, bytes_tok);
+/* The record's render, ids and labels as a string: trained bytes in [brackets], EOS (256) as '$', <pad> (258) as
+ * '#', other added tokens as '?'. */
+static char *marked_with(const char *template_text, const tt_dataset_spec *spec, const tt_chat_settings *more,
+                         const char *record_json) {
+    tt_chat_format *f = open_format_with(template_text, spec, more, bytes_dir, bytes_tok);
     json_error_t je;
     json_t *record = json_loads(record_json, 0, &je);
     TT_CHECK(record, "test record: %s", je.text);
@@ -224,12 +239,19 @@ static char *marked(const char *template_text, const tt_dataset_spec *spec, int 
     for (int64_t k = 0; k < t.ids.count; k++) {
         if (t.labels[k] != in) out[n++] = in ? ']' : '[';
         in = t.labels[k];
-        out[n++] = t.ids.ids[k] == 256 ? '$' : t.ids.ids[k] < 256 ? (char)t.ids.ids[k] : '?';
+        const int32_t id = t.ids.ids[k];
+        out[n++] = id == 256 ? '$' : id == 258 ? '#' : id < 256 ? (char)id : '?';
     }
     if (in) out[n++] = ']';
     out[n] = 0;
     tokenized_free(&t);
     return out;
+}
+
+static char *marked(const char *template_text, const tt_dataset_spec *spec, int eos_rule, bool inputs,
+                    const char *record_json) {
+    tt_chat_settings more = {.train_on_eos = eos_rule, .train_on_eot = eos_rule, .train_on_inputs = inputs};
+    return marked_with(template_text, spec, &more, record_json);
 }
 
 #define EXPECT_MARKED(tmpl, spec, rule, inputs, record, want)                                  \
@@ -446,6 +468,291 @@ static void test_bad_records(void) {
     tt_chat_format_free(f);
 }
 
+/* ---- chat_template_kwargs, train_on_eot / eot_tokens, message training fields, split_thinking ---- */
+
+/* chat_template_kwargs: more variables of every render, the placeholder renders included; they win over the
+ * special tokens, as apply_chat_template's keyword arguments do. */
+static void test_template_kwargs(void) {
+    tt_dataset_spec spec = default_spec();
+    tt_chat_settings more = {.template_kwargs = "{\"greeting\": \"hey\", \"n\": 3, \"flag\": false, \"tags\": [\"a\", \"b\"], "
+                                                "\"deep\": {\"x\": 1.5}}"};
+    const char *tmpl = "{{ greeting }} {{ n + 1 }} {{ flag is false }} {{ tags | join(',') }} {{ deep.x }}|{% for m in "
+                       "messages %}{{ m.role }}: {{ m.content }}{{ eos_token }}{% endfor %}";
+    char *got = marked_with(tmpl, &spec, &more, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": "
+                                                "\"assistant\", \"content\": \"yo\"}]}");
+    TT_EXPECT(strcmp(got, "hey 4 True a,b 1.5|user: hi$assistant: [yo$]") == 0, "kwargs reach the template: %s", got);
+    free(got);
+    /* a kwarg named like a special token replaces it: the template's EOS is '#' text now, and none trains */
+    tt_chat_settings eos_kwarg = {.template_kwargs = "{\"eos_token\": \"#!\"}"};
+    got = marked_with(plain, &spec, &eos_kwarg, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": "
+                                                "\"assistant\", \"content\": \"yo\"}]}");
+    TT_EXPECT(strcmp(got, "user: hi\nassistant: [yo]#!\n") == 0, "a kwarg wins over eos_token: %s", got);
+    free(got);
+    /* Qwen3's own template reads enable_thinking only in its generation prompt, which a training render leaves
+     * out (add_generation_prompt false): enable_thinking false changes nothing in the ids or labels */
+    const char *conv = "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}, {\"role\": \"assistant\", "
+                       "\"content\": \"4\"}]}";
+    tt_chat_settings no_thinking = {.template_kwargs = "{\"enable_thinking\": false}"}, none = {0};
+    char *with = marked_with(tt_chat_builtin_template("qwen3"), &spec, &no_thinking, conv);
+    char *without = marked_with(tt_chat_builtin_template("qwen3"), &spec, &none, conv);
+    TT_EXPECT(strcmp(with, without) == 0 && strstr(with, "<|im_start|>assistant\n<think>\n\n</think>\n\n[4]<|im_end|>"),
+              "qwen3 with enable_thinking false: %s", with);
+    free(with);
+    free(without);
+}
+
+/* train_on_eot picks from eot_tokens as train_on_eos from the EOS; where both find a token, it trains when
+ * either says so; axolotl's checks of eot_tokens. The byte fixture's <pad> (258, '#') ends every turn here. */
+static const char eot_template[] = "{% for m in messages %}{{ m.role }}: {{ m.content }}<pad>{% if m.role == "
+                                   "'assistant' %}{{ eos_token }}{% endif %}{{ '\\n' }}{% endfor %}";
+/* the same with the EOS written out, as axolotl's check of eot_tokens looks for the token's text */
+static const char eot_template_literal[] = "{% for m in messages %}{{ m.role }}: {{ m.content }}<pad>{% if m.role == "
+                                           "'assistant' %}<|endoftext|>{% endif %}{{ '\\n' }}{% endfor %}";
+
+typedef struct eot_case {
+    char **tokens;
+    int count, eos_rule, eot_rule;
+} eot_case;
+
+static void open_eot_case(void *arg) {
+    eot_case *c = arg;
+    tt_dataset_spec spec = default_spec();
+    tt_chat_settings more = {.eot_tokens = c->tokens, .eot_token_count = c->count, .train_on_eos = c->eos_rule,
+                             .train_on_eot = c->eot_rule};
+    tt_chat_format_free(open_format_with(eot_template_literal, &spec, &more, bytes_dir, bytes_tok));
+}
+
+static void test_eot(void) {
+    tt_dataset_spec spec = default_spec();
+    char *pad[] = {"<pad>"};
+    /* eot all, eos none: every turn's <pad>, no EOS */
+    tt_chat_settings more = {.eot_tokens = pad, .eot_token_count = 1, .train_on_eos = 3, .train_on_eot = 1};
+    char *got = marked_with(eot_template, &spec, &more, conversation);
+    TT_EXPECT(strcmp(got, "system: S[#]\nuser: hi[#]\nassistant: [yo#]$\nuser: ok?[#]\nassistant: [ok.#]$\n") == 0,
+              "eot all, eos none: %s", got);
+    free(got);
+    /* eot turn, eos last: the trained turns' <pad>, the last EOS after a trained turn (it is 1 token after) */
+    more.train_on_eos = 2;
+    more.train_on_eot = 0;
+    got = marked_with(eot_template, &spec, &more, conversation);
+    TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo#]$\nuser: ok?#\nassistant: [ok.#$]\n") == 0,
+              "eot turn, eos last: %s", got);
+    free(got);
+    /* eot last, eos turn */
+    more.train_on_eos = 0;
+    more.train_on_eot = 2;
+    got = marked_with(eot_template, &spec, &more, conversation);
+    TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo]#[$]\nuser: ok?#\nassistant: [ok.#$]\n") == 0,
+              "eot last, eos turn: %s", got);
+    free(got);
+    /* eot_tokens not given: the EOS alone, and both rules decide about it: train_on_eot all trains the EOS after
+     * every turn that has one even with train_on_eos none (axolotl checks no conflict there) */
+    tt_chat_settings by_default = {.train_on_eos = 3, .train_on_eot = 1};
+    got = marked_with(plain, &spec, &by_default, conversation);
+    TT_EXPECT(strcmp(got, "system: S\nuser: hi\nassistant: [yo$]\nuser: ok?\nassistant: [ok.$]\n") == 0,
+              "default eot, eot all: %s", got);
+    free(got);
+    /* eot_tokens: [] is no end-of-turn token at all */
+    char *nothing[] = {NULL};
+    tt_chat_settings empty = {.eot_tokens = nothing, .eot_token_count = 0, .train_on_eos = 3, .train_on_eot = 1};
+    got = marked_with(eot_template, &spec, &empty, conversation);
+    TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo]#$\nuser: ok?#\nassistant: [ok.]#$\n") == 0,
+              "eot_tokens []: %s", got);
+    free(got);
+    /* a token the template never writes is left out (with a warning), as axolotl leaves it */
+    char *absent[] = {"<s>", "<pad>"};
+    tt_chat_settings some = {.eot_tokens = absent, .eot_token_count = 2, .train_on_eos = 3, .train_on_eot = 1};
+    got = marked_with(eot_template, &spec, &some, conversation);
+    TT_EXPECT(strcmp(got, "system: S[#]\nuser: hi[#]\nassistant: [yo#]$\nuser: ok?[#]\nassistant: [ok.#]$\n") == 0,
+              "an eot token outside the template: %s", got);
+    free(got);
+    /* errors: the EOS among them with different rules; a token that is several tokens */
+    char *with_eos[] = {"<pad>", "<|endoftext|>"};
+    eot_case conflict = {with_eos, 2, 0, 1};
+    tt_expect_die(open_eot_case, &conflict,
+                  "eot_tokens holds the EOS token '<|endoftext|>', but train_on_eos (turn) and train_on_eot (all) differ");
+    eot_case agree = {with_eos, 2, 1, 1}; /* the same rule: fine */
+    open_eot_case(&agree);
+    tt_chat_settings both = {.eot_tokens = with_eos, .eot_token_count = 2, .train_on_eos = 2, .train_on_eot = 2};
+    got = marked_with(eot_template_literal, &spec, &both, conversation);
+    TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo]#$\nuser: ok?#\nassistant: [ok.#$]\n") == 0,
+              "the EOS among the eot tokens, both last: %s", got);
+    free(got);
+    char *words[] = {"role"};
+    eot_case several = {words, 1, 0, 0};
+    tt_expect_die(open_eot_case, &several, "eot_tokens: 'role' is 4 tokens of the tokenizer, not one");
+}
+
+/* message_field_training and message_field_training_detail */
+static void test_message_training(void) {
+    tt_dataset_spec spec = default_spec();
+    spec.message_field_training = "train";
+    spec.message_field_training_detail = "spans";
+    /* the field overrides the role: the user turn trains, the assistant turn not (nor its EOS, rule turn) */
+    EXPECT_MARKED(plain, &spec, 0, false,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"train\": true}, {\"role\": \"assistant\", "
+                  "\"content\": \"yo\", \"train\": false}, {\"role\": \"user\", \"content\": \"ok?\"}, {\"role\": "
+                  "\"assistant\", \"content\": \"ok.\", \"train\": null}]}",
+                  "user: [hi]\nassistant: yo$\nuser: ok?\nassistant: [ok.$]\n");
+    /* spans: only the characters of spans with train true (end_offset included); the turn trains, so its EOS too */
+    EXPECT_MARKED(plain, &spec, 0, false,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"hello "
+                  "world\", \"spans\": [{\"begin_offset\": 0, \"end_offset\": 4, \"train\": true}, {\"begin_offset\": 6, "
+                  "\"end_offset\": 10, \"train\": false}]}]}",
+                  "user: q\nassistant: [hello] world[$]\n");
+    /* spans on a user turn make it train; train false with spans trains nothing; [] trains nothing (axolotl's
+     * bool(spans)) */
+    EXPECT_MARKED(plain, &spec, 0, false,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"abc\", \"spans\": [{\"begin_offset\": 1, "
+                  "\"end_offset\": 2, \"train\": true}]}, {\"role\": \"assistant\", \"content\": \"yo\", \"train\": false, "
+                  "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 1, \"train\": true}]}, {\"role\": \"assistant\", "
+                  "\"content\": \"x\", \"spans\": []}]}",
+                  "user: a[bc]\nassistant: yo$\nassistant: x$\n");
+    /* characters, not bytes: é is two byte tokens of one character */
+    EXPECT_MARKED(plain, &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"h\\u00e9llo\", \"spans\": [{\"begin_offset\": 1, "
+                  "\"end_offset\": 1, \"train\": true}, {\"begin_offset\": 4, \"end_offset\": 4, \"train\": true}]}]}",
+                  "assistant: h[\xc3\xa9]ll[o]$\n");
+    /* a template that does not print the content as it is (it trims it): axolotl's way, the content tokenized
+     * alone and laid from the turn's first token on, shifted here by the two spaces the render lacks */
+    const char *trimming = "{% for m in messages %}{{ m.role }}: {{ m.content | trim }}{{ eos_token }}\n{% endfor %}";
+    EXPECT_MARKED(trimming, &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"  ab\", \"spans\": [{\"begin_offset\": 2, "
+                  "\"end_offset\": 2, \"train\": true}]}]}",
+                  "assistant: ab[$]\n");
+    /* with reasoning_content, the spans' turn is the content alone (axolotl's content_only) */
+    EXPECT_MARKED(tt_chat_builtin_template("qwen3"), &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": "
+                  "\"ans\", \"reasoning_content\": \"why\", \"spans\": [{\"begin_offset\": 0, \"end_offset\": 1, "
+                  "\"train\": true}]}]}",
+                  "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nwhy\n</think>\n\n[an]s<|im_end|>\n");
+}
+
+/* split_thinking: the reasoning out of the content, as axolotl's transform_message */
+static void test_split_thinking(void) {
+    tt_dataset_spec spec = default_spec();
+    spec.split_thinking = true;
+    const char *tmpl = "{% for m in messages %}{{ m.role }}:{% if m.reasoning_content is defined %}({{ "
+                       "m.reasoning_content }}){% endif %}{{ m.content }}|{% endfor %}";
+    EXPECT_MARKED(tmpl, &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"<think>u</think>q\"}, {\"role\": \"assistant\", "
+                  "\"content\": \"pre<think> why\\n</think>\\n\\n ans \"}]}",
+                  "user:<think>u</think>q|assistant:[(why)ans ]|");
+    EXPECT_MARKED(tmpl, &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<reasoning>r</reasoning> "
+                  "<|begin_of_solution|> sol <|end_of_solution|> after\"}]}",
+                  "assistant:[(r)sol]|");
+    EXPECT_MARKED(tmpl, &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<|begin_of_thought|>t<|end_of_thought|>x\"}]}",
+                  "assistant:[(t)x]|");
+    /* Python's whitespace (U+3000, U+00A0, U+2003) is stripped too */
+    EXPECT_MARKED(tmpl, &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>\\u3000r\\u00a0</think>\\u2003x\"}]}",
+                  "assistant:[(r)x]|");
+    /* only one tag, or none: unchanged; the closing tag first: empty reasoning, the rest is the content */
+    EXPECT_MARKED(tmpl, &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>x\"}, {\"role\": \"assistant\", "
+                  "\"content\": \"</think>a<think>\"}]}",
+                  "assistant:[<think>x]|assistant:[()a<think>]|");
+    /* the split content wins over a reasoning_content field of the message */
+    EXPECT_MARKED(tmpl, &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>new</think>x\", \"reasoning_content\": "
+                  "\"old\"}]}",
+                  "assistant:[(new)x]|");
+    /* off: the content as it is */
+    tt_dataset_spec off = default_spec();
+    EXPECT_MARKED(tmpl, &off, 3, false, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>r</think>x\"}]}",
+                  "assistant:[<think>r</think>x]|");
+}
+
+/* message training fields that are not what they should be */
+static void test_bad_training_fields(void) {
+    tt_dataset_spec spec = default_spec();
+    spec.message_field_training = "train";
+    spec.message_field_training_detail = "spans";
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"train\": \"yes\"}]}",
+               "bad.jsonl:3: messages[0].train is a string; message_field_training names a field that is true");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"spans\": {}}]}",
+               "bad.jsonl:3: messages[0].spans is an object; message_field_training_detail names a list of spans");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"spans\": [3]}]}",
+               "bad.jsonl:3: messages[0].spans[0] is an integer; a span is");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0, "
+                     "\"end_offset\": 1, \"train\": true, \"weight\": 1}]}]}",
+               "bad.jsonl:3: messages[0].spans[0] has the unknown field 'weight'");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"end_offset\": 1, "
+                     "\"train\": true}]}]}",
+               "bad.jsonl:3: messages[0].spans[0] has no 'begin_offset'");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0.5, "
+                     "\"end_offset\": 1, \"train\": true}]}]}",
+               "bad.jsonl:3: messages[0].spans[0].begin_offset is a real number; it is a character position");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": -1, "
+                     "\"end_offset\": 1, \"train\": true}]}]}",
+               "bad.jsonl:3: messages[0].spans[0].begin_offset is negative");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0, "
+                     "\"end_offset\": 1, \"train\": 1}]}]}",
+               "bad.jsonl:3: messages[0].spans[0].train is an integer; it is true");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 1, "
+                     "\"end_offset\": 0, \"train\": true}]}]}",
+               "bad.jsonl:3: messages[0].spans[0]: begin_offset 1 is after end_offset 0");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"h\\u00e9\", \"spans\": [{\"begin_offset\": 0, "
+                     "\"end_offset\": 2, \"train\": true}]}]}",
+               "bad.jsonl:3: messages[0].spans[0]: end_offset 2 is past the content's last character (2 characters, "
+               "so at most 1");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}], "
+                     "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 0, \"train\": true}]}]}",
+               "bad.jsonl:3: messages[0].spans gives character spans, but the message's content is an array");
+}
+
+/* The same keys with the real Qwen3 tokenizer and Qwen3's own template, ids and labels token for token: the
+ * reasoning split out of the content (split_thinking), character spans over multi-character tokens (a span
+ * widened to the tokens it touches, as axolotl's adjust_train_details), <|im_end|> as eot token with train_on_eot
+ * last and train_on_eos none, and enable_thinking false, which Qwen3's template reads in its generation prompt
+ * only (so the training render is unchanged). */
+static void test_qwen3_keys(void) {
+    const char *tokdir = "tokenizer_cache/qwen3/package/models";
+    struct stat st;
+    if (stat("tokenizer_cache/qwen3/package/models/tokenizer.json", &st) != 0) {
+        printf("SKIPPED: the Qwen3 checks of the chat keys need the tokenizer test_tokenizer_real fetches\n");
+        return;
+    }
+    tt_tokenizer *tok = tt_tokenizer_load(tokdir);
+    tt_dataset_spec spec = default_spec();
+    spec.split_thinking = true;
+    spec.message_field_training_detail = "spans";
+    char *eot[] = {"<|im_end|>"};
+    tt_chat_settings more = {.train_on_eos = 3, .train_on_eot = 2, .eot_tokens = eot, .eot_token_count = 1,
+                             .template_kwargs = "{\"enable_thinking\": false}"};
+    tt_chat_format *f = open_format_with(tt_chat_builtin_template("qwen3"), &spec, &more, tokdir, tok);
+    json_t *record = json_loads("{\"messages\": [{\"role\": \"user\", \"content\": \"Say hi to Ana.\"}, {\"role\": "
+                                "\"assistant\", \"content\": \"<think>Greet her.</think>Hello, Ana! Nice day.\", "
+                                "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 4, \"train\": true}, {\"begin_offset\": "
+                                "12, \"end_offset\": 19, \"train\": true}]}]}",
+                                0, NULL);
+    tokenized t;
+    bool ok = run_record(f, record, &t);
+    /* <|im_start|>user\nSay hi to Ana.<|im_end|>\n<|im_start|>assistant\n<think>\nGreet her.\n</think>\n\n
+     * [Hello], Ana![ Nice][ day].[<|im_end|>]\n */
+    static const int32_t want_ids[] = {151644, 872,    198,  45764, 15588, 311,   32138, 13, 151645, 198,
+                                       151644, 77091,  198,  151667, 198,  38,    3744,  1059, 624, 151668,
+                                       271,    9707,   11,   32138, 0,     28859, 1899,  13, 151645, 198};
+    static const char want_labels[] = "000000000000000000000100011010";
+    const int64_t n = (int64_t)(sizeof want_ids / sizeof want_ids[0]);
+    bool same = ok && t.ids.count == n;
+    for (int64_t k = 0; same && k < n; k++) same = t.ids.ids[k] == want_ids[k] && t.labels[k] == (uint8_t)(want_labels[k] - '0');
+    TT_EXPECT(same, "qwen3: the ids and labels differ from the expected ones");
+    if (!same) {
+        for (int64_t k = 0; k < t.ids.count; k++) {
+            char *piece = tt_tokenizer_decode(tok, &t.ids.ids[k], 1, false, NULL);
+            printf("  %lld: %d %d '%s'\n", (long long)k, t.ids.ids[k], t.labels[k], piece);
+            free(piece);
+        }
+    }
+    tokenized_free(&t);
+    json_decref(record);
+    tt_chat_format_free(f);
+    tt_tokenizer_free(tok);
+}
+
 /* ---- which template: tokenizer_default, fallback, jinja, built-ins ---- */
 
 typedef struct choice_case {
@@ -539,9 +846,15 @@ int main(int argc, char **argv) {
     test_builtins();
     test_records();
     test_bad_records();
+    test_template_kwargs();
+    test_eot();
+    test_message_training();
+    test_split_thinking();
+    test_bad_training_fields();
     test_choice();
     tt_tokenizer_free(bytes_tok);
     test_golden();
+    test_qwen3_keys();
     int status = tt_test_summary("chat_data");
     tt_test_scratch_close();
     return status;

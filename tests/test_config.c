@@ -25,9 +25,10 @@ static const char *const all_keys[] = {
     "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers", "optimizer_cpu_offload",
     "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "train_on_inputs", "dataset_prepared_path",
     "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "chat_template",
-    "chat_template_jinja", "excess_length_strategy", "sample_packing", "pad_to_sequence_len", "sample_packing_eff_est"};
+    "chat_template_jinja", "chat_template_kwargs", "eot_tokens", "excess_length_strategy", "sample_packing",
+    "pad_to_sequence_len", "sample_packing_eff_est", "sample_packing_bin_size", "sample_packing_group_size"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 93 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 97 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -143,7 +144,9 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->shuffle_merged_datasets == b->shuffle_merged_datasets && same_string(a->tokenizer_config, b->tokenizer_config) &&
         same_string(a->special_bos, b->special_bos) && same_string(a->special_eos, b->special_eos) &&
         same_string(a->special_pad, b->special_pad) && a->train_on_eos == b->train_on_eos &&
-        a->excess_length_strategy == b->excess_length_strategy;
+        a->excess_length_strategy == b->excess_length_strategy && a->sample_packing == b->sample_packing &&
+        a->sample_packing_bin_size == b->sample_packing_bin_size &&
+        a->sample_packing_group_size == b->sample_packing_group_size;
     for (int i = 0; same && i < a->dataset_count; i++) {
         const tt_dataset_spec *x = &a->dataset_specs[i], *y = &b->dataset_specs[i];
         same = same_string(a->datasets[i], b->datasets[i]) && x->type == y->type && same_string(x->field, y->field) &&
@@ -154,7 +157,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
                same_string(x->field_messages, y->field_messages) &&
                x->property_mapping_count == y->property_mapping_count && x->roles_given == y->roles_given &&
                x->role_alias_count == y->role_alias_count && x->roles_to_train_count == y->roles_to_train_count &&
-               x->train_on_eos == y->train_on_eos && x->drop_system_message == y->drop_system_message;
+               x->train_on_eos == y->train_on_eos && x->drop_system_message == y->drop_system_message &&
+               x->train_on_eot == y->train_on_eot && x->split_thinking == y->split_thinking &&
+               same_string(x->message_field_training, y->message_field_training) &&
+               same_string(x->message_field_training_detail, y->message_field_training_detail);
         for (int k = 0; same && k < x->property_mapping_count; k++)
             same = same_string(x->property_names[k], y->property_names[k]) &&
                    same_string(x->property_fields[k], y->property_fields[k]);
@@ -165,7 +171,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
             same = same_string(x->roles_to_train[k], y->roles_to_train[k]);
     }
     same = same && same_string(a->chat_template, b->chat_template) &&
-           same_string(a->chat_template_jinja, b->chat_template_jinja);
+           same_string(a->chat_template_jinja, b->chat_template_jinja) &&
+           same_string(a->chat_template_kwargs, b->chat_template_kwargs) && (a->eot_tokens == NULL) == (b->eot_tokens == NULL) &&
+           a->eot_token_count == b->eot_token_count;
+    for (int i = 0; same && i < a->eot_token_count; i++) same = same_string(a->eot_tokens[i], b->eot_tokens[i]);
     for (int64_t i = 0; same && i < a->frozen_layer_count; i++)
         same = a->frozen_layers[i] == b->frozen_layers[i];
     return same;
@@ -471,6 +480,64 @@ static void test_chat_round_trip(void) {
     free(path);
     tt_run_config_free(&c);
     tt_run_config_free(&again);
+}
+
+/* issue 14's chat keys: chat_template_kwargs (YAML values as JSON), eot_tokens, and the entries' train_on_eot,
+ * message_field_training(_detail) and split_thinking, through the written YAML and back */
+static void test_chat_keys_round_trip(void) {
+    char *overrides[] = {"datasets=[{path: a.jsonl, type: chat_template, train_on_eot: all, train_on_eos: all, "
+                         "message_field_training: trains, message_field_training_detail: spans, split_thinking: true}, "
+                         "{path: b.jsonl, type: chat_template}]",
+                         "chat_template_kwargs={enable_thinking: false, level: 3, scale: 0.5, name: \"x \\\"y\\\"\", "
+                         "quoted: \"true\", none: ~, tags: [a, 1], nested: {deep: [true]}}",
+                         "eot_tokens=[\"<|im_end|>\", \"<|endoftext|>\"]"};
+    tt_run_config c, again;
+    tt_run_config_defaults(&c);
+    TT_EXPECT(c.chat_template_kwargs == NULL && c.eot_tokens == NULL && c.dataset_count == 0, "defaults: none");
+    tt_run_config_load(&c, NULL, (int)(sizeof overrides / sizeof overrides[0]), overrides);
+    const tt_dataset_spec *d = &c.dataset_specs[0], *e = &c.dataset_specs[1];
+    TT_EXPECT(d->train_on_eot == 1 && d->split_thinking && strcmp(d->message_field_training, "trains") == 0 &&
+                  strcmp(d->message_field_training_detail, "spans") == 0,
+              "the entry's keys");
+    TT_EXPECT(e->train_on_eot == -1 && !e->split_thinking && !e->message_field_training &&
+                  !e->message_field_training_detail,
+              "the defaults: train_on_eot as train_on_eos, no fields, no split");
+    TT_EXPECT(c.chat_template_kwargs &&
+                  strcmp(c.chat_template_kwargs,
+                         "{\"enable_thinking\": false, \"level\": 3, \"scale\": 0.5, \"name\": \"x \\\"y\\\"\", "
+                         "\"quoted\": \"true\", \"none\": null, \"tags\": [\"a\", 1], \"nested\": {\"deep\": [true]}}") == 0,
+              "chat_template_kwargs as JSON: %s", c.chat_template_kwargs);
+    TT_EXPECT(c.eot_token_count == 2 && strcmp(c.eot_tokens[1], "<|endoftext|>") == 0, "eot_tokens");
+    char *text = capture_yaml(&c);
+    char *path = write_file("chat_keys_written.yaml", text);
+    tt_run_config_defaults(&again);
+    tt_run_config_load(&again, path, 0, NULL);
+    TT_EXPECT(same_config(&c, &again), "chat keys round trip:\n%s", text);
+    free(text);
+    free(path);
+    tt_run_config_free(&again);
+    /* eot_tokens: [] is given (no end-of-turn token), ~ is not; chat_template_kwargs {} is none */
+    char *empty[] = {"eot_tokens=[]", "chat_template_kwargs={}"};
+    tt_run_config_load(&c, NULL, 2, empty);
+    TT_EXPECT(c.eot_tokens != NULL && c.eot_token_count == 0 && c.chat_template_kwargs == NULL, "[] and {}");
+    text = capture_yaml(&c);
+    TT_EXPECT(strstr(text, "\neot_tokens: []\n") && strstr(text, "\nchat_template_kwargs: ~\n"), "%s", text);
+    free(text);
+    char *packing[] = {"sample_packing=true", "sample_packing_bin_size=7", "sample_packing_group_size=1000"};
+    tt_run_config_load(&c, NULL, 3, packing);
+    text = capture_yaml(&c);
+    char *packing_path = write_file("packing_written.yaml", text);
+    tt_run_config_defaults(&again);
+    tt_run_config_load(&again, packing_path, 0, NULL);
+    TT_EXPECT(same_config(&c, &again) && again.sample_packing_bin_size == 7 && again.sample_packing_group_size == 1000,
+              "axolotl's multipack keys round trip:\n%s", text);
+    tt_run_config_free(&again);
+    free(packing_path);
+    free(text);
+    char *unset[] = {"eot_tokens=~"};
+    tt_run_config_load(&c, NULL, 1, unset);
+    TT_EXPECT(c.eot_tokens == NULL && c.eot_token_count == 0, "~ unsets eot_tokens");
+    tt_run_config_free(&c);
 }
 
 static void test_parse_bytes(void) {
@@ -821,6 +888,48 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("ct_drop.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
                                                        "    drop_system_message: maybe\n"),
                   "drop_system_message: expected true or false");
+    tt_expect_die(load_file, yaml_file("ct_eot.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                      "    train_on_eot: [turn]\n"),
+                  "ct_eot.yaml:4: datasets entry 1: train_on_eot: expected turn, all, last or none, got a list");
+    tt_expect_die(load_file, yaml_file("ct_split.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                        "    split_thinking: 1\n"),
+                  "ct_split.yaml:4: datasets entry 1: split_thinking: expected true or false, got '1'");
+    tt_expect_die(load_file, yaml_file("ct_mft.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                      "    message_field_training: [train]\n"),
+                  "ct_mft.yaml:4: datasets entry 1: message_field_training: expected a name, got a list");
+    tt_expect_die(load_file, yaml_file("ct_mft2.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                                       "    message_field_training: t\n    message_field_training_detail: t\n"),
+                  "message_field_training and message_field_training_detail both name the field 't'");
+    tt_expect_die(load_file, yaml_file("ct_mft3.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                                       "    split_thinking: true\n"),
+                  "split_thinking applies to type chat_template, but this entry is type alpaca");
+    tt_expect_die(load_file, yaml_file("kw1.yaml", "chat_template_kwargs: [enable_thinking]\n"),
+                  "kw1.yaml:1: chat_template_kwargs: expected a mapping of template variables such as {enable_thinking: "
+                  "false}, or ~, got a list");
+    tt_expect_die(load_file, yaml_file("kw2.yaml", "seed: 1\nchat_template_kwargs:\n  enable_thinking: no\n"),
+                  "kw2.yaml:3: chat_template_kwargs.enable_thinking: 'no' is a boolean to YAML 1.1 (axolotl) and text to "
+                  "tiertrain; write true or false, or quote it (\"no\") for the text");
+    tt_expect_die(load_file, yaml_file("kw3.yaml", "chat_template_kwargs: {messages: []}\n"),
+                  "kw3.yaml:1: chat_template_kwargs: 'messages' is set for every render by tiertrain");
+    tt_expect_die(load_file, yaml_file("kw4.yaml", "chat_template_kwargs: {a: {b: 1, b: 2}}\n"),
+                  "kw4.yaml:1: chat_template_kwargs.a: 'b' appears twice");
+    tt_expect_die(load_file, yaml_file("kw5.yaml", "chat_template_kwargs: {a: [.inf]}\n"),
+                  "kw5.yaml:1: chat_template_kwargs.a[0]: .inf is not a finite number");
+    tt_expect_die(load_file, yaml_file("kw6.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                                   "chat_template_kwargs: {enable_thinking: false}\n"),
+                  "chat_template_kwargs applies to chat_template datasets");
+    tt_expect_die(load_file, yaml_file("pack1.yaml", "sample_packing: true\nsample_packing_bin_size: 0\n"),
+                  "pack1.yaml:2: sample_packing_bin_size must be >= 1, got 0");
+    tt_expect_die(load_file, yaml_file("pack2.yaml", VALID "sample_packing_group_size: 10\n"),
+                  "sample_packing_group_size is set, but sample_packing is off");
+    tt_expect_die(load_file, yaml_file("eot1.yaml", "eot_tokens: \"<|im_end|>\"\n"),
+                  "eot1.yaml:1: eot_tokens: expected a list of tokens such as");
+    tt_expect_die(load_file, yaml_file("eot2.yaml", "eot_tokens: [a, \"\"]\n"),
+                  "eot2.yaml:1: eot_tokens: expected tokens such as \"<|im_end|>\", got ''");
+    tt_expect_die(load_file, yaml_file("eot3.yaml", "eot_tokens: [a, a]\n"), "eot_tokens lists 'a' twice");
+    tt_expect_die(load_file, yaml_file("eot4.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                                    "eot_tokens: [x]\n"),
+                  "eot_tokens applies to chat_template datasets");
     tt_expect_die(load_file, yaml_file("ct_alpaca.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n"
                                                          "    roles_to_train: [assistant]\n"),
                   "roles_to_train applies to type chat_template, but this entry is type alpaca");
@@ -1047,6 +1156,7 @@ int main(int argc, char **argv) {
     test_round_trip();
     test_sft_round_trip();
     test_chat_round_trip();
+    test_chat_keys_round_trip();
     test_parse_bytes();
     test_help_and_docs(source_dir);
     test_errors();

@@ -245,6 +245,8 @@ static char *slurp(const char *path, size_t *len) {
 
 static json_t *context_for(json_t *data, json_t *conv, json_t *messages) {
     json_t *ctx = json_deep_copy(json_object_get(data, "special_tokens"));
+    json_t *kwargs = json_object_get(conv, "chat_template_kwargs"); /* apply_chat_template's **kwargs */
+    if (kwargs) json_object_update(ctx, kwargs);
     json_object_set(ctx, "messages", messages ? messages : json_object_get(conv, "messages"));
     json_t *agp = json_object_get(conv, "add_generation_prompt");
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(agp && json_is_true(agp)));
@@ -344,6 +346,48 @@ static void test_real_templates(const char *root) {
     json_decref(spans);
 }
 
+/* chat_template_kwargs by construction, golden or not: Qwen3's own template with enable_thinking false ends its
+ * generation prompt with an empty think block, and renders the same text as without it up to there. */
+static void test_enable_thinking(const char *root) {
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof(dir), "%s/tests/fixtures/chat_templates", root);
+    snprintf(path, sizeof(path), "%s/conversations.json", dir);
+    json_error_t je;
+    json_t *data = json_load_file(path, 0, &je);
+    json_t *conv = NULL, *c;
+    size_t i;
+    json_array_foreach(json_object_get(data, "conversations"), i, c) {
+        if (!strcmp(json_string_value(json_object_get(c, "name")), "no_thinking")) conv = c;
+    }
+    tt_jinja_template *t = load_template(dir, "qwen3");
+    TT_EXPECT(conv && t && json_is_false(json_object_get(json_object_get(conv, "chat_template_kwargs"), "enable_thinking")),
+              "the no_thinking conversation");
+    if (!conv || !t) {
+        json_decref(data);
+        tt_jinja_free(t);
+        return;
+    }
+    json_t *with = context_for(data, conv, NULL), *without = json_deep_copy(with);
+    json_object_del(without, "enable_thinking");
+    tt_jinja_output a, b;
+    char err[512];
+    bool ok = tt_jinja_render(t, with, &a, err, sizeof err) && tt_jinja_render(t, without, &b, err, sizeof err);
+    TT_EXPECT(ok, "%s", err);
+    if (ok) {
+        static const char tail[] = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+        const size_t extra = strlen("<think>\n\n</think>\n\n");
+        TT_EXPECT(a.len == b.len + extra && memcmp(a.text, b.text, b.len) == 0 &&
+                      a.len >= strlen(tail) && memcmp(a.text + a.len - strlen(tail), tail, strlen(tail)) == 0,
+                  "enable_thinking false:\n%s\n--- without:\n%s", a.text, b.text);
+        tt_jinja_output_free(&a);
+        tt_jinja_output_free(&b);
+    }
+    json_decref(with);
+    json_decref(without);
+    json_decref(data);
+    tt_jinja_free(t);
+}
+
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : getenv("TT_SOURCE_DIR");
     if (!root) root = ".";
@@ -358,5 +402,6 @@ int main(int argc, char **argv) {
     test_generation_spans();
     test_errors();
     test_real_templates(root);
+    test_enable_thinking(root);
     return tt_test_summary("test_jinja");
 }

@@ -66,6 +66,37 @@ static void test_first_fit_decreasing(void) {
     tt_packing_free(&p);
 }
 
+/* First-fit in the given order (axolotl's multipack pack_group): bins in the order opened, members in the order they
+ * came, at most max_per_bin a bin, groups packed apart. */
+static void test_first_fit_in_order(void) {
+    const int64_t lengths[] = {3, 7, 5, 5, 2, 8, 1};
+    tt_packing p;
+    tt_pack_in_order(lengths, 7, 10, 200, 100000, &p);
+    /* 3 -> bin 0, 7 -> bin 0 (10), 5 -> bin 1, 5 -> bin 1 (10), 2 -> bin 2, 8 -> bin 2 (10), 1 -> bin 3 */
+    const int64_t start[] = {0, 2, 4, 6, 7}, members[] = {0, 1, 2, 3, 4, 5, 6};
+    TT_EXPECT(p.bin_count == 4 && p.tokens == 31 && memcmp(p.bin_start, start, sizeof start) == 0 &&
+                  memcmp(p.members, members, sizeof members) == 0,
+              "first fit in order: %lld bins", (long long)p.bin_count);
+    tt_packing_free(&p);
+    /* a later, smaller document goes back to the first bin with room */
+    const int64_t back[] = {6, 6, 3, 4};
+    tt_pack_in_order(back, 4, 10, 200, 100000, &p);
+    const int64_t back_start[] = {0, 2, 4}, back_members[] = {0, 2, 1, 3};
+    TT_EXPECT(p.bin_count == 2 && memcmp(p.bin_start, back_start, sizeof back_start) == 0 &&
+                  memcmp(p.members, back_members, sizeof back_members) == 0,
+              "6 | 6, then 3 into bin 0 (9), 4 into bin 1 (10)");
+    tt_packing_free(&p);
+    /* at most two documents a bin (bin_size); groups of three packed apart */
+    const int64_t ones[] = {1, 1, 1, 1, 1};
+    tt_pack_in_order(ones, 5, 10, 2, 100000, &p);
+    TT_EXPECT(p.bin_count == 3 && p.bin_start[1] == 2 && p.bin_start[2] == 4, "bin_size 2: %lld bins",
+              (long long)p.bin_count);
+    tt_packing_free(&p);
+    tt_pack_in_order(ones, 5, 10, 200, 3, &p);
+    TT_EXPECT(p.bin_count == 2 && p.bin_start[1] == 3 && p.bin_start[2] == 5, "groups of 3: bins {0,1,2} {3,4}");
+    tt_packing_free(&p);
+}
+
 /* Documents 0..3 of lengths 3, 5, 2, 4 (tokens 10 + 10 d + k), the first token of each masked. */
 static char *write_documents_file(void) {
     static uint32_t tokens[14];
@@ -84,34 +115,51 @@ static char *write_documents_file(void) {
     return path;
 }
 
+/* One packed sequence's documents (by their first input, 10 d), checked: targets inside each document, positions
+ * from 0, padding after them. Returns how many documents it holds; marks them in seen[4]. */
+static int check_packed_row(const int32_t *in, const int32_t *tg, const int32_t *pos, int seq_len, int *seen) {
+    static const int length[4] = {3, 5, 2, 4};
+    int t = 0, documents = 0;
+    while (t < seq_len && in[t] != 99) {
+        const int d = in[t] / 10 - 1;
+        if (d < 0 || d > 3 || t + length[d] > seq_len) return -1;
+        for (int k = 0; k < length[d]; k++, t++) {
+            const bool last = k + 1 == length[d];
+            if (in[t] != 10 + 10 * d + k || pos[t] != k || tg[t] != (last ? TT_IGNORE_INDEX : 10 + 10 * d + k + 1))
+                return -1;
+        }
+        seen[d]++;
+        documents++;
+    }
+    for (int k = 0; t < seq_len; t++, k++)
+        if (in[t] != 99 || tg[t] != TT_IGNORE_INDEX || pos[t] != k) return -1;
+    return documents;
+}
+
 static void test_packed_loader(void) {
     char *path = write_documents_file();
     tt_dataset ds;
-    tt_dataset_open_packed(&ds, &path, 1, 100, 8, 0.0, 1, false);
-    /* lengths 3, 5, 2, 4 into bins of 8: 5 -> 0, 4 -> 1, 3 -> 0, 2 -> 1 */
-    TT_EXPECT(ds.train_count == 2 && ds.packing.train_documents == 4 && ds.packing.train_tokens == 14,
+    tt_dataset_open_packed(&ds, &path, 1, 100, 8, 0.0, 1, false, 200, 100000);
+    TT_EXPECT(ds.packing.train_documents == 4 && ds.packing.train_tokens == 14 && ds.train_count >= 2 &&
+                  ds.train_count <= 3 && ds.packing.train_sequences == ds.train_count,
               "%lld sequences of %lld documents", (long long)ds.train_count, (long long)ds.packing.train_documents);
     int32_t in[8], tg[8], pos[8];
-    /* bin 0 holds documents 0 and 1 in index order */
-    const int32_t in0[8] = {10, 11, 12, 20, 21, 22, 23, 24};
-    const int32_t tg0[8] = {11, 12, TT_IGNORE_INDEX, 21, 22, 23, 24, TT_IGNORE_INDEX};
-    const int32_t pos0[8] = {0, 1, 2, 0, 1, 2, 3, 4};
-    const int32_t in1[8] = {30, 31, 40, 41, 42, 43, 99, 99};
-    const int32_t tg1[8] = {31, TT_IGNORE_INDEX, 41, 42, 43, TT_IGNORE_INDEX, TT_IGNORE_INDEX, TT_IGNORE_INDEX};
-    const int32_t pos1[8] = {0, 1, 0, 1, 2, 3, 0, 1};
-    bool seen[2] = {false, false};
-    for (int i = 0; i < 4; i++) { /* two epochs */
-        tt_dataset_next_train_positions(&ds, in, tg, pos);
-        const bool first = in[0] == 10;
-        seen[!first] = true;
-        TT_EXPECT(memcmp(in, first ? in0 : in1, sizeof in) == 0 && memcmp(tg, first ? tg0 : tg1, sizeof tg) == 0 &&
-                      memcmp(pos, first ? pos0 : pos1, sizeof pos) == 0,
-                  "bin %d: inputs, targets inside each document, positions from 0, padding", first ? 0 : 1);
+    /* three epochs: each visits every document once, in sequences of whole documents */
+    for (int e = 0; e < 3; e++) {
+        int seen[4] = {0, 0, 0, 0};
+        bool rows_ok = ds.epoch == e && ds.index_in_epoch == 0;
+        const int64_t sequences = ds.train_count;
+        TT_EXPECT(tt_dataset_epoch_sequences(&ds, e) == sequences, "epoch %d's count", e);
+        for (int64_t i = 0; i < sequences; i++) {
+            tt_dataset_next_train_positions(&ds, in, tg, pos);
+            rows_ok = rows_ok && check_packed_row(in, tg, pos, 8, seen) >= 1;
+        }
+        TT_EXPECT(rows_ok && seen[0] == 1 && seen[1] == 1 && seen[2] == 1 && seen[3] == 1,
+                  "epoch %d: every document once, inputs, targets inside each document, positions from 0, padding", e);
     }
-    TT_EXPECT(seen[0] && seen[1], "an epoch visits both bins");
     tt_dataset_close(&ds);
     /* a held-out document is packed apart */
-    tt_dataset_open_packed(&ds, &path, 1, 100, 8, 1, 1, false);
+    tt_dataset_open_packed(&ds, &path, 1, 100, 8, 1, 1, false, 200, 100000);
     TT_EXPECT(ds.packing.eval_documents == 1 && ds.eval_count == 1 && ds.packing.train_documents == 3,
               "one eval document in one eval sequence (%lld, %lld)", (long long)ds.packing.eval_documents,
               (long long)ds.eval_count);
@@ -126,7 +174,7 @@ static void test_packed_loader(void) {
     snprintf(v1, sizeof v1, "%s/stream.tok", tt_test_scratch_dir);
     tt_token_file_write(v1, stream, 16, 100, 1);
     char *v1_path = v1;
-    tt_dataset_open_packed(&ds, &v1_path, 1, 100, 6, 0.0, 3, false);
+    tt_dataset_open_packed(&ds, &v1_path, 1, 100, 6, 0.0, 3, false, 200, 100000);
     TT_EXPECT(ds.packing.dropped == 1 && ds.packing.train_documents == 3 && ds.packing.train_tokens == 7,
               "drop: %lld dropped, %lld documents of %lld tokens", (long long)ds.packing.dropped,
               (long long)ds.packing.train_documents, (long long)ds.packing.train_tokens);
@@ -134,13 +182,116 @@ static void test_packed_loader(void) {
     /* one bin of 6 can hold 3 + 2 ({5,6,1}, {15,1}) or the trailing {16,17} */
     bool stream_ok = true;
     for (int t = 0; t < 6; t++) stream_ok = stream_ok && (pos[t] == 0 || tg[t - 1] == in[t] || tg[t - 1] == TT_IGNORE_INDEX);
-    TT_EXPECT(stream_ok && ds.train_count == 2, "version 1 documents packed at their eos ids");
+    TT_EXPECT(stream_ok && ds.train_count >= 2 && ds.train_count <= 3, "version 1 documents packed at their eos ids");
     tt_dataset_close(&ds);
-    tt_dataset_open_packed(&ds, &v1_path, 1, 100, 6, 0.0, 3, true);
+    tt_dataset_open_packed(&ds, &v1_path, 1, 100, 6, 0.0, 3, true, 200, 100000);
     TT_EXPECT(ds.packing.truncated == 1 && ds.packing.train_documents == 4 && ds.packing.train_tokens == 13,
               "truncate: %lld truncated, %lld documents of %lld tokens", (long long)ds.packing.truncated,
               (long long)ds.packing.train_documents, (long long)ds.packing.train_tokens);
     tt_dataset_close(&ds);
+}
+
+/* Per-epoch packing: 60 documents of 1..20 tokens (document d's first token is d + 1, the rest 500 + k) in
+ * sequences of 32: each epoch packs them anew in its own seeded order; every epoch holds every training document
+ * once; two epochs differ; a dataset opened again and set to a position mid-epoch 2 goes on exactly as the first
+ * did; the eval documents stay out, packed once. */
+enum { EPOCH_DOCS = 60, EPOCH_SEQ = 32 };
+
+static char *write_many_documents(void) {
+    static uint32_t tokens[EPOCH_DOCS * 20];
+    static uint8_t labels[EPOCH_DOCS * 20];
+    static uint64_t starts[EPOCH_DOCS + 1];
+    tt_rng rng;
+    tt_rng_seed(&rng, 77);
+    uint64_t at = 0;
+    for (int d = 0; d < EPOCH_DOCS; d++) {
+        starts[d] = at;
+        const int length = 1 + (int)(tt_rng_next(&rng) % 20);
+        for (int k = 0; k < length; k++, at++) {
+            tokens[at] = k == 0 ? (uint32_t)(d + 1) : (uint32_t)(500 + k);
+            labels[at] = 1;
+        }
+    }
+    starts[EPOCH_DOCS] = at;
+    tt_token_documents docs = {.tokens = tokens, .labels = labels, .starts = starts, .token_count = at,
+                               .document_count = EPOCH_DOCS, .vocab_size = 1000, .eos_id = TT_TOKEN_NO_EOS, .pad_id = 999};
+    char *path = malloc(4200);
+    snprintf(path, 4200, "%s/many.tok", tt_test_scratch_dir);
+    tt_token_file_write_documents(path, &docs);
+    return path;
+}
+
+/* The next `count` sequences' inputs into rows[count][EPOCH_SEQ]. */
+static void draw(tt_dataset *ds, int64_t count, int32_t *rows) {
+    int32_t tg[EPOCH_SEQ], pos[EPOCH_SEQ];
+    for (int64_t i = 0; i < count; i++) tt_dataset_next_train_positions(ds, rows + i * EPOCH_SEQ, tg, pos);
+}
+
+/* Every document in rows[count] (by its first token, d + 1) counted into seen[EPOCH_DOCS + 1]. */
+static void count_documents(const int32_t *rows, int64_t count, int *seen) {
+    for (int64_t i = 0; i < count; i++) {
+        for (int t = 0; t < EPOCH_SEQ; t++) {
+            const int32_t id = rows[i * EPOCH_SEQ + t];
+            if (id >= 1 && id <= EPOCH_DOCS) seen[id]++;
+        }
+    }
+}
+
+static void test_packing_per_epoch(void) {
+    char *path = write_many_documents();
+    tt_dataset a, b;
+    tt_dataset_open_packed(&a, &path, 1, 1000, EPOCH_SEQ, 6, 5, false, 200, 100000);
+    TT_EXPECT(a.packing.train_documents == 54 && a.packing.eval_documents == 6, "54 training, 6 eval documents");
+    const int64_t n0 = a.train_count, n1 = tt_dataset_epoch_sequences(&a, 1);
+    int32_t *epoch0 = malloc(sizeof(int32_t) * (size_t)(n0 * EPOCH_SEQ));
+    int32_t *epoch1 = malloc(sizeof(int32_t) * (size_t)(n1 * EPOCH_SEQ));
+    draw(&a, n0, epoch0);
+    TT_EXPECT(a.epoch == 1 && a.index_in_epoch == 0 && a.train_count == n1, "epoch 2 packed: %lld sequences, %lld "
+              "counted ahead", (long long)a.train_count, (long long)n1);
+    draw(&a, n1, epoch1);
+    /* each epoch: every training document exactly once, no eval document */
+    int seen0[EPOCH_DOCS + 1] = {0}, seen1[EPOCH_DOCS + 1] = {0}, eval_seen[EPOCH_DOCS + 1] = {0};
+    count_documents(epoch0, n0, seen0);
+    count_documents(epoch1, n1, seen1);
+    int32_t in[EPOCH_SEQ], tg[EPOCH_SEQ], pos[EPOCH_SEQ];
+    for (int64_t i = 0; i < a.eval_count; i++) {
+        tt_dataset_get_eval_positions(&a, i, in, tg, pos);
+        count_documents(in, 1, eval_seen);
+    }
+    bool once = true;
+    for (int d = 1; d <= EPOCH_DOCS; d++)
+        once = once && seen0[d] == !eval_seen[d] && seen1[d] == !eval_seen[d] && eval_seen[d] <= 1;
+    TT_EXPECT(once, "both epochs hold every training document exactly once, and no eval document");
+    /* the epochs' packings differ */
+    TT_EXPECT(n0 != n1 || memcmp(epoch0, epoch1, sizeof(int32_t) * (size_t)(n0 * EPOCH_SEQ)) != 0,
+              "epoch 2 is packed anew, not epoch 1 again");
+    /* the same seed: the same packing; set to (epoch 2, sequence 3) it goes on as the first did */
+    tt_dataset_open_packed(&b, &path, 1, 1000, EPOCH_SEQ, 6, 5, false, 200, 100000);
+    int32_t *again = malloc(sizeof(int32_t) * (size_t)(n0 * EPOCH_SEQ));
+    draw(&b, n0, again);
+    TT_EXPECT(memcmp(again, epoch0, sizeof(int32_t) * (size_t)(n0 * EPOCH_SEQ)) == 0, "the same seed packs the same");
+    tt_dataset_close(&b);
+    tt_dataset_open_packed(&b, &path, 1, 1000, EPOCH_SEQ, 6, 5, false, 200, 100000);
+    tt_dataset_set_position(&b, 1, 3);
+    TT_EXPECT(b.train_count == n1, "the resumed epoch's packing");
+    draw(&b, n1 - 3, again);
+    TT_EXPECT(memcmp(again, epoch1 + 3 * EPOCH_SEQ, sizeof(int32_t) * (size_t)((n1 - 3) * EPOCH_SEQ)) == 0,
+              "a dataset set to epoch 2, sequence 3 draws what the uninterrupted one drew");
+    TT_EXPECT(b.epoch == 2 && b.index_in_epoch == 0, "and then moves to epoch 3");
+    tt_dataset_close(&b);
+    /* the number of sequences in 2.5 epochs: both whole epochs and half the third */
+    const double in_epochs = tt_dataset_sequences_in_epochs(&a, 2.5);
+    TT_EXPECT(in_epochs == (double)n0 + (double)n1 + 0.5 * (double)tt_dataset_epoch_sequences(&a, 2),
+              "sequences in 2.5 epochs: %g", in_epochs);
+    /* another seed, another packing */
+    tt_dataset_open_packed(&b, &path, 1, 1000, EPOCH_SEQ, 6, 6, false, 200, 100000);
+    TT_EXPECT(b.train_count > 0, "seed 6 opens");
+    tt_dataset_close(&b);
+    tt_dataset_close(&a);
+    free(again);
+    free(epoch0);
+    free(epoch1);
+    free(path);
 }
 
 /* ---- the model: packed == one by one ---- */
@@ -305,6 +456,8 @@ static void test_packed_equals_one_by_one(bool qwen3, const layout *lay) {
 int main(void) {
     tt_test_scratch_open("packing");
     test_first_fit_decreasing();
+    test_first_fit_in_order();
+    test_packing_per_epoch();
     test_packed_loader();
     /* sequence 0: documents of 5, 7 and 3 tokens, one token of padding; sequence 1: documents of 1, 9
      * and 6 tokens (full) */

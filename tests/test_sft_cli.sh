@@ -172,6 +172,34 @@ check "... naming file, line, message and field" grep -q "badchat.jsonl:2: conve
 "$tiertrain" preprocess chat.yaml "chat_template_jinja=\"{{ raise_exception('roles must alternate') }}\"" > raise.txt 2>&1
 check "a template that raises stops preprocess" test $? -eq 1
 check "... naming the record and showing its message" grep -q "chats.jsonl:1: the chat template (chat_template_jinja) fails on this conversation: roles must alternate" raise.txt
+# issue 14's chat keys from a YAML file: a message's own training field and character spans, split_thinking,
+# chat_template_kwargs; a span past its content stops preprocess naming the file, line, message and field
+printf '%s\n' '{"messages": [{"role": "user", "content": "hi", "train": true}, {"role": "assistant", "content": "<think>r</think>abcdef", "spans": [{"begin_offset": 1, "end_offset": 3, "train": true}]}]}' > spans.jsonl
+cat > chat_keys.yaml <<YAML
+model_config: model/config.json
+tokenizer_config: chat_tok
+datasets:
+  - path: spans.jsonl
+    type: chat_template
+    message_field_training: train
+    message_field_training_detail: spans
+    split_thinking: true
+    train_on_eos: none
+chat_template_jinja: "{{ mark }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+chat_template_kwargs: {mark: "#"}
+sequence_len: 256
+output_dir: out_chat_keys
+dataset_prepared_path: chat_keys_prepared
+YAML
+"$tiertrain" preprocess chat_keys.yaml > chat_keys.txt 2>&1
+check "chat keys: preprocess succeeds" test $? -eq 0
+check "... the user's own field and the spans' 3 characters train (hi + bcd = 5)" \
+  grep -q "1 documents, 26 tokens, 5 of them trained" chat_keys.txt
+sed 's/"end_offset": 3/"end_offset": 6/' spans.jsonl > badspans.jsonl
+"$tiertrain" preprocess chat_keys.yaml "datasets=[{path: badspans.jsonl, type: chat_template, message_field_training_detail: spans, split_thinking: true}]" > badspans.txt 2>&1
+check "a span past its content stops preprocess" test $? -eq 1
+check "... naming file, line, message and field" \
+  grep -q "badspans.jsonl:1: messages\[1\].spans\[0\]: end_offset 6 is past the content's last character (6 characters, so at most 5" badspans.txt
 
 echo "test_sft_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -550,6 +550,9 @@ static void test_prepare(void) {
         {"chat_template_jinja=\"{% for m in messages %}{{ m.content }}{% endfor %}\"", NULL},
         {"train_on_eos=none", NULL},
         {"train_on_inputs=true", NULL},
+        {"chat_template_kwargs={enable_thinking: false}", NULL},
+        {"eot_tokens=[\"<pad>\"]", NULL},
+        {"eot_tokens=[]", NULL},
     };
     for (size_t i = 0; i < sizeof chat_changes / sizeof chat_changes[0]; i++) {
         load_run(&run, chat, i == 0 ? chat_changes[i][0] : jinja, i == 0 ? "shuffle_merged_datasets=false" : chat_changes[i][0],
@@ -561,7 +564,8 @@ static void test_prepare(void) {
     }
     const char *entry_changes[] = {"roles_to_train: [user]", "train_on_eos: all", "drop_system_message: true",
                                    "roles: {assistant: [gpt]}", "message_property_mappings: {content: text}",
-                                   "field_messages: turns", "chat_template: chatml"};
+                                   "field_messages: turns", "train_on_eot: all", "message_field_training: t",
+                                   "message_field_training_detail: d", "split_thinking: true", "chat_template: chatml"};
     for (size_t i = 0; i < sizeof entry_changes / sizeof entry_changes[0]; i++) {
         char changed[9200];
         snprintf(changed, sizeof changed,
@@ -575,6 +579,41 @@ static void test_prepare(void) {
         TT_EXPECT(strcmp(hex, chat_hex) != 0, "%s changes the chat hash", entry_changes[i]);
         tt_run_config_free(&run);
     }
+    /* the keys reach the prepared documents: chat_template_kwargs in the render, split_thinking, a message's
+     * training field and spans, and <pad> as end-of-turn token trained by train_on_eot (train_on_eos none) */
+    char *keyed = tt_test_path("keyed.jsonl");
+    tt_test_write_text("keyed.jsonl",
+                       "{\"messages\": [{\"role\": \"user\", \"content\": \"q\", \"t\": true}, {\"role\": "
+                       "\"assistant\", \"content\": \"<think>r</think>abcd\", \"d\": [{\"begin_offset\": 1, "
+                       "\"end_offset\": 2, \"train\": true}]}]}\n");
+    char keyed_entry[4400];
+    snprintf(keyed_entry, sizeof keyed_entry,
+             "[{path: %s, type: chat_template, train_on_eos: none, train_on_eot: turn, message_field_training: t, "
+             "message_field_training_detail: d, split_thinking: true}]",
+             keyed);
+    const char *keyed_template =
+        "chat_template_jinja=\"{{ tag }}{% for m in messages %}<{{ m.role }}>{% if m.reasoning_content %}({{ "
+        "m.reasoning_content }}){% endif %}{{ m.content }}<pad>{% endfor %}\"";
+    char keyed_kwargs[] = "chat_template_kwargs={tag: T}";
+    load_run(&run, keyed_entry, keyed_template, keyed_kwargs, dir1);
+    char *eot_pad[] = {"eot_tokens=[\"<pad>\"]"};
+    tt_run_config_load(&run, NULL, 1, eot_pad);
+    t = tt_prepare_datasets(&run, NULL);
+    tt_run_config_free(&run);
+    paths[0] = t;
+    tt_dataset_open(&ds, paths, 1, 300, 64, 0.0, 1);
+    /* "T<user>q#<assistant>(r)abcd#": the user's q (its own field) and its <pad>, the spans' "bc" and the
+     * assistant's <pad> train */
+    const char keyed_text[] = "T<user>q#<assistant>(r)abcd#";
+    const char keyed_labels[] = "0000000110000000000000001101";
+    bool keyed_ok = ds.document_count == 1 && ds.doc_starts[1] == sizeof keyed_text - 1;
+    for (size_t k = 0; keyed_ok && k + 1 < sizeof keyed_text; k++)
+        keyed_ok = ds.tokens[k] == (keyed_text[k] == '#' ? 258u : (uint32_t)keyed_text[k]) &&
+                   ds.labels[k] == (uint8_t)(keyed_labels[k] - '0');
+    TT_EXPECT(keyed_ok, "the chat keys through preprocess: %lld documents", (long long)ds.document_count);
+    tt_dataset_close(&ds);
+    free(t);
+    free(keyed);
     /* a conversation longer than sequence_len: dropped (counted), or truncated */
     load_run(&run, chat, jinja, "sequence_len=24", dir2);
     t = tt_prepare_datasets(&run, NULL);

@@ -474,6 +474,30 @@ mkdir -p out_pack_resumed && cp -r out_pack/checkpoint-2 out_pack_resumed/
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${pack_args[@]}" output_dir=out_pack_resumed --resume > train_pack_resumed.txt 2>&1
 check "sample_packing: resume succeeds" test $? -eq 0
 check "sample_packing: resumed weights are bit-identical" cmp -s out_pack/model.safetensors out_pack_resumed/model.safetensors
+# Per-epoch packing, as axolotl's multipack sampler: each epoch packs the documents anew in its own seeded order
+# and prints its packing efficiency; num_epochs counts each epoch's own sequences; a resume one step into epoch 2
+# ends with the bits of the run that never stopped.
+epoch_args=(datasets=[docs.tok] sample_packing=true sequence_len=64 val_set_size=2 max_steps=0 num_epochs=3
+            micro_batch_size=1 gradient_accumulation_steps=1 save_steps=1 eval_steps=0)
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${epoch_args[@]}" output_dir=out_epochs > train_epochs.txt 2>&1
+check "sample_packing over 3 epochs trains" test $? -eq 0
+n1=$(sed -n 's/.*packed into \([0-9]*\) sequences of 64 tokens for epoch 1 .*/\1/p' train_epochs.txt)
+n2=$(sed -n 's/.*epoch 2: 22 training documents packed anew into \([0-9]*\) sequences: packing efficiency.*/\1/p' train_epochs.txt)
+n3=$(sed -n 's/.*epoch 3: 22 training documents packed anew into \([0-9]*\) sequences: packing efficiency.*/\1/p' train_epochs.txt)
+check "each epoch's packing and its efficiency are printed (epochs of '$n1', '$n2', '$n3' sequences)" \
+  test -n "$n1" -a -n "$n2" -a -n "$n3"
+total=$((${n1:-0} + ${n2:-0} + ${n3:-0}))
+check "3 epochs are the epochs' own sequences: $total steps" grep -q "step $total/$total" train_epochs.txt
+mid=$((${n1:-0} + 1))
+mkdir -p out_epochs_resumed && cp -r "out_epochs/checkpoint-$mid" out_epochs_resumed/
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${epoch_args[@]}" output_dir=out_epochs_resumed --resume \
+  > train_epochs_resumed.txt 2>&1
+check "sample_packing: a resume inside epoch 2 succeeds" test $? -eq 0
+check "... from checkpoint-$mid" grep -q "resumed from out_epochs_resumed/checkpoint-$mid at step $mid" train_epochs_resumed.txt
+check "... with bit-identical final weights" cmp -s out_epochs/model.safetensors out_epochs_resumed/model.safetensors
+grep '"loss"' out_epochs/metrics.jsonl | tail -n +$((mid + 1)) | sed 's/"step_seconds.*//' > losses_epochs.txt
+grep '"loss"' out_epochs_resumed/metrics.jsonl | sed 's/"step_seconds.*//' > losses_epochs_resumed.txt
+check "... and bit-identical losses for every step after it" cmp -s losses_epochs.txt losses_epochs_resumed.txt
 "$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[corpus.tok] sample_packing=true > train_pack_long.txt 2>&1
 check "sample_packing: documents longer than sequence_len are all dropped: a clear error" \
   grep -q "no document is left to pack (2 longer than sequence_len 32 were dropped)" train_pack_long.txt

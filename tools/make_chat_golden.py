@@ -26,6 +26,9 @@ Two modes:
                        fixtures), so the file can be made where transformers is not installed.
                        Masks are computed here, independently of the C code, by the same rules.
 
+A conversation's "chat_template_kwargs" (qwen3__no_thinking: {"enable_thinking": false}) go to every render of
+it, as apply_chat_template's keyword arguments (a chat_template dataset's chat_template_kwargs).
+
 The device command (transformers 5.x installed, tokenizers fetched by a CPU `make test` first):
   python3 tools/make_chat_golden.py --mode transformers --tokens --tokenizers build/tests/tokenizer_cache
 """
@@ -140,6 +143,7 @@ def cases(data):
 
 def context_for(data, conv, messages=None):
     ctx = dict(data["special_tokens"])
+    ctx.update(conv.get("chat_template_kwargs", {}))  # apply_chat_template's **kwargs win over the special tokens
     ctx["messages"] = messages if messages is not None else conv["messages"]
     ctx["add_generation_prompt"] = conv.get("add_generation_prompt", False)
     if conv.get("tools"):
@@ -290,9 +294,11 @@ class Conversation:
     def __init__(self, render, template, conv, tools, special):
         self.render_fn, self.template, self.tools, self.special = render, template, tools, special
         self.messages = conv["messages"]
+        self.kwargs = conv.get("chat_template_kwargs", {})  # a dataset's chat_template_kwargs
 
     def render(self, messages):
         ctx = dict(self.special)
+        ctx.update(self.kwargs)
         ctx.update(messages=messages, tools=self.tools, add_generation_prompt=False)
         text, spans = self.render_fn(self.template, ctx)
         return text, char_spans(text, spans or [])
@@ -420,7 +426,7 @@ def token_goldens(args, render, data, template):
         if args.mode == "transformers":
             out = enc.tok.apply_chat_template(c.messages, tools=c.tools, chat_template=c.template, tokenize=True,
                                               return_dict=True, return_assistant_tokens_mask=has_generation,
-                                              add_generation_prompt=False)
+                                              add_generation_prompt=False, **c.kwargs)
 
             def unbatched(x):
                 x = list(x)

@@ -34,6 +34,8 @@ typedef enum key_type {
     KEY_ADAPTER,  /* adapter: lora, or ~ */
     KEY_LORA_TARGETS, /* lora_target_modules: a list of module names (tt_lora_module) */
     KEY_LAYER_LIST, /* frozen_layers: a list of decoder-layer indices */
+    KEY_TEMPLATE_KWARGS, /* chat_template_kwargs: a mapping of any YAML values, kept as a JSON object's text */
+    KEY_STRING_LIST, /* eot_tokens: a list of strings (char ** at offset, int count at count_offset) */
 } key_type;
 
 typedef enum availability {
@@ -66,6 +68,7 @@ typedef struct key_spec {
     key_type type;
     availability availability;
     size_t offset;              /* of the field in tt_run_config */
+    size_t count_offset;        /* KEY_STRING_LIST: of the int count of the list's strings */
     const char *default_text;   /* YAML, parsed like a user's value */
     value_range range;          /* KEY_INT, KEY_FLOAT, KEY_BYTES */
     bool minus_one_unset;       /* KEY_INT: -1 (or ~) means "not given" besides the range */
@@ -283,6 +286,20 @@ static const key_spec key_table[] = {
      .default_text = "~",
      .help = "chat_template datasets: a Jinja chat template (or the path of a file holding one); chat_template: jinja "
              "uses it, and it implies chat_template: jinja when chat_template is not set"},
+    {.name = "chat_template_kwargs",
+     .type = KEY_TEMPLATE_KWARGS,
+     .offset = FIELD(chat_template_kwargs),
+     .default_text = "~",
+     .help = "chat_template datasets (axolotl's key): more variables every render of the chat template sees, as "
+             "apply_chat_template's keyword arguments, e.g. {enable_thinking: false}; values are YAML's booleans, "
+             "numbers, strings, lists and mappings"},
+    {.name = "eot_tokens",
+     .type = KEY_STRING_LIST,
+     .offset = FIELD(eot_tokens),
+     .count_offset = FIELD(eot_token_count),
+     .default_text = "~",
+     .help = "chat_template datasets (axolotl's key): the end-of-turn tokens, each one token of the tokenizer, that "
+             "train_on_eot picks from (the first within 3 tokens after a turn); ~: the tokenizer's eos_token"},
     {.name = "excess_length_strategy",
      .type = KEY_ENUM,
      .offset = FIELD(excess_length_strategy),
@@ -296,9 +313,10 @@ static const key_spec key_table[] = {
      .offset = FIELD(sample_packing),
      .default_text = "false",
      .null_is_default = true,
-     .help = "pack several documents into each sequence of sequence_len tokens (first-fit decreasing, once at "
-             "start); each document attends only to itself and its positions restart at 0, as transformers with "
-             "position_ids (token files: documents end at the eos id of their header)"},
+     .help = "pack several documents into each sequence of sequence_len tokens, anew each epoch as axolotl's "
+             "multipack sampler (first-fit in the epoch's seeded order); each document attends only to itself and its "
+             "positions restart at 0, as transformers with position_ids (token files: documents end at the eos id of "
+             "their header)"},
     {.name = "pad_to_sequence_len",
      .type = KEY_BOOL,
      .offset = FIELD(pad_to_sequence_len),
@@ -314,6 +332,21 @@ static const key_spec key_table[] = {
      .range = CLOSED(0, 1),
      .help = "axolotl's estimate of the packing efficiency (0..1) for counting steps before packing; tiertrain packs "
              "before it counts steps, so it prints the measured efficiency beside the estimate; 0: none given"},
+    {.name = "sample_packing_bin_size",
+     .type = KEY_INT,
+     .offset = FIELD(sample_packing_bin_size),
+     .default_text = "200",
+     .range = AT_LEAST(1),
+     .null_is_default = true,
+     .help = "sample_packing (axolotl's key): a packed sequence holds at most this many documents"},
+    {.name = "sample_packing_group_size",
+     .type = KEY_INT,
+     .offset = FIELD(sample_packing_group_size),
+     .default_text = "100000",
+     .range = AT_LEAST(1),
+     .null_is_default = true,
+     .help = "sample_packing (axolotl's key): an epoch's documents are packed in groups of this many, in its order, "
+             "each group into sequences of its own"},
     {.name = "val_set_size",
      .type = KEY_FLOAT,
      .offset = FIELD(val_set_size),
@@ -944,6 +977,8 @@ static const char *type_name(const key_spec *k) {
     case KEY_ADAPTER: return "enum";
     case KEY_LORA_TARGETS: return "list";
     case KEY_LAYER_LIST: return "list";
+    case KEY_TEMPLATE_KWARGS: return "mapping";
+    case KEY_STRING_LIST: return "list";
     }
     return "?";
 }
@@ -970,6 +1005,8 @@ static const char *valid_text(const key_spec *k, char *buf, size_t size) {
     case KEY_ADAPTER: snprintf(buf, size, "lora, qlora; ~: none"); break;
     case KEY_LORA_TARGETS: snprintf(buf, size, "[q_proj, ..., down_proj]"); break;
     case KEY_LAYER_LIST: snprintf(buf, size, "[layer indices]"); break;
+    case KEY_TEMPLATE_KWARGS: snprintf(buf, size, "{name: value, ...}; ~: none"); break;
+    case KEY_STRING_LIST: snprintf(buf, size, "[strings]; ~: unset"); break;
     case KEY_ENUM: {
         char available[128];
         list_with_commas(available_values(k, available, sizeof available), values, sizeof values);
@@ -1180,6 +1217,8 @@ static void free_dataset_spec(tt_dataset_spec *spec) {
     free(spec->chat_template);
     free(spec->chat_template_jinja);
     free(spec->field_messages);
+    free(spec->message_field_training);
+    free(spec->message_field_training_detail);
     free_strings(spec->property_names, spec->property_mapping_count);
     free_strings(spec->property_fields, spec->property_mapping_count);
     free_strings(spec->role_alias_from, spec->role_alias_count);
@@ -1219,7 +1258,11 @@ static const entry_key entry_keys[] = {
     {"roles_to_train", CHAT, 0},
     {"roles", CHAT, 0},
     {"train_on_eos", CHAT, 0},
+    {"train_on_eot", CHAT, 0},
     {"drop_system_message", CHAT, 0},
+    {"message_field_training", CHAT, offsetof(tt_dataset_spec, message_field_training)},
+    {"message_field_training_detail", CHAT, offsetof(tt_dataset_spec, message_field_training_detail)},
+    {"split_thinking", CHAT, 0},
 };
 
 static char *types_of(unsigned types, char *buf, size_t size) {
@@ -1305,18 +1348,20 @@ static void parse_chat_key(const source *src, yaml_document_t *doc, yaml_node_t 
                 push_string(&spec->role_alias_to, &spec->role_alias_count, role);
             }
         }
-    } else if (strcmp(name, "train_on_eos") == 0) {
-        int v = is_null(value) ? -1 : index_in_list("turn|all|last|none", scalar_text(value), false);
+    } else if (strcmp(name, "train_on_eos") == 0 || strcmp(name, "train_on_eot") == 0) {
+        int v = value->type != YAML_SCALAR_NODE ? -1
+                : is_null(value)               ? -1
+                                               : index_in_list("turn|all|last|none", scalar_text(value), false);
         if (value->type != YAML_SCALAR_NODE || (v < 0 && !is_null(value)))
-            die_at(src, value, "datasets entry %d: train_on_eos: expected turn, all, last or none, got %s", index + 1,
+            die_at(src, value, "datasets entry %d: %s: expected turn, all, last or none, got %s", index + 1, name,
                    describe_value(value, buf, sizeof buf));
-        spec->train_on_eos = v;
-    } else if (strcmp(name, "drop_system_message") == 0) {
+        *(strcmp(name, "train_on_eos") == 0 ? &spec->train_on_eos : &spec->train_on_eot) = v;
+    } else if (strcmp(name, "drop_system_message") == 0 || strcmp(name, "split_thinking") == 0) {
         bool b = false;
         if (value->type != YAML_SCALAR_NODE || (!is_null(value) && !parse_bool(scalar_text(value), &b)))
-            die_at(src, value, "datasets entry %d: drop_system_message: expected true or false, got %s", index + 1,
+            die_at(src, value, "datasets entry %d: %s: expected true or false, got %s", index + 1, name,
                    describe_value(value, buf, sizeof buf));
-        spec->drop_system_message = b;
+        *(strcmp(name, "split_thinking") == 0 ? &spec->split_thinking : &spec->drop_system_message) = b;
     }
 }
 
@@ -1325,6 +1370,7 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
                                 tt_dataset_spec *spec) {
     memset(spec, 0, sizeof(*spec));
     spec->train_on_eos = -1;
+    spec->train_on_eot = -1;
     if (entry->type == YAML_SCALAR_NODE) {
         if (is_null(entry) || !*scalar_text(entry))
             die_at(src, entry, "datasets entry %d is empty; write a token file's path, or {path: file.tok}", index + 1);
@@ -1391,7 +1437,8 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
                    "datasets entry %d: unknown key '%s'; an entry takes path, type, field (completion), "
                    "field_instruction / field_input / field_output (alpaca), split, ds_type, and chat_template, "
                    "chat_template_jinja, field_messages, message_property_mappings, roles, roles_to_train, "
-                   "train_on_eos, drop_system_message (chat_template)",
+                   "train_on_eos, train_on_eot, drop_system_message, message_field_training, "
+                   "message_field_training_detail, split_thinking (chat_template)",
                    index + 1, name);
         if (!(ek->types & TYPE_BIT(spec->type)))
             die_at(src, key, "datasets entry %d: %s applies to type %s, but this entry is type %s; remove it", index + 1,
@@ -1435,6 +1482,11 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         }
         if (!spec->roles_to_train) push_string(&spec->roles_to_train, &spec->roles_to_train_count, "assistant");
         if (spec->chat_template_jinja && !spec->chat_template) spec->chat_template = tt_xstrdup("jinja");
+        if (spec->message_field_training && spec->message_field_training_detail &&
+            strcmp(spec->message_field_training, spec->message_field_training_detail) == 0)
+            die_at(src, entry, "datasets entry %d: message_field_training and message_field_training_detail both name "
+                   "the field '%s', but one is a message's true/false and the other its list of spans; name two fields",
+                   index + 1, spec->message_field_training);
     }
     *path_out = tt_xstrdup(path);
 }
@@ -1643,6 +1695,171 @@ static void set_layer_list(tt_run_config *c, const key_spec *k, const source *sr
     qsort(layers, count, sizeof(int64_t), compare_int64);
 }
 
+/* ---- chat_template_kwargs: YAML values kept as JSON text (the chat template reads JSON) ---- */
+
+typedef struct text_buffer {
+    char *text;
+    size_t length, capacity;
+} text_buffer;
+
+static void text_append(text_buffer *b, const char *s, size_t n) {
+    if (b->length + n + 1 > b->capacity) {
+        size_t capacity = b->capacity ? b->capacity : 64;
+        while (b->length + n + 1 > capacity) capacity *= 2;
+        b->text = tt_xrealloc(b->text, capacity, "chat_template_kwargs");
+        b->capacity = capacity;
+    }
+    memcpy(b->text + b->length, s, n);
+    b->length += n;
+    b->text[b->length] = 0;
+}
+
+static void text_append_str(text_buffer *b, const char *s) { text_append(b, s, strlen(s)); }
+
+/* A JSON string literal: quotes, backslashes and control characters escaped (the text is libyaml's, so UTF-8). */
+static void text_append_json_string(text_buffer *b, const char *s) {
+    text_append_str(b, "\"");
+    for (const char *p = s; *p; p++) {
+        const unsigned char ch = (unsigned char)*p;
+        if (ch == '"' || ch == '\\') {
+            char escaped[2] = {'\\', (char)ch};
+            text_append(b, escaped, 2);
+        } else if (ch < 0x20) {
+            char escaped[8];
+            snprintf(escaped, sizeof escaped, "\\u%04x", ch);
+            text_append_str(b, escaped);
+        } else {
+            text_append(b, p, 1);
+        }
+    }
+    text_append_str(b, "\"");
+}
+
+/* One YAML value as JSON: plain scalars by tiertrain's rules for values (null, true/false, integers, decimal
+ * numbers; the rest text), quoted scalars as text, lists and mappings as arrays and objects. YAML 1.1's other
+ * booleans (yes, no, on, off), which axolotl's PyYAML reads as booleans and tiertrain as text, are refused rather
+ * than read either way silently. */
+static void yaml_value_to_json(const source *src, yaml_document_t *doc, yaml_node_t *node, const char *path,
+                               text_buffer *out) {
+    char buf[256];
+    if (node->type == YAML_SEQUENCE_NODE) {
+        text_append_str(out, "[");
+        int index = 0;
+        yaml_node_item_t *it = node->data.sequence.items.start;
+        for (; it < node->data.sequence.items.top; it++, index++) {
+            char item_path[512];
+            snprintf(item_path, sizeof item_path, "%s[%d]", path, index);
+            text_append_str(out, index ? ", " : "");
+            yaml_value_to_json(src, doc, yaml_document_get_node(doc, *it), item_path, out);
+        }
+        text_append_str(out, "]");
+        return;
+    }
+    if (node->type == YAML_MAPPING_NODE) {
+        text_append_str(out, "{");
+        for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
+            yaml_node_t *key = yaml_document_get_node(doc, p->key), *value = yaml_document_get_node(doc, p->value);
+            if (key->type != YAML_SCALAR_NODE || is_null(key) || !*scalar_text(key))
+                die_at(src, key, "%s: the names of a mapping are text such as enable_thinking, not %s", path,
+                       describe_value(key, buf, sizeof buf));
+            for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++)
+                if (strcmp(scalar_text(yaml_document_get_node(doc, q->key)), scalar_text(key)) == 0)
+                    die_at(src, key, "%s: '%s' appears twice; keep one", path, scalar_text(key));
+            char item_path[512];
+            snprintf(item_path, sizeof item_path, "%s.%s", path, scalar_text(key));
+            text_append_str(out, p > node->data.mapping.pairs.start ? ", " : "");
+            text_append_json_string(out, scalar_text(key));
+            text_append_str(out, ": ");
+            yaml_value_to_json(src, doc, value, item_path, out);
+        }
+        text_append_str(out, "}");
+        return;
+    }
+    const char *text = scalar_text(node);
+    if (node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
+        text_append_json_string(out, text);
+        return;
+    }
+    if (is_null(node)) {
+        text_append_str(out, "null");
+        return;
+    }
+    if (index_in_list("true|True|TRUE|false|False|FALSE", text, false) >= 0) {
+        text_append_str(out, text[0] == 't' || text[0] == 'T' ? "true" : "false");
+        return;
+    }
+    if (index_in_list("yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF", text, false) >= 0)
+        die_at(src, node, "%s: '%s' is a boolean to YAML 1.1 (axolotl) and text to tiertrain; write true or false, or "
+               "quote it (\"%s\") for the text", path, text, text);
+    int64_t integer;
+    int status = parse_int64(text, &integer);
+    if (status == 2) die_at(src, node, "%s: %s is outside the 64-bit integer range", path, text);
+    if (status == 0) {
+        snprintf(buf, sizeof buf, "%lld", (long long)integer);
+        text_append_str(out, buf);
+        return;
+    }
+    double number;
+    status = parse_double(text, &number);
+    if (status == 2) die_at(src, node, "%s: %s is outside the range of a double", path, text);
+    if (status == 0) { /* written so that it reads back as a float, not an integer */
+        snprintf(buf, sizeof buf, "%.17g", number);
+        if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+        text_append_str(out, buf);
+        return;
+    }
+    if (index_in_list(".inf|.Inf|.INF|-.inf|-.Inf|-.INF|+.inf|.nan|.NaN|.NAN", text, false) >= 0)
+        die_at(src, node, "%s: %s is not a finite number, which a chat template cannot be given; quote it (\"%s\") for "
+               "the text", path, text, text);
+    text_append_json_string(out, text);
+}
+
+/* chat_template_kwargs: {name: value, ...}; ~ or {}: none. The names transformers sets itself are refused. */
+static void set_template_kwargs(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
+                                yaml_node_t *node) {
+    char **field = (char **)((char *)c + k->offset);
+    free(*field);
+    *field = NULL;
+    if (is_null(node) || (node->type == YAML_MAPPING_NODE && is_off_value(node))) return; /* ~ or {} */
+    if (node->type != YAML_MAPPING_NODE)
+        die_type(src, node, k, "a mapping of template variables such as {enable_thinking: false}, or ~");
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *key = yaml_document_get_node(doc, p->key);
+        const char *name = key->type == YAML_SCALAR_NODE ? scalar_text(key) : "";
+        if (index_in_list("messages|tools|documents|add_generation_prompt|chat_template", name, false) >= 0)
+            die_at(src, key, "%s: '%s' is set for every render by tiertrain (as apply_chat_template sets it: the "
+                   "record's messages and tools, no documents, add_generation_prompt false); remove it", k->name, name);
+    }
+    text_buffer out = {0};
+    yaml_value_to_json(src, doc, node, k->name, &out);
+    *field = out.text;
+}
+
+/* eot_tokens-style lists of strings: [a, b]; ~: not given (NULL); [] given and empty. */
+static void set_string_list(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
+                            yaml_node_t *node) {
+    char ***list = (char ***)((char *)c + k->offset);
+    int *count = (int *)((char *)c + k->count_offset);
+    free_strings(*list, *count);
+    *list = NULL;
+    *count = 0;
+    if (is_null(node)) return;
+    if (node->type != YAML_SEQUENCE_NODE)
+        die_type(src, node, k, "a list of tokens such as [\"<|im_end|>\"], or ~");
+    *list = tt_xmalloc(sizeof(char *), k->name); /* given, even if empty */
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++) {
+        yaml_node_t *item = yaml_document_get_node(doc, *it);
+        char buf[256];
+        if (item->type != YAML_SCALAR_NODE || is_null(item) || !*scalar_text(item))
+            die_at(src, item, "%s: expected tokens such as \"<|im_end|>\", got %s", k->name,
+                   describe_value(item, buf, sizeof buf));
+        for (int i = 0; i < *count; i++)
+            if (strcmp((*list)[i], scalar_text(item)) == 0)
+                die_at(src, item, "%s lists '%s' twice; list each token once", k->name, scalar_text(item));
+        push_string(list, count, scalar_text(item));
+    }
+}
+
 static void apply_default(tt_run_config *c, const key_spec *k);
 
 /* Applies one value (a node of doc) to the config. */
@@ -1676,6 +1893,8 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
     case KEY_ADAPTER: set_adapter(c, src, node); return;
     case KEY_LORA_TARGETS: set_lora_targets(c, src, doc, node); return;
     case KEY_LAYER_LIST: set_layer_list(c, k, src, doc, node); return;
+    case KEY_TEMPLATE_KWARGS: set_template_kwargs(c, k, src, doc, node); return;
+    case KEY_STRING_LIST: set_string_list(c, k, src, doc, node); return;
     case KEY_STRING: {
         char **s = field;
         if (is_null(node)) {
@@ -1959,6 +2178,9 @@ void tt_run_config_validate(const tt_run_config *c) {
         tt_die("%s is set, but it applies to JSON datasets ({path: data.jsonl, type: alpaca, ...}) and the datasets "
                "are token files, which are tokenized already; remove it",
                json_key);
+    if ((c->sample_packing_bin_size != 200 || c->sample_packing_group_size != 100000) && !c->sample_packing)
+        tt_die("%s is set, but sample_packing is off; set sample_packing: true or remove it",
+               c->sample_packing_bin_size != 200 ? "sample_packing_bin_size" : "sample_packing_group_size");
     if (c->sample_packing_eff_est > 0 && !c->sample_packing)
         tt_die("sample_packing_eff_est (%g) estimates the efficiency of sample packing, which is off; set "
                "sample_packing: true or remove sample_packing_eff_est",
@@ -1966,10 +2188,13 @@ void tt_run_config_validate(const tt_run_config *c) {
     if (c->train_on_eos != 0 && !chat)
         tt_die("train_on_eos applies to chat_template datasets (completion, alpaca and input_output always train the "
                "EOS they append); remove it");
-    if ((c->chat_template || c->chat_template_jinja) && !chat)
+    if ((c->chat_template || c->chat_template_jinja || c->chat_template_kwargs || c->eot_tokens) && !chat)
         tt_die("%s applies to chat_template datasets ({path: chats.jsonl, type: chat_template}), and this run has none; "
                "remove it",
-               c->chat_template ? "chat_template" : "chat_template_jinja");
+               c->chat_template          ? "chat_template"
+               : c->chat_template_jinja  ? "chat_template_jinja"
+               : c->chat_template_kwargs ? "chat_template_kwargs"
+                                         : "eot_tokens");
     for (int i = 0; i < c->dataset_count; i++) {
         const tt_dataset_spec *d = &c->dataset_specs[i];
         const char *choice = d->chat_template ? d->chat_template : c->chat_template;
@@ -2222,7 +2447,12 @@ static void write_chat_entry(FILE *out, const tt_dataset_spec *d) {
         static const char *const eos_names[] = {"turn", "all", "last", "none"};
         fprintf(out, "\n    train_on_eos: %s", eos_names[d->train_on_eos]);
     }
+    if (d->train_on_eot >= 0) {
+        static const char *const eot_names[] = {"turn", "all", "last", "none"};
+        fprintf(out, "\n    train_on_eot: %s", eot_names[d->train_on_eot]);
+    }
     if (d->drop_system_message) fputs("\n    drop_system_message: true", out);
+    if (d->split_thinking) fputs("\n    split_thinking: true", out);
 }
 
 static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
@@ -2285,6 +2515,26 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
             if (d->type == TT_DATASET_CHAT_TEMPLATE) write_chat_entry(out, d);
         }
         break;
+    case KEY_TEMPLATE_KWARGS: {
+        const char *json = *(char *const *)field; /* JSON is YAML's flow style */
+        fputs(json ? json : "~", out);
+        break;
+    }
+    case KEY_STRING_LIST: {
+        char *const *list = *(char **const *)field;
+        const int count = *(const int *)((const char *)c + k->count_offset);
+        if (!list) {
+            fputs("~", out);
+            break;
+        }
+        fputc('[', out);
+        for (int i = 0; i < count; i++) {
+            fputs(i ? ", " : "", out);
+            write_yaml_string(out, list[i]);
+        }
+        fputc(']', out);
+        break;
+    }
     case KEY_SPECIAL_TOKENS:
         if (!c->special_bos && !c->special_eos && !c->special_pad) {
             fputs("~", out);
@@ -2351,11 +2601,18 @@ void tt_run_config_print_help(FILE *out) {
 void tt_run_config_free(tt_run_config *c) {
     for (int i = 0; i < KEY_COUNT; i++) {
         const key_spec *k = &key_table[i];
-        if (k->availability == AVAILABLE &&
-            (k->type == KEY_STRING || (k->type == KEY_ENUM && k->storage == STORE_NAME))) {
+        if (k->availability == AVAILABLE && (k->type == KEY_STRING || k->type == KEY_TEMPLATE_KWARGS ||
+                                             (k->type == KEY_ENUM && k->storage == STORE_NAME))) {
             char **s = (char **)((char *)c + k->offset);
             free(*s);
             *s = NULL;
+        }
+        if (k->availability == AVAILABLE && k->type == KEY_STRING_LIST) {
+            char ***list = (char ***)((char *)c + k->offset);
+            int *count = (int *)((char *)c + k->count_offset);
+            free_strings(*list, *count);
+            *list = NULL;
+            *count = 0;
         }
     }
     clear_datasets(c);

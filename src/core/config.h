@@ -72,7 +72,12 @@ typedef struct tt_dataset_spec {
     int roles_to_train_count;
     char **roles_to_train;     /* default [assistant] */
     int train_on_eos;          /* index in turn|all|last|none; -1: the top level's */
+    int train_on_eot;          /* index in turn|all|last|none for the eot_tokens; -1: as train_on_eos */
     bool drop_system_message;  /* a first system turn is left out */
+    char *message_field_training;        /* a message's boolean field that overrides whether it trains, or NULL */
+    char *message_field_training_detail; /* a message's list of {begin_offset, end_offset, train} character spans of
+                                            its content: only the spans' tokens train; or NULL */
+    bool split_thinking;       /* an assistant content's <think>...</think> becomes its reasoning_content */
 } tt_dataset_spec;
 
 /* "tokens", "completion", "alpaca", "input_output", "chat_template" */
@@ -114,10 +119,17 @@ typedef struct tt_run_config {
     int train_on_eos;            /* index in turn|all|last|none (chat_template datasets without their own) */
     char *chat_template;         /* chat_template datasets without their own: NULL is tokenizer_default */
     char *chat_template_jinja;   /* the template (or its file) for chat_template: jinja */
+    char *chat_template_kwargs;  /* chat_template datasets: more variables of the template, a JSON object's text
+                                    (from YAML's mapping); NULL: none */
+    char **eot_tokens;           /* chat_template datasets: the end-of-turn tokens train_on_eot picks from; NULL (not
+                                    given): the tokenizer's eos_token alone; given, even [], a non-NULL array */
+    int eot_token_count;
     int excess_length_strategy;  /* index in drop|truncate: documents longer than sequence_len */
     bool sample_packing;         /* several documents per sequence, each attending only to itself */
     bool pad_to_sequence_len;    /* axolotl's key; sequences are always padded to sequence_len */
     double sample_packing_eff_est; /* axolotl's packing efficiency estimate, 0: none (informational) */
+    int64_t sample_packing_bin_size;   /* documents a packed sequence holds at most (axolotl's multipack bin_size) */
+    int64_t sample_packing_group_size; /* documents packed together, the next group into sequences of its own */
     double val_set_size;     /* < 1: fraction of sequences held out; >= 1: a count */
     int64_t sequence_len;
     int64_t micro_batch_size;

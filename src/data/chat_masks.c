@@ -1,8 +1,8 @@
 /* Conversations -> ids and label masks (chat_template.h): axolotl's
- * ChatTemplateStrategy._tokenize_single_prompt, find_turn and find_first_eos_token, with turns
- * found in the full conversation, and transformers' return_assistant_tokens_mask for templates
- * with {% generation %} blocks. Nothing here writes shared state: one call per thread at a time
- * per tt_token_ids, any number of threads per format. */
+ * ChatTemplateStrategy._tokenize_single_prompt, find_turn, find_first_eos_token and
+ * find_first_eot_token, with turns found in the full conversation, and transformers'
+ * return_assistant_tokens_mask for templates with {% generation %} blocks. Nothing here writes
+ * shared state: one call per thread at a time per tt_token_ids, any number of threads per format. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,8 @@ static void set_error(tt_chat_example *ex, const char *fmt, const char *a, const
 }
 
 /* The template's render of messages with transformers' variables: tools (None without), documents
- * None, add_generation_prompt false, and the special tokens' texts. */
+ * None, add_generation_prompt false, the special tokens' texts, and chat_template_kwargs (which, as
+ * apply_chat_template's keyword arguments, win over the special tokens). */
 static bool render(const tt_chat_format *f, tt_chat_example *ex, json_t *messages, tt_jinja_output *out) {
     json_t *ctx = json_object();
     json_object_set(ctx, "messages", messages);
@@ -38,6 +39,7 @@ static bool render(const tt_chat_format *f, tt_chat_example *ex, json_t *message
     const char *values[] = {f->bos_token, f->eos_token, f->unk_token, f->pad_token};
     for (int i = 0; i < 4; i++)
         if (values[i]) json_object_set_new(ctx, names[i], json_string(values[i]));
+    if (f->template_kwargs) json_object_update(ctx, f->template_kwargs);
     char err[1024];
     bool ok = tt_jinja_render(f->template, ctx, out, err, sizeof err);
     json_decref(ctx);
@@ -55,10 +57,11 @@ static void encode(const tt_chat_format *f, const tt_jinja_output *text, tt_toke
 
 /* The turn's token range [*start, *end) in the full render's ids, as axolotl's find_turn locates
  * it: the first and the last token that differ when the turn's content is the placeholder (and it
- * keeps only its role). -1, -1 when it cannot be told (axolotl then skips the turn's labels).
- * Returns false on a template error. */
-static bool find_turn(const tt_chat_format *f, tt_chat_example *ex, size_t turn, const tt_token_ids *full,
-                      tt_token_ids *scratch, int64_t *start, int64_t *end) {
+ * keeps only its role; with content_only its reasoning_content too, so that the range is the
+ * content's alone, as axolotl locates a turn with training spans). -1, -1 when it cannot be told
+ * (axolotl then skips the turn's labels). Returns false on a template error. */
+static bool find_turn(const tt_chat_format *f, tt_chat_example *ex, size_t turn, bool content_only,
+                      const tt_token_ids *full, tt_token_ids *scratch, int64_t *start, int64_t *end) {
     *start = *end = -1;
     json_t *message = json_array_get(ex->messages, turn);
     const char *role = json_string_value(json_object_get(message, "role"));
@@ -71,6 +74,8 @@ static bool find_turn(const tt_chat_format *f, tt_chat_example *ex, size_t turn,
      * keeps its other fields */
     for (int attempt = 0; attempt < 2 && !ok; attempt++) {
         json_t *dummy = attempt == 0 ? json_object() : json_copy(message);
+        json_t *reasoning = json_object_get(message, "reasoning_content");
+        if (content_only && reasoning) json_object_set(dummy, "reasoning_content", reasoning);
         json_object_set_new(dummy, "role", json_string(role));
         json_object_set_new(dummy, "content", json_string(dummy_content));
         json_t *messages = json_array();
@@ -99,16 +104,23 @@ static bool find_turn(const tt_chat_format *f, tt_chat_example *ex, size_t turn,
     return true;
 }
 
-/* The first token i >= from that is EOS, as axolotl's find_first_eos_token; from -1 (a turn not
- * found) starts, as Python's range(-1, n) does, at the last token, which then reads as "none". */
-static int64_t find_eos(const tt_token_ids *ids, int64_t from, int32_t eos) {
-    if (eos < 0 || ids->count == 0) return -1;
+static bool is_one_of(int32_t id, const int32_t *set, int count) {
+    for (int i = 0; i < count; i++)
+        if (set[i] == id) return true;
+    return false;
+}
+
+/* The first token i >= from that is one of set, as axolotl's find_first_eos_token and
+ * find_first_eot_token; from -1 (a turn not found) starts, as Python's range(-1, n) does, at the
+ * last token, which then reads as "none". */
+static int64_t find_first_of(const tt_token_ids *ids, int64_t from, const int32_t *set, int count) {
+    if (count == 0 || ids->count == 0) return -1;
     if (from < 0) {
-        if (ids->ids[ids->count - 1] == eos) return -1;
+        if (is_one_of(ids->ids[ids->count - 1], set, count)) return -1;
         from = 0;
     }
     for (int64_t i = from; i < ids->count; i++)
-        if (ids->ids[i] == eos) return i;
+        if (is_one_of(ids->ids[i], set, count)) return i;
     return -1;
 }
 
@@ -158,15 +170,33 @@ static void grow_labels(uint8_t **labels, int64_t *capacity, int64_t need) {
     *capacity = cap;
 }
 
+/* The turn's spans, when it has any. */
+static json_t *turn_spans(const tt_chat_example *ex, size_t turn) {
+    json_t *spans = ex->details ? json_array_get(ex->details, turn) : NULL;
+    return json_is_array(spans) && json_array_size(spans) > 0 ? spans : NULL;
+}
+
+/* An end token (EOS or EOT) found within reach of a turn's end: trains it as rule says, and remembers it for
+ * rule last. */
+static void end_token(const tt_token_ids *ids, int64_t end, const int32_t *set, int count, int rule, bool trains,
+                      int64_t *last_found, uint8_t *labels) {
+    const int64_t at = find_first_of(ids, end, set, count);
+    if (at == -1 || llabs(at - end) > EOS_REACH) return;
+    *last_found = at;
+    if (rule == EOS_ALL || (rule == EOS_TURN && trains)) labels[at] = 1;
+}
+
 bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids *ids, uint8_t **labels,
                       int64_t *label_capacity) {
-    ids->with_offsets = f->has_generation;
+    size_t turns = json_array_size(ex->messages);
+    bool any_spans = false;
+    for (size_t t = 0; t < turns && !any_spans; t++) any_spans = turn_spans(ex, t) != NULL;
+    ids->with_offsets = f->has_generation || any_spans;
     tt_jinja_output full;
     if (!render(f, ex, ex->messages, &full)) return false;
     encode(f, &full, ids);
     grow_labels(labels, label_capacity, ids->count + 1);
     memset(*labels, 0, (size_t)ids->count);
-    size_t turns = json_array_size(ex->messages);
     int64_t *ranges = NULL, assistants = 0;
     if (f->has_generation) {
         for (size_t i = 0; i < turns; i++)
@@ -185,15 +215,14 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
         ranges = tt_xmalloc(sizeof(int64_t) * 2 * (size_t)(assistants ? assistants : 1), "turn ranges");
         generation_ranges(ids, &full, (int64_t)full.len, ranges);
     }
-    tt_jinja_output_free(&full);
-    const int eos_rule = f->settings.train_on_eos;
+    const int eos_rule = f->settings.train_on_eos, eot_rule = f->settings.train_on_eot;
     const int32_t eos = f->settings.eos_id;
     tt_token_ids scratch = {0};
-    int64_t last_eos = -1, assistant = 0;
+    int64_t last_eos = -1, last_eot = -1, assistant = 0;
     bool ok = true;
     for (size_t t = 0; t < turns && ok; t++) {
-        bool is_assistant =
-            strcmp(json_string_value(json_object_get(json_array_get(ex->messages, t), "role")), "assistant") == 0;
+        json_t *message = json_array_get(ex->messages, t);
+        bool is_assistant = strcmp(json_string_value(json_object_get(message, "role")), "assistant") == 0;
         int64_t start = -1, end = -1;
         if (f->has_generation && is_assistant) {
             start = ranges[2 * assistant];
@@ -201,19 +230,26 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
             assistant++;
         }
         bool trains = ex->trains[t];
-        /* axolotl locates only the turns it trains, and every turn when train_on_eos is all */
-        if (!trains && eos_rule != EOS_ALL) continue;
-        if (!(f->has_generation && is_assistant)) ok = find_turn(f, ex, t, ids, &scratch, &start, &end);
+        /* axolotl locates only the turns it trains, and every turn when train_on_eos or train_on_eot is all */
+        if (!trains && eos_rule != EOS_ALL && eot_rule != EOS_ALL) continue;
+        json_t *spans = turn_spans(ex, t);
+        if (!(f->has_generation && is_assistant))
+            ok = find_turn(f, ex, t, spans != NULL, ids, &scratch, &start, &end);
         if (!ok) break;
-        if (trains && start >= 0 && end >= 0) memset(*labels + start, 1, (size_t)(end - start));
-        if (trains && start < 0) ex->turns_not_found++;
-        int64_t at = find_eos(ids, end, eos);
-        if (at != -1 && llabs(at - end) <= EOS_REACH) {
-            last_eos = at;
-            if (eos_rule == EOS_ALL || (eos_rule == EOS_TURN && trains)) (*labels)[at] = 1;
+        if (trains && start >= 0 && end >= 0) {
+            if (spans)
+                tt_chat_label_spans(f, full.text, full.len, ids, start, end,
+                                    json_string_value(json_object_get(message, "content")), spans, *labels);
+            else
+                memset(*labels + start, 1, (size_t)(end - start));
         }
+        if (trains && start < 0) ex->turns_not_found++;
+        end_token(ids, end, f->eot_ids, f->eot_count, eot_rule, trains, &last_eot, *labels);
+        end_token(ids, end, &eos, eos >= 0, eos_rule, trains, &last_eos, *labels);
     }
+    if (ok && eot_rule == EOS_LAST && last_eot >= 0) (*labels)[last_eot] = 1;
     if (ok && eos_rule == EOS_LAST && last_eos >= 0) (*labels)[last_eos] = 1;
+    tt_jinja_output_free(&full);
     tt_token_ids_free(&scratch);
     free(ranges);
     return ok;

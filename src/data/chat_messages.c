@@ -37,6 +37,16 @@ tt_chat_format *tt_chat_format_open(const tt_chat_settings *settings, const tt_t
         tt_die("the chat template (%s) does not parse: %s; fix it or choose another with chat_template", f->template_origin,
                err);
     f->has_generation = tt_jinja_has_generation(f->template);
+    if (settings->template_kwargs) {
+        json_error_t error;
+        f->template_kwargs = json_loads(settings->template_kwargs, 0, &error);
+        TT_CHECK(json_is_object(f->template_kwargs), "chat_template_kwargs is not a JSON object: %s (%s)",
+                 settings->template_kwargs, error.text);
+    }
+    tt_chat_resolve_eot(f);
+    /* the caller's strings may go: f->template_kwargs and f->eot_ids hold what they said */
+    f->settings.template_kwargs = NULL;
+    f->settings.eot_tokens = NULL;
     const tt_dataset_spec *spec = settings->spec;
     if (spec->roles_given) {
         f->alias_count = spec->role_alias_count;
@@ -53,6 +63,8 @@ tt_chat_format *tt_chat_format_open(const tt_chat_settings *settings, const tt_t
 void tt_chat_format_free(tt_chat_format *f) {
     if (!f) return;
     tt_jinja_free(f->template);
+    json_decref(f->template_kwargs);
+    free(f->eot_ids);
     free(f->template_text);
     free(f->template_origin);
     free(f->bos_token);
@@ -169,6 +181,7 @@ static json_t *transform_message(const tt_chat_format *f, json_t *message, const
                where, list, index, content_field, tt_json_type_name(content));
     if (json_is_string(content) && memchr(json_string_value(content), 0, json_string_length(content)))
         tt_die("%s: %s[%zu].%s contains a NUL character (\\u0000); remove it", where, list, index, content_field);
+    if (spec->split_thinking) tt_chat_split_thinking(out);
     if (json_is_array(tool_calls)) {
         size_t i;
         json_t *call;
@@ -223,9 +236,18 @@ void tt_chat_record(const tt_chat_format *f, json_t *record, const char *where, 
     if (json_array_size(messages) == 0)
         tt_die("%s: empty conversation: field '%s' is []; remove the record", where, field);
     json_t *turns = json_array();
+    /* per turn: the message's own training (-1: none) and its spans (or null) */
+    json_t *training = json_array(), *details = json_array();
     size_t i;
     json_t *message;
-    json_array_foreach(messages, i, message) json_array_append_new(turns, transform_message(f, message, where, i));
+    json_array_foreach(messages, i, message) {
+        json_t *turn = transform_message(f, message, where, i);
+        json_t *spans;
+        int trains = tt_chat_message_training(f, message, json_object_get(turn, "content"), where, i, &spans);
+        json_array_append_new(turns, turn);
+        json_array_append_new(training, json_integer(trains));
+        json_array_append_new(details, spans ? spans : json_null());
+    }
     /* axolotl: a record's "system" text becomes the first turn unless the messages start with one */
     json_t *system = json_object_get(record, "system");
     const char *first_role = json_string_value(json_object_get(json_array_get(turns, 0), "role"));
@@ -236,13 +258,18 @@ void tt_chat_record(const tt_chat_format *f, json_t *record, const char *where, 
         json_object_set_new(turn, "role", json_string("system"));
         json_object_set_new(turn, "content", json_deep_copy(system));
         json_array_insert_new(turns, 0, turn);
+        json_array_insert_new(training, 0, json_integer(-1));
+        json_array_insert_new(details, 0, json_null());
     }
     if (spec->drop_system_message &&
-        strcmp(json_string_value(json_object_get(json_array_get(turns, 0), "role")), "system") == 0)
+        strcmp(json_string_value(json_object_get(json_array_get(turns, 0), "role")), "system") == 0) {
         json_array_remove(turns, 0);
+        json_array_remove(training, 0);
+        json_array_remove(details, 0);
+    }
     if (json_array_size(turns) == 0)
         tt_die("%s: empty conversation: only a system message, which drop_system_message leaves out; remove the record",
-               where);
+               where); /* (turns, training and details are freed at exit) */
     out->messages = turns;
     out->tools = record_tools(record, where);
     out->trains = tt_xcalloc(json_array_size(turns), sizeof(bool), "turns");
@@ -251,14 +278,18 @@ void tt_chat_record(const tt_chat_format *f, json_t *record, const char *where, 
         bool trains = f->settings.train_on_inputs;
         for (int r = 0; r < spec->roles_to_train_count && !trains; r++)
             trains = strcmp(aliased_role(f, spec->roles_to_train[r]), role) == 0;
-        out->trains[i] = trains;
+        const json_int_t own = json_integer_value(json_array_get(training, i)); /* axolotl: the message's own wins */
+        out->trains[i] = own >= 0 ? own == 1 : trains;
     }
+    json_decref(training);
+    out->details = details;
     out->where = tt_xstrdup(where);
 }
 
 void tt_chat_example_free(tt_chat_example *ex) {
     json_decref(ex->messages);
     json_decref(ex->tools);
+    json_decref(ex->details);
     free(ex->trains);
     free(ex->where);
     free(ex->error);

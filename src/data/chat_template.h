@@ -23,7 +23,16 @@
  *    it is not.) In a template with {% generation %} blocks, the assistant turns are those blocks
  *    instead, token for token as transformers' return_assistant_tokens_mask marks them. The EOS
  *    token first found at most 3 tokens after a turn trains as train_on_eos says: turn (after
- *    trained turns), all (after every turn), last (after the last trained turn), none.
+ *    trained turns), all (after every turn), last (after the last trained turn), none. The same for the
+ *    end-of-turn tokens (eot_tokens, default the EOS alone) by train_on_eot (default: train_on_eos); where both
+ *    find a token it trains if either rule says so.
+ *  - A message's own say (chat_training.c): message_field_training names a true/false field that decides
+ *    whether the turn trains, whatever its role; message_field_training_detail a list of {begin_offset,
+ *    end_offset, train} character spans (end inclusive) of its content: only the tokens of spans with train
+ *    true train, mapped to tokens as axolotl's get_offsets_for_train_detail maps them.
+ *  - chat_template_kwargs: more variables of every render (enable_thinking: false, ...).
+ *  - split_thinking (chat_thinking.c): an assistant content "<think>R</think>C" becomes content C and
+ *    reasoning_content R, for templates that render reasoning themselves.
  *
  * Reading records (tt_chat_record) is single-threaded and dies on bad data naming the file, line
  * and field; tokenizing (tt_chat_tokenize) touches no shared state, so records can be tokenized
@@ -55,6 +64,10 @@ typedef struct tt_chat_settings {
     const char *template_origin; /* names it in messages */
     const tt_dataset_spec *spec; /* field_messages, mappings, roles, roles_to_train, drop_system_message */
     int train_on_eos;            /* index in turn|all|last|none, resolved (dataset's, else the top level's) */
+    int train_on_eot;            /* the same for the end-of-turn tokens, resolved (dataset's, else train_on_eos) */
+    char *const *eot_tokens;     /* eot_tokens; NULL: the EOS token alone */
+    int eot_token_count;
+    const char *template_kwargs; /* chat_template_kwargs: a JSON object's text, or NULL */
     bool train_on_inputs;
     const char *bos_token, *eos_token, *unk_token, *pad_token; /* the template's variables; NULL: undefined */
     int32_t eos_id;              /* -1: the tokenizer has none (no EOS trains) */
@@ -63,7 +76,9 @@ typedef struct tt_chat_settings {
 
 typedef struct tt_chat_format tt_chat_format; /* immutable once opened; shared by threads */
 
-/* Parses the template (dies naming origin, line and column on a syntax error). */
+/* Parses the template (dies naming origin, line and column on a syntax error) and resolves the end-of-turn
+ * tokens as axolotl does (an eot token the template never writes is left out with a warning; one that is not a
+ * single token of the tokenizer, or the EOS among them with train_on_eos != train_on_eot, is an error). */
 tt_chat_format *tt_chat_format_open(const tt_chat_settings *settings, const tt_tokenizer *tok);
 void tt_chat_format_free(tt_chat_format *f);
 /* True when the template marks assistant output with {% generation %}. */
@@ -73,6 +88,8 @@ typedef struct tt_chat_example {
     json_t *messages; /* the turns after mapping: [{role, content, ...}] */
     json_t *tools;    /* the record's tools, or NULL */
     bool *trains;     /* [turns]: the turn's tokens train */
+    json_t *details;  /* [turns]: a turn's training spans ([{begin_offset, end_offset, train}], checked against its
+                         content) or null: the whole turn */
     char *where;      /* "data.jsonl:12", for messages */
     char *error;      /* set by tt_chat_tokenize when the template fails (malloc'd) */
     int turns_not_found; /* trained turns whose tokens could not be told apart (left untrained, as axolotl) */

@@ -317,29 +317,51 @@ void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t
     build_epoch_order(ds);
 }
 
-/* Packs the documents `items` (piece indices) into bins appended to ds's bins; returns how many. */
-static int64_t pack_items(tt_dataset *ds, const int64_t *items, int64_t count, int64_t *members_used) {
-    int64_t *lengths = tt_xmalloc(sizeof(int64_t) * (size_t)(count ? count : 1), "document lengths");
-    for (int64_t k = 0; k < count; k++) lengths[k] = ds->piece_length[items[k]];
-    tt_packing packing;
-    tt_pack_documents(lengths, count, ds->seq_len, &packing);
+/* Epoch e's packing, as axolotl's multipack sampler packs an epoch: the training documents in epoch e's seeded
+ * order (the same (seed, e) as an unpacked epoch's order, so a resumed run packs it again directly), first-fit in
+ * that order into sequences of seq_len tokens; out->members are piece indices. */
+static void pack_epoch(const tt_dataset *ds, int64_t epoch, tt_packing *out) {
+    const int64_t n = ds->packing.train_documents;
+    int64_t *order = tt_xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1), "the epoch's documents");
+    int64_t *lengths = tt_xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1), "document lengths");
+    memcpy(order, ds->train_pieces, sizeof(int64_t) * (size_t)n);
+    tt_rng rng;
+    tt_rng_seed(&rng, ds->seed * 1000003ull + (uint64_t)epoch + 1);
+    tt_rng_shuffle(&rng, order, n);
+    for (int64_t k = 0; k < n; k++) lengths[k] = ds->piece_length[order[k]];
+    tt_pack_in_order(lengths, n, ds->seq_len, ds->pack_max_per_bin, ds->pack_group_size, out);
+    for (int64_t m = 0; m < n; m++) out->members[m] = order[out->members[m]];
     free(lengths);
-    const int64_t first_bin = ds->sequence_count;
-    for (int64_t b = 0; b < packing.bin_count; b++) {
-        for (int64_t m = packing.bin_start[b]; m < packing.bin_start[b + 1]; m++)
-            ds->bin_documents[(*members_used)++] = items[packing.members[m]];
-        ds->bin_start[first_bin + b + 1] = *members_used;
+    free(order);
+}
+
+/* The current epoch's training sequences: its packing, or its shuffle of the sequences. */
+static void enter_epoch(tt_dataset *ds) {
+    if (!ds->packed) {
+        build_epoch_order(ds);
+        return;
     }
-    ds->sequence_count += packing.bin_count;
-    const int64_t bins = packing.bin_count;
-    tt_packing_free(&packing);
-    return bins;
+    if (ds->packed_epoch == ds->epoch) return;
+    tt_packing packing;
+    pack_epoch(ds, ds->epoch, &packing);
+    free(ds->bin_start);
+    free(ds->bin_documents);
+    ds->bin_start = packing.bin_start;
+    ds->bin_documents = packing.members;
+    ds->train_count = ds->packing.train_sequences = packing.bin_count;
+    ds->packed_epoch = ds->epoch;
 }
 
 void tt_dataset_open_packed(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size,
-                            int64_t seq_len, double val_set_size, uint64_t seed, bool truncate_long) {
+                            int64_t seq_len, double val_set_size, uint64_t seed, bool truncate_long,
+                            int64_t max_documents_per_sequence, int64_t group_size) {
+    if (max_documents_per_sequence < 1 || group_size < 1)
+        tt_die("sample_packing_bin_size (%lld) and sample_packing_group_size (%lld) must be at least 1",
+               (long long)max_documents_per_sequence, (long long)group_size);
     load_files(ds, paths, path_count, model_vocab_size, seq_len, val_set_size, seed, true);
     ds->packed = true;
+    ds->pack_max_per_bin = max_documents_per_sequence;
+    ds->pack_group_size = group_size;
     tt_packing_stats *st = &ds->packing;
     /* the documents that are packed ("pieces"): all of them, long ones of token files truncated or dropped (a
      * prepared file's were, when it was made) */
@@ -366,30 +388,46 @@ void tt_dataset_open_packed(tt_dataset *ds, char *const *paths, int path_count, 
                "sequence_len or set excess_length_strategy: truncate",
                (long long)st->dropped, (long long)seq_len);
     ds->piece_count = pieces;
-    int64_t *eval_items, *train_items, eval_count, train_count;
-    split_items(pieces, val_set_size, seed, "documents (sample_packing holds out documents)", &eval_items, &eval_count,
-                &train_items, &train_count);
-    ds->bin_start = tt_xcalloc((size_t)pieces + 1, sizeof(int64_t), "the packed sequences");
-    ds->bin_documents = tt_xmalloc(sizeof(int64_t) * (size_t)pieces, "the packed sequences");
-    ds->sequence_count = 0;
-    int64_t members = 0;
-    st->train_documents = train_count;
-    st->eval_documents = eval_count;
-    st->train_sequences = pack_items(ds, train_items, train_count, &members);
-    st->eval_sequences = pack_items(ds, eval_items, eval_count, &members);
-    for (int64_t k = 0; k < train_count; k++) st->train_tokens += ds->piece_length[train_items[k]];
-    for (int64_t k = 0; k < eval_count; k++) st->eval_tokens += ds->piece_length[eval_items[k]];
+    /* the eval documents are held out once and packed once (first-fit decreasing); the training documents are
+     * packed anew each epoch (enter_epoch) */
+    int64_t *eval_items;
+    split_items(pieces, val_set_size, seed, "documents (sample_packing holds out documents)", &eval_items,
+                &st->eval_documents, &ds->train_pieces, &st->train_documents);
+    for (int64_t k = 0; k < st->train_documents; k++) st->train_tokens += ds->piece_length[ds->train_pieces[k]];
+    for (int64_t k = 0; k < st->eval_documents; k++) st->eval_tokens += ds->piece_length[eval_items[k]];
+    int64_t *lengths = tt_xmalloc(sizeof(int64_t) * (size_t)(st->eval_documents ? st->eval_documents : 1), "lengths");
+    for (int64_t k = 0; k < st->eval_documents; k++) lengths[k] = ds->piece_length[eval_items[k]];
+    tt_packing eval;
+    tt_pack_documents(lengths, st->eval_documents, seq_len, &eval);
+    for (int64_t m = 0; m < st->eval_documents; m++) eval.members[m] = eval_items[eval.members[m]];
+    free(lengths);
     free(eval_items);
-    free(train_items);
-    /* training sequences are bins 0..train-1, eval sequences the bins after them */
-    ds->train_count = st->train_sequences;
-    ds->eval_count = st->eval_sequences;
-    ds->train_order_base = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the train index");
+    ds->eval_bin_start = eval.bin_start;
+    ds->eval_bin_documents = eval.members;
+    ds->eval_count = st->eval_sequences = eval.bin_count;
     ds->eval_sequences = tt_xmalloc(sizeof(int64_t) * (size_t)(ds->eval_count ? ds->eval_count : 1), "the eval index");
-    for (int64_t i = 0; i < ds->train_count; i++) ds->train_order_base[i] = i;
-    for (int64_t i = 0; i < ds->eval_count; i++) ds->eval_sequences[i] = ds->train_count + i;
-    ds->epoch_order = tt_xmalloc(sizeof(int64_t) * (size_t)ds->train_count, "the epoch order");
-    build_epoch_order(ds);
+    for (int64_t i = 0; i < ds->eval_count; i++) ds->eval_sequences[i] = i;
+    ds->packed_epoch = -1;
+    enter_epoch(ds);
+}
+
+int64_t tt_dataset_epoch_sequences(const tt_dataset *ds, int64_t epoch) {
+    if (!ds->packed) return ds->train_count;
+    if (epoch == ds->packed_epoch) return ds->train_count;
+    tt_packing packing;
+    pack_epoch(ds, epoch, &packing);
+    const int64_t bins = packing.bin_count;
+    tt_packing_free(&packing);
+    return bins;
+}
+
+double tt_dataset_sequences_in_epochs(const tt_dataset *ds, double epochs) {
+    if (!ds->packed || !(epochs > 0)) return epochs * (double)ds->train_count;
+    double sequences = 0;
+    int64_t e = 0;
+    for (; (double)(e + 1) <= epochs; e++) sequences += (double)tt_dataset_epoch_sequences(ds, e);
+    if ((double)e < epochs) sequences += (epochs - (double)e) * (double)tt_dataset_epoch_sequences(ds, e);
+    return sequences;
 }
 
 void tt_dataset_close(tt_dataset *ds) {
@@ -403,15 +441,20 @@ void tt_dataset_close(tt_dataset *ds) {
     free(ds->piece_length);
     free(ds->bin_start);
     free(ds->bin_documents);
+    free(ds->train_pieces);
+    free(ds->eval_bin_start);
+    free(ds->eval_bin_documents);
     memset(ds, 0, sizeof(*ds));
 }
 
-/* A bin of packed documents: each document's tokens with targets inside it only (its last token predicts nothing,
- * as when it is a sequence of its own) and positions from 0; then padding, which is a document of its own too. */
-static void fill_packed(const tt_dataset *ds, int64_t bin, int32_t *inputs, int32_t *targets, int32_t *positions) {
+/* A bin of packed documents (bin of the packing bin_start / bin_documents): each document's tokens with targets
+ * inside it only (its last token predicts nothing, as when it is a sequence of its own) and positions from 0; then
+ * padding, which is a document of its own too. */
+static void fill_packed(const tt_dataset *ds, const int64_t *bin_start, const int64_t *bin_documents, int64_t bin,
+                        int32_t *inputs, int32_t *targets, int32_t *positions) {
     int64_t t = 0;
-    for (int64_t m = ds->bin_start[bin]; m < ds->bin_start[bin + 1]; m++) {
-        const int64_t piece = ds->bin_documents[m], n = ds->piece_length[piece];
+    for (int64_t m = bin_start[bin]; m < bin_start[bin + 1]; m++) {
+        const int64_t piece = bin_documents[m], n = ds->piece_length[piece];
         const uint64_t first = ds->piece_first[piece];
         for (int64_t k = 0; k < n; k++, t++) {
             const bool trained = k + 1 < n && (!ds->labels || ds->labels[first + (uint64_t)k + 1]);
@@ -429,14 +472,11 @@ static void fill_packed(const tt_dataset *ds, int64_t bin, int32_t *inputs, int3
     }
 }
 
+/* Sequence `sequence` of an unpacked dataset. */
 static void fill_sequence(const tt_dataset *ds, int64_t sequence, int32_t *inputs, int32_t *targets,
                           int32_t *positions) {
     TT_CHECK(sequence >= 0 && sequence < ds->sequence_count, "sequence %lld of %lld", (long long)sequence,
              (long long)ds->sequence_count);
-    if (ds->packed) {
-        fill_packed(ds, sequence, inputs, targets, positions);
-        return;
-    }
     if (positions)
         for (int64_t t = 0; t < ds->seq_len; t++) positions[t] = (int32_t)t;
     if (ds->documents) { /* one document, padded: axolotl without sample packing */
@@ -463,11 +503,14 @@ void tt_dataset_next_train(tt_dataset *ds, int32_t *inputs, int32_t *targets) {
 void tt_dataset_next_train_positions(tt_dataset *ds, int32_t *inputs, int32_t *targets, int32_t *positions) {
     TT_CHECK(ds->train_count > 0 && ds->index_in_epoch >= 0 && ds->index_in_epoch < ds->train_count,
              "data position %lld of %lld", (long long)ds->index_in_epoch, (long long)ds->train_count);
-    fill_sequence(ds, ds->epoch_order[ds->index_in_epoch], inputs, targets, positions);
+    if (ds->packed) /* this epoch's packing, its sequences in the order they were opened (axolotl's) */
+        fill_packed(ds, ds->bin_start, ds->bin_documents, ds->index_in_epoch, inputs, targets, positions);
+    else
+        fill_sequence(ds, ds->epoch_order[ds->index_in_epoch], inputs, targets, positions);
     if (++ds->index_in_epoch == ds->train_count) {
         ds->epoch++;
         ds->index_in_epoch = 0;
-        build_epoch_order(ds);
+        enter_epoch(ds);
     }
 }
 
@@ -478,7 +521,10 @@ void tt_dataset_get_eval(const tt_dataset *ds, int64_t i, int32_t *inputs, int32
 void tt_dataset_get_eval_positions(const tt_dataset *ds, int64_t i, int32_t *inputs, int32_t *targets,
                                    int32_t *positions) {
     TT_CHECK(i >= 0 && i < ds->eval_count, "eval sequence %lld of %lld", (long long)i, (long long)ds->eval_count);
-    fill_sequence(ds, ds->eval_sequences[i], inputs, targets, positions);
+    if (ds->packed)
+        fill_packed(ds, ds->eval_bin_start, ds->eval_bin_documents, ds->eval_sequences[i], inputs, targets, positions);
+    else
+        fill_sequence(ds, ds->eval_sequences[i], inputs, targets, positions);
 }
 
 void tt_dataset_get_position(const tt_dataset *ds, int64_t *epoch, int64_t *index_in_epoch) {
@@ -487,14 +533,17 @@ void tt_dataset_get_position(const tt_dataset *ds, int64_t *epoch, int64_t *inde
 }
 
 void tt_dataset_set_position(tt_dataset *ds, int64_t epoch, int64_t index_in_epoch) {
-    if (epoch < 0 || index_in_epoch < 0 || index_in_epoch >= ds->train_count)
-        tt_die("trainer_state.json data position (epoch %lld, index %lld) does not fit this dataset (%lld training "
-               "sequences, so the index must be in [0, %lld)); resume with the same datasets, sequence_len, "
-               "val_set_size and seed",
-               (long long)epoch, (long long)index_in_epoch, (long long)ds->train_count, (long long)ds->train_count);
-    if (epoch == ds->epoch && index_in_epoch == ds->index_in_epoch) return;
-    bool same_epoch = epoch == ds->epoch;
+    if (epoch < 0 || index_in_epoch < 0)
+        tt_die("trainer_state.json data position (epoch %lld, index %lld) is negative; the checkpoint is damaged",
+               (long long)epoch, (long long)index_in_epoch);
+    const bool same_epoch = epoch == ds->epoch;
     ds->epoch = epoch;
+    if (!same_epoch) enter_epoch(ds); /* packed: the epoch's own packing, so its sequence count */
+    if (index_in_epoch >= ds->train_count)
+        tt_die("trainer_state.json data position (epoch %lld, index %lld) does not fit this dataset (%lld training "
+               "sequences%s, so the index must be in [0, %lld)); resume with the same datasets, sequence_len, "
+               "val_set_size, sample_packing and seed",
+               (long long)epoch, (long long)index_in_epoch, (long long)ds->train_count,
+               ds->packed ? " in that epoch's packing" : "", (long long)ds->train_count);
     ds->index_in_epoch = index_in_epoch;
-    if (!same_epoch) build_epoch_order(ds);
 }

@@ -27,9 +27,12 @@
  * versions cannot be mixed in one run.
  *
  * A seeded
- * permutation holds out the eval sequences (with sample_packing, documents: each document packed with
- * others into a sequence, attending only to itself, tt_dataset_open_packed); each epoch visits the training sequences in
- * its own seeded order. Every id is checked against the model's vocab_size at load. */
+ * permutation holds out the eval sequences; each epoch visits the training sequences in its own seeded order.
+ * With sample_packing (tt_dataset_open_packed) the items are documents: the eval documents are held out once and
+ * packed once (first-fit decreasing); the training documents are packed anew each epoch, as axolotl's multipack
+ * sampler packs them: in the epoch's seeded order, first-fit (src/data/sequence_packing.h), the sequences then
+ * visited in the order they were opened. An epoch's order and packing depend only on (seed, epoch), so a resumed
+ * run rebuilds them directly. Every id is checked against the model's vocab_size at load. */
 #ifndef TT_TRAIN_DATA_H
 #define TT_TRAIN_DATA_H
 
@@ -42,7 +45,7 @@
 /* What sample packing made of the documents (tt_dataset_open_packed). */
 typedef struct tt_packing_stats {
     int64_t train_documents, eval_documents; /* documents packed, each split's */
-    int64_t train_sequences, eval_sequences; /* the sequences they fill */
+    int64_t train_sequences, eval_sequences; /* the sequences they fill (training: the current epoch's packing) */
     int64_t train_tokens, eval_tokens;       /* their tokens (padding not counted) */
     int64_t dropped, truncated;              /* token files: documents longer than sequence_len */
 } tt_packing_stats;
@@ -58,8 +61,8 @@ typedef struct tt_dataset {
     uint32_t pad_id;           /* input id of padding positions */
     int64_t seq_len;
     int64_t sequence_count;    /* (token_count - 1) / seq_len; documents: their count */
-    int64_t *train_order_base; /* training sequence indices [train_count], before per-epoch shuffle */
-    int64_t train_count;
+    int64_t *train_order_base; /* training sequence indices [train_count], before per-epoch shuffle (not packed) */
+    int64_t train_count;       /* packed: the current epoch's packed sequences */
     int64_t *eval_sequences;   /* [eval_count] */
     int64_t eval_count;
     uint64_t seed;
@@ -68,13 +71,19 @@ typedef struct tt_dataset {
     int64_t index_in_epoch;
     int64_t *epoch_order;      /* [train_count], the current epoch's permutation */
     /* sample_packing (tt_dataset_open_packed): a sequence is a bin of documents ("pieces": documents as packed, a
-     * long one of a token file truncated); the training bins come first, then the eval bins */
+     * long one of a token file truncated) */
     bool packed;
     uint64_t *piece_first;     /* [piece_count] each piece's first token in the stream */
     int64_t *piece_length;     /* [piece_count] its tokens, 1..seq_len */
     int64_t piece_count;
-    int64_t *bin_start;        /* [sequence_count + 1] sequence s holds pieces bin_documents[bin_start[s]..[s+1]) */
-    int64_t *bin_documents;    /* [piece_count] piece indices, bin by bin */
+    int64_t *train_pieces;     /* [packing.train_documents] the training pieces, ascending */
+    int64_t pack_max_per_bin;  /* sample_packing_bin_size: documents a sequence holds at most */
+    int64_t pack_group_size;   /* sample_packing_group_size: documents packed together */
+    int64_t packed_epoch;      /* the epoch bin_start and bin_documents hold the packing of */
+    int64_t *bin_start;        /* [train_count + 1] training sequence s: pieces bin_documents[bin_start[s]..[s+1]) */
+    int64_t *bin_documents;    /* [packing.train_documents] piece indices, sequence by sequence */
+    int64_t *eval_bin_start;   /* [eval_count + 1] the same for the eval sequences, packed once */
+    int64_t *eval_bin_documents;
     tt_packing_stats packing;
 } tt_dataset;
 
@@ -85,10 +94,17 @@ void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t
                      int64_t seq_len, double val_set_size, uint64_t seed);
 /* The same with sample_packing: the documents (version 2: the file's; version 1: runs of tokens ending in the
  * header's eos id, which must be set) are split into training and eval documents (val_set_size counts documents),
- * and each part is packed into sequences of seq_len tokens (src/data/sequence_packing.h); a token file's document
- * longer than seq_len is truncated to its first seq_len tokens (truncate_long) or dropped, and counted. */
+ * and each part is packed into sequences of seq_len tokens (src/data/sequence_packing.h): the eval documents once,
+ * the training documents each epoch, at most max_documents_per_sequence to a sequence, in groups of group_size
+ * (axolotl's sample_packing_bin_size and sample_packing_group_size); a token file's document longer than seq_len is
+ * truncated to its first seq_len tokens (truncate_long) or dropped, and counted. */
 void tt_dataset_open_packed(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size,
-                            int64_t seq_len, double val_set_size, uint64_t seed, bool truncate_long);
+                            int64_t seq_len, double val_set_size, uint64_t seed, bool truncate_long,
+                            int64_t max_documents_per_sequence, int64_t group_size);
+/* The training sequences of epoch `epoch` (packed: its packing's, made for the count if it is not the current
+ * epoch's; else train_count), and of `epochs` epochs from the first (a fraction of the last one's). */
+int64_t tt_dataset_epoch_sequences(const tt_dataset *ds, int64_t epoch);
+double tt_dataset_sequences_in_epochs(const tt_dataset *ds, double epochs);
 void tt_dataset_close(tt_dataset *ds);
 
 /* Fills inputs[seq_len] and targets[seq_len] (int32) with the next training sequence,

@@ -126,6 +126,11 @@ static int chat_train_on_eos(const tt_run_config *run, const tt_dataset_spec *d)
     return d->train_on_eos >= 0 ? d->train_on_eos : run->train_on_eos;
 }
 
+/* axolotl: train_on_eot, else the dataset's train_on_eos */
+static int chat_train_on_eot(const tt_run_config *run, const tt_dataset_spec *d) {
+    return d->train_on_eot >= 0 ? d->train_on_eot : chat_train_on_eos(run, d);
+}
+
 /* axolotl's find_turn skips a first system turn when the tokenizer's name_or_path names mistral */
 static bool mistral_tokenizer(const char *source) { return strcasestr(source, "mistral") != NULL; }
 
@@ -135,8 +140,9 @@ static void hash_strings(hasher *h, char *const *list, int count) {
 }
 
 /* Everything of a chat_template entry that shapes its tokens and masks: the template's text
- * (wherever it came from), the mappings, the role aliases, roles_to_train, train_on_eos,
- * drop_system_message, and the tokenizer-name rule. */
+ * (wherever it came from), chat_template_kwargs, the mappings, the role aliases, roles_to_train,
+ * train_on_eos, train_on_eot and eot_tokens, drop_system_message, the message training fields,
+ * split_thinking, and the tokenizer-name rule. */
 static void hash_chat_entry(hasher *h, const tt_run_config *run, int entry, const char *source) {
     const tt_dataset_spec *d = &run->dataset_specs[entry];
     char dir[4200], origin[4400];
@@ -154,6 +160,13 @@ static void hash_chat_entry(hasher *h, const tt_run_config *run, int entry, cons
     hash_int(h, chat_train_on_eos(run, d));
     hash_int(h, d->drop_system_message);
     hash_int(h, mistral_tokenizer(source));
+    hash_string(h, run->chat_template_kwargs);
+    hash_int(h, chat_train_on_eot(run, d));
+    hash_int(h, run->eot_tokens != NULL);
+    hash_strings(h, run->eot_tokens, run->eot_token_count);
+    hash_string(h, d->message_field_training);
+    hash_string(h, d->message_field_training_detail);
+    hash_int(h, d->split_thinking);
 }
 
 void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
@@ -379,6 +392,10 @@ static tt_chat_format *open_chat_format(const tt_run_config *run, int entry, con
         .template_origin = origin,
         .spec = &run->dataset_specs[entry],
         .train_on_eos = chat_train_on_eos(run, &run->dataset_specs[entry]),
+        .train_on_eot = chat_train_on_eot(run, &run->dataset_specs[entry]),
+        .eot_tokens = run->eot_tokens,
+        .eot_token_count = run->eot_token_count,
+        .template_kwargs = run->chat_template_kwargs,
         .train_on_inputs = run->train_on_inputs,
         .bos_token = bos,
         .eos_token = eos,

@@ -169,14 +169,29 @@ void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
 }
 
 /* The start lines of sample packing: documents, the sequences they fill and how full those are. */
+/* An epoch's packing efficiency: document tokens over its sequences' tokens. */
+static double epoch_packing_efficiency(const tt_dataset *data) {
+    const tt_packing_stats *p = &data->packing;
+    return p->train_sequences ? (double)p->train_tokens / ((double)p->train_sequences * (double)data->seq_len) : 0.0;
+}
+
+static void report_epoch_packing(const tt_dataset *data) {
+    tt_info("sample_packing: epoch %lld: %lld training documents packed anew into %lld sequences: packing efficiency "
+            "%.1f%%",
+            (long long)data->epoch + 1, (long long)data->packing.train_documents,
+            (long long)data->packing.train_sequences, 100.0 * epoch_packing_efficiency(data));
+}
+
 static void report_packing(const tt_dataset *data, const tt_run_config *run) {
     const tt_packing_stats *p = &data->packing;
     const double T = (double)run->sequence_len;
-    const double efficiency = p->train_sequences ? (double)p->train_tokens / ((double)p->train_sequences * T) : 0.0;
-    tt_info("sample_packing: %lld training documents (%lld tokens) packed into %lld sequences of %lld tokens (first-fit "
-            "decreasing, once; each epoch shuffles the sequences): packing efficiency %.1f%%",
+    const double efficiency = epoch_packing_efficiency(data);
+    tt_info("sample_packing: %lld training documents (%lld tokens) packed into %lld sequences of %lld tokens for "
+            "epoch %lld (first-fit in the epoch's seeded order, at most %lld documents a sequence, groups of %lld; "
+            "packed anew each epoch, as axolotl's multipack sampler): packing efficiency %.1f%%",
             (long long)p->train_documents, (long long)p->train_tokens, (long long)p->train_sequences,
-            (long long)run->sequence_len, 100.0 * efficiency);
+            (long long)run->sequence_len, (long long)data->epoch + 1, (long long)run->sample_packing_bin_size,
+            (long long)run->sample_packing_group_size, 100.0 * efficiency);
     if (p->eval_documents)
         tt_info("sample_packing: %lld eval documents packed into %lld sequences (efficiency %.1f%%)",
                 (long long)p->eval_documents, (long long)p->eval_sequences,
@@ -340,7 +355,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     if (run->sample_packing) {
         tt_dataset_open_packed(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count,
                                model_config.vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed,
-                               run->excess_length_strategy == 1);
+                               run->excess_length_strategy == 1, run->sample_packing_bin_size,
+                               run->sample_packing_group_size);
         report_packing(&data, run);
     } else {
         tt_dataset_open(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count, model_config.vocab_size,
@@ -364,7 +380,9 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     const int64_t sequences_per_step = B * accumulation;
     int64_t total_steps = run->max_steps;
     if (total_steps <= 0) {
-        total_steps = (int64_t)ceil(run->num_epochs * (double)data.train_count / (double)sequences_per_step);
+        /* packed: each epoch's own packing counts (they differ by a few sequences) */
+        const double sequences = tt_dataset_sequences_in_epochs(&data, run->num_epochs);
+        total_steps = (int64_t)ceil(sequences / (double)sequences_per_step);
         if (total_steps < 1) total_steps = 1;
     }
     tt_lr_schedule schedule = {
@@ -422,11 +440,17 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     const double start = now_seconds();
     const int64_t first_step = trainer.global_step;
     int exit_status = 0;
+    int64_t reported_epoch = data.epoch; /* epoch 1's packing was reported at start (or resumed into) */
     while (trainer.global_step < total_steps) {
         const double step_start = now_seconds();
-        for (int64_t i = 0; i < sequences_per_step; i++)
+        for (int64_t i = 0; i < sequences_per_step; i++) {
+            if (data.packed && data.index_in_epoch == 0 && data.epoch != reported_epoch) {
+                report_epoch_packing(&data);
+                reported_epoch = data.epoch;
+            }
             tt_dataset_next_train_positions(&data, step_inputs + i * T, step_targets + i * T,
                                             step_positions ? step_positions + i * T : NULL);
+        }
         int64_t step_tokens = 0;
         for (int64_t i = 0; i < N * accumulation; i++) step_tokens += step_targets[i] != TT_IGNORE_INDEX;
 

@@ -243,11 +243,14 @@ typedef struct tt_backend_iface {
     /* Fused LM head and cross-entropy over chunks of `chunk` tokens; logits[chunk, V] is the
      * caller's workspace, the full [N, V] logits never exist.
      * For each n with targets[n] != TT_IGNORE_INDEX: loss_n = logsumexp(xn[n] W^T) - (xn[n] W^T)[t].
-     * Returns the sum of loss_n (double) and the count through *count.
+     * Returns loss_before + the sum of loss_n (double): the CPU adds each loss_n in token order onto
+     * loss_before, so a sum continued over micro-batches has the bits of one batch of all their tokens
+     * (the GPU adds its chunks' sums); and the count through *count.
      * When dxn != NULL: dxn[N,D] = d(scale * sum loss_n)/dxn (overwritten),
      * dW[V,D] += d(scale * sum loss_n)/dW unless dW is NULL (a frozen LM head). */
     double (*lm_head_loss)(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
-                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale, int64_t *count);
+                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
+                           double loss_before, int64_t *count);
 
     /* *out (one double in the compute tier) = the sum of squares of n gradient values, in a fixed
      * order; ordered like any op, the host does not wait. */
@@ -451,8 +454,10 @@ static inline void tt_backend_dropout_scale(const tt_backend *backend, void *out
 
 static inline double tt_backend_lm_head_loss(const tt_backend *backend, void *dxn, void *dW, const void *xn,
                                              const void *W, const int32_t *targets, int64_t N, int64_t D, int64_t V,
-                                             int64_t chunk, void *logits, double scale, int64_t *count) {
-    return backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale, count);
+                                             int64_t chunk, void *logits, double scale, double loss_before,
+                                             int64_t *count) {
+    return backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale,
+                                        loss_before, count);
 }
 
 static inline void tt_backend_sum_squares(const tt_backend *backend, double *out, const void *x, int64_t n) {

@@ -757,8 +757,8 @@ static void test_lm_head(void) {
         ref_count++;
     }
     int64_t count = -1;
-    double loss = tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0,
-                                          &count);
+    double loss = tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
+                                          0.0, &count);
     TT_EXPECT(fabs(loss - ref) < REF_TOL * fabs(ref), "lm_head loss %.17g vs %.17g", loss, ref);
     TT_EXPECT(count == ref_count, "lm_head count %lld vs %lld", (long long)count, (long long)ref_count);
 
@@ -779,14 +779,16 @@ static void test_lm_head(void) {
     /* One chunk holding every token gives the same loss and gradients. */
     double *dxn1 = dnew(N * D), *dW1 = dcopy(base_W, V * D), *logits1 = dnew(16 * V);
     dnan(dxn1, N * D);
-    double loss1 = tt_cpu_lm_head_loss_f64(NULL, dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, c.scale, 0.0, &count);
+    double loss1 =
+        tt_cpu_lm_head_loss_f64(NULL, dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, c.scale, 0.0, &count);
     TT_EXPECT(fabs(loss1 - loss) < 1e-14 * fabs(loss), "lm_head loss with chunk 16: %.17g vs %.17g", loss1, loss);
     expect_close("lm_head dxn with chunk 16", dxn1, dxn, N * D, 1e-14);
     expect_close("lm_head dW with chunk 16", dW1, dW, V * D, 1e-14);
 
     /* dxn may be the buffer of xn. */
     double *alias = dcopy(c.xn, N * D), *dW_alias = dcopy(base_W, V * D);
-    tt_cpu_lm_head_loss_f64(NULL, alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0, &count);
+    tt_cpu_lm_head_loss_f64(NULL, alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0,
+                            &count);
     TT_EXPECT(memcmp(alias, dxn, (size_t)(N * D) * sizeof(double)) == 0 &&
                   memcmp(dW_alias, dW, (size_t)(V * D) * sizeof(double)) == 0,
               "lm_head with dxn == xn");
@@ -799,11 +801,28 @@ static void test_lm_head(void) {
     float *lf = fnew(c.chunk * V);
     fnan(dxf, N * D);
     int64_t countf = -1;
-    double lossf = tt_cpu_lm_head_loss_f32(NULL, dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, c.scale, 0.0, &countf);
+    double lossf =
+        tt_cpu_lm_head_loss_f32(NULL, dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, c.scale, 0.0, &countf);
     TT_EXPECT(fabs(lossf - loss) < F32_TOL * fabs(loss) && countf == ref_count, "f32 vs f64 lm_head loss %.9g vs %.9g",
               lossf, loss);
     expect_close_f32("lm_head dxn", dxf, dxn, N * D);
     expect_close_f32("lm_head dW", dWf, dW, V * D);
+
+    /* fp32: the tokens cut into two calls, the second continuing the first's loss sum and dW, give the bits of one
+     * call over all of them (the loss and dW go on token after token; a row's arithmetic is its own). */
+    float *dx_split = fnew(N * D), *dW_split = to_f32(base_W, V * D);
+    int64_t count_a = -1, count_b = -1;
+    const int64_t cut = 4;
+    double loss_split = tt_cpu_lm_head_loss_f32(NULL, dx_split, dW_split, xf, Wf, targets, cut, D, V, c.chunk, lf,
+                                                c.scale, 0.0, &count_a);
+    loss_split = tt_cpu_lm_head_loss_f32(NULL, dx_split + cut * D, dW_split, xf + cut * D, Wf, targets + cut, N - cut,
+                                         D, V, c.chunk, lf, c.scale, loss_split, &count_b);
+    TT_EXPECT(memcmp(&loss_split, &lossf, sizeof(double)) == 0 && count_a + count_b == countf &&
+                  memcmp(dx_split, dxf, sizeof(float) * (size_t)(N * D)) == 0 &&
+                  memcmp(dW_split, dWf, sizeof(float) * (size_t)(V * D)) == 0,
+              "f32 lm_head over two calls continuing the loss and dW: %.17g vs %.17g, the same bits", loss_split,
+              lossf);
+    free(dx_split), free(dW_split);
 
     /* A target outside [0, V) is an internal error (TT_CHECK aborts). */
     fflush(stdout);

@@ -252,7 +252,8 @@ static void check_packed_equals_one_by_one(model_kind kind, const documents *doc
               "%s %s, %s: the packed loss sum %.17g is the one-by-one sum %.17g bit for bit", model, what, mode->name,
               packed.loss, alone->loss);
     TT_EXPECT(differ == 0,
-              "%s %s, %s: %lld of %lld gradient values differ from the one-by-one run's (the first in %s: %.9g vs %.9g)",
+              "%s %s, %s: %lld of %lld gradient values differ from the one-by-one run's (the first in %s: %.9g vs "
+              "%.9g)",
               model, what, mode->name, (long long)differ, (long long)compared,
               first >= 0 ? gradient_owner(&params, first) : "", first >= 0 ? packed.gradients[first] : 0.0,
               first >= 0 ? alone->gradients[first] : 0.0);

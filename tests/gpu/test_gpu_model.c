@@ -30,7 +30,8 @@ typedef struct model_case {
     int64_t batch, seq_len;
     int64_t attn_workspace_limit; /* 0: auto */
     int32_t *inputs, *targets;    /* [batch * seq_len] */
-    int32_t *positions;           /* [batch * seq_len] each token's position in its document (sample_packing), or NULL */
+    int32_t *positions;           /* [batch * seq_len] each token's position in its document (sample_packing) or
+                                     NULL */
 } model_case;
 
 typedef struct run_result {

@@ -208,7 +208,8 @@ void TT_CPU_FN(linear_forward)(tt_cpu_scratch *scratch, real *y, const real *x, 
         }
         cpu_gemm(scratch, false, true, N, out, in, x, in, W, in, y, out, TT_CPU_GEMM_ADD);
     } else {
-        cpu_gemm(scratch, false, true, N, out, in, x, in, W, in, y, out, accumulate ? TT_CPU_GEMM_ADD : TT_CPU_GEMM_SET);
+        cpu_gemm(scratch, false, true, N, out, in, x, in, W, in, y, out,
+                 accumulate ? TT_CPU_GEMM_ADD : TT_CPU_GEMM_SET);
     }
 }
 
@@ -218,7 +219,8 @@ void TT_CPU_FN(linear_backward)(tt_cpu_scratch *scratch, real *dx, real *dW, rea
     if (dW) cpu_gemm(scratch, true, false, out, in, N, dy, out, x, in, dW, in, TT_CPU_GEMM_CONTINUE);
     if (db) cpu_column_sums(db, dy, NULL, NULL, N, out);
     if (dx)
-        cpu_gemm(scratch, false, false, N, in, out, dy, out, W, in, dx, in, accumulate_dx ? TT_CPU_GEMM_ADD : TT_CPU_GEMM_SET);
+        cpu_gemm(scratch, false, false, N, in, out, dy, out, W, in, dx, in,
+                 accumulate_dx ? TT_CPU_GEMM_ADD : TT_CPU_GEMM_SET);
 }
 
 /* ---------------------------------------------------------------- RoPE */

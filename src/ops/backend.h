@@ -182,7 +182,7 @@ typedef struct tt_backend_iface {
     /* out[R,C] = x / sqrt(mean(x^2) + eps) * w[C]; rstd[R] = 1 / sqrt(mean(x^2) + eps) */
     void (*rmsnorm_forward)(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
                             double eps);
-    /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in order) */
+    /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in order; the CPU adds row after row onto dw's value) */
     void (*rmsnorm_backward)(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
                              const float *rstd, int64_t R, int64_t C);
 
@@ -191,7 +191,8 @@ typedef struct tt_backend_iface {
      * residual may be y itself: y += x W^T (a LoRA adapter's up projection). */
     void (*linear_forward)(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
                            int64_t N, int64_t in, int64_t out);
-    /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy.
+    /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy (the CPU
+     * adds token after token onto dW's and db's values, so N cut into consecutive calls gives the bits of one).
      * Any of dx, dW, db may be NULL (not wanted; x is not read without dW or db). dW and db are
      * computed first, so dx may be x itself when not accumulating. */
     void (*linear_backward)(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,

@@ -44,8 +44,10 @@ expect_error "unknown key" "learning_rat.*learning_rate" "$tiertrain" train --co
 expect_error "wrong type" "micro_batch_size" "$tiertrain" train --config run.yaml micro_batch_size=abc
 expect_error "out of range" "sequence_len" "$tiertrain" train --config run.yaml sequence_len=0
 expect_error "later value" "not available yet" "$tiertrain" train --config run.yaml tf32=true
-# optimizer offload: Megatron's keys need each other, an fp32 master copy, and room in host memory (the
-# 140 KiB budget fits the compute tier, 120 KiB, not the offloaded optimizer state, 169 KiB)
+# optimizer offload: Megatron's keys need each other, an fp32 master copy, and room in host memory (with a vocab of
+# 32768 and 2 threads, the 12 MiB budget fits the compute tier, 10.6 MiB with the CPU GEMM's packing buffers of
+# 272 KiB a thread, not the offloaded optimizer state, 16 MiB)
+sed 's/"vocab_size": 257/"vocab_size": 32768/' model/config.json > vocab32k.json
 expect_error "offload fraction without offload" "optimizer_offload_fraction is 0.5 but optimizer_cpu_offload is false" \
   "$tiertrain" train --config run.yaml optimizer_offload_fraction=0.5
 expect_error "offload fraction out of range" "optimizer_offload_fraction must be in \[0, 1\], got 2" \
@@ -56,7 +58,8 @@ expect_error "offload without master weights" "optimizer_cpu_offload keeps fp32 
   "$tiertrain" train --config run.yaml optimizer_cpu_offload=true master_weights=false
 expect_error "offloaded optimizer state over the host budget" \
   "offloading \(optimizer_cpu_offload's master weights and moments included\) needs .* host_memory_budget allows" \
-  "$tiertrain" train --config run.yaml optimizer_cpu_offload=true host_memory_budget=140KiB
+  "$tiertrain" train --config run.yaml model_config=vocab32k.json num_threads=2 optimizer_cpu_offload=true \
+  host_memory_budget=12MiB
 expect_error "offloading without checkpointing" "activation_offloading: hidden_states offloads the checkpoints.*gradient_checkpointing: true" \
   "$tiertrain" train --config run.yaml activation_offloading=hidden_states gradient_checkpointing=false
 expect_error "missing config file" "nope.yaml" "$tiertrain" train --config nope.yaml

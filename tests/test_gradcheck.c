@@ -20,6 +20,7 @@
 
 #include "core/rng.h"
 #include "ops/backend.h"
+#include "ops/cpu/gemm_cpu.h"
 #include "ops/cpu/ops_cpu.h"
 #include "ops/dropout_mask.h"
 #include "test_util.h"
@@ -272,7 +273,7 @@ typedef struct {
 static double lin_objective(void *p) {
     lin_ctx *c = p;
     dnan(c->y, c->N * c->out);
-    tt_cpu_linear_forward_f64(c->y, c->x, c->W, c->b, c->N, c->in, c->out, false);
+    tt_cpu_linear_forward_f64(NULL, c->y, c->x, c->W, c->b, c->N, c->in, c->out, false);
     return ddot(c->y, c->Ry, c->N * c->out);
 }
 
@@ -293,7 +294,7 @@ static void test_linear(bool bias) {
     expect_close(bias ? "linear forward (bias)" : "linear forward", c.y, ref, N * out, REF_TOL);
 
     double *y0 = drandn(N * out, 1), *yacc = dcopy(y0, N * out), *ref_acc = dnew(N * out);
-    tt_cpu_linear_forward_f64(yacc, c.x, c.W, c.b, N, in, out, true);
+    tt_cpu_linear_forward_f64(NULL, yacc, c.x, c.W, c.b, N, in, out, true);
     for (int64_t i = 0; i < N * out; i++) ref_acc[i] = y0[i] + ref[i];
     expect_close(bias ? "linear forward += (bias)" : "linear forward +=", yacc, ref_acc, N * out, REF_TOL);
 
@@ -322,7 +323,7 @@ static void test_linear(bool bias) {
     float *dWf = to_f32(base_W, out * in), *dbf = to_f32(base_b, out);
     fnan(yf, N * out);
     fnan(dxf, N * in);
-    tt_cpu_linear_forward_f32(yf, xf, Wf, bf, N, in, out, false);
+    tt_cpu_linear_forward_f32(NULL, yf, xf, Wf, bf, N, in, out, false);
     expect_close_f32("linear forward", yf, ref, N * out);
     tt_cpu_linear_backward_f32(NULL, dxf, dWf, bias ? dbf : NULL, Ryf, xf, Wf, N, in, out, false);
     expect_close_f32("linear dx", dxf, dx, N * in);
@@ -341,7 +342,7 @@ static void test_linear(bool bias) {
 static void f64_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
                                int64_t N, int64_t in, int64_t out) {
     if (residual && residual != y) memcpy(y, residual, sizeof(double) * (size_t)(N * out));
-    tt_cpu_linear_forward_f64(y, x, W, b, N, in, out, residual != NULL);
+    tt_cpu_linear_forward_f64(NULL, y, x, W, b, N, in, out, residual != NULL);
 }
 static void f64_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                                 int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
@@ -372,7 +373,7 @@ static double lora_objective(void *p) {
     lora_ctx *c = p;
     dnan(c->y, c->N * c->lora.out);
     dnan(c->u, c->N * c->lora.rank);
-    tt_cpu_linear_forward_f64(c->y, c->x, c->W, NULL, c->N, c->lora.in, c->lora.out, false);
+    tt_cpu_linear_forward_f64(NULL, c->y, c->x, c->W, NULL, c->N, c->lora.in, c->lora.out, false);
     tt_lora_forward_down(&f64_backend, &c->lora, c->x, c->u, c->N);
     tt_lora_forward_up(&f64_backend, &c->lora, c->u, c->y, c->N);
     return ddot(c->y, c->R, c->N * c->lora.out);
@@ -728,14 +729,14 @@ static double lm_objective(void *p) {
     dnan(c->logits, c->chunk * c->V);
     return c->scale *
            tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c->xn, c->W, c->targets, c->N, c->D, c->V, c->chunk, c->logits,
-                                   c->scale, &count);
+                                   c->scale, 0.0, &count);
 }
 
 static void lm_bad_target(void) {
     int32_t targets[2] = {1, 11};
     double xn[6] = {0}, W[33] = {0}, logits[33];
     int64_t count;
-    tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, xn, W, targets, 2, 3, 11, 1, logits, 1.0, &count);
+    tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, xn, W, targets, 2, 3, 11, 1, logits, 1.0, 0.0, &count);
 }
 
 static void test_lm_head(void) {
@@ -757,7 +758,7 @@ static void test_lm_head(void) {
     }
     int64_t count = -1;
     double loss = tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
-                                          &count);
+                                          0.0, &count);
     TT_EXPECT(fabs(loss - ref) < REF_TOL * fabs(ref), "lm_head loss %.17g vs %.17g", loss, ref);
     TT_EXPECT(count == ref_count, "lm_head count %lld vs %lld", (long long)count, (long long)ref_count);
 
@@ -765,7 +766,7 @@ static void test_lm_head(void) {
     dnan(dxn, N * D);
     dnan(c.logits, c.chunk * V);
     count = -1;
-    double loss2 = tt_cpu_lm_head_loss_f64(NULL, dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
+    double loss2 = tt_cpu_lm_head_loss_f64(NULL, dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0,
                                            &count);
     TT_EXPECT(loss2 == loss && count == ref_count, "lm_head loss with gradients %.17g vs %.17g", loss2, loss);
     double *gW = dsub(dW, base_W, V * D);
@@ -778,14 +779,16 @@ static void test_lm_head(void) {
     /* One chunk holding every token gives the same loss and gradients. */
     double *dxn1 = dnew(N * D), *dW1 = dcopy(base_W, V * D), *logits1 = dnew(16 * V);
     dnan(dxn1, N * D);
-    double loss1 = tt_cpu_lm_head_loss_f64(NULL, dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, c.scale, &count);
+    double loss1 =
+        tt_cpu_lm_head_loss_f64(NULL, dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, c.scale, 0.0, &count);
     TT_EXPECT(fabs(loss1 - loss) < 1e-14 * fabs(loss), "lm_head loss with chunk 16: %.17g vs %.17g", loss1, loss);
     expect_close("lm_head dxn with chunk 16", dxn1, dxn, N * D, 1e-14);
     expect_close("lm_head dW with chunk 16", dW1, dW, V * D, 1e-14);
 
     /* dxn may be the buffer of xn. */
     double *alias = dcopy(c.xn, N * D), *dW_alias = dcopy(base_W, V * D);
-    tt_cpu_lm_head_loss_f64(NULL, alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, &count);
+    tt_cpu_lm_head_loss_f64(NULL, alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0,
+                            &count);
     TT_EXPECT(memcmp(alias, dxn, (size_t)(N * D) * sizeof(double)) == 0 &&
                   memcmp(dW_alias, dW, (size_t)(V * D) * sizeof(double)) == 0,
               "lm_head with dxn == xn");
@@ -798,11 +801,28 @@ static void test_lm_head(void) {
     float *lf = fnew(c.chunk * V);
     fnan(dxf, N * D);
     int64_t countf = -1;
-    double lossf = tt_cpu_lm_head_loss_f32(NULL, dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, c.scale, &countf);
+    double lossf =
+        tt_cpu_lm_head_loss_f32(NULL, dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, c.scale, 0.0, &countf);
     TT_EXPECT(fabs(lossf - loss) < F32_TOL * fabs(loss) && countf == ref_count, "f32 vs f64 lm_head loss %.9g vs %.9g",
               lossf, loss);
     expect_close_f32("lm_head dxn", dxf, dxn, N * D);
     expect_close_f32("lm_head dW", dWf, dW, V * D);
+
+    /* fp32: the tokens cut into two calls, the second continuing the first's loss sum and dW, give the bits of one
+     * call over all of them (the loss and dW go on token after token; a row's arithmetic is its own). */
+    float *dx_split = fnew(N * D), *dW_split = to_f32(base_W, V * D);
+    int64_t count_a = -1, count_b = -1;
+    const int64_t cut = 4;
+    double loss_split = tt_cpu_lm_head_loss_f32(NULL, dx_split, dW_split, xf, Wf, targets, cut, D, V, c.chunk, lf,
+                                                c.scale, 0.0, &count_a);
+    loss_split = tt_cpu_lm_head_loss_f32(NULL, dx_split + cut * D, dW_split, xf + cut * D, Wf, targets + cut, N - cut,
+                                         D, V, c.chunk, lf, c.scale, loss_split, &count_b);
+    TT_EXPECT(memcmp(&loss_split, &lossf, sizeof(double)) == 0 && count_a + count_b == countf &&
+                  memcmp(dx_split, dxf, sizeof(float) * (size_t)(N * D)) == 0 &&
+                  memcmp(dW_split, dWf, sizeof(float) * (size_t)(V * D)) == 0,
+              "f32 lm_head over two calls continuing the loss and dW: %.17g vs %.17g, the same bits", loss_split,
+              lossf);
+    free(dx_split), free(dW_split);
 
     /* A target outside [0, V) is an internal error (TT_CHECK aborts). */
     fflush(stdout);
@@ -1051,7 +1071,7 @@ static void det_lm_head(const tt_backend *be, float *res) {
     memcpy(dW, W, sizeof(float) * DET_LM_V * DET_LM_D);
     int64_t count = 0;
     double loss = tt_backend_lm_head_loss(be, dxn, dW, xn, W, targets, DET_LM_N, DET_LM_D, DET_LM_V, DET_LM_CHUNK,
-                                          logits, 1.0 / 86, &count);
+                                          logits, 1.0 / 86, 0.0, &count);
     memcpy(res, &loss, sizeof loss);
     memcpy(res + 2, &count, sizeof count);
     free(xn), free(W), free(logits);
@@ -1098,7 +1118,8 @@ static void check_threads(const char *name, det_fn fn, int64_t n) {
     free(ref), free(got);
 }
 
-/* The size queries answer for the context's thread count: one row of attention scores per thread. */
+/* The size queries answer for the context's thread count: one row of attention scores per thread, and the GEMM's
+ * packing buffers per thread, which the LM head takes beside its chunk's row losses (here the larger). */
 static void test_scratch_per_thread_count(void) {
     const tt_scratch_shape shape = {.tokens = 512,
                                     .attention = {.batch = 1, .seq_len = 512, .num_heads = 1, .num_kv_heads = 1,
@@ -1111,7 +1132,10 @@ static void test_scratch_per_thread_count(void) {
     tt_backend *one = tt_backend_cpu_create(1), *three = tt_backend_cpu_create(3);
     const size_t bytes_one = tt_backend_scratch_bytes(one, &fp32, &shape);
     const size_t bytes_three = tt_backend_scratch_bytes(three, &fp32, &shape);
-    TT_EXPECT(bytes_one == 512 * sizeof(float) && bytes_three == 3 * 512 * sizeof(float),
+    const size_t row_losses = 64; /* one double, aligned */
+    TT_EXPECT(bytes_one == row_losses + tt_cpu_gemm_scratch_bytes(1) &&
+                  bytes_three == row_losses + tt_cpu_gemm_scratch_bytes(3) &&
+                  tt_cpu_gemm_scratch_bytes(1) > 3 * 512 * sizeof(float),
               "scratch for 1 and 3 threads: %zu and %zu bytes", bytes_one, bytes_three);
     TT_EXPECT(tt_backend_scratch_bytes(one, &fp32, &shape) == bytes_one, "a size query repeats");
     tt_backend_destroy(one);

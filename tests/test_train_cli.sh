@@ -505,6 +505,44 @@ check "sample_packing: documents longer than sequence_len are all dropped: a cle
   excess_length_strategy=truncate max_steps=1 val_set_size=0 save_steps=0 eval_steps=0 output_dir=out_pack_trunc > train_pack_trunc.txt 2>&1
 check "sample_packing: excess_length_strategy: truncate keeps them cut" grep -q "truncated 2 document(s) of the token files" train_pack_trunc.txt
 
+# sample_packing is the same documents one per micro-batch, bit for bit, on the CPU: three documents packed into one
+# sequence train the same weights as the three one to a sequence with gradient_accumulation_steps: 3, in the packed
+# order (the loss of a step is scaled by its label tokens either way). The one-by-one run visits its sequences in the
+# epoch's shuffled order, so a probe run (one document per step) reads that order from the steps' target tokens and
+# the packed run's token file lists the documents in it. adam_epsilon 1 makes the update follow the gradients' low
+# bits. The model's LM head is its own: a tied embedding's gradient is two sums over the tokens into one matrix, which
+# packing interleaves differently (docs/ARCHITECTURE.md). (The GPU rounds by where a row lies: not checked there.)
+if [[ " ${overrides[*]} " != *" device=cuda "* ]]; then
+  mkdir -p exact model_untied
+  sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' model/config.json > model_untied/config.json
+  for len in 20 28 33; do tail -c +$((len * 31)) a.txt | head -c "$len" > "exact/d$len.txt"; done
+  "$tiertrain" tokenize --bytes -o exact_probe.tok exact/d20.txt exact/d28.txt exact/d33.txt > /dev/null
+  alone_args=(model_config=model_untied/config.json sample_packing=true sequence_len=34 val_set_size=0
+              micro_batch_size=1 warmup_steps=0 adam_epsilon=1 save_steps=0 eval_steps=0)
+  "$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[exact_probe.tok] "${alone_args[@]}" \
+    gradient_accumulation_steps=1 max_steps=3 output_dir=out_exact_probe > train_exact_probe.txt 2>&1
+  check "one document per micro-batch: the probe trains" test $? -eq 0
+  order=()
+  for targets in $(sed -n 's/.*"target_tokens": \([0-9]*\).*/\1/p' out_exact_probe/metrics.jsonl); do
+    order+=("exact/d$((targets)).txt") # a document of n bytes and its eos: n targets
+  done
+  check "the probe visits the three documents (${order[*]})" test "$(printf '%s\n' "${order[@]}" | sort -u | wc -l)" -eq 3
+  "$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[exact_probe.tok] "${alone_args[@]}" \
+    gradient_accumulation_steps=3 max_steps=1 output_dir=out_exact_alone > train_exact_alone.txt 2>&1
+  check "one document per micro-batch trains" test $? -eq 0
+  "$tiertrain" tokenize --bytes -o exact_packed.tok "${order[@]}" > /dev/null
+  "$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[exact_packed.tok] "${alone_args[@]}" \
+    sequence_len=96 gradient_accumulation_steps=1 max_steps=1 output_dir=out_exact_packed > train_exact_packed.txt 2>&1
+  check "the three documents packed into one sequence train" grep -q "packed into 1 sequences" train_exact_packed.txt
+  check "packed and one by one: the same weights bit for bit" \
+    cmp -s out_exact_alone/model.safetensors out_exact_packed/model.safetensors
+  for run in alone packed; do
+    sed 's/.*\("loss": [^,]*, \).*\("grad_norm": [^,]*\).*/\1\2/' "out_exact_$run/metrics.jsonl" > "exact_$run.txt"
+  done
+  check "packed and one by one: the same loss and gradient norm ($(cat exact_packed.txt))" \
+    cmp -s exact_alone.txt exact_packed.txt
+fi
+
 # Every key `--help` prints is documented in docs/CONFIG.md.
 "$tiertrain" train --help > help.txt
 check "help lists keys" grep -q "learning_rate" help.txt

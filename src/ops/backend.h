@@ -182,7 +182,7 @@ typedef struct tt_backend_iface {
     /* out[R,C] = x / sqrt(mean(x^2) + eps) * w[C]; rstd[R] = 1 / sqrt(mean(x^2) + eps) */
     void (*rmsnorm_forward)(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
                             double eps);
-    /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in order) */
+    /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in order; the CPU adds row after row onto dw's value) */
     void (*rmsnorm_backward)(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
                              const float *rstd, int64_t R, int64_t C);
 
@@ -191,7 +191,8 @@ typedef struct tt_backend_iface {
      * residual may be y itself: y += x W^T (a LoRA adapter's up projection). */
     void (*linear_forward)(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
                            int64_t N, int64_t in, int64_t out);
-    /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy.
+    /* dx[N,in] (= or += when accumulate_dx) dy @ W; dW[out,in] += dy^T @ x; db[out] += sum_n dy (the CPU
+     * adds token after token onto dW's and db's values, so N cut into consecutive calls gives the bits of one).
      * Any of dx, dW, db may be NULL (not wanted; x is not read without dW or db). dW and db are
      * computed first, so dx may be x itself when not accumulating. */
     void (*linear_backward)(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
@@ -243,11 +244,14 @@ typedef struct tt_backend_iface {
     /* Fused LM head and cross-entropy over chunks of `chunk` tokens; logits[chunk, V] is the
      * caller's workspace, the full [N, V] logits never exist.
      * For each n with targets[n] != TT_IGNORE_INDEX: loss_n = logsumexp(xn[n] W^T) - (xn[n] W^T)[t].
-     * Returns the sum of loss_n (double) and the count through *count.
+     * Returns loss_before + the sum of loss_n (double): the CPU adds each loss_n in token order onto
+     * loss_before, so a sum continued over micro-batches has the bits of one batch of all their tokens
+     * (the GPU adds its chunks' sums); and the count through *count.
      * When dxn != NULL: dxn[N,D] = d(scale * sum loss_n)/dxn (overwritten),
      * dW[V,D] += d(scale * sum loss_n)/dW unless dW is NULL (a frozen LM head). */
     double (*lm_head_loss)(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
-                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale, int64_t *count);
+                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
+                           double loss_before, int64_t *count);
 
     /* *out (one double in the compute tier) = the sum of squares of n gradient values, in a fixed
      * order; ordered like any op, the host does not wait. */
@@ -451,8 +455,10 @@ static inline void tt_backend_dropout_scale(const tt_backend *backend, void *out
 
 static inline double tt_backend_lm_head_loss(const tt_backend *backend, void *dxn, void *dW, const void *xn,
                                              const void *W, const int32_t *targets, int64_t N, int64_t D, int64_t V,
-                                             int64_t chunk, void *logits, double scale, int64_t *count) {
-    return backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale, count);
+                                             int64_t chunk, void *logits, double scale, double loss_before,
+                                             int64_t *count) {
+    return backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale,
+                                        loss_before, count);
 }
 
 static inline void tt_backend_sum_squares(const tt_backend *backend, double *out, const void *x, int64_t n) {

@@ -240,7 +240,8 @@ static void load_files(tt_dataset *ds, char *const *paths, int path_count, int64
         documents += info[i].documents;
     }
     ds->documents = info[0].version == TT_TOKEN_FILE_VERSION_DOCUMENTS;
-    if (!ds->documents && total < (uint64_t)seq_len + 1)
+    /* a stream cut into windows needs one window; packed into sequences, any document is one (padded) */
+    if (!ds->documents && !split_streams && total < (uint64_t)seq_len + 1)
         tt_die("the datasets hold %llu tokens but one sequence needs sequence_len + 1 = %lld; lower sequence_len or "
                "add data",
                (unsigned long long)total, (long long)seq_len + 1);

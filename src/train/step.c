@@ -902,6 +902,10 @@ static void **push_layer_inputs(tt_model_state *s) {
 }
 
 double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *count) {
+    return tt_step_forward_backward_continuing(s, loss_scale, 0.0, count);
+}
+
+double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale, double loss_so_far, int64_t *count) {
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
     const int64_t L = c->num_layers, N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
@@ -928,7 +932,8 @@ double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *c
     run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, L + 1, true);
     tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = tt_backend_lm_head_loss(b, d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N,
-                                              D, c->vocab_size, s->plan.loss_chunk, logits, loss_scale, count);
+                                              D, c->vocab_size, s->plan.loss_chunk, logits, loss_scale, loss_so_far,
+                                              count);
     tt_backend_zero(b, d_residual, (size_t)(N * D) * s->plan.activation_bytes);
     tt_backend_rmsnorm_backward(b, d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
     run_hooks(s, TT_HOOK_AFTER_BACKWARD, L + 1, true);
@@ -994,7 +999,7 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, false);
     tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
     double loss_sum = tt_backend_lm_head_loss(b, NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D,
-                                              c->vocab_size, s->plan.loss_chunk, logits, 0.0, count);
+                                              c->vocab_size, s->plan.loss_chunk, logits, 0.0, 0.0, count);
     trace_flush(s, false);
     tt_arena_pop_to(&s->arena, step_mark);
     return loss_sum;

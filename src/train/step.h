@@ -144,6 +144,14 @@ void tt_model_set_trace(tt_model_state *state, struct tt_trace *trace);
  * and the number of unmasked tokens through *count. */
 double tt_step_forward_backward(tt_model_state *state, double loss_scale, int64_t *count);
 
+/* The same, returning loss_so_far + the token losses: on the CPU each token's loss is added in token order
+ * onto loss_so_far, as every gradient's terms are added onto the gradient, so micro-batches run one after
+ * another, each continuing the sum the one before left, give the loss (and gradients) of one micro-batch of
+ * all their tokens in that order, bit for bit: a packed batch of documents is its documents run one by one
+ * (the trainer sums an optimizer step's micro-batches this way). */
+double tt_step_forward_backward_continuing(tt_model_state *state, double loss_scale, double loss_so_far,
+                                           int64_t *count);
+
 /* The seed of a micro-step's LoRA dropout masks: a function of the run's seed, the optimizer step and the
  * micro-batch, so a resumed run draws the masks the uninterrupted one did. */
 uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_step);

@@ -468,7 +468,11 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
             if (step_positions) tt_model_set_positions(&model, step_positions + micro * N);
             model.lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer.global_step, micro);
             int64_t count = 0;
-            loss_sum += tt_step_forward_backward(&model, step_tokens ? 1.0 / (double)step_tokens : 0.0, &count);
+            /* every token's loss gradient is scaled by 1 / (the step's target tokens), as transformers does with
+             * num_items_in_batch, and its loss added in token order onto the step's running sum: micro-batches of
+             * one document each give the bits of the same documents packed into one */
+            loss_sum = tt_step_forward_backward_continuing(&model, step_tokens ? 1.0 / (double)step_tokens : 0.0,
+                                                           loss_sum, &count);
             counted += count;
         }
         double loss = counted ? loss_sum / (double)counted : 0.0;

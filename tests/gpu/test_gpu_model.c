@@ -3,11 +3,13 @@
  * batch. Checks, per fixture and precision recipe: loss and every parameter gradient within
  * bf16 bounds; a multi-step AdamW loss curve that follows the CPU's; gradient checkpointing
  * bit-identical to keeping everything; two runs bit-identical. The same for LoRA adapters (with
- * dropout: both backends draw the same masks) on the frozen bf16 base. */
+ * dropout: both backends draw the same masks) on the frozen bf16 base, and for packed documents
+ * (sample_packing: several documents of different lengths per sequence, padding after them). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "memory/plan.h"
@@ -28,6 +30,8 @@ typedef struct model_case {
     int64_t batch, seq_len;
     int64_t attn_workspace_limit; /* 0: auto */
     int32_t *inputs, *targets;    /* [batch * seq_len] */
+    int32_t *positions;           /* [batch * seq_len] each token's position in its document (sample_packing) or
+                                     NULL */
 } model_case;
 
 typedef struct run_result {
@@ -89,6 +93,7 @@ static void open_model_on(tt_model_state *s, const model_case *mc, const recipe 
     run_config.tiled_mlp_num_shards = r->mlp_shards;
     run_config.attn_workspace_limit = mc->attn_workspace_limit;
     run_config.activation_offloading = r->activation_offloading;
+    run_config.sample_packing = mc->positions != NULL;
     *precision = tt_precision_for_run(&run_config, r->gpu);
     tt_plan plan;
     tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, precision);
@@ -96,6 +101,7 @@ static void open_model_on(tt_model_state *s, const model_case *mc, const recipe 
     s->lora_dropout_seed = tt_lora_dropout_seed(5, 0, 0);
     tt_model_set_weights(s, weights);
     tt_model_set_batch(s, mc->inputs, mc->targets);
+    if (mc->positions) tt_model_set_positions(s, mc->positions);
     free(weights);
     tt_param_table_free(&params);
     tt_run_config_free(&run_config);
@@ -259,6 +265,14 @@ static void compare_with_cpu(const model_case *mc, const recipe *r, const run_re
     tt_model_config_free(&config);
 }
 
+static int64_t config_vocab(const char *config_path) {
+    tt_model_config config;
+    tt_model_config_load(config_path, &config);
+    const int64_t vocab = config.vocab_size;
+    tt_model_config_free(&config);
+    return vocab;
+}
+
 static void random_batch(model_case *mc, int64_t vocab, uint64_t seed) {
     tt_rng rng;
     tt_rng_seed(&rng, seed);
@@ -372,6 +386,69 @@ static void check_chunked_case(model_case *mc) {
     free_result(&reference);
 }
 
+/* A packed batch: sequence b holds documents of lengths[b][0..], one after another from its first token
+ * (0 ends the list), then padding (input 0, no target, positions counting from 0 where it starts). A
+ * document's targets are its next tokens (the last has none), a few masked. */
+static void packed_batch(model_case *mc, int64_t vocab, uint64_t seed, const int lengths[][8]) {
+    tt_rng rng;
+    tt_rng_seed(&rng, seed);
+    const int64_t N = mc->batch * mc->seq_len;
+    mc->inputs = malloc(sizeof(int32_t) * (size_t)N);
+    mc->targets = malloc(sizeof(int32_t) * (size_t)N);
+    mc->positions = malloc(sizeof(int32_t) * (size_t)N);
+    for (int64_t b = 0; b < mc->batch; b++) {
+        int64_t t = 0;
+        for (int d = 0; d < 8 && lengths[b][d] > 0; d++)
+            for (int k = 0; k < lengths[b][d]; k++, t++) {
+                const int64_t n = b * mc->seq_len + t;
+                mc->inputs[n] = 1 + (int32_t)(tt_rng_next(&rng) % (uint64_t)(vocab - 1));
+                mc->positions[n] = k;
+                mc->targets[n] = TT_IGNORE_INDEX; /* the next token's, below */
+                if (k > 0 && n % 11 != 3) mc->targets[n - 1] = mc->inputs[n];
+            }
+        TT_CHECK(t <= mc->seq_len, "the documents of sequence %lld fit in it", (long long)b);
+        for (int64_t k = 0; t < mc->seq_len; t++, k++) {
+            const int64_t n = b * mc->seq_len + t;
+            mc->inputs[n] = 0;
+            mc->targets[n] = TT_IGNORE_INDEX;
+            mc->positions[n] = (int32_t)k;
+        }
+    }
+}
+
+/* Packed documents, each attending only to itself (the attention kernels' document boundaries, RoPE at each
+ * token's position): the GPU within the bf16 bounds of the CPU's packed run, the step repeating bit for bit,
+ * two runs and gradient checkpointing bit-identical. (On the CPU a packed batch is its documents run one by one
+ * bit for bit: tests/test_packing_exact.c.) */
+static void check_packed_case(model_case *mc) {
+    const recipe cpu = {"cpu fp32 packed", false, true, false, TT_ATTENTION_AUTO, false, 0, 0};
+    const recipe recipes[] = {
+        {"bf16 packed, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 0, 0},
+        {"bf16 packed, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false, 0, 0},
+    };
+    run_result reference = run(mc, &cpu);
+    for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++) {
+        run_result gpu = run(mc, &recipes[i]);
+        compare_with_cpu(mc, &recipes[i], &gpu, &reference);
+        check_step_repeats(mc, &recipes[i]);
+        run_result again = run(mc, &recipes[i]);
+        TT_EXPECT(same_bits(&gpu, &again), "%s %s: two GPU runs give the same bits", mc->name, recipes[i].name);
+        free_result(&again);
+        recipe checkpointed = recipes[i];
+        checkpointed.checkpointing = true;
+        run_result gc = run(mc, &checkpointed);
+        TT_EXPECT(same_bits(&gpu, &gc), "%s %s: gradient checkpointing gives the same bits on the GPU", mc->name,
+                  recipes[i].name);
+        free_result(&gc);
+        free_result(&gpu);
+    }
+    free_result(&reference);
+    free(mc->inputs);
+    free(mc->targets);
+    free(mc->positions);
+    mc->positions = NULL;
+}
+
 /* Two CUDA backends on device 0 in one process, each prepared for its own run (other attention
  * kernels, other number formats), taking turns step by step, with size queries for other settings
  * asked of both in between: each run gives the bits it gives alone on the program's one backend. */
@@ -430,6 +507,14 @@ int main(int argc, char **argv) {
         tt_model_config_free(&config);
         if (i == 0) check_two_backends(&mc);
         check_case(&mc);
+        if (i == 0) {
+            /* documents of 13, 1 and 22 tokens, then 12 of padding; of 29, 2 and 15, then 2 */
+            const int lengths[2][8] = {{13, 1, 22}, {29, 2, 15}};
+            model_case packed = {.name = "tiny_qwen3 packed", .batch = 2, .seq_len = 48};
+            snprintf(packed.config_path, sizeof packed.config_path, "%s", mc.config_path);
+            packed_batch(&packed, config_vocab(mc.config_path), 177, lengths);
+            check_packed_case(&packed);
+        }
     }
     /* Qwen3 shapes at head_dim 128, where the fused attention kernels run. */
     tt_test_scratch_open("gpu-model");
@@ -446,6 +531,13 @@ int main(int argc, char **argv) {
     random_batch(&qwen3, 512, 99);
     check_two_backends(&qwen3); /* cuDNN's plans on the first backend, the reference kernels on the second */
     check_case(&qwen3);
+    /* packed at head_dim 128: tiertrain's flash kernels with document boundaries (auto), and the reference kernels;
+     * documents of 97, 1, 150 and 77 tokens, then 59 of padding */
+    const int qwen3_lengths[1][8] = {{97, 1, 150, 77}};
+    model_case qwen3_packed = {.name = "qwen3-hd128 packed", .batch = 1, .seq_len = 384};
+    snprintf(qwen3_packed.config_path, sizeof qwen3_packed.config_path, "%s", qwen3.config_path);
+    packed_batch(&qwen3_packed, 512, 199, qwen3_lengths);
+    check_packed_case(&qwen3_packed);
     /* 8 heads of 128, 4 kv heads, 4 layers, 1024 tokens under a 1 MiB dP limit: 4 head groups x 6 key
      * chunks (128 to 256 keys), 2 groups at a time, a third in the layer inputs above the lowest layers */
     tt_test_write_text("config_chunked.json",

@@ -191,7 +191,7 @@ static void cpu_rmsnorm_backward(void *ctx, void *dx, void *dw, const void *dout
 static void cpu_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
                                int64_t N, int64_t in, int64_t out) {
     if (residual && residual != y) memcpy(y, residual, sizeof(float) * (size_t)(N * out));
-    ON_THREADS(ctx, tt_cpu_linear_forward_f32(y, x, W, b, N, in, out, residual != NULL));
+    ON_THREADS(ctx, tt_cpu_linear_forward_f32(&cpu->scratch, y, x, W, b, N, in, out, residual != NULL));
 }
 
 static void cpu_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
@@ -251,10 +251,10 @@ static void cpu_dropout_scale(void *ctx, void *out, const void *x, int64_t n, fl
 
 static double cpu_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
-                               int64_t *count) {
+                               double loss_before, int64_t *count) {
     double loss = 0;
     ON_THREADS(ctx, loss = tt_cpu_lm_head_loss_f32(&cpu->scratch, dxn, dW, xn, W, targets, N, D, V, chunk, logits,
-                                                   scale, count));
+                                                   scale, loss_before, count));
     return loss;
 }
 
@@ -323,8 +323,9 @@ static const tt_backend_iface cpu_iface = {
 
 tt_backend *tt_backend_cpu_create(int threads) {
     TT_CHECK(threads >= 0, "CPU backend threads %d", threads);
-    /* GEMMs are tiled over OpenMP threads (ops_cpu_impl.h), each tile one single-threaded BLAS
-     * call: OpenBLAS's own thread pool would compete with OpenMP's for the same cores. */
+    /* The backend's fp32 GEMMs are tiertrain's own (gemm_cpu.h); the fp64 kernels beside them (the
+     * gradient check) tile dgemm over OpenMP threads, each tile one single-threaded BLAS call:
+     * OpenBLAS's own thread pool would compete with OpenMP's for the same cores. */
     openblas_set_num_threads(1);
     cpu_backend *cpu = tt_xcalloc(1, sizeof *cpu, "the CPU backend");
     cpu->threads = threads;

@@ -1,5 +1,7 @@
 /* The CPU reference kernels in two precisions: _f32 (behind tt_backend_cpu()) and _f64 (the
- * gradient check). Both are compiled from ops_cpu_impl.h; the semantics, shapes and
+ * gradient check). The _f32 kernels give a token's rows the same bits wherever the token sits in
+ * the micro-batch, and add every reduction over tokens in token order onto the value already
+ * there (ops_cpu_impl.h says how). Both are compiled from ops_cpu_impl.h; the semantics, shapes and
  * accumulation rules are those of the matching entries of tt_backend (src/ops/backend.h), with
  * typed pointers, and with rstd, lse, cos, sin and logits in the variant's precision.
  * All are deterministic: the same inputs give the same bits whatever the thread count.
@@ -42,16 +44,16 @@ void tt_cpu_embedding_backward_f32(float *dtable, const int32_t *ids, const floa
 void tt_cpu_rmsnorm_forward_f32(float *out, float *rstd, const float *x, const float *w, int64_t R, int64_t C,
                                 double eps);
 
-/* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in fixed blocks, in order); either may be NULL */
+/* dx[R,C] += d/dx; dw[C] += d/dw (row after row, in order, onto dw's value); either may be NULL */
 void tt_cpu_rmsnorm_backward_f32(tt_cpu_scratch *scratch, float *dx, float *dw, const float *dout, const float *x,
                                  const float *w, const float *rstd, int64_t R, int64_t C);
 
 /* y[N,out] (= or += when accumulate) x[N,in] W[out,in]^T (+ b[out] when b != NULL) */
-void tt_cpu_linear_forward_f32(float *y, const float *x, const float *W, const float *b, int64_t N, int64_t in,
-                               int64_t out, bool accumulate);
+void tt_cpu_linear_forward_f32(tt_cpu_scratch *scratch, float *y, const float *x, const float *W, const float *b,
+                               int64_t N, int64_t in, int64_t out, bool accumulate);
 
-/* dx[N,in] (= or += when accumulate_dx) dy W; dW[out,in] += dy^T x; db[out] += sum_n dy;
- * dx, dW, db may each be NULL */
+/* dx[N,in] (= or += when accumulate_dx) dy W; dW[out,in] += dy^T x; db[out] += sum_n dy, dW and db
+ * token after token, in order, onto their values; dx, dW, db may each be NULL */
 void tt_cpu_linear_backward_f32(tt_cpu_scratch *scratch, float *dx, float *dW, float *db, const float *dy,
                                 const float *x, const float *W, int64_t N, int64_t in, int64_t out, bool accumulate_dx);
 
@@ -86,11 +88,11 @@ void tt_cpu_add_f32(float *out, const float *a, const float *b, int64_t n);
 void tt_cpu_dropout_scale_f32(float *out, const float *x, int64_t n, float multiplier, uint32_t drop_threshold,
                               uint64_t seed);
 
-/* xn[N,D], W[V,D], targets[N], logits[chunk,V] workspace; returns sum of losses; when dxn != NULL:
- * dxn[N,D] overwritten, dW[V,D] += (dW may be NULL) */
+/* xn[N,D], W[V,D], targets[N], logits[chunk,V] workspace; returns loss_before + the losses, added in token
+ * order; when dxn != NULL: dxn[N,D] overwritten, dW[V,D] += token after token (dW may be NULL) */
 double tt_cpu_lm_head_loss_f32(tt_cpu_scratch *scratch, float *dxn, float *dW, const float *xn, const float *W,
                                const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, float *logits,
-                               double scale, int64_t *count);
+                               double scale, double loss_before, int64_t *count);
 
 /* sum of x[n]^2 in double, blocks of 4096 summed in order */
 double tt_cpu_sum_squares_f32(tt_cpu_scratch *scratch, const float *x, int64_t n);
@@ -111,16 +113,16 @@ void tt_cpu_embedding_backward_f64(double *dtable, const int32_t *ids, const dou
 void tt_cpu_rmsnorm_forward_f64(double *out, double *rstd, const double *x, const double *w, int64_t R, int64_t C,
                                 double eps);
 
-/* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in fixed blocks, in order); either may be NULL */
+/* dx[R,C] += d/dx; dw[C] += d/dw (row after row, in order, onto dw's value); either may be NULL */
 void tt_cpu_rmsnorm_backward_f64(tt_cpu_scratch *scratch, double *dx, double *dw, const double *dout, const double *x,
                                  const double *w, const double *rstd, int64_t R, int64_t C);
 
 /* y[N,out] (= or += when accumulate) x[N,in] W[out,in]^T (+ b[out] when b != NULL) */
-void tt_cpu_linear_forward_f64(double *y, const double *x, const double *W, const double *b, int64_t N, int64_t in,
-                               int64_t out, bool accumulate);
+void tt_cpu_linear_forward_f64(tt_cpu_scratch *scratch, double *y, const double *x, const double *W, const double *b,
+                               int64_t N, int64_t in, int64_t out, bool accumulate);
 
-/* dx[N,in] (= or += when accumulate_dx) dy W; dW[out,in] += dy^T x; db[out] += sum_n dy;
- * dx, dW, db may each be NULL */
+/* dx[N,in] (= or += when accumulate_dx) dy W; dW[out,in] += dy^T x (dgemm: the sum, then one add);
+ * db[out] += sum_n dy, token after token; dx, dW, db may each be NULL */
 void tt_cpu_linear_backward_f64(tt_cpu_scratch *scratch, double *dx, double *dW, double *db, const double *dy,
                                 const double *x, const double *W, int64_t N, int64_t in, int64_t out,
                                 bool accumulate_dx);
@@ -156,11 +158,11 @@ void tt_cpu_add_f64(double *out, const double *a, const double *b, int64_t n);
 void tt_cpu_dropout_scale_f64(double *out, const double *x, int64_t n, double multiplier, uint32_t drop_threshold,
                               uint64_t seed);
 
-/* xn[N,D], W[V,D], targets[N], logits[chunk,V] workspace; returns sum of losses; when dxn != NULL:
- * dxn[N,D] overwritten, dW[V,D] += (dW may be NULL) */
+/* xn[N,D], W[V,D], targets[N], logits[chunk,V] workspace; returns loss_before + the losses, added in token
+ * order; when dxn != NULL: dxn[N,D] overwritten, dW[V,D] += (dgemm, chunk by chunk; dW may be NULL) */
 double tt_cpu_lm_head_loss_f64(tt_cpu_scratch *scratch, double *dxn, double *dW, const double *xn, const double *W,
                                const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, double *logits,
-                               double scale, int64_t *count);
+                               double scale, double loss_before, int64_t *count);
 
 /* sum of x[n]^2 in double, blocks of 4096 summed in order */
 double tt_cpu_sum_squares_f64(tt_cpu_scratch *scratch, const double *x, int64_t n);

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "ops/adamw_scalars.h"
+#include "ops/cpu/gemm_cpu.h"
 #include "ops/dropout_mask.h"
 
 /* `real` is defined after every header: OpenBLAS's headers use `real` as a field name. */

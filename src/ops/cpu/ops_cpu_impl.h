@@ -1,11 +1,11 @@
 /* The CPU reference kernels, written once over a macro type `real` and compiled twice:
  * ops_cpu_f32.c (real = float: the CPU backend) and ops_cpu_f64.c (real = double: the
  * finite-difference gradient check). The including file first includes every header this
- * file needs (ops_cpu.h, cblas.h, limits.h, math.h, stdlib.h, string.h, core/check.h; OpenBLAS
- * uses `real` as a field name, so the macro must come after them) and then defines:
+ * file needs (ops_cpu.h, gemm_cpu.h, cblas.h, limits.h, math.h, stdlib.h, string.h, core/check.h;
+ * OpenBLAS uses `real` as a field name, so the macro must come after them) and then defines:
  *
  *   real                  float or double
- *   TT_CPU_REAL_IS_DOUBLE 0 or 1 (picks cblas_sgemm/cblas_dgemm, expf/exp)
+ *   TT_CPU_REAL_IS_DOUBLE 0 or 1 (picks the GEMM, expf/exp)
  *   TT_CPU_FN(name)       the public name with its precision suffix, tt_cpu_##name##_f32
  *
  * No include guard: each translation unit includes this file exactly once. The semantics of
@@ -14,33 +14,38 @@
  *
  * Determinism: every output element is computed by exactly one thread with a loop order that
  * does not depend on the thread count, so the bits do not depend on OMP_NUM_THREADS.
- * Reductions over rows run in fixed row blocks (TT_CPU_ROW_BLOCK rows, summed in order inside
- * a block, then the block sums in order); rows never reduce across threads. GEMMs run in
- * OpenBLAS, which splits its work over the output matrix, never over the inner dimension, and
- * are only called outside OpenMP parallel regions. With -std=c11 GCC does not contract a*b+c
- * into FMAs, so vectorised and scalar iterations of an element-wise loop give the same bits. */
+ * With -std=c11 GCC does not contract a*b+c into FMAs, so vectorised and scalar iterations of
+ * an element-wise loop give the same bits.
+ *
+ * Row-position independence (fp32, the oracle): no output element's bits depend on where its
+ * token sits in the micro-batch. The GEMMs are tiertrain's own (gemm_cpu.h: one fmaf per k, in
+ * k order, whatever the row), row-wise ops read their row only, attention reads its document
+ * from the document's first token, and every reduction over tokens (weight gradients, norm
+ * and bias gradients, the embedding gradient, the loss) adds token after token, in token
+ * order, onto the value already there. So a packed micro-batch of documents gives, bit for
+ * bit, the loss and gradients of the same documents run one by one in that order, each
+ * adding into the gradients (and the loss) the one before left. The fp64 variant keeps
+ * OpenBLAS's dgemm (the gradient check compares derivatives, not bits). */
 
 #ifndef TT_CPU_FN
 #error "ops_cpu_impl.h: define real, TT_CPU_REAL_IS_DOUBLE and TT_CPU_FN before including"
 #endif
 
 #if TT_CPU_REAL_IS_DOUBLE
-#define TT_CPU_GEMM cblas_dgemm
 #define TT_CPU_EXP exp
 #else
-#define TT_CPU_GEMM cblas_sgemm
 #define TT_CPU_EXP expf
 #endif
 
-/* Rows per block of the fixed-order column reductions (rmsnorm dw, linear db). A constant:
- * the blocking, hence the summation order, must not depend on the thread count. */
-#define TT_CPU_ROW_BLOCK 128
-/* Output tile of one BLAS call (see cpu_gemm). Constants: the tiling must not depend on the
- * thread count. */
+/* Output tile of one BLAS call of the fp64 GEMM (see cpu_gemm). Constants: the tiling must not
+ * depend on the thread count. */
 #define TT_CPU_GEMM_TILE_ROWS 128
 #define TT_CPU_GEMM_TILE_COLS 512
 /* Columns per task of embedding backward. */
 #define TT_CPU_COL_BLOCK 64
+/* Columns per task of the column sums (norm and bias gradients): one cache line of fp32, so that
+ * a norm over a head (128 columns) still spreads over 8 threads. */
+#define TT_CPU_SUM_COL_BLOCK 16
 /* Elements per block of sum_squares. */
 #define TT_CPU_SUMSQ_BLOCK 4096
 /* Element-wise loops shorter than this run on the calling thread: starting the team costs more than
@@ -62,15 +67,20 @@ static inline real cpu_dot(const real *a, const real *b, int64_t n) {
     return s;
 }
 
-/* C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C, row-major; beta is 0 (C is overwritten,
- * even where it held NaN) or 1. */
-static void cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, real alpha, const real *A,
-                     int64_t lda, const real *B, int64_t ldb, real beta, real *C, int64_t ldc) {
+/* C[M,N] from op(A)[M,K] op(B)[K,N], row-major, per `mode` (gemm_cpu.h). fp32: tiertrain's own
+ * GEMM, whose elements' bits do not depend on their row or column. fp64 (the gradient check):
+ * OpenBLAS, SET as beta 0, ADD and CONTINUE as beta 1. */
+static void cpu_gemm(tt_cpu_scratch *scratch, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                     const real *A, int64_t lda, const real *B, int64_t ldb, real *C, int64_t ldc,
+                     tt_cpu_gemm_mode mode) {
+#if TT_CPU_REAL_IS_DOUBLE
+    (void)scratch;
     TT_CHECK(M >= 0 && N >= 0 && K >= 0 && M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && lda <= INT_MAX &&
                  ldb <= INT_MAX && ldc <= INT_MAX,
              "GEMM of %lld x %lld x %lld exceeds the 32-bit BLAS interface", (long long)M, (long long)N,
              (long long)K);
     if (M == 0 || N == 0) return;
+    const real beta = mode == TT_CPU_GEMM_SET ? 0 : 1;
     if (K == 0) {
         if (beta == 0)
             for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(real));
@@ -78,8 +88,7 @@ static void cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
     }
     /* The output is cut into fixed tiles, each computed by one single-threaded BLAS call on one
      * OpenMP thread. Tiles split rows and columns of C, never K, so every element's sum runs in
-     * the same order whatever the thread count; and one thread pool (OpenMP's) serves the
-     * whole backend: OpenBLAS's own pool spinning beside it halved throughput. */
+     * the same order whatever the thread count. */
     const int64_t row_tiles = (M + TT_CPU_GEMM_TILE_ROWS - 1) / TT_CPU_GEMM_TILE_ROWS;
     const int64_t col_tiles = (N + TT_CPU_GEMM_TILE_COLS - 1) / TT_CPU_GEMM_TILE_COLS;
 #pragma omp parallel for schedule(dynamic, 1) if (row_tiles * col_tiles > 1)
@@ -88,43 +97,35 @@ static void cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
         const int64_t mb = cpu_min64(TT_CPU_GEMM_TILE_ROWS, M - m0), nb = cpu_min64(TT_CPU_GEMM_TILE_COLS, N - n0);
         const real *A_tile = trans_a ? A + m0 : A + m0 * lda;
         const real *B_tile = trans_b ? B + n0 * ldb : B + n0;
-        TT_CPU_GEMM(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)mb,
-                    (int)nb, (int)K, alpha, A_tile, (int)lda, B_tile, (int)ldb, beta, C + m0 * ldc + n0, (int)ldc);
+        cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)mb,
+                    (int)nb, (int)K, 1.0, A_tile, (int)lda, B_tile, (int)ldb, beta, C + m0 * ldc + n0, (int)ldc);
     }
+#else
+    tt_cpu_gemm_f32(scratch, trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, mode);
+#endif
 }
 
-/* dst[c] += sum_r a[r,c], or sum_r a[r,c] * x[r,c] * rs[r] when x != NULL; the sums run in
- * double over fixed row blocks, the block sums are added in order. */
-static void cpu_column_sums(tt_cpu_scratch *scratch, real *dst, const real *a, const real *x, const real *rs, int64_t R,
-                            int64_t C) {
+/* dst[c] += sum_r a[r,c], or sum_r a[r,c] * x[r,c] * rs[r] when x != NULL, in row order onto dst's
+ * own value: each row's term (in double) is added to dst[c] and the sum rounded to `real`, row after
+ * row, as gradients accumulated over micro-batches are; so rows cut into consecutive calls give the
+ * bits of one call over all of them. Parallel over blocks of columns. */
+static void cpu_column_sums(real *dst, const real *a, const real *x, const real *rs, int64_t R, int64_t C) {
     if (R <= 0 || C <= 0) return;
-    const int64_t nb = (R + TT_CPU_ROW_BLOCK - 1) / TT_CPU_ROW_BLOCK;
-    /* The [blocks, C] partial sums, from the scratch area. */
-    double *part = tt_cpu_scratch_take(scratch, tt_mul_size((size_t)nb, (size_t)C * sizeof(double), "column sums"),
-                                       "column sums");
-#pragma omp parallel for schedule(static) if (nb > 1)
+    const int64_t nb = (C + TT_CPU_SUM_COL_BLOCK - 1) / TT_CPU_SUM_COL_BLOCK;
+#pragma omp parallel for schedule(static) if (nb > 1 && R * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t blk = 0; blk < nb; blk++) {
-        double *p = part + blk * C;
-        for (int64_t c = 0; c < C; c++) p[c] = 0;
-        const int64_t r1 = cpu_min64(R, (blk + 1) * TT_CPU_ROW_BLOCK);
-        for (int64_t r = blk * TT_CPU_ROW_BLOCK; r < r1; r++) {
+        const int64_t c0 = blk * TT_CPU_SUM_COL_BLOCK, c1 = cpu_min64(C, c0 + TT_CPU_SUM_COL_BLOCK);
+        for (int64_t r = 0; r < R; r++) {
             const real *ar = a + r * C;
             if (x) {
                 const real *xr = x + r * C;
                 const double s = (double)rs[r];
-                for (int64_t c = 0; c < C; c++) p[c] += (double)ar[c] * ((double)xr[c] * s);
+                for (int64_t c = c0; c < c1; c++) dst[c] = (real)((double)dst[c] + (double)ar[c] * ((double)xr[c] * s));
             } else {
-                for (int64_t c = 0; c < C; c++) p[c] += (double)ar[c];
+                for (int64_t c = c0; c < c1; c++) dst[c] = (real)((double)dst[c] + (double)ar[c]);
             }
         }
     }
-#pragma omp parallel for schedule(static) if (nb * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
-    for (int64_t c = 0; c < C; c++) {
-        double s = 0;
-        for (int64_t blk = 0; blk < nb; blk++) s += part[blk * C + c];
-        dst[c] += (real)s;
-    }
-    tt_cpu_scratch_give(scratch, part);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -175,7 +176,7 @@ void TT_CPU_FN(rmsnorm_forward)(real *out, real *rstd, const real *x, const real
 void TT_CPU_FN(rmsnorm_backward)(tt_cpu_scratch *scratch, real *dx, real *dw, const real *dout, const real *x,
                                  const real *w, const real *rstd, int64_t R, int64_t C) {
     /* dw first, so that dx may be the same buffer as dout. */
-    if (dw) cpu_column_sums(scratch, dw, dout, x, rstd, R, C);
+    if (dw) cpu_column_sums(dw, dout, x, rstd, R, C);
     if (dx) {
 #pragma omp parallel for schedule(static) if (R * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
         for (int64_t r = 0; r < R; r++) {
@@ -193,8 +194,8 @@ void TT_CPU_FN(rmsnorm_backward)(tt_cpu_scratch *scratch, real *dx, real *dw, co
 
 /* ---------------------------------------------------------------- linear */
 
-void TT_CPU_FN(linear_forward)(real *y, const real *x, const real *W, const real *b, int64_t N, int64_t in,
-                               int64_t out, bool accumulate) {
+void TT_CPU_FN(linear_forward)(tt_cpu_scratch *scratch, real *y, const real *x, const real *W, const real *b, int64_t N,
+                               int64_t in, int64_t out, bool accumulate) {
     if (b) {
         /* y = b (or y += b), then y += x W^T. */
 #pragma omp parallel for schedule(static) if (N * out >= TT_CPU_PARALLEL_MIN_ELEMENTS)
@@ -205,18 +206,21 @@ void TT_CPU_FN(linear_forward)(real *y, const real *x, const real *W, const real
             else
                 for (int64_t o = 0; o < out; o++) yr[o] = b[o];
         }
-        cpu_gemm(false, true, N, out, in, 1, x, in, W, in, 1, y, out);
+        cpu_gemm(scratch, false, true, N, out, in, x, in, W, in, y, out, TT_CPU_GEMM_ADD);
     } else {
-        cpu_gemm(false, true, N, out, in, 1, x, in, W, in, accumulate ? 1 : 0, y, out);
+        cpu_gemm(scratch, false, true, N, out, in, x, in, W, in, y, out,
+                 accumulate ? TT_CPU_GEMM_ADD : TT_CPU_GEMM_SET);
     }
 }
 
 void TT_CPU_FN(linear_backward)(tt_cpu_scratch *scratch, real *dx, real *dW, real *db, const real *dy, const real *x,
                                 const real *W, int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
-    /* dW and db first: dx may be x's memory (backend.h) */
-    if (dW) cpu_gemm(true, false, out, in, N, 1, dy, out, x, in, 1, dW, in);
-    if (db) cpu_column_sums(scratch, db, dy, NULL, NULL, N, out);
-    if (dx) cpu_gemm(false, false, N, in, out, 1, dy, out, W, in, accumulate_dx ? 1 : 0, dx, in);
+    /* dW and db first: dx may be x's memory (backend.h). They go on from their values, token after token. */
+    if (dW) cpu_gemm(scratch, true, false, out, in, N, dy, out, x, in, dW, in, TT_CPU_GEMM_CONTINUE);
+    if (db) cpu_column_sums(db, dy, NULL, NULL, N, out);
+    if (dx)
+        cpu_gemm(scratch, false, false, N, in, out, dy, out, W, in, dx, in,
+                 accumulate_dx ? TT_CPU_GEMM_ADD : TT_CPU_GEMM_SET);
 }
 
 /* ---------------------------------------------------------------- RoPE */
@@ -448,7 +452,7 @@ void TT_CPU_FN(dropout_scale)(real *out, const real *x, int64_t n, real multipli
 
 double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, const real *xn, const real *W,
                                const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, real *logits,
-                               double scale, int64_t *count) {
+                               double scale, double loss_before, int64_t *count) {
     TT_CHECK(chunk > 0 && V > 0, "lm_head_loss: chunk %lld, vocab %lld", (long long)chunk, (long long)V);
     int64_t valid = 0;
     for (int64_t n = 0; n < N; n++) {
@@ -458,14 +462,14 @@ double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, con
         if (t != TT_IGNORE_INDEX) valid++;
     }
     const int64_t max_rows = cpu_min64(chunk, N > 0 ? N : 1);
-    /* The per-row losses of a chunk, summed in order afterwards. */
+    /* The per-row losses of a chunk, added in order onto the running total afterwards. */
     double *row_loss = tt_cpu_scratch_take(scratch, (size_t)max_rows * sizeof(double), "lm head row losses");
     const real sc = (real)scale;
-    double total = 0;
+    double total = loss_before;
     for (int64_t c0 = 0; c0 < N; c0 += chunk) {
         const int64_t rows = cpu_min64(chunk, N - c0);
         const real *x = xn + c0 * D;
-        cpu_gemm(false, true, rows, V, D, 1, x, D, W, D, 0, logits, V);
+        cpu_gemm(scratch, false, true, rows, V, D, x, D, W, D, logits, V, TT_CPU_GEMM_SET);
 #pragma omp parallel for schedule(static) if (rows * V >= TT_CPU_PARALLEL_MIN_ELEMENTS)
         for (int64_t r = 0; r < rows; r++) {
             real *lr = logits + r * V;
@@ -490,9 +494,10 @@ double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, con
         }
         for (int64_t r = 0; r < rows; r++) total += row_loss[r];
         if (dxn) {
-            /* dW before dxn, so that dxn may be the same buffer as xn. */
-            if (dW) cpu_gemm(true, false, V, D, rows, 1, logits, V, x, D, 1, dW, D);
-            cpu_gemm(false, false, rows, D, V, 1, logits, V, W, D, 0, dxn + c0 * D, D);
+            /* dW before dxn, so that dxn may be the same buffer as xn; dW goes on token after token, so the
+             * chunks do not change its bits. */
+            if (dW) cpu_gemm(scratch, true, false, V, D, rows, logits, V, x, D, dW, D, TT_CPU_GEMM_CONTINUE);
+            cpu_gemm(scratch, false, false, rows, D, V, logits, V, W, D, dxn + c0 * D, D, TT_CPU_GEMM_SET);
         }
     }
     tt_cpu_scratch_give(scratch, row_loss);
@@ -539,9 +544,10 @@ void TT_CPU_FN(adamw_update)(float *p, const real *g, float *m, float *v, int64_
     }
 }
 
-#undef TT_CPU_GEMM
 #undef TT_CPU_EXP
-#undef TT_CPU_ROW_BLOCK
+#undef TT_CPU_GEMM_TILE_ROWS
+#undef TT_CPU_GEMM_TILE_COLS
+#undef TT_CPU_SUM_COL_BLOCK
 #undef TT_CPU_COL_BLOCK
 #undef TT_CPU_SUMSQ_BLOCK
 #undef TT_CPU_PARALLEL_MIN_ELEMENTS

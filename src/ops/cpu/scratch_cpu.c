@@ -3,11 +3,11 @@
 #include <stdlib.h>
 
 #include "core/check.h"
+#include "ops/cpu/gemm_cpu.h"
 #include "ops/cpu/ops_cpu.h"
 
 #define SCRATCH_ALIGN ((size_t)64)
-/* Mirrors TT_CPU_ROW_BLOCK and TT_CPU_SUMSQ_BLOCK in ops_cpu_impl.h. */
-#define COLUMN_SUM_ROWS 128
+/* Mirrors TT_CPU_SUMSQ_BLOCK in ops_cpu_impl.h. */
 #define SUM_SQUARES_BLOCK 4096
 
 void tt_cpu_scratch_set(tt_cpu_scratch *area, void *base, size_t bytes) {
@@ -45,20 +45,12 @@ static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 size_t tt_cpu_scratch_bytes(const tt_scratch_shape *s, int threads) {
     const tt_attention_shape *a = &s->attention;
-    const int64_t N = s->tokens, hd = a->head_dim;
-    const int64_t q_dim = a->num_heads * hd, kv_dim = a->num_kv_heads * hd;
-    int64_t widest = s->hidden;
-    if (q_dim > widest) widest = q_dim;
-    if (kv_dim > widest) widest = kv_dim;
-    if (s->intermediate > widest) widest = s->intermediate;
-    /* column sums (norm weight and bias gradients): [ceil(rows / 128), columns] doubles */
-    size_t need = aligned_bytes((N + COLUMN_SUM_ROWS - 1) / COLUMN_SUM_ROWS * widest, sizeof(double));
-    need = max_size(need, aligned_bytes((N * a->num_heads + COLUMN_SUM_ROWS - 1) / COLUMN_SUM_ROWS * hd, sizeof(double)));
     /* attention forward: one row of scores per thread; backward: D[B, Hq, T] */
-    need = max_size(need, aligned_bytes((int64_t)threads * a->seq_len, sizeof(float)));
+    size_t need = aligned_bytes((int64_t)threads * a->seq_len, sizeof(float));
     need = max_size(need, aligned_bytes(a->batch * a->num_heads * a->seq_len, sizeof(float)));
-    /* LM head: one loss per row of a chunk; sum of squares: one per block */
-    need = max_size(need, aligned_bytes(s->loss_chunk, sizeof(double)));
+    /* sum of squares: one per block */
     need = max_size(need, aligned_bytes((s->gradient_numel + SUM_SQUARES_BLOCK - 1) / SUM_SQUARES_BLOCK, sizeof(double)));
+    /* the LM head's GEMMs run while it holds one loss per row of a chunk; the linear layers' with nothing else */
+    need = max_size(need, aligned_bytes(s->loss_chunk, sizeof(double)) + tt_cpu_gemm_scratch_bytes(threads));
     return need;
 }

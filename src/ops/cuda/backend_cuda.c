@@ -812,7 +812,7 @@ static void cuda_dropout_scale(void *ctx, void *out, const void *x, int64_t n, f
 
 static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                 int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
-                                int64_t *count) {
+                                double loss_before, int64_t *count) {
     cuda_backend *cuda = ctx;
     const int64_t chunks = (N + chunk - 1) / chunk;
     unsigned char *scratch = op_scratch(cuda, align_256(floats(chunk)) + sizeof(double) * (size_t)chunks, "the loss");
@@ -845,7 +845,7 @@ static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, 
     TT_CUDA_CHECK(
         cudaMemcpyAsync(cuda->host_targets, targets, sizeof(int32_t) * (size_t)N, cudaMemcpyDeviceToHost, cuda->stream));
     cuda_synchronize(ctx);
-    double total = 0.0;
+    double total = loss_before;
     for (int64_t c = 0; c < chunks; c++) total += cuda->host_chunk_sums[c];
     int64_t counted = 0;
     for (int64_t n = 0; n < N; n++) counted += cuda->host_targets[n] != TT_IGNORE_INDEX;

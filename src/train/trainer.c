@@ -36,6 +36,13 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* CPU time of every thread of the process: on a shared machine the wall time of the load says little */
+static double process_cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *model) {
     const char *source = run->base_model ? run->base_model : run->model_config;
     char path[4096];
@@ -227,6 +234,7 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *i
 /* The model's weights through a host fp32 buffer: Hugging Face files and random init are fp32 on
  * the host; the compute tier gets them in its formats. */
 static void initial_weights(tt_model_state *model, const tt_run_config *run) {
+    const double started = now_seconds(), started_cpu = process_cpu_seconds();
     /* calloc: the padding between parameters is 0 on the device too */
     float *host = tt_xcalloc((size_t)model->params.total_numel, sizeof(float), "the weights");
     if (run->base_model) {
@@ -243,6 +251,8 @@ static void initial_weights(tt_model_state *model, const tt_run_config *run) {
     }
     tt_model_set_weights(model, host);
     free(host);
+    tt_info("weights: %s in %.2f s (%.2f s of CPU time)", run->base_model ? "loaded" : "initialised at random",
+            now_seconds() - started, process_cpu_seconds() - started_cpu);
 }
 
 /* The final model in output_dir: a Hugging Face checkpoint, or with LoRA the adapters in PEFT's format. */

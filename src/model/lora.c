@@ -37,23 +37,25 @@ static void write_json(const char *path, json_t *root) {
     free(text);
 }
 
-void tt_lora_save_peft(const float *flat, const tt_param_table *table, tt_dtype dtype, const char *base_model,
+void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_dtype dtype, const char *base_model,
                        const char *dir) {
     TT_CHECK(table->lora_rank > 0, "saving adapters of a model without any");
     TT_CHECK(dtype == TT_F32 || dtype == TT_BF16, "adapters are saved as F32 or BF16");
     const size_t elem = tt_dtype_size(dtype);
     void *converted = NULL;
     if (dtype != TT_F32) {
-        converted = tt_xmalloc(tt_mul_size((size_t)table->total_numel, elem, "converted adapters"), "converted adapters");
-        tt_convert_from_f32(converted, dtype, flat, (size_t)table->total_numel);
+        converted =
+            tt_xmalloc(tt_mul_size((size_t)table->trainable_numel, elem, "converted adapters"), "converted adapters");
+        tt_convert_from_f32(converted, dtype, trainable, (size_t)table->trainable_numel);
     }
     tt_st_writer writer;
     tt_st_writer_init(&writer);
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (!is_adapter(p)) continue;
-        const void *data = converted ? (const unsigned char *)converted + (size_t)p->offset * elem
-                                     : (const void *)(flat + p->offset);
+        const int64_t at = p->offset - table->trainable_start; /* adapters are trainable */
+        const void *data = converted ? (const unsigned char *)converted + (size_t)at * elem
+                                     : (const void *)(trainable + at);
         tt_st_writer_add(&writer, p->name, dtype, p->ndim, p->shape, data);
     }
     tt_st_writer_add_metadata(&writer, "format", "pt");
@@ -93,7 +95,7 @@ void tt_lora_save_peft(const float *flat, const tt_param_table *table, tt_dtype 
     json_decref(root);
 }
 
-void tt_lora_load_peft(float *flat, const tt_param_table *table, const char *dir) {
+void tt_lora_load_peft(float *trainable, const tt_param_table *table, const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     tt_st_file file;
@@ -114,7 +116,7 @@ void tt_lora_load_peft(float *flat, const tt_param_table *table, const char *dir
         if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
             tt_die("%s: tensor '%s' is %s; adapters are F32, BF16 or F16", path, p->name,
                    tt_dtype_safetensors_name(t->dtype));
-        tt_convert_to_f32(flat + p->offset, t->data, t->dtype, (size_t)p->numel);
+        tt_convert_to_f32(trainable + (p->offset - table->trainable_start), t->data, t->dtype, (size_t)p->numel);
         found++;
     }
     if (found != file.count)

@@ -231,40 +231,51 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *i
     return tokens ? loss_sum / (double)tokens : NAN;
 }
 
-/* The model's weights through a host fp32 buffer: Hugging Face files and random init are fp32 on
- * the host; the compute tier gets them in its formats. */
+/* The model's weights: the frozen part loaded (or drawn) a piece at a time straight into where it lives, in its
+ * stored form (tt_model_loader); the trainable part through an fp32 host buffer of its own (with LoRA, the adapters
+ * alone), which the compute tier gets in its formats. */
 static void initial_weights(tt_model_state *model, const tt_run_config *run) {
     const double started = now_seconds(), started_cpu = process_cpu_seconds();
     /* calloc: the padding between parameters is 0 on the device too */
-    float *host = tt_xcalloc((size_t)model->params.total_numel, sizeof(float), "the weights");
+    float *trainable = tt_xcalloc((size_t)model->params.trainable_numel, sizeof(float), "the trainable weights");
+    tt_model_loader loader;
+    const tt_weight_sink sink = tt_model_loader_begin(&loader, model, trainable);
     if (run->base_model) {
-        tt_weights_load_hf(host, &model->params, run->base_model);
-        tt_weights_init_lora(host, &model->params, (uint64_t)run->seed);
+        tt_weights_load_hf_to(&model->params, run->base_model, &sink);
+        tt_weights_init_lora(trainable, &model->params, (uint64_t)run->seed);
     } else {
         double std = run->initializer_range > 0 ? run->initializer_range : model->config.initializer_range;
-        tt_weights_init_random(host, &model->params, std, (uint64_t)run->seed);
+        tt_weights_init_random_to(&model->params, std, (uint64_t)run->seed, &sink);
     }
+    tt_model_loader_end(&loader);
     if (run->lora_model_dir) { /* continue from a saved adapter */
         tt_lora_check_peft_config(&model->params, run->lora_model_dir);
-        tt_lora_load_peft(host, &model->params, run->lora_model_dir);
+        tt_lora_load_peft(trainable, &model->params, run->lora_model_dir);
         tt_info("LoRA adapters from %s", run->lora_model_dir);
     }
-    tt_model_set_weights(model, host);
-    free(host);
+    tt_model_set_trainable_weights(model, trainable);
+    free(trainable);
     tt_info("weights: %s in %.2f s (%.2f s of CPU time)", run->base_model ? "loaded" : "initialised at random",
             now_seconds() - started, process_cpu_seconds() - started_cpu);
 }
 
-/* The final model in output_dir: a Hugging Face checkpoint, or with LoRA the adapters in PEFT's format. */
+/* The final model in output_dir: a Hugging Face checkpoint, or with LoRA the adapters in PEFT's format (then only the
+ * trainable part crosses to the host). */
 static void save_final_weights(const tt_model_state *model, const tt_run_config *run) {
+    if (model->params.lora_rank > 0) {
+        float *trainable = tt_xmalloc(
+            tt_mul_size((size_t)model->params.trainable_numel, sizeof(float), "the adapters"), "the adapters");
+        tt_model_get_trainable_weights(model, trainable);
+        tt_lora_save_peft(trainable, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run),
+                          run->output_dir);
+        free(trainable);
+        return;
+    }
     float *host = tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"),
                              "the weights");
     tt_model_get_weights(model, host);
-    if (model->params.lora_rank > 0)
-        tt_lora_save_peft(host, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run), run->output_dir);
-    else
-        tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
-                           run->max_shard_bytes);
+    tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
+                       run->max_shard_bytes);
     free(host);
 }
 

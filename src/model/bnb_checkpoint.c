@@ -171,6 +171,11 @@ void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *
                    state_file, name, (long long)nested_blocksize, TT_QUANT4_NESTED_BLOCK);
     }
     json_decref(root);
+    const char *nested_file = NULL;
+    if (!nested && part(model, name, ".nested_absmax", &nested_file))
+        tt_die("%s: weight '%s' has a nested_absmax but its quant_state has no nested_offset or nested_blocksize; the "
+               "checkpoint is corrupt",
+               nested_file, name);
 
     const tt_quant4_layout l = tt_quant4_layout_of(w->numel, &w->format);
     if (w->codes->bytes != (size_t)(w->numel + 1) / 2) {
@@ -190,14 +195,7 @@ void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *
                    "dequantizes with bitsandbytes' standard NF4 and FP4 tables only. Train from the original model",
                    file, name, c, (double)float_at(quant_map, c), nf4 ? "NF4" : "FP4",
                    (double)tt_quant4_code_value(w->format.type, c));
-    const char *nested_file = NULL;
-    if (!nested) {
-        if (part(model, name, ".nested_absmax", &nested_file))
-            tt_die("%s: weight '%s' has a nested_absmax but its quant_state has no nested_offset or nested_blocksize; "
-                   "the checkpoint is corrupt",
-                   nested_file, name);
-        return;
-    }
+    if (!nested) return;
     w->nested_absmax = need_part(w, model, ".nested_absmax", TT_F32, l.nested_blocks, "each absmax block's scale");
     const tt_st_tensor *nested_map = need_part(w, model, ".nested_quant_map", TT_F32, 256, "the dynamic map");
     const float *map = tt_quant4_dynamic_map();

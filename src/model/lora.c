@@ -217,32 +217,12 @@ static bool parse_adapter_name(const char *name, int64_t *layer, tt_lora_module 
     return false;
 }
 
-static void copy_file_if_present(const char *from_dir, const char *to_dir, const char *name) {
-    char from[4200], to[4200];
-    snprintf(from, sizeof from, "%s/%s", from_dir, name);
-    snprintf(to, sizeof to, "%s/%s", to_dir, name);
-    FILE *f = tt_fopen_regular_file(from, name);
-    if (!f) return;
-    char *data = NULL;
-    size_t size = 0, capacity = 0;
-    for (;;) {
-        if (size == capacity) data = tt_xrealloc(data, capacity = capacity ? 2 * capacity : 65536, name);
-        const size_t got = fread(data + size, 1, capacity - size, f);
-        size += got;
-        if (got == 0) break;
-    }
-    const int failed = ferror(f);
-    fclose(f);
-    if (failed) tt_die("cannot read %s", from);
-    tt_write_file_atomic(to, data, size);
-    free(data);
-}
-
 void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *out_dir, size_t max_shard_bytes) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", base_dir);
     tt_model_config config;
     tt_model_config_load(path, &config);
+    tt_model_config_check_quantization(&config, path); /* a 4-bit base is merged into its dequantized weights */
     tt_param_table table;
     tt_param_table_build(&config, &table);
     float *flat = tt_xcalloc((size_t)table.total_numel, sizeof(float), "the base model");
@@ -302,10 +282,7 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
     if (merged == 0) tt_die("%s: no LoRA adapters in it; nothing to merge", path);
 
     tt_weights_save_hf(flat, &table, &config, config.dtype, out_dir, max_shard_bytes);
-    static const char *const companions[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                                             "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model"};
-    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++)
-        copy_file_if_present(base_dir, out_dir, companions[i]);
+    tt_weights_copy_companion_files(base_dir, out_dir);
     tt_info("merged %d LoRA adapters (scaling %g) into %s: %s", merged, scaling, base_dir, out_dir);
     free(flat);
     tt_param_table_free(&table);

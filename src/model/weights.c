@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "core/rng.h"
 #include "model/bnb_checkpoint.h"
 #include "model/quant4.h"
@@ -396,4 +397,32 @@ void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt
     free(converted);
     snprintf(path, sizeof path, "%s/config.json", dir);
     tt_model_config_save(config, path);
+}
+
+static void copy_file_if_present(const char *from_dir, const char *to_dir, const char *name) {
+    char from[4200], to[4200];
+    snprintf(from, sizeof from, "%s/%s", from_dir, name);
+    snprintf(to, sizeof to, "%s/%s", to_dir, name);
+    FILE *f = tt_fopen_regular_file(from, name);
+    if (!f) return;
+    char *data = NULL;
+    size_t size = 0, capacity = 0;
+    for (;;) {
+        if (size == capacity) data = tt_xrealloc(data, capacity = capacity ? 2 * capacity : 65536, name);
+        const size_t got = fread(data + size, 1, capacity - size, f);
+        size += got;
+        if (got == 0) break;
+    }
+    const int failed = ferror(f);
+    fclose(f);
+    if (failed) tt_die("cannot read %s", from);
+    tt_write_file_atomic(to, data, size);
+    free(data);
+}
+
+void tt_weights_copy_companion_files(const char *from_dir, const char *to_dir) {
+    static const char *const companions[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                             "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model"};
+    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++)
+        copy_file_if_present(from_dir, to_dir, companions[i]);
 }

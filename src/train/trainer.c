@@ -111,7 +111,38 @@ static size_t physical_memory_bytes(void) {
 
 /* Sizes a key sets that only make sense next to the model: refused before anything is priced
  * or allocated (a rank of a million on a model of width 16 once ran for minutes). */
+/* A base saved in bitsandbytes' 4-bit format trains as QLoRA with its 4-bit weights as they are: LoRA on a bf16 base and
+ * full fine-tuning would need the original weights, which the checkpoint no longer has (dequantized ones carry the
+ * quantization error into every update, and take four times the memory), so both are refused, as PEFT refuses to
+ * fine-tune a purely quantized model. */
+static void check_quantized_base(const tt_run_config *run, const tt_model_config *model) {
+    const tt_model_quantization *q = &model->quantization;
+    if (!run->base_model || !q->present) return;
+    char source[4200];
+    snprintf(source, sizeof source, "%s/config.json", run->base_model);
+    tt_model_config_check_quantization(model, source);
+    if (run->adapter != TT_ADAPTER_QLORA)
+        tt_die("base_model %s is saved in bitsandbytes' 4-bit format (config.json's quantization_config), so it trains "
+               "with adapter: qlora and load_in_4bit: true (its 4-bit weights are used as they are); %s would need the "
+               "weights in bf16, which this checkpoint no longer has: train from the original model for that",
+               run->base_model, run->adapter == TT_ADAPTER_LORA ? "adapter: lora" : "full fine-tuning (adapter: ~)");
+    if (q->skipped_linear[0])
+        tt_die("%s: quantization_config.llm_int8_skip_modules keeps '%s' unquantized, but QLoRA stores every "
+               "q/k/v/o/gate/up/down weight in 4 bits; train from the original model (adapter: qlora quantizes it at "
+               "load)",
+               source, q->skipped_linear);
+    const bool fp4 = run->bnb_4bit_quant_type == 1;
+    if (run->bnb_key_given && ((q->format.type == TT_QUANT4_FP4) != fp4 ||
+                               q->format.double_quant != run->bnb_4bit_use_double_quant))
+        tt_warn("base_model %s is saved in 4 bits as %s%s; its format is used, not bnb_4bit_quant_type: %s, "
+                "bnb_4bit_use_double_quant: %s (as transformers uses a checkpoint's own quantization_config)",
+                run->base_model, q->format.type == TT_QUANT4_FP4 ? "fp4" : "nf4",
+                q->format.double_quant ? " with double quantization" : " without double quantization", fp4 ? "fp4" : "nf4",
+                run->bnb_4bit_use_double_quant ? "true" : "false");
+}
+
 static void check_run_against_model(const tt_run_config *run, const tt_model_config *model) {
+    check_quantized_base(run, model);
     if (run->adapter == TT_ADAPTER_LORA) {
         int64_t widest = model->hidden_size > model->intermediate_size ? model->hidden_size : model->intermediate_size;
         if (model->num_heads * model->head_dim > widest) widest = model->num_heads * model->head_dim;
@@ -130,7 +161,7 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
     tt_param_table params;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan->weight_bytes);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, model, plan->weight_bytes);
     tt_param_table_build_trainable(model, &trainable, &params);
     tt_size_table sizes; /* settles attn_workspace_limit: auto before the spill prices the plan */
     tt_size_table_configure(&sizes, model, &params, plan, device->backend);
@@ -156,7 +187,7 @@ void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     tt_plan plan;
     plan_for_run(&plan, run, &model, device);
     tt_param_table params;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan.weight_bytes);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, &model, plan.weight_bytes);
     tt_param_table_build_trainable(&model, &trainable, &params);
     tt_size_table sizes;
     tt_size_table_configure(&sizes, &model, &params, &plan, device->backend);
@@ -344,7 +375,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_plan plan;
     plan_for_run(&plan, run, &model_config, device);
     tt_model_state model;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan.weight_bytes);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, &model_config, plan.weight_bytes);
     tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
     const tt_model_config *mc = &model.config;
     const tt_tier tier = compute_tier_of(device);

@@ -2,7 +2,8 @@
 # 4-bit checkpoints through the command line: a model saved in bitsandbytes' 4-bit format trains with adapter: qlora
 # to the same adapter bits as its bf16 source quantized at load (NF4 with double quantization, FP4 without); plan
 # prices it alike; adapter: lora and full fine-tuning of it are refused naming the fix; tiertrain dequantize writes
-# the same model from both; tiertrain merge takes the 4-bit base.
+# the same model from both, on which a LoRA run trains the QLoRA run's adapter bit for bit; tiertrain merge takes the
+# 4-bit base.
 # Arguments: tiertrain binary, source dir, scratch dir. TT_TEST_OVERRIDES adds key=value overrides to every run.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -70,6 +71,14 @@ check "dequantize a 4-bit checkpoint" test $? -eq 0
 "$tiertrain" dequantize --base "$models/bf16" -o deq_bf16 > deq_bf16.txt 2>&1
 check "dequantize a bf16 model as QLoRA quantizes it (nf4, double quantization)" test $? -eq 0
 check "the same dequantized model from both" cmp -s deq_bnb/model.safetensors deq_bf16/model.safetensors
+grep -v "adapter\|load_in_4bit" run.yaml > lora.yaml
+"$tiertrain" train --config lora.yaml "${overrides[@]}" base_model=deq_bnb adapter=lora output_dir=out_deq_lora \
+  > train_deq_lora.txt 2>&1
+case " ${overrides[*]} " in
+  *device=cuda*) ;; # bf16 GEMMs read bf16 of the dequantized values on the GPU: another rounding than a bf16 base's
+  *) check "LoRA on the dequantized base trains the QLoRA run's adapter bit for bit (fp32)" \
+       cmp -s out_bnb_nf4_dq/adapter_model.safetensors out_deq_lora/adapter_model.safetensors ;;
+esac
 "$tiertrain" dequantize --base "$models/bnb_nf4_dq" --quant-type fp4 -o deq_x > deq_x.txt 2>&1
 check "dequantize refuses another format than the checkpoint's" grep -q "not fp4 with double quantization; leave the format out" deq_x.txt
 "$tiertrain" merge --base "$models/bnb_nf4_dq" --adapter out_bnb_nf4_dq -o merged > merge.txt 2>&1

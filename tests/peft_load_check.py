@@ -3,10 +3,13 @@
 installed, e.g. on the GPU machine).
 
 usage: python3 tests/peft_load_check.py --base BASE_DIR --adapter ADAPTER_DIR [--merged MERGED_DIR]
-       [--tokens TOKENS_FILE]
+       [--tokens TOKENS_FILE [--seq-len T --rows B]] [--metrics METRICS_JSONL | --tiertrain-loss LOSS]
+       [--tolerance REL]
 
 BASE_DIR is the Hugging Face model the adapter was trained on (base_model of the run), ADAPTER_DIR a
-directory tiertrain wrote with adapter: lora (output_dir, or a checkpoint-<step>). The check:
+directory tiertrain wrote with adapter: lora (output_dir, or a checkpoint-<step>). For adapter: qlora,
+BASE_DIR is the base as the run computes with it, `tiertrain dequantize --base <base_model> -o BASE_DIR`
+(its 4-bit weights dequantized, F32, loadable without bitsandbytes). The check:
   1. PeftModel.from_pretrained(base, ADAPTER_DIR) loads every tensor of adapter_model.safetensors into
      its lora_A / lora_B (no missing or unexpected keys) and the loaded values equal the file's;
   2. adapter_config.json is what peft reads back (peft_type LORA, r, lora_alpha, target_modules);
@@ -14,8 +17,14 @@ directory tiertrain wrote with adapter: lora (output_dir, or a checkpoint-<step>
      or a fixed random batch) is finite and differs from the base model's unless B is all zero;
   4. with --merged (the output of `tiertrain merge --base BASE_DIR --adapter ADAPTER_DIR -o MERGED_DIR`):
      the merged model's loss equals the adapted model's within 1e-4 relative (fp32; bf16 bases
-     within 2e-2), as does peft's own merge_and_unload.
-Exit status 0 when all hold.
+     within 2e-2), as does peft's own merge_and_unload;
+  5. with --metrics (tiertrain's metrics.jsonl of a run that loaded ADAPTER_DIR with lora_model_dir,
+     lora_dropout 0, on a token file of exactly B * T + 1 tokens, sequence_len T, micro_batch_size B,
+     max_steps 1: its step-1 loss is that batch's, before any update) or --tiertrain-loss: the adapted
+     model's loss on the same B rows (row i: tokens [i T, i T + T], labels the same, so the T next-token
+     predictions per row tiertrain makes) equals tiertrain's within --tolerance relative (default 1e-4:
+     tiertrain's fp32 CPU backend; 2e-2 for a bf16 GPU run).
+Exit status 0 when all hold; the last line is then OK.
 """
 import argparse
 import json
@@ -26,6 +35,40 @@ import numpy as np
 import torch
 import transformers
 from safetensors.torch import load_file
+
+
+def read_tokens(tokens_path):
+    """A tiertrain token file, version 1 (docs/token_format.md): a 32-byte header, then little-endian uint32 ids."""
+    with open(tokens_path, "rb") as f:
+        header = f.read(32)
+    if header[:8] != b"TTTOKENS" or int.from_bytes(header[8:12], "little") != 1:
+        raise SystemExit(f"{tokens_path}: not a version 1 tiertrain token file")
+    count = int.from_bytes(header[16:24], "little")
+    return np.fromfile(tokens_path, dtype="<u4", count=count, offset=32)
+
+
+def rows_from(tokens_path, seq_len, rows, vocab_size):
+    """tiertrain's sequences of a version 1 stream: row i is tokens [i T, i T + T] (T + 1 ids; stride T)."""
+    ids = read_tokens(tokens_path)
+    if len(ids) < rows * seq_len + 1:
+        raise SystemExit(f"{tokens_path}: {len(ids)} tokens, fewer than rows x seq_len + 1 = {rows * seq_len + 1}")
+    if len(ids) != rows * seq_len + 1:
+        print(f"note: {tokens_path} has {len(ids)} tokens; tiertrain's step-1 batch is its first {rows} sequences "
+              f"only when it has exactly {rows * seq_len + 1}")
+    if int(ids.max()) >= vocab_size:
+        raise SystemExit(f"{tokens_path}: token id {int(ids.max())} is not below the vocabulary ({vocab_size})")
+    batch = np.stack([ids[i * seq_len:i * seq_len + seq_len + 1] for i in range(rows)]).astype(np.int64)
+    ids = torch.tensor(batch)
+    return ids, ids.clone()
+
+
+def first_step_loss(metrics_path):
+    with open(metrics_path) as f:
+        for line in f:
+            record = json.loads(line)
+            if record.get("step") == 1 and "loss" in record:
+                return float(record["loss"])
+    raise SystemExit(f"{metrics_path}: no step 1 with a loss")
 
 
 def batch_from(tokens_path, vocab_size):
@@ -54,12 +97,28 @@ def main():
     parser.add_argument("--adapter", required=True)
     parser.add_argument("--merged")
     parser.add_argument("--tokens")
+    parser.add_argument("--seq-len", type=int, help="with --rows: tiertrain's batch of the token file (see 5.)")
+    parser.add_argument("--rows", type=int, default=1)
+    parser.add_argument("--metrics", help="tiertrain's metrics.jsonl: its step-1 loss is compared (see 5.)")
+    parser.add_argument("--tiertrain-loss", type=float)
+    parser.add_argument("--tolerance", type=float, default=1e-4)
     args = parser.parse_args()
     failures = []
 
     base = transformers.AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32)
+    if getattr(base.config, "quantization_config", None):
+        raise SystemExit(f"{args.base} is saved quantized; give the dequantized base (tiertrain dequantize --base "
+                         f"{args.base} -o DIR)")
     dtype = base.config.dtype if hasattr(base.config, "dtype") else base.config.torch_dtype
-    ids, labels = batch_from(args.tokens, base.config.vocab_size)
+    if args.seq_len:
+        if not args.tokens:
+            raise SystemExit("--seq-len needs --tokens")
+        ids, labels = rows_from(args.tokens, args.seq_len, args.rows, base.config.vocab_size)
+    else:
+        ids, labels = batch_from(args.tokens, base.config.vocab_size)
+    expected = args.tiertrain_loss
+    if args.metrics:
+        expected = first_step_loss(args.metrics)
     base_loss = loss_of(base, ids, labels)
 
     saved = load_file(os.path.join(args.adapter, "adapter_model.safetensors"))
@@ -84,6 +143,13 @@ def main():
         failures.append(f"adapted loss {adapted_loss} (base {base_loss})")
     print(f"base loss {base_loss:.9f}, adapted (peft) {adapted_loss:.9f}, {len(saved)} adapter tensors, "
           f"r {config['r']}, lora_alpha {config['lora_alpha']}")
+
+    if expected is not None:
+        difference = abs(adapted_loss - expected) / abs(expected)
+        print(f"tiertrain's loss on the batch {expected:.9f}, peft's {adapted_loss:.9f}: relative difference "
+              f"{difference:.2e} (tolerance {args.tolerance:g})")
+        if not difference <= args.tolerance:
+            failures.append(f"peft's loss {adapted_loss} vs tiertrain's {expected}: {difference:.2e} relative")
 
     if args.merged:
         tolerance = 2e-2 if str(dtype).endswith("bfloat16") else 1e-4

@@ -76,7 +76,7 @@ static bool run_fixture(const char *source_dir, const char *name, bool checkpoin
     tt_model_state s;
     tt_model_state_init_trainable(&s, &config, &plan, &spec, tt_test_cpu_backend(), 0);
     tt_weights_load_hf(s.weights, &s.params, dir);
-    tt_lora_load_peft(s.weights, &s.params, lora_dir);
+    tt_lora_load_peft((float *)s.weights + s.params.trainable_start, &s.params, lora_dir);
 
     const int32_t *in = ids->data, *lab = labels->data;
     int64_t count = 0;

@@ -3,6 +3,7 @@
 blocksize 64) and its double quantization of the absmax, mirrored from the published algorithm.
 
 usage: python3 tools/make_nf4_fixture.py --out tests/fixtures/quant4/nf4.safetensors
+       python3 tools/make_nf4_fixture.py --model-dirs tests/fixtures/quant4/model
        python3 tools/make_nf4_fixture.py --check-torch      (where torch is installed)
 
 Pure Python (no numpy, no torch): every float32 operation of bitsandbytes' CUDA kernels is done in
@@ -267,6 +268,132 @@ def make(out):
     print("wrote %s (%d tensors)" % (out, len(tensors)))
 
 
+# The model fixtures (--model-dirs): a one-layer Qwen3 of hidden 64 saved in bf16 and, from the same bf16 values, as
+# transformers saves a model loaded with BitsAndBytesConfig(load_in_4bit=True) (NF4 with double quantization, and FP4
+# without), every part as bitsandbytes' QuantState.as_dict(packed=True) and Linear4bit's state dict name it.
+MODEL_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": None,
+    "dtype": "bfloat16", "eos_token_id": None, "head_dim": 32, "hidden_act": "silu", "hidden_size": 64,
+    "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 64, "model_type": "qwen3",
+    "num_attention_heads": 2, "num_hidden_layers": 1, "num_key_value_heads": 1, "rms_norm_eps": 1e-06,
+    "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "sliding_window": None,
+    "tie_word_embeddings": True, "use_cache": True, "use_sliding_window": False, "vocab_size": 32,
+}
+LINEAR = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+          "mlp.up_proj", "mlp.down_proj")
+
+
+def model_tensors():
+    """The bf16 model's tensors, name -> (shape, values): normal values from the fixture's LCG (std 0.05), norms near 1,
+    and an all-zero block in q_proj (absmax 0: every value gets the lowest code, as on the GPU)."""
+    state = [0x2545F4914F6CDD1D]
+
+    def uniform():
+        state[0] = (state[0] * 6364136223846793005 + 1442695040888963407) % 2**64
+        return ((state[0] >> 11) + 0.5) / 2**53
+
+    def normal():
+        return math.sqrt(-2 * math.log(uniform())) * math.cos(2 * math.pi * uniform())
+
+    c = MODEL_CONFIG
+    D, F, hd = c["hidden_size"], c["intermediate_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    shapes = {"self_attn.q_proj": [q, D], "self_attn.k_proj": [kv, D], "self_attn.v_proj": [kv, D],
+              "self_attn.o_proj": [D, q], "mlp.gate_proj": [F, D], "mlp.up_proj": [F, D], "mlp.down_proj": [D, F]}
+    tensors = {"model.embed_tokens.weight": ([c["vocab_size"], D],
+                                             [bf16(f32(0.05 * normal())) for _ in range(c["vocab_size"] * D)])}
+    prefix = "model.layers.0."
+    for name, shape in (("input_layernorm", [D]), ("post_attention_layernorm", [D]), ("self_attn.q_norm", [hd]),
+                        ("self_attn.k_norm", [hd])):
+        tensors[prefix + name + ".weight"] = (shape, [bf16(f32(1.0 + 0.1 * normal())) for _ in range(shape[0])])
+    for name in LINEAR:
+        shape = shapes[name]
+        values = [bf16(f32(0.05 * normal())) for _ in range(shape[0] * shape[1])]
+        if name == "self_attn.q_proj":
+            values[2 * BLOCK:3 * BLOCK] = [0.0] * BLOCK
+        tensors[prefix + name + ".weight"] = (shape, values)
+    tensors["model.norm.weight"] = ([D], [bf16(f32(1.0 + 0.1 * normal())) for _ in range(D)])
+    return tensors
+
+
+def bf16_bytes(values):
+    return b"".join(struct.pack("<I", struct.unpack("<I", struct.pack("<f", v))[0])[2:] for v in values)
+
+
+def write_model_safetensors(path, tensors):
+    """tensors: name -> (dtype, shape, raw bytes), in order; as safetensors.torch.save_file lays them out."""
+    header, offset = {}, 0
+    for name, (dtype, shape, blob) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for _, _, blob in tensors.values():
+            f.write(blob)
+
+
+def fp32_bytes(values):
+    return struct.pack("<%df" % len(values), *values)
+
+
+def quant_map(quant_type):
+    """get_4bit_type(quant_type): the table in float32, divided by its largest magnitude."""
+    if quant_type == "nf4":
+        return list(NF4)
+    data = [0, 0.0625, 8.0, 12.0, 4.0, 6.0, 2.0, 3.0, -0, -0.0625, -8.0, -12.0, -4.0, -6.0, -2.0, -3.0]
+    return [f32(f32(v) / f32(12.0)) for v in data]
+
+
+def write_model_dir(out, tensors, quant_type=None, double_quant=False):
+    os.makedirs(out, exist_ok=True)
+    config = dict(MODEL_CONFIG)
+    saved = {}
+    code = dynamic_map()
+    for name, (shape, values) in tensors.items():
+        if quant_type is None or not any(name.endswith(m + ".weight") for m in LINEAR):
+            saved[name] = ("BF16", shape, bf16_bytes(values))
+            continue
+        codes, absmax = quantize_4bit(values, quant_type)
+        state = {"quant_type": quant_type, "blocksize": BLOCK, "dtype": "bfloat16", "shape": shape}
+        saved[name] = ("U8", [(len(values) + 1) // 2, 1], bytes(codes))
+        if double_quant:
+            qabsmax, nested, offset = double_quantize(absmax, code)
+            saved[name + ".absmax"] = ("U8", [len(qabsmax)], bytes(qabsmax))
+        else:
+            saved[name + ".absmax"] = ("F32", [len(absmax)], fp32_bytes(absmax))
+        saved[name + ".quant_map"] = ("F32", [16], fp32_bytes(quant_map(quant_type)))
+        if double_quant:
+            saved[name + ".nested_absmax"] = ("F32", [len(nested)], fp32_bytes(nested))
+            saved[name + ".nested_quant_map"] = ("F32", [256], fp32_bytes(code))
+            state.update({"nested_blocksize": NESTED_BLOCK, "nested_dtype": "float32", "nested_offset": offset})
+        packed = json.dumps(state).encode("utf-8")
+        saved[name + ".quant_state.bitsandbytes__" + quant_type] = ("U8", [len(packed)], packed)
+    if quant_type:
+        config["quantization_config"] = {
+            "_load_in_4bit": True, "_load_in_8bit": False, "bnb_4bit_compute_dtype": "bfloat16",
+            "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": quant_type,
+            "bnb_4bit_use_double_quant": double_quant, "llm_int8_enable_fp32_cpu_offload": False,
+            "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None, "llm_int8_threshold": 6.0,
+            "load_in_4bit": True, "load_in_8bit": False, "quant_method": "bitsandbytes"}
+    # transformers sorts the state dict's names when it writes safetensors
+    write_model_safetensors(os.path.join(out, "model.safetensors"), dict(sorted(saved.items())))
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print("wrote %s (%d tensors)" % (out, len(saved)))
+
+
+def make_model_dirs(out):
+    tensors = model_tensors()
+    write_model_dir(os.path.join(out, "bf16"), tensors)
+    write_model_dir(os.path.join(out, "bnb_nf4_dq"), tensors, "nf4", True)
+    write_model_dir(os.path.join(out, "bnb_fp4"), tensors, "fp4", False)
+
+
 def check_torch():
     import torch
 
@@ -298,7 +425,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="tests/fixtures/quant4/nf4.safetensors")
     parser.add_argument("--check-torch", action="store_true")
+    parser.add_argument("--model-dirs", metavar="DIR",
+                        help="write the model fixtures instead: DIR/bf16, DIR/bnb_nf4_dq, DIR/bnb_fp4")
     args = parser.parse_args()
     if args.check_torch:
         raise SystemExit(check_torch())
-    make(args.out)
+    if args.model_dirs:
+        make_model_dirs(args.model_dirs)
+    else:
+        make(args.out)

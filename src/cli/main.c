@@ -1,4 +1,4 @@
-/* tiertrain's command line: train | plan | preprocess | merge | tokenize. */
+/* tiertrain's command line: train | plan | preprocess | merge | dequantize | tokenize. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/config.h"
+#include "model/dequantized_export.h"
 #include "model/lora.h"
 #include "data/tokenize_files.h"
 #include "train/byte_tokenizer.h"
@@ -28,6 +29,8 @@ static void print_usage(FILE *out) {
           "  (run.yaml may also be given without --config, as axolotl: tiertrain train run.yaml)\n"
           "  tiertrain merge --base HF_DIR --adapter PEFT_DIR -o OUT_DIR [--max-shard-size 5GB]\n"
           "                                                                 a LoRA adapter merged into its base: a full model\n"
+          "  tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4] [--double-quant true|false]\n"
+          "                                                                 the base a QLoRA run computes with, dequantized\n"
           "  tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT FILE...\n"
           "                                                                 token file with the model's tokenizer\n"
           "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
@@ -207,6 +210,50 @@ static int run_merge(int argc, char **argv) {
     return 0;
 }
 
+static int run_dequantize(int argc, char **argv) {
+    const char *usage =
+        "usage: tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4] [--double-quant true|false] "
+        "[--max-shard-size 5GB]";
+    const char *base = NULL, *output = NULL, *type = NULL, *double_quant = NULL;
+    int64_t max_shard_bytes = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            printf("%s\n\nWrites OUT_DIR: the model in HF_DIR with its q/k/v/o/gate/up/down weights as a QLoRA run "
+                   "computes with them: quantized to 4 bits as adapter: qlora does at load (default nf4 with double "
+                   "quantization, axolotl's), then dequantized (fp32 products code value x block absmax); a checkpoint "
+                   "saved in bitsandbytes' 4-bit format is dequantized as it is. Every tensor F32, config.json without "
+                   "quantization_config: transformers and peft load it without bitsandbytes "
+                   "(tests/peft_load_check.py).\n",
+                   usage);
+            return 0;
+        }
+        const bool takes_value = strcmp(arg, "--base") == 0 || strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0 ||
+                                 strcmp(arg, "--quant-type") == 0 || strcmp(arg, "--double-quant") == 0 ||
+                                 strcmp(arg, "--max-shard-size") == 0;
+        if (!takes_value) tt_die("dequantize: unknown argument '%s'; %s", arg, usage);
+        if (i + 1 >= argc) tt_die("dequantize: %s needs a value; %s", arg, usage);
+        const char *value = argv[++i];
+        if (strcmp(arg, "--base") == 0) base = value;
+        else if (strcmp(arg, "--quant-type") == 0) type = value;
+        else if (strcmp(arg, "--double-quant") == 0) double_quant = value;
+        else if (strcmp(arg, "--max-shard-size") == 0) {
+            max_shard_bytes = tt_parse_bytes(value);
+            if (max_shard_bytes < 0) tt_die("dequantize: --max-shard-size '%s' is not a size such as 5GB or 2GiB", value);
+        } else output = value;
+    }
+    if (!base || !output) tt_die("dequantize: %s missing; %s", !base ? "--base" : "-o", usage);
+    if (type && strcmp(type, "nf4") != 0 && strcmp(type, "fp4") != 0)
+        tt_die("dequantize: --quant-type is '%s'; it is nf4 or fp4 (bnb_4bit_quant_type)", type);
+    if (double_quant && strcmp(double_quant, "true") != 0 && strcmp(double_quant, "false") != 0)
+        tt_die("dequantize: --double-quant is '%s'; it is true or false (bnb_4bit_use_double_quant)", double_quant);
+    const tt_quant4_format format = {.type = type && strcmp(type, "fp4") == 0 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
+                                     .double_quant = !double_quant || strcmp(double_quant, "true") == 0};
+    tt_make_directories(output);
+    tt_export_dequantized(base, type || double_quant ? &format : NULL, output, (size_t)max_shard_bytes);
+    return 0;
+}
+
 static int run_tokenize(int argc, char **argv) {
     const char *usage = "usage: tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT "
                         "FILE... | tiertrain tokenize --bytes -o out.tok FILE...";
@@ -248,6 +295,7 @@ int main(int argc, char **argv) {
     if (strcmp(command, "tokenize") == 0) return run_tokenize(argc - 2, argv + 2);
     if (strcmp(command, "preprocess") == 0) return run_preprocess(argc - 2, argv + 2);
     if (strcmp(command, "merge") == 0) return run_merge(argc - 2, argv + 2);
+    if (strcmp(command, "dequantize") == 0) return run_dequantize(argc - 2, argv + 2);
     if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
         puts("tiertrain " TT_VERSION);
         return 0;

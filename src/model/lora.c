@@ -37,23 +37,25 @@ static void write_json(const char *path, json_t *root) {
     free(text);
 }
 
-void tt_lora_save_peft(const float *flat, const tt_param_table *table, tt_dtype dtype, const char *base_model,
+void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_dtype dtype, const char *base_model,
                        const char *dir) {
     TT_CHECK(table->lora_rank > 0, "saving adapters of a model without any");
     TT_CHECK(dtype == TT_F32 || dtype == TT_BF16, "adapters are saved as F32 or BF16");
     const size_t elem = tt_dtype_size(dtype);
     void *converted = NULL;
     if (dtype != TT_F32) {
-        converted = tt_xmalloc(tt_mul_size((size_t)table->total_numel, elem, "converted adapters"), "converted adapters");
-        tt_convert_from_f32(converted, dtype, flat, (size_t)table->total_numel);
+        converted =
+            tt_xmalloc(tt_mul_size((size_t)table->trainable_numel, elem, "converted adapters"), "converted adapters");
+        tt_convert_from_f32(converted, dtype, trainable, (size_t)table->trainable_numel);
     }
     tt_st_writer writer;
     tt_st_writer_init(&writer);
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (!is_adapter(p)) continue;
-        const void *data = converted ? (const unsigned char *)converted + (size_t)p->offset * elem
-                                     : (const void *)(flat + p->offset);
+        const int64_t at = p->offset - table->trainable_start; /* adapters are trainable */
+        const void *data = converted ? (const unsigned char *)converted + (size_t)at * elem
+                                     : (const void *)(trainable + at);
         tt_st_writer_add(&writer, p->name, dtype, p->ndim, p->shape, data);
     }
     tt_st_writer_add_metadata(&writer, "format", "pt");
@@ -93,7 +95,7 @@ void tt_lora_save_peft(const float *flat, const tt_param_table *table, tt_dtype 
     json_decref(root);
 }
 
-void tt_lora_load_peft(float *flat, const tt_param_table *table, const char *dir) {
+void tt_lora_load_peft(float *trainable, const tt_param_table *table, const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     tt_st_file file;
@@ -114,7 +116,7 @@ void tt_lora_load_peft(float *flat, const tt_param_table *table, const char *dir
         if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
             tt_die("%s: tensor '%s' is %s; adapters are F32, BF16 or F16", path, p->name,
                    tt_dtype_safetensors_name(t->dtype));
-        tt_convert_to_f32(flat + p->offset, t->data, t->dtype, (size_t)p->numel);
+        tt_convert_to_f32(trainable + (p->offset - table->trainable_start), t->data, t->dtype, (size_t)p->numel);
         found++;
     }
     if (found != file.count)
@@ -215,32 +217,12 @@ static bool parse_adapter_name(const char *name, int64_t *layer, tt_lora_module 
     return false;
 }
 
-static void copy_file_if_present(const char *from_dir, const char *to_dir, const char *name) {
-    char from[4200], to[4200];
-    snprintf(from, sizeof from, "%s/%s", from_dir, name);
-    snprintf(to, sizeof to, "%s/%s", to_dir, name);
-    FILE *f = tt_fopen_regular_file(from, name);
-    if (!f) return;
-    char *data = NULL;
-    size_t size = 0, capacity = 0;
-    for (;;) {
-        if (size == capacity) data = tt_xrealloc(data, capacity = capacity ? 2 * capacity : 65536, name);
-        const size_t got = fread(data + size, 1, capacity - size, f);
-        size += got;
-        if (got == 0) break;
-    }
-    const int failed = ferror(f);
-    fclose(f);
-    if (failed) tt_die("cannot read %s", from);
-    tt_write_file_atomic(to, data, size);
-    free(data);
-}
-
 void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *out_dir, size_t max_shard_bytes) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", base_dir);
     tt_model_config config;
     tt_model_config_load(path, &config);
+    tt_model_config_check_quantization(&config, path); /* a 4-bit base is merged into its dequantized weights */
     tt_param_table table;
     tt_param_table_build(&config, &table);
     float *flat = tt_xcalloc((size_t)table.total_numel, sizeof(float), "the base model");
@@ -300,10 +282,7 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
     if (merged == 0) tt_die("%s: no LoRA adapters in it; nothing to merge", path);
 
     tt_weights_save_hf(flat, &table, &config, config.dtype, out_dir, max_shard_bytes);
-    static const char *const companions[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                                             "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model"};
-    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++)
-        copy_file_if_present(base_dir, out_dir, companions[i]);
+    tt_weights_copy_companion_files(base_dir, out_dir);
     tt_info("merged %d LoRA adapters (scaling %g) into %s: %s", merged, scaling, base_dir, out_dir);
     free(flat);
     tt_param_table_free(&table);

@@ -14,14 +14,16 @@
 #include "core/dtype.h"
 #include "model/params.h"
 
-/* Writes the adapters of flat (fp32, the flat parameter layout) into dir, stored as dtype (F32 or BF16).
- * base_model names the base in adapter_config.json (base_model_name_or_path). */
-void tt_lora_save_peft(const float *flat, const tt_param_table *table, tt_dtype dtype, const char *base_model,
+/* Writes the adapters of trainable (fp32, the trainable layout [table->trainable_numel]: adapter p at p->offset -
+ * table->trainable_start) into dir, stored as dtype (F32 or BF16). base_model names the base in adapter_config.json
+ * (base_model_name_or_path). */
+void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_dtype dtype, const char *base_model,
                        const char *dir);
 
-/* Reads the adapters of table from dir's adapter_model.safetensors (F32, BF16 or F16) into flat. A missing
- * adapter, one of another shape, or a tensor of dir the table has no place for is an error naming the file. */
-void tt_lora_load_peft(float *flat, const tt_param_table *table, const char *dir);
+/* Reads the adapters of table from dir's adapter_model.safetensors (F32, BF16 or F16) into trainable (the trainable
+ * layout). A missing adapter, one of another shape, or a tensor of dir the table has no place for is an error naming
+ * the file. */
+void tt_lora_load_peft(float *trainable, const tt_param_table *table, const char *dir);
 /* Checks dir's adapter_config.json against table's adapters (r, lora_alpha, target_modules); a difference is an
  * error naming the file and the run's key to change. */
 void tt_lora_check_peft_config(const tt_param_table *table, const char *dir);

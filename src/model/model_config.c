@@ -131,6 +131,56 @@ static void read_rope(const reader *top, tt_model_config *c) {
                c->rope_high_freq_factor, (long long)c->rope_original_max_position);
 }
 
+/* transformers' quantization_config. Only what tiertrain needs to tell a checkpoint it reads (bitsandbytes 4-bit) from
+ * one it does not is read; the refusals are tt_model_config_check_quantization's, so `tiertrain plan` and the loaders
+ * decide where they apply. */
+static void read_quantization(const reader *top, tt_model_quantization *q) {
+    memset(q, 0, sizeof(*q));
+    json_t *config = get_value(top, "quantization_config");
+    if (!config) return;
+    if (!json_is_object(config))
+        tt_die("%s: key \"quantization_config\" must be an object or null, not %s", top->path, tt_json_type_name(config));
+    const reader r = {top->path, config, "quantization_config."};
+    q->present = true;
+    const char *method = get_string(&r, "quant_method");
+    snprintf(q->method, sizeof q->method, "%s", method ? method : "");
+    q->load_in_4bit = get_bool(&r, "load_in_4bit", false);
+    q->load_in_8bit = get_bool(&r, "load_in_8bit", false);
+    const char *type = get_string(&r, "bnb_4bit_quant_type");
+    if (type && strcmp(type, "nf4") != 0 && strcmp(type, "fp4") != 0)
+        tt_die("%s: quantization_config.bnb_4bit_quant_type is \"%s\"; bitsandbytes' 4-bit types are nf4 and fp4",
+               top->path, type);
+    q->format.type = type && strcmp(type, "fp4") == 0 ? TT_QUANT4_FP4 : TT_QUANT4_NF4;
+    q->format.double_quant = get_bool(&r, "bnb_4bit_use_double_quant", false);
+    json_t *skip = get_value(&r, "llm_int8_skip_modules");
+    if (skip && !json_is_array(skip))
+        tt_die("%s: quantization_config.llm_int8_skip_modules must be a list of module names or null, not %s", top->path,
+               tt_json_type_name(skip));
+    static const char *const linear[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                                         "self_attn", "mlp", "layers"};
+    for (size_t i = 0; skip && i < json_array_size(skip) && !q->skipped_linear[0]; i++) {
+        const char *name = json_string_value(json_array_get(skip, i));
+        if (!name)
+            tt_die("%s: quantization_config.llm_int8_skip_modules[%zu] must be a string, not %s", top->path, i,
+                   tt_json_type_name(json_array_get(skip, i)));
+        for (size_t k = 0; k < sizeof linear / sizeof linear[0]; k++)
+            if (strstr(name, linear[k])) snprintf(q->skipped_linear, sizeof q->skipped_linear, "%s", name);
+    }
+}
+
+void tt_model_config_check_quantization(const tt_model_config *c, const char *source) {
+    const tt_model_quantization *q = &c->quantization;
+    if (!q->present) return;
+    if (strcmp(q->method, "bitsandbytes") != 0)
+        tt_die("%s: quantization_config.quant_method is \"%s\"; tiertrain reads checkpoints in bf16, fp16 or fp32, and "
+               "bitsandbytes 4-bit ones. Train from the original model (adapter: qlora quantizes it at load)",
+               source, q->method[0] ? q->method : "(none)");
+    if (q->load_in_8bit || !q->load_in_4bit)
+        tt_die("%s: the checkpoint is saved in bitsandbytes' %s format; tiertrain reads its 4-bit format only (int8 "
+               "weights with their SCB scales are not read). Train from the original model, or from a 4-bit save",
+               source, q->load_in_8bit ? "8-bit (LLM.int8, load_in_8bit)" : "quantized (neither load_in_4bit)");
+}
+
 /* The whole file as a NUL-terminated string. */
 /* O_NONBLOCK: opening a FIFO without it waits for a writer forever; a regular file ignores the
  * flag, and anything else is refused by the fstat check right after. Every error path closes
@@ -236,6 +286,7 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
                path, model_type);
     }
     read_rope(&r, c);
+    read_quantization(&r, &c->quantization);
     c->bos_token_id = get_token_id(&r, "bos_token_id");
     c->eos_token_id = get_token_id(&r, "eos_token_id");
 
@@ -321,6 +372,19 @@ static int real_precision(const double *values, int count) {
 }
 
 void tt_model_config_save(const tt_model_config *c, const char *path) {
+    if (c->json_text && c->quantization.present) {
+        /* what tiertrain saves is in a float dtype (a merged or dequantized model): the original text without its
+         * quantization_config, which transformers would otherwise follow to read 4-bit tensors that are not there */
+        json_t *root = json_loads(c->json_text, JSON_REJECT_DUPLICATES, NULL);
+        TT_CHECK(root != NULL, "the config.json text read before");
+        json_object_del(root, "quantization_config");
+        char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(root);
+        if (!text) tt_die("out of host memory encoding %s", path);
+        tt_write_file_atomic(path, text, strlen(text));
+        free(text);
+        return;
+    }
     if (c->json_text) {
         tt_write_file_atomic(path, c->json_text, strlen(c->json_text));
         return;

@@ -8,11 +8,22 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
+#include "ops/quant4.h"
 
 /* The largest head_dim accepted (published models of these families use 64 to 256). */
 #define TT_MAX_HEAD_DIM 1024
 
 typedef enum tt_rope_type { TT_ROPE_DEFAULT, TT_ROPE_LLAMA3 } tt_rope_type;
+
+/* config.json's quantization_config: how a checkpoint saved quantized stores its weights (transformers'
+ * BitsAndBytesConfig and the other quantizers). present false for a checkpoint in a float dtype. */
+typedef struct tt_model_quantization {
+    bool present;
+    char method[32];           /* quant_method: "bitsandbytes", "gptq", ... ("" when absent) */
+    bool load_in_4bit, load_in_8bit;
+    tt_quant4_format format;   /* 4-bit: bnb_4bit_quant_type (nf4 default) and bnb_4bit_use_double_quant */
+    char skipped_linear[64];   /* a q/k/v/o/gate/up/down module llm_int8_skip_modules keeps unquantized, or "" */
+} tt_model_quantization;
 
 typedef struct tt_model_config {
     char model_type[32];          /* "llama", "qwen2", "qwen3", "mistral" */
@@ -37,6 +48,7 @@ typedef struct tt_model_config {
     bool attention_bias;          /* q/k/v projections have biases (Qwen2) */
     bool qk_norm;                 /* per-head RMSNorm on q and k before RoPE (Qwen3) */
     tt_dtype dtype;               /* storage dtype of the checkpoint (torch_dtype / dtype) */
+    tt_model_quantization quantization; /* quantization_config (a checkpoint saved quantized) */
     int64_t bos_token_id, eos_token_id; /* -1 when absent */
     char *json_text;              /* the original config.json, kept to write it back unchanged */
 } tt_model_config;
@@ -53,6 +65,10 @@ void tt_model_config_validate(const tt_model_config *config, const char *source)
 void tt_model_config_save(const tt_model_config *config, const char *path);
 
 void tt_model_config_free(tt_model_config *config);
+
+/* Dies unless tiertrain reads the weights the config describes: no quantization_config, or bitsandbytes 4-bit
+ * (bnb_checkpoint.h; a module llm_int8_skip_modules kept in a float dtype loads as one). `source` names the config.json. */
+void tt_model_config_check_quantization(const tt_model_config *config, const char *source);
 
 /* Total number of parameters (embedding counted once when tied). */
 int64_t tt_model_config_param_count(const tt_model_config *config);

@@ -7,13 +7,13 @@
 #include "core/check.h"
 
 /* Offsets are rounded to 64 elements so every parameter starts 256-byte aligned in fp32
- * (and 128-byte in bf16): vector loads and GPU kernels need no special cases. */
+ * (and 128-byte in bf16): vector loads and GPU kernels need no special cases. 4-bit weights: 16 bytes. */
 #define TT_PARAM_ALIGN_ELEMS 64
 /* The trainable part starts at a multiple of 128 elements, so the frozen part is a whole number
  * of 256-byte arena units in bf16 and fp32 alike and the two parts sit back to back in one buffer. */
 #define TT_TRAINABLE_ALIGN_ELEMS 128
 
-tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, size_t storage_elem) {
+tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_model_config *model, size_t storage_elem) {
     tt_trainable_spec spec = {
         .freeze_embeddings = run->freeze_embeddings,
         .frozen_layers = run->frozen_layers,
@@ -29,6 +29,8 @@ tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, size_t sto
         spec.quantize_4bit = true;
         spec.quant_format = (tt_quant4_format){.type = run->bnb_4bit_quant_type == 1 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
                                                .double_quant = run->bnb_4bit_use_double_quant};
+        /* a base saved in 4 bits keeps its own format (as transformers lets the checkpoint's config win) */
+        if (run->base_model && model->quantization.load_in_4bit) spec.quant_format = model->quantization.format;
         spec.quant_storage_elem = storage_elem;
     }
     return spec;
@@ -165,17 +167,22 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
             tt_param_info *p = &t->params[i];
             if (!tt_param_kind_is_linear_weight(p->kind)) continue;
             const size_t bytes = tt_quant4_layout_of(p->numel, &spec->quant_format).bytes;
+            TT_CHECK(16 % spec->quant_storage_elem == 0, "4-bit weights in elements of %zu bytes", spec->quant_storage_elem);
             p->quantized = true;
             p->storage_numel = (int64_t)((bytes + spec->quant_storage_elem - 1) / spec->quant_storage_elem);
         }
     }
 
-    /* Offsets: the frozen part, then the trainable part, each in table order. */
+    /* Offsets: the frozen part, then the trainable part, each in table order. A 4-bit weight needs 16-byte alignment
+     * only (its bytes are a multiple of 16), so the 4-bit weights of a layer sit back to back and the frozen part
+     * holds exactly their bytes, with padding only before the next parameter of the compute dtype. */
     for (int i = 0; i < t->count; i++)
         if (!t->params[i].trainable) {
-            t->params[i].offset = t->total_numel;
-            t->total_numel += padded(t->params[i].storage_numel);
+            const int64_t align = t->params[i].quantized ? (int64_t)(16 / spec->quant_storage_elem) : TT_PARAM_ALIGN_ELEMS;
+            t->params[i].offset = (t->total_numel + align - 1) / align * align;
+            t->total_numel = t->params[i].offset + t->params[i].storage_numel;
         }
+    t->total_numel = padded(t->total_numel);
     t->total_numel = (t->total_numel + TT_TRAINABLE_ALIGN_ELEMS - 1) / TT_TRAINABLE_ALIGN_ELEMS * TT_TRAINABLE_ALIGN_ELEMS;
     t->trainable_start = t->total_numel;
     for (int i = 0; i < t->count; i++)

@@ -55,12 +55,13 @@ typedef struct tt_param_info {
     int64_t shape[2];
     int64_t numel;
     /* QLoRA: a frozen linear weight stored in bitsandbytes' 4-bit format (ops/quant4.h). Its place in the
-     * flat buffer then holds those bytes, tt_quant4_layout_of(numel).bytes of them, in storage_numel
-     * elements of the compute copy (the host's fp32 flat buffer holds the same bytes at the same offset,
-     * with room to spare); everything else has storage_numel == numel. */
+     * flat buffer then holds those bytes, tt_quant4_layout_of(numel).bytes of them, exactly storage_numel
+     * elements of the compute copy (the bytes are a multiple of 16), starting 16-byte aligned; everything else has
+     * storage_numel == numel. (The fp32 flat buffer of tt_model_set_weights, for tests and small models, holds the
+     * same bytes at the same offset, with room to spare; the trainer never makes one for a frozen base.) */
     bool quantized;
     int64_t storage_numel;
-    int64_t offset;       /* in elements from the start of the flat buffer; multiple of 64 */
+    int64_t offset;       /* in elements from the start of the flat buffer; multiple of 64 (a 4-bit weight: 16 bytes) */
     bool weight_decay;    /* matrices decay; biases and norm weights do not (HF Trainer's rule) */
 } tt_param_info;
 
@@ -81,8 +82,9 @@ typedef struct tt_trainable_spec {
 } tt_trainable_spec;
 
 /* adapter, lora_*, the 4-bit keys and the freezing keys of a run; storage_elem: bytes per element of the compute
- * copy of the weights (the plan's weight_bytes), in which quantized weights are laid out. */
-tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, size_t storage_elem);
+ * copy of the weights (the plan's weight_bytes), in which quantized weights are laid out. A base_model saved in
+ * bitsandbytes' 4-bit format (model->quantization) gives its own 4-bit format (the trainer checks the rest). */
+tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_model_config *model, size_t storage_elem);
 /* Whether a parameter kind is one of the seven linear weights of a decoder layer (what QLoRA quantizes). */
 bool tt_param_kind_is_linear_weight(tt_param_kind kind);
 

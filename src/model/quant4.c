@@ -30,7 +30,7 @@ float tt_quant4_code_value(tt_quant4_type type, unsigned code) {
 
 /* The midpoints between neighbouring NF4 values, as a binary tree (bitsandbytes' thresholds: a
  * value equal to a midpoint goes down). */
-static unsigned nf4_code_of(float x) {
+static inline unsigned nf4_code_of(float x) {
     if (x > 0.03979014977812767f) {
         if (x > 0.3893125355243683f) {
             if (x > 0.6427869200706482f) return x > 0.8614784181118011f ? 15u : 14u;
@@ -47,7 +47,7 @@ static unsigned nf4_code_of(float x) {
     return x > -0.8480964004993439f ? 1u : 0u;
 }
 
-static unsigned fp4_code_of(float x) {
+static inline unsigned fp4_code_of(float x) {
     const unsigned sign = x < 0 ? 8u : 0u;
     x = fabsf(x);
     if (x > 0.29166667f) {
@@ -128,59 +128,83 @@ static unsigned char dynamic_code_of(const float *code, float x) {
  * the tree gives them its lowest code, as on the GPU). */
 static float reciprocal(float absmax) { return absmax == 0.0f ? INFINITY : 1.0f / absmax; }
 
+/* max |x| (a NaN is passed over, as fmaxf does; written out so that it is not a library call per value) */
 static float block_absmax_of(const float *x, int64_t count) {
     float m = 0.0f;
-    for (int64_t k = 0; k < count; k++) m = fmaxf(m, fabsf(x[k]));
+    for (int64_t k = 0; k < count; k++) {
+        const float a = fabsf(x[k]);
+        if (a > m) m = a;
+    }
     return m;
 }
 
 /* value * reciprocal, with 0 * inf = NaN as IEEE (and the GPU) has it, without tripping a sanitizer */
 static float scaled(float value, float recip) { return isinf(recip) && value == 0.0f ? NAN : value * recip; }
 
-static void quantize_absmax(unsigned char *base, const tt_quant4_layout *l, const float *absmax) {
-    /* the offset: the mean of the absmax values, summed in order in double */
+void tt_quant4_quantize_nested(void *dst, const float *absmax, int64_t numel) {
+    const tt_quant4_format format = {.type = TT_QUANT4_NF4, .double_quant = true}; /* the layout only */
+    const tt_quant4_layout l = tt_quant4_layout_of(numel, &format);
+    if (l.blocks == 0) return;
+    unsigned char *base = dst;
+    /* the offset: the mean of the absmax values, summed in order in double (one thread: the bits of the sum) */
     double sum = 0.0;
-    for (int64_t b = 0; b < l->blocks; b++) sum += absmax[b];
-    const float offset = (float)(sum / (double)l->blocks);
-    float *nested = (float *)(base + l->nested_absmax);
-    unsigned char *codes = base + l->absmax_codes;
+    for (int64_t b = 0; b < l.blocks; b++) sum += absmax[b];
+    const float offset = (float)(sum / (double)l.blocks);
+    float *nested = (float *)(base + l.nested_absmax);
+    unsigned char *codes = base + l.absmax_codes;
     const float *map = tt_quant4_dynamic_map();
-    for (int64_t nb = 0; nb < l->nested_blocks; nb++) {
+    /* nested blocks are independent: threads change no bit */
+#pragma omp parallel for schedule(static) if (l.nested_blocks > 16)
+    for (int64_t nb = 0; nb < l.nested_blocks; nb++) {
         const int64_t first = nb * TT_QUANT4_NESTED_BLOCK;
-        const int64_t end = first + TT_QUANT4_NESTED_BLOCK < l->blocks ? first + TT_QUANT4_NESTED_BLOCK : l->blocks;
+        const int64_t end = first + TT_QUANT4_NESTED_BLOCK < l.blocks ? first + TT_QUANT4_NESTED_BLOCK : l.blocks;
         float m = 0.0f;
         for (int64_t b = first; b < end; b++) m = fmaxf(m, fabsf(absmax[b] - offset));
         nested[nb] = m;
         const float recip = reciprocal(m);
         for (int64_t b = first; b < end; b++) codes[b] = dynamic_code_of(map, scaled(absmax[b] - offset, recip));
     }
-    memcpy(base + l->offset, &offset, sizeof offset);
+    memcpy(base + l.offset, &offset, sizeof offset);
+}
+
+/* The codes of one block of count values (count <= 64; an odd tail pads with 0), two to a byte from codes[0]. */
+static inline void quantize_block(unsigned char *codes, const float *x, int64_t count, float recip, tt_quant4_type type) {
+    for (int64_t k = 0; k < count; k += 2) {
+        const float second = k + 1 < count ? x[k + 1] : 0.0f;
+        const unsigned hi = type == TT_QUANT4_NF4 ? nf4_code_of(scaled(x[k], recip)) : fp4_code_of(scaled(x[k], recip));
+        const unsigned lo = type == TT_QUANT4_NF4 ? nf4_code_of(scaled(second, recip)) : fp4_code_of(scaled(second, recip));
+        codes[k / 2] = (unsigned char)(hi << 4 | lo);
+    }
+}
+
+void tt_quant4_quantize_blocks(void *dst, float *absmax, int64_t numel, tt_quant4_type type, int64_t first_block,
+                               int64_t block_count, const float *src) {
+    unsigned char *codes = dst;
+    for (int64_t i = 0; i < block_count; i++) {
+        const int64_t b = first_block + i, first = b * TT_QUANT4_BLOCK;
+        const int64_t count = first + TT_QUANT4_BLOCK <= numel ? TT_QUANT4_BLOCK : numel - first;
+        const float *x = src + i * TT_QUANT4_BLOCK;
+        const float m = block_absmax_of(x, count);
+        absmax[b] = m;
+        quantize_block(codes + first / 2, x, count, reciprocal(m), type);
+    }
 }
 
 void tt_quant4_quantize(void *dst, const float *src, int64_t numel, const tt_quant4_format *format) {
     const tt_quant4_layout l = tt_quant4_layout_of(numel, format);
-    unsigned char *base = dst;
-    memset(base, 0, l.bytes);
-    float *absmax = format->double_quant
-                        ? tt_xmalloc(sizeof(float) * (size_t)(l.blocks ? l.blocks : 1), "the absmax of a quantized weight")
-                        : (float *)(base + l.absmax);
+    memset(dst, 0, l.bytes);
+    float *absmax = format->double_quant ? tt_xmalloc(sizeof(float) * (size_t)(l.blocks ? l.blocks : 1),
+                                                      "the absmax of a quantized weight")
+                                         : (float *)((unsigned char *)dst + l.absmax);
     /* blocks are independent (a 70B base is 1.1G of them): threads change no bit */
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < l.blocks; b++) {
-        const int64_t first = b * TT_QUANT4_BLOCK;
-        const int64_t count = first + TT_QUANT4_BLOCK <= numel ? TT_QUANT4_BLOCK : numel - first;
-        const float m = block_absmax_of(src + first, count);
-        absmax[b] = m;
-        const float recip = reciprocal(m);
-        for (int64_t k = 0; k < count; k += 2) {
-            const float second = k + 1 < count ? src[first + k + 1] : 0.0f; /* an odd tail pads with 0 */
-            const unsigned hi = tt_quant4_code_of(format->type, scaled(src[first + k], recip));
-            const unsigned lo = tt_quant4_code_of(format->type, scaled(second, recip));
-            base[(first + k) / 2] = (unsigned char)(hi << 4 | lo);
-        }
+    const int64_t per_piece = 256;
+#pragma omp parallel for schedule(static) if (l.blocks > per_piece)
+    for (int64_t first = 0; first < l.blocks; first += per_piece) {
+        const int64_t count = first + per_piece < l.blocks ? per_piece : l.blocks - first;
+        tt_quant4_quantize_blocks(dst, absmax, numel, format->type, first, count, src + first * TT_QUANT4_BLOCK);
     }
     if (format->double_quant) {
-        quantize_absmax(base, &l, absmax);
+        tt_quant4_quantize_nested(dst, absmax, numel);
         free(absmax);
     }
 }
@@ -199,16 +223,24 @@ float tt_quant4_block_absmax(const void *src, const tt_quant4_layout *l, const t
     return decoded + offset;
 }
 
-void tt_quant4_dequantize(float *dst, const void *src, int64_t numel, const tt_quant4_format *format) {
+void tt_quant4_dequantize_blocks(float *dst, const void *src, int64_t numel, const tt_quant4_format *format,
+                                 int64_t first_block, int64_t block_count) {
     const tt_quant4_layout l = tt_quant4_layout_of(numel, format);
     const unsigned char *codes = (const unsigned char *)src + l.codes;
-    for (int64_t b = 0; b < l.blocks; b++) {
+    const int64_t first_value = first_block * TT_QUANT4_BLOCK;
+    /* every value is one product of its own: threads change no bit */
+#pragma omp parallel for schedule(static) if (block_count > 1024)
+    for (int64_t b = first_block; b < first_block + block_count; b++) {
         const float absmax = tt_quant4_block_absmax(src, &l, format, b);
         const int64_t first = b * TT_QUANT4_BLOCK;
         const int64_t end = first + TT_QUANT4_BLOCK < numel ? first + TT_QUANT4_BLOCK : numel;
         for (int64_t k = first; k < end; k++) {
             const unsigned code = k % 2 == 0 ? codes[k / 2] >> 4 : codes[k / 2] & 15u;
-            dst[k] = tt_quant4_code_value(format->type, code) * absmax;
+            dst[k - first_value] = tt_quant4_code_value(format->type, code) * absmax;
         }
     }
+}
+
+void tt_quant4_dequantize(float *dst, const void *src, int64_t numel, const tt_quant4_format *format) {
+    tt_quant4_dequantize_blocks(dst, src, numel, format, 0, tt_quant4_layout_of(numel, format).blocks);
 }

@@ -9,9 +9,93 @@
 #include <jansson.h>
 
 #include "core/check.h"
+#include "core/input_file.h"
 #include "core/rng.h"
+#include "model/bnb_checkpoint.h"
 #include "model/quant4.h"
 #include "model/safetensors.h"
+
+static bool is_adapter(const tt_param_info *p) { return p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B; }
+
+/* Values handed to a sink at a time: 16 MiB of fp32, a whole number of init blocks and of 64-value 4-bit blocks.
+ * Work smaller than one run of THREAD_RUN values stays on the calling thread: no fork-join for a norm weight (and
+ * no OpenMP in a process forked after threads ran, where libgomp would hang: the tests' tt_expect_die). */
+#define PIECE_VALUES ((int64_t)1 << 22)
+/* A piece's conversion or quantization is cut into runs of this many values for the threads. */
+#define THREAD_RUN ((int64_t)1 << 16)
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The largest 4-bit weight of the table: its bytes and its blocks (0 when none is quantized). */
+static void largest_quantized(const tt_param_table *table, size_t *bytes, int64_t *blocks) {
+    *bytes = 0;
+    *blocks = 0;
+    for (int i = 0; i < table->count; i++) {
+        const tt_param_info *p = &table->params[i];
+        if (!p->quantized) continue;
+        const tt_quant4_layout l = tt_quant4_layout_of(p->numel, &table->quant_format);
+        if (l.bytes > *bytes) *bytes = l.bytes;
+        if (l.blocks > *blocks) *blocks = l.blocks;
+    }
+}
+
+/* Buffers of one load or init: a piece of fp32 values, and one 4-bit weight being made with its absmax. */
+typedef struct weight_buffers {
+    float *piece;         /* [PIECE_VALUES] */
+    unsigned char *quantized; /* the largest 4-bit weight's bytes, or NULL */
+    float *absmax;        /* its blocks' absmax before double quantization, or NULL */
+} weight_buffers;
+
+static void buffers_init(weight_buffers *b, const tt_param_table *table) {
+    size_t bytes;
+    int64_t blocks;
+    largest_quantized(table, &bytes, &blocks);
+    b->piece = tt_xmalloc(sizeof(float) * (size_t)PIECE_VALUES, "a piece of weights");
+    b->quantized = bytes ? tt_xmalloc(bytes, "a 4-bit weight") : NULL;
+    b->absmax = bytes && table->quant_format.double_quant
+                    ? tt_xmalloc(sizeof(float) * (size_t)blocks, "the absmax of a 4-bit weight")
+                    : NULL;
+}
+
+static void buffers_free(weight_buffers *b) {
+    free(b->piece);
+    free(b->quantized);
+    free(b->absmax);
+}
+
+/* Where block absmax values go while quantizing into b->quantized: the weight's own, or the array the double
+ * quantization reads. */
+static float *absmax_while_quantizing(const weight_buffers *b, const tt_param_info *p, const tt_quant4_format *format) {
+    return format->double_quant ? b->absmax
+                                : (float *)(b->quantized + tt_quant4_layout_of(p->numel, format).absmax);
+}
+
+/* dst[count] fp32 from src of dtype, by the threads in runs. */
+static void convert_piece(float *dst, const void *src, tt_dtype dtype, int64_t count) {
+    const size_t elem = tt_dtype_size(dtype);
+#pragma omp parallel for schedule(static) if (count > THREAD_RUN)
+    for (int64_t first = 0; first < count; first += THREAD_RUN)
+        tt_convert_to_f32(dst + first, (const unsigned char *)src + (size_t)first * elem, dtype,
+                          (size_t)min64(THREAD_RUN, count - first));
+}
+
+/* Quantizes values [first, first + count) of p (whole blocks, or the tensor's end) held at values. */
+static void quantize_piece(const weight_buffers *b, const tt_param_info *p, const tt_quant4_format *format, int64_t first,
+                           int64_t count, const float *values) {
+    float *absmax = absmax_while_quantizing(b, p, format);
+#pragma omp parallel for schedule(static) if (count > THREAD_RUN)
+    for (int64_t run = 0; run < count; run += THREAD_RUN) {
+        const int64_t n = min64(THREAD_RUN, count - run);
+        tt_quant4_quantize_blocks(b->quantized, absmax, p->numel, format->type, (first + run) / TT_QUANT4_BLOCK,
+                                  (n + TT_QUANT4_BLOCK - 1) / TT_QUANT4_BLOCK, values + run);
+    }
+}
+
+static void finish_quantized(const weight_buffers *b, const tt_param_info *p, const tt_quant4_format *format,
+                             const tt_weight_sink *sink) {
+    if (format->double_quant) tt_quant4_quantize_nested(b->quantized, b->absmax, p->numel);
+    sink->quantized(sink->ctx, p, b->quantized);
+}
 
 static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape) {
     size_t used = (size_t)snprintf(buf, size, "[");
@@ -20,25 +104,42 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape)
     if (used < size) snprintf(buf + used, size - used, "]");
 }
 
-static bool is_adapter(const tt_param_info *p) { return p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B; }
-
-/* A 4-bit weight's place in the host flat buffer: its bytes (the compute copy's, see params.h). */
-static void *quantized_home(float *flat, const tt_param_info *p) { return flat + p->offset; }
-
-/* A quantized parameter goes through fp32 values of one tensor at a time, quantized into its place: the whole
- * model never exists in 16 or 32 bits on the host. */
-static float *quantize_scratch(const tt_param_table *table) {
-    int64_t largest = 0;
-    for (int i = 0; i < table->count; i++)
-        if (table->params[i].quantized && table->params[i].numel > largest) largest = table->params[i].numel;
-    return largest ? tt_xmalloc(tt_mul_size((size_t)largest, sizeof(float), "a weight to quantize"), "a weight to quantize")
-                   : NULL;
+/* A 4-bit weight of the checkpoint: into the table's 4-bit format as it is, or dequantized to fp32 values for a table
+ * that keeps it in the compute dtype (tiertrain merge, tiertrain dequantize). */
+static void load_4bit(const weight_buffers *b, const tt_param_table *table, const tt_param_info *p,
+                      const tt_st_model *model, const tt_weight_sink *sink) {
+    tt_bnb_weight w;
+    tt_bnb_weight_find(&w, model, p->name, p->shape[0], p->ndim == 2 ? p->shape[1] : 1);
+    if (p->quantized) {
+        if (w.format.type != table->quant_format.type || w.format.double_quant != table->quant_format.double_quant)
+            tt_die("%s: weight '%s' is %s%s but config.json's quantization_config says %s%s; the weights and "
+                   "config.json do not belong together",
+                   w.file, p->name, w.format.type == TT_QUANT4_NF4 ? "nf4" : "fp4",
+                   w.format.double_quant ? " with double quantization" : " without double quantization",
+                   table->quant_format.type == TT_QUANT4_NF4 ? "nf4" : "fp4",
+                   table->quant_format.double_quant ? " with double quantization" : " without double quantization");
+        tt_bnb_weight_copy(&w, b->quantized);
+        sink->quantized(sink->ctx, p, b->quantized);
+        return;
+    }
+    const tt_quant4_layout l = tt_quant4_layout_of(p->numel, &w.format);
+    unsigned char *bytes = tt_xmalloc(l.bytes, "a 4-bit weight");
+    tt_bnb_weight_copy(&w, bytes);
+    for (int64_t first = 0; first < p->numel; first += PIECE_VALUES) {
+        const int64_t count = min64(PIECE_VALUES, p->numel - first);
+        tt_quant4_dequantize_blocks(b->piece, bytes, p->numel, &w.format, first / TT_QUANT4_BLOCK,
+                                    (count + TT_QUANT4_BLOCK - 1) / TT_QUANT4_BLOCK);
+        sink->values(sink->ctx, p, first, count, b->piece);
+    }
+    free(bytes);
 }
 
-void tt_weights_load_hf(float *flat, const tt_param_table *table, const char *dir) {
+void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const tt_weight_sink *sink) {
     tt_st_model model;
     tt_st_model_open(dir, &model);
-    float *scratch = quantize_scratch(table);
+    const bool checkpoint_4bit = tt_bnb_checkpoint_is_4bit(&model);
+    weight_buffers b;
+    buffers_init(&b, table);
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (is_adapter(p)) continue;
@@ -48,6 +149,10 @@ void tt_weights_load_hf(float *flat, const tt_param_table *table, const char *di
             tt_die("%s: tensor '%s' is missing from the checkpoint; its config.json describes a model that has it "
                    "(check model_type, num_hidden_layers, attention_bias and tie_word_embeddings)",
                    dir, p->name);
+        if (p->ndim == 2 && tt_bnb_weight_present(&model, p->name)) {
+            load_4bit(&b, table, p, &model, sink);
+            continue;
+        }
         bool same = t->ndim == p->ndim;
         for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
         if (!same) {
@@ -59,24 +164,35 @@ void tt_weights_load_hf(float *flat, const tt_param_table *table, const char *di
                    file, p->name, got, want);
         }
         if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
-            tt_die("%s: tensor '%s' is %s; tiertrain loads F32, BF16 and F16 weights", file, p->name,
-                   tt_dtype_safetensors_name(t->dtype));
-        if (p->quantized) {
-            tt_convert_to_f32(scratch, t->data, t->dtype, (size_t)p->numel);
-            tt_quant4_quantize(quantized_home(flat, p), scratch, p->numel, &table->quant_format);
-        } else {
-            tt_convert_to_f32(flat + p->offset, t->data, t->dtype, (size_t)p->numel);
+            tt_die("%s: tensor '%s' is %s; tiertrain loads F32, BF16 and F16 weights, and bitsandbytes 4-bit ones", file,
+                   p->name, tt_dtype_safetensors_name(t->dtype));
+        if (p->quantized && checkpoint_4bit)
+            tt_die("%s: tensor '%s' is %s in a 4-bit checkpoint (quantization_config's llm_int8_skip_modules kept it "
+                   "unquantized), but QLoRA stores every q/k/v/o/gate/up/down weight in 4 bits; train from the "
+                   "original model (adapter: qlora quantizes it at load)",
+                   file, p->name, tt_dtype_safetensors_name(t->dtype));
+        if (p->quantized) memset(b.quantized, 0, tt_quant4_layout_of(p->numel, &table->quant_format).bytes);
+        const size_t elem = tt_dtype_size(t->dtype);
+        for (int64_t first = 0; first < p->numel; first += PIECE_VALUES) {
+            const int64_t count = min64(PIECE_VALUES, p->numel - first);
+            convert_piece(b.piece, (const unsigned char *)t->data + (size_t)first * elem, t->dtype, count);
+            if (p->quantized)
+                quantize_piece(&b, p, &table->quant_format, first, count, b.piece);
+            else
+                sink->values(sink->ctx, p, first, count, b.piece);
         }
+        if (p->quantized) finish_quantized(&b, p, &table->quant_format, sink);
     }
-    free(scratch);
+    buffers_free(&b);
     tt_st_model_close(&model);
 }
 
 /* PEFT's init of a LoRA adapter: A ~ kaiming_uniform(a = sqrt(5)), i.e. uniform in
- * [-1/sqrt(in), 1/sqrt(in)) for A [r, in]; B = 0, so training starts from the base model. */
-static void init_adapter(float *dst, const tt_param_info *p, tt_rng *rng) {
+ * [-1/sqrt(in), 1/sqrt(in)) for A [r, in]; B = 0, so training starts from the base model. Values [first, first +
+ * count) of one stream drawn in order, into dst[count]. */
+static void init_adapter(float *dst, const tt_param_info *p, tt_rng *rng, int64_t count) {
     const double bound = 1.0 / sqrt((double)p->shape[1]);
-    for (int64_t k = 0; k < p->numel; k++)
+    for (int64_t k = 0; k < count; k++)
         dst[k] = p->kind == TT_PARAM_LORA_A ? (float)(bound * (2.0 * tt_rng_uniform(rng) - 1.0)) : 0.0f;
 }
 
@@ -88,11 +204,12 @@ static tt_rng parameter_stream(uint64_t seed, int index) {
     return rng;
 }
 
-void tt_weights_init_lora(float *flat, const tt_param_table *table, uint64_t seed) {
+void tt_weights_init_lora(float *trainable, const tt_param_table *table, uint64_t seed) {
     for (int i = 0; i < table->count; i++)
         if (is_adapter(&table->params[i])) {
             tt_rng rng = parameter_stream(seed, i);
-            init_adapter(flat + table->params[i].offset, &table->params[i], &rng);
+            init_adapter(trainable + table->params[i].offset - table->trainable_start, &table->params[i], &rng,
+                         table->params[i].numel);
         }
 }
 
@@ -101,44 +218,104 @@ void tt_weights_init_lora(float *flat, const tt_param_table *table, uint64_t see
  * depend on the thread count. An 8B model is 8.2G values: one thread took minutes. */
 #define INIT_BLOCK 65536
 
-static void init_normal(float *dst, int64_t numel, double std, uint64_t stream_seed) {
-    const int64_t blocks = (numel + INIT_BLOCK - 1) / INIT_BLOCK;
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < blocks; b++) {
-        tt_rng rng;
-        tt_rng_seed(&rng, stream_seed ^ ((uint64_t)b * 0x9e3779b97f4a7c15ull));
-        const int64_t end = (b + 1) * INIT_BLOCK < numel ? (b + 1) * INIT_BLOCK : numel;
-        for (int64_t k = b * INIT_BLOCK; k < end; k += 2) {
-            double pair[2];
-            tt_rng_normal_pair(&rng, pair);
-            dst[k] = (float)(std * pair[0]);
-            if (k + 1 < end) dst[k + 1] = (float)(std * pair[1]);
-        }
+/* Values of init block b (count of them, INIT_BLOCK but the tensor's last) into dst[count]. */
+static void init_normal_block(float *dst, int64_t b, int64_t count, double std, uint64_t stream_seed) {
+    tt_rng rng;
+    tt_rng_seed(&rng, stream_seed ^ ((uint64_t)b * 0x9e3779b97f4a7c15ull));
+    for (int64_t k = 0; k < count; k += 2) {
+        double pair[2];
+        tt_rng_normal_pair(&rng, pair);
+        dst[k] = (float)(std * pair[0]);
+        if (k + 1 < count) dst[k + 1] = (float)(std * pair[1]);
     }
 }
 
-void tt_weights_init_random(float *flat, const tt_param_table *table, double std, uint64_t seed) {
-    float *scratch = quantize_scratch(table);
+/* Values [first, first + count) of a matrix of numel values (first a multiple of INIT_BLOCK) into dst[count]. */
+static void init_normal_piece(float *dst, int64_t first, int64_t count, double std, uint64_t stream_seed) {
+    const int64_t blocks = (count + INIT_BLOCK - 1) / INIT_BLOCK;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t i = 0; i < blocks; i++)
+        init_normal_block(dst + i * INIT_BLOCK, first / INIT_BLOCK + i, min64(INIT_BLOCK, count - i * INIT_BLOCK), std,
+                          stream_seed);
+}
+
+/* A 4-bit weight drawn and quantized block by block: each thread draws an init block into its own buffer (a quarter
+ * MiB, in cache) and quantizes it at once, so the values never exist whole; the bytes are those of quantizing the
+ * drawn matrix, whatever the thread count. */
+static void init_normal_quantized(const weight_buffers *b, const tt_param_info *p, const tt_quant4_format *format,
+                                  double std, uint64_t stream_seed) {
+    const int64_t blocks = (p->numel + INIT_BLOCK - 1) / INIT_BLOCK;
+    float *absmax = absmax_while_quantizing(b, p, format);
+    memset(b->quantized, 0, tt_quant4_layout_of(p->numel, format).bytes);
+#pragma omp parallel if (blocks > 1)
+    {
+        float *values = tt_xmalloc(sizeof(float) * INIT_BLOCK, "an init block");
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < blocks; i++) {
+            const int64_t count = min64(INIT_BLOCK, p->numel - i * INIT_BLOCK);
+            init_normal_block(values, i, count, std, stream_seed);
+            tt_quant4_quantize_blocks(b->quantized, absmax, p->numel, format->type, i * (INIT_BLOCK / TT_QUANT4_BLOCK),
+                                      (count + TT_QUANT4_BLOCK - 1) / TT_QUANT4_BLOCK, values);
+        }
+        free(values);
+    }
+}
+
+void tt_weights_init_random_to(const tt_param_table *table, double std, uint64_t seed, const tt_weight_sink *sink) {
+    weight_buffers b;
+    buffers_init(&b, table);
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
-        float *dst = p->quantized ? scratch : flat + p->offset; /* a 4-bit weight: drawn as before, then quantized */
-        if (is_adapter(p)) {
-            tt_rng rng = parameter_stream(seed, i);
-            init_adapter(dst, p, &rng);
+        tt_rng stream = parameter_stream(seed, i);
+        if (p->quantized) {
+            init_normal_quantized(&b, p, &table->quant_format, std, tt_rng_next(&stream));
+            finish_quantized(&b, p, &table->quant_format, sink);
             continue;
         }
         const bool is_norm = p->kind == TT_PARAM_ATTN_NORM || p->kind == TT_PARAM_MLP_NORM ||
                              p->kind == TT_PARAM_Q_NORM || p->kind == TT_PARAM_K_NORM ||
                              p->kind == TT_PARAM_FINAL_NORM;
-        if (is_norm || p->ndim == 1) {
-            for (int64_t k = 0; k < p->numel; k++) dst[k] = is_norm ? 1.0f : 0.0f;
-            continue;
+        const uint64_t stream_seed = is_adapter(p) || is_norm || p->ndim == 1 ? 0 : tt_rng_next(&stream);
+        for (int64_t first = 0; first < p->numel; first += PIECE_VALUES) {
+            const int64_t count = min64(PIECE_VALUES, p->numel - first);
+            if (is_adapter(p))
+                init_adapter(b.piece, p, &stream, count); /* one stream in order, piece after piece */
+            else if (is_norm || p->ndim == 1)
+                for (int64_t k = 0; k < count; k++) b.piece[k] = is_norm ? 1.0f : 0.0f;
+            else
+                init_normal_piece(b.piece, first, count, std, stream_seed);
+            sink->values(sink->ctx, p, first, count, b.piece);
         }
-        tt_rng stream = parameter_stream(seed, i);
-        init_normal(dst, p->numel, std, tt_rng_next(&stream));
-        if (p->quantized) tt_quant4_quantize(quantized_home(flat, p), scratch, p->numel, &table->quant_format);
     }
-    free(scratch);
+    buffers_free(&b);
+}
+
+/* The sink of the flat fp32 layout: values at their offsets, a 4-bit weight's bytes at its offset. */
+typedef struct flat_sink {
+    float *flat;
+    const tt_param_table *table;
+} flat_sink;
+
+static void flat_values(void *ctx, const tt_param_info *p, int64_t first, int64_t count, const float *values) {
+    const flat_sink *f = ctx;
+    memcpy(f->flat + p->offset + first, values, sizeof(float) * (size_t)count);
+}
+
+static void flat_quantized(void *ctx, const tt_param_info *p, const void *bytes) {
+    const flat_sink *f = ctx;
+    memcpy(f->flat + p->offset, bytes, tt_quant4_layout_of(p->numel, &f->table->quant_format).bytes);
+}
+
+void tt_weights_load_hf(float *flat, const tt_param_table *table, const char *dir) {
+    flat_sink f = {flat, table};
+    const tt_weight_sink sink = {.values = flat_values, .quantized = flat_quantized, .ctx = &f};
+    tt_weights_load_hf_to(table, dir, &sink);
+}
+
+void tt_weights_init_random(float *flat, const tt_param_table *table, double std, uint64_t seed) {
+    flat_sink f = {flat, table};
+    const tt_weight_sink sink = {.values = flat_values, .quantized = flat_quantized, .ctx = &f};
+    tt_weights_init_random_to(table, std, seed, &sink);
 }
 
 /* Removes model files a previous save left in dir that this save does not overwrite, so a
@@ -220,4 +397,32 @@ void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt
     free(converted);
     snprintf(path, sizeof path, "%s/config.json", dir);
     tt_model_config_save(config, path);
+}
+
+static void copy_file_if_present(const char *from_dir, const char *to_dir, const char *name) {
+    char from[4200], to[4200];
+    snprintf(from, sizeof from, "%s/%s", from_dir, name);
+    snprintf(to, sizeof to, "%s/%s", to_dir, name);
+    FILE *f = tt_fopen_regular_file(from, name);
+    if (!f) return;
+    char *data = NULL;
+    size_t size = 0, capacity = 0;
+    for (;;) {
+        if (size == capacity) data = tt_xrealloc(data, capacity = capacity ? 2 * capacity : 65536, name);
+        const size_t got = fread(data + size, 1, capacity - size, f);
+        size += got;
+        if (got == 0) break;
+    }
+    const int failed = ferror(f);
+    fclose(f);
+    if (failed) tt_die("cannot read %s", from);
+    tt_write_file_atomic(to, data, size);
+    free(data);
+}
+
+void tt_weights_copy_companion_files(const char *from_dir, const char *to_dir) {
+    static const char *const companions[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                             "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model"};
+    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++)
+        copy_file_if_present(from_dir, to_dir, companions[i]);
 }

@@ -45,8 +45,8 @@ static void remove_flat_directory(const char *path) {
     rmdir(path);
 }
 
-/* weights: host fp32 copy in the flat layout; m, v: in the trainable layout. Frozen parameters have
- * no optimizer state, and their weights are the run's initial ones (reloaded on resume). */
+/* weights, m, v: fp32 in the trainable layout. Frozen parameters have no optimizer state, and their weights are the
+ * run's initial ones (reloaded on resume). */
 static void save_optimizer(const tt_model_state *m, const float *weights, const float *adam_m, const float *adam_v,
                            const char *path) {
     tt_st_writer writer;
@@ -57,7 +57,7 @@ static void save_optimizer(const tt_model_state *m, const float *weights, const 
         if (!p->trainable) continue;
         const int64_t at = p->offset - m->params.trainable_start;
         snprintf(name, sizeof name, "master.%s", p->name);
-        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, weights + p->offset);
+        tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, weights + at);
         snprintf(name, sizeof name, "exp_avg.%s", p->name);
         tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, adam_m + at);
         snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
@@ -87,11 +87,11 @@ static void save_trainer_state(const tt_trainer_state *t, const char *path) {
     free(text);
 }
 
-/* fp32 host buffers: the weights of every parameter, and the two moments of the trainable ones. */
+/* fp32 host buffers of the trainable parameters: weights and the two moments, in the trainable layout. */
 static float *host_parameter_buffers(const tt_model_state *m, float **adam_m, float **adam_v) {
-    const size_t elements = (size_t)m->params.total_numel + 2 * (size_t)m->params.trainable_numel;
+    const size_t elements = 3 * (size_t)m->params.trainable_numel;
     float *weights = tt_xcalloc(elements, sizeof(float), "checkpoint buffers"); /* padding between parameters: 0 */
-    *adam_m = weights + m->params.total_numel;
+    *adam_m = weights + m->params.trainable_numel;
     *adam_v = *adam_m + m->params.trainable_numel;
     return weights;
 }
@@ -104,12 +104,16 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     tt_make_directories(partial);
 
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
-    tt_model_get_weights(m, weights);
+    tt_model_get_trainable_weights(m, weights);
     tt_model_get_moments(m, adam_m, adam_v);
-    if (m->params.lora_rank > 0) /* the base model is not trained: the adapters are the model */
+    if (m->params.lora_rank > 0) { /* the base model is not trained: the adapters are the model */
         tt_lora_save_peft(weights, &m->params, tt_adapter_dtype(m), tt_run_base_model_name(run), partial);
-    else
-        tt_weights_save_hf(weights, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
+    } else { /* a whole Hugging Face model, frozen parts included */
+        float *flat = tt_xmalloc(tt_mul_size((size_t)m->params.total_numel, sizeof(float), "the weights"), "the weights");
+        tt_model_get_weights(m, flat);
+        tt_weights_save_hf(flat, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
+        free(flat);
+    }
     snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
     save_optimizer(m, weights, adam_m, adam_v, path);
     free(weights);
@@ -156,20 +160,19 @@ void tt_checkpoint_load(tt_model_state *m, tt_trainer_state *t, const char *dir)
     tt_st_open(path, &file);
     char name[160];
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
-    tt_model_get_weights(m, weights); /* the frozen parameters keep these (the run's initial weights) */
-    for (int i = 0; i < m->params.count; i++) {
+    for (int i = 0; i < m->params.count; i++) { /* the frozen parameters keep theirs (the run's initial weights) */
         const tt_param_info *p = &m->params.params[i];
         if (!p->trainable) continue;
         const int64_t at = p->offset - m->params.trainable_start;
         snprintf(name, sizeof name, "master.%s", p->name);
-        load_into(weights + p->offset, &file, name, p);
+        load_into(weights + at, &file, name, p);
         snprintf(name, sizeof name, "exp_avg.%s", p->name);
         load_into(adam_m + at, &file, name, p);
         snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
         load_into(adam_v + at, &file, name, p);
     }
     tt_st_close(&file);
-    tt_model_set_weights(m, weights);
+    tt_model_set_trainable_weights(m, weights);
     tt_model_set_moments(m, adam_m, adam_v);
     free(weights);
 

@@ -35,7 +35,7 @@ tt_context_fit tt_context_fit_at(const tt_run_config *run, const tt_model_config
     tt_plan plan;
     tt_plan_for_run(&plan, &at, model, device, false);
     tt_param_table params;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(&at, plan.weight_bytes);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(&at, model, plan.weight_bytes);
     tt_param_table_build_trainable(model, &trainable, &params);
     tt_size_table sizes;
     tt_size_table_configure(&sizes, model, &params, &plan, device->backend);

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "ops/quant4.h"
 #include "train/optimizer_offload.h"
 #include "train/model_io.h"
 #include "train/step.h"
@@ -120,49 +121,107 @@ static void get_trainable_weights(const tt_model_state *s, float *host) {
                               (size_t)s->weight_offload.block_numel[l]);
 }
 
-void tt_model_set_weights(tt_model_state *s, const float *host) {
-    const size_t first = (size_t)s->params.trainable_start;
+void tt_model_set_trainable_weights(tt_model_state *s, const float *host) {
     const size_t share = compute_share(s);
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
-    if (s->master && share) tt_backend_upload(s->backend, s->master, host + first, share * sizeof(float));
+    if (s->master && share) tt_backend_upload(s->backend, s->master, host, share * sizeof(float));
     /* the host share's fp32 copy: its master weights (on the CPU backend the compute copy is the same fp32) */
-    if (offload && offload->host_numel)
-        memcpy(offload->master, host + first + share, (size_t)offload->host_numel * sizeof(float));
+    if (offload && offload->host_numel) memcpy(offload->master, host + share, (size_t)offload->host_numel * sizeof(float));
+    set_trainable_weights(s, host);
+}
+
+void tt_model_get_trainable_weights(const tt_model_state *s, float *host) {
+    const size_t share = compute_share(s);
+    tt_optimizer_offload *offload = s->optimizer_offload;
+    tt_optimizer_offload_finish(offload);
+    if (!s->plan.precision.master) { /* the compute copy is all there is */
+        get_trainable_weights(s, host);
+        return;
+    }
+    if (share) tt_backend_download(s->backend, host, s->master, share * sizeof(float));
+    if (offload && offload->host_numel) memcpy(host + share, offload->master, (size_t)offload->host_numel * sizeof(float));
+}
+
+void tt_model_set_weights(tt_model_state *s, const float *host) {
     if (s->frozen_host) { /* layer_offloading: the frozen part goes to its pinned copy, then the GPU's */
         frozen_from_host(s->frozen_host, host, &s->params, s->plan.precision.activation);
         tt_weight_stream_reload(&s->stream, &s->params);
     } else {
         upload_frozen(s, host);
     }
-    set_trainable_weights(s, host + first);
+    tt_model_set_trainable_weights(s, host + s->params.trainable_start);
 }
 
 void tt_model_get_weights(const tt_model_state *s, float *host) {
-    const size_t first = (size_t)s->params.trainable_start;
-    const size_t share = compute_share(s);
-    tt_optimizer_offload *offload = s->optimizer_offload;
-    tt_optimizer_offload_finish(offload);
-    if (s->frozen_host) { /* layer_offloading: the frozen part from its pinned copy */
+    if (s->frozen_host) /* layer_offloading: the frozen part from its pinned copy */
         frozen_to_host(host, s->frozen_host, &s->params, s->plan.precision.activation);
-        if (!s->plan.precision.master) {
-            get_trainable_weights(s, host + first);
-            return;
-        }
-        if (share) tt_backend_download(s->backend, host + first, s->master, share * sizeof(float));
-        if (offload && offload->host_numel)
-            memcpy(host + first + share, offload->master, (size_t)offload->host_numel * sizeof(float));
+    else
+        download_frozen(s, host);
+    tt_model_get_trainable_weights(s, host + s->params.trainable_start);
+}
+
+/* One frozen parameter's stored bytes at byte offset `at` of the frozen part: into layer_offloading's pinned copy, or
+ * onto the compute tier. */
+static void put_frozen(tt_model_loader *loader, size_t at, const void *bytes, size_t count) {
+    tt_model_state *s = loader->state;
+    if (s->frozen_host)
+        memcpy((unsigned char *)s->frozen_host + at, bytes, count);
+    else
+        tt_backend_upload(s->backend, (unsigned char *)s->weights + at, bytes, count);
+}
+
+static void loader_values(void *ctx, const tt_param_info *p, int64_t first, int64_t count, const float *values) {
+    tt_model_loader *loader = ctx;
+    const tt_model_state *s = loader->state;
+    if (p->trainable) {
+        memcpy(loader->trainable + (p->offset - s->params.trainable_start) + first, values, sizeof(float) * (size_t)count);
         return;
     }
-    if (s->plan.precision.master) { /* frozen parameters have no master copy: their compute copy is all there is */
-        download_frozen(s, host);
-        if (share) tt_backend_download(s->backend, host + first, s->master, share * sizeof(float));
-        if (offload && offload->host_numel)
-            memcpy(host + first + share, offload->master, (size_t)offload->host_numel * sizeof(float));
-    } else {
-        download_frozen(s, host);
-        get_trainable_weights(s, host + first);
+    const tt_dtype dtype = s->plan.precision.activation;
+    const size_t elem = tt_dtype_size(dtype), at = (size_t)(p->offset + first) * elem;
+    if (dtype == TT_F32) {
+        put_frozen(loader, at, values, sizeof(float) * (size_t)count);
+        return;
     }
+    const size_t bytes = (size_t)count * elem;
+    if (bytes > loader->staging_bytes) {
+        free(loader->staging);
+        loader->staging = tt_xmalloc(bytes, "a piece of frozen weights");
+        loader->staging_bytes = bytes;
+    }
+    /* converted by the threads in runs (each element on its own: the bits of one conversion) */
+    const int64_t run = (int64_t)1 << 16;
+#pragma omp parallel for schedule(static) if (count > run)
+    for (int64_t k = 0; k < count; k += run)
+        tt_convert_from_f32((unsigned char *)loader->staging + (size_t)k * elem, dtype, values + k,
+                            (size_t)(count - k < run ? count - k : run));
+    put_frozen(loader, at, loader->staging, bytes);
+}
+
+static void loader_quantized(void *ctx, const tt_param_info *p, const void *bytes) {
+    tt_model_loader *loader = ctx;
+    const tt_model_state *s = loader->state;
+    const size_t elem = tt_dtype_size(s->plan.precision.activation);
+    const size_t count = tt_quant4_layout_of(p->numel, &s->params.quant_format).bytes;
+    TT_CHECK(!p->trainable && count == (size_t)p->storage_numel * elem, "4-bit weight %s in %lld elements", p->name,
+             (long long)p->storage_numel);
+    put_frozen(loader, (size_t)p->offset * elem, bytes, count);
+}
+
+tt_weight_sink tt_model_loader_begin(tt_model_loader *loader, tt_model_state *s, float *trainable) {
+    memset(loader, 0, sizeof(*loader));
+    loader->state = s;
+    loader->trainable = trainable;
+    return (tt_weight_sink){.values = loader_values, .quantized = loader_quantized, .ctx = loader};
+}
+
+void tt_model_loader_end(tt_model_loader *loader) {
+    tt_model_state *s = loader->state;
+    if (s->frozen_host) tt_weight_stream_reload(&s->stream, &s->params); /* the resident part up, the rest streams */
+    tt_backend_synchronize(s->backend);
+    free(loader->staging);
+    memset(loader, 0, sizeof(*loader));
 }
 
 void tt_model_set_moments(tt_model_state *s, const float *host_m, const float *host_v) {

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "model/weights.h"
 #include "train/step.h"
 
 /* Host weights
@@ -14,6 +15,25 @@
  * weights to the compute precision. */
 void tt_model_set_weights(tt_model_state *state, const float *host);
 void tt_model_get_weights(const tt_model_state *state, float *host);
+/* The trainable parameters alone, fp32 in the trainable layout ([params.trainable_numel]): their compute copy, master
+ * copy and optimizer offload share; the frozen part is left as it is. What checkpoints and LoRA adapters move. */
+void tt_model_set_trainable_weights(tt_model_state *state, const float *host);
+void tt_model_get_trainable_weights(const tt_model_state *state, float *host);
+
+/* Loading a model piece by piece (model/weights.h: the loaders and random init write into the sink this returns):
+ * a frozen parameter goes straight where it lives, converted to the compute format (a 4-bit weight as its bytes),
+ * onto the compute tier or into layer_offloading's pinned copy, a piece at a time; a trainable one into `trainable`
+ * (fp32, the trainable layout, for tt_model_set_trainable_weights). The host never holds the frozen model in another
+ * form: a 70B QLoRA base costs its 4-bit bytes where they live and a piece of staging. end: after the last
+ * parameter (layer_offloading's resident part goes up; waits for the copies). */
+typedef struct tt_model_loader {
+    tt_model_state *state;
+    float *trainable;    /* [params.trainable_numel] */
+    void *staging;       /* a piece of frozen values in the compute format */
+    size_t staging_bytes;
+} tt_model_loader;
+tt_weight_sink tt_model_loader_begin(tt_model_loader *loader, tt_model_state *state, float *trainable);
+void tt_model_loader_end(tt_model_loader *loader);
 void tt_model_set_moments(tt_model_state *state, const float *host_m, const float *host_v);
 void tt_model_get_moments(const tt_model_state *state, float *host_m, float *host_v);
 /* inputs/targets[micro_batch * seq_len] token ids from the host */

@@ -36,6 +36,13 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* CPU time of every thread of the process: on a shared machine the wall time of the load says little */
+static double process_cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *model) {
     const char *source = run->base_model ? run->base_model : run->model_config;
     char path[4096];
@@ -104,7 +111,38 @@ static size_t physical_memory_bytes(void) {
 
 /* Sizes a key sets that only make sense next to the model: refused before anything is priced
  * or allocated (a rank of a million on a model of width 16 once ran for minutes). */
+/* A base saved in bitsandbytes' 4-bit format trains as QLoRA with its 4-bit weights as they are: LoRA on a bf16 base and
+ * full fine-tuning would need the original weights, which the checkpoint no longer has (dequantized ones carry the
+ * quantization error into every update, and take four times the memory), so both are refused, as PEFT refuses to
+ * fine-tune a purely quantized model. */
+static void check_quantized_base(const tt_run_config *run, const tt_model_config *model) {
+    const tt_model_quantization *q = &model->quantization;
+    if (!run->base_model || !q->present) return;
+    char source[4200];
+    snprintf(source, sizeof source, "%s/config.json", run->base_model);
+    tt_model_config_check_quantization(model, source);
+    if (run->adapter != TT_ADAPTER_QLORA)
+        tt_die("base_model %s is saved in bitsandbytes' 4-bit format (config.json's quantization_config), so it trains "
+               "with adapter: qlora and load_in_4bit: true (its 4-bit weights are used as they are); %s would need the "
+               "weights in bf16, which this checkpoint no longer has: train from the original model for that",
+               run->base_model, run->adapter == TT_ADAPTER_LORA ? "adapter: lora" : "full fine-tuning (adapter: ~)");
+    if (q->skipped_linear[0])
+        tt_die("%s: quantization_config.llm_int8_skip_modules keeps '%s' unquantized, but QLoRA stores every "
+               "q/k/v/o/gate/up/down weight in 4 bits; train from the original model (adapter: qlora quantizes it at "
+               "load)",
+               source, q->skipped_linear);
+    const bool fp4 = run->bnb_4bit_quant_type == 1;
+    if (run->bnb_key_given && ((q->format.type == TT_QUANT4_FP4) != fp4 ||
+                               q->format.double_quant != run->bnb_4bit_use_double_quant))
+        tt_warn("base_model %s is saved in 4 bits as %s%s; its format is used, not bnb_4bit_quant_type: %s, "
+                "bnb_4bit_use_double_quant: %s (as transformers uses a checkpoint's own quantization_config)",
+                run->base_model, q->format.type == TT_QUANT4_FP4 ? "fp4" : "nf4",
+                q->format.double_quant ? " with double quantization" : " without double quantization", fp4 ? "fp4" : "nf4",
+                run->bnb_4bit_use_double_quant ? "true" : "false");
+}
+
 static void check_run_against_model(const tt_run_config *run, const tt_model_config *model) {
+    check_quantized_base(run, model);
     if (run->adapter == TT_ADAPTER_LORA) {
         int64_t widest = model->hidden_size > model->intermediate_size ? model->hidden_size : model->intermediate_size;
         if (model->num_heads * model->head_dim > widest) widest = model->num_heads * model->head_dim;
@@ -122,7 +160,7 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
     tt_param_table params;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan->weight_bytes);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, model, plan->weight_bytes);
     tt_param_table_build_trainable(model, &trainable, &params);
     tt_size_table sizes; /* settles attn_workspace_limit: auto before the spill prices the plan */
     tt_size_table_configure(&sizes, model, &params, plan, device->backend);
@@ -153,7 +191,7 @@ void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     tt_plan plan;
     plan_for_run(&plan, run, &model, device);
     tt_param_table params;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan.weight_bytes);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, &model, plan.weight_bytes);
     tt_param_table_build_trainable(&model, &trainable, &params);
     tt_size_table sizes;
     tt_size_table_configure(&sizes, &model, &params, &plan, device->backend);
@@ -243,37 +281,51 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *i
     return tokens ? loss_sum / (double)tokens : NAN;
 }
 
-/* The model's weights through a host fp32 buffer: Hugging Face files and random init are fp32 on
- * the host; the compute tier gets them in its formats. */
+/* The model's weights: the frozen part loaded (or drawn) a piece at a time straight into where it lives, in its
+ * stored form (tt_model_loader); the trainable part through an fp32 host buffer of its own (with LoRA, the adapters
+ * alone), which the compute tier gets in its formats. */
 static void initial_weights(tt_model_state *model, const tt_run_config *run) {
+    const double started = now_seconds(), started_cpu = process_cpu_seconds();
     /* calloc: the padding between parameters is 0 on the device too */
-    float *host = tt_xcalloc((size_t)model->params.total_numel, sizeof(float), "the weights");
+    float *trainable = tt_xcalloc((size_t)model->params.trainable_numel, sizeof(float), "the trainable weights");
+    tt_model_loader loader;
+    const tt_weight_sink sink = tt_model_loader_begin(&loader, model, trainable);
     if (run->base_model) {
-        tt_weights_load_hf(host, &model->params, run->base_model);
-        tt_weights_init_lora(host, &model->params, (uint64_t)run->seed);
+        tt_weights_load_hf_to(&model->params, run->base_model, &sink);
+        tt_weights_init_lora(trainable, &model->params, (uint64_t)run->seed);
     } else {
         double std = run->initializer_range > 0 ? run->initializer_range : model->config.initializer_range;
-        tt_weights_init_random(host, &model->params, std, (uint64_t)run->seed);
+        tt_weights_init_random_to(&model->params, std, (uint64_t)run->seed, &sink);
     }
+    tt_model_loader_end(&loader);
     if (run->lora_model_dir) { /* continue from a saved adapter */
         tt_lora_check_peft_config(&model->params, run->lora_model_dir);
-        tt_lora_load_peft(host, &model->params, run->lora_model_dir);
+        tt_lora_load_peft(trainable, &model->params, run->lora_model_dir);
         tt_info("LoRA adapters from %s", run->lora_model_dir);
     }
-    tt_model_set_weights(model, host);
-    free(host);
+    tt_model_set_trainable_weights(model, trainable);
+    free(trainable);
+    tt_info("weights: %s in %.2f s (%.2f s of CPU time)", run->base_model ? "loaded" : "initialised at random",
+            now_seconds() - started, process_cpu_seconds() - started_cpu);
 }
 
-/* The final model in output_dir: a Hugging Face checkpoint, or with LoRA the adapters in PEFT's format. */
+/* The final model in output_dir: a Hugging Face checkpoint, or with LoRA the adapters in PEFT's format (then only the
+ * trainable part crosses to the host). */
 static void save_final_weights(const tt_model_state *model, const tt_run_config *run) {
+    if (model->params.lora_rank > 0) {
+        float *trainable = tt_xmalloc(
+            tt_mul_size((size_t)model->params.trainable_numel, sizeof(float), "the adapters"), "the adapters");
+        tt_model_get_trainable_weights(model, trainable);
+        tt_lora_save_peft(trainable, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run),
+                          run->output_dir);
+        free(trainable);
+        return;
+    }
     float *host = tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"),
                              "the weights");
     tt_model_get_weights(model, host);
-    if (model->params.lora_rank > 0)
-        tt_lora_save_peft(host, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run), run->output_dir);
-    else
-        tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
-                           run->max_shard_bytes);
+    tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
+                       run->max_shard_bytes);
     free(host);
 }
 
@@ -368,7 +420,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
                (long long)run->micro_batch_size, (long long)data.train_count, data.documents ? "documents" : "sequences");
 
     tt_model_state model;
-    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, plan.weight_bytes);
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, &model_config, plan.weight_bytes);
     tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
     const tt_model_config *mc = &model.config;
     const tt_tier tier = compute_tier_of(device);

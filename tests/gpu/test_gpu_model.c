@@ -3,8 +3,11 @@
  * batch. Checks, per fixture and precision recipe: loss and every parameter gradient within
  * bf16 bounds; a multi-step AdamW loss curve that follows the CPU's; gradient checkpointing
  * bit-identical to keeping everything; two runs bit-identical. The same for LoRA adapters (with
- * dropout: both backends draw the same masks) on the frozen bf16 base, and for packed documents
- * (sample_packing: several documents of different lengths per sequence, padding after them). */
+ * dropout: both backends draw the same masks) on the frozen bf16 base, for packed documents
+ * (sample_packing: several documents of different lengths per sequence, padding after them), and for QLoRA (that
+ * base's linear weights quantized to NF4 with double quantization, dequantized next to each GEMM: bf16 of the CPU's
+ * fp32 values).
+ *   test_gpu_model SOURCE_DIR [--qlora-only]   (--qlora-only: the QLoRA checks of the three fixtures alone) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "memory/plan.h"
+#include "model/quant4.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "ops/cuda/backend_cuda.h"
@@ -50,6 +54,7 @@ typedef struct recipe {
     bool lora; /* rank-4 adapters with dropout on every linear layer, the base frozen */
     int64_t mlp_shards; /* tiled_mlp over this many shards (0: untiled) */
     int activation_offloading; /* index in false|true|legacy|disk|hidden_states (with checkpointing) */
+    bool qlora; /* with lora: the base's linear weights in 4 bits (NF4, double quantization) */
 } recipe;
 
 static const tt_trainable_spec lora_spec = {
@@ -67,6 +72,20 @@ static float *rounded_weights(const char *config_path, tt_model_config *config, 
     /* Every weight bf16-representable, so that both backends start from the same model. */
     for (int64_t i = 0; i < params->total_numel; i++) w[i] = tt_bf16_to_f32(tt_f32_to_bf16(w[i]));
     return w;
+}
+
+/* QLoRA's weights: those of the LoRA table (plain, whose layout weights has) in q's layout, each 4-bit weight the
+ * bf16 value quantized, as a bf16 base is at load; the two tables list the same parameters in the same order. */
+static float *quantized_flat(const float *weights, const tt_param_table *plain, const tt_param_table *q) {
+    float *flat = calloc((size_t)q->total_numel, sizeof(float));
+    for (int i = 0; i < q->count; i++) {
+        const tt_param_info *qp = &q->params[i], *pp = &plain->params[i];
+        if (qp->quantized)
+            tt_quant4_quantize(flat + qp->offset, weights + pp->offset, qp->numel, &q->quant_format);
+        else
+            memcpy(flat + qp->offset, weights + pp->offset, sizeof(float) * (size_t)qp->numel);
+    }
+    return flat;
 }
 
 /* A model state of the case's shape for the recipe, with the case's weights and batch loaded. */
@@ -97,8 +116,17 @@ static void open_model_on(tt_model_state *s, const model_case *mc, const recipe 
     *precision = tt_precision_for_run(&run_config, r->gpu);
     tt_plan plan;
     tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, precision);
-    tt_model_state_init_trainable(s, &config, &plan, r->lora ? &lora_spec : NULL, backend, 0);
+    tt_trainable_spec qlora_spec = lora_spec;
+    qlora_spec.quantize_4bit = true;
+    qlora_spec.quant_format = (tt_quant4_format){.type = TT_QUANT4_NF4, .double_quant = true};
+    qlora_spec.quant_storage_elem = plan.weight_bytes;
+    tt_model_state_init_trainable(s, &config, &plan, r->qlora ? &qlora_spec : r->lora ? &lora_spec : NULL, backend, 0);
     s->lora_dropout_seed = tt_lora_dropout_seed(5, 0, 0);
+    if (r->qlora) {
+        float *quantized = quantized_flat(weights, &params, &s->params);
+        free(weights);
+        weights = quantized;
+    }
     tt_model_set_weights(s, weights);
     tt_model_set_batch(s, mc->inputs, mc->targets);
     if (mc->positions) tt_model_set_positions(s, mc->positions);
@@ -288,11 +316,11 @@ static void random_batch(model_case *mc, int64_t vocab, uint64_t seed) {
 }
 
 static void check_case(model_case *mc) {
-    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0, 0};
+    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
     const recipe recipes[] = {
-        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 0, 0},
-        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO, false, 0, 0},
-        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false, 0, 0},
+        {"bf16, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false},
+        {"bf16, no master", true, false, false, TT_ATTENTION_AUTO, false, 0, 0, false},
+        {"bf16, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false, 0, 0, false},
     };
     run_result reference = run(mc, &cpu);
     for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++) {
@@ -314,10 +342,10 @@ static void check_case(model_case *mc) {
     free_result(&reference);
 
     /* LoRA on the frozen base: the GPU against the CPU (same dropout masks), repeats, checkpointing */
-    const recipe cpu_lora = {"cpu fp32 LoRA", false, true, false, TT_ATTENTION_AUTO, true, 0, 0};
+    const recipe cpu_lora = {"cpu fp32 LoRA", false, true, false, TT_ATTENTION_AUTO, true, 0, 0, false};
     const recipe lora_recipes[] = {
-        {"bf16 LoRA, fp32 master", true, true, false, TT_ATTENTION_AUTO, true, 0, 0},
-        {"bf16 LoRA, no master", true, false, false, TT_ATTENTION_AUTO, true, 0, 0},
+        {"bf16 LoRA, fp32 master", true, true, false, TT_ATTENTION_AUTO, true, 0, 0, false},
+        {"bf16 LoRA, no master", true, false, false, TT_ATTENTION_AUTO, true, 0, 0, false},
     };
     run_result lora_reference = run(mc, &cpu_lora);
     for (size_t i = 0; i < sizeof lora_recipes / sizeof *lora_recipes; i++) {
@@ -336,10 +364,10 @@ static void check_case(model_case *mc) {
 
     /* tiled_mlp (3 shards): the GPU against the CPU's tiled run, and checkpointing the same bits */
     const recipe tiled_recipes[][2] = {
-        {{"cpu fp32 tiled MLP", false, true, false, TT_ATTENTION_AUTO, false, 3, 0},
-         {"bf16 tiled MLP, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 3, 0}},
-        {{"cpu fp32 LoRA tiled MLP", false, true, false, TT_ATTENTION_AUTO, true, 3, 0},
-         {"bf16 LoRA tiled MLP, no master", true, false, false, TT_ATTENTION_AUTO, true, 3, 0}},
+        {{"cpu fp32 tiled MLP", false, true, false, TT_ATTENTION_AUTO, false, 3, 0, false},
+         {"bf16 tiled MLP, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 3, 0, false}},
+        {{"cpu fp32 LoRA tiled MLP", false, true, false, TT_ATTENTION_AUTO, true, 3, 0, false},
+         {"bf16 LoRA tiled MLP, no master", true, false, false, TT_ATTENTION_AUTO, true, 3, 0, false}},
     };
     for (size_t i = 0; i < sizeof tiled_recipes / sizeof *tiled_recipes; i++) {
         run_result tiled_reference = run(mc, &tiled_recipes[i][0]);
@@ -358,13 +386,37 @@ static void check_case(model_case *mc) {
     free(mc->targets);
 }
 
+/* QLoRA on the case: the GPU against the CPU within the bf16 LoRA bounds (the same 4-bit bytes on both; the GPU
+ * GEMMs read bf16 of the CPU's fp32 dequantized values), the step repeating, two runs and gradient checkpointing the
+ * same bits. */
+static void check_qlora(const model_case *mc) {
+    const recipe cpu = {"cpu fp32 QLoRA", false, true, false, TT_ATTENTION_AUTO, true, 0, 0, true};
+    const recipe gpu_recipe = {"bf16 QLoRA nf4+dq, fp32 master", true, true, false, TT_ATTENTION_AUTO, true, 0, 0,
+                               true};
+    run_result reference = run(mc, &cpu);
+    run_result gpu = run(mc, &gpu_recipe);
+    compare_with_cpu(mc, &gpu_recipe, &gpu, &reference);
+    check_step_repeats(mc, &gpu_recipe);
+    run_result again = run(mc, &gpu_recipe);
+    TT_EXPECT(same_bits(&gpu, &again), "%s %s: two GPU runs give the same bits", mc->name, gpu_recipe.name);
+    recipe checkpointed = gpu_recipe;
+    checkpointed.checkpointing = true;
+    run_result gc = run(mc, &checkpointed);
+    TT_EXPECT(same_bits(&gpu, &gc), "%s %s: gradient checkpointing gives the same bits on the GPU", mc->name,
+              gpu_recipe.name);
+    free_result(&gc);
+    free_result(&again);
+    free_result(&gpu);
+    free_result(&reference);
+}
+
 /* The deterministic attention backward over head groups and chunks of keys, two groups at a time and
  * more in the dead layer inputs above a layer where they stay on the GPU: within bounds of the CPU, and
  * the same bits keeping everything, with checkpointing and with the inputs offloaded (hidden_states: no
  * spare lanes). */
 static void check_chunked_case(model_case *mc) {
-    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0, 0};
-    const recipe keep = {"bf16, fp32 master, key chunks in lanes", true, true, false, TT_ATTENTION_AUTO, false, 0, 0};
+    const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
+    const recipe keep = {"bf16, fp32 master, key chunks in lanes", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
     recipe checkpointed = keep, offloaded = keep;
     checkpointed.checkpointing = offloaded.checkpointing = true;
     offloaded.activation_offloading = 4; /* hidden_states */
@@ -421,10 +473,10 @@ static void packed_batch(model_case *mc, int64_t vocab, uint64_t seed, const int
  * two runs and gradient checkpointing bit-identical. (On the CPU a packed batch is its documents run one by one
  * bit for bit: tests/test_packing_exact.c.) */
 static void check_packed_case(model_case *mc) {
-    const recipe cpu = {"cpu fp32 packed", false, true, false, TT_ATTENTION_AUTO, false, 0, 0};
+    const recipe cpu = {"cpu fp32 packed", false, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
     const recipe recipes[] = {
-        {"bf16 packed, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 0, 0},
-        {"bf16 packed, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false, 0, 0},
+        {"bf16 packed, fp32 master", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false},
+        {"bf16 packed, simple attention", true, true, false, TT_ATTENTION_SIMPLE, false, 0, 0, false},
     };
     run_result reference = run(mc, &cpu);
     for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++) {
@@ -453,8 +505,8 @@ static void check_packed_case(model_case *mc) {
  * kernels, other number formats), taking turns step by step, with size queries for other settings
  * asked of both in between: each run gives the bits it gives alone on the program's one backend. */
 static void check_two_backends(model_case *mc) {
-    const recipe first = {"bf16, fp32 master (auto attention)", true, true, false, TT_ATTENTION_AUTO, false, 0, 0};
-    const recipe second = {"bf16, no master, simple attention", true, false, false, TT_ATTENTION_SIMPLE, false, 0, 0};
+    const recipe first = {"bf16, fp32 master (auto attention)", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
+    const recipe second = {"bf16, no master, simple attention", true, false, false, TT_ATTENTION_SIMPLE, false, 0, 0, false};
     run_result alone_first = run(mc, &first), alone_second = run(mc, &second);
     tt_backend *other = tt_backend_cuda_create(0);
     runner a, b;
@@ -497,6 +549,7 @@ int main(int argc, char **argv) {
     printf("GPU: %s\n", name);
     cpu_backend = tt_backend_cpu_create(0);
     gpu_backend = tt_backend_cuda_create(0);
+    const bool qlora_only = argc > 2 && strcmp(argv[2], "--qlora-only") == 0;
     const char *fixtures[] = {"tiny_qwen3", "tiny_llama", "tiny_qwen2"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         model_case mc = {.name = fixtures[i], .batch = 2, .seq_len = 48};
@@ -505,7 +558,14 @@ int main(int argc, char **argv) {
         tt_model_config_load(mc.config_path, &config);
         random_batch(&mc, config.vocab_size, 77 + i);
         tt_model_config_free(&config);
+        if (qlora_only) {
+            check_qlora(&mc);
+            free(mc.inputs);
+            free(mc.targets);
+            continue;
+        }
         if (i == 0) check_two_backends(&mc);
+        check_qlora(&mc);
         check_case(&mc);
         if (i == 0) {
             /* documents of 13, 1 and 22 tokens, then 12 of padding; of 29, 2 and 15, then 2 */
@@ -515,6 +575,11 @@ int main(int argc, char **argv) {
             packed_batch(&packed, config_vocab(mc.config_path), 177, lengths);
             check_packed_case(&packed);
         }
+    }
+    if (qlora_only) {
+        tt_backend_destroy(gpu_backend);
+        tt_backend_destroy(cpu_backend);
+        return tt_test_summary("gpu_model");
     }
     /* Qwen3 shapes at head_dim 128, where the fused attention kernels run. */
     tt_test_scratch_open("gpu-model");

@@ -237,11 +237,10 @@ static void cpu_add(void *ctx, void *out, const void *a, const void *b, int64_t 
     ON_THREADS(ctx, tt_cpu_add_f32(out, a, b, n));
 }
 
-/* The oracle's dequantization: model/quant4.c, one block after another (the same order every time). */
+/* The oracle's dequantization: model/quant4.c, each value one fp32 product (threads over blocks, the same bits). */
 static void cpu_dequantize_4bit(void *ctx, void *out, const void *quantized, int64_t numel,
                                 const tt_quant4_format *format) {
-    (void)ctx;
-    tt_quant4_dequantize(out, quantized, numel, format);
+    ON_THREADS(ctx, (void)cpu; tt_quant4_dequantize(out, quantized, numel, format));
 }
 
 static void cpu_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier,

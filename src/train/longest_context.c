@@ -63,6 +63,7 @@ static void print_try(const tt_context_fit *fit, FILE *log) {
         fputs("; ", log);
     }
     fprintf(log, "%s\n", fit->fits ? "fits" : "does not fit");
+    fflush(log); /* each length can take seconds on the GPU (cuDNN builds its attention graphs to size them) */
 }
 
 int64_t tt_longest_sequence_len(const tt_run_config *run, const tt_device *device, int64_t step, FILE *log,

@@ -113,9 +113,9 @@ int main(void) {
     tt_rng rng;
     tt_rng_seed(&rng, 2024);
     const int saved_threads = omp_get_max_threads();
-    /* M x N x K */
-    const int64_t shapes[][3] = {{1, 1, 1},      {5, 7, 3},      {6, 16, 1},     {7, 17, 0},
-                                 {95, 127, 255}, {97, 129, 257}, {200, 300, 40}, {13, 260, 520}};
+    /* M x N x K; the last one large enough to run its tiles on several threads */
+    const int64_t shapes[][3] = {{1, 1, 1},      {5, 7, 3},      {6, 16, 1},     {7, 17, 0},     {95, 127, 255},
+                                 {97, 129, 257}, {200, 300, 40}, {13, 260, 520}, {250, 300, 100}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         check_shape(&rng, shapes[s][0], shapes[s][1], shapes[s][2]);
     omp_set_num_threads(saved_threads);

@@ -36,6 +36,11 @@
 #define GEMM_COLS 128
 #define GEMM_DEPTH 256
 
+/* GEMMs of fewer multiply-adds than this (about half a millisecond on one core) run on the calling thread: waking
+ * the team costs more, and with more threads than free cores a barrier can cost a scheduler time slice. A tile's
+ * arithmetic is the same on any thread, so the bits do not change. */
+#define GEMM_PARALLEL_MIN_WORK ((int64_t)1 << 22)
+
 /* One thread's buffers, in floats: packed op(A) [GEMM_ROWS x GEMM_DEPTH], packed op(B)
  * [GEMM_DEPTH x GEMM_COLS], the tile's accumulator [GEMM_ROWS x GEMM_COLS]. */
 #define GEMM_PACKED_A_FLOATS ((size_t)GEMM_ROWS * GEMM_DEPTH)
@@ -196,7 +201,8 @@ void tt_cpu_gemm_f32(tt_cpu_scratch *scratch, bool trans_a, bool trans_b, int64_
                             .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .mode = mode};
     const int64_t row_tiles = (M + GEMM_ROWS - 1) / GEMM_ROWS, col_tiles = (N + GEMM_COLS - 1) / GEMM_COLS;
     const int64_t tiles = row_tiles * col_tiles;
-    const int threads = (int)gemm_min(omp_get_max_threads(), tiles);
+    const bool small = (double)M * (double)N * (double)K < (double)GEMM_PARALLEL_MIN_WORK;
+    const int threads = small ? 1 : (int)gemm_min(omp_get_max_threads(), tiles);
     float *buffers = tt_cpu_scratch_take(scratch, tt_cpu_gemm_scratch_bytes(threads), "GEMM packing");
     /* Column tiles vary fastest: neighbouring threads share their rows of op(A). */
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)

@@ -1,6 +1,7 @@
 /* bitsandbytes' 4-bit quantization (model/quant4.c) against the fixture of tools/make_nf4_fixture.py:
  * NF4 and FP4 codes, absmax, double-quantized absmax (codes, nested absmax, offset) and the
  * dequantized values, bit for bit; the dynamic map; the layout. */
+#include <math.h>
 #include <string.h>
 
 #include "model/quant4.h"
@@ -78,6 +79,58 @@ static void test_layout(void) {
     TT_EXPECT(l.blocks == 3 && l.nested_blocks == 1 && l.bytes % 16 == 0, "small layout");
 }
 
+/* The quantizer counts thresholds (vectorized); tt_quant4_code_of is bitsandbytes' tree: the same code for values on,
+ * just above and just below every threshold, random values, zeros, NaN and infinities (a block whose absmax is 1, so
+ * the scaled value is the value itself). */
+static void check_codes_against_tree(tt_quant4_type type) {
+    float values[4096];
+    int n = 0;
+    static const float thresholds[] = {-0.8480964004993439f, -0.6106329262256622f, -0.4599952697753906f,
+                                       -0.33967943489551544f, -0.23460740596055984f, -0.13791173323988914f,
+                                       -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,
+                                       0.2035212516784668f, 0.2920137718319893f, 0.3893125355243683f,
+                                       0.5016634166240692f, 0.6427869200706482f, 0.8614784181118011f,
+                                       0.00260417f, 0.0859375f, 0.20833333f, 0.29166667f, 0.4166667f, 0.583333f,
+                                       0.8333333f};
+    for (size_t i = 0; i < sizeof thresholds / sizeof *thresholds; i++)
+        for (int sign = -1; sign <= 1; sign += 2) {
+            const float t = (float)sign * thresholds[i];
+            values[n++] = t;
+            values[n++] = nextafterf(t, INFINITY);
+            values[n++] = nextafterf(t, -INFINITY);
+        }
+    values[n++] = 0.0f;
+    values[n++] = -0.0f;
+    values[n++] = NAN;
+    values[n++] = 1.0f;
+    values[n++] = -1.0f;
+    uint64_t state = 12345;
+    while (n < 4096) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        values[n++] = (float)((double)(state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    }
+    /* blocks of 64: the first value 1.0 (the absmax), then 63 of the values */
+    const int blocks = (n + 62) / 63;
+    float *x = calloc((size_t)blocks * 64, sizeof(float));
+    for (int b = 0; b < blocks; b++) {
+        x[b * 64] = 1.0f;
+        for (int k = 1; k < 64 && b * 63 + k - 1 < n; k++) x[b * 64 + k] = values[b * 63 + k - 1];
+    }
+    const tt_quant4_format format = {.type = type, .double_quant = false};
+    unsigned char *q = malloc(tt_quant4_layout_of(blocks * 64, &format).bytes);
+    tt_quant4_quantize(q, x, blocks * 64, &format);
+    int wrong = 0;
+    for (int64_t k = 0; k < blocks * 64; k++) {
+        const unsigned code = k % 2 == 0 ? q[k / 2] >> 4 : q[k / 2] & 15u;
+        if (code != tt_quant4_code_of(type, x[k]) && wrong++ < 3)
+            fprintf(stderr, "%s: %.9g gets code %u, the tree %u\n", type == TT_QUANT4_NF4 ? "nf4" : "fp4", x[k], code,
+                    tt_quant4_code_of(type, x[k]));
+    }
+    TT_EXPECT(wrong == 0, "%s: %d codes differ from the tree's", type == TT_QUANT4_NF4 ? "nf4" : "fp4", wrong);
+    free(q);
+    free(x);
+}
+
 int main(int argc, char **argv) {
     const char *source = argc > 1 ? argv[1] : ".";
     char path[4096];
@@ -91,6 +144,8 @@ int main(int argc, char **argv) {
         for (int type = 0; type < 2; type++)
             for (int dq = 0; dq < 2; dq++) check_tensor(&f, names[i], (tt_quant4_type)type, dq);
     test_layout();
+    check_codes_against_tree(TT_QUANT4_NF4);
+    check_codes_against_tree(TT_QUANT4_FP4);
     tt_st_close(&f);
     return tt_test_summary("test_quant4");
 }

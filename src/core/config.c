@@ -143,7 +143,8 @@ static const key_spec key_table[] = {
      .default_text = "false",
      .null_is_default = true,
      .help = "adapter: qlora: the frozen q/k/v/o/gate/up/down weights are stored in bitsandbytes' 4-bit format "
-             "(block 64), dequantized next to each GEMM; embeddings, norms and the LM head stay in the compute dtype"},
+             "(block 64), dequantized next to each GEMM; embeddings, norms and the LM head stay in the compute dtype. "
+             "A base_model saved in that format (quantization_config) loads as it is, in its own nf4/fp4 format"},
     {.name = "bnb_4bit_quant_type",
      .type = KEY_ENUM,
      .offset = FIELD(bnb_4bit_quant_type),

@@ -233,7 +233,7 @@ static void init_normal_block(float *dst, int64_t b, int64_t count, double std, 
 /* Values [first, first + count) of a matrix of numel values (first a multiple of INIT_BLOCK) into dst[count]. */
 static void init_normal_piece(float *dst, int64_t first, int64_t count, double std, uint64_t stream_seed) {
     const int64_t blocks = (count + INIT_BLOCK - 1) / INIT_BLOCK;
-#pragma omp parallel for schedule(static) if (blocks > 1)
+#pragma omp parallel for schedule(dynamic) if (blocks > 1)
     for (int64_t i = 0; i < blocks; i++)
         init_normal_block(dst + i * INIT_BLOCK, first / INIT_BLOCK + i, min64(INIT_BLOCK, count - i * INIT_BLOCK), std,
                           stream_seed);
@@ -250,7 +250,7 @@ static void init_normal_quantized(const weight_buffers *b, const tt_param_info *
 #pragma omp parallel if (blocks > 1)
     {
         float *values = tt_xmalloc(sizeof(float) * INIT_BLOCK, "an init block");
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
         for (int64_t i = 0; i < blocks; i++) {
             const int64_t count = min64(INIT_BLOCK, p->numel - i * INIT_BLOCK);
             init_normal_block(values, i, count, std, stream_seed);

@@ -31,7 +31,7 @@ test-sanitize: deps
 # Fuzzing (fuzz/README.md): libFuzzer harnesses for the file readers, built with clang, ASan and
 # UBSan into $(FUZZ_BUILD). `make fuzz` replays every file of fuzz/corpus/<target>/ (seeds and
 # past findings), then fuzzes each target for FUZZ_SECONDS; any crash, sanitizer report, leak or
-# timeout fails it. `make test` runs the short version (FUZZ_SECONDS=60) where clang is installed.
+# timeout fails it. `make test` runs the short version (FUZZ_SECONDS=30) where clang is installed.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
@@ -66,7 +66,7 @@ fuzz: fuzz-build
 # The short run of `make test`: skipped, with a note, where clang or libFuzzer is missing.
 test-fuzz:
 	@if command -v $(FUZZ_CC) >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1; then \
-	  $(MAKE) fuzz FUZZ_SECONDS=60; \
+	  $(MAKE) fuzz FUZZ_SECONDS=30; \
 	else echo "test-fuzz: skipped ($(FUZZ_CC) with libFuzzer not installed: apt-get install clang libclang-rt-14-dev)"; fi
 
 # On a machine with an NVIDIA GPU (Hopper): every CUDA kernel against the CPU reference, the

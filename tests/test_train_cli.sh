@@ -507,9 +507,10 @@ check "sample_packing: excess_length_strategy: truncate keeps them cut" grep -q 
 
 # sample_packing is the same documents one per micro-batch, bit for bit, on the CPU: three documents packed into one
 # sequence train the same weights as the three one to a sequence with gradient_accumulation_steps: 3, in the packed
-# order (the loss of a step is scaled by its label tokens either way). The one-by-one run visits its sequences in the
-# epoch's shuffled order, so a probe run (one document per step) reads that order from the steps' target tokens and
-# the packed run's token file lists the documents in it. adam_epsilon 1 makes the update follow the gradients' low
+# order (the loss of a step is scaled by its label tokens either way). Both runs shuffle the same three documents with
+# the same seed and pack them first-fit in that order (per-epoch packing): one to a sequence at sequence_len 34, all
+# in one at 96, so the packed sequence holds them in the order the one-by-one run visits them (a probe run, one
+# document per step, shows that order through the steps' target tokens). adam_epsilon 1 makes the update follow the gradients' low
 # bits. The model's LM head is its own: a tied embedding's gradient is two sums over the tokens into one matrix, which
 # packing interleaves differently (docs/ARCHITECTURE.md). (The GPU rounds by where a row lies: not checked there.)
 if [[ " ${overrides[*]} " != *" device=cuda "* ]]; then
@@ -530,8 +531,7 @@ if [[ " ${overrides[*]} " != *" device=cuda "* ]]; then
   "$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[exact_probe.tok] "${alone_args[@]}" \
     gradient_accumulation_steps=3 max_steps=1 output_dir=out_exact_alone > train_exact_alone.txt 2>&1
   check "one document per micro-batch trains" test $? -eq 0
-  "$tiertrain" tokenize --bytes -o exact_packed.tok "${order[@]}" > /dev/null
-  "$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[exact_packed.tok] "${alone_args[@]}" \
+  "$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[exact_probe.tok] "${alone_args[@]}" \
     sequence_len=96 gradient_accumulation_steps=1 max_steps=1 output_dir=out_exact_packed > train_exact_packed.txt 2>&1
   check "the three documents packed into one sequence train" grep -q "packed into 1 sequences" train_exact_packed.txt
   check "packed and one by one: the same weights bit for bit" \

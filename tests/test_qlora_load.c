@@ -372,7 +372,7 @@ static void check_corruptions(void) {
     const float absmax_f32[64] = {0};
     char mlp_state[160];
     snprintf(mlp_state, sizeof mlp_state, "model.layers.0.mlp.up_proj.weight.quant_state.bitsandbytes__nf4");
-    uint16_t bf16_weight[64 * 64] = {0};
+    uint16_t bf16_weight[128 * 64] = {0}; /* up_proj: [intermediate 128, hidden 64] */
     char absmax_name[160], nested_name[160], nested_map_name[160], map_name[160];
     snprintf(absmax_name, sizeof absmax_name, "%s.absmax", q);
     snprintf(nested_name, sizeof nested_name, "%s.nested_absmax", q);

@@ -1,9 +1,9 @@
-/* Fuzzes the run configuration (core/config.c): the YAML file, then key=value overrides, then the
+/* Fuzzes the run configuration (src/config/): the YAML file, then key=value overrides, then the
  * cross-key checks, then the effective config written back as YAML. Input: the YAML text, then
  * optionally a NUL byte and up to 8 overrides separated by NUL bytes ("seed=3\0lora_r=8"). Nothing
  * here touches the files a config names (model, datasets): those readers have their own targets. */
 #include "fuzz_common.h"
-#include "core/config.h"
+#include "config/run_config.h"
 
 static FILE *sink;
 

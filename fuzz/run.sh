@@ -20,7 +20,7 @@ for target in "$@"; do
   # Leaks: a reader that dies on bad input frees nothing by design (the process ends); the
   # safetensors, config.json, JSON dataset and chat template harnesses release what a dying
   # reader held and keep leak detection on; the token file, tokenizer and run config readers
-  # (train/data.c, tokenizer_load.c, core/config.c keep no record of what they hold mid-load)
+  # (train/data.c, tokenizer_load.c, src/config/ keep no record of what they hold mid-load)
   # cannot be made to, so their leaks are not findings.
   case $target in token_file|token_file_v2|tokenizer|run_config) leaks=0 ;; *) leaks=1 ;; esac
   export ASAN_OPTIONS="detect_leaks=$leaks:allocator_may_return_null=1"

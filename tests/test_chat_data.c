@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
-#include "core/config.h"
+#include "config/run_config.h"
 #include "data/chat_template.h"
 #include "data/tokenize_files.h"
 #include "data/tokenizer.h"
@@ -35,8 +35,8 @@ static tt_dataset_spec default_spec(void) {
                              .property_fields = default_properties,
                              .roles_to_train_count = 1,
                              .roles_to_train = assistant_only,
-                             .train_on_eos = -1,
-                             .train_on_eot = -1};
+                             .train_on_eos = TT_EOS_INHERIT,
+                             .train_on_eot = TT_EOS_INHERIT};
 }
 
 static char *slurp(const char *path) {
@@ -526,42 +526,42 @@ static void test_eot(void) {
     tt_dataset_spec spec = default_spec();
     char *pad[] = {"<pad>"};
     /* eot all, eos none: every turn's <pad>, no EOS */
-    tt_chat_settings more = {.eot_tokens = pad, .eot_token_count = 1, .train_on_eos = 3, .train_on_eot = 1};
+    tt_chat_settings more = {.eot_tokens = pad, .eot_token_count = 1, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
     char *got = marked_with(eot_template, &spec, &more, conversation);
     TT_EXPECT(strcmp(got, "system: S[#]\nuser: hi[#]\nassistant: [yo#]$\nuser: ok?[#]\nassistant: [ok.#]$\n") == 0,
               "eot all, eos none: %s", got);
     free(got);
     /* eot turn, eos last: the trained turns' <pad>, the last EOS after a trained turn (it is 1 token after) */
-    more.train_on_eos = 2;
-    more.train_on_eot = 0;
+    more.train_on_eos = TT_EOS_LAST;
+    more.train_on_eot = TT_EOS_TURN;
     got = marked_with(eot_template, &spec, &more, conversation);
     TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo#]$\nuser: ok?#\nassistant: [ok.#$]\n") == 0,
               "eot turn, eos last: %s", got);
     free(got);
     /* eot last, eos turn */
-    more.train_on_eos = 0;
-    more.train_on_eot = 2;
+    more.train_on_eos = TT_EOS_TURN;
+    more.train_on_eot = TT_EOS_LAST;
     got = marked_with(eot_template, &spec, &more, conversation);
     TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo]#[$]\nuser: ok?#\nassistant: [ok.#$]\n") == 0,
               "eot last, eos turn: %s", got);
     free(got);
     /* eot_tokens not given: the EOS alone, and both rules decide about it: train_on_eot all trains the EOS after
      * every turn that has one even with train_on_eos none (axolotl checks no conflict there) */
-    tt_chat_settings by_default = {.train_on_eos = 3, .train_on_eot = 1};
+    tt_chat_settings by_default = {.train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
     got = marked_with(plain, &spec, &by_default, conversation);
     TT_EXPECT(strcmp(got, "system: S\nuser: hi\nassistant: [yo$]\nuser: ok?\nassistant: [ok.$]\n") == 0,
               "default eot, eot all: %s", got);
     free(got);
     /* eot_tokens: [] is no end-of-turn token at all */
     char *nothing[] = {NULL};
-    tt_chat_settings empty = {.eot_tokens = nothing, .eot_token_count = 0, .train_on_eos = 3, .train_on_eot = 1};
+    tt_chat_settings empty = {.eot_tokens = nothing, .eot_token_count = 0, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
     got = marked_with(eot_template, &spec, &empty, conversation);
     TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo]#$\nuser: ok?#\nassistant: [ok.]#$\n") == 0,
               "eot_tokens []: %s", got);
     free(got);
     /* a token the template never writes is left out (with a warning), as axolotl leaves it */
     char *absent[] = {"<s>", "<pad>"};
-    tt_chat_settings some = {.eot_tokens = absent, .eot_token_count = 2, .train_on_eos = 3, .train_on_eot = 1};
+    tt_chat_settings some = {.eot_tokens = absent, .eot_token_count = 2, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
     got = marked_with(eot_template, &spec, &some, conversation);
     TT_EXPECT(strcmp(got, "system: S[#]\nuser: hi[#]\nassistant: [yo#]$\nuser: ok?[#]\nassistant: [ok.#]$\n") == 0,
               "an eot token outside the template: %s", got);
@@ -573,7 +573,7 @@ static void test_eot(void) {
                   "eot_tokens holds the EOS token '<|endoftext|>', but train_on_eos (turn) and train_on_eot (all) differ");
     eot_case agree = {with_eos, 2, 1, 1}; /* the same rule: fine */
     open_eot_case(&agree);
-    tt_chat_settings both = {.eot_tokens = with_eos, .eot_token_count = 2, .train_on_eos = 2, .train_on_eot = 2};
+    tt_chat_settings both = {.eot_tokens = with_eos, .eot_token_count = 2, .train_on_eos = TT_EOS_LAST, .train_on_eot = TT_EOS_LAST};
     got = marked_with(eot_template_literal, &spec, &both, conversation);
     TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo]#$\nuser: ok?#\nassistant: [ok.#$]\n") == 0,
               "the EOS among the eot tokens, both last: %s", got);
@@ -720,7 +720,7 @@ static void test_qwen3_keys(void) {
     spec.split_thinking = true;
     spec.message_field_training_detail = "spans";
     char *eot[] = {"<|im_end|>"};
-    tt_chat_settings more = {.train_on_eos = 3, .train_on_eot = 2, .eot_tokens = eot, .eot_token_count = 1,
+    tt_chat_settings more = {.train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_LAST, .eot_tokens = eot, .eot_token_count = 1,
                              .template_kwargs = "{\"enable_thinking\": false}"};
     tt_chat_format *f = open_format_with(tt_chat_builtin_template("qwen3"), &spec, &more, tokdir, tok);
     json_t *record = json_loads("{\"messages\": [{\"role\": \"user\", \"content\": \"Say hi to Ana.\"}, {\"role\": "

@@ -1,10 +1,12 @@
 /* The run configuration: defaults, an axolotl-style file, overrides over the file, the written
  * YAML loading back to the same values, byte sizes, --help and docs/CONFIG.md covering every
  * key, and every kind of bad input ending in one error line that names the place and the key. */
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 #include "test_util.h"
 
 static char *scratch;
@@ -198,8 +200,8 @@ static void test_defaults(void) {
               "output defaults");
     TT_EXPECT(!c.gradient_checkpointing && c.loss_chunk_size == 1024 && c.host_memory_budget == 0 &&
                   c.device == TT_DEVICE_AUTO && c.gpu_memory_budget == 0 && c.master_weights &&
-                  c.attn_implementation == 0 && c.num_threads == 0 && c.progress && c.activation_offloading == 0 &&
-                  c.bf16 == 1 && !c.fp16 && !c.tf32,
+                  c.attn_implementation == TT_ATTN_AUTO && c.num_threads == 0 && c.progress &&
+                  c.activation_offloading == TT_OFFLOAD_NONE && c.bf16 == TT_BF16_AUTO && !c.fp16 && !c.tf32,
               "memory and execution defaults (bf16: auto)");
     tt_run_config_free(&c);
     TT_EXPECT(c.optimizer == NULL && c.output_dir == NULL, "free clears the strings");
@@ -217,6 +219,52 @@ static void test_defaults(void) {
         free(path);
     }
     tt_run_config_free(&c);
+}
+
+/* Each enum key: every name of its value list (the X-macro list of run_config.h) loads as the enum member of
+ * the same list, as a file's value and as an override. */
+#define ENUM_CASE(member, name) {name, (int)(member)},
+typedef struct enum_case {
+    const char *name;
+    int member;
+} enum_case;
+
+static void check_enum_key(const char *key, const enum_case *cases, int count, size_t offset) {
+    for (int i = 0; i < count; i++) {
+        tt_run_config c;
+        tt_run_config_defaults(&c);
+        char override[128];
+        snprintf(override, sizeof override, "%s=%s", key, cases[i].name);
+        char *overrides[] = {override};
+        tt_run_config_load(&c, NULL, 1, overrides);
+        const int stored = *(const int *)((const char *)&c + offset);
+        TT_EXPECT(stored == cases[i].member, "%s: %s is stored as member %d (got %d)", key, cases[i].name,
+                  cases[i].member, stored);
+        tt_run_config_free(&c);
+    }
+}
+
+#define CHECK_ENUM_KEY(key, list, field)                                                                               \
+    do {                                                                                                               \
+        static const enum_case cases[] = {list(ENUM_CASE)};                                                            \
+        check_enum_key(key, cases, (int)(sizeof cases / sizeof cases[0]), offsetof(tt_run_config, field));           \
+    } while (0)
+
+static void test_enum_keys(void) {
+    CHECK_ENUM_KEY("lr_scheduler", TT_LR_SCHEDULER_VALUES, lr_scheduler);
+    CHECK_ENUM_KEY("recompute_granularity", TT_RECOMPUTE_GRANULARITY_VALUES, recompute_granularity);
+    CHECK_ENUM_KEY("recompute_method", TT_RECOMPUTE_METHOD_VALUES, recompute_method);
+    CHECK_ENUM_KEY("device", TT_DEVICE_VALUES, device);
+    CHECK_ENUM_KEY("activation_offloading", TT_ACTIVATION_OFFLOADING_VALUES, activation_offloading);
+    CHECK_ENUM_KEY("bf16", TT_BF16_VALUES, bf16);
+    CHECK_ENUM_KEY("attn_implementation", TT_ATTN_IMPLEMENTATION_VALUES, attn_implementation);
+    CHECK_ENUM_KEY("train_on_eos", TT_TRAIN_ON_EOS_VALUES, train_on_eos);
+    CHECK_ENUM_KEY("save_strategy", TT_SAVE_STRATEGY_VALUES, save_strategy);
+    CHECK_ENUM_KEY("excess_length_strategy", TT_EXCESS_LENGTH_VALUES, excess_length_strategy);
+    CHECK_ENUM_KEY("bnb_4bit_quant_type", TT_QUANT_TYPE_VALUES, bnb_4bit_quant_type);
+    CHECK_ENUM_KEY("bnb_4bit_compute_dtype", TT_COMPUTE_DTYPE_VALUES, bnb_4bit_compute_dtype);
+    TT_EXPECT(strcmp(tt_train_on_eos_name(TT_EOS_LAST), "last") == 0 && strcmp(tt_train_on_eos_name(TT_EOS_TURN), "turn") == 0,
+              "train_on_eos names");
 }
 
 static void test_full_file_and_overrides(void) {
@@ -289,9 +337,9 @@ static void test_full_file_and_overrides(void) {
                   c.logging_steps == 5 && strcmp(c.resume_from_checkpoint, "runs/x/checkpoint-50") == 0 &&
                   c.max_shard_bytes == 2000000000LL,
               "output keys");
-    TT_EXPECT(c.gradient_checkpointing && c.activation_offloading == 0 && c.loss_chunk_size == 4096 &&
+    TT_EXPECT(c.gradient_checkpointing && c.activation_offloading == TT_OFFLOAD_NONE && c.loss_chunk_size == 4096 &&
                   c.host_memory_budget == 24LL << 30 && c.device == TT_DEVICE_CPU && c.num_threads == 4 &&
-                  !c.progress && c.bf16 == 0 && !c.fp16 && !c.tf32,
+                  !c.progress && c.bf16 == TT_BF16_OFF && !c.fp16 && !c.tf32,
               "memory and execution keys");
     tt_run_config_validate(&c);
     tt_run_config_free(&c);
@@ -319,7 +367,7 @@ static void test_full_file_and_overrides(void) {
               "overrides win over the file");
     TT_EXPECT(c.base_model == NULL && strcmp(c.model_config, "cfg.json") == 0 && c.lr_scheduler == TT_LR_CONSTANT &&
                   c.host_memory_budget == 512000000LL && c.warmup_steps == 3 && c.warmup_ratio == 0 &&
-                  c.resume_from_checkpoint == NULL && !c.gradient_checkpointing && c.bf16 == 1 &&
+                  c.resume_from_checkpoint == NULL && !c.gradient_checkpointing && c.bf16 == TT_BF16_AUTO &&
                   strcmp(c.output_dir, "out") == 0,
               "overrides: null and empty unset strings, enums, sizes");
     TT_EXPECT(c.sequence_len == 2048 && c.micro_batch_size == 2, "keys not overridden keep the file's values");
@@ -437,7 +485,7 @@ static void test_sft_round_trip(void) {
     tt_run_config_defaults(&again);
     tt_run_config_load(&again, path, 0, NULL);
     TT_EXPECT(same_config(&c, &again) && again.dataset_specs[0].type == TT_DATASET_ALPACA &&
-                  strcmp(again.dataset_specs[0].field_output, "a b") == 0 && again.excess_length_strategy == 1,
+                  strcmp(again.dataset_specs[0].field_output, "a b") == 0 && again.excess_length_strategy == TT_EXCESS_TRUNCATE,
               "SFT keys round trip:\n%s", text);
     free(text);
     free(path);
@@ -1027,16 +1075,16 @@ static void test_lora_and_freezing(void) {
                   "adapter_bad.yaml:1: adapter must be lora or qlora (or ~ for full fine-tuning); got 'dora'");
     /* qlora: axolotl's keys and their checks */
     tt_run_config_defaults(&c);
-    TT_EXPECT(!c.load_in_4bit && c.bnb_4bit_quant_type == 0 && c.bnb_4bit_use_double_quant &&
-                  c.bnb_4bit_compute_dtype == 0 && c.bnb_key_given == NULL,
+    TT_EXPECT(!c.load_in_4bit && c.bnb_4bit_quant_type == TT_BNB_NF4 && c.bnb_4bit_use_double_quant &&
+                  c.bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_AUTO && c.bnb_key_given == NULL,
               "qlora defaults: nf4, double quantization, compute dtype auto");
     path = write_file("qlora_ok.yaml", VALID "adapter: qlora\nload_in_4bit: true\nbnb_4bit_quant_type: fp4\n"
                                              "bnb_4bit_use_double_quant: false\nbnb_4bit_compute_dtype: bfloat16\n"
                                              "lora_target_linear: true\n");
     tt_run_config_load(&c, path, 0, NULL);
     tt_run_config_validate(&c);
-    TT_EXPECT(c.adapter == TT_ADAPTER_QLORA && c.load_in_4bit && c.bnb_4bit_quant_type == 1 &&
-                  !c.bnb_4bit_use_double_quant && c.bnb_4bit_compute_dtype == 1,
+    TT_EXPECT(c.adapter == TT_ADAPTER_QLORA && c.load_in_4bit && c.bnb_4bit_quant_type == TT_BNB_FP4 &&
+                  !c.bnb_4bit_use_double_quant && c.bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_BF16,
               "adapter: qlora with the bnb keys");
     tt_run_config_free(&c);
     free(path);
@@ -1130,7 +1178,7 @@ static void test_accepted(void) {
                       d.dataset_specs[1].type == TT_DATASET_COMPLETION && strcmp(d.dataset_specs[1].field, "text") == 0,
                   "axolotl's field defaults per type");
         TT_EXPECT(!d.train_on_inputs && d.shuffle_merged_datasets && strcmp(d.dataset_prepared_path, "last_run_prepared") == 0 &&
-                      d.excess_length_strategy == 0 && d.tokenizer_config == NULL && d.special_bos == NULL &&
+                      d.excess_length_strategy == TT_EXCESS_DROP && d.tokenizer_config == NULL && d.special_bos == NULL &&
                       strcmp(d.special_eos, "<|im_end|>") == 0 && strcmp(d.special_pad, "<pad>") == 0,
                   "SFT defaults and special_tokens");
         tt_run_config_free(&d);
@@ -1152,6 +1200,7 @@ int main(int argc, char **argv) {
     if (!source_dir) source_dir = ".";
     scratch = tt_test_tempdir("config");
     test_defaults();
+    test_enum_keys();
     test_full_file_and_overrides();
     test_round_trip();
     test_sft_round_trip();

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "memory/plan.h"
+#include "config/run_translation.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "ops/backend.h"

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 #include "data/json_records.h"
 #include "data/token_file.h"
 #include "test_util.h"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "config/run_translation.h"
 #include "memory/plan.h"
 #include "model/lora.h"
 #include "model/safetensors.h"

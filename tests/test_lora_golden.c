@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "memory/plan.h"
+#include "config/run_translation.h"
 #include "model/lora.h"
 #include "model/safetensors.h"
 #include "model/weights.h"

@@ -15,7 +15,8 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "core/config.h"
+#include "config/run_translation.h"
+#include "config/run_config.h"
 #include "core/rng.h"
 #include "memory/plan.h"
 #include "model/weights.h"

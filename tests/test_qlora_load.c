@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "memory/plan.h"
+#include "config/run_translation.h"
 #include "model/dequantized_export.h"
 #include "model/model_config.h"
 #include "model/params.h"

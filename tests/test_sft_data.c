@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "core/config.h"
+#include "config/run_config.h"
 #include "data/json_records.h"
 #include "data/sft_examples.h"
 #include "data/tokenizer.h"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "config/run_translation.h"
 #include "memory/plan.h"
 #include "model/weights.h"
 #include "ops/backend.h"

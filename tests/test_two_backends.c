@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "config/run_translation.h"
 #include "memory/plan.h"
 #include "memory/size_table.h"
 #include "model/weights.h"

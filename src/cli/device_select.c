@@ -16,17 +16,17 @@ static size_t physical_memory_bytes(void) {
 }
 
 static void select_cpu(const tt_run_config *run, tt_device *device, const char *why) {
-    if (run->bf16 == 2)
+    if (run->bf16 == TT_BF16_ON)
         tt_die("bf16: true needs device: cuda (%s); the CPU backend computes in fp32. Set bf16: auto or false", why);
     if (!run->master_weights)
         tt_die("master_weights: false (bf16 parameters and AdamW state) needs device: cuda (%s); the CPU backend "
                "trains in fp32. Remove master_weights or run on a GPU",
                why);
-    if (run->attn_implementation != TT_ATTENTION_AUTO && run->attn_implementation != TT_ATTENTION_SIMPLE)
+    if (run->attn_implementation != TT_ATTN_AUTO && run->attn_implementation != TT_ATTN_SIMPLE)
         tt_die("attn_implementation: cudnn and flash are GPU kernels (%s); the CPU backend has one attention. "
                "Set attn_implementation: auto",
                why);
-    if (run->bnb_4bit_compute_dtype == 1)
+    if (run->bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_BF16)
         tt_die("bnb_4bit_compute_dtype: bfloat16, but the CPU backend (%s) computes in float32 and dequantizes the 4-bit "
                "weights to float32; set bnb_4bit_compute_dtype: auto or float32, or run on a GPU",
                why);
@@ -51,10 +51,10 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
         select_cpu(run, device, "no CUDA GPU visible");
         return;
     }
-    if (run->bf16 == 0)
+    if (run->bf16 == TT_BF16_OFF)
         tt_die("bf16: false, but the CUDA backend computes in bf16 (with fp32 accumulation and, by default, fp32 "
                "master weights); set bf16: auto, or device: cpu for fp32");
-    if (run->bnb_4bit_compute_dtype == 2)
+    if (run->bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_F32)
         tt_die("bnb_4bit_compute_dtype: float32, but the CUDA backend computes in bfloat16 and dequantizes the 4-bit "
                "weights to bfloat16 for its GEMMs; set bnb_4bit_compute_dtype: auto or bfloat16, or device: cpu");
     device->backend = tt_backend_cuda_create(0);

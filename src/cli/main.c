@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "core/config.h"
+#include "config/run_config.h"
 #include "model/dequantized_export.h"
 #include "model/lora.h"
 #include "data/tokenize_files.h"

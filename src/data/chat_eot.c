@@ -10,7 +10,6 @@
 #include "core/check.h"
 #include "data/chat_internal.h"
 
-static const char *const rule_names[] = {"turn", "all", "last", "none"};
 
 void tt_chat_resolve_eot(tt_chat_format *f) {
     const tt_chat_settings *s = &f->settings;
@@ -50,5 +49,5 @@ void tt_chat_resolve_eot(tt_chat_format *f) {
         tt_die("eot_tokens holds the EOS token '%s', but train_on_eos (%s) and train_on_eot (%s) differ, so one rule "
                "would train it and the other not (axolotl's conflict); make them equal, or leave the EOS out of "
                "eot_tokens",
-               eos, rule_names[s->train_on_eos], rule_names[s->train_on_eot]);
+               eos, tt_train_on_eos_name(s->train_on_eos), tt_train_on_eos_name(s->train_on_eot));
 }

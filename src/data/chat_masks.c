@@ -10,7 +10,6 @@
 #include "core/check.h"
 #include "data/chat_internal.h"
 
-enum { EOS_TURN, EOS_ALL, EOS_LAST, EOS_NONE };
 
 /* axolotl's placeholder for the turn being located */
 static const char dummy_content[] = "[[dummy_message]]";
@@ -183,7 +182,7 @@ static void end_token(const tt_token_ids *ids, int64_t end, const int32_t *set, 
     const int64_t at = find_first_of(ids, end, set, count);
     if (at == -1 || llabs(at - end) > EOS_REACH) return;
     *last_found = at;
-    if (rule == EOS_ALL || (rule == EOS_TURN && trains)) labels[at] = 1;
+    if (rule == TT_EOS_ALL || (rule == TT_EOS_TURN && trains)) labels[at] = 1;
 }
 
 bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids *ids, uint8_t **labels,
@@ -215,7 +214,7 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
         ranges = tt_xmalloc(sizeof(int64_t) * 2 * (size_t)(assistants ? assistants : 1), "turn ranges");
         generation_ranges(ids, &full, (int64_t)full.len, ranges);
     }
-    const int eos_rule = f->settings.train_on_eos, eot_rule = f->settings.train_on_eot;
+    const tt_train_on_eos eos_rule = f->settings.train_on_eos, eot_rule = f->settings.train_on_eot;
     const int32_t eos = f->settings.eos_id;
     tt_token_ids scratch = {0};
     int64_t last_eos = -1, last_eot = -1, assistant = 0;
@@ -231,7 +230,7 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
         }
         bool trains = ex->trains[t];
         /* axolotl locates only the turns it trains, and every turn when train_on_eos or train_on_eot is all */
-        if (!trains && eos_rule != EOS_ALL && eot_rule != EOS_ALL) continue;
+        if (!trains && eos_rule != TT_EOS_ALL && eot_rule != TT_EOS_ALL) continue;
         json_t *spans = turn_spans(ex, t);
         if (!(f->has_generation && is_assistant))
             ok = find_turn(f, ex, t, spans != NULL, ids, &scratch, &start, &end);
@@ -247,8 +246,8 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
         end_token(ids, end, f->eot_ids, f->eot_count, eot_rule, trains, &last_eot, *labels);
         end_token(ids, end, &eos, eos >= 0, eos_rule, trains, &last_eos, *labels);
     }
-    if (ok && eot_rule == EOS_LAST && last_eot >= 0) (*labels)[last_eot] = 1;
-    if (ok && eos_rule == EOS_LAST && last_eos >= 0) (*labels)[last_eos] = 1;
+    if (ok && eot_rule == TT_EOS_LAST && last_eot >= 0) (*labels)[last_eot] = 1;
+    if (ok && eos_rule == TT_EOS_LAST && last_eos >= 0) (*labels)[last_eos] = 1;
     tt_jinja_output_free(&full);
     tt_token_ids_free(&scratch);
     free(ranges);

@@ -44,7 +44,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 #include "data/tokenizer.h"
 
 /* The built-in templates' names, comma separated ("chatml, llama3, qwen3"), and a name's text
@@ -63,8 +63,8 @@ typedef struct tt_chat_settings {
     const char *template_text;   /* from tt_chat_template_text */
     const char *template_origin; /* names it in messages */
     const tt_dataset_spec *spec; /* field_messages, mappings, roles, roles_to_train, drop_system_message */
-    int train_on_eos;            /* index in turn|all|last|none, resolved (dataset's, else the top level's) */
-    int train_on_eot;            /* the same for the end-of-turn tokens, resolved (dataset's, else train_on_eos) */
+    tt_train_on_eos train_on_eos; /* resolved (dataset's, else the top level's) */
+    tt_train_on_eos train_on_eot; /* the same for the end-of-turn tokens, resolved (dataset's, else train_on_eos) */
     char *const *eot_tokens;     /* eot_tokens; NULL: the EOS token alone */
     int eot_token_count;
     const char *template_kwargs; /* chat_template_kwargs: a JSON object's text, or NULL */

@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 #include "data/tokenizer.h"
 
 typedef struct tt_sft_segment {

@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/config.h"
 #include "core/tier.h"
 #include "memory/saved_slots.h"
 #include "model/model_config.h"
@@ -83,17 +82,10 @@ typedef struct tt_plan {
     size_t moment_bytes;     /* bytes per AdamW moment (two per parameter) */
 } tt_plan;
 
-/* The number formats a run gets on a backend: fp32 everywhere on the CPU; on the GPU bf16
- * compute with fp32 gradients, master weights and moments (master_weights: true) or bf16
- * for all of them (master_weights: false). */
-tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu);
-
 /* What the plan asks of the backend: its number formats, attention kernels and attention workspace
  * limit (the settings of the backend's size queries and of its prepare step). */
 tt_backend_settings tt_plan_backend_settings(const tt_plan *plan);
 
-void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
-                         tt_tier compute_tier, const tt_precision *precision);
 void tt_plan_free(tt_plan *plan);
 /* tiled_mlp with `shards` row shards (clamped to the B*T rows; 1: untiled): sets mlp_shards and
  * mlp_shard_rows and puts the MLP's intermediates in every layer's recompute set (never kept, never

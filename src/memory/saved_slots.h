@@ -1,10 +1,15 @@
 /* The tensors one decoder layer's backward reads: saved by its forward, or recomputed from the
  * layer input (and whatever else is saved) in the backward. The plan says which, per slot; the
- * size table sizes them; the step program pushes them. */
+ * size table sizes them; the step program pushes them. What each slot is (shape, dtype, the op writing
+ * it, its half, its LoRA module) is one table per architecture (saved_slots.c), read by all three. */
 #ifndef TT_MEMORY_SAVED_SLOTS_H
 #define TT_MEMORY_SAVED_SLOTS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "model/model_config.h"
 
 /* What one decoder layer's backward reads, saved by the forward (or recomputed). */
 typedef enum tt_saved_slot {
@@ -39,11 +44,6 @@ typedef enum tt_saved_slot {
  * before the attention backward pushes its scratch. */
 #define TT_SAVED_FIRST_MLP_SLOT TT_SAVED_RESIDUAL_MID
 
-/* The saved slot of each LoRA module's down projection (tt_lora_module order). */
-#define TT_SAVED_LORA_SLOTS                                                                                         \
-    { TT_SAVED_LORA_Q, TT_SAVED_LORA_K, TT_SAVED_LORA_V, TT_SAVED_LORA_O, TT_SAVED_LORA_GATE, TT_SAVED_LORA_UP, \
-      TT_SAVED_LORA_DOWN }
-
 /* A set of a layer's saved slots, one bit each: 64 bits, so that the next architectures' slots (biases, MoE
  * routing, QLoRA's dequantized tiles) fit without a change of type. */
 typedef uint64_t tt_slot_set;
@@ -57,5 +57,73 @@ _Static_assert(TT_SAVED_SLOT_COUNT < 64, "a tt_slot_set holds one bit per saved 
 /* The MLP's [N, F] intermediates: with tiled_mlp they exist one row shard at a time (the size table
  * sizes them [shard rows, F]), written by the forward and recomputed shard by shard in the backward. */
 #define TT_MLP_SHARD_SLOTS (TT_SLOT(TT_SAVED_GATE) | TT_SLOT(TT_SAVED_UP) | TT_SLOT(TT_SAVED_SWIGLU))
+
+/* ---- the table of a layer's slots, per architecture ---- */
+
+/* A slot's rows. */
+typedef enum tt_slot_rows {
+    TT_SLOT_ROWS_TOKENS,   /* N = micro_batch x sequence_len */
+    TT_SLOT_ROWS_MLP,      /* N, or one shard's rows with tiled_mlp */
+    TT_SLOT_ROWS_Q_HEADS,  /* N x num_heads (one value per token and query head) */
+    TT_SLOT_ROWS_KV_HEADS, /* N x num_kv_heads */
+} tt_slot_rows;
+
+/* A slot's row width. */
+typedef enum tt_slot_width {
+    TT_SLOT_WIDTH_ONE,       /* a scalar per row */
+    TT_SLOT_WIDTH_HIDDEN,    /* hidden_size */
+    TT_SLOT_WIDTH_Q,         /* num_heads x head_dim */
+    TT_SLOT_WIDTH_KV,        /* num_kv_heads x head_dim */
+    TT_SLOT_WIDTH_FFN,       /* intermediate_size */
+    TT_SLOT_WIDTH_LORA_RANK, /* lora_r */
+} tt_slot_width;
+
+/* The op that writes a slot (in the forward, and again when it is recomputed). */
+typedef enum tt_slot_op {
+    TT_SLOT_OP_RMSNORM,       /* input_layernorm / post_attention_layernorm: output and 1/rms */
+    TT_SLOT_OP_LINEAR,        /* a projection (bias and LoRA's up projection added) */
+    TT_SLOT_OP_LINEAR_ROPE,   /* q_proj / k_proj, then RoPE in place */
+    TT_SLOT_OP_HEAD_NORM_ROPE,/* q_norm / k_norm per head, then RoPE in place (qk_norm) */
+    TT_SLOT_OP_ATTENTION,     /* the fused attention: output and log-sum-exp */
+    TT_SLOT_OP_RESIDUAL,      /* o_proj with the residual added in the GEMM's epilogue */
+    TT_SLOT_OP_SWIGLU,        /* silu(gate) * up */
+    TT_SLOT_OP_LORA_DOWN,     /* an adapter's down projection: scaling * A dropout(x) */
+} tt_slot_op;
+
+/* One saved slot of a decoder layer in one architecture. */
+typedef struct tt_saved_slot_info {
+    const char *name;     /* the arena's label ("attention norm output") */
+    bool present;         /* the architecture has it (Q_RAW only with qk_norm); LoRA slots: where adapted */
+    tt_slot_rows rows;
+    tt_slot_width width;
+    bool fp32;            /* fp32 always (norm statistics, log-sum-exp); else the run's activation dtype */
+    tt_slot_op producer;
+    bool mlp_half;        /* written by the MLP half (the backward pops these first) */
+    bool cheap;           /* element-wise: Megatron's recompute_granularity selective recomputes it */
+    int lora_module;      /* the tt_lora_module whose down projection it holds, or -1 */
+} tt_saved_slot_info;
+
+/* A decoder layer's slots for one architecture, indexed by tt_saved_slot. */
+typedef struct tt_layer_slots {
+    const char *architecture; /* "llama" (llama, mistral, qwen2) or "qwen3" (qk_norm) */
+    tt_saved_slot_info slot[TT_SAVED_SLOT_COUNT];
+} tt_layer_slots;
+
+/* The sizes a slot's shape is made of. */
+typedef struct tt_slot_dims {
+    int64_t tokens, mlp_rows;        /* N, and the MLP's rows (a shard's with tiled_mlp) */
+    int64_t num_heads, num_kv_heads, head_dim;
+    int64_t hidden, intermediate, lora_rank;
+    size_t activation_bytes;         /* per element of the run's activation dtype */
+} tt_slot_dims;
+
+/* The table of a model's architecture: qwen3's with qk_norm, llama's (llama, mistral, qwen2) otherwise. */
+const tt_layer_slots *tt_layer_slots_for(const tt_model_config *model);
+/* Elements of a slot (0 where it is absent). */
+int64_t tt_saved_slot_elements(const tt_saved_slot_info *info, const tt_slot_dims *dims);
+/* The saved slot holding a LoRA module's down projection. */
+tt_saved_slot tt_lora_saved_slot(int lora_module);
+/* The slots an architecture marks cheap (what recompute_granularity selective recomputes). */
+tt_slot_set tt_cheap_slots(const tt_layer_slots *slots);
 
 #endif

@@ -97,35 +97,31 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     const int64_t N = plan->micro_batch * plan->seq_len, D = m->hidden_size, F = m->intermediate_size;
     const int64_t q_dim = m->num_heads * m->head_dim, kv_dim = m->num_kv_heads * m->head_dim;
     const size_t a = plan->activation_bytes;
-    const bool qk = m->qk_norm;
 
-    t->saved_slot[TT_SAVED_ATTN_RSTD] = bytes_of(N, 4);
-    t->saved_slot[TT_SAVED_ATTN_NORMED] = bytes_of(N * D, a);
-    t->saved_slot[TT_SAVED_Q_RAW] = qk ? bytes_of(N * q_dim, a) : 0;
-    t->saved_slot[TT_SAVED_Q_RSTD] = qk ? bytes_of(N * m->num_heads, 4) : 0;
-    t->saved_slot[TT_SAVED_K_RAW] = qk ? bytes_of(N * kv_dim, a) : 0;
-    t->saved_slot[TT_SAVED_K_RSTD] = qk ? bytes_of(N * m->num_kv_heads, 4) : 0;
-    t->saved_slot[TT_SAVED_Q] = bytes_of(N * q_dim, a);
-    t->saved_slot[TT_SAVED_K] = bytes_of(N * kv_dim, a);
-    t->saved_slot[TT_SAVED_V] = bytes_of(N * kv_dim, a);
-    t->saved_slot[TT_SAVED_ATTN_OUT] = bytes_of(N * q_dim, a);
-    t->saved_slot[TT_SAVED_LSE] = bytes_of(N * m->num_heads, 4);
-    t->saved_slot[TT_SAVED_RESIDUAL_MID] = bytes_of(N * D, a);
-    t->saved_slot[TT_SAVED_MLP_RSTD] = bytes_of(N, 4);
-    t->saved_slot[TT_SAVED_MLP_NORMED] = bytes_of(N * D, a);
     /* tiled_mlp: the MLP's intermediates hold one shard of rows */
     const int64_t mlp_rows = plan->mlp_shards > 1 ? plan->mlp_shard_rows : N;
-    t->saved_slot[TT_SAVED_GATE] = bytes_of(mlp_rows * F, a);
-    t->saved_slot[TT_SAVED_UP] = bytes_of(mlp_rows * F, a);
-    t->saved_slot[TT_SAVED_SWIGLU] = bytes_of(mlp_rows * F, a);
-    /* LoRA: each adapted layer saves its down projection, [N, r]; with dropout one [N, in] workspace
-     * holds an adapter's dropped input (forward, weight gradient) or its input gradient */
-    static const tt_saved_slot lora_slots[TT_LORA_MODULE_COUNT] = TT_SAVED_LORA_SLOTS;
+    /* every slot from its shape and dtype in the architecture's table; a LoRA slot (an adapted layer's down
+     * projection, [N, r]) only where its module is adapted */
+    const tt_layer_slots *slots = tt_layer_slots_for(m);
+    const tt_slot_dims dims = {.tokens = N,
+                               .mlp_rows = mlp_rows,
+                               .num_heads = m->num_heads,
+                               .num_kv_heads = m->num_kv_heads,
+                               .head_dim = m->head_dim,
+                               .hidden = D,
+                               .intermediate = F,
+                               .lora_rank = params->lora_rank};
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
+        const tt_saved_slot_info *info = &slots->slot[i];
+        const bool adapted = info->lora_module < 0 || (params->lora_rank > 0 && ((params->lora_targets >> info->lora_module) & 1u));
+        t->saved_slot[i] = adapted ? bytes_of(tt_saved_slot_elements(info, &dims), info->fp32 ? 4 : a) : 0;
+    }
+    /* LoRA with dropout: one [N, in] workspace holds an adapter's dropped input (forward, weight gradient) or its
+     * input gradient */
     const int64_t lora_inputs[TT_LORA_MODULE_COUNT] = {D, D, D, q_dim, D, D, F};
     int64_t largest_lora_input = 0; /* elements: rows x in (down_proj's rows are a shard's with tiled_mlp) */
     for (int module = 0; module < TT_LORA_MODULE_COUNT; module++) {
         const bool adapted = params->lora_rank > 0 && ((params->lora_targets >> module) & 1u);
-        t->saved_slot[lora_slots[module]] = adapted ? bytes_of(N * params->lora_rank, a) : 0;
         const int64_t input = (module == TT_LORA_DOWN ? mlp_rows : N) * lora_inputs[module];
         if (adapted && input > largest_lora_input) largest_lora_input = input;
     }

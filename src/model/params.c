@@ -13,29 +13,6 @@
  * of 256-byte arena units in bf16 and fp32 alike and the two parts sit back to back in one buffer. */
 #define TT_TRAINABLE_ALIGN_ELEMS 128
 
-tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_model_config *model, size_t storage_elem) {
-    tt_trainable_spec spec = {
-        .freeze_embeddings = run->freeze_embeddings,
-        .frozen_layers = run->frozen_layers,
-        .frozen_layer_count = run->frozen_layer_count,
-    };
-    if (run->adapter != TT_ADAPTER_NONE) {
-        spec.lora_rank = run->lora_r;
-        spec.lora_targets = tt_run_config_lora_targets(run);
-        spec.lora_alpha = run->lora_alpha;
-        spec.lora_dropout = run->lora_dropout;
-    }
-    if (run->adapter == TT_ADAPTER_QLORA && run->load_in_4bit) {
-        spec.quantize_4bit = true;
-        spec.quant_format = (tt_quant4_format){.type = run->bnb_4bit_quant_type == 1 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
-                                               .double_quant = run->bnb_4bit_use_double_quant};
-        /* a base saved in 4 bits keeps its own format (as transformers lets the checkpoint's config win) */
-        if (run->base_model && model->quantization.load_in_4bit) spec.quant_format = model->quantization.format;
-        spec.quant_storage_elem = storage_elem;
-    }
-    return spec;
-}
-
 static const tt_param_kind lora_base_kinds[TT_LORA_MODULE_COUNT] = {TT_PARAM_WQ, TT_PARAM_WK,     TT_PARAM_WV,
                                                                     TT_PARAM_WO, TT_PARAM_W_GATE, TT_PARAM_W_UP,
                                                                     TT_PARAM_W_DOWN};

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
+#include "model/lora_modules.h"
 #include "model/model_config.h"
 #include "ops/quant4.h"
 
@@ -81,10 +81,6 @@ typedef struct tt_trainable_spec {
     size_t quant_storage_elem;
 } tt_trainable_spec;
 
-/* adapter, lora_*, the 4-bit keys and the freezing keys of a run; storage_elem: bytes per element of the compute
- * copy of the weights (the plan's weight_bytes), in which quantized weights are laid out. A base_model saved in
- * bitsandbytes' 4-bit format (model->quantization) gives its own 4-bit format (the trainer checks the rest). */
-tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_model_config *model, size_t storage_elem);
 /* Whether a parameter kind is one of the seven linear weights of a decoder layer (what QLoRA quantizes). */
 bool tt_param_kind_is_linear_weight(tt_param_kind kind);
 

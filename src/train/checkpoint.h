@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 #include "core/rng.h"
 #include "train/step.h"
 

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include "core/check.h"
+#include "config/run_translation.h"
 #include "memory/size_table.h"
 #include "model/params.h"
 #include "train/measure.h"

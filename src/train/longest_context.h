@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 #include "core/tier.h"
 #include "model/model_config.h"
 #include "train/trainer.h"

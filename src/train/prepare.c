@@ -122,13 +122,13 @@ static void tokenizer_dir(const char *source, char *dir, size_t size) {
     else snprintf(dir, size, ".");
 }
 
-static int chat_train_on_eos(const tt_run_config *run, const tt_dataset_spec *d) {
-    return d->train_on_eos >= 0 ? d->train_on_eos : run->train_on_eos;
+static tt_train_on_eos chat_train_on_eos(const tt_run_config *run, const tt_dataset_spec *d) {
+    return d->train_on_eos != TT_EOS_INHERIT ? d->train_on_eos : run->train_on_eos;
 }
 
 /* axolotl: train_on_eot, else the dataset's train_on_eos */
-static int chat_train_on_eot(const tt_run_config *run, const tt_dataset_spec *d) {
-    return d->train_on_eot >= 0 ? d->train_on_eot : chat_train_on_eos(run, d);
+static tt_train_on_eos chat_train_on_eot(const tt_run_config *run, const tt_dataset_spec *d) {
+    return d->train_on_eot != TT_EOS_INHERIT ? d->train_on_eot : chat_train_on_eos(run, d);
 }
 
 /* axolotl's find_turn skips a first system turn when the tokenizer's name_or_path names mistral */
@@ -157,11 +157,11 @@ static void hash_chat_entry(hasher *h, const tt_run_config *run, int entry, cons
     hash_strings(h, d->role_alias_from, d->role_alias_count);
     hash_strings(h, d->role_alias_to, d->role_alias_count);
     hash_strings(h, d->roles_to_train, d->roles_to_train_count);
-    hash_int(h, chat_train_on_eos(run, d));
+    hash_int(h, (int)chat_train_on_eos(run, d));
     hash_int(h, d->drop_system_message);
     hash_int(h, mistral_tokenizer(source));
     hash_string(h, run->chat_template_kwargs);
-    hash_int(h, chat_train_on_eot(run, d));
+    hash_int(h, (int)chat_train_on_eot(run, d));
     hash_int(h, run->eot_tokens != NULL);
     hash_strings(h, run->eot_tokens, run->eot_token_count);
     hash_string(h, d->message_field_training);
@@ -192,7 +192,7 @@ void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
     hash_string(&h, run->special_pad);
     hash_int(&h, run->train_on_inputs);
     hash_int(&h, run->sequence_len);
-    hash_int(&h, run->excess_length_strategy);
+    hash_int(&h, (int)run->excess_length_strategy);
     hash_int(&h, run->shuffle_merged_datasets);
     hash_int(&h, run->shuffle_merged_datasets ? run->seed : 0);
     snprintf(hex, 33, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
@@ -314,7 +314,7 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
     uint8_t **labels = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(uint8_t *), "labels");
     int64_t *label_capacity = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(int64_t), "labels");
     int64_t read = 0, documents_before = (int64_t)b->documents, turns_not_found = 0;
-    const bool truncate = run->excess_length_strategy == 1;
+    const bool truncate = run->excess_length_strategy == TT_EXCESS_TRUNCATE;
     for (bool more = true; more;) {
         int n = 0;
         while (n < TT_PREPARE_CHUNK) {

@@ -15,7 +15,7 @@
 
 #include <stdbool.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 
 /* True when the run's datasets are JSON datasets (not token files). */
 bool tt_run_has_json_datasets(const tt_run_config *run);

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 
 typedef struct tt_lr_schedule {
     tt_lr_scheduler kind;

@@ -21,11 +21,6 @@ typedef struct backward_scratch {
     void *slot[TT_BACKWARD_SLOT_COUNT];
 } backward_scratch;
 
-static const char *const saved_slot_names[TT_SAVED_SLOT_COUNT] = {
-    "attention norm rstd", "attention norm output", "q_proj adapter", "k_proj adapter", "v_proj adapter",
-    "q before norm", "q norm rstd", "k before norm", "k norm rstd", "q", "k", "v", "attention output",
-    "attention log-sum-exp", "o_proj adapter", "residual after attention", "MLP norm rstd", "MLP norm output",
-    "gate_proj adapter", "up_proj adapter", "MLP gate", "MLP up", "SwiGLU output", "down_proj adapter"};
 
 static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = { "d attention output", "d q", "d k", "d v",
     "attention backward workspace"};
@@ -40,7 +35,8 @@ static void push_slots(tt_model_state *s, saved_tensors *out, tt_slot_set which)
         out->slot[i] = NULL;
         if (i == TT_SAVED_FIRST_MLP_SLOT) out->mlp_mark = tt_arena_get_mark(&s->arena);
         if (!((which >> i) & 1u) || !s->sizes.saved_slot[i]) continue;
-        out->slot[i] = tt_arena_push(&s->arena, s->sizes.saved_slot[i], TT_CLASS_SAVED_ACTIVATION, saved_slot_names[i]);
+        out->slot[i] = tt_arena_push(&s->arena, s->sizes.saved_slot[i], TT_CLASS_SAVED_ACTIVATION,
+                                     tt_layer_slots_for(&s->config)->slot[i].name);
         out->bytes += s->sizes.saved_slot[i];
     }
 }
@@ -469,56 +465,60 @@ static void *adapter_rows(const tt_model_state *s, tt_saved_slot slot, void *con
 
 /* The adapter's down projection into its saved slot, when the slot is wanted and the module adapted
  * (x: the rows' input). */
-static void adapter_down_rows(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, const void *x,
+static void adapter_down_rows(tt_model_state *s, int64_t l, tt_lora_module m, const void *x,
                               void *const *S, tt_slot_set compute, const row_range *rows) {
+    const tt_saved_slot slot = tt_lora_saved_slot(m);
     tt_lora_layer lora;
     if (((compute >> slot) & 1u) && lora_layer(s, l, m, rows, &lora))
         tt_lora_forward_down(s->backend, &lora, x, adapter_rows(s, slot, S, rows), rows->count);
 }
 
 /* y += the adapter's up projection of its slot (after the base layer wrote y's rows). */
-static void adapter_up_rows(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *y,
+static void adapter_up_rows(tt_model_state *s, int64_t l, tt_lora_module m, void *y,
                             void *const *S, const row_range *rows) {
+    const tt_saved_slot slot = tt_lora_saved_slot(m);
     tt_lora_layer lora;
     if (lora_layer(s, l, m, rows, &lora)) tt_lora_forward_up(s->backend, &lora, adapter_rows(s, slot, S, rows), y, rows->count);
 }
 
-static void adapter_backward_weights_rows(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot,
+static void adapter_backward_weights_rows(tt_model_state *s, int64_t l, tt_lora_module m,
                                           const void *dy, const void *x, void *const *S, const row_range *rows) {
+    const tt_saved_slot slot = tt_lora_saved_slot(m);
     tt_lora_layer lora;
     if (lora_layer(s, l, m, rows, &lora))
         tt_lora_backward_weights(s->backend, &lora, dy, x, adapter_rows(s, slot, S, rows), rows->count);
 }
 
-static void adapter_backward_input_rows(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *dx,
+static void adapter_backward_input_rows(tt_model_state *s, int64_t l, tt_lora_module m, void *dx,
                                         void *const *S, const row_range *rows) {
+    const tt_saved_slot slot = tt_lora_saved_slot(m);
     tt_lora_layer lora;
     if (lora_layer(s, l, m, rows, &lora))
         tt_lora_backward_input(s->backend, &lora, adapter_rows(s, slot, S, rows), dx, rows->count);
 }
 
 /* The same over the whole micro-batch. */
-static void adapter_down(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, const void *x,
+static void adapter_down(tt_model_state *s, int64_t l, tt_lora_module m, const void *x,
                          void *const *S, tt_slot_set compute) {
     const row_range rows = all_rows(s);
-    adapter_down_rows(s, l, m, slot, x, S, compute, &rows);
+    adapter_down_rows(s, l, m, x, S, compute, &rows);
 }
 
-static void adapter_up(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *y, void *const *S) {
+static void adapter_up(tt_model_state *s, int64_t l, tt_lora_module m, void *y, void *const *S) {
     const row_range rows = all_rows(s);
-    adapter_up_rows(s, l, m, slot, y, S, &rows);
+    adapter_up_rows(s, l, m, y, S, &rows);
 }
 
-static void adapter_backward_weights(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot,
+static void adapter_backward_weights(tt_model_state *s, int64_t l, tt_lora_module m,
                                      const void *dy, const void *x, void *const *S) {
     const row_range rows = all_rows(s);
-    adapter_backward_weights_rows(s, l, m, slot, dy, x, S, &rows);
+    adapter_backward_weights_rows(s, l, m, dy, x, S, &rows);
 }
 
-static void adapter_backward_input(tt_model_state *s, int64_t l, tt_lora_module m, tt_saved_slot slot, void *dx,
+static void adapter_backward_input(tt_model_state *s, int64_t l, tt_lora_module m, void *dx,
                                    void *const *S) {
     const row_range rows = all_rows(s);
-    adapter_backward_input_rows(s, l, m, slot, dx, S, &rows);
+    adapter_backward_input_rows(s, l, m, dx, S, &rows);
 }
 
 /* The MLP's shards: tiled_mlp's, or one of the whole micro-batch. */
@@ -553,15 +553,15 @@ static void mlp_intermediates(tt_model_state *s, int64_t l, void *const *S, tt_s
     const void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows->first, D);
     if ((compute >> TT_SAVED_GATE) & 1u) {
         tt_backend_linear_forward(b, S[TT_SAVED_GATE], normed, gemm_weight(s, w->w_gate, F * D), NULL, NULL, n, D, F);
-        adapter_up_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], S, rows);
+        adapter_up_rows(s, l, TT_LORA_GATE, S[TT_SAVED_GATE], S, rows);
     }
     if ((compute >> TT_SAVED_UP) & 1u) {
         tt_backend_linear_forward(b, S[TT_SAVED_UP], normed, gemm_weight(s, w->w_up, F * D), NULL, NULL, n, D, F);
-        adapter_up_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], S, rows);
+        adapter_up_rows(s, l, TT_LORA_UP, S[TT_SAVED_UP], S, rows);
     }
     if ((compute >> TT_SAVED_SWIGLU) & 1u)
         tt_backend_swiglu_forward(b, S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], n * F);
-    adapter_down_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S, compute, rows);
+    adapter_down_rows(s, l, TT_LORA_DOWN, S[TT_SAVED_SWIGLU], S, compute, rows);
 }
 
 /* One decoder layer forward: x_in -> the saved slots in `compute`, and x_out unless it is NULL
@@ -583,17 +583,17 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_ATTN_RSTD)))
         tt_backend_rmsnorm_forward(b, S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D,
                                    c->rms_norm_eps);
-    adapter_down(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_ATTN_NORMED], S, compute);
-    adapter_down(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_ATTN_NORMED], S, compute);
-    adapter_down(s, l, TT_LORA_V, TT_SAVED_LORA_V, S[TT_SAVED_ATTN_NORMED], S, compute);
+    adapter_down(s, l, TT_LORA_Q, S[TT_SAVED_ATTN_NORMED], S, compute);
+    adapter_down(s, l, TT_LORA_K, S[TT_SAVED_ATTN_NORMED], S, compute);
+    adapter_down(s, l, TT_LORA_V, S[TT_SAVED_ATTN_NORMED], S, compute);
     if (c->qk_norm) {
         if (WANTS(TT_SLOT(TT_SAVED_Q_RAW))) {
             tt_backend_linear_forward(b, S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
-            adapter_up(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_Q_RAW], S);
+            adapter_up(s, l, TT_LORA_Q, S[TT_SAVED_Q_RAW], S);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K_RAW))) {
             tt_backend_linear_forward(b, S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
-            adapter_up(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_K_RAW], S);
+            adapter_up(s, l, TT_LORA_K, S[TT_SAVED_K_RAW], S);
         }
         /* q = rope(norm(q_raw)), written together with its rstd */
         if (WANTS(TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD))) {
@@ -609,34 +609,34 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     } else {
         if (WANTS(TT_SLOT(TT_SAVED_Q))) {
             tt_backend_linear_forward(b, S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
-            adapter_up(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, S[TT_SAVED_Q], S);
+            adapter_up(s, l, TT_LORA_Q, S[TT_SAVED_Q], S);
             tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads, hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K))) {
             tt_backend_linear_forward(b, S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
-            adapter_up(s, l, TT_LORA_K, TT_SAVED_LORA_K, S[TT_SAVED_K], S);
+            adapter_up(s, l, TT_LORA_K, S[TT_SAVED_K], S);
             tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_kv_heads, hd);
         }
     }
     if (WANTS(TT_SLOT(TT_SAVED_V))) {
         tt_backend_linear_forward(b, S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wv, kv_dim * D), w->bv, NULL, N, D, kv_dim);
-        adapter_up(s, l, TT_LORA_V, TT_SAVED_LORA_V, S[TT_SAVED_V], S);
+        adapter_up(s, l, TT_LORA_V, S[TT_SAVED_V], S);
     }
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE)))
         tt_backend_attention_forward(b, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K],
                                      S[TT_SAVED_V], &s->attention);
     /* residual + o_proj(attention) */
-    adapter_down(s, l, TT_LORA_O, TT_SAVED_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
+    adapter_down(s, l, TT_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
     if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID))) {
         tt_backend_linear_forward(b, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], gemm_weight(s, w->wo, D * q_dim), NULL, x_in, N, q_dim, D);
-        adapter_up(s, l, TT_LORA_O, TT_SAVED_LORA_O, S[TT_SAVED_RESIDUAL_MID], S);
+        adapter_up(s, l, TT_LORA_O, S[TT_SAVED_RESIDUAL_MID], S);
     }
 
     if (WANTS(TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD)))
         tt_backend_rmsnorm_forward(b, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID],
                                    w->mlp_norm, N, D, c->rms_norm_eps);
-    adapter_down(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_MLP_NORMED], S, compute);
-    adapter_down(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_MLP_NORMED], S, compute);
+    adapter_down(s, l, TT_LORA_GATE, S[TT_SAVED_MLP_NORMED], S, compute);
+    adapter_down(s, l, TT_LORA_UP, S[TT_SAVED_MLP_NORMED], S, compute);
     /* Tiled, the intermediates live one shard at a time: a recompute leaves them to the MLP
      * backward, which makes them again shard by shard. */
     if (mlp_tiled(s) && !x_out) return;
@@ -647,7 +647,7 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
             void *out = row_at(s, x_out, rows.first, D);
             tt_backend_linear_forward(b, out, S[TT_SAVED_SWIGLU], gemm_weight(s, w->w_down, D * F), NULL, row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D),
                               rows.count, F, D);
-            adapter_up_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, out, S, &rows);
+            adapter_up_rows(s, l, TT_LORA_DOWN, out, S, &rows);
         }
     }
 #undef WANTS
@@ -676,20 +676,20 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
         if (mlp_tiled(s)) mlp_intermediates(s, l, S, TT_ALL_SLOTS, &rows);
         const void *dy = row_at(s, d_residual, rows.first, D);
         void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows.first, D);
-        adapter_backward_weights_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, dy, S[TT_SAVED_SWIGLU], S, &rows);
+        adapter_backward_weights_rows(s, l, TT_LORA_DOWN, dy, S[TT_SAVED_SWIGLU], S, &rows);
         tt_backend_linear_backward(b, S[TT_SAVED_SWIGLU], g->w_down, NULL, dy, S[TT_SAVED_SWIGLU], gemm_weight(s, w->w_down, D * F), n, F, D, false);
-        adapter_backward_input_rows(s, l, TT_LORA_DOWN, TT_SAVED_LORA_DOWN, S[TT_SAVED_SWIGLU], S, &rows);
+        adapter_backward_input_rows(s, l, TT_LORA_DOWN, S[TT_SAVED_SWIGLU], S, &rows);
         tt_backend_swiglu_backward(b, S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE],
                                    S[TT_SAVED_UP], n * F);
-        adapter_backward_weights_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, S[TT_SAVED_GATE], normed, S, &rows);
-        adapter_backward_weights_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, S[TT_SAVED_UP], normed, S, &rows);
+        adapter_backward_weights_rows(s, l, TT_LORA_GATE, S[TT_SAVED_GATE], normed, S, &rows);
+        adapter_backward_weights_rows(s, l, TT_LORA_UP, S[TT_SAVED_UP], normed, S, &rows);
         tt_backend_linear_backward(b, NULL, g->w_gate, NULL, S[TT_SAVED_GATE], normed, w->w_gate, n, D, F, false);
         tt_backend_linear_backward(b, NULL, g->w_up, NULL, S[TT_SAVED_UP], normed, w->w_up, n, D, F, false);
         void *d_normed = normed;
         tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, gemm_weight(s, w->w_gate, F * D), n, D, F, false);
         tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, gemm_weight(s, w->w_up, F * D), n, D, F, true);
-        adapter_backward_input_rows(s, l, TT_LORA_GATE, TT_SAVED_LORA_GATE, d_normed, S, &rows);
-        adapter_backward_input_rows(s, l, TT_LORA_UP, TT_SAVED_LORA_UP, d_normed, S, &rows);
+        adapter_backward_input_rows(s, l, TT_LORA_GATE, d_normed, S, &rows);
+        adapter_backward_input_rows(s, l, TT_LORA_UP, d_normed, S, &rows);
     }
     tt_backend_rmsnorm_backward(b, d_residual, g->mlp_norm, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_RESIDUAL_MID],
                                 w->mlp_norm, S[TT_SAVED_MLP_RSTD], N, D);
@@ -725,10 +725,10 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     const rope_layout rope = rope_layout_of(s);
 
     /* mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
-    adapter_backward_weights(s, l, TT_LORA_O, TT_SAVED_LORA_O, d_residual, S[TT_SAVED_ATTN_OUT], S);
+    adapter_backward_weights(s, l, TT_LORA_O, d_residual, S[TT_SAVED_ATTN_OUT], S);
     tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT], gemm_weight(s, w->wo, D * q_dim), N, q_dim, D,
                        false);
-    adapter_backward_input(s, l, TT_LORA_O, TT_SAVED_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
+    adapter_backward_input(s, l, TT_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
     tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
                           S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
                           &s->attention, W[TT_BACKWARD_ATTENTION], spare, spare_bytes);
@@ -750,9 +750,9 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
         d_k_proj = d_k_raw;
     }
     void *normed = S[TT_SAVED_ATTN_NORMED];
-    adapter_backward_weights(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, d_q_proj, normed, S);
-    adapter_backward_weights(s, l, TT_LORA_K, TT_SAVED_LORA_K, d_k_proj, normed, S);
-    adapter_backward_weights(s, l, TT_LORA_V, TT_SAVED_LORA_V, W[TT_BACKWARD_D_V], normed, S);
+    adapter_backward_weights(s, l, TT_LORA_Q, d_q_proj, normed, S);
+    adapter_backward_weights(s, l, TT_LORA_K, d_k_proj, normed, S);
+    adapter_backward_weights(s, l, TT_LORA_V, W[TT_BACKWARD_D_V], normed, S);
     tt_backend_linear_backward(b, NULL, g->wq, g->bq, d_q_proj, normed, w->wq, N, D, q_dim, false);
     tt_backend_linear_backward(b, NULL, g->wk, g->bk, d_k_proj, normed, w->wk, N, D, kv_dim, false);
     tt_backend_linear_backward(b, NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], normed, w->wv, N, D, kv_dim, false);
@@ -760,9 +760,9 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     tt_backend_linear_backward(b, d_normed, NULL, NULL, d_q_proj, NULL, gemm_weight(s, w->wq, q_dim * D), N, D, q_dim, false);
     tt_backend_linear_backward(b, d_normed, NULL, NULL, d_k_proj, NULL, gemm_weight(s, w->wk, kv_dim * D), N, D, kv_dim, true);
     tt_backend_linear_backward(b, d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL, gemm_weight(s, w->wv, kv_dim * D), N, D, kv_dim, true);
-    adapter_backward_input(s, l, TT_LORA_Q, TT_SAVED_LORA_Q, d_normed, S);
-    adapter_backward_input(s, l, TT_LORA_K, TT_SAVED_LORA_K, d_normed, S);
-    adapter_backward_input(s, l, TT_LORA_V, TT_SAVED_LORA_V, d_normed, S);
+    adapter_backward_input(s, l, TT_LORA_Q, d_normed, S);
+    adapter_backward_input(s, l, TT_LORA_K, d_normed, S);
+    adapter_backward_input(s, l, TT_LORA_V, d_normed, S);
     tt_backend_rmsnorm_backward(b, d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 

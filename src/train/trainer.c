@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "config/run_translation.h"
 #include "core/trace.h"
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
@@ -131,7 +132,7 @@ static void check_quantized_base(const tt_run_config *run, const tt_model_config
                "q/k/v/o/gate/up/down weight in 4 bits; train from the original model (adapter: qlora quantizes it at "
                "load)",
                source, q->skipped_linear);
-    const bool fp4 = run->bnb_4bit_quant_type == 1;
+    const bool fp4 = run->bnb_4bit_quant_type == TT_BNB_FP4;
     if (run->bnb_key_given && ((q->format.type == TT_QUANT4_FP4) != fp4 ||
                                q->format.double_quant != run->bnb_4bit_use_double_quant))
         tt_warn("base_model %s is saved in 4 bits as %s%s; its format is used, not bnb_4bit_quant_type: %s, "
@@ -407,7 +408,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     if (run->sample_packing) {
         tt_dataset_open_packed(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count,
                                model_config.vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed,
-                               run->excess_length_strategy == 1, run->sample_packing_bin_size,
+                               run->excess_length_strategy == TT_EXCESS_TRUNCATE, run->sample_packing_bin_size,
                                run->sample_packing_group_size);
         report_packing(&data, run);
     } else {
@@ -437,20 +438,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         total_steps = (int64_t)ceil(sequences / (double)sequences_per_step);
         if (total_steps < 1) total_steps = 1;
     }
-    tt_lr_schedule schedule = {
-        .kind = run->lr_scheduler,
-        .peak = run->learning_rate,
-        .warmup_steps = run->warmup_steps >= 0 ? run->warmup_steps : (int64_t)ceil(run->warmup_ratio * (double)total_steps),
-        .total_steps = total_steps,
-        .min_ratio = run->cosine_min_lr_ratio,
-    };
-    tt_adamw_settings adamw = {
-        .beta1 = (float)run->adam_beta1,
-        .beta2 = (float)run->adam_beta2,
-        .epsilon = (float)run->adam_epsilon,
-        .weight_decay = (float)run->weight_decay,
-        .max_grad_norm = (float)run->max_grad_norm,
-    };
+    const tt_lr_schedule schedule = tt_lr_schedule_for_run(run, total_steps);
+    const tt_adamw_settings adamw = tt_adamw_settings_for_run(run);
 
     tt_trainer_state trainer = {0};
     tt_rng_seed(&trainer.rng, (uint64_t)run->seed);
@@ -569,7 +558,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
             double eval_loss = evaluate(&model, &data, step_inputs, step_targets, step_positions, &eval_tokens);
             tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
         }
-        const bool saving = run->save_strategy == 0;
+        const bool saving = run->save_strategy == TT_SAVE_STEPS;
         if (saving && ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last)) {
             free(last_checkpoint);
             last_checkpoint = tt_checkpoint_save(&model, &trainer, run);
@@ -579,7 +568,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
 
     if (exit_status == 0) {
         /* The final model, as a Hugging Face checkpoint in output_dir itself. */
-        if (run->save_strategy == 0)
+        if (run->save_strategy == TT_SAVE_STEPS)
             save_final_weights(&model, run);
         else
             tt_info("save_strategy: no: the trained model is not saved");
@@ -587,11 +576,11 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
         int64_t steps = trainer.global_step - first_step;
         tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
                 elapsed > 0 ? (double)(steps * sequences_per_step * T) / elapsed : 0.0,
-                run->save_strategy != 0           ? ""
+                run->save_strategy != TT_SAVE_STEPS          ? ""
                 : model.params.lora_rank > 0 ? "; LoRA adapter (PEFT format) saved to "
                                                   : "; model saved to ",
-                run->save_strategy == 0 ? run->output_dir : "");
-        if (run->save_strategy == 0 && model.params.lora_rank > 0 && run->base_model)
+                run->save_strategy == TT_SAVE_STEPS ? run->output_dir : "");
+        if (run->save_strategy == TT_SAVE_STEPS && model.params.lora_rank > 0 && run->base_model)
             tt_info("a full model: tiertrain merge --base %s --adapter %s -o <dir>", run->base_model, run->output_dir);
     }
     const tt_arena *measured[TT_TIER_COUNT] = {0};

@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "core/config.h"
+#include "config/run_config.h"
 #include "memory/plan.h"
 #include "model/model_config.h"
 #include "ops/backend.h"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "config/run_translation.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "memory/plan.h"

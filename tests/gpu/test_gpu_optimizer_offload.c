@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "config/run_translation.h"
 #include "core/rng.h"
 #include "gpu_test_util.h"
 #include "memory/plan.h"

@@ -12,30 +12,65 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum tt_lr_scheduler { TT_LR_COSINE, TT_LR_LINEAR, TT_LR_CONSTANT } tt_lr_scheduler;
-typedef enum tt_recompute_granularity { TT_RECOMPUTE_NONE, TT_RECOMPUTE_FULL, TT_RECOMPUTE_SELECTIVE } tt_recompute_granularity;
-typedef enum tt_recompute_method { TT_RECOMPUTE_UNIFORM, TT_RECOMPUTE_BLOCK } tt_recompute_method;
-typedef enum tt_device_kind { TT_DEVICE_AUTO, TT_DEVICE_CPU, TT_DEVICE_CUDA } tt_device_kind;
+#include "model/lora_modules.h"
+
+/* Each key whose value is a name from a fixed list has a C enum, made from one list together with
+ * the key table's value list (keys.c: `.values = VALUE_NAMES(TT_..._VALUES)`), so that the order of
+ * the names and of the enum cannot drift apart; keys.c checks each list's length against the enum's
+ * count with a static assert. X(member, "name") */
+#define TT_LR_SCHEDULER_VALUES(X) X(TT_LR_COSINE, "cosine") X(TT_LR_LINEAR, "linear") X(TT_LR_CONSTANT, "constant")
+#define TT_RECOMPUTE_GRANULARITY_VALUES(X)                                                                             \
+    X(TT_RECOMPUTE_NONE, "none") X(TT_RECOMPUTE_FULL, "full") X(TT_RECOMPUTE_SELECTIVE, "selective")
+#define TT_RECOMPUTE_METHOD_VALUES(X) X(TT_RECOMPUTE_UNIFORM, "uniform") X(TT_RECOMPUTE_BLOCK, "block")
+#define TT_DEVICE_VALUES(X) X(TT_DEVICE_AUTO, "auto") X(TT_DEVICE_CPU, "cpu") X(TT_DEVICE_CUDA, "cuda")
+/* activation_offloading: where checkpointed layers' inputs wait for the backward */
+#define TT_ACTIVATION_OFFLOADING_VALUES(X)                                                                             \
+    X(TT_OFFLOAD_NONE, "false")      /* in the compute tier */                                                        \
+    X(TT_OFFLOAD_TRUE, "true")       /* TRL's: pinned (or pageable) host memory, kept slots too where nothing recomputes */ \
+    X(TT_OFFLOAD_LEGACY, "legacy")   /* pinned host memory, synchronous copies */                                     \
+    X(TT_OFFLOAD_DISK, "disk")       /* a file under offload_dir */                                                   \
+    X(TT_OFFLOAD_HIDDEN_STATES, "hidden_states") /* axolotl's: pinned host memory on side streams */
+/* bf16: false needs the CPU backend, true the CUDA backend, auto follows the device */
+#define TT_BF16_VALUES(X) X(TT_BF16_OFF, "false") X(TT_BF16_AUTO, "auto") X(TT_BF16_ON, "true")
+/* attn_implementation: which fused attention the GPU runs */
+#define TT_ATTN_IMPLEMENTATION_VALUES(X)                                                                               \
+    X(TT_ATTN_AUTO, "auto") X(TT_ATTN_CUDNN, "cudnn") X(TT_ATTN_FLASH, "flash") X(TT_ATTN_SIMPLE, "simple")
+/* train_on_eos / train_on_eot (axolotl's): which end-of-sequence (end-of-turn) tokens train */
+#define TT_TRAIN_ON_EOS_VALUES(X)                                                                                      \
+    X(TT_EOS_TURN, "turn")   /* after each turn that trains */                                                        \
+    X(TT_EOS_ALL, "all")     /* after every turn */                                                                   \
+    X(TT_EOS_LAST, "last")   /* after the last turn only */                                                           \
+    X(TT_EOS_NONE, "none")
+#define TT_SAVE_STRATEGY_VALUES(X) X(TT_SAVE_STEPS, "steps") X(TT_SAVE_NO, "no")
+/* excess_length_strategy: a document longer than sequence_len */
+#define TT_EXCESS_LENGTH_VALUES(X) X(TT_EXCESS_DROP, "drop") X(TT_EXCESS_TRUNCATE, "truncate")
+#define TT_QUANT_TYPE_VALUES(X) X(TT_BNB_NF4, "nf4") X(TT_BNB_FP4, "fp4")
+/* bnb_4bit_compute_dtype: what the 4-bit weights are dequantized to */
+#define TT_COMPUTE_DTYPE_VALUES(X)                                                                                     \
+    X(TT_COMPUTE_DTYPE_AUTO, "auto") X(TT_COMPUTE_DTYPE_BF16, "bfloat16") X(TT_COMPUTE_DTYPE_F32, "float32")
+
+#define TT_ENUM_MEMBER(member, name) member,
+#define TT_ENUM_PLUS_ONE(member, name) +1
+typedef enum tt_lr_scheduler { TT_LR_SCHEDULER_VALUES(TT_ENUM_MEMBER) } tt_lr_scheduler;
+typedef enum tt_recompute_granularity { TT_RECOMPUTE_GRANULARITY_VALUES(TT_ENUM_MEMBER) } tt_recompute_granularity;
+typedef enum tt_recompute_method { TT_RECOMPUTE_METHOD_VALUES(TT_ENUM_MEMBER) } tt_recompute_method;
+typedef enum tt_device_kind { TT_DEVICE_VALUES(TT_ENUM_MEMBER) } tt_device_kind;
+typedef enum tt_activation_offloading { TT_ACTIVATION_OFFLOADING_VALUES(TT_ENUM_MEMBER) } tt_activation_offloading;
+typedef enum tt_bf16_setting { TT_BF16_VALUES(TT_ENUM_MEMBER) } tt_bf16_setting;
+typedef enum tt_attn_implementation { TT_ATTN_IMPLEMENTATION_VALUES(TT_ENUM_MEMBER) } tt_attn_implementation;
+/* TT_EOS_INHERIT: a datasets entry without its own value takes the top level's (train_on_eot: train_on_eos) */
+typedef enum tt_train_on_eos { TT_EOS_INHERIT = -1, TT_TRAIN_ON_EOS_VALUES(TT_ENUM_MEMBER) } tt_train_on_eos;
+typedef enum tt_save_strategy { TT_SAVE_STRATEGY_VALUES(TT_ENUM_MEMBER) } tt_save_strategy;
+typedef enum tt_excess_length { TT_EXCESS_LENGTH_VALUES(TT_ENUM_MEMBER) } tt_excess_length;
+typedef enum tt_quant_type { TT_QUANT_TYPE_VALUES(TT_ENUM_MEMBER) } tt_quant_type;
+typedef enum tt_compute_dtype { TT_COMPUTE_DTYPE_VALUES(TT_ENUM_MEMBER) } tt_compute_dtype;
 /* qlora: LoRA on a base whose frozen linear weights are stored in bitsandbytes' 4-bit format. */
 typedef enum tt_adapter_kind { TT_ADAPTER_NONE, TT_ADAPTER_LORA, TT_ADAPTER_QLORA } tt_adapter_kind;
 
-/* The linear layers of a decoder layer that can carry a LoRA adapter, in PEFT's names
- * (q_proj ... down_proj). lora_target_modules is a set of these: bit m is module m. */
-typedef enum tt_lora_module {
-    TT_LORA_Q,    /* self_attn.q_proj */
-    TT_LORA_K,    /* self_attn.k_proj */
-    TT_LORA_V,    /* self_attn.v_proj */
-    TT_LORA_O,    /* self_attn.o_proj */
-    TT_LORA_GATE, /* mlp.gate_proj */
-    TT_LORA_UP,   /* mlp.up_proj */
-    TT_LORA_DOWN, /* mlp.down_proj */
-    TT_LORA_MODULE_COUNT
-} tt_lora_module;
-#define TT_LORA_ALL_MODULES ((1u << TT_LORA_MODULE_COUNT) - 1u)
-/* "q_proj", ..., "down_proj" */
-const char *tt_lora_module_name(tt_lora_module module);
-/* "self_attn.q_proj", ..., "mlp.down_proj": the module's path inside a decoder layer */
-const char *tt_lora_module_path(tt_lora_module module);
+/* "turn", "all", "last", "none" */
+const char *tt_train_on_eos_name(tt_train_on_eos rule);
+/* "false", "true", "legacy", "disk", "hidden_states" */
+const char *tt_activation_offloading_name(tt_activation_offloading mode);
 
 #define TT_MAX_DATASETS 16
 
@@ -71,8 +106,8 @@ typedef struct tt_dataset_spec {
     char **role_alias_to;      /* [role_alias_count] the role the template gets (assistant) */
     int roles_to_train_count;
     char **roles_to_train;     /* default [assistant] */
-    int train_on_eos;          /* index in turn|all|last|none; -1: the top level's */
-    int train_on_eot;          /* index in turn|all|last|none for the eot_tokens; -1: as train_on_eos */
+    tt_train_on_eos train_on_eos; /* TT_EOS_INHERIT: the top level's */
+    tt_train_on_eos train_on_eot; /* for the eot_tokens; TT_EOS_INHERIT: as train_on_eos */
     bool drop_system_message;  /* a first system turn is left out */
     char *message_field_training;        /* a message's boolean field that overrides whether it trains, or NULL */
     char *message_field_training_detail; /* a message's list of {begin_offset, end_offset, train} character spans of
@@ -99,9 +134,9 @@ typedef struct tt_run_config {
     const char *lora_key_given; /* the first lora_* key given a value (for the check against adapter), or NULL */
     /* adapter: qlora (axolotl's / transformers' BitsAndBytesConfig keys) */
     bool load_in_4bit;              /* the frozen linear weights in 4 bits; required by qlora */
-    int bnb_4bit_quant_type;        /* index in nf4|fp4 */
+    tt_quant_type bnb_4bit_quant_type;
     bool bnb_4bit_use_double_quant; /* the absmax quantized to 8 bits too */
-    int bnb_4bit_compute_dtype;     /* index in auto|bfloat16|float32: what dequantization produces */
+    tt_compute_dtype bnb_4bit_compute_dtype; /* what dequantization produces */
     const char *bnb_key_given;      /* the first bnb_4bit_* key given a value, or NULL */
     bool freeze_embeddings;   /* full fine-tuning: model.embed_tokens (and a tied LM head) trains not */
     int64_t *frozen_layers;   /* full fine-tuning: decoder layers that train not, ascending */
@@ -116,7 +151,7 @@ typedef struct tt_run_config {
     bool shuffle_merged_datasets;/* the prepared file's documents in a seeded order (else input order) */
     char *tokenizer_config;      /* tokenizer.json or its directory; NULL: base_model's */
     char *special_bos, *special_eos, *special_pad; /* special_tokens overrides, or NULL */
-    int train_on_eos;            /* index in turn|all|last|none (chat_template datasets without their own) */
+    tt_train_on_eos train_on_eos; /* chat_template datasets without their own */
     char *chat_template;         /* chat_template datasets without their own: NULL is tokenizer_default */
     char *chat_template_jinja;   /* the template (or its file) for chat_template: jinja */
     char *chat_template_kwargs;  /* chat_template datasets: more variables of the template, a JSON object's text
@@ -124,7 +159,7 @@ typedef struct tt_run_config {
     char **eot_tokens;           /* chat_template datasets: the end-of-turn tokens train_on_eot picks from; NULL (not
                                     given): the tokenizer's eos_token alone; given, even [], a non-NULL array */
     int eot_token_count;
-    int excess_length_strategy;  /* index in drop|truncate: documents longer than sequence_len */
+    tt_excess_length excess_length_strategy; /* documents longer than sequence_len */
     bool sample_packing;         /* several documents per sequence, each attending only to itself */
     bool pad_to_sequence_len;    /* axolotl's key; sequences are always padded to sequence_len */
     double sample_packing_eff_est; /* axolotl's packing efficiency estimate, 0: none (informational) */
@@ -149,7 +184,7 @@ typedef struct tt_run_config {
     int64_t seed;
     /* output and evaluation */
     char *output_dir;
-    int save_strategy;       /* index in steps|no; no: no checkpoints, no final model */
+    tt_save_strategy save_strategy; /* no: no checkpoints, no final model */
     int64_t save_steps;      /* 0: only at the end */
     int64_t eval_steps;      /* 0: only at the end (if there is an eval set) */
     int64_t logging_steps;
@@ -193,9 +228,9 @@ typedef struct tt_run_config {
     tt_device_kind device;   /* auto: cuda when built with CUDA and a GPU is present */
     int64_t num_threads;     /* 0: all cores */
     bool progress;           /* live progress line */
-    int activation_offloading; /* index in false|true|legacy|disk|hidden_states */
-    int bf16;                /* index in false|auto|true (true needs the CUDA backend) */
-    int attn_implementation; /* index in auto|cudnn|flash|simple (tt_attention_kind) */
+    tt_activation_offloading activation_offloading;
+    tt_bf16_setting bf16;    /* true needs the CUDA backend */
+    tt_attn_implementation attn_implementation;
     int64_t attn_workspace_limit; /* bytes the deterministic attention backward keeps for its dP, all calls at once */
     bool master_weights;     /* GPU: fp32 master weights, gradients and AdamW state (else all bf16) */
     bool fp16, tf32;         /* only false today */

@@ -1,0 +1,329 @@
+/* Loading: the YAML file, then key=value overrides; each value applied through the key table. Error
+ * messages name where the value came from ("run.yaml:12" or "command-line override 'seed=x'"), the key,
+ * what was wrong and the valid values. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "config/config_internal.h"
+#include "core/check.h"
+#include "core/input_file.h"
+
+static void apply_default(tt_run_config *c, const key_spec *k);
+
+/* Applies one value (a node of doc) to the config. */
+static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+    void *field = (char *)c + k->offset;
+    char buf[256];
+    if (k->null_is_default && cfg_is_null(node)) {
+        apply_default(c, k);
+        return;
+    }
+    /* A LoRA setting without adapter: lora is a mistake validate names (off values are what axolotl's
+     * full fine-tuning templates carry, and are fine). */
+    if (!src->built_in && strncmp(k->name, "lora_", 5) == 0 && k->availability == AVAILABLE && !cfg_is_off_value(node) &&
+        !c->lora_key_given)
+        c->lora_key_given = k->name;
+    if (!src->built_in && strncmp(k->name, "bnb_4bit_", 9) == 0 && !cfg_is_null(node) && !c->bnb_key_given)
+        c->bnb_key_given = k->name;
+    if (k->availability == NOT_YET) {
+        if (!cfg_is_off_value(node))
+            cfg_die_at(src, node,
+                   "%s is not available yet in this version of tiertrain; remove it from the config (got %s; it is "
+                   "for %s; only an off value, ~, false, 0, [] or {}, is accepted today)",
+                   k->name, cfg_describe_value(node, buf, sizeof buf), k->help);
+        return;
+    }
+    switch (k->type) {
+    case KEY_DATASETS: cfg_set_datasets(c, src, doc, node); return;
+    case KEY_SPECIAL_TOKENS: cfg_set_special_tokens(c, k, src, doc, node); return;
+    case KEY_SELECTIVE: cfg_set_selective(c, k, src, doc, node); return;
+    case KEY_CHECKPOINTING_KWARGS: cfg_set_checkpointing_kwargs(c, k, src, doc, node); return;
+    case KEY_ADAPTER: cfg_set_adapter(c, src, node); return;
+    case KEY_LORA_TARGETS: cfg_set_lora_targets(c, src, doc, node); return;
+    case KEY_LAYER_LIST: cfg_set_layer_list(c, k, src, doc, node); return;
+    case KEY_TEMPLATE_KWARGS: cfg_set_template_kwargs(c, k, src, doc, node); return;
+    case KEY_STRING_LIST: cfg_set_string_list(c, k, src, doc, node); return;
+    case KEY_STRING: {
+        char **s = field;
+        if (cfg_is_null(node)) {
+            free(*s);
+            *s = NULL;
+            return;
+        }
+        if (node->type != YAML_SCALAR_NODE || !*cfg_scalar_text(node)) cfg_die_type(src, node, k, "a string (or ~: unset)");
+        free(*s);
+        *s = tt_xstrdup(cfg_scalar_text(node));
+        return;
+    }
+    case KEY_BOOL: {
+        bool b;
+        if (node->type != YAML_SCALAR_NODE || !cfg_parse_bool(cfg_scalar_text(node), &b))
+            cfg_die_type(src, node, k, "true or false");
+        if (b && cfg_index_in_list(k->not_yet_values, "true", false) >= 0) cfg_die_not_yet(src, node, k, "true");
+        *(bool *)field = b;
+        return;
+    }
+    case KEY_INT: {
+        int64_t v = 0;
+        if (k->minus_one_unset && cfg_is_null(node)) {
+            *(int64_t *)field = -1;
+            return;
+        }
+        if (node->type != YAML_SCALAR_NODE) cfg_die_type(src, node, k, "an integer");
+        int status = cfg_parse_int64(cfg_scalar_text(node), &v);
+        if (status == 1) cfg_die_type(src, node, k, "an integer");
+        if (status == 2) cfg_die_at(src, node, "%s: %s is outside the 64-bit integer range", k->name, cfg_scalar_text(node));
+        if (!(k->minus_one_unset && v == -1)) cfg_check_range(src, node, k, (double)v, cfg_scalar_text(node));
+        *(int64_t *)field = v;
+        return;
+    }
+    case KEY_FLOAT: {
+        double v = 0;
+        if (node->type != YAML_SCALAR_NODE) cfg_die_type(src, node, k, "a number");
+        int status = cfg_parse_double(cfg_scalar_text(node), &v);
+        if (status == 1) cfg_die_type(src, node, k, "a number");
+        if (status == 2) cfg_die_at(src, node, "%s: %s is outside the range of a double", k->name, cfg_scalar_text(node));
+        cfg_check_range(src, node, k, v, cfg_scalar_text(node));
+        *(double *)field = v;
+        return;
+    }
+    case KEY_BYTES: {
+        int64_t v = node->type == YAML_SCALAR_NODE ? tt_parse_bytes(cfg_scalar_text(node)) : -1;
+        if (v < 0) cfg_die_type(src, node, k, "a size in bytes such as 1073741824, 24GiB or 512MB");
+        cfg_check_range(src, node, k, (double)v, cfg_scalar_text(node));
+        *(int64_t *)field = v;
+        return;
+    }
+    case KEY_ENUM: {
+        char valid[256];
+        cfg_list_with_commas(k->values, valid, sizeof valid);
+        if (node->type != YAML_SCALAR_NODE || cfg_is_null(node)) {
+            char expected[300];
+            snprintf(expected, sizeof expected, "one of %s", valid);
+            cfg_die_type(src, node, k, expected);
+        }
+        const char *text = cfg_scalar_text(node);
+        bool b;
+        if (cfg_parse_bool(text, &b)) text = b ? "true" : "false"; /* True/False as YAML writes booleans */
+        int index = cfg_index_in_list(k->values, text, false);
+        if (index < 0) cfg_die_at(src, node, "%s must be one of %s; got '%s'", k->name, valid, cfg_scalar_text(node));
+        if (cfg_index_in_list(k->not_yet_values, text, false) >= 0) cfg_die_not_yet(src, node, k, text);
+        if (k->storage == STORE_NAME) {
+            char **s = field;
+            free(*s);
+            *s = tt_xstrdup(text);
+        } else {
+            *(int *)field = index;
+        }
+        return;
+    }
+    }
+}
+
+/* ---- documents ---- */
+
+/* Parses one YAML document from text; dies with libyaml's problem and where it is. A second
+ * document in the same text is an error too (it would otherwise be ignored). */
+/* Deeper nesting than any key needs (datasets: a list of mappings holding lists) is refused before
+ * libyaml builds the document: its scanner re-checks every open flow level on each token, so a
+ * list nested 100000 deep would take quadratic time (and the loader as many nodes) for nothing. */
+#define TT_CONFIG_MAX_NESTING 64
+
+/* One pass over the events, stopping at the first list or mapping past TT_CONFIG_MAX_NESTING;
+ * a syntax error ends the pass quietly (the load that follows reports it with its position). */
+static void check_nesting(const char *text, size_t size, const source *src) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) tt_die("out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, size);
+    int depth = 0;
+    for (;;) {
+        yaml_event_t event;
+        if (!yaml_parser_parse(&parser, &event)) break;
+        const yaml_event_type_t type = event.type;
+        const size_t line = event.start_mark.line + 1;
+        yaml_event_delete(&event);
+        if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+            if (++depth > TT_CONFIG_MAX_NESTING) {
+                yaml_parser_delete(&parser);
+                if (src->path)
+                    tt_die("%s:%zu: lists and mappings nested more than %d deep; no key takes more than 3 levels", src->path,
+                           line, TT_CONFIG_MAX_NESTING);
+                tt_die("command-line override '%s': lists and mappings nested more than %d deep; no key takes more than 3 "
+                       "levels",
+                       src->override, TT_CONFIG_MAX_NESTING);
+            }
+        } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (type == YAML_STREAM_END_EVENT) {
+            break;
+        }
+    }
+    yaml_parser_delete(&parser);
+}
+
+static void load_document(yaml_document_t *doc, const char *text, size_t size, const source *src) {
+    check_nesting(text, size, src);
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) tt_die("out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, size);
+    bool ok = yaml_parser_load(&parser, doc);
+    yaml_document_t next;
+    bool next_ok = ok && yaml_parser_load(&parser, &next);
+    if (!ok || !next_ok) {
+        char context[200] = "";
+        if (parser.context)
+            snprintf(context, sizeof context, " (%s, line %zu)", parser.context, parser.context_mark.line + 1);
+        const char *problem = parser.problem ? parser.problem : "cannot be parsed";
+        if (src->path)
+            tt_die("%s:%zu:%zu: malformed YAML: %s%s; fix the syntax there", src->path, parser.problem_mark.line + 1,
+                   parser.problem_mark.column + 1, problem, context);
+        tt_die("command-line override '%s': malformed YAML value: %s%s; quote the value if it is text", src->override,
+               problem, context);
+    }
+    yaml_node_t *second = yaml_document_get_root_node(&next);
+    if (second) {
+        size_t line = second->start_mark.line + 1;
+        if (src->path)
+            tt_die("%s:%zu: a second YAML document starts here; a config is one document (remove the '---')", src->path,
+                   line);
+        tt_die("command-line override '%s': the value holds more than one YAML document", src->override);
+    }
+    yaml_document_delete(&next);
+    yaml_parser_delete(&parser);
+}
+
+static void apply_default(tt_run_config *c, const key_spec *k) {
+    if (k->availability == NOT_YET) return;
+    char label[160];
+    snprintf(label, sizeof label, "built-in default %s=%s", k->name, k->default_text);
+    source src = {.path = NULL, .override = label, .built_in = true};
+    yaml_document_t doc;
+    load_document(&doc, k->default_text, strlen(k->default_text), &src);
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    TT_CHECK(root != NULL, "the default of %s does not parse", k->name);
+    set_key(c, k, &src, &doc, root);
+    yaml_document_delete(&doc);
+}
+
+void tt_run_config_defaults(tt_run_config *c) {
+    memset(c, 0, sizeof(*c));
+    for (int i = 0; i < cfg_key_count; i++)
+        apply_default(c, &cfg_keys[i]);
+}
+
+static char *read_config_file(const char *path, size_t *size) {
+    FILE *f = tt_fopen_regular_file(path, "a run config (YAML)");
+    if (!f) tt_die("cannot open config %s: %s; check the --config path", path, strerror(errno));
+    char *buf = NULL;
+    size_t used = 0, capacity = 0;
+    for (;;) {
+        if (used + 4096 > capacity) {
+            capacity = capacity ? 2 * capacity : 8192;
+            if (capacity > (16u << 20)) tt_die("%s: larger than 16 MiB; that is not a run config", path);
+            buf = tt_xrealloc(buf, capacity, "config file");
+        }
+        size_t got = fread(buf + used, 1, capacity - used - 1, f);
+        used += got;
+        if (got == 0) break;
+    }
+    int error = ferror(f) ? errno : 0;
+    fclose(f);
+    if (error) tt_die("cannot read config %s: %s", path, strerror(error));
+    buf[used] = 0;
+    *size = used;
+    return buf;
+}
+
+static void load_file(tt_run_config *c, const char *path) {
+    size_t size = 0;
+    char *text = read_config_file(path, &size);
+    source src = {.path = path, .override = NULL};
+    yaml_document_t doc;
+    load_document(&doc, text, size, &src);
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && !cfg_is_null(root)) { /* an empty file is all defaults */
+        if (root->type != YAML_MAPPING_NODE)
+            cfg_die_at(&src, root, "the top level must be a mapping of keys to values (key: value), not %s",
+                   root->type == YAML_SEQUENCE_NODE ? "a list" : "a single value");
+        size_t *first_line = tt_xcalloc((size_t)cfg_key_count, sizeof(size_t), "config keys");
+        for (yaml_node_pair_t *pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++) {
+            yaml_node_t *key = yaml_document_get_node(&doc, pair->key);
+            yaml_node_t *value = yaml_document_get_node(&doc, pair->value);
+            if (key->type != YAML_SCALAR_NODE) cfg_die_at(&src, key, "keys must be names, not a list or a mapping");
+            const key_spec *k = cfg_find_key(cfg_scalar_text(key));
+            if (!k) cfg_die_unknown_key(&src, key, cfg_scalar_text(key));
+            size_t line = key->start_mark.line + 1, *first = &first_line[k - cfg_keys];
+            if (*first) cfg_die_at(&src, key, "key '%s' appears twice (first on line %zu); keep one", k->name, *first);
+            *first = line;
+            set_key(c, k, &src, &doc, value);
+        }
+        free(first_line);
+    }
+    yaml_document_delete(&doc);
+    free(text);
+}
+
+static void apply_override(tt_run_config *c, const char *arg) {
+    source src = {.path = NULL, .override = arg};
+    const char *eq = strchr(arg, '=');
+    if (!eq) cfg_die_at(&src, NULL, "expected key=value, e.g. learning_rate=1e-4");
+    if (eq == arg) cfg_die_at(&src, NULL, "no key before '='; expected key=value, e.g. learning_rate=1e-4");
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - arg) < 127 ? (int)(eq - arg) : 127, arg);
+    const key_spec *k = cfg_find_key(name);
+    if (!k) cfg_die_unknown_key(&src, NULL, name);
+    const char *value = eq + 1;
+    yaml_document_t doc;
+    load_document(&doc, value, strlen(value), &src);
+    if (!yaml_document_get_root_node(&doc)) { /* "key=": nothing, i.e. null */
+        yaml_document_delete(&doc);
+        load_document(&doc, "~", 1, &src);
+    }
+    set_key(c, k, &src, &doc, yaml_document_get_root_node(&doc));
+    yaml_document_delete(&doc);
+}
+
+void tt_run_config_load(tt_run_config *c, const char *path, int override_count, char *const *overrides) {
+    if (path) load_file(c, path);
+    for (int i = 0; i < override_count; i++)
+        apply_override(c, overrides[i]);
+}
+
+unsigned tt_run_config_lora_targets(const tt_run_config *c) {
+    return c->lora_target_linear ? TT_LORA_ALL_MODULES : c->lora_target_modules;
+}
+
+
+void tt_run_config_free(tt_run_config *c) {
+    for (int i = 0; i < cfg_key_count; i++) {
+        const key_spec *k = &cfg_keys[i];
+        if (k->availability == AVAILABLE && (k->type == KEY_STRING || k->type == KEY_TEMPLATE_KWARGS ||
+                                             (k->type == KEY_ENUM && k->storage == STORE_NAME))) {
+            char **s = (char **)((char *)c + k->offset);
+            free(*s);
+            *s = NULL;
+        }
+        if (k->availability == AVAILABLE && k->type == KEY_STRING_LIST) {
+            char ***list = (char ***)((char *)c + k->offset);
+            int *count = (int *)((char *)c + k->count_offset);
+            cfg_free_strings(*list, *count);
+            *list = NULL;
+            *count = 0;
+        }
+    }
+    cfg_clear_datasets(c);
+    free(c->special_bos);
+    free(c->special_eos);
+    free(c->special_pad);
+    c->special_bos = c->special_eos = c->special_pad = NULL;
+    free(c->frozen_layers);
+    c->frozen_layers = NULL;
+    c->frozen_layer_count = 0;
+}

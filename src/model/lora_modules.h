@@ -1,0 +1,25 @@
+/* The linear layers of a decoder layer that can carry a LoRA adapter, in PEFT's names (q_proj ...
+ * down_proj). lora_target_modules is a set of these: bit m is module m. */
+#ifndef TT_MODEL_LORA_MODULES_H
+#define TT_MODEL_LORA_MODULES_H
+
+typedef enum tt_lora_module {
+    TT_LORA_Q,    /* self_attn.q_proj */
+    TT_LORA_K,    /* self_attn.k_proj */
+    TT_LORA_V,    /* self_attn.v_proj */
+    TT_LORA_O,    /* self_attn.o_proj */
+    TT_LORA_GATE, /* mlp.gate_proj */
+    TT_LORA_UP,   /* mlp.up_proj */
+    TT_LORA_DOWN, /* mlp.down_proj */
+    TT_LORA_MODULE_COUNT
+} tt_lora_module;
+#define TT_LORA_ALL_MODULES ((1u << TT_LORA_MODULE_COUNT) - 1u)
+
+/* "q_proj", ..., "down_proj" */
+const char *tt_lora_module_name(tt_lora_module module);
+/* "q", ..., "down": the short names lora_target_modules also takes */
+const char *tt_lora_module_short_name(tt_lora_module module);
+/* "self_attn.q_proj", ..., "mlp.down_proj": the module's path inside a decoder layer */
+const char *tt_lora_module_path(tt_lora_module module);
+
+#endif

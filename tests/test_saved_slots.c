@@ -1,0 +1,97 @@
+/* The per-architecture table of a decoder layer's saved slots (src/memory/saved_slots.c): the invariants the
+ * step program relies on (the MLP's slots last, one slot per LoRA module, unique labels), the shapes against
+ * the closed forms of each slot for a Llama and a Qwen3 layer, and the cheap set Megatron's selective
+ * recompute takes. */
+#include <string.h>
+
+#include "memory/plan.h"
+#include "memory/saved_slots.h"
+#include "model/lora_modules.h"
+#include "test_util.h"
+
+static tt_model_config layer_config(bool qk_norm) {
+    tt_model_config c = {0};
+    c.hidden_size = 96;
+    c.intermediate_size = 160;
+    c.num_heads = 6;
+    c.num_kv_heads = 2;
+    c.head_dim = 24;
+    c.qk_norm = qk_norm;
+    return c;
+}
+
+static void test_invariants(const tt_layer_slots *slots) {
+    int lora_slots[TT_LORA_MODULE_COUNT] = {0};
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
+        const tt_saved_slot_info *s = &slots->slot[i];
+        TT_EXPECT(s->name && s->name[0], "%s: slot %d has a label", slots->architecture, i);
+        for (int j = 0; j < i; j++)
+            TT_EXPECT(strcmp(s->name, slots->slot[j].name) != 0, "%s: slots %d and %d share the label %s",
+                      slots->architecture, i, j, s->name);
+        if (!s->present) continue;
+        /* the step program pops the MLP's slots first: they are the last ones (TT_SAVED_FIRST_MLP_SLOT on) */
+        TT_EXPECT(s->mlp_half == (i >= TT_SAVED_FIRST_MLP_SLOT), "%s: %s is in the %s half", slots->architecture,
+                  s->name, s->mlp_half ? "MLP" : "attention");
+        TT_EXPECT((s->lora_module >= 0) == (s->producer == TT_SLOT_OP_LORA_DOWN),
+                  "%s: %s: a LoRA module exactly when an adapter's down projection writes it", slots->architecture,
+                  s->name);
+        if (s->lora_module >= 0) {
+            TT_EXPECT(s->lora_module < TT_LORA_MODULE_COUNT && s->width == TT_SLOT_WIDTH_LORA_RANK,
+                      "%s: %s is [rows, r]", slots->architecture, s->name);
+            lora_slots[s->lora_module]++;
+            TT_EXPECT(tt_lora_saved_slot(s->lora_module) == (tt_saved_slot)i, "%s: the slot of LoRA module %d is %d",
+                      slots->architecture, s->lora_module, i);
+        }
+    }
+    for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
+        TT_EXPECT(lora_slots[m] == 1, "%s: LoRA module %d has one slot (%d)", slots->architecture, m, lora_slots[m]);
+}
+
+/* Each slot's elements against its closed form (what the size table wrote out slot by slot before the table). */
+static void test_shapes(bool qk_norm) {
+    const tt_model_config c = layer_config(qk_norm);
+    const tt_layer_slots *slots = tt_layer_slots_for(&c);
+    TT_EXPECT(strcmp(slots->architecture, qk_norm ? "qwen3" : "llama") == 0, "the table of %s",
+              qk_norm ? "qk_norm" : "no qk_norm");
+    const int64_t N = 40, mlp_rows = 16, r = 4, D = c.hidden_size, F = c.intermediate_size;
+    const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    const tt_slot_dims dims = {.tokens = N, .mlp_rows = mlp_rows, .num_heads = c.num_heads,
+                               .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim, .hidden = D,
+                               .intermediate = F, .lora_rank = r};
+    int64_t expected[TT_SAVED_SLOT_COUNT] = {
+        [TT_SAVED_ATTN_RSTD] = N,      [TT_SAVED_ATTN_NORMED] = N * D, [TT_SAVED_LORA_Q] = N * r,
+        [TT_SAVED_LORA_K] = N * r,     [TT_SAVED_LORA_V] = N * r,      [TT_SAVED_Q_RAW] = qk_norm ? N * q : 0,
+        [TT_SAVED_Q_RSTD] = qk_norm ? N * c.num_heads : 0,             [TT_SAVED_K_RAW] = qk_norm ? N * kv : 0,
+        [TT_SAVED_K_RSTD] = qk_norm ? N * c.num_kv_heads : 0,          [TT_SAVED_Q] = N * q,
+        [TT_SAVED_K] = N * kv,         [TT_SAVED_V] = N * kv,          [TT_SAVED_ATTN_OUT] = N * q,
+        [TT_SAVED_LSE] = N * c.num_heads,                              [TT_SAVED_LORA_O] = N * r,
+        [TT_SAVED_RESIDUAL_MID] = N * D, [TT_SAVED_MLP_RSTD] = N,      [TT_SAVED_MLP_NORMED] = N * D,
+        [TT_SAVED_LORA_GATE] = N * r,  [TT_SAVED_LORA_UP] = N * r,     [TT_SAVED_GATE] = mlp_rows * F,
+        [TT_SAVED_UP] = mlp_rows * F,  [TT_SAVED_SWIGLU] = mlp_rows * F, [TT_SAVED_LORA_DOWN] = N * r,
+    };
+    const tt_slot_set fp32 = TT_SLOT(TT_SAVED_ATTN_RSTD) | TT_SLOT(TT_SAVED_Q_RSTD) | TT_SLOT(TT_SAVED_K_RSTD) |
+                             TT_SLOT(TT_SAVED_LSE) | TT_SLOT(TT_SAVED_MLP_RSTD);
+    for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
+        const tt_saved_slot_info *s = &slots->slot[i];
+        const int64_t got = tt_saved_slot_elements(s, &dims);
+        TT_EXPECT(got == expected[i], "%s: %s has %lld elements (closed form %lld)", slots->architecture, s->name,
+                  (long long)got, (long long)expected[i]);
+        if (s->present) TT_EXPECT(s->fp32 == ((fp32 >> i) & 1u), "%s: %s is %s", slots->architecture, s->name, s->fp32 ? "fp32" : "the activation dtype");
+    }
+    /* the cheap set: the norms, SwiGLU, and with qk_norm the per-head norms and RoPE of q and k */
+    tt_slot_set cheap = TT_SLOT(TT_SAVED_ATTN_RSTD) | TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD) |
+                        TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_SWIGLU);
+    if (qk_norm)
+        cheap |= TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD) | TT_SLOT(TT_SAVED_K) | TT_SLOT(TT_SAVED_K_RSTD);
+    TT_EXPECT(tt_cheap_slots(slots) == cheap && tt_recompute_cheap_ops(&c) == cheap, "%s: the cheap set",
+              slots->architecture);
+}
+
+int main(void) {
+    const tt_model_config llama = layer_config(false), qwen3 = layer_config(true);
+    test_invariants(tt_layer_slots_for(&llama));
+    test_invariants(tt_layer_slots_for(&qwen3));
+    test_shapes(false);
+    test_shapes(true);
+    return tt_test_summary("saved slots");
+}

@@ -12,7 +12,8 @@
 #include "config/config_internal.h"
 #include "core/check.h"
 
-void tt_run_config_validate(const tt_run_config *c) {
+/* Base_model or model_config, the datasets and the keys that shape them */
+static void check_model_and_datasets(const tt_run_config *c) {
     if (c->base_model && c->model_config)
         tt_die("base_model ('%s') and model_config ('%s') are both set; set exactly one of them: base_model to "
                "fine-tune a Hugging Face model directory, model_config to train a config.json from random init "
@@ -79,6 +80,10 @@ void tt_run_config_validate(const tt_run_config *c) {
                    "to use it, or remove chat_template_jinja",
                    i + 1, c->datasets[i], choice);
     }
+}
+
+/* Warmup, the eval split, output_dir */
+static void check_schedule_and_output(const tt_run_config *c) {
     if (c->warmup_steps >= 0 && c->warmup_ratio > 0)
         tt_die("warmup_steps (%lld) and warmup_ratio (%g) are both set; set one of them (warmup_steps=-1 or "
                "warmup_ratio=0 unsets the other)",
@@ -88,6 +93,10 @@ void tt_run_config_validate(const tt_run_config *c) {
                "or %lld",
                c->val_set_size, (long long)floor(c->val_set_size));
     if (!c->output_dir) tt_die("output_dir is unset; set it to the directory for checkpoints and the final model");
+}
+
+/* Megatron's recompute keys against gradient checkpointing */
+static void check_recompute(const tt_run_config *c) {
     if (c->recompute_granularity == TT_RECOMPUTE_SELECTIVE && c->gradient_checkpointing)
         tt_die("recompute_granularity: selective (recompute only the cheap ops) and gradient_checkpointing: true "
                "(recompute whole layers) contradict each other; set one of them");
@@ -101,6 +110,10 @@ void tt_run_config_validate(const tt_run_config *c) {
                "not available yet; use recompute_num_layers: 1, or recompute_method: block to recompute the first "
                "%lld layers",
                (long long)c->recompute_num_layers, (long long)c->recompute_num_layers);
+}
+
+/* Activation, weight and optimizer offload */
+static void check_offloading(const tt_run_config *c) {
     const char *offload_mode = tt_activation_offloading_name(c->activation_offloading);
     /* true without checkpointing offloads every saved tensor instead (TRL's OffloadActivations) */
     if (c->activation_offloading >= TT_OFFLOAD_LEGACY && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
@@ -162,6 +175,10 @@ void tt_run_config_validate(const tt_run_config *c) {
         !c->optimizer_cpu_offload)
         tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "
                "debug_copy_delay_us");
+}
+
+/* LoRA and QLoRA keys against adapter, and freezing */
+static void check_adapter(const tt_run_config *c) {
     if (c->adapter == TT_ADAPTER_NONE && c->lora_key_given)
         tt_die("%s is set but adapter is not: LoRA settings take effect with adapter: lora; set adapter: lora to train "
                "LoRA adapters, or remove %s for full fine-tuning",
@@ -187,6 +204,10 @@ void tt_run_config_validate(const tt_run_config *c) {
         tt_die("%s is set but load_in_4bit is not: the bnb_4bit_* keys describe the 4-bit base of adapter: qlora; set "
                "adapter: qlora and load_in_4bit: true, or remove %s",
                c->bnb_key_given, c->bnb_key_given);
+}
+
+/* Attention workspace, tiled MLP, which layers checkpointing covers */
+static void check_kernels_and_checkpointing(const tt_run_config *c) {
     if (c->attn_workspace_limit > 0 && c->attn_workspace_limit < (1 << 20))
         tt_die("attn_workspace_limit is %lld bytes; cuDNN's attention backward needs at least 1MiB for its dP. Use 0 "
                "(auto) or a size such as 4GiB",
@@ -207,5 +228,15 @@ void tt_run_config_validate(const tt_run_config *c) {
     if (c->selective_checkpointing && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("selective_checkpointing is set but gradient_checkpointing is false: selective checkpointing chooses "
                "what checkpointed layers keep; set gradient_checkpointing: true, or remove selective_checkpointing");
+}
+
+/* In this order, so that the first rule a configuration breaks is the one reported. */
+void tt_run_config_validate(const tt_run_config *c) {
+    check_model_and_datasets(c);
+    check_schedule_and_output(c);
+    check_recompute(c);
+    check_offloading(c);
+    check_adapter(c);
+    check_kernels_and_checkpointing(c);
 }
 

@@ -533,312 +533,442 @@ static tt_jv *indent_filter(tt_jrender *r, tt_jv *s, const tt_jargs *args) {
     return buf_str(r, &b);
 }
 
-tt_jv *tt_jinja_filter(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+/* A filter: the value (a string for the string filters), its arguments; NULL after an error reported. */
+typedef tt_jv *(*filter_fn)(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args);
+typedef struct filter_entry {
+    const char *name;
+    filter_fn apply;
+} filter_entry;
+
+static tt_jv *filter_default(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jv *dv = tt_jargs_get(args, 0, "default_value"), *bo = tt_jargs_get(args, 1, "boolean");
+    bool use = v->kind == JV_UNDEF || (bo && tt_jv_truthy(bo) && !tt_jv_truthy(v));
+    return use ? (dv ? dv : str_of(r, "", 0)) : v;
+}
+
+static tt_jv *filter_safe(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    return v;
+}
+
+static tt_jv *filter_string(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    return tt_jinja_to_str(r, v);
+}
+
+static tt_jv *filter_length(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    if (v->kind == JV_UNDEF) return tt_jv_int(a, 0);
+    if (v->kind == JV_STR) return tt_jv_int(a, (int64_t)tt_jinja_utf8_len(v->s, v->n));
+    if (v->kind == JV_LIST || v->kind == JV_DICT) return tt_jv_int(a, (int64_t)v->n);
+    tt_jrender_error(r, at, "object of type '%s' has no len()", tt_jinja_type_name(v));
+    return NULL;
+}
+
+static tt_jv *filter_tojson(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    return tojson(r, at, v, args);
+}
+
+static tt_jv *filter_list(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    return l ? copy_list(r, l) : NULL;
+}
+
+static tt_jv *filter_first(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    if (!l) return NULL;
+    if (!l->n) return tt_jv_undef(a, "No first item, sequence was empty.");
+    return name[0] == 'f' ? l->items[0] : l->items[l->n - 1];
+}
+
+static tt_jv *filter_int(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    int64_t dflt = to_int_or(tt_jargs_get(args, 0, "default"), 0);
+    if (v->kind == JV_INT || v->kind == JV_BOOL) return tt_jv_int(a, v->i);
+    if (v->kind == JV_FLOAT) return tt_jv_int(a, isfinite(v->f) && fabs(v->f) < 9.2e18 ? (int64_t)v->f : dflt);
+    if (v->kind == JV_STR) {
+        char *end;
+        tt_jv *s = strip(r, v, NULL, true, true);
+        long long x = strtoll(s->s, &end, 10);
+        if (s->n && *end == 0) return tt_jv_int(a, x);
+        double f = strtod(s->s, &end);
+        if (s->n && *end == 0 && isfinite(f) && fabs(f) < 9.2e18) return tt_jv_int(a, (int64_t)f);
+    }
+    return tt_jv_int(a, dflt);
+}
+
+static tt_jv *filter_float(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    tt_jv *d = tt_jargs_get(args, 0, "default");
+    if (v->kind == JV_INT || v->kind == JV_BOOL) return tt_jv_float(a, (double)v->i);
+    if (v->kind == JV_FLOAT) return v;
+    if (v->kind == JV_STR) {
+        char *end;
+        tt_jv *s = strip(r, v, NULL, true, true);
+        double f = strtod(s->s, &end);
+        if (s->n && *end == 0) return tt_jv_float(a, f);
+    }
+    return d ? d : tt_jv_float(a, 0.0);
+}
+
+static tt_jv *filter_abs(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    if (v->kind == JV_INT || v->kind == JV_BOOL) {
+        if (v->i == INT64_MIN) {
+            tt_jrender_error(r, at, "integer overflow in abs");
+            return NULL;
+        }
+        return tt_jv_int(a, v->i < 0 ? -v->i : v->i);
+    }
+    if (v->kind == JV_FLOAT) return tt_jv_float(a, fabs(v->f));
+    tt_jrender_error(r, at, "bad operand type for abs(): '%s'", tt_jinja_type_name(v));
+    return NULL;
+}
+
+static tt_jv *filter_round(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    int64_t prec = to_int_or(tt_jargs_get(args, 0, "precision"), 0);
+    tt_jv *m = tt_jargs_get(args, 1, "method");
+    if (v->kind != JV_INT && v->kind != JV_BOOL && v->kind != JV_FLOAT) {
+        tt_jrender_error(r, at, "round needs a number, got '%s'", tt_jinja_type_name(v));
+        return NULL;
+    }
+    double x = v->kind == JV_FLOAT ? v->f : (double)v->i, sc = pow(10.0, (double)(prec > 15 ? 15 : prec < -15 ? -15 : prec));
+    const char *method = m && m->kind == JV_STR ? m->s : "common";
+    double y = x * sc;
+    if (!strcmp(method, "floor")) y = floor(y);
+    else if (!strcmp(method, "ceil")) y = ceil(y);
+    else if (prec >= 0 && prec <= 15) {
+        /* Python's round() rounds the exact binary value (2.675 is 2.67499..., so 2.67);
+         * glibc's printf does the same, ties to even */
+        char tmp[400];
+        snprintf(tmp, sizeof(tmp), "%.*f", (int)prec, x);
+        return tt_jv_float(a, strtod(tmp, NULL));
+    } else {
+        y = nearbyint(y);
+    }
+    return tt_jv_float(a, y / sc);
+}
+
+static tt_jv *filter_items(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    if (v->kind == JV_UNDEF) return tt_jv_new(a, JV_LIST);
+    if (v->kind != JV_DICT) {
+        tt_jrender_error(r, at, "items needs a mapping, got '%s'", tt_jinja_type_name(v));
+        return NULL;
+    }
+    return items_of(r, v);
+}
+
+static tt_jv *filter_dictsort(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    if (v->kind != JV_DICT) {
+        tt_jrender_error(r, at, "dictsort needs a mapping");
+        return NULL;
+    }
+    tt_jv *l = items_of(r, v);
+    tt_jv **keys = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
+    for (size_t i = 0; i < l->n; i++) keys[i] = l->items[i]->items[0];
+    sort_ctx c = {r, at, true, false};
+    tt_jv **ti = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *)), **tk = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
+    merge_sort(&c, l->items, keys, l->n, ti, tk);
+    return c.failed ? NULL : l;
+}
+
+static tt_jv *filter_map(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
     tt_jarena *a = &r->arena;
     tt_jv *a0 = tt_jargs_get(args, 0, NULL);
-    if (!strcmp(name, "default") || !strcmp(name, "d")) {
-        tt_jv *dv = tt_jargs_get(args, 0, "default_value"), *bo = tt_jargs_get(args, 1, "boolean");
-        bool use = v->kind == JV_UNDEF || (bo && tt_jv_truthy(bo) && !tt_jv_truthy(v));
-        return use ? (dv ? dv : str_of(r, "", 0)) : v;
-    }
-    if (!strcmp(name, "safe")) return v;
-    if (!strcmp(name, "string")) return tt_jinja_to_str(r, v);
-    if (!strcmp(name, "length") || !strcmp(name, "count")) {
-        if (v->kind == JV_UNDEF) return tt_jv_int(a, 0);
-        if (v->kind == JV_STR) return tt_jv_int(a, (int64_t)tt_jinja_utf8_len(v->s, v->n));
-        if (v->kind == JV_LIST || v->kind == JV_DICT) return tt_jv_int(a, (int64_t)v->n);
-        tt_jrender_error(r, at, "object of type '%s' has no len()", tt_jinja_type_name(v));
-        return NULL;
-    }
-    if (!strcmp(name, "tojson")) return tojson(r, at, v, args);
-    if (!strcmp(name, "list")) {
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        return l ? copy_list(r, l) : NULL;
-    }
-    if (!strcmp(name, "first") || !strcmp(name, "last")) {
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        if (!l) return NULL;
-        if (!l->n) return tt_jv_undef(a, "No first item, sequence was empty.");
-        return name[0] == 'f' ? l->items[0] : l->items[l->n - 1];
-    }
-    if (!strcmp(name, "int")) {
-        int64_t dflt = to_int_or(tt_jargs_get(args, 0, "default"), 0);
-        if (v->kind == JV_INT || v->kind == JV_BOOL) return tt_jv_int(a, v->i);
-        if (v->kind == JV_FLOAT) return tt_jv_int(a, isfinite(v->f) && fabs(v->f) < 9.2e18 ? (int64_t)v->f : dflt);
-        if (v->kind == JV_STR) {
-            char *end;
-            tt_jv *s = strip(r, v, NULL, true, true);
-            long long x = strtoll(s->s, &end, 10);
-            if (s->n && *end == 0) return tt_jv_int(a, x);
-            double f = strtod(s->s, &end);
-            if (s->n && *end == 0 && isfinite(f) && fabs(f) < 9.2e18) return tt_jv_int(a, (int64_t)f);
-        }
-        return tt_jv_int(a, dflt);
-    }
-    if (!strcmp(name, "float")) {
-        tt_jv *d = tt_jargs_get(args, 0, "default");
-        if (v->kind == JV_INT || v->kind == JV_BOOL) return tt_jv_float(a, (double)v->i);
-        if (v->kind == JV_FLOAT) return v;
-        if (v->kind == JV_STR) {
-            char *end;
-            tt_jv *s = strip(r, v, NULL, true, true);
-            double f = strtod(s->s, &end);
-            if (s->n && *end == 0) return tt_jv_float(a, f);
-        }
-        return d ? d : tt_jv_float(a, 0.0);
-    }
-    if (!strcmp(name, "abs")) {
-        if (v->kind == JV_INT || v->kind == JV_BOOL) {
-            if (v->i == INT64_MIN) {
-                tt_jrender_error(r, at, "integer overflow in abs");
-                return NULL;
-            }
-            return tt_jv_int(a, v->i < 0 ? -v->i : v->i);
-        }
-        if (v->kind == JV_FLOAT) return tt_jv_float(a, fabs(v->f));
-        tt_jrender_error(r, at, "bad operand type for abs(): '%s'", tt_jinja_type_name(v));
-        return NULL;
-    }
-    if (!strcmp(name, "round")) {
-        int64_t prec = to_int_or(tt_jargs_get(args, 0, "precision"), 0);
-        tt_jv *m = tt_jargs_get(args, 1, "method");
-        if (v->kind != JV_INT && v->kind != JV_BOOL && v->kind != JV_FLOAT) {
-            tt_jrender_error(r, at, "round needs a number, got '%s'", tt_jinja_type_name(v));
-            return NULL;
-        }
-        double x = v->kind == JV_FLOAT ? v->f : (double)v->i, sc = pow(10.0, (double)(prec > 15 ? 15 : prec < -15 ? -15 : prec));
-        const char *method = m && m->kind == JV_STR ? m->s : "common";
-        double y = x * sc;
-        if (!strcmp(method, "floor")) y = floor(y);
-        else if (!strcmp(method, "ceil")) y = ceil(y);
-        else if (prec >= 0 && prec <= 15) {
-            /* Python's round() rounds the exact binary value (2.675 is 2.67499..., so 2.67);
-             * glibc's printf does the same, ties to even */
-            char tmp[400];
-            snprintf(tmp, sizeof(tmp), "%.*f", (int)prec, x);
-            return tt_jv_float(a, strtod(tmp, NULL));
-        } else {
-            y = nearbyint(y);
-        }
-        return tt_jv_float(a, y / sc);
-    }
-    if (!strcmp(name, "items")) {
-        if (v->kind == JV_UNDEF) return tt_jv_new(a, JV_LIST);
-        if (v->kind != JV_DICT) {
-            tt_jrender_error(r, at, "items needs a mapping, got '%s'", tt_jinja_type_name(v));
-            return NULL;
-        }
-        return items_of(r, v);
-    }
-    if (!strcmp(name, "dictsort")) {
-        if (v->kind != JV_DICT) {
-            tt_jrender_error(r, at, "dictsort needs a mapping");
-            return NULL;
-        }
-        tt_jv *l = items_of(r, v);
-        tt_jv **keys = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
-        for (size_t i = 0; i < l->n; i++) keys[i] = l->items[i]->items[0];
-        sort_ctx c = {r, at, true, false};
-        tt_jv **ti = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *)), **tk = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
-        merge_sort(&c, l->items, keys, l->n, ti, tk);
-        return c.failed ? NULL : l;
-    }
-    if (!strcmp(name, "map")) {
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        if (!l) return NULL;
-        tt_jv *attr = tt_jargs_get(args, 99, "attribute"), *dflt = tt_jargs_get(args, 99, "default");
-        tt_jv *out = tt_jv_new(a, JV_LIST);
-        if (attr) {
-            for (size_t i = 0; i < l->n; i++) {
-                tt_jv *x = attr_path(r, l->items[i], attr);
-                tt_jv_push(a, out, x->kind == JV_UNDEF && dflt ? dflt : x);
-            }
-            return out;
-        }
-        if (!a0 || a0->kind != JV_STR || !tt_jinja_is_filter(a0->s) || !strcmp(a0->s, "map")) {
-            tt_jrender_error(r, at, "map needs attribute= or a filter name");
-            return NULL;
-        }
-        tt_jargs fargs = {0};
-        if (args->npos > 1) {
-            fargs.pos = args->pos + 1;
-            fargs.npos = args->npos - 1;
-        }
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    if (!l) return NULL;
+    tt_jv *attr = tt_jargs_get(args, 99, "attribute"), *dflt = tt_jargs_get(args, 99, "default");
+    tt_jv *out = tt_jv_new(a, JV_LIST);
+    if (attr) {
         for (size_t i = 0; i < l->n; i++) {
-            tt_jv *x = tt_jinja_filter(r, at, a0->s, l->items[i], &fargs);
-            if (!x) return NULL;
-            tt_jv_push(a, out, x);
+            tt_jv *x = attr_path(r, l->items[i], attr);
+            tt_jv_push(a, out, x->kind == JV_UNDEF && dflt ? dflt : x);
         }
         return out;
     }
-    if (!strcmp(name, "select") || !strcmp(name, "reject") || !strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
-        return select_filter(r, at, name, v, args);
-    if (!strcmp(name, "unique")) {
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        if (!l) return NULL;
-        tt_jv *out = tt_jv_new(a, JV_LIST);
-        for (size_t i = 0; i < l->n; i++) {
-            bool seen = false;
-            tt_jv *ki = fold_key(r, l->items[i], true);
-            for (size_t j = 0; j < out->n && !seen; j++) seen = tt_jv_equal(fold_key(r, out->items[j], true), ki);
-            if (!seen) tt_jv_push(a, out, l->items[i]);
+    if (!a0 || a0->kind != JV_STR || !tt_jinja_is_filter(a0->s) || !strcmp(a0->s, "map")) {
+        tt_jrender_error(r, at, "map needs attribute= or a filter name");
+        return NULL;
+    }
+    tt_jargs fargs = {0};
+    if (args->npos > 1) {
+        fargs.pos = args->pos + 1;
+        fargs.npos = args->npos - 1;
+    }
+    for (size_t i = 0; i < l->n; i++) {
+        tt_jv *x = tt_jinja_filter(r, at, a0->s, l->items[i], &fargs);
+        if (!x) return NULL;
+        tt_jv_push(a, out, x);
+    }
+    return out;
+}
+
+static tt_jv *filter_select(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    
+    return select_filter(r, at, name, v, args);
+}
+
+static tt_jv *filter_unique(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    if (!l) return NULL;
+    tt_jv *out = tt_jv_new(a, JV_LIST);
+    for (size_t i = 0; i < l->n; i++) {
+        bool seen = false;
+        tt_jv *ki = fold_key(r, l->items[i], true);
+        for (size_t j = 0; j < out->n && !seen; j++) seen = tt_jv_equal(fold_key(r, out->items[j], true), ki);
+        if (!seen) tt_jv_push(a, out, l->items[i]);
+    }
+    return out;
+}
+
+static tt_jv *filter_sort(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    if (!l) return NULL;
+    l = copy_list(r, l);
+    tt_jv *rev = tt_jargs_get(args, 0, "reverse"), *cs = tt_jargs_get(args, 1, "case_sensitive"),
+          *attr = tt_jargs_get(args, 2, "attribute");
+    tt_jv **keys = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
+    for (size_t i = 0; i < l->n; i++) keys[i] = attr ? attr_path(r, l->items[i], attr) : l->items[i];
+    sort_ctx c = {r, at, !(cs && tt_jv_truthy(cs)), false};
+    tt_jv **ti = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *)), **tk = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
+    bool reverse = rev && tt_jv_truthy(rev);
+    if (reverse) /* Python's reverse sort keeps equal items in order: sort reversed, reverse back */
+        for (size_t i = 0; i < l->n / 2; i++) {
+            tt_jv *t = l->items[i];
+            l->items[i] = l->items[l->n - 1 - i];
+            l->items[l->n - 1 - i] = t;
+            t = keys[i];
+            keys[i] = keys[l->n - 1 - i];
+            keys[l->n - 1 - i] = t;
         }
-        return out;
-    }
-    if (!strcmp(name, "sort")) {
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        if (!l) return NULL;
-        l = copy_list(r, l);
-        tt_jv *rev = tt_jargs_get(args, 0, "reverse"), *cs = tt_jargs_get(args, 1, "case_sensitive"),
-              *attr = tt_jargs_get(args, 2, "attribute");
-        tt_jv **keys = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
-        for (size_t i = 0; i < l->n; i++) keys[i] = attr ? attr_path(r, l->items[i], attr) : l->items[i];
-        sort_ctx c = {r, at, !(cs && tt_jv_truthy(cs)), false};
-        tt_jv **ti = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *)), **tk = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
-        bool reverse = rev && tt_jv_truthy(rev);
-        if (reverse) /* Python's reverse sort keeps equal items in order: sort reversed, reverse back */
-            for (size_t i = 0; i < l->n / 2; i++) {
-                tt_jv *t = l->items[i];
-                l->items[i] = l->items[l->n - 1 - i];
-                l->items[l->n - 1 - i] = t;
-                t = keys[i];
-                keys[i] = keys[l->n - 1 - i];
-                keys[l->n - 1 - i] = t;
-            }
-        merge_sort(&c, l->items, keys, l->n, ti, tk);
-        if (reverse)
-            for (size_t i = 0; i < l->n / 2; i++) {
-                tt_jv *t = l->items[i];
-                l->items[i] = l->items[l->n - 1 - i];
-                l->items[l->n - 1 - i] = t;
-            }
-        return c.failed ? NULL : l;
-    }
-    if (!strcmp(name, "reverse")) {
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        if (!l) return NULL;
-        tt_jv *out = tt_jv_new(a, JV_LIST);
-        for (size_t i = l->n; i-- > 0;) tt_jv_push(a, out, l->items[i]);
-        if (v->kind != JV_STR) return out;
-        tt_jbuf b = {0};
-        for (size_t i = 0; i < out->n; i++) tt_jbuf_put(&b, out->items[i]->s, out->items[i]->n);
-        return buf_str(r, &b);
-    }
-    if (!strcmp(name, "join")) {
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        if (!l) return NULL;
-        tt_jv *sep = tt_jargs_get(args, 0, "d"), *attr = tt_jargs_get(args, 1, "attribute");
-        tt_jbuf b = {0};
-        for (size_t i = 0; i < l->n; i++) {
-            if (i && sep) tt_jv_str_into(&b, sep);
-            tt_jv_str_into(&b, attr ? attr_path(r, l->items[i], attr) : l->items[i]);
+    merge_sort(&c, l->items, keys, l->n, ti, tk);
+    if (reverse)
+        for (size_t i = 0; i < l->n / 2; i++) {
+            tt_jv *t = l->items[i];
+            l->items[i] = l->items[l->n - 1 - i];
+            l->items[l->n - 1 - i] = t;
         }
-        return buf_str(r, &b);
+    return c.failed ? NULL : l;
+}
+
+static tt_jv *filter_reverse(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    if (!l) return NULL;
+    tt_jv *out = tt_jv_new(a, JV_LIST);
+    for (size_t i = l->n; i-- > 0;) tt_jv_push(a, out, l->items[i]);
+    if (v->kind != JV_STR) return out;
+    tt_jbuf b = {0};
+    for (size_t i = 0; i < out->n; i++) tt_jbuf_put(&b, out->items[i]->s, out->items[i]->n);
+    return buf_str(r, &b);
+}
+
+static tt_jv *filter_join(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    if (!l) return NULL;
+    tt_jv *sep = tt_jargs_get(args, 0, "d"), *attr = tt_jargs_get(args, 1, "attribute");
+    tt_jbuf b = {0};
+    for (size_t i = 0; i < l->n; i++) {
+        if (i && sep) tt_jv_str_into(&b, sep);
+        tt_jv_str_into(&b, attr ? attr_path(r, l->items[i], attr) : l->items[i]);
     }
-    if (!strcmp(name, "sum") || !strcmp(name, "max") || !strcmp(name, "min")) {
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        if (!l) return NULL;
-        tt_jv *attr = tt_jargs_get(args, 99, "attribute");
-        if (name[0] == 's') {
-            tt_jv *acc = tt_jargs_get(args, 99, "start");
-            int64_t si = 0;
-            double sf = 0;
-            bool fl = acc && acc->kind == JV_FLOAT;
-            if (acc) si = acc->i, sf = acc->f;
-            for (size_t i = 0; i < l->n; i++) {
-                tt_jv *x = attr ? attr_path(r, l->items[i], attr) : l->items[i];
-                if (x->kind == JV_FLOAT) {
-                    if (!fl) sf = (double)si;
-                    fl = true;
-                    sf += x->f;
-                } else if (x->kind == JV_INT || x->kind == JV_BOOL) {
-                    if (fl) sf += (double)x->i;
-                    else if (__builtin_add_overflow(si, x->i, &si)) {
-                        tt_jrender_error(r, at, "integer overflow in sum");
-                        return NULL;
-                    }
-                } else {
-                    tt_jrender_error(r, at, "sum needs numbers, got '%s'", tt_jinja_type_name(x));
+    return buf_str(r, &b);
+}
+
+static tt_jv *filter_sum(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    if (!l) return NULL;
+    tt_jv *attr = tt_jargs_get(args, 99, "attribute");
+    if (name[0] == 's') {
+        tt_jv *acc = tt_jargs_get(args, 99, "start");
+        int64_t si = 0;
+        double sf = 0;
+        bool fl = acc && acc->kind == JV_FLOAT;
+        if (acc) si = acc->i, sf = acc->f;
+        for (size_t i = 0; i < l->n; i++) {
+            tt_jv *x = attr ? attr_path(r, l->items[i], attr) : l->items[i];
+            if (x->kind == JV_FLOAT) {
+                if (!fl) sf = (double)si;
+                fl = true;
+                sf += x->f;
+            } else if (x->kind == JV_INT || x->kind == JV_BOOL) {
+                if (fl) sf += (double)x->i;
+                else if (__builtin_add_overflow(si, x->i, &si)) {
+                    tt_jrender_error(r, at, "integer overflow in sum");
                     return NULL;
                 }
+            } else {
+                tt_jrender_error(r, at, "sum needs numbers, got '%s'", tt_jinja_type_name(x));
+                return NULL;
             }
-            return fl ? tt_jv_float(a, sf) : tt_jv_int(a, si);
         }
-        if (!l->n) return tt_jv_undef(a, "No aggregated item, sequence was empty.");
-        tt_jv *best = l->items[0];
-        for (size_t i = 1; i < l->n; i++) {
-            tt_jv *x = l->items[i];
-            bool lt;
-            tt_jv *kx = fold_key(r, attr ? attr_path(r, x, attr) : x, true), *kb = fold_key(r, attr ? attr_path(r, best, attr) : best, true);
-            if (!tt_jinja_less(r, at, kx, kb, &lt)) return NULL;
-            if (name[1] == 'i' ? lt : (!lt && !tt_jv_equal(kx, kb))) best = x;
-        }
-        return best;
+        return fl ? tt_jv_float(a, sf) : tt_jv_int(a, si);
     }
-    if (!strcmp(name, "batch")) {
-        int64_t size = to_int_or(a0, 0);
-        if (size <= 0) {
-            tt_jrender_error(r, at, "batch needs a positive size");
-            return NULL;
-        }
-        tt_jv *fill = tt_jargs_get(args, 1, "fill_with");
-        tt_jv *l = tt_jinja_iter_list(r, at, v);
-        if (!l) return NULL;
-        tt_jv *out = tt_jv_new(a, JV_LIST), *cur = NULL;
-        for (size_t i = 0; i < l->n; i++) {
-            if (!cur || (int64_t)cur->n == size) {
-                cur = tt_jv_new(a, JV_LIST);
-                tt_jv_push(a, out, cur);
-            }
-            tt_jv_push(a, cur, l->items[i]);
-        }
-        while (fill && cur && (int64_t)cur->n < size) tt_jv_push(a, cur, fill);
-        return out;
+    if (!l->n) return tt_jv_undef(a, "No aggregated item, sequence was empty.");
+    tt_jv *best = l->items[0];
+    for (size_t i = 1; i < l->n; i++) {
+        tt_jv *x = l->items[i];
+        bool lt;
+        tt_jv *kx = fold_key(r, attr ? attr_path(r, x, attr) : x, true), *kb = fold_key(r, attr ? attr_path(r, best, attr) : best, true);
+        if (!tt_jinja_less(r, at, kx, kb, &lt)) return NULL;
+        if (name[1] == 'i' ? lt : (!lt && !tt_jv_equal(kx, kb))) best = x;
     }
+    return best;
+}
+
+static tt_jv *filter_batch(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    tt_jv *a0 = tt_jargs_get(args, 0, NULL);
+    int64_t size = to_int_or(a0, 0);
+    if (size <= 0) {
+        tt_jrender_error(r, at, "batch needs a positive size");
+        return NULL;
+    }
+    tt_jv *fill = tt_jargs_get(args, 1, "fill_with");
+    tt_jv *l = tt_jinja_iter_list(r, at, v);
+    if (!l) return NULL;
+    tt_jv *out = tt_jv_new(a, JV_LIST), *cur = NULL;
+    for (size_t i = 0; i < l->n; i++) {
+        if (!cur || (int64_t)cur->n == size) {
+            cur = tt_jv_new(a, JV_LIST);
+            tt_jv_push(a, out, cur);
+        }
+        tt_jv_push(a, cur, l->items[i]);
+    }
+    while (fill && cur && (int64_t)cur->n < size) tt_jv_push(a, cur, fill);
+    return out;
+}
+
+static tt_jv *filter_trim(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    tt_jv *a0 = tt_jargs_get(args, 0, NULL);
+    return strip(r, s, a0, true, true);
+}
+
+static tt_jv *filter_upper(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    return map_case(r, s, 1);
+}
+
+static tt_jv *filter_lower(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    return map_case(r, s, 0);
+}
+
+static tt_jv *filter_title(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    return map_case(r, s, 2);
+}
+
+static tt_jv *filter_capitalize(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    return map_case(r, s, 3);
+}
+
+static tt_jv *filter_replace(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    tt_jv *o = tt_jargs_get(args, 0, "old"), *nw = tt_jargs_get(args, 1, "new"), *c = tt_jargs_get(args, 2, "count");
+    if (!o || !nw) {
+        tt_jrender_error(r, at, "replace needs old and new strings");
+        return NULL;
+    }
+    return replace(r, s, tt_jinja_to_str(r, o), tt_jinja_to_str(r, nw), to_int_or(c, -1));
+}
+
+static tt_jv *filter_escape(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    tt_jbuf b = {0};
+    for (size_t i = 0; i < s->n; i++) {
+        switch (s->s[i]) {
+        case '&': tt_jbuf_puts(&b, "&amp;"); break;
+        case '<': tt_jbuf_puts(&b, "&lt;"); break;
+        case '>': tt_jbuf_puts(&b, "&gt;"); break;
+        case '"': tt_jbuf_puts(&b, "&#34;"); break;
+        case '\'': tt_jbuf_puts(&b, "&#39;"); break;
+        default: tt_jbuf_put(&b, s->s + i, 1);
+        }
+    }
+    return buf_str(r, &b);
+}
+
+static tt_jv *filter_indent(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    return indent_filter(r, s, args);
+}
+
+static tt_jv *filter_wordcount(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
+    tt_jarena *a = &r->arena;
+    int64_t words = 0;
+    bool in = false;
+    for (size_t i = 0; i < s->n; i++) {
+        unsigned char c = (unsigned char)s->s[i];
+        bool w = isalnum(c) || c == '_' || c >= 0x80;
+        if (w && !in) words++;
+        in = w;
+    }
+    return tt_jv_int(a, words);
+}
+
+/* Filters of any value, by name. */
+static const filter_entry value_filters[] = {
+    {"default", filter_default},
+    {"d", filter_default},
+    {"safe", filter_safe},
+    {"string", filter_string},
+    {"length", filter_length},
+    {"count", filter_length},
+    {"tojson", filter_tojson},
+    {"list", filter_list},
+    {"first", filter_first},
+    {"last", filter_first},
+    {"int", filter_int},
+    {"float", filter_float},
+    {"abs", filter_abs},
+    {"round", filter_round},
+    {"items", filter_items},
+    {"dictsort", filter_dictsort},
+    {"map", filter_map},
+    {"select", filter_select},
+    {"reject", filter_select},
+    {"selectattr", filter_select},
+    {"rejectattr", filter_select},
+    {"unique", filter_unique},
+    {"sort", filter_sort},
+    {"reverse", filter_reverse},
+    {"join", filter_join},
+    {"sum", filter_sum},
+    {"max", filter_sum},
+    {"min", filter_sum},
+    {"batch", filter_batch},
+};
+
+/* Filters of the value as a string (str() first, as jinja2), by name. */
+static const filter_entry string_filters[] = {
+    {"trim", filter_trim},
+    {"upper", filter_upper},
+    {"lower", filter_lower},
+    {"title", filter_title},
+    {"capitalize", filter_capitalize},
+    {"replace", filter_replace},
+    {"escape", filter_escape},
+    {"e", filter_escape},
+    {"indent", filter_indent},
+    {"wordcount", filter_wordcount},
+};
+
+static filter_fn find_filter(const filter_entry *table, size_t count, const char *name) {
+    for (size_t i = 0; i < count; i++)
+        if (!strcmp(table[i].name, name)) return table[i].apply;
+    return NULL;
+}
+
+tt_jv *tt_jinja_filter(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
+    filter_fn apply = find_filter(value_filters, sizeof value_filters / sizeof value_filters[0], name);
+    if (apply) return apply(r, at, name, v, args);
     /* the rest work on strings; jinja2 converts the value with str() first */
     if (v->kind == JV_UNDEF && strcmp(name, "wordcount") != 0 && strcmp(name, "trim") != 0) {
         if (!strcmp(name, "escape") || !strcmp(name, "e")) return str_of(r, "", 0);
     }
     tt_jv *s = tt_jinja_to_str(r, v);
-    if (!strcmp(name, "trim")) return strip(r, s, a0, true, true);
-    if (!strcmp(name, "upper")) return map_case(r, s, 1);
-    if (!strcmp(name, "lower")) return map_case(r, s, 0);
-    if (!strcmp(name, "title")) return map_case(r, s, 2);
-    if (!strcmp(name, "capitalize")) return map_case(r, s, 3);
-    if (!strcmp(name, "replace")) {
-        tt_jv *o = tt_jargs_get(args, 0, "old"), *nw = tt_jargs_get(args, 1, "new"), *c = tt_jargs_get(args, 2, "count");
-        if (!o || !nw) {
-            tt_jrender_error(r, at, "replace needs old and new strings");
-            return NULL;
-        }
-        return replace(r, s, tt_jinja_to_str(r, o), tt_jinja_to_str(r, nw), to_int_or(c, -1));
-    }
-    if (!strcmp(name, "escape") || !strcmp(name, "e")) {
-        tt_jbuf b = {0};
-        for (size_t i = 0; i < s->n; i++) {
-            switch (s->s[i]) {
-            case '&': tt_jbuf_puts(&b, "&amp;"); break;
-            case '<': tt_jbuf_puts(&b, "&lt;"); break;
-            case '>': tt_jbuf_puts(&b, "&gt;"); break;
-            case '"': tt_jbuf_puts(&b, "&#34;"); break;
-            case '\'': tt_jbuf_puts(&b, "&#39;"); break;
-            default: tt_jbuf_put(&b, s->s + i, 1);
-            }
-        }
-        return buf_str(r, &b);
-    }
-    if (!strcmp(name, "indent")) return indent_filter(r, s, args);
-    if (!strcmp(name, "wordcount")) {
-        int64_t words = 0;
-        bool in = false;
-        for (size_t i = 0; i < s->n; i++) {
-            unsigned char c = (unsigned char)s->s[i];
-            bool w = isalnum(c) || c == '_' || c >= 0x80;
-            if (w && !in) words++;
-            in = w;
-        }
-        return tt_jv_int(a, words);
-    }
+    apply = find_filter(string_filters, sizeof string_filters / sizeof string_filters[0], name);
+    if (apply) return apply(r, at, name, s, args);
     (void)need_str;
     tt_jrender_error(r, at, "no filter named '%s'", name);
     return NULL;

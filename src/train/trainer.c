@@ -385,6 +385,173 @@ static void report_offload(tt_model_state *model) {
     }
 }
 
+/* The training data, before any memory is reserved: a bad dataset or a micro-batch larger than it is refused at
+ * once (reserving a large plan's arenas takes seconds). JSON datasets train from their prepared file (token file
+ * version 2), made now if there is none. */
+static void open_training_data(tt_dataset *data, const tt_run_config *run, const tt_model_config *model_config) {
+    char *prepared = NULL;
+    if (tt_run_has_json_datasets(run)) {
+        bool reused = false;
+        prepared = tt_prepare_datasets(run, &reused);
+        tt_info("data: %s %s", reused ? "reusing the prepared dataset" : "no prepared dataset with this hash yet: prepared",
+                prepared);
+    }
+    if (run->sample_packing) {
+        tt_dataset_open_packed(data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count,
+                               model_config->vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed,
+                               run->excess_length_strategy == TT_EXCESS_TRUNCATE, run->sample_packing_bin_size,
+                               run->sample_packing_group_size);
+        report_packing(data, run);
+    } else {
+        tt_dataset_open(data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count,
+                        model_config->vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed);
+    }
+    free(prepared);
+    if (run->micro_batch_size > data->train_count) /* every sequence many times over in each micro-batch */
+        tt_die("micro_batch_size %lld is more than the %lld training %s the datasets hold; lower micro_batch_size",
+               (long long)run->micro_batch_size, (long long)data->train_count, data->documents ? "documents" : "sequences");
+}
+
+/* max_steps, else num_epochs of the training sequences (packed: each epoch's own packing counts; they differ by a
+ * few sequences). */
+static int64_t total_steps_of(const tt_run_config *run, const tt_dataset *data, int64_t sequences_per_step) {
+    if (run->max_steps > 0) return run->max_steps;
+    const double sequences = tt_dataset_sequences_in_epochs(data, run->num_epochs);
+    const int64_t steps = (int64_t)ceil(sequences / (double)sequences_per_step);
+    return steps < 1 ? 1 : steps;
+}
+
+/* The initial weights, or a checkpoint's (resume_from_checkpoint, or the latest with --resume) with the trainer's
+ * state and the data's position. Returns the checkpoint's directory (the caller frees it), or NULL. */
+static char *resume_or_initialise(tt_model_state *model, tt_trainer_state *trainer, tt_dataset *data,
+                                  const tt_run_config *run, bool resume_latest) {
+    char *resume_dir = NULL;
+    if (run->resume_from_checkpoint) {
+        resume_dir = tt_xstrdup(run->resume_from_checkpoint);
+    } else if (resume_latest) {
+        resume_dir = tt_checkpoint_find_latest(run->output_dir);
+        if (!resume_dir) tt_die("--resume: no checkpoint-<step> directory in output_dir '%s'", run->output_dir);
+    }
+    if (!resume_dir) {
+        initial_weights(model, run);
+        return NULL;
+    }
+    /* A checkpoint holds the trainable parameters; the frozen ones are the run's initial weights. */
+    if (model->params.trainable_start > 0) initial_weights(model, run);
+    tt_checkpoint_load(model, trainer, resume_dir);
+    tt_dataset_set_position(data, trainer->data_epoch, trainer->data_index);
+    tt_info("resumed from %s at step %lld", resume_dir, (long long)trainer->global_step);
+    return resume_dir;
+}
+
+/* One optimizer step's micro-batches, drawn up front so that the loss can be averaged over all unmasked tokens
+ * of the step (not per micro-batch). Each array: [accumulation x micro_batch x sequence_len]. */
+typedef struct step_batch {
+    int32_t *inputs, *targets;
+    int32_t *positions;     /* packed documents' position ids, else NULL */
+    int64_t reported_epoch; /* the last epoch whose packing was reported (epoch 1's at start or resume) */
+} step_batch;
+
+static void step_batch_init(step_batch *batch, const tt_dataset *data, int64_t tokens) {
+    batch->inputs = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "step token buffer");
+    batch->targets = tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "step token buffer");
+    batch->positions = data->packed ? tt_xmalloc(sizeof(int32_t) * (size_t)tokens, "step token buffer") : NULL;
+    batch->reported_epoch = data->epoch;
+}
+
+static void step_batch_free(step_batch *batch) {
+    free(batch->inputs);
+    free(batch->targets);
+    free(batch->positions);
+}
+
+/* Draws the step's sequences; returns its target tokens (those not masked). */
+static int64_t draw_step_batch(step_batch *batch, tt_dataset *data, int64_t sequences, int64_t T) {
+    for (int64_t i = 0; i < sequences; i++) {
+        if (data->packed && data->index_in_epoch == 0 && data->epoch != batch->reported_epoch) {
+            report_epoch_packing(data);
+            batch->reported_epoch = data->epoch;
+        }
+        tt_dataset_next_train_positions(data, batch->inputs + i * T, batch->targets + i * T,
+                                        batch->positions ? batch->positions + i * T : NULL);
+    }
+    int64_t target_tokens = 0;
+    for (int64_t i = 0; i < sequences * T; i++) target_tokens += batch->targets[i] != TT_IGNORE_INDEX;
+    return target_tokens;
+}
+
+/* Forward and backward of the step's micro-batches into zeroed gradients; returns the mean loss over the
+ * step's target tokens. */
+static double accumulate_gradients(tt_model_state *model, const step_batch *batch, const tt_run_config *run,
+                                   const tt_trainer_state *trainer, const tt_adamw_settings *adamw,
+                                   const tt_lr_schedule *schedule, int64_t target_tokens) {
+    const int64_t N = run->micro_batch_size * run->sequence_len, accumulation = run->gradient_accumulation_steps;
+    tt_backend_zero(model->backend, model->gradients, model->sizes.gradients);
+    double loss_sum = 0;
+    int64_t counted = 0;
+    for (int64_t micro = 0; micro < accumulation; micro++) {
+        /* the last micro-batch's backward finishes the gradients: optimizer offload with overlap starts
+         * moving (and, without clipping, updating) the host share layer by layer */
+        if (micro == accumulation - 1)
+            tt_optimizer_offload_expect_gradients(model->optimizer_offload, adamw,
+                                                  (float)tt_lr_at(schedule, trainer->global_step),
+                                                  trainer->global_step + 1);
+        tt_model_set_batch(model, batch->inputs + micro * N, batch->targets + micro * N);
+        if (batch->positions) tt_model_set_positions(model, batch->positions + micro * N);
+        model->lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer->global_step, micro);
+        int64_t count = 0;
+        /* every token's loss gradient is scaled by 1 / (the step's target tokens), as transformers does with
+         * num_items_in_batch, and its loss added in token order onto the step's running sum: micro-batches of
+         * one document each give the bits of the same documents packed into one */
+        loss_sum = tt_step_forward_backward_continuing(model, target_tokens ? 1.0 / (double)target_tokens : 0.0,
+                                                       loss_sum, &count);
+        counted += count;
+    }
+    return counted ? loss_sum / (double)counted : 0.0;
+}
+
+/* The end of a run: the final model (unless the run stopped on a non-finite step), the tok/s, the measured peaks
+ * against the estimate, what the offload mechanisms moved. */
+static void finish_run(tt_model_state *model, const tt_run_config *run, const tt_device *device, bool completed,
+                       int64_t steps, double start, int64_t tokens_per_step) {
+    if (completed) {
+        /* The final model, as a Hugging Face checkpoint in output_dir itself. */
+        const bool saving = run->save_strategy == TT_SAVE_STEPS;
+        if (saving)
+            save_final_weights(model, run);
+        else
+            tt_info("save_strategy: no: the trained model is not saved");
+        const double elapsed = now_seconds() - start; /* the final save included */
+        tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
+                elapsed > 0 ? (double)(steps * tokens_per_step) / elapsed : 0.0,
+                !saving                       ? ""
+                : model->params.lora_rank > 0 ? "; LoRA adapter (PEFT format) saved to "
+                                              : "; model saved to ",
+                saving ? run->output_dir : "");
+        if (saving && model->params.lora_rank > 0 && run->base_model)
+            tt_info("a full model: tiertrain merge --base %s --adapter %s -o <dir>", run->base_model, run->output_dir);
+    }
+    const tt_tier tier = compute_tier_of(device);
+    const tt_arena *measured[TT_TIER_COUNT] = {0};
+    measured[tier] = &model->arena;
+    if (model->host.base) measured[model->host.tier] = &model->host;
+    printf("memory, estimate vs measured peak:\n");
+    tt_size_table_print(&model->sizes, stdout, measured);
+    report_offload(model);
+    if (model->optimizer_offload) {
+        tt_optimizer_offload_finish(model->optimizer_offload);
+        char line[256];
+        tt_optimizer_offload_describe(model->optimizer_offload, line, sizeof line);
+        if (line[0]) printf("  %s\n", line);
+    }
+    const size_t outside = tt_backend_bytes_outside_arenas(model->backend);
+    if (outside) {
+        char text[32];
+        printf("  %s memory outside the arena (library handles and workspaces): %s\n", tt_tier_name(tier),
+               tt_format_bytes(outside, text, sizeof text));
+    }
+}
+
 int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest) {
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
@@ -394,84 +561,33 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     tt_load_model_config_for_run(run, &model_config);
     tt_plan plan;
     plan_for_run(&plan, run, &model_config, device);
-    /* The data before any memory is reserved: a bad dataset or a micro-batch larger than it is refused at once
-     * (reserving a large plan's arenas takes seconds). JSON datasets train from their prepared file (token file
-     * version 2), made now if there is none. */
-    char *prepared = NULL;
-    if (tt_run_has_json_datasets(run)) {
-        bool reused = false;
-        prepared = tt_prepare_datasets(run, &reused);
-        tt_info("data: %s %s", reused ? "reusing the prepared dataset" : "no prepared dataset with this hash yet: prepared",
-                prepared);
-    }
     tt_dataset data;
-    if (run->sample_packing) {
-        tt_dataset_open_packed(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count,
-                               model_config.vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed,
-                               run->excess_length_strategy == TT_EXCESS_TRUNCATE, run->sample_packing_bin_size,
-                               run->sample_packing_group_size);
-        report_packing(&data, run);
-    } else {
-        tt_dataset_open(&data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count, model_config.vocab_size,
-                        run->sequence_len, run->val_set_size, (uint64_t)run->seed);
-    }
-    free(prepared);
-    if (run->micro_batch_size > data.train_count) /* every sequence many times over in each micro-batch */
-        tt_die("micro_batch_size %lld is more than the %lld training %s the datasets hold; lower micro_batch_size",
-               (long long)run->micro_batch_size, (long long)data.train_count, data.documents ? "documents" : "sequences");
+    open_training_data(&data, run, &model_config);
 
     tt_model_state model;
     const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, &model_config, plan.weight_bytes);
     tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
-    const tt_model_config *mc = &model.config;
     const tt_tier tier = compute_tier_of(device);
     tt_model_set_trace(&model, tt_trace_open(run->trace));
-    print_header(mc, &model.params, device, &model.plan, &model.sizes, stdout);
+    print_header(&model.config, &model.params, device, &model.plan, &model.sizes, stdout);
 
-    const int64_t B = run->micro_batch_size, T = run->sequence_len, N = B * T;
-    const int64_t accumulation = run->gradient_accumulation_steps;
-    const int64_t sequences_per_step = B * accumulation;
-    int64_t total_steps = run->max_steps;
-    if (total_steps <= 0) {
-        /* packed: each epoch's own packing counts (they differ by a few sequences) */
-        const double sequences = tt_dataset_sequences_in_epochs(&data, run->num_epochs);
-        total_steps = (int64_t)ceil(sequences / (double)sequences_per_step);
-        if (total_steps < 1) total_steps = 1;
-    }
+    const int64_t T = run->sequence_len;
+    const int64_t sequences_per_step = run->micro_batch_size * run->gradient_accumulation_steps;
+    const int64_t total_steps = total_steps_of(run, &data, sequences_per_step);
     const tt_lr_schedule schedule = tt_lr_schedule_for_run(run, total_steps);
     const tt_adamw_settings adamw = tt_adamw_settings_for_run(run);
 
     tt_trainer_state trainer = {0};
     tt_rng_seed(&trainer.rng, (uint64_t)run->seed);
-    char *resume_dir = NULL;
-    if (run->resume_from_checkpoint) {
-        resume_dir = tt_xstrdup(run->resume_from_checkpoint);
-    } else if (resume_latest) {
-        resume_dir = tt_checkpoint_find_latest(run->output_dir);
-        if (!resume_dir) tt_die("--resume: no checkpoint-<step> directory in output_dir '%s'", run->output_dir);
-    }
-    if (resume_dir) {
-        /* A checkpoint holds the trainable parameters; the frozen ones are the run's initial weights. */
-        if (model.params.trainable_start > 0) initial_weights(&model, run);
-        tt_checkpoint_load(&model, &trainer, resume_dir);
-        tt_dataset_set_position(&data, trainer.data_epoch, trainer.data_index);
-        tt_info("resumed from %s at step %lld", resume_dir, (long long)trainer.global_step);
-    } else {
-        initial_weights(&model, run);
-    }
+    char *resume_dir = resume_or_initialise(&model, &trainer, &data, run, resume_latest);
     tt_info("data: %lld training and %lld eval %s of %lld tokens; %lld steps of %lld sequences (%lld tokens)",
             (long long)data.train_count, (long long)data.eval_count,
             data.packed ? "sequences (packed documents)" : data.documents ? "documents (one per sequence, padded)" : "sequences",
             (long long)T, (long long)total_steps,
             (long long)sequences_per_step, (long long)(sequences_per_step * T));
 
-    /* Micro-batches of one optimizer step are drawn up front, so the loss can be averaged
-     * over all unmasked tokens of the step (not per micro-batch). */
-    int32_t *step_inputs = tt_xmalloc(sizeof(int32_t) * (size_t)(N * accumulation), "step token buffer");
-    int32_t *step_targets = tt_xmalloc(sizeof(int32_t) * (size_t)(N * accumulation), "step token buffer");
-    int32_t *step_positions = data.packed ? tt_xmalloc(sizeof(int32_t) * (size_t)(N * accumulation), "step token buffer")
-                                          : NULL;
-
+    step_batch batch;
+    step_batch_init(&batch, &data, sequences_per_step * T);
     tt_reporter reporter;
     tt_reporter_open(&reporter, run->output_dir, run->progress);
     reporter.arenas[tier] = &model.arena;
@@ -481,43 +597,11 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     const double start = now_seconds();
     const int64_t first_step = trainer.global_step;
     int exit_status = 0;
-    int64_t reported_epoch = data.epoch; /* epoch 1's packing was reported at start (or resumed into) */
     while (trainer.global_step < total_steps) {
         const double step_start = now_seconds();
-        for (int64_t i = 0; i < sequences_per_step; i++) {
-            if (data.packed && data.index_in_epoch == 0 && data.epoch != reported_epoch) {
-                report_epoch_packing(&data);
-                reported_epoch = data.epoch;
-            }
-            tt_dataset_next_train_positions(&data, step_inputs + i * T, step_targets + i * T,
-                                            step_positions ? step_positions + i * T : NULL);
-        }
-        int64_t step_tokens = 0;
-        for (int64_t i = 0; i < N * accumulation; i++) step_tokens += step_targets[i] != TT_IGNORE_INDEX;
-
-        tt_backend_zero(model.backend, model.gradients, model.sizes.gradients);
-        double loss_sum = 0;
-        int64_t counted = 0;
-        for (int64_t micro = 0; micro < accumulation; micro++) {
-            /* the last micro-batch's backward finishes the gradients: optimizer offload with overlap starts
-             * moving (and, without clipping, updating) the host share layer by layer */
-            if (micro == accumulation - 1)
-                tt_optimizer_offload_expect_gradients(model.optimizer_offload, &adamw,
-                                                      (float)tt_lr_at(&schedule, trainer.global_step),
-                                                      trainer.global_step + 1);
-            tt_model_set_batch(&model, step_inputs + micro * N, step_targets + micro * N);
-            if (step_positions) tt_model_set_positions(&model, step_positions + micro * N);
-            model.lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer.global_step, micro);
-            int64_t count = 0;
-            /* every token's loss gradient is scaled by 1 / (the step's target tokens), as transformers does with
-             * num_items_in_batch, and its loss added in token order onto the step's running sum: micro-batches of
-             * one document each give the bits of the same documents packed into one */
-            loss_sum = tt_step_forward_backward_continuing(&model, step_tokens ? 1.0 / (double)step_tokens : 0.0,
-                                                           loss_sum, &count);
-            counted += count;
-        }
-        double loss = counted ? loss_sum / (double)counted : 0.0;
-        double grad_norm = tt_gradient_norm(&model);
+        const int64_t step_tokens = draw_step_batch(&batch, &data, sequences_per_step, T);
+        const double loss = accumulate_gradients(&model, &batch, run, &trainer, &adamw, &schedule, step_tokens);
+        const double grad_norm = tt_gradient_norm(&model);
         if (!isfinite(loss) || !isfinite(grad_norm)) {
             tt_reporter_close(&reporter);
             fprintf(stderr,
@@ -530,7 +614,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
             exit_status = 2;
             break;
         }
-        double lr = tt_lr_at(&schedule, trainer.global_step);
+        const double lr = tt_lr_at(&schedule, trainer.global_step);
         tt_adamw_step(&model, &adamw, (float)lr, trainer.global_step + 1, tt_clip_scale(grad_norm, adamw.max_grad_norm));
         trainer.global_step++;
         trainer.tokens_seen += step_tokens;
@@ -550,63 +634,25 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
             .elapsed_seconds = t_now - start,
             .steps_this_run = trainer.global_step - first_step,
         };
-        bool last = trainer.global_step == total_steps;
+        const bool last = trainer.global_step == total_steps;
         tt_reporter_step(&reporter, &report, last || trainer.global_step % run->logging_steps == 0);
 
         if (data.eval_count > 0 && ((run->eval_steps > 0 && trainer.global_step % run->eval_steps == 0) || last)) {
             int64_t eval_tokens = 0;
-            double eval_loss = evaluate(&model, &data, step_inputs, step_targets, step_positions, &eval_tokens);
+            const double eval_loss = evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, &eval_tokens);
             tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
         }
-        const bool saving = run->save_strategy == TT_SAVE_STEPS;
-        if (saving && ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last)) {
+        if (run->save_strategy == TT_SAVE_STEPS && ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last)) {
             free(last_checkpoint);
             last_checkpoint = tt_checkpoint_save(&model, &trainer, run);
         }
     }
     tt_reporter_close(&reporter);
-
-    if (exit_status == 0) {
-        /* The final model, as a Hugging Face checkpoint in output_dir itself. */
-        if (run->save_strategy == TT_SAVE_STEPS)
-            save_final_weights(&model, run);
-        else
-            tt_info("save_strategy: no: the trained model is not saved");
-        double elapsed = now_seconds() - start;
-        int64_t steps = trainer.global_step - first_step;
-        tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
-                elapsed > 0 ? (double)(steps * sequences_per_step * T) / elapsed : 0.0,
-                run->save_strategy != TT_SAVE_STEPS          ? ""
-                : model.params.lora_rank > 0 ? "; LoRA adapter (PEFT format) saved to "
-                                                  : "; model saved to ",
-                run->save_strategy == TT_SAVE_STEPS ? run->output_dir : "");
-        if (run->save_strategy == TT_SAVE_STEPS && model.params.lora_rank > 0 && run->base_model)
-            tt_info("a full model: tiertrain merge --base %s --adapter %s -o <dir>", run->base_model, run->output_dir);
-    }
-    const tt_arena *measured[TT_TIER_COUNT] = {0};
-    measured[tier] = &model.arena;
-    if (model.host.base) measured[model.host.tier] = &model.host;
-    printf("memory, estimate vs measured peak:\n");
-    tt_size_table_print(&model.sizes, stdout, measured);
-    report_offload(&model);
-    if (model.optimizer_offload) {
-        tt_optimizer_offload_finish(model.optimizer_offload);
-        char line[256];
-        tt_optimizer_offload_describe(model.optimizer_offload, line, sizeof line);
-        if (line[0]) printf("  %s\n", line);
-    }
-    const size_t outside = tt_backend_bytes_outside_arenas(model.backend);
-    if (outside) {
-        char text[32];
-        printf("  %s memory outside the arena (library handles and workspaces): %s\n", tt_tier_name(tier),
-               tt_format_bytes(outside, text, sizeof text));
-    }
+    finish_run(&model, run, device, exit_status == 0, trainer.global_step - first_step, start, sequences_per_step * T);
 
     free(last_checkpoint);
     free(resume_dir);
-    free(step_inputs);
-    free(step_targets);
-    free(step_positions);
+    step_batch_free(&batch);
     tt_dataset_close(&data);
     if (model.trace) {
         tt_trace_close(model.trace);

@@ -253,10 +253,8 @@ void tt_model_state_init_measure(tt_model_state *s, const tt_model_config *confi
 
 /* The rest of a state once its config, plan, params, sizes, backend and compute-tier arena are set: the persistent
  * tensors, the offload stores and streams, the views. */
-static void model_state_build(tt_model_state *s) {
-    const tt_backend *backend = s->backend;
-    tt_residency_build(&s->residency, &s->params, &s->plan, &s->sizes);
-
+/* The persistent tensors of the compute tier, pushed in the order the size table's dry run measures them. */
+static void push_persistent_tensors(tt_model_state *s) {
     /* The frozen weights and the trainable ones are one buffer in two classes: the frozen part is a
      * whole number of arena units (tt_param_table_build), so the second push continues the first.
      * With layer_offloading the frozen part lives in pinned host memory instead (init_offload) and
@@ -278,7 +276,7 @@ static void model_state_build(tt_model_state *s) {
     s->weights = frozen ? frozen : s->trainable_weights;
     s->gradients = tt_arena_push(&s->arena, s->sizes.gradients, TT_CLASS_GRADIENT, "gradients");
     s->master = s->sizes.master ? tt_arena_push(&s->arena, s->sizes.master, TT_CLASS_MASTER, "master weights") : NULL;
-    size_t moment_bytes = s->sizes.optimizer_state / 2;
+    const size_t moment_bytes = s->sizes.optimizer_state / 2;
     s->adam_m = tt_arena_push(&s->arena, moment_bytes, TT_CLASS_OPTIMIZER_STATE, "AdamW first moment");
     s->adam_v = tt_arena_push(&s->arena, moment_bytes, TT_CLASS_OPTIMIZER_STATE, "AdamW second moment");
     s->rope_cos = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE cos table");
@@ -297,11 +295,11 @@ static void model_state_build(tt_model_state *s) {
                                                 : NULL;
     s->norm_partials =
         tt_arena_push(&s->arena, s->sizes.norm_partials, TT_CLASS_WORKSPACE, "gradient norm partial sums");
-    /* the explicit prepare step: the backend builds its plans for this run before the first op */
-    const tt_backend_settings settings = tt_plan_backend_settings(&s->plan);
-    const tt_scratch_shape scratch_shape = tt_size_table_scratch_shape(&s->config, &s->params, &s->plan);
-    tt_backend_prepare(backend, &settings, &scratch_shape, s->op_scratch, s->sizes.op_scratch);
+}
 
+/* Weights, gradients, master copy, moments and the norm's partial sums start at zero (weights are loaded after). */
+static void zero_persistent_tensors(tt_model_state *s) {
+    const tt_backend *backend = s->backend;
     if (s->plan.stream_frozen_layers) {
         tt_backend_zero(backend, s->frozen_resident, s->sizes.frozen_resident);
         tt_backend_zero(backend, s->weight_ring[0], 2 * s->sizes.weight_ring);
@@ -312,27 +310,36 @@ static void model_state_build(tt_model_state *s) {
     tt_backend_zero(backend, s->gradients, s->sizes.gradients);
     if (s->master) tt_backend_zero(backend, s->master, s->sizes.master);
     tt_backend_zero(backend, s->norm_partials, s->sizes.norm_partials);
-    tt_backend_zero(backend, s->adam_m, moment_bytes);
-    tt_backend_zero(backend, s->adam_v, moment_bytes);
-    if (!s->measuring) {
-        /* [T, hd/2]: the compute tier's tables, or with packed documents the host's, whose rows each
-         * micro-batch gathers at its tokens' positions (tt_model_set_positions) */
-        const size_t table_bytes = sizeof(float) * (size_t)(s->plan.seq_len * (s->config.head_dim / 2));
-        float *host_cos = tt_xmalloc(table_bytes, "RoPE table");
-        float *host_sin = tt_xmalloc(table_bytes, "RoPE table");
-        tt_rope_tables(&s->config, s->plan.seq_len, host_cos, host_sin);
-        if (s->plan.packed_documents) {
-            s->host_rope_cos = host_cos;
-            s->host_rope_sin = host_sin;
-            s->host_batch_rope = tt_xmalloc(2 * s->sizes.rope_table, "RoPE rows of a micro-batch");
-        } else {
-            tt_backend_upload(backend, s->rope_cos, host_cos, table_bytes);
-            tt_backend_upload(backend, s->rope_sin, host_sin, table_bytes);
-            free(host_cos);
-            free(host_sin);
-        }
-    }
+    tt_backend_zero(backend, s->adam_m, s->sizes.optimizer_state / 2);
+    tt_backend_zero(backend, s->adam_v, s->sizes.optimizer_state / 2);
+}
 
+/* RoPE's cos and sin tables: uploaded once, or with packed documents kept on the host, whose rows each micro-batch
+ * gathers at its tokens' positions. */
+static void init_rope_tables(tt_model_state *s) {
+    if (s->measuring) return;
+    /* [T, hd/2]: the compute tier's tables, or with packed documents the host's, whose rows each
+     * micro-batch gathers at its tokens' positions (tt_model_set_positions) */
+    const size_t table_bytes = sizeof(float) * (size_t)(s->plan.seq_len * (s->config.head_dim / 2));
+    float *host_cos = tt_xmalloc(table_bytes, "RoPE table");
+    float *host_sin = tt_xmalloc(table_bytes, "RoPE table");
+    tt_rope_tables(&s->config, s->plan.seq_len, host_cos, host_sin);
+    if (s->plan.packed_documents) {
+        s->host_rope_cos = host_cos;
+        s->host_rope_sin = host_sin;
+        s->host_batch_rope = tt_xmalloc(2 * s->sizes.rope_table, "RoPE rows of a micro-batch");
+    } else {
+        tt_backend_upload(s->backend, s->rope_cos, host_cos, table_bytes);
+        tt_backend_upload(s->backend, s->rope_sin, host_sin, table_bytes);
+        free(host_cos);
+        free(host_sin);
+    }
+}
+
+/* The optimizer units, the offload stores, the views of every layer's weights and gradients (the gradient ring's
+ * units where it places them), and the weight stream with layer_offloading. */
+static void bind_layers(tt_model_state *s) {
+    const tt_backend *backend = s->backend;
     const int64_t L = s->config.num_layers;
     s->unit_start = tt_xcalloc((size_t)L + 3, sizeof(int64_t), "optimizer units");
     tt_optimizer_unit_starts(&s->params, L, s->unit_start);
@@ -367,6 +374,19 @@ static void model_state_build(tt_model_state *s) {
             tt_model_view_bind_range(&s->g, &s->params, s->unit_start[u], s->unit_start[u + 1],
                                      tt_model_unit_gradients(s, u), s->plan.gradient_bytes);
 
+}
+
+static void model_state_build(tt_model_state *s) {
+    tt_residency_build(&s->residency, &s->params, &s->plan, &s->sizes);
+    push_persistent_tensors(s);
+    /* the explicit prepare step: the backend builds its plans for this run before the first op */
+    const tt_backend_settings settings = tt_plan_backend_settings(&s->plan);
+    const tt_scratch_shape scratch_shape = tt_size_table_scratch_shape(&s->config, &s->params, &s->plan);
+    tt_backend_prepare(s->backend, &settings, &scratch_shape, s->op_scratch, s->sizes.op_scratch);
+
+    zero_persistent_tensors(s);
+    init_rope_tables(s);
+    bind_layers(s);
     s->attention = (tt_attention_shape){
         .batch = s->plan.micro_batch,
         .seq_len = s->plan.seq_len,

@@ -1,6 +1,6 @@
 /* The run configuration: a YAML file with axolotl's key names where they exist, plus
  * key=value overrides from the command line. Every key is declared once in the key
- * table (config.c): name, type, default, valid values, one line of help. Unknown keys,
+ * table (src/config/keys.c): name, type, default, valid values, one line of help. Unknown keys,
  * wrong types and out-of-range values are errors that name the key and the valid
  * values; keys of features that are not built yet are rejected as "not available yet",
  * never ignored. */
@@ -16,8 +16,8 @@
 
 /* Each key whose value is a name from a fixed list has a C enum, made from one list together with
  * the key table's value list (keys.c: `.values = VALUE_NAMES(TT_..._VALUES)`), so that the order of
- * the names and of the enum cannot drift apart; keys.c checks each list's length against the enum's
- * count with a static assert. X(member, "name") */
+ * the names and of the enum cannot drift apart; keys.c asserts statically that each enum is stored as the
+ * int the table writes (TIE_VALUES), and test_config loads every name as its member. X(member, "name") */
 #define TT_LR_SCHEDULER_VALUES(X) X(TT_LR_COSINE, "cosine") X(TT_LR_LINEAR, "linear") X(TT_LR_CONSTANT, "constant")
 #define TT_RECOMPUTE_GRANULARITY_VALUES(X)                                                                             \
     X(TT_RECOMPUTE_NONE, "none") X(TT_RECOMPUTE_FULL, "full") X(TT_RECOMPUTE_SELECTIVE, "selective")
@@ -83,7 +83,7 @@ typedef enum tt_dataset_type {
     TT_DATASET_CHAT_TEMPLATE, /* conversations through a chat template; roles_to_train train (src/data/chat_template.h) */
 } tt_dataset_type;
 
-/* One datasets entry beyond its path (config.c parses it; src/data/sft_*.c use it). */
+/* One datasets entry beyond its path (src/config/datasets.c parses it; src/data/sft_*.c use it). */
 typedef struct tt_dataset_spec {
     tt_dataset_type type;
     char *field;              /* completion: the text field (default "text") */

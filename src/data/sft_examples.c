@@ -147,7 +147,7 @@ void tt_sft_record_segments(const tt_dataset_spec *spec, bool train_on_inputs, j
     case TT_DATASET_TOKENS:
     case TT_DATASET_CHAT_TEMPLATE: break;
     }
-    /* the type as a number: the fuzz targets link src/data without config.c */
+    /* the type as a number: the fuzz targets link src/data without src/config/ */
     TT_CHECK(false, "dataset type %d has no record reader", (int)spec->type);
 }
 

@@ -6,6 +6,8 @@
 #include "core/check.h"
 #include "model/lora_modules.h"
 
+/* One slot a line, in slot order (kept as written). */
+/* clang-format off */
 #define SLOT(id, label, rows_, width_, fp32_, op, mlp, cheap_, module)                                               \
     [id] = {.name = (label),                                                                                       \
             .present = true,                                                                                       \
@@ -66,6 +68,8 @@ static const tt_layer_slots qwen3_slots = {
              SLOT(TT_SAVED_K, "k", TOKENS, KV, false, HEAD_NORM_ROPE, false, true, -1),
              ATTENTION_OUTPUT_AND_MLP_SLOTS},
 };
+
+/* clang-format on */
 
 const tt_layer_slots *tt_layer_slots_for(const tt_model_config *model) {
     return model->qk_norm ? &qwen3_slots : &llama_slots;

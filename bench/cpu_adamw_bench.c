@@ -64,9 +64,7 @@ int main(int argc, char **argv) {
                (double)n / best / 1e6);
         tt_cpu_adamw_pool_free(pool);
     }
-    if (small_pages)
-        free(block);
-    else
-        tt_host_block_free(block);
+    if (small_pages) free(block);
+    else tt_host_block_free(block);
     return 0;
 }

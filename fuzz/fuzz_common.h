@@ -28,12 +28,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 static jmp_buf fuzz_jump;
 
 /* tt_die jumps back here: FUZZ_TRY { reader } FUZZ_CATCH { cleanup } */
-#define FUZZ_TRY                                  \
-    tt_fuzz_die_jump = &fuzz_jump;                \
+#define FUZZ_TRY                   \
+    tt_fuzz_die_jump = &fuzz_jump; \
     if (setjmp(fuzz_jump) == 0) {
-#define FUZZ_CATCH                                \
-        tt_fuzz_die_jump = NULL;                  \
-    } else
+#define FUZZ_CATCH           \
+    tt_fuzz_die_jump = NULL; \
+    }                        \
+    else
 
 /* ---- jansson allocation tracking ---- */
 
@@ -67,9 +68,7 @@ static inline void fuzz_json_release_all(void) {
     while (fuzz_json_live.next != &fuzz_json_live) fuzz_json_free(fuzz_json_live.next->data);
 }
 
-static inline void fuzz_setup(void) {
-    json_set_alloc_funcs(fuzz_json_malloc, fuzz_json_free);
-}
+static inline void fuzz_setup(void) { json_set_alloc_funcs(fuzz_json_malloc, fuzz_json_free); }
 
 /* ---- the input as a file ---- */
 

@@ -15,7 +15,8 @@ static tt_tokenizer *tok;
 static tt_token_ids ids;
 static char *text;
 
-static const char sample[] = "Hello, world!  It's 2026: caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac <s></s><|endoftext|>\n\t x";
+static const char sample[] =
+    "Hello, world!  It's 2026: caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac <s></s><|endoftext|>\n\t x";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_input_path(data, size);

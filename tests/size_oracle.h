@@ -120,9 +120,8 @@ static inline void tt_size_oracle_peaks(tt_size_table *t, const tt_model_config 
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     t->class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_DISK] = (size_t)blocks_on_disk * t->saved_disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot + (size_t)blocks_on_disk * t->saved_disk_slot;
-    const size_t persistent_workspace =
-        2 * t->rope_table + 2 * t->batch_ids + t->batch_positions + t->op_scratch + t->lora_dropout_buffer +
-        t->dequant_buffer + t->norm_partials;
+    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->batch_positions + t->op_scratch +
+                                        t->lora_dropout_buffer + t->dequant_buffer + t->norm_partials;
 
     t->class_peak[TT_CLASS_FROZEN_WEIGHT][c] = t->frozen_weights;
     t->class_peak[tt_trainable_weight_class(params)][c] = t->weights;
@@ -136,8 +135,8 @@ static inline void tt_size_oracle_peaks(tt_size_table *t, const tt_model_config 
     size_t transient_workspace = t->layer_backward > t->d_head ? t->layer_backward : t->d_head;
     t->class_peak[TT_CLASS_WORKSPACE][c] = persistent_workspace + t->d_residual + transient_workspace;
 
-    size_t base = t->frozen_weights + t->weights + t->gradients + t->master + t->optimizer_state + persistent_workspace +
-                  inputs_on_compute + t->saved_staging + t->d_residual;
+    size_t base = t->frozen_weights + t->weights + t->gradients + t->master + t->optimizer_state +
+                  persistent_workspace + inputs_on_compute + t->saved_staging + t->d_residual;
     size_t at_head = saved_at_head + t->logits_chunk + t->d_head;
     t->tier_peak[c] = base + (layer_peak > at_head ? layer_peak : at_head);
     t->attention_room = t->tier_peak[c] - (base + attention_peak);

@@ -77,7 +77,8 @@ static tt_chat_format *open_format_with(const char *template_text, const tt_data
 
 static tt_chat_format *open_format(const char *template_text, const tt_dataset_spec *spec, int train_on_eos,
                                    bool train_on_inputs, const char *tokdir, const tt_tokenizer *tok) {
-    tt_chat_settings more = {.train_on_eos = train_on_eos, .train_on_eot = train_on_eos, .train_on_inputs = train_on_inputs};
+    tt_chat_settings more = {
+        .train_on_eos = train_on_eos, .train_on_eot = train_on_eos, .train_on_inputs = train_on_inputs};
     return open_format_with(template_text, spec, &more, tokdir, tok);
 }
 
@@ -155,7 +156,8 @@ static void test_golden(void) {
         if (!template || !conv) continue;
         json_t *record = json_object();
         json_object_set(record, "messages", json_object_get(conv, "messages"));
-        if (json_is_true(json_object_get(conv, "tools"))) json_object_set(record, "tools", json_object_get(data, "tools"));
+        if (json_is_true(json_object_get(conv, "tools")))
+            json_object_set(record, "tools", json_object_get(data, "tools"));
         int which = 0; /* each of the three tokenizers is loaded once */
         while (which < 2 && strcmp(names[which], json_string_value(json_object_get(entry, "tokenizer"))) != 0) which++;
         if (!loaded[which]) loaded[which] = tt_tokenizer_load(tokdir);
@@ -168,16 +170,16 @@ static void test_golden(void) {
             /* the conversation's chat_template_kwargs, as a dataset's */
             json_t *kwargs = json_object_get(conv, "chat_template_kwargs");
             char *kwargs_text = kwargs ? json_dumps(kwargs, 0) : NULL;
-            tt_chat_settings more = {.train_on_eos = rule, .train_on_eot = rule, .train_on_inputs = inputs,
-                                     .template_kwargs = kwargs_text};
+            tt_chat_settings more = {
+                .train_on_eos = rule, .train_on_eot = rule, .train_on_inputs = inputs, .template_kwargs = kwargs_text};
             tt_chat_format *f = open_format_with(template, &spec, &more, tokdir, tok);
             free(kwargs_text);
             tokenized t;
             bool ok = run_record(f, record, &t);
             TT_EXPECT(ok, "%s: %s", key, t.error);
             const char *want = json_string_value(json_object_get(json_object_get(entry, "labels"), variants[v]));
-            bool same = ok && t.ids.count == (int64_t)json_array_size(want_ids) && want &&
-                        strlen(want) == (size_t)t.ids.count;
+            bool same =
+                ok && t.ids.count == (int64_t)json_array_size(want_ids) && want && strlen(want) == (size_t)t.ids.count;
             int64_t at = -1;
             for (int64_t k = 0; same && k < t.ids.count; k++)
                 if (t.ids.ids[k] != json_integer_value(json_array_get(want_ids, (size_t)k)) ||
@@ -254,11 +256,11 @@ static char *marked(const char *template_text, const tt_dataset_spec *spec, int 
     return marked_with(template_text, spec, &more, record_json);
 }
 
-#define EXPECT_MARKED(tmpl, spec, rule, inputs, record, want)                                  \
-    do {                                                                                        \
-        char *got_ = marked((tmpl), (spec), (rule), (inputs), (record));                        \
-        TT_EXPECT(strcmp(got_, (want)) == 0, "\n  got  [%s]\n  want [%s]", got_, (want));       \
-        free(got_);                                                                             \
+#define EXPECT_MARKED(tmpl, spec, rule, inputs, record, want)                             \
+    do {                                                                                  \
+        char *got_ = marked((tmpl), (spec), (rule), (inputs), (record));                  \
+        TT_EXPECT(strcmp(got_, (want)) == 0, "\n  got  [%s]\n  want [%s]", got_, (want)); \
+        free(got_);                                                                       \
     } while (0)
 
 /* A template whose text a byte tokenizer shows as it is; EOS after assistant turns. */
@@ -271,22 +273,29 @@ static const char conversation[] = "{\"messages\": [{\"role\": \"system\", \"con
 
 static void test_masks_by_hand(void) {
     tt_dataset_spec spec = default_spec();
-    EXPECT_MARKED(plain, &spec, 0, false, conversation, "system: S\nuser: hi\nassistant: [yo$]\nuser: ok?\nassistant: [ok.$]\n");
-    EXPECT_MARKED(plain, &spec, 3, false, conversation, "system: S\nuser: hi\nassistant: [yo]$\nuser: ok?\nassistant: [ok.]$\n");
-    EXPECT_MARKED(plain, &spec, 2, false, conversation, "system: S\nuser: hi\nassistant: [yo]$\nuser: ok?\nassistant: [ok.$]\n");
+    EXPECT_MARKED(plain, &spec, 0, false, conversation,
+                  "system: S\nuser: hi\nassistant: [yo$]\nuser: ok?\nassistant: [ok.$]\n");
+    EXPECT_MARKED(plain, &spec, 3, false, conversation,
+                  "system: S\nuser: hi\nassistant: [yo]$\nuser: ok?\nassistant: [ok.]$\n");
+    EXPECT_MARKED(plain, &spec, 2, false, conversation,
+                  "system: S\nuser: hi\nassistant: [yo]$\nuser: ok?\nassistant: [ok.$]\n");
     /* all: the EOS after every turn, found within 3 tokens of it: only the assistants' here */
-    EXPECT_MARKED(plain, &spec, 1, false, conversation, "system: S\nuser: hi\nassistant: [yo$]\nuser: ok?\nassistant: [ok.$]\n");
+    EXPECT_MARKED(plain, &spec, 1, false, conversation,
+                  "system: S\nuser: hi\nassistant: [yo$]\nuser: ok?\nassistant: [ok.$]\n");
     /* train_on_inputs: every turn's content, the template's text between turns stays masked */
-    EXPECT_MARKED(plain, &spec, 0, true, conversation, "system: [S]\nuser: [hi]\nassistant: [yo$]\nuser: [ok?]\nassistant: [ok.$]\n");
+    EXPECT_MARKED(plain, &spec, 0, true, conversation,
+                  "system: [S]\nuser: [hi]\nassistant: [yo$]\nuser: [ok?]\nassistant: [ok.$]\n");
     /* roles_to_train [user]; the EOS after a user turn would train with turn, there is none */
     char *user_only[] = {"user"};
     tt_dataset_spec users = default_spec();
     users.roles_to_train = user_only;
-    EXPECT_MARKED(plain, &users, 0, false, conversation, "system: S\nuser: [hi]\nassistant: yo$\nuser: [ok?]\nassistant: ok.$\n");
+    EXPECT_MARKED(plain, &users, 0, false, conversation,
+                  "system: S\nuser: [hi]\nassistant: yo$\nuser: [ok?]\nassistant: ok.$\n");
     /* roles_to_train []: nothing but, with all, the EOS after each turn */
     tt_dataset_spec none = default_spec();
     none.roles_to_train_count = 0;
-    EXPECT_MARKED(plain, &none, 1, false, conversation, "system: S\nuser: hi\nassistant: yo[$]\nuser: ok?\nassistant: ok.[$]\n");
+    EXPECT_MARKED(plain, &none, 1, false, conversation,
+                  "system: S\nuser: hi\nassistant: yo[$]\nuser: ok?\nassistant: ok.[$]\n");
     /* the token diff is axolotl's: a content that starts like the placeholder ("[[") keeps its
      * first equal bytes out */
     EXPECT_MARKED(plain, &spec, 3, false,
@@ -317,9 +326,12 @@ static void test_generation(void) {
     const char *gen = "{% for m in messages %}{{ m.role }}: {% if m.role == 'assistant' %}{% generation %}"
                       "{{ m.content }}{% endgeneration %}{{ eos_token }}{% else %}{{ m.content }}{% endif %}{{ '\\n' }}"
                       "{% endfor %}";
-    EXPECT_MARKED(gen, &spec, 3, false, conversation, "system: S\nuser: hi\nassistant: [yo]$\nuser: ok?\nassistant: [ok.]$\n");
-    EXPECT_MARKED(gen, &spec, 0, false, conversation, "system: S\nuser: hi\nassistant: [yo$]\nuser: ok?\nassistant: [ok.$]\n");
-    EXPECT_MARKED(gen, &spec, 0, true, conversation, "system: [S]\nuser: [hi]\nassistant: [yo$]\nuser: [ok?]\nassistant: [ok.$]\n");
+    EXPECT_MARKED(gen, &spec, 3, false, conversation,
+                  "system: S\nuser: hi\nassistant: [yo]$\nuser: ok?\nassistant: [ok.]$\n");
+    EXPECT_MARKED(gen, &spec, 0, false, conversation,
+                  "system: S\nuser: hi\nassistant: [yo$]\nuser: ok?\nassistant: [ok.$]\n");
+    EXPECT_MARKED(gen, &spec, 0, true, conversation,
+                  "system: [S]\nuser: [hi]\nassistant: [yo$]\nuser: [ok?]\nassistant: [ok.$]\n");
     char *got = marked("{% for m in messages %}{% if loop.last %}{% generation %}{{ m.content }}{% endgeneration %}"
                        "{% endif %}{% endfor %}",
                        &spec, 0, false, conversation);
@@ -336,11 +348,12 @@ static void test_builtins(void) {
                   "\"yo\"}]}",
                   "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n[yo]<|im_end|>\n");
     /* llama3: BOS first (the byte fixture's <s> is 257: '?'), contents trimmed, a list of parts joined */
-    EXPECT_MARKED(tt_chat_builtin_template("llama3"), &spec, 0, false,
-                  "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \" a\"}, "
-                  "{\"type\": \"text\", \"text\": \"b \"}]}, {\"role\": \"assistant\", \"content\": \" yo \"}]}",
-                  "?<|start_header_id|>user<|end_header_id|>\n\nab<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
-                  "\n\n[yo]<|eot_id|>");
+    EXPECT_MARKED(
+        tt_chat_builtin_template("llama3"), &spec, 0, false,
+        "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \" a\"}, "
+        "{\"type\": \"text\", \"text\": \"b \"}]}, {\"role\": \"assistant\", \"content\": \" yo \"}]}",
+        "?<|start_header_id|>user<|end_header_id|>\n\nab<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
+        "\n\n[yo]<|eot_id|>");
     char path[4400];
     snprintf(path, sizeof path, "%s/tests/fixtures/chat_templates/qwen3.jinja", source_dir);
     char *qwen3 = slurp(path);
@@ -412,25 +425,28 @@ static void record_fails(void *arg) {
     tt_chat_record(f, record, "bad.jsonl:3", &ex);
 }
 
-#define EXPECT_BAD(spec_, record_, needle)               \
-    do {                                                 \
+#define EXPECT_BAD(spec_, record_, needle)                    \
+    do {                                                      \
         bad_case c_ = {.record = (record_), .spec = (spec_)}; \
-        tt_expect_die(record_fails, &c_, (needle));      \
+        tt_expect_die(record_fails, &c_, (needle));           \
     } while (0)
 
 static void test_bad_records(void) {
     tt_dataset_spec spec = default_spec();
     EXPECT_BAD(spec, "{\"text\": \"x\"}", "bad.jsonl:3: the record has no field 'messages'");
-    EXPECT_BAD(spec, "{\"conversations\": []}", "bad.jsonl:3: the record has no field 'messages' but has "
-                                                "'conversations'; set field_messages: conversations");
+    EXPECT_BAD(spec, "{\"conversations\": []}",
+               "bad.jsonl:3: the record has no field 'messages' but has "
+               "'conversations'; set field_messages: conversations");
     EXPECT_BAD(spec, "{\"messages\": \"hi\"}", "bad.jsonl:3: field 'messages' is a string");
     EXPECT_BAD(spec, "{\"messages\": []}", "bad.jsonl:3: empty conversation");
     EXPECT_BAD(spec, "{\"messages\": [1]}", "bad.jsonl:3: messages[0] is an integer");
     EXPECT_BAD(spec, "{\"messages\": [{\"content\": \"x\"}]}", "bad.jsonl:3: messages[0] has no field 'role'");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": 3, \"content\": \"x\"}]}", "bad.jsonl:3: messages[0].role is an integer");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": 3, \"content\": \"x\"}]}",
+               "bad.jsonl:3: messages[0].role is an integer");
     EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\"}]}",
                "bad.jsonl:3: messages[1] (assistant) has no field 'content'");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "bad.jsonl:3: messages[0].content is an integer");
+    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}",
+               "bad.jsonl:3: messages[0].content is an integer");
     EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"\", \"content\": \"x\"}]}",
                "bad.jsonl:3: messages[0].role is \"\"; a message needs a role");
     EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000b\"}]}",
@@ -441,7 +457,8 @@ static void test_bad_records(void) {
                "bad.jsonl:3: field 'system' is an integer");
     EXPECT_BAD(spec, "{\"tools\": {}, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}",
                "bad.jsonl:3: field 'tools' is an object");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"arguments\": \"{x\"}}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"arguments\": \"{x\"}}]}]}",
                "bad.jsonl:3: messages[0].tool_calls[0].function.arguments is a string that is not JSON");
     char *props[] = {"role", "content"}, *fields[] = {"from", "value"};
     tt_dataset_spec sharegpt = default_spec();
@@ -460,8 +477,9 @@ static void test_bad_records(void) {
                                     &spec, 0, false, bytes_dir, bytes_tok);
     json_t *record = json_loads("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", 0, NULL);
     tokenized t;
-    TT_EXPECT(!run_record(f, record, &t) && strstr(t.error, "test.jsonl:1: the chat template (the test's template) "
-                                                             "fails on this conversation: a system message first, please"),
+    TT_EXPECT(!run_record(f, record, &t) &&
+                  strstr(t.error, "test.jsonl:1: the chat template (the test's template) "
+                                  "fails on this conversation: a system message first, please"),
               "%s", t.error ? t.error : "(rendered)");
     tokenized_free(&t);
     json_decref(record);
@@ -474,18 +492,21 @@ static void test_bad_records(void) {
  * special tokens, as apply_chat_template's keyword arguments do. */
 static void test_template_kwargs(void) {
     tt_dataset_spec spec = default_spec();
-    tt_chat_settings more = {.template_kwargs = "{\"greeting\": \"hey\", \"n\": 3, \"flag\": false, \"tags\": [\"a\", \"b\"], "
-                                                "\"deep\": {\"x\": 1.5}}"};
+    tt_chat_settings more = {.template_kwargs =
+                                 "{\"greeting\": \"hey\", \"n\": 3, \"flag\": false, \"tags\": [\"a\", \"b\"], "
+                                 "\"deep\": {\"x\": 1.5}}"};
     const char *tmpl = "{{ greeting }} {{ n + 1 }} {{ flag is false }} {{ tags | join(',') }} {{ deep.x }}|{% for m in "
                        "messages %}{{ m.role }}: {{ m.content }}{{ eos_token }}{% endfor %}";
-    char *got = marked_with(tmpl, &spec, &more, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": "
-                                                "\"assistant\", \"content\": \"yo\"}]}");
+    char *got = marked_with(tmpl, &spec, &more,
+                            "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": "
+                            "\"assistant\", \"content\": \"yo\"}]}");
     TT_EXPECT(strcmp(got, "hey 4 True a,b 1.5|user: hi$assistant: [yo$]") == 0, "kwargs reach the template: %s", got);
     free(got);
     /* a kwarg named like a special token replaces it: the template's EOS is '#' text now, and none trains */
     tt_chat_settings eos_kwarg = {.template_kwargs = "{\"eos_token\": \"#!\"}"};
-    got = marked_with(plain, &spec, &eos_kwarg, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": "
-                                                "\"assistant\", \"content\": \"yo\"}]}");
+    got = marked_with(plain, &spec, &eos_kwarg,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": "
+                      "\"assistant\", \"content\": \"yo\"}]}");
     TT_EXPECT(strcmp(got, "user: hi\nassistant: [yo]#!\n") == 0, "a kwarg wins over eos_token: %s", got);
     free(got);
     /* Qwen3's own template reads enable_thinking only in its generation prompt, which a training render leaves
@@ -517,8 +538,8 @@ typedef struct eot_case {
 static void open_eot_case(void *arg) {
     eot_case *c = arg;
     tt_dataset_spec spec = default_spec();
-    tt_chat_settings more = {.eot_tokens = c->tokens, .eot_token_count = c->count, .train_on_eos = c->eos_rule,
-                             .train_on_eot = c->eot_rule};
+    tt_chat_settings more = {
+        .eot_tokens = c->tokens, .eot_token_count = c->count, .train_on_eos = c->eos_rule, .train_on_eot = c->eot_rule};
     tt_chat_format_free(open_format_with(eot_template_literal, &spec, &more, bytes_dir, bytes_tok));
 }
 
@@ -526,7 +547,8 @@ static void test_eot(void) {
     tt_dataset_spec spec = default_spec();
     char *pad[] = {"<pad>"};
     /* eot all, eos none: every turn's <pad>, no EOS */
-    tt_chat_settings more = {.eot_tokens = pad, .eot_token_count = 1, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
+    tt_chat_settings more = {
+        .eot_tokens = pad, .eot_token_count = 1, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
     char *got = marked_with(eot_template, &spec, &more, conversation);
     TT_EXPECT(strcmp(got, "system: S[#]\nuser: hi[#]\nassistant: [yo#]$\nuser: ok?[#]\nassistant: [ok.#]$\n") == 0,
               "eot all, eos none: %s", got);
@@ -554,14 +576,16 @@ static void test_eot(void) {
     free(got);
     /* eot_tokens: [] is no end-of-turn token at all */
     char *nothing[] = {NULL};
-    tt_chat_settings empty = {.eot_tokens = nothing, .eot_token_count = 0, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
+    tt_chat_settings empty = {
+        .eot_tokens = nothing, .eot_token_count = 0, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
     got = marked_with(eot_template, &spec, &empty, conversation);
     TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo]#$\nuser: ok?#\nassistant: [ok.]#$\n") == 0,
               "eot_tokens []: %s", got);
     free(got);
     /* a token the template never writes is left out (with a warning), as axolotl leaves it */
     char *absent[] = {"<s>", "<pad>"};
-    tt_chat_settings some = {.eot_tokens = absent, .eot_token_count = 2, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
+    tt_chat_settings some = {
+        .eot_tokens = absent, .eot_token_count = 2, .train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_ALL};
     got = marked_with(eot_template, &spec, &some, conversation);
     TT_EXPECT(strcmp(got, "system: S[#]\nuser: hi[#]\nassistant: [yo#]$\nuser: ok?[#]\nassistant: [ok.#]$\n") == 0,
               "an eot token outside the template: %s", got);
@@ -569,11 +593,13 @@ static void test_eot(void) {
     /* errors: the EOS among them with different rules; a token that is several tokens */
     char *with_eos[] = {"<pad>", "<|endoftext|>"};
     eot_case conflict = {with_eos, 2, 0, 1};
-    tt_expect_die(open_eot_case, &conflict,
-                  "eot_tokens holds the EOS token '<|endoftext|>', but train_on_eos (turn) and train_on_eot (all) differ");
+    tt_expect_die(
+        open_eot_case, &conflict,
+        "eot_tokens holds the EOS token '<|endoftext|>', but train_on_eos (turn) and train_on_eot (all) differ");
     eot_case agree = {with_eos, 2, 1, 1}; /* the same rule: fine */
     open_eot_case(&agree);
-    tt_chat_settings both = {.eot_tokens = with_eos, .eot_token_count = 2, .train_on_eos = TT_EOS_LAST, .train_on_eot = TT_EOS_LAST};
+    tt_chat_settings both = {
+        .eot_tokens = with_eos, .eot_token_count = 2, .train_on_eos = TT_EOS_LAST, .train_on_eot = TT_EOS_LAST};
     got = marked_with(eot_template_literal, &spec, &both, conversation);
     TT_EXPECT(strcmp(got, "system: S#\nuser: hi#\nassistant: [yo]#$\nuser: ok?#\nassistant: [ok.#$]\n") == 0,
               "the EOS among the eot tokens, both last: %s", got);
@@ -589,30 +615,34 @@ static void test_message_training(void) {
     spec.message_field_training = "train";
     spec.message_field_training_detail = "spans";
     /* the field overrides the role: the user turn trains, the assistant turn not (nor its EOS, rule turn) */
-    EXPECT_MARKED(plain, &spec, 0, false,
-                  "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"train\": true}, {\"role\": \"assistant\", "
-                  "\"content\": \"yo\", \"train\": false}, {\"role\": \"user\", \"content\": \"ok?\"}, {\"role\": "
-                  "\"assistant\", \"content\": \"ok.\", \"train\": null}]}",
-                  "user: [hi]\nassistant: yo$\nuser: ok?\nassistant: [ok.$]\n");
+    EXPECT_MARKED(
+        plain, &spec, 0, false,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"train\": true}, {\"role\": \"assistant\", "
+        "\"content\": \"yo\", \"train\": false}, {\"role\": \"user\", \"content\": \"ok?\"}, {\"role\": "
+        "\"assistant\", \"content\": \"ok.\", \"train\": null}]}",
+        "user: [hi]\nassistant: yo$\nuser: ok?\nassistant: [ok.$]\n");
     /* spans: only the characters of spans with train true (end_offset included); the turn trains, so its EOS too */
-    EXPECT_MARKED(plain, &spec, 0, false,
-                  "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"hello "
-                  "world\", \"spans\": [{\"begin_offset\": 0, \"end_offset\": 4, \"train\": true}, {\"begin_offset\": 6, "
-                  "\"end_offset\": 10, \"train\": false}]}]}",
-                  "user: q\nassistant: [hello] world[$]\n");
+    EXPECT_MARKED(
+        plain, &spec, 0, false,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"hello "
+        "world\", \"spans\": [{\"begin_offset\": 0, \"end_offset\": 4, \"train\": true}, {\"begin_offset\": 6, "
+        "\"end_offset\": 10, \"train\": false}]}]}",
+        "user: q\nassistant: [hello] world[$]\n");
     /* spans on a user turn make it train; train false with spans trains nothing; [] trains nothing (axolotl's
      * bool(spans)) */
-    EXPECT_MARKED(plain, &spec, 0, false,
-                  "{\"messages\": [{\"role\": \"user\", \"content\": \"abc\", \"spans\": [{\"begin_offset\": 1, "
-                  "\"end_offset\": 2, \"train\": true}]}, {\"role\": \"assistant\", \"content\": \"yo\", \"train\": false, "
-                  "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 1, \"train\": true}]}, {\"role\": \"assistant\", "
-                  "\"content\": \"x\", \"spans\": []}]}",
-                  "user: a[bc]\nassistant: yo$\nassistant: x$\n");
+    EXPECT_MARKED(
+        plain, &spec, 0, false,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"abc\", \"spans\": [{\"begin_offset\": 1, "
+        "\"end_offset\": 2, \"train\": true}]}, {\"role\": \"assistant\", \"content\": \"yo\", \"train\": false, "
+        "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 1, \"train\": true}]}, {\"role\": \"assistant\", "
+        "\"content\": \"x\", \"spans\": []}]}",
+        "user: a[bc]\nassistant: yo$\nassistant: x$\n");
     /* characters, not bytes: é is two byte tokens of one character */
-    EXPECT_MARKED(plain, &spec, 3, false,
-                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"h\\u00e9llo\", \"spans\": [{\"begin_offset\": 1, "
-                  "\"end_offset\": 1, \"train\": true}, {\"begin_offset\": 4, \"end_offset\": 4, \"train\": true}]}]}",
-                  "assistant: h[\xc3\xa9]ll[o]$\n");
+    EXPECT_MARKED(
+        plain, &spec, 3, false,
+        "{\"messages\": [{\"role\": \"assistant\", \"content\": \"h\\u00e9llo\", \"spans\": [{\"begin_offset\": 1, "
+        "\"end_offset\": 1, \"train\": true}, {\"begin_offset\": 4, \"end_offset\": 4, \"train\": true}]}]}",
+        "assistant: h[\xc3\xa9]ll[o]$\n");
     /* a template that does not print the content as it is (it trims it): axolotl's way, the content tokenized
      * alone and laid from the turn's first token on, shifted here by the two spaces the render lacks */
     const char *trimming = "{% for m in messages %}{{ m.role }}: {{ m.content | trim }}{{ eos_token }}\n{% endfor %}";
@@ -642,26 +672,30 @@ static void test_split_thinking(void) {
                   "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<reasoning>r</reasoning> "
                   "<|begin_of_solution|> sol <|end_of_solution|> after\"}]}",
                   "assistant:[(r)sol]|");
-    EXPECT_MARKED(tmpl, &spec, 3, false,
-                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<|begin_of_thought|>t<|end_of_thought|>x\"}]}",
-                  "assistant:[(t)x]|");
+    EXPECT_MARKED(
+        tmpl, &spec, 3, false,
+        "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<|begin_of_thought|>t<|end_of_thought|>x\"}]}",
+        "assistant:[(t)x]|");
     /* Python's whitespace (U+3000, U+00A0, U+2003) is stripped too */
-    EXPECT_MARKED(tmpl, &spec, 3, false,
-                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>\\u3000r\\u00a0</think>\\u2003x\"}]}",
-                  "assistant:[(r)x]|");
+    EXPECT_MARKED(
+        tmpl, &spec, 3, false,
+        "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>\\u3000r\\u00a0</think>\\u2003x\"}]}",
+        "assistant:[(r)x]|");
     /* only one tag, or none: unchanged; the closing tag first: empty reasoning, the rest is the content */
     EXPECT_MARKED(tmpl, &spec, 3, false,
                   "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>x\"}, {\"role\": \"assistant\", "
                   "\"content\": \"</think>a<think>\"}]}",
                   "assistant:[<think>x]|assistant:[()a<think>]|");
     /* the split content wins over a reasoning_content field of the message */
-    EXPECT_MARKED(tmpl, &spec, 3, false,
-                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>new</think>x\", \"reasoning_content\": "
-                  "\"old\"}]}",
-                  "assistant:[(new)x]|");
+    EXPECT_MARKED(
+        tmpl, &spec, 3, false,
+        "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>new</think>x\", \"reasoning_content\": "
+        "\"old\"}]}",
+        "assistant:[(new)x]|");
     /* off: the content as it is */
     tt_dataset_spec off = default_spec();
-    EXPECT_MARKED(tmpl, &off, 3, false, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>r</think>x\"}]}",
+    EXPECT_MARKED(tmpl, &off, 3, false,
+                  "{\"messages\": [{\"role\": \"assistant\", \"content\": \"<think>r</think>x\"}]}",
                   "assistant:[<think>r</think>x]|");
 }
 
@@ -676,30 +710,38 @@ static void test_bad_training_fields(void) {
                "bad.jsonl:3: messages[0].spans is an object; message_field_training_detail names a list of spans");
     EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"spans\": [3]}]}",
                "bad.jsonl:3: messages[0].spans[0] is an integer; a span is");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0, "
-                     "\"end_offset\": 1, \"train\": true, \"weight\": 1}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0, "
+               "\"end_offset\": 1, \"train\": true, \"weight\": 1}]}]}",
                "bad.jsonl:3: messages[0].spans[0] has the unknown field 'weight'");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"end_offset\": 1, "
-                     "\"train\": true}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"end_offset\": 1, "
+               "\"train\": true}]}]}",
                "bad.jsonl:3: messages[0].spans[0] has no 'begin_offset'");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0.5, "
-                     "\"end_offset\": 1, \"train\": true}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0.5, "
+               "\"end_offset\": 1, \"train\": true}]}]}",
                "bad.jsonl:3: messages[0].spans[0].begin_offset is a real number; it is a character position");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": -1, "
-                     "\"end_offset\": 1, \"train\": true}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": -1, "
+               "\"end_offset\": 1, \"train\": true}]}]}",
                "bad.jsonl:3: messages[0].spans[0].begin_offset is negative");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0, "
-                     "\"end_offset\": 1, \"train\": 1}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 0, "
+               "\"end_offset\": 1, \"train\": 1}]}]}",
                "bad.jsonl:3: messages[0].spans[0].train is an integer; it is true");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 1, "
-                     "\"end_offset\": 0, \"train\": true}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"xy\", \"spans\": [{\"begin_offset\": 1, "
+               "\"end_offset\": 0, \"train\": true}]}]}",
                "bad.jsonl:3: messages[0].spans[0]: begin_offset 1 is after end_offset 0");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": \"h\\u00e9\", \"spans\": [{\"begin_offset\": 0, "
-                     "\"end_offset\": 2, \"train\": true}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"h\\u00e9\", \"spans\": [{\"begin_offset\": 0, "
+               "\"end_offset\": 2, \"train\": true}]}]}",
                "bad.jsonl:3: messages[0].spans[0]: end_offset 2 is past the content's last character (2 characters, "
                "so at most 1");
-    EXPECT_BAD(spec, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}], "
-                     "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 0, \"train\": true}]}]}",
+    EXPECT_BAD(spec,
+               "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}], "
+               "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 0, \"train\": true}]}]}",
                "bad.jsonl:3: messages[0].spans gives character spans, but the message's content is an array");
 }
 
@@ -720,25 +762,30 @@ static void test_qwen3_keys(void) {
     spec.split_thinking = true;
     spec.message_field_training_detail = "spans";
     char *eot[] = {"<|im_end|>"};
-    tt_chat_settings more = {.train_on_eos = TT_EOS_NONE, .train_on_eot = TT_EOS_LAST, .eot_tokens = eot, .eot_token_count = 1,
+    tt_chat_settings more = {.train_on_eos = TT_EOS_NONE,
+                             .train_on_eot = TT_EOS_LAST,
+                             .eot_tokens = eot,
+                             .eot_token_count = 1,
                              .template_kwargs = "{\"enable_thinking\": false}"};
     tt_chat_format *f = open_format_with(tt_chat_builtin_template("qwen3"), &spec, &more, tokdir, tok);
-    json_t *record = json_loads("{\"messages\": [{\"role\": \"user\", \"content\": \"Say hi to Ana.\"}, {\"role\": "
-                                "\"assistant\", \"content\": \"<think>Greet her.</think>Hello, Ana! Nice day.\", "
-                                "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 4, \"train\": true}, {\"begin_offset\": "
-                                "12, \"end_offset\": 19, \"train\": true}]}]}",
-                                0, NULL);
+    json_t *record =
+        json_loads("{\"messages\": [{\"role\": \"user\", \"content\": \"Say hi to Ana.\"}, {\"role\": "
+                   "\"assistant\", \"content\": \"<think>Greet her.</think>Hello, Ana! Nice day.\", "
+                   "\"spans\": [{\"begin_offset\": 0, \"end_offset\": 4, \"train\": true}, {\"begin_offset\": "
+                   "12, \"end_offset\": 19, \"train\": true}]}]}",
+                   0, NULL);
     tokenized t;
     bool ok = run_record(f, record, &t);
     /* <|im_start|>user\nSay hi to Ana.<|im_end|>\n<|im_start|>assistant\n<think>\nGreet her.\n</think>\n\n
      * [Hello], Ana![ Nice][ day].[<|im_end|>]\n */
-    static const int32_t want_ids[] = {151644, 872,    198,  45764, 15588, 311,   32138, 13, 151645, 198,
-                                       151644, 77091,  198,  151667, 198,  38,    3744,  1059, 624, 151668,
-                                       271,    9707,   11,   32138, 0,     28859, 1899,  13, 151645, 198};
+    static const int32_t want_ids[] = {151644, 872,   198, 45764,  15588, 311,   32138, 13,   151645, 198,
+                                       151644, 77091, 198, 151667, 198,   38,    3744,  1059, 624,    151668,
+                                       271,    9707,  11,  32138,  0,     28859, 1899,  13,   151645, 198};
     static const char want_labels[] = "000000000000000000000100011010";
     const int64_t n = (int64_t)(sizeof want_ids / sizeof want_ids[0]);
     bool same = ok && t.ids.count == n;
-    for (int64_t k = 0; same && k < n; k++) same = t.ids.ids[k] == want_ids[k] && t.labels[k] == (uint8_t)(want_labels[k] - '0');
+    for (int64_t k = 0; same && k < n; k++)
+        same = t.ids.ids[k] == want_ids[k] && t.labels[k] == (uint8_t)(want_labels[k] - '0');
     TT_EXPECT(same, "qwen3: the ids and labels differ from the expected ones");
     if (!same) {
         for (int64_t k = 0; k < t.ids.count; k++) {
@@ -786,12 +833,14 @@ static void test_choice(void) {
     char *text = choice_text(&run, dir, origin, sizeof origin);
     TT_EXPECT(strcmp(text, "A{{ 1 }}") == 0 && strstr(origin, "tokenizer_config.json: chat_template"), "%s", origin);
     free(text);
-    tt_test_write_text("tok/tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, "
-                                                    "{\"name\": \"default\", \"template\": \"D\"}]}");
+    tt_test_write_text("tok/tokenizer_config.json",
+                       "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, "
+                       "{\"name\": \"default\", \"template\": \"D\"}]}");
     text = choice_text(&run, dir, origin, sizeof origin);
     TT_EXPECT(strcmp(text, "D") == 0, "the list's default: %s", text);
     free(text);
-    tt_test_write_text("tok/tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}]}");
+    tt_test_write_text("tok/tokenizer_config.json",
+                       "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}]}");
     tt_expect_die(choose, &c, "without one named \"default\"");
     tt_test_write_text("tok/chat_template.jinja", "J");
     text = choice_text(&run, dir, origin, sizeof origin);
@@ -827,9 +876,10 @@ static void test_choice(void) {
     TT_EXPECT(strcmp(text, "F") == 0, "jinja from a file");
     free(text);
     run.dataset_specs[0].chat_template = "vicuna";
-    tt_expect_die(choose, &c, "chat_template 'vicuna' is not known; use tokenizer_default (the model's own), "
-                              "tokenizer_default_fallback_<name>, jinja (with chat_template_jinja: the template or a "
-                              "file), or a built-in: chatml, llama3, qwen3");
+    tt_expect_die(choose, &c,
+                  "chat_template 'vicuna' is not known; use tokenizer_default (the model's own), "
+                  "tokenizer_default_fallback_<name>, jinja (with chat_template_jinja: the template or a "
+                  "file), or a built-in: chatml, llama3, qwen3");
     free(file);
     free(empty);
     free(dir);

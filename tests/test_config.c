@@ -12,23 +12,103 @@
 static char *scratch;
 
 /* Every key of the configuration, available or not yet: --help and docs/CONFIG.md must name them all. */
-static const char *const all_keys[] = {
-    "base_model", "model_config", "initializer_range", "datasets", "val_set_size", "sequence_len", "micro_batch_size",
-    "gradient_accumulation_steps", "optimizer", "learning_rate", "lr_scheduler", "warmup_steps", "warmup_ratio",
-    "cosine_min_lr_ratio", "max_steps", "num_epochs", "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2",
-    "adam_epsilon", "seed", "output_dir", "save_strategy", "save_steps", "eval_steps", "logging_steps", "resume_from_checkpoint",
-    "max_shard_size", "gradient_checkpointing", "selective_checkpointing", "recompute_granularity",
-    "recompute_method", "recompute_num_layers", "every_n_layers", "checkpoint_trainable_layers_only", "gradient_checkpointing_kwargs", "offload_dir", "trace", "loss_chunk_size", "tiled_mlp", "tiled_mlp_num_shards", "host_memory_budget", "device", "gpu_memory_budget",
-    "num_threads", "progress", "bf16", "attn_implementation", "attn_workspace_limit", "master_weights", "fp16", "tf32",
-    "activation_offloading", "min_offload_size", "use_pin_memory", "use_streams", "max_fwd_stash_size",
-    "debug_copy_delay_us", "layer_offloading", "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations",
-    "cpu_offloading_double_buffering", "cpu_offloading_weights", "adapter", "load_in_4bit", "bnb_4bit_quant_type",
-    "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
-    "lora_target_linear", "lora_model_dir", "freeze_embeddings", "frozen_layers", "optimizer_cpu_offload",
-    "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d", "train_on_inputs", "dataset_prepared_path",
-    "shuffle_merged_datasets", "tokenizer_config", "special_tokens", "train_on_eos", "chat_template",
-    "chat_template_jinja", "chat_template_kwargs", "eot_tokens", "excess_length_strategy", "sample_packing",
-    "pad_to_sequence_len", "sample_packing_eff_est", "sample_packing_bin_size", "sample_packing_group_size"};
+static const char *const all_keys[] = {"base_model",
+                                       "model_config",
+                                       "initializer_range",
+                                       "datasets",
+                                       "val_set_size",
+                                       "sequence_len",
+                                       "micro_batch_size",
+                                       "gradient_accumulation_steps",
+                                       "optimizer",
+                                       "learning_rate",
+                                       "lr_scheduler",
+                                       "warmup_steps",
+                                       "warmup_ratio",
+                                       "cosine_min_lr_ratio",
+                                       "max_steps",
+                                       "num_epochs",
+                                       "weight_decay",
+                                       "max_grad_norm",
+                                       "adam_beta1",
+                                       "adam_beta2",
+                                       "adam_epsilon",
+                                       "seed",
+                                       "output_dir",
+                                       "save_strategy",
+                                       "save_steps",
+                                       "eval_steps",
+                                       "logging_steps",
+                                       "resume_from_checkpoint",
+                                       "max_shard_size",
+                                       "gradient_checkpointing",
+                                       "selective_checkpointing",
+                                       "recompute_granularity",
+                                       "recompute_method",
+                                       "recompute_num_layers",
+                                       "every_n_layers",
+                                       "checkpoint_trainable_layers_only",
+                                       "gradient_checkpointing_kwargs",
+                                       "offload_dir",
+                                       "trace",
+                                       "loss_chunk_size",
+                                       "tiled_mlp",
+                                       "tiled_mlp_num_shards",
+                                       "host_memory_budget",
+                                       "device",
+                                       "gpu_memory_budget",
+                                       "num_threads",
+                                       "progress",
+                                       "bf16",
+                                       "attn_implementation",
+                                       "attn_workspace_limit",
+                                       "master_weights",
+                                       "fp16",
+                                       "tf32",
+                                       "activation_offloading",
+                                       "min_offload_size",
+                                       "use_pin_memory",
+                                       "use_streams",
+                                       "max_fwd_stash_size",
+                                       "debug_copy_delay_us",
+                                       "layer_offloading",
+                                       "cpu_offloading",
+                                       "cpu_offloading_num_layers",
+                                       "cpu_offloading_activations",
+                                       "cpu_offloading_double_buffering",
+                                       "cpu_offloading_weights",
+                                       "adapter",
+                                       "load_in_4bit",
+                                       "bnb_4bit_quant_type",
+                                       "bnb_4bit_use_double_quant",
+                                       "bnb_4bit_compute_dtype",
+                                       "lora_r",
+                                       "lora_alpha",
+                                       "lora_dropout",
+                                       "lora_target_modules",
+                                       "lora_target_linear",
+                                       "lora_model_dir",
+                                       "freeze_embeddings",
+                                       "frozen_layers",
+                                       "optimizer_cpu_offload",
+                                       "optimizer_offload_fraction",
+                                       "overlap_cpu_optimizer_d2h_h2d",
+                                       "train_on_inputs",
+                                       "dataset_prepared_path",
+                                       "shuffle_merged_datasets",
+                                       "tokenizer_config",
+                                       "special_tokens",
+                                       "train_on_eos",
+                                       "chat_template",
+                                       "chat_template_jinja",
+                                       "chat_template_kwargs",
+                                       "eot_tokens",
+                                       "excess_length_strategy",
+                                       "sample_packing",
+                                       "pad_to_sequence_len",
+                                       "sample_packing_eff_est",
+                                       "sample_packing_bin_size",
+                                       "sample_packing_group_size"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
 #define AVAILABLE_KEY_COUNT 97 /* every key is available (no key of a later feature at the moment) */
 
@@ -123,31 +203,30 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->recompute_num_layers == b->recompute_num_layers && a->use_reentrant == b->use_reentrant &&
         same_string(a->offload_dir, b->offload_dir) && same_string(a->trace, b->trace) &&
         a->loss_chunk_size == b->loss_chunk_size && a->tiled_mlp == b->tiled_mlp &&
-        a->tiled_mlp_num_shards == b->tiled_mlp_num_shards &&
-        a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
-        a->progress == b->progress && a->activation_offloading == b->activation_offloading &&
-        a->min_offload_size == b->min_offload_size && a->use_pin_memory == b->use_pin_memory &&
-        a->use_streams == b->use_streams && a->max_fwd_stash_size == b->max_fwd_stash_size &&
-        a->debug_copy_delay_us == b->debug_copy_delay_us && a->selective_offload == b->selective_offload &&
-        a->cpu_offloading == b->cpu_offloading && a->layer_offloading == b->layer_offloading &&
-        a->every_n_layers == b->every_n_layers &&
-        a->checkpoint_trainable_layers_only == b->checkpoint_trainable_layers_only && a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
+        a->tiled_mlp_num_shards == b->tiled_mlp_num_shards && a->host_memory_budget == b->host_memory_budget &&
+        a->device == b->device && a->num_threads == b->num_threads && a->progress == b->progress &&
+        a->activation_offloading == b->activation_offloading && a->min_offload_size == b->min_offload_size &&
+        a->use_pin_memory == b->use_pin_memory && a->use_streams == b->use_streams &&
+        a->max_fwd_stash_size == b->max_fwd_stash_size && a->debug_copy_delay_us == b->debug_copy_delay_us &&
+        a->selective_offload == b->selective_offload && a->cpu_offloading == b->cpu_offloading &&
+        a->layer_offloading == b->layer_offloading && a->every_n_layers == b->every_n_layers &&
+        a->checkpoint_trainable_layers_only == b->checkpoint_trainable_layers_only &&
+        a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
         a->cpu_offloading_activations == b->cpu_offloading_activations &&
         a->cpu_offloading_double_buffering == b->cpu_offloading_double_buffering && a->bf16 == b->bf16 &&
         a->optimizer_cpu_offload == b->optimizer_cpu_offload &&
         a->optimizer_offload_fraction == b->optimizer_offload_fraction &&
-        a->overlap_cpu_optimizer_d2h_h2d == b->overlap_cpu_optimizer_d2h_h2d &&
-        a->fp16 == b->fp16 && a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r &&
-        a->lora_alpha == b->lora_alpha && a->lora_dropout == b->lora_dropout &&
-        a->lora_target_modules == b->lora_target_modules && a->lora_target_linear == b->lora_target_linear &&
-        same_string(a->lora_model_dir, b->lora_model_dir) && a->freeze_embeddings == b->freeze_embeddings &&
-        a->frozen_layer_count == b->frozen_layer_count && a->train_on_inputs == b->train_on_inputs &&
-        same_string(a->dataset_prepared_path, b->dataset_prepared_path) &&
-        a->shuffle_merged_datasets == b->shuffle_merged_datasets && same_string(a->tokenizer_config, b->tokenizer_config) &&
-        same_string(a->special_bos, b->special_bos) && same_string(a->special_eos, b->special_eos) &&
-        same_string(a->special_pad, b->special_pad) && a->train_on_eos == b->train_on_eos &&
-        a->excess_length_strategy == b->excess_length_strategy && a->sample_packing == b->sample_packing &&
-        a->sample_packing_bin_size == b->sample_packing_bin_size &&
+        a->overlap_cpu_optimizer_d2h_h2d == b->overlap_cpu_optimizer_d2h_h2d && a->fp16 == b->fp16 &&
+        a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r && a->lora_alpha == b->lora_alpha &&
+        a->lora_dropout == b->lora_dropout && a->lora_target_modules == b->lora_target_modules &&
+        a->lora_target_linear == b->lora_target_linear && same_string(a->lora_model_dir, b->lora_model_dir) &&
+        a->freeze_embeddings == b->freeze_embeddings && a->frozen_layer_count == b->frozen_layer_count &&
+        a->train_on_inputs == b->train_on_inputs && same_string(a->dataset_prepared_path, b->dataset_prepared_path) &&
+        a->shuffle_merged_datasets == b->shuffle_merged_datasets &&
+        same_string(a->tokenizer_config, b->tokenizer_config) && same_string(a->special_bos, b->special_bos) &&
+        same_string(a->special_eos, b->special_eos) && same_string(a->special_pad, b->special_pad) &&
+        a->train_on_eos == b->train_on_eos && a->excess_length_strategy == b->excess_length_strategy &&
+        a->sample_packing == b->sample_packing && a->sample_packing_bin_size == b->sample_packing_bin_size &&
         a->sample_packing_group_size == b->sample_packing_group_size;
     for (int i = 0; same && i < a->dataset_count; i++) {
         const tt_dataset_spec *x = &a->dataset_specs[i], *y = &b->dataset_specs[i];
@@ -174,11 +253,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
     }
     same = same && same_string(a->chat_template, b->chat_template) &&
            same_string(a->chat_template_jinja, b->chat_template_jinja) &&
-           same_string(a->chat_template_kwargs, b->chat_template_kwargs) && (a->eot_tokens == NULL) == (b->eot_tokens == NULL) &&
-           a->eot_token_count == b->eot_token_count;
+           same_string(a->chat_template_kwargs, b->chat_template_kwargs) &&
+           (a->eot_tokens == NULL) == (b->eot_tokens == NULL) && a->eot_token_count == b->eot_token_count;
     for (int i = 0; same && i < a->eot_token_count; i++) same = same_string(a->eot_tokens[i], b->eot_tokens[i]);
-    for (int64_t i = 0; same && i < a->frozen_layer_count; i++)
-        same = a->frozen_layers[i] == b->frozen_layers[i];
+    for (int64_t i = 0; same && i < a->frozen_layer_count; i++) same = a->frozen_layers[i] == b->frozen_layers[i];
     return same;
 }
 
@@ -244,10 +322,10 @@ static void check_enum_key(const char *key, const enum_case *cases, int count, s
     }
 }
 
-#define CHECK_ENUM_KEY(key, list, field)                                                                               \
-    do {                                                                                                               \
-        static const enum_case cases[] = {list(ENUM_CASE)};                                                            \
-        check_enum_key(key, cases, (int)(sizeof cases / sizeof cases[0]), offsetof(tt_run_config, field));           \
+#define CHECK_ENUM_KEY(key, list, field)                                                                   \
+    do {                                                                                                   \
+        static const enum_case cases[] = {list(ENUM_CASE)};                                                \
+        check_enum_key(key, cases, (int)(sizeof cases / sizeof cases[0]), offsetof(tt_run_config, field)); \
     } while (0)
 
 static void test_enum_keys(void) {
@@ -263,7 +341,8 @@ static void test_enum_keys(void) {
     CHECK_ENUM_KEY("excess_length_strategy", TT_EXCESS_LENGTH_VALUES, excess_length_strategy);
     CHECK_ENUM_KEY("bnb_4bit_quant_type", TT_QUANT_TYPE_VALUES, bnb_4bit_quant_type);
     CHECK_ENUM_KEY("bnb_4bit_compute_dtype", TT_COMPUTE_DTYPE_VALUES, bnb_4bit_compute_dtype);
-    TT_EXPECT(strcmp(tt_train_on_eos_name(TT_EOS_LAST), "last") == 0 && strcmp(tt_train_on_eos_name(TT_EOS_TURN), "turn") == 0,
+    TT_EXPECT(strcmp(tt_train_on_eos_name(TT_EOS_LAST), "last") == 0 &&
+                  strcmp(tt_train_on_eos_name(TT_EOS_TURN), "turn") == 0,
               "train_on_eos names");
 }
 
@@ -474,9 +553,13 @@ static void test_sft_round_trip(void) {
     char *overrides[] = {"datasets=[{path: a.jsonl, type: alpaca, field_instruction: q, field_output: \"a b\"}, "
                          "{path: \"b c.json\", type: completion, field: body, split: train}, "
                          "{path: d.jsonl, type: input_output}]",
-                         "train_on_inputs=true", "dataset_prepared_path=prep", "shuffle_merged_datasets=false",
-                         "tokenizer_config=/tok", "special_tokens={eos_token: \"<|im_end|>\", bos_token: \"<s>\"}",
-                         "train_on_eos=none", "excess_length_strategy=truncate"};
+                         "train_on_inputs=true",
+                         "dataset_prepared_path=prep",
+                         "shuffle_merged_datasets=false",
+                         "tokenizer_config=/tok",
+                         "special_tokens={eos_token: \"<|im_end|>\", bos_token: \"<s>\"}",
+                         "train_on_eos=none",
+                         "excess_length_strategy=truncate"};
     tt_run_config c, again;
     tt_run_config_defaults(&c);
     tt_run_config_load(&c, NULL, (int)(sizeof overrides / sizeof overrides[0]), overrides);
@@ -485,7 +568,8 @@ static void test_sft_round_trip(void) {
     tt_run_config_defaults(&again);
     tt_run_config_load(&again, path, 0, NULL);
     TT_EXPECT(same_config(&c, &again) && again.dataset_specs[0].type == TT_DATASET_ALPACA &&
-                  strcmp(again.dataset_specs[0].field_output, "a b") == 0 && again.excess_length_strategy == TT_EXCESS_TRUNCATE,
+                  strcmp(again.dataset_specs[0].field_output, "a b") == 0 &&
+                  again.excess_length_strategy == TT_EXCESS_TRUNCATE,
               "SFT keys round trip:\n%s", text);
     free(text);
     free(path);
@@ -496,12 +580,13 @@ static void test_sft_round_trip(void) {
 /* chat_template entries: mappings, aliases, roles_to_train, the dataset's train_on_eos and
  * template, the top-level template, through the written YAML and back */
 static void test_chat_round_trip(void) {
-    char *overrides[] = {"datasets=[{path: a.jsonl, type: chat_template, field_messages: conversations, "
-                         "message_property_mappings: {role: from, content: value, name: speaker}, roles: {user: [human, "
-                         "q], assistant: [gpt]}, roles_to_train: [gpt, human], train_on_eos: last, drop_system_message: "
-                         "true}, {path: b.jsonl, type: chat_template, chat_template_jinja: \"{{ x }}\\n\"}, "
-                         "{path: c.jsonl, type: chat_template, message_field_role: speaker, roles_to_train: []}]",
-                         "chat_template=chatml", "train_on_eos=all"};
+    char *overrides[] = {
+        "datasets=[{path: a.jsonl, type: chat_template, field_messages: conversations, "
+        "message_property_mappings: {role: from, content: value, name: speaker}, roles: {user: [human, "
+        "q], assistant: [gpt]}, roles_to_train: [gpt, human], train_on_eos: last, drop_system_message: "
+        "true}, {path: b.jsonl, type: chat_template, chat_template_jinja: \"{{ x }}\\n\"}, "
+        "{path: c.jsonl, type: chat_template, message_field_role: speaker, roles_to_train: []}]",
+        "chat_template=chatml", "train_on_eos=all"};
     tt_run_config c, again;
     tt_run_config_defaults(&c);
     tt_run_config_load(&c, NULL, (int)(sizeof overrides / sizeof overrides[0]), overrides);
@@ -550,11 +635,12 @@ static void test_chat_keys_round_trip(void) {
     TT_EXPECT(e->train_on_eot == -1 && !e->split_thinking && !e->message_field_training &&
                   !e->message_field_training_detail,
               "the defaults: train_on_eot as train_on_eos, no fields, no split");
-    TT_EXPECT(c.chat_template_kwargs &&
-                  strcmp(c.chat_template_kwargs,
-                         "{\"enable_thinking\": false, \"level\": 3, \"scale\": 0.5, \"name\": \"x \\\"y\\\"\", "
-                         "\"quoted\": \"true\", \"none\": null, \"tags\": [\"a\", 1], \"nested\": {\"deep\": [true]}}") == 0,
-              "chat_template_kwargs as JSON: %s", c.chat_template_kwargs);
+    TT_EXPECT(
+        c.chat_template_kwargs &&
+            strcmp(c.chat_template_kwargs,
+                   "{\"enable_thinking\": false, \"level\": 3, \"scale\": 0.5, \"name\": \"x \\\"y\\\"\", "
+                   "\"quoted\": \"true\", \"none\": null, \"tags\": [\"a\", 1], \"nested\": {\"deep\": [true]}}") == 0,
+        "chat_template_kwargs as JSON: %s", c.chat_template_kwargs);
     TT_EXPECT(c.eot_token_count == 2 && strcmp(c.eot_tokens[1], "<|endoftext|>") == 0, "eot_tokens");
     char *text = capture_yaml(&c);
     char *path = write_file("chat_keys_written.yaml", text);
@@ -622,8 +708,7 @@ static char *read_text(const char *path) {
     FILE *mem = open_memstream(&text, &size);
     char buf[4096];
     size_t got;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
-        fwrite(buf, 1, got, mem);
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, mem);
     fclose(f);
     fclose(mem);
     return text;
@@ -641,10 +726,12 @@ static void test_help_and_docs(const char *source_dir) {
         TT_EXPECT(strstr(text, needle) != NULL, "--help lists %s", all_keys[i]);
     }
     TT_EXPECT(strstr(text, "cosine, linear, constant") && strstr(text, ">= 1") && strstr(text, "in [0, 1)") &&
-                  strstr(text, "adamw_torch, adamw_torch_fused") && strstr(text, "Values not available yet: fp16: true") &&
-                  strstr(text, "hidden_states") && strstr(text, "2e-5"),
+                  strstr(text, "adamw_torch, adamw_torch_fused") &&
+                  strstr(text, "Values not available yet: fp16: true") && strstr(text, "hidden_states") &&
+                  strstr(text, "2e-5"),
               "--help shows types, defaults and valid values");
-    TT_EXPECT(!strstr(text, "Not available yet (keys of later features"), "no section for keys of later features: none");
+    TT_EXPECT(!strstr(text, "Not available yet (keys of later features"),
+              "no section for keys of later features: none");
 
     /* docs/CONFIG.md documents every key --help prints (each line "  <key> ..." of the help). */
     char docs_path[4200];
@@ -732,8 +819,10 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("range7.yaml", "val_set_size: -0.1\n"), "val_set_size must be >= 0, got -0.1");
     tt_expect_die(load_file, yaml_file("range8.yaml", "num_epochs: 0\n"), "num_epochs must be > 0, got 0");
     tt_expect_die(load_file, yaml_file("range9.yaml", "adam_epsilon: 0\n"), "adam_epsilon must be > 0");
-    tt_expect_die(load_file, yaml_file("range10.yaml", "num_threads: -1\n"), "num_threads must be in [0, 1024], got -1");
-    tt_expect_die(load_file, yaml_file("range12.yaml", "num_threads: 100000\n"), "num_threads must be in [0, 1024], got 100000");
+    tt_expect_die(load_file, yaml_file("range10.yaml", "num_threads: -1\n"),
+                  "num_threads must be in [0, 1024], got -1");
+    tt_expect_die(load_file, yaml_file("range12.yaml", "num_threads: 100000\n"),
+                  "num_threads must be in [0, 1024], got 100000");
     tt_expect_die(load_file, yaml_file("range11.yaml", "logging_steps: 0\n"), "logging_steps must be >= 1, got 0");
     /* enums */
     tt_expect_die(load_file, yaml_file("enum.yaml", "lr_scheduler: step\n"),
@@ -742,7 +831,8 @@ static void test_errors(void) {
                   "optimizer must be one of adamw_torch, adamw_torch_fused; got 'sgd'");
     tt_expect_die(load_file, yaml_file("enum3.yaml", "lr_scheduler: [cosine]\n"),
                   "lr_scheduler: expected one of cosine, linear, constant, got a list");
-    tt_expect_die(load_file, yaml_file("enum4.yaml", "device: tpu\n"), "device must be one of auto, cpu, cuda; got 'tpu'");
+    tt_expect_die(load_file, yaml_file("enum4.yaml", "device: tpu\n"),
+                  "device must be one of auto, cpu, cuda; got 'tpu'");
     /* duplicate keys */
     tt_expect_die(load_file, yaml_file("dup.yaml", "seed: 1\nlearning_rate: 1e-4\nseed: 2\n"),
                   "dup.yaml:3: key 'seed' appears twice (first on line 1)");
@@ -765,15 +855,13 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("en2.yaml", VALID "every_n_layers: 0\n"), "every_n_layers must be >= 1");
     tt_expect_die(load_file, yaml_file("tm1.yaml", VALID "tiled_mlp_num_shards: 4\n"),
                   "tiled_mlp_num_shards is 4 but tiled_mlp is false; set tiled_mlp: true");
-    tt_expect_die(load_file,
-                  yaml_file("tm2.yaml", VALID "tiled_mlp: true\nsequence_len: 8\ntiled_mlp_num_shards: 9\n"),
+    tt_expect_die(load_file, yaml_file("tm2.yaml", VALID "tiled_mlp: true\nsequence_len: 8\ntiled_mlp_num_shards: 9\n"),
                   "tiled_mlp_num_shards is 9 but a micro-batch has 8 tokens");
     tt_expect_die(load_file, yaml_file("tm3.yaml", VALID "tiled_mlp: true\ntiled_mlp_num_shards: -1\n"),
                   "tiled_mlp_num_shards must be >= 0");
     tt_expect_die(load_file, yaml_file("mg2.yaml", VALID "cpu_offloading_num_layers: 2\n"),
                   "cpu_offloading_num_layers is 2 but cpu_offloading is false");
-    tt_expect_die(load_file,
-                  yaml_file("mg3.yaml", VALID "cpu_offloading: true\ncpu_offloading_activations: false\n"),
+    tt_expect_die(load_file, yaml_file("mg3.yaml", VALID "cpu_offloading: true\ncpu_offloading_activations: false\n"),
                   "cpu_offloading with cpu_offloading_activations: false and cpu_offloading_weights: false offloads "
                   "nothing");
     tt_expect_die(load_file, yaml_file("mg4.yaml", VALID "cpu_offloading_weights: true\n"),
@@ -818,20 +906,24 @@ static void test_errors(void) {
     /* keys of later features: any value but the off value */
     tt_expect_die(load_file, yaml_file("lora_dir.yaml", VALID "lora_model_dir: runs/adapter\n"),
                   "lora_model_dir is set but adapter is not");
-    tt_expect_die(load_file,
-                  yaml_file("lo.yaml", VALID "layer_offloading: true\nactivation_offloading: true\nuse_pin_memory: false\n"),
-                  "layer_offloading streams frozen layers from pinned host memory, but use_pin_memory is false");
+    tt_expect_die(
+        load_file,
+        yaml_file("lo.yaml", VALID "layer_offloading: true\nactivation_offloading: true\nuse_pin_memory: false\n"),
+        "layer_offloading streams frozen layers from pinned host memory, but use_pin_memory is false");
     /* optimizer offload: Megatron's three keys against each other and against master_weights */
     tt_expect_die(load_file, yaml_file("frac.yaml", VALID "optimizer_offload_fraction: 0.5\n"),
                   "optimizer_offload_fraction is 0.5 but optimizer_cpu_offload is false; set optimizer_cpu_offload: "
                   "true");
-    tt_expect_die(load_file, yaml_file("frac2.yaml", VALID "optimizer_cpu_offload: true\noptimizer_offload_fraction: 1.5\n"),
+    tt_expect_die(load_file,
+                  yaml_file("frac2.yaml", VALID "optimizer_cpu_offload: true\noptimizer_offload_fraction: 1.5\n"),
                   "optimizer_offload_fraction must be in [0, 1], got 1.5");
-    tt_expect_die(load_file, yaml_file("frac3.yaml", VALID "optimizer_cpu_offload: true\noptimizer_offload_fraction: half\n"),
+    tt_expect_die(load_file,
+                  yaml_file("frac3.yaml", VALID "optimizer_cpu_offload: true\noptimizer_offload_fraction: half\n"),
                   "optimizer_offload_fraction: expected a number, got 'half'");
     tt_expect_die(load_file, yaml_file("overlap.yaml", VALID "overlap_cpu_optimizer_d2h_h2d: true\n"),
                   "overlap_cpu_optimizer_d2h_h2d is true but optimizer_cpu_offload is false");
-    tt_expect_die(load_file, yaml_file("offload_bf16.yaml", VALID "optimizer_cpu_offload: true\nmaster_weights: false\n"),
+    tt_expect_die(load_file,
+                  yaml_file("offload_bf16.yaml", VALID "optimizer_cpu_offload: true\nmaster_weights: false\n"),
                   "optimizer_cpu_offload keeps fp32 master weights and fp32 AdamW moments on the host, but "
                   "master_weights is false");
     tt_expect_die(load_override, "optimizer_cpu_offload=yes", "optimizer_cpu_offload: expected true or false");
@@ -880,91 +972,115 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("quotednull.yaml", "tf32: \"~\"\n"), "tf32: expected true or false");
     tt_expect_die(load_override, "tf32=True", "tf32: true is not available yet");
     /* datasets */
-    tt_expect_die(load_file, yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: sharegpt\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: sharegpt\n"),
                   "ds.yaml:4: datasets entry 2: type 'sharegpt' is not supported");
     tt_expect_die(load_file, yaml_file("ds2.yaml", "datasets:\n  - type: tokens\n"), "datasets entry 1 has no path");
     tt_expect_die(load_file, yaml_file("ds3.yaml", "datasets:\n  - path: a.tok\n    split: train\n"),
                   "datasets entry 1: split applies to type completion, alpaca, input_output, chat_template, but this "
                   "entry is type tokens");
-    tt_expect_die(load_file, yaml_file("ds3b.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    bogus: 1\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ds3b.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    bogus: 1\n"),
                   "datasets entry 1: unknown key 'bogus'");
     tt_expect_die(load_file, yaml_file("ds3c.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n    field: t\n"),
                   "ds3c.yaml:4: datasets entry 1: field applies to type completion, but this entry is type alpaca");
     tt_expect_die(load_file, yaml_file("ds3d.yaml", "datasets:\n  - path: a.jsonl\n"),
                   "datasets entry 1: a.jsonl is a JSON file but the entry has no type");
-    tt_expect_die(load_file, yaml_file("ds3e.yaml", "datasets: [a.jsonl]\n"), "datasets entry 1: a.jsonl is a JSON file");
-    tt_expect_die(load_file, yaml_file("ds3f.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    split: test\n"),
+    tt_expect_die(load_file, yaml_file("ds3e.yaml", "datasets: [a.jsonl]\n"),
+                  "datasets entry 1: a.jsonl is a JSON file");
+    tt_expect_die(load_file,
+                  yaml_file("ds3f.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    split: test\n"),
                   "split 'test': a local JSON/JSONL file has one split, train");
-    tt_expect_die(load_file, yaml_file("ds3g.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                    "    roles_to_train: assistant\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ds3g.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                         "    roles_to_train: assistant\n"),
                   "roles_to_train: expected a list of roles");
-    tt_expect_die(load_file, yaml_file("ds3h.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                    "    message_property_mappings: [role]\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ds3h.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                         "    message_property_mappings: [role]\n"),
                   "message_property_mappings: expected a mapping");
-    tt_expect_die(load_file, yaml_file("ds3i.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    ds_type: csv\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ds3i.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    ds_type: csv\n"),
                   "ds_type 'csv' is not supported");
-    tt_expect_die(load_file, yaml_file("ds3j.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: completion\n"
-                                                    "  - path: b.tok\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ds3j.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: completion\n"
+                                         "  - path: b.tok\n"),
                   "datasets mixes token files (b.tok) and JSON datasets (a.jsonl)");
     tt_expect_die(load_file, yaml_file("json_key.yaml", VALID "train_on_inputs: true\n"),
                   "train_on_inputs: true is set, but it applies to JSON datasets");
     tt_expect_die(load_file, yaml_file("json_key2.yaml", VALID "special_tokens: {eos_token: x}\n"),
                   "special_tokens is set, but it applies to JSON datasets");
-    tt_expect_die(load_file, yaml_file("eos_key.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
-                                                       "train_on_eos: all\n"),
+    tt_expect_die(load_file,
+                  yaml_file("eos_key.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                            "train_on_eos: all\n"),
                   "train_on_eos applies to chat_template datasets");
-    tt_expect_die(load_file, yaml_file("ct_key.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
-                                                      "chat_template: chatml\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_key.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                           "chat_template: chatml\n"),
                   "chat_template applies to chat_template datasets");
-    tt_expect_die(load_file, yaml_file("ct_jinja.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n"
-                                                        "    type: chat_template\n    chat_template: jinja\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_jinja.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n"
+                                             "    type: chat_template\n    chat_template: jinja\n"),
                   "datasets entry 1 (a.jsonl): chat_template is jinja, but no chat_template_jinja is set");
-    tt_expect_die(load_file, yaml_file("ct_jinja2.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n"
-                                                         "    type: chat_template\nchat_template: chatml\n"
-                                                         "chat_template_jinja: x\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_jinja2.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n"
+                                              "    type: chat_template\nchat_template: chatml\n"
+                                              "chat_template_jinja: x\n"),
                   "chat_template_jinja is set, but chat_template is chatml");
-    tt_expect_die(load_file, yaml_file("ct_eos.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                      "    train_on_eos: first\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_eos.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                           "    train_on_eos: first\n"),
                   "datasets entry 1: train_on_eos: expected turn, all, last or none");
-    tt_expect_die(load_file, yaml_file("ct_roles.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                        "    roles: {assistant: gpt}\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_roles.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                             "    roles: {assistant: gpt}\n"),
                   "datasets entry 1: roles: assistant: expected a list of names such as [gpt]");
-    tt_expect_die(load_file, yaml_file("ct_map.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                      "    message_property_mappings: {role: from}\n"
-                                                      "    message_field_role: speaker\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_map.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                           "    message_property_mappings: {role: from}\n"
+                                           "    message_field_role: speaker\n"),
                   "the message property 'role' is mapped to 'from' and to 'speaker'");
-    tt_expect_die(load_file, yaml_file("ct_drop.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                       "    drop_system_message: maybe\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_drop.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                            "    drop_system_message: maybe\n"),
                   "drop_system_message: expected true or false");
-    tt_expect_die(load_file, yaml_file("ct_eot.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                      "    train_on_eot: [turn]\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_eot.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                           "    train_on_eot: [turn]\n"),
                   "ct_eot.yaml:4: datasets entry 1: train_on_eot: expected turn, all, last or none, got a list");
-    tt_expect_die(load_file, yaml_file("ct_split.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                        "    split_thinking: 1\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_split.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                             "    split_thinking: 1\n"),
                   "ct_split.yaml:4: datasets entry 1: split_thinking: expected true or false, got '1'");
-    tt_expect_die(load_file, yaml_file("ct_mft.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                      "    message_field_training: [train]\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_mft.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                           "    message_field_training: [train]\n"),
                   "ct_mft.yaml:4: datasets entry 1: message_field_training: expected a name, got a list");
-    tt_expect_die(load_file, yaml_file("ct_mft2.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
-                                                       "    message_field_training: t\n    message_field_training_detail: t\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_mft2.yaml", "datasets:\n  - path: a.jsonl\n    type: chat_template\n"
+                                            "    message_field_training: t\n    message_field_training_detail: t\n"),
                   "message_field_training and message_field_training_detail both name the field 't'");
-    tt_expect_die(load_file, yaml_file("ct_mft3.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n"
-                                                       "    split_thinking: true\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_mft3.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                            "    split_thinking: true\n"),
                   "split_thinking applies to type chat_template, but this entry is type alpaca");
-    tt_expect_die(load_file, yaml_file("kw1.yaml", "chat_template_kwargs: [enable_thinking]\n"),
-                  "kw1.yaml:1: chat_template_kwargs: expected a mapping of template variables such as {enable_thinking: "
-                  "false}, or ~, got a list");
-    tt_expect_die(load_file, yaml_file("kw2.yaml", "seed: 1\nchat_template_kwargs:\n  enable_thinking: no\n"),
-                  "kw2.yaml:3: chat_template_kwargs.enable_thinking: 'no' is a boolean to YAML 1.1 (axolotl) and text to "
-                  "tiertrain; write true or false, or quote it (\"no\") for the text");
+    tt_expect_die(
+        load_file, yaml_file("kw1.yaml", "chat_template_kwargs: [enable_thinking]\n"),
+        "kw1.yaml:1: chat_template_kwargs: expected a mapping of template variables such as {enable_thinking: "
+        "false}, or ~, got a list");
+    tt_expect_die(
+        load_file, yaml_file("kw2.yaml", "seed: 1\nchat_template_kwargs:\n  enable_thinking: no\n"),
+        "kw2.yaml:3: chat_template_kwargs.enable_thinking: 'no' is a boolean to YAML 1.1 (axolotl) and text to "
+        "tiertrain; write true or false, or quote it (\"no\") for the text");
     tt_expect_die(load_file, yaml_file("kw3.yaml", "chat_template_kwargs: {messages: []}\n"),
                   "kw3.yaml:1: chat_template_kwargs: 'messages' is set for every render by tiertrain");
     tt_expect_die(load_file, yaml_file("kw4.yaml", "chat_template_kwargs: {a: {b: 1, b: 2}}\n"),
                   "kw4.yaml:1: chat_template_kwargs.a: 'b' appears twice");
     tt_expect_die(load_file, yaml_file("kw5.yaml", "chat_template_kwargs: {a: [.inf]}\n"),
                   "kw5.yaml:1: chat_template_kwargs.a[0]: .inf is not a finite number");
-    tt_expect_die(load_file, yaml_file("kw6.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
-                                                   "chat_template_kwargs: {enable_thinking: false}\n"),
+    tt_expect_die(load_file,
+                  yaml_file("kw6.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                        "chat_template_kwargs: {enable_thinking: false}\n"),
                   "chat_template_kwargs applies to chat_template datasets");
     tt_expect_die(load_file, yaml_file("pack1.yaml", "sample_packing: true\nsample_packing_bin_size: 0\n"),
                   "pack1.yaml:2: sample_packing_bin_size must be >= 1, got 0");
@@ -975,11 +1091,13 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("eot2.yaml", "eot_tokens: [a, \"\"]\n"),
                   "eot2.yaml:1: eot_tokens: expected tokens such as \"<|im_end|>\", got ''");
     tt_expect_die(load_file, yaml_file("eot3.yaml", "eot_tokens: [a, a]\n"), "eot_tokens lists 'a' twice");
-    tt_expect_die(load_file, yaml_file("eot4.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
-                                                    "eot_tokens: [x]\n"),
+    tt_expect_die(load_file,
+                  yaml_file("eot4.yaml", "model_config: m\ndatasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                         "eot_tokens: [x]\n"),
                   "eot_tokens applies to chat_template datasets");
-    tt_expect_die(load_file, yaml_file("ct_alpaca.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n"
-                                                         "    roles_to_train: [assistant]\n"),
+    tt_expect_die(load_file,
+                  yaml_file("ct_alpaca.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n"
+                                              "    roles_to_train: [assistant]\n"),
                   "roles_to_train applies to type chat_template, but this entry is type alpaca");
     tt_expect_die(load_file, yaml_file("st.yaml", "special_tokens: {sep_token: x}\n"),
                   "special_tokens: 'sep_token' is not supported");
@@ -1036,8 +1154,8 @@ static void test_lora_and_freezing(void) {
     tt_run_config_load(&c, path, 0, NULL);
     tt_run_config_validate(&c);
     TT_EXPECT(c.adapter == TT_ADAPTER_LORA && c.lora_r == 4 && c.lora_alpha == 8 && c.lora_dropout == 0.1 &&
-                  c.lora_target_modules == ((1u << TT_LORA_Q) | (1u << TT_LORA_V) | (1u << TT_LORA_GATE) |
-                                            (1u << TT_LORA_DOWN)) &&
+                  c.lora_target_modules ==
+                      ((1u << TT_LORA_Q) | (1u << TT_LORA_V) | (1u << TT_LORA_GATE) | (1u << TT_LORA_DOWN)) &&
                   tt_run_config_lora_targets(&c) == c.lora_target_modules,
               "adapter: lora with full and short module names");
     char *overrides[] = {"lora_target_linear=true", "lora_r=", "frozen_layers=[]"};
@@ -1057,7 +1175,7 @@ static void test_lora_and_freezing(void) {
     free(path);
     /* axolotl's full fine-tuning templates list every LoRA key with no value */
     TT_EXPECT(loads("fft_template.yaml", VALID "adapter:\nlora_model_dir:\nlora_r:\nlora_alpha:\nlora_dropout:\n"
-                                              "lora_target_linear:\nlora_target_modules:\n"),
+                                               "lora_target_linear:\nlora_target_modules:\n"),
               "LoRA keys without values are full fine-tuning");
     TT_EXPECT(loads("fft_off.yaml", VALID "adapter: false\nlora_target_linear: false\nlora_dropout: 0\n"),
               "off values without adapter");
@@ -1066,10 +1184,12 @@ static void test_lora_and_freezing(void) {
                   "lora_r is set but adapter is not: LoRA settings take effect with adapter: lora");
     tt_expect_die(load_file, yaml_file("linear_alone.yaml", VALID "lora_target_linear: true\n"),
                   "lora_target_linear is set but adapter is not");
-    tt_expect_die(load_file, yaml_file("no_targets.yaml", VALID "adapter: lora\n"),
-                  "adapter: lora has no modules to adapt: lora_target_modules is empty and lora_target_linear is false");
-    tt_expect_die(load_file, yaml_file("lora_frozen.yaml", VALID "adapter: lora\nlora_target_linear: true\n"
-                                                               "frozen_layers: [0]\n"),
+    tt_expect_die(
+        load_file, yaml_file("no_targets.yaml", VALID "adapter: lora\n"),
+        "adapter: lora has no modules to adapt: lora_target_modules is empty and lora_target_linear is false");
+    tt_expect_die(load_file,
+                  yaml_file("lora_frozen.yaml", VALID "adapter: lora\nlora_target_linear: true\n"
+                                                      "frozen_layers: [0]\n"),
                   "frozen_layers chooses what full fine-tuning trains, but with adapter: lora");
     tt_expect_die(load_file, yaml_file("adapter_bad.yaml", "adapter: dora\n"),
                   "adapter_bad.yaml:1: adapter must be lora or qlora (or ~ for full fine-tuning); got 'dora'");
@@ -1092,7 +1212,8 @@ static void test_lora_and_freezing(void) {
                   "adapter: qlora needs load_in_4bit: true");
     tt_expect_die(load_file, yaml_file("qlora_targets.yaml", VALID "adapter: qlora\nload_in_4bit: true\n"),
                   "adapter: qlora has no modules to adapt");
-    tt_expect_die(load_file, yaml_file("4bit_lora.yaml", VALID "adapter: lora\nload_in_4bit: true\nlora_target_linear: true\n"),
+    tt_expect_die(load_file,
+                  yaml_file("4bit_lora.yaml", VALID "adapter: lora\nload_in_4bit: true\nlora_target_linear: true\n"),
                   "load_in_4bit: true quantizes the frozen base of adapter: qlora, but adapter is lora");
     tt_expect_die(load_file, yaml_file("4bit_fft.yaml", VALID "load_in_4bit: true\n"),
                   "load_in_4bit: true quantizes the frozen base of adapter: qlora, but adapter is ~");
@@ -1100,8 +1221,9 @@ static void test_lora_and_freezing(void) {
                   "bnb_4bit_quant_type is set but load_in_4bit is not");
     tt_expect_die(load_file, yaml_file("bnb_type.yaml", VALID "bnb_4bit_quant_type: int4\n"),
                   "bnb_4bit_quant_type must be one of nf4, fp4");
-    tt_expect_die(load_file, yaml_file("qlora_frozen.yaml", VALID "adapter: qlora\nload_in_4bit: true\n"
-                                                                "lora_target_linear: true\nfreeze_embeddings: true\n"),
+    tt_expect_die(load_file,
+                  yaml_file("qlora_frozen.yaml", VALID "adapter: qlora\nload_in_4bit: true\n"
+                                                       "lora_target_linear: true\nfreeze_embeddings: true\n"),
                   "with adapter: qlora the whole base model is frozen already");
     tt_expect_die(load_file, yaml_file("r0.yaml", "lora_r: 0\n"), "lora_r must be >= 1, got 0");
     tt_expect_die(load_file, yaml_file("drop1.yaml", "lora_dropout: 1\n"), "lora_dropout must be in [0, 1), got 1");
@@ -1177,9 +1299,11 @@ static void test_accepted(void) {
                       strcmp(d.dataset_specs[0].field_output, "output") == 0 &&
                       d.dataset_specs[1].type == TT_DATASET_COMPLETION && strcmp(d.dataset_specs[1].field, "text") == 0,
                   "axolotl's field defaults per type");
-        TT_EXPECT(!d.train_on_inputs && d.shuffle_merged_datasets && strcmp(d.dataset_prepared_path, "last_run_prepared") == 0 &&
-                      d.excess_length_strategy == TT_EXCESS_DROP && d.tokenizer_config == NULL && d.special_bos == NULL &&
-                      strcmp(d.special_eos, "<|im_end|>") == 0 && strcmp(d.special_pad, "<pad>") == 0,
+        TT_EXPECT(!d.train_on_inputs && d.shuffle_merged_datasets &&
+                      strcmp(d.dataset_prepared_path, "last_run_prepared") == 0 &&
+                      d.excess_length_strategy == TT_EXCESS_DROP && d.tokenizer_config == NULL &&
+                      d.special_bos == NULL && strcmp(d.special_eos, "<|im_end|>") == 0 &&
+                      strcmp(d.special_pad, "<pad>") == 0,
                   "SFT defaults and special_tokens");
         tt_run_config_free(&d);
         free(sft);

@@ -95,7 +95,8 @@ static void backend_adamw(adamw_state *s, const int64_t *start, const unsigned c
 }
 
 static void test_bit_identity(void) {
-    static const int64_t lengths[] = {1, 7, 15, 16, 17, 33, 1000, 4099, 70001, 262147, 2100001}; /* the last: several pieces */
+    static const int64_t lengths[] = {1,    7,    15,    16,     17,     33,
+                                      1000, 4099, 70001, 262147, 2100001}; /* the last: several pieces */
     const tt_cpu_adamw_isa isas[] = {TT_CPU_ADAMW_SCALAR, TT_CPU_ADAMW_AVX2, TT_CPU_ADAMW_AVX512};
     const int thread_counts[] = {1, 2, 3};
     int64_t start[4096];
@@ -201,7 +202,8 @@ static void test_against_double(void) {
         if (error > bound) bad++;
         if (bound > 0 && error / bound > worst) worst = error / bound;
         /* each moment: two products and a sum, so 3 roundings of the terms' magnitude */
-        const double m_scale = fabs(b1 * input.m[i]) + fabs(omb1 * g), v_scale = fabs(b2 * input.v[i]) + fabs(omb2 * g * g);
+        const double m_scale = fabs(b1 * input.m[i]) + fabs(omb1 * g),
+                     v_scale = fabs(b2 * input.v[i]) + fabs(omb2 * g * g);
         if (fabs((double)s.m[i] - m) > 3 * eps24 * m_scale || fabs((double)s.v[i] - v) > 4 * eps24 * v_scale) bad++;
     }
     TT_EXPECT(bad == 0, "%lld of %lld elements outside the fp32 rounding bound", (long long)bad, (long long)n);

@@ -49,8 +49,16 @@ static bool is_permutation_of(const int64_t *a, const int64_t *b, int64_t n) {
     /* small n: selection sort both */
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = i + 1; j < n; j++) {
-            if (x[j] < x[i]) { int64_t t = x[i]; x[i] = x[j]; x[j] = t; }
-            if (y[j] < y[i]) { int64_t t = y[i]; y[i] = y[j]; y[j] = t; }
+            if (x[j] < x[i]) {
+                int64_t t = x[i];
+                x[i] = x[j];
+                x[j] = t;
+            }
+            if (y[j] < y[i]) {
+                int64_t t = y[i];
+                y[i] = y[j];
+                y[j] = t;
+            }
         }
     bool same = memcmp(x, y, sizeof(int64_t) * (size_t)n) == 0;
     free(x);
@@ -146,10 +154,10 @@ static void test_packing(void) {
 }
 
 static void test_multi_file(void) {
-    char *a = write_ramp("a.tok", 0, 3, 50);   /* 0 1 2 */
-    char *b = write_ramp("b.tok", 10, 7, 50);  /* 10..16 */
-    char *c = write_ramp("c.tok", 30, 0, 50);  /* empty */
-    char *d = write_ramp("d.tok", 40, 2, 50);  /* 40 41 */
+    char *a = write_ramp("a.tok", 0, 3, 50);  /* 0 1 2 */
+    char *b = write_ramp("b.tok", 10, 7, 50); /* 10..16 */
+    char *c = write_ramp("c.tok", 30, 0, 50); /* empty */
+    char *d = write_ramp("d.tok", 40, 2, 50); /* 40 41 */
     char *paths[4] = {a, b, c, d};
     tt_dataset ds;
     tt_dataset_open(&ds, paths, 4, 50, 3, 0.0, 11);
@@ -192,8 +200,10 @@ static void check_split(const tt_dataset *ds, const char *what) {
         if (i > 0) sorted = sorted && ds->train_order_base[i - 1] < s;
     }
     for (int64_t i = 0; ok && i < ds->sequence_count; i++) ok = seen[i];
-    TT_EXPECT(ok && ds->eval_count + ds->train_count == ds->sequence_count, "%s: eval and train are disjoint and cover "
-              "every sequence", what);
+    TT_EXPECT(ok && ds->eval_count + ds->train_count == ds->sequence_count,
+              "%s: eval and train are disjoint and cover "
+              "every sequence",
+              what);
     TT_EXPECT(sorted, "%s: eval and train base are sorted ascending", what);
     TT_EXPECT(is_permutation_of(ds->epoch_order, ds->train_order_base, ds->train_count),
               "%s: the epoch order is a permutation of the training sequences", what);
@@ -278,10 +288,13 @@ static void test_epochs_reshuffle(void) {
             tt_dataset_next_train(&ds, in, tg);
             orders[e][k] = in[0] / 10;
         }
-        TT_EXPECT(is_permutation_of(orders[e], ds.train_order_base, 45), "epoch %d visits every training sequence "
-                  "once", e);
+        TT_EXPECT(is_permutation_of(orders[e], ds.train_order_base, 45),
+                  "epoch %d visits every training sequence "
+                  "once",
+                  e);
     }
-    TT_EXPECT(memcmp(orders[0], orders[1], sizeof orders[0]) != 0 && memcmp(orders[1], orders[2], sizeof orders[0]) != 0,
+    TT_EXPECT(memcmp(orders[0], orders[1], sizeof orders[0]) != 0 &&
+                  memcmp(orders[1], orders[2], sizeof orders[0]) != 0,
               "each epoch has its own order");
     /* eval sequences are never drawn for training */
     bool disjoint = true;
@@ -307,7 +320,8 @@ static void test_resume(void) {
         int64_t epoch, index;
         tt_dataset_get_position(&ds, &epoch, &index);
         TT_EXPECT(epoch == 0 && index == k, "position after %d: %lld %lld", k, (long long)epoch, (long long)index);
-        int32_t(*exp_in)[8] = malloc(sizeof(int32_t[8]) * (size_t)m), (*exp_tg)[8] = malloc(sizeof(int32_t[8]) * (size_t)m);
+        int32_t(*exp_in)[8] = malloc(sizeof(int32_t[8]) * (size_t)m),
+        (*exp_tg)[8] = malloc(sizeof(int32_t[8]) * (size_t)m);
         for (int i = 0; i < m; i++) tt_dataset_next_train(&ds, exp_in[i], exp_tg[i]);
         int64_t end_epoch, end_index;
         tt_dataset_get_position(&ds, &end_epoch, &end_index);
@@ -323,8 +337,7 @@ static void test_resume(void) {
         TT_EXPECT(same, "resumed after %d sequences: the next %d are identical", k, m);
         int64_t r_epoch, r_index;
         tt_dataset_get_position(&resumed, &r_epoch, &r_index);
-        TT_EXPECT(r_epoch == end_epoch && r_index == end_index &&
-                      end_epoch * ds.train_count + end_index == k + m,
+        TT_EXPECT(r_epoch == end_epoch && r_index == end_index && end_epoch * ds.train_count + end_index == k + m,
                   "same end position");
         tt_dataset_close(&resumed);
 
@@ -380,7 +393,8 @@ static void negative_epoch(void *arg) {
 static void patch_u32(const char *name, long offset, uint32_t v) {
     char *p = tt_test_path(name);
     FILE *f = fopen(p, "r+b");
-    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
     fseek(f, offset, SEEK_SET);
     fwrite(b, 1, 4, f);
     fclose(f);

@@ -289,8 +289,7 @@ static void test_linear(bool bias) {
     lin_objective(&c);
     double *ref = dnew(N * out);
     for (int64_t n = 0; n < N; n++)
-        for (int64_t o = 0; o < out; o++)
-            ref[n * out + o] = (bias ? c.b[o] : 0) + ddot(c.x + n * in, c.W + o * in, in);
+        for (int64_t o = 0; o < out; o++) ref[n * out + o] = (bias ? c.b[o] : 0) + ddot(c.x + n * in, c.W + o * in, in);
     expect_close(bias ? "linear forward (bias)" : "linear forward", c.y, ref, N * out, REF_TOL);
 
     double *y0 = drandn(N * out, 1), *yacc = dcopy(y0, N * out), *ref_acc = dnew(N * out);
@@ -352,9 +351,7 @@ static void f64_dropout_scale(void *ctx, void *out, const void *x, int64_t n, fl
                               uint64_t seed) {
     tt_cpu_dropout_scale_f64(out, x, n, multiplier, threshold, seed);
 }
-static void f64_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {
-    tt_cpu_add_f64(out, a, b, n);
-}
+static void f64_add(void *ctx, void *out, const void *a, const void *b, int64_t n) { tt_cpu_add_f64(out, a, b, n); }
 /* The entries the LoRA adapter code calls, in double; no context. */
 static const tt_backend_iface f64_iface = {.linear_forward = f64_linear_forward,
                                            .linear_backward = f64_linear_backward,
@@ -409,7 +406,8 @@ static void test_lora_adapter(double dropout) {
             for (int64_t k = 0; k < r; k++) {
                 double ax = 0;
                 for (int64_t i = 0; i < in; i++) {
-                    const bool keep = tt_dropout_bits(c.lora.drop_seed, (uint64_t)(n * in + i)) >= c.lora.drop_threshold;
+                    const bool keep =
+                        tt_dropout_bits(c.lora.drop_seed, (uint64_t)(n * in + i)) >= c.lora.drop_threshold;
                     const double scale = c.lora.drop_threshold ? (double)c.lora.drop_multiplier : 1.0;
                     ax += c.A[k * in + i] * (keep ? c.x[n * in + i] * scale : 0.0);
                 }
@@ -554,9 +552,7 @@ typedef struct {
     double *q, *k, *v, *out, *lse, *Ro;
 } attn_ctx;
 
-static int64_t attn_q_elems(const tt_attention_shape *s) {
-    return s->batch * s->seq_len * s->num_heads * s->head_dim;
-}
+static int64_t attn_q_elems(const tt_attention_shape *s) { return s->batch * s->seq_len * s->num_heads * s->head_dim; }
 static int64_t attn_kv_elems(const tt_attention_shape *s) {
     return s->batch * s->seq_len * s->num_kv_heads * s->head_dim;
 }
@@ -597,8 +593,13 @@ static void attn_reference(double *out, double *lse, const double *q, const doub
 }
 
 static void test_attention(int64_t window) {
-    attn_ctx c = {.s = {.batch = 2, .seq_len = 5, .num_heads = 4, .num_kv_heads = 2, .head_dim = 4,
-                        .scale = 0.5, .sliding_window = window}};
+    attn_ctx c = {.s = {.batch = 2,
+                        .seq_len = 5,
+                        .num_heads = 4,
+                        .num_kv_heads = 2,
+                        .head_dim = 4,
+                        .scale = 0.5,
+                        .sliding_window = window}};
     const int64_t nq = attn_q_elems(&c.s), nkv = attn_kv_elems(&c.s), nl = c.s.batch * c.s.num_heads * c.s.seq_len;
     c.q = drandn(nq, 1.5);
     c.k = drandn(nkv, 1.5);
@@ -727,9 +728,8 @@ static double lm_objective(void *p) {
     lm_ctx *c = p;
     int64_t count = -1;
     dnan(c->logits, c->chunk * c->V);
-    return c->scale *
-           tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c->xn, c->W, c->targets, c->N, c->D, c->V, c->chunk, c->logits,
-                                   c->scale, 0.0, &count);
+    return c->scale * tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c->xn, c->W, c->targets, c->N, c->D, c->V, c->chunk,
+                                              c->logits, c->scale, 0.0, &count);
 }
 
 static void lm_bad_target(void) {
@@ -757,8 +757,8 @@ static void test_lm_head(void) {
         ref_count++;
     }
     int64_t count = -1;
-    double loss = tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale,
-                                          0.0, &count);
+    double loss =
+        tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0, &count);
     TT_EXPECT(fabs(loss - ref) < REF_TOL * fabs(ref), "lm_head loss %.17g vs %.17g", loss, ref);
     TT_EXPECT(count == ref_count, "lm_head count %lld vs %lld", (long long)count, (long long)ref_count);
 
@@ -766,8 +766,8 @@ static void test_lm_head(void) {
     dnan(dxn, N * D);
     dnan(c.logits, c.chunk * V);
     count = -1;
-    double loss2 = tt_cpu_lm_head_loss_f64(NULL, dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0,
-                                           &count);
+    double loss2 =
+        tt_cpu_lm_head_loss_f64(NULL, dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0, &count);
     TT_EXPECT(loss2 == loss && count == ref_count, "lm_head loss with gradients %.17g vs %.17g", loss2, loss);
     double *gW = dsub(dW, base_W, V * D);
     bool ignored_zero = true;
@@ -868,14 +868,14 @@ static const tt_backend_settings fp32 = {
 /* The scratch area the size table reserves fits the gradient norm of a model whose flat gradient
  * buffer dwarfs its activations (Qwen3-0.6B at 64 tokens asked 1.1 MB of a 0.3 MB area). */
 static void test_sum_squares_in_reserved_scratch(void) {
-    const tt_scratch_shape shape = {.tokens = 4,
-                                    .attention = {.batch = 1, .seq_len = 4, .num_heads = 2, .num_kv_heads = 1,
-                                                  .head_dim = 4, .scale = 0.5},
-                                    .hidden = 8,
-                                    .intermediate = 16,
-                                    .loss_chunk = 4,
-                                    .gradient_numel = 3000000,
-                                    .vocab = 32};
+    const tt_scratch_shape shape = {
+        .tokens = 4,
+        .attention = {.batch = 1, .seq_len = 4, .num_heads = 2, .num_kv_heads = 1, .head_dim = 4, .scale = 0.5},
+        .hidden = 8,
+        .intermediate = 16,
+        .loss_chunk = 4,
+        .gradient_numel = 3000000,
+        .vocab = 32};
     tt_backend *be = tt_backend_cpu_create(2);
     const size_t bytes = tt_backend_scratch_bytes(be, &fp32, &shape);
     void *area = malloc(bytes);
@@ -1026,8 +1026,12 @@ static void det_rope(const tt_backend *be, float *res) {
 static void det_attention_window(const tt_backend *be, float *res, int64_t window) {
     tt_rng r;
     tt_rng_seed(&r, 5);
-    tt_attention_shape s = {.batch = DET_ATT_B, .seq_len = DET_ATT_T, .num_heads = DET_ATT_HQ,
-                            .num_kv_heads = DET_ATT_HKV, .head_dim = DET_ATT_HD, .scale = 0.25,
+    tt_attention_shape s = {.batch = DET_ATT_B,
+                            .seq_len = DET_ATT_T,
+                            .num_heads = DET_ATT_HQ,
+                            .num_kv_heads = DET_ATT_HKV,
+                            .head_dim = DET_ATT_HD,
+                            .scale = 0.25,
                             .sliding_window = window};
     float *q = frand(&r, DET_ATT_NQ, 1), *k = frand(&r, DET_ATT_NKV, 1), *v = frand(&r, DET_ATT_NKV, 1);
     float *dout = frand(&r, DET_ATT_NQ, 1);
@@ -1121,14 +1125,14 @@ static void check_threads(const char *name, det_fn fn, int64_t n) {
 /* The size queries answer for the context's thread count: one row of attention scores per thread, and the GEMM's
  * packing buffers per thread, which the LM head takes beside its chunk's row losses (here the larger). */
 static void test_scratch_per_thread_count(void) {
-    const tt_scratch_shape shape = {.tokens = 512,
-                                    .attention = {.batch = 1, .seq_len = 512, .num_heads = 1, .num_kv_heads = 1,
-                                                  .head_dim = 2, .scale = 0.5},
-                                    .hidden = 2,
-                                    .intermediate = 2,
-                                    .loss_chunk = 1,
-                                    .gradient_numel = 1,
-                                    .vocab = 2};
+    const tt_scratch_shape shape = {
+        .tokens = 512,
+        .attention = {.batch = 1, .seq_len = 512, .num_heads = 1, .num_kv_heads = 1, .head_dim = 2, .scale = 0.5},
+        .hidden = 2,
+        .intermediate = 2,
+        .loss_chunk = 1,
+        .gradient_numel = 1,
+        .vocab = 2};
     tt_backend *one = tt_backend_cpu_create(1), *three = tt_backend_cpu_create(3);
     const size_t bytes_one = tt_backend_scratch_bytes(one, &fp32, &shape);
     const size_t bytes_three = tt_backend_scratch_bytes(three, &fp32, &shape);

@@ -30,22 +30,22 @@ static char *render_ctx(const char *src, const char *ctx_json, char *err, size_t
     return res;
 }
 
-#define CHECK_RENDER(src, ctx, expected)                                                             \
-    do {                                                                                             \
-        char err_[512];                                                                              \
-        char *got_ = render_ctx(src, ctx, err_, sizeof(err_));                                       \
-        TT_EXPECT(got_ && strcmp(got_, expected) == 0, "%s\n  got [%s]\n  want [%s]\n  err %s", src, \
-                  got_ ? got_ : "(null)", expected, got_ ? "" : err_);                               \
-        free(got_);                                                                                  \
+#define CHECK_RENDER(src, ctx, expected)                                                            \
+    do {                                                                                            \
+        char err_[512];                                                                             \
+        char *got_ = render_ctx(src, ctx, err_, sizeof(err_));                                      \
+        TT_EXPECT(got_ &&strcmp(got_, expected) == 0, "%s\n  got [%s]\n  want [%s]\n  err %s", src, \
+                  got_ ? got_ : "(null)", expected, got_ ? "" : err_);                              \
+        free(got_);                                                                                 \
     } while (0)
 
-#define CHECK_ERROR(src, ctx, needle)                                                                    \
-    do {                                                                                                 \
-        char err_[512];                                                                                  \
-        char *got_ = render_ctx(src, ctx, err_, sizeof(err_));                                           \
-        TT_EXPECT(!got_ && strstr(err_, needle), "%s: expected error with [%s], got [%s] err [%s]", src, \
-                  needle, got_ ? got_ : "(null)", got_ ? "" : err_);                                     \
-        free(got_);                                                                                      \
+#define CHECK_ERROR(src, ctx, needle)                                                                            \
+    do {                                                                                                         \
+        char err_[512];                                                                                          \
+        char *got_ = render_ctx(src, ctx, err_, sizeof(err_));                                                   \
+        TT_EXPECT(!got_ && strstr(err_, needle), "%s: expected error with [%s], got [%s] err [%s]", src, needle, \
+                  got_ ? got_ : "(null)", got_ ? "" : err_);                                                     \
+        free(got_);                                                                                              \
     } while (0)
 
 static void test_basics(void) {
@@ -60,8 +60,7 @@ static void test_basics(void) {
     CHECK_RENDER("{{ [\"it's\", 'say \"hi\"', 'a\\nb'] }}", NULL, "[\"it's\", 'say \"hi\"', 'a\\nb']");
     CHECK_RENDER("{{ 'a' ~ 1 ~ none }} {{ 'a' + 'b' }} {{ 'ab' * 2 }}", NULL, "a1None ab abab");
     CHECK_RENDER("{{ 'x' if 1 > 2 else 'y' }} {{ 1 if true }}{{ 'z' if false }}|", NULL, "y 1|");
-    CHECK_RENDER("{{ 1 < 2 and 2 <= 2 and 3 != 4 and not false }} {{ 0 or 'd' }} {{ 'a' and 'b' }}", NULL,
-                 "True d b");
+    CHECK_RENDER("{{ 1 < 2 and 2 <= 2 and 3 != 4 and not false }} {{ 0 or 'd' }} {{ 'a' and 'b' }}", NULL, "True d b");
     CHECK_RENDER("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 3 not in [1] }}", NULL,
                  "True True True True");
     CHECK_RENDER("{{ \"a\\tb\\\\\" }}|{{ 'x' 'y' }}", NULL, "a\tb\\|xy");
@@ -82,22 +81,26 @@ static void test_whitespace(void) {
 }
 
 static void test_statements(void) {
-    const char *loop = "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}"
-                       "{{ loop.length }}{{ loop.revindex }}{{ loop.previtem is defined }}{% if not loop.last %},{% endif %}{% endfor %}";
+    const char *loop =
+        "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}"
+        "{{ loop.length }}{{ loop.revindex }}{{ loop.previtem is defined }}{% if not loop.last %},{% endif %}{% endfor %}";
     CHECK_RENDER(loop, "{\"xs\": [\"a\", \"b\"]}", "10TrueFalse22False,21FalseTrue21True");
     CHECK_RENDER("{% for x in [1,2,3,4,5] if x is odd %}{{ x }}{{ loop.length }}{% endfor %}", NULL, "133353");
     CHECK_RENDER("{% for x in [] %}a{% else %}empty{% endfor %}", NULL, "empty");
-    CHECK_RENDER("{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}",
-                 NULL, "13");
+    CHECK_RENDER(
+        "{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+        NULL, "13");
     CHECK_RENDER("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}", NULL, "a=1;b=2;");
     CHECK_RENDER("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}", NULL, "1");
-    CHECK_RENDER("{% set ns = namespace(x=1, found=false) %}{% for i in [1,2] %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}{{ ns.found }}",
-                 NULL, "4False");
+    CHECK_RENDER(
+        "{% set ns = namespace(x=1, found=false) %}{% for i in [1,2] %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}{{ ns.found }}",
+        NULL, "4False");
     CHECK_RENDER("{% set b %}in {{ 1 + 1 }}{% endset %}[{{ b }}]", NULL, "[in 2]");
     CHECK_RENDER("{% if a %}1{% elif b %}2{% else %}3{% endif %}", "{\"b\": true}", "2");
     CHECK_RENDER("{% macro m(a, b='d') %}<{{ a }}{{ b }}>{% endmacro %}{{ m(1) }}{{ m(2, b='x') }}", NULL, "<1d><2x>");
     CHECK_RENDER("{% set a, b = 1, 2 %}{{ a }}{{ b }}", NULL, "12");
-    CHECK_RENDER("{{ x.y is defined }} {{ x.y }}| {{ m['k'] }} {{ m.k }}", "{\"x\": {}, \"m\": {\"k\": 3}}", "False | 3 3");
+    CHECK_RENDER("{{ x.y is defined }} {{ x.y }}| {{ m['k'] }} {{ m.k }}", "{\"x\": {}, \"m\": {\"k\": 3}}",
+                 "False | 3 3");
 }
 
 static void test_slicing_and_methods(void) {
@@ -107,32 +110,41 @@ static void test_slicing_and_methods(void) {
     CHECK_RENDER("{{ 'héllo'[1:3] }} {{ 'abc'[::-1] }} {{ 'abc'[0] }}", NULL, "él cba a");
     CHECK_RENDER("{{ '  a b  '.strip() }}|{{ 'xxaxx'.lstrip('x') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}",
                  NULL, "a b|axx|['a', 'b', '', 'c']|['a', 'b']");
-    CHECK_RENDER("{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith(('x', 'c')) }} {{ 'aXb'.upper() }} {{ 'aXb'.lower() }}",
-                 NULL, "True True AXB axb");
-    CHECK_RENDER("{{ 'a-b'.replace('-', '+') }} {{ 'hello world'.title() }} {{ 'abcb'.find('b') }} {{ 'abcb'.count('b') }}",
-                 NULL, "a+b Hello World 1 2");
+    CHECK_RENDER(
+        "{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith(('x', 'c')) }} {{ 'aXb'.upper() }} {{ 'aXb'.lower() }}", NULL,
+        "True True AXB axb");
+    CHECK_RENDER(
+        "{{ 'a-b'.replace('-', '+') }} {{ 'hello world'.title() }} {{ 'abcb'.find('b') }} {{ 'abcb'.count('b') }}",
+        NULL, "a+b Hello World 1 2");
     CHECK_RENDER("{{ d.get('a') }} {{ d.get('z', 5) }} {{ d.get('z') }} {{ d.keys() | list }} {{ d.values() | list }}",
                  "{\"d\": {\"a\": 1}}", "1 5 None ['a'] [1]");
 }
 
 static void test_filters(void) {
-    CHECK_RENDER("{{ [1,2,3] | length }} {{ 'abc' | count }} {{ '  t  ' | trim }} {{ 'ab' | upper }} {{ 'AB' | lower }}",
-                 NULL, "3 3 t AB ab");
+    CHECK_RENDER(
+        "{{ [1,2,3] | length }} {{ 'abc' | count }} {{ '  t  ' | trim }} {{ 'ab' | upper }} {{ 'AB' | lower }}", NULL,
+        "3 3 t AB ab");
     CHECK_RENDER("{{ 'hello there' | title }} {{ 'hELLO' | capitalize }} {{ 'aaa' | replace('a', 'b', 2) }}", NULL,
                  "Hello There Hello bba");
-    CHECK_RENDER("{{ [1, 2] | join(', ') }} {{ [1,2] | first }} {{ [1,2] | last }} {{ x | default('d') }} {{ '' | d('e', true) }}",
-                 NULL, "1, 2 1 2 d e");
-    CHECK_RENDER("{{ 'ab' | list }} {{ 3 | string }} {{ '42' | int + 1 }} {{ '1.5' | float }} {{ (-3) | abs }} {{ -3 | abs }} {{ 2.5 | round }} {{ 3.14159 | round(2) }}",
-                 NULL, "['a', 'b'] 3 43 1.5 3 -3 2.0 3.14");
+    CHECK_RENDER(
+        "{{ [1, 2] | join(', ') }} {{ [1,2] | first }} {{ [1,2] | last }} {{ x | default('d') }} {{ '' | d('e', true) }}",
+        NULL, "1, 2 1 2 d e");
+    CHECK_RENDER(
+        "{{ 'ab' | list }} {{ 3 | string }} {{ '42' | int + 1 }} {{ '1.5' | float }} {{ (-3) | abs }} {{ -3 | abs }} {{ 2.5 | round }} {{ 3.14159 | round(2) }}",
+        NULL, "['a', 'b'] 3 43 1.5 3 -3 2.0 3.14");
     CHECK_RENDER("{{ {'a': 1} | items | list }}", NULL, "[('a', 1)]");
-    const char *ms = "{\"ms\": [{\"role\": \"user\", \"n\": 2}, {\"role\": \"tool\", \"n\": 1}, {\"role\": \"user\", \"n\": 3}]}";
-    CHECK_RENDER("{{ ms | map(attribute='role') | join(',') }} {{ ms | selectattr('role', 'equalto', 'user') | list | length }} "
-                 "{{ ms | rejectattr('role', 'eq', 'user') | map(attribute='n') | list }}",
-                 ms, "user,tool,user 2 [1]");
-    CHECK_RENDER("{{ [1,2,3,4] | select('odd') | list }} {{ [1,2,3,4] | reject('even') | list }} {{ [3,1,2,1] | unique | list }}",
-                 NULL, "[1, 3] [1, 3] [3, 1, 2]");
-    CHECK_RENDER("{{ [3,1,2] | sort }} {{ ['b','A','c'] | sort }} {{ [3,1,2] | sort(reverse=true) }} {{ [1,2] | reverse | list }}",
-                 NULL, "[1, 2, 3] ['A', 'b', 'c'] [3, 2, 1] [2, 1]");
+    const char *ms =
+        "{\"ms\": [{\"role\": \"user\", \"n\": 2}, {\"role\": \"tool\", \"n\": 1}, {\"role\": \"user\", \"n\": 3}]}";
+    CHECK_RENDER(
+        "{{ ms | map(attribute='role') | join(',') }} {{ ms | selectattr('role', 'equalto', 'user') | list | length }} "
+        "{{ ms | rejectattr('role', 'eq', 'user') | map(attribute='n') | list }}",
+        ms, "user,tool,user 2 [1]");
+    CHECK_RENDER(
+        "{{ [1,2,3,4] | select('odd') | list }} {{ [1,2,3,4] | reject('even') | list }} {{ [3,1,2,1] | unique | list }}",
+        NULL, "[1, 3] [1, 3] [3, 1, 2]");
+    CHECK_RENDER(
+        "{{ [3,1,2] | sort }} {{ ['b','A','c'] | sort }} {{ [3,1,2] | sort(reverse=true) }} {{ [1,2] | reverse | list }}",
+        NULL, "[1, 2, 3] ['A', 'b', 'c'] [3, 2, 1] [2, 1]");
     CHECK_RENDER("{{ ms | sort(attribute='n') | map(attribute='n') | list }}", ms, "[1, 2, 3]");
     CHECK_RENDER("{{ '<a&b>' | e }} {{ 'x' | safe }} {{ 'a\nb\n\nc' | indent(2) }}|{{ 'one two, three' | wordcount }}",
                  NULL, "&lt;a&amp;b&gt; x a\n  b\n\n  c|3");
@@ -158,10 +170,12 @@ static void test_jinja2_parity(void) {
 
 static void test_tojson(void) {
     const char *ctx = "{\"t\": {\"name\": \"f\", \"args\": {\"x\": [1, 2.5, true, null], \"é\": \"ü\\n\\\"q\\\"\"}}}";
-    CHECK_RENDER("{{ t | tojson }}", ctx, "{\"name\": \"f\", \"args\": {\"x\": [1, 2.5, true, null], \"é\": \"ü\\n\\\"q\\\"\"}}");
-    CHECK_RENDER("{{ t | tojson(indent=2) }}", ctx,
-                 "{\n  \"name\": \"f\",\n  \"args\": {\n    \"x\": [\n      1,\n      2.5,\n      true,\n      null\n    ],\n"
-                 "    \"é\": \"ü\\n\\\"q\\\"\"\n  }\n}");
+    CHECK_RENDER("{{ t | tojson }}", ctx,
+                 "{\"name\": \"f\", \"args\": {\"x\": [1, 2.5, true, null], \"é\": \"ü\\n\\\"q\\\"\"}}");
+    CHECK_RENDER(
+        "{{ t | tojson(indent=2) }}", ctx,
+        "{\n  \"name\": \"f\",\n  \"args\": {\n    \"x\": [\n      1,\n      2.5,\n      true,\n      null\n    ],\n"
+        "    \"é\": \"ü\\n\\\"q\\\"\"\n  }\n}");
     CHECK_RENDER("{{ {'b': 1, 'a': {}} | tojson(sort_keys=true) }} {{ [] | tojson }} {{ 'x' | tojson }}", NULL,
                  "{\"a\": {}, \"b\": 1} [] \"x\"");
     CHECK_RENDER("{{ {'a': 1, 'b': 2} | tojson(separators=(',', ':')) }}", NULL, "{\"a\":1,\"b\":2}");
@@ -307,8 +321,8 @@ static void test_real_templates(const char *root) {
         if (ok && golden) {
             size_t at = 0;
             while (at < glen && at < out.len && golden[at] == out.text[at]) at++;
-            TT_EXPECT(out.len == glen && at == glen, "%s differs from the golden at byte %zu:\n--- got\n%s\n--- want\n%s", key,
-                      at, out.text, golden);
+            TT_EXPECT(out.len == glen && at == glen,
+                      "%s differs from the golden at byte %zu:\n--- got\n%s\n--- want\n%s", key, at, out.text, golden);
             TT_EXPECT((size_t)out.span_count == json_array_size(want_spans), "%s: %lld spans, golden %zu", key,
                       (long long)out.span_count, json_array_size(want_spans));
             for (size_t s = 0; s < json_array_size(want_spans) && s < (size_t)out.span_count; s++) {
@@ -337,7 +351,8 @@ static void test_real_templates(const char *root) {
         char err[512];
         bool ok = tt_jinja_render(t, ctx, &out, err, sizeof(err));
         const char *want = json_string_value(json_object_get(e, "message"));
-        TT_EXPECT(!ok && strcmp(err, want) == 0, "error case %zu: got [%s] want [%s]", i, ok ? "(rendered)" : err, want);
+        TT_EXPECT(!ok && strcmp(err, want) == 0, "error case %zu: got [%s] want [%s]", i, ok ? "(rendered)" : err,
+                  want);
         if (ok) tt_jinja_output_free(&out);
         json_decref(ctx);
         tt_jinja_free(t);
@@ -360,7 +375,8 @@ static void test_enable_thinking(const char *root) {
         if (!strcmp(json_string_value(json_object_get(c, "name")), "no_thinking")) conv = c;
     }
     tt_jinja_template *t = load_template(dir, "qwen3");
-    TT_EXPECT(conv && t && json_is_false(json_object_get(json_object_get(conv, "chat_template_kwargs"), "enable_thinking")),
+    TT_EXPECT(conv && t &&
+                  json_is_false(json_object_get(json_object_get(conv, "chat_template_kwargs"), "enable_thinking")),
               "the no_thinking conversation");
     if (!conv || !t) {
         json_decref(data);
@@ -376,8 +392,8 @@ static void test_enable_thinking(const char *root) {
     if (ok) {
         static const char tail[] = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
         const size_t extra = strlen("<think>\n\n</think>\n\n");
-        TT_EXPECT(a.len == b.len + extra && memcmp(a.text, b.text, b.len) == 0 &&
-                      a.len >= strlen(tail) && memcmp(a.text + a.len - strlen(tail), tail, strlen(tail)) == 0,
+        TT_EXPECT(a.len == b.len + extra && memcmp(a.text, b.text, b.len) == 0 && a.len >= strlen(tail) &&
+                      memcmp(a.text + a.len - strlen(tail), tail, strlen(tail)) == 0,
                   "enable_thinking false:\n%s\n--- without:\n%s", a.text, b.text);
         tt_jinja_output_free(&a);
         tt_jinja_output_free(&b);

@@ -41,8 +41,10 @@ static void write_records(const char *name, bool array) {
     }
     if (array) fputs("[\n", f);
     for (int i = 0; i < RECORD_COUNT; i++)
-        fprintf(f, "%s{\"text\": \"record %07d: the quick brown fox jumps over the lazy dog, caf\\u00e9 \\u65e5\\u672c\", \"n\": %d}\n",
-                array && i > 0 ? "," : "", i, i);
+        fprintf(
+            f,
+            "%s{\"text\": \"record %07d: the quick brown fox jumps over the lazy dog, caf\\u00e9 \\u65e5\\u672c\", \"n\": %d}\n",
+            array && i > 0 ? "," : "", i, i);
     if (array) fputs("]\n", f);
     fclose(f);
     free(p);
@@ -62,8 +64,8 @@ static void read_records(const char *name, bool array) {
     }
     tt_json_records_close(r);
     double seconds = now_seconds() - t0;
-    TT_EXPECT(count == RECORD_COUNT && sum == (int64_t)RECORD_COUNT * (RECORD_COUNT - 1) / 2, "%s: %lld records",
-              name, (long long)count);
+    TT_EXPECT(count == RECORD_COUNT && sum == (int64_t)RECORD_COUNT * (RECORD_COUNT - 1) / 2, "%s: %lld records", name,
+              (long long)count);
     TT_EXPECT(seconds < 60.0, "50 MB of %s read in %.2f s (bound 60 s)", array ? "JSON array" : "JSON lines", seconds);
     printf("limits: 50 MB of %s: %d records in %.2f s\n", array ? "JSON array" : "JSON lines", RECORD_COUNT, seconds);
     free(p);
@@ -96,8 +98,10 @@ static void test_large_token_file(void) {
               "%lld sequences, %lld eval", (long long)ds.sequence_count, (long long)ds.eval_count);
     /* the split in ascending order, disjoint and complete */
     bool ascending = true;
-    for (int64_t i = 1; i < ds.train_count && ascending; i++) ascending = ds.train_order_base[i] > ds.train_order_base[i - 1];
-    for (int64_t i = 1; i < ds.eval_count && ascending; i++) ascending = ds.eval_sequences[i] > ds.eval_sequences[i - 1];
+    for (int64_t i = 1; i < ds.train_count && ascending; i++)
+        ascending = ds.train_order_base[i] > ds.train_order_base[i - 1];
+    for (int64_t i = 1; i < ds.eval_count && ascending; i++)
+        ascending = ds.eval_sequences[i] > ds.eval_sequences[i - 1];
     TT_EXPECT(ascending && ds.train_count + ds.eval_count == ds.sequence_count, "the split is two ascending lists");
     TT_EXPECT(seconds < 60.0, "a 64 MiB token file of zero ids opened in %.2f s (bound 60 s)", seconds);
     printf("limits: 64 MiB token file (%llu ids, %lld sequences) opened in %.2f s\n", (unsigned long long)count,
@@ -143,7 +147,8 @@ static void test_yaml_nesting(void) {
     for (int i = 1; i <= 100; i++) fprintf(f, "%*s- \n", i, "");
     fclose(f);
     tt_expect_die(load_config, "deep_block.yaml", "deep_block.yaml:65: lists and mappings nested more than 64 deep");
-    tt_expect_die(load_override, "datasets=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]",
+    tt_expect_die(load_override,
+                  "datasets=[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]",
                   "command-line override 'datasets=[[[[");
     /* 64 levels, the top-level mapping included, are not refused for their depth (the key then
      * says what it takes) */

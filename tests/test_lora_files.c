@@ -57,7 +57,8 @@ static void merge_bad(void *arg) {
 }
 
 static void check_round_trip(bool qwen3) {
-    const tt_trainable_spec spec = {.lora_rank = 3, .lora_alpha = 5, .lora_targets = TT_LORA_ALL_MODULES & ~(1u << TT_LORA_K)};
+    const tt_trainable_spec spec = {
+        .lora_rank = 3, .lora_alpha = 5, .lora_targets = TT_LORA_ALL_MODULES & ~(1u << TT_LORA_K)};
     tt_model_state s;
     open_model(&s, qwen3, &spec);
     tt_weights_init_random(s.weights, &s.params, 0.2, 4);
@@ -130,7 +131,8 @@ static void check_round_trip(bool qwen3) {
     char cmd[9000];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", path, bad);
     TT_EXPECT(system(cmd) == 0, "copy the adapter");
-    tt_test_write_text("bad/adapter_config.json", "{\"peft_type\": \"LORA\", \"r\": 3, \"lora_alpha\": 5, \"use_dora\": true}");
+    tt_test_write_text("bad/adapter_config.json",
+                       "{\"peft_type\": \"LORA\", \"r\": 3, \"lora_alpha\": 5, \"use_dora\": true}");
     tt_expect_die(merge_bad, bad, "use_dora is true");
     tt_test_write_text("bad/adapter_config.json", "{\"peft_type\": \"PREFIX_TUNING\"}");
     tt_expect_die(merge_bad, bad, "peft_type is PREFIX_TUNING");

@@ -45,70 +45,68 @@ static void write_llama(const char *name, const char *model_type, const char *ex
 }
 
 /* Qwen3-0.6B's config.json as transformers 5 writes it. */
-static const char *qwen3_config =
-    "{\n"
-    "  \"architectures\": [\"Qwen3ForCausalLM\"],\n"
-    "  \"attention_bias\": false,\n"
-    "  \"attention_dropout\": 0.0,\n"
-    "  \"bos_token_id\": 151643,\n"
-    "  \"dtype\": \"bfloat16\",\n"
-    "  \"eos_token_id\": 151645,\n"
-    "  \"head_dim\": 128,\n"
-    "  \"hidden_act\": \"silu\",\n"
-    "  \"hidden_size\": 1024,\n"
-    "  \"initializer_range\": 0.02,\n"
-    "  \"intermediate_size\": 3072,\n"
-    "  \"layer_types\": [\"full_attention\", \"full_attention\"],\n"
-    "  \"max_position_embeddings\": 40960,\n"
-    "  \"max_window_layers\": 28,\n"
-    "  \"model_type\": \"qwen3\",\n"
-    "  \"num_attention_heads\": 16,\n"
-    "  \"num_hidden_layers\": 28,\n"
-    "  \"num_key_value_heads\": 8,\n"
-    "  \"rms_norm_eps\": 1e-06,\n"
-    "  \"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": \"default\"},\n"
-    "  \"sliding_window\": null,\n"
-    "  \"tie_word_embeddings\": true,\n"
-    "  \"transformers_version\": \"5.0.0\",\n"
-    "  \"use_cache\": true,\n"
-    "  \"use_sliding_window\": false,\n"
-    "  \"vocab_size\": 151936\n"
-    "}\n";
+static const char *qwen3_config = "{\n"
+                                  "  \"architectures\": [\"Qwen3ForCausalLM\"],\n"
+                                  "  \"attention_bias\": false,\n"
+                                  "  \"attention_dropout\": 0.0,\n"
+                                  "  \"bos_token_id\": 151643,\n"
+                                  "  \"dtype\": \"bfloat16\",\n"
+                                  "  \"eos_token_id\": 151645,\n"
+                                  "  \"head_dim\": 128,\n"
+                                  "  \"hidden_act\": \"silu\",\n"
+                                  "  \"hidden_size\": 1024,\n"
+                                  "  \"initializer_range\": 0.02,\n"
+                                  "  \"intermediate_size\": 3072,\n"
+                                  "  \"layer_types\": [\"full_attention\", \"full_attention\"],\n"
+                                  "  \"max_position_embeddings\": 40960,\n"
+                                  "  \"max_window_layers\": 28,\n"
+                                  "  \"model_type\": \"qwen3\",\n"
+                                  "  \"num_attention_heads\": 16,\n"
+                                  "  \"num_hidden_layers\": 28,\n"
+                                  "  \"num_key_value_heads\": 8,\n"
+                                  "  \"rms_norm_eps\": 1e-06,\n"
+                                  "  \"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": \"default\"},\n"
+                                  "  \"sliding_window\": null,\n"
+                                  "  \"tie_word_embeddings\": true,\n"
+                                  "  \"transformers_version\": \"5.0.0\",\n"
+                                  "  \"use_cache\": true,\n"
+                                  "  \"use_sliding_window\": false,\n"
+                                  "  \"vocab_size\": 151936\n"
+                                  "}\n";
 
 /* Llama-3.1-8B's config.json (transformers 4 spelling). */
-static const char *llama31_config =
-    "{\n"
-    "  \"architectures\": [\"LlamaForCausalLM\"],\n"
-    "  \"attention_bias\": false,\n"
-    "  \"attention_dropout\": 0.0,\n"
-    "  \"bos_token_id\": 128000,\n"
-    "  \"eos_token_id\": [128001, 128008, 128009],\n"
-    "  \"hidden_act\": \"silu\",\n"
-    "  \"hidden_size\": 4096,\n"
-    "  \"initializer_range\": 0.02,\n"
-    "  \"intermediate_size\": 14336,\n"
-    "  \"max_position_embeddings\": 131072,\n"
-    "  \"mlp_bias\": false,\n"
-    "  \"model_type\": \"llama\",\n"
-    "  \"num_attention_heads\": 32,\n"
-    "  \"num_hidden_layers\": 32,\n"
-    "  \"num_key_value_heads\": 8,\n"
-    "  \"pretraining_tp\": 1,\n"
-    "  \"rms_norm_eps\": 1e-05,\n"
-    "  \"rope_scaling\": {\n"
-    "    \"factor\": 8.0,\n"
-    "    \"low_freq_factor\": 1.0,\n"
-    "    \"high_freq_factor\": 4.0,\n"
-    "    \"original_max_position_embeddings\": 8192,\n"
-    "    \"rope_type\": \"llama3\"\n"
-    "  },\n"
-    "  \"rope_theta\": 500000.0,\n"
-    "  \"tie_word_embeddings\": false,\n"
-    "  \"torch_dtype\": \"bfloat16\",\n"
-    "  \"transformers_version\": \"4.43.0.dev0\",\n"
-    "  \"use_cache\": true,\n"
-    "  \"vocab_size\": 128256\n"
-    "}\n";
+static const char *llama31_config = "{\n"
+                                    "  \"architectures\": [\"LlamaForCausalLM\"],\n"
+                                    "  \"attention_bias\": false,\n"
+                                    "  \"attention_dropout\": 0.0,\n"
+                                    "  \"bos_token_id\": 128000,\n"
+                                    "  \"eos_token_id\": [128001, 128008, 128009],\n"
+                                    "  \"hidden_act\": \"silu\",\n"
+                                    "  \"hidden_size\": 4096,\n"
+                                    "  \"initializer_range\": 0.02,\n"
+                                    "  \"intermediate_size\": 14336,\n"
+                                    "  \"max_position_embeddings\": 131072,\n"
+                                    "  \"mlp_bias\": false,\n"
+                                    "  \"model_type\": \"llama\",\n"
+                                    "  \"num_attention_heads\": 32,\n"
+                                    "  \"num_hidden_layers\": 32,\n"
+                                    "  \"num_key_value_heads\": 8,\n"
+                                    "  \"pretraining_tp\": 1,\n"
+                                    "  \"rms_norm_eps\": 1e-05,\n"
+                                    "  \"rope_scaling\": {\n"
+                                    "    \"factor\": 8.0,\n"
+                                    "    \"low_freq_factor\": 1.0,\n"
+                                    "    \"high_freq_factor\": 4.0,\n"
+                                    "    \"original_max_position_embeddings\": 8192,\n"
+                                    "    \"rope_type\": \"llama3\"\n"
+                                    "  },\n"
+                                    "  \"rope_theta\": 500000.0,\n"
+                                    "  \"tie_word_embeddings\": false,\n"
+                                    "  \"torch_dtype\": \"bfloat16\",\n"
+                                    "  \"transformers_version\": \"4.43.0.dev0\",\n"
+                                    "  \"use_cache\": true,\n"
+                                    "  \"vocab_size\": 128256\n"
+                                    "}\n";
 
 /* Qwen2.5-0.5B's config.json (no attention_bias key: Qwen2 has q/k/v biases). */
 static const char *qwen2_config =
@@ -176,12 +174,13 @@ static void test_llama31(void) {
     tt_model_config_free(&c);
 
     /* The same model in transformers 5 spelling: everything in rope_parameters, "dtype". */
-    tt_test_write_text("llama31_v5.json",
-               "{\"model_type\": \"llama\", \"vocab_size\": 128256, \"hidden_size\": 4096, \"intermediate_size\": 14336,"
-               " \"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 8,"
-               " \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, \"factor\": 8.0,"
-               " \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192},"
-               " \"dtype\": \"float16\", \"bos_token_id\": null}");
+    tt_test_write_text(
+        "llama31_v5.json",
+        "{\"model_type\": \"llama\", \"vocab_size\": 128256, \"hidden_size\": 4096, \"intermediate_size\": 14336,"
+        " \"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 8,"
+        " \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, \"factor\": 8.0,"
+        " \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192},"
+        " \"dtype\": \"float16\", \"bos_token_id\": null}");
     load("llama31_v5.json", &c);
     TT_EXPECT(c.rope_type == TT_ROPE_LLAMA3 && c.rope_theta == 500000.0 && c.rope_factor == 8.0 &&
                   c.rope_original_max_position == 8192 && c.dtype == TT_F16 && c.bos_token_id == -1 &&
@@ -191,11 +190,12 @@ static void test_llama31(void) {
     tt_model_config_free(&c);
 
     /* older spelling: "type" instead of "rope_type"; theta default 10000; no dtype: float32 */
-    tt_test_write_text("llama_type.json",
-               "{\"model_type\": \"llama\", \"vocab_size\": 100, \"hidden_size\": 32, \"intermediate_size\": 64,"
-               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"rope_scaling\": {\"type\": \"llama3\","
-               " \"factor\": 32, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
-               " \"original_max_position_embeddings\": 8192}}");
+    tt_test_write_text(
+        "llama_type.json",
+        "{\"model_type\": \"llama\", \"vocab_size\": 100, \"hidden_size\": 32, \"intermediate_size\": 64,"
+        " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"rope_scaling\": {\"type\": \"llama3\","
+        " \"factor\": 32, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
+        " \"original_max_position_embeddings\": 8192}}");
     load("llama_type.json", &c);
     TT_EXPECT(c.rope_type == TT_ROPE_LLAMA3 && c.rope_factor == 32 && c.rope_theta == 10000.0 && c.dtype == TT_F32 &&
                   c.num_kv_heads == 4 && c.head_dim == 8,
@@ -213,7 +213,8 @@ static void test_qwen2_mistral(void) {
     TT_EXPECT(tt_model_config_param_count(&c) == 494032768LL, "Qwen2.5-0.5B has 494,032,768 parameters, got %lld",
               (long long)tt_model_config_param_count(&c));
     tt_model_config_free(&c);
-    write_llama("qwen2_nobias.json", "qwen2", "\"hidden_size\": 32, \"num_hidden_layers\": 1, \"attention_bias\": false");
+    write_llama("qwen2_nobias.json", "qwen2",
+                "\"hidden_size\": 32, \"num_hidden_layers\": 1, \"attention_bias\": false");
     load("qwen2_nobias.json", &c);
     TT_EXPECT(!c.attention_bias, "an explicit attention_bias wins");
     tt_model_config_free(&c);
@@ -229,7 +230,8 @@ static void test_qwen2_mistral(void) {
     TT_EXPECT(tt_model_config_param_count(&c) == 7241732096LL, "Mistral-7B has 7,241,732,096 parameters, got %lld",
               (long long)tt_model_config_param_count(&c));
     tt_model_config_free(&c);
-    write_llama("mistral_null.json", "mistral", "\"hidden_size\": 32, \"num_hidden_layers\": 1, \"sliding_window\": null");
+    write_llama("mistral_null.json", "mistral",
+                "\"hidden_size\": 32, \"num_hidden_layers\": 1, \"sliding_window\": null");
     load("mistral_null.json", &c);
     TT_EXPECT(c.sliding_window == 0, "mistral sliding_window null: full attention");
     tt_model_config_free(&c);
@@ -303,7 +305,8 @@ static void test_save_fresh(void) {
         char *text = read_text(p);
         char arch[96];
         snprintf(arch, sizeof arch, "\"%s\"", architectures[i]);
-        TT_EXPECT(text && strstr(text, arch) && strstr(text, "\"torch_dtype\"") && strstr(text, "\"rms_norm_eps\": 1e-5"),
+        TT_EXPECT(text && strstr(text, arch) && strstr(text, "\"torch_dtype\"") &&
+                      strstr(text, "\"rms_norm_eps\": 1e-5"),
                   "%s: architectures, torch_dtype and short reals: %s", types[i], text ? text : "(none)");
         tt_model_config d;
         tt_model_config_load(p, &d);
@@ -344,11 +347,14 @@ static void test_errors(void) {
                   "layers_string.json: key \"num_hidden_layers\" must be an integer, not a string");
     write_llama("layers_real.json", "llama", "\"hidden_size\": 32, \"num_hidden_layers\": 2.0");
     tt_expect_die(load_config, "layers_real.json", "\"num_hidden_layers\" must be an integer, not a real number");
-    write_llama("tie_string.json", "llama", "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"tie_word_embeddings\": 1");
+    write_llama("tie_string.json", "llama",
+                "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"tie_word_embeddings\": 1");
     tt_expect_die(load_config, "tie_string.json", "\"tie_word_embeddings\" must be true or false, not an integer");
-    write_llama("eps_string.json", "llama", "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rms_norm_eps\": \"1e-6\"");
+    write_llama("eps_string.json", "llama",
+                "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rms_norm_eps\": \"1e-6\"");
     tt_expect_die(load_config, "eps_string.json", "\"rms_norm_eps\" must be a number, not a string");
-    write_llama("eos_string.json", "llama", "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"eos_token_id\": [1, \"2\"]");
+    write_llama("eos_string.json", "llama",
+                "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"eos_token_id\": [1, \"2\"]");
     tt_expect_die(load_config, "eos_string.json", "\"eos_token_id\"[1] must be an integer");
 
     write_llama("heads.json", "llama",
@@ -371,8 +377,9 @@ static void test_errors(void) {
                 "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_parameters\": {\"rope_type\": \"linear\", "
                 "\"rope_theta\": 10000.0, \"factor\": 2.0}");
     tt_expect_die(load_config, "linear_v5.json", "\"rope_parameters.rope_type\" is \"linear\"");
-    write_llama("dynamic.json", "llama",
-                "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}");
+    write_llama(
+        "dynamic.json", "llama",
+        "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}");
     tt_expect_die(load_config, "dynamic.json", "\"dynamic\"");
     write_llama("llama3_missing.json", "llama",
                 "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_scaling\": {\"rope_type\": \"llama3\", "
@@ -389,7 +396,8 @@ static void test_errors(void) {
                 "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_scaling\": {\"rope_type\": 3}");
     tt_expect_die(load_config, "rope_type_type.json", "\"rope_scaling.rope_type\" must be a string");
 
-    write_llama("qwen_window.json", "qwen2", "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"use_sliding_window\": true");
+    write_llama("qwen_window.json", "qwen2",
+                "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"use_sliding_window\": true");
     tt_expect_die(load_config, "qwen_window.json", "not supported yet");
     write_llama("f64.json", "llama", "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"torch_dtype\": \"float64\"");
     tt_expect_die(load_config, "f64.json", "key \"torch_dtype\" is \"float64\"; expected \"float32\", \"bfloat16\"");
@@ -431,11 +439,13 @@ static void test_hardening(void) {
                        "{\"model_type\":\"llama\",\"vocab_size\":1,\"hidden_size\":549755813888,"
                        "\"intermediate_size\":1,\"num_hidden_layers\":1000000,\"num_attention_heads\":524288,"
                        "\"num_key_value_heads\":1,\"head_dim\":1024}");
-    tt_expect_die(load_config, "huge_params.json", "huge_params.json: the model's sizes imply more than 2^50 parameters");
+    tt_expect_die(load_config, "huge_params.json",
+                  "huge_params.json: the model's sizes imply more than 2^50 parameters");
     /* a head of a million dimensions on a small model: within 2^50 parameters, but no model has it */
-    tt_test_write_text("huge_head.json",
-                       "{\"model_type\":\"llama\",\"vocab_size\":257,\"hidden_size\":16,\"intermediate_size\":32,"
-                       "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":1048576}");
+    tt_test_write_text(
+        "huge_head.json",
+        "{\"model_type\":\"llama\",\"vocab_size\":257,\"hidden_size\":16,\"intermediate_size\":32,"
+        "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":1048576}");
     tt_expect_die(load_config, "huge_head.json", "huge_head.json: head_dim (1048576) is more than 1024");
 }
 

@@ -22,9 +22,9 @@
 
 typedef struct variant {
     const char *name;
-    bool qwen3;      /* tied LM head, q/k norms; else untied with attention biases */
-    bool lora;       /* rank-2 adapters on q, v and down_proj */
-    bool freeze;     /* freeze_embeddings and layer 1 */
+    bool qwen3;  /* tied LM head, q/k norms; else untied with attention biases */
+    bool lora;   /* rank-2 adapters on q, v and down_proj */
+    bool freeze; /* freeze_embeddings and layer 1 */
 } variant;
 
 typedef struct offload_setting {
@@ -108,8 +108,8 @@ static int64_t clipped_steps; /* steps whose gradients clipping scaled down */
 
 /* Optimizer steps [first, last) of micro_batches each, as the trainer runs them. */
 static void train_steps(tt_model_state *s, int64_t first, int64_t last, float max_grad_norm) {
-    const tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f, .weight_decay = 0.1f,
-                                     .max_grad_norm = max_grad_norm};
+    const tt_adamw_settings adamw = {
+        .beta1 = 0.9f, .beta2 = 0.95f, .epsilon = 1e-8f, .weight_decay = 0.1f, .max_grad_norm = max_grad_norm};
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
     int32_t inputs[64], targets[64];
     for (int64_t step = first; step < last; step++) {
@@ -120,9 +120,11 @@ static void train_steps(tt_model_state *s, int64_t first, int64_t last, float ma
             tt_rng_seed(&rng, (uint64_t)(100 * step + micro));
             for (int64_t i = 0; i < N; i++) {
                 inputs[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s->config.vocab_size);
-                targets[i] = i % 5 == 3 ? TT_IGNORE_INDEX : (int32_t)(tt_rng_next(&rng) % (uint64_t)s->config.vocab_size);
+                targets[i] =
+                    i % 5 == 3 ? TT_IGNORE_INDEX : (int32_t)(tt_rng_next(&rng) % (uint64_t)s->config.vocab_size);
             }
-            if (micro == micro_batches - 1) tt_optimizer_offload_expect_gradients(s->optimizer_offload, &adamw, lr, step + 1);
+            if (micro == micro_batches - 1)
+                tt_optimizer_offload_expect_gradients(s->optimizer_offload, &adamw, lr, step + 1);
             tt_model_set_batch(s, inputs, targets);
             int64_t count = 0;
             tt_step_forward_backward(s, 0.05, &count);
@@ -179,9 +181,8 @@ static trained run(const variant *v, offload_setting o, float max_grad_norm) {
         static const tt_class classes[] = {TT_CLASS_MASTER, TT_CLASS_OPTIMIZER_STATE, TT_CLASS_GRADIENT};
         for (size_t i = 0; i < 3; i++)
             TT_EXPECT(s.host.class_peak[classes[i]] == s.sizes.class_peak[classes[i]][TT_TIER_PINNED],
-                      "%s fraction %g: %s measured %zu, estimated %zu", v->name, o.fraction,
-                      tt_class_name(classes[i]), s.host.class_peak[classes[i]],
-                      s.sizes.class_peak[classes[i]][TT_TIER_PINNED]);
+                      "%s fraction %g: %s measured %zu, estimated %zu", v->name, o.fraction, tt_class_name(classes[i]),
+                      s.host.class_peak[classes[i]], s.sizes.class_peak[classes[i]][TT_TIER_PINNED]);
         TT_EXPECT(s.host.peak == s.sizes.tier_peak[TT_TIER_PINNED], "%s fraction %g: pinned tier %zu vs %zu", v->name,
                   o.fraction, s.host.peak, s.sizes.tier_peak[TT_TIER_PINNED]);
         TT_EXPECT(s.arena.peak == s.sizes.tier_peak[TT_TIER_HOST], "%s fraction %g: compute tier %zu vs %zu", v->name,
@@ -233,11 +234,12 @@ static void test_split(void) {
 
 int main(void) {
     test_split();
-    const variant variants[] = {
-        {.name = "llama"}, {.name = "qwen3 tied", .qwen3 = true}, {.name = "LoRA", .lora = true},
-        {.name = "frozen embedding and layer 1", .freeze = true}};
-    const offload_setting settings[] = {{true, 0.0, false, false}, {true, 0.3, false, false}, {true, 0.6, true, false}, {true, 1.0, false, false},
-                                        {true, 1.0, true, false},  {true, 0.3, true, false}};
+    const variant variants[] = {{.name = "llama"},
+                                {.name = "qwen3 tied", .qwen3 = true},
+                                {.name = "LoRA", .lora = true},
+                                {.name = "frozen embedding and layer 1", .freeze = true}};
+    const offload_setting settings[] = {{true, 0.0, false, false}, {true, 0.3, false, false}, {true, 0.6, true, false},
+                                        {true, 1.0, false, false}, {true, 1.0, true, false},  {true, 0.3, true, false}};
     const float clips[] = {0.0f, 0.05f};
     for (size_t vi = 0; vi < sizeof variants / sizeof *variants; vi++)
         for (int ci = 0; ci < 2; ci++) {
@@ -250,11 +252,11 @@ int main(void) {
                 free_trained(&t);
             }
             trained resumed = run_resumed(v, settings[2], settings[1], clips[ci]);
-            TT_EXPECT(same(&reference, &resumed), "%s: saved with fraction 0.6 and overlap, resumed with 0.3",
-                      v->name);
+            TT_EXPECT(same(&reference, &resumed), "%s: saved with fraction 0.6 and overlap, resumed with 0.3", v->name);
             free_trained(&resumed);
             trained resumed_plain = run_resumed(v, settings[4], (offload_setting){0}, clips[ci]);
-            TT_EXPECT(same(&reference, &resumed_plain), "%s: saved with everything offloaded, resumed without", v->name);
+            TT_EXPECT(same(&reference, &resumed_plain), "%s: saved with everything offloaded, resumed without",
+                      v->name);
             free_trained(&resumed_plain);
             free_trained(&reference);
         }
@@ -264,34 +266,36 @@ int main(void) {
      * bits as no offload, and the compute tier holds less; with several micro-batches per step each one's
      * gradients go out and come back into the slot for the next one's backward */
     for (micro_batches = 1; micro_batches <= 3; micro_batches += 2)
-    for (size_t vi = 0; vi < sizeof variants / sizeof *variants; vi++)
-        for (int ci = 0; ci < 2; ci++) {
-            const variant *v = &variants[vi];
-            trained reference = run(v, (offload_setting){0}, clips[ci]);
-            const offload_setting ring = {true, 1.0, true, true}, no_ring = {true, 1.0, true, false};
-            trained t = run(v, ring, clips[ci]);
-            TT_EXPECT(same(&reference, &t),
-                      "%s, max_grad_norm %g, %lld micro-batches per step: the gradient ring differs from no offload",
-                      v->name, clips[ci], (long long)micro_batches);
-            free_trained(&t);
-            tt_model_state a, b;
-            make_state(&a, v, ring);
-            make_state(&b, v, no_ring);
-            /* (with layer 1 frozen two layers have gradients: two slots would save nothing, so no ring) */
-            TT_EXPECT(v->freeze ? a.sizes.gradient_ring_first == a.config.num_layers + 1 &&
-                                      a.sizes.gradients == b.sizes.gradients
-                                : a.sizes.gradient_ring_first <= a.config.num_layers &&
-                                      a.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST] <
-                                          b.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST],
-                      "%s: the ring from unit %lld keeps %zu gradient bytes on the compute tier, %zu without", v->name,
-                      (long long)a.sizes.gradient_ring_first, a.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST],
-                      b.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST]);
-            tt_model_state_free(&a);
-            tt_model_state_free(&b);
-            trained resumed = run_resumed(v, ring, (offload_setting){0}, clips[ci]);
-            TT_EXPECT(same(&reference, &resumed), "%s: saved with the gradient ring, resumed without", v->name);
-            free_trained(&resumed);
-            free_trained(&reference);
-        }
+        for (size_t vi = 0; vi < sizeof variants / sizeof *variants; vi++)
+            for (int ci = 0; ci < 2; ci++) {
+                const variant *v = &variants[vi];
+                trained reference = run(v, (offload_setting){0}, clips[ci]);
+                const offload_setting ring = {true, 1.0, true, true}, no_ring = {true, 1.0, true, false};
+                trained t = run(v, ring, clips[ci]);
+                TT_EXPECT(
+                    same(&reference, &t),
+                    "%s, max_grad_norm %g, %lld micro-batches per step: the gradient ring differs from no offload",
+                    v->name, clips[ci], (long long)micro_batches);
+                free_trained(&t);
+                tt_model_state a, b;
+                make_state(&a, v, ring);
+                make_state(&b, v, no_ring);
+                /* (with layer 1 frozen two layers have gradients: two slots would save nothing, so no ring) */
+                TT_EXPECT(v->freeze ? a.sizes.gradient_ring_first == a.config.num_layers + 1 &&
+                                          a.sizes.gradients == b.sizes.gradients
+                                    : a.sizes.gradient_ring_first <= a.config.num_layers &&
+                                          a.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST] <
+                                              b.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST],
+                          "%s: the ring from unit %lld keeps %zu gradient bytes on the compute tier, %zu without",
+                          v->name, (long long)a.sizes.gradient_ring_first,
+                          a.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST],
+                          b.sizes.class_peak[TT_CLASS_GRADIENT][TT_TIER_HOST]);
+                tt_model_state_free(&a);
+                tt_model_state_free(&b);
+                trained resumed = run_resumed(v, ring, (offload_setting){0}, clips[ci]);
+                TT_EXPECT(same(&reference, &resumed), "%s: saved with the gradient ring, resumed without", v->name);
+                free_trained(&resumed);
+                free_trained(&reference);
+            }
     return tt_test_summary("optimizer_offload");
 }

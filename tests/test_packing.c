@@ -107,8 +107,14 @@ static char *write_documents_file(void) {
             tokens[t] = (uint32_t)(10 + 10 * d + (int)(t - starts[d]));
             labels[t] = t != starts[d];
         }
-    tt_token_documents docs = {.tokens = tokens, .labels = labels, .starts = starts, .token_count = 14,
-                               .document_count = 4, .vocab_size = 100, .eos_id = TT_TOKEN_NO_EOS, .pad_id = 99};
+    tt_token_documents docs = {.tokens = tokens,
+                               .labels = labels,
+                               .starts = starts,
+                               .token_count = 14,
+                               .document_count = 4,
+                               .vocab_size = 100,
+                               .eos_id = TT_TOKEN_NO_EOS,
+                               .pad_id = 99};
     char *path = malloc(4200);
     snprintf(path, 4200, "%s/docs.tok", tt_test_scratch_dir);
     tt_token_file_write_documents(path, &docs);
@@ -181,7 +187,8 @@ static void test_packed_loader(void) {
     tt_dataset_next_train_positions(&ds, in, tg, pos);
     /* one bin of 6 can hold 3 + 2 ({5,6,1}, {15,1}) or the trailing {16,17} */
     bool stream_ok = true;
-    for (int t = 0; t < 6; t++) stream_ok = stream_ok && (pos[t] == 0 || tg[t - 1] == in[t] || tg[t - 1] == TT_IGNORE_INDEX);
+    for (int t = 0; t < 6; t++)
+        stream_ok = stream_ok && (pos[t] == 0 || tg[t - 1] == in[t] || tg[t - 1] == TT_IGNORE_INDEX);
     TT_EXPECT(stream_ok && ds.train_count >= 2 && ds.train_count <= 3, "version 1 documents packed at their eos ids");
     tt_dataset_close(&ds);
     tt_dataset_open_packed(&ds, &v1_path, 1, 100, 6, 0.0, 3, true, 200, 100000);
@@ -213,8 +220,14 @@ static char *write_many_documents(void) {
         }
     }
     starts[EPOCH_DOCS] = at;
-    tt_token_documents docs = {.tokens = tokens, .labels = labels, .starts = starts, .token_count = at,
-                               .document_count = EPOCH_DOCS, .vocab_size = 1000, .eos_id = TT_TOKEN_NO_EOS, .pad_id = 999};
+    tt_token_documents docs = {.tokens = tokens,
+                               .labels = labels,
+                               .starts = starts,
+                               .token_count = at,
+                               .document_count = EPOCH_DOCS,
+                               .vocab_size = 1000,
+                               .eos_id = TT_TOKEN_NO_EOS,
+                               .pad_id = 999};
     char *path = malloc(4200);
     snprintf(path, 4200, "%s/many.tok", tt_test_scratch_dir);
     tt_token_file_write_documents(path, &docs);
@@ -246,8 +259,10 @@ static void test_packing_per_epoch(void) {
     int32_t *epoch0 = malloc(sizeof(int32_t) * (size_t)(n0 * EPOCH_SEQ));
     int32_t *epoch1 = malloc(sizeof(int32_t) * (size_t)(n1 * EPOCH_SEQ));
     draw(&a, n0, epoch0);
-    TT_EXPECT(a.epoch == 1 && a.index_in_epoch == 0 && a.train_count == n1, "epoch 2 packed: %lld sequences, %lld "
-              "counted ahead", (long long)a.train_count, (long long)n1);
+    TT_EXPECT(a.epoch == 1 && a.index_in_epoch == 0 && a.train_count == n1,
+              "epoch 2 packed: %lld sequences, %lld "
+              "counted ahead",
+              (long long)a.train_count, (long long)n1);
     draw(&a, n1, epoch1);
     /* each epoch: every training document exactly once, no eval document */
     int seen0[EPOCH_DOCS + 1] = {0}, seen1[EPOCH_DOCS + 1] = {0}, eval_seen[EPOCH_DOCS + 1] = {0};
@@ -451,10 +466,8 @@ int main(void) {
     test_packed_loader();
     /* sequence 0: documents of 5, 7 and 3 tokens, one token of padding; sequence 1: documents of 1, 9
      * and 6 tokens (full) */
-    const layout mixed = {.documents = 6,
-                          .sequence = {0, 0, 0, 1, 1, 1},
-                          .start = {0, 5, 12, 0, 1, 10},
-                          .length = {5, 7, 3, 1, 9, 6}};
+    const layout mixed = {
+        .documents = 6, .sequence = {0, 0, 0, 1, 1, 1}, .start = {0, 5, 12, 0, 1, 10}, .length = {5, 7, 3, 1, 9, 6}};
     /* one document filling a sequence, one with padding after it */
     const layout whole = {.documents = 2, .sequence = {0, 1}, .start = {0, 0}, .length = {16, 11}};
     for (int qwen3 = 0; qwen3 < 2; qwen3++) {

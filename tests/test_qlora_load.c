@@ -102,8 +102,8 @@ static void check_layout(void) {
         if (p->trainable) continue;
         if (p->quantized) {
             const size_t bytes = tt_quant4_layout_of(p->numel, &t.quant_format).bytes;
-            TT_EXPECT((size_t)p->storage_numel * 2 == bytes && p->offset * 2 % 16 == 0, "%s: %lld elements for %zu bytes",
-                      p->name, (long long)p->storage_numel, bytes);
+            TT_EXPECT((size_t)p->storage_numel * 2 == bytes && p->offset * 2 % 16 == 0,
+                      "%s: %lld elements for %zu bytes", p->name, (long long)p->storage_numel, bytes);
             if (previous && previous->quantized)
                 TT_EXPECT(p->offset == previous->offset + previous->storage_numel, "%s follows %s with no gap", p->name,
                           previous->name);
@@ -261,7 +261,8 @@ static void check_checkpoint(const char *name, tt_quant4_type type, bool double_
     snprintf(pa, sizeof pa, "%s/config.json", out_bnb);
     tt_model_config written;
     tt_model_config_load(pa, &written);
-    TT_EXPECT(!written.quantization.present, "%s: the dequantized model's config.json has no quantization_config", name);
+    TT_EXPECT(!written.quantization.present, "%s: the dequantized model's config.json has no quantization_config",
+              name);
     tt_model_config_free(&written);
     tt_st_close(&fa);
     tt_st_close(&fb);
@@ -305,8 +306,7 @@ static char *make_variant(const variant *v) {
         if (v->drop && strcmp(t->name, v->drop) == 0) continue;
         if (v->name && strcmp(t->name, v->name) == 0)
             tt_st_writer_add(&w, t->name, v->dtype, v->ndim, v->shape, v->data);
-        else
-            tt_st_writer_add(&w, t->name, t->dtype, t->ndim, t->shape, t->data);
+        else tt_st_writer_add(&w, t->name, t->dtype, t->ndim, t->shape, t->data);
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     tt_st_writer_commit(&w, path);
@@ -320,10 +320,8 @@ static char *make_variant(const variant *v) {
     text[n] = 0;
     char out[8400];
     const char *at = v->config_from ? strstr(text, v->config_from) : NULL;
-    if (at)
-        snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, v->config_to, at + strlen(v->config_from));
-    else
-        snprintf(out, sizeof out, "%s", text);
+    if (at) snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, v->config_to, at + strlen(v->config_from));
+    else snprintf(out, sizeof out, "%s", text);
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *o = fopen(path, "wb");
     fputs(out, o);
@@ -385,7 +383,8 @@ static void check_corruptions(void) {
     } cases[] = {
         {{.tag = "short_codes", .name = q, .dtype = TT_U8, .ndim = 2, .shape = {2047, 1}, .data = codes->data},
          "packs into 2048 bytes"},
-        {{.tag = "no_absmax", .drop = absmax_name}, "q_proj.weight.absmax' (the 8-bit codes of each block's absmax) is missing"},
+        {{.tag = "no_absmax", .drop = absmax_name},
+         "q_proj.weight.absmax' (the 8-bit codes of each block's absmax) is missing"},
         {{.tag = "absmax_f32", .name = absmax_name, .dtype = TT_F32, .ndim = 1, .shape = {64}, .data = absmax_f32},
          "needs U8 with 64 elements"},
         {{.tag = "no_nested", .drop = nested_name}, "nested_absmax' (each absmax block's scale) is missing"},
@@ -394,21 +393,47 @@ static void check_corruptions(void) {
         {{.tag = "bad_map", .name = map_name, .dtype = TT_F32, .ndim = 1, .shape = {16}, .data = map},
          "gives code 3 the value"},
         {{.tag = "no_state", .drop = key}, "its quant_state, is missing"},
-        {{.tag = "bad_json", .name = key, .dtype = TT_U8, .ndim = 1, .shape = {(int64_t)strlen(garbage)}, .data = garbage},
+        {{.tag = "bad_json",
+          .name = key,
+          .dtype = TT_U8,
+          .ndim = 1,
+          .shape = {(int64_t)strlen(garbage)},
+          .data = garbage},
          "is not a JSON object"},
-        {{.tag = "blocksize", .name = key, .dtype = TT_U8, .ndim = 1, .shape = {(int64_t)strlen(blocksize)}, .data = blocksize},
+        {{.tag = "blocksize",
+          .name = key,
+          .dtype = TT_U8,
+          .ndim = 1,
+          .shape = {(int64_t)strlen(blocksize)},
+          .data = blocksize},
          "quantized in blocks of 128 values"},
         {{.tag = "state_shape", .name = key, .dtype = TT_U8, .ndim = 1, .shape = {(int64_t)strlen(shape)}, .data = shape},
          "has shape [32,128] in its quant_state but config.json implies [64, 64]"},
-        {{.tag = "no_offset", .name = key, .dtype = TT_U8, .ndim = 1, .shape = {(int64_t)strlen(offsetless)},
+        {{.tag = "no_offset",
+          .name = key,
+          .dtype = TT_U8,
+          .ndim = 1,
+          .shape = {(int64_t)strlen(offsetless)},
           .data = offsetless},
          "has nested_blocksize but no finite number \"nested_offset\""},
-        {{.tag = "no_nested_keys", .name = key, .dtype = TT_U8, .ndim = 1, .shape = {(int64_t)strlen(plain)}, .data = plain},
+        {{.tag = "no_nested_keys",
+          .name = key,
+          .dtype = TT_U8,
+          .ndim = 1,
+          .shape = {(int64_t)strlen(plain)},
+          .data = plain},
          "has a nested_absmax but its quant_state has no nested_offset"},
-        {{.tag = "fp4_config", .config_from = "\"bnb_4bit_quant_type\": \"nf4\"", .config_to = "\"bnb_4bit_quant_type\": \"fp4\""},
+        {{.tag = "fp4_config",
+          .config_from = "\"bnb_4bit_quant_type\": \"nf4\"",
+          .config_to = "\"bnb_4bit_quant_type\": \"fp4\""},
          "is nf4 with double quantization but config.json's quantization_config says fp4"},
-        {{.tag = "bf16_in_4bit", .drop = mlp_state, .name = "model.layers.0.mlp.up_proj.weight", .dtype = TT_BF16,
-          .ndim = 2, .shape = {128, 64}, .data = bf16_weight},
+        {{.tag = "bf16_in_4bit",
+          .drop = mlp_state,
+          .name = "model.layers.0.mlp.up_proj.weight",
+          .dtype = TT_BF16,
+          .ndim = 2,
+          .shape = {128, 64},
+          .data = bf16_weight},
          "in a 4-bit checkpoint"},
         {{.tag = "int8", .config_from = "\"load_in_8bit\": false", .config_to = "\"load_in_8bit\": true"},
          "8-bit (LLM.int8, load_in_8bit)"},

@@ -47,7 +47,8 @@ static void check_tensor(const tt_st_file *f, const char *name, tt_quant4_type t
     } else {
         snprintf(key, sizeof key, "%sdq.%s.qabsmax", t, name);
         const tt_st_tensor *qabsmax = need(f, key);
-        TT_EXPECT(qabsmax->bytes == (size_t)l.blocks && same_bits(q + l.absmax_codes, qabsmax->data, qabsmax->bytes, key),
+        TT_EXPECT(qabsmax->bytes == (size_t)l.blocks &&
+                      same_bits(q + l.absmax_codes, qabsmax->data, qabsmax->bytes, key),
                   "%s", key);
         snprintf(key, sizeof key, "%sdq.%s.nested_absmax", t, name);
         const tt_st_tensor *nested = need(f, key);
@@ -70,11 +71,13 @@ static void check_tensor(const tt_st_file *f, const char *name, tt_quant4_type t
 static void test_layout(void) {
     const tt_quant4_format plain = {TT_QUANT4_NF4, false}, dq = {TT_QUANT4_NF4, true};
     tt_quant4_layout l = tt_quant4_layout_of(4096 * 4096, &plain);
-    TT_EXPECT(l.blocks == 262144 && l.absmax == 8388608 && l.bytes == 8388608 + 262144 * 4, "plain layout %zu", l.bytes);
+    TT_EXPECT(l.blocks == 262144 && l.absmax == 8388608 && l.bytes == 8388608 + 262144 * 4, "plain layout %zu",
+              l.bytes);
     l = tt_quant4_layout_of(4096 * 4096, &dq);
     TT_EXPECT(l.nested_blocks == 1024 && l.bytes == 8388608 + 1024 * 4 + 4 + 262144 + 12, "double layout %zu", l.bytes);
     /* 4.127 bits per value with double quantization, 4.5 without, as QLoRA's paper counts */
-    TT_EXPECT((double)l.bytes * 8 / (4096.0 * 4096) < 4.13, "bits per value %.4f", (double)l.bytes * 8 / (4096.0 * 4096));
+    TT_EXPECT((double)l.bytes * 8 / (4096.0 * 4096) < 4.13, "bits per value %.4f",
+              (double)l.bytes * 8 / (4096.0 * 4096));
     l = tt_quant4_layout_of(135, &dq);
     TT_EXPECT(l.blocks == 3 && l.nested_blocks == 1 && l.bytes % 16 == 0, "small layout");
 }
@@ -85,12 +88,27 @@ static void test_layout(void) {
 static void check_codes_against_tree(tt_quant4_type type) {
     float values[4096];
     int n = 0;
-    static const float thresholds[] = {-0.8480964004993439f, -0.6106329262256622f, -0.4599952697753906f,
-                                       -0.33967943489551544f, -0.23460740596055984f, -0.13791173323988914f,
-                                       -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,
-                                       0.2035212516784668f, 0.2920137718319893f, 0.3893125355243683f,
-                                       0.5016634166240692f, 0.6427869200706482f, 0.8614784181118011f,
-                                       0.00260417f, 0.0859375f, 0.20833333f, 0.29166667f, 0.4166667f, 0.583333f,
+    static const float thresholds[] = {-0.8480964004993439f,
+                                       -0.6106329262256622f,
+                                       -0.4599952697753906f,
+                                       -0.33967943489551544f,
+                                       -0.23460740596055984f,
+                                       -0.13791173323988914f,
+                                       -0.045525018125772476f,
+                                       0.03979014977812767f,
+                                       0.1202552504837513f,
+                                       0.2035212516784668f,
+                                       0.2920137718319893f,
+                                       0.3893125355243683f,
+                                       0.5016634166240692f,
+                                       0.6427869200706482f,
+                                       0.8614784181118011f,
+                                       0.00260417f,
+                                       0.0859375f,
+                                       0.20833333f,
+                                       0.29166667f,
+                                       0.4166667f,
+                                       0.583333f,
                                        0.8333333f};
     for (size_t i = 0; i < sizeof thresholds / sizeof *thresholds; i++)
         for (int sign = -1; sign <= 1; sign += 2) {

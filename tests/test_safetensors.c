@@ -122,8 +122,8 @@ static void test_bf16(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint16_t got = tt_f32_to_bf16(bits_f32(cases[i].f32));
-        TT_EXPECT(got == cases[i].bf16, "bf16(0x%08x) = 0x%04x, expected 0x%04x (%s)", cases[i].f32, got,
-                  cases[i].bf16, cases[i].what);
+        TT_EXPECT(got == cases[i].bf16, "bf16(0x%08x) = 0x%04x, expected 0x%04x (%s)", cases[i].f32, got, cases[i].bf16,
+                  cases[i].what);
     }
     /* NaN stays NaN (quiet, sign kept), even when the payload sits only in the low 16 bits that
      * truncation would drop (truncating 0x7f800001 would give inf). */
@@ -466,10 +466,10 @@ static void test_sharded(void) {
     tt_st_writer_commit(&w, shard2);
     tt_st_writer_free(&w);
     tt_test_write_text("sharded/model.safetensors.index.json",
-               "{\"metadata\": {\"total_size\": 36},\n \"weight_map\": {\n"
-               "  \"lm_head.weight\": \"model-00002-of-00002.safetensors\",\n"
-               "  \"model.embed_tokens.weight\": \"model-00001-of-00002.safetensors\",\n"
-               "  \"model.norm.weight\": \"model-00001-of-00002.safetensors\"}}\n");
+                       "{\"metadata\": {\"total_size\": 36},\n \"weight_map\": {\n"
+                       "  \"lm_head.weight\": \"model-00002-of-00002.safetensors\",\n"
+                       "  \"model.embed_tokens.weight\": \"model-00001-of-00002.safetensors\",\n"
+                       "  \"model.norm.weight\": \"model-00001-of-00002.safetensors\"}}\n");
     tt_st_model m;
     tt_st_model_open(dir, &m);
     TT_EXPECT(m.file_count == 2, "each shard opened once: %d files", m.file_count);
@@ -504,7 +504,8 @@ static void test_sharded(void) {
 
 /* ------------------------------------------------------------------------------------------ */
 
-#define F32_ENTRY(name, begin, end) "\"" name "\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[" #begin "," #end "]}"
+#define F32_ENTRY(name, begin, end) \
+    "\"" name "\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[" #begin "," #end "]}"
 
 static void test_bad_files(void) {
     tt_test_write_text("short.safetensors", "abc");
@@ -578,13 +579,16 @@ static void test_bad_files(void) {
                   "has 54 bytes of data); the file is truncated or corrupt; re-download or re-save it");
     write_raw("past.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8);
     tt_expect_die(open_file, "past.safetensors", "point past the end");
-    write_raw("far.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9223372036854775800,"
-                                 "9223372036854775804]}}", 8);
+    write_raw("far.safetensors",
+              "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[9223372036854775800,"
+              "9223372036854775804]}}",
+              8);
     tt_expect_die(open_file, "far.safetensors", "point past the end");
 
     /* end - begin disagreeing with the shape */
     write_raw("size.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,16]}}", 16);
-    tt_expect_die(open_file, "size.safetensors", "tensor 'w': data_offsets [0, 16] hold 16 bytes but shape and dtype F32 need 12");
+    tt_expect_die(open_file, "size.safetensors",
+                  "tensor 'w': data_offsets [0, 16] hold 16 bytes but shape and dtype F32 need 12");
     write_raw("size_bf16.safetensors", "{\"w\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", 16);
     tt_expect_die(open_file, "size_bf16.safetensors", "need 8");
 
@@ -594,8 +598,8 @@ static void test_bad_files(void) {
     write_raw("same.safetensors", "{" F32_ENTRY("a", 0, 8) "," F32_ENTRY("b", 0, 8) "}", 16);
     tt_expect_die(open_file, "same.safetensors", "overlap");
     write_raw("inside.safetensors",
-              "{\"big\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[0,24]}," F32_ENTRY("small", 8, 16) ","
-              F32_ENTRY("after", 24, 32) "}",
+              "{\"big\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[0,24]}," F32_ENTRY(
+                  "small", 8, 16) "," F32_ENTRY("after", 24, 32) "}",
               32);
     tt_expect_die(open_file, "inside.safetensors", "'big' (bytes 0 to 24) and 'small' (bytes 8 to 16) overlap");
     write_raw("across_empty.safetensors",
@@ -604,14 +608,14 @@ static void test_bad_files(void) {
               16);
     tt_expect_die(open_file, "across_empty.safetensors", "'a' (bytes 0 to 16) and 'b' (bytes 8 to 16) overlap");
     write_raw("past_nested.safetensors",
-              "{\"big\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}," F32_ENTRY("s1", 4, 12) ","
-              F32_ENTRY("s2", 24, 32) "}",
+              "{\"big\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}," F32_ENTRY(
+                  "s1", 4, 12) "," F32_ENTRY("s2", 24, 32) "}",
               32);
     tt_expect_die(open_file, "past_nested.safetensors", "overlap");
     /* touching tensors and empty tensors anywhere are fine */
     write_raw("touching.safetensors",
               "{" F32_ENTRY("a", 0, 8) "," F32_ENTRY("b", 8, 16) ",\"e\":{\"dtype\":\"I64\",\"shape\":[3,0],"
-              "\"data_offsets\":[4,4]}}",
+                                                                 "\"data_offsets\":[4,4]}}",
               16);
     tt_st_file f;
     char *p = tt_test_path("touching.safetensors");
@@ -632,8 +636,8 @@ static void test_bad_model_dirs(void) {
     mkdir(dir, 0755);
     write_raw("bad_sharded/model-00001-of-00002.safetensors", "{" F32_ENTRY("a", 0, 8) "}", 8);
     tt_test_write_text("bad_sharded/model.safetensors.index.json",
-               "{\"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", \"b\": "
-               "\"model-00002-of-00002.safetensors\"}}");
+                       "{\"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", \"b\": "
+                       "\"model-00002-of-00002.safetensors\"}}");
     tt_expect_die(open_model_dir, "bad_sharded",
                   "model.safetensors.index.json names shard model-00002-of-00002.safetensors for tensor 'b', but");
     tt_expect_die(open_model_dir, "bad_sharded", "bad_sharded/model-00002-of-00002.safetensors does not exist");
@@ -732,7 +736,8 @@ static void write_many_tensors(const char *name, long count, bool terse) {
     header[n++] = '{';
     for (long i = 0; i < count; i++)
         n += (size_t)snprintf(header + n, cap - n,
-                              terse ? "%s\"t%ld\":0" : "%s\"t%ld\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                              terse ? "%s\"t%ld\":0"
+                                    : "%s\"t%ld\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
                               i ? "," : "", i);
     header[n++] = '}';
     header[n] = 0;

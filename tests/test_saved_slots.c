@@ -55,19 +55,39 @@ static void test_shapes(bool qk_norm) {
               qk_norm ? "qk_norm" : "no qk_norm");
     const int64_t N = 40, mlp_rows = 16, r = 4, D = c.hidden_size, F = c.intermediate_size;
     const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-    const tt_slot_dims dims = {.tokens = N, .mlp_rows = mlp_rows, .num_heads = c.num_heads,
-                               .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim, .hidden = D,
-                               .intermediate = F, .lora_rank = r};
+    const tt_slot_dims dims = {.tokens = N,
+                               .mlp_rows = mlp_rows,
+                               .num_heads = c.num_heads,
+                               .num_kv_heads = c.num_kv_heads,
+                               .head_dim = c.head_dim,
+                               .hidden = D,
+                               .intermediate = F,
+                               .lora_rank = r};
     int64_t expected[TT_SAVED_SLOT_COUNT] = {
-        [TT_SAVED_ATTN_RSTD] = N,      [TT_SAVED_ATTN_NORMED] = N * D, [TT_SAVED_LORA_Q] = N * r,
-        [TT_SAVED_LORA_K] = N * r,     [TT_SAVED_LORA_V] = N * r,      [TT_SAVED_Q_RAW] = qk_norm ? N * q : 0,
-        [TT_SAVED_Q_RSTD] = qk_norm ? N * c.num_heads : 0,             [TT_SAVED_K_RAW] = qk_norm ? N * kv : 0,
-        [TT_SAVED_K_RSTD] = qk_norm ? N * c.num_kv_heads : 0,          [TT_SAVED_Q] = N * q,
-        [TT_SAVED_K] = N * kv,         [TT_SAVED_V] = N * kv,          [TT_SAVED_ATTN_OUT] = N * q,
-        [TT_SAVED_LSE] = N * c.num_heads,                              [TT_SAVED_LORA_O] = N * r,
-        [TT_SAVED_RESIDUAL_MID] = N * D, [TT_SAVED_MLP_RSTD] = N,      [TT_SAVED_MLP_NORMED] = N * D,
-        [TT_SAVED_LORA_GATE] = N * r,  [TT_SAVED_LORA_UP] = N * r,     [TT_SAVED_GATE] = mlp_rows * F,
-        [TT_SAVED_UP] = mlp_rows * F,  [TT_SAVED_SWIGLU] = mlp_rows * F, [TT_SAVED_LORA_DOWN] = N * r,
+        [TT_SAVED_ATTN_RSTD] = N,
+        [TT_SAVED_ATTN_NORMED] = N * D,
+        [TT_SAVED_LORA_Q] = N * r,
+        [TT_SAVED_LORA_K] = N * r,
+        [TT_SAVED_LORA_V] = N * r,
+        [TT_SAVED_Q_RAW] = qk_norm ? N * q : 0,
+        [TT_SAVED_Q_RSTD] = qk_norm ? N * c.num_heads : 0,
+        [TT_SAVED_K_RAW] = qk_norm ? N * kv : 0,
+        [TT_SAVED_K_RSTD] = qk_norm ? N * c.num_kv_heads : 0,
+        [TT_SAVED_Q] = N * q,
+        [TT_SAVED_K] = N * kv,
+        [TT_SAVED_V] = N * kv,
+        [TT_SAVED_ATTN_OUT] = N * q,
+        [TT_SAVED_LSE] = N * c.num_heads,
+        [TT_SAVED_LORA_O] = N * r,
+        [TT_SAVED_RESIDUAL_MID] = N * D,
+        [TT_SAVED_MLP_RSTD] = N,
+        [TT_SAVED_MLP_NORMED] = N * D,
+        [TT_SAVED_LORA_GATE] = N * r,
+        [TT_SAVED_LORA_UP] = N * r,
+        [TT_SAVED_GATE] = mlp_rows * F,
+        [TT_SAVED_UP] = mlp_rows * F,
+        [TT_SAVED_SWIGLU] = mlp_rows * F,
+        [TT_SAVED_LORA_DOWN] = N * r,
     };
     const tt_slot_set fp32 = TT_SLOT(TT_SAVED_ATTN_RSTD) | TT_SLOT(TT_SAVED_Q_RSTD) | TT_SLOT(TT_SAVED_K_RSTD) |
                              TT_SLOT(TT_SAVED_LSE) | TT_SLOT(TT_SAVED_MLP_RSTD);
@@ -76,7 +96,9 @@ static void test_shapes(bool qk_norm) {
         const int64_t got = tt_saved_slot_elements(s, &dims);
         TT_EXPECT(got == expected[i], "%s: %s has %lld elements (closed form %lld)", slots->architecture, s->name,
                   (long long)got, (long long)expected[i]);
-        if (s->present) TT_EXPECT(s->fp32 == ((fp32 >> i) & 1u), "%s: %s is %s", slots->architecture, s->name, s->fp32 ? "fp32" : "the activation dtype");
+        if (s->present)
+            TT_EXPECT(s->fp32 == ((fp32 >> i) & 1u), "%s: %s is %s", slots->architecture, s->name,
+                      s->fp32 ? "fp32" : "the activation dtype");
     }
     /* the cheap set: the norms, SwiGLU, and with qk_norm the per-head norms and RoPE of q and k */
     tt_slot_set cheap = TT_SLOT(TT_SAVED_ATTN_RSTD) | TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD) |

@@ -39,7 +39,10 @@ typedef struct encoded {
 
 static void encode_record(const tt_tokenizer *tok, tt_dataset_type type, bool train_on_inputs, const char *json,
                           encoded *out) {
-    tt_dataset_spec spec = {.type = type, .field = "text", .field_instruction = "instruction", .field_input = "input",
+    tt_dataset_spec spec = {.type = type,
+                            .field = "text",
+                            .field_instruction = "instruction",
+                            .field_input = "input",
                             .field_output = "output"};
     json_error_t error;
     json_t *record = json_loads(json, 0, &error);
@@ -107,7 +110,8 @@ static void test_types(const tt_tokenizer *tok) {
     TT_EXPECT(same_encoding(&got, (int32_t[]){257, 0xc3, 0xa9, 256}, (uint8_t[]){1, 1, 1, 1}, 4), "completion UTF-8");
 
     /* alpaca with an input: [BOS] prompt masked, then the output tokenized alone (its BOS stripped), EOS */
-    encode_record(tok, TT_DATASET_ALPACA, false, "{\"instruction\": \"Do\", \"input\": \"x\", \"output\": \"ok\"}", &got);
+    encode_record(tok, TT_DATASET_ALPACA, false, "{\"instruction\": \"Do\", \"input\": \"x\", \"output\": \"ok\"}",
+                  &got);
     ids[0] = 257;
     labels[0] = 0;
     n = put_text(ids, labels, 1, alpaca_system, 0);
@@ -117,7 +121,8 @@ static void test_types(const tt_tokenizer *tok) {
     labels[n++] = 1;
     TT_EXPECT(same_encoding(&got, ids, labels, n), "alpaca with input: prompt masked");
     /* train_on_inputs: the same ids, every label 1 */
-    encode_record(tok, TT_DATASET_ALPACA, true, "{\"instruction\": \"Do\", \"input\": \"x\", \"output\": \"ok\"}", &got);
+    encode_record(tok, TT_DATASET_ALPACA, true, "{\"instruction\": \"Do\", \"input\": \"x\", \"output\": \"ok\"}",
+                  &got);
     memset(labels, 1, (size_t)n);
     TT_EXPECT(same_encoding(&got, ids, labels, n), "alpaca train_on_inputs");
     /* no input field, and an empty one: the no-input prompt */
@@ -144,9 +149,10 @@ static void test_types(const tt_tokenizer *tok) {
     TT_EXPECT(same_encoding(&got, (int32_t[]){97, 98, 99, 100}, (uint8_t[]){1, 1, 1, 1}, 4),
               "input_output train_on_inputs");
     /* special tokens written in the text are tokens (HF's added tokens) */
-    encode_record(tok, TT_DATASET_INPUT_OUTPUT, false,
-                  "{\"segments\": [{\"text\": \"<s>a\", \"label\": false}, {\"text\": \"b<|endoftext|>\", \"label\": true}]}",
-                  &got);
+    encode_record(
+        tok, TT_DATASET_INPUT_OUTPUT, false,
+        "{\"segments\": [{\"text\": \"<s>a\", \"label\": false}, {\"text\": \"b<|endoftext|>\", \"label\": true}]}",
+        &got);
     TT_EXPECT(same_encoding(&got, (int32_t[]){257, 97, 98, 256}, (uint8_t[]){0, 0, 1, 1}, 4), "input_output specials");
 }
 
@@ -180,7 +186,10 @@ static void encode_bad(void *arg) {
     tt_dataset_type type = strcmp(b->type, "alpaca") == 0       ? TT_DATASET_ALPACA
                            : strcmp(b->type, "completion") == 0 ? TT_DATASET_COMPLETION
                                                                 : TT_DATASET_INPUT_OUTPUT;
-    tt_dataset_spec spec = {.type = type, .field = "text", .field_instruction = "instruction", .field_input = "input",
+    tt_dataset_spec spec = {.type = type,
+                            .field = "text",
+                            .field_instruction = "instruction",
+                            .field_input = "input",
                             .field_output = "output"};
     json_t *record = json_loads(b->json, 0, NULL);
     tt_sft_example ex;
@@ -215,7 +224,8 @@ static void test_readers(void) {
     tt_expect_die(read_all_records, p, "unclosed.json: record 2 (line 2): the file ends inside it");
     free(p);
     p = write_text("notobject.jsonl", "{\"text\": \"a\"}\n[1, 2]\n");
-    tt_expect_die(read_all_records, p, "notobject.jsonl:2: expected a JSON object (a record with named fields), got an array");
+    tt_expect_die(read_all_records, p,
+                  "notobject.jsonl:2: expected a JSON object (a record with named fields), got an array");
     free(p);
     p = write_text("utf8.jsonl", "{\"text\": \"a\"}\n\n{\"text\": \"b\xff\"}\n");
     tt_expect_die(read_all_records, p, "utf8.jsonl:3: invalid UTF-8 (byte 0xff at byte 12 of the line)");
@@ -282,8 +292,14 @@ static void test_v2(void) {
     uint32_t tokens[] = {10, 11, 12, 20, 21, 30, 31, 32, 33};
     uint8_t labels[] = {0, 1, 1, 0, 1, 1, 0, 1, 1};
     uint64_t starts[] = {0, 3, 5, 9};
-    tt_token_documents docs = {.tokens = tokens, .labels = labels, .starts = starts, .token_count = 9,
-                               .document_count = 3, .vocab_size = 300, .eos_id = 33, .pad_id = 299};
+    tt_token_documents docs = {.tokens = tokens,
+                               .labels = labels,
+                               .starts = starts,
+                               .token_count = 9,
+                               .document_count = 3,
+                               .vocab_size = 300,
+                               .eos_id = 33,
+                               .pad_id = 299};
     char *p = tt_test_path("docs.tok");
     tt_token_file_write_documents(p, &docs);
     FILE *f = fopen(p, "rb");
@@ -314,8 +330,7 @@ static void test_v2(void) {
                       "document 0: inputs padded with the pad id, targets shifted, the end and padding -100");
         } else if (in[0] == 20) {
             seen[1] = true;
-            TT_EXPECT(in[1] == 21 && in[2] == 299 && tg[0] == 21 && tg[1] == -100 && tg[2] == -100,
-                      "document 1");
+            TT_EXPECT(in[1] == 21 && in[2] == 299 && tg[0] == 21 && tg[1] == -100 && tg[2] == -100, "document 1");
         } else if (in[0] == 30) {
             seen[2] = true;
             TT_EXPECT(in[3] == 33 && tg[0] == -100 && tg[1] == 32 && tg[2] == 33 && tg[3] == -100,
@@ -387,8 +402,8 @@ static void test_prepare(void) {
     char *jsonl = tt_test_path("many.jsonl");
     FILE *f = fopen(jsonl, "w");
     for (int i = 0; i < 2500; i++) {
-        fprintf(f, "{\"instruction\": \"Record %d\", \"input\": \"%.*s\", \"output\": \"%d\"}\n", i, i % 7,
-                "abcdefg", i * 31);
+        fprintf(f, "{\"instruction\": \"Record %d\", \"input\": \"%.*s\", \"output\": \"%d\"}\n", i, i % 7, "abcdefg",
+                i * 31);
     }
     fclose(f);
     char datasets[4400];
@@ -429,8 +444,8 @@ static void test_prepare(void) {
     free(bb);
 
     /* what changes the hash */
-    const char *changes[] = {"train_on_inputs=true", "sequence_len=257", "excess_length_strategy=truncate",
-                             "shuffle_merged_datasets=false", "seed=3", "special_tokens={eos_token: <pad>}"};
+    const char *changes[] = {"train_on_inputs=true",          "sequence_len=257", "excess_length_strategy=truncate",
+                             "shuffle_merged_datasets=false", "seed=3",           "special_tokens={eos_token: <pad>}"};
     for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
         char hex[33];
         load_run(&run, datasets, "sequence_len=256", changes[i], dir1);
@@ -492,9 +507,9 @@ static void test_prepare(void) {
     tt_run_config_free(&run);
     paths[0] = t;
     tt_dataset_open(&ds, paths, 1, 300, 100, 0.0, 1);
-    TT_EXPECT(ds.sequence_count == 4 && ds.doc_starts[1] == 100 && ds.doc_starts[2] == 200 &&
-                  ds.doc_starts[3] == 252 && ds.doc_starts[4] == 352 && ds.tokens[0] == 257 &&
-                  ds.tokens[100] == 'a' + 99 % 26 && ds.tokens[251] == 256 && ds.tokens[252] == 257,
+    TT_EXPECT(ds.sequence_count == 4 && ds.doc_starts[1] == 100 && ds.doc_starts[2] == 200 && ds.doc_starts[3] == 252 &&
+                  ds.doc_starts[4] == 352 && ds.tokens[0] == 257 && ds.tokens[100] == 'a' + 99 % 26 &&
+                  ds.tokens[251] == 256 && ds.tokens[252] == 257,
               "completion pieces in input order: BOS only in the first, EOS only in the last");
     tt_dataset_close(&ds);
     free(t);
@@ -509,11 +524,15 @@ static void test_prepare(void) {
     int64_t expected_trained = 0;
     for (int i = 0; i < 300; i++) {
         if (i % 2)
-            fprintf(f, "{\"messages\": [{\"role\": \"user\", \"content\": \"q%d\"}, {\"role\": \"assistant\", "
-                       "\"content\": \"a%d\"}]}\n", i, i * 7);
+            fprintf(f,
+                    "{\"messages\": [{\"role\": \"user\", \"content\": \"q%d\"}, {\"role\": \"assistant\", "
+                    "\"content\": \"a%d\"}]}\n",
+                    i, i * 7);
         else
-            fprintf(g, "{\"conversations\": [{\"from\": \"human\", \"value\": \"q%d\"}, {\"from\": \"gpt\", "
-                       "\"value\": \"a%d\"}]}\n", i, i * 7);
+            fprintf(g,
+                    "{\"conversations\": [{\"from\": \"human\", \"value\": \"q%d\"}, {\"from\": \"gpt\", "
+                    "\"value\": \"a%d\"}]}\n",
+                    i, i * 7);
         expected_trained += (int64_t)snprintf(NULL, 0, "a%d", i * 7) + 1; /* the answer's bytes and its EOS */
     }
     fclose(f);
@@ -555,17 +574,24 @@ static void test_prepare(void) {
         {"eot_tokens=[]", NULL},
     };
     for (size_t i = 0; i < sizeof chat_changes / sizeof chat_changes[0]; i++) {
-        load_run(&run, chat, i == 0 ? chat_changes[i][0] : jinja, i == 0 ? "shuffle_merged_datasets=false" : chat_changes[i][0],
-                 dir1);
+        load_run(&run, chat, i == 0 ? chat_changes[i][0] : jinja,
+                 i == 0 ? "shuffle_merged_datasets=false" : chat_changes[i][0], dir1);
         char hex[33];
         tt_prepared_hash(&run, hex);
         TT_EXPECT(strcmp(hex, chat_hex) != 0, "%s changes the chat hash", chat_changes[i][0]);
         tt_run_config_free(&run);
     }
-    const char *entry_changes[] = {"roles_to_train: [user]", "train_on_eos: all", "drop_system_message: true",
-                                   "roles: {assistant: [gpt]}", "message_property_mappings: {content: text}",
-                                   "field_messages: turns", "train_on_eot: all", "message_field_training: t",
-                                   "message_field_training_detail: d", "split_thinking: true", "chat_template: chatml"};
+    const char *entry_changes[] = {"roles_to_train: [user]",
+                                   "train_on_eos: all",
+                                   "drop_system_message: true",
+                                   "roles: {assistant: [gpt]}",
+                                   "message_property_mappings: {content: text}",
+                                   "field_messages: turns",
+                                   "train_on_eot: all",
+                                   "message_field_training: t",
+                                   "message_field_training_detail: d",
+                                   "split_thinking: true",
+                                   "chat_template: chatml"};
     for (size_t i = 0; i < sizeof entry_changes / sizeof entry_changes[0]; i++) {
         char changed[9200];
         snprintf(changed, sizeof changed,
@@ -620,16 +646,19 @@ static void test_prepare(void) {
     tt_run_config_free(&run);
     paths[0] = t;
     tt_dataset_open(&ds, paths, 1, 300, 24, 0.0, 1);
-    TT_EXPECT(ds.sequence_count == 15, "24 tokens hold 18 of template and EOS and 6 of question and answer: records "
-              "0..14, got %lld", (long long)ds.sequence_count);
+    TT_EXPECT(ds.sequence_count == 15,
+              "24 tokens hold 18 of template and EOS and 6 of question and answer: records "
+              "0..14, got %lld",
+              (long long)ds.sequence_count);
     tt_dataset_close(&ds);
     free(t);
     /* a template that raises stops preprocess, naming the record (after the parallel region: one
      * thread, since libgomp's pool does not survive the fork of tt_expect_die) */
     omp_set_num_threads(1);
     load_run(&run, chat, "chat_template_jinja=\"{{ raise_exception('no ' + messages[1].content) }}\"", NULL, dir1);
-    tt_expect_die(prepare_chat, &run, "chats.jsonl:1: the chat template (chat_template_jinja) fails on this "
-                                      "conversation: no a7");
+    tt_expect_die(prepare_chat, &run,
+                  "chats.jsonl:1: the chat template (chat_template_jinja) fails on this "
+                  "conversation: no a7");
     tt_run_config_free(&run);
     omp_set_num_threads(2);
     /* the byte tokenizer has no chat template of its own */

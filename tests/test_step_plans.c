@@ -25,10 +25,10 @@
 static tt_model_config tiny_config(bool qwen3) { return tt_test_tiny_config(qwen3); }
 
 typedef struct run_result {
-    size_t host_peak;            /* the compute arena's measured peak */
-    size_t pinned_peak;          /* the pinned (host) arena's measured peak */
-    size_t layer_saved;          /* one layer's saved activations (the size table's) */
-    tt_spill_result spill;       /* what tt_plan_spill moved (spill runs only) */
+    size_t host_peak;      /* the compute arena's measured peak */
+    size_t pinned_peak;    /* the pinned (host) arena's measured peak */
+    size_t layer_saved;    /* one layer's saved activations (the size table's) */
+    tt_spill_result spill; /* what tt_plan_spill moved (spill runs only) */
     double loss;
     int64_t count;
     float *gradients;
@@ -132,7 +132,8 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     const int64_t N = s.plan.micro_batch * s.plan.seq_len;
     for (int64_t i = 0; i < N; i++) {
         s.batch_inputs[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
-        s.batch_targets[i] = i % 5 == 3 ? TT_IGNORE_INDEX : (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
+        s.batch_targets[i] =
+            i % 5 == 3 ? TT_IGNORE_INDEX : (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
     }
     if (packed) tt_model_set_positions(&s, packed_positions);
     run_result r;
@@ -159,10 +160,10 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
                   host->class_peak[TT_CLASS_LAYER_INPUT] == s.sizes.class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_PINNED],
               "plan %s: pinned tier measured %zu, estimated %zu", policies, host->peak,
               s.sizes.tier_peak[TT_TIER_PINNED]);
-    TT_EXPECT(host->class_peak[TT_CLASS_SAVED_ACTIVATION] ==
-                  s.sizes.class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_PINNED],
-              "plan %s: offloaded kept activations measured %zu, estimated %zu", policies,
-              host->class_peak[TT_CLASS_SAVED_ACTIVATION], s.sizes.class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_PINNED]);
+    TT_EXPECT(
+        host->class_peak[TT_CLASS_SAVED_ACTIVATION] == s.sizes.class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_PINNED],
+        "plan %s: offloaded kept activations measured %zu, estimated %zu", policies,
+        host->class_peak[TT_CLASS_SAVED_ACTIVATION], s.sizes.class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_PINNED]);
     TT_EXPECT(!offload_kept || strchr(policies, 'k') == NULL || host->class_peak[TT_CLASS_SAVED_ACTIVATION] > 0,
               "plan %s: kept slots were offloaded", policies);
     TT_EXPECT(s.sizes.input_staging == (s.sizes.offloaded_inputs ? (size_t)ring * s.sizes.layer_input : 0),
@@ -180,7 +181,8 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
                   "plan %s streamed: %zu frozen bytes on the compute tier of %zu, %zu bytes streamed", policies,
                   s.sizes.frozen_weights, s.sizes.streamed_weights_host, s.stream.loaded_bytes);
     }
-    for (int i = 0; quantized && i < s.params.count; i++) { /* 4.5 bits a value at these small shapes, padding included */
+    for (int i = 0; quantized && i < s.params.count;
+         i++) { /* 4.5 bits a value at these small shapes, padding included */
         const tt_param_info *p = &s.params.params[i];
         TT_EXPECT(p->quantized == tt_param_kind_is_linear_weight(p->kind) &&
                       (!p->quantized || (p->storage_numel * 4 * 8 <= p->numel * 5 && s.sizes.dequant_buffer > 0)),
@@ -223,7 +225,8 @@ int main(void) {
         stream_frozen = false; /* the reference keeps every weight on the compute tier */
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
         stream_frozen = variant % 8 >= 6 || variant >= 18;
-        const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src", "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
+        const char *others[] = {"rrr", "krk", "rkr", "kkr", "sss", "ccc", "src",
+                                "csk", "kcs", "RRR", "RkS", "kCr", "SSS"};
         for (size_t i = 0; i < 5 * sizeof others / sizeof *others; i++) {
             /* upper-case layers offload their input: to the pinned tier synchronously (legacy), then
              * (second round) to disk, then (third) to the pinned tier streamed through a ring of 3;

@@ -67,10 +67,14 @@ static void test_byte_level(void) {
 
     /* offsets: into the caller's bytes; \xff is one U+FFFD (3 bytes) read from 1 byte */
     tt_token_ids out = {.with_offsets = true};
-    tt_tokenizer_encode(tok, "a\xff" "b<|end|> a", 12, false, &out);
+    tt_tokenizer_encode(tok,
+                        "a\xff"
+                        "b<|end|> a",
+                        12, false, &out);
     TT_EXPECT(out.count == 4 && out.ids[0] == 0 && out.ids[1] == 1 && out.ids[2] == 10 && out.ids[3] == 7,
               "ids around invalid UTF-8: %lld tokens", (long long)out.count);
-    TT_EXPECT(out.count == 4 && out.offsets[0] == 0 && out.offsets[1] == 2 && out.offsets[2] == 3 && out.offsets[3] == 10,
+    TT_EXPECT(out.count == 4 && out.offsets[0] == 0 && out.offsets[1] == 2 && out.offsets[2] == 3 &&
+                  out.offsets[3] == 10,
               "offsets %lld %lld %lld %lld", (long long)out.offsets[0], (long long)out.offsets[1],
               (long long)out.offsets[2], (long long)out.offsets[3]);
     /* a token made of the second byte of a character starts where the character does: U+0169
@@ -88,7 +92,8 @@ static void test_byte_level(void) {
     TT_EXPECT(tt_tokenizer_token_to_id(tok, "Ġa") == 7, "model token lookup");
     TT_EXPECT(tt_tokenizer_token_to_id(tok, "zzz") == -1, "absent token");
     TT_EXPECT(tt_tokenizer_vocab_size(tok) == 16, "vocab size %lld", (long long)tt_tokenizer_vocab_size(tok));
-    TT_EXPECT(tt_tokenizer_id_to_token(tok, 10) && strcmp(tt_tokenizer_id_to_token(tok, 10), "<|end|>") == 0, "id to token");
+    TT_EXPECT(tt_tokenizer_id_to_token(tok, 10) && strcmp(tt_tokenizer_id_to_token(tok, 10), "<|end|>") == 0,
+              "id to token");
     TT_EXPECT(tt_tokenizer_id_to_token(tok, 99) == NULL, "id out of range");
     tt_tokenizer_free(tok);
 }
@@ -146,10 +151,10 @@ static void expect_decode(const tt_tokenizer *tok, const int32_t *ids, int64_t n
     TT_EXPECT(len == strlen(want) && strcmp(text, want) == 0, "%s: decoded '%s', expected '%s'", what, text, want);
     free(text);
 }
-#define DECODE(tok, skip, want, what, ...)                                                        \
-    do {                                                                                          \
-        const int32_t ids_[] = {__VA_ARGS__};                                                     \
-        expect_decode(tok, ids_, (int64_t)(sizeof ids_ / sizeof ids_[0]), skip, want, what);     \
+#define DECODE(tok, skip, want, what, ...)                                                   \
+    do {                                                                                     \
+        const int32_t ids_[] = {__VA_ARGS__};                                                \
+        expect_decode(tok, ids_, (int64_t)(sizeof ids_ / sizeof ids_[0]), skip, want, what); \
     } while (0)
 
 static void test_decode(void) {
@@ -206,8 +211,7 @@ static void test_real_round_trip(void) {
             if (valid && !(m == 1 && specials) && (!replacement || strstr(text, "\xef\xbf\xbd"))) {
                 checked++;
                 if (back_len == len && memcmp(back, text, len) == 0) same++;
-                else if (checked - same <= 3)
-                    fprintf(stderr, "round trip %s: %s differs\n", models[m], path);
+                else if (checked - same <= 3) fprintf(stderr, "round trip %s: %s differs\n", models[m], path);
             }
             free(back);
         }
@@ -251,7 +255,8 @@ static void load_scratch(void *name) {
 }
 
 static void test_bad_input(void) {
-    const char *base_model = "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}";
+    const char *base_model =
+        "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}";
     char text[2048];
     tt_test_write_text("malformed.json", "{\"model\": {\"vocab\": {\"a\": 0,}}");
     tt_expect_die(load_scratch, "malformed.json", "malformed.json:1:");
@@ -260,12 +265,15 @@ static void test_bad_input(void) {
     snprintf(text, sizeof text, "{%s, \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", base_model);
     tt_test_write_text("pretok.json", text);
     tt_expect_die(load_scratch, "pretok.json", "pretok.json: pre_tokenizer.type is \"Whitespace\"");
-    snprintf(text, sizeof text, "{%s, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\"}]}}",
+    snprintf(text, sizeof text,
+             "{%s, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\"}]}}",
              base_model);
     tt_test_write_text("pretok2.json", text);
     tt_expect_die(load_scratch, "pretok2.json", "pre_tokenizer.pretokenizers[0].type is \"Digits\"");
-    tt_test_write_text("merge.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"ab\": 2}, \"merges\": [\"a b\"]}}");
-    tt_expect_die(load_scratch, "merge.json", "merge.json: model.merges[0] names the token 'b', which is not in model.vocab");
+    tt_test_write_text("merge.json",
+                       "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"ab\": 2}, \"merges\": [\"a b\"]}}");
+    tt_expect_die(load_scratch, "merge.json",
+                  "merge.json: model.merges[0] names the token 'b', which is not in model.vocab");
     snprintf(text, sizeof text, "{%s, \"normalizer\": {\"type\": \"Lowercase\"}}", base_model);
     tt_test_write_text("norm.json", text);
     tt_expect_die(load_scratch, "norm.json", "norm.json: normalizer.type is \"Lowercase\"");
@@ -277,7 +285,8 @@ static void test_bad_input(void) {
     tt_expect_die(load_scratch, "absent.json", "absent.json: no such file");
     /* two tokens with one id (once a heap over-read: the vocabulary map keyed the second token by
      * the first one's text) */
-    tt_test_write_text("dupid.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"bcd\": 0}, \"merges\": []}}");
+    tt_test_write_text("dupid.json",
+                       "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"bcd\": 0}, \"merges\": []}}");
     tt_expect_die(load_scratch, "dupid.json", "model.vocab[\"a\"] and model.vocab[\"bcd\"] both have id 0");
 }
 

@@ -161,8 +161,7 @@ static void check_lora(bool qwen3) {
     TT_EXPECT(tt_step_forward_loss(&adapted, &count) == tt_step_forward_loss(&dropped, &count),
               "evaluation runs without dropout");
     dropped.lora_dropout_seed = tt_lora_dropout_seed(1, 0, 1);
-    TT_EXPECT(tt_step_forward_backward(&dropped, 0.1, &count) != train_dropped,
-              "each micro-step draws its own masks");
+    TT_EXPECT(tt_step_forward_backward(&dropped, 0.1, &count) != train_dropped, "each micro-step draws its own masks");
     TT_EXPECT(dropped.sizes.lora_dropout_buffer == tt_align_up(14 * 40 * 4) && adapted.sizes.lora_dropout_buffer == 0,
               "the dropout workspace is [N, widest adapted input], only with dropout");
     tt_model_state_free(&adapted);
@@ -182,10 +181,10 @@ int main(void) {
     const int64_t first_two[] = {0, 1};
     for (int variant = 0; variant < 2; variant++) {
         const bool qwen3 = variant == 1;
-        const tt_trainable_spec freeze = {.freeze_embeddings = true, .frozen_layers = first_two,
-                                          .frozen_layer_count = 2};
-        check_frozen_unchanged(qwen3 ? "qwen3 frozen embedding and layers 0-1" : "llama frozen embedding and layers 0-1",
-                               qwen3, &freeze);
+        const tt_trainable_spec freeze = {
+            .freeze_embeddings = true, .frozen_layers = first_two, .frozen_layer_count = 2};
+        check_frozen_unchanged(
+            qwen3 ? "qwen3 frozen embedding and layers 0-1" : "llama frozen embedding and layers 0-1", qwen3, &freeze);
         check_frozen_gradients_match(qwen3, &freeze);
         const tt_trainable_spec middle = {.frozen_layers = first_two + 1, .frozen_layer_count = 1};
         check_frozen_unchanged("frozen layer 1", qwen3, &middle);
@@ -193,7 +192,9 @@ int main(void) {
     }
     for (int variant = 0; variant < 2; variant++) {
         check_lora(variant == 1);
-        const tt_trainable_spec lora = {.lora_rank = 2, .lora_alpha = 4, .lora_dropout = 0.1,
+        const tt_trainable_spec lora = {.lora_rank = 2,
+                                        .lora_alpha = 4,
+                                        .lora_dropout = 0.1,
                                         .lora_targets = (1u << TT_LORA_K) | (1u << TT_LORA_UP)};
         check_frozen_unchanged(variant ? "qwen3 LoRA on k and up" : "llama LoRA on k and up", variant == 1, &lora);
     }

@@ -53,8 +53,8 @@ static void open_model(tt_model_state *s, const tt_backend *backend, bool offloa
 }
 
 static void train_step(tt_model_state *s, int step, run_result *out) {
-    const tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.1f,
-                                     .max_grad_norm = 1.0f};
+    const tt_adamw_settings adamw = {
+        .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.1f, .max_grad_norm = 1.0f};
     tt_backend_zero(s->backend, s->gradients, s->sizes.gradients);
     int64_t count = 0;
     out->loss[step] = tt_step_forward_backward(s, 1.0 / 256.0, &count);

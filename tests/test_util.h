@@ -19,16 +19,16 @@
 static int tt_test_passed_count = 0;
 static int tt_test_failed_count = 0;
 
-#define TT_EXPECT(cond, ...)                                              \
-    do {                                                                  \
-        if (cond) {                                                       \
-            tt_test_passed_count++;                                       \
-        } else {                                                          \
-            tt_test_failed_count++;                                       \
+#define TT_EXPECT(cond, ...)                                                \
+    do {                                                                    \
+        if (cond) {                                                         \
+            tt_test_passed_count++;                                         \
+        } else {                                                            \
+            tt_test_failed_count++;                                         \
             fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+        }                                                                   \
     } while (0)
 
 static inline int tt_test_summary(const char *suite) {
@@ -42,8 +42,7 @@ static inline int tt_test_summary(const char *suite) {
 extern void __lsan_disable(void) __attribute__((weak));
 
 /* Runs fn(arg) in a child; expects exit status 1 and `needle` in its stderr. */
-static inline bool tt_expect_die_impl(void (*fn)(void *), void *arg, const char *needle, const char *file,
-                                      int line) {
+static inline bool tt_expect_die_impl(void (*fn)(void *), void *arg, const char *needle, const char *file, int line) {
     int fds[2];
     if (pipe(fds) != 0) return false;
     fflush(stdout);
@@ -62,10 +61,8 @@ static inline bool tt_expect_die_impl(void (*fn)(void *), void *arg, const char 
     ssize_t r;
     char discard[4096];
     for (;;) { /* read to the end, keeping the first 8 KiB, so the child never blocks or gets SIGPIPE */
-        if (got < sizeof(buf) - 1)
-            r = read(fds[0], buf + got, sizeof(buf) - 1 - got);
-        else
-            r = read(fds[0], discard, sizeof discard);
+        if (got < sizeof(buf) - 1) r = read(fds[0], buf + got, sizeof(buf) - 1 - got);
+        else r = read(fds[0], discard, sizeof discard);
         if (r <= 0) break;
         if (got < sizeof(buf) - 1) got += (size_t)r;
     }
@@ -79,8 +76,7 @@ static inline bool tt_expect_die_impl(void (*fn)(void *), void *arg, const char 
     } else {
         tt_test_failed_count++;
         fprintf(stderr, "FAIL %s:%d: expected exit 1 with \"%s\"; got %s %d, stderr: %s\n", file, line, needle,
-                WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-                buf);
+                WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), buf);
     }
     return ok;
 }

@@ -27,9 +27,10 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
                "Set attn_implementation: auto",
                why);
     if (run->bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_BF16)
-        tt_die("bnb_4bit_compute_dtype: bfloat16, but the CPU backend (%s) computes in float32 and dequantizes the 4-bit "
-               "weights to float32; set bnb_4bit_compute_dtype: auto or float32, or run on a GPU",
-               why);
+        tt_die(
+            "bnb_4bit_compute_dtype: bfloat16, but the CPU backend (%s) computes in float32 and dequantizes the 4-bit "
+            "weights to float32; set bnb_4bit_compute_dtype: auto or float32, or run on a GPU",
+            why);
     device->backend = tt_backend_cpu_create(run->num_threads > 0 ? (int)run->num_threads : 0);
     device->memory_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
     snprintf(device->description, sizeof device->description, "cpu (%s)", why);

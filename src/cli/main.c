@@ -18,33 +18,34 @@
 #define TT_VERSION "0.1.0"
 
 static void print_usage(FILE *out) {
-    fputs("tiertrain " TT_VERSION ": trains Llama / Qwen / Mistral models with every tensor placed in a memory tier\n"
-          "\n"
-          "usage:\n"
-          "  tiertrain train --config run.yaml [--resume] [--trace FILE] [key=value ...]   train (see `tiertrain train --help`)\n"
-          "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
-          "  tiertrain plan  --config run.yaml --max-sequence-len           the longest sequence_len that fits, and its plan\n"
-          "  tiertrain preprocess --config run.yaml [key=value ...]         tokenize and mask the JSON datasets into\n"
-          "                                                                 dataset_prepared_path (train reuses it)\n"
-          "  (run.yaml may also be given without --config, as axolotl: tiertrain train run.yaml)\n"
-          "  tiertrain merge --base HF_DIR --adapter PEFT_DIR -o OUT_DIR [--max-shard-size 5GB]\n"
-          "                                                                 a LoRA adapter merged into its base: a full model\n"
-          "  tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4] [--double-quant true|false]\n"
-          "                                                                 the base a QLoRA run computes with, dequantized\n"
-          "  tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT FILE...\n"
-          "                                                                 token file with the model's tokenizer\n"
-          "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
-          "  tiertrain --version\n",
-          out);
+    fputs(
+        "tiertrain " TT_VERSION ": trains Llama / Qwen / Mistral models with every tensor placed in a memory tier\n"
+        "\n"
+        "usage:\n"
+        "  tiertrain train --config run.yaml [--resume] [--trace FILE] [key=value ...]   train (see `tiertrain train --help`)\n"
+        "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
+        "  tiertrain plan  --config run.yaml --max-sequence-len           the longest sequence_len that fits, and its plan\n"
+        "  tiertrain preprocess --config run.yaml [key=value ...]         tokenize and mask the JSON datasets into\n"
+        "                                                                 dataset_prepared_path (train reuses it)\n"
+        "  (run.yaml may also be given without --config, as axolotl: tiertrain train run.yaml)\n"
+        "  tiertrain merge --base HF_DIR --adapter PEFT_DIR -o OUT_DIR [--max-shard-size 5GB]\n"
+        "                                                                 a LoRA adapter merged into its base: a full model\n"
+        "  tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4] [--double-quant true|false]\n"
+        "                                                                 the base a QLoRA run computes with, dequantized\n"
+        "  tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT FILE...\n"
+        "                                                                 token file with the model's tokenizer\n"
+        "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
+        "  tiertrain --version\n",
+        out);
 }
 
 typedef struct command_args {
     const char *config_path;
-    char **owned;    /* overrides this parser built (--trace), freed with the arguments */
+    char **owned; /* overrides this parser built (--trace), freed with the arguments */
     int owned_count;
     bool resume;
     bool help;
-    bool max_sequence_len;  /* plan: search the longest sequence_len that fits */
+    bool max_sequence_len;     /* plan: search the longest sequence_len that fits */
     int64_t sequence_len_step; /* ... in multiples of this (0: the default) */
     char **overrides;
     int override_count;
@@ -125,14 +126,11 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     tt_device device;
     tt_select_device(&run, &device);
     int status = 0;
-    if (a.sequence_len_step && !a.max_sequence_len)
-        tt_die("plan: --sequence-len-step goes with --max-sequence-len");
-    if (train)
-        status = tt_train(&run, &device, a.resume);
+    if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
+    if (train) status = tt_train(&run, &device, a.resume);
     else if (a.max_sequence_len)
         tt_print_longest_context(&run, &device, a.sequence_len_step ? a.sequence_len_step : 1024, stdout);
-    else
-        tt_print_run_plan(&run, &device, stdout);
+    else tt_print_run_plan(&run, &device, stdout);
     tt_release_device(&device);
     tt_run_config_free(&run);
     free_command_args(&a);
@@ -166,8 +164,7 @@ static int run_preprocess(int argc, char **argv) {
     char *path = tt_prepare_datasets(&run, &reused);
     if (reused)
         tt_info("preprocess: %s is prepared already (the same data, tokenizer and keys); train will use it", path);
-    else
-        tt_info("preprocess: done; `tiertrain train` with this config uses %s", path);
+    else tt_info("preprocess: done; `tiertrain train` with this config uses %s", path);
     free(path);
     tt_run_config_free(&run);
     free_command_args(&a);
@@ -180,8 +177,9 @@ static int run_merge(int argc, char **argv) {
     int64_t max_shard_bytes = 0;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
-        const bool takes_value = strcmp(arg, "--base") == 0 || strcmp(arg, "--adapter") == 0 || strcmp(arg, "-o") == 0 ||
-                                 strcmp(arg, "--output") == 0 || strcmp(arg, "--max-shard-size") == 0;
+        const bool takes_value = strcmp(arg, "--base") == 0 || strcmp(arg, "--adapter") == 0 ||
+                                 strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0 ||
+                                 strcmp(arg, "--max-shard-size") == 0;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             printf("%s\n\nWrites OUT_DIR: the Hugging Face model in HF_DIR with every LoRA adapter of PEFT_DIR "
                    "(adapter_model.safetensors, adapter_config.json) merged in, W' = W + (lora_alpha / r) B A in fp32, "
@@ -239,7 +237,8 @@ static int run_dequantize(int argc, char **argv) {
         else if (strcmp(arg, "--double-quant") == 0) double_quant = value;
         else if (strcmp(arg, "--max-shard-size") == 0) {
             max_shard_bytes = tt_parse_bytes(value);
-            if (max_shard_bytes < 0) tt_die("dequantize: --max-shard-size '%s' is not a size such as 5GB or 2GiB", value);
+            if (max_shard_bytes < 0)
+                tt_die("dequantize: --max-shard-size '%s' is not a size such as 5GB or 2GiB", value);
         } else output = value;
     }
     if (!base || !output) tt_die("dequantize: %s missing; %s", !base ? "--base" : "-o", usage);
@@ -255,8 +254,9 @@ static int run_dequantize(int argc, char **argv) {
 }
 
 static int run_tokenize(int argc, char **argv) {
-    const char *usage = "usage: tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT "
-                        "FILE... | tiertrain tokenize --bytes -o out.tok FILE...";
+    const char *usage =
+        "usage: tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT "
+        "FILE... | tiertrain tokenize --bytes -o out.tok FILE...";
     tt_tokenize_options opt = {0};
     bool bytes = false;
     char **inputs = tt_xcalloc((size_t)argc + 1, sizeof(char *), "arguments");

@@ -17,8 +17,7 @@
 int64_t tt_parse_bytes(const char *text) {
     if (!text) return -1;
     const char *p = text;
-    while (*p == ' ' || *p == '\t')
-        p++;
+    while (*p == ' ' || *p == '\t') p++;
     if (!isdigit((unsigned char)*p) && !(*p == '.' && isdigit((unsigned char)p[1]))) return -1;
     uint64_t whole = 0;
     for (; isdigit((unsigned char)*p); p++) {
@@ -36,8 +35,7 @@ int64_t tt_parse_bytes(const char *text) {
                 fraction_scale *= 10;
             }
     }
-    while (*p == ' ' || *p == '\t')
-        p++;
+    while (*p == ' ' || *p == '\t') p++;
     /* Bare K/M/G/T are binary, as in `free -g` and memory limits; KB/MB/GB/TB are decimal. */
     static const struct {
         const char *unit;
@@ -57,8 +55,7 @@ int64_t tt_parse_bytes(const char *text) {
                  {"TiB", 1ull << 40},
                  {"TB", 1000000000000ull}};
     const char *end = p + strlen(p);
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
-        end--;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
     size_t unit_length = (size_t)(end - p);
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strlen(units[i].unit) != unit_length || strncasecmp(p, units[i].unit, unit_length) != 0) continue;
@@ -76,4 +73,3 @@ int64_t tt_parse_bytes(const char *text) {
     }
     return -1;
 }
-

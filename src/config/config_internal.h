@@ -12,18 +12,18 @@ typedef enum key_type {
     KEY_BOOL,
     KEY_INT,
     KEY_FLOAT,
-    KEY_STRING,   /* ~ (null) leaves it unset (NULL) */
-    KEY_ENUM,     /* a name from a fixed list */
-    KEY_BYTES,    /* an integer or a size with a unit: "24GiB", "512MB" */
-    KEY_DATASETS, /* a list of token files or {path, type, ...} entries */
-    KEY_SPECIAL_TOKENS, /* special_tokens: {bos_token: ..., eos_token: ..., pad_token: ...} */
-    KEY_SELECTIVE, /* selective_checkpointing: {save: [attention], offload: false} */
+    KEY_STRING,               /* ~ (null) leaves it unset (NULL) */
+    KEY_ENUM,                 /* a name from a fixed list */
+    KEY_BYTES,                /* an integer or a size with a unit: "24GiB", "512MB" */
+    KEY_DATASETS,             /* a list of token files or {path, type, ...} entries */
+    KEY_SPECIAL_TOKENS,       /* special_tokens: {bos_token: ..., eos_token: ..., pad_token: ...} */
+    KEY_SELECTIVE,            /* selective_checkpointing: {save: [attention], offload: false} */
     KEY_CHECKPOINTING_KWARGS, /* gradient_checkpointing_kwargs: {use_reentrant: false} */
-    KEY_ADAPTER,  /* adapter: lora, or ~ */
-    KEY_LORA_TARGETS, /* lora_target_modules: a list of module names (tt_lora_module) */
-    KEY_LAYER_LIST, /* frozen_layers: a list of decoder-layer indices */
-    KEY_TEMPLATE_KWARGS, /* chat_template_kwargs: a mapping of any YAML values, kept as a JSON object's text */
-    KEY_STRING_LIST, /* eot_tokens: a list of strings (char ** at offset, int count at count_offset) */
+    KEY_ADAPTER,              /* adapter: lora, or ~ */
+    KEY_LORA_TARGETS,         /* lora_target_modules: a list of module names (tt_lora_module) */
+    KEY_LAYER_LIST,           /* frozen_layers: a list of decoder-layer indices */
+    KEY_TEMPLATE_KWARGS,      /* chat_template_kwargs: a mapping of any YAML values, kept as a JSON object's text */
+    KEY_STRING_LIST,          /* eot_tokens: a list of strings (char ** at offset, int count at count_offset) */
 } key_type;
 
 typedef enum availability {
@@ -42,13 +42,13 @@ typedef struct value_range {
     bool has_min, has_max, min_open, max_open;
 } value_range;
 
-#define AT_LEAST(a)                                                                                                    \
+#define AT_LEAST(a) \
     { .min = (a), .has_min = true }
-#define ABOVE(a)                                                                                                       \
+#define ABOVE(a) \
     { .min = (a), .has_min = true, .min_open = true }
-#define CLOSED(a, b)                                                                                                   \
+#define CLOSED(a, b) \
     { .min = (a), .max = (b), .has_min = true, .has_max = true }
-#define HALF_OPEN(a, b)                                                                                                \
+#define HALF_OPEN(a, b) \
     { .min = (a), .max = (b), .has_min = true, .has_max = true, .max_open = true }
 
 typedef struct key_spec {
@@ -70,7 +70,7 @@ typedef struct key_spec {
 } key_spec;
 
 #define FIELD(member) offsetof(tt_run_config, member)
-#define RESERVED(key, what)                                                                                            \
+#define RESERVED(key, what) \
     { .name = (key), .availability = NOT_YET, .help = (what) }
 
 /* "a|b|c" from an enum's X-macro list (run_config.h): the key table's value list is the enum's own, in
@@ -145,8 +145,7 @@ void cfg_push_string(char ***list, int *count, const char *s);
 /* structured_keys.c */
 void cfg_set_special_tokens(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
                             yaml_node_t *node);
-void cfg_set_selective(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
-                       yaml_node_t *node);
+void cfg_set_selective(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node);
 void cfg_set_checkpointing_kwargs(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
                                   yaml_node_t *node);
 void cfg_set_adapter(tt_run_config *c, const source *src, yaml_node_t *node);

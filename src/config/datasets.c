@@ -63,7 +63,9 @@ void cfg_push_string(char ***list, int *count, const char *s) {
 /* The keys a datasets entry takes besides path and type, and the types they belong to (a bit per
  * tt_dataset_type); a key given for another type is an error, never ignored. */
 #define TYPE_BIT(t) (1u << (t))
-#define JSON_TYPES (TYPE_BIT(TT_DATASET_COMPLETION) | TYPE_BIT(TT_DATASET_ALPACA) | TYPE_BIT(TT_DATASET_INPUT_OUTPUT) | TYPE_BIT(TT_DATASET_CHAT_TEMPLATE))
+#define JSON_TYPES                                                                                       \
+    (TYPE_BIT(TT_DATASET_COMPLETION) | TYPE_BIT(TT_DATASET_ALPACA) | TYPE_BIT(TT_DATASET_INPUT_OUTPUT) | \
+     TYPE_BIT(TT_DATASET_CHAT_TEMPLATE))
 #define CHAT TYPE_BIT(TT_DATASET_CHAT_TEMPLATE)
 const entry_key cfg_entry_keys[] = {
     {"field", TYPE_BIT(TT_DATASET_COMPLETION), offsetof(tt_dataset_spec, field)},
@@ -103,7 +105,7 @@ static const char *name_scalar(const source *src, const yaml_node_t *node, int i
     char buf[256];
     if (node->type != YAML_SCALAR_NODE || cfg_is_null(node) || !*cfg_scalar_text(node))
         cfg_die_at(src, node, "datasets entry %d: %s: expected a name such as %s, got %s", index + 1, key, example,
-               cfg_describe_value(node, buf, sizeof buf));
+                   cfg_describe_value(node, buf, sizeof buf));
     return cfg_scalar_text(node);
 }
 
@@ -115,9 +117,10 @@ static void set_property_mapping(const source *src, const yaml_node_t *at, int i
     for (int i = 0; i < spec->property_mapping_count; i++)
         if (strcmp(spec->property_names[i], property) == 0) {
             if (strcmp(spec->property_fields[i], field) != 0)
-                cfg_die_at(src, at, "datasets entry %d: the message property '%s' is mapped to '%s' and to '%s' "
-                       "(message_property_mappings and message_field_%s); keep one", index + 1, property,
-                       spec->property_fields[i], field, property);
+                cfg_die_at(src, at,
+                           "datasets entry %d: the message property '%s' is mapped to '%s' and to '%s' "
+                           "(message_property_mappings and message_field_%s); keep one",
+                           index + 1, property, spec->property_fields[i], field, property);
             return;
         }
     int n = spec->property_mapping_count;
@@ -132,8 +135,10 @@ static void parse_chat_key(const source *src, yaml_document_t *doc, yaml_node_t 
     if (strcmp(name, "message_property_mappings") == 0) {
         if (cfg_is_null(value)) return;
         if (value->type != YAML_MAPPING_NODE)
-            cfg_die_at(src, value, "datasets entry %d: message_property_mappings: expected a mapping such as {role: "
-                   "from, content: value}, got %s", index + 1, cfg_describe_value(value, buf, sizeof buf));
+            cfg_die_at(src, value,
+                       "datasets entry %d: message_property_mappings: expected a mapping such as {role: "
+                       "from, content: value}, got %s",
+                       index + 1, cfg_describe_value(value, buf, sizeof buf));
         for (yaml_node_pair_t *p = value->data.mapping.pairs.start; p < value->data.mapping.pairs.top; p++) {
             yaml_node_t *k2 = yaml_document_get_node(doc, p->key), *v2 = yaml_document_get_node(doc, p->value);
             const char *property = name_scalar(src, k2, index, "message_property_mappings", "content");
@@ -144,27 +149,31 @@ static void parse_chat_key(const source *src, yaml_document_t *doc, yaml_node_t 
         set_property_mapping(src, value, index, spec, name + strlen("message_field_"),
                              name_scalar(src, value, index, name, "from"));
     } else if (strcmp(name, "roles_to_train") == 0) {
-        if (spec->roles_to_train) cfg_die_at(src, key, "datasets entry %d: key 'roles_to_train' appears twice", index + 1);
+        if (spec->roles_to_train)
+            cfg_die_at(src, key, "datasets entry %d: key 'roles_to_train' appears twice", index + 1);
         if (value->type != YAML_SEQUENCE_NODE)
-            cfg_die_at(src, value, "datasets entry %d: roles_to_train: expected a list of roles such as [assistant], "
-                   "got %s", index + 1, cfg_describe_value(value, buf, sizeof buf));
+            cfg_die_at(src, value,
+                       "datasets entry %d: roles_to_train: expected a list of roles such as [assistant], "
+                       "got %s",
+                       index + 1, cfg_describe_value(value, buf, sizeof buf));
         spec->roles_to_train = tt_xmalloc(sizeof(char *), "roles_to_train"); /* given, even if empty */
         for (yaml_node_item_t *it = value->data.sequence.items.start; it < value->data.sequence.items.top; it++)
             cfg_push_string(&spec->roles_to_train, &spec->roles_to_train_count,
-                        name_scalar(src, yaml_document_get_node(doc, *it), index, "roles_to_train", "assistant"));
+                            name_scalar(src, yaml_document_get_node(doc, *it), index, "roles_to_train", "assistant"));
     } else if (strcmp(name, "roles") == 0) {
         if (cfg_is_null(value)) return;
         if (value->type != YAML_MAPPING_NODE)
-            cfg_die_at(src, value, "datasets entry %d: roles: expected a mapping from a role to the names the data uses "
-                   "for it, such as {user: [human], assistant: [gpt]}, got %s",
-                   index + 1, cfg_describe_value(value, buf, sizeof buf));
+            cfg_die_at(src, value,
+                       "datasets entry %d: roles: expected a mapping from a role to the names the data uses "
+                       "for it, such as {user: [human], assistant: [gpt]}, got %s",
+                       index + 1, cfg_describe_value(value, buf, sizeof buf));
         spec->roles_given = true;
         for (yaml_node_pair_t *p = value->data.mapping.pairs.start; p < value->data.mapping.pairs.top; p++) {
             yaml_node_t *k2 = yaml_document_get_node(doc, p->key), *v2 = yaml_document_get_node(doc, p->value);
             const char *role = name_scalar(src, k2, index, "roles", "assistant");
             if (v2->type != YAML_SEQUENCE_NODE)
                 cfg_die_at(src, v2, "datasets entry %d: roles: %s: expected a list of names such as [gpt], got %s",
-                       index + 1, role, cfg_describe_value(v2, buf, sizeof buf));
+                           index + 1, role, cfg_describe_value(v2, buf, sizeof buf));
             for (yaml_node_item_t *it = v2->data.sequence.items.start; it < v2->data.sequence.items.top; it++) {
                 const char *from = name_scalar(src, yaml_document_get_node(doc, *it), index, "roles", "gpt");
                 int n = spec->role_alias_count;
@@ -178,13 +187,13 @@ static void parse_chat_key(const source *src, yaml_document_t *doc, yaml_node_t 
                     : cfg_index_in_list(VALUE_NAMES(TT_TRAIN_ON_EOS_VALUES), cfg_scalar_text(value), false);
         if (value->type != YAML_SCALAR_NODE || (v < 0 && !cfg_is_null(value)))
             cfg_die_at(src, value, "datasets entry %d: %s: expected turn, all, last or none, got %s", index + 1, name,
-                   cfg_describe_value(value, buf, sizeof buf));
+                       cfg_describe_value(value, buf, sizeof buf));
         *(strcmp(name, "train_on_eos") == 0 ? &spec->train_on_eos : &spec->train_on_eot) = (tt_train_on_eos)v;
     } else if (strcmp(name, "drop_system_message") == 0 || strcmp(name, "split_thinking") == 0) {
         bool b = false;
         if (value->type != YAML_SCALAR_NODE || (!cfg_is_null(value) && !cfg_parse_bool(cfg_scalar_text(value), &b)))
             cfg_die_at(src, value, "datasets entry %d: %s: expected true or false, got %s", index + 1, name,
-                   cfg_describe_value(value, buf, sizeof buf));
+                       cfg_describe_value(value, buf, sizeof buf));
         *(strcmp(name, "split_thinking") == 0 ? &spec->split_thinking : &spec->drop_system_message) = b;
     }
 }
@@ -197,18 +206,20 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
     spec->train_on_eot = TT_EOS_INHERIT;
     if (entry->type == YAML_SCALAR_NODE) {
         if (cfg_is_null(entry) || !*cfg_scalar_text(entry))
-            cfg_die_at(src, entry, "datasets entry %d is empty; write a token file's path, or {path: file.tok}", index + 1);
+            cfg_die_at(src, entry, "datasets entry %d is empty; write a token file's path, or {path: file.tok}",
+                       index + 1);
         if (is_json_path(cfg_scalar_text(entry)))
-            cfg_die_at(src, entry,
-                   "datasets entry %d: %s is a JSON file; say how to read it: {path: %s, type: completion | alpaca | "
-                   "input_output | chat_template}",
-                   index + 1, cfg_scalar_text(entry), cfg_scalar_text(entry));
+            cfg_die_at(
+                src, entry,
+                "datasets entry %d: %s is a JSON file; say how to read it: {path: %s, type: completion | alpaca | "
+                "input_output | chat_template}",
+                index + 1, cfg_scalar_text(entry), cfg_scalar_text(entry));
         *path_out = tt_xstrdup(cfg_scalar_text(entry));
         return;
     }
     if (entry->type != YAML_MAPPING_NODE)
         cfg_die_at(src, entry, "datasets entry %d is a list; entries are paths or {path: file.jsonl, type: alpaca}",
-               index + 1);
+                   index + 1);
     const char *path = NULL;
     yaml_node_t *type_node = NULL;
     /* first pass: path and type, so the other keys can be checked against the type */
@@ -218,7 +229,7 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         char buf[256];
         if (key->type != YAML_SCALAR_NODE)
             cfg_die_at(src, key, "datasets entry %d: keys are names (path, type, field, ...), not %s", index + 1,
-                   cfg_describe_value(key, buf, sizeof buf));
+                       cfg_describe_value(key, buf, sizeof buf));
         const char *name = cfg_scalar_text(key);
         bool is_path = strcmp(name, "path") == 0, is_type = strcmp(name, "type") == 0;
         if (!is_path && !is_type) continue;
@@ -226,24 +237,29 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
             cfg_die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
         if (value->type != YAML_SCALAR_NODE || cfg_is_null(value) || !*cfg_scalar_text(value))
             cfg_die_at(src, value, "datasets entry %d: %s: expected %s, got %s", index + 1, name,
-                   is_path ? "a file's path" : "completion, alpaca, input_output, chat_template or tokens",
-                   cfg_describe_value(value, buf, sizeof buf));
+                       is_path ? "a file's path" : "completion, alpaca, input_output, chat_template or tokens",
+                       cfg_describe_value(value, buf, sizeof buf));
         if (is_path) path = cfg_scalar_text(value);
         else type_node = value;
     }
-    if (!path) cfg_die_at(src, entry, "datasets entry %d has no path; write {path: data.jsonl, type: alpaca}", index + 1);
+    if (!path)
+        cfg_die_at(src, entry, "datasets entry %d has no path; write {path: data.jsonl, type: alpaca}", index + 1);
     if (type_node) {
-        int t = cfg_index_in_list("tokens|completion|alpaca|input_output|chat_template", cfg_scalar_text(type_node), false);
+        int t =
+            cfg_index_in_list("tokens|completion|alpaca|input_output|chat_template", cfg_scalar_text(type_node), false);
         if (t < 0)
-            cfg_die_at(src, type_node,
-                   "datasets entry %d: type '%s' is not supported; tiertrain reads completion, alpaca, input_output "
-                   "and chat_template datasets (JSON or JSONL) and token files (type: tokens); other axolotl types "
-                   "are not available yet",
-                   index + 1, cfg_scalar_text(type_node));
+            cfg_die_at(
+                src, type_node,
+                "datasets entry %d: type '%s' is not supported; tiertrain reads completion, alpaca, input_output "
+                "and chat_template datasets (JSON or JSONL) and token files (type: tokens); other axolotl types "
+                "are not available yet",
+                index + 1, cfg_scalar_text(type_node));
         spec->type = (tt_dataset_type)t;
     } else if (is_json_path(path)) {
-        cfg_die_at(src, entry, "datasets entry %d: %s is a JSON file but the entry has no type; add type: completion, "
-               "alpaca, input_output or chat_template", index + 1, path);
+        cfg_die_at(src, entry,
+                   "datasets entry %d: %s is a JSON file but the entry has no type; add type: completion, "
+                   "alpaca, input_output or chat_template",
+                   index + 1, path);
     } else {
         spec->type = TT_DATASET_TOKENS;
     }
@@ -258,32 +274,34 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         char buf[256], types[128];
         if (!ek)
             cfg_die_at(src, key,
-                   "datasets entry %d: unknown key '%s'; an entry takes path, type, field (completion), "
-                   "field_instruction / field_input / field_output (alpaca), split, ds_type, and chat_template, "
-                   "chat_template_jinja, field_messages, message_property_mappings, roles, roles_to_train, "
-                   "train_on_eos, train_on_eot, drop_system_message, message_field_training, "
-                   "message_field_training_detail, split_thinking (chat_template)",
-                   index + 1, name);
+                       "datasets entry %d: unknown key '%s'; an entry takes path, type, field (completion), "
+                       "field_instruction / field_input / field_output (alpaca), split, ds_type, and chat_template, "
+                       "chat_template_jinja, field_messages, message_property_mappings, roles, roles_to_train, "
+                       "train_on_eos, train_on_eot, drop_system_message, message_field_training, "
+                       "message_field_training_detail, split_thinking (chat_template)",
+                       index + 1, name);
         if (!(ek->types & TYPE_BIT(spec->type)))
-            cfg_die_at(src, key, "datasets entry %d: %s applies to type %s, but this entry is type %s; remove it", index + 1,
-                   name, types_of(ek->types, types, sizeof types), dataset_type_names[spec->type]);
+            cfg_die_at(src, key, "datasets entry %d: %s applies to type %s, but this entry is type %s; remove it",
+                       index + 1, name, types_of(ek->types, types, sizeof types), dataset_type_names[spec->type]);
         if (!ek->offset && strcmp(name, "ds_type") != 0) {
             parse_chat_key(src, doc, key, value, index, spec);
             continue;
         }
         if (value->type != YAML_SCALAR_NODE || cfg_is_null(value) || !*cfg_scalar_text(value))
             cfg_die_at(src, value, "datasets entry %d: %s: expected a name, got %s", index + 1, name,
-                   cfg_describe_value(value, buf, sizeof buf));
+                       cfg_describe_value(value, buf, sizeof buf));
         const char *text = cfg_scalar_text(value);
         if (strcmp(name, "ds_type") == 0) {
             if (strcmp(text, "json") != 0)
-                cfg_die_at(src, value, "datasets entry %d: ds_type '%s' is not supported; local files are read as "
-                       "json (JSON or JSONL, by the file's extension)", index + 1, text);
+                cfg_die_at(src, value,
+                           "datasets entry %d: ds_type '%s' is not supported; local files are read as "
+                           "json (JSON or JSONL, by the file's extension)",
+                           index + 1, text);
             continue;
         }
         if (strcmp(name, "split") == 0 && strcmp(text, "train") != 0)
             cfg_die_at(src, value, "datasets entry %d: split '%s': a local JSON/JSONL file has one split, train",
-                   index + 1, text);
+                       index + 1, text);
         char **field = (char **)((char *)spec + ek->offset);
         if (*field) cfg_die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
         *field = tt_xstrdup(text);
@@ -301,16 +319,19 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         for (int p = 0; p < 2; p++) {
             const char *property = p ? "content" : "role";
             bool mapped = false;
-            for (int i = 0; i < spec->property_mapping_count; i++) mapped |= strcmp(spec->property_names[i], property) == 0;
+            for (int i = 0; i < spec->property_mapping_count; i++)
+                mapped |= strcmp(spec->property_names[i], property) == 0;
             if (!mapped) set_property_mapping(src, entry, index, spec, property, property);
         }
         if (!spec->roles_to_train) cfg_push_string(&spec->roles_to_train, &spec->roles_to_train_count, "assistant");
         if (spec->chat_template_jinja && !spec->chat_template) spec->chat_template = tt_xstrdup("jinja");
         if (spec->message_field_training && spec->message_field_training_detail &&
             strcmp(spec->message_field_training, spec->message_field_training_detail) == 0)
-            cfg_die_at(src, entry, "datasets entry %d: message_field_training and message_field_training_detail both name "
-                   "the field '%s', but one is a message's true/false and the other its list of spans; name two fields",
-                   index + 1, spec->message_field_training);
+            cfg_die_at(
+                src, entry,
+                "datasets entry %d: message_field_training and message_field_training_detail both name "
+                "the field '%s', but one is a message's true/false and the other its list of spans; name two fields",
+                index + 1, spec->message_field_training);
     }
     *path_out = tt_xstrdup(path);
 }

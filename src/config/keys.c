@@ -418,7 +418,8 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(save_strategy),
      .default_text = "steps",
      .values = VALUE_NAMES(TT_SAVE_STRATEGY_VALUES),
-     .help = "steps: checkpoints every save_steps and the final model in output_dir; no: nothing is saved (benchmarks)"},
+     .help =
+         "steps: checkpoints every save_steps and the final model in output_dir; no: nothing is saved (benchmarks)"},
     {.name = "save_steps",
      .type = KEY_INT,
      .offset = FIELD(save_steps),
@@ -726,7 +727,6 @@ const key_spec cfg_keys[] = {
 
 const int cfg_key_count = (int)(sizeof cfg_keys / sizeof cfg_keys[0]);
 
-
 /* ---- the key table ---- */
 
 const key_spec *cfg_find_key(const char *name) {
@@ -800,12 +800,9 @@ const char *cfg_range_text(const value_range *r, char *buf, size_t size) {
     format_number(r->max, hi, sizeof hi);
     if (r->has_min && r->has_max)
         snprintf(buf, size, "in %s%s, %s%s", r->min_open ? "(" : "[", lo, hi, r->max_open ? ")" : "]");
-    else if (r->has_min)
-        snprintf(buf, size, "%s %s", r->min_open ? ">" : ">=", lo);
-    else if (r->has_max)
-        snprintf(buf, size, "%s %s", r->max_open ? "<" : "<=", hi);
-    else
-        buf[0] = 0;
+    else if (r->has_min) snprintf(buf, size, "%s %s", r->min_open ? ">" : ">=", lo);
+    else if (r->has_max) snprintf(buf, size, "%s %s", r->max_open ? "<" : "<=", hi);
+    else buf[0] = 0;
     return buf;
 }
 
@@ -843,10 +840,8 @@ const char *cfg_valid_text(const key_spec *k, char *buf, size_t size) {
     switch (k->type) {
     case KEY_BOOL: snprintf(buf, size, "%s", k->not_yet_values ? "false (true: not yet)" : "true, false"); break;
     case KEY_INT:
-        if (k->minus_one_unset)
-            snprintf(buf, size, "%s, or -1 (not given)", range);
-        else
-            snprintf(buf, size, "%s", range[0] ? range : "any integer");
+        if (k->minus_one_unset) snprintf(buf, size, "%s, or -1 (not given)", range);
+        else snprintf(buf, size, "%s", range[0] ? range : "any integer");
         break;
     case KEY_FLOAT: snprintf(buf, size, "%s", range[0] ? range : "any number"); break;
     case KEY_STRING: snprintf(buf, size, "text; ~: unset"); break;
@@ -868,8 +863,7 @@ const char *cfg_valid_text(const key_spec *k, char *buf, size_t size) {
             cfg_list_with_commas(k->not_yet_values, later, sizeof later);
             if (strlen(values) + strlen(later) + 12 <= 30) /* fits the --help column */
                 snprintf(buf, size, "%s (%s: not yet)", values, later);
-            else
-                snprintf(buf, size, "%s (others: not yet)", values);
+            else snprintf(buf, size, "%s (others: not yet)", values);
         } else {
             snprintf(buf, size, "%s", values);
         }
@@ -885,8 +879,7 @@ static int edit_distance(const char *a, const char *b) {
     size_t n = strlen(a), m = strlen(b);
     if (n > 63 || m > 63) return 99;
     int row[64];
-    for (size_t j = 0; j <= m; j++)
-        row[j] = (int)j;
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
     for (size_t i = 1; i <= n; i++) {
         int diagonal = row[0];
         row[0] = (int)i;
@@ -903,8 +896,7 @@ static int edit_distance(const char *a, const char *b) {
     return row[m];
 }
 
-void cfg_die_unknown_key(const source *src, const yaml_node_t *node,
-                                                          const char *name) {
+void cfg_die_unknown_key(const source *src, const yaml_node_t *node, const char *name) {
     const char *list_hint = "`tiertrain train --help` lists every key";
     /* Another tool's name for a key we have: TRL / transformers, Megatron, LLaMA-Factory. */
     for (int i = 0; i < cfg_key_count; i++)
@@ -914,7 +906,7 @@ void cfg_die_unknown_key(const source *src, const yaml_node_t *node,
     const char *dot = strrchr(name, '.');
     if (dot && cfg_find_key(dot + 1))
         cfg_die_at(src, node, "unknown key '%s'; did you mean '%s'? (tiertrain's keys have no namespace; %s)", name,
-               dot + 1, list_hint);
+                   dot + 1, list_hint);
     size_t length = strlen(name);
     int allowed = length <= 4 ? 1 : length <= 8 ? 2 : 3;
     const key_spec *closest = NULL;
@@ -929,4 +921,3 @@ void cfg_die_unknown_key(const source *src, const yaml_node_t *node,
     if (closest) cfg_die_at(src, node, "unknown key '%s'; did you mean '%s'? (%s)", name, closest->name, list_hint);
     cfg_die_at(src, node, "unknown key '%s' (%s)", name, list_hint);
 }
-

@@ -27,17 +27,17 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
     }
     /* A LoRA setting without adapter: lora is a mistake validate names (off values are what axolotl's
      * full fine-tuning templates carry, and are fine). */
-    if (!src->built_in && strncmp(k->name, "lora_", 5) == 0 && k->availability == AVAILABLE && !cfg_is_off_value(node) &&
-        !c->lora_key_given)
+    if (!src->built_in && strncmp(k->name, "lora_", 5) == 0 && k->availability == AVAILABLE &&
+        !cfg_is_off_value(node) && !c->lora_key_given)
         c->lora_key_given = k->name;
     if (!src->built_in && strncmp(k->name, "bnb_4bit_", 9) == 0 && !cfg_is_null(node) && !c->bnb_key_given)
         c->bnb_key_given = k->name;
     if (k->availability == NOT_YET) {
         if (!cfg_is_off_value(node))
             cfg_die_at(src, node,
-                   "%s is not available yet in this version of tiertrain; remove it from the config (got %s; it is "
-                   "for %s; only an off value, ~, false, 0, [] or {}, is accepted today)",
-                   k->name, cfg_describe_value(node, buf, sizeof buf), k->help);
+                       "%s is not available yet in this version of tiertrain; remove it from the config (got %s; it is "
+                       "for %s; only an off value, ~, false, 0, [] or {}, is accepted today)",
+                       k->name, cfg_describe_value(node, buf, sizeof buf), k->help);
         return;
     }
     switch (k->type) {
@@ -57,7 +57,8 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
             *s = NULL;
             return;
         }
-        if (node->type != YAML_SCALAR_NODE || !*cfg_scalar_text(node)) cfg_die_type(src, node, k, "a string (or ~: unset)");
+        if (node->type != YAML_SCALAR_NODE || !*cfg_scalar_text(node))
+            cfg_die_type(src, node, k, "a string (or ~: unset)");
         free(*s);
         *s = tt_xstrdup(cfg_scalar_text(node));
         return;
@@ -79,7 +80,8 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
         if (node->type != YAML_SCALAR_NODE) cfg_die_type(src, node, k, "an integer");
         int status = cfg_parse_int64(cfg_scalar_text(node), &v);
         if (status == 1) cfg_die_type(src, node, k, "an integer");
-        if (status == 2) cfg_die_at(src, node, "%s: %s is outside the 64-bit integer range", k->name, cfg_scalar_text(node));
+        if (status == 2)
+            cfg_die_at(src, node, "%s: %s is outside the 64-bit integer range", k->name, cfg_scalar_text(node));
         if (!(k->minus_one_unset && v == -1)) cfg_check_range(src, node, k, (double)v, cfg_scalar_text(node));
         *(int64_t *)field = v;
         return;
@@ -89,7 +91,8 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
         if (node->type != YAML_SCALAR_NODE) cfg_die_type(src, node, k, "a number");
         int status = cfg_parse_double(cfg_scalar_text(node), &v);
         if (status == 1) cfg_die_type(src, node, k, "a number");
-        if (status == 2) cfg_die_at(src, node, "%s: %s is outside the range of a double", k->name, cfg_scalar_text(node));
+        if (status == 2)
+            cfg_die_at(src, node, "%s: %s is outside the range of a double", k->name, cfg_scalar_text(node));
         cfg_check_range(src, node, k, v, cfg_scalar_text(node));
         *(double *)field = v;
         return;
@@ -153,11 +156,12 @@ static void check_nesting(const char *text, size_t size, const source *src) {
             if (++depth > TT_CONFIG_MAX_NESTING) {
                 yaml_parser_delete(&parser);
                 if (src->path)
-                    tt_die("%s:%zu: lists and mappings nested more than %d deep; no key takes more than 3 levels", src->path,
-                           line, TT_CONFIG_MAX_NESTING);
-                tt_die("command-line override '%s': lists and mappings nested more than %d deep; no key takes more than 3 "
-                       "levels",
-                       src->override, TT_CONFIG_MAX_NESTING);
+                    tt_die("%s:%zu: lists and mappings nested more than %d deep; no key takes more than 3 levels",
+                           src->path, line, TT_CONFIG_MAX_NESTING);
+                tt_die(
+                    "command-line override '%s': lists and mappings nested more than %d deep; no key takes more than 3 "
+                    "levels",
+                    src->override, TT_CONFIG_MAX_NESTING);
             }
         } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
             depth--;
@@ -214,8 +218,7 @@ static void apply_default(tt_run_config *c, const key_spec *k) {
 
 void tt_run_config_defaults(tt_run_config *c) {
     memset(c, 0, sizeof(*c));
-    for (int i = 0; i < cfg_key_count; i++)
-        apply_default(c, &cfg_keys[i]);
+    for (int i = 0; i < cfg_key_count; i++) apply_default(c, &cfg_keys[i]);
 }
 
 static char *read_config_file(const char *path, size_t *size) {
@@ -251,7 +254,7 @@ static void load_file(tt_run_config *c, const char *path) {
     if (root && !cfg_is_null(root)) { /* an empty file is all defaults */
         if (root->type != YAML_MAPPING_NODE)
             cfg_die_at(&src, root, "the top level must be a mapping of keys to values (key: value), not %s",
-                   root->type == YAML_SEQUENCE_NODE ? "a list" : "a single value");
+                       root->type == YAML_SEQUENCE_NODE ? "a list" : "a single value");
         size_t *first_line = tt_xcalloc((size_t)cfg_key_count, sizeof(size_t), "config keys");
         for (yaml_node_pair_t *pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++) {
             yaml_node_t *key = yaml_document_get_node(&doc, pair->key);
@@ -292,14 +295,12 @@ static void apply_override(tt_run_config *c, const char *arg) {
 
 void tt_run_config_load(tt_run_config *c, const char *path, int override_count, char *const *overrides) {
     if (path) load_file(c, path);
-    for (int i = 0; i < override_count; i++)
-        apply_override(c, overrides[i]);
+    for (int i = 0; i < override_count; i++) apply_override(c, overrides[i]);
 }
 
 unsigned tt_run_config_lora_targets(const tt_run_config *c) {
     return c->lora_target_linear ? TT_LORA_ALL_MODULES : c->lora_target_modules;
 }
-
 
 void tt_run_config_free(tt_run_config *c) {
     for (int i = 0; i < cfg_key_count; i++) {

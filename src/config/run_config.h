@@ -19,34 +19,34 @@
  * the names and of the enum cannot drift apart; keys.c asserts statically that each enum is stored as the
  * int the table writes (TIE_VALUES), and test_config loads every name as its member. X(member, "name") */
 #define TT_LR_SCHEDULER_VALUES(X) X(TT_LR_COSINE, "cosine") X(TT_LR_LINEAR, "linear") X(TT_LR_CONSTANT, "constant")
-#define TT_RECOMPUTE_GRANULARITY_VALUES(X)                                                                             \
+#define TT_RECOMPUTE_GRANULARITY_VALUES(X) \
     X(TT_RECOMPUTE_NONE, "none") X(TT_RECOMPUTE_FULL, "full") X(TT_RECOMPUTE_SELECTIVE, "selective")
 #define TT_RECOMPUTE_METHOD_VALUES(X) X(TT_RECOMPUTE_UNIFORM, "uniform") X(TT_RECOMPUTE_BLOCK, "block")
 #define TT_DEVICE_VALUES(X) X(TT_DEVICE_AUTO, "auto") X(TT_DEVICE_CPU, "cpu") X(TT_DEVICE_CUDA, "cuda")
 /* activation_offloading: where checkpointed layers' inputs wait for the backward */
 #define TT_ACTIVATION_OFFLOADING_VALUES(X)                                                                             \
-    X(TT_OFFLOAD_NONE, "false")      /* in the compute tier */                                                        \
-    X(TT_OFFLOAD_TRUE, "true")       /* TRL's: pinned (or pageable) host memory, kept slots too where nothing recomputes */ \
-    X(TT_OFFLOAD_LEGACY, "legacy")   /* pinned host memory, synchronous copies */                                     \
-    X(TT_OFFLOAD_DISK, "disk")       /* a file under offload_dir */                                                   \
+    X(TT_OFFLOAD_NONE, "false") /* in the compute tier */                                                              \
+    X(TT_OFFLOAD_TRUE, "true")  /* TRL's: pinned (or pageable) host memory, kept slots too where nothing recomputes */ \
+    X(TT_OFFLOAD_LEGACY, "legacy")               /* pinned host memory, synchronous copies */                          \
+    X(TT_OFFLOAD_DISK, "disk")                   /* a file under offload_dir */                                        \
     X(TT_OFFLOAD_HIDDEN_STATES, "hidden_states") /* axolotl's: pinned host memory on side streams */
 /* bf16: false needs the CPU backend, true the CUDA backend, auto follows the device */
 #define TT_BF16_VALUES(X) X(TT_BF16_OFF, "false") X(TT_BF16_AUTO, "auto") X(TT_BF16_ON, "true")
 /* attn_implementation: which fused attention the GPU runs */
-#define TT_ATTN_IMPLEMENTATION_VALUES(X)                                                                               \
+#define TT_ATTN_IMPLEMENTATION_VALUES(X) \
     X(TT_ATTN_AUTO, "auto") X(TT_ATTN_CUDNN, "cudnn") X(TT_ATTN_FLASH, "flash") X(TT_ATTN_SIMPLE, "simple")
 /* train_on_eos / train_on_eot (axolotl's): which end-of-sequence (end-of-turn) tokens train */
-#define TT_TRAIN_ON_EOS_VALUES(X)                                                                                      \
-    X(TT_EOS_TURN, "turn")   /* after each turn that trains */                                                        \
-    X(TT_EOS_ALL, "all")     /* after every turn */                                                                   \
-    X(TT_EOS_LAST, "last")   /* after the last turn only */                                                           \
+#define TT_TRAIN_ON_EOS_VALUES(X)                            \
+    X(TT_EOS_TURN, "turn") /* after each turn that trains */ \
+    X(TT_EOS_ALL, "all")   /* after every turn */            \
+    X(TT_EOS_LAST, "last") /* after the last turn only */    \
     X(TT_EOS_NONE, "none")
 #define TT_SAVE_STRATEGY_VALUES(X) X(TT_SAVE_STEPS, "steps") X(TT_SAVE_NO, "no")
 /* excess_length_strategy: a document longer than sequence_len */
 #define TT_EXCESS_LENGTH_VALUES(X) X(TT_EXCESS_DROP, "drop") X(TT_EXCESS_TRUNCATE, "truncate")
 #define TT_QUANT_TYPE_VALUES(X) X(TT_BNB_NF4, "nf4") X(TT_BNB_FP4, "fp4")
 /* bnb_4bit_compute_dtype: what the 4-bit weights are dequantized to */
-#define TT_COMPUTE_DTYPE_VALUES(X)                                                                                     \
+#define TT_COMPUTE_DTYPE_VALUES(X) \
     X(TT_COMPUTE_DTYPE_AUTO, "auto") X(TT_COMPUTE_DTYPE_BF16, "bfloat16") X(TT_COMPUTE_DTYPE_F32, "float32")
 
 #define TT_ENUM_MEMBER(member, name) member,
@@ -76,43 +76,43 @@ const char *tt_activation_offloading_name(tt_activation_offloading mode);
 
 /* What a datasets entry holds (its `type`, as axolotl names them). */
 typedef enum tt_dataset_type {
-    TT_DATASET_TOKENS,        /* a token file (docs/token_format.md) */
-    TT_DATASET_COMPLETION,    /* JSON/JSONL records with raw text in `field`; every token trains */
-    TT_DATASET_ALPACA,        /* instruction / input / output records; the prompt is masked */
-    TT_DATASET_INPUT_OUTPUT,  /* {segments: [{text, label}]}; segments with label false are masked */
+    TT_DATASET_TOKENS,       /* a token file (docs/token_format.md) */
+    TT_DATASET_COMPLETION,   /* JSON/JSONL records with raw text in `field`; every token trains */
+    TT_DATASET_ALPACA,       /* instruction / input / output records; the prompt is masked */
+    TT_DATASET_INPUT_OUTPUT, /* {segments: [{text, label}]}; segments with label false are masked */
     TT_DATASET_CHAT_TEMPLATE, /* conversations through a chat template; roles_to_train train (src/data/chat_template.h) */
 } tt_dataset_type;
 
 /* One datasets entry beyond its path (src/config/datasets.c parses it; src/data/sft_*.c use it). */
 typedef struct tt_dataset_spec {
     tt_dataset_type type;
-    char *field;              /* completion: the text field (default "text") */
-    char *field_instruction;  /* alpaca: default "instruction" */
-    char *field_input;        /* alpaca: default "input" (optional in a record) */
-    char *field_output;       /* alpaca: default "output" */
-    char *split;              /* "train": a local file has one split */
+    char *field;             /* completion: the text field (default "text") */
+    char *field_instruction; /* alpaca: default "instruction" */
+    char *field_input;       /* alpaca: default "input" (optional in a record) */
+    char *field_output;      /* alpaca: default "output" */
+    char *split;             /* "train": a local file has one split */
     /* chat_template entries (axolotl's keys; src/data/chat_template.h) */
     char *chat_template;       /* tokenizer_default | tokenizer_default_fallback_<name> | jinja | a built-in;
                                   NULL: the top level's */
     char *chat_template_jinja; /* chat_template: jinja's template, or a file holding it */
     char *field_messages;      /* the record's list of messages (default "messages") */
     int property_mapping_count;
-    char **property_names;     /* [property_mapping_count] the property the template reads (role, content, ...) */
-    char **property_fields;    /* [property_mapping_count] the message field it comes from (role and content
+    char **property_names;  /* [property_mapping_count] the property the template reads (role, content, ...) */
+    char **property_fields; /* [property_mapping_count] the message field it comes from (role and content
                                   always present: role -> role, content -> content unless mapped) */
-    bool roles_given;          /* roles: given (it replaces axolotl's default aliases) */
+    bool roles_given;       /* roles: given (it replaces axolotl's default aliases) */
     int role_alias_count;
-    char **role_alias_from;    /* [role_alias_count] a role as the data writes it (gpt) */
-    char **role_alias_to;      /* [role_alias_count] the role the template gets (assistant) */
+    char **role_alias_from; /* [role_alias_count] a role as the data writes it (gpt) */
+    char **role_alias_to;   /* [role_alias_count] the role the template gets (assistant) */
     int roles_to_train_count;
-    char **roles_to_train;     /* default [assistant] */
-    tt_train_on_eos train_on_eos; /* TT_EOS_INHERIT: the top level's */
-    tt_train_on_eos train_on_eot; /* for the eot_tokens; TT_EOS_INHERIT: as train_on_eos */
-    bool drop_system_message;  /* a first system turn is left out */
+    char **roles_to_train;               /* default [assistant] */
+    tt_train_on_eos train_on_eos;        /* TT_EOS_INHERIT: the top level's */
+    tt_train_on_eos train_on_eot;        /* for the eot_tokens; TT_EOS_INHERIT: as train_on_eos */
+    bool drop_system_message;            /* a first system turn is left out */
     char *message_field_training;        /* a message's boolean field that overrides whether it trains, or NULL */
     char *message_field_training_detail; /* a message's list of {begin_offset, end_offset, train} character spans of
                                             its content: only the spans' tokens train; or NULL */
-    bool split_thinking;       /* an assistant content's <think>...</think> becomes its reasoning_content */
+    bool split_thinking;                 /* an assistant content's <think>...</think> becomes its reasoning_content */
 } tt_dataset_spec;
 
 /* "tokens", "completion", "alpaca", "input_output", "chat_template" */
@@ -120,120 +120,120 @@ const char *tt_dataset_type_name(tt_dataset_type type);
 
 typedef struct tt_run_config {
     /* model */
-    char *base_model;        /* directory with config.json and model.safetensors(.index.json) */
-    char *model_config;      /* a config.json (or a directory holding one): random init */
-    double initializer_range;/* std of the random init (default: config.json's, else 0.02) */
+    char *base_model;         /* directory with config.json and model.safetensors(.index.json) */
+    char *model_config;       /* a config.json (or a directory holding one): random init */
+    double initializer_range; /* std of the random init (default: config.json's, else 0.02) */
     /* what trains: the whole model (some parts frozen), or LoRA adapters on a frozen base */
-    tt_adapter_kind adapter;  /* adapter: lora */
-    int64_t lora_r;           /* rank of every adapter */
-    double lora_alpha;        /* scaling = lora_alpha / lora_r (PEFT without rslora) */
-    double lora_dropout;      /* dropout on each adapter's input, training only */
+    tt_adapter_kind adapter;      /* adapter: lora */
+    int64_t lora_r;               /* rank of every adapter */
+    double lora_alpha;            /* scaling = lora_alpha / lora_r (PEFT without rslora) */
+    double lora_dropout;          /* dropout on each adapter's input, training only */
     unsigned lora_target_modules; /* set of tt_lora_module */
-    bool lora_target_linear;  /* every linear layer of the decoder layers (all seven modules) */
-    char *lora_model_dir;     /* a PEFT adapter directory to continue from, or NULL */
-    const char *lora_key_given; /* the first lora_* key given a value (for the check against adapter), or NULL */
+    bool lora_target_linear;      /* every linear layer of the decoder layers (all seven modules) */
+    char *lora_model_dir;         /* a PEFT adapter directory to continue from, or NULL */
+    const char *lora_key_given;   /* the first lora_* key given a value (for the check against adapter), or NULL */
     /* adapter: qlora (axolotl's / transformers' BitsAndBytesConfig keys) */
-    bool load_in_4bit;              /* the frozen linear weights in 4 bits; required by qlora */
+    bool load_in_4bit; /* the frozen linear weights in 4 bits; required by qlora */
     tt_quant_type bnb_4bit_quant_type;
-    bool bnb_4bit_use_double_quant; /* the absmax quantized to 8 bits too */
+    bool bnb_4bit_use_double_quant;          /* the absmax quantized to 8 bits too */
     tt_compute_dtype bnb_4bit_compute_dtype; /* what dequantization produces */
-    const char *bnb_key_given;      /* the first bnb_4bit_* key given a value, or NULL */
-    bool freeze_embeddings;   /* full fine-tuning: model.embed_tokens (and a tied LM head) trains not */
-    int64_t *frozen_layers;   /* full fine-tuning: decoder layers that train not, ascending */
+    const char *bnb_key_given;               /* the first bnb_4bit_* key given a value, or NULL */
+    bool freeze_embeddings;                  /* full fine-tuning: model.embed_tokens (and a tied LM head) trains not */
+    int64_t *frozen_layers;                  /* full fine-tuning: decoder layers that train not, ascending */
     int64_t frozen_layer_count;
     /* data */
-    char *datasets[TT_MAX_DATASETS]; /* paths (datasets: [{path: ...}]): token files or JSON/JSONL */
+    char *datasets[TT_MAX_DATASETS];                /* paths (datasets: [{path: ...}]): token files or JSON/JSONL */
     tt_dataset_spec dataset_specs[TT_MAX_DATASETS]; /* each path's type and fields */
     int dataset_count;
     /* JSON/JSONL datasets (src/data/prepare.c): tokenized with the model's tokenizer */
-    bool train_on_inputs;        /* prompt tokens train too (axolotl's key; default false: masked) */
-    char *dataset_prepared_path; /* where prepared (tokenized, masked) files are kept, by hash */
-    bool shuffle_merged_datasets;/* the prepared file's documents in a seeded order (else input order) */
-    char *tokenizer_config;      /* tokenizer.json or its directory; NULL: base_model's */
+    bool train_on_inputs;         /* prompt tokens train too (axolotl's key; default false: masked) */
+    char *dataset_prepared_path;  /* where prepared (tokenized, masked) files are kept, by hash */
+    bool shuffle_merged_datasets; /* the prepared file's documents in a seeded order (else input order) */
+    char *tokenizer_config;       /* tokenizer.json or its directory; NULL: base_model's */
     char *special_bos, *special_eos, *special_pad; /* special_tokens overrides, or NULL */
-    tt_train_on_eos train_on_eos; /* chat_template datasets without their own */
-    char *chat_template;         /* chat_template datasets without their own: NULL is tokenizer_default */
-    char *chat_template_jinja;   /* the template (or its file) for chat_template: jinja */
-    char *chat_template_kwargs;  /* chat_template datasets: more variables of the template, a JSON object's text
+    tt_train_on_eos train_on_eos;                  /* chat_template datasets without their own */
+    char *chat_template;        /* chat_template datasets without their own: NULL is tokenizer_default */
+    char *chat_template_jinja;  /* the template (or its file) for chat_template: jinja */
+    char *chat_template_kwargs; /* chat_template datasets: more variables of the template, a JSON object's text
                                     (from YAML's mapping); NULL: none */
-    char **eot_tokens;           /* chat_template datasets: the end-of-turn tokens train_on_eot picks from; NULL (not
+    char **eot_tokens;          /* chat_template datasets: the end-of-turn tokens train_on_eot picks from; NULL (not
                                     given): the tokenizer's eos_token alone; given, even [], a non-NULL array */
     int eot_token_count;
     tt_excess_length excess_length_strategy; /* documents longer than sequence_len */
-    bool sample_packing;         /* several documents per sequence, each attending only to itself */
-    bool pad_to_sequence_len;    /* axolotl's key; sequences are always padded to sequence_len */
-    double sample_packing_eff_est; /* axolotl's packing efficiency estimate, 0: none (informational) */
+    bool sample_packing;                     /* several documents per sequence, each attending only to itself */
+    bool pad_to_sequence_len;                /* axolotl's key; sequences are always padded to sequence_len */
+    double sample_packing_eff_est;           /* axolotl's packing efficiency estimate, 0: none (informational) */
     int64_t sample_packing_bin_size;   /* documents a packed sequence holds at most (axolotl's multipack bin_size) */
     int64_t sample_packing_group_size; /* documents packed together, the next group into sequences of its own */
-    double val_set_size;     /* < 1: fraction of sequences held out; >= 1: a count */
+    double val_set_size;               /* < 1: fraction of sequences held out; >= 1: a count */
     int64_t sequence_len;
     int64_t micro_batch_size;
     int64_t gradient_accumulation_steps;
     /* optimisation */
-    char *optimizer;         /* adamw_torch (also accepted: adamw_torch_fused) */
+    char *optimizer; /* adamw_torch (also accepted: adamw_torch_fused) */
     double learning_rate;
     tt_lr_scheduler lr_scheduler;
     int64_t warmup_steps;
-    double warmup_ratio;     /* used when warmup_steps is not given */
+    double warmup_ratio; /* used when warmup_steps is not given */
     double cosine_min_lr_ratio;
-    int64_t max_steps;       /* 0: use num_epochs */
+    int64_t max_steps; /* 0: use num_epochs */
     double num_epochs;
     double weight_decay;
-    double max_grad_norm;    /* 0: no clipping */
+    double max_grad_norm; /* 0: no clipping */
     double adam_beta1, adam_beta2, adam_epsilon;
     int64_t seed;
     /* output and evaluation */
     char *output_dir;
     tt_save_strategy save_strategy; /* no: no checkpoints, no final model */
-    int64_t save_steps;      /* 0: only at the end */
-    int64_t eval_steps;      /* 0: only at the end (if there is an eval set) */
+    int64_t save_steps;             /* 0: only at the end */
+    int64_t eval_steps;             /* 0: only at the end (if there is an eval set) */
     int64_t logging_steps;
     char *resume_from_checkpoint; /* a checkpoint directory; --resume picks the latest */
-    int64_t max_shard_bytes;  /* max_shard_size: larger models are saved in shards (0: 5GB) */
+    int64_t max_shard_bytes;      /* max_shard_size: larger models are saved in shards (0: 5GB) */
     /* memory */
     bool gradient_checkpointing;
     bool selective_checkpointing; /* checkpointed layers keep the attention output and log-sum-exp */
     bool selective_offload;       /* ... in pinned host memory (selective_checkpointing offload: true) */
     int64_t every_n_layers;       /* gradient checkpointing on layers 0, N, 2N, ... only; the others keep all */
     bool checkpoint_trainable_layers_only; /* LLaMA-Factory's rule: layers without trainable parameters keep all */
-    bool layer_offloading;        /* frozen decoder layers streamed from pinned host memory */
-    bool cpu_offloading;          /* Megatron: offload the activations of the first cpu_offloading_num_layers */
+    bool layer_offloading;                 /* frozen decoder layers streamed from pinned host memory */
+    bool cpu_offloading; /* Megatron: offload the activations of the first cpu_offloading_num_layers */
     int64_t cpu_offloading_num_layers;
     bool cpu_offloading_activations;
-    bool cpu_offloading_weights;  /* Megatron: the trainable weights of those layers live in host memory */
+    bool cpu_offloading_weights; /* Megatron: the trainable weights of those layers live in host memory */
     bool cpu_offloading_double_buffering;
     /* Megatron's optimizer offload: optimizer_offload_fraction of the trainable parameters (whole layers from
      * the top of the stack) keep fp32 master weights and AdamW moments in pinned host memory, updated by the
      * CPU AdamW */
     bool optimizer_cpu_offload;
     double optimizer_offload_fraction;
-    bool overlap_cpu_optimizer_d2h_h2d; /* copies and CPU updates per layer, beside the GPU's work */
-    bool use_reentrant;           /* gradient_checkpointing_kwargs (same arithmetic either way) */
+    bool overlap_cpu_optimizer_d2h_h2d;             /* copies and CPU updates per layer, beside the GPU's work */
+    bool use_reentrant;                             /* gradient_checkpointing_kwargs (same arithmetic either way) */
     tt_recompute_granularity recompute_granularity; /* Megatron's keys */
     tt_recompute_method recompute_method;
     int64_t recompute_num_layers;
-    char *offload_dir;       /* activation_offloading: disk goes here (NULL: /var/tmp) */
-    int64_t min_offload_size; /* bytes: smaller layer inputs are not offloaded (true, hidden_states) */
-    bool use_pin_memory;      /* activation_offloading: true into pinned (else pageable) host memory */
-    bool use_streams;         /* activation_offloading: true on side streams (else synchronous) */
-    int64_t max_fwd_stash_size; /* offloaded inputs whose copies may be in flight in the forward */
-    int64_t debug_copy_delay_us; /* race stress: random delay before each offload copy */
-    char *trace;             /* Chrome/Perfetto trace path, or NULL */
-    int64_t loss_chunk_size; /* tokens per LM-head + cross-entropy chunk */
-    bool tiled_mlp;          /* the MLP over shards of the tokens (ALST) */
+    char *offload_dir;            /* activation_offloading: disk goes here (NULL: /var/tmp) */
+    int64_t min_offload_size;     /* bytes: smaller layer inputs are not offloaded (true, hidden_states) */
+    bool use_pin_memory;          /* activation_offloading: true into pinned (else pageable) host memory */
+    bool use_streams;             /* activation_offloading: true on side streams (else synchronous) */
+    int64_t max_fwd_stash_size;   /* offloaded inputs whose copies may be in flight in the forward */
+    int64_t debug_copy_delay_us;  /* race stress: random delay before each offload copy */
+    char *trace;                  /* Chrome/Perfetto trace path, or NULL */
+    int64_t loss_chunk_size;      /* tokens per LM-head + cross-entropy chunk */
+    bool tiled_mlp;               /* the MLP over shards of the tokens (ALST) */
     int64_t tiled_mlp_num_shards; /* 0: ceil(sequence_len / hidden_size) */
-    int64_t host_memory_budget; /* bytes; 0: the machine's physical memory */
-    int64_t gpu_memory_budget;  /* bytes; 0: what the GPU has free at start */
+    int64_t host_memory_budget;   /* bytes; 0: the machine's physical memory */
+    int64_t gpu_memory_budget;    /* bytes; 0: what the GPU has free at start */
     /* execution */
-    tt_device_kind device;   /* auto: cuda when built with CUDA and a GPU is present */
-    int64_t num_threads;     /* 0: all cores */
-    bool progress;           /* live progress line */
+    tt_device_kind device; /* auto: cuda when built with CUDA and a GPU is present */
+    int64_t num_threads;   /* 0: all cores */
+    bool progress;         /* live progress line */
     tt_activation_offloading activation_offloading;
-    tt_bf16_setting bf16;    /* true needs the CUDA backend */
+    tt_bf16_setting bf16; /* true needs the CUDA backend */
     tt_attn_implementation attn_implementation;
     int64_t attn_workspace_limit; /* bytes the deterministic attention backward keeps for its dP, all calls at once */
-    bool master_weights;     /* GPU: fp32 master weights, gradients and AdamW state (else all bf16) */
-    bool fp16, tf32;         /* only false today */
+    bool master_weights;          /* GPU: fp32 master weights, gradients and AdamW state (else all bf16) */
+    bool fp16, tf32;              /* only false today */
 } tt_run_config;
 
 void tt_run_config_defaults(tt_run_config *config);
@@ -241,8 +241,7 @@ void tt_run_config_defaults(tt_run_config *config);
 /* Loads a YAML file (path may be NULL: defaults only), then applies overrides given as
  * "key=value" strings (the value parsed as a YAML scalar or flow collection). Dies with a
  * message naming the file, line, key and valid values on any error. */
-void tt_run_config_load(tt_run_config *config, const char *path, int override_count,
-                        char *const *overrides);
+void tt_run_config_load(tt_run_config *config, const char *path, int override_count, char *const *overrides);
 
 /* The modules that get adapters: lora_target_modules, or all of them with lora_target_linear. */
 unsigned tt_run_config_lora_targets(const tt_run_config *config);

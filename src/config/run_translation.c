@@ -68,8 +68,8 @@ static tt_attention_kind attention_kind(tt_attn_implementation implementation) {
     return TT_ATTENTION_AUTO;
 }
 
-void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model,
-                         tt_tier compute_tier, const tt_precision *precision) {
+void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model_config *model, tt_tier compute_tier,
+                         const tt_precision *precision) {
     memset(plan, 0, sizeof(*plan));
     plan->num_layers = model->num_layers;
     plan->compute_tier = compute_tier;
@@ -112,23 +112,26 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
          * layer that keeps everything (every saved tensor, TRL's OffloadActivations), and
          * selective_checkpointing offload: true (the kept attention output and log-sum-exp). */
         const tt_slot_set kept = TT_ALL_SLOTS & ~lp->recompute;
-        const bool megatron = run->cpu_offloading && run->cpu_offloading_activations && l < run->cpu_offloading_num_layers;
-        lp->offloaded = megatron                                                  ? kept
-                        : offload_true && lp->recompute == TT_RECOMPUTE_NOTHING   ? kept
+        const bool megatron =
+            run->cpu_offloading && run->cpu_offloading_activations && l < run->cpu_offloading_num_layers;
+        lp->offloaded = megatron                                                          ? kept
+                        : offload_true && lp->recompute == TT_RECOMPUTE_NOTHING           ? kept
                         : run->selective_offload && lp->recompute != TT_RECOMPUTE_NOTHING ? kept & TT_ATTENTION_SLOTS
-                                                                                  : 0;
+                                                                                          : 0;
         if (lp->offloaded && host_tier != compute_tier) lp->saved_activation_tier = host_tier;
         else lp->offloaded = 0;
         /* activation_offloading: the checkpoints (layer inputs) of checkpointed layers live in host
          * memory, or in a file under offload_dir, between the forward and the backward. The LM
          * head's input (layer L's input) is never offloaded, nor an input below min_offload_size. */
         const bool checkpointed = lp->recompute != TT_RECOMPUTE_NOTHING;
-        const bool large_enough = !(run->activation_offloading == TT_OFFLOAD_TRUE || run->activation_offloading == TT_OFFLOAD_HIDDEN_STATES) ||
+        const bool large_enough = !(run->activation_offloading == TT_OFFLOAD_TRUE ||
+                                    run->activation_offloading == TT_OFFLOAD_HIDDEN_STATES) ||
                                   input_bytes >= (size_t)run->min_offload_size;
         lp->layer_input_tier = checkpointed && large_enough ? layer_input_tier(run, compute_tier) : compute_tier;
         if (megatron && checkpointed) lp->layer_input_tier = TT_TIER_PINNED;
         if (lp->layer_input_tier == TT_TIER_HOST && compute_tier == TT_TIER_HOST) lp->layer_input_tier = compute_tier;
-        if (lp->layer_input_tier == TT_TIER_PINNED && compute_tier == TT_TIER_PINNED) lp->layer_input_tier = compute_tier;
+        if (lp->layer_input_tier == TT_TIER_PINNED && compute_tier == TT_TIER_PINNED)
+            lp->layer_input_tier = compute_tier;
     }
     const bool megatron_activations = run->cpu_offloading && run->cpu_offloading_activations;
     plan->offload_streamed = (offload_true && run->use_streams) || run->activation_offloading == TT_OFFLOAD_DISK ||
@@ -139,20 +142,23 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->min_offload_bytes = offload_true ? (size_t)run->min_offload_size : 0;
     plan->copy_delay_us = (unsigned)run->debug_copy_delay_us;
     plan->stream_frozen_layers = run->layer_offloading;
-    plan->offloaded_weight_layers = run->cpu_offloading && run->cpu_offloading_weights ? run->cpu_offloading_num_layers : 0;
+    plan->offloaded_weight_layers =
+        run->cpu_offloading && run->cpu_offloading_weights ? run->cpu_offloading_num_layers : 0;
     plan->optimizer_offload = run->optimizer_cpu_offload;
     plan->optimizer_offload_fraction = run->optimizer_cpu_offload ? run->optimizer_offload_fraction : 0.0;
     plan->optimizer_overlap = run->optimizer_cpu_offload && run->overlap_cpu_optimizer_d2h_h2d;
     /* with several micro-batches per step, each one's ringed gradients go out and come back for the next */
     plan->gradient_ring = plan->optimizer_overlap;
     /* tiled_mlp_num_shards unset: ceil(sequence_len / hidden_size), ALST's and axolotl's default */
-    const int64_t shards = !run->tiled_mlp                ? 1
-                           : run->tiled_mlp_num_shards > 0 ? run->tiled_mlp_num_shards
-                                                           : (run->sequence_len + model->hidden_size - 1) / model->hidden_size;
+    const int64_t shards = !run->tiled_mlp ? 1
+                           : run->tiled_mlp_num_shards > 0
+                               ? run->tiled_mlp_num_shards
+                               : (run->sequence_len + model->hidden_size - 1) / model->hidden_size;
     tt_plan_tile_mlp(plan, shards);
 }
 
-tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_model_config *model, size_t storage_elem) {
+tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_model_config *model,
+                                            size_t storage_elem) {
     tt_trainable_spec spec = {
         .freeze_embeddings = run->freeze_embeddings,
         .frozen_layers = run->frozen_layers,
@@ -166,8 +172,9 @@ tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_m
     }
     if (run->adapter == TT_ADAPTER_QLORA && run->load_in_4bit) {
         spec.quantize_4bit = true;
-        spec.quant_format = (tt_quant4_format){.type = run->bnb_4bit_quant_type == TT_BNB_FP4 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
-                                               .double_quant = run->bnb_4bit_use_double_quant};
+        spec.quant_format =
+            (tt_quant4_format){.type = run->bnb_4bit_quant_type == TT_BNB_FP4 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
+                               .double_quant = run->bnb_4bit_use_double_quant};
         /* a base saved in 4 bits keeps its own format (as transformers lets the checkpoint's config win) */
         if (run->base_model && model->quantization.load_in_4bit) spec.quant_format = model->quantization.format;
         spec.quant_storage_elem = storage_elem;
@@ -179,7 +186,8 @@ tt_lr_schedule tt_lr_schedule_for_run(const tt_run_config *run, int64_t total_st
     return (tt_lr_schedule){
         .kind = run->lr_scheduler,
         .peak = run->learning_rate,
-        .warmup_steps = run->warmup_steps >= 0 ? run->warmup_steps : (int64_t)ceil(run->warmup_ratio * (double)total_steps),
+        .warmup_steps =
+            run->warmup_steps >= 0 ? run->warmup_steps : (int64_t)ceil(run->warmup_ratio * (double)total_steps),
         .total_steps = total_steps,
         .min_ratio = run->cosine_min_lr_ratio,
     };

@@ -37,12 +37,13 @@ static void check_model_and_datasets(const tt_run_config *c) {
         chat |= c->dataset_specs[i].type == TT_DATASET_CHAT_TEMPLATE;
     }
     /* keys that shape JSON datasets do nothing to token files: set there they are mistakes */
-    const char *json_key = c->train_on_inputs                ? "train_on_inputs: true"
-                           : c->tokenizer_config             ? "tokenizer_config"
+    const char *json_key = c->train_on_inputs                                   ? "train_on_inputs: true"
+                           : c->tokenizer_config                                ? "tokenizer_config"
                            : c->special_bos || c->special_eos || c->special_pad ? "special_tokens"
-                           : c->excess_length_strategy != TT_EXCESS_DROP && !c->sample_packing ? "excess_length_strategy: truncate"
-                           : !c->shuffle_merged_datasets     ? "shuffle_merged_datasets: false"
-                                                             : NULL;
+                           : c->excess_length_strategy != TT_EXCESS_DROP && !c->sample_packing
+                               ? "excess_length_strategy: truncate"
+                           : !c->shuffle_merged_datasets ? "shuffle_merged_datasets: false"
+                                                         : NULL;
     if (c->dataset_count > 0 && !json && json_key)
         tt_die("%s is set, but it applies to JSON datasets ({path: data.jsonl, type: alpaca, ...}) and the datasets "
                "are token files, which are tokenized already; remove it",
@@ -58,12 +59,13 @@ static void check_model_and_datasets(const tt_run_config *c) {
         tt_die("train_on_eos applies to chat_template datasets (completion, alpaca and input_output always train the "
                "EOS they append); remove it");
     if ((c->chat_template || c->chat_template_jinja || c->chat_template_kwargs || c->eot_tokens) && !chat)
-        tt_die("%s applies to chat_template datasets ({path: chats.jsonl, type: chat_template}), and this run has none; "
-               "remove it",
-               c->chat_template          ? "chat_template"
-               : c->chat_template_jinja  ? "chat_template_jinja"
-               : c->chat_template_kwargs ? "chat_template_kwargs"
-                                         : "eot_tokens");
+        tt_die(
+            "%s applies to chat_template datasets ({path: chats.jsonl, type: chat_template}), and this run has none; "
+            "remove it",
+            c->chat_template          ? "chat_template"
+            : c->chat_template_jinja  ? "chat_template_jinja"
+            : c->chat_template_kwargs ? "chat_template_kwargs"
+                                      : "eot_tokens");
     for (int i = 0; i < c->dataset_count; i++) {
         const tt_dataset_spec *d = &c->dataset_specs[i];
         const char *choice = d->chat_template ? d->chat_template : c->chat_template;
@@ -76,9 +78,10 @@ static void check_model_and_datasets(const tt_run_config *c) {
                    "chat_template_jinja to the template or to a file holding it",
                    i + 1, c->datasets[i]);
         if (jinja && (!choice || strcmp(choice, "jinja") != 0))
-            tt_die("datasets entry %d (%s): chat_template_jinja is set, but chat_template is %s; set chat_template: jinja "
-                   "to use it, or remove chat_template_jinja",
-                   i + 1, c->datasets[i], choice);
+            tt_die(
+                "datasets entry %d (%s): chat_template_jinja is set, but chat_template is %s; set chat_template: jinja "
+                "to use it, or remove chat_template_jinja",
+                i + 1, c->datasets[i], choice);
     }
 }
 
@@ -116,7 +119,8 @@ static void check_recompute(const tt_run_config *c) {
 static void check_offloading(const tt_run_config *c) {
     const char *offload_mode = tt_activation_offloading_name(c->activation_offloading);
     /* true without checkpointing offloads every saved tensor instead (TRL's OffloadActivations) */
-    if (c->activation_offloading >= TT_OFFLOAD_LEGACY && !c->gradient_checkpointing && c->recompute_granularity != TT_RECOMPUTE_FULL)
+    if (c->activation_offloading >= TT_OFFLOAD_LEGACY && !c->gradient_checkpointing &&
+        c->recompute_granularity != TT_RECOMPUTE_FULL)
         tt_die("activation_offloading: %s offloads the checkpoints of gradient checkpointing, but "
                "gradient_checkpointing is false; set gradient_checkpointing: true, or activation_offloading: false "
                "(or true, which then offloads every saved tensor)",
@@ -139,8 +143,9 @@ static void check_offloading(const tt_run_config *c) {
         tt_die("cpu_offloading_weights is true but cpu_offloading is false; set cpu_offloading: true and "
                "cpu_offloading_num_layers (the layers, from the first, whose weights live in host memory)");
     if (c->cpu_offloading_weights && c->cpu_offloading_num_layers == 0)
-        tt_die("cpu_offloading_weights is true but cpu_offloading_num_layers is 0; set how many layers, from the first, "
-               "keep their weights in host memory");
+        tt_die(
+            "cpu_offloading_weights is true but cpu_offloading_num_layers is 0; set how many layers, from the first, "
+            "keep their weights in host memory");
     if (c->cpu_offloading_weights && c->adapter != TT_ADAPTER_NONE)
         tt_die("cpu_offloading_weights offloads trainable layer weights; with adapter: %s they are the adapters "
                "(small): stream the frozen base with layer_offloading: true instead",
@@ -171,8 +176,8 @@ static void check_offloading(const tt_run_config *c) {
                "(legacy is the unstreamed mode, hidden_states is always pinned and streamed); remove it or set "
                "activation_offloading: true",
                !c->use_pin_memory ? "use_pin_memory" : "use_streams", offload_mode);
-    if (c->debug_copy_delay_us && c->activation_offloading == TT_OFFLOAD_NONE && !c->cpu_offloading && !c->selective_offload &&
-        !c->optimizer_cpu_offload)
+    if (c->debug_copy_delay_us && c->activation_offloading == TT_OFFLOAD_NONE && !c->cpu_offloading &&
+        !c->selective_offload && !c->optimizer_cpu_offload)
         tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "
                "debug_copy_delay_us");
 }
@@ -190,16 +195,19 @@ static void check_adapter(const tt_run_config *c) {
     if (c->adapter != TT_ADAPTER_NONE && (c->freeze_embeddings || c->frozen_layer_count > 0))
         tt_die("%s chooses what full fine-tuning trains, but with adapter: %s the whole base model is frozen "
                "already; remove %s, or remove adapter for full fine-tuning",
-               c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers", c->adapter == TT_ADAPTER_QLORA ? "qlora" : "lora",
+               c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers",
+               c->adapter == TT_ADAPTER_QLORA ? "qlora" : "lora",
                c->freeze_embeddings ? "freeze_embeddings" : "frozen_layers");
     /* qlora as axolotl checks it: the 4-bit base is load_in_4bit's, and the bnb keys belong to it */
     if (c->adapter == TT_ADAPTER_QLORA && !c->load_in_4bit)
-        tt_die("adapter: qlora needs load_in_4bit: true (the frozen base quantized to 4 bits, as axolotl requires); set "
-               "load_in_4bit: true, or use adapter: lora for a base in the compute dtype");
+        tt_die(
+            "adapter: qlora needs load_in_4bit: true (the frozen base quantized to 4 bits, as axolotl requires); set "
+            "load_in_4bit: true, or use adapter: lora for a base in the compute dtype");
     if (c->load_in_4bit && c->adapter != TT_ADAPTER_QLORA)
         tt_die("load_in_4bit: true quantizes the frozen base of adapter: qlora, but adapter is %s; set adapter: qlora, "
                "or remove load_in_4bit",
-               c->adapter == TT_ADAPTER_LORA ? "lora" : "~ (full fine-tuning trains the weights, which cannot be 4-bit)");
+               c->adapter == TT_ADAPTER_LORA ? "lora"
+                                             : "~ (full fine-tuning trains the weights, which cannot be 4-bit)");
     if (c->bnb_key_given && !c->load_in_4bit)
         tt_die("%s is set but load_in_4bit is not: the bnb_4bit_* keys describe the 4-bit base of adapter: qlora; set "
                "adapter: qlora and load_in_4bit: true, or remove %s",
@@ -213,13 +221,15 @@ static void check_kernels_and_checkpointing(const tt_run_config *c) {
                "(auto) or a size such as 4GiB",
                (long long)c->attn_workspace_limit);
     if (c->tiled_mlp_num_shards > 0 && !c->tiled_mlp)
-        tt_die("tiled_mlp_num_shards is %lld but tiled_mlp is false; set tiled_mlp: true, or remove tiled_mlp_num_shards",
-               (long long)c->tiled_mlp_num_shards);
+        tt_die(
+            "tiled_mlp_num_shards is %lld but tiled_mlp is false; set tiled_mlp: true, or remove tiled_mlp_num_shards",
+            (long long)c->tiled_mlp_num_shards);
     if (c->tiled_mlp_num_shards > c->micro_batch_size * c->sequence_len)
-        tt_die("tiled_mlp_num_shards is %lld but a micro-batch has %lld tokens (micro_batch_size x sequence_len); use at "
-               "most %lld",
-               (long long)c->tiled_mlp_num_shards, (long long)(c->micro_batch_size * c->sequence_len),
-               (long long)(c->micro_batch_size * c->sequence_len));
+        tt_die(
+            "tiled_mlp_num_shards is %lld but a micro-batch has %lld tokens (micro_batch_size x sequence_len); use at "
+            "most %lld",
+            (long long)c->tiled_mlp_num_shards, (long long)(c->micro_batch_size * c->sequence_len),
+            (long long)(c->micro_batch_size * c->sequence_len));
     if ((c->every_n_layers > 1 || c->checkpoint_trainable_layers_only) && !c->gradient_checkpointing)
         tt_die("%s chooses which layers gradient checkpointing covers, but gradient_checkpointing is false; set "
                "gradient_checkpointing: true, or remove %s",
@@ -239,4 +249,3 @@ void tt_run_config_validate(const tt_run_config *c) {
     check_adapter(c);
     check_kernels_and_checkpointing(c);
 }
-

@@ -21,8 +21,7 @@ static void write_yaml_string(FILE *out, const char *s) {
         return;
     }
     bool plain = isalnum((unsigned char)s[0]) || s[0] == '.' || s[0] == '/' || s[0] == '_';
-    for (const char *p = s; *p && plain; p++)
-        plain = isalnum((unsigned char)*p) || strchr("._/-+", *p) != NULL;
+    for (const char *p = s; *p && plain; p++) plain = isalnum((unsigned char)*p) || strchr("._/-+", *p) != NULL;
     if (plain && (strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0)) plain = false;
     if (plain) {
         fputs(s, out);
@@ -34,23 +33,17 @@ static void write_yaml_string(FILE *out, const char *s) {
         uint32_t code = *p;
         int length = code < 0x80 ? 1 : code < 0xe0 ? 2 : code < 0xf0 ? 3 : 4;
         if (length > 1) code &= 0x3fu >> (length - 1);
-        for (int i = 1; i < length && p[i]; i++)
-            code = (code << 6) | (p[i] & 0x3fu);
+        for (int i = 1; i < length && p[i]; i++) code = (code << 6) | (p[i] & 0x3fu);
         /* YAML's printable set; everything else is written as an escape. */
         bool printable = (code >= 0x20 && code < 0x7f) || code == 0x85 || (code >= 0xa0 && code <= 0xd7ff) ||
                          (code >= 0xe000 && code <= 0xfffd && code != 0xfeff) || (code >= 0x10000 && code <= 0x10ffff);
-        if (code == '"' || code == '\\')
-            fprintf(out, "\\%c", (char)code);
-        else if (code == '\n')
-            fputs("\\n", out);
-        else if (code == '\t')
-            fputs("\\t", out);
+        if (code == '"' || code == '\\') fprintf(out, "\\%c", (char)code);
+        else if (code == '\n') fputs("\\n", out);
+        else if (code == '\t') fputs("\\t", out);
         else if (!printable)
             fprintf(out, code <= 0xff ? "\\x%02x" : code <= 0xffff ? "\\u%04x" : "\\U%08x", (unsigned)code);
-        else
-            fwrite(p, 1, (size_t)length, out);
-        for (int i = 0; i < length && *p; i++)
-            p++;
+        else fwrite(p, 1, (size_t)length, out);
+        for (int i = 0; i < length && *p; i++) p++;
     }
     fputc('"', out);
 }
@@ -115,8 +108,10 @@ static void write_chat_entry(FILE *out, const tt_dataset_spec *d) {
         }
         fputc('}', out);
     }
-    if (d->train_on_eos != TT_EOS_INHERIT) fprintf(out, "\n    train_on_eos: %s", tt_train_on_eos_name(d->train_on_eos));
-    if (d->train_on_eot != TT_EOS_INHERIT) fprintf(out, "\n    train_on_eot: %s", tt_train_on_eos_name(d->train_on_eot));
+    if (d->train_on_eos != TT_EOS_INHERIT)
+        fprintf(out, "\n    train_on_eos: %s", tt_train_on_eos_name(d->train_on_eos));
+    if (d->train_on_eot != TT_EOS_INHERIT)
+        fprintf(out, "\n    train_on_eot: %s", tt_train_on_eos_name(d->train_on_eot));
     if (d->drop_system_message) fputs("\n    drop_system_message: true", out);
     if (d->split_thinking) fputs("\n    split_thinking: true", out);
 }
@@ -131,13 +126,11 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
     case KEY_FLOAT: write_double(out, *(const double *)field); break;
     case KEY_STRING: write_yaml_string(out, *(char *const *)field); break;
     case KEY_ENUM:
-        if (k->storage == STORE_NAME)
-            write_yaml_string(out, *(char *const *)field);
-        else
-            fputs(cfg_name_in_list(k->values, *(const int *)field, name, sizeof name), out);
+        if (k->storage == STORE_NAME) write_yaml_string(out, *(char *const *)field);
+        else fputs(cfg_name_in_list(k->values, *(const int *)field, name, sizeof name), out);
         break;
     case KEY_SELECTIVE:
-        fputs(!*(const bool *)field ? "~"
+        fputs(!*(const bool *)field  ? "~"
               : c->selective_offload ? "{save: [attention], offload: true}"
                                      : "{save: [attention], offload: false}",
               out);
@@ -263,4 +256,3 @@ void tt_run_config_print_help(FILE *out) {
         }
     fputc('\n', out);
 }
-

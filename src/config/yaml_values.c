@@ -66,20 +66,17 @@ int cfg_parse_double(const char *text, double *out) {
     const char *p = text;
     if (*p == '+' || *p == '-') p++;
     int digits = 0;
-    while (isdigit((unsigned char)*p))
-        p++, digits++;
+    while (isdigit((unsigned char)*p)) p++, digits++;
     if (*p == '.') {
         p++;
-        while (isdigit((unsigned char)*p))
-            p++, digits++;
+        while (isdigit((unsigned char)*p)) p++, digits++;
     }
     if (digits == 0) return 1;
     if (*p == 'e' || *p == 'E') {
         p++;
         if (*p == '+' || *p == '-') p++;
         if (!isdigit((unsigned char)*p)) return 1;
-        while (isdigit((unsigned char)*p))
-            p++;
+        while (isdigit((unsigned char)*p)) p++;
     }
     if (*p) return 1;
     errno = 0;
@@ -98,23 +95,21 @@ const char *cfg_describe_value(const yaml_node_t *node, char *buf, size_t size) 
     return buf;
 }
 
-void cfg_die_type(const source *src, const yaml_node_t *node, const key_spec *k,
-                                                   const char *expected) {
+void cfg_die_type(const source *src, const yaml_node_t *node, const key_spec *k, const char *expected) {
     char buf[256];
     cfg_die_at(src, node, "%s: expected %s, got %s", k->name, expected, cfg_describe_value(node, buf, sizeof buf));
 }
 
-void cfg_die_not_yet(const source *src, const yaml_node_t *node, const key_spec *k,
-                                                      const char *value) {
+void cfg_die_not_yet(const source *src, const yaml_node_t *node, const key_spec *k, const char *value) {
     cfg_die_at(src, node, "%s: %s is not available yet%s; use %s: %s", k->name, value, k->not_yet_reason, k->name,
-           k->default_text);
+               k->default_text);
 }
 
 void cfg_check_range(const source *src, const yaml_node_t *node, const key_spec *k, double value, const char *text) {
     if (cfg_in_range(&k->range, value)) return;
     char range[96];
     cfg_die_at(src, node, "%s must be %s%s, got %s", k->name, cfg_range_text(&k->range, range, sizeof range),
-           k->minus_one_unset ? " (or -1: not given)" : "", text);
+               k->minus_one_unset ? " (or -1: not given)" : "", text);
 }
 
 /* The off value of a key of a later feature: null (~, null or nothing), false / False, a number
@@ -129,7 +124,6 @@ bool cfg_is_off_value(const yaml_node_t *node) {
     double v;
     return cfg_parse_double(cfg_scalar_text(node), &v) == 0 && v == 0;
 }
-
 
 /* ---- chat_template_kwargs: YAML values kept as JSON text (the chat template reads JSON) ---- */
 
@@ -197,7 +191,7 @@ static void yaml_value_to_json(const source *src, yaml_document_t *doc, yaml_nod
             yaml_node_t *key = yaml_document_get_node(doc, p->key), *value = yaml_document_get_node(doc, p->value);
             if (key->type != YAML_SCALAR_NODE || cfg_is_null(key) || !*cfg_scalar_text(key))
                 cfg_die_at(src, key, "%s: the names of a mapping are text such as enable_thinking, not %s", path,
-                       cfg_describe_value(key, buf, sizeof buf));
+                           cfg_describe_value(key, buf, sizeof buf));
             for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++)
                 if (strcmp(cfg_scalar_text(yaml_document_get_node(doc, q->key)), cfg_scalar_text(key)) == 0)
                     cfg_die_at(src, key, "%s: '%s' appears twice; keep one", path, cfg_scalar_text(key));
@@ -225,8 +219,10 @@ static void yaml_value_to_json(const source *src, yaml_document_t *doc, yaml_nod
         return;
     }
     if (cfg_index_in_list("yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF", text, false) >= 0)
-        cfg_die_at(src, node, "%s: '%s' is a boolean to YAML 1.1 (axolotl) and text to tiertrain; write true or false, or "
-               "quote it (\"%s\") for the text", path, text, text);
+        cfg_die_at(src, node,
+                   "%s: '%s' is a boolean to YAML 1.1 (axolotl) and text to tiertrain; write true or false, or "
+                   "quote it (\"%s\") for the text",
+                   path, text, text);
     int64_t integer;
     int status = cfg_parse_int64(text, &integer);
     if (status == 2) cfg_die_at(src, node, "%s: %s is outside the 64-bit integer range", path, text);
@@ -245,14 +241,16 @@ static void yaml_value_to_json(const source *src, yaml_document_t *doc, yaml_nod
         return;
     }
     if (cfg_index_in_list(".inf|.Inf|.INF|-.inf|-.Inf|-.INF|+.inf|.nan|.NaN|.NAN", text, false) >= 0)
-        cfg_die_at(src, node, "%s: %s is not a finite number, which a chat template cannot be given; quote it (\"%s\") for "
-               "the text", path, text, text);
+        cfg_die_at(src, node,
+                   "%s: %s is not a finite number, which a chat template cannot be given; quote it (\"%s\") for "
+                   "the text",
+                   path, text, text);
     text_append_json_string(out, text);
 }
 
 /* chat_template_kwargs: {name: value, ...}; ~ or {}: none. The names transformers sets itself are refused. */
 void cfg_set_template_kwargs(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
-                                yaml_node_t *node) {
+                             yaml_node_t *node) {
     char **field = (char **)((char *)c + k->offset);
     free(*field);
     *field = NULL;
@@ -263,8 +261,10 @@ void cfg_set_template_kwargs(tt_run_config *c, const key_spec *k, const source *
         yaml_node_t *key = yaml_document_get_node(doc, p->key);
         const char *name = key->type == YAML_SCALAR_NODE ? cfg_scalar_text(key) : "";
         if (cfg_index_in_list("messages|tools|documents|add_generation_prompt|chat_template", name, false) >= 0)
-            cfg_die_at(src, key, "%s: '%s' is set for every render by tiertrain (as apply_chat_template sets it: the "
-                   "record's messages and tools, no documents, add_generation_prompt false); remove it", k->name, name);
+            cfg_die_at(src, key,
+                       "%s: '%s' is set for every render by tiertrain (as apply_chat_template sets it: the "
+                       "record's messages and tools, no documents, add_generation_prompt false); remove it",
+                       k->name, name);
     }
     text_buffer out = {0};
     yaml_value_to_json(src, doc, node, k->name, &out);

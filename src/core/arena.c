@@ -16,8 +16,7 @@ void tt_arena_init(tt_arena *arena, tt_tier tier, void *base, size_t capacity, s
     arena->budget = budget;
     arena->release_block = release_block;
     arena->owner = owner;
-    TT_CHECK(((uintptr_t)base % TT_ALIGNMENT) == 0, "arena block for tier %s is not aligned",
-             tt_tier_name(tier));
+    TT_CHECK(((uintptr_t)base % TT_ALIGNMENT) == 0, "arena block for tier %s is not aligned", tt_tier_name(tier));
 }
 
 /* Far from any real mapping and different per tier, so that a measuring address is never mistaken
@@ -43,15 +42,13 @@ void *tt_arena_push(tt_arena *arena, size_t bytes, tt_class cls, const char *wha
                "raise the %s budget, lower sequence_len or micro_batch_size, or enable "
                "gradient_checkpointing",
                tt_tier_name(arena->tier), what, tt_format_bytes(aligned, asked, sizeof asked),
-               tt_format_bytes(arena->used, used, sizeof used),
-               tt_format_bytes(arena->capacity, cap, sizeof cap),
+               tt_format_bytes(arena->used, used, sizeof used), tt_format_bytes(arena->capacity, cap, sizeof cap),
                tt_format_bytes(arena->budget, budget, sizeof budget), tt_tier_name(arena->tier));
     }
     if (arena->record_count == arena->record_capacity) {
         arena->record_capacity = arena->record_capacity ? 2 * arena->record_capacity : 256;
-        arena->records = tt_xrealloc(arena->records,
-                                     sizeof(tt_arena_record) * (size_t)arena->record_capacity,
-                                     "arena records");
+        arena->records =
+            tt_xrealloc(arena->records, sizeof(tt_arena_record) * (size_t)arena->record_capacity, "arena records");
     }
     tt_arena_record *r = &arena->records[arena->record_count++];
     r->offset = arena->used;

@@ -15,25 +15,25 @@
 #include "core/tier.h"
 
 typedef struct tt_arena_record {
-    size_t offset;    /* where the allocation starts */
-    size_t bytes;     /* aligned size */
+    size_t offset; /* where the allocation starts */
+    size_t bytes;  /* aligned size */
     tt_class cls;
 } tt_arena_record;
 
 typedef struct tt_arena {
     tt_tier tier;
-    unsigned char *base;   /* the one block, TT_ALIGNMENT-aligned */
-    size_t capacity;       /* bytes reserved at start (from the size table) */
-    size_t budget;         /* the user's limit for this tier; capacity <= budget */
-    size_t used;           /* top of the stack */
-    size_t peak;           /* high-water mark of used */
+    unsigned char *base; /* the one block, TT_ALIGNMENT-aligned */
+    size_t capacity;     /* bytes reserved at start (from the size table) */
+    size_t budget;       /* the user's limit for this tier; capacity <= budget */
+    size_t used;         /* top of the stack */
+    size_t peak;         /* high-water mark of used */
     size_t class_now[TT_CLASS_COUNT];
     size_t class_peak[TT_CLASS_COUNT];
     tt_arena_record *records; /* one per live allocation, in push order */
     int record_count, record_capacity;
     void (*release_block)(void *owner, void *base); /* how base is returned to the system */
     void *owner;                                    /* release_block's first argument (a backend's context) */
-    bool measuring;        /* tt_arena_init_measure: no memory behind base, pushes only count */
+    bool measuring; /* tt_arena_init_measure: no memory behind base, pushes only count */
 } tt_arena;
 
 /* Takes a block that the backend allocated for this tier (may be NULL when capacity is 0), and how

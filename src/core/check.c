@@ -100,9 +100,7 @@ const char *tt_format_bytes(size_t bytes, char *buf, size_t buf_size) {
         v /= 1024.0;
         u++;
     }
-    if (u == 0)
-        snprintf(buf, buf_size, "%zu B", bytes);
-    else
-        snprintf(buf, buf_size, "%.2f %s", v, units[u]);
+    if (u == 0) snprintf(buf, buf_size, "%zu B", bytes);
+    else snprintf(buf, buf_size, "%.2f %s", v, units[u]);
     return buf;
 }

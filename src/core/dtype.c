@@ -19,7 +19,8 @@ size_t tt_dtype_size(tt_dtype dtype) {
 }
 
 static const char *const safetensors_names[TT_DTYPE_COUNT] = {"F32", "BF16", "F16", "F64", "I32", "I64", "U8"};
-static const char *const torch_names[TT_DTYPE_COUNT] = {"float32", "bfloat16", "float16", "float64", "int32", "int64", "uint8"};
+static const char *const torch_names[TT_DTYPE_COUNT] = {"float32", "bfloat16", "float16", "float64",
+                                                        "int32",   "int64",    "uint8"};
 
 const char *tt_dtype_safetensors_name(tt_dtype dtype) { return safetensors_names[dtype]; }
 const char *tt_dtype_torch_name(tt_dtype dtype) { return torch_names[dtype]; }
@@ -88,12 +89,12 @@ uint16_t tt_f32_to_f16(float v) {
     memcpy(&bits, &v, 4);
     uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
     uint32_t abs_bits = bits & 0x7fffffffu;
-    if (abs_bits > 0x7f800000u) return sign | 0x7e00u;          /* NaN */
-    if (abs_bits >= 0x477ff000u) return sign | 0x7c00u;         /* overflow to inf */
-    if (abs_bits < 0x33000001u) return sign;                    /* underflow to zero */
+    if (abs_bits > 0x7f800000u) return sign | 0x7e00u;  /* NaN */
+    if (abs_bits >= 0x477ff000u) return sign | 0x7c00u; /* overflow to inf */
+    if (abs_bits < 0x33000001u) return sign;            /* underflow to zero */
     int32_t exponent = (int32_t)(abs_bits >> 23) - 127 + 15;
     uint32_t mantissa = (abs_bits & 0x7fffffu) | 0x800000u;
-    int shift = exponent <= 0 ? 14 - exponent : 13;             /* subnormals shift further */
+    int shift = exponent <= 0 ? 14 - exponent : 13; /* subnormals shift further */
     if (exponent <= 0) exponent = 0;
     uint32_t half = mantissa >> shift;
     uint32_t rest = mantissa & ((1u << shift) - 1);

@@ -37,7 +37,9 @@ void tt_fault_pause_in_save(void) {
     if (!text || !*text) return;
     char *end = NULL;
     const long ms = strtol(text, &end, 10);
-    if (*end || ms < 0) tt_die("TT_FAULT_SAVE_PAUSE_MS='%s' is not a count of milliseconds (a test hook; unset it)", text);
+    if (*end || ms < 0)
+        tt_die("TT_FAULT_SAVE_PAUSE_MS='%s' is not a count of milliseconds (a test hook; unset it)", text);
     struct timespec pause = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    while (nanosleep(&pause, &pause) != 0) {}
+    while (nanosleep(&pause, &pause) != 0) {
+    }
 }

@@ -35,8 +35,6 @@ const char *tt_class_name(tt_class cls);
  * The size table applies the same rounding, so estimates and accounting agree exactly. */
 #define TT_ALIGNMENT ((size_t)256)
 
-static inline size_t tt_align_up(size_t bytes) {
-    return (bytes + TT_ALIGNMENT - 1) & ~(TT_ALIGNMENT - 1);
-}
+static inline size_t tt_align_up(size_t bytes) { return (bytes + TT_ALIGNMENT - 1) & ~(TT_ALIGNMENT - 1); }
 
 #endif

@@ -44,7 +44,8 @@ static int track_id(tt_trace *t, const char *track) {
     TT_CHECK(t->track_count < MAX_TRACKS, "more than %d trace tracks", MAX_TRACKS);
     t->tracks[t->track_count++] = track;
     /* name the row once */
-    fprintf(t->out, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
+    fprintf(t->out,
+            "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
             t->events++ ? ",\n" : "", t->track_count, track);
     return t->track_count;
 }
@@ -59,8 +60,8 @@ void tt_trace_span(tt_trace *t, const char *track, const char *name, double star
 void tt_trace_counter(tt_trace *t, const char *name, double time, const char *const *series, const double *values,
                       int count) {
     if (!t) return;
-    fprintf(t->out, "%s{\"ph\": \"C\", \"name\": \"%s\", \"pid\": 1, \"ts\": %.3f, \"args\": {", t->events++ ? ",\n" : "",
-            name, (time - t->origin) * 1e6);
+    fprintf(t->out, "%s{\"ph\": \"C\", \"name\": \"%s\", \"pid\": 1, \"ts\": %.3f, \"args\": {",
+            t->events++ ? ",\n" : "", name, (time - t->origin) * 1e6);
     for (int i = 0; i < count; i++) fprintf(t->out, "%s\"%s\": %.0f", i ? ", " : "", series[i], values[i]);
     fputs("}}", t->out);
 }

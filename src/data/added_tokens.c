@@ -22,7 +22,8 @@ void tt_added_set_build(tt_added_set *set, const tt_added_token *tokens, int32_t
         if (tokens[i].normalized != normalized || tokens[i].len == 0) continue;
         unsigned char first = (unsigned char)tokens[i].content[0];
         int32_t n = set->count_first_byte[first]++;
-        set->by_first_byte[first] = tt_xrealloc(set->by_first_byte[first], sizeof(int32_t) * (size_t)(n + 1), "added tokens");
+        set->by_first_byte[first] =
+            tt_xrealloc(set->by_first_byte[first], sizeof(int32_t) * (size_t)(n + 1), "added tokens");
         set->by_first_byte[first][n] = i;
         set->count++;
     }
@@ -42,9 +43,17 @@ static bool is_word_char(int32_t cp) {
     if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
     if (cp == 0x200C || cp == 0x200D) return true;
     switch (utf8proc_category(cp)) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
-    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC: return true;
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC: return true;
     default: return false;
     }
 }
@@ -52,7 +61,8 @@ static bool is_word_char(int32_t cp) {
 /* Unicode White_Space (Rust's char::is_whitespace and regex \s). */
 static bool is_white_space(int32_t cp) {
     return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+           cp == 0x3000;
 }
 
 /* The code point ending at s[end) (s valid UTF-8, end > 0). */

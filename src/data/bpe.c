@@ -24,9 +24,9 @@ typedef struct tt_cache_slot {
 } tt_cache_slot;
 
 enum {
-    CACHE_SLOTS = 1 << 17,              /* slots; cleared when half full */
-    CACHE_MAX_KEY = 256,                /* longer pre-tokens are not cached */
-    CACHE_POOL_BYTES = 32 << 20,        /* keys and values; cleared when full */
+    CACHE_SLOTS = 1 << 17,       /* slots; cleared when half full */
+    CACHE_MAX_KEY = 256,         /* longer pre-tokens are not cached */
+    CACHE_POOL_BYTES = 32 << 20, /* keys and values; cleared when full */
 };
 
 void tt_token_ids_push(tt_token_ids *out, int32_t id, int64_t offset) {
@@ -37,8 +37,8 @@ void tt_token_ids_push(tt_token_ids *out, int32_t id, int64_t offset) {
         out->capacity = out->capacity ? 2 * out->capacity : 1024;
         out->ids = tt_xrealloc(out->ids, tt_mul_size((size_t)out->capacity, sizeof(int32_t), "token ids"), "token ids");
         if (out->with_offsets)
-            out->offsets = tt_xrealloc(out->offsets, tt_mul_size((size_t)out->capacity, sizeof(int64_t), "token offsets"),
-                                       "token offsets");
+            out->offsets = tt_xrealloc(
+                out->offsets, tt_mul_size((size_t)out->capacity, sizeof(int64_t), "token offsets"), "token offsets");
     }
     out->ids[out->count] = id;
     if (out->with_offsets) out->offsets[out->count] = offset;
@@ -194,7 +194,8 @@ static void push_pair(const tt_tokenizer *tok, tt_encode_state *st, size_t *heap
 static void add_symbol(tt_encode_state *st, size_t *n, int32_t id, size_t start, size_t len) {
     if (*n == st->symbols_cap) {
         st->symbols_cap = st->symbols_cap ? 2 * st->symbols_cap : 256;
-        st->symbols = tt_xrealloc(st->symbols, tt_mul_size(st->symbols_cap, sizeof(tt_symbol), "BPE symbols"), "BPE symbols");
+        st->symbols =
+            tt_xrealloc(st->symbols, tt_mul_size(st->symbols_cap, sizeof(tt_symbol), "BPE symbols"), "BPE symbols");
     }
     st->symbols[*n] = (tt_symbol){id, (int32_t)*n - 1, -1, (uint32_t)start, (uint32_t)len};
     if (*n > 0) st->symbols[*n - 1].next = (int32_t)*n;
@@ -222,7 +223,8 @@ static size_t initial_symbols(const tt_tokenizer *tok, tt_encode_state *st, cons
             bool all = true;
             for (size_t b = 0; b < clen; b++) all = all && tok->byte_fallback_ids[(unsigned char)s[i + b]] >= 0;
             if (all) { /* tokenizers adds these before a pending unknown (it has none in practice) */
-                for (size_t b = 0; b < clen; b++) add_symbol(st, &n, tok->byte_fallback_ids[(unsigned char)s[i + b]], i + b, 1);
+                for (size_t b = 0; b < clen; b++)
+                    add_symbol(st, &n, tok->byte_fallback_ids[(unsigned char)s[i + b]], i + b, 1);
                 i += clen;
                 continue;
             }
@@ -326,6 +328,7 @@ void tt_bpe_encode(const tt_tokenizer *tok, tt_encode_state *st, const char *s, 
         }
     }
     if (cacheable) /* out->ids is NULL while nothing was pushed: no pointer arithmetic on it */
-        cache_put(st, s, len, hash, out->count > first ? out->ids + first : NULL, starts, (uint32_t)(out->count - first));
+        cache_put(st, s, len, hash, out->count > first ? out->ids + first : NULL, starts,
+                  (uint32_t)(out->count - first));
     if (starts != starts_small) free(starts);
 }

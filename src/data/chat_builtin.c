@@ -16,11 +16,10 @@
 
 #include "data/chat_template.h"
 
-static const char chatml[] =
-    "{%- for message in messages -%}\n"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}\n"
-    "{%- endfor -%}\n"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}\n";
+static const char chatml[] = "{%- for message in messages -%}\n"
+                             "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}\n"
+                             "{%- endfor -%}\n"
+                             "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}\n";
 
 static const char llama3[] =
     "{%- for message in messages -%}\n"

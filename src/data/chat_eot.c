@@ -10,7 +10,6 @@
 #include "core/check.h"
 #include "data/chat_internal.h"
 
-
 void tt_chat_resolve_eot(tt_chat_format *f) {
     const tt_chat_settings *s = &f->settings;
     const char *eos = f->eos_token;

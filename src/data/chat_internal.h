@@ -7,7 +7,7 @@
 #include "data/jinja.h"
 
 struct tt_chat_format {
-    tt_chat_settings settings;   /* the strings it points to are the format's own copies */
+    tt_chat_settings settings; /* the strings it points to are the format's own copies */
     char *template_text, *template_origin;
     char *bos_token, *eos_token, *unk_token, *pad_token;
     tt_jinja_template *template;
@@ -30,8 +30,8 @@ void tt_chat_split_thinking(json_t *message);
 /* chat_training.c: the message's message_field_training (-1: absent, else 0/1) and message_field_training_detail
  * (a new reference to the checked spans, or NULL), from the message as the record has it; content is the turn's
  * final content. Dies naming where, the message and the field. */
-int tt_chat_message_training(const tt_chat_format *f, json_t *message, json_t *content, const char *where,
-                             size_t index, json_t **detail);
+int tt_chat_message_training(const tt_chat_format *f, json_t *message, json_t *content, const char *where, size_t index,
+                             json_t **detail);
 /* The labels of a turn with spans: the tokens [start, end) of ids (the turn, found in the full render of text)
  * that hold its content get the spans' labels. Needs ids->offsets. */
 void tt_chat_label_spans(const tt_chat_format *f, const char *text, size_t text_len, const tt_token_ids *ids,

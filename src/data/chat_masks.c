@@ -10,7 +10,6 @@
 #include "core/check.h"
 #include "data/chat_internal.h"
 
-
 /* axolotl's placeholder for the turn being located */
 static const char dummy_content[] = "[[dummy_message]]";
 
@@ -43,7 +42,8 @@ static bool render(const tt_chat_format *f, tt_chat_example *ex, json_t *message
     bool ok = tt_jinja_render(f->template, ctx, out, err, sizeof err);
     json_decref(ctx);
     if (!ok)
-        set_error(ex, "%s: the chat template (%s) fails on this conversation: %s; fix the record, or choose another "
+        set_error(ex,
+                  "%s: the chat template (%s) fails on this conversation: %s; fix the record, or choose another "
                   "template with chat_template",
                   f->template_origin, err);
     return ok;
@@ -140,8 +140,7 @@ static int64_t token_at(const tt_token_ids *ids, const int64_t *ends, int64_t po
 /* The generation blocks as token ranges, as return_assistant_tokens_mask marks them: from the
  * token at the block's first byte to the token at its last byte (to the end when that is token 0
  * or none); after a block whose first byte is in no token, none (transformers stops there). */
-static void generation_ranges(const tt_token_ids *ids, const tt_jinja_output *out, int64_t text_len,
-                              int64_t *ranges) {
+static void generation_ranges(const tt_token_ids *ids, const tt_jinja_output *out, int64_t text_len, int64_t *ranges) {
     int64_t n = ids->count;
     int64_t *ends = tt_xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1), "token ends");
     for (int64_t i = n - 1; i >= 0; i--)
@@ -199,13 +198,14 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
     int64_t *ranges = NULL, assistants = 0;
     if (f->has_generation) {
         for (size_t i = 0; i < turns; i++)
-            assistants += strcmp(json_string_value(json_object_get(json_array_get(ex->messages, i), "role")),
-                                 "assistant") == 0;
+            assistants +=
+                strcmp(json_string_value(json_object_get(json_array_get(ex->messages, i), "role")), "assistant") == 0;
         if (full.span_count != assistants) {
             char counts[64];
             snprintf(counts, sizeof counts, "%lld generation blocks for %lld", (long long)full.span_count,
                      (long long)assistants);
-            set_error(ex, "%s: the chat template (%s) marks %s assistant messages; the blocks mark the assistant "
+            set_error(ex,
+                      "%s: the chat template (%s) marks %s assistant messages; the blocks mark the assistant "
                       "turns, one each: fix the template, or the record",
                       f->template_origin, counts);
             tt_jinja_output_free(&full);
@@ -232,15 +232,13 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
         /* axolotl locates only the turns it trains, and every turn when train_on_eos or train_on_eot is all */
         if (!trains && eos_rule != TT_EOS_ALL && eot_rule != TT_EOS_ALL) continue;
         json_t *spans = turn_spans(ex, t);
-        if (!(f->has_generation && is_assistant))
-            ok = find_turn(f, ex, t, spans != NULL, ids, &scratch, &start, &end);
+        if (!(f->has_generation && is_assistant)) ok = find_turn(f, ex, t, spans != NULL, ids, &scratch, &start, &end);
         if (!ok) break;
         if (trains && start >= 0 && end >= 0) {
             if (spans)
                 tt_chat_label_spans(f, full.text, full.len, ids, start, end,
                                     json_string_value(json_object_get(message, "content")), spans, *labels);
-            else
-                memset(*labels + start, 1, (size_t)(end - start));
+            else memset(*labels + start, 1, (size_t)(end - start));
         }
         if (trains && start < 0) ex->turns_not_found++;
         end_token(ids, end, f->eot_ids, f->eot_count, eot_rule, trains, &last_eot, *labels);

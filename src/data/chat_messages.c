@@ -34,8 +34,8 @@ tt_chat_format *tt_chat_format_open(const tt_chat_settings *settings, const tt_t
     char err[1024];
     f->template = tt_jinja_parse(f->template_text, strlen(f->template_text), f->template_origin, err, sizeof err);
     if (!f->template)
-        tt_die("the chat template (%s) does not parse: %s; fix it or choose another with chat_template", f->template_origin,
-               err);
+        tt_die("the chat template (%s) does not parse: %s; fix it or choose another with chat_template",
+               f->template_origin, err);
     f->has_generation = tt_jinja_has_generation(f->template);
     if (settings->template_kwargs) {
         json_error_t error;
@@ -165,8 +165,10 @@ static json_t *transform_message(const tt_chat_format *f, json_t *message, const
                "not a target of the role aliases (%s) and not named by the chat template (%s); map it with roles: "
                "{assistant: [%s]} (or the role it stands for), or fix the record",
                where, list, index, role_field, final_role,
-               spec->roles_given ? "the dataset's roles:" : "human, user -> user; gpt, assistant -> assistant; system; "
-                                                            "tool", f->template_origin, final_role);
+               spec->roles_given ? "the dataset's roles:"
+                                 : "human, user -> user; gpt, assistant -> assistant; system; "
+                                   "tool",
+               f->template_origin, final_role);
     json_t *tool_calls = json_object_get(out, "tool_calls");
     json_t *content = json_object_get(out, "content");
     const char *content_field = mapped_field(spec, "content");

@@ -54,7 +54,8 @@ static char *tokenizer_template(const char *dir, char *origin, size_t origin_siz
     struct stat st;
     if (stat(path, &st) != 0) return NULL;
     json_error_t error;
-    json_t *config = tt_json_load_regular_file(path, JSON_DECODE_INT_AS_REAL, 64u << 20, "a tokenizer_config.json", &error);
+    json_t *config =
+        tt_json_load_regular_file(path, JSON_DECODE_INT_AS_REAL, 64u << 20, "a tokenizer_config.json", &error);
     if (!config)
         tt_die("%s:%d: not valid JSON (%s); fix the file, or set chat_template to a built-in (%s)", path, error.line,
                error.text, tt_chat_builtin_names());

@@ -60,18 +60,18 @@ char *tt_chat_template_text(const tt_run_config *run, int entry, const char *tok
 
 /* What shapes a chat dataset's documents besides the records. */
 typedef struct tt_chat_settings {
-    const char *template_text;   /* from tt_chat_template_text */
-    const char *template_origin; /* names it in messages */
-    const tt_dataset_spec *spec; /* field_messages, mappings, roles, roles_to_train, drop_system_message */
+    const char *template_text;    /* from tt_chat_template_text */
+    const char *template_origin;  /* names it in messages */
+    const tt_dataset_spec *spec;  /* field_messages, mappings, roles, roles_to_train, drop_system_message */
     tt_train_on_eos train_on_eos; /* resolved (dataset's, else the top level's) */
     tt_train_on_eos train_on_eot; /* the same for the end-of-turn tokens, resolved (dataset's, else train_on_eos) */
-    char *const *eot_tokens;     /* eot_tokens; NULL: the EOS token alone */
+    char *const *eot_tokens;      /* eot_tokens; NULL: the EOS token alone */
     int eot_token_count;
     const char *template_kwargs; /* chat_template_kwargs: a JSON object's text, or NULL */
     bool train_on_inputs;
     const char *bos_token, *eos_token, *unk_token, *pad_token; /* the template's variables; NULL: undefined */
-    int32_t eos_id;              /* -1: the tokenizer has none (no EOS trains) */
-    bool mistral_tokenizer;      /* axolotl skips a first system turn when the tokenizer's path names mistral */
+    int32_t eos_id;                                            /* -1: the tokenizer has none (no EOS trains) */
+    bool mistral_tokenizer; /* axolotl skips a first system turn when the tokenizer's path names mistral */
 } tt_chat_settings;
 
 typedef struct tt_chat_format tt_chat_format; /* immutable once opened; shared by threads */
@@ -85,13 +85,13 @@ void tt_chat_format_free(tt_chat_format *f);
 bool tt_chat_format_has_generation(const tt_chat_format *f);
 
 typedef struct tt_chat_example {
-    json_t *messages; /* the turns after mapping: [{role, content, ...}] */
-    json_t *tools;    /* the record's tools, or NULL */
-    bool *trains;     /* [turns]: the turn's tokens train */
-    json_t *details;  /* [turns]: a turn's training spans ([{begin_offset, end_offset, train}], checked against its
+    json_t *messages;    /* the turns after mapping: [{role, content, ...}] */
+    json_t *tools;       /* the record's tools, or NULL */
+    bool *trains;        /* [turns]: the turn's tokens train */
+    json_t *details;     /* [turns]: a turn's training spans ([{begin_offset, end_offset, train}], checked against its
                          content) or null: the whole turn */
-    char *where;      /* "data.jsonl:12", for messages */
-    char *error;      /* set by tt_chat_tokenize when the template fails (malloc'd) */
+    char *where;         /* "data.jsonl:12", for messages */
+    char *error;         /* set by tt_chat_tokenize when the template fails (malloc'd) */
     int turns_not_found; /* trained turns whose tokens could not be told apart (left untrained, as axolotl) */
 } tt_chat_example;
 

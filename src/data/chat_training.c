@@ -39,8 +39,8 @@ static int64_t span_offset(json_t *span, const char *key, const char *where, con
     return json_integer_value(v);
 }
 
-int tt_chat_message_training(const tt_chat_format *f, json_t *message, json_t *content, const char *where,
-                             size_t index, json_t **detail) {
+int tt_chat_message_training(const tt_chat_format *f, json_t *message, json_t *content, const char *where, size_t index,
+                             json_t **detail) {
     const tt_dataset_spec *spec = f->settings.spec;
     const char *list = spec->field_messages;
     int training = -1;
@@ -68,9 +68,8 @@ int tt_chat_message_training(const tt_chat_format *f, json_t *message, json_t *c
         tt_die("%s: %s gives character spans, but the message's content is %s; spans need a string content (as "
                "axolotl's)",
                where, name, content ? tt_json_type_name(content) : "missing");
-    const int64_t characters = json_is_string(content)
-                                   ? char_count(json_string_value(content), json_string_length(content))
-                                   : 0;
+    const int64_t characters =
+        json_is_string(content) ? char_count(json_string_value(content), json_string_length(content)) : 0;
     size_t s;
     json_t *span;
     json_array_foreach(spans, s, span) {

@@ -161,8 +161,10 @@ static void strip(pieces *p, const char *content, int start, int stop) {
     for (size_t i = 0; i < p->count; i++) {
         piece *t = &p->items[i];
         size_t from = 0, to = t->len;
-        for (int k = 0; k < start && to - from >= clen && clen && memcmp(t->s + from, content, clen) == 0; k++) from += clen;
-        for (int k = 0; k < stop && to - from >= clen && clen && memcmp(t->s + to - clen, content, clen) == 0; k++) to -= clen;
+        for (int k = 0; k < start && to - from >= clen && clen && memcmp(t->s + from, content, clen) == 0; k++)
+            from += clen;
+        for (int k = 0; k < stop && to - from >= clen && clen && memcmp(t->s + to - clen, content, clen) == 0; k++)
+            to -= clen;
         memmove(t->s, t->s + from, to - from);
         t->len = to - from;
         t->s[t->len] = 0;

@@ -194,8 +194,8 @@ static tt_jv *get_attr(tt_jrender *r, const tt_jnode *at, tt_jv *obj, const char
     if (obj->kind == JV_DICT || obj->kind == JV_NS) {
         tt_jv *v = tt_jv_dict_get(obj, name, n);
         if (v) return v;
-        return undef_msg(r, "'%s' has no attribute '%.*s'", obj->kind == JV_DICT ? "dict object" : "Namespace",
-                         (int)n, name);
+        return undef_msg(r, "'%s' has no attribute '%.*s'", obj->kind == JV_DICT ? "dict object" : "Namespace", (int)n,
+                         name);
     }
     return undef_msg(r, "'%s object' has no attribute '%.*s'", tt_jinja_type_name(obj), (int)n, name);
 }
@@ -518,12 +518,15 @@ static tt_jv *call_func(tt_jrender *r, const tt_jnode *n, tt_jv *fn, const tt_ja
         tt_jv *d = tt_jv_new(a, fn->i == FUNC_NAMESPACE ? JV_NS : JV_DICT);
         for (size_t i = 0; i < args->npos; i++) {
             if (args->pos[i]->kind != JV_DICT) {
-                tt_jrender_error(r, n, "%s() takes keyword arguments or a dict", fn->i == FUNC_DICT ? "dict" : "namespace");
+                tt_jrender_error(r, n, "%s() takes keyword arguments or a dict",
+                                 fn->i == FUNC_DICT ? "dict" : "namespace");
                 return NULL;
             }
-            for (size_t k = 0; k < args->pos[i]->n; k++) tt_jv_dict_set(a, d, args->pos[i]->keys[k], args->pos[i]->items[k]);
+            for (size_t k = 0; k < args->pos[i]->n; k++)
+                tt_jv_dict_set(a, d, args->pos[i]->keys[k], args->pos[i]->items[k]);
         }
-        for (size_t i = 0; i < args->nkw; i++) tt_jv_dict_set(a, d, tt_jv_str(a, args->kwn[i], strlen(args->kwn[i])), args->kwv[i]);
+        for (size_t i = 0; i < args->nkw; i++)
+            tt_jv_dict_set(a, d, tt_jv_str(a, args->kwn[i], strlen(args->kwn[i])), args->kwv[i]);
         return d;
     }
     case FUNC_RANGE: {
@@ -551,7 +554,8 @@ static tt_jv *call_func(tt_jrender *r, const tt_jnode *n, tt_jv *fn, const tt_ja
         tt_jv *l = tt_jv_new(a, JV_LIST);
         for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2]) {
             if (l->n >= TT_JINJA_MAX_ITERATIONS) {
-                tt_jrender_error(r, n, "range() is longer than %llu items", (unsigned long long)TT_JINJA_MAX_ITERATIONS);
+                tt_jrender_error(r, n, "range() is longer than %llu items",
+                                 (unsigned long long)TT_JINJA_MAX_ITERATIONS);
                 return NULL;
             }
             tt_jv_push(a, l, tt_jv_int(a, i));
@@ -736,8 +740,9 @@ static bool unpack(tt_jrender *r, const tt_jnode *at, tt_jnode *const *targets, 
     tt_jv *items = tt_jinja_iter_list(r, at, v);
     if (!items) return false;
     if (items->n != nt) {
-        tt_jrender_error(r, at, items->n < nt ? "not enough values to unpack (expected %zu, got %zu)"
-                                              : "too many values to unpack (expected %zu, got %zu)",
+        tt_jrender_error(r, at,
+                         items->n < nt ? "not enough values to unpack (expected %zu, got %zu)"
+                                       : "too many values to unpack (expected %zu, got %zu)",
                          nt, items->n);
         return false;
     }
@@ -839,7 +844,8 @@ static void render_node(tt_jrender *r, const tt_jnode *n) {
         render_body(r, n->body);
         if (r->nspans == r->capspans) {
             r->capspans = r->capspans ? r->capspans * 2 : 8;
-            r->spans = tt_xrealloc(r->spans, tt_mul_size(r->capspans, 2 * sizeof(size_t), "jinja spans"), "jinja spans");
+            r->spans =
+                tt_xrealloc(r->spans, tt_mul_size(r->capspans, 2 * sizeof(size_t), "jinja spans"), "jinja spans");
         }
         r->spans[2 * r->nspans] = start;
         r->spans[2 * r->nspans + 1] = r->out.n;
@@ -872,8 +878,11 @@ bool tt_jinja_render(const tt_jinja_template *t, const json_t *context, tt_jinja
     static const struct {
         const char *name;
         int id;
-    } funcs[] = {{"raise_exception", FUNC_RAISE}, {"strftime_now", FUNC_STRFTIME}, {"namespace", FUNC_NAMESPACE},
-                 {"range", FUNC_RANGE}, {"dict", FUNC_DICT}};
+    } funcs[] = {{"raise_exception", FUNC_RAISE},
+                 {"strftime_now", FUNC_STRFTIME},
+                 {"namespace", FUNC_NAMESPACE},
+                 {"range", FUNC_RANGE},
+                 {"dict", FUNC_DICT}};
     for (size_t i = 0; i < sizeof(funcs) / sizeof(*funcs); i++) {
         tt_jv *f = tt_jv_new(&r.arena, JV_FUNC);
         f->i = funcs[i].id;

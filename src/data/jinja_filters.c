@@ -10,15 +10,16 @@
 #include "data/jinja_eval_internal.h"
 
 static const char *const filter_names[] = {
-    "length", "count", "trim", "tojson", "upper", "lower", "title", "capitalize", "replace", "join", "first",
-    "last", "default", "d", "list", "string", "int", "float", "abs", "round", "items", "map", "select", "reject",
-    "selectattr", "rejectattr", "unique", "sort", "reverse", "safe", "escape", "e", "indent", "wordcount", "batch",
-    "max", "min", "sum", "dictsort", NULL};
+    "length", "count", "trim",    "tojson",    "upper",      "lower",      "title",  "capitalize", "replace",  "join",
+    "first",  "last",  "default", "d",         "list",       "string",     "int",    "float",      "abs",      "round",
+    "items",  "map",   "select",  "reject",    "selectattr", "rejectattr", "unique", "sort",       "reverse",  "safe",
+    "escape", "e",     "indent",  "wordcount", "batch",      "max",        "min",    "sum",        "dictsort", NULL};
 static const char *const test_names[] = {
-    "defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence",
-    "boolean", "true", "false", "equalto", "eq", "==", "ne", "!=", "odd", "even", "in", "lower", "upper",
-    "divisibleby", "sameas", "callable", "gt", "lt", "ge", "le", ">", "<", ">=", "<=", "greaterthan", "lessthan",
-    NULL};
+    "defined",  "undefined", "none",        "string",   "number", "integer", "float", "mapping",
+    "iterable", "sequence",  "boolean",     "true",     "false",  "equalto", "eq",    "==",
+    "ne",       "!=",        "odd",         "even",     "in",     "lower",   "upper", "divisibleby",
+    "sameas",   "callable",  "gt",          "lt",       "ge",     "le",      ">",     "<",
+    ">=",       "<=",        "greaterthan", "lessthan", NULL};
 
 static bool in_list(const char *const *l, const char *s) {
     for (size_t i = 0; l[i]; i++)
@@ -34,7 +35,9 @@ static tt_jv *buf_str(tt_jrender *r, tt_jbuf *b) {
     free(b->p);
     return v;
 }
-static bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static bool is_space(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 static tt_jv *need_str(tt_jrender *r, const tt_jnode *at, tt_jv *v, const char *what) {
     if (v->kind == JV_UNDEF) return tt_jinja_undefined_error(r, at, v);
@@ -438,7 +441,9 @@ static tt_jv *copy_list(tt_jrender *r, const tt_jv *l) {
     return c;
 }
 
-static int64_t to_int_or(const tt_jv *v, int64_t dflt) { return v && (v->kind == JV_INT || v->kind == JV_BOOL) ? v->i : dflt; }
+static int64_t to_int_or(const tt_jv *v, int64_t dflt) {
+    return v && (v->kind == JV_INT || v->kind == JV_BOOL) ? v->i : dflt;
+}
 
 static tt_jv *select_filter(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
     bool by_attr = strstr(name, "attr") != NULL, reject = name[0] == 'r';
@@ -632,7 +637,9 @@ static tt_jv *filter_round(tt_jrender *r, const tt_jnode *at, const char *name, 
         tt_jrender_error(r, at, "round needs a number, got '%s'", tt_jinja_type_name(v));
         return NULL;
     }
-    double x = v->kind == JV_FLOAT ? v->f : (double)v->i, sc = pow(10.0, (double)(prec > 15 ? 15 : prec < -15 ? -15 : prec));
+    double x = v->kind == JV_FLOAT ? v->f : (double)v->i, sc = pow(10.0, (double)(prec > 15    ? 15
+                                                                                  : prec < -15 ? -15
+                                                                                               : prec));
     const char *method = m && m->kind == JV_STR ? m->s : "common";
     double y = x * sc;
     if (!strcmp(method, "floor")) y = floor(y);
@@ -669,7 +676,8 @@ static tt_jv *filter_dictsort(tt_jrender *r, const tt_jnode *at, const char *nam
     tt_jv **keys = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
     for (size_t i = 0; i < l->n; i++) keys[i] = l->items[i]->items[0];
     sort_ctx c = {r, at, true, false};
-    tt_jv **ti = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *)), **tk = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
+    tt_jv **ti = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *)),
+          **tk = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
     merge_sort(&c, l->items, keys, l->n, ti, tk);
     return c.failed ? NULL : l;
 }
@@ -706,7 +714,7 @@ static tt_jv *filter_map(tt_jrender *r, const tt_jnode *at, const char *name, tt
 }
 
 static tt_jv *filter_select(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v, const tt_jargs *args) {
-    
+
     return select_filter(r, at, name, v, args);
 }
 
@@ -734,7 +742,8 @@ static tt_jv *filter_sort(tt_jrender *r, const tt_jnode *at, const char *name, t
     tt_jv **keys = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
     for (size_t i = 0; i < l->n; i++) keys[i] = attr ? attr_path(r, l->items[i], attr) : l->items[i];
     sort_ctx c = {r, at, !(cs && tt_jv_truthy(cs)), false};
-    tt_jv **ti = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *)), **tk = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
+    tt_jv **ti = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *)),
+          **tk = tt_jarena_alloc(a, (l->n + 1) * sizeof(tt_jv *));
     bool reverse = rev && tt_jv_truthy(rev);
     if (reverse) /* Python's reverse sort keeps equal items in order: sort reversed, reverse back */
         for (size_t i = 0; i < l->n / 2; i++) {
@@ -814,7 +823,8 @@ static tt_jv *filter_sum(tt_jrender *r, const tt_jnode *at, const char *name, tt
     for (size_t i = 1; i < l->n; i++) {
         tt_jv *x = l->items[i];
         bool lt;
-        tt_jv *kx = fold_key(r, attr ? attr_path(r, x, attr) : x, true), *kb = fold_key(r, attr ? attr_path(r, best, attr) : best, true);
+        tt_jv *kx = fold_key(r, attr ? attr_path(r, x, attr) : x, true),
+              *kb = fold_key(r, attr ? attr_path(r, best, attr) : best, true);
         if (!tt_jinja_less(r, at, kx, kb, &lt)) return NULL;
         if (name[1] == 'i' ? lt : (!lt && !tt_jv_equal(kx, kb))) best = x;
     }
@@ -908,34 +918,13 @@ static tt_jv *filter_wordcount(tt_jrender *r, const tt_jnode *at, const char *na
 
 /* Filters of any value, by name. */
 static const filter_entry value_filters[] = {
-    {"default", filter_default},
-    {"d", filter_default},
-    {"safe", filter_safe},
-    {"string", filter_string},
-    {"length", filter_length},
-    {"count", filter_length},
-    {"tojson", filter_tojson},
-    {"list", filter_list},
-    {"first", filter_first},
-    {"last", filter_first},
-    {"int", filter_int},
-    {"float", filter_float},
-    {"abs", filter_abs},
-    {"round", filter_round},
-    {"items", filter_items},
-    {"dictsort", filter_dictsort},
-    {"map", filter_map},
-    {"select", filter_select},
-    {"reject", filter_select},
-    {"selectattr", filter_select},
-    {"rejectattr", filter_select},
-    {"unique", filter_unique},
-    {"sort", filter_sort},
-    {"reverse", filter_reverse},
-    {"join", filter_join},
-    {"sum", filter_sum},
-    {"max", filter_sum},
-    {"min", filter_sum},
+    {"default", filter_default},   {"d", filter_default},     {"safe", filter_safe},     {"string", filter_string},
+    {"length", filter_length},     {"count", filter_length},  {"tojson", filter_tojson}, {"list", filter_list},
+    {"first", filter_first},       {"last", filter_first},    {"int", filter_int},       {"float", filter_float},
+    {"abs", filter_abs},           {"round", filter_round},   {"items", filter_items},   {"dictsort", filter_dictsort},
+    {"map", filter_map},           {"select", filter_select}, {"reject", filter_select}, {"selectattr", filter_select},
+    {"rejectattr", filter_select}, {"unique", filter_unique}, {"sort", filter_sort},     {"reverse", filter_reverse},
+    {"join", filter_join},         {"sum", filter_sum},       {"max", filter_sum},       {"min", filter_sum},
     {"batch", filter_batch},
 };
 

@@ -11,12 +11,41 @@
 
 typedef enum {
     /* statements */
-    JN_TEXT, JN_OUTPUT, JN_IF, JN_FOR, JN_SET, JN_SET_BLOCK, JN_BREAK, JN_CONTINUE, JN_MACRO,
-    JN_GENERATION, JN_BODY, JN_DO,
+    JN_TEXT,
+    JN_OUTPUT,
+    JN_IF,
+    JN_FOR,
+    JN_SET,
+    JN_SET_BLOCK,
+    JN_BREAK,
+    JN_CONTINUE,
+    JN_MACRO,
+    JN_GENERATION,
+    JN_BODY,
+    JN_DO,
     /* expressions */
-    JN_CONST_STR, JN_CONST_INT, JN_CONST_FLOAT, JN_CONST_BOOL, JN_CONST_NONE, JN_NAME, JN_LIST,
-    JN_DICT, JN_TUPLE, JN_GETATTR, JN_GETITEM, JN_SLICE, JN_CALL, JN_FILTER, JN_TEST, JN_BINOP,
-    JN_UNARY, JN_AND, JN_OR, JN_NOT, JN_COND, JN_KWARG
+    JN_CONST_STR,
+    JN_CONST_INT,
+    JN_CONST_FLOAT,
+    JN_CONST_BOOL,
+    JN_CONST_NONE,
+    JN_NAME,
+    JN_LIST,
+    JN_DICT,
+    JN_TUPLE,
+    JN_GETATTR,
+    JN_GETITEM,
+    JN_SLICE,
+    JN_CALL,
+    JN_FILTER,
+    JN_TEST,
+    JN_BINOP,
+    JN_UNARY,
+    JN_AND,
+    JN_OR,
+    JN_NOT,
+    JN_COND,
+    JN_KWARG
 } tt_jnode_kind;
 
 typedef struct tt_jnode tt_jnode;

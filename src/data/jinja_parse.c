@@ -15,7 +15,19 @@
 
 #define TT_JINJA_MAX_NESTING 200
 
-typedef enum { TK_TEXT, TK_VBEGIN, TK_VEND, TK_BBEGIN, TK_BEND, TK_NAME, TK_STR, TK_INT, TK_FLOAT, TK_OP, TK_EOF } tk_kind;
+typedef enum {
+    TK_TEXT,
+    TK_VBEGIN,
+    TK_VEND,
+    TK_BBEGIN,
+    TK_BEND,
+    TK_NAME,
+    TK_STR,
+    TK_INT,
+    TK_FLOAT,
+    TK_OP,
+    TK_EOF
+} tk_kind;
 
 typedef struct {
     tk_kind kind;
@@ -147,7 +159,10 @@ static bool lex_string(parser *p, size_t *ppos) {
             case '\'': c = '\''; break;
             case '"': c = '"'; break;
             case '\n': continue;
-            default: buf[n++] = '\\'; c = e; break;
+            default:
+                buf[n++] = '\\';
+                c = e;
+                break;
             }
         }
         buf[n++] = c;
@@ -179,7 +194,8 @@ static size_t lex_tag(parser *p, size_t pos, char opener, char *close_mod) {
             pos++;
             continue;
         }
-        if (depth == 0 && (c == '-' || c == '+') && pos + 2 < p->len && p->src[pos + 1] == closer && p->src[pos + 2] == '}') {
+        if (depth == 0 && (c == '-' || c == '+') && pos + 2 < p->len && p->src[pos + 1] == closer &&
+            p->src[pos + 2] == '}') {
             *close_mod = c;
             return pos + 3;
         }
@@ -793,8 +809,7 @@ static tt_jnode *parse_for(parser *p, const token *at) {
     if (!accept_name(p, "in")) perr(p, peek(p)->line, peek(p)->col, "expected 'in' in for loop");
     n->a = parse_or(p);
     if (accept_name(p, "if")) n->b = parse_expr(p, false);
-    if (is_name(peek(p), "recursive"))
-        perr(p, peek(p)->line, peek(p)->col, "recursive for loops are not supported");
+    if (is_name(peek(p), "recursive")) perr(p, peek(p)->line, peek(p)->col, "recursive for loops are not supported");
     expect_bend(p);
     static const char *const ends[] = {"else", "endfor", NULL};
     const char *which = NULL;
@@ -870,7 +885,9 @@ static tt_jnode *parse_body(parser *p, const char *const *ends, const char **whi
     while (!p->failed) {
         token *t = next(p);
         if (t->kind == TK_EOF) {
-            if (ends) perr(p, t->line, t->col, "unexpected end of template: expected '%s'", ends[0][0] == 'e' ? ends[0] : "end tag");
+            if (ends)
+                perr(p, t->line, t->col, "unexpected end of template: expected '%s'",
+                     ends[0][0] == 'e' ? ends[0] : "end tag");
             break;
         }
         if (t->kind == TK_TEXT) {
@@ -921,8 +938,7 @@ static tt_jnode *parse_body(parser *p, const char *const *ends, const char **whi
                 bool is_end = !strncmp(s, "end", 3) || !strcmp(s, "else") || !strcmp(s, "elif");
                 if (is_end)
                     perr(p, k->line, k->col, "unexpected '%s'%s%s", s, ends ? ", expected " : "", ends ? ends[0] : "");
-                else
-                    perr(p, k->line, k->col, "unsupported statement '%s'", s);
+                else perr(p, k->line, k->col, "unsupported statement '%s'", s);
             }
         } else {
             perr(p, t->line, t->col, "unexpected '%s'", tok_desc(t));

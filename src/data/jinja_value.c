@@ -227,8 +227,7 @@ void tt_jv_float_repr(tt_jbuf *b, double f) {
             out[k++] = '.';
             if (nd > e + 1)
                 for (int i = e + 1; i < nd; i++) out[k++] = digits[i];
-            else
-                out[k++] = '0';
+            else out[k++] = '0';
         }
         out[k] = 0;
     } else {
@@ -350,8 +349,8 @@ static int key_cmp(const void *x, const void *y) {
     return r ? r : (a->n < c->n ? -1 : a->n > c->n);
 }
 
-bool tt_jv_json_into(tt_jbuf *b, const tt_jv *v, int indent, const char *item_sep, const char *key_sep,
-                     bool sort_keys, int depth) {
+bool tt_jv_json_into(tt_jbuf *b, const tt_jv *v, int indent, const char *item_sep, const char *key_sep, bool sort_keys,
+                     int depth) {
     if (depth > 200) return false;
     char tmp[32];
     switch (v->kind) {

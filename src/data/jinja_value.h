@@ -12,7 +12,19 @@
 
 #include "data/jinja_internal.h"
 
-typedef enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_NS, JV_MACRO, JV_FUNC } tt_jv_kind;
+typedef enum {
+    JV_UNDEF,
+    JV_NONE,
+    JV_BOOL,
+    JV_INT,
+    JV_FLOAT,
+    JV_STR,
+    JV_LIST,
+    JV_DICT,
+    JV_NS,
+    JV_MACRO,
+    JV_FUNC
+} tt_jv_kind;
 
 typedef struct tt_jv tt_jv;
 struct tt_jv {
@@ -23,8 +35,8 @@ struct tt_jv {
     const char *s; /* str bytes; JV_UNDEF: the missing name (for messages) */
     size_t n;      /* str length; list/dict count */
     size_t cap;
-    tt_jv **items;   /* list items; dict values */
-    tt_jv **keys;    /* dict keys (strings) */
+    tt_jv **items; /* list items; dict values */
+    tt_jv **keys;  /* dict keys (strings) */
     const tt_jnode *macro;
 };
 
@@ -67,8 +79,8 @@ void tt_jv_str_into(tt_jbuf *b, const tt_jv *v);
 void tt_jv_repr_into(tt_jbuf *b, const tt_jv *v);
 /* json.dumps(v, ensure_ascii=False, indent=indent (<0: None), separators, sort_keys). Returns
  * false when v holds something JSON cannot (undefined, a macro). */
-bool tt_jv_json_into(tt_jbuf *b, const tt_jv *v, int indent, const char *item_sep, const char *key_sep,
-                     bool sort_keys, int depth);
+bool tt_jv_json_into(tt_jbuf *b, const tt_jv *v, int indent, const char *item_sep, const char *key_sep, bool sort_keys,
+                     int depth);
 /* Python's repr(float). */
 void tt_jv_float_repr(tt_jbuf *b, double f);
 

@@ -13,9 +13,9 @@
 struct tt_json_records {
     FILE *f;
     char *path;
-    bool array;        /* a top-level array (else JSON lines) */
+    bool array; /* a top-level array (else JSON lines) */
     bool done;
-    char *buf;         /* the current line or array element */
+    char *buf; /* the current line or array element */
     size_t cap;
     int64_t line;      /* line of the current record (JSONL: its line; JSON: where it starts), from 1 */
     int64_t next_line; /* line of the next unread character */
@@ -37,7 +37,8 @@ int64_t tt_utf8_first_invalid(const char *text, size_t len) {
             if ((s[i + (size_t)k] & 0xC0) != 0x80) return (int64_t)i;
         /* overlong 3- and 4-byte forms, surrogates, beyond U+10FFFF */
         unsigned c1 = s[i + 1];
-        if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90))
+        if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) ||
+            (c == 0xF4 && c1 >= 0x90))
             return (int64_t)i;
         i += (size_t)n;
     }
@@ -106,8 +107,7 @@ static bool read_line(tt_json_records *r, size_t *len) {
         push(r, &used, 0);
         used--;
         bool blank = true;
-        for (size_t i = 0; i < used && blank; i++)
-            blank = r->buf[i] == ' ' || r->buf[i] == '\t' || r->buf[i] == '\r';
+        for (size_t i = 0; i < used && blank; i++) blank = r->buf[i] == ' ' || r->buf[i] == '\t' || r->buf[i] == '\r';
         if (!blank) {
             *len = used;
             return true;
@@ -166,8 +166,7 @@ json_t *tt_json_records_next(tt_json_records *r) {
     if (r->array)
         snprintf(r->where, sizeof r->where, "%s: record %lld (line %lld)", r->path, (long long)r->record,
                  (long long)r->line);
-    else
-        snprintf(r->where, sizeof r->where, "%s:%lld", r->path, (long long)r->line);
+    else snprintf(r->where, sizeof r->where, "%s:%lld", r->path, (long long)r->line);
     int64_t bad = tt_utf8_first_invalid(r->buf, len);
     if (bad >= 0)
         tt_die("%s: invalid UTF-8 (byte 0x%02x at byte %lld of the %s); the dataset must be UTF-8 text", r->where,
@@ -179,7 +178,9 @@ json_t *tt_json_records_next(tt_json_records *r) {
                r->array ? "record" : "line",
                r->array ? "the file must be one JSON array of objects" : "each line must be one JSON object");
     if (!json_is_object(value)) {
-        const char *kind = json_is_array(value) ? "an array" : json_is_string(value) ? "a string" : "a number or literal";
+        const char *kind = json_is_array(value)    ? "an array"
+                           : json_is_string(value) ? "a string"
+                                                   : "a number or literal";
         json_decref(value);
         tt_die("%s: expected a JSON object (a record with named fields), got %s", r->where, kind);
     }
@@ -190,13 +191,12 @@ const char *tt_json_records_where(const tt_json_records *r) { return r->where; }
 
 void tt_json_records_close(tt_json_records *r) {
     if (!r) return;
-    if (r->array && !r->done)
-        tt_die("%s: the JSON array is not closed; the file is truncated or malformed", r->path);
+    if (r->array && !r->done) tt_die("%s: the JSON array is not closed; the file is truncated or malformed", r->path);
     if (r->array) { /* nothing but white space may follow the array */
         int c = skip_space(r);
         if (c != EOF)
-            tt_die("%s: line %lld: text after the closing ']' of the JSON array; a JSON dataset is one array",
-                   r->path, (long long)r->next_line);
+            tt_die("%s: line %lld: text after the closing ']' of the JSON array; a JSON dataset is one array", r->path,
+                   (long long)r->next_line);
     }
     tt_json_records_discard(r);
 }

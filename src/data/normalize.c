@@ -48,8 +48,8 @@ static void normalize_chunk(tt_norm_kind kind, const tt_text *in, size_t start, 
         return;
     }
     utf8proc_uint8_t *result = NULL;
-    utf8proc_ssize_t got = utf8proc_map((const utf8proc_uint8_t *)in->s + start, (utf8proc_ssize_t)n, &result,
-                                        form_options(kind));
+    utf8proc_ssize_t got =
+        utf8proc_map((const utf8proc_uint8_t *)in->s + start, (utf8proc_ssize_t)n, &result, form_options(kind));
     TT_CHECK(got >= 0, "utf8proc_map failed on valid UTF-8: %s", utf8proc_errmsg(got));
     if ((size_t)got == n && memcmp(result, in->s + start, n) == 0) {
         tt_text_reserve(out, out->len + n);

@@ -35,10 +35,8 @@ static void apply_behavior(tt_split_behavior behavior, segment *seg, size_t n, t
         size_t first = out->count;
         bool previous_delim = false;
         for (size_t i = 0; i < n; i++) {
-            if (seg[i].delim && !previous_delim && out->count > first)
-                out->items[out->count - 1].end = seg[i].end;
-            else
-                ranges_push(out, seg[i].start, seg[i].end);
+            if (seg[i].delim && !previous_delim && out->count > first) out->items[out->count - 1].end = seg[i].end;
+            else ranges_push(out, seg[i].start, seg[i].end);
             previous_delim = seg[i].delim;
         }
         break;
@@ -49,10 +47,8 @@ static void apply_behavior(tt_split_behavior behavior, segment *seg, size_t n, t
         bool next_delim = false;
         size_t keep = 0; /* segments kept, merged in place from the back */
         for (size_t i = n; i-- > 0;) {
-            if (seg[i].delim && !next_delim && keep > 0)
-                seg[n - keep].start = seg[i].start;
-            else
-                seg[n - ++keep] = (segment){seg[i].start, seg[i].end, false};
+            if (seg[i].delim && !next_delim && keep > 0) seg[n - keep].start = seg[i].start;
+            else seg[n - ++keep] = (segment){seg[i].start, seg[i].end, false};
             next_delim = seg[i].delim;
         }
         for (size_t i = n - keep; i < n; i++) ranges_push(out, seg[i].start, seg[i].end);
@@ -62,10 +58,8 @@ static void apply_behavior(tt_split_behavior behavior, segment *seg, size_t n, t
         size_t first = out->count;
         bool previous_delim = false;
         for (size_t i = 0; i < n; i++) {
-            if (seg[i].delim && previous_delim && out->count > first)
-                out->items[out->count - 1].end = seg[i].end;
-            else
-                ranges_push(out, seg[i].start, seg[i].end);
+            if (seg[i].delim && previous_delim && out->count > first) out->items[out->count - 1].end = seg[i].end;
+            else ranges_push(out, seg[i].start, seg[i].end);
             previous_delim = seg[i].delim;
         }
         break;
@@ -132,24 +126,22 @@ static void byte_level_prefix(tt_encode_state *st, tt_text *work, const tt_range
     *next = t;
 }
 
-static void metaspace(const tt_pre_step *step, tt_encode_state *st, tt_text *work, const tt_ranges *in, tt_ranges *out) {
+static void metaspace(const tt_pre_step *step, tt_encode_state *st, tt_text *work, const tt_ranges *in,
+                      tt_ranges *out) {
     tt_text *next = &st->scratch;
     next->len = 0;
     size_t rlen = strlen(step->replacement);
     for (size_t r = 0; r < in->count; r++) {
         size_t s = in->items[r].start, e = in->items[r].end, start = next->len;
         bool starts_with_replacement = e - s >= rlen && memcmp(work->s + s, step->replacement, rlen) == 0;
-        bool prepend = step->prepend == TT_PREPEND_ALWAYS ||
-                       (step->prepend == TT_PREPEND_FIRST && work->orig[s] == 0);
+        bool prepend = step->prepend == TT_PREPEND_ALWAYS || (step->prepend == TT_PREPEND_FIRST && work->orig[s] == 0);
         /* tokenizers replaces the spaces first, then looks at the first character */
         bool starts_with_space = work->s[s] == ' ';
         if (prepend && !starts_with_replacement && !starts_with_space)
             tt_text_append(next, step->replacement, rlen, work->orig[s]);
         for (size_t i = s; i < e; i++) {
-            if (work->s[i] == ' ')
-                tt_text_append(next, step->replacement, rlen, work->orig[i]);
-            else
-                tt_text_append(next, work->s + i, 1, work->orig[i]);
+            if (work->s[i] == ' ') tt_text_append(next, step->replacement, rlen, work->orig[i]);
+            else tt_text_append(next, work->s + i, 1, work->orig[i]);
         }
         if (!step->split) {
             ranges_push(out, start, next->len);

@@ -98,7 +98,8 @@ void tt_pack_documents(const int64_t *lengths, int64_t count, int64_t capacity, 
              (long long)capacity);
     out->bin_start = tt_xcalloc(1, sizeof(int64_t), "the packed bins");
     if (count == 0) return;
-    length_index *order = tt_xmalloc(tt_mul_size((size_t)count, sizeof(length_index), "packing order"), "packing order");
+    length_index *order =
+        tt_xmalloc(tt_mul_size((size_t)count, sizeof(length_index), "packing order"), "packing order");
     for (int64_t d = 0; d < count; d++) {
         TT_CHECK(lengths[d] >= 1 && lengths[d] <= capacity, "document %lld has %lld tokens, outside 1..%lld",
                  (long long)d, (long long)lengths[d], (long long)capacity);

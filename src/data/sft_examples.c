@@ -18,8 +18,8 @@ static void add_segment(tt_sft_example *ex, char *text, size_t len, bool trained
         ex->capacity = ex->capacity ? 2 * ex->capacity : 4;
         ex->segments = tt_xrealloc(ex->segments, sizeof(tt_sft_segment) * (size_t)ex->capacity, "segments");
     }
-    ex->segments[ex->count++] =
-        (tt_sft_segment){.text = text, .len = len, .trained = trained, .add_special = add_special, .strip_bos = strip_bos};
+    ex->segments[ex->count++] = (tt_sft_segment){
+        .text = text, .len = len, .trained = trained, .add_special = add_special, .strip_bos = strip_bos};
 }
 
 static const char *json_kind(const json_t *v) {
@@ -81,8 +81,8 @@ static void alpaca_segments(const tt_dataset_spec *spec, bool train_on_inputs, j
     size_t plen;
     char *prompt;
     if (input && xlen > 0) { /* axolotl: `if input:` */
-        const char *parts[] = {alpaca_system, "### Instruction:\n", instruction, "\n\n### Input:\n", input,
-                               "\n\n### Response:\n"};
+        const char *parts[] = {alpaca_system, "### Instruction:\n", instruction, "\n\n### Input:\n",
+                               input,         "\n\n### Response:\n"};
         const size_t lens[] = {strlen(alpaca_system), strlen(parts[1]), ilen, strlen(parts[3]), xlen, strlen(parts[5])};
         prompt = concat(parts, lens, 6, &plen);
     } else {
@@ -115,7 +115,8 @@ static void input_output_segments(bool train_on_inputs, json_t *record, const ch
         if (!text || !label)
             tt_die("%s: segments[%zu] has no field '%s'; each segment is {\"text\": ..., \"label\": true|false}", where,
                    i, !text ? "text" : "label");
-        if (!json_is_string(text)) tt_die("%s: segments[%zu].text is %s; it must be a string", where, i, json_kind(text));
+        if (!json_is_string(text))
+            tt_die("%s: segments[%zu].text is %s; it must be a string", where, i, json_kind(text));
         if (!json_is_boolean(label))
             tt_die("%s: segments[%zu].label is %s; it must be true or false", where, i, json_kind(label));
         size_t len = json_string_length(text);

@@ -33,7 +33,7 @@
 #include "data/tokenizer.h"
 
 typedef struct tt_sft_segment {
-    char *text;       /* owned, UTF-8 */
+    char *text; /* owned, UTF-8 */
     size_t len;
     bool trained;     /* its tokens are training targets */
     bool add_special; /* tokenized with the post-processor's special tokens (HF add_special_tokens=True) */
@@ -43,7 +43,7 @@ typedef struct tt_sft_segment {
 typedef struct tt_sft_example {
     tt_sft_segment *segments;
     int count, capacity;
-    bool append_eos;  /* EOS appended (trained) unless the last token is EOS already */
+    bool append_eos; /* EOS appended (trained) unless the last token is EOS already */
 } tt_sft_example;
 
 /* The special ids tokenization uses; -1 where the tokenizer has none. */

@@ -162,4 +162,3 @@ void tt_token_file_write_documents(const char *path, const tt_token_documents *d
     atomic_write(&f, d->labels, (size_t)d->token_count);
     atomic_commit(&f);
 }
-

@@ -29,9 +29,9 @@ void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t coun
 
 /* A tokenized, masked dataset of documents (token file version 2). */
 typedef struct tt_token_documents {
-    uint32_t *tokens;      /* [token_count] */
-    uint8_t *labels;       /* [token_count]: 1 the token is a training target, 0 masked */
-    uint64_t *starts;      /* [document_count + 1]: document d is tokens[starts[d] .. starts[d + 1]) */
+    uint32_t *tokens; /* [token_count] */
+    uint8_t *labels;  /* [token_count]: 1 the token is a training target, 0 masked */
+    uint64_t *starts; /* [document_count + 1]: document d is tokens[starts[d] .. starts[d + 1]) */
     uint64_t token_count, document_count;
     uint32_t vocab_size, eos_id, pad_id;
 } tt_token_documents;

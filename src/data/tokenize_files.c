@@ -50,8 +50,8 @@ char *tt_tokenizer_config_token(const char *tokenizer_path, const char *key) {
     if (stat(config, &st) != 0) return NULL; /* no tokenizer_config.json: no special tokens named */
     /* Hugging Face writes model_max_length 1e30 as an integer, beyond 64 bits: read numbers as reals */
     json_error_t error;
-    json_t *root = tt_json_load_regular_file(config, JSON_DECODE_INT_AS_REAL, (size_t)64 << 20,
-                                             "a tokenizer_config.json", &error);
+    json_t *root =
+        tt_json_load_regular_file(config, JSON_DECODE_INT_AS_REAL, (size_t)64 << 20, "a tokenizer_config.json", &error);
     if (!root)
         tt_die("%s:%d: not valid JSON (%s); fix the file, or name the special tokens with special_tokens", config,
                error.line, error.text);
@@ -74,13 +74,15 @@ void tt_tokenize_files(const tt_tokenize_options *opt, char *const *inputs, int 
     int64_t vocab = tt_tokenizer_vocab_size(tok);
     int32_t eos = -1;
     if (!opt->ids_text && !opt->no_eos) {
-        char *name = opt->eos_token ? tt_xstrdup(opt->eos_token) : tt_tokenizer_config_token(opt->tokenizer_path, "eos_token");
+        char *name =
+            opt->eos_token ? tt_xstrdup(opt->eos_token) : tt_tokenizer_config_token(opt->tokenizer_path, "eos_token");
         if (!name)
             tt_die("tokenize: %s has no tokenizer_config.json naming an eos_token; give --eos TOKEN (e.g. --eos "
                    "'<|endoftext|>') or --no-eos",
                    opt->tokenizer_path);
         eos = tt_tokenizer_token_to_id(tok, name);
-        if (eos < 0) tt_die("tokenize: the eos token '%s' is not in the tokenizer's vocabulary; give --eos TOKEN", name);
+        if (eos < 0)
+            tt_die("tokenize: the eos token '%s' is not in the tokenizer's vocabulary; give --eos TOKEN", name);
         free(name);
     }
     /* documents in parallel (encode is thread-safe), concatenated in input order */
@@ -121,7 +123,8 @@ void tt_tokenize_files(const tt_tokenize_options *opt, char *const *inputs, int 
             if (eos >= 0) tokens[used++] = (uint32_t)eos;
             documents++;
         }
-        tt_token_file_write(opt->output_path, tokens, used, (uint32_t)vocab, eos >= 0 ? (uint32_t)eos : TT_TOKEN_NO_EOS);
+        tt_token_file_write(opt->output_path, tokens, used, (uint32_t)vocab,
+                            eos >= 0 ? (uint32_t)eos : TT_TOKEN_NO_EOS);
         tt_info("wrote %s: %llu tokens from %d documents (vocab %lld, eos %d)", opt->output_path,
                 (unsigned long long)used, documents, (long long)vocab, eos);
         free(tokens);

@@ -7,9 +7,9 @@
 typedef struct tt_tokenize_options {
     const char *tokenizer_path; /* tokenizer.json or its directory */
     const char *output_path;
-    const char *eos_token;      /* NULL: tokenizer_config.json's eos_token */
-    bool no_eos;                /* documents without a separator */
-    bool ids_text;              /* write each file's ids as one text line, special tokens added (HF's
+    const char *eos_token; /* NULL: tokenizer_config.json's eos_token */
+    bool no_eos;           /* documents without a separator */
+    bool ids_text;         /* write each file's ids as one text line, special tokens added (HF's
                                    add_special_tokens=True), instead of a token file */
 } tt_tokenize_options;
 

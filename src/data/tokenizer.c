@@ -48,14 +48,11 @@ void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, 
     st->raw_splits.count = 0;
     if (tok->added_raw.count > 0)
         tt_added_find(tok->added, &tok->added_raw, st->clean.s, st->clean.len, &st->raw_splits);
-    else if (st->clean.len > 0)
-        tt_splits_push(&st->raw_splits, 0, st->clean.len, -1);
+    else if (st->clean.len > 0) tt_splits_push(&st->raw_splits, 0, st->clean.len, -1);
     for (size_t k = 0; k < st->raw_splits.count; k++) {
         tt_split sp = st->raw_splits.items[k];
-        if (sp.id >= 0)
-            tt_token_ids_push(out, sp.id, st->clean.orig[sp.start]);
-        else
-            encode_stretch(tok, st, sp.start, sp.end, out);
+        if (sp.id >= 0) tt_token_ids_push(out, sp.id, st->clean.orig[sp.start]);
+        else encode_stretch(tok, st, sp.start, sp.end, out);
     }
     if (add_special)
         for (int32_t k = 0; k < tok->suffix_count; k++) tt_token_ids_push(out, tok->suffix_ids[k], 0);

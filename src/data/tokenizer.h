@@ -40,7 +40,7 @@ void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, 
 char *tt_tokenizer_decode(const tt_tokenizer *tok, const int32_t *ids, int64_t count, bool skip_special, size_t *len);
 
 int32_t tt_tokenizer_token_to_id(const tt_tokenizer *tok, const char *token); /* -1 if absent (added tokens included) */
-const char *tt_tokenizer_id_to_token(const tt_tokenizer *tok, int32_t id);   /* NULL if no token has that id */
-int64_t tt_tokenizer_vocab_size(const tt_tokenizer *tok);                     /* largest id + 1, added tokens included */
+const char *tt_tokenizer_id_to_token(const tt_tokenizer *tok, int32_t id);    /* NULL if no token has that id */
+int64_t tt_tokenizer_vocab_size(const tt_tokenizer *tok); /* largest id + 1, added tokens included */
 
 #endif

@@ -48,7 +48,14 @@ int32_t tt_utf8_decode(const char *s, int *len); /* s is valid UTF-8 */
 int tt_utf8_encode(int32_t cp, char *out);       /* returns 1-4 */
 
 /* ---- normalizers ---- */
-typedef enum tt_norm_kind { TT_NORM_NFC, TT_NORM_NFD, TT_NORM_NFKC, TT_NORM_NFKD, TT_NORM_PREPEND, TT_NORM_REPLACE } tt_norm_kind;
+typedef enum tt_norm_kind {
+    TT_NORM_NFC,
+    TT_NORM_NFD,
+    TT_NORM_NFKC,
+    TT_NORM_NFKD,
+    TT_NORM_PREPEND,
+    TT_NORM_REPLACE
+} tt_norm_kind;
 typedef struct tt_norm_step {
     tt_norm_kind kind;
     char *pattern; /* Replace: the string replaced */
@@ -86,7 +93,13 @@ void tt_added_set_build(tt_added_set *set, const tt_added_token *tokens, int32_t
 void tt_added_set_free(tt_added_set *set);
 
 /* ---- pre-tokenizers ---- */
-typedef enum tt_split_behavior { TT_SPLIT_ISOLATED, TT_SPLIT_REMOVED, TT_SPLIT_MERGED_PREV, TT_SPLIT_MERGED_NEXT, TT_SPLIT_CONTIGUOUS } tt_split_behavior;
+typedef enum tt_split_behavior {
+    TT_SPLIT_ISOLATED,
+    TT_SPLIT_REMOVED,
+    TT_SPLIT_MERGED_PREV,
+    TT_SPLIT_MERGED_NEXT,
+    TT_SPLIT_CONTIGUOUS
+} tt_split_behavior;
 typedef enum tt_pre_kind { TT_PRE_SPLIT, TT_PRE_BYTE_LEVEL_PREFIX, TT_PRE_METASPACE } tt_pre_kind;
 typedef enum tt_prepend_scheme { TT_PREPEND_ALWAYS, TT_PREPEND_FIRST, TT_PREPEND_NEVER } tt_prepend_scheme;
 typedef struct tt_pre_step {
@@ -100,7 +113,14 @@ typedef struct tt_pre_step {
 } tt_pre_step;
 
 /* ---- decoders (ids -> text) ---- */
-typedef enum tt_dec_kind { TT_DEC_BYTE_LEVEL, TT_DEC_REPLACE, TT_DEC_BYTE_FALLBACK, TT_DEC_FUSE, TT_DEC_STRIP, TT_DEC_METASPACE } tt_dec_kind;
+typedef enum tt_dec_kind {
+    TT_DEC_BYTE_LEVEL,
+    TT_DEC_REPLACE,
+    TT_DEC_BYTE_FALLBACK,
+    TT_DEC_FUSE,
+    TT_DEC_STRIP,
+    TT_DEC_METASPACE
+} tt_dec_kind;
 typedef struct tt_dec_step {
     tt_dec_kind kind;
     char *pattern, *content; /* Replace; Strip: content; Metaspace: content is the replacement */
@@ -121,9 +141,9 @@ typedef struct tt_encode_state tt_encode_state;
 struct tt_tokenizer {
     char *path;
     /* vocabulary */
-    tt_str_map vocab;      /* the model's vocabulary */
-    tt_str_map added_map;  /* added tokens' contents (looked up before the model's, as tokenizers does) */
-    char **id_to_token;    /* [vocab_size] (NULL holes allowed) */
+    tt_str_map vocab;     /* the model's vocabulary */
+    tt_str_map added_map; /* added tokens' contents (looked up before the model's, as tokenizers does) */
+    char **id_to_token;   /* [vocab_size] (NULL holes allowed) */
     int64_t vocab_size;
     /* model: BPE */
     tt_merge_slot *merges;
@@ -141,9 +161,9 @@ struct tt_tokenizer {
     /* pre-tokenizer */
     tt_pre_step *pre;
     int pre_count;
-    bool byte_level;          /* pieces are mapped to the GPT-2 byte alphabet before BPE */
-    int32_t byte_to_id[256];  /* byte-level: the vocab id of each byte's character */
-    char byte_char[256][3];   /* byte-level: each byte's character (UTF-8, NUL-terminated) */
+    bool byte_level;         /* pieces are mapped to the GPT-2 byte alphabet before BPE */
+    int32_t byte_to_id[256]; /* byte-level: the vocab id of each byte's character */
+    char byte_char[256][3];  /* byte-level: each byte's character (UTF-8, NUL-terminated) */
     /* decoder: steps, or why there are none (decode dies with it; encode needs no decoder) */
     uint8_t *is_special; /* [vocab_size]: an added token marked special (skipped by decode on request) */
     tt_dec_step *dec;

@@ -24,7 +24,8 @@ static json_t *get_object(const char *file, json_t *parent, const char *key, con
 
 static const char *get_string(const char *file, json_t *parent, const char *key, const char *where) {
     json_t *v = json_object_get(parent, key);
-    if (!json_is_string(v)) tt_die("%s: %s.%s is %s, expected a string", file, where, key, v ? "not a string" : "missing");
+    if (!json_is_string(v))
+        tt_die("%s: %s.%s is %s, expected a string", file, where, key, v ? "not a string" : "missing");
     return json_string_value(v);
 }
 
@@ -47,7 +48,8 @@ static void set_token(tt_tokenizer *tok, int32_t id, const char *text) {
     if (id >= tok->vocab_size) {
         int64_t n = tok->vocab_size ? tok->vocab_size : 1024;
         while (n <= id) n *= 2;
-        tok->id_to_token = tt_xrealloc(tok->id_to_token, tt_mul_size((size_t)n, sizeof(char *), "vocabulary"), "vocabulary");
+        tok->id_to_token =
+            tt_xrealloc(tok->id_to_token, tt_mul_size((size_t)n, sizeof(char *), "vocabulary"), "vocabulary");
         memset(tok->id_to_token + tok->vocab_size, 0, (size_t)(n - tok->vocab_size) * sizeof(char *));
         tok->vocab_size = n; /* trimmed to the largest id + 1 at the end of load */
     }
@@ -94,13 +96,15 @@ static int32_t vocab_id(tt_tokenizer *tok, const char *file, const char *token, 
                         const char *what) {
     int32_t id = tt_str_map_get(&tok->vocab, token, len);
     if (id < 0)
-        tt_die("%s: model.merges[%zu] names %s '%.*s', which is not in model.vocab", file, index, what, (int)len, token);
+        tt_die("%s: model.merges[%zu] names %s '%.*s', which is not in model.vocab", file, index, what, (int)len,
+               token);
     return id;
 }
 
 static void load_merges(tt_tokenizer *tok, const char *file, json_t *model) {
     json_t *merges = json_object_get(model, "merges");
-    if (!json_is_array(merges)) tt_die("%s: model.merges is %s, expected a list of merges", file, merges ? "not a list" : "missing");
+    if (!json_is_array(merges))
+        tt_die("%s: model.merges is %s, expected a list of merges", file, merges ? "not a list" : "missing");
     size_t n = json_array_size(merges);
     uint64_t cap = 16;
     while (cap < 2 * (uint64_t)n + 2) cap *= 2;
@@ -140,8 +144,7 @@ static void load_merges(tt_tokenizer *tok, const char *file, json_t *model) {
         memcpy(joined + alen, b, blen);
         joined[alen + blen] = 0;
         int32_t merged = tt_str_map_get(&tok->vocab, joined, alen + blen);
-        if (merged < 0)
-            tt_die("%s: model.merges[%zu] makes '%s', which is not in model.vocab", file, i, joined);
+        if (merged < 0) tt_die("%s: model.merges[%zu] makes '%s', which is not in model.vocab", file, i, joined);
         put_merge(tok, left, right, (int32_t)i, merged);
     }
     free(joined);
@@ -246,8 +249,9 @@ static void load_normalizer(tt_tokenizer *tok, const char *file, json_t *n, cons
         json_t *pattern = json_object_get(n, "pattern");
         json_t *literal = json_is_object(pattern) ? json_object_get(pattern, "String") : NULL;
         if (!json_is_string(literal))
-            tt_die("%s: %s.pattern is not {\"String\": ...}; a Regex pattern in a Replace normalizer is not implemented",
-                   file, where);
+            tt_die(
+                "%s: %s.pattern is not {\"String\": ...}; a Regex pattern in a Replace normalizer is not implemented",
+                file, where);
         if (!json_string_value(literal)[0]) tt_die("%s: %s.pattern.String is empty", file, where);
         add_norm(tok, (tt_norm_step){TT_NORM_REPLACE, tt_xstrdup(json_string_value(literal)),
                                      tt_xstrdup(get_string(file, n, "content", where))});
@@ -262,7 +266,8 @@ static void load_normalizer(tt_tokenizer *tok, const char *file, json_t *n, cons
 
 /* Oniguruma's \s (what tokenizers compiles the pattern with) is Unicode White_Space; PCRE2's \s
  * under UCP also takes U+180E and differs by Unicode version, so \s and \S are spelled out. */
-#define WHITE_SPACE_SET "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WHITE_SPACE_SET \
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 static char *translate_oniguruma(const char *file, const char *where, const char *pattern) {
     size_t n = strlen(pattern);
@@ -274,7 +279,8 @@ static char *translate_oniguruma(const char *file, const char *where, const char
         if (c == '\\' && i + 1 < n) {
             char d = pattern[i + 1];
             if (d == 'h' || d == 'H') { /* Oniguruma's \h is a hex digit (PCRE2's, horizontal space) */
-                const char *text = d == 'h' ? (in_class ? "0-9a-fA-F" : "[0-9a-fA-F]") : (in_class ? NULL : "[^0-9a-fA-F]");
+                const char *text =
+                    d == 'h' ? (in_class ? "0-9a-fA-F" : "[0-9a-fA-F]") : (in_class ? NULL : "[^0-9a-fA-F]");
                 if (!text)
                     tt_die("%s: %s: \\H inside a character class is not supported in the split pattern", file, where);
                 memcpy(out + o, text, strlen(text));
@@ -300,7 +306,8 @@ static char *translate_oniguruma(const char *file, const char *where, const char
             if (i + 1 < n && pattern[i + 1] == ']') out[o++] = pattern[++i]; /* a literal ] first */
             continue;
         }
-        if (c == '[' && in_class) tt_die("%s: %s: nested character classes are not supported in the split pattern", file, where);
+        if (c == '[' && in_class)
+            tt_die("%s: %s: nested character classes are not supported in the split pattern", file, where);
         if (c == ']' && in_class) in_class = false;
         out[o++] = c;
     }
@@ -350,27 +357,29 @@ static void load_pre_tokenizer(tt_tokenizer *tok, const char *file, json_t *p, c
         json_t *regex = json_is_object(pattern) ? json_object_get(pattern, "Regex") : NULL;
         json_t *literal = json_is_object(pattern) ? json_object_get(pattern, "String") : NULL;
         snprintf(inner, sizeof inner, "%s.pattern", where);
-        if (json_is_string(regex))
-            step.regex = compile_regex(file, inner, json_string_value(regex), false);
-        else if (json_is_string(literal))
-            step.regex = compile_regex(file, inner, json_string_value(literal), true);
-        else
-            tt_die("%s: %s.pattern is neither {\"Regex\": ...} nor {\"String\": ...}", file, where);
+        if (json_is_string(regex)) step.regex = compile_regex(file, inner, json_string_value(regex), false);
+        else if (json_is_string(literal)) step.regex = compile_regex(file, inner, json_string_value(literal), true);
+        else tt_die("%s: %s.pattern is neither {\"Regex\": ...} nor {\"String\": ...}", file, where);
         const char *behavior = get_string(file, p, "behavior", where);
         static const char *names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
         int k = 0;
         while (k < 5 && strcmp(behavior, names[k]) != 0) k++;
-        if (k == 5) tt_die("%s: %s.behavior is \"%s\", not one of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous", file, where, behavior);
+        if (k == 5)
+            tt_die(
+                "%s: %s.behavior is \"%s\", not one of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous",
+                file, where, behavior);
         step.behavior = (tt_split_behavior)k;
         step.invert = get_bool(file, p, "invert", where, false);
         add_pre(tok, step);
     } else if (strcmp(type, "ByteLevel") == 0) {
-        if (get_bool(file, p, "add_prefix_space", where, true)) add_pre(tok, (tt_pre_step){.kind = TT_PRE_BYTE_LEVEL_PREFIX});
+        if (get_bool(file, p, "add_prefix_space", where, true))
+            add_pre(tok, (tt_pre_step){.kind = TT_PRE_BYTE_LEVEL_PREFIX});
         if (get_bool(file, p, "use_regex", where, true)) {
             snprintf(inner, sizeof inner, "%s (GPT-2's pattern, use_regex)", where);
             tt_pre_step step = {.kind = TT_PRE_SPLIT, .behavior = TT_SPLIT_ISOLATED};
-            step.regex = compile_regex(file, inner,
-                                       "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", false);
+            step.regex = compile_regex(
+                file, inner, "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+                false);
             add_pre(tok, step);
         }
         tok->byte_level = true;
@@ -444,7 +453,8 @@ static void load_template(tt_tokenizer *tok, const char *file, json_t *p, const 
         if (!json_is_array(ids)) tt_die("%s: %s.special_tokens[\"%s\"].ids is missing", file, where, name);
         for (size_t k = 0; k < json_array_size(ids); k++) {
             json_t *v = json_array_get(ids, k);
-            if (!json_is_integer(v)) tt_die("%s: %s.special_tokens[\"%s\"].ids[%zu] is not an id", file, where, name, k);
+            if (!json_is_integer(v))
+                tt_die("%s: %s.special_tokens[\"%s\"].ids[%zu] is not an id", file, where, name, k);
             int32_t id = (int32_t)json_integer_value(v);
             if (seen_sequence) append_ids(&after, &na, &id, 1);
             else append_ids(&before, &nb, &id, 1);
@@ -519,7 +529,8 @@ static bool load_decoder(tt_tokenizer *tok, const char *file, json_t *d, const c
         json_t *literal = json_is_object(pattern) ? json_object_get(pattern, "String") : NULL;
         json_t *content = json_object_get(d, "content");
         if (!json_is_string(literal) || !json_string_value(literal)[0] || !json_is_string(content)) {
-            snprintf(reason, sizeof reason, "%s: %s: only a Replace decoder of a String pattern is implemented", file, where);
+            snprintf(reason, sizeof reason, "%s: %s: only a Replace decoder of a String pattern is implemented", file,
+                     where);
             tok->dec_error = tt_xstrdup(reason);
             return false;
         }
@@ -562,7 +573,8 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
         size_t n = strlen(path) + 32;
         file = tt_xmalloc(n, "path");
         snprintf(file, n, "%s/tokenizer.json", path);
-        if (stat(file, &st) != 0) tt_die("tokenizer: %s holds no tokenizer.json; give the model directory or the file", path);
+        if (stat(file, &st) != 0)
+            tt_die("tokenizer: %s holds no tokenizer.json; give the model directory or the file", path);
     } else {
         file = tt_xstrdup(path);
     }

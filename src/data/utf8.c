@@ -8,17 +8,33 @@
 
 int32_t tt_utf8_decode(const char *s, int *len) {
     const unsigned char *p = (const unsigned char *)s;
-    if (p[0] < 0x80) { *len = 1; return p[0]; }
-    if (p[0] < 0xE0) { *len = 2; return (int32_t)(p[0] & 0x1F) << 6 | (p[1] & 0x3F); }
-    if (p[0] < 0xF0) { *len = 3; return (int32_t)(p[0] & 0x0F) << 12 | (int32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F); }
+    if (p[0] < 0x80) {
+        *len = 1;
+        return p[0];
+    }
+    if (p[0] < 0xE0) {
+        *len = 2;
+        return (int32_t)(p[0] & 0x1F) << 6 | (p[1] & 0x3F);
+    }
+    if (p[0] < 0xF0) {
+        *len = 3;
+        return (int32_t)(p[0] & 0x0F) << 12 | (int32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F);
+    }
     *len = 4;
     return (int32_t)(p[0] & 0x07) << 18 | (int32_t)(p[1] & 0x3F) << 12 | (int32_t)(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
 }
 
 int tt_utf8_encode(int32_t cp, char *out) {
     unsigned char *o = (unsigned char *)out;
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | cp >> 6); o[1] = (unsigned char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | cp >> 6);
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
     if (cp < 0x10000) {
         o[0] = (unsigned char)(0xE0 | cp >> 12);
         o[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));

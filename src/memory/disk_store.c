@@ -38,7 +38,7 @@ struct tt_disk_store {
     disk_job queue[QUEUE_CAPACITY];
     int64_t submitted, done; /* tickets: job k is the k-th submitted (1-based) */
     bool stopping;
-    int error;             /* errno of the first failed job, 0 if none */
+    int error; /* errno of the first failed job, 0 if none */
     int64_t error_slot;
     bool error_write;
 
@@ -61,8 +61,8 @@ static double now_seconds(void) {
 static int transfer(const tt_disk_store *s, const disk_job *job) {
     const off_t offset = (off_t)job->slot * (off_t)s->slot_bytes;
     /* O_DIRECT transfers whole aligned blocks: the slot's rounded size (the buffer has room) */
-    const size_t bytes = s->direct ? (job->bytes + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT
-                                   : job->bytes;
+    const size_t bytes =
+        s->direct ? (job->bytes + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT : job->bytes;
     size_t moved = 0;
     if (job->write) {
         const int injected = tt_fault_before_write(bytes); /* a test hook (fault_inject.h); 0 outside tests */
@@ -97,10 +97,8 @@ static void *worker_main(void *arg) {
             s->error_slot = job.slot;
             s->error_write = job.write;
         }
-        if (job.write)
-            s->written += job.bytes;
-        else
-            s->read += job.bytes;
+        if (job.write) s->written += job.bytes;
+        else s->read += job.bytes;
         s->io_seconds += seconds;
         s->done++;
         pthread_cond_broadcast(&s->changed);
@@ -194,9 +192,13 @@ static int64_t submit(tt_disk_store *s, bool write, int64_t slot, void *buf, siz
     }
     pthread_mutex_lock(&s->lock);
     while (s->submitted - s->done == QUEUE_CAPACITY) pthread_cond_wait(&s->changed, &s->lock);
-    s->queue[s->submitted % QUEUE_CAPACITY] =
-        (disk_job){.write = write, .slot = slot, .buf = buf, .bytes = bytes, .ready = ready, .ready_ctx = ready_ctx,
-                   .ready_ticket = ready_ticket};
+    s->queue[s->submitted % QUEUE_CAPACITY] = (disk_job){.write = write,
+                                                         .slot = slot,
+                                                         .buf = buf,
+                                                         .bytes = bytes,
+                                                         .ready = ready,
+                                                         .ready_ctx = ready_ctx,
+                                                         .ready_ticket = ready_ticket};
     const int64_t ticket = ++s->submitted;
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);

@@ -49,7 +49,8 @@ void tt_offload_store_init(tt_offload_store *st, const tt_backend *backend, int6
 
 void tt_offload_store_place_homes(tt_offload_store *st, const tt_tier *tiers, tt_arena *host, tt_class cls) {
     for (int64_t l = 0; l < st->num_layers; l++)
-        if (st->bytes[l] && tiers[l] != TT_TIER_DISK) st->home[l] = tt_arena_push(host, st->bytes[l], cls, "offloaded block");
+        if (st->bytes[l] && tiers[l] != TT_TIER_DISK)
+            st->home[l] = tt_arena_push(host, st->bytes[l], cls, "offloaded block");
 }
 
 size_t tt_offload_store_disk_bytes(const tt_offload_store *st) { return tt_disk_store_bytes_written(st->disk); }
@@ -171,7 +172,7 @@ void tt_offload_store_hook(void *ctx, tt_hook_point point, int64_t unit, bool tr
     tt_offload_store *st = ctx;
     const int64_t L = st->num_layers;
     const int64_t written = st->holds_layer_inputs ? unit : unit - 1; /* the block unit's forward writes */
-    const int64_t read = unit - 1;                                     /* the block unit's backward reads */
+    const int64_t read = unit - 1;                                    /* the block unit's backward reads */
     switch (point) {
     case TT_HOOK_BEFORE_FORWARD:
         if (unit == L + 1) { /* the head: its backward follows at once */
@@ -189,7 +190,6 @@ void tt_offload_store_hook(void *ctx, tt_hook_point point, int64_t unit, bool tr
     case TT_HOOK_AFTER_BACKWARD:
         if (read >= 0 && tt_offload_store_offloaded(st, read)) tt_offload_store_release(st, read);
         return;
-    case TT_HOOK_BEFORE_GRADIENTS:
-        return;
+    case TT_HOOK_BEFORE_GRADIENTS: return;
     }
 }

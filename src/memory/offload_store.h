@@ -37,24 +37,24 @@ struct tt_disk_store;
 
 typedef struct tt_offload_store {
     const tt_backend *backend;
-    bool streamed;             /* copies overlap compute (else the host waits for each) */
-    int64_t num_layers;        /* L */
-    size_t *bytes;             /* [L] bytes of layer l's block (0: the layer offloads nothing) */
-    void **home;               /* [L] a block's place in host memory, NULL when on disk or not offloaded */
-    int64_t *ring_slot;        /* [L+1] the staging buffer of a block in the ring, -1 for the others */
-    int64_t ring_count;        /* staging buffers */
-    void **ring;               /* [ring_count] staging buffers of the current micro-step */
-    uint64_t *ring_copy_out;   /* [ring_count] the last copy out of each staging buffer (0: none) */
-    uint64_t *copied_out;      /* [L] ticket of block l's copy out this micro-step */
-    uint64_t *copied_back;     /* [L] ticket of block l's copy back this micro-step */
-    struct tt_disk_store *disk;/* the disk tier, or NULL */
-    void *disk_buffer[2];      /* pinned, page-aligned */
-    int64_t disk_job[2];       /* the last disk job on each buffer */
-    uint64_t disk_copy[2];     /* the last GPU copy into or out of each buffer */
-    int disk_next;             /* the buffer the next forward write takes */
-    int disk_reading;          /* the buffer the next disk read lands in */
-    int64_t disk_holds[2];     /* the block a disk read brought into each buffer, -1 when none */
-    bool holds_layer_inputs;   /* block u is what unit u's forward writes (layer inputs: the embedding writes x[0],
+    bool streamed;              /* copies overlap compute (else the host waits for each) */
+    int64_t num_layers;         /* L */
+    size_t *bytes;              /* [L] bytes of layer l's block (0: the layer offloads nothing) */
+    void **home;                /* [L] a block's place in host memory, NULL when on disk or not offloaded */
+    int64_t *ring_slot;         /* [L+1] the staging buffer of a block in the ring, -1 for the others */
+    int64_t ring_count;         /* staging buffers */
+    void **ring;                /* [ring_count] staging buffers of the current micro-step */
+    uint64_t *ring_copy_out;    /* [ring_count] the last copy out of each staging buffer (0: none) */
+    uint64_t *copied_out;       /* [L] ticket of block l's copy out this micro-step */
+    uint64_t *copied_back;      /* [L] ticket of block l's copy back this micro-step */
+    struct tt_disk_store *disk; /* the disk tier, or NULL */
+    void *disk_buffer[2];       /* pinned, page-aligned */
+    int64_t disk_job[2];        /* the last disk job on each buffer */
+    uint64_t disk_copy[2];      /* the last GPU copy into or out of each buffer */
+    int disk_next;              /* the buffer the next forward write takes */
+    int disk_reading;           /* the buffer the next disk read lands in */
+    int64_t disk_holds[2];      /* the block a disk read brought into each buffer, -1 when none */
+    bool holds_layer_inputs;    /* block u is what unit u's forward writes (layer inputs: the embedding writes x[0],
                                   layer l x[l + 1]); else block l is layer l's (unit l + 1's) own */
 } tt_offload_store;
 
@@ -63,9 +63,9 @@ typedef struct tt_offload_store {
  * pushed onto `host` (class `cls`) here: the arena's next push must be on a page boundary, so
  * every store's disk buffers go first. head_shares_ring: the LM head's input (index L) takes the
  * ring buffer after the last layer's when that layer is offloaded (layer inputs). */
-void tt_offload_store_init(tt_offload_store *store, const tt_backend *backend, int64_t num_layers,
-                           const tt_tier *tiers, tt_tier compute_tier, const size_t *bytes, int64_t ring_count,
-                           bool streamed, bool head_shares_ring, tt_arena *host, tt_class cls, const char *disk_dir,
+void tt_offload_store_init(tt_offload_store *store, const tt_backend *backend, int64_t num_layers, const tt_tier *tiers,
+                           tt_tier compute_tier, const size_t *bytes, int64_t ring_count, bool streamed,
+                           bool head_shares_ring, tt_arena *host, tt_class cls, const char *disk_dir,
                            size_t disk_buffer_bytes);
 /* Pushes the homes of the blocks that live in host memory onto `host` (after every store's init). */
 void tt_offload_store_place_homes(tt_offload_store *store, const tt_tier *tiers, tt_arena *host, tt_class cls);

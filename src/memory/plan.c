@@ -52,15 +52,17 @@ void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out)
             tt_dtype_torch_name(p->gradient), tt_dtype_torch_name(p->moment),
             p->master ? "float32 master weights" : "no master copy");
     if (plan->mlp_shards > 1)
-        fprintf(out, "  tiled_mlp: the MLP in %lld shards of %lld tokens; its gate, up and SwiGLU outputs exist for one "
-                     "shard at a time, recomputed shard by shard in the backward\n",
+        fprintf(out,
+                "  tiled_mlp: the MLP in %lld shards of %lld tokens; its gate, up and SwiGLU outputs exist for one "
+                "shard at a time, recomputed shard by shard in the backward\n",
                 (long long)plan->mlp_shards, (long long)plan->mlp_shard_rows);
     int64_t offloaded = 0;
     for (int64_t l = 0; l < plan->num_layers; l++) offloaded += plan->layers[l].layer_input_tier != plan->compute_tier;
     int64_t saved_offloaded = 0;
     for (int64_t l = 0; l < plan->num_layers; l++) saved_offloaded += plan->layers[l].offloaded != 0;
-    const char *how = plan->offload_streamed ? "copied on side streams while compute goes on, prefetched one layer ahead"
-                                             : "copied synchronously";
+    const char *how = plan->offload_streamed
+                          ? "copied on side streams while compute goes on, prefetched one layer ahead"
+                          : "copied synchronously";
     if (offloaded)
         fprintf(out, "  offload: %lld layer input(s), %s, through %lld staging buffers on the %s tier\n",
                 (long long)offloaded, how, (long long)plan->offload_ring, tt_tier_name(plan->compute_tier));

@@ -17,8 +17,8 @@
 /* Named recompute sets. A layer's backward needs every saved slot; the plan says per slot
  * whether it is kept from the forward or recomputed from the layer input (which is always kept)
  * and the kept slots: any set gives the same bits, only memory and time change. */
-#define TT_RECOMPUTE_NOTHING ((tt_slot_set)0)  /* keep everything: no checkpointing */
-#define TT_RECOMPUTE_EVERYTHING TT_ALL_SLOTS    /* full per-layer checkpointing */
+#define TT_RECOMPUTE_NOTHING ((tt_slot_set)0) /* keep everything: no checkpointing */
+#define TT_RECOMPUTE_EVERYTHING TT_ALL_SLOTS  /* full per-layer checkpointing */
 /* selective checkpointing: keep the attention output and its log-sum-exp (the O(T^2) part),
  * recompute the rest */
 #define TT_RECOMPUTE_ALL_BUT_ATTENTION (TT_ALL_SLOTS & ~(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE)))
@@ -37,29 +37,29 @@ typedef struct tt_layer_plan {
 
 typedef struct tt_plan {
     int64_t num_layers;
-    tt_layer_plan *layers;   /* [num_layers] */
-    tt_tier compute_tier;    /* where ops read and write */
-    int64_t micro_batch;     /* B */
-    int64_t seq_len;         /* T */
+    tt_layer_plan *layers; /* [num_layers] */
+    tt_tier compute_tier;  /* where ops read and write */
+    int64_t micro_batch;   /* B */
+    int64_t seq_len;       /* T */
     /* sample_packing: a sequence holds several documents, each attending only to itself with positions from 0;
      * every micro-batch brings each token's position (tt_attention_shape.positions) */
     bool packed_documents;
-    int64_t loss_chunk;      /* tokens per LM-head chunk, <= B*T */
+    int64_t loss_chunk; /* tokens per LM-head chunk, <= B*T */
     /* tiled_mlp: the MLP runs over mlp_shards row shards of mlp_shard_rows rows of the B*T (the last one
      * shorter); its gate, up and SwiGLU outputs (TT_MLP_SHARD_SLOTS, in every layer's recompute set) exist
      * for one shard at a time. 1 shard: the whole micro-batch at once (untiled). */
     int64_t mlp_shards, mlp_shard_rows;
-    tt_precision precision;  /* number formats; the byte counts below follow from it */
+    tt_precision precision;           /* number formats; the byte counts below follow from it */
     tt_attention_kind attention;      /* attn_implementation */
     size_t attention_workspace_limit; /* attn_workspace_limit: dP bytes of the attention backward's calls at once */
-    size_t pinned_budget;    /* host memory the pinned tier may take (0: unlimited) */
+    size_t pinned_budget;             /* host memory the pinned tier may take (0: unlimited) */
     /* Offload copies: streamed ones run on the copy engine's side streams while compute goes on
      * (true, hidden_states, disk); the others block until done (legacy, use_streams: false). */
     bool offload_streamed;
-    int64_t offload_ring;    /* compute-tier buffers offloaded layer inputs rotate through (>= 2) */
-    int64_t saved_ring;      /* compute-tier buffers offloaded kept activations rotate through (>= 1) */
-    size_t min_offload_bytes;/* smaller kept slots are not offloaded (activation_offloading: true) */
-    unsigned copy_delay_us;  /* race stress: random delay before each copy (debug_copy_delay_us) */
+    int64_t offload_ring;      /* compute-tier buffers offloaded layer inputs rotate through (>= 2) */
+    int64_t saved_ring;        /* compute-tier buffers offloaded kept activations rotate through (>= 1) */
+    size_t min_offload_bytes;  /* smaller kept slots are not offloaded (activation_offloading: true) */
+    unsigned copy_delay_us;    /* race stress: random delay before each copy (debug_copy_delay_us) */
     bool stream_frozen_layers; /* layer_offloading: frozen decoder layers live in pinned host memory */
     /* cpu_offloading_weights: the trainable weights of layers 0 .. offloaded_weight_layers - 1 live in host memory
      * and are streamed to the compute tier through two layer buffers (size_table.h); 0: none */

@@ -27,7 +27,8 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
         if (!weight_offload || r->end <= t->weight_offload_first || r->start == r->end) {
             r->weights_offset = (size_t)r->start * weight;
         } else if (r->start >= t->weight_offload_end) {
-            r->weights_offset = buffers + 2 * t->weight_offload_slot + (size_t)(r->start - t->weight_offload_end) * weight;
+            r->weights_offset =
+                buffers + 2 * t->weight_offload_slot + (size_t)(r->start - t->weight_offload_end) * weight;
         } else { /* a weight-offloaded layer: its home in host memory, its compute copy in a stream buffer */
             r->weights_tier = t->host_tier;
             r->weights_buffer = (int)(streamed++ % 2);
@@ -69,14 +70,12 @@ static void describe(const tt_unit_residency *r, const tt_plan *plan, const tt_s
     char weights[64], gradients[96];
     if (r->weights_buffer >= 0)
         snprintf(weights, sizeof weights, "%s, streamed through 2 %s buffers", tt_tier_name(r->weights_tier), compute);
-    else
-        snprintf(weights, sizeof weights, "%s", compute);
+    else snprintf(weights, sizeof weights, "%s", compute);
     if (r->gradient_slot >= 0)
         snprintf(gradients, sizeof gradients, "%s ring slot, then %s", compute, tt_tier_name(t->host_tier));
     else if (r->optimizer_tier != plan->compute_tier)
         snprintf(gradients, sizeof gradients, "%s, then %s", compute, tt_tier_name(t->host_tier));
-    else
-        snprintf(gradients, sizeof gradients, "%s", compute);
+    else snprintf(gradients, sizeof gradients, "%s", compute);
     snprintf(buf, size, "weights %s; gradients %s; %s %s", weights, gradients,
              plan->precision.master ? "master and moments" : "moments", tt_tier_name(r->optimizer_tier));
 }
@@ -90,7 +89,8 @@ static void unit_names(int64_t first, int64_t last, int64_t L, char *buf, size_t
         char layers[64];
         if (a == b) snprintf(layers, sizeof layers, "layer %lld", (long long)a);
         else snprintf(layers, sizeof layers, "layers %lld-%lld", (long long)a, (long long)b);
-        snprintf(buf, size, "%s%s%s%s", first == 0 ? "embedding, " : "", layers, last > L ? ", " : "", last > L ? head : "");
+        snprintf(buf, size, "%s%s%s%s", first == 0 ? "embedding, " : "", layers, last > L ? ", " : "",
+                 last > L ? head : "");
     }
 }
 
@@ -107,10 +107,8 @@ void tt_residency_print(const tt_residency_map *map, const tt_plan *plan, const 
             last++;
         }
         unit_names(u, last, L, names, sizeof names);
-        if (last == u)
-            fprintf(out, "  unit %lld (%s): %s\n", (long long)u, names, what);
-        else
-            fprintf(out, "  units %lld-%lld (%s): %s\n", (long long)u, (long long)last, names, what);
+        if (last == u) fprintf(out, "  unit %lld (%s): %s\n", (long long)u, names, what);
+        else fprintf(out, "  units %lld-%lld (%s): %s\n", (long long)u, (long long)last, names, what);
         u = last + 1;
     }
 }

@@ -16,18 +16,18 @@
 #include "model/params.h"
 
 typedef struct tt_unit_residency {
-    int64_t start, end;        /* its trainable elements [start, end) in the trainable layout (end == start: none) */
+    int64_t start, end; /* its trainable elements [start, end) in the trainable layout (end == start: none) */
     /* Weights (compute precision): between uses in weights_tier. On the compute tier at weights_offset into the
      * trainable weights buffer; weight-offloaded units (cpu_offloading_weights) live in host memory and pass
      * through stream buffer weights_buffer (0 or 1) at weights_offset. */
     tt_tier weights_tier;
     size_t weights_offset;
-    int weights_buffer;        /* -1 unless weight-offloaded */
+    int weights_buffer; /* -1 unless weight-offloaded */
     /* Gradients (gradient precision): always written on the compute tier, at gradients_offset into the gradient
      * buffer: the unit's own place, or one of the gradient ring's two slots (gradient_slot 0/1, shared with the
      * units two apart), from which they stream to the optimizer's host staging after the unit's backward. */
     size_t gradients_offset;
-    int gradient_slot;         /* -1 outside the ring */
+    int gradient_slot; /* -1 outside the ring */
     /* Master weights and moments (fp32 master; moments in their precision): optimizer_tier is the compute tier
      * (at optimizer_element, an element index into the master and moment buffers) or, for optimizer offload's
      * host share, host memory (at optimizer_element into the host share's buffers). */
@@ -36,8 +36,8 @@ typedef struct tt_unit_residency {
 } tt_unit_residency;
 
 typedef struct tt_residency_map {
-    int64_t units;             /* L + 2 */
-    tt_unit_residency *unit;   /* [units] */
+    int64_t units;           /* L + 2 */
+    tt_unit_residency *unit; /* [units] */
 } tt_residency_map;
 
 /* The map of a plan whose size table is computed (tensor sizes suffice). */

@@ -13,30 +13,30 @@
 
 /* What one decoder layer's backward reads, saved by the forward (or recomputed). */
 typedef enum tt_saved_slot {
-    TT_SAVED_ATTN_RSTD,   /* [N] fp32: 1/rms of the layer input */
-    TT_SAVED_ATTN_NORMED, /* [N, D] input_layernorm output */
-    TT_SAVED_LORA_Q,      /* [N, r] q_proj's adapter: scaling * A dropout(x) (LoRA only) */
-    TT_SAVED_LORA_K,      /* [N, r] (LoRA only) */
-    TT_SAVED_LORA_V,      /* [N, r] (LoRA only) */
-    TT_SAVED_Q_RAW,       /* [N, Hq*hd] q projection before q_norm (qk_norm only) */
-    TT_SAVED_Q_RSTD,      /* [N*Hq] fp32 (qk_norm only) */
-    TT_SAVED_K_RAW,       /* [N, Hkv*hd] (qk_norm only) */
-    TT_SAVED_K_RSTD,      /* [N*Hkv] fp32 (qk_norm only) */
-    TT_SAVED_Q,           /* [N, Hq*hd] after norm and RoPE */
-    TT_SAVED_K,           /* [N, Hkv*hd] after norm and RoPE */
-    TT_SAVED_V,           /* [N, Hkv*hd] */
-    TT_SAVED_ATTN_OUT,    /* [N, Hq*hd] attention output before o_proj */
-    TT_SAVED_LSE,         /* [B, Hq, T] fp32 log-sum-exp of the attention scores */
-    TT_SAVED_LORA_O,      /* [N, r] o_proj's adapter (LoRA only) */
-    TT_SAVED_RESIDUAL_MID,/* [N, D] residual stream after attention; the MLP's slots start here */
-    TT_SAVED_MLP_RSTD,    /* [N] fp32 */
-    TT_SAVED_MLP_NORMED,  /* [N, D] post_attention_layernorm output */
-    TT_SAVED_LORA_GATE,   /* [N, r] gate_proj's adapter (LoRA only) */
-    TT_SAVED_LORA_UP,     /* [N, r] up_proj's adapter (LoRA only) */
-    TT_SAVED_GATE,        /* [N, F] */
-    TT_SAVED_UP,          /* [N, F] */
-    TT_SAVED_SWIGLU,      /* [N, F] silu(gate) * up */
-    TT_SAVED_LORA_DOWN,   /* [N, r] down_proj's adapter (LoRA only) */
+    TT_SAVED_ATTN_RSTD,    /* [N] fp32: 1/rms of the layer input */
+    TT_SAVED_ATTN_NORMED,  /* [N, D] input_layernorm output */
+    TT_SAVED_LORA_Q,       /* [N, r] q_proj's adapter: scaling * A dropout(x) (LoRA only) */
+    TT_SAVED_LORA_K,       /* [N, r] (LoRA only) */
+    TT_SAVED_LORA_V,       /* [N, r] (LoRA only) */
+    TT_SAVED_Q_RAW,        /* [N, Hq*hd] q projection before q_norm (qk_norm only) */
+    TT_SAVED_Q_RSTD,       /* [N*Hq] fp32 (qk_norm only) */
+    TT_SAVED_K_RAW,        /* [N, Hkv*hd] (qk_norm only) */
+    TT_SAVED_K_RSTD,       /* [N*Hkv] fp32 (qk_norm only) */
+    TT_SAVED_Q,            /* [N, Hq*hd] after norm and RoPE */
+    TT_SAVED_K,            /* [N, Hkv*hd] after norm and RoPE */
+    TT_SAVED_V,            /* [N, Hkv*hd] */
+    TT_SAVED_ATTN_OUT,     /* [N, Hq*hd] attention output before o_proj */
+    TT_SAVED_LSE,          /* [B, Hq, T] fp32 log-sum-exp of the attention scores */
+    TT_SAVED_LORA_O,       /* [N, r] o_proj's adapter (LoRA only) */
+    TT_SAVED_RESIDUAL_MID, /* [N, D] residual stream after attention; the MLP's slots start here */
+    TT_SAVED_MLP_RSTD,     /* [N] fp32 */
+    TT_SAVED_MLP_NORMED,   /* [N, D] post_attention_layernorm output */
+    TT_SAVED_LORA_GATE,    /* [N, r] gate_proj's adapter (LoRA only) */
+    TT_SAVED_LORA_UP,      /* [N, r] up_proj's adapter (LoRA only) */
+    TT_SAVED_GATE,         /* [N, F] */
+    TT_SAVED_UP,           /* [N, F] */
+    TT_SAVED_SWIGLU,       /* [N, F] silu(gate) * up */
+    TT_SAVED_LORA_DOWN,    /* [N, r] down_proj's adapter (LoRA only) */
     TT_SAVED_SLOT_COUNT
 } tt_saved_slot;
 
@@ -80,27 +80,27 @@ typedef enum tt_slot_width {
 
 /* The op that writes a slot (in the forward, and again when it is recomputed). */
 typedef enum tt_slot_op {
-    TT_SLOT_OP_RMSNORM,       /* input_layernorm / post_attention_layernorm: output and 1/rms */
-    TT_SLOT_OP_LINEAR,        /* a projection (bias and LoRA's up projection added) */
-    TT_SLOT_OP_LINEAR_ROPE,   /* q_proj / k_proj, then RoPE in place */
-    TT_SLOT_OP_HEAD_NORM_ROPE,/* q_norm / k_norm per head, then RoPE in place (qk_norm) */
-    TT_SLOT_OP_ATTENTION,     /* the fused attention: output and log-sum-exp */
-    TT_SLOT_OP_RESIDUAL,      /* o_proj with the residual added in the GEMM's epilogue */
-    TT_SLOT_OP_SWIGLU,        /* silu(gate) * up */
-    TT_SLOT_OP_LORA_DOWN,     /* an adapter's down projection: scaling * A dropout(x) */
+    TT_SLOT_OP_RMSNORM,        /* input_layernorm / post_attention_layernorm: output and 1/rms */
+    TT_SLOT_OP_LINEAR,         /* a projection (bias and LoRA's up projection added) */
+    TT_SLOT_OP_LINEAR_ROPE,    /* q_proj / k_proj, then RoPE in place */
+    TT_SLOT_OP_HEAD_NORM_ROPE, /* q_norm / k_norm per head, then RoPE in place (qk_norm) */
+    TT_SLOT_OP_ATTENTION,      /* the fused attention: output and log-sum-exp */
+    TT_SLOT_OP_RESIDUAL,       /* o_proj with the residual added in the GEMM's epilogue */
+    TT_SLOT_OP_SWIGLU,         /* silu(gate) * up */
+    TT_SLOT_OP_LORA_DOWN,      /* an adapter's down projection: scaling * A dropout(x) */
 } tt_slot_op;
 
 /* One saved slot of a decoder layer in one architecture. */
 typedef struct tt_saved_slot_info {
-    const char *name;     /* the arena's label ("attention norm output") */
-    bool present;         /* the architecture has it (Q_RAW only with qk_norm); LoRA slots: where adapted */
+    const char *name; /* the arena's label ("attention norm output") */
+    bool present;     /* the architecture has it (Q_RAW only with qk_norm); LoRA slots: where adapted */
     tt_slot_rows rows;
     tt_slot_width width;
-    bool fp32;            /* fp32 always (norm statistics, log-sum-exp); else the run's activation dtype */
+    bool fp32; /* fp32 always (norm statistics, log-sum-exp); else the run's activation dtype */
     tt_slot_op producer;
-    bool mlp_half;        /* written by the MLP half (the backward pops these first) */
-    bool cheap;           /* element-wise: Megatron's recompute_granularity selective recomputes it */
-    int lora_module;      /* the tt_lora_module whose down projection it holds, or -1 */
+    bool mlp_half;   /* written by the MLP half (the backward pops these first) */
+    bool cheap;      /* element-wise: Megatron's recompute_granularity selective recomputes it */
+    int lora_module; /* the tt_lora_module whose down projection it holds, or -1 */
 } tt_saved_slot_info;
 
 /* A decoder layer's slots for one architecture, indexed by tt_saved_slot. */
@@ -111,10 +111,10 @@ typedef struct tt_layer_slots {
 
 /* The sizes a slot's shape is made of. */
 typedef struct tt_slot_dims {
-    int64_t tokens, mlp_rows;        /* N, and the MLP's rows (a shard's with tiled_mlp) */
+    int64_t tokens, mlp_rows; /* N, and the MLP's rows (a shard's with tiled_mlp) */
     int64_t num_heads, num_kv_heads, head_dim;
     int64_t hidden, intermediate, lora_rank;
-    size_t activation_bytes;         /* per element of the run's activation dtype */
+    size_t activation_bytes; /* per element of the run's activation dtype */
 } tt_slot_dims;
 
 /* The table of a model's architecture: qwen3's with qk_norm, llama's (llama, mistral, qwen2) otherwise. */

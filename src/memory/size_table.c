@@ -18,7 +18,8 @@ tt_slot_set tt_offloaded_slots(const tt_size_table *t, const tt_plan *plan, int6
     if (lp->saved_activation_tier == plan->compute_tier) return 0;
     tt_slot_set slots = 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
-        if (((lp->offloaded & ~lp->recompute) >> i) & 1u && t->saved_slot[i] && t->saved_slot[i] >= plan->min_offload_bytes)
+        if (((lp->offloaded & ~lp->recompute) >> i) & 1u && t->saved_slot[i] &&
+            t->saved_slot[i] >= plan->min_offload_bytes)
             slots |= TT_SLOT(i);
     return slots;
 }
@@ -79,9 +80,13 @@ tt_scratch_shape tt_size_table_scratch_shape(const tt_model_config *m, const tt_
     const int64_t N = plan->micro_batch * plan->seq_len;
     return (tt_scratch_shape){
         .tokens = N,
-        .attention = {.batch = plan->micro_batch, .seq_len = plan->seq_len, .num_heads = m->num_heads,
-                      .num_kv_heads = m->num_kv_heads, .head_dim = m->head_dim,
-                      .scale = 1.0 / sqrt((double)m->head_dim), .sliding_window = m->sliding_window,
+        .attention = {.batch = plan->micro_batch,
+                      .seq_len = plan->seq_len,
+                      .num_heads = m->num_heads,
+                      .num_kv_heads = m->num_kv_heads,
+                      .head_dim = m->head_dim,
+                      .scale = 1.0 / sqrt((double)m->head_dim),
+                      .sliding_window = m->sliding_window,
                       .documents = plan->packed_documents},
         .hidden = m->hidden_size,
         .intermediate = m->intermediate_size,
@@ -113,7 +118,8 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
                                .lora_rank = params->lora_rank};
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
         const tt_saved_slot_info *info = &slots->slot[i];
-        const bool adapted = info->lora_module < 0 || (params->lora_rank > 0 && ((params->lora_targets >> info->lora_module) & 1u));
+        const bool adapted =
+            info->lora_module < 0 || (params->lora_rank > 0 && ((params->lora_targets >> info->lora_module) & 1u));
         t->saved_slot[i] = adapted ? bytes_of(tt_saved_slot_elements(info, &dims), info->fp32 ? 4 : a) : 0;
     }
     /* LoRA with dropout: one [N, in] workspace holds an adapter's dropped input (forward, weight gradient) or its
@@ -221,8 +227,8 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
         t->weights = bytes_of(t->weight_offload_first, plan->weight_bytes) + 2 * t->weight_offload_slot +
                      bytes_of(params->trainable_numel - t->weight_offload_end, plan->weight_bytes);
         /* the host share's units live in the optimizer's host buffers already */
-        const int64_t home_end = t->weight_offload_end < t->optimizer_host_start ? t->weight_offload_end
-                                                                                 : t->optimizer_host_start;
+        const int64_t home_end =
+            t->weight_offload_end < t->optimizer_host_start ? t->weight_offload_end : t->optimizer_host_start;
         if (home_end > t->weight_offload_first)
             t->host_weight_home = bytes_of(home_end - t->weight_offload_first, plan->weight_bytes);
     }
@@ -274,25 +280,21 @@ void tt_size_table_print(const tt_size_table *t, FILE *out, const tt_arena *cons
     fprintf(out, "  %-20s", measured ? "memory (peak)" : "memory (estimate)");
     for (int tier = 0; tier < TT_TIER_COUNT; tier++)
         if (used_tier[tier]) {
-            if (measured && measured[tier])
-                fprintf(out, " %12s %-4s %12s", tt_tier_name(tier), "est.", "measured");
-            else
-                fprintf(out, " %12s", tt_tier_name(tier));
+            if (measured && measured[tier]) fprintf(out, " %12s %-4s %12s", tt_tier_name(tier), "est.", "measured");
+            else fprintf(out, " %12s", tt_tier_name(tier));
         }
     fputc('\n', out);
     for (int cls = 0; cls < TT_CLASS_COUNT; cls++) {
         bool any = false;
         for (int tier = 0; tier < TT_TIER_COUNT; tier++)
-            if (t->class_peak[cls][tier] || (measured && measured[tier] && measured[tier]->class_peak[cls]))
-                any = true;
+            if (t->class_peak[cls][tier] || (measured && measured[tier] && measured[tier]->class_peak[cls])) any = true;
         if (!any) continue;
         fprintf(out, "  %-20s", tt_class_name(cls));
         for (int tier = 0; tier < TT_TIER_COUNT; tier++) {
             if (!used_tier[tier]) continue;
             fprintf(out, " %12s", tt_format_bytes(t->class_peak[cls][tier], buf, sizeof buf));
             if (measured && measured[tier])
-                fprintf(out, " %-4s %12s", "",
-                        tt_format_bytes(measured[tier]->class_peak[cls], buf2, sizeof buf2));
+                fprintf(out, " %-4s %12s", "", tt_format_bytes(measured[tier]->class_peak[cls], buf2, sizeof buf2));
         }
         fputc('\n', out);
     }
@@ -306,8 +308,7 @@ void tt_size_table_print(const tt_size_table *t, FILE *out, const tt_arena *cons
     fputc('\n', out);
 }
 
-void tt_size_table_print_layers(const tt_size_table *t, const tt_plan *plan, const tt_model_config *model,
-                                FILE *out) {
+void tt_size_table_print_layers(const tt_size_table *t, const tt_plan *plan, const tt_model_config *model, FILE *out) {
     char kept_text[32], again_text[32], name[48];
     fprintf(out, "  %-8s %-26s %-8s %-12s %12s %12s\n", "layer", "saved activations", "where", "layer input", "kept",
             "recomputed");
@@ -318,31 +319,30 @@ void tt_size_table_print_layers(const tt_size_table *t, const tt_plan *plan, con
         int64_t end = l;
         while (end + 1 < plan->num_layers && memcmp(&plan->layers[end + 1], a, sizeof *a) == 0) end++;
         size_t kept = 0, again = 0;
-        for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) *(((a->recompute >> i) & 1u) ? &again : &kept) += t->saved_slot[i];
+        for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
+            *(((a->recompute >> i) & 1u) ? &again : &kept) += t->saved_slot[i];
         /* tiled_mlp's shard slots are in every layer's recompute set; the name is the plan's choice */
         const tt_slot_set chosen = plan->mlp_shards > 1 ? a->recompute & ~TT_MLP_SHARD_SLOTS : a->recompute;
         char range[48];
-        if (end == l)
-            snprintf(range, sizeof range, "%lld", (long long)l);
-        else
-            snprintf(range, sizeof range, "%lld-%lld", (long long)l, (long long)end);
+        if (end == l) snprintf(range, sizeof range, "%lld", (long long)l);
+        else snprintf(range, sizeof range, "%lld-%lld", (long long)l, (long long)end);
         fprintf(out, "  %-8s %-26s %-8s %-12s %12s %12s\n", range, tt_recompute_name(chosen, model, name, sizeof name),
                 kept ? tt_tier_name(a->saved_activation_tier) : "-", tt_tier_name(a->layer_input_tier),
-                tt_format_bytes(kept, kept_text, sizeof kept_text), tt_format_bytes(again, again_text, sizeof again_text));
+                tt_format_bytes(kept, kept_text, sizeof kept_text),
+                tt_format_bytes(again, again_text, sizeof again_text));
         l = end + 1;
     }
 }
 
 void tt_size_table_print_weight_offload(const tt_size_table *t, const tt_plan *plan, const tt_param_table *params,
-                                       FILE *out) {
+                                        FILE *out) {
     if (plan->offloaded_weight_layers <= 0) return;
     const int64_t numel = t->weight_offload_end - t->weight_offload_first;
     char slot[32], home[32], where[128];
     tt_format_bytes(t->host_weight_home, home, sizeof home);
     if (t->optimizer_host_start < t->weight_offload_end) /* some in the optimizer offload's host share */
         snprintf(where, sizeof where, "%s of their own, the rest in the optimizer offload's weight staging", home);
-    else
-        snprintf(where, sizeof where, "%s", home);
+    else snprintf(where, sizeof where, "%s", home);
     fprintf(out,
             "  weight offload (cpu_offloading_weights): the trainable weights of layers 0-%lld (%.3fM of %.3fM "
             "trainable parameters) live in %s memory (%s) and stream to the %s through two buffers of %s\n",
@@ -360,16 +360,13 @@ void tt_size_table_print_optimizer(const tt_size_table *t, const tt_plan *plan, 
     const int64_t first = tt_optimizer_first_host_unit(start, L, plan->optimizer_offload_fraction);
     free(start);
     char what[96];
-    if (t->optimizer_host_numel == 0)
-        snprintf(what, sizeof what, "nothing");
-    else if (first == 0)
-        snprintf(what, sizeof what, "everything");
-    else if (first == L)
-        snprintf(what, sizeof what, "layer %lld, final norm and LM head", (long long)(L - 1));
+    if (t->optimizer_host_numel == 0) snprintf(what, sizeof what, "nothing");
+    else if (first == 0) snprintf(what, sizeof what, "everything");
+    else if (first == L) snprintf(what, sizeof what, "layer %lld, final norm and LM head", (long long)(L - 1));
     else if (first < L)
-        snprintf(what, sizeof what, "layers %lld-%lld, final norm and LM head", (long long)(first - 1), (long long)(L - 1));
-    else
-        snprintf(what, sizeof what, "final norm and LM head");
+        snprintf(what, sizeof what, "layers %lld-%lld, final norm and LM head", (long long)(first - 1),
+                 (long long)(L - 1));
+    else snprintf(what, sizeof what, "final norm and LM head");
     char master[32], moments[32], gradients[32], weights[32], device_master[32], device_moments[32];
     fprintf(out,
             "  optimizer offload (optimizer_offload_fraction %g): %s, %.3fM of %.3fM trainable parameters (%.1f%%), "

@@ -14,11 +14,13 @@ static bool kept_on_compute(const tt_plan *plan, const tt_size_table *t, int64_t
     const tt_layer_plan *lp = &plan->layers[l];
     if (lp->saved_activation_tier != plan->compute_tier) return false;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
-        if (!((lp->recompute >> i) & 1u) && t->saved_slot[i] && t->saved_slot[i] >= plan->min_offload_bytes) return true;
+        if (!((lp->recompute >> i) & 1u) && t->saved_slot[i] && t->saved_slot[i] >= plan->min_offload_bytes)
+            return true;
     return false;
 }
 
-tt_spill_result tt_plan_spill(tt_plan *plan, const tt_plan_pricer *pricer, size_t compute_budget, size_t pinned_budget) {
+tt_spill_result tt_plan_spill(tt_plan *plan, const tt_plan_pricer *pricer, size_t compute_budget,
+                              size_t pinned_budget) {
     tt_spill_result result = {0};
     const tt_tier compute = plan->compute_tier;
     const int64_t L = plan->num_layers;
@@ -36,7 +38,8 @@ tt_spill_result tt_plan_spill(tt_plan *plan, const tt_plan_pricer *pricer, size_
                 continue;
             }
             l = L - 1;
-            while (l >= 0 && !(plan->layers[l].offloaded && plan->layers[l].saved_activation_tier == TT_TIER_PINNED)) l--;
+            while (l >= 0 && !(plan->layers[l].offloaded && plan->layers[l].saved_activation_tier == TT_TIER_PINNED))
+                l--;
             if (l < 0) break;
             plan->layers[l].saved_activation_tier = TT_TIER_DISK;
             result.kept_to_disk++;
@@ -50,10 +53,8 @@ tt_spill_result tt_plan_spill(tt_plan *plan, const tt_plan_pricer *pricer, size_
             while (l < L && plan->layers[l].layer_input_tier != compute) l++;
             if (l < L) {
                 plan->layers[l].layer_input_tier = next_tier(compute);
-                if (next_tier(compute) == TT_TIER_PINNED)
-                    result.to_pinned++;
-                else
-                    result.to_disk++;
+                if (next_tier(compute) == TT_TIER_PINNED) result.to_pinned++;
+                else result.to_disk++;
                 continue;
             }
             l = 0;
@@ -62,10 +63,8 @@ tt_spill_result tt_plan_spill(tt_plan *plan, const tt_plan_pricer *pricer, size_
             tt_layer_plan *lp = &plan->layers[l];
             lp->offloaded = TT_ALL_SLOTS & ~lp->recompute;
             lp->saved_activation_tier = next_tier(compute);
-            if (next_tier(compute) == TT_TIER_PINNED)
-                result.kept_to_pinned++;
-            else
-                result.kept_to_disk++;
+            if (next_tier(compute) == TT_TIER_PINNED) result.kept_to_pinned++;
+            else result.kept_to_disk++;
             continue;
         }
         result.fits = true;

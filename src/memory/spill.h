@@ -15,9 +15,9 @@
 #include "memory/size_table.h"
 
 typedef struct tt_spill_result {
-    bool fits;         /* every tier within its budget after the moves */
-    int64_t to_pinned; /* layer inputs moved from the GPU to pinned host memory */
-    int64_t to_disk;   /* layer inputs moved to disk */
+    bool fits;                            /* every tier within its budget after the moves */
+    int64_t to_pinned;                    /* layer inputs moved from the GPU to pinned host memory */
+    int64_t to_disk;                      /* layer inputs moved to disk */
     int64_t kept_to_pinned, kept_to_disk; /* layers whose kept saved activations moved there */
 } tt_spill_result;
 

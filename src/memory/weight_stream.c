@@ -104,7 +104,8 @@ void tt_weight_stream_init(tt_weight_stream *st, const tt_backend *backend, cons
             next_resident += tt_align_up((size_t)p->storage_numel * elem);
         } else {
             const int64_t l = p->layer;
-            tt_model_view_set(view, p, (unsigned char *)tt_weight_stream_buffer(st, l) + (size_t)(p->offset - block_start[l]) * elem);
+            tt_model_view_set(
+                view, p, (unsigned char *)tt_weight_stream_buffer(st, l) + (size_t)(p->offset - block_start[l]) * elem);
         }
     }
     free(block_start);
@@ -124,7 +125,7 @@ void tt_weight_stream_reload(tt_weight_stream *st, const tt_param_table *t) {
         const tt_param_info *p = &t->params[i];
         if (!resident(t, p)) continue;
         tt_backend_upload(st->backend, next_resident, (unsigned char *)st->frozen_host + (size_t)p->offset * st->elem,
-                            (size_t)p->storage_numel * st->elem);
+                          (size_t)p->storage_numel * st->elem);
         next_resident += tt_align_up((size_t)p->storage_numel * st->elem);
     }
     tt_backend_synchronize(st->backend);

@@ -56,8 +56,8 @@ void tt_weight_stream_init(tt_weight_stream *stream, const tt_backend *backend, 
                            bool tied_embeddings, tt_model_view *view);
 /* A stream of no layers yet, with its two compute-tier buffers; tt_weight_stream_add adds layers in increasing
  * order, each with its home and size (numel 0: not streamed). */
-void tt_weight_stream_init_empty(tt_weight_stream *stream, const tt_backend *backend, int64_t num_layers,
-                                 size_t elem, void *ring0, void *ring1);
+void tt_weight_stream_init_empty(tt_weight_stream *stream, const tt_backend *backend, int64_t num_layers, size_t elem,
+                                 void *ring0, void *ring1);
 void tt_weight_stream_add(tt_weight_stream *stream, int64_t layer, void *home, int64_t numel);
 /* The compute-tier buffer layer l is streamed into (valid after tt_weight_stream_need(l, ...)). */
 void *tt_weight_stream_buffer(const tt_weight_stream *stream, int64_t layer);

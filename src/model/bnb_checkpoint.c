@@ -66,8 +66,8 @@ static void describe_shape(const tt_st_tensor *t, char *buf, size_t size) {
 }
 
 /* A part the weight needs: present, of dtype and element count; dies naming the tensor and the fix. */
-static const tt_st_tensor *need_part(const tt_bnb_weight *w, const tt_st_model *model, const char *suffix, tt_dtype dtype,
-                                     int64_t count, const char *what) {
+static const tt_st_tensor *need_part(const tt_bnb_weight *w, const tt_st_model *model, const char *suffix,
+                                     tt_dtype dtype, int64_t count, const char *what) {
     const char *file = NULL;
     const tt_st_tensor *t = part(model, w->name, suffix, &file);
     if (!t)
@@ -126,9 +126,10 @@ void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *
 
     /* the quant_state: packed JSON */
     if (state->dtype != TT_U8 || state->ndim != 1 || state->bytes > QUANT_STATE_MAX_BYTES)
-        tt_die("%s: tensor '%s' must be a U8 vector of at most %zu bytes holding JSON (bitsandbytes' packed quant_state); "
-               "the checkpoint is corrupt",
-               state_file, state_name, QUANT_STATE_MAX_BYTES);
+        tt_die(
+            "%s: tensor '%s' must be a U8 vector of at most %zu bytes holding JSON (bitsandbytes' packed quant_state); "
+            "the checkpoint is corrupt",
+            state_file, state_name, QUANT_STATE_MAX_BYTES);
     json_error_t error;
     json_t *root = json_loadb(state->data, state->bytes, JSON_REJECT_DUPLICATES, &error);
     if (!root || !json_is_object(root))
@@ -181,20 +182,22 @@ void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *
     if (w->codes->bytes != (size_t)(w->numel + 1) / 2) {
         char got[96];
         describe_shape(w->codes, got, sizeof got);
-        tt_die("%s: tensor '%s' is %s (%zu bytes) but a 4-bit [%lld, %lld] weight packs into %lld bytes (U8 [%lld, 1]); "
-               "the weights and config.json do not belong together",
-               file, name, got, w->codes->bytes, (long long)rows, (long long)cols, (long long)((w->numel + 1) / 2),
-               (long long)((w->numel + 1) / 2));
+        tt_die(
+            "%s: tensor '%s' is %s (%zu bytes) but a 4-bit [%lld, %lld] weight packs into %lld bytes (U8 [%lld, 1]); "
+            "the weights and config.json do not belong together",
+            file, name, got, w->codes->bytes, (long long)rows, (long long)cols, (long long)((w->numel + 1) / 2),
+            (long long)((w->numel + 1) / 2));
     }
     w->absmax = need_part(w, model, ".absmax", nested ? TT_U8 : TT_F32, l.blocks,
                           nested ? "the 8-bit codes of each block's absmax" : "each block's absmax");
     const tt_st_tensor *quant_map = need_part(w, model, ".quant_map", TT_F32, 16, "the 4-bit code's values");
     for (unsigned c = 0; c < 16; c++)
         if (!same_float(float_at(quant_map, c), tt_quant4_code_value(w->format.type, c)))
-            tt_die("%s: tensor '%s.quant_map' gives code %u the value %.9g, but %s's standard table has %.9g; tiertrain "
-                   "dequantizes with bitsandbytes' standard NF4 and FP4 tables only. Train from the original model",
-                   file, name, c, (double)float_at(quant_map, c), nf4 ? "NF4" : "FP4",
-                   (double)tt_quant4_code_value(w->format.type, c));
+            tt_die(
+                "%s: tensor '%s.quant_map' gives code %u the value %.9g, but %s's standard table has %.9g; tiertrain "
+                "dequantizes with bitsandbytes' standard NF4 and FP4 tables only. Train from the original model",
+                file, name, c, (double)float_at(quant_map, c), nf4 ? "NF4" : "FP4",
+                (double)tt_quant4_code_value(w->format.type, c));
     if (!nested) return;
     w->nested_absmax = need_part(w, model, ".nested_absmax", TT_F32, l.nested_blocks, "each absmax block's scale");
     const tt_st_tensor *nested_map = need_part(w, model, ".nested_quant_map", TT_F32, 256, "the dynamic map");

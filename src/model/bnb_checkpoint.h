@@ -32,18 +32,17 @@ bool tt_bnb_weight_present(const tt_st_model *model, const char *name);
 /* One 4-bit weight of the checkpoint, checked (the tensors point into the mapping). */
 typedef struct tt_bnb_weight {
     char name[128];
-    const char *file;                 /* the file holding <name> */
+    const char *file; /* the file holding <name> */
     tt_quant4_format format;
     int64_t numel;
-    const tt_st_tensor *codes;        /* ceil(numel / 2) bytes */
-    const tt_st_tensor *absmax;       /* F32 [blocks], or U8 [blocks] with double quantization */
+    const tt_st_tensor *codes;         /* ceil(numel / 2) bytes */
+    const tt_st_tensor *absmax;        /* F32 [blocks], or U8 [blocks] with double quantization */
     const tt_st_tensor *nested_absmax; /* F32 [nested blocks], or NULL */
     float nested_offset;
 } tt_bnb_weight;
 
 /* Finds and checks weight `name` of shape [rows, cols] (the model's); dies naming what is missing or differs. */
-void tt_bnb_weight_find(tt_bnb_weight *weight, const tt_st_model *model, const char *name, int64_t rows,
-                        int64_t cols);
+void tt_bnb_weight_find(tt_bnb_weight *weight, const tt_st_model *model, const char *name, int64_t rows, int64_t cols);
 /* Writes the weight in tiertrain's layout (tt_quant4_layout_of(numel, &weight->format).bytes, padding zeroed). */
 void tt_bnb_weight_copy(const tt_bnb_weight *weight, void *dst);
 

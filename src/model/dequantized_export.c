@@ -27,8 +27,9 @@ void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format,
     if (saved_4bit) {
         if (format && (format->type != config.quantization.format.type ||
                        format->double_quant != config.quantization.format.double_quant))
-            tt_die("%s: the checkpoint is saved in 4 bits as %s, not %s; leave the format out to dequantize it as it is",
-                   path, format_name(&config.quantization.format), format_name(format));
+            tt_die(
+                "%s: the checkpoint is saved in 4 bits as %s, not %s; leave the format out to dequantize it as it is",
+                path, format_name(&config.quantization.format), format_name(format));
         chosen = config.quantization.format;
     }
     tt_param_table table;
@@ -47,8 +48,8 @@ void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format,
     config.dtype = TT_F32;
     tt_weights_save_hf(flat, &table, &config, TT_F32, out_dir, max_shard_bytes);
     tt_weights_copy_companion_files(base_dir, out_dir);
-    tt_info("%s: the 4-bit weights (%s) of %s dequantized as a QLoRA run computes with them, in F32",
-            out_dir, format_name(&chosen), saved_4bit ? "the checkpoint" : "the model quantized at load");
+    tt_info("%s: the 4-bit weights (%s) of %s dequantized as a QLoRA run computes with them, in F32", out_dir,
+            format_name(&chosen), saved_4bit ? "the checkpoint" : "the model quantized at load");
     free(flat);
     tt_param_table_free(&table);
     tt_model_config_free(&config);

@@ -54,8 +54,8 @@ void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_d
         const tt_param_info *p = &table->params[i];
         if (!is_adapter(p)) continue;
         const int64_t at = p->offset - table->trainable_start; /* adapters are trainable */
-        const void *data = converted ? (const unsigned char *)converted + (size_t)at * elem
-                                     : (const void *)(trainable + at);
+        const void *data =
+            converted ? (const unsigned char *)converted + (size_t)at * elem : (const void *)(trainable + at);
         tt_st_writer_add(&writer, p->name, dtype, p->ndim, p->shape, data);
     }
     tt_st_writer_add_metadata(&writer, "format", "pt");
@@ -110,9 +110,10 @@ void tt_lora_load_peft(float *trainable, const tt_param_table *table, const char
                    "(lora_target_modules)",
                    path, p->name);
         if (t->ndim != 2 || t->shape[0] != p->shape[0] || t->shape[1] != p->shape[1])
-            tt_die("%s: tensor '%s' has shape [%lld, %lld], this run's is [%lld, %lld] (check lora_r and the base model)",
-                   path, p->name, (long long)t->shape[0], (long long)(t->ndim == 2 ? t->shape[1] : 0),
-                   (long long)p->shape[0], (long long)p->shape[1]);
+            tt_die(
+                "%s: tensor '%s' has shape [%lld, %lld], this run's is [%lld, %lld] (check lora_r and the base model)",
+                path, p->name, (long long)t->shape[0], (long long)(t->ndim == 2 ? t->shape[1] : 0),
+                (long long)p->shape[0], (long long)p->shape[1]);
         if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
             tt_die("%s: tensor '%s' is %s; adapters are F32, BF16 or F16", path, p->name,
                    tt_dtype_safetensors_name(t->dtype));
@@ -131,8 +132,9 @@ void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     json_error_t error;
     json_t *root = tt_json_load_regular_file(path, 0, TT_ADAPTER_CONFIG_MAX_BYTES, "an adapter_config.json", &error);
-    if (!root) tt_die("%s:%d: cannot read the adapter's config: %s (lora_model_dir is a PEFT adapter directory)", path,
-                      error.line, error.text);
+    if (!root)
+        tt_die("%s:%d: cannot read the adapter's config: %s (lora_model_dir is a PEFT adapter directory)", path,
+               error.line, error.text);
     json_t *r = json_object_get(root, "r"), *alpha = json_object_get(root, "lora_alpha");
     if (!json_is_integer(r) || json_integer_value(r) != table->lora_rank)
         tt_die("%s: r is %lld but lora_r is %lld; set lora_r: %lld to continue from this adapter", path,
@@ -149,11 +151,14 @@ void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
         int found = -1;
         for (int m = 0; name && m < TT_LORA_MODULE_COUNT && found < 0; m++)
             if (strcmp(name, tt_lora_module_name(m)) == 0) found = m;
-        if (found < 0) tt_die("%s: target module '%s' is not one tiertrain adapts (q_proj ... down_proj)", path, name ? name : "?");
+        if (found < 0)
+            tt_die("%s: target module '%s' is not one tiertrain adapts (q_proj ... down_proj)", path,
+                   name ? name : "?");
         targets |= 1u << found;
     }
     if (targets != table->lora_targets)
-        tt_die("%s: the adapter's target_modules are not the run's; set lora_target_modules to the adapter's list", path);
+        tt_die("%s: the adapter's target_modules are not the run's; set lora_target_modules to the adapter's list",
+               path);
     json_decref(root);
 }
 
@@ -165,8 +170,9 @@ static double read_adapter_scaling(const char *adapter_dir) {
     snprintf(path, sizeof path, "%s/adapter_config.json", adapter_dir);
     json_error_t error;
     json_t *root = tt_json_load_regular_file(path, 0, TT_ADAPTER_CONFIG_MAX_BYTES, "an adapter_config.json", &error);
-    if (!root) tt_die("%s:%d: cannot read the adapter's config: %s (a PEFT adapter directory has adapter_config.json)",
-                      path, error.line, error.text);
+    if (!root)
+        tt_die("%s:%d: cannot read the adapter's config: %s (a PEFT adapter directory has adapter_config.json)", path,
+               error.line, error.text);
     const char *type = json_string_value(json_object_get(root, "peft_type"));
     if (!type || strcmp(type, "LORA") != 0)
         tt_die("%s: peft_type is %s; tiertrain merges LoRA adapters (peft_type LORA)", path, type ? type : "missing");
@@ -177,7 +183,8 @@ static double read_adapter_scaling(const char *adapter_dir) {
     if (bias && strcmp(bias, "none") != 0)
         tt_die("%s: bias is '%s'; tiertrain merges adapters with bias \"none\" only", path, bias);
     if (json_is_true(json_object_get(root, "fan_in_fan_out")))
-        tt_die("%s: fan_in_fan_out is true (GPT-2 style Conv1D weights); tiertrain's models store W as [out, in]", path);
+        tt_die("%s: fan_in_fan_out is true (GPT-2 style Conv1D weights); tiertrain's models store W as [out, in]",
+               path);
     if (json_is_true(json_object_get(root, "use_dora")))
         tt_die("%s: use_dora is true; DoRA adapters are not a plain W + s B A and tiertrain cannot merge them", path);
     json_t *to_save = json_object_get(root, "modules_to_save");

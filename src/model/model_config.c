@@ -50,8 +50,7 @@ static int64_t get_int(const reader *r, const char *key, bool required, int64_t 
 static double get_number(const reader *r, const char *key, bool required, double fallback) {
     json_t *v = get_value(r, key);
     if (!v) {
-        if (required)
-            tt_die("%s: key \"%s%s\" is missing; it is required here (a number)", r->path, r->prefix, key);
+        if (required) tt_die("%s: key \"%s%s\" is missing; it is required here (a number)", r->path, r->prefix, key);
         return fallback;
     }
     if (!json_is_number(v))
@@ -139,7 +138,8 @@ static void read_quantization(const reader *top, tt_model_quantization *q) {
     json_t *config = get_value(top, "quantization_config");
     if (!config) return;
     if (!json_is_object(config))
-        tt_die("%s: key \"quantization_config\" must be an object or null, not %s", top->path, tt_json_type_name(config));
+        tt_die("%s: key \"quantization_config\" must be an object or null, not %s", top->path,
+               tt_json_type_name(config));
     const reader r = {top->path, config, "quantization_config."};
     q->present = true;
     const char *method = get_string(&r, "quant_method");
@@ -154,10 +154,10 @@ static void read_quantization(const reader *top, tt_model_quantization *q) {
     q->format.double_quant = get_bool(&r, "bnb_4bit_use_double_quant", false);
     json_t *skip = get_value(&r, "llm_int8_skip_modules");
     if (skip && !json_is_array(skip))
-        tt_die("%s: quantization_config.llm_int8_skip_modules must be a list of module names or null, not %s", top->path,
-               tt_json_type_name(skip));
-    static const char *const linear[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
-                                         "self_attn", "mlp", "layers"};
+        tt_die("%s: quantization_config.llm_int8_skip_modules must be a list of module names or null, not %s",
+               top->path, tt_json_type_name(skip));
+    static const char *const linear[] = {"q_proj",  "k_proj",    "v_proj",    "o_proj", "gate_proj",
+                                         "up_proj", "down_proj", "self_attn", "mlp",    "layers"};
     for (size_t i = 0; skip && i < json_array_size(skip) && !q->skipped_linear[0]; i++) {
         const char *name = json_string_value(json_array_get(skip, i));
         if (!name)
@@ -197,7 +197,9 @@ static char *read_text(const char *path, size_t *bytes) {
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         tt_die("model config %s is not a regular file (%s); expected a config.json", path,
-               S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or special file");
+               S_ISDIR(st.st_mode)    ? "a directory"
+               : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                      : "a device or special file");
     }
     if (st.st_size > TT_CONFIG_MAX_BYTES) {
         close(fd);
@@ -237,8 +239,7 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
     if (!root)
         tt_die("%s:%d:%d: not valid JSON: %s; fix the file or re-download the model's config.json", path, error.line,
                error.column, error.text);
-    if (!json_is_object(root))
-        tt_die("%s: a config.json must be a JSON object, not %s", path, tt_json_type_name(root));
+    if (!json_is_object(root)) tt_die("%s: a config.json must be a JSON object, not %s", path, tt_json_type_name(root));
     const reader r = {path, root, ""};
 
     json_t *type = json_object_get(root, "model_type");
@@ -330,7 +331,8 @@ void tt_model_config_validate(const tt_model_config *c, const char *source) {
     if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range))
         tt_die("%s: initializer_range (%g) must be a finite number >= 0", source, c->initializer_range);
     if (!(c->rope_theta > 0)) tt_die("%s: rope_theta (%g) must be positive", source, c->rope_theta);
-    if (c->sliding_window < 0) tt_die("%s: sliding_window (%lld) must not be negative", source, (long long)c->sliding_window);
+    if (c->sliding_window < 0)
+        tt_die("%s: sliding_window (%lld) must not be negative", source, (long long)c->sliding_window);
     if (c->vocab_size > INT32_MAX)
         tt_die("%s: vocab_size %lld does not fit 32-bit token ids", source, (long long)c->vocab_size);
     /* Sizes whose products overflow are not models but corrupt files. */
@@ -343,8 +345,8 @@ void tt_model_config_validate(const tt_model_config *c, const char *source) {
      * term of this sum, cannot overflow (a fuzzed config with hidden_size 2^39 did). */
     const double D = (double)c->hidden_size, q = (double)c->num_heads * (double)c->head_dim,
                  kv = (double)c->num_kv_heads * (double)c->head_dim;
-    const double per_layer = 2 * D + 2 * q * D + 2 * kv * D + 3 * D * (double)c->intermediate_size + q + 2 * kv +
-                             2 * (double)c->head_dim;
+    const double per_layer =
+        2 * D + 2 * q * D + 2 * kv * D + 3 * D * (double)c->intermediate_size + q + 2 * kv + 2 * (double)c->head_dim;
     if (!(2 * (double)c->vocab_size * D + (double)c->num_layers * per_layer + D <= 0x1p50))
         tt_die("%s: the model's sizes imply more than 2^50 parameters; the file is corrupt", source);
 }
@@ -422,16 +424,17 @@ void tt_model_config_save(const tt_model_config *c, const char *path) {
     /* transformers' MistralConfig defaults sliding_window to 4096, so full attention is an
      * explicit null; Qwen models keep sliding windows off. */
     if (strcmp(c->model_type, "mistral") == 0)
-        json_object_set_new(root, "sliding_window", c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null());
-    else if (strncmp(c->model_type, "qwen", 4) == 0)
-        json_object_set_new(root, "use_sliding_window", json_false());
+        json_object_set_new(root, "sliding_window",
+                            c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null());
+    else if (strncmp(c->model_type, "qwen", 4) == 0) json_object_set_new(root, "use_sliding_window", json_false());
     json_object_set_new(root, "bos_token_id", c->bos_token_id >= 0 ? json_integer(c->bos_token_id) : json_null());
     json_object_set_new(root, "eos_token_id", c->eos_token_id >= 0 ? json_integer(c->eos_token_id) : json_null());
     json_object_set_new(root, "torch_dtype", json_string(tt_dtype_torch_name(c->dtype)));
     const double reals[] = {c->rms_norm_eps, c->rope_theta, c->rope_factor, c->rope_low_freq_factor,
                             c->rope_high_freq_factor};
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
-                                      JSON_REAL_PRECISION(real_precision(reals, (int)(sizeof reals / sizeof reals[0]))));
+    char *text =
+        json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+                             JSON_REAL_PRECISION(real_precision(reals, (int)(sizeof reals / sizeof reals[0]))));
     json_decref(root);
     if (!text) tt_die("out of host memory encoding %s", path);
     const size_t n = strlen(text);
@@ -451,10 +454,10 @@ void tt_model_config_free(tt_model_config *c) {
 int64_t tt_model_config_param_count(const tt_model_config *c) {
     const int64_t D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
     const int64_t q = c->num_heads * hd, kv = c->num_kv_heads * hd;
-    int64_t per_layer = 2 * D                  /* input and post-attention RMSNorm */
-                        + q * D + 2 * kv * D   /* q, k, v projections */
-                        + D * q                /* o projection */
-                        + 3 * D * F;           /* gate, up, down */
+    int64_t per_layer = 2 * D                /* input and post-attention RMSNorm */
+                        + q * D + 2 * kv * D /* q, k, v projections */
+                        + D * q              /* o projection */
+                        + 3 * D * F;         /* gate, up, down */
     if (c->attention_bias) per_layer += q + 2 * kv;
     if (c->qk_norm) per_layer += 2 * hd;
     int64_t total = c->vocab_size * D + c->num_layers * per_layer + D;

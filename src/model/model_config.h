@@ -19,38 +19,38 @@ typedef enum tt_rope_type { TT_ROPE_DEFAULT, TT_ROPE_LLAMA3 } tt_rope_type;
  * BitsAndBytesConfig and the other quantizers). present false for a checkpoint in a float dtype. */
 typedef struct tt_model_quantization {
     bool present;
-    char method[32];           /* quant_method: "bitsandbytes", "gptq", ... ("" when absent) */
+    char method[32]; /* quant_method: "bitsandbytes", "gptq", ... ("" when absent) */
     bool load_in_4bit, load_in_8bit;
-    tt_quant4_format format;   /* 4-bit: bnb_4bit_quant_type (nf4 default) and bnb_4bit_use_double_quant */
-    char skipped_linear[64];   /* a q/k/v/o/gate/up/down module llm_int8_skip_modules keeps unquantized, or "" */
+    tt_quant4_format format; /* 4-bit: bnb_4bit_quant_type (nf4 default) and bnb_4bit_use_double_quant */
+    char skipped_linear[64]; /* a q/k/v/o/gate/up/down module llm_int8_skip_modules keeps unquantized, or "" */
 } tt_model_quantization;
 
 typedef struct tt_model_config {
-    char model_type[32];          /* "llama", "qwen2", "qwen3", "mistral" */
-    int64_t vocab_size;           /* V */
-    int64_t hidden_size;          /* D */
-    int64_t intermediate_size;    /* F */
-    int64_t num_layers;           /* L */
-    int64_t num_heads;            /* Hq */
-    int64_t num_kv_heads;         /* Hkv, divides Hq */
-    int64_t head_dim;             /* hd (explicit in Qwen3; else D / Hq) */
+    char model_type[32];       /* "llama", "qwen2", "qwen3", "mistral" */
+    int64_t vocab_size;        /* V */
+    int64_t hidden_size;       /* D */
+    int64_t intermediate_size; /* F */
+    int64_t num_layers;        /* L */
+    int64_t num_heads;         /* Hq */
+    int64_t num_kv_heads;      /* Hkv, divides Hq */
+    int64_t head_dim;          /* hd (explicit in Qwen3; else D / Hq) */
     int64_t max_position_embeddings;
     double rms_norm_eps;
-    double initializer_range;     /* std of a random init (config.json's, default 0.02) */
+    double initializer_range; /* std of a random init (config.json's, default 0.02) */
     double rope_theta;
     tt_rope_type rope_type;
-    double rope_factor;                 /* llama3 scaling only */
+    double rope_factor; /* llama3 scaling only */
     double rope_low_freq_factor;
     double rope_high_freq_factor;
     int64_t rope_original_max_position; /* original_max_position_embeddings */
-    int64_t sliding_window;       /* 0: full causal attention */
-    bool tie_word_embeddings;     /* LM head shares the embedding matrix */
-    bool attention_bias;          /* q/k/v projections have biases (Qwen2) */
-    bool qk_norm;                 /* per-head RMSNorm on q and k before RoPE (Qwen3) */
-    tt_dtype dtype;               /* storage dtype of the checkpoint (torch_dtype / dtype) */
+    int64_t sliding_window;             /* 0: full causal attention */
+    bool tie_word_embeddings;           /* LM head shares the embedding matrix */
+    bool attention_bias;                /* q/k/v projections have biases (Qwen2) */
+    bool qk_norm;                       /* per-head RMSNorm on q and k before RoPE (Qwen3) */
+    tt_dtype dtype;                     /* storage dtype of the checkpoint (torch_dtype / dtype) */
     tt_model_quantization quantization; /* quantization_config (a checkpoint saved quantized) */
     int64_t bos_token_id, eos_token_id; /* -1 when absent */
-    char *json_text;              /* the original config.json, kept to write it back unchanged */
+    char *json_text;                    /* the original config.json, kept to write it back unchanged */
 } tt_model_config;
 
 /* Reads and validates path (a config.json). Every missing or wrong key is an error naming

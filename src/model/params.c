@@ -13,9 +13,8 @@
  * of 256-byte arena units in bf16 and fp32 alike and the two parts sit back to back in one buffer. */
 #define TT_TRAINABLE_ALIGN_ELEMS 128
 
-static const tt_param_kind lora_base_kinds[TT_LORA_MODULE_COUNT] = {TT_PARAM_WQ, TT_PARAM_WK,     TT_PARAM_WV,
-                                                                    TT_PARAM_WO, TT_PARAM_W_GATE, TT_PARAM_W_UP,
-                                                                    TT_PARAM_W_DOWN};
+static const tt_param_kind lora_base_kinds[TT_LORA_MODULE_COUNT] = {
+    TT_PARAM_WQ, TT_PARAM_WK, TT_PARAM_WV, TT_PARAM_WO, TT_PARAM_W_GATE, TT_PARAM_W_UP, TT_PARAM_W_DOWN};
 
 tt_param_kind tt_lora_module_base_kind(tt_lora_module module) {
     TT_CHECK(module >= 0 && module < TT_LORA_MODULE_COUNT, "LoRA module %d", (int)module);
@@ -75,10 +74,10 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
 
     add_param(t, &capacity, TT_PARAM_EMBED, -1, "model.embed_tokens.weight", 2, c->vocab_size, D);
     for (int64_t l = 0; l < c->num_layers; l++) {
-#define LAYER_PARAM(kind, suffix, ndim, d0, d1)                                   \
-    do {                                                                          \
+#define LAYER_PARAM(kind, suffix, ndim, d0, d1)                                    \
+    do {                                                                           \
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix); \
-        add_param(t, &capacity, kind, l, name, ndim, d0, d1);                     \
+        add_param(t, &capacity, kind, l, name, ndim, d0, d1);                      \
     } while (0)
         LAYER_PARAM(TT_PARAM_ATTN_NORM, "input_layernorm.weight", 1, D, 1);
         LAYER_PARAM(TT_PARAM_WQ, "self_attn.q_proj.weight", 2, q_dim, D);
@@ -103,12 +102,10 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
     const int base_count = t->count;
     for (int i = 0; i < base_count; i++) {
         tt_param_info *p = &t->params[i];
-        if (spec->lora_rank > 0)
-            p->trainable = false; /* LoRA: the whole base model is frozen */
+        if (spec->lora_rank > 0) p->trainable = false; /* LoRA: the whole base model is frozen */
         else if (p->kind == TT_PARAM_EMBED && spec->freeze_embeddings)
             p->trainable = false; /* a tied LM head is this same tensor */
-        else if (p->layer >= 0 && layer_frozen(spec, p->layer))
-            p->trainable = false;
+        else if (p->layer >= 0 && layer_frozen(spec, p->layer)) p->trainable = false;
     }
 
     /* LoRA adapters, layer by layer, in module order, as PEFT names them. */
@@ -144,7 +141,8 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
             tt_param_info *p = &t->params[i];
             if (!tt_param_kind_is_linear_weight(p->kind)) continue;
             const size_t bytes = tt_quant4_layout_of(p->numel, &spec->quant_format).bytes;
-            TT_CHECK(16 % spec->quant_storage_elem == 0, "4-bit weights in elements of %zu bytes", spec->quant_storage_elem);
+            TT_CHECK(16 % spec->quant_storage_elem == 0, "4-bit weights in elements of %zu bytes",
+                     spec->quant_storage_elem);
             p->quantized = true;
             p->storage_numel = (int64_t)((bytes + spec->quant_storage_elem - 1) / spec->quant_storage_elem);
         }
@@ -155,12 +153,14 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
      * holds exactly their bytes, with padding only before the next parameter of the compute dtype. */
     for (int i = 0; i < t->count; i++)
         if (!t->params[i].trainable) {
-            const int64_t align = t->params[i].quantized ? (int64_t)(16 / spec->quant_storage_elem) : TT_PARAM_ALIGN_ELEMS;
+            const int64_t align =
+                t->params[i].quantized ? (int64_t)(16 / spec->quant_storage_elem) : TT_PARAM_ALIGN_ELEMS;
             t->params[i].offset = (t->total_numel + align - 1) / align * align;
             t->total_numel = t->params[i].offset + t->params[i].storage_numel;
         }
     t->total_numel = padded(t->total_numel);
-    t->total_numel = (t->total_numel + TT_TRAINABLE_ALIGN_ELEMS - 1) / TT_TRAINABLE_ALIGN_ELEMS * TT_TRAINABLE_ALIGN_ELEMS;
+    t->total_numel =
+        (t->total_numel + TT_TRAINABLE_ALIGN_ELEMS - 1) / TT_TRAINABLE_ALIGN_ELEMS * TT_TRAINABLE_ALIGN_ELEMS;
     t->trainable_start = t->total_numel;
     for (int i = 0; i < t->count; i++)
         if (t->params[i].trainable) {
@@ -206,26 +206,26 @@ const tt_param_info *tt_param_table_find_lora(const tt_param_table *t, tt_param_
 void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr) {
     tt_layer_view *lv = p->layer >= 0 ? &view->layers[p->layer] : NULL;
     switch (p->kind) {
-        case TT_PARAM_EMBED: view->embed = ptr; break;
-        case TT_PARAM_FINAL_NORM: view->final_norm = ptr; break;
-        case TT_PARAM_LM_HEAD: view->lm_head = ptr; break;
-        case TT_PARAM_ATTN_NORM: lv->attn_norm = ptr; break;
-        case TT_PARAM_WQ: lv->wq = ptr; break;
-        case TT_PARAM_BQ: lv->bq = ptr; break;
-        case TT_PARAM_WK: lv->wk = ptr; break;
-        case TT_PARAM_BK: lv->bk = ptr; break;
-        case TT_PARAM_WV: lv->wv = ptr; break;
-        case TT_PARAM_BV: lv->bv = ptr; break;
-        case TT_PARAM_WO: lv->wo = ptr; break;
-        case TT_PARAM_Q_NORM: lv->q_norm = ptr; break;
-        case TT_PARAM_K_NORM: lv->k_norm = ptr; break;
-        case TT_PARAM_MLP_NORM: lv->mlp_norm = ptr; break;
-        case TT_PARAM_W_GATE: lv->w_gate = ptr; break;
-        case TT_PARAM_W_UP: lv->w_up = ptr; break;
-        case TT_PARAM_W_DOWN: lv->w_down = ptr; break;
-        case TT_PARAM_LORA_A: lv->lora_a[p->lora_module] = ptr; break;
-        case TT_PARAM_LORA_B: lv->lora_b[p->lora_module] = ptr; break;
-        default: TT_CHECK(0, "unknown parameter kind %d", (int)p->kind);
+    case TT_PARAM_EMBED: view->embed = ptr; break;
+    case TT_PARAM_FINAL_NORM: view->final_norm = ptr; break;
+    case TT_PARAM_LM_HEAD: view->lm_head = ptr; break;
+    case TT_PARAM_ATTN_NORM: lv->attn_norm = ptr; break;
+    case TT_PARAM_WQ: lv->wq = ptr; break;
+    case TT_PARAM_BQ: lv->bq = ptr; break;
+    case TT_PARAM_WK: lv->wk = ptr; break;
+    case TT_PARAM_BK: lv->bk = ptr; break;
+    case TT_PARAM_WV: lv->wv = ptr; break;
+    case TT_PARAM_BV: lv->bv = ptr; break;
+    case TT_PARAM_WO: lv->wo = ptr; break;
+    case TT_PARAM_Q_NORM: lv->q_norm = ptr; break;
+    case TT_PARAM_K_NORM: lv->k_norm = ptr; break;
+    case TT_PARAM_MLP_NORM: lv->mlp_norm = ptr; break;
+    case TT_PARAM_W_GATE: lv->w_gate = ptr; break;
+    case TT_PARAM_W_UP: lv->w_up = ptr; break;
+    case TT_PARAM_W_DOWN: lv->w_down = ptr; break;
+    case TT_PARAM_LORA_A: lv->lora_a[p->lora_module] = ptr; break;
+    case TT_PARAM_LORA_B: lv->lora_b[p->lora_module] = ptr; break;
+    default: TT_CHECK(0, "unknown parameter kind %d", (int)p->kind);
     }
 }
 

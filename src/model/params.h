@@ -23,34 +23,34 @@
 #include "ops/quant4.h"
 
 typedef enum tt_param_kind {
-    TT_PARAM_EMBED,       /* [V, D] model.embed_tokens.weight */
-    TT_PARAM_ATTN_NORM,   /* [D] input_layernorm */
-    TT_PARAM_WQ,          /* [Hq*hd, D] */
-    TT_PARAM_BQ,          /* [Hq*hd] (attention_bias) */
-    TT_PARAM_WK,          /* [Hkv*hd, D] */
-    TT_PARAM_BK,          /* [Hkv*hd] */
-    TT_PARAM_WV,          /* [Hkv*hd, D] */
-    TT_PARAM_BV,          /* [Hkv*hd] */
-    TT_PARAM_WO,          /* [D, Hq*hd] */
-    TT_PARAM_Q_NORM,      /* [hd] (qk_norm) */
-    TT_PARAM_K_NORM,      /* [hd] */
-    TT_PARAM_MLP_NORM,    /* [D] post_attention_layernorm */
-    TT_PARAM_W_GATE,      /* [F, D] */
-    TT_PARAM_W_UP,        /* [F, D] */
-    TT_PARAM_W_DOWN,      /* [D, F] */
-    TT_PARAM_FINAL_NORM,  /* [D] model.norm */
-    TT_PARAM_LM_HEAD,     /* [V, D] (absent when tied) */
-    TT_PARAM_LORA_A,      /* [r, in] of the linear layer lora_module */
-    TT_PARAM_LORA_B,      /* [out, r] */
+    TT_PARAM_EMBED,      /* [V, D] model.embed_tokens.weight */
+    TT_PARAM_ATTN_NORM,  /* [D] input_layernorm */
+    TT_PARAM_WQ,         /* [Hq*hd, D] */
+    TT_PARAM_BQ,         /* [Hq*hd] (attention_bias) */
+    TT_PARAM_WK,         /* [Hkv*hd, D] */
+    TT_PARAM_BK,         /* [Hkv*hd] */
+    TT_PARAM_WV,         /* [Hkv*hd, D] */
+    TT_PARAM_BV,         /* [Hkv*hd] */
+    TT_PARAM_WO,         /* [D, Hq*hd] */
+    TT_PARAM_Q_NORM,     /* [hd] (qk_norm) */
+    TT_PARAM_K_NORM,     /* [hd] */
+    TT_PARAM_MLP_NORM,   /* [D] post_attention_layernorm */
+    TT_PARAM_W_GATE,     /* [F, D] */
+    TT_PARAM_W_UP,       /* [F, D] */
+    TT_PARAM_W_DOWN,     /* [D, F] */
+    TT_PARAM_FINAL_NORM, /* [D] model.norm */
+    TT_PARAM_LM_HEAD,    /* [V, D] (absent when tied) */
+    TT_PARAM_LORA_A,     /* [r, in] of the linear layer lora_module */
+    TT_PARAM_LORA_B,     /* [out, r] */
     TT_PARAM_KIND_COUNT
 } tt_param_kind;
 
 typedef struct tt_param_info {
-    char name[96];        /* Hugging Face name (PEFT's for adapters) */
+    char name[96]; /* Hugging Face name (PEFT's for adapters) */
     tt_param_kind kind;
     tt_lora_module lora_module; /* TT_PARAM_LORA_A and _B: the linear layer adapted */
-    bool trainable;       /* receives a gradient, AdamW state and (with master weights) a master copy */
-    int64_t layer;        /* -1 for embedding, final norm, LM head */
+    bool trainable;             /* receives a gradient, AdamW state and (with master weights) a master copy */
+    int64_t layer;              /* -1 for embedding, final norm, LM head */
     int ndim;
     int64_t shape[2];
     int64_t numel;
@@ -61,8 +61,8 @@ typedef struct tt_param_info {
      * same bytes at the same offset, with room to spare; the trainer never makes one for a frozen base.) */
     bool quantized;
     int64_t storage_numel;
-    int64_t offset;       /* in elements from the start of the flat buffer; multiple of 64 (a 4-bit weight: 16 bytes) */
-    bool weight_decay;    /* matrices decay; biases and norm weights do not (HF Trainer's rule) */
+    int64_t offset;    /* in elements from the start of the flat buffer; multiple of 64 (a 4-bit weight: 16 bytes) */
+    bool weight_decay; /* matrices decay; biases and norm weights do not (HF Trainer's rule) */
 } tt_param_info;
 
 /* What trains. The default (all zero) trains every parameter. */
@@ -70,10 +70,10 @@ typedef struct tt_trainable_spec {
     bool freeze_embeddings;       /* the embedding (and the LM head when tied) is frozen */
     const int64_t *frozen_layers; /* decoder layers frozen (borrowed), ascending */
     int64_t frozen_layer_count;
-    int64_t lora_rank;            /* > 0: LoRA adapters of this rank on a frozen base */
-    unsigned lora_targets;        /* set of tt_lora_module */
-    double lora_alpha;            /* scaling = lora_alpha / lora_rank */
-    double lora_dropout;          /* on each adapter's input, training only */
+    int64_t lora_rank;     /* > 0: LoRA adapters of this rank on a frozen base */
+    unsigned lora_targets; /* set of tt_lora_module */
+    double lora_alpha;     /* scaling = lora_alpha / lora_rank */
+    double lora_dropout;   /* on each adapter's input, training only */
     /* QLoRA (adapter: qlora): the frozen linear weights of every decoder layer in 4 bits, laid out in
      * elements of quant_storage_elem bytes (the compute copy's; set by the caller, who knows the precision) */
     bool quantize_4bit;
@@ -92,7 +92,7 @@ typedef struct tt_param_table {
     int64_t trainable_numel; /* total_numel - trainable_start: elements of gradients, master and moments */
     /* LoRA (lora_rank 0: none): every adapted layer computes W x + lora_scaling B A dropout(x). */
     int64_t lora_rank;
-    unsigned lora_targets;   /* set of tt_lora_module */
+    unsigned lora_targets; /* set of tt_lora_module */
     double lora_alpha, lora_scaling, lora_dropout;
     /* QLoRA: the decoder layers' linear weights are quantized (tt_param_info.quantized), in this format */
     bool quantized;
@@ -102,8 +102,8 @@ typedef struct tt_param_table {
      * [decay_segment_start[s], decay_segment_start[s+1]) and decays when decay_segment_decays[s]. The
      * multi-tensor AdamW updates every trainable parameter in one call over these. */
     int decay_segments;
-    int64_t *decay_segment_start;         /* [decay_segments + 1] */
-    unsigned char *decay_segment_decays;  /* [decay_segments] */
+    int64_t *decay_segment_start;        /* [decay_segments + 1] */
+    unsigned char *decay_segment_decays; /* [decay_segments] */
 } tt_param_table;
 
 /* Every parameter trainable. */
@@ -131,7 +131,7 @@ typedef struct tt_model_view {
     void *embed;
     tt_layer_view *layers; /* [L] */
     void *final_norm;
-    void *lm_head;         /* == embed when tied */
+    void *lm_head; /* == embed when tied */
 } tt_model_view;
 
 /* Binds views to base, a whole flat buffer (elem_size bytes per element). layers must hold L entries. */

@@ -13,14 +13,25 @@
 #include "core/check.h"
 
 /* NF4: the 16 quantiles of N(0, 1) normalised to [-1, 1] (bitsandbytes' lookup table). */
-static const float nf4_values[16] = {
-    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,
-    -0.18477343022823334f, -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f,
-    0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,
-    0.7229568362236023f, 1.0f};
+static const float nf4_values[16] = {-1.0f,
+                                     -0.6961928009986877f,
+                                     -0.5250730514526367f,
+                                     -0.39491748809814453f,
+                                     -0.28444138169288635f,
+                                     -0.18477343022823334f,
+                                     -0.09105003625154495f,
+                                     0.0f,
+                                     0.07958029955625534f,
+                                     0.16093020141124725f,
+                                     0.24611230194568634f,
+                                     0.33791524171829224f,
+                                     0.44070982933044434f,
+                                     0.5626170039176941f,
+                                     0.7229568362236023f,
+                                     1.0f};
 /* FP4 (sign bit, then three bits): magnitudes by the low three bits, divided by the format's max 12. */
-static const float fp4_magnitudes[8] = {0.0f, 0.005208333333f, 0.66666667f, 1.0f, 0.33333333f, 0.5f, 0.16666667f,
-                                        0.25f};
+static const float fp4_magnitudes[8] = {0.0f, 0.005208333333f, 0.66666667f, 1.0f, 0.33333333f,
+                                        0.5f, 0.16666667f,     0.25f};
 
 float tt_quant4_code_value(tt_quant4_type type, unsigned code) {
     if (type == TT_QUANT4_NF4) return nf4_values[code & 15u];
@@ -67,9 +78,9 @@ unsigned tt_quant4_code_of(tt_quant4_type type, float normalized) {
  * branches a value (on random weights 20 ns a value with the trees, 4 with the counts: CPU-minutes for a 70B base).
  * FP4's tree compares |x|, and its counts map to codes by magnitude rank. test_quant4 checks both against the trees. */
 static const float nf4_thresholds[15] = {
-    -0.8480964004993439f, -0.6106329262256622f, -0.4599952697753906f, -0.33967943489551544f, -0.23460740596055984f,
-    -0.13791173323988914f, -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f, 0.2035212516784668f,
-    0.2920137718319893f, 0.3893125355243683f, 0.5016634166240692f, 0.6427869200706482f, 0.8614784181118011f};
+    -0.8480964004993439f,  -0.6106329262256622f,   -0.4599952697753906f, -0.33967943489551544f, -0.23460740596055984f,
+    -0.13791173323988914f, -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,   0.2035212516784668f,
+    0.2920137718319893f,   0.3893125355243683f,    0.5016634166240692f,  0.6427869200706482f,   0.8614784181118011f};
 static const float fp4_thresholds[7] = {0.00260417f, 0.0859375f, 0.20833333f, 0.29166667f,
                                         0.4166667f,  0.583333f,  0.8333333f};
 static const unsigned char fp4_code_of_rank[8] = {0, 1, 6, 7, 4, 5, 2, 3};
@@ -181,7 +192,8 @@ void tt_quant4_quantize_nested(void *dst, const float *absmax, int64_t numel) {
 
 /* The codes of one block of count values (count <= 64; an odd tail pads with 0), two to a byte from codes[0]: the
  * codes of nf4_code_of / fp4_code_of, counted (above). */
-static inline void quantize_block(unsigned char *codes, const float *x, int64_t count, float recip, tt_quant4_type type) {
+static inline void quantize_block(unsigned char *codes, const float *x, int64_t count, float recip,
+                                  tt_quant4_type type) {
     float v[TT_QUANT4_BLOCK];
     unsigned char code[TT_QUANT4_BLOCK];
     const int64_t even = (count + 1) / 2 * 2;

@@ -63,12 +63,12 @@ static int compare_spans(const void *a, const void *b) {
 }
 
 /* One header entry: checks and fills t; data_bytes is the size of the data area. */
-static void parse_entry(const char *path, const char *name, json_t *entry, const unsigned char *data,
-                        size_t data_bytes, tt_st_tensor *t) {
+static void parse_entry(const char *path, const char *name, json_t *entry, const unsigned char *data, size_t data_bytes,
+                        tt_st_tensor *t) {
     if (!json_is_object(entry))
-        tt_die("%s: tensor '%s': the header entry is %s, expected an object with dtype, shape and data_offsets; "
-               TT_ST_CORRUPT,
-               path, name, tt_json_type_name(entry));
+        tt_die(
+            "%s: tensor '%s': the header entry is %s, expected an object with dtype, shape and data_offsets; " TT_ST_CORRUPT,
+            path, name, tt_json_type_name(entry));
     json_t *dtype = json_object_get(entry, "dtype"), *shape = json_object_get(entry, "shape"),
            *offsets = json_object_get(entry, "data_offsets");
     if (!json_is_string(dtype))
@@ -79,15 +79,17 @@ static void parse_entry(const char *path, const char *name, json_t *entry, const
                shape ? tt_json_type_name(shape) : "missing");
     if (!json_is_array(offsets) || json_array_size(offsets) != 2)
         tt_die("%s: tensor '%s': \"data_offsets\" is %s, expected [begin, end]; " TT_ST_CORRUPT, path, name,
-               !offsets ? "missing" : json_is_array(offsets) ? "an array of the wrong length" : tt_json_type_name(offsets));
+               !offsets                 ? "missing"
+               : json_is_array(offsets) ? "an array of the wrong length"
+                                        : tt_json_type_name(offsets));
 
     if (tt_dtype_from_safetensors_name(json_string_value(dtype), &t->dtype) != 0)
         tt_die("%s: tensor '%s' has dtype %s; tiertrain reads F32, BF16, F16, F64, I32 and I64 (convert the "
                "checkpoint to one of these, e.g. with torch, and save it again)",
                path, name, json_string_value(dtype));
     if (json_array_size(shape) > TT_MAX_DIMS)
-        tt_die("%s: tensor '%s' has %zu dimensions; tiertrain supports at most %d", path, name,
-               json_array_size(shape), TT_MAX_DIMS);
+        tt_die("%s: tensor '%s' has %zu dimensions; tiertrain supports at most %d", path, name, json_array_size(shape),
+               TT_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
     const size_t element_bytes = tt_dtype_size(t->dtype);
     size_t elements = 1;
@@ -107,18 +109,17 @@ static void parse_entry(const char *path, const char *name, json_t *entry, const
     json_t *begin_json = json_array_get(offsets, 0), *end_json = json_array_get(offsets, 1);
     if (!json_is_integer(begin_json) || !json_is_integer(end_json) || json_integer_value(begin_json) < 0 ||
         json_integer_value(end_json) < json_integer_value(begin_json))
-        tt_die("%s: tensor '%s': data_offsets must be two integers with 0 <= begin <= end; " TT_ST_CORRUPT, path,
-               name);
+        tt_die("%s: tensor '%s': data_offsets must be two integers with 0 <= begin <= end; " TT_ST_CORRUPT, path, name);
     const uint64_t begin = (uint64_t)json_integer_value(begin_json), end = (uint64_t)json_integer_value(end_json);
     if (end > data_bytes)
         tt_die("%s: tensor '%s': data_offsets [%llu, %llu] point past the end of the data (the file has %zu bytes of "
                "data); " TT_ST_CORRUPT,
                path, name, (unsigned long long)begin, (unsigned long long)end, data_bytes);
     if (end - begin != need)
-        tt_die("%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape and dtype %s need %zu; "
-               TT_ST_CORRUPT,
-               path, name, (unsigned long long)begin, (unsigned long long)end, (unsigned long long)(end - begin),
-               tt_dtype_safetensors_name(t->dtype), need);
+        tt_die(
+            "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape and dtype %s need %zu; " TT_ST_CORRUPT,
+            path, name, (unsigned long long)begin, (unsigned long long)end, (unsigned long long)(end - begin),
+            tt_dtype_safetensors_name(t->dtype), need);
     t->data = data + begin;
     t->bytes = need;
     /* last, after every check: a tt_die above leaves nothing behind for tt_st_close to miss */
@@ -171,9 +172,9 @@ void tt_st_open(const char *path, tt_st_file *out) {
     const size_t file_bytes = (size_t)st.st_size;
     if (file_bytes < 8) {
         close(fd);
-        tt_die("%s: %zu bytes is too short for a safetensors file (it starts with an 8-byte header length); "
-               TT_ST_CORRUPT,
-               path, file_bytes);
+        tt_die(
+            "%s: %zu bytes is too short for a safetensors file (it starts with an 8-byte header length); " TT_ST_CORRUPT,
+            path, file_bytes);
     }
     void *map = mmap(NULL, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
@@ -266,10 +267,10 @@ void tt_st_open(const char *path, tt_st_file *out) {
     }
     free(spans);
     if (overlap[0].tensor >= 0)
-        tt_die("%s: tensors '%s' (bytes %zu to %zu) and '%s' (bytes %zu to %zu) overlap in the data area; "
-               TT_ST_CORRUPT,
-               path, out->tensors[overlap[0].tensor].name, overlap[0].begin, overlap[0].end,
-               out->tensors[overlap[1].tensor].name, overlap[1].begin, overlap[1].end);
+        tt_die(
+            "%s: tensors '%s' (bytes %zu to %zu) and '%s' (bytes %zu to %zu) overlap in the data area; " TT_ST_CORRUPT,
+            path, out->tensors[overlap[0].tensor].name, overlap[0].begin, overlap[0].end,
+            out->tensors[overlap[1].tensor].name, overlap[1].begin, overlap[1].end);
 
     /* A name index, so that looking every tensor up (the loaders, a sharded index) is
      * n log n rather than n^2 string compares. Names are unique: duplicates were refused. */
@@ -336,8 +337,8 @@ void tt_st_model_open(const char *dir, tt_st_model *out) {
     json_t *root = tt_json_load_regular_file(index_path, JSON_REJECT_DUPLICATES, (size_t)TT_ST_MAX_HEADER_BYTES,
                                              "a model.safetensors.index.json", &error);
     if (!root)
-        tt_die("%s:%d:%d: not valid JSON: %s; re-download the model's index file", index_path, error.line,
-               error.column, error.text);
+        tt_die("%s:%d:%d: not valid JSON: %s; re-download the model's index file", index_path, error.line, error.column,
+               error.text);
     if (!json_is_object(root)) tt_die("%s: expected a JSON object with \"weight_map\"", index_path);
     json_t *weight_map = json_object_get(root, "weight_map");
     if (!json_is_object(weight_map))
@@ -353,7 +354,8 @@ void tt_st_model_open(const char *dir, tt_st_model *out) {
     json_t *value;
     json_object_foreach(weight_map, name, value) {
         if (!json_is_string(value))
-            tt_die("%s: weight_map['%s'] is %s, expected a shard file name", index_path, name, tt_json_type_name(value));
+            tt_die("%s: weight_map['%s'] is %s, expected a shard file name", index_path, name,
+                   tt_json_type_name(value));
         const char *shard = json_string_value(value);
         if (shard[0] == 0 || strchr(shard, '/') || strcmp(shard, ".") == 0 || strcmp(shard, "..") == 0)
             tt_die("%s: weight_map['%s'] is \"%s\"; a shard must be a file name in the same directory", index_path,
@@ -408,8 +410,7 @@ void tt_st_writer_add(tt_st_writer *w, const char *name, tt_dtype dtype, int ndi
     TT_CHECK(name && name[0] && strcmp(name, "__metadata__") != 0, "bad tensor name");
     TT_CHECK((int)dtype >= 0 && (int)dtype < TT_DTYPE_COUNT, "tensor %s has dtype %d", name, (int)dtype);
     TT_CHECK(ndim >= 0 && ndim <= TT_MAX_DIMS, "tensor %s has %d dimensions", name, ndim);
-    for (int i = 0; i < w->count; i++)
-        TT_CHECK(strcmp(w->entries[i].name, name) != 0, "tensor %s added twice", name);
+    for (int i = 0; i < w->count; i++) TT_CHECK(strcmp(w->entries[i].name, name) != 0, "tensor %s added twice", name);
     if (w->count == w->capacity) {
         w->capacity = w->capacity ? 2 * w->capacity : 64;
         w->entries = tt_xrealloc(w->entries, sizeof(tt_st_write_entry) * (size_t)w->capacity, "safetensors writer");
@@ -467,8 +468,7 @@ static void atomic_open(atomic_file *a, const char *path) {
     a->fd = open(a->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (a->fd < 0) {
         int error = errno;
-        tt_die("cannot create %s: %s (check that the directory exists and is writable)", a->tmp_path,
-               strerror(error));
+        tt_die("cannot create %s: %s (check that the directory exists and is writable)", a->tmp_path, strerror(error));
     }
 }
 
@@ -489,7 +489,9 @@ static void atomic_write(atomic_file *a, const void *buf, size_t bytes) {
 
 static void fsync_directory_of(const char *path) {
     const char *slash = strrchr(path, '/');
-    char *dir = slash == path ? tt_xstrdup("/") : slash ? format_string("%.*s", (int)(slash - path), path) : tt_xstrdup(".");
+    char *dir = slash == path ? tt_xstrdup("/")
+                : slash       ? format_string("%.*s", (int)(slash - path), path)
+                              : tt_xstrdup(".");
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         fsync(fd); /* best effort: some file systems refuse fsync on directories */

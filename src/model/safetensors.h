@@ -22,17 +22,17 @@ typedef struct tt_st_tensor {
     tt_dtype dtype;
     int ndim;
     int64_t shape[TT_MAX_DIMS];
-    const void *data;    /* points into the mapping */
+    const void *data; /* points into the mapping */
     size_t bytes;
 } tt_st_tensor;
 
 typedef struct tt_st_file {
     char *path;
-    void *map;           /* the whole file, read-only */
+    void *map; /* the whole file, read-only */
     size_t map_bytes;
     tt_st_tensor *tensors;
     int count;
-    int *by_name;        /* tensor indices in strcmp order of their names (tt_st_find) */
+    int *by_name; /* tensor indices in strcmp order of their names (tt_st_find) */
 } tt_st_file;
 
 /* Opens and validates one file. Any inconsistency (short file, header length past the end,
@@ -74,8 +74,8 @@ typedef struct tt_st_writer {
 } tt_st_writer;
 
 void tt_st_writer_init(tt_st_writer *writer);
-void tt_st_writer_add(tt_st_writer *writer, const char *name, tt_dtype dtype, int ndim,
-                      const int64_t *shape, const void *data);
+void tt_st_writer_add(tt_st_writer *writer, const char *name, tt_dtype dtype, int ndim, const int64_t *shape,
+                      const void *data);
 void tt_st_writer_add_metadata(tt_st_writer *writer, const char *key, const char *value);
 /* Writes path atomically. Tensors are laid out in the order added, 8-byte aligned header. */
 void tt_st_writer_commit(tt_st_writer *writer, const char *path);

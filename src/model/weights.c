@@ -41,9 +41,9 @@ static void largest_quantized(const tt_param_table *table, size_t *bytes, int64_
 
 /* Buffers of one load or init: a piece of fp32 values, and one 4-bit weight being made with its absmax. */
 typedef struct weight_buffers {
-    float *piece;         /* [PIECE_VALUES] */
+    float *piece;             /* [PIECE_VALUES] */
     unsigned char *quantized; /* the largest 4-bit weight's bytes, or NULL */
-    float *absmax;        /* its blocks' absmax before double quantization, or NULL */
+    float *absmax;            /* its blocks' absmax before double quantization, or NULL */
 } weight_buffers;
 
 static void buffers_init(weight_buffers *b, const tt_param_table *table) {
@@ -66,8 +66,7 @@ static void buffers_free(weight_buffers *b) {
 /* Where block absmax values go while quantizing into b->quantized: the weight's own, or the array the double
  * quantization reads. */
 static float *absmax_while_quantizing(const weight_buffers *b, const tt_param_info *p, const tt_quant4_format *format) {
-    return format->double_quant ? b->absmax
-                                : (float *)(b->quantized + tt_quant4_layout_of(p->numel, format).absmax);
+    return format->double_quant ? b->absmax : (float *)(b->quantized + tt_quant4_layout_of(p->numel, format).absmax);
 }
 
 /* dst[count] fp32 from src of dtype, by the threads in runs. */
@@ -80,8 +79,8 @@ static void convert_piece(float *dst, const void *src, tt_dtype dtype, int64_t c
 }
 
 /* Quantizes values [first, first + count) of p (whole blocks, or the tensor's end) held at values. */
-static void quantize_piece(const weight_buffers *b, const tt_param_info *p, const tt_quant4_format *format, int64_t first,
-                           int64_t count, const float *values) {
+static void quantize_piece(const weight_buffers *b, const tt_param_info *p, const tt_quant4_format *format,
+                           int64_t first, int64_t count, const float *values) {
     float *absmax = absmax_while_quantizing(b, p, format);
 #pragma omp parallel for schedule(static) if (count > THREAD_RUN)
     for (int64_t run = 0; run < count; run += THREAD_RUN) {
@@ -164,8 +163,8 @@ void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const t
                    file, p->name, got, want);
         }
         if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
-            tt_die("%s: tensor '%s' is %s; tiertrain loads F32, BF16 and F16 weights, and bitsandbytes 4-bit ones", file,
-                   p->name, tt_dtype_safetensors_name(t->dtype));
+            tt_die("%s: tensor '%s' is %s; tiertrain loads F32, BF16 and F16 weights, and bitsandbytes 4-bit ones",
+                   file, p->name, tt_dtype_safetensors_name(t->dtype));
         if (p->quantized && checkpoint_4bit)
             tt_die("%s: tensor '%s' is %s in a 4-bit checkpoint (quantization_config's llm_int8_skip_modules kept it "
                    "unquantized), but QLoRA stores every q/k/v/o/gate/up/down weight in 4 bits; train from the "
@@ -176,10 +175,8 @@ void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const t
         for (int64_t first = 0; first < p->numel; first += PIECE_VALUES) {
             const int64_t count = min64(PIECE_VALUES, p->numel - first);
             convert_piece(b.piece, (const unsigned char *)t->data + (size_t)first * elem, t->dtype, count);
-            if (p->quantized)
-                quantize_piece(&b, p, &table->quant_format, first, count, b.piece);
-            else
-                sink->values(sink->ctx, p, first, count, b.piece);
+            if (p->quantized) quantize_piece(&b, p, &table->quant_format, first, count, b.piece);
+            else sink->values(sink->ctx, p, first, count, b.piece);
         }
         if (p->quantized) finish_quantized(&b, p, &table->quant_format, sink);
     }
@@ -273,17 +270,14 @@ void tt_weights_init_random_to(const tt_param_table *table, double std, uint64_t
             continue;
         }
         const bool is_norm = p->kind == TT_PARAM_ATTN_NORM || p->kind == TT_PARAM_MLP_NORM ||
-                             p->kind == TT_PARAM_Q_NORM || p->kind == TT_PARAM_K_NORM ||
-                             p->kind == TT_PARAM_FINAL_NORM;
+                             p->kind == TT_PARAM_Q_NORM || p->kind == TT_PARAM_K_NORM || p->kind == TT_PARAM_FINAL_NORM;
         const uint64_t stream_seed = is_adapter(p) || is_norm || p->ndim == 1 ? 0 : tt_rng_next(&stream);
         for (int64_t first = 0; first < p->numel; first += PIECE_VALUES) {
             const int64_t count = min64(PIECE_VALUES, p->numel - first);
-            if (is_adapter(p))
-                init_adapter(b.piece, p, &stream, count); /* one stream in order, piece after piece */
+            if (is_adapter(p)) init_adapter(b.piece, p, &stream, count); /* one stream in order, piece after piece */
             else if (is_norm || p->ndim == 1)
                 for (int64_t k = 0; k < count; k++) b.piece[k] = is_norm ? 1.0f : 0.0f;
-            else
-                init_normal_piece(b.piece, first, count, std, stream_seed);
+            else init_normal_piece(b.piece, first, count, std, stream_seed);
             sink->values(sink->ctx, p, first, count, b.piece);
         }
     }
@@ -331,8 +325,8 @@ static void remove_stale_model_files(const char *dir, bool sharded) {
     }
 }
 
-void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config,
-                        tt_dtype dtype, const char *dir, size_t max_shard_bytes) {
+void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config, tt_dtype dtype,
+                        const char *dir, size_t max_shard_bytes) {
     TT_CHECK(!table->quantized, "saving a 4-bit base as a Hugging Face model (a QLoRA run saves its adapters)");
     const size_t elem = tt_dtype_size(dtype);
     if (max_shard_bytes == 0) max_shard_bytes = TT_DEFAULT_MAX_SHARD_BYTES;
@@ -361,10 +355,8 @@ void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt
     for (int shard = 0; shard < shard_count; shard++) {
         tt_st_writer writer;
         tt_st_writer_init(&writer);
-        if (shard_count == 1)
-            snprintf(file_name, sizeof file_name, "model.safetensors");
-        else
-            snprintf(file_name, sizeof file_name, "model-%05d-of-%05d.safetensors", shard + 1, shard_count);
+        if (shard_count == 1) snprintf(file_name, sizeof file_name, "model.safetensors");
+        else snprintf(file_name, sizeof file_name, "model-%05d-of-%05d.safetensors", shard + 1, shard_count);
         for (int i = 0; i < table->count; i++) {
             if (shard_of[i] != shard || is_adapter(&table->params[i])) continue;
             const tt_param_info *p = &table->params[i];
@@ -421,8 +413,9 @@ static void copy_file_if_present(const char *from_dir, const char *to_dir, const
 }
 
 void tt_weights_copy_companion_files(const char *from_dir, const char *to_dir) {
-    static const char *const companions[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                                             "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model"};
+    static const char *const companions[] = {"generation_config.json",  "tokenizer.json", "tokenizer_config.json",
+                                             "special_tokens_map.json", "vocab.json",     "merges.txt",
+                                             "tokenizer.model"};
     for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++)
         copy_file_if_present(from_dir, to_dir, companions[i]);
 }

@@ -45,8 +45,8 @@ void tt_weights_init_lora(float *trainable, const tt_param_table *table, uint64_
  * larger ones to model-0000i-of-0000n.safetensors shards plus model.safetensors.index.json.
  * Hugging Face names, in dtype; config.json beside them; every file written atomically. */
 #define TT_DEFAULT_MAX_SHARD_BYTES ((size_t)5000000000) /* transformers' "5GB" */
-void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config,
-                        tt_dtype dtype, const char *dir, size_t max_shard_bytes);
+void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config, tt_dtype dtype,
+                        const char *dir, size_t max_shard_bytes);
 
 /* The tokenizer and generation files of a model directory (those present) copied beside a model written from it. */
 void tt_weights_copy_companion_files(const char *from_dir, const char *to_dir);

@@ -35,12 +35,12 @@
 #define TT_IGNORE_INDEX (-100)
 
 typedef struct tt_attention_shape {
-    int64_t batch;        /* B sequences */
-    int64_t seq_len;      /* T tokens each; causal within a sequence */
-    int64_t num_heads;    /* Hq */
-    int64_t num_kv_heads; /* Hkv; query head h reads kv head h / (Hq / Hkv) */
-    int64_t head_dim;     /* hd */
-    double scale;         /* softmax scale, 1/sqrt(hd) */
+    int64_t batch;          /* B sequences */
+    int64_t seq_len;        /* T tokens each; causal within a sequence */
+    int64_t num_heads;      /* Hq */
+    int64_t num_kv_heads;   /* Hkv; query head h reads kv head h / (Hq / Hkv) */
+    int64_t head_dim;       /* hd */
+    double scale;           /* softmax scale, 1/sqrt(hd) */
     int64_t sliding_window; /* 0: none; else key j visible to query i iff i - j < window */
     /* Packed documents (sample_packing): a sequence holds several documents, each a run of tokens
      * whose positions count 0, 1, 2, ... (a sequence starts one). positions[B*T] int32 on the
@@ -55,13 +55,13 @@ typedef struct tt_attention_shape {
 
 /* The largest shapes a plan runs, from which a backend sizes the scratch its ops need. */
 typedef struct tt_scratch_shape {
-    int64_t tokens;          /* N = B * T */
+    int64_t tokens; /* N = B * T */
     tt_attention_shape attention;
-    int64_t hidden;          /* D */
-    int64_t intermediate;    /* F */
-    int64_t loss_chunk;      /* rows per LM-head chunk */
-    int64_t gradient_numel;  /* the flat gradient buffer, whose norm sum_squares takes whole */
-    int64_t vocab;           /* V: token ids are below it */
+    int64_t hidden;         /* D */
+    int64_t intermediate;   /* F */
+    int64_t loss_chunk;     /* rows per LM-head chunk */
+    int64_t gradient_numel; /* the flat gradient buffer, whose norm sum_squares takes whole */
+    int64_t vocab;          /* V: token ids are below it */
 } tt_scratch_shape;
 
 /* The number formats of one run. The CPU backend computes everything in fp32; the CUDA backend
@@ -228,8 +228,7 @@ typedef struct tt_backend_iface {
 
     /* out[numel] (compute precision) = a 4-bit frozen weight (QLoRA; the layout and the rule: ops/quant4.h)
      * dequantized, block by block: the fp32 product code value x absmax, rounded to the compute precision. */
-    void (*dequantize_4bit)(void *ctx, void *out, const void *quantized, int64_t numel,
-                            const tt_quant4_format *format);
+    void (*dequantize_4bit)(void *ctx, void *out, const void *quantized, int64_t numel, const tt_quant4_format *format);
 
     /* out[n] = a[n] + b[n] */
     void (*add)(void *ctx, void *out, const void *a, const void *b, int64_t n);
@@ -301,9 +300,7 @@ static inline void tt_backend_zero(const tt_backend *backend, void *dst, size_t 
     backend->iface->zero(backend->ctx, dst, bytes);
 }
 
-static inline void tt_backend_synchronize(const tt_backend *backend) {
-    backend->iface->synchronize(backend->ctx);
-}
+static inline void tt_backend_synchronize(const tt_backend *backend) { backend->iface->synchronize(backend->ctx); }
 
 static inline size_t tt_backend_bytes_outside_arenas(const tt_backend *backend) {
     return backend->iface->bytes_outside_arenas(backend->ctx);
@@ -371,9 +368,7 @@ static inline void tt_backend_prepare(const tt_backend *backend, const tt_backen
     backend->iface->prepare(backend->ctx, settings, shape, scratch, scratch_bytes);
 }
 
-static inline void tt_backend_release(const tt_backend *backend) {
-    backend->iface->release(backend->ctx);
-}
+static inline void tt_backend_release(const tt_backend *backend) { backend->iface->release(backend->ctx); }
 
 static inline void tt_backend_embedding_forward(const tt_backend *backend, void *out, const int32_t *ids,
                                                 const void *table, int64_t N, int64_t D) {

@@ -13,8 +13,7 @@ static void measure_copy(void *ctx, void *dst, const void *src, size_t bytes) {}
 static void measure_zero(void *ctx, void *dst, size_t bytes) {}
 static void measure_synchronize(void *ctx) {}
 static size_t measure_bytes_outside_arenas(void *ctx) { return 0; }
-static uint64_t measure_copy_async(void *ctx, void *dst, const void *src, size_t bytes, bool to_host,
-                                   uint64_t after) {
+static uint64_t measure_copy_async(void *ctx, void *dst, const void *src, size_t bytes, bool to_host, uint64_t after) {
     return 1;
 }
 static void measure_copy_wait(void *ctx, uint64_t ticket) {}
@@ -40,48 +39,36 @@ static size_t measure_attention_workspace_bytes(void *ctx, const tt_backend_sett
     return tt_backend_attention_workspace_bytes((const tt_backend *)ctx, settings, shape);
 }
 static void measure_prepare(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape,
-                            void *scratch, size_t scratch_bytes) {
-}
+                            void *scratch, size_t scratch_bytes) {}
 static void measure_release(void *ctx) {}
-static void measure_embedding(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
-}
+static void measure_embedding(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {}
 static void measure_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R,
-                                    int64_t C, double eps) {
-}
+                                    int64_t C, double eps) {}
 static void measure_rmsnorm_backward(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
-                                     const float *rstd, int64_t R, int64_t C) {
-}
+                                     const float *rstd, int64_t R, int64_t C) {}
 static void measure_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b,
-                                   const void *residual, int64_t N, int64_t in, int64_t out) {
-}
+                                   const void *residual, int64_t N, int64_t in, int64_t out) {}
 static void measure_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x,
-                                    const void *W, int64_t N, int64_t in, int64_t out, bool accumulate_dx) {
-}
+                                    const void *W, int64_t N, int64_t in, int64_t out, bool accumulate_dx) {}
 static void measure_rope(void *ctx, void *x, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
-                         int64_t hd) {
-}
+                         int64_t hd) {}
 static void measure_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
-                                      const tt_attention_shape *shape) {
-}
+                                      const tt_attention_shape *shape) {}
 static void measure_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                        const float *lse, const void *q, const void *k, const void *v,
                                        const tt_attention_shape *shape, void *workspace, void *spare,
-                                       size_t spare_bytes) {
-}
-static void measure_swiglu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n) {
-}
-static void measure_swiglu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate,
-                                    const void *up, int64_t n) {
-}
+                                       size_t spare_bytes) {}
+static void measure_swiglu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n) {}
+static void measure_swiglu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+                                    int64_t n) {}
 static void measure_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {}
 static void measure_dequantize_4bit(void *ctx, void *out, const void *quantized, int64_t numel,
                                     const tt_quant4_format *format) {}
 static void measure_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier,
-                                  uint32_t drop_threshold, uint64_t seed) {
-}
+                                  uint32_t drop_threshold, uint64_t seed) {}
 static double measure_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W,
-                                   const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk,
-                                   void *logits, double scale, double loss_before, int64_t *count) {
+                                   const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits,
+                                   double scale, double loss_before, int64_t *count) {
     *count = 0;
     return loss_before;
 }
@@ -89,8 +76,7 @@ static void measure_sum_squares(void *ctx, double *out, const void *x, int64_t n
 static void measure_adamw_update(void *ctx, void *weights, float *master, const void *g, void *m, void *v,
                                  const int64_t *segment_start, const unsigned char *segment_decays, int segments,
                                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                                 float grad_scale) {
-}
+                                 float grad_scale) {}
 
 static const tt_backend_iface measure_iface = {
     .destroy = measure_destroy,

@@ -109,7 +109,8 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     if (m->params.lora_rank > 0) { /* the base model is not trained: the adapters are the model */
         tt_lora_save_peft(weights, &m->params, tt_adapter_dtype(m), tt_run_base_model_name(run), partial);
     } else { /* a whole Hugging Face model, frozen parts included */
-        float *flat = tt_xmalloc(tt_mul_size((size_t)m->params.total_numel, sizeof(float), "the weights"), "the weights");
+        float *flat =
+            tt_xmalloc(tt_mul_size((size_t)m->params.total_numel, sizeof(float), "the weights"), "the weights");
         tt_model_get_weights(m, flat);
         tt_weights_save_hf(flat, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
         free(flat);
@@ -131,8 +132,7 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     tt_fault_pause_in_save(); /* a test hook (fault_inject.h); nothing outside tests */
     /* Only a complete checkpoint gets the final name. */
     remove_flat_directory(final_dir);
-    if (rename(partial, final_dir) != 0)
-        tt_die("cannot rename %s to %s: %s", partial, final_dir, strerror(errno));
+    if (rename(partial, final_dir) != 0) tt_die("cannot rename %s to %s: %s", partial, final_dir, strerror(errno));
     return tt_xstrdup(final_dir);
 }
 
@@ -252,8 +252,9 @@ void tt_checkpoint_remove_incomplete(const char *output_dir) {
                     "complete)",
                     e->d_name);
         } else if (unlink(path) == 0) {
-            tt_info("output_dir: removed %s (a file write that was interrupted; the file it was replacing is unchanged)",
-                    e->d_name);
+            tt_info(
+                "output_dir: removed %s (a file write that was interrupted; the file it was replacing is unchanged)",
+                e->d_name);
         }
     }
     closedir(d);

@@ -20,8 +20,8 @@
 #include "train/step.h"
 
 typedef struct tt_trainer_state {
-    int64_t global_step;      /* optimizer steps done */
-    int64_t data_epoch;       /* data position: next sequence */
+    int64_t global_step; /* optimizer steps done */
+    int64_t data_epoch;  /* data position: next sequence */
     int64_t data_index;
     int64_t tokens_seen;
     tt_rng rng;

@@ -19,7 +19,6 @@
  * is computed the same way either way. */
 #define ADAMW_PARALLEL_MIN_ELEMENTS 65536
 
-
 /* tt_f32_to_bf16's rounding: to nearest even, NaN kept quiet. */
 static inline uint16_t round_to_bf16(float x) {
     uint32_t bits;
@@ -47,7 +46,7 @@ static void adamw_scalar(float *p, float *m, float *v, const float *g, uint16_t 
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) static void adamw_avx2(float *p, float *m, float *v, const float *g, uint16_t *w,
-                                                        int64_t n, const tt_adamw_scalars *k, float decay) {
+                                                       int64_t n, const tt_adamw_scalars *k, float decay) {
     const __m256 beta1 = _mm256_set1_ps(k->beta1), one_minus_beta1 = _mm256_set1_ps(k->one_minus_beta1);
     const __m256 beta2 = _mm256_set1_ps(k->beta2), one_minus_beta2 = _mm256_set1_ps(k->one_minus_beta2);
     const __m256 eps = _mm256_set1_ps(k->eps), neg_step_size = _mm256_set1_ps(k->neg_step_size);
@@ -59,7 +58,8 @@ __attribute__((target("avx2"))) static void adamw_avx2(float *p, float *m, float
     for (; i + 8 <= n; i += 8) {
         const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), scale);
         __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), decay_v);
-        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(beta1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(one_minus_beta1, gi));
+        const __m256 mi =
+            _mm256_add_ps(_mm256_mul_ps(beta1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(one_minus_beta1, gi));
         const __m256 vi = _mm256_add_ps(_mm256_mul_ps(beta2, _mm256_loadu_ps(v + i)),
                                         _mm256_mul_ps(_mm256_mul_ps(one_minus_beta2, gi), gi));
         const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2_sqrt), eps);
@@ -82,9 +82,8 @@ __attribute__((target("avx2"))) static void adamw_avx2(float *p, float *m, float
     adamw_scalar(p + i, m + i, v + i, g + i, w ? w + i : NULL, n - i, k, decay);
 }
 
-__attribute__((target("avx512f"))) static void adamw_avx512(float *p, float *m, float *v, const float *g,
-                                                             uint16_t *w, int64_t n, const tt_adamw_scalars *k,
-                                                             float decay) {
+__attribute__((target("avx512f"))) static void adamw_avx512(float *p, float *m, float *v, const float *g, uint16_t *w,
+                                                            int64_t n, const tt_adamw_scalars *k, float decay) {
     const __m512 beta1 = _mm512_set1_ps(k->beta1), one_minus_beta1 = _mm512_set1_ps(k->one_minus_beta1);
     const __m512 beta2 = _mm512_set1_ps(k->beta2), one_minus_beta2 = _mm512_set1_ps(k->one_minus_beta2);
     const __m512 eps = _mm512_set1_ps(k->eps), neg_step_size = _mm512_set1_ps(k->neg_step_size);
@@ -96,7 +95,8 @@ __attribute__((target("avx512f"))) static void adamw_avx512(float *p, float *m, 
     for (; i + 16 <= n; i += 16) {
         const __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), scale);
         __m512 pi = _mm512_mul_ps(_mm512_loadu_ps(p + i), decay_v);
-        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(beta1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(one_minus_beta1, gi));
+        const __m512 mi =
+            _mm512_add_ps(_mm512_mul_ps(beta1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(one_minus_beta1, gi));
         const __m512 vi = _mm512_add_ps(_mm512_mul_ps(beta2, _mm512_loadu_ps(v + i)),
                                         _mm512_mul_ps(_mm512_mul_ps(one_minus_beta2, gi), gi));
         const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2_sqrt), eps);
@@ -145,8 +145,8 @@ const char *tt_cpu_adamw_isa_name(tt_cpu_adamw_isa isa) {
     }
 }
 
-void tt_cpu_adamw_range(tt_cpu_adamw_isa isa, float *master, float *m, float *v, const float *g,
-                        uint16_t *weight_bf16, int64_t n, const tt_adamw_scalars *scalars, float decay) {
+void tt_cpu_adamw_range(tt_cpu_adamw_isa isa, float *master, float *m, float *v, const float *g, uint16_t *weight_bf16,
+                        int64_t n, const tt_adamw_scalars *scalars, float decay) {
     if (n <= 0) return;
 #if defined(__x86_64__)
     if (isa == TT_CPU_ADAMW_AVX512) {
@@ -192,7 +192,7 @@ struct tt_cpu_adamw_pool {
     int pending;         /* workers still on the current job */
     bool stopping;
     adamw_job job;
-    int64_t next_piece;  /* the current job's next piece to take (atomically) */
+    int64_t next_piece; /* the current job's next piece to take (atomically) */
 };
 
 /* Elements [lo, hi) of the job (absolute, within its segments), every segment clipped to it. */
@@ -291,9 +291,16 @@ void tt_cpu_adamw_pool_update(tt_cpu_adamw_pool *pool, float *master, float *m, 
                               int segments, const tt_adamw_scalars *scalars) {
     if (segments <= 0) return;
     const int64_t total = segment_start[segments] - segment_start[0];
-    adamw_job job = {.master = master, .m = m, .v = v, .g = g, .weight_bf16 = weight_bf16,
-                     .segment_start = segment_start, .segment_decays = segment_decays, .segments = segments,
-                     .scalars = scalars, .shares = 1};
+    adamw_job job = {.master = master,
+                     .m = m,
+                     .v = v,
+                     .g = g,
+                     .weight_bf16 = weight_bf16,
+                     .segment_start = segment_start,
+                     .segment_decays = segment_decays,
+                     .segments = segments,
+                     .scalars = scalars,
+                     .shares = 1};
     if (pool->threads == 1 || total < ADAMW_PARALLEL_MIN_ELEMENTS) {
         run_range(pool, &job, segment_start[0], segment_start[segments]);
         return;

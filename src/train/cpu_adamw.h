@@ -39,8 +39,8 @@ bool tt_cpu_adamw_isa_supported(tt_cpu_adamw_isa isa);
 /* One range on the calling thread: master, m, v updated in place from the fp32 gradient g;
  * when weight_bf16 is not NULL the new master weights are also written there rounded to bf16
  * (to nearest even, as the GPU does). decay: scalars->decay or 1. */
-void tt_cpu_adamw_range(tt_cpu_adamw_isa isa, float *master, float *m, float *v, const float *g,
-                        uint16_t *weight_bf16, int64_t n, const tt_adamw_scalars *scalars, float decay);
+void tt_cpu_adamw_range(tt_cpu_adamw_isa isa, float *master, float *m, float *v, const float *g, uint16_t *weight_bf16,
+                        int64_t n, const tt_adamw_scalars *scalars, float decay);
 
 typedef struct tt_cpu_adamw_pool tt_cpu_adamw_pool;
 

@@ -33,10 +33,10 @@ typedef struct token_file_info {
     uint32_t version;
     uint64_t count;
     uint32_t vocab_size;
-    uint32_t pad_id;        /* version 2 */
-    uint64_t documents;     /* version 2 */
-    uint64_t ids_offset;    /* byte offset of the ids in the file */
-    uint32_t eos_id;        /* written after every document (TT_TOKEN_NO_EOS: none) */
+    uint32_t pad_id;     /* version 2 */
+    uint64_t documents;  /* version 2 */
+    uint64_t ids_offset; /* byte offset of the ids in the file */
+    uint32_t eos_id;     /* written after every document (TT_TOKEN_NO_EOS: none) */
 } token_file_info;
 
 static int open_token_file(const char *path) {
@@ -86,8 +86,10 @@ static token_file_info check_header(const char *path, int64_t model_vocab_size) 
         tt_die("%s: truncated: %llu bytes is shorter than the 32-byte token file header; re-create the file "
                "(docs/token_format.md)",
                path, (unsigned long long)size);
-    token_file_info info = {.version = get_u32(header + 8), .count = get_u64(header + 16),
-                            .vocab_size = get_u32(header + 12), .ids_offset = TT_TOKEN_FILE_HEADER_BYTES,
+    token_file_info info = {.version = get_u32(header + 8),
+                            .count = get_u64(header + 16),
+                            .vocab_size = get_u32(header + 12),
+                            .ids_offset = TT_TOKEN_FILE_HEADER_BYTES,
                             .eos_id = get_u32(header + 24)};
     if (info.version != TT_TOKEN_FILE_VERSION && info.version != TT_TOKEN_FILE_VERSION_DOCUMENTS)
         tt_die("%s: unsupported version %u (this tiertrain reads versions 1 and 2); re-create the file with this "
@@ -178,8 +180,8 @@ static void read_documents(const char *path, const token_file_info *info, uint64
     free(raw);
     for (uint64_t i = 0; i < info->count; i++)
         if (labels[i] > 1)
-            tt_die("%s: label byte of token %llu is %u; labels are 0 (masked) or 1 (trained); re-create the file",
-                   path, (unsigned long long)i, labels[i]);
+            tt_die("%s: label byte of token %llu is %u; labels are 0 (masked) or 1 (trained); re-create the file", path,
+                   (unsigned long long)i, labels[i]);
 }
 
 /* Epoch e's order depends only on (seed, e), so a resumed run rebuilds it directly.
@@ -250,16 +252,16 @@ static void load_files(tt_dataset *ds, char *const *paths, int path_count, int64
                             "the token stream");
     if (ds->documents) {
         ds->labels = tt_xmalloc((size_t)total ? (size_t)total : 1, "the label mask");
-        ds->doc_starts = tt_xmalloc(tt_mul_size((size_t)documents + 1, sizeof(uint64_t), "document index"),
-                                    "the document index");
+        ds->doc_starts =
+            tt_xmalloc(tt_mul_size((size_t)documents + 1, sizeof(uint64_t), "document index"), "the document index");
         ds->pad_id = info[0].pad_id == TT_TOKEN_NO_PAD ? 0 : info[0].pad_id;
     }
     uint64_t doc_base = 0, stream_doc_capacity = 0;
     for (int i = 0; i < path_count; i++) {
         read_tokens(paths[i], &info[i], ds->tokens + ds->token_count, model_vocab_size);
         if (ds->documents) {
-            read_documents(paths[i], &info[i], ds->token_count, ds->doc_starts + doc_base,
-                           ds->labels + ds->token_count, seq_len);
+            read_documents(paths[i], &info[i], ds->token_count, ds->doc_starts + doc_base, ds->labels + ds->token_count,
+                           seq_len);
             doc_base += info[i].documents;
         } else if (split_streams) {
             split_stream_documents(ds, paths[i], &info[i], ds->token_count, &stream_doc_capacity);
@@ -283,11 +285,12 @@ static void split_items(int64_t count, double val_set_size, uint64_t seed, const
         eval_count = val_set_size >= (double)count ? count : (int64_t)val_set_size;
     }
     if (eval_count >= count)
-        tt_die("val_set_size %g holds out %lld of the %lld %s, leaving none to train on; lower val_set_size or add data",
-               val_set_size, (long long)eval_count, (long long)count, what);
+        tt_die(
+            "val_set_size %g holds out %lld of the %lld %s, leaving none to train on; lower val_set_size or add data",
+            val_set_size, (long long)eval_count, (long long)count, what);
 
-    int64_t *all = tt_xmalloc(tt_mul_size((size_t)(count ? count : 1), sizeof(int64_t), "sequence index"),
-                              "the sequence index");
+    int64_t *all =
+        tt_xmalloc(tt_mul_size((size_t)(count ? count : 1), sizeof(int64_t), "sequence index"), "the sequence index");
     for (int64_t i = 0; i < count; i++) all[i] = i;
     tt_rng rng;
     tt_rng_seed(&rng, seed ^ TT_EVAL_SPLIT_SEED_XOR);
@@ -295,7 +298,8 @@ static void split_items(int64_t count, double val_set_size, uint64_t seed, const
     *eval_count_out = eval_count;
     *train_count_out = count - eval_count;
     *eval_items = tt_xmalloc(sizeof(int64_t) * (size_t)(eval_count ? eval_count : 1), "the eval index");
-    *train_items = tt_xmalloc(sizeof(int64_t) * (size_t)(count - eval_count ? count - eval_count : 1), "the train index");
+    *train_items =
+        tt_xmalloc(sizeof(int64_t) * (size_t)(count - eval_count ? count - eval_count : 1), "the train index");
     /* the first eval_count of the shuffle are the eval set; both sets in ascending order, by one
      * pass over a mark per item (linear: sorting them took seconds for a 256 MiB file) */
     uint8_t *is_eval = tt_xcalloc((size_t)(count ? count : 1), 1, "the eval split");
@@ -485,8 +489,9 @@ static void fill_sequence(const tt_dataset *ds, int64_t sequence, int32_t *input
         for (int64_t t = 0; t < ds->seq_len; t++) {
             const bool inside = (uint64_t)t < n, next_inside = (uint64_t)t + 1 < n;
             inputs[t] = inside ? (int32_t)ds->tokens[first + (uint64_t)t] : (int32_t)ds->pad_id;
-            targets[t] = next_inside && ds->labels[first + (uint64_t)t + 1] ? (int32_t)ds->tokens[first + (uint64_t)t + 1]
-                                                                           : TT_IGNORE_INDEX;
+            targets[t] = next_inside && ds->labels[first + (uint64_t)t + 1]
+                             ? (int32_t)ds->tokens[first + (uint64_t)t + 1]
+                             : TT_IGNORE_INDEX;
         }
         return;
     }
@@ -506,8 +511,7 @@ void tt_dataset_next_train_positions(tt_dataset *ds, int32_t *inputs, int32_t *t
              "data position %lld of %lld", (long long)ds->index_in_epoch, (long long)ds->train_count);
     if (ds->packed) /* this epoch's packing, its sequences in the order they were opened (axolotl's) */
         fill_packed(ds, ds->bin_start, ds->bin_documents, ds->index_in_epoch, inputs, targets, positions);
-    else
-        fill_sequence(ds, ds->epoch_order[ds->index_in_epoch], inputs, targets, positions);
+    else fill_sequence(ds, ds->epoch_order[ds->index_in_epoch], inputs, targets, positions);
     if (++ds->index_in_epoch == ds->train_count) {
         ds->epoch++;
         ds->index_in_epoch = 0;
@@ -524,8 +528,7 @@ void tt_dataset_get_eval_positions(const tt_dataset *ds, int64_t i, int32_t *inp
     TT_CHECK(i >= 0 && i < ds->eval_count, "eval sequence %lld of %lld", (long long)i, (long long)ds->eval_count);
     if (ds->packed)
         fill_packed(ds, ds->eval_bin_start, ds->eval_bin_documents, ds->eval_sequences[i], inputs, targets, positions);
-    else
-        fill_sequence(ds, ds->eval_sequences[i], inputs, targets, positions);
+    else fill_sequence(ds, ds->eval_sequences[i], inputs, targets, positions);
 }
 
 void tt_dataset_get_position(const tt_dataset *ds, int64_t *epoch, int64_t *index_in_epoch) {

@@ -51,14 +51,14 @@ typedef struct tt_packing_stats {
 } tt_packing_stats;
 
 typedef struct tt_dataset {
-    uint32_t *tokens;          /* the concatenated stream [token_count] */
+    uint32_t *tokens; /* the concatenated stream [token_count] */
     uint64_t token_count;
     /* version 2 files: one document per sequence (NULL / 0 for version 1 streams) */
     bool documents;
-    uint8_t *labels;           /* [token_count], 1: a training target */
-    uint64_t *doc_starts;      /* [document_count + 1] offsets in tokens (version 1 files: when packed) */
+    uint8_t *labels;      /* [token_count], 1: a training target */
+    uint64_t *doc_starts; /* [document_count + 1] offsets in tokens (version 1 files: when packed) */
     int64_t document_count;
-    uint32_t pad_id;           /* input id of padding positions */
+    uint32_t pad_id; /* input id of padding positions */
     int64_t seq_len;
     int64_t sequence_count;    /* (token_count - 1) / seq_len; documents: their count */
     int64_t *train_order_base; /* training sequence indices [train_count], before per-epoch shuffle (not packed) */
@@ -69,20 +69,20 @@ typedef struct tt_dataset {
     /* position: the next training sequence is epoch_order[index_in_epoch] of epoch `epoch` */
     int64_t epoch;
     int64_t index_in_epoch;
-    int64_t *epoch_order;      /* [train_count], the current epoch's permutation */
+    int64_t *epoch_order; /* [train_count], the current epoch's permutation */
     /* sample_packing (tt_dataset_open_packed): a sequence is a bin of documents ("pieces": documents as packed, a
      * long one of a token file truncated) */
     bool packed;
-    uint64_t *piece_first;     /* [piece_count] each piece's first token in the stream */
-    int64_t *piece_length;     /* [piece_count] its tokens, 1..seq_len */
+    uint64_t *piece_first; /* [piece_count] each piece's first token in the stream */
+    int64_t *piece_length; /* [piece_count] its tokens, 1..seq_len */
     int64_t piece_count;
-    int64_t *train_pieces;     /* [packing.train_documents] the training pieces, ascending */
-    int64_t pack_max_per_bin;  /* sample_packing_bin_size: documents a sequence holds at most */
-    int64_t pack_group_size;   /* sample_packing_group_size: documents packed together */
-    int64_t packed_epoch;      /* the epoch bin_start and bin_documents hold the packing of */
-    int64_t *bin_start;        /* [train_count + 1] training sequence s: pieces bin_documents[bin_start[s]..[s+1]) */
-    int64_t *bin_documents;    /* [packing.train_documents] piece indices, sequence by sequence */
-    int64_t *eval_bin_start;   /* [eval_count + 1] the same for the eval sequences, packed once */
+    int64_t *train_pieces;    /* [packing.train_documents] the training pieces, ascending */
+    int64_t pack_max_per_bin; /* sample_packing_bin_size: documents a sequence holds at most */
+    int64_t pack_group_size;  /* sample_packing_group_size: documents packed together */
+    int64_t packed_epoch;     /* the epoch bin_start and bin_documents hold the packing of */
+    int64_t *bin_start;       /* [train_count + 1] training sequence s: pieces bin_documents[bin_start[s]..[s+1]) */
+    int64_t *bin_documents;   /* [packing.train_documents] piece indices, sequence by sequence */
+    int64_t *eval_bin_start;  /* [eval_count + 1] the same for the eval sequences, packed once */
     int64_t *eval_bin_documents;
     tt_packing_stats packing;
 } tt_dataset;
@@ -90,8 +90,8 @@ typedef struct tt_dataset {
 /* Loads the files, checks every header and every id < model_vocab_size (an error names the
  * file, the token offset, the id and the vocab size), splits and shuffles. val_set_size < 1 is a
  * fraction of sequences, >= 1 a count. */
-void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size,
-                     int64_t seq_len, double val_set_size, uint64_t seed);
+void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t model_vocab_size, int64_t seq_len,
+                     double val_set_size, uint64_t seed);
 /* The same with sample_packing: the documents (version 2: the file's; version 1: runs of tokens ending in the
  * header's eos id, which must be set) are split into training and eval documents (val_set_size counts documents),
  * and each part is packed into sequences of seq_len tokens (src/data/sequence_packing.h): the eval documents once,

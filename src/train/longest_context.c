@@ -106,8 +106,9 @@ int64_t tt_longest_sequence_len(const tt_run_config *run, const tt_device *devic
 }
 
 void tt_print_longest_context(const tt_run_config *run, const tt_device *device, int64_t step, FILE *out) {
-    fprintf(out, "longest sequence_len that fits the budgets (multiples of %lld, micro_batch_size %lld; the plan of "
-                 "each length as train makes it):\n",
+    fprintf(out,
+            "longest sequence_len that fits the budgets (multiples of %lld, micro_batch_size %lld; the plan of "
+            "each length as train makes it):\n",
             (long long)step, (long long)run->micro_batch_size);
     tt_context_fit longest, over;
     const int64_t length = tt_longest_sequence_len(run, device, step, out, &longest, &over);

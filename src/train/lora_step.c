@@ -4,7 +4,7 @@
 static const void *adapter_input(const tt_backend *b, const tt_lora_layer *lora, const void *x, int64_t N) {
     if (!lora->drop_threshold) return x;
     tt_backend_dropout_scale(b, lora->dropout_buffer, x, N * lora->in, lora->drop_multiplier, lora->drop_threshold,
-                     lora->drop_seed);
+                             lora->drop_seed);
     return lora->dropout_buffer;
 }
 
@@ -34,6 +34,6 @@ void tt_lora_backward_input(const tt_backend *b, const tt_lora_layer *lora, cons
     /* d dropout(x) / dx is the same mask and scale: the workspace gets du A, masked, then joins dx */
     tt_backend_linear_backward(b, lora->dropout_buffer, NULL, NULL, du, NULL, lora->A, N, lora->in, lora->rank, false);
     tt_backend_dropout_scale(b, lora->dropout_buffer, lora->dropout_buffer, N * lora->in, lora->drop_multiplier,
-                     lora->drop_threshold, lora->drop_seed);
+                             lora->drop_threshold, lora->drop_seed);
     tt_backend_add(b, dx, dx, lora->dropout_buffer, N * lora->in);
 }

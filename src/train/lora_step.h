@@ -19,15 +19,15 @@
 #include "ops/backend.h"
 
 typedef struct tt_lora_layer {
-    const void *A, *B;      /* [r, in], [out, r] in the compute precision */
-    void *dA, *dB;          /* their gradients, "+=" */
+    const void *A, *B; /* [r, in], [out, r] in the compute precision */
+    void *dA, *dB;     /* their gradients, "+=" */
     int64_t in, out, rank;
-    float scaling;          /* lora_alpha / lora_r */
+    float scaling; /* lora_alpha / lora_r */
     /* Dropout of the adapter's input; drop_threshold 0: none. */
     uint32_t drop_threshold;
-    float drop_multiplier;  /* 1 / (1 - p) */
-    uint64_t drop_seed;     /* this layer's and module's mask in this micro-step */
-    void *dropout_buffer;   /* [N, in] workspace, needed only with dropout */
+    float drop_multiplier; /* 1 / (1 - p) */
+    uint64_t drop_seed;    /* this layer's and module's mask in this micro-step */
+    void *dropout_buffer;  /* [N, in] workspace, needed only with dropout */
 } tt_lora_layer;
 
 /* u[N, r] = scaling * A dropout(x[N, in]) */

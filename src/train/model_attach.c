@@ -14,7 +14,8 @@ static void attach_weight_offload(tt_model_state *s) {
     if (K <= 0) return;
     const tt_size_table *t = &s->sizes;
     const size_t elem = s->plan.weight_bytes;
-    unsigned char *buffers = (unsigned char *)s->trainable_weights + tt_align_up((size_t)t->weight_offload_first * elem);
+    unsigned char *buffers =
+        (unsigned char *)s->trainable_weights + tt_align_up((size_t)t->weight_offload_first * elem);
     tt_weight_stream_init_empty(&s->weight_offload, s->backend, L, elem, buffers, buffers + t->weight_offload_slot);
     if (t->host_weight_home) {
         s->weight_home = tt_arena_push(&s->host, t->host_weight_home, tt_trainable_weight_class(&s->params),
@@ -24,8 +25,9 @@ static void attach_weight_offload(tt_model_state *s) {
     const tt_optimizer_offload *o = s->optimizer_offload;
     for (int64_t l = 0; l < K; l++) {
         const int64_t lo = s->unit_start[l + 1], hi = s->unit_start[l + 2];
-        void *home = o && lo >= o->host_start ? tt_optimizer_offload_weights_home(o, lo)
-                                              : (unsigned char *)s->weight_home + (size_t)(lo - t->weight_offload_first) * elem;
+        void *home = o && lo >= o->host_start
+                         ? tt_optimizer_offload_weights_home(o, lo)
+                         : (unsigned char *)s->weight_home + (size_t)(lo - t->weight_offload_first) * elem;
         tt_weight_stream_add(&s->weight_offload, l, home, hi - lo);
         if (hi > lo)
             tt_model_view_bind_range(&s->w, &s->params, lo, hi, tt_weight_stream_buffer(&s->weight_offload, l), elem);

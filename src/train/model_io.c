@@ -45,7 +45,8 @@ static void frozen_from_host(void *dst, const float *host, const tt_param_table 
     tt_convert_from_f32(dst, dtype, host, (size_t)t->trainable_start);
     for (int i = 0; t->quantized && i < t->count; i++) {
         const tt_param_info *p = &t->params[i];
-        if (p->quantized) memcpy((unsigned char *)dst + (size_t)p->offset * elem, host + p->offset, (size_t)p->storage_numel * elem);
+        if (p->quantized)
+            memcpy((unsigned char *)dst + (size_t)p->offset * elem, host + p->offset, (size_t)p->storage_numel * elem);
     }
 }
 
@@ -127,7 +128,8 @@ void tt_model_set_trainable_weights(tt_model_state *s, const float *host) {
     tt_optimizer_offload_finish(offload);
     if (s->master && share) tt_backend_upload(s->backend, s->master, host, share * sizeof(float));
     /* the host share's fp32 copy: its master weights (on the CPU backend the compute copy is the same fp32) */
-    if (offload && offload->host_numel) memcpy(offload->master, host + share, (size_t)offload->host_numel * sizeof(float));
+    if (offload && offload->host_numel)
+        memcpy(offload->master, host + share, (size_t)offload->host_numel * sizeof(float));
     set_trainable_weights(s, host);
 }
 
@@ -140,7 +142,8 @@ void tt_model_get_trainable_weights(const tt_model_state *s, float *host) {
         return;
     }
     if (share) tt_backend_download(s->backend, host, s->master, share * sizeof(float));
-    if (offload && offload->host_numel) memcpy(host + share, offload->master, (size_t)offload->host_numel * sizeof(float));
+    if (offload && offload->host_numel)
+        memcpy(host + share, offload->master, (size_t)offload->host_numel * sizeof(float));
 }
 
 void tt_model_set_weights(tt_model_state *s, const float *host) {
@@ -156,8 +159,7 @@ void tt_model_set_weights(tt_model_state *s, const float *host) {
 void tt_model_get_weights(const tt_model_state *s, float *host) {
     if (s->frozen_host) /* layer_offloading: the frozen part from its pinned copy */
         frozen_to_host(host, s->frozen_host, &s->params, s->plan.precision.activation);
-    else
-        download_frozen(s, host);
+    else download_frozen(s, host);
     tt_model_get_trainable_weights(s, host + s->params.trainable_start);
 }
 
@@ -165,17 +167,16 @@ void tt_model_get_weights(const tt_model_state *s, float *host) {
  * onto the compute tier. */
 static void put_frozen(tt_model_loader *loader, size_t at, const void *bytes, size_t count) {
     tt_model_state *s = loader->state;
-    if (s->frozen_host)
-        memcpy((unsigned char *)s->frozen_host + at, bytes, count);
-    else
-        tt_backend_upload(s->backend, (unsigned char *)s->weights + at, bytes, count);
+    if (s->frozen_host) memcpy((unsigned char *)s->frozen_host + at, bytes, count);
+    else tt_backend_upload(s->backend, (unsigned char *)s->weights + at, bytes, count);
 }
 
 static void loader_values(void *ctx, const tt_param_info *p, int64_t first, int64_t count, const float *values) {
     tt_model_loader *loader = ctx;
     const tt_model_state *s = loader->state;
     if (p->trainable) {
-        memcpy(loader->trainable + (p->offset - s->params.trainable_start) + first, values, sizeof(float) * (size_t)count);
+        memcpy(loader->trainable + (p->offset - s->params.trainable_start) + first, values,
+               sizeof(float) * (size_t)count);
         return;
     }
     const tt_dtype dtype = s->plan.precision.activation;
@@ -267,9 +268,10 @@ void tt_model_set_positions(tt_model_state *s, const int32_t *positions) {
     for (int64_t n = 0; n < N; n++) {
         const int64_t t = n % T;
         const bool starts = positions[n] == 0, continues = t > 0 && positions[n] == positions[n - 1] + 1;
-        TT_CHECK(starts || continues, "token %lld of sequence %lld has position %d after %d; positions restart at 0 "
-                 "and count up within a document", (long long)t, (long long)(n / T), positions[n],
-                 t > 0 ? positions[n - 1] : -1);
+        TT_CHECK(starts || continues,
+                 "token %lld of sequence %lld has position %d after %d; positions restart at 0 "
+                 "and count up within a document",
+                 (long long)t, (long long)(n / T), positions[n], t > 0 ? positions[n - 1] : -1);
     }
     float *cos_rows = s->host_batch_rope, *sin_rows = s->host_batch_rope + N * half;
     for (int64_t n = 0; n < N; n++) {

@@ -28,8 +28,8 @@ void tt_model_get_trainable_weights(const tt_model_state *state, float *host);
  * parameter (layer_offloading's resident part goes up; waits for the copies). */
 typedef struct tt_model_loader {
     tt_model_state *state;
-    float *trainable;    /* [params.trainable_numel] */
-    void *staging;       /* a piece of frozen values in the compute format */
+    float *trainable; /* [params.trainable_numel] */
+    void *staging;    /* a piece of frozen values in the compute format */
     size_t staging_bytes;
 } tt_model_loader;
 tt_weight_sink tt_model_loader_begin(tt_model_loader *loader, tt_model_state *state, float *trainable);

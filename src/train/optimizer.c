@@ -31,8 +31,8 @@ static void add_piece(tt_model_state *s, int64_t lo, int64_t hi, int64_t layer) 
     if (hi <= lo) return;
     const tt_param_table *t = &s->params;
     tt_adamw_piece *piece = &s->adamw_pieces[s->adamw_piece_count++];
-    *piece = (tt_adamw_piece){.lo = lo, .hi = hi, .layer = layer,
-                              .weights = layer < 0 ? tt_model_trainable_weights_at(s, lo) : NULL};
+    *piece = (tt_adamw_piece){
+        .lo = lo, .hi = hi, .layer = layer, .weights = layer < 0 ? tt_model_trainable_weights_at(s, lo) : NULL};
     piece->segments = tt_clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments, lo, hi,
                                        &piece->segment_start, &piece->segment_decays);
 }
@@ -43,7 +43,8 @@ void tt_adamw_pieces_build(tt_model_state *s) {
     const int64_t first = s->sizes.weight_offload_first < end ? s->sizes.weight_offload_first : end;
     s->adamw_pieces = tt_xcalloc((size_t)L + 2, sizeof(tt_adamw_piece), "optimizer pieces");
     add_piece(s, 0, first, -1);
-    for (int64_t l = 0; l < K && s->unit_start[l + 2] <= end; l++) add_piece(s, s->unit_start[l + 1], s->unit_start[l + 2], l);
+    for (int64_t l = 0; l < K && s->unit_start[l + 2] <= end; l++)
+        add_piece(s, s->unit_start[l + 1], s->unit_start[l + 2], l);
     if (s->sizes.weight_offload_end < end) add_piece(s, s->sizes.weight_offload_end, end, -1);
 }
 
@@ -69,11 +70,11 @@ void tt_compute_tier_adamw(tt_model_state *s, const tt_adamw_settings *o, float 
         }
         const size_t lo = (size_t)piece->lo;
         tt_backend_adamw_update(s->backend, weights, s->master ? s->master + lo : NULL,
-                                 (unsigned char *)s->gradients + lo * s->plan.gradient_bytes,
-                                 (unsigned char *)s->adam_m + lo * s->plan.moment_bytes,
-                                 (unsigned char *)s->adam_v + lo * s->plan.moment_bytes, piece->segment_start,
-                                 piece->segment_decays, piece->segments, learning_rate, o->beta1, o->beta2, o->epsilon,
-                                 o->weight_decay, step, grad_scale);
+                                (unsigned char *)s->gradients + lo * s->plan.gradient_bytes,
+                                (unsigned char *)s->adam_m + lo * s->plan.moment_bytes,
+                                (unsigned char *)s->adam_v + lo * s->plan.moment_bytes, piece->segment_start,
+                                piece->segment_decays, piece->segments, learning_rate, o->beta1, o->beta2, o->epsilon,
+                                o->weight_decay, step, grad_scale);
         if (piece->layer >= 0) tt_weight_stream_store(&s->weight_offload, piece->layer);
     }
 }

@@ -31,8 +31,8 @@ typedef struct tt_adamw_piece {
 void tt_adamw_pieces_build(tt_model_state *state);
 void tt_adamw_pieces_free(tt_model_state *state);
 /* AdamW over the compute tier's share, piece by piece: each element's arithmetic is the same whatever the split. */
-void tt_compute_tier_adamw(tt_model_state *state, const tt_adamw_settings *settings, float learning_rate,
-                           int64_t step, float grad_scale);
+void tt_compute_tier_adamw(tt_model_state *state, const tt_adamw_settings *settings, float learning_rate, int64_t step,
+                           float grad_scale);
 
 /* The segments (start[count + 1], decays[count]) clipped to [lo, hi) and rebased to lo, into freshly allocated
  * arrays; returns how many. */

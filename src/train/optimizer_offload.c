@@ -35,7 +35,7 @@ struct tt_optimizer_offload_worker {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* a unit's phase, the scale or stopping changed */
     bool stopping;
-    bool scale_known;            /* the armed update's scalars are final: units queued from now on get them */
+    bool scale_known; /* the armed update's scalars are final: units queued from now on get them */
     tt_adamw_scalars scalars;
     /* main thread only: the armed step */
     bool armed;
@@ -132,8 +132,9 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
     o->device_gradients = (unsigned char *)s->gradients + (size_t)o->host_start * o->gradient_bytes;
 
     const tt_param_table *t = &s->params;
-    o->host_segments = tt_clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments,
-                                     o->host_start, t->trainable_numel, &o->host_segment_start, &o->host_segment_decays);
+    o->host_segments =
+        tt_clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments, o->host_start,
+                         t->trainable_numel, &o->host_segment_start, &o->host_segment_decays);
     o->units = tt_xcalloc((size_t)L + 2, sizeof(tt_optimizer_offload_unit), "optimizer units");
     o->ring_partial = tt_xcalloc((size_t)L + 2, sizeof(bool), "gradient ring");
     o->ring_load_unit[0] = o->ring_load_unit[1] = -1;
@@ -144,7 +145,7 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
             unit->end = o->unit_start[u + 1] - o->host_start;
         }
         unit->segments = tt_clip_segments(o->host_segment_start, o->host_segment_decays, o->host_segments, unit->start,
-                                       unit->end, &unit->segment_start, &unit->segment_decays);
+                                          unit->end, &unit->segment_start, &unit->segment_decays);
         for (int k = 0; k <= unit->segments; k++) unit->segment_start[k] += unit->start; /* host-share elements */
     }
     if (o->host_numel == 0) return o;
@@ -156,10 +157,10 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
     o->v = tt_arena_push(&s->host, s->sizes.host_optimizer_state / 2, TT_CLASS_OPTIMIZER_STATE,
                          "offloaded AdamW second moment");
     o->gradients = tt_arena_push(&s->host, s->sizes.host_gradients, TT_CLASS_GRADIENT, "offloaded gradient staging");
-    o->weights_bf16 = s->sizes.host_weights ? tt_arena_push(&s->host, s->sizes.host_weights,
-                                                            tt_trainable_weight_class(&s->params),
-                                                            "offloaded weight staging")
-                                            : NULL;
+    o->weights_bf16 = s->sizes.host_weights
+                          ? tt_arena_push(&s->host, s->sizes.host_weights, tt_trainable_weight_class(&s->params),
+                                          "offloaded weight staging")
+                          : NULL;
     TT_CHECK(o->weights_bf16 == NULL || o->weight_bytes == 2, "bf16 weight staging");
     if (s->measuring) return o; /* the dry run: no memory to clear, no update to run */
     memset(o->master, 0, s->sizes.host_master);
@@ -245,7 +246,7 @@ static void copy_back_updated(tt_optimizer_offload *o) {
         if (unit_weights_offloaded(o, u)) continue;
         const size_t n = (size_t)(unit->end - unit->start);
         unit->weight_copy = tt_backend_copy_async(o->backend, unit_device_weights(o, u), unit_host_weights(o, unit),
-                                                   n * o->weight_bytes, false, 0);
+                                                  n * o->weight_bytes, false, 0);
     }
     pthread_mutex_unlock(&o->worker->lock);
 }
@@ -276,7 +277,7 @@ void tt_optimizer_offload_expect_gradients(tt_optimizer_offload *o, const tt_ada
     w->scale_known = !w->clipping;
     if (!w->clipping)
         w->scalars = tt_adamw_scalars_for(learning_rate, settings->beta1, settings->beta2, settings->epsilon,
-                                              settings->weight_decay, step, 1.0f);
+                                          settings->weight_decay, step, 1.0f);
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -383,7 +384,7 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
         pthread_mutex_lock(&w->lock);
         if (w->clipping) {
             w->scalars = tt_adamw_scalars_for(lr, settings->beta1, settings->beta2, settings->epsilon,
-                                                  settings->weight_decay, step, grad_scale);
+                                              settings->weight_decay, step, grad_scale);
             w->scale_known = true;
             for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
                 if (o->units[u].phase == UNIT_QUEUED && !o->units[u].stamped) {
@@ -402,11 +403,10 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
     /* After the backward, synchronously: the share's gradients out, the CPU AdamW, the weights back. */
     tt_optimizer_offload_finish(o);
     const uint64_t out = tt_backend_copy_async(o->backend, o->gradients, o->device_gradients,
-                                                (size_t)o->host_numel * o->gradient_bytes, true, 0);
+                                               (size_t)o->host_numel * o->gradient_bytes, true, 0);
     tt_backend_copy_host_wait(o->backend, out);
-    const tt_adamw_scalars scalars = tt_adamw_scalars_for(lr, settings->beta1, settings->beta2,
-                                                                  settings->epsilon, settings->weight_decay, step,
-                                                                  grad_scale);
+    const tt_adamw_scalars scalars = tt_adamw_scalars_for(lr, settings->beta1, settings->beta2, settings->epsilon,
+                                                          settings->weight_decay, step, grad_scale);
     update_host_range(o, o->host_segments, o->host_segment_start, o->host_segment_decays, &scalars);
     /* unit by unit (weight-offloaded units have theirs in place already); the copy stream runs them in order, so
      * the last one's completion is everyone's */
@@ -414,8 +414,8 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
     for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
         if (unit_on_host(o, u) && !unit_weights_offloaded(o, u))
             back = tt_backend_copy_async(o->backend, unit_device_weights(o, u), unit_host_weights(o, &o->units[u]),
-                                          (size_t)(o->units[u].end - o->units[u].start) * o->weight_bytes, false, out);
-    tt_backend_copy_wait(o->backend, back); /* the next forward reads them; the host goes on */
+                                         (size_t)(o->units[u].end - o->units[u].start) * o->weight_bytes, false, out);
+    tt_backend_copy_wait(o->backend, back);          /* the next forward reads them; the host goes on */
     o->units[o->first_host_unit].weight_copy = back; /* finish() waits for it on the host */
 }
 

@@ -58,12 +58,12 @@ typedef struct tt_optimizer_offload {
     const tt_backend *backend;
     tt_model_state *state;
     int64_t num_layers;
-    int64_t host_start, host_numel; /* the host share, in the trainable layout */
-    const int64_t *unit_start;      /* [L + 3] the model state's (tt_optimizer_unit_starts) */
-    int64_t first_host_unit;        /* units from here on are the host share */
-    float *master, *m, *v;          /* [host_numel] fp32, host memory */
-    void *gradients;                /* [host_numel] gradient precision, host staging */
-    uint16_t *weights_bf16;         /* [host_numel] bf16 staging of the new weights, or NULL (fp32 compute copy:
+    int64_t host_start, host_numel;      /* the host share, in the trainable layout */
+    const int64_t *unit_start;           /* [L + 3] the model state's (tt_optimizer_unit_starts) */
+    int64_t first_host_unit;             /* units from here on are the host share */
+    float *master, *m, *v;               /* [host_numel] fp32, host memory */
+    void *gradients;                     /* [host_numel] gradient precision, host staging */
+    uint16_t *weights_bf16;              /* [host_numel] bf16 staging of the new weights, or NULL (fp32 compute copy:
                                        master goes back) */
     void *device_gradients;              /* the compute tier's gradients at host_start */
     size_t weight_bytes, gradient_bytes; /* per element on the compute tier */
@@ -79,7 +79,7 @@ typedef struct tt_optimizer_offload {
      * units have partial gradients in the host staging. */
     uint64_t ring_copy[2], ring_load[2];
     int64_t ring_load_unit[2];
-    bool *ring_partial;               /* [L + 2] */
+    bool *ring_partial;                         /* [L + 2] */
     struct tt_optimizer_offload_worker *worker; /* with overlap */
     /* the end-of-run report: CPU AdamW time and bytes, copies */
     double adamw_seconds;
@@ -119,8 +119,8 @@ void *tt_optimizer_offload_weights_home(const tt_optimizer_offload *offload, int
  * AdamW writes), before_backward at BEFORE_GRADIENTS, after_backward at AFTER_BACKWARD. ctx: the offload. */
 void tt_optimizer_offload_hook(void *ctx, tt_hook_point point, int64_t unit, bool train);
 
-void tt_optimizer_offload_update(tt_optimizer_offload *offload, const tt_adamw_settings *settings,
-                                 float learning_rate, int64_t step, float grad_scale);
+void tt_optimizer_offload_update(tt_optimizer_offload *offload, const tt_adamw_settings *settings, float learning_rate,
+                                 int64_t step, float grad_scale);
 
 /* Every update done and every weight copy back complete (blocks the host): before the host reads the
  * master weights, the moments or the compute tier's weights (checkpoints, the final model). */

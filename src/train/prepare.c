@@ -107,10 +107,8 @@ static void tokenizer_files(const char *source, char *json, char *config, size_t
     }
     snprintf(json, size, "%s", source);
     const char *slash = strrchr(source, '/');
-    if (slash)
-        snprintf(config, size, "%.*s/tokenizer_config.json", (int)(slash - source), source);
-    else
-        snprintf(config, size, "tokenizer_config.json");
+    if (slash) snprintf(config, size, "%.*s/tokenizer_config.json", (int)(slash - source), source);
+    else snprintf(config, size, "tokenizer_config.json");
 }
 
 /* The directory of the tokenizer's files (the chat template is looked up there). */
@@ -246,8 +244,8 @@ static void add_document(doc_builder *b, const int32_t *ids, const uint8_t *labe
     }
     if (b->documents + 2 > b->doc_capacity) {
         b->doc_capacity = b->doc_capacity ? 2 * b->doc_capacity : 1024;
-        b->starts = tt_xrealloc(b->starts, tt_mul_size((size_t)b->doc_capacity, sizeof(uint64_t), "documents"),
-                                "documents");
+        b->starts =
+            tt_xrealloc(b->starts, tt_mul_size((size_t)b->doc_capacity, sizeof(uint64_t), "documents"), "documents");
     }
     if (b->documents == 0) b->starts[0] = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -323,8 +321,7 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
                 more = false;
                 break;
             }
-            if (chat)
-                tt_chat_record(chat, record, tt_json_records_where(records), &chats[n]);
+            if (chat) tt_chat_record(chat, record, tt_json_records_where(records), &chats[n]);
             else
                 tt_sft_record_segments(spec, run->train_on_inputs, record, tt_json_records_where(records),
                                        &examples[n]);
@@ -333,17 +330,14 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
         }
 #pragma omp parallel for schedule(dynamic, 1)
         for (int i = 0; i < n; i++) {
-            if (chat)
-                tt_chat_tokenize(chat, &chats[i], &ids[i], &labels[i], &label_capacity[i]);
-            else
-                tt_sft_tokenize_example(tok, special, &examples[i], &ids[i], &labels[i], &label_capacity[i]);
+            if (chat) tt_chat_tokenize(chat, &chats[i], &ids[i], &labels[i], &label_capacity[i]);
+            else tt_sft_tokenize_example(tok, special, &examples[i], &ids[i], &labels[i], &label_capacity[i]);
         }
         for (int i = 0; i < n; i++) {
             if (chat && chats[i].error) tt_die("%s", chats[i].error); /* the first in file order */
             if (spec->type == TT_DATASET_COMPLETION)
                 add_completion(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len);
-            else
-                add_document(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len, truncate);
+            else add_document(b, ids[i].ids, labels[i], ids[i].count, run->sequence_len, truncate);
             if (chat) {
                 turns_not_found += chats[i].turns_not_found;
                 tt_chat_example_free(&chats[i]);
@@ -428,9 +422,10 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
         needs_eos |= run->dataset_specs[i].type != TT_DATASET_INPUT_OUTPUT &&
                      run->dataset_specs[i].type != TT_DATASET_CHAT_TEMPLATE;
     if (needs_eos && special.eos < 0)
-        tt_die("the tokenizer %s has no eos_token in tokenizer_config.json, and completion and alpaca datasets end each "
-               "document with it; set special_tokens: {eos_token: ...}",
-               source);
+        tt_die(
+            "the tokenizer %s has no eos_token in tokenizer_config.json, and completion and alpaca datasets end each "
+            "document with it; set special_tokens: {eos_token: ...}",
+            source);
     doc_builder b = {0};
     for (int i = 0; i < run->dataset_count; i++) {
         tt_chat_format *chat = run->dataset_specs[i].type == TT_DATASET_CHAT_TEMPLATE
@@ -451,9 +446,10 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
         tt_info("preprocess: dropped %lld document(s) without a trained token (all masked)",
                 (long long)b.dropped_untrained);
     if (b.documents == 0)
-        tt_die("preprocess: no document is left to train on (%lld longer than sequence_len %lld, %lld without a trained "
-               "token); raise sequence_len or set excess_length_strategy: truncate",
-               (long long)b.dropped_long, (long long)run->sequence_len, (long long)b.dropped_untrained);
+        tt_die(
+            "preprocess: no document is left to train on (%lld longer than sequence_len %lld, %lld without a trained "
+            "token); raise sequence_len or set excess_length_strategy: truncate",
+            (long long)b.dropped_long, (long long)run->sequence_len, (long long)b.dropped_untrained);
     if (run->shuffle_merged_datasets) shuffle_documents(&b, (uint64_t)run->seed);
     int64_t trained = 0;
     for (uint64_t i = 0; i < b.count; i++) trained += b.labels[i];

@@ -19,10 +19,8 @@ void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress) {
 static void format_duration(double seconds, char *buf, size_t size) {
     if (!isfinite(seconds) || seconds < 0) seconds = 0;
     long s = (long)(seconds + 0.5);
-    if (s >= 3600)
-        snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-    else
-        snprintf(buf, size, "%02ld:%02ld", s / 60, s % 60);
+    if (s >= 3600) snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+    else snprintf(buf, size, "%02ld:%02ld", s / 60, s % 60);
 }
 
 void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool print_line) {
@@ -58,8 +56,9 @@ void tt_reporter_eval(tt_reporter *r, int64_t step, double eval_loss, int64_t to
     fprintf(r->metrics, "{\"step\": %lld, \"eval_loss\": %.9g, \"eval_tokens\": %lld}\n", (long long)step, eval_loss,
             (long long)tokens);
     fflush(r->metrics);
-    if (r->enabled) printf("%seval at step %lld: loss %.4f over %lld tokens\n", r->live ? "\r\033[K" : "",
-                           (long long)step, eval_loss, (long long)tokens);
+    if (r->enabled)
+        printf("%seval at step %lld: loss %.4f over %lld tokens\n", r->live ? "\r\033[K" : "", (long long)step,
+               eval_loss, (long long)tokens);
 }
 
 void tt_reporter_close(tt_reporter *r) {

@@ -10,7 +10,7 @@
 #include "core/arena.h"
 
 typedef struct tt_step_report {
-    int64_t step;          /* optimizer steps done (1-based after the first) */
+    int64_t step; /* optimizer steps done (1-based after the first) */
     int64_t total_steps;
     double loss;
     double learning_rate;
@@ -18,14 +18,14 @@ typedef struct tt_step_report {
     int64_t tokens;        /* tokens this step (input positions, padding included) */
     int64_t target_tokens; /* targets the loss counted this step: not masked (-100), not padding */
     double step_seconds;
-    double elapsed_seconds;/* since training started (this process) */
-    int64_t steps_this_run;/* steps done since this process started */
+    double elapsed_seconds; /* since training started (this process) */
+    int64_t steps_this_run; /* steps done since this process started */
 } tt_step_report;
 
 typedef struct tt_reporter {
-    FILE *metrics;         /* metrics.jsonl, appended */
-    bool live;             /* progress on a terminal: rewrite one line */
-    bool enabled;          /* the progress key */
+    FILE *metrics; /* metrics.jsonl, appended */
+    bool live;     /* progress on a terminal: rewrite one line */
+    bool enabled;  /* the progress key */
     const tt_arena *arenas[4];
 } tt_reporter;
 

@@ -21,9 +21,8 @@ typedef struct backward_scratch {
     void *slot[TT_BACKWARD_SLOT_COUNT];
 } backward_scratch;
 
-
-static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = { "d attention output", "d q", "d k", "d v",
-    "attention backward workspace"};
+static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = {"d attention output", "d q", "d k", "d v",
+                                                                        "attention backward workspace"};
 
 /* Pushes the slots of `which` (absent slots skipped) in slot order, so the MLP's come last;
  * slots outside `which` are left NULL. */
@@ -81,10 +80,9 @@ static tt_arena_mark mlp_top_mark(const saved_tensors *kept, const saved_tensors
 
 static void push_backward(tt_model_state *s, backward_scratch *out) {
     for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++)
-        out->slot[i] = s->sizes.backward_slot[i]
-                           ? tt_arena_push(&s->arena, s->sizes.backward_slot[i], TT_CLASS_WORKSPACE,
-                                           backward_slot_names[i])
-                           : NULL;
+        out->slot[i] = s->sizes.backward_slot[i] ? tt_arena_push(&s->arena, s->sizes.backward_slot[i],
+                                                                 TT_CLASS_WORKSPACE, backward_slot_names[i])
+                                                 : NULL;
 }
 
 void tt_rope_tables(const tt_model_config *c, int64_t T, float *cos_table, float *sin_table) {
@@ -146,15 +144,16 @@ static void init_offload(tt_model_state *s) {
                    tt_format_bytes(plan->pinned_budget, have, sizeof have));
         }
         const bool pinned = tier == TT_TIER_PINNED;
-        tt_arena_init(&s->host, tier, pinned ? tt_backend_pinned_alloc(backend, host) : tt_host_block_alloc(host),
-                      host, plan->pinned_budget ? plan->pinned_budget : host,
+        tt_arena_init(&s->host, tier, pinned ? tt_backend_pinned_alloc(backend, host) : tt_host_block_alloc(host), host,
+                      plan->pinned_budget ? plan->pinned_budget : host,
                       pinned ? backend->iface->pinned_free : tt_host_block_release, backend->ctx);
     }
     /* both stores' disk buffers (whole pages) first, from the page-aligned base, then the homes */
     tt_tier *input_tiers = tt_xcalloc((size_t)L + 1, sizeof(tt_tier), "offload plan");
     tt_tier *saved_tiers = tt_xcalloc((size_t)L + 1, sizeof(tt_tier), "offload plan");
     size_t *bytes = tt_xcalloc((size_t)L + 1, sizeof(size_t), "offload plan");
-    const size_t input_bytes = (size_t)(plan->micro_batch * plan->seq_len * s->config.hidden_size) * plan->activation_bytes;
+    const size_t input_bytes =
+        (size_t)(plan->micro_batch * plan->seq_len * s->config.hidden_size) * plan->activation_bytes;
     for (int64_t l = 0; l < L; l++) {
         input_tiers[l] = plan->layers[l].layer_input_tier;
         bytes[l] = input_bytes;
@@ -176,7 +175,8 @@ static void init_offload(tt_model_state *s) {
     free(bytes);
     tt_backend_copy_set_delay(backend, plan->copy_delay_us);
     if (tt_offload_store_any(&s->inputs))
-        tt_model_state_add_hook(s, (tt_unit_hook){.name = "wait for input", .call = tt_offload_store_hook, .ctx = &s->inputs});
+        tt_model_state_add_hook(
+            s, (tt_unit_hook){.name = "wait for input", .call = tt_offload_store_hook, .ctx = &s->inputs});
     if (tt_offload_store_any(&s->saved))
         tt_model_state_add_hook(
             s, (tt_unit_hook){.name = "wait for kept activations", .call = tt_offload_store_hook, .ctx = &s->saved});
@@ -265,7 +265,8 @@ static void push_persistent_tensors(tt_model_state *s) {
                                                                       TT_CLASS_FROZEN_WEIGHT, "resident frozen weights")
                                                       : NULL;
         for (int i = 0; i < 2; i++)
-            s->weight_ring[i] = tt_arena_push(&s->arena, s->sizes.weight_ring, TT_CLASS_FROZEN_WEIGHT, "streamed layer");
+            s->weight_ring[i] =
+                tt_arena_push(&s->arena, s->sizes.weight_ring, TT_CLASS_FROZEN_WEIGHT, "streamed layer");
     } else if (s->sizes.frozen_weights) {
         frozen = tt_arena_push(&s->arena, s->sizes.frozen_weights, TT_CLASS_FROZEN_WEIGHT, "frozen weights");
     }
@@ -283,9 +284,9 @@ static void push_persistent_tensors(tt_model_state *s) {
     s->rope_sin = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE sin table");
     s->batch_inputs = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch inputs");
     s->batch_targets = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch targets");
-    s->batch_positions = s->sizes.batch_positions ? tt_arena_push(&s->arena, s->sizes.batch_positions,
-                                                                  TT_CLASS_WORKSPACE, "batch positions")
-                                                  : NULL;
+    s->batch_positions = s->sizes.batch_positions
+                             ? tt_arena_push(&s->arena, s->sizes.batch_positions, TT_CLASS_WORKSPACE, "batch positions")
+                             : NULL;
     s->op_scratch = tt_arena_push(&s->arena, s->sizes.op_scratch, TT_CLASS_WORKSPACE, "op scratch");
     s->lora_dropout_buffer = s->sizes.lora_dropout_buffer ? tt_arena_push(&s->arena, s->sizes.lora_dropout_buffer,
                                                                           TT_CLASS_WORKSPACE, "LoRA dropout buffer")
@@ -373,7 +374,6 @@ static void bind_layers(tt_model_state *s) {
         for (int64_t u = s->sizes.gradient_ring_first; u <= L + 1; u++)
             tt_model_view_bind_range(&s->g, &s->params, s->unit_start[u], s->unit_start[u + 1],
                                      tt_model_unit_gradients(s, u), s->plan.gradient_bytes);
-
 }
 
 static void model_state_build(tt_model_state *s) {
@@ -462,11 +462,16 @@ static void *row_at(const tt_model_state *s, void *base, int64_t first, int64_t 
 }
 
 /* Layer l's adapter on module m for this micro-step; false when the module has none. */
-static bool lora_layer(const tt_model_state *s, int64_t l, tt_lora_module m, const row_range *rows, tt_lora_layer *out) {
+static bool lora_layer(const tt_model_state *s, int64_t l, tt_lora_module m, const row_range *rows,
+                       tt_lora_layer *out) {
     const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
     if (!w->lora_a[m]) return false;
-    *out = (tt_lora_layer){.A = w->lora_a[m], .B = w->lora_b[m], .dA = g->lora_a[m], .dB = g->lora_b[m],
-                           .rank = s->params.lora_rank, .scaling = (float)s->params.lora_scaling};
+    *out = (tt_lora_layer){.A = w->lora_a[m],
+                           .B = w->lora_b[m],
+                           .dA = g->lora_a[m],
+                           .dB = g->lora_b[m],
+                           .rank = s->params.lora_rank,
+                           .scaling = (float)s->params.lora_scaling};
     lora_module_shape(&s->config, m, &out->in, &out->out);
     if (s->lora_dropout_on && s->params.lora_dropout > 0) {
         out->drop_threshold = tt_dropout_threshold(s->params.lora_dropout);
@@ -485,8 +490,8 @@ static void *adapter_rows(const tt_model_state *s, tt_saved_slot slot, void *con
 
 /* The adapter's down projection into its saved slot, when the slot is wanted and the module adapted
  * (x: the rows' input). */
-static void adapter_down_rows(tt_model_state *s, int64_t l, tt_lora_module m, const void *x,
-                              void *const *S, tt_slot_set compute, const row_range *rows) {
+static void adapter_down_rows(tt_model_state *s, int64_t l, tt_lora_module m, const void *x, void *const *S,
+                              tt_slot_set compute, const row_range *rows) {
     const tt_saved_slot slot = tt_lora_saved_slot(m);
     tt_lora_layer lora;
     if (((compute >> slot) & 1u) && lora_layer(s, l, m, rows, &lora))
@@ -494,23 +499,24 @@ static void adapter_down_rows(tt_model_state *s, int64_t l, tt_lora_module m, co
 }
 
 /* y += the adapter's up projection of its slot (after the base layer wrote y's rows). */
-static void adapter_up_rows(tt_model_state *s, int64_t l, tt_lora_module m, void *y,
-                            void *const *S, const row_range *rows) {
+static void adapter_up_rows(tt_model_state *s, int64_t l, tt_lora_module m, void *y, void *const *S,
+                            const row_range *rows) {
     const tt_saved_slot slot = tt_lora_saved_slot(m);
     tt_lora_layer lora;
-    if (lora_layer(s, l, m, rows, &lora)) tt_lora_forward_up(s->backend, &lora, adapter_rows(s, slot, S, rows), y, rows->count);
+    if (lora_layer(s, l, m, rows, &lora))
+        tt_lora_forward_up(s->backend, &lora, adapter_rows(s, slot, S, rows), y, rows->count);
 }
 
-static void adapter_backward_weights_rows(tt_model_state *s, int64_t l, tt_lora_module m,
-                                          const void *dy, const void *x, void *const *S, const row_range *rows) {
+static void adapter_backward_weights_rows(tt_model_state *s, int64_t l, tt_lora_module m, const void *dy, const void *x,
+                                          void *const *S, const row_range *rows) {
     const tt_saved_slot slot = tt_lora_saved_slot(m);
     tt_lora_layer lora;
     if (lora_layer(s, l, m, rows, &lora))
         tt_lora_backward_weights(s->backend, &lora, dy, x, adapter_rows(s, slot, S, rows), rows->count);
 }
 
-static void adapter_backward_input_rows(tt_model_state *s, int64_t l, tt_lora_module m, void *dx,
-                                        void *const *S, const row_range *rows) {
+static void adapter_backward_input_rows(tt_model_state *s, int64_t l, tt_lora_module m, void *dx, void *const *S,
+                                        const row_range *rows) {
     const tt_saved_slot slot = tt_lora_saved_slot(m);
     tt_lora_layer lora;
     if (lora_layer(s, l, m, rows, &lora))
@@ -518,8 +524,8 @@ static void adapter_backward_input_rows(tt_model_state *s, int64_t l, tt_lora_mo
 }
 
 /* The same over the whole micro-batch. */
-static void adapter_down(tt_model_state *s, int64_t l, tt_lora_module m, const void *x,
-                         void *const *S, tt_slot_set compute) {
+static void adapter_down(tt_model_state *s, int64_t l, tt_lora_module m, const void *x, void *const *S,
+                         tt_slot_set compute) {
     const row_range rows = all_rows(s);
     adapter_down_rows(s, l, m, x, S, compute, &rows);
 }
@@ -529,14 +535,13 @@ static void adapter_up(tt_model_state *s, int64_t l, tt_lora_module m, void *y, 
     adapter_up_rows(s, l, m, y, S, &rows);
 }
 
-static void adapter_backward_weights(tt_model_state *s, int64_t l, tt_lora_module m,
-                                     const void *dy, const void *x, void *const *S) {
+static void adapter_backward_weights(tt_model_state *s, int64_t l, tt_lora_module m, const void *dy, const void *x,
+                                     void *const *S) {
     const row_range rows = all_rows(s);
     adapter_backward_weights_rows(s, l, m, dy, x, S, &rows);
 }
 
-static void adapter_backward_input(tt_model_state *s, int64_t l, tt_lora_module m, void *dx,
-                                   void *const *S) {
+static void adapter_backward_input(tt_model_state *s, int64_t l, tt_lora_module m, void *dx, void *const *S) {
     const row_range rows = all_rows(s);
     adapter_backward_input_rows(s, l, m, dx, S, &rows);
 }
@@ -566,7 +571,8 @@ static const void *gemm_weight(tt_model_state *s, const void *w, int64_t numel) 
 /* The MLP's intermediates for the rows of one shard (all rows untiled), from the norm output and
  * the gate/up adapters' down projections: gate, up and SwiGLU (those in `compute`) into their slots,
  * which hold the shard alone when tiled, and down_proj's adapter projection into its rows. */
-static void mlp_intermediates(tt_model_state *s, int64_t l, void *const *S, tt_slot_set compute, const row_range *rows) {
+static void mlp_intermediates(tt_model_state *s, int64_t l, void *const *S, tt_slot_set compute,
+                              const row_range *rows) {
     const tt_backend *b = s->backend;
     const tt_layer_view *w = &s->w_layers[l];
     const int64_t D = s->config.hidden_size, F = s->config.intermediate_size, n = rows->count;
@@ -608,38 +614,47 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     adapter_down(s, l, TT_LORA_V, S[TT_SAVED_ATTN_NORMED], S, compute);
     if (c->qk_norm) {
         if (WANTS(TT_SLOT(TT_SAVED_Q_RAW))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D),
+                                      w->bq, NULL, N, D, q_dim);
             adapter_up(s, l, TT_LORA_Q, S[TT_SAVED_Q_RAW], S);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K_RAW))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D),
+                                      w->bk, NULL, N, D, kv_dim);
             adapter_up(s, l, TT_LORA_K, S[TT_SAVED_K_RAW], S);
         }
         /* q = rope(norm(q_raw)), written together with its rstd */
         if (WANTS(TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD))) {
-            tt_backend_rmsnorm_forward(b, S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm, N * c->num_heads, hd,
-                               c->rms_norm_eps);
-            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads, hd);
+            tt_backend_rmsnorm_forward(b, S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm,
+                                       N * c->num_heads, hd, c->rms_norm_eps);
+            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads,
+                                    hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K) | TT_SLOT(TT_SAVED_K_RSTD))) {
-            tt_backend_rmsnorm_forward(b, S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm, N * c->num_kv_heads,
-                               hd, c->rms_norm_eps);
-            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_kv_heads, hd);
+            tt_backend_rmsnorm_forward(b, S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm,
+                                       N * c->num_kv_heads, hd, c->rms_norm_eps);
+            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows,
+                                    c->num_kv_heads, hd);
         }
     } else {
         if (WANTS(TT_SLOT(TT_SAVED_Q))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D),
+                                      w->bq, NULL, N, D, q_dim);
             adapter_up(s, l, TT_LORA_Q, S[TT_SAVED_Q], S);
-            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads, hd);
+            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads,
+                                    hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D),
+                                      w->bk, NULL, N, D, kv_dim);
             adapter_up(s, l, TT_LORA_K, S[TT_SAVED_K], S);
-            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_kv_heads, hd);
+            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows,
+                                    c->num_kv_heads, hd);
         }
     }
     if (WANTS(TT_SLOT(TT_SAVED_V))) {
-        tt_backend_linear_forward(b, S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wv, kv_dim * D), w->bv, NULL, N, D, kv_dim);
+        tt_backend_linear_forward(b, S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wv, kv_dim * D), w->bv,
+                                  NULL, N, D, kv_dim);
         adapter_up(s, l, TT_LORA_V, S[TT_SAVED_V], S);
     }
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE)))
@@ -648,7 +663,8 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     /* residual + o_proj(attention) */
     adapter_down(s, l, TT_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
     if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID))) {
-        tt_backend_linear_forward(b, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], gemm_weight(s, w->wo, D * q_dim), NULL, x_in, N, q_dim, D);
+        tt_backend_linear_forward(b, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], gemm_weight(s, w->wo, D * q_dim),
+                                  NULL, x_in, N, q_dim, D);
         adapter_up(s, l, TT_LORA_O, S[TT_SAVED_RESIDUAL_MID], S);
     }
 
@@ -665,8 +681,8 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
         mlp_intermediates(s, l, S, compute, &rows);
         if (x_out) {
             void *out = row_at(s, x_out, rows.first, D);
-            tt_backend_linear_forward(b, out, S[TT_SAVED_SWIGLU], gemm_weight(s, w->w_down, D * F), NULL, row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D),
-                              rows.count, F, D);
+            tt_backend_linear_forward(b, out, S[TT_SAVED_SWIGLU], gemm_weight(s, w->w_down, D * F), NULL,
+                                      row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D), rows.count, F, D);
             adapter_up_rows(s, l, TT_LORA_DOWN, out, S, &rows);
         }
     }
@@ -697,7 +713,8 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
         const void *dy = row_at(s, d_residual, rows.first, D);
         void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows.first, D);
         adapter_backward_weights_rows(s, l, TT_LORA_DOWN, dy, S[TT_SAVED_SWIGLU], S, &rows);
-        tt_backend_linear_backward(b, S[TT_SAVED_SWIGLU], g->w_down, NULL, dy, S[TT_SAVED_SWIGLU], gemm_weight(s, w->w_down, D * F), n, F, D, false);
+        tt_backend_linear_backward(b, S[TT_SAVED_SWIGLU], g->w_down, NULL, dy, S[TT_SAVED_SWIGLU],
+                                   gemm_weight(s, w->w_down, D * F), n, F, D, false);
         adapter_backward_input_rows(s, l, TT_LORA_DOWN, S[TT_SAVED_SWIGLU], S, &rows);
         tt_backend_swiglu_backward(b, S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE],
                                    S[TT_SAVED_UP], n * F);
@@ -706,8 +723,10 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
         tt_backend_linear_backward(b, NULL, g->w_gate, NULL, S[TT_SAVED_GATE], normed, w->w_gate, n, D, F, false);
         tt_backend_linear_backward(b, NULL, g->w_up, NULL, S[TT_SAVED_UP], normed, w->w_up, n, D, F, false);
         void *d_normed = normed;
-        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, gemm_weight(s, w->w_gate, F * D), n, D, F, false);
-        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, gemm_weight(s, w->w_up, F * D), n, D, F, true);
+        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, gemm_weight(s, w->w_gate, F * D), n,
+                                   D, F, false);
+        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, gemm_weight(s, w->w_up, F * D), n, D,
+                                   F, true);
         adapter_backward_input_rows(s, l, TT_LORA_GATE, d_normed, S, &rows);
         adapter_backward_input_rows(s, l, TT_LORA_UP, d_normed, S, &rows);
     }
@@ -746,14 +765,17 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
 
     /* mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
     adapter_backward_weights(s, l, TT_LORA_O, d_residual, S[TT_SAVED_ATTN_OUT], S);
-    tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT], gemm_weight(s, w->wo, D * q_dim), N, q_dim, D,
-                       false);
+    tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT],
+                               gemm_weight(s, w->wo, D * q_dim), N, q_dim, D, false);
     adapter_backward_input(s, l, TT_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
-    tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT],
-                          S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
-                          &s->attention, W[TT_BACKWARD_ATTENTION], spare, spare_bytes);
-    tt_backend_rope_backward(b, W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads, hd);
-    tt_backend_rope_backward(b, W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_kv_heads, hd);
+    tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
+                                  W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q],
+                                  S[TT_SAVED_K], S[TT_SAVED_V], &s->attention, W[TT_BACKWARD_ATTENTION], spare,
+                                  spare_bytes);
+    tt_backend_rope_backward(b, W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads,
+                             hd);
+    tt_backend_rope_backward(b, W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows,
+                             c->num_kv_heads, hd);
     void *d_q_proj = W[TT_BACKWARD_D_Q], *d_k_proj = W[TT_BACKWARD_D_K];
     if (c->qk_norm) {
         /* The norms' input gradients go where the attention backward's dead inputs were: d q before
@@ -777,9 +799,12 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     tt_backend_linear_backward(b, NULL, g->wk, g->bk, d_k_proj, normed, w->wk, N, D, kv_dim, false);
     tt_backend_linear_backward(b, NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], normed, w->wv, N, D, kv_dim, false);
     void *d_normed = normed;
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_q_proj, NULL, gemm_weight(s, w->wq, q_dim * D), N, D, q_dim, false);
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_k_proj, NULL, gemm_weight(s, w->wk, kv_dim * D), N, D, kv_dim, true);
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL, gemm_weight(s, w->wv, kv_dim * D), N, D, kv_dim, true);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_q_proj, NULL, gemm_weight(s, w->wq, q_dim * D), N, D, q_dim,
+                               false);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_k_proj, NULL, gemm_weight(s, w->wk, kv_dim * D), N, D, kv_dim,
+                               true);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL, gemm_weight(s, w->wv, kv_dim * D), N,
+                               D, kv_dim, true);
     adapter_backward_input(s, l, TT_LORA_Q, d_normed, S);
     adapter_backward_input(s, l, TT_LORA_K, d_normed, S);
     adapter_backward_input(s, l, TT_LORA_V, d_normed, S);
@@ -789,7 +814,7 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
 /* The trace: spans and counters are marks on the backend's timeline (device events on the GPU),
  * kept until the end of the micro-step and written once the marks have happened. */
 typedef struct trace_pending {
-    const char *track;   /* NULL: a bytes-in-use counter */
+    const char *track; /* NULL: a bytes-in-use counter */
     char name[48];
     uint64_t start, end; /* timeline marks (a counter uses start) */
     double bytes[2];     /* compute tier, host memory */
@@ -816,10 +841,8 @@ static void trace_layer(tt_model_state *s, const char *track, const char *what, 
     if (!s->trace) return;
     trace_pending *p = trace_push(s);
     p->track = track;
-    if (l >= 0)
-        snprintf(p->name, sizeof p->name, "%s %lld", what, (long long)l);
-    else
-        snprintf(p->name, sizeof p->name, "%s", what);
+    if (l >= 0) snprintf(p->name, sizeof p->name, "%s %lld", what, (long long)l);
+    else snprintf(p->name, sizeof p->name, "%s", what);
     p->start = start;
     p->end = trace_mark(s);
 }
@@ -844,8 +867,7 @@ static void trace_flush(tt_model_state *s, bool copies) {
         if (p->track)
             tt_trace_span(s->trace, p->track, p->name, tt_backend_timestamp_seconds(b, p->start),
                           tt_backend_timestamp_seconds(b, p->end));
-        else
-            tt_trace_counter(s->trace, "bytes in use", tt_backend_timestamp_seconds(b, p->start), series, p->bytes, 2);
+        else tt_trace_counter(s->trace, "bytes in use", tt_backend_timestamp_seconds(b, p->start), series, p->bytes, 2);
     }
     s->trace_count = 0;
     for (int64_t l = 0; copies && l < s->config.num_layers; l++)
@@ -909,7 +931,8 @@ static void **push_layer_inputs(tt_model_state *s) {
     const int64_t L = s->config.num_layers;
     if (s->sizes.input_staging)
         for (int64_t i = 0; i < s->plan.offload_ring; i++)
-            s->inputs.ring[i] = tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input staging");
+            s->inputs.ring[i] =
+                tt_arena_push(&s->arena, s->sizes.layer_input, TT_CLASS_LAYER_INPUT, "layer input staging");
     if (s->sizes.saved_staging)
         for (int64_t i = 0; i < s->plan.saved_ring; i++)
             s->saved.ring[i] = tt_arena_push(&s->arena, s->sizes.saved_staging / (size_t)s->plan.saved_ring,
@@ -951,9 +974,9 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
     run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, true);
     run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, L + 1, true);
     tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
-    double loss_sum = tt_backend_lm_head_loss(b, d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N,
-                                              D, c->vocab_size, s->plan.loss_chunk, logits, loss_scale, loss_so_far,
-                                              count);
+    double loss_sum =
+        tt_backend_lm_head_loss(b, d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N, D,
+                                c->vocab_size, s->plan.loss_chunk, logits, loss_scale, loss_so_far, count);
     tt_backend_zero(b, d_residual, (size_t)(N * D) * s->plan.activation_bytes);
     tt_backend_rmsnorm_backward(b, d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
     run_hooks(s, TT_HOOK_AFTER_BACKWARD, L + 1, true);

@@ -26,43 +26,43 @@ typedef struct tt_model_state {
     tt_size_table sizes;
     tt_residency_map residency; /* where each unit's weights, gradients, master and moments live (from plan and sizes) */
     const tt_backend *backend;
-    tt_arena arena;           /* the compute tier: every tensor of the step lives here */
-    tt_arena host;            /* host memory of offloaded blocks (pinned or pageable), empty when none */
-    tt_offload_store inputs;  /* offloaded layer inputs: homes, disk store, staging ring, copies */
-    tt_offload_store saved;   /* offloaded kept saved activations of a layer, as one block per layer */
+    tt_arena arena;          /* the compute tier: every tensor of the step lives here */
+    tt_arena host;           /* host memory of offloaded blocks (pinned or pageable), empty when none */
+    tt_offload_store inputs; /* offloaded layer inputs: homes, disk store, staging ring, copies */
+    tt_offload_store saved;  /* offloaded kept saved activations of a layer, as one block per layer */
     /* layer_offloading: the frozen weights' pinned copy (the frozen part of the flat layout, compute
      * precision), the compute-tier buffers, and the stream that moves layers between them */
-    void *frozen_host;        /* [params.trainable_start] in host (pinned) memory, or NULL */
-    void *frozen_resident;    /* frozen parameters outside streamed layers, compact */
-    void *weight_ring[2];     /* [largest streamed layer] each */
+    void *frozen_host;     /* [params.trainable_start] in host (pinned) memory, or NULL */
+    void *frozen_resident; /* frozen parameters outside streamed layers, compact */
+    void *weight_ring[2];  /* [largest streamed layer] each */
     tt_weight_stream stream;
     /* cpu_offloading_weights: the trainable weights of the first layers in host memory (their homes: weight_home, or
      * the optimizer offload's host buffers for units of its host share), streamed through two compute-tier buffers;
      * the compute tier's trainable weights are [before | buffer 0 | buffer 1 | after] (size_table.h) */
     tt_weight_stream weight_offload;
-    void *weight_home;        /* [sizes.host_weight_home bytes] host memory, or NULL */
+    void *weight_home; /* [sizes.host_weight_home bytes] host memory, or NULL */
     /* The compute tier's AdamW, as pieces of the trainable layout that each have their weights in one place: one
      * piece without weight offload (the whole compute-tier share), else the elements before the offloaded layers,
      * each offloaded layer updated on the compute tier (in its buffer, then stored home), the elements after. */
     struct tt_adamw_piece *adamw_pieces;
     int adamw_piece_count;
 
-    void *weights;            /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU): the
+    void *weights;           /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU): the
                                  frozen parameters, then the trainable ones */
-    void *trainable_weights;  /* weights + params.trainable_start: the part AdamW updates (with weight offload, the
+    void *trainable_weights; /* weights + params.trainable_start: the part AdamW updates (with weight offload, the
                                  elements before the offloaded layers; tt_model_trainable_weights_at for others) */
     /* The trainable parameters only, in the trainable layout ([params.trainable_numel]): */
-    void *gradients;          /* plan.precision.gradient */
-    float *master;            /* fp32 master weights, or NULL (plan.precision.master) */
-    void *adam_m, *adam_v;    /* plan.precision.moment */
+    void *gradients;       /* plan.precision.gradient */
+    float *master;         /* fp32 master weights, or NULL (plan.precision.master) */
+    void *adam_m, *adam_v; /* plan.precision.moment */
     /* With optimizer offload, master, adam_m and adam_v hold the compute tier's share only, the trainable elements
      * [0, sizes.optimizer_host_start); the rest live in host memory (optimizer_offload). */
-    tt_model_view w, g;       /* views of weights and gradients (g: NULL for frozen parameters) */
+    tt_model_view w, g;                 /* views of weights and gradients (g: NULL for frozen parameters) */
     tt_layer_view *w_layers, *g_layers; /* [L] */
 
-    float *rope_cos, *rope_sin;   /* [T, hd/2]; packed documents: [B*T, hd/2], each token's row at its position */
-    int32_t *batch_inputs;        /* [B*T] token ids of the current micro-batch */
-    int32_t *batch_targets;       /* [B*T] next-token ids, TT_IGNORE_INDEX where masked */
+    float *rope_cos, *rope_sin; /* [T, hd/2]; packed documents: [B*T, hd/2], each token's row at its position */
+    int32_t *batch_inputs;      /* [B*T] token ids of the current micro-batch */
+    int32_t *batch_targets;     /* [B*T] next-token ids, TT_IGNORE_INDEX where masked */
     /* Packed documents (plan.packed_documents), else NULL: each token's position in its document [B*T] on the
      * compute tier (the attention's document mask, tt_attention_shape.positions); the host's RoPE tables
      * [T, hd/2] and the staging of a micro-batch's gathered rows ([B*T, hd/2] cos, then sin). Set with the batch
@@ -71,17 +71,17 @@ typedef struct tt_model_state {
     float *host_rope_cos, *host_rope_sin;
     float *host_batch_rope;
     bool batch_has_positions;
-    void *op_scratch;             /* the backend's per-op scratch (sizes.op_scratch bytes) */
+    void *op_scratch; /* the backend's per-op scratch (sizes.op_scratch bytes) */
     /* The optimizer units (tt_optimizer_unit_starts: the embedding, layer l as unit l + 1, the final norm and LM
      * head as unit L + 1) and each one's sum of squares of its gradients, which the gradient norm adds up in unit
      * order. */
-    int64_t *unit_start;          /* [L + 3] host, in the trainable layout */
-    double *norm_partials;        /* [L + 2] on the compute tier */
-    double *host_norm_partials;   /* [L + 2] host */
+    int64_t *unit_start;        /* [L + 3] host, in the trainable layout */
+    double *norm_partials;      /* [L + 2] on the compute tier */
+    double *host_norm_partials; /* [L + 2] host */
     tt_attention_shape attention;
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
-    void **layer_inputs;          /* [L+1] pointers into the arena for the current micro-batch */
-    struct tt_trace *trace;       /* tt_model_set_trace: records compute, copies and bytes per tier, or NULL */
+    void **layer_inputs;                 /* [L+1] pointers into the arena for the current micro-batch */
+    struct tt_trace *trace;              /* tt_model_set_trace: records compute, copies and bytes per tier, or NULL */
     struct trace_pending *trace_pending; /* the micro-step's trace events until their marks are read */
     int64_t trace_count;
     struct saved_tensors *kept_saved; /* [L] pointers to kept layers' saved activations */

@@ -50,10 +50,8 @@ void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *mod
     struct stat st;
     if (stat(source, &st) != 0)
         tt_die("%s '%s' does not exist", run->base_model ? "base_model" : "model_config", source);
-    if (S_ISDIR(st.st_mode))
-        snprintf(path, sizeof path, "%s/config.json", source);
-    else
-        snprintf(path, sizeof path, "%s", source);
+    if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/config.json", source);
+    else snprintf(path, sizeof path, "%s", source);
     tt_model_config_load(path, model);
 }
 
@@ -65,16 +63,17 @@ static void print_trainable(const tt_param_table *params, FILE *out) {
         *(p->trainable ? &trainable : &frozen) += p->numel;
     }
     if (params->lora_rank > 0) {
-        fprintf(out, "training: LoRA adapters, rank %lld, alpha %g (scaling %g), dropout %g, on", (long long)params->lora_rank,
-                params->lora_alpha, params->lora_scaling, params->lora_dropout);
+        fprintf(out, "training: LoRA adapters, rank %lld, alpha %g (scaling %g), dropout %g, on",
+                (long long)params->lora_rank, params->lora_alpha, params->lora_scaling, params->lora_dropout);
         for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
             if ((params->lora_targets >> m) & 1u) fprintf(out, " %s", tt_lora_module_name((tt_lora_module)m));
         fprintf(out, ": %.3fM trainable parameters, the %.2fM of the base frozen%s\n", (double)trainable / 1e6,
                 (double)frozen / 1e6,
-                !params->quantized                       ? ""
-                : params->quant_format.type == TT_QUANT4_NF4 ? (params->quant_format.double_quant
-                                                                    ? " (QLoRA: linear weights in 4-bit NF4, double-quantized absmax)"
-                                                                    : " (QLoRA: linear weights in 4-bit NF4)")
+                !params->quantized ? ""
+                : params->quant_format.type == TT_QUANT4_NF4
+                    ? (params->quant_format.double_quant
+                           ? " (QLoRA: linear weights in 4-bit NF4, double-quantized absmax)"
+                           : " (QLoRA: linear weights in 4-bit NF4)")
                 : params->quant_format.double_quant ? " (QLoRA: linear weights in 4-bit FP4, double-quantized absmax)"
                                                     : " (QLoRA: linear weights in 4-bit FP4)");
     } else if (frozen > 0) {
@@ -85,10 +84,12 @@ static void print_trainable(const tt_param_table *params, FILE *out) {
 
 static void print_header(const tt_model_config *m, const tt_param_table *params, const tt_device *device,
                          const tt_plan *plan, const tt_size_table *sizes, FILE *out) {
-    fprintf(out, "model: %s, %lld layers, hidden %lld, %lld heads (%lld kv) x %lld, MLP %lld, vocab %lld, %.2fM parameters\n",
-            m->model_type, (long long)m->num_layers, (long long)m->hidden_size, (long long)m->num_heads,
-            (long long)m->num_kv_heads, (long long)m->head_dim, (long long)m->intermediate_size,
-            (long long)m->vocab_size, (double)tt_model_config_param_count(m) / 1e6);
+    fprintf(
+        out,
+        "model: %s, %lld layers, hidden %lld, %lld heads (%lld kv) x %lld, MLP %lld, vocab %lld, %.2fM parameters\n",
+        m->model_type, (long long)m->num_layers, (long long)m->hidden_size, (long long)m->num_heads,
+        (long long)m->num_kv_heads, (long long)m->head_dim, (long long)m->intermediate_size, (long long)m->vocab_size,
+        (double)tt_model_config_param_count(m) / 1e6);
     print_trainable(params, out);
     fprintf(out, "device: %s\n", device->description);
     tt_plan_print(plan, m, out);
@@ -133,13 +134,13 @@ static void check_quantized_base(const tt_run_config *run, const tt_model_config
                "load)",
                source, q->skipped_linear);
     const bool fp4 = run->bnb_4bit_quant_type == TT_BNB_FP4;
-    if (run->bnb_key_given && ((q->format.type == TT_QUANT4_FP4) != fp4 ||
-                               q->format.double_quant != run->bnb_4bit_use_double_quant))
+    if (run->bnb_key_given &&
+        ((q->format.type == TT_QUANT4_FP4) != fp4 || q->format.double_quant != run->bnb_4bit_use_double_quant))
         tt_warn("base_model %s is saved in 4 bits as %s%s; its format is used, not bnb_4bit_quant_type: %s, "
                 "bnb_4bit_use_double_quant: %s (as transformers uses a checkpoint's own quantization_config)",
                 run->base_model, q->format.type == TT_QUANT4_FP4 ? "fp4" : "nf4",
-                q->format.double_quant ? " with double quantization" : " without double quantization", fp4 ? "fp4" : "nf4",
-                run->bnb_4bit_use_double_quant ? "true" : "false");
+                q->format.double_quant ? " with double quantization" : " without double quantization",
+                fp4 ? "fp4" : "nf4", run->bnb_4bit_use_double_quant ? "true" : "false");
 }
 
 static void check_run_against_model(const tt_run_config *run, const tt_model_config *model) {
@@ -314,16 +315,16 @@ static void initial_weights(tt_model_state *model, const tt_run_config *run) {
  * trainable part crosses to the host). */
 static void save_final_weights(const tt_model_state *model, const tt_run_config *run) {
     if (model->params.lora_rank > 0) {
-        float *trainable = tt_xmalloc(
-            tt_mul_size((size_t)model->params.trainable_numel, sizeof(float), "the adapters"), "the adapters");
+        float *trainable = tt_xmalloc(tt_mul_size((size_t)model->params.trainable_numel, sizeof(float), "the adapters"),
+                                      "the adapters");
         tt_model_get_trainable_weights(model, trainable);
         tt_lora_save_peft(trainable, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run),
                           run->output_dir);
         free(trainable);
         return;
     }
-    float *host = tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"),
-                             "the weights");
+    float *host =
+        tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"), "the weights");
     tt_model_get_weights(model, host);
     tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
                        run->max_shard_bytes);
@@ -347,10 +348,10 @@ static void report_offload(tt_model_state *model) {
     const bool weights = model->plan.offloaded_weight_layers > 0;
     char what[96];
     snprintf(what, sizeof what, "offload copies (%s%s%s%s%s)", activations ? "activations" : "",
-             activations && (optimizer || weights) ? ", " : "", optimizer ? "optimizer: gradients out, weights back" : "",
-             optimizer && weights ? ", " : "", weights ? "layer weights" : "");
-    printf("  %s: %s copied to %s memory, %s copied back", what,
-           tt_format_bytes(to_host, out, sizeof out),
+             activations && (optimizer || weights) ? ", " : "",
+             optimizer ? "optimizer: gradients out, weights back" : "", optimizer && weights ? ", " : "",
+             weights ? "layer weights" : "");
+    printf("  %s: %s copied to %s memory, %s copied back", what, tt_format_bytes(to_host, out, sizeof out),
            inputs->disk ? "pinned (on the way to disk)" : tt_tier_name(model->host.tier),
            tt_format_bytes(to_device, back, sizeof back));
     if (copy_seconds > 0)
@@ -368,7 +369,8 @@ static void report_offload(tt_model_state *model) {
         char loaded[32], stored[32], layer[32];
         printf("  weight offload: %s of layer weights streamed from %s memory, %s of updates written back, through "
                "two buffers of %s\n",
-               tt_format_bytes(model->weight_offload.loaded_bytes, loaded, sizeof loaded), tt_tier_name(model->host.tier),
+               tt_format_bytes(model->weight_offload.loaded_bytes, loaded, sizeof loaded),
+               tt_tier_name(model->host.tier),
                tt_format_bytes(model->weight_offload.stored_bytes, stored, sizeof stored),
                tt_format_bytes(model->sizes.weight_offload_slot, layer, sizeof layer));
     }
@@ -381,7 +383,8 @@ static void report_offload(tt_model_state *model) {
         char w[32], r[32];
         printf("  disk tier (%s): %s written, %s read, IO thread busy %.2f s (%.2f GB/s)\n",
                i == 0 ? "layer inputs" : "kept activations", tt_format_bytes(written, w, sizeof w),
-               tt_format_bytes(read, r, sizeof r), seconds, seconds > 0 ? (double)(written + read) / seconds / 1e9 : 0.0);
+               tt_format_bytes(read, r, sizeof r), seconds,
+               seconds > 0 ? (double)(written + read) / seconds / 1e9 : 0.0);
     }
 }
 
@@ -393,8 +396,8 @@ static void open_training_data(tt_dataset *data, const tt_run_config *run, const
     if (tt_run_has_json_datasets(run)) {
         bool reused = false;
         prepared = tt_prepare_datasets(run, &reused);
-        tt_info("data: %s %s", reused ? "reusing the prepared dataset" : "no prepared dataset with this hash yet: prepared",
-                prepared);
+        tt_info("data: %s %s",
+                reused ? "reusing the prepared dataset" : "no prepared dataset with this hash yet: prepared", prepared);
     }
     if (run->sample_packing) {
         tt_dataset_open_packed(data, prepared ? &prepared : run->datasets, prepared ? 1 : run->dataset_count,
@@ -409,7 +412,8 @@ static void open_training_data(tt_dataset *data, const tt_run_config *run, const
     free(prepared);
     if (run->micro_batch_size > data->train_count) /* every sequence many times over in each micro-batch */
         tt_die("micro_batch_size %lld is more than the %lld training %s the datasets hold; lower micro_batch_size",
-               (long long)run->micro_batch_size, (long long)data->train_count, data->documents ? "documents" : "sequences");
+               (long long)run->micro_batch_size, (long long)data->train_count,
+               data->documents ? "documents" : "sequences");
 }
 
 /* max_steps, else num_epochs of the training sequences (packed: each epoch's own packing counts; they differ by a
@@ -517,10 +521,8 @@ static void finish_run(tt_model_state *model, const tt_run_config *run, const tt
     if (completed) {
         /* The final model, as a Hugging Face checkpoint in output_dir itself. */
         const bool saving = run->save_strategy == TT_SAVE_STEPS;
-        if (saving)
-            save_final_weights(model, run);
-        else
-            tt_info("save_strategy: no: the trained model is not saved");
+        if (saving) save_final_weights(model, run);
+        else tt_info("save_strategy: no: the trained model is not saved");
         const double elapsed = now_seconds() - start; /* the final save included */
         tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
                 elapsed > 0 ? (double)(steps * tokens_per_step) / elapsed : 0.0,
@@ -582,9 +584,10 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     char *resume_dir = resume_or_initialise(&model, &trainer, &data, run, resume_latest);
     tt_info("data: %lld training and %lld eval %s of %lld tokens; %lld steps of %lld sequences (%lld tokens)",
             (long long)data.train_count, (long long)data.eval_count,
-            data.packed ? "sequences (packed documents)" : data.documents ? "documents (one per sequence, padded)" : "sequences",
-            (long long)T, (long long)total_steps,
-            (long long)sequences_per_step, (long long)(sequences_per_step * T));
+            data.packed      ? "sequences (packed documents)"
+            : data.documents ? "documents (one per sequence, padded)"
+                             : "sequences",
+            (long long)T, (long long)total_steps, (long long)sequences_per_step, (long long)(sequences_per_step * T));
 
     step_batch batch;
     step_batch_init(&batch, &data, sequences_per_step * T);
@@ -615,7 +618,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
             break;
         }
         const double lr = tt_lr_at(&schedule, trainer.global_step);
-        tt_adamw_step(&model, &adamw, (float)lr, trainer.global_step + 1, tt_clip_scale(grad_norm, adamw.max_grad_norm));
+        tt_adamw_step(&model, &adamw, (float)lr, trainer.global_step + 1,
+                      tt_clip_scale(grad_norm, adamw.max_grad_norm));
         trainer.global_step++;
         trainer.tokens_seen += step_tokens;
         tt_dataset_get_position(&data, &trainer.data_epoch, &trainer.data_index);
@@ -639,10 +643,12 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
 
         if (data.eval_count > 0 && ((run->eval_steps > 0 && trainer.global_step % run->eval_steps == 0) || last)) {
             int64_t eval_tokens = 0;
-            const double eval_loss = evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, &eval_tokens);
+            const double eval_loss =
+                evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, &eval_tokens);
             tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
         }
-        if (run->save_strategy == TT_SAVE_STEPS && ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last)) {
+        if (run->save_strategy == TT_SAVE_STEPS &&
+            ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last)) {
             free(last_checkpoint);
             last_checkpoint = tt_checkpoint_save(&model, &trainer, run);
         }

@@ -56,8 +56,13 @@ static void expect_close_lse(const char *what, const float *got, const float *wa
 }
 
 static tt_attention_shape make_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
-    tt_attention_shape s = {.batch = B, .seq_len = T, .num_heads = Hq, .num_kv_heads = Hkv, .head_dim = hd,
-                            .scale = 1.0 / sqrt((double)hd), .sliding_window = 0};
+    tt_attention_shape s = {.batch = B,
+                            .seq_len = T,
+                            .num_heads = Hq,
+                            .num_kv_heads = Hkv,
+                            .head_dim = hd,
+                            .scale = 1.0 / sqrt((double)hd),
+                            .sliding_window = 0};
     return s;
 }
 
@@ -115,8 +120,8 @@ static void run_flash(attention_buffers *a, const tt_attention_shape *s) {
 /* Backward again into fresh poisoned buffers: the same bits. */
 static void expect_deterministic(attention_buffers *a, const tt_attention_shape *s, const char *label) {
     tt_bf16 *dq2 = device_poisoned(a->nq), *dk2 = device_poisoned(a->nkv), *dv2 = device_poisoned(a->nkv);
-    tt_cuda_flash_attention_backward(dq2, dk2, dv2, a->dout_dev, a->out_dev, a->lse_dev, a->q_dev, a->k_dev,
-                                     a->v_dev, s, a->scratch, 0);
+    tt_cuda_flash_attention_backward(dq2, dk2, dv2, a->dout_dev, a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev,
+                                     s, a->scratch, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
     bool same = same_bits_bf16(a->dq_dev, dq2, a->nq) && same_bits_bf16(a->dk_dev, dk2, a->nkv) &&
                 same_bits_bf16(a->dv_dev, dv2, a->nkv);
@@ -190,8 +195,8 @@ static void test_against_simple(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, i
     TT_CUDA_CHECK(cudaMalloc((void **)&scratch_ref, sizeof(float) * (size_t)a.rows));
     tt_cuda_attention_forward(out_ref, lse_ref, a.q_dev, a.k_dev, a.v_dev, &s, 0);
     /* the same saved out and lse on both sides */
-    tt_cuda_attention_backward(dq_ref, dk_ref, dv_ref, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev,
-                               &s, scratch_ref, 0);
+    tt_cuda_attention_backward(dq_ref, dk_ref, dv_ref, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s,
+                               scratch_ref, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
 
     const tt_bf16 *got[] = {a.out_dev, a.dq_dev, a.dk_dev, a.dv_dev};
@@ -243,8 +248,8 @@ static int32_t *packed_positions(int64_t B, int64_t T, const int64_t *lengths, i
  * and lse in its backward's reference), and the flash backward twice: the same bits. */
 static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd,
                                     const int64_t *lengths, int count) {
-    printf("packed documents (%s) vs CPU: B %lld T %lld Hq %lld Hkv %lld hd %lld\n", layout, (long long)B,
-           (long long)T, (long long)Hq, (long long)Hkv, (long long)hd);
+    printf("packed documents (%s) vs CPU: B %lld T %lld Hq %lld Hkv %lld hd %lld\n", layout, (long long)B, (long long)T,
+           (long long)Hq, (long long)Hkv, (long long)hd);
     int32_t *positions = packed_positions(B, T, lengths, count), *positions_dev;
     TT_CUDA_CHECK(cudaMalloc((void **)&positions_dev, sizeof(int32_t) * (size_t)(B * T)));
     TT_CUDA_CHECK(cudaMemcpy(positions_dev, positions, sizeof(int32_t) * (size_t)(B * T), cudaMemcpyHostToDevice));
@@ -261,8 +266,8 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
             run_flash(&a, &s);
         } else {
             tt_cuda_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
-            tt_cuda_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
-                                       a.k_dev, a.v_dev, &s, (float *)a.scratch, 0);
+            tt_cuda_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev,
+                                       a.v_dev, &s, (float *)a.scratch, 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
         }
         expect_matches_cpu(kernel == 0 ? "flash " : "simple ", &a, &host_shape, floor);
@@ -296,8 +301,7 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, bool 
         if (backward)
             tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
-        else
-            tt_cuda_flash_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
+        else tt_cuda_flash_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         TT_CUDA_CHECK(cudaEventRecord(stop, 0));
         TT_CUDA_CHECK(cudaEventSynchronize(stop));
         if (run >= 0) TT_CUDA_CHECK(cudaEventElapsedTime(&ms[run], start, stop));
@@ -354,8 +358,8 @@ int main(int argc, char **argv) {
     test_against_cpu(3, 17, 2, 1, 128);
     test_against_simple(1, 2048, 16, 8, 128);
 
-    const int64_t one[] = {1 << 30}, short_docs[] = {3, 7, 1, 12, 5}, in_tiles[] = {70, 90, 100},
-                  ones[] = {1}, long_short[] = {500, 13, 1};
+    const int64_t one[] = {1 << 30}, short_docs[] = {3, 7, 1, 12, 5}, in_tiles[] = {70, 90, 100}, ones[] = {1},
+                  long_short[] = {500, 13, 1};
     test_packed_against_cpu("one document", 1, 200, 4, 2, 128, one, 1);
     test_packed_against_cpu("many short documents", 2, 300, 4, 2, 64, short_docs, 5);
     test_packed_against_cpu("boundaries inside tiles", 2, 260, 8, 2, 128, in_tiles, 3);

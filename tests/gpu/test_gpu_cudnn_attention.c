@@ -312,8 +312,7 @@ static void print_timing_table(const timing_row *table, int row_count) {
             printf("%7lld  %-13s  %6.2f  %5d  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
                    r->deterministic ? "deterministic" : "default", (double)r->dp_limit / (double)(1 << 30), r->lanes,
                    r->forward_ms, r->forward_tflops, r->backward_ms, r->backward_tflops);
-        else
-            printf("%7lld  %-13s  %s\n", (long long)r->T, r->deterministic ? "deterministic" : "default", r->note);
+        else printf("%7lld  %-13s  %s\n", (long long)r->T, r->deterministic ? "deterministic" : "default", r->note);
     }
 }
 

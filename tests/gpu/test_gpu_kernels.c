@@ -19,7 +19,7 @@
 #include "gpu/gpu_test_util.h"
 #include "test_util.h"
 
-#define BF16_TOLERANCE 1e-2  /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
+#define BF16_TOLERANCE 1e-2 /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
 
 static void test_rmsnorm(int64_t R, int64_t C) {
     tt_bf16 *dx_dev, *x_dev, *w_dev, *dout_dev;
@@ -77,7 +77,8 @@ static void test_rmsnorm(int64_t R, int64_t C) {
 
 static void test_swiglu(int64_t n) {
     tt_bf16 *gate_dev, *up_dev, *dh_dev;
-    float *gate = random_bf16(n, 4.0f, &gate_dev), *up = random_bf16(n, 2.0f, &up_dev), *dh = random_bf16(n, 1.0f, &dh_dev);
+    float *gate = random_bf16(n, 4.0f, &gate_dev), *up = random_bf16(n, 2.0f, &up_dev),
+          *dh = random_bf16(n, 1.0f, &dh_dev);
     tt_bf16 *h_dev = device_poisoned(n), *dgate_dev = device_poisoned(n), *dup_dev = device_poisoned(n);
     tt_cuda_swiglu_forward(h_dev, gate_dev, up_dev, n, 0);
     tt_cuda_swiglu_backward(dgate_dev, dup_dev, dh_dev, gate_dev, up_dev, n, 0);
@@ -105,7 +106,8 @@ static void test_swiglu(int64_t n) {
 
 static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hd) {
     const int64_t n = B * T * H * hd, half = hd / 2;
-    float *cos_table = malloc(sizeof(float) * (size_t)(T * half)), *sin_table = malloc(sizeof(float) * (size_t)(T * half));
+    float *cos_table = malloc(sizeof(float) * (size_t)(T * half)),
+          *sin_table = malloc(sizeof(float) * (size_t)(T * half));
     for (int64_t p = 0; p < T; p++)
         for (int64_t i = 0; i < half; i++) {
             float angle = (float)p / powf(10000.0f, (float)(2 * i) / (float)hd);
@@ -290,8 +292,13 @@ static void test_gemm_add_in_place(tt_cuda_gemm_context *context, int64_t N, int
 /* The simple attention kernels against the CPU op; the backward gets the same (bf16-rounded)
  * forward output and log-sum-exp on both sides. */
 static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, int64_t window) {
-    tt_attention_shape shape = {.batch = B, .seq_len = T, .num_heads = Hq, .num_kv_heads = Hkv, .head_dim = hd,
-                                .scale = 1.0 / sqrt((double)hd), .sliding_window = window};
+    tt_attention_shape shape = {.batch = B,
+                                .seq_len = T,
+                                .num_heads = Hq,
+                                .num_kv_heads = Hkv,
+                                .head_dim = hd,
+                                .scale = 1.0 / sqrt((double)hd),
+                                .sliding_window = window};
     const int64_t nq = B * T * Hq * hd, nkv = B * T * Hkv * hd, rows = B * Hq * T;
     tt_bf16 *q_dev, *k_dev, *v_dev, *dout_dev;
     float *q = random_bf16(nq, 2.0f, &q_dev), *k = random_bf16(nkv, 2.0f, &k_dev), *v = random_bf16(nkv, 1.0f, &v_dev);
@@ -349,7 +356,8 @@ static void test_cross_entropy(int64_t rows, int64_t V) {
     tt_bf16 *logits_dev;
     float *logits = random_bf16(rows * V, 8.0f, &logits_dev);
     int32_t *targets = malloc(sizeof(int32_t) * (size_t)rows);
-    for (int64_t r = 0; r < rows; r++) targets[r] = r % 7 == 3 ? -100 : (int32_t)(tt_rng_next(&gpu_test_rng) % (uint64_t)V);
+    for (int64_t r = 0; r < rows; r++)
+        targets[r] = r % 7 == 3 ? -100 : (int32_t)(tt_rng_next(&gpu_test_rng) % (uint64_t)V);
     int32_t *targets_dev;
     float *row_loss_dev;
     double *sum_dev;
@@ -434,7 +442,8 @@ static void test_adamw(int64_t n) {
     bool rounded = true;
     for (int64_t i = 0; i < n; i++) rounded = rounded && got_w[i] == tt_bf16_to_f32(tt_f32_to_bf16(p[i]));
     TT_EXPECT(rounded, "AdamW writes the bf16 compute copy of every updated weight");
-    printf("  %-34s bit-identical to the CPU: %s\n", "adamw (fp32 moments)", memcmp(got_p, p, bytes) == 0 ? "yes" : "no");
+    printf("  %-34s bit-identical to the CPU: %s\n", "adamw (fp32 moments)",
+           memcmp(got_p, p, bytes) == 0 ? "yes" : "no");
     free(got_p);
     free(got_m);
     free(got_v);
@@ -509,9 +518,15 @@ static void test_reductions(int64_t R, int64_t C) {
  * o_proj and down_proj; backward dx = dy W), each with the heuristic's first 8 algorithms: TFLOP/s, split-K, and
  * whether each gives the first one's bits. A diagnostic: it asserts nothing. */
 static void gemm_probe(int64_t T) {
-    static const struct { const char *name; int64_t out, in; bool residual; } layers[] = {
-        {"q_proj", 2048, 2048, false}, {"k_proj", 1024, 2048, false}, {"o_proj", 2048, 2048, true},
-        {"gate_proj", 6144, 2048, false}, {"down_proj", 2048, 6144, true}};
+    static const struct {
+        const char *name;
+        int64_t out, in;
+        bool residual;
+    } layers[] = {{"q_proj", 2048, 2048, false},
+                  {"k_proj", 1024, 2048, false},
+                  {"o_proj", 2048, 2048, true},
+                  {"gate_proj", 6144, 2048, false},
+                  {"down_proj", 2048, 6144, true}};
     void *workspace;
     TT_CUDA_CHECK(cudaMalloc(&workspace, TT_CUDA_GEMM_WORKSPACE_BYTES));
     tt_cuda_gemm_context *gemm = tt_cuda_gemm_create(workspace, TT_CUDA_GEMM_WORKSPACE_BYTES);
@@ -583,7 +598,7 @@ int main(int argc, char **argv) {
     test_gemm(gemm, false, false, 300, 512, 256, false, 0.0f); /* dx = dy W */
     test_gemm(gemm, true, false, 256, 512, 300, true, 1.0f);   /* dW += dy^T x, fp32 gradients */
     test_gemm(gemm, true, false, 256, 512, 300, true, 0.0f);
-    test_gemm(gemm, false, true, 300, 256, 512, false, 0.0f);  /* the same shape again: cached */
+    test_gemm(gemm, false, true, 300, 256, 512, false, 0.0f); /* the same shape again: cached */
     test_gemm_add_in_place(gemm, 300, 16, 256);
     /* beta is a run-time scalar, not part of a shape: NT/bf16, NN/bf16, TN/fp32, and the in-place add's K = 16 */
     TT_EXPECT(tt_cuda_gemm_cached_shapes(gemm) == 4, "GEMM descriptors cached per shape (%d)",

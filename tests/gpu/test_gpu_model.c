@@ -40,22 +40,22 @@ typedef struct model_case {
 } model_case;
 
 typedef struct run_result {
-    double loss[STEPS];       /* mean token loss before each optimizer step */
-    float *first_gradients;   /* fp32 copy of the gradients of step 1 (the trainable layout) */
-    float *final_weights;     /* fp32 weights after STEPS steps */
-    int64_t numel;            /* of the weights */
-    int64_t gradient_numel;   /* of the gradients: the trainable parameters' */
-    int attention_lanes;      /* the most head groups cuDNN's attention backward ran at once (GPU) */
+    double loss[STEPS];     /* mean token loss before each optimizer step */
+    float *first_gradients; /* fp32 copy of the gradients of step 1 (the trainable layout) */
+    float *final_weights;   /* fp32 weights after STEPS steps */
+    int64_t numel;          /* of the weights */
+    int64_t gradient_numel; /* of the gradients: the trainable parameters' */
+    int attention_lanes;    /* the most head groups cuDNN's attention backward ran at once (GPU) */
 } run_result;
 
 typedef struct recipe {
     const char *name;
     bool gpu, master_weights, checkpointing;
     tt_attention_kind attention;
-    bool lora; /* rank-4 adapters with dropout on every linear layer, the base frozen */
-    int64_t mlp_shards; /* tiled_mlp over this many shards (0: untiled) */
+    bool lora;                 /* rank-4 adapters with dropout on every linear layer, the base frozen */
+    int64_t mlp_shards;        /* tiled_mlp over this many shards (0: untiled) */
     int activation_offloading; /* index in false|true|legacy|disk|hidden_states (with checkpointing) */
-    bool qlora; /* with lora: the base's linear weights in 4 bits (NF4, double quantization) */
+    bool qlora;                /* with lora: the base's linear weights in 4 bits (NF4, double quantization) */
 } recipe;
 
 static const tt_trainable_spec lora_spec = {
@@ -81,10 +81,8 @@ static float *quantized_flat(const float *weights, const tt_param_table *plain, 
     float *flat = calloc((size_t)q->total_numel, sizeof(float));
     for (int i = 0; i < q->count; i++) {
         const tt_param_info *qp = &q->params[i], *pp = &plain->params[i];
-        if (qp->quantized)
-            tt_quant4_quantize(flat + qp->offset, weights + pp->offset, qp->numel, &q->quant_format);
-        else
-            memcpy(flat + qp->offset, weights + pp->offset, sizeof(float) * (size_t)qp->numel);
+        if (qp->quantized) tt_quant4_quantize(flat + qp->offset, weights + pp->offset, qp->numel, &q->quant_format);
+        else memcpy(flat + qp->offset, weights + pp->offset, sizeof(float) * (size_t)qp->numel);
     }
     return flat;
 }
@@ -157,8 +155,8 @@ static void runner_open(runner *run, const model_case *mc, const recipe *r, cons
 static void runner_step(runner *run, const model_case *mc, int step) {
     tt_model_state *s = &run->s;
     const tt_backend *backend = s->backend;
-    const tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.01f,
-                                     .max_grad_norm = 1.0f};
+    const tt_adamw_settings adamw = {
+        .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.01f, .max_grad_norm = 1.0f};
     tt_backend_zero(backend, s->gradients, s->sizes.gradients);
     int64_t count = 0;
     int64_t tokens = 0;
@@ -392,8 +390,8 @@ static void check_case(model_case *mc) {
  * same bits. */
 static void check_qlora(const model_case *mc) {
     const recipe cpu = {"cpu fp32 QLoRA", false, true, false, TT_ATTENTION_AUTO, true, 0, 0, true};
-    const recipe gpu_recipe = {"bf16 QLoRA nf4+dq, fp32 master", true, true, false, TT_ATTENTION_AUTO, true, 0, 0,
-                               true};
+    const recipe gpu_recipe = {
+        "bf16 QLoRA nf4+dq, fp32 master", true, true, false, TT_ATTENTION_AUTO, true, 0, 0, true};
     run_result reference = run(mc, &cpu);
     run_result gpu = run(mc, &gpu_recipe);
     compare_with_cpu(mc, &gpu_recipe, &gpu, &reference);
@@ -417,7 +415,8 @@ static void check_qlora(const model_case *mc) {
  * spare lanes). */
 static void check_chunked_case(model_case *mc) {
     const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
-    const recipe keep = {"bf16, fp32 master, key chunks in lanes", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
+    const recipe keep = {
+        "bf16, fp32 master, key chunks in lanes", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
     recipe checkpointed = keep, offloaded = keep;
     checkpointed.checkpointing = offloaded.checkpointing = true;
     offloaded.activation_offloading = 4; /* hidden_states */
@@ -430,7 +429,8 @@ static void check_chunked_case(model_case *mc) {
            lanes_keep, lanes_gc, lanes_moved);
     TT_EXPECT(lanes_keep > 2 && lanes_gc > 2 && lanes_moved == 2,
               "%s: 2 head groups at once in the workspace, more in the dead layer inputs where they stay on the GPU "
-              "(got %d, %d, %d)", mc->name, lanes_keep, lanes_gc, lanes_moved);
+              "(got %d, %d, %d)",
+              mc->name, lanes_keep, lanes_gc, lanes_moved);
     TT_EXPECT(same_bits(&gpu, &gc), "%s: checkpointing (spare attention lanes) gives the same bits", mc->name);
     TT_EXPECT(same_bits(&gpu, &moved), "%s: hidden_states offload (no spare lanes) gives the same bits", mc->name);
     free_result(&moved);
@@ -506,17 +506,18 @@ static void check_packed_case(model_case *mc) {
  * kernels, other number formats), taking turns step by step, with size queries for other settings
  * asked of both in between: each run gives the bits it gives alone on the program's one backend. */
 static void check_two_backends(model_case *mc) {
-    const recipe first = {"bf16, fp32 master (auto attention)", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
-    const recipe second = {"bf16, no master, simple attention", true, false, false, TT_ATTENTION_SIMPLE, false, 0, 0, false};
+    const recipe first = {
+        "bf16, fp32 master (auto attention)", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
+    const recipe second = {
+        "bf16, no master, simple attention", true, false, false, TT_ATTENTION_SIMPLE, false, 0, 0, false};
     run_result alone_first = run(mc, &first), alone_second = run(mc, &second);
     tt_backend *other = tt_backend_cuda_create(0);
     runner a, b;
     runner_open(&a, mc, &first, gpu_backend);
     runner_open(&b, mc, &second, other);
     /* queries for a plan neither run has: a 1 MiB attention workspace limit (cuDNN plans of their own) */
-    const tt_backend_settings hypothetical = {.precision = b.precision,
-                                              .attention = TT_ATTENTION_AUTO,
-                                              .attention_workspace_limit = (size_t)1 << 20};
+    const tt_backend_settings hypothetical = {
+        .precision = b.precision, .attention = TT_ATTENTION_AUTO, .attention_workspace_limit = (size_t)1 << 20};
     const size_t workspace = tt_backend_attention_workspace_bytes(gpu_backend, &hypothetical, &a.s.attention);
     for (int step = 0; step < STEPS; step++) {
         runner_step(&a, mc, step);
@@ -612,8 +613,8 @@ int main(int argc, char **argv) {
                        " \"head_dim\": 128, \"vocab_size\": 512, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
                        " \"tie_word_embeddings\": true, \"max_position_embeddings\": 4096,"
                        " \"torch_dtype\": \"bfloat16\"}");
-    model_case chunked = {.name = "qwen3-hd128-key-chunks", .batch = 1, .seq_len = 1024,
-                          .attn_workspace_limit = (int64_t)1 << 20};
+    model_case chunked = {
+        .name = "qwen3-hd128-key-chunks", .batch = 1, .seq_len = 1024, .attn_workspace_limit = (int64_t)1 << 20};
     path = tt_test_path("config_chunked.json");
     snprintf(chunked.config_path, sizeof chunked.config_path, "%s", path);
     free(path);

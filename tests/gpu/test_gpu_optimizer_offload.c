@@ -137,8 +137,8 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
     tt_model_state_init(&s, &config, &plan, backend, 0);
     tt_model_set_weights(&s, host);
     free(host);
-    const tt_adamw_settings adamw = {.beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.01f,
-                                     .max_grad_norm = 1.0f};
+    const tt_adamw_settings adamw = {
+        .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 0.01f, .max_grad_norm = 1.0f};
     const int64_t N = 2 * 40;
     int32_t inputs[80], targets[80];
     for (int64_t step = 0; step < 3; step++) {
@@ -151,7 +151,8 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
                 inputs[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
                 targets[i] = (int32_t)(tt_rng_next(&rng) % (uint64_t)s.config.vocab_size);
             }
-            if (micro == micro_batches - 1) tt_optimizer_offload_expect_gradients(s.optimizer_offload, &adamw, lr, step + 1);
+            if (micro == micro_batches - 1)
+                tt_optimizer_offload_expect_gradients(s.optimizer_offload, &adamw, lr, step + 1);
             tt_model_set_batch(&s, inputs, targets);
             int64_t count = 0;
             tt_step_forward_backward(&s, 1.0 / 160.0, &count);
@@ -206,9 +207,11 @@ int main(int argc, char **argv) {
     } cases[] = {{0.5, true, 0}, {0.5, true, 2000}, {1.0, false, 0}, {1.0, true, 0}, {0.0, false, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         trained t = train_on_gpu(config_path, true, cases[i].fraction, cases[i].overlap, cases[i].delay_us, 2);
-        TT_EXPECT(same(&reference, &t), "GPU, optimizer_offload_fraction %g%s%s: weights and moments differ from "
-                                        "the run without offload",
-                  cases[i].fraction, cases[i].overlap ? " with overlap" : "", cases[i].delay_us ? " and copy delays" : "");
+        TT_EXPECT(same(&reference, &t),
+                  "GPU, optimizer_offload_fraction %g%s%s: weights and moments differ from "
+                  "the run without offload",
+                  cases[i].fraction, cases[i].overlap ? " with overlap" : "",
+                  cases[i].delay_us ? " and copy delays" : "");
         printf("  %-40s fraction %.1f%s%s: %s\n", "optimizer offload vs none, 3 steps", cases[i].fraction,
                cases[i].overlap ? ", overlap" : "", cases[i].delay_us ? ", delays" : "",
                same(&reference, &t) ? "bit-identical" : "DIFFERENT");
@@ -231,8 +234,9 @@ int main(int argc, char **argv) {
         trained ring_reference = train_on_gpu(ring_config, false, 1.0, false, 0, micro_batches);
         for (unsigned delay = 0; delay <= 2000; delay += 2000) {
             trained t = train_on_gpu(ring_config, true, 1.0, true, delay, micro_batches);
-            TT_EXPECT(same(&ring_reference, &t), "GPU, the gradient ring, %lld micro-batches%s: weights and moments "
-                                                 "differ from the run without offload",
+            TT_EXPECT(same(&ring_reference, &t),
+                      "GPU, the gradient ring, %lld micro-batches%s: weights and moments "
+                      "differ from the run without offload",
                       (long long)micro_batches, delay ? " with copy delays" : "");
             printf("  %-40s %lld micro-batch(es), %s: %s\n", "gradient ring vs none, 3 steps", (long long)micro_batches,
                    delay ? "delays" : "no delays", same(&ring_reference, &t) ? "bit-identical" : "DIFFERENT");

@@ -216,8 +216,7 @@ static void cpu_attention_forward(void *ctx, void *out, float *lse, const void *
 
 static void cpu_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                    const float *lse, const void *q, const void *k, const void *v,
-                                   const tt_attention_shape *shape, void *workspace, void *spare,
-                                   size_t spare_bytes) {
+                                   const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes) {
     (void)spare;
     (void)spare_bytes;
     (void)workspace; /* the CPU kernel keeps a row of scores per thread in the op scratch */
@@ -243,8 +242,8 @@ static void cpu_dequantize_4bit(void *ctx, void *out, const void *quantized, int
     ON_THREADS(ctx, (void)cpu; tt_quant4_dequantize(out, quantized, numel, format));
 }
 
-static void cpu_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier,
-                              uint32_t drop_threshold, uint64_t seed) {
+static void cpu_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
+                              uint64_t seed) {
     ON_THREADS(ctx, tt_cpu_dropout_scale_f32(out, x, n, multiplier, drop_threshold, seed));
 }
 
@@ -262,15 +261,15 @@ static void cpu_sum_squares(void *ctx, double *out, const void *x, int64_t n) {
 }
 
 static void cpu_adamw_update(void *ctx, void *weights, float *master, const void *g, void *m, void *v,
-                             const int64_t *segment_start, const unsigned char *segment_decays, int segments,
-                             float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                             float grad_scale) {
+                             const int64_t *segment_start, const unsigned char *segment_decays, int segments, float lr,
+                             float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
     TT_CHECK(master == NULL, "the CPU backend keeps no master copy");
-    ON_THREADS(ctx, for (int s = 0; s < segments; s++) {
-        const int64_t at = segment_start[s], n = segment_start[s + 1] - at;
-        tt_cpu_adamw_update_f32((float *)weights + at, (const float *)g + at, (float *)m + at, (float *)v + at, n, lr,
-                                beta1, beta2, eps, segment_decays[s] ? weight_decay : 0.0f, step, grad_scale);
-    });
+    ON_THREADS(
+        ctx, for (int s = 0; s < segments; s++) {
+            const int64_t at = segment_start[s], n = segment_start[s + 1] - at;
+            tt_cpu_adamw_update_f32((float *)weights + at, (const float *)g + at, (float *)m + at, (float *)v + at, n,
+                                    lr, beta1, beta2, eps, segment_decays[s] ? weight_decay : 0.0f, step, grad_scale);
+        });
 }
 
 static void cpu_destroy(void *ctx) { free(ctx); }

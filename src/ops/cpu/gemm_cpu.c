@@ -187,8 +187,7 @@ static void gemm_tile(const gemm_problem *g, int64_t m0, int64_t rows, int64_t n
         const float *acc_row = acc + i * ld;
         if (g->mode == TT_CPU_GEMM_ADD)
             for (int64_t j = 0; j < cols; j++) c_row[j] = c_row[j] + acc_row[j];
-        else
-            memcpy(c_row, acc_row, sizeof(float) * (size_t)cols);
+        else memcpy(c_row, acc_row, sizeof(float) * (size_t)cols);
     }
 }
 
@@ -197,8 +196,18 @@ void tt_cpu_gemm_f32(tt_cpu_scratch *scratch, bool trans_a, bool trans_b, int64_
                      tt_cpu_gemm_mode mode) {
     TT_CHECK(M >= 0 && N >= 0 && K >= 0, "GEMM of %lld x %lld x %lld", (long long)M, (long long)N, (long long)K);
     if (M == 0 || N == 0) return;
-    const gemm_problem g = {.trans_a = trans_a, .trans_b = trans_b, .M = M, .N = N, .K = K, .A = A, .B = B,
-                            .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .mode = mode};
+    const gemm_problem g = {.trans_a = trans_a,
+                            .trans_b = trans_b,
+                            .M = M,
+                            .N = N,
+                            .K = K,
+                            .A = A,
+                            .B = B,
+                            .lda = lda,
+                            .ldb = ldb,
+                            .ldc = ldc,
+                            .C = C,
+                            .mode = mode};
     const int64_t row_tiles = (M + GEMM_ROWS - 1) / GEMM_ROWS, col_tiles = (N + GEMM_COLS - 1) / GEMM_COLS;
     const int64_t tiles = row_tiles * col_tiles;
     const bool small = (double)M * (double)N * (double)K < (double)GEMM_PARALLEL_MIN_WORK;

@@ -77,8 +77,7 @@ static void cpu_gemm(tt_cpu_scratch *scratch, bool trans_a, bool trans_b, int64_
     (void)scratch;
     TT_CHECK(M >= 0 && N >= 0 && K >= 0 && M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && lda <= INT_MAX &&
                  ldb <= INT_MAX && ldc <= INT_MAX,
-             "GEMM of %lld x %lld x %lld exceeds the 32-bit BLAS interface", (long long)M, (long long)N,
-             (long long)K);
+             "GEMM of %lld x %lld x %lld exceeds the 32-bit BLAS interface", (long long)M, (long long)N, (long long)K);
     if (M == 0 || N == 0) return;
     const real beta = mode == TT_CPU_GEMM_SET ? 0 : 1;
     if (K == 0) {
@@ -157,8 +156,7 @@ void TT_CPU_FN(embedding_backward)(real *dtable, const int32_t *ids, const real 
 /* ---------------------------------------------------------------- RMSNorm */
 
 /* Hugging Face LlamaRMSNorm / Qwen3RMSNorm: out = w * (x * rsqrt(mean(x^2) + eps)). */
-void TT_CPU_FN(rmsnorm_forward)(real *out, real *rstd, const real *x, const real *w, int64_t R, int64_t C,
-                                double eps) {
+void TT_CPU_FN(rmsnorm_forward)(real *out, real *rstd, const real *x, const real *w, int64_t R, int64_t C, double eps) {
 #pragma omp parallel for schedule(static) if (R * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t r = 0; r < R; r++) {
         const real *xr = x + r * C;
@@ -424,8 +422,7 @@ void TT_CPU_FN(swiglu_forward)(real *h, const real *gate, const real *up, int64_
 }
 
 /* As autograd runs it: du = dh * silu(g); dg = (dh * u) * sig(g) (1 + g (1 - sig(g))). */
-void TT_CPU_FN(swiglu_backward)(real *dgate, real *dup, const real *dh, const real *gate, const real *up,
-                                int64_t n) {
+void TT_CPU_FN(swiglu_backward)(real *dgate, real *dup, const real *dh, const real *gate, const real *up, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) {
         const real g = gate[i], u = up[i], d = dh[i], e = TT_CPU_EXP(-g);
@@ -445,7 +442,8 @@ void TT_CPU_FN(add)(real *out, const real *a, const real *b, int64_t n) {
 void TT_CPU_FN(dropout_scale)(real *out, const real *x, int64_t n, real multiplier, uint32_t drop_threshold,
                               uint64_t seed) {
 #pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
-    for (int64_t i = 0; i < n; i++) out[i] = tt_dropout_bits(seed, (uint64_t)i) >= drop_threshold ? x[i] * multiplier : 0;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = tt_dropout_bits(seed, (uint64_t)i) >= drop_threshold ? x[i] * multiplier : 0;
 }
 
 /* ---------------------------------------------------------------- LM head + cross-entropy */
@@ -457,8 +455,8 @@ double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, con
     int64_t valid = 0;
     for (int64_t n = 0; n < N; n++) {
         const int32_t t = targets[n];
-        TT_CHECK(t == TT_IGNORE_INDEX || (t >= 0 && t < V), "target %d at token %lld is outside [0, %lld)",
-                 (int)t, (long long)n, (long long)V);
+        TT_CHECK(t == TT_IGNORE_INDEX || (t >= 0 && t < V), "target %d at token %lld is outside [0, %lld)", (int)t,
+                 (long long)n, (long long)V);
         if (t != TT_IGNORE_INDEX) valid++;
     }
     const int64_t max_rows = cpu_min64(chunk, N > 0 ? N : 1);
@@ -527,8 +525,8 @@ double TT_CPU_FN(sum_squares)(tt_cpu_scratch *scratch, const real *x, int64_t n)
 
 /* torch.optim.AdamW (single-tensor path): the scalars of ops/adamw_scalars.h; the element-wise
  * operations run in float in torch's order. */
-void TT_CPU_FN(adamw_update)(float *p, const real *g, float *m, float *v, int64_t n, float lr, float beta1,
-                             float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+void TT_CPU_FN(adamw_update)(float *p, const real *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
+                             float eps, float weight_decay, int64_t step, float grad_scale) {
     const tt_adamw_scalars k = tt_adamw_scalars_for(lr, beta1, beta2, eps, weight_decay, step, grad_scale);
 #pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) {

@@ -49,7 +49,8 @@ size_t tt_cpu_scratch_bytes(const tt_scratch_shape *s, int threads) {
     size_t need = aligned_bytes((int64_t)threads * a->seq_len, sizeof(float));
     need = max_size(need, aligned_bytes(a->batch * a->num_heads * a->seq_len, sizeof(float)));
     /* sum of squares: one per block */
-    need = max_size(need, aligned_bytes((s->gradient_numel + SUM_SQUARES_BLOCK - 1) / SUM_SQUARES_BLOCK, sizeof(double)));
+    need =
+        max_size(need, aligned_bytes((s->gradient_numel + SUM_SQUARES_BLOCK - 1) / SUM_SQUARES_BLOCK, sizeof(double)));
     /* the LM head's GEMMs run while it holds one loss per row of a chunk; the linear layers' with nothing else */
     need = max_size(need, aligned_bytes(s->loss_chunk, sizeof(double)) + tt_cpu_gemm_scratch_bytes(threads));
     return need;

@@ -133,8 +133,8 @@ struct tt_cudnn_attention {
      * lane runs head groups one after another on its own stream with its own share: [engine workspace |
      * with key chunks: the group's dQ sum fp32 and one chunk's dQ bf16, B*T*Hs*hd]. Offsets of the share are
      * from its start. Groups touch disjoint heads, so lanes change no bits. */
-    size_t softmax_sum_offset, dq_accumulator_offset, first_lane_offset, lane_bytes, dq_sum_offset,
-        dq_partial_offset, backward_workspace_bytes, workspace_bytes;
+    size_t softmax_sum_offset, dq_accumulator_offset, first_lane_offset, lane_bytes, dq_sum_offset, dq_partial_offset,
+        backward_workspace_bytes, workspace_bytes;
     int max_lanes, most_lanes_run;
     cudaStream_t lane_stream[TT_CUDNN_ATTENTION_MAX_LANES];
     cudaEvent_t fork, lane_done[TT_CUDNN_ATTENTION_MAX_LANES];
@@ -399,8 +399,8 @@ static cudnnBackendDescriptor_t padding_mask(graph_builder *g, cudnnBackendDescr
 /* The layouts of one shape. Our q is [B*T, Hq*hd] token-major: as [B, Hq, T, hd] its strides are
  * (T*Hq*hd, hd, Hq*hd, 1); K^T is k seen as [B, Hkv, hd, T]. */
 typedef struct attention_layouts {
-    tensor_shape q, k, k_transposed, v_transposed, scores, scores_transposed, row, per_query_head,
-        per_query_head_keys, dout_times_out, dq_partial, seq_len;
+    tensor_shape q, k, k_transposed, v_transposed, scores, scores_transposed, row, per_query_head, per_query_head_keys,
+        dout_times_out, dq_partial, seq_len;
 } attention_layouts;
 
 /* Hs query heads and Hks kv heads of the full H and Hk, Tq queries and Tk keys of the full T: dims
@@ -461,9 +461,9 @@ static void build_forward_graph(graph_builder *g, const tt_attention_shape *s) {
 
 /* How the backward graph writes dQ. */
 typedef enum dq_output {
-    DQ_ATOMIC,       /* into an fp32 accumulator with atomics, then dQ (the default graph) */
-    DQ_DIRECT,       /* straight from the matmul, bf16 (deterministic, whole sequence) */
-    DQ_PARTIAL,      /* a key chunk's contribution into the bf16 dq_partial scratch (deterministic) */
+    DQ_ATOMIC,  /* into an fp32 accumulator with atomics, then dQ (the default graph) */
+    DQ_DIRECT,  /* straight from the matmul, bf16 (deterministic, whole sequence) */
+    DQ_PARTIAL, /* a key chunk's contribution into the bf16 dq_partial scratch (deterministic) */
 } dq_output;
 
 static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, dq_output dq_out,
@@ -478,9 +478,9 @@ static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, 
     cudnnBackendDescriptor_t o = make_tensor(g, "O", UID_O, bf16, l.q, false, false);
     cudnnBackendDescriptor_t dout = make_tensor(g, "dO", UID_DO, bf16, l.q, false, false);
     cudnnBackendDescriptor_t stats = make_tensor(g, "stats (lse)", UID_STATS, f32, l.row, false, false);
-    cudnnBackendDescriptor_t dq =
-        dq_out == DQ_PARTIAL ? make_tensor(g, "dQ of the key chunk", UID_DQ, bf16, l.dq_partial, false, false)
-                             : make_tensor(g, "dQ", UID_DQ, bf16, l.q, false, false);
+    cudnnBackendDescriptor_t dq = dq_out == DQ_PARTIAL
+                                      ? make_tensor(g, "dQ of the key chunk", UID_DQ, bf16, l.dq_partial, false, false)
+                                      : make_tensor(g, "dQ", UID_DQ, bf16, l.q, false, false);
     cudnnBackendDescriptor_t dk = make_tensor(g, "dK", UID_DK, bf16, l.k, false, false);
     cudnnBackendDescriptor_t dv = make_tensor(g, "dV", UID_DV, bf16, l.k, false, false);
     cudnnBackendDescriptor_t scale = scalar_tensor(g, "attn_scale", UID_ATTN_SCALE);
@@ -830,10 +830,8 @@ static void backward_group(tt_cudnn_attention *a, int64_t slice, tt_bf16 *dq, tt
         pack_add(&e, UID_O, out + (k0 * H + h) * D);
         pack_add(&e, UID_DO, dout + (k0 * H + h) * D);
         pack_add(&e, UID_STATS, lse + h * T + k0);
-        if (a->chunks == 1)
-            pack_add(&e, UID_DQ, dq + h * D);
-        else
-            pack_add(&e, UID_DQ, dq_partial + k0 * Hs * D);
+        if (a->chunks == 1) pack_add(&e, UID_DQ, dq + h * D);
+        else pack_add(&e, UID_DQ, dq_partial + k0 * Hs * D);
         pack_add(&e, UID_DK, dk + (k0 * Hk + kv) * D);
         pack_add(&e, UID_DV, dv + (k0 * Hk + kv) * D);
         pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
@@ -914,8 +912,7 @@ static const char *unsupported_reason(const tt_attention_shape *s, size_t versio
                  (long long)s->head_dim, sm_major == 9 ? 256 : 128, sm_major * 10);
     else if (s->seq_len > INT32_MAX)
         snprintf(buf, size, "T=%lld does not fit the int32 sequence lengths", (long long)s->seq_len);
-    else
-        return NULL;
+    else return NULL;
     return buf;
 }
 
@@ -1053,7 +1050,8 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     for (int64_t c = 0; c < a->chunks && !g->failed; c++) {
         const dq_output dq_out = !a->deterministic_graph ? DQ_ATOMIC : a->chunks == 1 ? DQ_DIRECT : DQ_PARTIAL;
         const int64_t queries = s->seq_len - a->chunk_start[c];
-        *g = (graph_builder){.graph = "backward", .owned = &a->backward[c].owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
+        *g =
+            (graph_builder){.graph = "backward", .owned = &a->backward[c].owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
         build_backward_graph(g, s, dq_out, a->padding_workaround, a->slice_heads, a->slice_kv_heads, queries,
                              a->chunk_len[c]);
         build_plan(g, &a->backward[c], a->handle, a->deterministic_graph);
@@ -1084,9 +1082,9 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
                              ? a->backward_workspace_bytes
                              : (size_t)a->forward.workspace_bytes;
     /* lanes: only the deterministic graph runs several groups, at most this many at once */
-    a->max_lanes = a->deterministic_graph ? (int)(a->slices < TT_CUDNN_ATTENTION_MAX_LANES ? a->slices
-                                                                                             : TT_CUDNN_ATTENTION_MAX_LANES)
-                                          : 1;
+    a->max_lanes = a->deterministic_graph
+                       ? (int)(a->slices < TT_CUDNN_ATTENTION_MAX_LANES ? a->slices : TT_CUDNN_ATTENTION_MAX_LANES)
+                       : 1;
     if (a->max_lanes > 1) {
         TT_CUDA_CHECK(cudaEventCreateWithFlags(&a->fork, cudaEventDisableTiming));
         for (int i = 0; i < a->max_lanes; i++) {

@@ -84,8 +84,8 @@ void tt_cudnn_attention_destroy(tt_cudnn_attention *a);
 /* Kernels of the key-chunked deterministic backward (kernels_attention_chunks.cu). acc fp32, partial
  * bf16, [B, T, width], rows row0..T-1 of the partial valid: acc = partial (first) or acc += partial,
  * in fp32; then dq rows (row stride dq_row_stride) = bf16(acc), rows = B * T. */
-void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, int64_t T,
-                                 int64_t row0, int64_t width, int first, cudaStream_t stream);
+void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, int64_t T, int64_t row0, int64_t width,
+                                 int first, cudaStream_t stream);
 void tt_cuda_dq_chunk_store(tt_bf16 *dq, int64_t dq_row_stride, const float *acc, int64_t rows, int64_t width,
                             cudaStream_t stream);
 

@@ -25,17 +25,16 @@ extern "C" {
  * num_kv_heads, no sliding window. */
 int tt_cuda_flash_attention_supported(const tt_attention_shape *s);
 
-void tt_cuda_flash_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
-                                     const tt_bf16 *v, const tt_attention_shape *s, cudaStream_t stream);
+void tt_cuda_flash_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                                     const tt_attention_shape *s, cudaStream_t stream);
 
 /* Bytes of device scratch the backward needs: D[B, Hq, T] = rowsum(dout * out), fp32. */
 size_t tt_cuda_flash_attention_backward_scratch_bytes(const tt_attention_shape *s);
 
 /* dq, dk, dv overwritten. P is recomputed from lse. */
-void tt_cuda_flash_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
-                                      const tt_bf16 *out, const float *lse, const tt_bf16 *q, const tt_bf16 *k,
-                                      const tt_bf16 *v, const tt_attention_shape *s, void *scratch,
-                                      cudaStream_t stream);
+void tt_cuda_flash_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const tt_bf16 *out,
+                                      const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                                      const tt_attention_shape *s, void *scratch, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

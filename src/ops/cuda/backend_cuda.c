@@ -201,11 +201,11 @@ static void profile_end(cuda_backend *cuda, int i) {
 }
 
 /* The statements after name, timed as one call of op kind `name` (on the context `cuda` in scope). */
-#define TIMED(name, ...)                               \
-    do {                                               \
+#define TIMED(name, ...)                              \
+    do {                                              \
         const int timed_ = profile_begin(cuda, name); \
-        __VA_ARGS__;                                   \
-        profile_end(cuda, timed_);                     \
+        __VA_ARGS__;                                  \
+        profile_end(cuda, timed_);                    \
     } while (0)
 
 /* ---- memory ---- */
@@ -266,8 +266,7 @@ static void cuda_pinned_free(void *ctx, void *base) {
 
 static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     cuda_backend *cuda = ctx;
-    if (bytes)
-        TIMED("copy", TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda->stream)));
+    if (bytes) TIMED("copy", TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda->stream)));
 }
 
 static void cuda_zero(void *ctx, void *dst, size_t bytes) {
@@ -357,8 +356,8 @@ static tt_cudnn_attention *create_deterministic_cudnn(const attention_key *key, 
                                                       size_t size) {
     const size_t limit = key->workspace_limit;
     const tt_attention_shape *shape = &key->shape;
-    const double whole_dp = 2.0 * (double)shape->batch * (double)shape->num_heads * (double)shape->seq_len *
-                            (double)shape->seq_len;
+    const double whole_dp =
+        2.0 * (double)shape->batch * (double)shape->num_heads * (double)shape->seq_len * (double)shape->seq_len;
     if (whole_dp > (double)limit) {
         tt_cudnn_attention *a = tt_cudnn_attention_create(shape, 1, limit / ATTENTION_LANES, why_not, size);
         if (a && tt_cudnn_attention_lane_bytes(a) > 0) {
@@ -491,7 +490,7 @@ static size_t op_scratch_bytes(const tt_scratch_shape *s, const attention_choice
     if (s->hidden > widest) widest = s->hidden;
     need = max_size(need, floats(tt_cuda_column_sum_scratch(N, widest)));
     need = max_size(need, sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1));
-    need = max_size(need, attention->forward_workspace); /* the backward's: attention_workspace_bytes */
+    need = max_size(need, attention->forward_workspace);          /* the backward's: attention_workspace_bytes */
     need = max_size(need, sizeof(int32_t) * (size_t)(3 * N + 1)); /* embedding backward order */
     const int64_t chunks = s->loss_chunk > 0 ? (N + s->loss_chunk - 1) / s->loss_chunk : 1;
     need = max_size(need, align_256(floats(s->loss_chunk)) + sizeof(double) * (size_t)chunks); /* loss */
@@ -747,14 +746,15 @@ static void cuda_attention_forward(void *ctx, void *out, float *lse, const void 
     case TT_ATTENTION_FLASH:
         TIMED("attention forward flash", tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, cuda->stream));
         break;
-    default: TIMED("attention forward simple", tt_cuda_attention_forward(out, lse, q, k, v, shape, cuda->stream)); break;
+    default:
+        TIMED("attention forward simple", tt_cuda_attention_forward(out, lse, q, k, v, shape, cuda->stream));
+        break;
     }
 }
 
 static void cuda_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                     const float *lse, const void *q, const void *k, const void *v,
-                                    const tt_attention_shape *shape, void *workspace, void *spare,
-                                    size_t spare_bytes) {
+                                    const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes) {
     cuda_backend *cuda = ctx;
     check_prepared_attention(cuda, shape);
     void *scratch = workspace;
@@ -804,8 +804,8 @@ static void cuda_add(void *ctx, void *out, const void *a, const void *b, int64_t
     TIMED("add", tt_cuda_add(out, a, b, n, cuda->stream));
 }
 
-static void cuda_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
-                               uint64_t seed) {
+static void cuda_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier,
+                               uint32_t drop_threshold, uint64_t seed) {
     cuda_backend *cuda = ctx;
     TIMED("dropout scale", tt_cuda_dropout_scale(out, x, n, multiplier, drop_threshold, seed, cuda->stream));
 }
@@ -824,8 +824,8 @@ static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, 
         /* logits[rows,V] = xn[rows,D] @ W[V,D]^T, in bf16 as the peer's LM head */
         TIMED("lm head gemm forward", tt_cuda_gemm(cuda->gemm, false, true, rows, V, D, 1.0f, x + first * D, D, W, D,
                                                    0.0f, logits, false, V, cuda->stream));
-        TIMED("cross entropy", tt_cuda_cross_entropy_chunk(logits, row_loss, targets + first, rows, V, (float)scale,
-                                                           cuda->stream);
+        TIMED("cross entropy",
+              tt_cuda_cross_entropy_chunk(logits, row_loss, targets + first, rows, V, (float)scale, cuda->stream);
               tt_cuda_sum(chunk_sums + c, row_loss, rows, cuda->stream));
         if (dxn) {
             /* logits now hold d loss / d logits; dW is NULL when the LM head is frozen */
@@ -837,13 +837,14 @@ static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, 
                                                            0.0f, (tt_bf16 *)dxn + first * D, false, D, cuda->stream));
         }
     }
-    TT_CHECK(N <= cuda->host_tokens && chunks <= cuda->host_chunks, "loss over %lld tokens in %lld chunks, host "
-             "buffers for %lld and %lld", (long long)N, (long long)chunks, (long long)cuda->host_tokens,
-             (long long)cuda->host_chunks);
+    TT_CHECK(N <= cuda->host_tokens && chunks <= cuda->host_chunks,
+             "loss over %lld tokens in %lld chunks, host "
+             "buffers for %lld and %lld",
+             (long long)N, (long long)chunks, (long long)cuda->host_tokens, (long long)cuda->host_chunks);
     TT_CUDA_CHECK(cudaMemcpyAsync(cuda->host_chunk_sums, chunk_sums, sizeof(double) * (size_t)chunks,
                                   cudaMemcpyDeviceToHost, cuda->stream));
-    TT_CUDA_CHECK(
-        cudaMemcpyAsync(cuda->host_targets, targets, sizeof(int32_t) * (size_t)N, cudaMemcpyDeviceToHost, cuda->stream));
+    TT_CUDA_CHECK(cudaMemcpyAsync(cuda->host_targets, targets, sizeof(int32_t) * (size_t)N, cudaMemcpyDeviceToHost,
+                                  cuda->stream));
     cuda_synchronize(ctx);
     double total = loss_before;
     for (int64_t c = 0; c < chunks; c++) total += cuda->host_chunk_sums[c];
@@ -860,9 +861,8 @@ static void cuda_sum_squares(void *ctx, double *out, const void *x, int64_t n) {
 }
 
 static void cuda_adamw_update(void *ctx, void *weights, float *master, const void *g, void *m, void *v,
-                              const int64_t *segment_start, const unsigned char *segment_decays, int segments,
-                              float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                              float grad_scale) {
+                              const int64_t *segment_start, const unsigned char *segment_decays, int segments, float lr,
+                              float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
     cuda_backend *cuda = ctx;
     TIMED("adamw", tt_cuda_adamw(master, weights, g, gradient_fp32(cuda), m, v,
                                  cuda->settings.precision.moment == TT_BF16, segment_start, segment_decays, segments,

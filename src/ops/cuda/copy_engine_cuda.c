@@ -11,7 +11,7 @@
 
 /* One copy: its events on the copy stream and what it moved. */
 typedef struct copy_record {
-    uint64_t ticket;     /* 0: slot unused */
+    uint64_t ticket; /* 0: slot unused */
     cudaEvent_t started, done;
     size_t bytes;
     bool to_host;
@@ -168,8 +168,8 @@ uint64_t tt_cuda_copy_async(tt_cuda_copy_engine *engine, void *dst, const void *
     }
     TT_CUDA_CHECK(cudaEventRecord(r->started, stream));
     if (bytes)
-        TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
-                                      stream));
+        TT_CUDA_CHECK(
+            cudaMemcpyAsync(dst, src, bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream));
     TT_CUDA_CHECK(cudaEventRecord(r->done, stream));
     r->ticket = ticket;
     r->bytes = bytes;

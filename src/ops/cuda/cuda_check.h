@@ -6,10 +6,10 @@
 
 #include "core/check.h"
 
-#define TT_CUDA_CHECK(call)                                                                        \
-    do {                                                                                           \
-        cudaError_t tt_cuda_status = (call);                                                       \
-        if (tt_cuda_status != cudaSuccess)                                                         \
+#define TT_CUDA_CHECK(call)                                                                       \
+    do {                                                                                          \
+        cudaError_t tt_cuda_status = (call);                                                      \
+        if (tt_cuda_status != cudaSuccess)                                                        \
             tt_check_failed(__FILE__, __LINE__, #call, "%s", cudaGetErrorString(tt_cuda_status)); \
     } while (0)
 

@@ -8,9 +8,7 @@
 
 #include "ops/cuda/ops_cuda.h"
 
-static __device__ __forceinline__ float bf16_to_float(tt_bf16 v) {
-    return __bfloat162float(__ushort_as_bfloat16(v));
-}
+static __device__ __forceinline__ float bf16_to_float(tt_bf16 v) { return __bfloat162float(__ushort_as_bfloat16(v)); }
 
 static __device__ __forceinline__ tt_bf16 float_to_bf16(float v) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(v));

@@ -63,8 +63,8 @@ static cublasLtMatmulPreference_t algorithm_preference(const tt_cuda_gemm_contex
     TT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
     TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &c->workspace_bytes, sizeof c->workspace_bytes));
-    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
-                                CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    const uint32_t reductions =
+        CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
     TT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                          &reductions, sizeof reductions));
     return preference;
@@ -83,19 +83,28 @@ static gemm_plan *find_or_build_plan(tt_cuda_gemm_context *c, bool trans_a, bool
     TT_CHECK(c->plan_count < MAX_CACHED_SHAPES, "more than %d GEMM shapes", MAX_CACHED_SHAPES);
     gemm_plan *p = &c->plans[c->plan_count];
     memset(p, 0, sizeof(*p));
-    *p = (gemm_plan){.trans_a = trans_a, .trans_b = trans_b, .c_is_fp32 = c_is_fp32, .M = M, .N = N, .K = K,
-                     .lda = lda, .ldb = ldb, .ldc = ldc};
+    *p = (gemm_plan){.trans_a = trans_a,
+                     .trans_b = trans_b,
+                     .c_is_fp32 = c_is_fp32,
+                     .M = M,
+                     .N = N,
+                     .K = K,
+                     .lda = lda,
+                     .ldb = ldb,
+                     .ldc = ldc};
     TT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->operation, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    TT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
-    TT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+    TT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+    TT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
     /* stored shapes, column-major: our B is [N, K] (or [K, N] when transposed), our A [K, M] (or [M, K]) */
     TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->layout_a, CUDA_R_16BF, (uint64_t)(trans_b ? K : N),
                                                (uint64_t)(trans_b ? N : K), ldb));
     TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->layout_b, CUDA_R_16BF, (uint64_t)(trans_a ? M : K),
                                                (uint64_t)(trans_a ? K : M), lda));
-    TT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->layout_c, c_is_fp32 ? CUDA_R_32F : CUDA_R_16BF, (uint64_t)N,
-                                               (uint64_t)M, ldc));
+    TT_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&p->layout_c, c_is_fp32 ? CUDA_R_32F : CUDA_R_16BF, (uint64_t)N, (uint64_t)M, ldc));
 
     cublasLtMatmulPreference_t preference = algorithm_preference(c);
     cublasLtMatmulHeuristicResult_t result;

@@ -12,8 +12,8 @@ static unsigned grid_for(int64_t n, int threads) {
 }
 
 /* acc [B, T, width] fp32; partial [B, T, width] bf16, rows row0..T-1 valid. */
-static __global__ void dq_chunk_accumulate_kernel(float *acc, const tt_bf16 *partial, int64_t T,
-                                                  int64_t row0, int64_t width, int64_t n, int first) {
+static __global__ void dq_chunk_accumulate_kernel(float *acc, const tt_bf16 *partial, int64_t T, int64_t row0,
+                                                  int64_t width, int64_t n, int first) {
     const int64_t rows = T - row0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t b = i / (rows * width), r = i % (rows * width);
@@ -26,8 +26,8 @@ static __global__ void dq_chunk_accumulate_kernel(float *acc, const tt_bf16 *par
 /* The same, eight elements per thread (16-byte loads of the partial, 32-byte of the sum), for one
  * sequence (B = 1) and widths that are multiples of 8: the rows [row0, T) are then one contiguous
  * run of (T - row0) * width elements starting at a multiple of 8. */
-static __global__ void dq_chunk_accumulate8_kernel(float *acc, const tt_bf16 *partial, int64_t start,
-                                                   int64_t groups, int first) {
+static __global__ void dq_chunk_accumulate8_kernel(float *acc, const tt_bf16 *partial, int64_t start, int64_t groups,
+                                                   int first) {
     for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
         const int64_t at = start + 8 * g;
         const uint4 packed = *(const uint4 *)(partial + at);
@@ -79,15 +79,13 @@ static __global__ void dq_chunk_store8_kernel(tt_bf16 *dq, int64_t dq_row_stride
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-extern "C" void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, int64_t T,
-                                            int64_t row0, int64_t width, int first, cudaStream_t stream) {
+extern "C" void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, int64_t T, int64_t row0,
+                                            int64_t width, int first, cudaStream_t stream) {
     const int64_t n = B * (T - row0) * width;
     if (n <= 0) return;
     if (B == 1 && width % 8 == 0 && aligned16(acc) && aligned16(partial))
-        dq_chunk_accumulate8_kernel<<<grid_for(n / 8, 256), 256, 0, stream>>>(acc, partial, row0 * width, n / 8,
-                                                                              first);
-    else
-        dq_chunk_accumulate_kernel<<<grid_for(n, 256), 256, 0, stream>>>(acc, partial, T, row0, width, n, first);
+        dq_chunk_accumulate8_kernel<<<grid_for(n / 8, 256), 256, 0, stream>>>(acc, partial, row0 * width, n / 8, first);
+    else dq_chunk_accumulate_kernel<<<grid_for(n, 256), 256, 0, stream>>>(acc, partial, T, row0, width, n, first);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -97,7 +95,6 @@ extern "C" void tt_cuda_dq_chunk_store(tt_bf16 *dq, int64_t dq_row_stride, const
     if (n <= 0) return;
     if (width % 8 == 0 && dq_row_stride % 8 == 0 && aligned16(dq) && aligned16(acc))
         dq_chunk_store8_kernel<<<grid_for(n / 8, 256), 256, 0, stream>>>(dq, dq_row_stride, acc, width, n / 8);
-    else
-        dq_chunk_store_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dq, dq_row_stride, acc, width, n);
+    else dq_chunk_store_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dq, dq_row_stride, acc, width, n);
     TT_CUDA_CHECK(cudaGetLastError());
 }

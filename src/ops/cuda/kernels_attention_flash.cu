@@ -57,21 +57,18 @@ static __device__ __forceinline__ uint32_t shared_address(const void *p) {
  * not read (it must still be a valid address expression). */
 static __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
     const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 /* 4 bytes, zero-filled when !valid (the per-row lse and D values). */
 static __device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool valid) {
     const int src_bytes = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
-template <int PENDING>
-static __device__ __forceinline__ void cp_async_wait(void) {
+template <int PENDING> static __device__ __forceinline__ void cp_async_wait(void) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
 }
 
@@ -112,8 +109,7 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
  * Swizzled tiles */
 
 /* Byte offset of 16-byte chunk `chunk` of row `row` in a tile of HEAD_DIM-wide bf16 rows. */
-template <int HEAD_DIM>
-static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
+template <int HEAD_DIM> static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
     return (uint32_t)(row * (HEAD_DIM * 2) + ((chunk ^ (row & 7)) << 4));
 }
 
@@ -152,7 +148,8 @@ static __device__ __forceinline__ void load_b(uint32_t *b, uint32_t tile, int n0
  * b[3] for the second. */
 template <int HEAD_DIM>
 static __device__ __forceinline__ void load_b_trans(uint32_t *b, uint32_t tile, int k0, int npair, int lane) {
-    ldmatrix_x4_trans(b, tile + tile_offset<HEAD_DIM>(k0 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * npair + (lane >> 4)));
+    ldmatrix_x4_trans(
+        b, tile + tile_offset<HEAD_DIM>(k0 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * npair + (lane >> 4)));
 }
 
 /* The A operand of k-step `kstep` of the next product from C accumulators c[n-tile][4]. */
@@ -176,9 +173,8 @@ static __device__ __forceinline__ float quad_sum(float v) {
 /* Stores an accumulator block acc[HEAD_DIM / 8][4] (rows g and g + 8 of a warp's 16) as bf16,
  * times `scale`, for the rows < valid (row_g, row_g8 already relative to `valid`). */
 template <int HEAD_DIM>
-static __device__ __forceinline__ void store_rows(tt_bf16 *row_g_ptr, tt_bf16 *row_g8_ptr, bool store_g,
-                                                  bool store_g8, const float (*acc)[4], float scale_g,
-                                                  float scale_g8, int lane) {
+static __device__ __forceinline__ void store_rows(tt_bf16 *row_g_ptr, tt_bf16 *row_g8_ptr, bool store_g, bool store_g8,
+                                                  const float (*acc)[4], float scale_g, float scale_g8, int lane) {
     const int t = lane & 3;
 #pragma unroll
     for (int dt = 0; dt < HEAD_DIM / 8; dt++) {
@@ -192,9 +188,9 @@ static __device__ __forceinline__ void store_rows(tt_bf16 *row_g_ptr, tt_bf16 *r
  * Packed documents: the first key each query row may see (0 without positions). */
 
 typedef struct document_rows {
-    int tile_start;      /* the document start of the block's first query: no key before it is visible */
+    int tile_start;        /* the document start of the block's first query: no key before it is visible */
     int start_g, start_g8; /* the document starts of this thread's rows g and g + 8 */
-    int warp_start_max;  /* the latest document start among the warp's rows: keys before it need the mask */
+    int warp_start_max;    /* the latest document start among the warp's rows: keys before it need the mask */
 } document_rows;
 
 /* row_g: this thread's row g (row g + 8 follows); rows past T take start 0 (they are never stored). */
@@ -215,8 +211,7 @@ static __device__ __forceinline__ document_rows document_rows_of(const int32_t *
  * Forward: a block per (batch, query head, tile of 16 * WARPS queries); K and V tiles of
  * BLOCK_N keys double-buffered through cp.async; Q in registers; online softmax in base 2. */
 
-template <int HEAD_DIM, int WARPS, int BLOCK_N>
-struct forward_config {
+template <int HEAD_DIM, int WARPS, int BLOCK_N> struct forward_config {
     static constexpr int BLOCK_M = 16 * WARPS;
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int KV_TILE_BYTES = BLOCK_N * HEAD_DIM * 2;
@@ -228,8 +223,8 @@ struct forward_config {
 
 template <int HEAD_DIM, int WARPS, int BLOCK_N>
 static __global__ void __launch_bounds__(32 * WARPS)
-    flash_forward_kernel(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T,
-                         int Hq, int Hkv, float scale_log2, const int32_t *positions) {
+    flash_forward_kernel(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq,
+                         int Hkv, float scale_log2, const int32_t *positions) {
     typedef forward_config<HEAD_DIM, WARPS, BLOCK_N> C;
     constexpr int KSTEPS = HEAD_DIM / 16; /* k-steps of Q K^T */
     constexpr int DTILES = HEAD_DIM / 8;  /* n-tiles of O */
@@ -248,9 +243,8 @@ static __global__ void __launch_bounds__(32 * WARPS)
     const document_rows docs = document_rows_of(positions, b, T, m0, m0 + warp * 16 + g, warp);
     const int first_tile = docs.tile_start / BLOCK_N;
 
-    load_tile<C::BLOCK_M, HEAD_DIM, C::THREADS>(base + C::STAGE_BYTES,
-                                                q + ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM,
-                                                q_stride, T - m0);
+    load_tile<C::BLOCK_M, HEAD_DIM, C::THREADS>(
+        base + C::STAGE_BYTES, q + ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM, q_stride, T - m0);
     cp_async_commit();
     load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(base, k_head + (int64_t)first_tile * BLOCK_N * kv_stride, kv_stride,
                                              T - first_tile * BLOCK_N);
@@ -280,8 +274,8 @@ static __global__ void __launch_bounds__(32 * WARPS)
             const uint32_t next = base + ((tile + 1 - first_tile) & 1) * C::STAGE_BYTES;
             const int n_next = (tile + 1) * BLOCK_N;
             load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next, k_head + n_next * kv_stride, kv_stride, T - n_next);
-            load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next + C::KV_TILE_BYTES, v_head + n_next * kv_stride,
-                                                     kv_stride, T - n_next);
+            load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next + C::KV_TILE_BYTES, v_head + n_next * kv_stride, kv_stride,
+                                                     T - n_next);
         }
         cp_async_commit();
         const uint32_t k_tile = base + ((tile - first_tile) & 1) * C::STAGE_BYTES, v_tile = k_tile + C::KV_TILE_BYTES;
@@ -401,8 +395,7 @@ static __global__ void flash_backward_dot_kernel(float *D, const tt_bf16 *dout, 
  *   S^T = K Q^T, P^T = exp(S^T scale - lse), dP^T = V dO^T, dS^T = P^T (dP^T - D),
  *   dV += P^T dO, dK += dS^T Q (times scale at the end). */
 
-template <int HEAD_DIM, int WARPS, int BLOCK_M>
-struct backward_kv_config {
+template <int HEAD_DIM, int WARPS, int BLOCK_M> struct backward_kv_config {
     static constexpr int BLOCK_N = 16 * WARPS;
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int KV_TILE_BYTES = BLOCK_N * HEAD_DIM * 2;
@@ -416,10 +409,9 @@ struct backward_kv_config {
  * q_tiles, query tile first_q_tile + step % q_tiles) into the stage at `stage`: the Q tile, the
  * dO tile, then lse, D and (packed documents) the positions of its BLOCK_M rows (zero past T). */
 template <int HEAD_DIM, int BLOCK_M, int THREADS>
-static __device__ __forceinline__ void load_query_stage(uint32_t stage, int step, int q_tiles, int first_q_tile,
-                                                        int group, int kv_head, int b, int T, int Hq,
-                                                        const tt_bf16 *q, const tt_bf16 *dout, const float *lse,
-                                                        const float *D, const int32_t *positions) {
+static __device__ __forceinline__ void
+load_query_stage(uint32_t stage, int step, int q_tiles, int first_q_tile, int group, int kv_head, int b, int T, int Hq,
+                 const tt_bf16 *q, const tt_bf16 *dout, const float *lse, const float *D, const int32_t *positions) {
     constexpr int Q_TILE_BYTES = BLOCK_M * HEAD_DIM * 2;
     const int h = kv_head * group + step / q_tiles, m0 = (first_q_tile + step % q_tiles) * BLOCK_M;
     const int64_t q_stride = (int64_t)Hq * HEAD_DIM;
@@ -439,12 +431,12 @@ static __device__ __forceinline__ void load_query_stage(uint32_t stage, int step
 template <int HEAD_DIM, int WARPS, int BLOCK_M>
 static __global__ void __launch_bounds__(32 * WARPS)
     flash_backward_kv_kernel(tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const float *lse, const float *D,
-                             const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv,
-                             float scale, float scale_log2, const int32_t *positions) {
+                             const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale,
+                             float scale_log2, const int32_t *positions) {
     typedef backward_kv_config<HEAD_DIM, WARPS, BLOCK_M> C;
-    constexpr int KSTEPS = HEAD_DIM / 16;   /* k-steps of K Q^T and V dO^T */
-    constexpr int DTILES = HEAD_DIM / 8;    /* n-tiles of dK, dV */
-    constexpr int QTILES = BLOCK_M / 8;     /* n-tiles of S^T, dP^T */
+    constexpr int KSTEPS = HEAD_DIM / 16; /* k-steps of K Q^T and V dO^T */
+    constexpr int DTILES = HEAD_DIM / 8;  /* n-tiles of dK, dV */
+    constexpr int QTILES = BLOCK_M / 8;   /* n-tiles of S^T, dP^T */
     extern __shared__ __align__(128) unsigned char shared[];
     const uint32_t base = shared_address(shared);
     const uint32_t k_tile = base, v_tile = base + C::KV_TILE_BYTES, stages = base + 2 * C::KV_TILE_BYTES;
@@ -474,8 +466,8 @@ static __global__ void __launch_bounds__(32 * WARPS)
     load_tile<C::BLOCK_N, HEAD_DIM, C::THREADS>(k_tile, k + kv_offset, kv_stride, T - n0);
     load_tile<C::BLOCK_N, HEAD_DIM, C::THREADS>(v_tile, v + kv_offset, kv_stride, T - n0);
 
-    load_query_stage<HEAD_DIM, BLOCK_M, C::THREADS>(stages, 0, q_tiles, first_q_tile, group, kv_head, b, T, Hq,
-                                                    q, dout, lse, D, positions);
+    load_query_stage<HEAD_DIM, BLOCK_M, C::THREADS>(stages, 0, q_tiles, first_q_tile, group, kv_head, b, T, Hq, q, dout,
+                                                    lse, D, positions);
     cp_async_commit();
 
     float dk_acc[DTILES][4], dv_acc[DTILES][4];
@@ -495,8 +487,8 @@ static __global__ void __launch_bounds__(32 * WARPS)
                                                             lse, D, positions);
         cp_async_commit();
         const uint32_t q_tile = stages + (step & 1) * C::STAGE_BYTES, do_tile = q_tile + C::Q_TILE_BYTES;
-        const float *row_lse = (const float *)(shared + 2 * C::KV_TILE_BYTES + (step & 1) * C::STAGE_BYTES +
-                                               2 * C::Q_TILE_BYTES);
+        const float *row_lse =
+            (const float *)(shared + 2 * C::KV_TILE_BYTES + (step & 1) * C::STAGE_BYTES + 2 * C::Q_TILE_BYTES);
         const float *row_D = row_lse + BLOCK_M;
         const int32_t *row_position = (const int32_t *)(row_D + BLOCK_M); /* packed documents only */
         const int m0 = (first_q_tile + step % q_tiles) * BLOCK_M;
@@ -539,7 +531,8 @@ static __global__ void __launch_bounds__(32 * WARPS)
             if (needs_mask) {
                 const int i = m0 + c;
                 /* the first token of query i's and i + 1's documents (0 unpacked) */
-                const int start0 = positions ? i - row_position[c] : 0, start1 = positions ? i + 1 - row_position[c + 1] : 0;
+                const int start0 = positions ? i - row_position[c] : 0,
+                          start1 = positions ? i + 1 - row_position[c + 1] : 0;
                 if (i < key_g || i >= T || start0 > key_g) p[0] = 0.0f;
                 if (i + 1 < key_g || i + 1 >= T || start1 > key_g) p[1] = 0.0f;
                 if (i < key_g8 || i >= T || start0 > key_g8) p[2] = 0.0f;
@@ -586,8 +579,7 @@ static __global__ void __launch_bounds__(32 * WARPS)
  * tiles of BLOCK_N keys double-buffered. Per key tile:
  *   S = Q K^T, P = exp(S scale - lse), dP = dO V^T, dS = P (dP - D), dQ += dS K (times scale). */
 
-template <int HEAD_DIM, int WARPS, int BLOCK_N>
-struct backward_q_config {
+template <int HEAD_DIM, int WARPS, int BLOCK_N> struct backward_q_config {
     static constexpr int BLOCK_M = 16 * WARPS;
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int Q_TILE_BYTES = BLOCK_M * HEAD_DIM * 2;
@@ -599,8 +591,8 @@ struct backward_q_config {
 template <int HEAD_DIM, int WARPS, int BLOCK_N>
 static __global__ void __launch_bounds__(32 * WARPS)
     flash_backward_q_kernel(tt_bf16 *dq, const tt_bf16 *dout, const float *lse, const float *D, const tt_bf16 *q,
-                            const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale,
-                            float scale_log2, const int32_t *positions) {
+                            const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale, float scale_log2,
+                            const int32_t *positions) {
     typedef backward_q_config<HEAD_DIM, WARPS, BLOCK_N> C;
     constexpr int KSTEPS = HEAD_DIM / 16; /* k-steps of Q K^T and dO V^T */
     constexpr int DTILES = HEAD_DIM / 8;  /* n-tiles of dQ */
@@ -647,8 +639,8 @@ static __global__ void __launch_bounds__(32 * WARPS)
             const uint32_t next = stages + ((tile + 1 - first_tile) & 1) * C::STAGE_BYTES;
             const int n_next = (tile + 1) * BLOCK_N;
             load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next, k_head + n_next * kv_stride, kv_stride, T - n_next);
-            load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next + C::KV_TILE_BYTES, v_head + n_next * kv_stride,
-                                                     kv_stride, T - n_next);
+            load_tile<BLOCK_N, HEAD_DIM, C::THREADS>(next + C::KV_TILE_BYTES, v_head + n_next * kv_stride, kv_stride,
+                                                     T - n_next);
         }
         cp_async_commit();
         const uint32_t k_tile = stages + ((tile - first_tile) & 1) * C::STAGE_BYTES, v_tile = k_tile + C::KV_TILE_BYTES;
@@ -736,8 +728,7 @@ extern "C" int tt_cuda_flash_attention_supported(const tt_attention_shape *s) {
 static void check_flash_arguments(const tt_attention_shape *s, const void *const *pointers, int count) {
     TT_CHECK(tt_cuda_flash_attention_supported(s),
              "flash attention: unsupported shape (head_dim %lld, %lld heads, %lld kv heads, window %lld)",
-             (long long)s->head_dim, (long long)s->num_heads, (long long)s->num_kv_heads,
-             (long long)s->sliding_window);
+             (long long)s->head_dim, (long long)s->num_heads, (long long)s->num_kv_heads, (long long)s->sliding_window);
     for (int i = 0; i < count; i++)
         TT_CHECK(((uintptr_t)pointers[i] & 15) == 0, "flash attention: operand %d is not 16-byte aligned", i);
 }
@@ -750,21 +741,17 @@ static void launch_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_
     auto kernel = flash_forward_kernel<HEAD_DIM, FWD_WARPS, FWD_BLOCK_N>;
     TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SHARED_BYTES));
     const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((T + C::BLOCK_M - 1) / C::BLOCK_M));
-    kernel<<<grid, C::THREADS, C::SHARED_BYTES, stream>>>(out, lse, q, k, v, T, (int)s->num_heads,
-                                                          (int)s->num_kv_heads, (float)(s->scale * 1.4426950408889634),
-                                                          s->positions);
+    kernel<<<grid, C::THREADS, C::SHARED_BYTES, stream>>>(out, lse, q, k, v, T, (int)s->num_heads, (int)s->num_kv_heads,
+                                                          (float)(s->scale * 1.4426950408889634), s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" void tt_cuda_flash_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
-                                                const tt_bf16 *v, const tt_attention_shape *s,
-                                                cudaStream_t stream) {
+                                                const tt_bf16 *v, const tt_attention_shape *s, cudaStream_t stream) {
     const void *pointers[] = {out, q, k, v};
     check_flash_arguments(s, pointers, 4);
-    if (s->head_dim == 64)
-        launch_forward<64>(out, lse, q, k, v, s, stream);
-    else
-        launch_forward<128>(out, lse, q, k, v, s, stream);
+    if (s->head_dim == 64) launch_forward<64>(out, lse, q, k, v, s, stream);
+    else launch_forward<128>(out, lse, q, k, v, s, stream);
 }
 
 extern "C" size_t tt_cuda_flash_attention_backward_scratch_bytes(const tt_attention_shape *s) {
@@ -791,8 +778,8 @@ static void launch_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16
     auto q_kernel = flash_backward_q_kernel<HEAD_DIM, BWD_Q_WARPS, BWD_Q_BLOCK_N>;
     TT_CUDA_CHECK(cudaFuncSetAttribute(q_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Q::SHARED_BYTES));
     const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + Q::BLOCK_M - 1) / Q::BLOCK_M));
-    q_kernel<<<q_grid, Q::THREADS, Q::SHARED_BYTES, stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv, scale,
-                                                              scale_log2, s->positions);
+    q_kernel<<<q_grid, Q::THREADS, Q::SHARED_BYTES, stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv, scale, scale_log2,
+                                                              s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -808,8 +795,6 @@ extern "C" void tt_cuda_flash_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf
     flash_backward_dot_kernel<<<(unsigned)((rows + dot_warps - 1) / dot_warps), 32 * dot_warps, 0, stream>>>(
         D, dout, out, (int)s->seq_len, (int)s->num_heads, (int)s->head_dim, rows);
     TT_CUDA_CHECK(cudaGetLastError());
-    if (s->head_dim == 64)
-        launch_backward<64>(dq, dk, dv, dout, lse, D, q, k, v, s, stream);
-    else
-        launch_backward<128>(dq, dk, dv, dout, lse, D, q, k, v, s, stream);
+    if (s->head_dim == 64) launch_backward<64>(dq, dk, dv, dout, lse, D, q, k, v, s, stream);
+    else launch_backward<128>(dq, dk, dv, dout, lse, D, q, k, v, s, stream);
 }

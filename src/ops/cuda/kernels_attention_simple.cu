@@ -94,10 +94,9 @@ static __global__ void attention_forward_kernel(tt_bf16 *out, float *lse, const 
 }
 
 /* Pass 1, a warp per query row: D_i = dout_i . out_i, dq_i = scale sum_j dS_ij k_j. */
-static __global__ void attention_backward_queries_kernel(tt_bf16 *dq, float *D, const tt_bf16 *dout,
-                                                         const tt_bf16 *out, const float *lse, const tt_bf16 *q,
-                                                         const tt_bf16 *k, const tt_bf16 *v, tt_attention_shape s,
-                                                         float scale) {
+static __global__ void attention_backward_queries_kernel(tt_bf16 *dq, float *D, const tt_bf16 *dout, const tt_bf16 *out,
+                                                         const float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                                         const tt_bf16 *v, tt_attention_shape s, float scale) {
     const int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     const int64_t T = s.seq_len, Hq = s.num_heads, Hkv = s.num_kv_heads;

@@ -7,7 +7,6 @@
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/ops_cuda.h"
 
-
 static unsigned grid_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
 /* SwiGLU over 8 elements per thread (one 16-byte load of each input) where the tensor allows,
@@ -136,11 +135,9 @@ static void rope(tt_bf16 *x, const float *cos_table, const float *sin_table, int
     const int64_t half = hd / 2, pairs = B * T * H * half;
     if (pairs == 0) return;
     if (half % 2 == 0 && pairs < ((int64_t)1 << 31))
-        rope_pairs2_kernel<<<grid_for(pairs / 2, 256), 256, 0, stream>>>(x, cos_table, sin_table, (uint32_t)T,
-                                                                          (uint32_t)H, (uint32_t)half,
-                                                                          (uint32_t)(pairs / 2), direction);
-    else
-        rope_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(x, cos_table, sin_table, T, H, half, pairs, direction);
+        rope_pairs2_kernel<<<grid_for(pairs / 2, 256), 256, 0, stream>>>(
+            x, cos_table, sin_table, (uint32_t)T, (uint32_t)H, (uint32_t)half, (uint32_t)(pairs / 2), direction);
+    else rope_kernel<<<grid_for(pairs, 256), 256, 0, stream>>>(x, cos_table, sin_table, T, H, half, pairs, direction);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -149,8 +146,8 @@ extern "C" void tt_cuda_rope_forward(tt_bf16 *x, const float *cos_table, const f
     rope(x, cos_table, sin_table, B, T, H, hd, 1.0f, stream);
 }
 
-extern "C" void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const float *sin_table, int64_t B,
-                                      int64_t T, int64_t H, int64_t hd, cudaStream_t stream) {
+extern "C" void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const float *sin_table, int64_t B, int64_t T,
+                                      int64_t H, int64_t hd, cudaStream_t stream) {
     rope(dx, cos_table, sin_table, B, T, H, hd, -1.0f, stream);
 }
 
@@ -194,10 +191,8 @@ static __global__ void embedding_backward_kernel(void *dtable, int dtable_is_fp3
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
         float total = dtable_is_fp32 ? ((float *)dtable)[row + d] : bf16_to_float(((tt_bf16 *)dtable)[row + d]);
         for (int32_t k = starts[s]; k < starts[s + 1]; k++) total += bf16_to_float(dout[(int64_t)order[k] * D + d]);
-        if (dtable_is_fp32)
-            ((float *)dtable)[row + d] = total;
-        else
-            ((tt_bf16 *)dtable)[row + d] = float_to_bf16(total);
+        if (dtable_is_fp32) ((float *)dtable)[row + d] = total;
+        else ((tt_bf16 *)dtable)[row + d] = float_to_bf16(total);
     }
 }
 

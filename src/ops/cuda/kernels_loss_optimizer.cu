@@ -10,7 +10,6 @@
 #define CE_THREADS 512
 #define IGNORE_INDEX (-100)
 
-
 static __global__ void cross_entropy_kernel(tt_bf16 *logits, float *row_loss, const int32_t *targets, int64_t V,
                                             float scale) {
     __shared__ float shared[32];
@@ -98,12 +97,17 @@ static __global__ void adamw_kernel(float *master, tt_bf16 *weight_bf16, const v
 /* Four consecutive elements at a time (every segment starts on a multiple of 4 and every array is
  * aligned for it: tt_cuda_adamw checks), so each array moves in 8- or 16-byte accesses; the same
  * element arithmetic. */
-typedef struct bf16x4 { tt_bf16 e[4]; } __align__(8) bf16x4;
+typedef struct bf16x4 {
+    tt_bf16 e[4];
+} __align__(8) bf16x4;
 
 static __device__ __forceinline__ void load4(float out[4], const void *base, int is_fp32, int64_t group) {
     if (is_fp32) {
         const float4 q = ((const float4 *)base)[group];
-        out[0] = q.x; out[1] = q.y; out[2] = q.z; out[3] = q.w;
+        out[0] = q.x;
+        out[1] = q.y;
+        out[2] = q.z;
+        out[3] = q.w;
     } else {
         const bf16x4 q = ((const bf16x4 *)base)[group];
         for (int j = 0; j < 4; j++) out[j] = bf16_to_float(q.e[j]);
@@ -159,8 +163,8 @@ extern "C" void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g
     for (int s = 0; s <= segments && by_four; s++) by_four = segment_start[s] % 4 == 0;
     for (int first = 0; first < segments; first += TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH) {
         adamw_segments seg;
-        seg.count = segments - first < TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH ? segments - first
-                                                                         : TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH;
+        seg.count =
+            segments - first < TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH ? segments - first : TT_CUDA_ADAMW_SEGMENTS_PER_LAUNCH;
         for (int s = 0; s <= seg.count; s++) seg.start[s] = segment_start[first + s];
         for (int s = 0; s < seg.count; s++) seg.decay[s] = segment_decays[first + s] ? k.decay : 1.0f;
         const int64_t n = seg.start[seg.count] - seg.start[0];

@@ -25,8 +25,8 @@ static __device__ __forceinline__ void store_pair(tt_bf16 *p, float a, float b) 
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
 }
 
-static __global__ void rmsnorm_forward_kernel(tt_bf16 *out, float *rstd, const tt_bf16 *x, const tt_bf16 *w,
-                                              int64_t R, int64_t C, float eps) {
+static __global__ void rmsnorm_forward_kernel(tt_bf16 *out, float *rstd, const tt_bf16 *x, const tt_bf16 *w, int64_t R,
+                                              int64_t C, float eps) {
     const int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= R) return;
@@ -49,8 +49,8 @@ extern "C" void tt_cuda_rmsnorm_forward(tt_bf16 *out, float *rstd, const tt_bf16
                                         int64_t C, float eps, cudaStream_t stream) {
     if (R == 0) return;
     TT_CHECK(C % 2 == 0, "RMSNorm over %lld columns: the CUDA kernels need an even row length", (long long)C);
-    rmsnorm_forward_kernel<<<(unsigned)((R + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK, 0,
-                             stream>>>(out, rstd, x, w, R, C, eps);
+    rmsnorm_forward_kernel<<<(unsigned)((R + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK, 0, stream>>>(
+        out, rstd, x, w, R, C, eps);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -93,9 +93,9 @@ static __global__ void rmsnorm_backward_dw_kernel(float *partial, const tt_bf16 
     partial[(int64_t)blockIdx.x * C + c] = total;
 }
 
-extern "C" void tt_cuda_rmsnorm_backward(tt_bf16 *dx, void *dw, int dw_is_fp32, const tt_bf16 *dout,
-                                         const tt_bf16 *x, const tt_bf16 *w, const float *rstd, int64_t R, int64_t C,
-                                         float *scratch, cudaStream_t stream) {
+extern "C" void tt_cuda_rmsnorm_backward(tt_bf16 *dx, void *dw, int dw_is_fp32, const tt_bf16 *dout, const tt_bf16 *x,
+                                         const tt_bf16 *w, const float *rstd, int64_t R, int64_t C, float *scratch,
+                                         cudaStream_t stream) {
     if (R == 0) return;
     TT_CHECK(C % 2 == 0, "RMSNorm over %lld columns: the CUDA kernels need an even row length", (long long)C);
     rmsnorm_backward_dx_kernel<<<(unsigned)((R + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK, 0,

@@ -10,13 +10,24 @@
 #include "ops/quant4.h"
 
 /* NF4's 16 values and FP4's magnitudes by their low three bits (the same constants as model/quant4.c). */
-static __constant__ float nf4_values[16] = {
-    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,
-    -0.18477343022823334f, -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f,
-    0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,
-    0.7229568362236023f, 1.0f};
-static __constant__ float fp4_magnitudes[8] = {0.0f, 0.005208333333f, 0.66666667f, 1.0f, 0.33333333f, 0.5f,
-                                               0.16666667f, 0.25f};
+static __constant__ float nf4_values[16] = {-1.0f,
+                                            -0.6961928009986877f,
+                                            -0.5250730514526367f,
+                                            -0.39491748809814453f,
+                                            -0.28444138169288635f,
+                                            -0.18477343022823334f,
+                                            -0.09105003625154495f,
+                                            0.0f,
+                                            0.07958029955625534f,
+                                            0.16093020141124725f,
+                                            0.24611230194568634f,
+                                            0.33791524171829224f,
+                                            0.44070982933044434f,
+                                            0.5626170039176941f,
+                                            0.7229568362236023f,
+                                            1.0f};
+static __constant__ float fp4_magnitudes[8] = {0.0f, 0.005208333333f, 0.66666667f, 1.0f, 0.33333333f,
+                                               0.5f, 0.16666667f,     0.25f};
 /* bitsandbytes' dynamic map (the double-quantized absmax's code), uploaded once by tt_cuda_quant4_set_dynamic_map. */
 static __constant__ float dynamic_map[256];
 
@@ -29,8 +40,8 @@ static __device__ __forceinline__ float code_value(unsigned code, bool nf4) {
     return __fmul_rn(fp4_magnitudes[code & 7u], sign);
 }
 
-static __device__ __forceinline__ float block_absmax(const unsigned char *q, const tt_quant4_layout *l, bool double_quant,
-                                                     int64_t b) {
+static __device__ __forceinline__ float block_absmax(const unsigned char *q, const tt_quant4_layout *l,
+                                                     bool double_quant, int64_t b) {
     if (!double_quant) return ((const float *)(q + l->absmax))[b];
     const float nested = ((const float *)(q + l->nested_absmax))[b / TT_QUANT4_NESTED_BLOCK];
     const float offset = *(const float *)(q + l->offset);

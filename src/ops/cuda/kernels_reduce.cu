@@ -29,7 +29,8 @@ static __global__ void column_partials_kernel(float *partial, const tt_bf16 *x, 
 #define PARTIAL_COLUMNS 32
 #define PARTIAL_LANES 32
 
-static __global__ void add_partials_kernel(void *dst, int dst_is_fp32, const float *partial, int64_t blocks, int64_t C) {
+static __global__ void add_partials_kernel(void *dst, int dst_is_fp32, const float *partial, int64_t blocks,
+                                           int64_t C) {
     __shared__ float lane_sums[PARTIAL_LANES][PARTIAL_COLUMNS + 1];
     const int column = threadIdx.x % PARTIAL_COLUMNS, lane = threadIdx.x / PARTIAL_COLUMNS;
     const int64_t c = (int64_t)blockIdx.x * PARTIAL_COLUMNS + column;
@@ -49,16 +50,16 @@ static __global__ void add_partials_kernel(void *dst, int dst_is_fp32, const flo
     }
 }
 
-extern "C" void tt_cuda_add_column_partials(void *dst, int dst_is_fp32, const float *partial, int64_t blocks,
-                                            int64_t C, cudaStream_t stream) {
+extern "C" void tt_cuda_add_column_partials(void *dst, int dst_is_fp32, const float *partial, int64_t blocks, int64_t C,
+                                            cudaStream_t stream) {
     if (C == 0) return;
     add_partials_kernel<<<grid_for(C, PARTIAL_COLUMNS), PARTIAL_COLUMNS * PARTIAL_LANES, 0, stream>>>(
         dst, dst_is_fp32, partial, blocks, C);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
-extern "C" void tt_cuda_column_sum(void *dst, int dst_is_fp32, const tt_bf16 *x, int64_t R, int64_t C,
-                                   float *scratch, cudaStream_t stream) {
+extern "C" void tt_cuda_column_sum(void *dst, int dst_is_fp32, const tt_bf16 *x, int64_t R, int64_t C, float *scratch,
+                                   cudaStream_t stream) {
     if (R == 0 || C == 0) return;
     const int64_t blocks = (R + TT_CUDA_COLUMN_ROWS - 1) / TT_CUDA_COLUMN_ROWS;
     const dim3 grid((unsigned)blocks, grid_for(C, 256));

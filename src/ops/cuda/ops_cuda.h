@@ -43,14 +43,14 @@ void tt_cuda_dequantize_4bit(tt_bf16 *out, const void *quantized, int64_t numel,
 /* h[n] = silu(gate[n]) * up[n] */
 void tt_cuda_swiglu_forward(tt_bf16 *h, const tt_bf16 *gate, const tt_bf16 *up, int64_t n, cudaStream_t stream);
 /* dgate, dup (overwritten) */
-void tt_cuda_swiglu_backward(tt_bf16 *dgate, tt_bf16 *dup, const tt_bf16 *dh, const tt_bf16 *gate,
-                             const tt_bf16 *up, int64_t n, cudaStream_t stream);
+void tt_cuda_swiglu_backward(tt_bf16 *dgate, tt_bf16 *dup, const tt_bf16 *dh, const tt_bf16 *gate, const tt_bf16 *up,
+                             int64_t n, cudaStream_t stream);
 
 /* Rotate-half RoPE in place on x[B*T, H, hd] with cos/sin[T, hd/2]; backward rotates by -angle. */
-void tt_cuda_rope_forward(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t B, int64_t T,
-                          int64_t H, int64_t hd, cudaStream_t stream);
-void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const float *sin_table, int64_t B, int64_t T,
-                           int64_t H, int64_t hd, cudaStream_t stream);
+void tt_cuda_rope_forward(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t B, int64_t T, int64_t H,
+                          int64_t hd, cudaStream_t stream);
+void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const float *sin_table, int64_t B, int64_t T, int64_t H,
+                           int64_t hd, cudaStream_t stream);
 
 /* out[N,D] = table[ids[n]] */
 void tt_cuda_embedding_forward(tt_bf16 *out, const int32_t *ids, const tt_bf16 *table, int64_t N, int64_t D,

@@ -95,7 +95,16 @@ static int64_t json_int_field(json_t *root, const char *key, const char *file, c
     return (int64_t)json_integer_value(v);
 }
 
-void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *name, int64_t rows, int64_t cols) {
+/* A weight's quant_state tensor (bitsandbytes' packed JSON), where it is and what it is called. */
+typedef struct quant_state_ref {
+    const tt_st_tensor *tensor;
+    const char *file;
+    char name[192];
+} quant_state_ref;
+
+/* The packed codes and which quant_state (NF4's or FP4's) the weight has: exactly one. */
+static void find_codes_and_state(tt_bnb_weight *w, quant_state_ref *state, const tt_st_model *model, const char *name,
+                                 int64_t rows, int64_t cols) {
     memset(w, 0, sizeof(*w));
     snprintf(w->name, sizeof w->name, "%s", name);
     w->numel = rows * cols;
@@ -118,13 +127,18 @@ void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *
         tt_die("%s: weight '%s' has two quant_states (" QUANT_STATE_PREFIX "nf4 and __fp4); one weight has one 4-bit "
                "code: the checkpoint is corrupt",
                file, name);
-    const tt_st_tensor *state = nf4 ? nf4 : fp4;
-    const char *state_file = nf4 ? nf4_file : fp4_file;
-    char state_name[192];
-    snprintf(state_name, sizeof state_name, "%s" QUANT_STATE_PREFIX "%s", name, nf4 ? "nf4" : "fp4");
+    state->tensor = nf4 ? nf4 : fp4;
+    state->file = nf4 ? nf4_file : fp4_file;
+    snprintf(state->name, sizeof state->name, "%s" QUANT_STATE_PREFIX "%s", name, nf4 ? "nf4" : "fp4");
     w->format.type = nf4 ? TT_QUANT4_NF4 : TT_QUANT4_FP4;
+}
 
-    /* the quant_state: packed JSON */
+/* The quant_state's JSON: the code, the block size, the shape against config.json's, double quantization. */
+static void read_quant_state(tt_bnb_weight *w, const quant_state_ref *ref, const tt_st_model *model, const char *name,
+                             int64_t rows, int64_t cols) {
+    const tt_st_tensor *state = ref->tensor;
+    const char *state_file = ref->file, *state_name = ref->name;
+    const bool nf4 = w->format.type == TT_QUANT4_NF4;
     if (state->dtype != TT_U8 || state->ndim != 1 || state->bytes > QUANT_STATE_MAX_BYTES)
         tt_die(
             "%s: tensor '%s' must be a U8 vector of at most %zu bytes holding JSON (bitsandbytes' packed quant_state); "
@@ -177,7 +191,13 @@ void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *
         tt_die("%s: weight '%s' has a nested_absmax but its quant_state has no nested_offset or nested_blocksize; the "
                "checkpoint is corrupt",
                nested_file, name);
+}
 
+/* The codes' size and the parts beside them: absmax, the code table, and with double quantization the nested
+ * absmax and the dynamic map, each against bitsandbytes' standard tables. */
+static void check_parts(tt_bnb_weight *w, const tt_st_model *model, const char *name, int64_t rows, int64_t cols) {
+    const char *file = w->file;
+    const bool nf4 = w->format.type == TT_QUANT4_NF4, nested = w->format.double_quant;
     const tt_quant4_layout l = tt_quant4_layout_of(w->numel, &w->format);
     if (w->codes->bytes != (size_t)(w->numel + 1) / 2) {
         char got[96];
@@ -207,6 +227,13 @@ void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *
             tt_die("%s: tensor '%s.nested_quant_map' gives code %d the value %.9g, but bitsandbytes' dynamic map has "
                    "%.9g; tiertrain decodes double-quantized absmax with that map only. Train from the original model",
                    file, name, c, (double)float_at(nested_map, c), (double)map[c]);
+}
+
+void tt_bnb_weight_find(tt_bnb_weight *w, const tt_st_model *model, const char *name, int64_t rows, int64_t cols) {
+    quant_state_ref state;
+    find_codes_and_state(w, &state, model, name, rows, cols);
+    read_quant_state(w, &state, model, name, rows, cols);
+    check_parts(w, model, name, rows, cols);
 }
 
 void tt_bnb_weight_copy(const tt_bnb_weight *w, void *dst) {

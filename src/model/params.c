@@ -59,25 +59,18 @@ static bool layer_frozen(const tt_trainable_spec *spec, int64_t layer) {
 
 void tt_param_table_build(const tt_model_config *c, tt_param_table *t) { tt_param_table_build_trainable(c, NULL, t); }
 
-void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable_spec *spec, tt_param_table *t) {
-    static const tt_trainable_spec train_everything = {0};
-    if (!spec) spec = &train_everything;
-    memset(t, 0, sizeof(*t));
-    int capacity = 0;
+/* The model's own parameters in checkpoint order: the embedding, each decoder layer's, the final norm, the LM head
+ * (unless tied). */
+static void add_base_params(tt_param_table *t, int *capacity, const tt_model_config *c) {
     const int64_t D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
     const int64_t q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
-    for (int64_t i = 0; i < spec->frozen_layer_count; i++)
-        if (spec->frozen_layers[i] < 0 || spec->frozen_layers[i] >= c->num_layers)
-            tt_die("frozen_layers lists layer %lld but the model has %lld decoder layers (0 to %lld); remove it",
-                   (long long)spec->frozen_layers[i], (long long)c->num_layers, (long long)c->num_layers - 1);
     char name[96];
-
-    add_param(t, &capacity, TT_PARAM_EMBED, -1, "model.embed_tokens.weight", 2, c->vocab_size, D);
+    add_param(t, capacity, TT_PARAM_EMBED, -1, "model.embed_tokens.weight", 2, c->vocab_size, D);
     for (int64_t l = 0; l < c->num_layers; l++) {
 #define LAYER_PARAM(kind, suffix, ndim, d0, d1)                                    \
     do {                                                                           \
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix); \
-        add_param(t, &capacity, kind, l, name, ndim, d0, d1);                      \
+        add_param(t, capacity, kind, l, name, ndim, d0, d1);                       \
     } while (0)
         LAYER_PARAM(TT_PARAM_ATTN_NORM, "input_layernorm.weight", 1, D, 1);
         LAYER_PARAM(TT_PARAM_WQ, "self_attn.q_proj.weight", 2, q_dim, D);
@@ -97,9 +90,12 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
         LAYER_PARAM(TT_PARAM_W_DOWN, "mlp.down_proj.weight", 2, D, F);
 #undef LAYER_PARAM
     }
-    add_param(t, &capacity, TT_PARAM_FINAL_NORM, -1, "model.norm.weight", 1, D, 1);
-    if (!c->tie_word_embeddings) add_param(t, &capacity, TT_PARAM_LM_HEAD, -1, "lm_head.weight", 2, c->vocab_size, D);
-    const int base_count = t->count;
+    add_param(t, capacity, TT_PARAM_FINAL_NORM, -1, "model.norm.weight", 1, D, 1);
+    if (!c->tie_word_embeddings) add_param(t, capacity, TT_PARAM_LM_HEAD, -1, "lm_head.weight", 2, c->vocab_size, D);
+}
+
+/* What the spec freezes among the first base_count (the base model's) parameters. */
+static void freeze_base_params(tt_param_table *t, int base_count, const tt_trainable_spec *spec) {
     for (int i = 0; i < base_count; i++) {
         tt_param_info *p = &t->params[i];
         if (spec->lora_rank > 0) p->trainable = false; /* LoRA: the whole base model is frozen */
@@ -107,8 +103,11 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
             p->trainable = false; /* a tied LM head is this same tensor */
         else if (p->layer >= 0 && layer_frozen(spec, p->layer)) p->trainable = false;
     }
+}
 
-    /* LoRA adapters, layer by layer, in module order, as PEFT names them. */
+/* LoRA adapters, layer by layer, in module order, as PEFT names them. */
+static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_config *c, const tt_trainable_spec *spec) {
+    char name[96];
     t->lora_rank = spec->lora_rank > 0 ? spec->lora_rank : 0;
     if (t->lora_rank > 0) {
         TT_CHECK((spec->lora_targets & ~TT_LORA_ALL_MODULES) == 0 && spec->lora_targets != 0, "LoRA targets 0x%x",
@@ -125,14 +124,16 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
                 const int64_t out = base->shape[0], in = base->shape[1];
                 snprintf(name, sizeof name, "base_model.model.model.layers.%lld.%s.lora_A.weight", (long long)l,
                          tt_lora_module_path((tt_lora_module)m));
-                add_param(t, &capacity, TT_PARAM_LORA_A, l, name, 2, r, in)->lora_module = (tt_lora_module)m;
+                add_param(t, capacity, TT_PARAM_LORA_A, l, name, 2, r, in)->lora_module = (tt_lora_module)m;
                 snprintf(name, sizeof name, "base_model.model.model.layers.%lld.%s.lora_B.weight", (long long)l,
                          tt_lora_module_path((tt_lora_module)m));
-                add_param(t, &capacity, TT_PARAM_LORA_B, l, name, 2, out, r)->lora_module = (tt_lora_module)m;
+                add_param(t, capacity, TT_PARAM_LORA_B, l, name, 2, out, r)->lora_module = (tt_lora_module)m;
             }
     }
+}
 
-    /* QLoRA: the frozen linear weights in 4 bits (a LoRA run: the whole base is frozen) */
+/* QLoRA: the frozen linear weights in 4 bits (a LoRA run: the whole base is frozen). */
+static void quantize_linear_weights(tt_param_table *t, int base_count, const tt_trainable_spec *spec) {
     if (spec->quantize_4bit) {
         TT_CHECK(t->lora_rank > 0 && spec->quant_storage_elem > 0, "4-bit weights without LoRA or a storage element");
         t->quantized = true;
@@ -147,10 +148,12 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
             p->storage_numel = (int64_t)((bytes + spec->quant_storage_elem - 1) / spec->quant_storage_elem);
         }
     }
+}
 
-    /* Offsets: the frozen part, then the trainable part, each in table order. A 4-bit weight needs 16-byte alignment
-     * only (its bytes are a multiple of 16), so the 4-bit weights of a layer sit back to back and the frozen part
-     * holds exactly their bytes, with padding only before the next parameter of the compute dtype. */
+/* Offsets: the frozen part, then the trainable part, each in table order. A 4-bit weight needs 16-byte alignment
+ * only (its bytes are a multiple of 16), so the 4-bit weights of a layer sit back to back and the frozen part
+ * holds exactly their bytes, with padding only before the next parameter of the compute dtype. */
+static void lay_out_offsets(tt_param_table *t, const tt_trainable_spec *spec) {
     for (int i = 0; i < t->count; i++)
         if (!t->params[i].trainable) {
             const int64_t align =
@@ -168,7 +171,10 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
             t->total_numel += padded(t->params[i].numel);
         }
     t->trainable_numel = t->total_numel - t->trainable_start;
+}
 
+/* Runs of trainable parameters that decay alike (AdamW's weight decay applies to matrices only). */
+static void build_decay_segments(tt_param_table *t) {
     t->decay_segment_start = tt_xmalloc(sizeof(int64_t) * (size_t)(t->count + 1), "weight-decay segments");
     t->decay_segment_decays = tt_xmalloc((size_t)t->count + 1, "weight-decay segments");
     t->decay_segments = 0;
@@ -180,6 +186,24 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
         t->decay_segment_decays[t->decay_segments++] = decay;
     }
     t->decay_segment_start[t->decay_segments] = t->trainable_numel;
+}
+
+void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable_spec *spec, tt_param_table *t) {
+    static const tt_trainable_spec train_everything = {0};
+    if (!spec) spec = &train_everything;
+    memset(t, 0, sizeof(*t));
+    int capacity = 0;
+    for (int64_t i = 0; i < spec->frozen_layer_count; i++)
+        if (spec->frozen_layers[i] < 0 || spec->frozen_layers[i] >= c->num_layers)
+            tt_die("frozen_layers lists layer %lld but the model has %lld decoder layers (0 to %lld); remove it",
+                   (long long)spec->frozen_layers[i], (long long)c->num_layers, (long long)c->num_layers - 1);
+    add_base_params(t, &capacity, c);
+    const int base_count = t->count;
+    freeze_base_params(t, base_count, spec);
+    add_lora_params(t, &capacity, c, spec);
+    quantize_linear_weights(t, base_count, spec);
+    lay_out_offsets(t, spec);
+    build_decay_segments(t);
 }
 
 void tt_param_table_free(tt_param_table *t) {

@@ -165,7 +165,9 @@ static int compare_names(const void *a, const void *b) {
     return strcmp(((const named_index *)a)->name, ((const named_index *)b)->name);
 }
 
-void tt_st_open(const char *path, tt_st_file *out) {
+/* Maps the file; from then on everything lives in *out, so tt_st_close releases a file a tt_die abandoned (the
+ * fuzz harness does; tiertrain itself exits). */
+static void map_file(const char *path, tt_st_file *out) {
     memset(out, 0, sizeof(*out));
     struct stat st;
     int fd = tt_open_regular_file(path, "a .safetensors file", &st);
@@ -180,13 +182,15 @@ void tt_st_open(const char *path, tt_st_file *out) {
     int map_errno = errno;
     close(fd);
     if (map == MAP_FAILED) tt_die("cannot map %s into memory: %s", path, strerror(map_errno));
-    /* From here on everything lives in *out, so tt_st_close releases a file a tt_die abandoned
-     * (the fuzz harness does; tiertrain itself exits). */
     out->path = tt_xstrdup(path);
     out->map = map;
     out->map_bytes = file_bytes;
+}
 
-    const unsigned char *bytes = map;
+/* The header's length (the first 8 bytes, little-endian), checked against the file and the ceiling. */
+static size_t header_length(const char *path, const tt_st_file *file) {
+    const unsigned char *bytes = file->map;
+    const size_t file_bytes = file->map_bytes;
     uint64_t header_bytes = 0;
     for (int i = 7; i >= 0; i--) header_bytes = (header_bytes << 8) | bytes[i];
     if (header_bytes > file_bytes - 8)
@@ -197,16 +201,20 @@ void tt_st_open(const char *path, tt_st_file *out) {
         tt_die("%s: the header length field says %llu bytes, more than the %llu a safetensors header may have; the "
                "file is corrupt or not safetensors",
                path, (unsigned long long)header_bytes, (unsigned long long)TT_ST_MAX_HEADER_BYTES);
-    const size_t data_start = 8 + (size_t)header_bytes;
-    const size_t data_bytes = file_bytes - data_start;
+    return (size_t)header_bytes;
+}
 
-    const size_t listed = count_top_level_members((const char *)bytes + 8, (size_t)header_bytes);
+/* The header's tensors (their count bounded before the JSON parser runs) and its __metadata__. */
+static void parse_header(const char *path, tt_st_file *out, size_t header_bytes) {
+    const unsigned char *bytes = out->map;
+    const size_t data_start = 8 + header_bytes, data_bytes = out->map_bytes - data_start;
+    const size_t listed = count_top_level_members((const char *)bytes + 8, header_bytes);
     if (listed > TT_ST_MAX_TENSORS + 1) /* + 1: __metadata__ */
         tt_die("%s: the header lists %zu tensors, more than the %d one safetensors file may hold here; the file is "
                "corrupt, or re-save the checkpoint in shards",
                path, listed, TT_ST_MAX_TENSORS);
     json_error_t error;
-    json_t *root = json_loadb((const char *)bytes + 8, (size_t)header_bytes, JSON_REJECT_DUPLICATES, &error);
+    json_t *root = json_loadb((const char *)bytes + 8, header_bytes, JSON_REJECT_DUPLICATES, &error);
     if (!root)
         tt_die("%s: the header is not valid JSON (%s, at byte %d of the header); " TT_ST_CORRUPT, path, error.text,
                error.position);
@@ -240,10 +248,13 @@ void tt_st_open(const char *path, tt_st_file *out) {
         out->count++;
     }
     json_decref(root);
+}
 
-    /* No two tensors may share a byte: sorted by begin, each starts at or after the furthest
+/* No two tensors may share a byte. */
+static void check_no_overlap(const char *path, const tt_st_file *out, size_t header_bytes) {
+    const unsigned char *data = (const unsigned char *)out->map + 8 + header_bytes;
+    /* sorted by begin, each starts at or after the furthest
      * end seen so far (empty tensors share nothing). */
-    const unsigned char *data = bytes + data_start;
     span *spans = tt_xcalloc((size_t)out->count + 1, sizeof(span), "the safetensors index");
     for (int i = 0; i < out->count; i++) {
         spans[i].begin = (size_t)((const unsigned char *)out->tensors[i].data - data);
@@ -271,15 +282,25 @@ void tt_st_open(const char *path, tt_st_file *out) {
             "%s: tensors '%s' (bytes %zu to %zu) and '%s' (bytes %zu to %zu) overlap in the data area; " TT_ST_CORRUPT,
             path, out->tensors[overlap[0].tensor].name, overlap[0].begin, overlap[0].end,
             out->tensors[overlap[1].tensor].name, overlap[1].begin, overlap[1].end);
+}
 
-    /* A name index, so that looking every tensor up (the loaders, a sharded index) is
-     * n log n rather than n^2 string compares. Names are unique: duplicates were refused. */
+/* A name index, so that looking every tensor up (the loaders, a sharded index) is n log n rather than n^2 string
+ * compares. Names are unique: duplicates were refused. */
+static void build_name_index(tt_st_file *out) {
     named_index *order = tt_xmalloc(sizeof(named_index) * ((size_t)out->count + 1), "the safetensors index");
     for (int i = 0; i < out->count; i++) order[i] = (named_index){out->tensors[i].name, i};
     qsort(order, (size_t)out->count, sizeof(named_index), compare_names);
     out->by_name = tt_xmalloc(sizeof(int) * ((size_t)out->count + 1), "the safetensors index");
     for (int i = 0; i < out->count; i++) out->by_name[i] = order[i].index;
     free(order);
+}
+
+void tt_st_open(const char *path, tt_st_file *out) {
+    map_file(path, out);
+    const size_t header_bytes = header_length(path, out);
+    parse_header(path, out, header_bytes);
+    check_no_overlap(path, out, header_bytes);
+    build_name_index(out);
 }
 
 void tt_st_close(tt_st_file *file) {

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-LAYER = {"core": 0, "config": 1, "model": 1, "ops": 1, "memory": 2, "data": 2, "train": 3, "cli": 4,
+LAYER = {"core": 0, "config": 1, "dist": 1, "model": 1, "ops": 1, "memory": 2, "data": 2, "train": 3, "cli": 4,
          "config/run_translation": 3}
 
 

@@ -3,8 +3,9 @@
 # the project's machines are), or with sudo available.
 set -euo pipefail
 # clang and libclang-rt-14-dev (libFuzzer): the fuzz targets `make test` runs briefly (make fuzz)
+# libopenmpi-dev and openmpi-bin: data parallel on the CPU backend (mpirun -np 2 in tests/test_data_parallel.sh)
 packages=(build-essential cmake pkg-config libyaml-dev libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

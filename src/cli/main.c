@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "config/run_config.h"
@@ -119,21 +120,31 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     if (!a.config_path && a.override_count == 0)
         tt_die("%s: no configuration; pass --config run.yaml (and/or key=value overrides); see `tiertrain %s --help`",
                command, command);
+    /* several processes (mpirun): the others print nothing but their errors, the leader (rank 0) reports */
+    tt_comm *comm = train ? tt_comm_open_from_environment() : NULL;
+    if (comm && comm->rank > 0 && !freopen("/dev/null", "w", stdout))
+        tt_die("cannot silence rank %d's standard output", comm->rank);
     tt_run_config run;
     tt_run_config_defaults(&run);
     tt_run_config_load(&run, a.config_path, a.override_count, a.overrides);
     tt_run_config_validate(&run);
+    /* the cores are shared: each of N processes takes 1/N of them unless num_threads says */
+    if (comm && run.num_threads == 0) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        run.num_threads = cores / comm->size > 0 ? cores / comm->size : 1;
+    }
     tt_device device;
     tt_select_device(&run, &device);
     int status = 0;
     if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
-    if (train) status = tt_train(&run, &device, a.resume);
+    if (train) status = tt_train(&run, &device, comm, a.resume);
     else if (a.max_sequence_len)
         tt_print_longest_context(&run, &device, a.sequence_len_step ? a.sequence_len_step : 1024, stdout);
     else tt_print_run_plan(&run, &device, stdout);
     tt_release_device(&device);
     tt_run_config_free(&run);
     free_command_args(&a);
+    tt_comm_close(comm);
     return status;
 }
 

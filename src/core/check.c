@@ -5,6 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* set once at start by a run of several processes (tt_set_process_group), read by tt_die */
+static const char *process_label;
+static void (*process_end_all)(int status);
+
+void tt_set_process_group(const char *label, void (*end_all)(int status)) {
+    process_label = label;
+    process_end_all = end_all;
+}
+
 #ifdef TT_FUZZING
 jmp_buf *tt_fuzz_die_jump;
 char tt_fuzz_die_message[1024];
@@ -25,10 +34,13 @@ void tt_die(const char *fmt, ...) {
 #endif
     fflush(stdout);
     fputs("tiertrain: error: ", stderr);
+    if (process_label) fprintf(stderr, "%s: ", process_label);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    fflush(stderr);
+    if (process_end_all) process_end_all(TT_EXIT_INPUT_ERROR);
     exit(TT_EXIT_INPUT_ERROR);
 }
 

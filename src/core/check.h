@@ -24,6 +24,11 @@ extern "C" { /* the CUDA sources include this header too */
 
 void tt_die(const char *fmt, ...) __attribute__((__noreturn__, format(printf, 1, 2)));
 
+/* One process of several (data parallel): tt_die's message names it ("rank 1: ...") and, instead of exiting this
+ * process alone, end_all(status) ends every process of the run (the communicator's abort), so that no rank waits
+ * forever in a collective. label and end_all must outlive the process; NULL, NULL: a single process again. */
+void tt_set_process_group(const char *label, void (*end_all)(int status));
+
 #ifdef TT_FUZZING
 /* Fuzz builds only (fuzz/, compiled with -DTT_FUZZING; never the tiertrain binary): a clean
  * tt_die on bad input is the expected outcome for most fuzz inputs, but exit() would end the

@@ -30,6 +30,7 @@
 #include "train/model_setup.h"
 #include "train/optimizer_step.h"
 #include "train/step.h"
+#include "train/data_parallel.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -484,19 +485,21 @@ static int64_t draw_step_batch(step_batch *batch, tt_dataset *data, int64_t sequ
     return target_tokens;
 }
 
-/* Forward and backward of the step's micro-batches into zeroed gradients; returns the mean loss over the
- * step's target tokens. */
+/* Forward and backward of this rank's micro-batches of the step (first_micro on) into zeroed gradients; returns
+ * their loss sum and counts the tokens it is over into *counted. */
 static double accumulate_gradients(tt_model_state *model, const step_batch *batch, const tt_run_config *run,
                                    const tt_trainer_state *trainer, const tt_adamw_settings *adamw,
-                                   const tt_lr_schedule *schedule, int64_t target_tokens) {
+                                   const tt_lr_schedule *schedule, int64_t target_tokens, int64_t first_micro,
+                                   int64_t *counted) {
     const int64_t N = run->micro_batch_size * run->sequence_len, accumulation = run->gradient_accumulation_steps;
     tt_backend_zero(model->backend, model->gradients, model->sizes.gradients);
     double loss_sum = 0;
-    int64_t counted = 0;
-    for (int64_t micro = 0; micro < accumulation; micro++) {
+    *counted = 0;
+    for (int64_t local = 0; local < accumulation; local++) {
+        const int64_t micro = first_micro + local; /* in the step's micro-batches of every rank */
         /* the last micro-batch's backward finishes the gradients: optimizer offload with overlap starts
          * moving (and, without clipping, updating) the host share layer by layer */
-        if (micro == accumulation - 1)
+        if (local == accumulation - 1)
             tt_optimizer_offload_expect_gradients(model->optimizer_offload, adamw,
                                                   (float)tt_lr_at(schedule, trainer->global_step),
                                                   trainer->global_step + 1);
@@ -509,9 +512,9 @@ static double accumulate_gradients(tt_model_state *model, const step_batch *batc
          * one document each give the bits of the same documents packed into one */
         loss_sum = tt_step_forward_backward_continuing(model, target_tokens ? 1.0 / (double)target_tokens : 0.0,
                                                        loss_sum, &count);
-        counted += count;
+        *counted += count;
     }
-    return counted ? loss_sum / (double)counted : 0.0;
+    return loss_sum;
 }
 
 /* The end of a run: the final model (unless the run stopped on a non-finite step), the tok/s, the measured peaks
@@ -554,7 +557,7 @@ static void finish_run(tt_model_state *model, const tt_run_config *run, const tt
     }
 }
 
-int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest) {
+int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, bool resume_latest) {
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
     tt_checkpoint_remove_incomplete(run->output_dir);
@@ -574,7 +577,11 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     print_header(&model.config, &model.params, device, &model.plan, &model.sizes, stdout);
 
     const int64_t T = run->sequence_len;
-    const int64_t sequences_per_step = run->micro_batch_size * run->gradient_accumulation_steps;
+    const int ranks = comm ? comm->size : 1, rank = comm ? comm->rank : 0;
+    tt_data_parallel dp = {0};
+    if (comm) tt_data_parallel_init(&dp, comm, run, &model);
+    /* a step is every rank's micro-batches: each draws them all, in the same order, and trains its own */
+    const int64_t sequences_per_step = run->micro_batch_size * run->gradient_accumulation_steps * ranks;
     const int64_t total_steps = total_steps_of(run, &data, sequences_per_step);
     const tt_lr_schedule schedule = tt_lr_schedule_for_run(run, total_steps);
     const tt_adamw_settings adamw = tt_adamw_settings_for_run(run);
@@ -591,8 +598,9 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
 
     step_batch batch;
     step_batch_init(&batch, &data, sequences_per_step * T);
-    tt_reporter reporter;
-    tt_reporter_open(&reporter, run->output_dir, run->progress);
+    tt_reporter reporter = {0};
+    const bool leader = rank == 0; /* reports, evaluates and saves */
+    if (leader) tt_reporter_open(&reporter, run->output_dir, run->progress);
     reporter.arenas[tier] = &model.arena;
     if (model.host.base) reporter.arenas[model.host.tier] = &model.host;
 
@@ -603,10 +611,16 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
     while (trainer.global_step < total_steps) {
         const double step_start = now_seconds();
         const int64_t step_tokens = draw_step_batch(&batch, &data, sequences_per_step, T);
-        const double loss = accumulate_gradients(&model, &batch, run, &trainer, &adamw, &schedule, step_tokens);
+        double sums[2] = {0, 0}; /* the loss sum and the tokens it is over */
+        int64_t counted = 0;
+        sums[0] = accumulate_gradients(&model, &batch, run, &trainer, &adamw, &schedule, step_tokens,
+                                       (int64_t)rank * run->gradient_accumulation_steps, &counted);
+        sums[1] = (double)counted;
+        if (comm) tt_data_parallel_reduce(&dp, &model, sums, 2);
+        const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
         const double grad_norm = tt_gradient_norm(&model);
         if (!isfinite(loss) || !isfinite(grad_norm)) {
-            tt_reporter_close(&reporter);
+            if (leader) tt_reporter_close(&reporter);
             fprintf(stderr,
                     "tiertrain: error: the loss (%g) or gradient norm (%g) is not finite at step %lld; training "
                     "stopped without updating the weights. %s%s. Lower learning_rate, set max_grad_norm, or check "
@@ -639,6 +653,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
             .steps_this_run = trainer.global_step - first_step,
         };
         const bool last = trainer.global_step == total_steps;
+        if (!leader) continue; /* the leader reports, evaluates and saves for every rank */
         tt_reporter_step(&reporter, &report, last || trainer.global_step % run->logging_steps == 0);
 
         if (data.eval_count > 0 && ((run->eval_steps > 0 && trainer.global_step % run->eval_steps == 0) || last)) {
@@ -653,12 +668,16 @@ int tt_train(const tt_run_config *run, const tt_device *device, bool resume_late
             last_checkpoint = tt_checkpoint_save(&model, &trainer, run);
         }
     }
-    tt_reporter_close(&reporter);
-    finish_run(&model, run, device, exit_status == 0, trainer.global_step - first_step, start, sequences_per_step * T);
+    if (leader) tt_reporter_close(&reporter);
+    if (comm) tt_comm_barrier(comm); /* every rank ends after the leader's last checkpoint */
+    if (leader)
+        finish_run(&model, run, device, exit_status == 0, trainer.global_step - first_step, start,
+                   sequences_per_step * T);
 
     free(last_checkpoint);
     free(resume_dir);
     step_batch_free(&batch);
+    if (comm) tt_data_parallel_free(&dp);
     tt_dataset_close(&data);
     if (model.trace) {
         tt_trace_close(model.trace);

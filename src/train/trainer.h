@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "config/run_config.h"
+#include "dist/comm.h"
 #include "memory/plan.h"
 #include "model/model_config.h"
 #include "ops/backend.h"
@@ -36,8 +37,8 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
 /* `tiertrain plan`: the plan per layer and the size table, without training. */
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);
 
-/* `tiertrain train`. resume_latest: continue from the newest checkpoint in output_dir.
- * Returns the process exit status. */
-int tt_train(const tt_run_config *run, const tt_device *device, bool resume_latest);
+/* `tiertrain train`. resume_latest: continue from the newest checkpoint in output_dir. comm: the run's other
+ * processes (data parallel, train/data_parallel.h), or NULL for one process. Returns the process exit status. */
+int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, bool resume_latest);
 
 #endif

@@ -1,0 +1,30 @@
+/* Data parallel on the CPU backend: every rank holds the whole model, trains its share of each step's micro-batches
+ * and, before the optimizer step, the ranks sum their gradients and loss sums in rank order
+ * (tt_comm_sum_in_rank_order), so that every rank applies the same update to the same bits, run after run. */
+#ifndef TT_TRAIN_DATA_PARALLEL_H
+#define TT_TRAIN_DATA_PARALLEL_H
+
+#include <stddef.h>
+
+#include "config/run_config.h"
+#include "dist/comm.h"
+#include "train/step.h"
+
+/* Gradients move in buckets of this many bytes a rank (host memory outside the arenas: 2 ranks + 1 buckets). */
+#define TT_DATA_PARALLEL_BUCKET_BYTES ((size_t)16 << 20)
+
+typedef struct tt_data_parallel {
+    const tt_comm *comm;
+    float *scratch; /* tt_comm_sum_scratch_floats(size, bucket) */
+    size_t bucket_bytes;
+} tt_data_parallel;
+
+/* Checks that the ranks can train together (the same configuration on every rank; what data parallel composes with
+ * today) and takes the scratch; dies naming what differs or what is not available yet. */
+void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run,
+                           const tt_model_state *model);
+/* After the step's backward on every rank: the gradients, and sums[0 .. count), summed over the ranks in rank order. */
+void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count);
+void tt_data_parallel_free(tt_data_parallel *dp);
+
+#endif

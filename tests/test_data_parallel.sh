@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Data parallel on the CPU backend through MPI (issue 18's CPU path): `mpirun -np 2 tiertrain train run.yaml`.
+#  (a) two ranks give the same bits run after run (gradients and loss sums added in rank order);
+#  (b) against one process training the same global batch (gradient_accumulation_steps x 2): the same losses and
+#      gradient norms to rounding (the sums are grouped by rank, the one process adds micro-batch by micro-batch);
+#  (c) every memory mode keeps its bits under data parallel: checkpointing, hidden_states offload, LoRA with the
+#      frozen base streamed (layer_offloading), each against the same two ranks without it;
+#  (d) resume: two ranks from the step-2 checkpoint end with the uninterrupted run's bits;
+#  (e) ranks started with different configurations, a bad input on every rank, optimizer_cpu_offload: every rank
+#      ends with a message, none hangs.
+# Skipped (exit 77) where mpirun or an MPI build is missing. Arguments: tiertrain binary, source dir, scratch dir.
+set -uo pipefail
+tiertrain=$1; source_dir=$2; scratch=$3
+command -v mpirun > /dev/null || { echo "skipped: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; }
+ldd "$tiertrain" | grep -q libmpi || { echo "skipped: $tiertrain was built without MPI"; exit 77; }
+rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
+passed=0; failed=0
+check() { # description, command...
+  local what=$1; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
+}
+# Open MPI's own allocations are not ours to check under the sanitizers; root is CI's user
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+mpi() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$tiertrain" "$@"; }
+
+mkdir -p model
+cat > model/config.json <<'JSON'
+{"model_type": "llama", "vocab_size": 257, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+ "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32"}
+JSON
+head -c 20000 "$source_dir/README.md" > a.txt
+"$tiertrain" tokenize --bytes -o corpus.tok a.txt > /dev/null
+cat > run.yaml <<'YAML'
+model_config: model/config.json
+datasets: [corpus.tok]
+sequence_len: 32
+micro_batch_size: 2
+gradient_accumulation_steps: 2
+max_steps: 4
+save_steps: 2
+learning_rate: 1.0e-2
+progress: false
+device: cpu
+YAML
+
+same() { cmp -s "$1" "$2"; }
+# losses and gradient norms of two metrics.jsonl files agree to a relative 1e-5
+close_metrics() {
+  paste -d ' ' <(sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$1") \
+               <(sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$2") |
+    awk 'function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
+         { if (rel($1, $3) > 1e-5 || rel($2, $4) > 1e-5) bad = 1; n++ } END { exit (bad || n != 4) }'
+}
+
+# (a) the same bits run after run; only the leader writes
+mpi train run.yaml output_dir=dp1 > dp1.log 2>&1; check "two ranks train (exit 0)" test $? -eq 0
+mpi train run.yaml output_dir=dp2 > dp2.log 2>&1
+check "two ranks: the same model run after run" same dp1/model.safetensors dp2/model.safetensors
+check "two ranks: the same checkpoint run after run" same dp1/checkpoint-2/model.safetensors dp2/checkpoint-2/model.safetensors
+check "the step counts every rank's sequences" grep -q "4 steps of 8 sequences (256 tokens)" dp1.log
+check "one metrics line a step (the leader's)" test "$(wc -l < dp1/metrics.jsonl)" -eq 4
+
+# (b) one process, the same global batch
+"$tiertrain" train run.yaml output_dir=one gradient_accumulation_steps=4 > one.log 2>&1
+check "one process trains" test $? -eq 0
+check "two ranks' losses and gradient norms are one process's to rounding" close_metrics dp1/metrics.jsonl one/metrics.jsonl
+
+# (c) memory modes keep their bits under data parallel
+mpi train run.yaml output_dir=dp_gc gradient_checkpointing=true activation_offloading=hidden_states > dp_gc.log 2>&1
+check "checkpointing + hidden_states: same bits as keeping everything" same dp1/model.safetensors dp_gc/model.safetensors
+mpi train run.yaml output_dir=dp_lora adapter=lora lora_r=4 lora_alpha=8 lora_target_linear=true > dp_lora.log 2>&1
+check "LoRA trains on two ranks" test -f dp_lora/adapter_model.safetensors
+mpi train run.yaml output_dir=dp_lora_stream adapter=lora lora_r=4 lora_alpha=8 lora_target_linear=true \
+  layer_offloading=true gradient_checkpointing=true > dp_lora_stream.log 2>&1
+check "LoRA + layer_offloading + checkpointing: the same adapter bits" \
+  same dp_lora/adapter_model.safetensors dp_lora_stream/adapter_model.safetensors
+
+# (d) resume from the step-2 checkpoint
+mkdir -p resumed && cp -r dp1/checkpoint-2 resumed/
+mpi train run.yaml output_dir=resumed --resume > resumed.log 2>&1
+check "two ranks resume" grep -q "resumed from" resumed.log
+check "resumed: the uninterrupted run's bits" same dp1/model.safetensors resumed/model.safetensors
+
+# (e) errors end every rank
+timeout 300 mpirun --allow-run-as-root --oversubscribe -np 1 "$tiertrain" train run.yaml output_dir=mix : \
+  -np 1 "$tiertrain" train run.yaml output_dir=mix seed=7 > mix.log 2>&1
+status=$?
+check "different configurations: refused (exit $status)" test $status -ne 0 -a $status -ne 124
+check "... naming the rank" grep -q "rank 1 was started with another configuration than rank 0" mix.log
+mpi train run.yaml output_dir=bad "datasets=[missing.tok]" > bad.log 2>&1
+status=$?
+check "a bad dataset on every rank: refused (exit $status)" test $status -ne 0 -a $status -ne 124
+check "... each rank says so" test "$(grep -c 'rank [01] of 2: cannot open token file missing.tok' bad.log)" -ge 1
+mpi train run.yaml output_dir=offload optimizer_cpu_offload=true > offload.log 2>&1
+status=$?
+check "optimizer_cpu_offload with two ranks: refused (exit $status)" test $status -ne 0 -a $status -ne 124
+check "... saying it is not available yet" grep -q "optimizer_cpu_offload with 2 data-parallel processes is not available yet" offload.log
+
+echo "data_parallel: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -36,7 +36,7 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
     snprintf(device->description, sizeof device->description, "cpu (%s)", why);
 }
 
-void tt_select_device(const tt_run_config *run, tt_device *device) {
+void tt_select_device(const tt_run_config *run, int gpu, tt_device *device) {
     *device = (tt_device){0};
     if (run->device == TT_DEVICE_CPU) {
         select_cpu(run, device, "device: cpu");
@@ -45,7 +45,7 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
 #ifdef TT_HAVE_CUDA
     char name[128];
     size_t free_bytes = 0, total_bytes = 0;
-    if (!tt_cuda_device_query(0, name, sizeof name, &free_bytes, &total_bytes)) {
+    if (!tt_cuda_device_query(gpu, name, sizeof name, &free_bytes, &total_bytes)) {
         if (run->device == TT_DEVICE_CUDA)
             tt_die("device: cuda, but no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), or set "
                    "device: cpu");
@@ -58,9 +58,9 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
     if (run->bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_F32)
         tt_die("bnb_4bit_compute_dtype: float32, but the CUDA backend computes in bfloat16 and dequantizes the 4-bit "
                "weights to bfloat16 for its GEMMs; set bnb_4bit_compute_dtype: auto or bfloat16, or device: cpu");
-    device->backend = tt_backend_cuda_create(0);
+    device->backend = tt_backend_cuda_create(gpu);
     /* the free memory once the backend's streams and handles exist */
-    (void)tt_cuda_device_query(0, name, sizeof name, &free_bytes, &total_bytes);
+    (void)tt_cuda_device_query(gpu, name, sizeof name, &free_bytes, &total_bytes);
     device->memory_budget = run->gpu_memory_budget > 0 ? (size_t)run->gpu_memory_budget : free_bytes;
     if (device->memory_budget > free_bytes) {
         char want[32], have[32];
@@ -75,6 +75,7 @@ void tt_select_device(const tt_run_config *run, tt_device *device) {
     if (run->device == TT_DEVICE_CUDA)
         tt_die("device: cuda, but this tiertrain was built without CUDA (nvcc was not found at build time); "
                "rebuild on a machine with the CUDA toolkit, or set device: cpu");
+    (void)gpu;
     select_cpu(run, device, "built without CUDA");
 #endif
 }

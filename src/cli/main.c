@@ -15,6 +15,9 @@
 #include "train/longest_context.h"
 #include "train/prepare.h"
 #include "train/trainer.h"
+#ifdef TT_HAVE_CUDA
+#include "ops/cuda/comm_nccl.h"
+#endif
 
 #define TT_VERSION "0.1.0"
 
@@ -103,6 +106,31 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
     }
 }
 
+/* The run's communicator: MPI's for mpirun (CPU backend), NCCL's for a torchrun-style launch (one GPU a process,
+ * LOCAL_RANK's), none for a single process. */
+static tt_comm *open_comm(const tt_launch *launch) {
+    switch (launch->kind) {
+    case TT_LAUNCH_SINGLE: return NULL;
+    case TT_LAUNCH_MPI:
+#ifdef TT_HAVE_MPI
+        return tt_comm_join(tt_comm_mpi_open());
+#else
+        tt_die("started by mpirun with %d processes, but this tiertrain was built without MPI; install Open MPI "
+               "(apt-get install libopenmpi-dev openmpi-bin) and rebuild, or run one process",
+               launch->size);
+#endif
+    case TT_LAUNCH_TORCHRUN:
+#ifdef TT_HAVE_CUDA
+        return tt_comm_join(tt_comm_nccl_open(launch, launch->local_rank));
+#else
+        tt_die("WORLD_SIZE is %d (a torchrun-style launch, one GPU a process), but this tiertrain was built without "
+               "CUDA; use mpirun -np %d on the CPU backend, or one process",
+               launch->size, launch->size);
+#endif
+    }
+    return NULL;
+}
+
 static int run_train_or_plan(int argc, char **argv, bool train) {
     const char *command = train ? "train" : "plan";
     command_args a;
@@ -120,8 +148,10 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     if (!a.config_path && a.override_count == 0)
         tt_die("%s: no configuration; pass --config run.yaml (and/or key=value overrides); see `tiertrain %s --help`",
                command, command);
-    /* several processes (mpirun): the others print nothing but their errors, the leader (rank 0) reports */
-    tt_comm *comm = train ? tt_comm_open_from_environment() : NULL;
+    /* several processes (mpirun, or torchrun's variables): the others print nothing but their errors, the leader
+     * (rank 0) reports */
+    const tt_launch launch = train ? tt_launch_from_environment() : (tt_launch){.kind = TT_LAUNCH_SINGLE, .size = 1};
+    tt_comm *comm = open_comm(&launch);
     if (comm && comm->rank > 0 && !freopen("/dev/null", "w", stdout))
         tt_die("cannot silence rank %d's standard output", comm->rank);
     tt_run_config run;
@@ -134,7 +164,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
         run.num_threads = cores / comm->size > 0 ? cores / comm->size : 1;
     }
     tt_device device;
-    tt_select_device(&run, &device);
+    tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, &device);
     int status = 0;
     if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
     if (train) status = tt_train(&run, &device, comm, a.resume);

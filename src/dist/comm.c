@@ -6,12 +6,50 @@
 
 #include "core/check.h"
 
+/* -1: unset; dies on a value that is not a whole number */
 static int64_t env_int(const char *name) {
     const char *v = getenv(name);
     if (!v || !*v) return -1;
     char *end = NULL;
     const long long x = strtoll(v, &end, 10);
-    return end && *end == 0 ? x : -1;
+    if (!end || *end != 0 || x < 0) tt_die("environment variable %s is '%s'; expected a whole number", name, v);
+    return x;
+}
+
+static int64_t need_env_int(const char *name, const char *launch) {
+    const int64_t v = env_int(name);
+    if (v < 0)
+        tt_die("%s: %s is not set; a torchrun-style launch sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and "
+               "MASTER_PORT for every process",
+               launch, name);
+    return v;
+}
+
+tt_launch tt_launch_from_environment(void) {
+    tt_launch l = {.kind = TT_LAUNCH_SINGLE, .rank = 0, .size = 1, .local_rank = -1};
+    int64_t mpi_size = env_int("OMPI_COMM_WORLD_SIZE");
+    if (mpi_size < 0) mpi_size = env_int("PMI_SIZE");
+    if (mpi_size > 1) {
+        l.kind = TT_LAUNCH_MPI;
+        l.size = (int)mpi_size;
+        return l;
+    }
+    const int64_t world = env_int("WORLD_SIZE");
+    if (world <= 1) return l;
+    char launch[64];
+    snprintf(launch, sizeof launch, "WORLD_SIZE %lld", (long long)world);
+    l.kind = TT_LAUNCH_TORCHRUN;
+    l.size = (int)world;
+    l.rank = (int)need_env_int("RANK", launch);
+    l.local_rank = (int)need_env_int("LOCAL_RANK", launch);
+    l.master_port = (int)need_env_int("MASTER_PORT", launch);
+    const char *addr = getenv("MASTER_ADDR");
+    if (!addr || !*addr) tt_die("%s: MASTER_ADDR is not set (rank 0's host name or address)", launch);
+    snprintf(l.master_addr, sizeof l.master_addr, "%s", addr);
+    if (l.rank >= l.size) tt_die("RANK is %d but WORLD_SIZE is %d; ranks are 0 .. %d", l.rank, l.size, l.size - 1);
+    if (l.master_port < 1 || l.master_port > 65535)
+        tt_die("MASTER_PORT is %d; use a port from 1 to 65535", l.master_port);
+    return l;
 }
 
 /* tt_die on any rank ends them all (set once, when the run's communicator opens) */
@@ -20,31 +58,11 @@ static char rank_label[32];
 
 static void end_all_ranks(int status) { open_comm->iface->abort(open_comm->ctx, status); }
 
-static tt_comm *joined(tt_comm *comm) {
+tt_comm *tt_comm_join(tt_comm *comm) {
     open_comm = comm;
     snprintf(rank_label, sizeof rank_label, "rank %d of %d", comm->rank, comm->size);
     tt_set_process_group(rank_label, end_all_ranks);
     return comm;
-}
-
-tt_comm *tt_comm_open_from_environment(void) {
-    int64_t mpi_size = env_int("OMPI_COMM_WORLD_SIZE");
-    if (mpi_size < 0) mpi_size = env_int("PMI_SIZE");
-    if (mpi_size > 1) {
-#ifdef TT_HAVE_MPI
-        return joined(tt_comm_mpi_open());
-#else
-        tt_die("started by mpirun with %lld processes, but this tiertrain was built without MPI; install Open MPI "
-               "(apt-get install libopenmpi-dev openmpi-bin) and rebuild, or run one process",
-               (long long)mpi_size);
-#endif
-    }
-    const int64_t world = env_int("WORLD_SIZE");
-    if (world > 1)
-        tt_die("WORLD_SIZE is %lld (a torchrun-style launch): several GPUs through NCCL are not available yet; run "
-               "`mpirun -np %lld tiertrain train ...` on the CPU backend, or one process",
-               (long long)world, (long long)world);
-    return NULL;
 }
 
 void tt_comm_close(tt_comm *comm) {
@@ -57,8 +75,8 @@ void tt_comm_close(tt_comm *comm) {
     free(comm);
 }
 
-void tt_comm_all_gather(const tt_comm *comm, const void *send, void *recv, size_t bytes) {
-    comm->iface->all_gather(comm->ctx, send, recv, bytes);
+void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, size_t bytes) {
+    comm->iface->all_gather_host(comm->ctx, send, recv, bytes);
 }
 
 void tt_comm_barrier(const tt_comm *comm) { comm->iface->barrier(comm->ctx); }
@@ -68,38 +86,40 @@ size_t tt_comm_sum_scratch_floats(int size, size_t bucket_bytes) {
     return (2 * (size_t)size + 1) * chunk; /* received parts, this rank's sums, the parts sent */
 }
 
-void tt_comm_sum_in_rank_order(const tt_comm *comm, float *data, int64_t count, float *scratch, size_t bucket_bytes) {
+void tt_comm_sum_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count,
+                               float *scratch, size_t bucket_bytes) {
     const int size = comm->size;
     const int64_t chunk = (int64_t)(bucket_bytes / sizeof(float)) / size; /* elements each rank sums per bucket */
     TT_CHECK(chunk > 0, "a bucket of %zu bytes for %d ranks", bucket_bytes, size);
     float *mine = scratch + (size_t)size * (size_t)chunk; /* [chunk]: this rank's summed part */
+    float *send = mine + chunk;                           /* [size x chunk] */
     for (int64_t start = 0; start < count; start += chunk * size) {
         const int64_t bucket = count - start < chunk * size ? count - start : chunk * size;
         const int64_t part = (bucket + size - 1) / size; /* this bucket's part per rank; the last may be short */
-        /* the send blocks are data's own parts: rank b sums part b; the last parts are padded through scratch */
-        float *send = mine + chunk; /* [size x part] */
-        for (int b = 0; b < size; b++) {
+        for (int b = 0; b < size; b++) {                 /* block b: the part rank b sums, padded with zeros */
             const int64_t lo = (int64_t)b * part, n = lo >= bucket ? 0 : (bucket - lo < part ? bucket - lo : part);
-            if (n) memcpy(send + (size_t)b * (size_t)part, data + start + lo, sizeof(float) * (size_t)n);
-            if (n < part) memset(send + (size_t)b * (size_t)part + n, 0, sizeof(float) * (size_t)(part - n));
+            if (n)
+                tt_backend_copy(backend, send + (size_t)b * (size_t)part, data + start + lo, sizeof(float) * (size_t)n);
+            if (n < part)
+                tt_backend_zero(backend, send + (size_t)b * (size_t)part + n, sizeof(float) * (size_t)(part - n));
         }
+        tt_backend_synchronize(backend); /* the transport reads what the backend's stream wrote */
         comm->iface->all_to_all(comm->ctx, send, scratch, sizeof(float) * (size_t)part);
-        for (int64_t i = 0; i < part; i++) {
-            float sum = scratch[i];
-            for (int r = 1; r < size; r++) sum += scratch[(size_t)r * (size_t)part + (size_t)i];
-            mine[i] = sum;
-        }
+        tt_backend_sum_parts(backend, mine, scratch, size, part);
+        tt_backend_synchronize(backend);
         comm->iface->all_gather(comm->ctx, mine, send, sizeof(float) * (size_t)part);
         for (int b = 0; b < size; b++) {
             const int64_t lo = (int64_t)b * part, n = lo >= bucket ? 0 : (bucket - lo < part ? bucket - lo : part);
-            if (n) memcpy(data + start + lo, send + (size_t)b * (size_t)part, sizeof(float) * (size_t)n);
+            if (n)
+                tt_backend_copy(backend, data + start + lo, send + (size_t)b * (size_t)part, sizeof(float) * (size_t)n);
         }
     }
+    tt_backend_synchronize(backend);
 }
 
 void tt_comm_sum_doubles(const tt_comm *comm, double *values, int count) {
     double *all = tt_xmalloc(sizeof(double) * (size_t)count * (size_t)comm->size, "rank sums");
-    comm->iface->all_gather(comm->ctx, values, all, sizeof(double) * (size_t)count);
+    comm->iface->all_gather_host(comm->ctx, values, all, sizeof(double) * (size_t)count);
     for (int i = 0; i < count; i++) {
         double sum = all[i];
         for (int r = 1; r < comm->size; r++) sum += all[(size_t)r * (size_t)count + (size_t)i];

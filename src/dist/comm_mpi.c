@@ -1,5 +1,6 @@
 /* The CPU path's transport: MPI (Open MPI from Debian; `mpirun -np N tiertrain train run.yaml`). Only byte
- * movement: the sums are tt_comm_sum_in_rank_order's own. Built when CMake finds MPI (TT_HAVE_MPI). */
+ * movement, in host memory (the CPU backend's compute tier): the sums are tt_comm_sum_in_rank_order's own. Built
+ * when CMake finds MPI (TT_HAVE_MPI). */
 #ifdef TT_HAVE_MPI
 #include <mpi.h>
 #include <stdio.h>
@@ -49,6 +50,7 @@ static void mpi_destroy(void *ctx) {
 static const tt_comm_iface mpi_iface = {
     .destroy = mpi_destroy,
     .all_gather = mpi_all_gather,
+    .all_gather_host = mpi_all_gather, /* the CPU backend's memory is host memory */
     .all_to_all = mpi_all_to_all,
     .barrier = mpi_barrier,
     .abort = mpi_abort,

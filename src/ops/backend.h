@@ -255,6 +255,9 @@ typedef struct tt_backend_iface {
     /* *out (one double in the compute tier) = the sum of squares of n gradient values, in a fixed
      * order; ordered like any op, the host does not wait. */
     void (*sum_squares)(void *ctx, double *out, const void *x, int64_t n);
+    /* dst[i] = (((parts[0][i] + parts[1][i]) + parts[2][i]) + ...) for i < n, fp32, the parts count floats apart:
+     * the data-parallel sum of every rank's copy, added in rank order (dst may be one of the parts). */
+    void (*sum_parts)(void *ctx, float *dst, const float *parts, int count, int64_t n);
     /* AdamW as torch.optim.AdamW, over the whole flat parameter buffer in one call (multi-tensor):
      * p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Segment s, elements
@@ -458,6 +461,11 @@ static inline double tt_backend_lm_head_loss(const tt_backend *backend, void *dx
 
 static inline void tt_backend_sum_squares(const tt_backend *backend, double *out, const void *x, int64_t n) {
     backend->iface->sum_squares(backend->ctx, out, x, n);
+}
+
+static inline void tt_backend_sum_parts(const tt_backend *backend, float *dst, const float *parts, int count,
+                                        int64_t n) {
+    backend->iface->sum_parts(backend->ctx, dst, parts, count, n);
 }
 
 static inline void tt_backend_adamw_update(const tt_backend *backend, void *weights, float *master, const void *g,

@@ -73,6 +73,7 @@ static double measure_lm_head_loss(void *ctx, void *dxn, void *dW, const void *x
     return loss_before;
 }
 static void measure_sum_squares(void *ctx, double *out, const void *x, int64_t n) {}
+static void measure_sum_parts(void *ctx, float *dst, const float *parts, int count, int64_t n) {}
 static void measure_adamw_update(void *ctx, void *weights, float *master, const void *g, void *m, void *v,
                                  const int64_t *segment_start, const unsigned char *segment_decays, int segments,
                                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
@@ -120,6 +121,7 @@ static const tt_backend_iface measure_iface = {
     .dropout_scale = measure_dropout_scale,
     .lm_head_loss = measure_lm_head_loss,
     .sum_squares = measure_sum_squares,
+    .sum_parts = measure_sum_parts,
     .adamw_update = measure_adamw_update,
 };
 

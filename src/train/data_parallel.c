@@ -27,37 +27,47 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
     dp->comm = comm;
     uint64_t *hashes = tt_xmalloc(sizeof(uint64_t) * (size_t)comm->size, "configuration hashes");
     const uint64_t mine = config_hash(run);
-    tt_comm_all_gather(comm, &mine, hashes, sizeof mine);
+    tt_comm_all_gather_host(comm, &mine, hashes, sizeof mine);
     for (int r = 1; r < comm->size; r++)
         if (hashes[r] != hashes[0])
             tt_die("rank %d was started with another configuration than rank 0 (the run YAML and overrides differ); "
                    "start every rank with the same run.yaml and key=value overrides",
                    r);
     free(hashes);
-    if (model->plan.compute_tier != TT_TIER_HOST)
-        tt_die("%d processes on the %s: data parallel across GPUs (NCCL) is not available yet; use device: cpu with "
-               "mpirun, or one process",
-               comm->size, tt_tier_name(model->plan.compute_tier));
+    const bool gpu = model->plan.compute_tier == TT_TIER_GPU, nccl = strcmp(comm->transport, "nccl") == 0;
+    if (gpu && !nccl)
+        tt_die("%d processes started by mpirun train on the GPU: GPUs move their gradients through NCCL; start one "
+               "process a GPU with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), "
+               "or set device: cpu",
+               comm->size);
+    if (!gpu && nccl)
+        tt_die("a torchrun-style launch of %d processes on the CPU backend: the CPU path runs through MPI; use "
+               "mpirun -np %d, or device: cuda",
+               comm->size, comm->size);
+    if (model->plan.gradient_bytes != sizeof(float))
+        tt_die("master_weights: false (bf16 gradients) with %d data-parallel processes is not available yet; the "
+               "ranks sum fp32 gradients: remove master_weights: false",
+               comm->size);
     if (run->optimizer_cpu_offload)
         tt_die("optimizer_cpu_offload with %d data-parallel processes is not available yet (its gradients leave during "
                "the backward, before the ranks have summed them); remove optimizer_cpu_offload or run one process",
                comm->size);
-    TT_CHECK(model->plan.gradient_bytes == sizeof(float), "fp32 gradients on the CPU backend");
     const size_t gradient_bytes = model->sizes.gradients;
     dp->bucket_bytes = gradient_bytes < TT_DATA_PARALLEL_BUCKET_BYTES ? gradient_bytes : TT_DATA_PARALLEL_BUCKET_BYTES;
     if (dp->bucket_bytes < sizeof(float) * (size_t)comm->size) dp->bucket_bytes = sizeof(float) * (size_t)comm->size;
+    /* in the compute tier, outside the arenas (the size table does not price them yet) */
+    dp->backend = model->backend;
     dp->scratch =
-        tt_xmalloc(sizeof(float) * tt_comm_sum_scratch_floats(comm->size, dp->bucket_bytes), "data-parallel buckets");
+        tt_backend_block_alloc(dp->backend, sizeof(float) * tt_comm_sum_scratch_floats(comm->size, dp->bucket_bytes));
 }
 
 void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count) {
-    tt_backend_synchronize(model->backend);
-    tt_comm_sum_in_rank_order(dp->comm, model->gradients, (int64_t)(model->sizes.gradients / sizeof(float)),
-                              dp->scratch, dp->bucket_bytes);
+    tt_comm_sum_in_rank_order(dp->comm, model->backend, model->gradients,
+                              (int64_t)(model->sizes.gradients / sizeof(float)), dp->scratch, dp->bucket_bytes);
     tt_comm_sum_doubles(dp->comm, sums, count);
 }
 
 void tt_data_parallel_free(tt_data_parallel *dp) {
-    free(dp->scratch);
+    if (dp->scratch) tt_backend_block_free(dp->backend, dp->scratch);
     memset(dp, 0, sizeof(*dp));
 }

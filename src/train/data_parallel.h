@@ -1,4 +1,4 @@
-/* Data parallel on the CPU backend: every rank holds the whole model, trains its share of each step's micro-batches
+/* Data parallel (MPI on the CPU backend, NCCL across GPUs): every rank holds the whole model, trains its share of each step's micro-batches
  * and, before the optimizer step, the ranks sum their gradients and loss sums in rank order
  * (tt_comm_sum_in_rank_order), so that every rank applies the same update to the same bits, run after run. */
 #ifndef TT_TRAIN_DATA_PARALLEL_H
@@ -10,12 +10,13 @@
 #include "dist/comm.h"
 #include "train/step.h"
 
-/* Gradients move in buckets of this many bytes a rank (host memory outside the arenas: 2 ranks + 1 buckets). */
+/* Gradients move in buckets of this many bytes (compute-tier memory outside the arenas: (2N + 1) / N buckets). */
 #define TT_DATA_PARALLEL_BUCKET_BYTES ((size_t)16 << 20)
 
 typedef struct tt_data_parallel {
     const tt_comm *comm;
-    float *scratch; /* tt_comm_sum_scratch_floats(size, bucket) */
+    const tt_backend *backend;
+    float *scratch; /* tt_comm_sum_scratch_floats(size, bucket) floats in the compute tier */
     size_t bucket_bytes;
 } tt_data_parallel;
 

@@ -24,7 +24,7 @@ typedef struct tt_device {
 /* Resolves `device`, `bf16`, `master_weights` and `attn_implementation` into a device; dies with
  * the key and the fix when they do not fit together or the device is not there. Lives with the
  * command line (src/cli/device_select.c), which is the part built with or without CUDA. */
-void tt_select_device(const tt_run_config *run, tt_device *device);
+void tt_select_device(const tt_run_config *run, int gpu, tt_device *device);
 /* Destroys the device's backend. */
 void tt_release_device(tt_device *device);
 

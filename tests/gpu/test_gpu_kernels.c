@@ -561,6 +561,31 @@ static void gemm_probe(int64_t T) {
     cudaFree(workspace);
 }
 
+/* The data-parallel sum of the ranks' parts: each element's terms added in part order, the CPU's bits exactly. */
+static void test_sum_parts(int count, int64_t n) {
+    float *parts = malloc(sizeof(float) * (size_t)count * (size_t)n), *expected = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < count * n; i++) parts[i] = (float)(tt_rng_normal(&gpu_test_rng) * 1e-3);
+    for (int64_t i = 0; i < n; i++) {
+        float sum = parts[i];
+        for (int r = 1; r < count; r++) sum += parts[(size_t)r * (size_t)n + (size_t)i];
+        expected[i] = sum;
+    }
+    float *parts_dev, *out_dev;
+    TT_CUDA_CHECK(cudaMalloc((void **)&parts_dev, sizeof(float) * (size_t)count * (size_t)n));
+    TT_CUDA_CHECK(cudaMalloc((void **)&out_dev, sizeof(float) * (size_t)n));
+    TT_CUDA_CHECK(cudaMemcpy(parts_dev, parts, sizeof(float) * (size_t)count * (size_t)n, cudaMemcpyHostToDevice));
+    tt_cuda_sum_parts(out_dev, parts_dev, count, n, 0);
+    float *got = malloc(sizeof(float) * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(got, out_dev, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+    TT_EXPECT(memcmp(got, expected, sizeof(float) * (size_t)n) == 0, "sum of %d parts of %lld: the CPU's bits", count,
+              (long long)n);
+    cudaFree(parts_dev);
+    cudaFree(out_dev);
+    free(parts);
+    free(expected);
+    free(got);
+}
+
 int main(int argc, char **argv) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -586,6 +611,8 @@ int main(int argc, char **argv) {
     test_attention(1, 70, 8, 2, 128, 0);
     test_attention(2, 40, 4, 4, 128, 16);
     test_reductions(1000, 384);
+    test_sum_parts(2, 100003);
+    test_sum_parts(8, 4099);
     test_cross_entropy(50, 32000);
     test_cross_entropy(7, 151936);
     test_adamw(1000003);

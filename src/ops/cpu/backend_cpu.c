@@ -256,6 +256,15 @@ static double cpu_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, c
     return loss;
 }
 
+static void cpu_sum_parts(void *ctx, float *dst, const float *parts, int count, int64_t n) {
+    (void)ctx;
+    for (int64_t i = 0; i < n; i++) {
+        float sum = parts[i];
+        for (int r = 1; r < count; r++) sum += parts[(size_t)r * (size_t)n + (size_t)i];
+        dst[i] = sum;
+    }
+}
+
 static void cpu_sum_squares(void *ctx, double *out, const void *x, int64_t n) {
     ON_THREADS(ctx, *out = tt_cpu_sum_squares_f32(&cpu->scratch, x, n));
 }
@@ -316,6 +325,7 @@ static const tt_backend_iface cpu_iface = {
     .dropout_scale = cpu_dropout_scale,
     .lm_head_loss = cpu_lm_head_loss,
     .sum_squares = cpu_sum_squares,
+    .sum_parts = cpu_sum_parts,
     .adamw_update = cpu_adamw_update,
 };
 

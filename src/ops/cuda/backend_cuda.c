@@ -854,6 +854,12 @@ static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, 
     return total;
 }
 
+static void cuda_sum_parts(void *ctx, float *dst, const float *parts, int count, int64_t n) {
+    cuda_backend *cuda = ctx;
+    use_device(cuda);
+    TIMED("sum of ranks' parts", tt_cuda_sum_parts(dst, parts, count, n, cuda->stream));
+}
+
 static void cuda_sum_squares(void *ctx, double *out, const void *x, int64_t n) {
     cuda_backend *cuda = ctx;
     double *scratch = op_scratch(cuda, sizeof(double) * TT_CUDA_SUM_SQUARES_BLOCKS, "the sum of squares");
@@ -923,6 +929,7 @@ static const tt_backend_iface cuda_iface = {
     .dropout_scale = cuda_dropout_scale,
     .lm_head_loss = cuda_lm_head_loss,
     .sum_squares = cuda_sum_squares,
+    .sum_parts = cuda_sum_parts,
     .adamw_update = cuda_adamw_update,
 };
 

@@ -156,3 +156,19 @@ extern "C" void tt_cuda_add(tt_bf16 *out, const tt_bf16 *a, const tt_bf16 *b, in
     add_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, a, b, n);
     TT_CUDA_CHECK(cudaGetLastError());
 }
+
+/* Each thread one element: its terms added in part (rank) order, so the bits are the CPU's. */
+static __global__ void sum_parts_kernel(float *dst, const float *parts, int count, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float sum = parts[i];
+        for (int r = 1; r < count; r++) sum += parts[(size_t)r * (size_t)n + (size_t)i];
+        dst[i] = sum;
+    }
+}
+
+extern "C" void tt_cuda_sum_parts(float *dst, const float *parts, int count, int64_t n, cudaStream_t stream) {
+    if (n <= 0) return;
+    const int64_t blocks = (n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096;
+    sum_parts_kernel<<<(unsigned)blocks, 256, 0, stream>>>(dst, parts, count, n);
+    TT_CUDA_CHECK(cudaGetLastError());
+}

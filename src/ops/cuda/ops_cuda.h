@@ -80,6 +80,8 @@ void tt_cuda_add_column_partials(void *dst, int dst_is_fp32, const float *partia
 #define TT_CUDA_SUM_SQUARES_BLOCKS 1024
 /* *sum = sum of x[i]^2 (x fp32 when x_is_fp32, else bf16), in double, in a fixed order. */
 void tt_cuda_sum_squares(double *sum, const void *x, int x_is_fp32, int64_t n, double *scratch, cudaStream_t stream);
+/* dst[i] = parts[0][i] + parts[1][i] + ... in that order (the parts n floats apart). */
+void tt_cuda_sum_parts(float *dst, const float *parts, int count, int64_t n, cudaStream_t stream);
 /* y[N, C] += b[C] (bias add after a GEMM) */
 void tt_cuda_add_bias(tt_bf16 *y, const tt_bf16 *b, int64_t N, int64_t C, cudaStream_t stream);
 /* out[n] = a[n] + b[n] */

@@ -1,0 +1,101 @@
+#include "dist/bootstrap.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/check.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void send_all(int fd, const void *data, size_t bytes, const char *peer) {
+    const unsigned char *p = data;
+    while (bytes) {
+        const ssize_t n = send(fd, p, bytes, MSG_NOSIGNAL);
+        if (n <= 0) tt_die("bootstrap: sending to %s failed: %s", peer, strerror(errno));
+        p += n;
+        bytes -= (size_t)n;
+    }
+}
+
+static void recv_all(int fd, void *data, size_t bytes, const char *peer, int timeout_seconds) {
+    unsigned char *p = data;
+    while (bytes) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, timeout_seconds * 1000) <= 0)
+            tt_die("bootstrap: nothing from %s in %d s; is rank 0 running with the same WORLD_SIZE?", peer,
+                   timeout_seconds);
+        const ssize_t n = recv(fd, p, bytes, 0);
+        if (n <= 0) tt_die("bootstrap: %s closed the connection before sending the NCCL id", peer);
+        p += n;
+        bytes -= (size_t)n;
+    }
+}
+
+static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeout_seconds) {
+    const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    if (fd < 0) tt_die("bootstrap: cannot open a socket: %s", strerror(errno));
+    const int on = 1, off = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off); /* IPv4 clients too */
+    struct sockaddr_in6 addr = {
+        .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)l->master_port), .sin6_addr = in6addr_any};
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, l->size) != 0)
+        tt_die("bootstrap: rank 0 cannot listen on port %d (MASTER_PORT): %s; choose a free port", l->master_port,
+               strerror(errno));
+    for (int joined = 1; joined < l->size; joined++) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, timeout_seconds * 1000) <= 0)
+            tt_die("bootstrap: rank 0 waited %d s on port %d, and %d of the %d other ranks came; start every rank with "
+                   "the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE",
+                   timeout_seconds, l->master_port, joined - 1, l->size - 1);
+        const int client = accept(fd, NULL, NULL);
+        if (client < 0) tt_die("bootstrap: accept failed: %s", strerror(errno));
+        send_all(client, blob, bytes, "a rank");
+        close(client);
+    }
+    close(fd);
+}
+
+static void join(const tt_launch *l, void *blob, size_t bytes, int timeout_seconds) {
+    char port[16], peer[300];
+    snprintf(port, sizeof port, "%d", l->master_port);
+    snprintf(peer, sizeof peer, "rank 0 at %s:%d", l->master_addr, l->master_port);
+    const double deadline = now_seconds() + timeout_seconds;
+    for (;;) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found = NULL;
+        const int status = getaddrinfo(l->master_addr, port, &hints, &found);
+        if (status != 0) tt_die("bootstrap: MASTER_ADDR '%s': %s", l->master_addr, gai_strerror(status));
+        for (struct addrinfo *a = found; a; a = a->ai_next) {
+            const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+            if (fd < 0) continue;
+            if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+                freeaddrinfo(found);
+                recv_all(fd, blob, bytes, peer, timeout_seconds);
+                close(fd);
+                return;
+            }
+            close(fd);
+        }
+        freeaddrinfo(found);
+        if (now_seconds() > deadline)
+            tt_die("bootstrap: could not reach %s in %d s; start rank 0, or check MASTER_ADDR and MASTER_PORT", peer,
+                   timeout_seconds);
+        usleep(100 * 1000); /* rank 0 may not listen yet */
+    }
+}
+
+void tt_bootstrap_share(const tt_launch *launch, void *blob, size_t bytes, int timeout_seconds) {
+    if (launch->rank == 0) serve(launch, blob, bytes, timeout_seconds);
+    else join(launch, blob, bytes, timeout_seconds);
+}

@@ -1,0 +1,120 @@
+/* Data parallel across GPUs: NCCL moves the gradients' buckets between the ranks' GPU memory (a torchrun-style launch,
+ * one process per GPU; the NCCL id shared over tiertrain's TCP bootstrap). Only byte movement, on the communicator's
+ * own stream, each call complete when it returns: the sums are tt_comm_sum_in_rank_order's, in rank order. */
+#include "ops/cuda/comm_nccl.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "dist/bootstrap.h"
+#include "ops/cuda/cuda_check.h"
+
+typedef struct nccl_comm {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    int device, rank, size;
+    void *staging; /* GPU memory for all_gather_host, grown as needed */
+    size_t staging_bytes;
+} nccl_comm;
+
+static void check_nccl(ncclResult_t status, const char *what) {
+    if (status == ncclSuccess) return;
+    tt_die("NCCL %s failed: %s (%s); NCCL_DEBUG=WARN says more", what, ncclGetErrorString(status),
+           ncclGetLastError(NULL) ? ncclGetLastError(NULL) : "");
+}
+
+static void finish(nccl_comm *c, const char *what) {
+    /* blocking collectives: a rank that died leaves the others waiting here; NCCL's own watchdog does not exist
+     * without a framework, so errors surface as NCCL results or through the launcher ending the job */
+    const cudaError_t status = cudaStreamSynchronize(c->stream);
+    if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
+}
+
+static void nccl_all_gather(void *ctx, const void *send, void *recv, size_t bytes) {
+    nccl_comm *c = ctx;
+    TT_CUDA_CHECK(cudaSetDevice(c->device));
+    check_nccl(ncclAllGather(send, recv, bytes, ncclUint8, c->comm, c->stream), "all-gather");
+    finish(c, "all-gather");
+}
+
+static void nccl_all_to_all(void *ctx, const void *send, void *recv, size_t bytes) {
+    nccl_comm *c = ctx;
+    TT_CUDA_CHECK(cudaSetDevice(c->device));
+    check_nccl(ncclGroupStart(), "all-to-all");
+    for (int peer = 0; peer < c->size; peer++) {
+        check_nccl(
+            ncclSend((const unsigned char *)send + (size_t)peer * bytes, bytes, ncclUint8, peer, c->comm, c->stream),
+            "all-to-all send");
+        check_nccl(ncclRecv((unsigned char *)recv + (size_t)peer * bytes, bytes, ncclUint8, peer, c->comm, c->stream),
+                   "all-to-all receive");
+    }
+    check_nccl(ncclGroupEnd(), "all-to-all");
+    finish(c, "all-to-all");
+}
+
+static void nccl_all_gather_host(void *ctx, const void *send, void *recv, size_t bytes) {
+    nccl_comm *c = ctx;
+    TT_CUDA_CHECK(cudaSetDevice(c->device));
+    const size_t need = bytes * (size_t)(c->size + 1);
+    if (need > c->staging_bytes) {
+        if (c->staging) TT_CUDA_CHECK(cudaFree(c->staging));
+        TT_CUDA_CHECK(cudaMalloc(&c->staging, need));
+        c->staging_bytes = need;
+    }
+    unsigned char *mine = (unsigned char *)c->staging + bytes * (size_t)c->size;
+    TT_CUDA_CHECK(cudaMemcpyAsync(mine, send, bytes, cudaMemcpyHostToDevice, c->stream));
+    check_nccl(ncclAllGather(mine, c->staging, bytes, ncclUint8, c->comm, c->stream), "all-gather");
+    TT_CUDA_CHECK(cudaMemcpyAsync(recv, c->staging, bytes * (size_t)c->size, cudaMemcpyDeviceToHost, c->stream));
+    finish(c, "all-gather");
+}
+
+static void nccl_barrier(void *ctx) {
+    nccl_comm *c = ctx;
+    const char token = 0;
+    char *all = tt_xmalloc((size_t)c->size, "barrier");
+    nccl_all_gather_host(ctx, &token, all, 1);
+    free(all);
+}
+
+static void nccl_abort(void *ctx, int status) {
+    nccl_comm *c = ctx;
+    ncclCommAbort(c->comm); /* the other ranks' collectives fail instead of waiting for this one */
+    exit(status);
+}
+
+static void nccl_destroy(void *ctx) {
+    nccl_comm *c = ctx;
+    ncclCommDestroy(c->comm);
+    if (c->staging) cudaFree(c->staging);
+    cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+static const tt_comm_iface nccl_iface = {
+    .destroy = nccl_destroy,
+    .all_gather = nccl_all_gather,
+    .all_to_all = nccl_all_to_all,
+    .all_gather_host = nccl_all_gather_host,
+    .barrier = nccl_barrier,
+    .abort = nccl_abort,
+};
+
+tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
+    nccl_comm *c = tt_xcalloc(1, sizeof(nccl_comm), "NCCL communicator");
+    c->device = device;
+    c->rank = launch->rank;
+    c->size = launch->size;
+    TT_CUDA_CHECK(cudaSetDevice(device));
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (launch->rank == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
+    tt_bootstrap_share(launch, &id, sizeof id, 300);
+    check_nccl(ncclCommInitRank(&c->comm, launch->size, id, launch->rank), "initialisation");
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    tt_comm *comm = tt_xcalloc(1, sizeof(tt_comm), "communicator");
+    *comm = (tt_comm){.iface = &nccl_iface, .ctx = c, .rank = launch->rank, .size = launch->size, .transport = "nccl"};
+    return comm;
+}

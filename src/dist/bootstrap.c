@@ -42,6 +42,9 @@ static void recv_all(int fd, void *data, size_t bytes, const char *peer, int tim
     }
 }
 
+/* MASTER_PORT + 1: torchrun's agent keeps its store on MASTER_PORT */
+static int bootstrap_port(const tt_launch *l) { return l->master_port + 1; }
+
 static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeout_seconds) {
     const int fd = socket(AF_INET6, SOCK_STREAM, 0);
     if (fd < 0) tt_die("bootstrap: cannot open a socket: %s", strerror(errno));
@@ -49,16 +52,17 @@ static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeou
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off); /* IPv4 clients too */
     struct sockaddr_in6 addr = {
-        .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)l->master_port), .sin6_addr = in6addr_any};
+        .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)bootstrap_port(l)), .sin6_addr = in6addr_any};
     if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, l->size) != 0)
-        tt_die("bootstrap: rank 0 cannot listen on port %d (MASTER_PORT): %s; choose a free port", l->master_port,
-               strerror(errno));
+        tt_die("bootstrap: rank 0 cannot listen on port %d (MASTER_PORT + 1): %s; choose a MASTER_PORT whose next port "
+               "is free",
+               bootstrap_port(l), strerror(errno));
     for (int joined = 1; joined < l->size; joined++) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (poll(&pfd, 1, timeout_seconds * 1000) <= 0)
             tt_die("bootstrap: rank 0 waited %d s on port %d, and %d of the %d other ranks came; start every rank with "
                    "the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE",
-                   timeout_seconds, l->master_port, joined - 1, l->size - 1);
+                   timeout_seconds, bootstrap_port(l), joined - 1, l->size - 1);
         const int client = accept(fd, NULL, NULL);
         if (client < 0) tt_die("bootstrap: accept failed: %s", strerror(errno));
         send_all(client, blob, bytes, "a rank");
@@ -69,8 +73,8 @@ static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeou
 
 static void join(const tt_launch *l, void *blob, size_t bytes, int timeout_seconds) {
     char port[16], peer[300];
-    snprintf(port, sizeof port, "%d", l->master_port);
-    snprintf(peer, sizeof peer, "rank 0 at %s:%d", l->master_addr, l->master_port);
+    snprintf(port, sizeof port, "%d", bootstrap_port(l));
+    snprintf(peer, sizeof peer, "rank 0 at %s:%d (MASTER_PORT + 1)", l->master_addr, bootstrap_port(l));
     const double deadline = now_seconds() + timeout_seconds;
     for (;;) {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found = NULL;

@@ -47,8 +47,9 @@ tt_launch tt_launch_from_environment(void) {
     if (!addr || !*addr) tt_die("%s: MASTER_ADDR is not set (rank 0's host name or address)", launch);
     snprintf(l.master_addr, sizeof l.master_addr, "%s", addr);
     if (l.rank >= l.size) tt_die("RANK is %d but WORLD_SIZE is %d; ranks are 0 .. %d", l.rank, l.size, l.size - 1);
-    if (l.master_port < 1 || l.master_port > 65535)
-        tt_die("MASTER_PORT is %d; use a port from 1 to 65535", l.master_port);
+    if (l.master_port < 1 || l.master_port > 65534)
+        tt_die("MASTER_PORT is %d; use a port from 1 to 65534 (tiertrain's rendezvous takes the next one)",
+               l.master_port);
     return l;
 }
 

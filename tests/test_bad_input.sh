@@ -4,7 +4,7 @@
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
 rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
-passed=0; failed=0
+source "$source_dir/tests/shell_fixtures.sh"
 expect_error() { # description, expected message (grep -E), command...
   local what=$1 pattern=$2; shift 2
   "$@" > out.txt 2> err.txt
@@ -18,14 +18,8 @@ expect_error() { # description, expected message (grep -E), command...
 }
 
 # A valid model and corpus to corrupt.
-mkdir -p model
-cat > model/config.json <<'JSON'
-{"model_type": "llama", "vocab_size": 257, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
- "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
- "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32"}
-JSON
-head -c 4000 "$source_dir/README.md" > a.txt
-"$tiertrain" tokenize --bytes -o corpus.tok a.txt > /dev/null
+byte_llama model 1 64
+byte_corpus "$tiertrain" "$source_dir" 4000 corpus.tok
 cat > run.yaml <<'YAML'
 model_config: model/config.json
 datasets: [corpus.tok]

@@ -6,20 +6,10 @@
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
 rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
-passed=0; failed=0
-check() { # description, condition (as a command)
-  local what=$1; shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
-}
+source "$source_dir/tests/shell_fixtures.sh"
 
-mkdir -p model
-cat > model/config.json <<'JSON'
-{"model_type": "llama", "vocab_size": 257, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
- "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 65536, "rms_norm_eps": 1e-5,
- "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32"}
-JSON
-for i in 1 2 3 4 5 6 7 8; do cat "$source_dir/README.md"; done | head -c 60000 > a.txt
-"$tiertrain" tokenize --bytes -o corpus.tok a.txt > /dev/null
+byte_llama model 2 65536
+byte_corpus "$tiertrain" "$source_dir" 60000 corpus.tok
 cat > run.yaml <<'YAML'
 model_config: model/config.json
 datasets: [corpus.tok]

@@ -1,0 +1,24 @@
+# Sourced by the shell tests: check(), which counts what passed and failed, and the byte-level tiny Llama they
+# train (its config.json and a token file cut from README.md).
+passed=0; failed=0
+check() { # description, command...
+  local what=$1; shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
+}
+
+# byte_llama DIR LAYERS MAX_POSITIONS: DIR/config.json, a Llama of hidden size 16 over the 257 byte-level tokens
+byte_llama() {
+  mkdir -p "$1"
+  cat > "$1/config.json" <<JSON
+{"model_type": "llama", "vocab_size": 257, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": $2,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": $3, "rms_norm_eps": 1e-5,
+ "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32"}
+JSON
+}
+
+# byte_corpus TIERTRAIN SOURCE_DIR BYTES OUT: the first BYTES of README.md (repeated as needed) as a byte-level
+# token file OUT, its text in OUT.txt
+byte_corpus() {
+  for i in 1 2 3 4 5 6 7 8; do cat "$2/README.md"; done | head -c "$3" > "$4.txt"
+  "$1" tokenize --bytes -o "$4" "$4.txt" > /dev/null
+}

@@ -50,6 +50,14 @@ check "two ranks: the same model run after run" same dp1/model.safetensors dp2/m
 check "two ranks: the same checkpoint run after run" same dp1/checkpoint-2/model.safetensors dp2/checkpoint-2/model.safetensors
 check "the step counts every rank's sequences" grep -q "4 steps of 8 sequences (256 tokens)" dp1.log
 check "one metrics line a step (the leader's)" test "$(wc -l < dp1/metrics.jsonl)" -eq 4
+# the gradient sum's buckets are in the plan: the end report's measured peak is the estimate, and is one process's
+# (one thread, as each of the two ranks on two cores) plus the buckets
+check "the plan prices the data-parallel buckets: measured peak = estimate" \
+  awk '/total \(tier peak\)/ && NF == 7 { n++; if ($4 != $6 || $5 != $7) bad = 1 } END { exit (bad || n != 1) }' dp1.log
+"$tiertrain" train run.yaml output_dir=one_thread max_steps=1 num_threads=1 > one_thread.log 2>&1
+check "two ranks' peak is one process's plus the buckets" \
+  awk '/total \(tier peak\)/ && NF == 7 { if (FILENAME == ARGV[1]) a = $6; else b = $6 }
+       END { exit !(b + 0 > 0 && a + 0 > b + 0) }' dp1.log one_thread.log
 
 # (b) one process, the same global batch
 "$tiertrain" train run.yaml output_dir=one gradient_accumulation_steps=4 > one.log 2>&1

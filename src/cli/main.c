@@ -165,6 +165,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     }
     tt_device device;
     tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, &device);
+    device.data_parallel_ranks = comm ? comm->size : 1;
     int status = 0;
     if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
     if (train) status = tt_train(&run, &device, comm, a.resume);

@@ -87,6 +87,16 @@ size_t tt_comm_sum_scratch_floats(int size, size_t bucket_bytes) {
     return (2 * (size_t)size + 1) * chunk; /* received parts, this rank's sums, the parts sent */
 }
 
+size_t tt_comm_bucket_bytes(int size, size_t data_bytes) {
+    size_t bucket = data_bytes < TT_COMM_BUCKET_BYTES ? data_bytes : TT_COMM_BUCKET_BYTES;
+    if (bucket < sizeof(float) * (size_t)size) bucket = sizeof(float) * (size_t)size;
+    return bucket;
+}
+
+size_t tt_comm_sum_scratch_bytes(int size, size_t data_bytes) {
+    return sizeof(float) * tt_comm_sum_scratch_floats(size, tt_comm_bucket_bytes(size, data_bytes));
+}
+
 void tt_comm_sum_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count,
                                float *scratch, size_t bucket_bytes) {
     const int size = comm->size;

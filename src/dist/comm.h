@@ -67,6 +67,11 @@ void tt_comm_barrier(const tt_comm *comm);
  * every rank's copy (all-to-all, then the backend's sum_parts) and gathers the others' sums (all-gather). scratch:
  * tt_comm_sum_scratch_floats(size, bucket_bytes) floats in the compute tier. */
 size_t tt_comm_sum_scratch_floats(int size, size_t bucket_bytes);
+/* The bucket data parallel sums data_bytes of gradients in: 16 MiB, or all of them when fewer (at least a float a
+ * rank); and the scratch that takes, in bytes. */
+#define TT_COMM_BUCKET_BYTES ((size_t)16 << 20)
+size_t tt_comm_bucket_bytes(int size, size_t data_bytes);
+size_t tt_comm_sum_scratch_bytes(int size, size_t data_bytes);
 void tt_comm_sum_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count,
                                float *scratch, size_t bucket_bytes);
 /* The same for a few host doubles (the step's loss sums, token counts). */

@@ -71,6 +71,7 @@ typedef struct tt_plan {
     bool optimizer_offload;
     double optimizer_offload_fraction;
     bool optimizer_overlap;
+    int data_parallel_ranks; /* processes summing their gradients (train/data_parallel.h); 0 or 1: one */
     /* With overlap: the host share's decoder-layer gradients live on the compute tier as a ring of two layers,
      * each streamed out once its backward is done (and, with several micro-batches per step, back in before the
      * next one's backward of that layer) (size_table.h). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "dist/comm.h"
 #include "memory/disk_store.h"
 #include "memory/weight_stream.h"
 
@@ -179,6 +180,10 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     }
     t->weights = bytes_of(params->trainable_numel, plan->weight_bytes);
     t->gradients = bytes_of(params->trainable_numel, plan->gradient_bytes);
+    /* data parallel: the gradient sum's buckets (the whole buffer is summed; data parallel refuses the ring) */
+    t->data_parallel_buckets = plan->data_parallel_ranks > 1
+                                   ? tt_align_up(tt_comm_sum_scratch_bytes(plan->data_parallel_ranks, t->gradients))
+                                   : 0;
     /* Optimizer offload moves the master weights and moments of a trailing run of whole units to host memory,
      * fp32 whatever the compute tier keeps, with staging for the gradients and (when the compute copy is not
      * fp32: the fp32 master is what goes back otherwise) the new weights. */

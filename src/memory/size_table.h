@@ -35,29 +35,30 @@ typedef struct tt_size_table {
     /* Per-tensor sizes (bytes, rounded to TT_ALIGNMENT; 0 = absent) */
     size_t saved_slot[TT_SAVED_SLOT_COUNT];
     size_t backward_slot[TT_BACKWARD_SLOT_COUNT];
-    size_t layer_saved;         /* sum of saved_slot: one layer's saved activations */
-    size_t layer_backward;      /* sum of backward_slot */
-    size_t layer_input;         /* one layer input [N, D] */
-    int64_t offloaded_inputs;   /* layer inputs kept in host memory or on disk between forward and backward */
-    tt_tier host_tier;          /* where offloaded inputs live in host memory: pinned, or host (pageable) */
-    size_t input_staging;       /* compute-tier buffers offloaded layer inputs rotate through (plan.offload_ring
+    size_t layer_saved;           /* sum of saved_slot: one layer's saved activations */
+    size_t layer_backward;        /* sum of backward_slot */
+    size_t layer_input;           /* one layer input [N, D] */
+    int64_t offloaded_inputs;     /* layer inputs kept in host memory or on disk between forward and backward */
+    tt_tier host_tier;            /* where offloaded inputs live in host memory: pinned, or host (pageable) */
+    size_t input_staging;         /* compute-tier buffers offloaded layer inputs rotate through (plan.offload_ring
                                 inputs, or 0) */
-    size_t disk_slot;           /* one layer input on disk (whole pages), 0 without disk offload */
-    size_t saved_staging;       /* compute-tier ring the offloaded kept activations pass through (plan.saved_ring
+    size_t disk_slot;             /* one layer input on disk (whole pages), 0 without disk offload */
+    size_t saved_staging;         /* compute-tier ring the offloaded kept activations pass through (plan.saved_ring
                                 blocks of the largest layer's), or 0 */
-    size_t saved_disk_slot;     /* the largest kept block on disk, whole pages (a disk slot and each of the two
+    size_t saved_disk_slot;       /* the largest kept block on disk, whole pages (a disk slot and each of the two
                                 pinned buffers that carry them), 0 without kept blocks on disk */
-    size_t head_rstd;           /* [N] fp32 final-norm 1/rms */
-    size_t head_normed;         /* [N, D] final-norm output */
-    size_t logits_chunk;        /* [loss_chunk, V] activation precision */
-    size_t d_head;              /* [N, D] gradient of the final-norm output */
-    size_t d_residual;          /* [N, D] gradient of the residual stream, lives through the backward */
-    size_t rope_table;          /* [T, hd/2] fp32, cos and sin each; packed documents: [N, hd/2], the batch's rows */
-    size_t batch_ids;           /* [N] int32, inputs and targets each */
-    size_t batch_positions;     /* [N] int32, each token's position in its document; 0 unless packed */
-    size_t op_scratch;          /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
-    size_t norm_partials;       /* [L + 2] double: each optimizer unit's sum of squares of its gradients */
-    size_t lora_dropout_buffer; /* [N, widest input of an adapted layer]: lora_dropout's workspace, or 0 */
+    size_t head_rstd;             /* [N] fp32 final-norm 1/rms */
+    size_t head_normed;           /* [N, D] final-norm output */
+    size_t logits_chunk;          /* [loss_chunk, V] activation precision */
+    size_t d_head;                /* [N, D] gradient of the final-norm output */
+    size_t d_residual;            /* [N, D] gradient of the residual stream, lives through the backward */
+    size_t rope_table;            /* [T, hd/2] fp32, cos and sin each; packed documents: [N, hd/2], the batch's rows */
+    size_t batch_ids;             /* [N] int32, inputs and targets each */
+    size_t batch_positions;       /* [N] int32, each token's position in its document; 0 unless packed */
+    size_t op_scratch;            /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
+    size_t norm_partials;         /* [L + 2] double: each optimizer unit's sum of squares of its gradients */
+    size_t data_parallel_buckets; /* the gradient sum's buckets across processes (tt_comm_sum_scratch_bytes), or 0 */
+    size_t lora_dropout_buffer;   /* [N, widest input of an adapted layer]: lora_dropout's workspace, or 0 */
     size_t dequant_buffer; /* QLoRA: [largest linear weight] in the compute precision, dequantized from 4 bits, or 0 */
     /* Whole-model buffers: the frozen parameters' weights, and the trainable parameters' weights,
      * gradients, fp32 master copy and AdamW moments (params->trainable_numel elements each). */

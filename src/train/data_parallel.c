@@ -25,6 +25,7 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
                            const tt_model_state *model) {
     memset(dp, 0, sizeof(*dp));
     dp->comm = comm;
+    dp->backend = model->backend;
     uint64_t *hashes = tt_xmalloc(sizeof(uint64_t) * (size_t)comm->size, "configuration hashes");
     const uint64_t mine = config_hash(run);
     tt_comm_all_gather_host(comm, &mine, hashes, sizeof mine);
@@ -52,13 +53,11 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
         tt_die("optimizer_cpu_offload with %d data-parallel processes is not available yet (its gradients leave during "
                "the backward, before the ranks have summed them); remove optimizer_cpu_offload or run one process",
                comm->size);
-    const size_t gradient_bytes = model->sizes.gradients;
-    dp->bucket_bytes = gradient_bytes < TT_DATA_PARALLEL_BUCKET_BYTES ? gradient_bytes : TT_DATA_PARALLEL_BUCKET_BYTES;
-    if (dp->bucket_bytes < sizeof(float) * (size_t)comm->size) dp->bucket_bytes = sizeof(float) * (size_t)comm->size;
-    /* in the compute tier, outside the arenas (the size table does not price them yet) */
-    dp->backend = model->backend;
-    dp->scratch =
-        tt_backend_block_alloc(dp->backend, sizeof(float) * tt_comm_sum_scratch_floats(comm->size, dp->bucket_bytes));
+    /* the buckets are the plan's (the size table prices them; the arena holds them) */
+    TT_CHECK(model->data_parallel_buckets != NULL && model->plan.data_parallel_ranks == comm->size,
+             "the plan prices the buckets of %d ranks", comm->size);
+    dp->bucket_bytes = tt_comm_bucket_bytes(comm->size, model->sizes.gradients);
+    dp->scratch = model->data_parallel_buckets;
 }
 
 void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count) {
@@ -67,7 +66,4 @@ void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double
     tt_comm_sum_doubles(dp->comm, sums, count);
 }
 
-void tt_data_parallel_free(tt_data_parallel *dp) {
-    if (dp->scratch) tt_backend_block_free(dp->backend, dp->scratch);
-    memset(dp, 0, sizeof(*dp));
-}
+void tt_data_parallel_free(tt_data_parallel *dp) { memset(dp, 0, sizeof(*dp)); }

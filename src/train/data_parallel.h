@@ -1,6 +1,6 @@
-/* Data parallel (MPI on the CPU backend, NCCL across GPUs): every rank holds the whole model, trains its share of each step's micro-batches
- * and, before the optimizer step, the ranks sum their gradients and loss sums in rank order
- * (tt_comm_sum_in_rank_order), so that every rank applies the same update to the same bits, run after run. */
+/* Data parallel (MPI on the CPU backend, NCCL across GPUs): every rank holds the whole model, trains its share of
+ * each step's micro-batches and, before the optimizer step, the ranks sum their gradients and loss sums in rank
+ * order (tt_comm_sum_in_rank_order), so that every rank applies the same update to the same bits, run after run. */
 #ifndef TT_TRAIN_DATA_PARALLEL_H
 #define TT_TRAIN_DATA_PARALLEL_H
 
@@ -10,13 +10,10 @@
 #include "dist/comm.h"
 #include "train/step.h"
 
-/* Gradients move in buckets of this many bytes (compute-tier memory outside the arenas: (2N + 1) / N buckets). */
-#define TT_DATA_PARALLEL_BUCKET_BYTES ((size_t)16 << 20)
-
 typedef struct tt_data_parallel {
     const tt_comm *comm;
     const tt_backend *backend;
-    float *scratch; /* tt_comm_sum_scratch_floats(size, bucket) floats in the compute tier */
+    float *scratch; /* the model state's data_parallel_buckets (in the arena, priced by the size table) */
     size_t bucket_bytes;
 } tt_data_parallel;
 

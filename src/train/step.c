@@ -296,6 +296,10 @@ static void push_persistent_tensors(tt_model_state *s) {
                                                 : NULL;
     s->norm_partials =
         tt_arena_push(&s->arena, s->sizes.norm_partials, TT_CLASS_WORKSPACE, "gradient norm partial sums");
+    s->data_parallel_buckets =
+        s->sizes.data_parallel_buckets
+            ? tt_arena_push(&s->arena, s->sizes.data_parallel_buckets, TT_CLASS_WORKSPACE, "data-parallel buckets")
+            : NULL;
 }
 
 /* Weights, gradients, master copy, moments and the norm's partial sums start at zero (weights are loaded after). */

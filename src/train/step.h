@@ -75,9 +75,10 @@ typedef struct tt_model_state {
     /* The optimizer units (tt_optimizer_unit_starts: the embedding, layer l as unit l + 1, the final norm and LM
      * head as unit L + 1) and each one's sum of squares of its gradients, which the gradient norm adds up in unit
      * order. */
-    int64_t *unit_start;        /* [L + 3] host, in the trainable layout */
-    double *norm_partials;      /* [L + 2] on the compute tier */
-    double *host_norm_partials; /* [L + 2] host */
+    int64_t *unit_start;          /* [L + 3] host, in the trainable layout */
+    double *norm_partials;        /* [L + 2] on the compute tier */
+    float *data_parallel_buckets; /* the gradient sum's scratch across processes (sizes.data_parallel_buckets), or NULL */
+    double *host_norm_partials;   /* [L + 2] host */
     tt_attention_shape attention;
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;                 /* [L+1] pointers into the arena for the current micro-batch */

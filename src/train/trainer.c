@@ -161,6 +161,7 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
     check_run_against_model(run, model);
     const tt_precision precision = tt_precision_for_run(run, compute_tier_of(device) == TT_TIER_GPU);
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
+    plan->data_parallel_ranks = device->data_parallel_ranks;
     plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
     tt_param_table params;
     const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, model, plan->weight_bytes);

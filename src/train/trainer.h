@@ -17,7 +17,8 @@ void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *mod
 /* Where a run computes: the backend (owned), and the budget of its compute tier. */
 typedef struct tt_device {
     tt_backend *backend;
-    size_t memory_budget; /* bytes of the compute tier the plan may use */
+    size_t memory_budget;    /* bytes of the compute tier the plan may use */
+    int data_parallel_ranks; /* the run's processes (the plan prices the gradient sum's buckets); 0 or 1: one */
     char description[160];
 } tt_device;
 

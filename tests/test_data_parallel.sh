@@ -3,10 +3,11 @@
 #  (a) two ranks give the same bits run after run (gradients and loss sums added in rank order);
 #  (b) against one process training the same global batch (gradient_accumulation_steps x 2): the same losses and
 #      gradient norms to rounding (the sums are grouped by rank, the one process adds micro-batch by micro-batch);
-#  (c) every memory mode keeps its bits under data parallel: checkpointing, hidden_states offload, LoRA with the
-#      frozen base streamed (layer_offloading), each against the same two ranks without it;
+#  (c) memory modes keep their bits under data parallel: checkpointing with hidden_states offload, LoRA with the
+#      frozen base streamed (layer_offloading), half the optimizer on the CPU, each against the same two ranks
+#      without it;
 #  (d) resume: two ranks from the step-2 checkpoint end with the uninterrupted run's bits;
-#  (e) ranks started with different configurations, a bad input on every rank, optimizer_cpu_offload: every rank
+#  (e) ranks started with different configurations, a bad input on every rank, optimizer offload with overlap: every rank
 #      ends with a message, none hangs.
 # Skipped (exit 77) where mpirun or an MPI build is missing. Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
@@ -73,6 +74,9 @@ mpi train run.yaml output_dir=dp_lora_stream adapter=lora lora_r=4 lora_alpha=8 
   layer_offloading=true gradient_checkpointing=true > dp_lora_stream.log 2>&1
 check "LoRA + layer_offloading + checkpointing: the same adapter bits" \
   same dp_lora/adapter_model.safetensors dp_lora_stream/adapter_model.safetensors
+# each rank updates half of its optimizer on the host CPU (the update after the ranks' sum)
+mpi train run.yaml output_dir=dp_offload optimizer_cpu_offload=true optimizer_offload_fraction=0.5 > dp_offload.log 2>&1
+check "optimizer_cpu_offload (half, no overlap) on two ranks: the same bits" same dp1/model.safetensors dp_offload/model.safetensors
 
 # (d) resume from the step-2 checkpoint
 mkdir -p resumed && cp -r dp1/checkpoint-2 resumed/
@@ -90,10 +94,11 @@ mpi train run.yaml output_dir=bad "datasets=[missing.tok]" > bad.log 2>&1
 status=$?
 check "a bad dataset on every rank: refused (exit $status)" test $status -ne 0 -a $status -ne 124
 check "... each rank says so" test "$(grep -c 'rank [01] of 2: cannot open token file missing.tok' bad.log)" -ge 1
-mpi train run.yaml output_dir=offload optimizer_cpu_offload=true > offload.log 2>&1
+mpi train run.yaml output_dir=offload optimizer_cpu_offload=true overlap_cpu_optimizer_d2h_h2d=true > offload.log 2>&1
 status=$?
-check "optimizer_cpu_offload with two ranks: refused (exit $status)" test $status -ne 0 -a $status -ne 124
-check "... saying it is not available yet" grep -q "optimizer_cpu_offload with 2 data-parallel processes is not available yet" offload.log
+check "optimizer_cpu_offload with overlap and two ranks: refused (exit $status)" test $status -ne 0 -a $status -ne 124
+check "... saying it is not available yet" \
+  grep -q "optimizer_cpu_offload with overlap_cpu_optimizer_d2h_h2d and 2 data-parallel processes is not available yet" offload.log
 
 echo "data_parallel: $passed passed, $failed failed"
 [ $failed -eq 0 ]

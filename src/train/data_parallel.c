@@ -49,9 +49,12 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
         tt_die("master_weights: false (bf16 gradients) with %d data-parallel processes is not available yet; the "
                "ranks sum fp32 gradients: remove master_weights: false",
                comm->size);
-    if (run->optimizer_cpu_offload)
-        tt_die("optimizer_cpu_offload with %d data-parallel processes is not available yet (its gradients leave during "
-               "the backward, before the ranks have summed them); remove optimizer_cpu_offload or run one process",
+    /* without overlap the host share's update waits for the step's gradients, which the ranks have summed by then;
+     * with it, gradients leave during the backward, before the sum */
+    if (run->optimizer_cpu_offload && run->overlap_cpu_optimizer_d2h_h2d)
+        tt_die("optimizer_cpu_offload with overlap_cpu_optimizer_d2h_h2d and %d data-parallel processes is not "
+               "available yet (its gradients leave during the backward, before the ranks have summed them); set "
+               "overlap_cpu_optimizer_d2h_h2d: false, or run one process",
                comm->size);
     /* the buckets are the plan's (the size table prices them; the arena holds them) */
     TT_CHECK(model->data_parallel_buckets != NULL && model->plan.data_parallel_ranks == comm->size,

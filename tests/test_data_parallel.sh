@@ -84,6 +84,33 @@ mpi train run.yaml output_dir=resumed --resume > resumed.log 2>&1
 check "two ranks resume" grep -q "resumed from" resumed.log
 check "resumed: the uninterrupted run's bits" same dp1/model.safetensors resumed/model.safetensors
 
+# JSON data: rank 0 prepares the tokenized file, the others wait and reuse it; the same bits as one process with the
+# same global batch would only agree to rounding, so two runs are compared (the second reuses the file)
+mkdir -p sft_model
+cat > sft_model/config.json <<'JSON'
+{"model_type": "qwen3", "vocab_size": 259, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 512,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "float32"}
+JSON
+cat > sft.yaml <<YAML
+model_config: sft_model/config.json
+tokenizer_config: $source_dir/tests/fixtures/data/bytes_tokenizer
+datasets:
+  - path: $source_dir/tests/fixtures/data/alpaca.jsonl
+    type: alpaca
+dataset_prepared_path: prepared
+sequence_len: 256
+micro_batch_size: 2
+max_steps: 2
+progress: false
+device: cpu
+YAML
+mpi train sft.yaml output_dir=sft1 > sft1.log 2>&1
+check "an alpaca JSONL on two ranks: prepared once, trained (exit 0)" test -f sft1/model.safetensors
+check "... rank 0 prepared the file" test "$(ls prepared/*.tok 2>/dev/null | wc -l)" -eq 1
+mpi train sft.yaml output_dir=sft2 > sft2.log 2>&1
+check "... and the second run reuses it, the same bits" same sft1/model.safetensors sft2/model.safetensors
+
 # (e) errors end every rank
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 1 "$tiertrain" train run.yaml output_dir=mix : \
   -np 1 "$tiertrain" train run.yaml output_dir=mix seed=7 > mix.log 2>&1

@@ -14,6 +14,7 @@
 #include "train/checkpoint.h"
 #include "train/longest_context.h"
 #include "train/prepare.h"
+#include "train/data_parallel.h"
 #include "train/trainer.h"
 #ifdef TT_HAVE_CUDA
 #include "ops/cuda/comm_nccl.h"
@@ -158,14 +159,20 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     tt_run_config_defaults(&run);
     tt_run_config_load(&run, a.config_path, a.override_count, a.overrides);
     tt_run_config_validate(&run);
-    /* the cores are shared: each of N processes takes 1/N of them unless num_threads says */
+    /* every rank the same configuration, compared before the values derived per host below */
+    if (comm) tt_data_parallel_check_config(comm, &run);
+    /* the host is shared: each of its N processes takes 1/N of the cores unless num_threads says (and, below, of
+     * the memory unless host_memory_budget does) */
     if (comm && run.num_threads == 0) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        run.num_threads = cores / comm->size > 0 ? cores / comm->size : 1;
+        run.num_threads = cores / launch.local_size > 0 ? cores / launch.local_size : 1;
     }
     tt_device device;
     tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, &device);
     device.data_parallel_ranks = comm ? comm->size : 1;
+    device.host_processes = comm ? launch.local_size : 1;
+    if (device.host_processes > 1 && run.host_memory_budget == 0 && device.backend->compute_tier == TT_TIER_HOST)
+        device.memory_budget /= (size_t)device.host_processes; /* the CPU backend's compute tier is host memory */
     int status = 0;
     if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
     if (train) status = tt_train(&run, &device, comm, a.resume);

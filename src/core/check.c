@@ -48,10 +48,13 @@ void tt_check_failed(const char *file, int line, const char *expr, const char *f
     va_list ap;
     fflush(stdout);
     fprintf(stderr, "tiertrain: internal error at %s:%d: check `%s` failed: ", file, line, expr);
+    if (process_label) fprintf(stderr, "%s: ", process_label);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    fflush(stderr);
+    if (process_end_all) process_end_all(134); /* as abort's SIGABRT: ends every rank */
     abort();
 }
 

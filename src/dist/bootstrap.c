@@ -45,18 +45,34 @@ static void recv_all(int fd, void *data, size_t bytes, const char *peer, int tim
 /* MASTER_PORT + 1: torchrun's agent keeps its store on MASTER_PORT */
 static int bootstrap_port(const tt_launch *l) { return l->master_port + 1; }
 
-static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeout_seconds) {
-    const int fd = socket(AF_INET6, SOCK_STREAM, 0);
-    if (fd < 0) tt_die("bootstrap: cannot open a socket: %s", strerror(errno));
+/* Rank 0's listening socket on every address: IPv6 taking IPv4 clients too, or IPv4 alone where IPv6 is off. */
+static int listen_socket(const tt_launch *l) {
     const int on = 1, off = 0;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off); /* IPv4 clients too */
-    struct sockaddr_in6 addr = {
-        .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)bootstrap_port(l)), .sin6_addr = in6addr_any};
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, l->size) != 0)
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    int status = -1;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+        struct sockaddr_in6 addr = {
+            .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)bootstrap_port(l)), .sin6_addr = in6addr_any};
+        status = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    } else {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) tt_die("bootstrap: cannot open a socket: %s", strerror(errno));
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        struct sockaddr_in addr = {
+            .sin_family = AF_INET, .sin_port = htons((uint16_t)bootstrap_port(l)), .sin_addr.s_addr = INADDR_ANY};
+        status = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    }
+    if (status != 0 || listen(fd, l->size) != 0)
         tt_die("bootstrap: rank 0 cannot listen on port %d (MASTER_PORT + 1): %s; choose a MASTER_PORT whose next port "
                "is free",
                bootstrap_port(l), strerror(errno));
+    return fd;
+}
+
+static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeout_seconds) {
+    const int fd = listen_socket(l);
     for (int joined = 1; joined < l->size; joined++) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (poll(&pfd, 1, timeout_seconds * 1000) <= 0)

@@ -26,12 +26,15 @@ static int64_t need_env_int(const char *name, const char *launch) {
 }
 
 tt_launch tt_launch_from_environment(void) {
-    tt_launch l = {.kind = TT_LAUNCH_SINGLE, .rank = 0, .size = 1, .local_rank = -1};
+    tt_launch l = {.kind = TT_LAUNCH_SINGLE, .rank = 0, .size = 1, .local_rank = -1, .local_size = 1};
     int64_t mpi_size = env_int("OMPI_COMM_WORLD_SIZE");
     if (mpi_size < 0) mpi_size = env_int("PMI_SIZE");
     if (mpi_size > 1) {
         l.kind = TT_LAUNCH_MPI;
         l.size = (int)mpi_size;
+        int64_t local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
+        if (local < 0) local = env_int("MPI_LOCALNRANKS");
+        l.local_size = local > 0 ? (int)local : l.size;
         return l;
     }
     const int64_t world = env_int("WORLD_SIZE");
@@ -43,6 +46,8 @@ tt_launch tt_launch_from_environment(void) {
     l.rank = (int)need_env_int("RANK", launch);
     l.local_rank = (int)need_env_int("LOCAL_RANK", launch);
     l.master_port = (int)need_env_int("MASTER_PORT", launch);
+    const int64_t local = env_int("LOCAL_WORLD_SIZE");
+    l.local_size = local > 0 ? (int)local : l.size;
     const char *addr = getenv("MASTER_ADDR");
     if (!addr || !*addr) tt_die("%s: MASTER_ADDR is not set (rank 0's host name or address)", launch);
     snprintf(l.master_addr, sizeof l.master_addr, "%s", addr);

@@ -46,6 +46,7 @@ typedef enum tt_launch_kind {
 typedef struct tt_launch {
     tt_launch_kind kind;
     int rank, size, local_rank; /* torchrun's; local_rank: the GPU this process takes */
+    int local_size;             /* processes of the run on this host (they share its memory and cores) */
     char master_addr[256];
     int master_port;
 } tt_launch;

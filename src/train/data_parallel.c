@@ -21,11 +21,7 @@ static uint64_t config_hash(const tt_run_config *run) {
     return h;
 }
 
-void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run,
-                           const tt_model_state *model) {
-    memset(dp, 0, sizeof(*dp));
-    dp->comm = comm;
-    dp->backend = model->backend;
+void tt_data_parallel_check_config(const tt_comm *comm, const tt_run_config *run) {
     uint64_t *hashes = tt_xmalloc(sizeof(uint64_t) * (size_t)comm->size, "configuration hashes");
     const uint64_t mine = config_hash(run);
     tt_comm_all_gather_host(comm, &mine, hashes, sizeof mine);
@@ -35,6 +31,13 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
                    "start every rank with the same run.yaml and key=value overrides",
                    r);
     free(hashes);
+}
+
+void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run,
+                           const tt_model_state *model) {
+    memset(dp, 0, sizeof(*dp));
+    dp->comm = comm;
+    dp->backend = model->backend;
     const bool gpu = model->plan.compute_tier == TT_TIER_GPU, nccl = strcmp(comm->transport, "nccl") == 0;
     if (gpu && !nccl)
         tt_die("%d processes started by mpirun train on the GPU: GPUs move their gradients through NCCL; start one "

@@ -17,8 +17,11 @@ typedef struct tt_data_parallel {
     size_t bucket_bytes;
 } tt_data_parallel;
 
-/* Checks that the ranks can train together (the same configuration on every rank; what data parallel composes with
- * today) and takes the scratch; dies naming what differs or what is not available yet. */
+/* Every rank started with the same configuration (its YAML as written, hashed): dies naming the first rank that
+ * differs. Called before anything derived per host (num_threads) is set. */
+void tt_data_parallel_check_config(const tt_comm *comm, const tt_run_config *run);
+/* Checks that the ranks can train together (what data parallel composes with today) and takes the buckets; dies
+ * naming what is not available yet. */
 void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run,
                            const tt_model_state *model);
 /* After the step's backward on every rank: the gradients, and sums[0 .. count), summed over the ranks in rank order. */

@@ -162,7 +162,10 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
     const tt_precision precision = tt_precision_for_run(run, compute_tier_of(device) == TT_TIER_GPU);
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->data_parallel_ranks = device->data_parallel_ranks;
-    plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
+    plan->pinned_budget =
+        run->host_memory_budget > 0
+            ? (size_t)run->host_memory_budget
+            : physical_memory_bytes() / (size_t)(device->host_processes > 1 ? device->host_processes : 1);
     tt_param_table params;
     const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, model, plan->weight_bytes);
     tt_param_table_build_trainable(model, &trainable, &params);
@@ -393,11 +396,15 @@ static void report_offload(tt_model_state *model) {
 /* The training data, before any memory is reserved: a bad dataset or a micro-batch larger than it is refused at
  * once (reserving a large plan's arenas takes seconds). JSON datasets train from their prepared file (token file
  * version 2), made now if there is none. */
-static void open_training_data(tt_dataset *data, const tt_run_config *run, const tt_model_config *model_config) {
+static void open_training_data(tt_dataset *data, const tt_run_config *run, const tt_model_config *model_config,
+                               const tt_comm *comm) {
     char *prepared = NULL;
     if (tt_run_has_json_datasets(run)) {
+        /* several processes: rank 0 prepares the file (one writer under its final name), the others then reuse it */
+        if (comm && comm->rank > 0) tt_comm_barrier(comm);
         bool reused = false;
         prepared = tt_prepare_datasets(run, &reused);
+        if (comm && comm->rank == 0) tt_comm_barrier(comm);
         tt_info("data: %s %s",
                 reused ? "reusing the prepared dataset" : "no prepared dataset with this hash yet: prepared", prepared);
     }
@@ -568,17 +575,18 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     tt_plan plan;
     plan_for_run(&plan, run, &model_config, device);
     tt_dataset data;
-    open_training_data(&data, run, &model_config);
+    open_training_data(&data, run, &model_config, comm);
 
     tt_model_state model;
     const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, &model_config, plan.weight_bytes);
     tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
     const tt_tier tier = compute_tier_of(device);
-    tt_model_set_trace(&model, tt_trace_open(run->trace));
+    const int rank = comm ? comm->rank : 0;
+    tt_model_set_trace(&model, rank == 0 ? tt_trace_open(run->trace) : NULL); /* rank 0's timeline */
     print_header(&model.config, &model.params, device, &model.plan, &model.sizes, stdout);
 
     const int64_t T = run->sequence_len;
-    const int ranks = comm ? comm->size : 1, rank = comm ? comm->rank : 0;
+    const int ranks = comm ? comm->size : 1;
     tt_data_parallel dp = {0};
     if (comm) tt_data_parallel_init(&dp, comm, run, &model);
     /* a step is every rank's micro-batches: each draws them all, in the same order, and trains its own */

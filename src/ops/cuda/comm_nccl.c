@@ -27,8 +27,7 @@ static void check_nccl(ncclResult_t status, const char *what) {
 }
 
 static void finish(nccl_comm *c, const char *what) {
-    /* blocking collectives: a rank that died leaves the others waiting here; NCCL's own watchdog does not exist
-     * without a framework, so errors surface as NCCL results or through the launcher ending the job */
+    /* blocking: a peer that died leaves this rank waiting here (no watchdog yet); torchrun ends the others then */
     const cudaError_t status = cudaStreamSynchronize(c->stream);
     if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
 }
@@ -81,7 +80,7 @@ static void nccl_barrier(void *ctx) {
 
 static void nccl_abort(void *ctx, int status) {
     nccl_comm *c = ctx;
-    ncclCommAbort(c->comm); /* the other ranks' collectives fail instead of waiting for this one */
+    ncclCommAbort(c->comm); /* this rank's side; the launcher (torchrun) ends the others when a process exits */
     exit(status);
 }
 

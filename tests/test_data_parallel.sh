@@ -78,6 +78,16 @@ check "LoRA + layer_offloading + checkpointing: the same adapter bits" \
 mpi train run.yaml output_dir=dp_offload optimizer_cpu_offload=true optimizer_offload_fraction=0.5 > dp_offload.log 2>&1
 check "optimizer_cpu_offload (half, no overlap) on two ranks: the same bits" same dp1/model.safetensors dp_offload/model.safetensors
 
+# evaluation split over the ranks: each takes every other eval micro-batch, the sums in rank order
+mpi train run.yaml output_dir=dp_eval val_set_size=0.25 eval_steps=2 > dp_eval.log 2>&1
+"$tiertrain" train run.yaml output_dir=one_eval val_set_size=0.25 eval_steps=2 gradient_accumulation_steps=4 \
+  > one_eval.log 2>&1
+eval_close() {
+  paste -d ' ' <(grep -o '"eval_loss": [^,}]*' "$1" | cut -d' ' -f2) <(grep -o '"eval_loss": [^,}]*' "$2" | cut -d' ' -f2) |
+    awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * ($2 < 0 ? -$2 : $2)) bad = 1; n++ } END { exit (bad || n != 2) }'
+}
+check "the eval loss split over two ranks is one process's to rounding" eval_close dp_eval/metrics.jsonl one_eval/metrics.jsonl
+
 # (d) resume from the step-2 checkpoint
 mkdir -p resumed && cp -r dp1/checkpoint-2 resumed/
 mpi train run.yaml output_dir=resumed --resume > resumed.log 2>&1

@@ -259,12 +259,15 @@ static void report_packing(const tt_dataset *data, const tt_run_config *run) {
 
 /* Runs the held-out sequences through the model; returns the mean token loss. inputs, targets
  * and positions are host buffers of one micro-batch (positions: packed documents only). */
+/* The eval loss over every eval sequence; with several processes each takes every N-th micro-batch (rank r the r-th)
+ * and the loss sums and token counts are summed in rank order, on every rank. */
 static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *inputs, int32_t *targets,
-                       int32_t *positions, int64_t *tokens_out) {
+                       int32_t *positions, const tt_comm *comm, int64_t *tokens_out) {
     const int64_t B = model->plan.micro_batch, T = model->plan.seq_len;
+    const int64_t rank = comm ? comm->rank : 0, ranks = comm ? comm->size : 1;
     double loss_sum = 0;
     int64_t tokens = 0;
-    for (int64_t first = 0; first < data->eval_count; first += B) {
+    for (int64_t first = rank * B; first < data->eval_count; first += ranks * B) {
         int64_t rows = data->eval_count - first < B ? data->eval_count - first : B;
         for (int64_t r = 0; r < B; r++) {
             if (r < rows) {
@@ -283,6 +286,12 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *i
         int64_t count = 0;
         loss_sum += tt_step_forward_loss(model, &count);
         tokens += count;
+    }
+    if (comm) {
+        double sums[2] = {loss_sum, (double)tokens};
+        tt_comm_sum_doubles(comm, sums, 2);
+        loss_sum = sums[0];
+        tokens = (int64_t)sums[1];
     }
     *tokens_out = tokens;
     return tokens ? loss_sum / (double)tokens : NAN;
@@ -662,15 +671,15 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
             .steps_this_run = trainer.global_step - first_step,
         };
         const bool last = trainer.global_step == total_steps;
-        if (!leader) continue; /* the leader reports, evaluates and saves for every rank */
-        tt_reporter_step(&reporter, &report, last || trainer.global_step % run->logging_steps == 0);
+        if (leader) tt_reporter_step(&reporter, &report, last || trainer.global_step % run->logging_steps == 0);
 
         if (data.eval_count > 0 && ((run->eval_steps > 0 && trainer.global_step % run->eval_steps == 0) || last)) {
-            int64_t eval_tokens = 0;
+            int64_t eval_tokens = 0; /* every rank evaluates its share */
             const double eval_loss =
-                evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, &eval_tokens);
-            tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
+                evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, comm, &eval_tokens);
+            if (leader) tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
         }
+        if (!leader) continue; /* the leader saves for every rank */
         if (run->save_strategy == TT_SAVE_STEPS &&
             ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last)) {
             free(last_checkpoint);

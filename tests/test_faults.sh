@@ -66,29 +66,30 @@ resume_and_compare() { # dir, what
 }
 
 # ---- (a) SIGKILL at 30 moments ----
-# The moments are a fixed pseudo-random spread (the same in every CI run) over the training part
-# of an uninterrupted run: from the end of the startup (`plan` does the same work: config, model,
-# plan) to a little past the end of the run.
-t0=$(date +%s%N)
-"$tiertrain" plan --config run.yaml > /dev/null 2>&1
-start_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+# The moments are a fixed pseudo-random spread (the same in every CI run) over the run, placed by its progress rather
+# than by the clock alone (a loaded machine slows a 16-step run of a few tens of ms unevenly): trial i waits for the
+# run's k-th complete checkpoint (k from 0, the start, to 16, the last), then a random part of one step more.
 t0=$(date +%s%N)
 "$tiertrain" train --config run.yaml output_dir=timing > /dev/null 2>&1
 run_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-delays=$(awk -v n=30 -v from="$start_ms" -v to="$run_ms" \
-  'BEGIN { srand(19); for (i = 0; i < n; i++) printf "%.3f ", (from + rand() * ((to - from) * 1.1)) / 1000 }')
+moments=$(awk -v n=30 -v step="$run_ms" \
+  'BEGIN { srand(19); for (i = 0; i < n; i++) printf "%d:%.4f ", int(rand() * 17), rand() * step / 16 * 1.1 / 1000 }')
 trial=0; with_checkpoint=0; during_save=0
-for delay in $delays; do
+for moment in $moments; do
   trial=$((trial + 1))
+  after=${moment%%:*}; delay=${moment#*:}
   dir=kill$trial
   "$tiertrain" train --config run.yaml output_dir=$dir > $dir.killed.txt 2>&1 &
   pid=$!
+  if [ "$after" -gt 0 ]; then
+    while [ ! -d "$dir/checkpoint-$after" ] && kill -0 $pid 2>/dev/null; do sleep 0.002; done
+  fi
   sleep "$delay"
   kill -KILL $pid 2>/dev/null
   wait $pid 2>/dev/null
   check "kill $trial: every complete checkpoint is whole and the reference's" checkpoints_match_reference $dir
   [ -n "$(latest_checkpoint $dir 2>/dev/null)" ] && with_checkpoint=$((with_checkpoint + 1))
-  resume_and_compare $dir "kill $trial (after ${delay}s of ${run_ms}ms)"
+  resume_and_compare $dir "kill $trial (${delay}s after checkpoint $after)"
   grep -q "output_dir: removed" $dir.txt && during_save=$((during_save + 1))
   check "kill $trial: nothing incomplete left" test -z "$(ls $dir | grep -E '\.partial$|\.tmp$')"
   rm -rf $dir

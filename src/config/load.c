@@ -17,6 +17,93 @@
 
 static void apply_default(tt_run_config *c, const key_spec *k);
 
+/* KEY_STRING: a string, or ~ (unset) */
+static void set_string(void *field, const key_spec *k, const source *src, yaml_node_t *node) {
+    char **s = field;
+    if (cfg_is_null(node)) {
+        free(*s);
+        *s = NULL;
+        return;
+    }
+    if (node->type != YAML_SCALAR_NODE || !*cfg_scalar_text(node)) cfg_die_type(src, node, k, "a string (or ~: unset)");
+    free(*s);
+    *s = tt_xstrdup(cfg_scalar_text(node));
+    return;
+}
+
+/* KEY_BOOL: true or false; the table's not-yet values refused */
+static void set_bool(void *field, const key_spec *k, const source *src, yaml_node_t *node) {
+    bool b;
+    if (node->type != YAML_SCALAR_NODE || !cfg_parse_bool(cfg_scalar_text(node), &b))
+        cfg_die_type(src, node, k, "true or false");
+    if (b && cfg_index_in_list(k->not_yet_values, "true", false) >= 0) cfg_die_not_yet(src, node, k, "true");
+    *(bool *)field = b;
+    return;
+}
+
+/* KEY_INT: a 64-bit integer in the key's range (-1 or ~ where it means "not given") */
+static void set_int(void *field, const key_spec *k, const source *src, yaml_node_t *node) {
+    int64_t v = 0;
+    if (k->minus_one_unset && cfg_is_null(node)) {
+        *(int64_t *)field = -1;
+        return;
+    }
+    if (node->type != YAML_SCALAR_NODE) cfg_die_type(src, node, k, "an integer");
+    int status = cfg_parse_int64(cfg_scalar_text(node), &v);
+    if (status == 1) cfg_die_type(src, node, k, "an integer");
+    if (status == 2)
+        cfg_die_at(src, node, "%s: %s is outside the 64-bit integer range", k->name, cfg_scalar_text(node));
+    if (!(k->minus_one_unset && v == -1)) cfg_check_range(src, node, k, (double)v, cfg_scalar_text(node));
+    *(int64_t *)field = v;
+    return;
+}
+
+/* KEY_FLOAT: a double in the key's range */
+static void set_float(void *field, const key_spec *k, const source *src, yaml_node_t *node) {
+    double v = 0;
+    if (node->type != YAML_SCALAR_NODE) cfg_die_type(src, node, k, "a number");
+    int status = cfg_parse_double(cfg_scalar_text(node), &v);
+    if (status == 1) cfg_die_type(src, node, k, "a number");
+    if (status == 2) cfg_die_at(src, node, "%s: %s is outside the range of a double", k->name, cfg_scalar_text(node));
+    cfg_check_range(src, node, k, v, cfg_scalar_text(node));
+    *(double *)field = v;
+    return;
+}
+
+/* KEY_BYTES: a size: bytes, or with a unit (24GiB, 512MB) */
+static void set_bytes(void *field, const key_spec *k, const source *src, yaml_node_t *node) {
+    int64_t v = node->type == YAML_SCALAR_NODE ? tt_parse_bytes(cfg_scalar_text(node)) : -1;
+    if (v < 0) cfg_die_type(src, node, k, "a size in bytes such as 1073741824, 24GiB or 512MB");
+    cfg_check_range(src, node, k, (double)v, cfg_scalar_text(node));
+    *(int64_t *)field = v;
+    return;
+}
+
+/* KEY_ENUM: a name of the key's list: its index (STORE_INDEX) or a copy of the name (STORE_NAME) */
+static void set_enum(void *field, const key_spec *k, const source *src, yaml_node_t *node) {
+    char valid[256];
+    cfg_list_with_commas(k->values, valid, sizeof valid);
+    if (node->type != YAML_SCALAR_NODE || cfg_is_null(node)) {
+        char expected[300];
+        snprintf(expected, sizeof expected, "one of %s", valid);
+        cfg_die_type(src, node, k, expected);
+    }
+    const char *text = cfg_scalar_text(node);
+    bool b;
+    if (cfg_parse_bool(text, &b)) text = b ? "true" : "false"; /* True/False as YAML writes booleans */
+    int index = cfg_index_in_list(k->values, text, false);
+    if (index < 0) cfg_die_at(src, node, "%s must be one of %s; got '%s'", k->name, valid, cfg_scalar_text(node));
+    if (cfg_index_in_list(k->not_yet_values, text, false) >= 0) cfg_die_not_yet(src, node, k, text);
+    if (k->storage == STORE_NAME) {
+        char **s = field;
+        free(*s);
+        *s = tt_xstrdup(text);
+    } else {
+        *(int *)field = index;
+    }
+    return;
+}
+
 /* Applies one value (a node of doc) to the config. */
 static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
     void *field = (char *)c + k->offset;
@@ -50,83 +137,12 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
     case KEY_LAYER_LIST: cfg_set_layer_list(c, k, src, doc, node); return;
     case KEY_TEMPLATE_KWARGS: cfg_set_template_kwargs(c, k, src, doc, node); return;
     case KEY_STRING_LIST: cfg_set_string_list(c, k, src, doc, node); return;
-    case KEY_STRING: {
-        char **s = field;
-        if (cfg_is_null(node)) {
-            free(*s);
-            *s = NULL;
-            return;
-        }
-        if (node->type != YAML_SCALAR_NODE || !*cfg_scalar_text(node))
-            cfg_die_type(src, node, k, "a string (or ~: unset)");
-        free(*s);
-        *s = tt_xstrdup(cfg_scalar_text(node));
-        return;
-    }
-    case KEY_BOOL: {
-        bool b;
-        if (node->type != YAML_SCALAR_NODE || !cfg_parse_bool(cfg_scalar_text(node), &b))
-            cfg_die_type(src, node, k, "true or false");
-        if (b && cfg_index_in_list(k->not_yet_values, "true", false) >= 0) cfg_die_not_yet(src, node, k, "true");
-        *(bool *)field = b;
-        return;
-    }
-    case KEY_INT: {
-        int64_t v = 0;
-        if (k->minus_one_unset && cfg_is_null(node)) {
-            *(int64_t *)field = -1;
-            return;
-        }
-        if (node->type != YAML_SCALAR_NODE) cfg_die_type(src, node, k, "an integer");
-        int status = cfg_parse_int64(cfg_scalar_text(node), &v);
-        if (status == 1) cfg_die_type(src, node, k, "an integer");
-        if (status == 2)
-            cfg_die_at(src, node, "%s: %s is outside the 64-bit integer range", k->name, cfg_scalar_text(node));
-        if (!(k->minus_one_unset && v == -1)) cfg_check_range(src, node, k, (double)v, cfg_scalar_text(node));
-        *(int64_t *)field = v;
-        return;
-    }
-    case KEY_FLOAT: {
-        double v = 0;
-        if (node->type != YAML_SCALAR_NODE) cfg_die_type(src, node, k, "a number");
-        int status = cfg_parse_double(cfg_scalar_text(node), &v);
-        if (status == 1) cfg_die_type(src, node, k, "a number");
-        if (status == 2)
-            cfg_die_at(src, node, "%s: %s is outside the range of a double", k->name, cfg_scalar_text(node));
-        cfg_check_range(src, node, k, v, cfg_scalar_text(node));
-        *(double *)field = v;
-        return;
-    }
-    case KEY_BYTES: {
-        int64_t v = node->type == YAML_SCALAR_NODE ? tt_parse_bytes(cfg_scalar_text(node)) : -1;
-        if (v < 0) cfg_die_type(src, node, k, "a size in bytes such as 1073741824, 24GiB or 512MB");
-        cfg_check_range(src, node, k, (double)v, cfg_scalar_text(node));
-        *(int64_t *)field = v;
-        return;
-    }
-    case KEY_ENUM: {
-        char valid[256];
-        cfg_list_with_commas(k->values, valid, sizeof valid);
-        if (node->type != YAML_SCALAR_NODE || cfg_is_null(node)) {
-            char expected[300];
-            snprintf(expected, sizeof expected, "one of %s", valid);
-            cfg_die_type(src, node, k, expected);
-        }
-        const char *text = cfg_scalar_text(node);
-        bool b;
-        if (cfg_parse_bool(text, &b)) text = b ? "true" : "false"; /* True/False as YAML writes booleans */
-        int index = cfg_index_in_list(k->values, text, false);
-        if (index < 0) cfg_die_at(src, node, "%s must be one of %s; got '%s'", k->name, valid, cfg_scalar_text(node));
-        if (cfg_index_in_list(k->not_yet_values, text, false) >= 0) cfg_die_not_yet(src, node, k, text);
-        if (k->storage == STORE_NAME) {
-            char **s = field;
-            free(*s);
-            *s = tt_xstrdup(text);
-        } else {
-            *(int *)field = index;
-        }
-        return;
-    }
+    case KEY_STRING: set_string(field, k, src, node); return;
+    case KEY_BOOL: set_bool(field, k, src, node); return;
+    case KEY_INT: set_int(field, k, src, node); return;
+    case KEY_FLOAT: set_float(field, k, src, node); return;
+    case KEY_BYTES: set_bytes(field, k, src, node); return;
+    case KEY_ENUM: set_enum(field, k, src, node); return;
     }
 }
 

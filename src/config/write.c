@@ -116,6 +116,70 @@ static void write_chat_entry(FILE *out, const tt_dataset_spec *d) {
     if (d->split_thinking) fputs("\n    split_thinking: true", out);
 }
 
+/* lora_target_modules as a flow list of PEFT names */
+static void write_lora_targets(FILE *out, const tt_run_config *c) {
+    fputc('[', out);
+    for (int m = 0, first = 1; m < TT_LORA_MODULE_COUNT; m++)
+        if ((c->lora_target_modules >> m) & 1u) {
+            fprintf(out, "%s%s", first ? "" : ", ", tt_lora_module_name((tt_lora_module)m));
+            first = 0;
+        }
+    fputc(']', out);
+}
+
+/* datasets: a block list of entries, each with its path, type and the keys it set */
+static void write_datasets(FILE *out, const tt_run_config *c) {
+    if (c->dataset_count == 0) fputs("[]", out);
+    for (int i = 0; i < c->dataset_count; i++) {
+        const tt_dataset_spec *d = &c->dataset_specs[i];
+        fputs("\n  - path: ", out);
+        write_yaml_string(out, c->datasets[i]);
+        fprintf(out, "\n    type: %s", tt_dataset_type_name(d->type));
+        for (int e = 0; e < cfg_entry_key_count; e++) {
+            if (!cfg_entry_keys[e].offset) continue;
+            const char *v = *(char *const *)((const char *)d + cfg_entry_keys[e].offset);
+            if (!v) continue;
+            fprintf(out, "\n    %s: ", cfg_entry_keys[e].name);
+            write_yaml_string(out, v);
+        }
+        if (d->type == TT_DATASET_CHAT_TEMPLATE) write_chat_entry(out, d);
+    }
+}
+
+/* a list of strings, or ~ when not given */
+static void write_string_list(FILE *out, const tt_run_config *c, const key_spec *k, const void *field) {
+    char *const *list = *(char **const *)field;
+    const int count = *(const int *)((const char *)c + k->count_offset);
+    if (!list) {
+        fputs("~", out);
+        return;
+    }
+    fputc('[', out);
+    for (int i = 0; i < count; i++) {
+        fputs(i ? ", " : "", out);
+        write_yaml_string(out, list[i]);
+    }
+    fputc(']', out);
+}
+
+/* special_tokens as a flow mapping of what is set, or ~ */
+static void write_special_tokens(FILE *out, const tt_run_config *c) {
+    if (!c->special_bos && !c->special_eos && !c->special_pad) {
+        fputs("~", out);
+        return;
+    }
+    fputc('{', out);
+    const char *names[3] = {"bos_token", "eos_token", "pad_token"};
+    const char *values[3] = {c->special_bos, c->special_eos, c->special_pad};
+    for (int i = 0, first = 1; i < 3; i++)
+        if (values[i]) {
+            fprintf(out, "%s%s: ", first ? "" : ", ", names[i]);
+            write_yaml_string(out, values[i]);
+            first = 0;
+        }
+    fputc('}', out);
+}
+
 static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
     const void *field = (const char *)c + k->offset;
     char name[64];
@@ -141,75 +205,21 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
         fputs(kind == TT_ADAPTER_QLORA ? "qlora" : kind == TT_ADAPTER_LORA ? "lora" : "~", out);
         break;
     }
-    case KEY_LORA_TARGETS: {
-        fputc('[', out);
-        for (int m = 0, first = 1; m < TT_LORA_MODULE_COUNT; m++)
-            if ((c->lora_target_modules >> m) & 1u) {
-                fprintf(out, "%s%s", first ? "" : ", ", tt_lora_module_name((tt_lora_module)m));
-                first = 0;
-            }
-        fputc(']', out);
-        break;
-    }
+    case KEY_LORA_TARGETS: write_lora_targets(out, c); break;
     case KEY_LAYER_LIST:
         fputc('[', out);
         for (int64_t i = 0; i < c->frozen_layer_count; i++)
             fprintf(out, "%s%lld", i ? ", " : "", (long long)c->frozen_layers[i]);
         fputc(']', out);
         break;
-    case KEY_DATASETS:
-        if (c->dataset_count == 0) fputs("[]", out);
-        for (int i = 0; i < c->dataset_count; i++) {
-            const tt_dataset_spec *d = &c->dataset_specs[i];
-            fputs("\n  - path: ", out);
-            write_yaml_string(out, c->datasets[i]);
-            fprintf(out, "\n    type: %s", tt_dataset_type_name(d->type));
-            for (int e = 0; e < cfg_entry_key_count; e++) {
-                if (!cfg_entry_keys[e].offset) continue;
-                const char *v = *(char *const *)((const char *)d + cfg_entry_keys[e].offset);
-                if (!v) continue;
-                fprintf(out, "\n    %s: ", cfg_entry_keys[e].name);
-                write_yaml_string(out, v);
-            }
-            if (d->type == TT_DATASET_CHAT_TEMPLATE) write_chat_entry(out, d);
-        }
-        break;
+    case KEY_DATASETS: write_datasets(out, c); break;
     case KEY_TEMPLATE_KWARGS: {
         const char *json = *(char *const *)field; /* JSON is YAML's flow style */
         fputs(json ? json : "~", out);
         break;
     }
-    case KEY_STRING_LIST: {
-        char *const *list = *(char **const *)field;
-        const int count = *(const int *)((const char *)c + k->count_offset);
-        if (!list) {
-            fputs("~", out);
-            break;
-        }
-        fputc('[', out);
-        for (int i = 0; i < count; i++) {
-            fputs(i ? ", " : "", out);
-            write_yaml_string(out, list[i]);
-        }
-        fputc(']', out);
-        break;
-    }
-    case KEY_SPECIAL_TOKENS:
-        if (!c->special_bos && !c->special_eos && !c->special_pad) {
-            fputs("~", out);
-            break;
-        }
-        fputc('{', out);
-        const char *names[3] = {"bos_token", "eos_token", "pad_token"};
-        const char *values[3] = {c->special_bos, c->special_eos, c->special_pad};
-        for (int i = 0, first = 1; i < 3; i++)
-            if (values[i]) {
-                fprintf(out, "%s%s: ", first ? "" : ", ", names[i]);
-                write_yaml_string(out, values[i]);
-                first = 0;
-            }
-        fputc('}', out);
-        break;
+    case KEY_STRING_LIST: write_string_list(out, c, k, field); break;
+    case KEY_SPECIAL_TOKENS: write_special_tokens(out, c); break;
     }
 }
 

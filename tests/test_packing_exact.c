@@ -39,11 +39,11 @@ static const int document_length[DOCUMENTS] = {37, 1, 53, 61, 97, 2, 59};
 typedef struct memory_mode {
     const char *name;
     bool checkpointing;
-    int activation_offloading; /* index in false|true|legacy|disk|hidden_states */
+    tt_activation_offloading activation_offloading;
     int64_t mlp_shards;        /* tiled_mlp (0: untiled) */
 } memory_mode;
 
-static const memory_mode keep_everything = {"keep everything", false, 0, 0};
+static const memory_mode keep_everything = {"keep everything", false, TT_OFFLOAD_NONE, 0};
 
 typedef struct model_kind {
     bool qwen3, tied, lora; /* tied: the LM head is the embedding (Qwen3's small models) */
@@ -276,9 +276,9 @@ int main(void) {
     make_documents(&docs);
     const memory_mode modes[] = {
         keep_everything,
-        {"gradient checkpointing", true, 0, 0},
-        {"gradient checkpointing, hidden_states offload", true, 4, 0},
-        {"tiled_mlp (3 shards)", false, 0, 3},
+        {"gradient checkpointing", true, TT_OFFLOAD_NONE, 0},
+        {"gradient checkpointing, hidden_states offload", true, TT_OFFLOAD_HIDDEN_STATES, 0},
+        {"tiled_mlp (3 shards)", false, TT_OFFLOAD_NONE, 3},
     };
     const model_kind kinds[] = {
         {.qwen3 = true, .tied = false, .lora = false}, {.qwen3 = true, .tied = true, .lora = false},

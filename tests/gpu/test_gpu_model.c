@@ -419,7 +419,7 @@ static void check_chunked_case(model_case *mc) {
         "bf16, fp32 master, key chunks in lanes", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
     recipe checkpointed = keep, offloaded = keep;
     checkpointed.checkpointing = offloaded.checkpointing = true;
-    offloaded.activation_offloading = 4; /* hidden_states */
+    offloaded.activation_offloading = TT_OFFLOAD_HIDDEN_STATES;
     run_result reference = run(mc, &cpu);
     run_result gpu = run(mc, &keep);
     compare_with_cpu(mc, &keep, &gpu, &reference);

@@ -112,6 +112,40 @@ static void test_invalid_utf8(void) {
     tt_tokenizer_free(tok);
 }
 
+static void load_scratch(void *name);
+
+/* A Replace normalizer with a Regex pattern: the fixture's space -> \u2581 rule as " +" -> \u2581, so runs of spaces
+ * become one \u2581; a pattern that can match the empty string (" *") is refused at load. */
+static void test_regex_replace(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/tiny_sentencepiece.json", source_dir);
+    FILE *f = fopen(path, "rb");
+    TT_EXPECT(f != NULL, "open %s", path);
+    if (!f) return;
+    char text[1 << 16];
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    const char *literal = "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}";
+    char *at = strstr(text, literal);
+    TT_EXPECT(at != NULL, "the fixture's Replace normalizer");
+    if (!at) return;
+    char edited[1 << 16];
+    snprintf(edited, sizeof edited, "%.*s{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" +\"}%s", (int)(at - text),
+             text, at + strlen(literal));
+    tt_test_write_text("regex_replace.json", edited);
+    char *p = tt_test_path("regex_replace.json");
+    tt_tokenizer *tok = tt_tokenizer_load(p);
+    IDS(tok, "hi hi", false, "Regex Replace: one space", 9, 9);
+    IDS(tok, "hi   hi", false, "Regex Replace: a run of spaces is one \u2581", 9, 9);
+    tt_tokenizer_free(tok);
+    free(p);
+    snprintf(edited, sizeof edited, "%.*s{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" *\"}%s", (int)(at - text),
+             text, at + strlen(literal));
+    tt_test_write_text("regex_empty.json", edited);
+    tt_expect_die(load_scratch, "regex_empty.json", "can match the empty string");
+}
+
 static void test_sentencepiece(void) {
     tt_tokenizer *tok = load_fixture("tiny_sentencepiece.json");
     IDS(tok, "hi", true, "BOS + ▁hi (Prepend + merges)", 1, 9);
@@ -297,6 +331,7 @@ int main(int argc, char **argv) {
     test_byte_level();
     test_invalid_utf8();
     test_sentencepiece();
+    test_regex_replace();
     test_metaspace();
     test_decode();
     test_real_round_trip();

@@ -92,6 +92,31 @@ static void replace_all(const char *pattern, const char *content, const tt_text 
     }
 }
 
+/* A Regex Replace (tokenizers' Replace normalizer with {"Regex": ...}): every leftmost non-overlapping match replaced by
+ * content. The loader refuses patterns that can match the empty string, so every match moves on. */
+static void replace_regex(const pcre2_code *regex, const char *content, const tt_text *in, tt_text *out) {
+    pcre2_match_data *match = pcre2_match_data_create_from_pattern(regex, NULL);
+    TT_CHECK(match != NULL, "PCRE2 match data");
+    const size_t clen = strlen(content);
+    size_t i = 0; /* in[0 .. i) is in out */
+    while (i < in->len && pcre2_match(regex, (PCRE2_SPTR)in->s, in->len, i, 0, match, NULL) >= 0) {
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(match);
+        const size_t start = ov[0], end = ov[1];
+        TT_CHECK(end > start, "a Replace pattern matched the empty string at byte %zu", start);
+        tt_text_reserve(out, out->len + (start - i));
+        memcpy(out->s + out->len, in->s + i, start - i);
+        memcpy(out->orig + out->len, in->orig + i, (start - i) * sizeof(int64_t));
+        out->len += start - i;
+        tt_text_append(out, content, clen, in->orig[start]);
+        i = end;
+    }
+    tt_text_reserve(out, out->len + (in->len - i));
+    memcpy(out->s + out->len, in->s + i, in->len - i);
+    memcpy(out->orig + out->len, in->orig + i, (in->len - i) * sizeof(int64_t));
+    out->len += in->len - i;
+    pcre2_match_data_free(match);
+}
+
 void tt_normalize(const tt_norm_step *steps, int count, const tt_text *in, tt_text *out, tt_text *scratch) {
     /* ping-pong between out and scratch, ending in out */
     out->len = 0;
@@ -112,7 +137,10 @@ void tt_normalize(const tt_norm_step *steps, int count, const tt_text *in, tt_te
             memcpy(scratch->orig + scratch->len, out->orig, out->len * sizeof(int64_t));
             scratch->len += out->len;
             break;
-        case TT_NORM_REPLACE: replace_all(step->pattern, step->content, out, scratch); break;
+        case TT_NORM_REPLACE:
+            if (step->regex) replace_regex(step->regex, step->content, out, scratch);
+            else replace_all(step->pattern, step->content, out, scratch);
+            break;
         default: normalize_form(step->kind, out, scratch); break;
         }
         tt_text t = *out;

@@ -58,8 +58,9 @@ typedef enum tt_norm_kind {
 } tt_norm_kind;
 typedef struct tt_norm_step {
     tt_norm_kind kind;
-    char *pattern; /* Replace: the string replaced */
-    char *content; /* Prepend: the prefix; Replace: the replacement */
+    char *pattern;     /* Replace: the string replaced (a String pattern) */
+    pcre2_code *regex; /* Replace: the matches replaced (a Regex pattern), or NULL */
+    char *content;     /* Prepend: the prefix; Replace: the replacement */
 } tt_norm_step;
 /* Applies the steps to in, writing out (out is reset first). */
 void tt_normalize(const tt_norm_step *steps, int count, const tt_text *in, tt_text *out, tt_text *scratch);

@@ -224,6 +224,8 @@ static void add_norm(tt_tokenizer *tok, tt_norm_step step) {
     tok->norm[tok->norm_count++] = step;
 }
 
+static pcre2_code *compile_regex(const char *file, const char *where, const char *pattern, bool literal);
+
 static void load_normalizer(tt_tokenizer *tok, const char *file, json_t *n, const char *where) {
     if (!n || json_is_null(n)) return;
     const char *type = type_of(file, n, where);
@@ -236,25 +238,40 @@ static void load_normalizer(tt_tokenizer *tok, const char *file, json_t *n, cons
             load_normalizer(tok, file, json_array_get(list, i), inner);
         }
     } else if (strcmp(type, "NFC") == 0) {
-        add_norm(tok, (tt_norm_step){TT_NORM_NFC, NULL, NULL});
+        add_norm(tok, (tt_norm_step){.kind = TT_NORM_NFC});
     } else if (strcmp(type, "NFD") == 0) {
-        add_norm(tok, (tt_norm_step){TT_NORM_NFD, NULL, NULL});
+        add_norm(tok, (tt_norm_step){.kind = TT_NORM_NFD});
     } else if (strcmp(type, "NFKC") == 0) {
-        add_norm(tok, (tt_norm_step){TT_NORM_NFKC, NULL, NULL});
+        add_norm(tok, (tt_norm_step){.kind = TT_NORM_NFKC});
     } else if (strcmp(type, "NFKD") == 0) {
-        add_norm(tok, (tt_norm_step){TT_NORM_NFKD, NULL, NULL});
+        add_norm(tok, (tt_norm_step){.kind = TT_NORM_NFKD});
     } else if (strcmp(type, "Prepend") == 0) {
-        add_norm(tok, (tt_norm_step){TT_NORM_PREPEND, NULL, tt_xstrdup(get_string(file, n, "prepend", where))});
+        add_norm(tok,
+                 (tt_norm_step){.kind = TT_NORM_PREPEND, .content = tt_xstrdup(get_string(file, n, "prepend", where))});
     } else if (strcmp(type, "Replace") == 0) {
         json_t *pattern = json_object_get(n, "pattern");
         json_t *literal = json_is_object(pattern) ? json_object_get(pattern, "String") : NULL;
-        if (!json_is_string(literal))
-            tt_die(
-                "%s: %s.pattern is not {\"String\": ...}; a Regex pattern in a Replace normalizer is not implemented",
-                file, where);
-        if (!json_string_value(literal)[0]) tt_die("%s: %s.pattern.String is empty", file, where);
-        add_norm(tok, (tt_norm_step){TT_NORM_REPLACE, tt_xstrdup(json_string_value(literal)),
-                                     tt_xstrdup(get_string(file, n, "content", where))});
+        json_t *regex = json_is_object(pattern) ? json_object_get(pattern, "Regex") : NULL;
+        if (!json_is_string(literal) && !json_is_string(regex))
+            tt_die("%s: %s.pattern is not {\"String\": ...} or {\"Regex\": ...}; the tokenizer.json is malformed", file,
+                   where);
+        const char *text = json_string_value(json_is_string(literal) ? literal : regex);
+        if (!text[0]) tt_die("%s: %s.pattern is empty", file, where);
+        char inner_where[300];
+        snprintf(inner_where, sizeof inner_where, "%s.pattern.Regex", where);
+        pcre2_code *code = json_is_string(literal) ? NULL : compile_regex(file, inner_where, text, false);
+        uint32_t shortest = 1;
+        if (code) pcre2_pattern_info(code, PCRE2_INFO_MINLENGTH, &shortest);
+        if (code && shortest == 0) {
+            pcre2_code_free(code);
+            tt_die("%s: %s /%s/ can match the empty string; tokenizers would insert the content between characters "
+                   "there, which tiertrain does not reproduce; a pattern that matches at least one character is read",
+                   file, inner_where, text);
+        }
+        add_norm(tok, (tt_norm_step){.kind = TT_NORM_REPLACE,
+                                     .pattern = tt_xstrdup(text),
+                                     .regex = code,
+                                     .content = tt_xstrdup(get_string(file, n, "content", where))});
     } else {
         tt_die("%s: %s.type is \"%s\", a normalizer tiertrain does not implement (it knows NFC, NFD, NFKC, NFKD, "
                "Prepend, Replace and Sequence)",
@@ -647,6 +664,7 @@ void tt_tokenizer_free(tt_tokenizer *tok) {
     free(tok->merges);
     for (int i = 0; i < tok->norm_count; i++) {
         free(tok->norm[i].pattern);
+        if (tok->norm[i].regex) pcre2_code_free(tok->norm[i].regex);
         free(tok->norm[i].content);
     }
     free(tok->norm);

@@ -65,6 +65,7 @@ static char rank_label[32];
 static void end_all_ranks(int status) { open_comm->iface->abort(open_comm->ctx, status); }
 
 tt_comm *tt_comm_join(tt_comm *comm) {
+    comm->gathered_sums = tt_xmalloc(sizeof(double) * TT_COMM_MAX_SUMS * (size_t)comm->size, "rank sums");
     open_comm = comm;
     snprintf(rank_label, sizeof rank_label, "rank %d of %d", comm->rank, comm->size);
     tt_set_process_group(rank_label, end_all_ranks);
@@ -78,6 +79,7 @@ void tt_comm_close(tt_comm *comm) {
         open_comm = NULL;
     }
     comm->iface->destroy(comm->ctx);
+    free(comm->gathered_sums);
     free(comm);
 }
 
@@ -134,12 +136,13 @@ void tt_comm_sum_in_rank_order(const tt_comm *comm, const tt_backend *backend, f
 }
 
 void tt_comm_sum_doubles(const tt_comm *comm, double *values, int count) {
-    double *all = tt_xmalloc(sizeof(double) * (size_t)count * (size_t)comm->size, "rank sums");
+    TT_CHECK(count > 0 && count <= TT_COMM_MAX_SUMS && comm->gathered_sums, "%d sums through a joined communicator",
+             count);
+    double *all = comm->gathered_sums;
     comm->iface->all_gather_host(comm->ctx, values, all, sizeof(double) * (size_t)count);
     for (int i = 0; i < count; i++) {
         double sum = all[i];
         for (int r = 1; r < comm->size; r++) sum += all[(size_t)r * (size_t)count + (size_t)i];
         values[i] = sum;
     }
-    free(all);
 }

@@ -34,7 +34,11 @@ typedef struct tt_comm {
     void *ctx;
     int rank, size;
     const char *transport; /* "mpi", "nccl" */
+    double *gathered_sums; /* [size x TT_COMM_MAX_SUMS] tt_comm_sum_doubles' gather, taken by tt_comm_join */
 } tt_comm;
+
+/* tt_comm_sum_doubles sums at most this many values a call. */
+#define TT_COMM_MAX_SUMS 8
 
 /* How this process was started. */
 typedef enum tt_launch_kind {
@@ -75,7 +79,7 @@ size_t tt_comm_bucket_bytes(int size, size_t data_bytes);
 size_t tt_comm_sum_scratch_bytes(int size, size_t data_bytes);
 void tt_comm_sum_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count,
                                float *scratch, size_t bucket_bytes);
-/* The same for a few host doubles (the step's loss sums, token counts). */
+/* The same for count (at most TT_COMM_MAX_SUMS) host doubles: the step's loss sums and token counts. */
 void tt_comm_sum_doubles(const tt_comm *comm, double *values, int count);
 
 #endif

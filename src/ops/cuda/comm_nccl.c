@@ -16,7 +16,7 @@ typedef struct nccl_comm {
     ncclComm_t comm;
     cudaStream_t stream;
     int device, rank, size;
-    void *staging; /* GPU memory for all_gather_host, grown as needed */
+    void *staging; /* GPU memory for all_gather_host: a step's sums from the start, grown for larger gathers */
     size_t staging_bytes;
 } nccl_comm;
 
@@ -113,6 +113,9 @@ tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
     tt_bootstrap_share(launch, &id, sizeof id, 300);
     check_nccl(ncclCommInitRank(&c->comm, launch->size, id, launch->rank), "initialisation");
     TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    /* the host gathers of a step (its loss sums) fit from the start: no allocation inside a step */
+    c->staging_bytes = sizeof(double) * TT_COMM_MAX_SUMS * (size_t)(launch->size + 1);
+    TT_CUDA_CHECK(cudaMalloc(&c->staging, c->staging_bytes));
     tt_comm *comm = tt_xcalloc(1, sizeof(tt_comm), "communicator");
     *comm = (tt_comm){.iface = &nccl_iface, .ctx = c, .rank = launch->rank, .size = launch->size, .transport = "nccl"};
     return comm;

@@ -16,6 +16,16 @@ byte_llama() {
 JSON
 }
 
+# byte_qwen3 DIR: DIR/config.json, a tied Qwen3 of hidden size 32 over tests/fixtures/data/bytes_tokenizer's 259 ids
+byte_qwen3() {
+  mkdir -p "$1"
+  cat > "$1/config.json" <<'JSON'
+{"model_type": "qwen3", "vocab_size": 259, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 512,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "float32"}
+JSON
+}
+
 # byte_corpus TIERTRAIN SOURCE_DIR BYTES OUT: the first BYTES of README.md (repeated as needed) as a byte-level
 # token file OUT, its text in OUT.txt
 byte_corpus() {

@@ -96,12 +96,7 @@ check "resumed: the uninterrupted run's bits" same dp1/model.safetensors resumed
 
 # JSON data: rank 0 prepares the tokenized file, the others wait and reuse it; the same bits as one process with the
 # same global batch would only agree to rounding, so two runs are compared (the second reuses the file)
-mkdir -p sft_model
-cat > sft_model/config.json <<'JSON'
-{"model_type": "qwen3", "vocab_size": 259, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
- "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 512,
- "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "float32"}
-JSON
+byte_qwen3 sft_model
 cat > sft.yaml <<YAML
 model_config: sft_model/config.json
 tokenizer_config: $source_dir/tests/fixtures/data/bytes_tokenizer

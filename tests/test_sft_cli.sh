@@ -9,7 +9,7 @@
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
 rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
-passed=0; failed=0
+source "$source_dir/tests/shell_fixtures.sh"
 check() { # description, command...
   local what=$1; shift
   if "$@"; then passed=$((passed + 1)); return; fi
@@ -19,12 +19,7 @@ check() { # description, command...
 }
 
 fixtures=$source_dir/tests/fixtures/data
-mkdir -p model
-cat > model/config.json <<'JSON'
-{"model_type": "qwen3", "vocab_size": 259, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
- "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 512,
- "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "float32"}
-JSON
+byte_qwen3 model
 # 16 records, one epoch in 4 steps of 2 x 2 documents
 cat > run.yaml <<YAML
 model_config: model/config.json

@@ -32,12 +32,14 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
             "weights to float32; set bnb_4bit_compute_dtype: auto or float32, or run on a GPU",
             why);
     device->backend = tt_backend_cpu_create(run->num_threads > 0 ? (int)run->num_threads : 0);
-    device->memory_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget : physical_memory_bytes();
+    /* the host's processes share its memory: each plans for its part */
+    device->memory_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget
+                                                        : physical_memory_bytes() / (size_t)device->host_processes;
     snprintf(device->description, sizeof device->description, "cpu (%s)", why);
 }
 
-void tt_select_device(const tt_run_config *run, int gpu, tt_device *device) {
-    *device = (tt_device){0};
+void tt_select_device(const tt_run_config *run, int gpu, int host_processes, tt_device *device) {
+    *device = (tt_device){.host_processes = host_processes > 1 ? host_processes : 1};
     if (run->device == TT_DEVICE_CPU) {
         select_cpu(run, device, "device: cpu");
         return;

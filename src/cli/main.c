@@ -168,11 +168,8 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
         run.num_threads = cores / launch.local_size > 0 ? cores / launch.local_size : 1;
     }
     tt_device device;
-    tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, &device);
+    tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, comm ? launch.local_size : 1, &device);
     device.data_parallel_ranks = comm ? comm->size : 1;
-    device.host_processes = comm ? launch.local_size : 1;
-    if (device.host_processes > 1 && run.host_memory_budget == 0 && device.backend->compute_tier == TT_TIER_HOST)
-        device.memory_budget /= (size_t)device.host_processes; /* the CPU backend's compute tier is host memory */
     int status = 0;
     if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
     if (train) status = tt_train(&run, &device, comm, a.resume);

@@ -24,10 +24,11 @@ typedef struct tt_device {
     char description[160];
 } tt_device;
 
-/* Resolves `device`, `bf16`, `master_weights` and `attn_implementation` into a device; dies with
+/* Resolves `device`, `bf16`, `master_weights` and `attn_implementation` into a device (GPU `gpu`; host_processes: the
+ * run's processes on this host, which share its memory); dies with
  * the key and the fix when they do not fit together or the device is not there. Lives with the
  * command line (src/cli/device_select.c), which is the part built with or without CUDA. */
-void tt_select_device(const tt_run_config *run, int gpu, tt_device *device);
+void tt_select_device(const tt_run_config *run, int gpu, int host_processes, tt_device *device);
 /* Destroys the device's backend. */
 void tt_release_device(tt_device *device);
 

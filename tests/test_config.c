@@ -93,6 +93,8 @@ static const char *const all_keys[] = {"base_model",
                                        "optimizer_cpu_offload",
                                        "optimizer_offload_fraction",
                                        "overlap_cpu_optimizer_d2h_h2d",
+                                       "zero_stage",
+                                       "ddp_timeout",
                                        "train_on_inputs",
                                        "dataset_prepared_path",
                                        "shuffle_merged_datasets",
@@ -110,7 +112,7 @@ static const char *const all_keys[] = {"base_model",
                                        "sample_packing_bin_size",
                                        "sample_packing_group_size"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 97 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 99 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

@@ -8,7 +8,9 @@
 #      without it;
 #  (d) resume: two ranks from the step-2 checkpoint end with the uninterrupted run's bits;
 #  (e) ranks started with different configurations, a bad input on every rank, optimizer offload with overlap: every rank
-#      ends with a message, none hangs.
+#      ends with a message, none hangs;
+#  (f) zero_stage 1 (sharded optimizer state) gives zero_stage 0's bits on 2 and 3 ranks, checkpoints and resume
+#      included.
 # Skipped (exit 77) where mpirun or an MPI build is missing. Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -36,6 +38,7 @@ device: cpu
 YAML
 
 same() { cmp -s "$1" "$2"; }
+losses() { sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$1"; }
 # losses and gradient norms of two metrics.jsonl files agree to a relative 1e-5
 close_metrics() {
   paste -d ' ' <(sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$1") \
@@ -115,6 +118,38 @@ check "an alpaca JSONL on two ranks: prepared once, trained (exit 0)" test -f sf
 check "... rank 0 prepared the file" test "$(ls prepared/*.tok 2>/dev/null | wc -l)" -eq 1
 mpi train sft.yaml output_dir=sft2 > sft2.log 2>&1
 check "... and the second run reuses it, the same bits" same sft1/model.safetensors sft2/model.safetensors
+
+# (f) zero_stage 1: each rank keeps and updates its shard of the optimizer state (whole layers), sends the others its
+#     new weights; the same bits as every rank updating everything, checkpoints included, and on 3 ranks (shards of
+#     unequal size, the embedding alone on one)
+mpi train run.yaml output_dir=zero1 zero_stage=1 > zero1.log 2>&1
+check "zero_stage 1 on two ranks trains (exit 0)" test $? -eq 0
+check "... the rank says what it keeps" grep -q 'zero_stage 1: this rank keeps the master weights and moments of' zero1.log
+check "... the same model bits as zero_stage 0" same dp1/model.safetensors zero1/model.safetensors
+check "... the same losses and gradient norms" same <(losses dp1/metrics.jsonl) <(losses zero1/metrics.jsonl)
+check "... a checkpoint with every rank's optimizer state, the same bits" \
+  same dp1/checkpoint-2/optimizer.safetensors zero1/checkpoint-2/optimizer.safetensors
+mkdir -p zero1_resumed && cp -r dp1/checkpoint-2 zero1_resumed/
+mpi train run.yaml output_dir=zero1_resumed zero_stage=1 --resume > zero1_resumed.log 2>&1
+check "zero_stage 1 resumes an unsharded checkpoint: the uninterrupted run's bits" \
+  same dp1/model.safetensors zero1_resumed/model.safetensors
+mpi train run.yaml output_dir=zero1_lora zero_stage=1 adapter=lora lora_r=4 lora_alpha=8 lora_target_linear=true \
+  layer_offloading=true gradient_checkpointing=true > zero1_lora.log 2>&1
+check "zero_stage 1 + LoRA + layer_offloading: the same adapter bits" \
+  same dp_lora/adapter_model.safetensors zero1_lora/adapter_model.safetensors
+mpi3() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np 3 "$tiertrain" "$@"; }
+mpi3 train run.yaml output_dir=three gradient_accumulation_steps=1 max_grad_norm=0.5 > three.log 2>&1
+mpi3 train run.yaml output_dir=three_zero1 gradient_accumulation_steps=1 max_grad_norm=0.5 zero_stage=1 \
+  > three_zero1.log 2>&1
+check "zero_stage 1 on three ranks (unequal shards, clipping): the same bits as zero_stage 0" \
+  same three/model.safetensors three_zero1/model.safetensors
+check "... and the same optimizer checkpoint" \
+  same three/checkpoint-2/optimizer.safetensors three_zero1/checkpoint-2/optimizer.safetensors
+mpi train run.yaml output_dir=zero_offload zero_stage=1 optimizer_cpu_offload=true > zero_offload.log 2>&1
+status=$?
+check "zero_stage 1 with optimizer_cpu_offload: refused (exit $status)" test $status -ne 0 -a $status -ne 124
+check "... saying it is not available yet" \
+  grep -q "zero_stage 1 with optimizer_cpu_offload is not available yet" zero_offload.log
 
 # (e) errors end every rank
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 1 "$tiertrain" train run.yaml output_dir=mix : \

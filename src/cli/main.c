@@ -161,6 +161,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     tt_run_config_validate(&run);
     /* every rank the same configuration, compared before the values derived per host below */
     if (comm) tt_data_parallel_check_config(comm, &run);
+    if (comm) tt_comm_set_timeout(comm, (int)run.ddp_timeout);
     /* the host is shared: each of its N processes takes 1/N of the cores unless num_threads says (and, below, of
      * the memory unless host_memory_budget does) */
     if (comm && run.num_threads == 0) {
@@ -170,6 +171,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     tt_device device;
     tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, comm ? launch.local_size : 1, &device);
     device.data_parallel_ranks = comm ? comm->size : 1;
+    device.data_parallel_rank = comm ? comm->rank : 0;
     int status = 0;
     if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
     if (train) status = tt_train(&run, &device, comm, a.resume);

@@ -579,6 +579,23 @@ const key_spec cfg_keys[] = {
              "done, a CPU thread updates it while the GPU goes on (once the gradient norm is known when max_grad_norm "
              "> 0), and its new weights come back before the next forward reaches it; false: the copies and the CPU "
              "update run after the backward, synchronously"},
+    {.name = "zero_stage",
+     .type = KEY_INT,
+     .offset = FIELD(zero_stage),
+     .default_text = "0",
+     .range = CLOSED(0, 3),
+     .help = "DeepSpeed ZeRO's stage (its zero_optimization.stage) over the data-parallel processes: 1 shards the fp32 "
+             "master weights and AdamW moments by whole layers, each process updating its shard and sending the "
+             "others its new weights (the same bits as 0); 0: every process keeps and updates all of them. 2 and 3 "
+             "(sharded gradients, sharded weights) are not available yet"},
+    {.name = "ddp_timeout",
+     .type = KEY_INT,
+     .offset = FIELD(ddp_timeout),
+     .default_text = "1800",
+     .range = CLOSED(1, 86400),
+     .help = "axolotl's (torch.distributed's timeout): seconds a data-parallel collective waits for the other GPU "
+             "processes before every rank ends with the reason; a rank that ends (killed, or on an error) is seen at "
+             "once whatever this says"},
     {.name = "min_offload_size",
      .type = KEY_BYTES,
      .offset = FIELD(min_offload_size),

@@ -147,6 +147,7 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->optimizer_offload = run->optimizer_cpu_offload;
     plan->optimizer_offload_fraction = run->optimizer_cpu_offload ? run->optimizer_offload_fraction : 0.0;
     plan->optimizer_overlap = run->optimizer_cpu_offload && run->overlap_cpu_optimizer_d2h_h2d;
+    plan->zero_stage = (int)run->zero_stage;
     /* with several micro-batches per step, each one's ringed gradients go out and come back for the next */
     plan->gradient_ring = plan->optimizer_overlap;
     /* tiled_mlp_num_shards unset: ceil(sequence_len / hidden_size), ALST's and axolotl's default */

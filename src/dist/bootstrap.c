@@ -4,7 +4,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -71,7 +76,31 @@ static int listen_socket(const tt_launch *l) {
     return fd;
 }
 
-static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeout_seconds) {
+/* The open connections: rank 0 holds one to each other rank, the others one to rank 0. */
+struct tt_bootstrap {
+    int count;
+    int *fd;         /* [count] */
+    int *peer;       /* [count]: the rank at the other end */
+    bool *done;      /* [count]: it said goodbye */
+    atomic_int lost; /* -1, or the rank that ended without a goodbye */
+    atomic_bool stop;
+    pthread_t watch;
+    bool watching;
+};
+
+static const char goodbye = 'B';
+
+static tt_bootstrap *connections(int count) {
+    tt_bootstrap *b = tt_xcalloc(1, sizeof(tt_bootstrap), "bootstrap connections");
+    b->fd = tt_xcalloc((size_t)count + 1, sizeof(int), "bootstrap connections");
+    b->peer = tt_xcalloc((size_t)count + 1, sizeof(int), "bootstrap connections");
+    b->done = tt_xcalloc((size_t)count + 1, sizeof(bool), "bootstrap connections");
+    atomic_init(&b->lost, -1);
+    atomic_init(&b->stop, false);
+    return b;
+}
+
+static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeout_seconds, tt_bootstrap *b) {
     const int fd = listen_socket(l);
     for (int joined = 1; joined < l->size; joined++) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -81,13 +110,16 @@ static void serve(const tt_launch *l, const void *blob, size_t bytes, int timeou
                    timeout_seconds, bootstrap_port(l), joined - 1, l->size - 1);
         const int client = accept(fd, NULL, NULL);
         if (client < 0) tt_die("bootstrap: accept failed: %s", strerror(errno));
+        int32_t rank = -1; /* each rank says which it is, for the watch's messages */
+        recv_all(client, &rank, sizeof rank, "a rank", timeout_seconds);
         send_all(client, blob, bytes, "a rank");
-        close(client);
+        b->fd[b->count] = client;
+        b->peer[b->count++] = rank;
     }
     close(fd);
 }
 
-static void join(const tt_launch *l, void *blob, size_t bytes, int timeout_seconds) {
+static void join(const tt_launch *l, void *blob, size_t bytes, int timeout_seconds, tt_bootstrap *b) {
     char port[16], peer[300];
     snprintf(port, sizeof port, "%d", bootstrap_port(l));
     snprintf(peer, sizeof peer, "rank 0 at %s:%d (MASTER_PORT + 1)", l->master_addr, bootstrap_port(l));
@@ -101,8 +133,11 @@ static void join(const tt_launch *l, void *blob, size_t bytes, int timeout_secon
             if (fd < 0) continue;
             if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
                 freeaddrinfo(found);
+                const int32_t rank = l->rank;
+                send_all(fd, &rank, sizeof rank, peer);
                 recv_all(fd, blob, bytes, peer, timeout_seconds);
-                close(fd);
+                b->fd[b->count] = fd;
+                b->peer[b->count++] = 0;
                 return;
             }
             close(fd);
@@ -115,7 +150,47 @@ static void join(const tt_launch *l, void *blob, size_t bytes, int timeout_secon
     }
 }
 
-void tt_bootstrap_share(const tt_launch *launch, void *blob, size_t bytes, int timeout_seconds) {
-    if (launch->rank == 0) serve(launch, blob, bytes, timeout_seconds);
-    else join(launch, blob, bytes, timeout_seconds);
+/* The watch: a connection that reads the end of the stream (or fails) before a goodbye is a lost rank. */
+static void *watch(void *arg) {
+    tt_bootstrap *b = arg;
+    struct pollfd *pfd = tt_xcalloc((size_t)b->count + 1, sizeof(struct pollfd), "the liveness watch");
+    while (!atomic_load(&b->stop) && atomic_load(&b->lost) < 0) {
+        int open = 0;
+        for (int i = 0; i < b->count; i++) pfd[i] = (struct pollfd){.fd = b->done[i] ? -1 : b->fd[i], .events = POLLIN};
+        for (int i = 0; i < b->count; i++) open += !b->done[i];
+        if (!open) break;
+        if (poll(pfd, (nfds_t)b->count, 200) <= 0) continue;
+        for (int i = 0; i < b->count; i++) {
+            if (b->done[i] || !pfd[i].revents) continue;
+            char byte = 0;
+            const ssize_t n = recv(b->fd[i], &byte, 1, MSG_DONTWAIT);
+            if (n == 1 && byte == goodbye) b->done[i] = true;
+            else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) atomic_store(&b->lost, b->peer[i]);
+        }
+    }
+    free(pfd);
+    return NULL;
+}
+
+tt_bootstrap *tt_bootstrap_share(const tt_launch *launch, void *blob, size_t bytes, int timeout_seconds) {
+    tt_bootstrap *b = connections(launch->size);
+    if (launch->rank == 0) serve(launch, blob, bytes, timeout_seconds, b);
+    else join(launch, blob, bytes, timeout_seconds, b);
+    b->watching = pthread_create(&b->watch, NULL, watch, b) == 0;
+    if (!b->watching) tt_die("bootstrap: cannot start the liveness watch thread");
+    return b;
+}
+
+int tt_bootstrap_lost_rank(const tt_bootstrap *b) { return b ? atomic_load(&b->lost) : -1; }
+
+void tt_bootstrap_close(tt_bootstrap *b) {
+    if (!b) return;
+    for (int i = 0; i < b->count; i++) (void)send(b->fd[i], &goodbye, 1, MSG_NOSIGNAL);
+    atomic_store(&b->stop, true);
+    if (b->watching) pthread_join(b->watch, NULL);
+    for (int i = 0; i < b->count; i++) close(b->fd[i]);
+    free(b->fd);
+    free(b->peer);
+    free(b->done);
+    free(b);
 }

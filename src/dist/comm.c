@@ -89,7 +89,11 @@ void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, 
 
 void tt_comm_barrier(const tt_comm *comm) { comm->iface->barrier(comm->ctx); }
 
-size_t tt_comm_sum_scratch_floats(int size, size_t bucket_bytes) {
+void tt_comm_set_timeout(const tt_comm *comm, int seconds) {
+    if (comm->iface->set_timeout) comm->iface->set_timeout(comm->ctx, seconds);
+}
+
+size_t tt_comm_scratch_floats(int size, size_t bucket_bytes) {
     const size_t chunk = bucket_bytes / sizeof(float) / (size_t)size;
     return (2 * (size_t)size + 1) * chunk; /* received parts, this rank's sums, the parts sent */
 }
@@ -100,39 +104,87 @@ size_t tt_comm_bucket_bytes(int size, size_t data_bytes) {
     return bucket;
 }
 
-size_t tt_comm_sum_scratch_bytes(int size, size_t data_bytes) {
-    return sizeof(float) * tt_comm_sum_scratch_floats(size, tt_comm_bucket_bytes(size, data_bytes));
+size_t tt_comm_scratch_bytes(int size, size_t data_bytes) {
+    return sizeof(float) * tt_comm_scratch_floats(size, tt_comm_bucket_bytes(size, data_bytes));
 }
 
-void tt_comm_sum_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count,
-                               float *scratch, size_t bucket_bytes) {
-    const int size = comm->size;
-    const int64_t chunk = (int64_t)(bucket_bytes / sizeof(float)) / size; /* elements each rank sums per bucket */
-    TT_CHECK(chunk > 0, "a bucket of %zu bytes for %d ranks", bucket_bytes, size);
-    float *mine = scratch + (size_t)size * (size_t)chunk; /* [chunk]: this rank's summed part */
-    float *send = mine + chunk;                           /* [size x chunk] */
-    for (int64_t start = 0; start < count; start += chunk * size) {
-        const int64_t bucket = count - start < chunk * size ? count - start : chunk * size;
-        const int64_t part = (bucket + size - 1) / size; /* this bucket's part per rank; the last may be short */
-        for (int b = 0; b < size; b++) {                 /* block b: the part rank b sums, padded with zeros */
-            const int64_t lo = (int64_t)b * part, n = lo >= bucket ? 0 : (bucket - lo < part ? bucket - lo : part);
-            if (n)
-                tt_backend_copy(backend, send + (size_t)b * (size_t)part, data + start + lo, sizeof(float) * (size_t)n);
-            if (n < part)
-                tt_backend_zero(backend, send + (size_t)b * (size_t)part + n, sizeof(float) * (size_t)(part - n));
+void tt_comm_equal_bounds(int size, int64_t count, int64_t *bounds) {
+    const int64_t per = (count + size - 1) / size;
+    for (int r = 0; r <= size; r++) bounds[r] = (int64_t)r * per < count ? (int64_t)r * per : count;
+}
+
+/* The rounds: round `first` moves elements [first, first + chunk) of every rank's range. */
+static int64_t chunk_of(const tt_comm *comm, size_t bucket_bytes) {
+    const int64_t chunk = (int64_t)(bucket_bytes / sizeof(float)) / comm->size;
+    TT_CHECK(chunk > 0, "a bucket of %zu bytes for %d ranks", bucket_bytes, comm->size);
+    return chunk;
+}
+
+static int64_t longest_range(const int64_t *bounds, int size) {
+    int64_t longest = 0;
+    for (int r = 0; r < size; r++) {
+        TT_CHECK(bounds[r + 1] >= bounds[r], "rank %d's range [%lld, %lld)", r, (long long)bounds[r],
+                 (long long)bounds[r + 1]);
+        if (bounds[r + 1] - bounds[r] > longest) longest = bounds[r + 1] - bounds[r];
+    }
+    return longest;
+}
+
+/* Elements of rank r's range in the round from `first`, at most part. */
+static int64_t round_piece(const int64_t *bounds, int r, int64_t first, int64_t part) {
+    const int64_t left = bounds[r + 1] - bounds[r] - first;
+    return left <= 0 ? 0 : left < part ? left : part;
+}
+
+void tt_comm_reduce_scatter_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data,
+                                          const int64_t *bounds, float *scratch, size_t bucket_bytes) {
+    const int size = comm->size, me = comm->rank;
+    const int64_t chunk = chunk_of(comm, bucket_bytes), longest = longest_range(bounds, size);
+    float *mine = scratch + (size_t)size * (size_t)chunk; /* [chunk]: this rank's sums of the round */
+    float *send = mine + chunk;                           /* [size x part] */
+    for (int64_t first = 0; first < longest; first += chunk) {
+        const int64_t part = longest - first < chunk ? longest - first : chunk;
+        for (int b = 0; b < size; b++) { /* block b: this rank's values in rank b's range, padded with zeros */
+            const int64_t n = round_piece(bounds, b, first, part);
+            float *block = send + (size_t)b * (size_t)part;
+            if (n) tt_backend_copy(backend, block, data + bounds[b] + first, sizeof(float) * (size_t)n);
+            if (n < part) tt_backend_zero(backend, block + n, sizeof(float) * (size_t)(part - n));
         }
         tt_backend_synchronize(backend); /* the transport reads what the backend's stream wrote */
         comm->iface->all_to_all(comm->ctx, send, scratch, sizeof(float) * (size_t)part);
         tt_backend_sum_parts(backend, mine, scratch, size, part);
-        tt_backend_synchronize(backend);
-        comm->iface->all_gather(comm->ctx, mine, send, sizeof(float) * (size_t)part);
-        for (int b = 0; b < size; b++) {
-            const int64_t lo = (int64_t)b * part, n = lo >= bucket ? 0 : (bucket - lo < part ? bucket - lo : part);
-            if (n)
-                tt_backend_copy(backend, data + start + lo, send + (size_t)b * (size_t)part, sizeof(float) * (size_t)n);
-        }
+        const int64_t n = round_piece(bounds, me, first, part);
+        if (n) tt_backend_copy(backend, data + bounds[me] + first, mine, sizeof(float) * (size_t)n);
     }
     tt_backend_synchronize(backend);
+}
+
+void tt_comm_all_gather_ranges(const tt_comm *comm, const tt_backend *backend, void *data, size_t element_bytes,
+                               bool on_host, const int64_t *bounds, float *scratch, size_t bucket_bytes) {
+    const int size = comm->size, me = comm->rank;
+    TT_CHECK(element_bytes >= 1 && element_bytes <= sizeof(float), "elements of %zu bytes", element_bytes);
+    const int64_t chunk = chunk_of(comm, bucket_bytes), longest = longest_range(bounds, size);
+    unsigned char *bytes = data, *recv = (unsigned char *)scratch;                         /* [size x part] */
+    unsigned char *send = (unsigned char *)(scratch + (size_t)(size + 1) * (size_t)chunk); /* [part] */
+    for (int64_t first = 0; first < longest; first += chunk) {
+        const int64_t part = longest - first < chunk ? longest - first : chunk;
+        const int64_t n = round_piece(bounds, me, first, part);
+        unsigned char *at = bytes + (size_t)(bounds[me] + first) * element_bytes;
+        if (n && on_host) tt_backend_upload(backend, send, at, (size_t)n * element_bytes);
+        else if (n) tt_backend_copy(backend, send, at, (size_t)n * element_bytes);
+        if (n < part) tt_backend_zero(backend, send + (size_t)n * element_bytes, (size_t)(part - n) * element_bytes);
+        tt_backend_synchronize(backend);
+        comm->iface->all_gather(comm->ctx, send, recv, (size_t)part * element_bytes);
+        for (int b = 0; b < size; b++) {
+            const int64_t got = round_piece(bounds, b, first, part);
+            if (b == me || !got) continue;
+            unsigned char *to = bytes + (size_t)(bounds[b] + first) * element_bytes;
+            const unsigned char *from = recv + (size_t)b * (size_t)part * element_bytes;
+            if (on_host) tt_backend_download(backend, to, from, (size_t)got * element_bytes);
+            else tt_backend_copy(backend, to, from, (size_t)got * element_bytes);
+        }
+        tt_backend_synchronize(backend); /* the next round's gather writes recv */
+    }
 }
 
 void tt_comm_sum_doubles(const tt_comm *comm, double *values, int count) {

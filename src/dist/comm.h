@@ -5,8 +5,9 @@
  *
  * Every collective is blocking. all_gather and all_to_all move the compute tier's memory (host memory on the CPU
  * path, GPU memory under NCCL); all_gather_host moves host memory on either. Ranks call them in the same order.
- * Sums are never done by the transport (whose reduction order is its own): tt_comm_sum_in_rank_order gathers each
- * element's values from every rank and adds them in rank order, so every rank holds the same bits, run after run. */
+ * Sums are never done by the transport (whose reduction order is its own): tt_comm_reduce_scatter_in_rank_order
+ * brings each element's values from every rank to one rank and adds them in rank order, so the sums are the same
+ * bits whichever rank adds them, run after run. */
 #ifndef TT_DIST_COMM_H
 #define TT_DIST_COMM_H
 
@@ -27,6 +28,9 @@ typedef struct tt_comm_iface {
     void (*barrier)(void *ctx);
     /* Ends every rank of the run at once with this status (after a tt_die on any of them). */
     void (*abort)(void *ctx, int status);
+    /* How long a collective may wait for the other ranks before this rank ends the run (ddp_timeout); NULL where the
+     * launcher ends every rank when one dies (mpirun). */
+    void (*set_timeout)(void *ctx, int seconds);
 } tt_comm_iface;
 
 typedef struct tt_comm {
@@ -39,6 +43,10 @@ typedef struct tt_comm {
 
 /* tt_comm_sum_doubles sums at most this many values a call. */
 #define TT_COMM_MAX_SUMS 8
+/* all_gather_host moves this many bytes a rank without allocating (a step's sums, zero_stage 1's norm partials). */
+#define TT_COMM_HOST_GATHER_BYTES ((size_t)4096)
+/* ddp_timeout's default, as torch.distributed's: 30 minutes. */
+#define TT_COMM_DEFAULT_TIMEOUT 1800
 
 /* How this process was started. */
 typedef enum tt_launch_kind {
@@ -66,19 +74,31 @@ void tt_comm_close(tt_comm *comm);
 
 void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, size_t bytes);
 void tt_comm_barrier(const tt_comm *comm);
+/* ddp_timeout: a collective that waits longer for the other ranks ends the run (where the transport can tell). */
+void tt_comm_set_timeout(const tt_comm *comm, int seconds);
 
-/* data[0 .. count) (fp32 gradients in the compute tier) summed over the ranks into every rank's data, each element's
- * terms added in rank order (rank 0's first). In buckets of bucket_bytes: each rank sums its part of a bucket from
- * every rank's copy (all-to-all, then the backend's sum_parts) and gathers the others' sums (all-gather). scratch:
- * tt_comm_sum_scratch_floats(size, bucket_bytes) floats in the compute tier. */
-size_t tt_comm_sum_scratch_floats(int size, size_t bucket_bytes);
-/* The bucket data parallel sums data_bytes of gradients in: 16 MiB, or all of them when fewer (at least a float a
+/* Ranges: rank r's part of a flat array is [bounds[r], bounds[r + 1]) (bounds: size + 1 increasing element indices;
+ * a range may be empty). Both collectives run in rounds of at most `chunk` elements of every rank's range
+ * (chunk = bucket_bytes / 4 / size), through scratch: tt_comm_scratch_floats(size, bucket_bytes) floats in the
+ * compute tier. */
+size_t tt_comm_scratch_floats(int size, size_t bucket_bytes);
+/* The bucket data parallel moves data_bytes of gradients in: 16 MiB, or all of them when fewer (at least a float a
  * rank); and the scratch that takes, in bytes. */
 #define TT_COMM_BUCKET_BYTES ((size_t)16 << 20)
 size_t tt_comm_bucket_bytes(int size, size_t data_bytes);
-size_t tt_comm_sum_scratch_bytes(int size, size_t data_bytes);
-void tt_comm_sum_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count,
-                               float *scratch, size_t bucket_bytes);
+size_t tt_comm_scratch_bytes(int size, size_t data_bytes);
+/* data (fp32 gradients in the compute tier, the whole flat array on every rank) summed over the ranks within this
+ * rank's range, each element's terms added in rank order (rank 0's first): each rank sends every other rank its
+ * values in that rank's range (all-to-all) and adds what it receives (the backend's sum_parts). The rest of data is
+ * left as it was. */
+void tt_comm_reduce_scatter_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data,
+                                          const int64_t *bounds, float *scratch, size_t bucket_bytes);
+/* Every rank's range of data (elements of element_bytes <= 4) copied into every other rank's data (all-gather).
+ * data is in the compute tier, or host memory when on_host (it then passes through the compute tier's scratch). */
+void tt_comm_all_gather_ranges(const tt_comm *comm, const tt_backend *backend, void *data, size_t element_bytes,
+                               bool on_host, const int64_t *bounds, float *scratch, size_t bucket_bytes);
+/* bounds[size + 1] splitting count elements into equal ranges (the last may be short). */
+void tt_comm_equal_bounds(int size, int64_t count, int64_t *bounds);
 /* The same for count (at most TT_COMM_MAX_SUMS) host doubles: the step's loss sums and token counts. */
 void tt_comm_sum_doubles(const tt_comm *comm, double *values, int count);
 

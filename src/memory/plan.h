@@ -72,6 +72,9 @@ typedef struct tt_plan {
     double optimizer_offload_fraction;
     bool optimizer_overlap;
     int data_parallel_ranks; /* processes summing their gradients (train/data_parallel.h); 0 or 1: one */
+    int data_parallel_rank;  /* this process's rank among them */
+    /* ZeRO stage (zero_stage): 1 with several ranks shards the master weights and moments (optimizer_shards.h) */
+    int zero_stage;
     /* With overlap: the host share's decoder-layer gradients live on the compute tier as a ring of two layers,
      * each streamed out once its backward is done (and, with several micro-batches per step, back in before the
      * next one's backward of that layer) (size_table.h). */
@@ -88,6 +91,10 @@ typedef struct tt_plan {
 tt_backend_settings tt_plan_backend_settings(const tt_plan *plan);
 
 void tt_plan_free(tt_plan *plan);
+/* ZeRO stage 1 with several ranks: each keeps its shard of the master weights and moments (optimizer_shards.h). */
+static inline bool tt_plan_shards_optimizer(const tt_plan *plan) {
+    return plan->zero_stage >= 1 && plan->data_parallel_ranks > 1;
+}
 /* tiled_mlp with `shards` row shards (clamped to the B*T rows; 1: untiled): sets mlp_shards and
  * mlp_shard_rows and puts the MLP's intermediates in every layer's recompute set (never kept, never
  * offloaded). Call after the layers' plans are set. */

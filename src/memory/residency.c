@@ -50,7 +50,9 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
         }
         const bool host_share = r->start >= t->optimizer_host_start && r->end > r->start;
         r->optimizer_tier = host_share ? t->host_tier : compute;
-        r->optimizer_element = host_share ? r->start - t->optimizer_host_start : r->start;
+        r->optimizer_element = host_share ? r->start - t->optimizer_host_start : r->start - t->optimizer_shard_start;
+        r->optimizer_on_other_rank =
+            r->end > r->start && (r->start < t->optimizer_shard_start || r->start >= t->optimizer_shard_end);
     }
     free(start);
 }
@@ -77,7 +79,8 @@ static void describe(const tt_unit_residency *r, const tt_plan *plan, const tt_s
         snprintf(gradients, sizeof gradients, "%s, then %s", compute, tt_tier_name(t->host_tier));
     else snprintf(gradients, sizeof gradients, "%s", compute);
     snprintf(buf, size, "weights %s; gradients %s; %s %s", weights, gradients,
-             plan->precision.master ? "master and moments" : "moments", tt_tier_name(r->optimizer_tier));
+             plan->precision.master ? "master and moments" : "moments",
+             r->optimizer_on_other_rank ? "on another rank (zero_stage 1)" : tt_tier_name(r->optimizer_tier));
 }
 
 static void unit_names(int64_t first, int64_t last, int64_t L, char *buf, size_t size) {

@@ -33,6 +33,9 @@ typedef struct tt_unit_residency {
      * host share, host memory (at optimizer_element into the host share's buffers). */
     tt_tier optimizer_tier;
     int64_t optimizer_element;
+    /* ZeRO stage 1: the unit is in another rank's shard (optimizer_shards.h); this rank keeps no master weights or
+     * moments for it and its gradients are summed on that rank */
+    bool optimizer_on_other_rank;
 } tt_unit_residency;
 
 typedef struct tt_residency_map {

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "dist/comm.h"
 #include "memory/disk_store.h"
+#include "memory/optimizer_shards.h"
 #include "memory/weight_stream.h"
 
 static size_t bytes_of(int64_t elements, size_t elem_bytes) {
@@ -181,9 +182,8 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->weights = bytes_of(params->trainable_numel, plan->weight_bytes);
     t->gradients = bytes_of(params->trainable_numel, plan->gradient_bytes);
     /* data parallel: the gradient sum's buckets (the whole buffer is summed; data parallel refuses the ring) */
-    t->data_parallel_buckets = plan->data_parallel_ranks > 1
-                                   ? tt_align_up(tt_comm_sum_scratch_bytes(plan->data_parallel_ranks, t->gradients))
-                                   : 0;
+    t->data_parallel_buckets =
+        plan->data_parallel_ranks > 1 ? tt_align_up(tt_comm_scratch_bytes(plan->data_parallel_ranks, t->gradients)) : 0;
     /* Optimizer offload moves the master weights and moments of a trailing run of whole units to host memory,
      * fp32 whatever the compute tier keeps, with staging for the gradients and (when the compute copy is not
      * fp32: the fp32 master is what goes back otherwise) the new weights. */
@@ -237,9 +237,26 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
         if (home_end > t->weight_offload_first)
             t->host_weight_home = bytes_of(home_end - t->weight_offload_first, plan->weight_bytes);
     }
+    /* ZeRO stage 1: this rank's shard of whole units (data parallel refuses it with optimizer offload) */
+    t->optimizer_shard_start = 0;
+    t->optimizer_shard_end = params->trainable_numel;
+    if (tt_plan_shards_optimizer(plan)) {
+        if (!start) {
+            start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
+            tt_optimizer_unit_starts(params, m->num_layers, start);
+        }
+        int64_t *bounds = tt_xcalloc((size_t)plan->data_parallel_ranks + 1, sizeof(int64_t), "optimizer shards");
+        tt_optimizer_shard_bounds(start, m->num_layers + 2, plan->data_parallel_ranks, bounds);
+        t->optimizer_shard_start = bounds[plan->data_parallel_rank];
+        t->optimizer_shard_end = bounds[plan->data_parallel_rank + 1];
+        free(bounds);
+    }
     free(start);
-    t->master = bytes_of(t->optimizer_host_start, plan->master_bytes);
-    t->optimizer_state = 2 * bytes_of(t->optimizer_host_start, plan->moment_bytes);
+    /* the compute tier's share of this rank's shard */
+    const int64_t compute_end =
+        t->optimizer_shard_end < t->optimizer_host_start ? t->optimizer_shard_end : t->optimizer_host_start;
+    t->master = bytes_of(compute_end - t->optimizer_shard_start, plan->master_bytes);
+    t->optimizer_state = 2 * bytes_of(compute_end - t->optimizer_shard_start, plan->moment_bytes);
     t->host_master = bytes_of(t->optimizer_host_numel, sizeof(float));
     t->host_optimizer_state = 2 * bytes_of(t->optimizer_host_numel, sizeof(float));
     t->host_gradients = bytes_of(t->optimizer_host_numel, plan->gradient_bytes);

@@ -73,6 +73,10 @@ typedef struct tt_size_table {
      * compute copy is not fp32, their new weights; master and optimizer_state above count the compute tier's
      * share, [0, optimizer_host_start). */
     int64_t optimizer_host_start, optimizer_host_numel;
+    /* ZeRO stage 1 (optimizer_shards.h): the trainable elements whose master weights and moments this rank keeps
+     * and updates, [optimizer_shard_start, optimizer_shard_end) (all of them otherwise); master and optimizer_state
+     * count the compute tier's share of these only. */
+    int64_t optimizer_shard_start, optimizer_shard_end;
     /* The gradient ring (plan.gradient_ring): units gradient_ring_first .. L (decoder layers of the host share;
      * L + 1 when there is no ring) have their gradients in one of two slots of gradient_ring_slot bytes (unit u in
      * slot u % 2) instead of the flat buffer; the compute tier's gradients are then [the units before

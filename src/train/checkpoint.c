@@ -96,22 +96,29 @@ static float *host_parameter_buffers(const tt_model_state *m, float **adam_m, fl
     return weights;
 }
 
-char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, const tt_run_config *run) {
+char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, const tt_run_config *run, bool writes) {
     char final_dir[4096], partial[4112], path[4200];
     snprintf(final_dir, sizeof final_dir, "%s/checkpoint-%lld", run->output_dir, (long long)t->global_step);
     snprintf(partial, sizeof partial, "%s.partial", final_dir);
-    remove_flat_directory(partial); /* left over from an interrupted save */
-    tt_make_directories(partial);
+    if (writes) {
+        remove_flat_directory(partial); /* left over from an interrupted save */
+        tt_make_directories(partial);
+    }
 
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
-    tt_model_get_trainable_weights(m, weights);
+    tt_model_get_trainable_weights(m, weights); /* with zero_stage 1, collectives: every rank is here */
     tt_model_get_moments(m, adam_m, adam_v);
+    if (!writes) {
+        free(weights);
+        return NULL;
+    }
     if (m->params.lora_rank > 0) { /* the base model is not trained: the adapters are the model */
         tt_lora_save_peft(weights, &m->params, tt_adapter_dtype(m), tt_run_base_model_name(run), partial);
     } else { /* a whole Hugging Face model, frozen parts included */
         float *flat =
             tt_xmalloc(tt_mul_size((size_t)m->params.total_numel, sizeof(float), "the weights"), "the weights");
-        tt_model_get_weights(m, flat);
+        tt_model_get_frozen_weights(m, flat);
+        memcpy(flat + m->params.trainable_start, weights, (size_t)m->params.trainable_numel * sizeof(float));
         tt_weights_save_hf(flat, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
         free(flat);
     }

@@ -13,6 +13,7 @@
 #ifndef TT_TRAIN_CHECKPOINT_H
 #define TT_TRAIN_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "config/run_config.h"
@@ -27,8 +28,10 @@ typedef struct tt_trainer_state {
     tt_rng rng;
 } tt_trainer_state;
 
-/* Writes the checkpoint for trainer->global_step; returns the directory path (caller frees). */
-char *tt_checkpoint_save(const tt_model_state *model, const tt_trainer_state *trainer, const tt_run_config *run);
+/* Writes the checkpoint for trainer->global_step; returns the directory path (caller frees). writes false: this rank
+ * only takes part in fetching a zero_stage 1 state from every rank (model->shards), writes nothing, returns NULL. */
+char *tt_checkpoint_save(const tt_model_state *model, const tt_trainer_state *trainer, const tt_run_config *run,
+                         bool writes);
 
 /* Loads the trainable parameters' weights and optimizer state, and the trainer state, from dir;
  * frozen parameters keep the weights the model holds (load the run's initial weights first).

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "memory/optimizer_shards.h"
 
 /* FNV-1a over the run's effective configuration as YAML: ranks started with other keys or values differ. */
 static uint64_t config_hash(const tt_run_config *run) {
@@ -33,11 +34,8 @@ void tt_data_parallel_check_config(const tt_comm *comm, const tt_run_config *run
     free(hashes);
 }
 
-void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run,
-                           const tt_model_state *model) {
-    memset(dp, 0, sizeof(*dp));
-    dp->comm = comm;
-    dp->backend = model->backend;
+/* What data parallel does not compose with yet: dies naming it. */
+static void refuse_unavailable(const tt_comm *comm, const tt_run_config *run, const tt_model_state *model) {
     const bool gpu = model->plan.compute_tier == TT_TIER_GPU, nccl = strcmp(comm->transport, "nccl") == 0;
     if (gpu && !nccl)
         tt_die("%d processes started by mpirun train on the GPU: GPUs move their gradients through NCCL; start one "
@@ -59,17 +57,90 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
                "available yet (its gradients leave during the backward, before the ranks have summed them); set "
                "overlap_cpu_optimizer_d2h_h2d: false, or run one process",
                comm->size);
+    if (run->zero_stage >= 1 && run->optimizer_cpu_offload)
+        tt_die("zero_stage %d with optimizer_cpu_offload is not available yet (each rank would offload its shard); "
+               "set zero_stage: 0, or remove optimizer_cpu_offload",
+               (int)run->zero_stage);
+    if (run->zero_stage >= 1 && model->plan.offloaded_weight_layers > 0)
+        tt_die("zero_stage %d with cpu_offloading_weights is not available yet (the new weights of a shard would go "
+               "to the other ranks' host copies); set zero_stage: 0, or cpu_offloading_weights: false",
+               (int)run->zero_stage);
+}
+
+static void gather_host(void *ctx, float *host) {
+    tt_data_parallel *dp = ctx;
+    tt_comm_all_gather_ranges(dp->comm, dp->backend, host, sizeof(float), true, dp->bounds, dp->scratch,
+                              dp->bucket_bytes);
+}
+
+static void gather_norm_partials(void *ctx, double *partials) {
+    tt_data_parallel *dp = ctx;
+    tt_comm_all_gather_host(dp->comm, partials, dp->gathered_partials, sizeof(double) * (size_t)dp->units);
+    for (int64_t u = 0; u < dp->units; u++) partials[u] = dp->gathered_partials[dp->unit_owner[u] * dp->units + u];
+}
+
+/* zero_stage 1: the shards of whole units, and the exchange the model's getters and norm call */
+static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
+    const int size = dp->comm->size;
+    dp->sharded = true;
+    dp->units = model->config.num_layers + 2;
+    tt_optimizer_shard_bounds(model->unit_start, dp->units, size, dp->bounds);
+    TT_CHECK(dp->bounds[dp->comm->rank] == model->sizes.optimizer_shard_start &&
+                 dp->bounds[dp->comm->rank + 1] == model->sizes.optimizer_shard_end,
+             "the size table priced this rank's optimizer shard");
+    TT_CHECK(sizeof(double) * (size_t)dp->units <= TT_COMM_HOST_GATHER_BYTES, "%lld norm partials a gather",
+             (long long)dp->units);
+    dp->unit_owner = tt_xcalloc((size_t)dp->units, sizeof(int), "unit owners");
+    for (int64_t u = 0; u < dp->units; u++)
+        while (dp->unit_owner[u] + 1 < size && model->unit_start[u] >= dp->bounds[dp->unit_owner[u] + 1])
+            dp->unit_owner[u]++;
+    dp->gathered_partials = tt_xcalloc((size_t)size * (size_t)dp->units, sizeof(double), "gathered norm partials");
+    dp->exchange =
+        (tt_shard_exchange){.gather_host = gather_host, .gather_norm_partials = gather_norm_partials, .ctx = dp};
+    model->shards = &dp->exchange;
+    char shard[32];
+    tt_info("zero_stage 1: this rank keeps the master weights and moments of %lld of %lld trainable parameters (%s)",
+            (long long)(dp->bounds[dp->comm->rank + 1] - dp->bounds[dp->comm->rank]),
+            (long long)model->params.trainable_numel,
+            tt_format_bytes(model->sizes.master + model->sizes.optimizer_state, shard, sizeof shard));
+}
+
+void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run, tt_model_state *model) {
+    memset(dp, 0, sizeof(*dp));
+    dp->comm = comm;
+    dp->backend = model->backend;
+    refuse_unavailable(comm, run, model);
     /* the buckets are the plan's (the size table prices them; the arena holds them) */
-    TT_CHECK(model->data_parallel_buckets != NULL && model->plan.data_parallel_ranks == comm->size,
-             "the plan prices the buckets of %d ranks", comm->size);
+    TT_CHECK(model->data_parallel_buckets != NULL && model->plan.data_parallel_ranks == comm->size &&
+                 model->plan.data_parallel_rank == comm->rank,
+             "the plan prices the buckets of rank %d of %d", comm->rank, comm->size);
     dp->bucket_bytes = tt_comm_bucket_bytes(comm->size, model->sizes.gradients);
     dp->scratch = model->data_parallel_buckets;
+    dp->bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges");
+    if (tt_plan_shards_optimizer(&model->plan)) shard_optimizer(dp, model);
+    else tt_comm_equal_bounds(comm->size, model->params.trainable_numel, dp->bounds);
 }
 
 void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count) {
-    tt_comm_sum_in_rank_order(dp->comm, model->backend, model->gradients,
-                              (int64_t)(model->sizes.gradients / sizeof(float)), dp->scratch, dp->bucket_bytes);
+    float *gradients = model->gradients;
+    tt_comm_reduce_scatter_in_rank_order(dp->comm, model->backend, gradients, dp->bounds, dp->scratch,
+                                         dp->bucket_bytes);
+    if (!dp->sharded) /* every rank updates everything: every rank's sums to every rank */
+        tt_comm_all_gather_ranges(dp->comm, model->backend, gradients, sizeof(float), false, dp->bounds, dp->scratch,
+                                  dp->bucket_bytes);
     tt_comm_sum_doubles(dp->comm, sums, count);
 }
 
-void tt_data_parallel_free(tt_data_parallel *dp) { memset(dp, 0, sizeof(*dp)); }
+void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model) {
+    if (!dp->sharded) return;
+    tt_comm_all_gather_ranges(dp->comm, model->backend, model->trainable_weights, model->plan.weight_bytes, false,
+                              dp->bounds, dp->scratch, dp->bucket_bytes);
+}
+
+void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
+    if (model->shards == &dp->exchange) model->shards = NULL;
+    free(dp->bounds);
+    free(dp->unit_owner);
+    free(dp->gathered_partials);
+    memset(dp, 0, sizeof(*dp));
+}

@@ -1,6 +1,10 @@
 /* Data parallel (MPI on the CPU backend, NCCL across GPUs): every rank holds the whole model, trains its share of
  * each step's micro-batches and, before the optimizer step, the ranks sum their gradients and loss sums in rank
- * order (tt_comm_sum_in_rank_order), so that every rank applies the same update to the same bits, run after run. */
+ * order (dist/comm.h), so that every rank applies the same update to the same bits, run after run.
+ *
+ * zero_stage 1 (memory/optimizer_shards.h) shards the optimizer: each rank keeps the master weights and moments of
+ * its units, receives only their summed gradients (a reduce-scatter instead of the sum everywhere), updates them and
+ * all-gathers their new weights. The sums, the norm and the updates are the unsharded run's bits. */
 #ifndef TT_TRAIN_DATA_PARALLEL_H
 #define TT_TRAIN_DATA_PARALLEL_H
 
@@ -15,6 +19,13 @@ typedef struct tt_data_parallel {
     const tt_backend *backend;
     float *scratch; /* the model state's data_parallel_buckets (in the arena, priced by the size table) */
     size_t bucket_bytes;
+    bool sharded;    /* zero_stage 1 */
+    int64_t *bounds; /* [ranks + 1]: each rank's range of the trainable layout (its shard, or an equal share) */
+    /* zero_stage 1: each unit's owner, the gathered norm partials and the model's exchange */
+    int64_t units;
+    int *unit_owner;           /* [units] */
+    double *gathered_partials; /* [ranks x units] host */
+    tt_shard_exchange exchange;
 } tt_data_parallel;
 
 /* Every rank started with the same configuration (its YAML as written, hashed): dies naming the first rank that
@@ -22,10 +33,12 @@ typedef struct tt_data_parallel {
 void tt_data_parallel_check_config(const tt_comm *comm, const tt_run_config *run);
 /* Checks that the ranks can train together (what data parallel composes with today) and takes the buckets; dies
  * naming what is not available yet. */
-void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run,
-                           const tt_model_state *model);
-/* After the step's backward on every rank: the gradients, and sums[0 .. count), summed over the ranks in rank order. */
+void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run, tt_model_state *model);
+/* After the step's backward on every rank: the gradients (zero_stage 1: of this rank's shard), and
+ * sums[0 .. count), summed over the ranks in rank order. */
 void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count);
-void tt_data_parallel_free(tt_data_parallel *dp);
+/* After the optimizer step: zero_stage 1 hands every rank the new weights of the others' shards (else nothing). */
+void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model);
+void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model);
 
 #endif

@@ -88,10 +88,23 @@ static void download_frozen(const tt_model_state *s, float *host) {
     free(staged);
 }
 
-/* The trainable elements whose master weights and moments live on the compute tier: all of them, or with
- * optimizer offload those before the host share. */
-static size_t compute_share(const tt_model_state *s) {
-    return s->optimizer_offload ? (size_t)s->optimizer_offload->host_start : (size_t)s->params.trainable_numel;
+/* The trainable elements whose master weights and moments live on the compute tier, [first, end): all of them, with
+ * optimizer offload those before the host share, with ZeRO stage 1 this rank's shard. */
+typedef struct compute_share {
+    size_t first, end;
+} compute_share;
+
+static compute_share compute_share_of(const tt_model_state *s) {
+    const size_t end =
+        s->optimizer_offload ? (size_t)s->optimizer_offload->host_start : (size_t)s->params.trainable_numel;
+    const size_t first = (size_t)s->sizes.optimizer_shard_start, shard_end = (size_t)s->sizes.optimizer_shard_end;
+    return (compute_share){.first = first, .end = end < shard_end ? end : shard_end};
+}
+
+/* ZeRO stage 1: the other ranks' shards of a host array in the trainable layout (a collective: every rank calls the
+ * same getter at the same point) */
+static void gather_shards(const tt_model_state *s, float *host) {
+    if (s->shards) s->shards->gather_host(s->shards->ctx, host);
 }
 
 /* The trainable weights' compute copy from fp32 host values [trainable_numel]: the compute tier's pieces, and with
@@ -123,27 +136,30 @@ static void get_trainable_weights(const tt_model_state *s, float *host) {
 }
 
 void tt_model_set_trainable_weights(tt_model_state *s, const float *host) {
-    const size_t share = compute_share(s);
+    const compute_share share = compute_share_of(s);
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
-    if (s->master && share) tt_backend_upload(s->backend, s->master, host, share * sizeof(float));
+    if (s->master && share.end > share.first)
+        tt_backend_upload(s->backend, s->master, host + share.first, (share.end - share.first) * sizeof(float));
     /* the host share's fp32 copy: its master weights (on the CPU backend the compute copy is the same fp32) */
     if (offload && offload->host_numel)
-        memcpy(offload->master, host + share, (size_t)offload->host_numel * sizeof(float));
+        memcpy(offload->master, host + share.end, (size_t)offload->host_numel * sizeof(float));
     set_trainable_weights(s, host);
 }
 
 void tt_model_get_trainable_weights(const tt_model_state *s, float *host) {
-    const size_t share = compute_share(s);
+    const compute_share share = compute_share_of(s);
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
-    if (!s->plan.precision.master) { /* the compute copy is all there is */
+    if (!s->plan.precision.master) { /* the compute copy is all there is (every rank's, after the update) */
         get_trainable_weights(s, host);
         return;
     }
-    if (share) tt_backend_download(s->backend, host, s->master, share * sizeof(float));
+    if (share.end > share.first)
+        tt_backend_download(s->backend, host + share.first, s->master, (share.end - share.first) * sizeof(float));
     if (offload && offload->host_numel)
-        memcpy(host + share, offload->master, (size_t)offload->host_numel * sizeof(float));
+        memcpy(host + share.end, offload->master, (size_t)offload->host_numel * sizeof(float));
+    gather_shards(s, host);
 }
 
 void tt_model_set_weights(tt_model_state *s, const float *host) {
@@ -156,10 +172,14 @@ void tt_model_set_weights(tt_model_state *s, const float *host) {
     tt_model_set_trainable_weights(s, host + s->params.trainable_start);
 }
 
-void tt_model_get_weights(const tt_model_state *s, float *host) {
+void tt_model_get_frozen_weights(const tt_model_state *s, float *host) {
     if (s->frozen_host) /* layer_offloading: the frozen part from its pinned copy */
         frozen_to_host(host, s->frozen_host, &s->params, s->plan.precision.activation);
     else download_frozen(s, host);
+}
+
+void tt_model_get_weights(const tt_model_state *s, float *host) {
+    tt_model_get_frozen_weights(s, host);
     tt_model_get_trainable_weights(s, host + s->params.trainable_start);
 }
 
@@ -226,31 +246,35 @@ void tt_model_loader_end(tt_model_loader *loader) {
 }
 
 void tt_model_set_moments(tt_model_state *s, const float *host_m, const float *host_v) {
-    const size_t share = compute_share(s);
+    const compute_share share = compute_share_of(s);
+    const size_t n = share.end - share.first;
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
-    if (share) {
-        upload_as(s->backend, s->adam_m, s->plan.precision.moment, host_m, share);
-        upload_as(s->backend, s->adam_v, s->plan.precision.moment, host_v, share);
+    if (n) {
+        upload_as(s->backend, s->adam_m, s->plan.precision.moment, host_m + share.first, n);
+        upload_as(s->backend, s->adam_v, s->plan.precision.moment, host_v + share.first, n);
     }
     if (offload && offload->host_numel) {
-        memcpy(offload->m, host_m + share, (size_t)offload->host_numel * sizeof(float));
-        memcpy(offload->v, host_v + share, (size_t)offload->host_numel * sizeof(float));
+        memcpy(offload->m, host_m + share.end, (size_t)offload->host_numel * sizeof(float));
+        memcpy(offload->v, host_v + share.end, (size_t)offload->host_numel * sizeof(float));
     }
 }
 
 void tt_model_get_moments(const tt_model_state *s, float *host_m, float *host_v) {
-    const size_t share = compute_share(s);
+    const compute_share share = compute_share_of(s);
+    const size_t n = share.end - share.first;
     tt_optimizer_offload *offload = s->optimizer_offload;
     tt_optimizer_offload_finish(offload);
-    if (share) {
-        download_as(s->backend, host_m, s->adam_m, s->plan.precision.moment, share);
-        download_as(s->backend, host_v, s->adam_v, s->plan.precision.moment, share);
+    if (n) {
+        download_as(s->backend, host_m + share.first, s->adam_m, s->plan.precision.moment, n);
+        download_as(s->backend, host_v + share.first, s->adam_v, s->plan.precision.moment, n);
     }
     if (offload && offload->host_numel) {
-        memcpy(host_m + share, offload->m, (size_t)offload->host_numel * sizeof(float));
-        memcpy(host_v + share, offload->v, (size_t)offload->host_numel * sizeof(float));
+        memcpy(host_m + share.end, offload->m, (size_t)offload->host_numel * sizeof(float));
+        memcpy(host_v + share.end, offload->v, (size_t)offload->host_numel * sizeof(float));
     }
+    gather_shards(s, host_m);
+    gather_shards(s, host_v);
 }
 
 void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t *targets) {

@@ -15,8 +15,12 @@
  * weights to the compute precision. */
 void tt_model_set_weights(tt_model_state *state, const float *host);
 void tt_model_get_weights(const tt_model_state *state, float *host);
+/* The frozen part of host ([params.trainable_start]) alone. */
+void tt_model_get_frozen_weights(const tt_model_state *state, float *host);
 /* The trainable parameters alone, fp32 in the trainable layout ([params.trainable_numel]): their compute copy, master
- * copy and optimizer offload share; the frozen part is left as it is. What checkpoints and LoRA adapters move. */
+ * copy and optimizer offload share; the frozen part is left as it is. What checkpoints and LoRA adapters move.
+ * With zero_stage 1 over several ranks the getters (of weights and of moments) are collectives: every rank calls
+ * them at the same point and each fills in the others' shards (state->shards). */
 void tt_model_set_trainable_weights(tt_model_state *state, const float *host);
 void tt_model_get_trainable_weights(const tt_model_state *state, float *host);
 

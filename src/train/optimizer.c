@@ -27,7 +27,10 @@ int tt_clip_segments(const int64_t *start, const unsigned char *decays, int coun
     return n;
 }
 
+/* [lo, hi) clipped to this rank's optimizer shard (whole units: a weight-offloaded layer is in or out) */
 static void add_piece(tt_model_state *s, int64_t lo, int64_t hi, int64_t layer) {
+    if (lo < s->sizes.optimizer_shard_start) lo = s->sizes.optimizer_shard_start;
+    if (hi > s->sizes.optimizer_shard_end) hi = s->sizes.optimizer_shard_end; /* (the host share is cut before) */
     if (hi <= lo) return;
     const tt_param_table *t = &s->params;
     tt_adamw_piece *piece = &s->adamw_pieces[s->adamw_piece_count++];
@@ -68,11 +71,12 @@ void tt_compute_tier_adamw(tt_model_state *s, const tt_adamw_settings *o, float 
             tt_weight_stream_need(&s->weight_offload, piece->layer, next);
             weights = tt_weight_stream_buffer(&s->weight_offload, piece->layer);
         }
-        const size_t lo = (size_t)piece->lo;
-        tt_backend_adamw_update(s->backend, weights, s->master ? s->master + lo : NULL,
+        /* gradients in the trainable layout; master and moments hold this rank's shard only */
+        const size_t lo = (size_t)piece->lo, state = (size_t)(piece->lo - s->sizes.optimizer_shard_start);
+        tt_backend_adamw_update(s->backend, weights, s->master ? s->master + state : NULL,
                                 (unsigned char *)s->gradients + lo * s->plan.gradient_bytes,
-                                (unsigned char *)s->adam_m + lo * s->plan.moment_bytes,
-                                (unsigned char *)s->adam_v + lo * s->plan.moment_bytes, piece->segment_start,
+                                (unsigned char *)s->adam_m + state * s->plan.moment_bytes,
+                                (unsigned char *)s->adam_v + state * s->plan.moment_bytes, piece->segment_start,
                                 piece->segment_decays, piece->segments, learning_rate, o->beta1, o->beta2, o->epsilon,
                                 o->weight_decay, step, grad_scale);
         if (piece->layer >= 0) tt_weight_stream_store(&s->weight_offload, piece->layer);

@@ -11,10 +11,12 @@ double tt_gradient_norm(const tt_model_state *s) {
      * the backward (optimizer offload's gradient ring takes their sums then). */
     const int64_t units = s->config.num_layers + 2;
     for (int64_t u = 0; u < units; u++)
-        if (s->unit_start[u + 1] > s->unit_start[u] && !tt_optimizer_offload_unit_streamed(s->optimizer_offload, u))
+        if (s->unit_start[u + 1] > s->unit_start[u] && !tt_optimizer_offload_unit_streamed(s->optimizer_offload, u) &&
+            !s->residency.unit[u].optimizer_on_other_rank) /* ZeRO stage 1: its summed gradients are there */
             tt_backend_sum_squares(s->backend, &s->norm_partials[u], tt_model_unit_gradients(s, u),
                                    s->unit_start[u + 1] - s->unit_start[u]);
     tt_backend_download(s->backend, s->host_norm_partials, s->norm_partials, sizeof(double) * (size_t)units);
+    if (s->shards) s->shards->gather_norm_partials(s->shards->ctx, s->host_norm_partials);
     double total = 0;
     for (int64_t u = 0; u < units; u++)
         if (s->unit_start[u + 1] > s->unit_start[u]) total += s->host_norm_partials[u];

@@ -19,6 +19,14 @@
 #include "model/params.h"
 #include "ops/backend.h"
 
+/* ZeRO stage 1 (memory/optimizer_shards.h): what this rank lacks of the other ranks' shards, fetched from them (set
+ * by data_parallel.c; each call is a collective, made by every rank at the same point). */
+typedef struct tt_shard_exchange {
+    void (*gather_host)(void *ctx, float *host);               /* host[trainable_numel]: the others' ranges */
+    void (*gather_norm_partials)(void *ctx, double *partials); /* [L + 2] host: each unit's from its owner */
+    void *ctx;
+} tt_shard_exchange;
+
 typedef struct tt_model_state {
     tt_model_config config;
     tt_param_table params;
@@ -98,6 +106,7 @@ typedef struct tt_model_state {
     /* Optimizer offload (optimizer_offload.h), or NULL: the host share's master weights and moments, and the hooks
      * the step calls before the forward reads a unit's weights and after the backward finished its gradients. */
     struct tt_optimizer_offload *optimizer_offload;
+    const tt_shard_exchange *shards; /* ZeRO stage 1 with several ranks, or NULL */
     /* The memory mechanisms' hooks (unit_hooks.h), called by the step program at each unit's forward and backward
      * in this order (the AFTER points in reverse): the offload stores, optimizer offload, the weight streams. */
     tt_unit_hook hooks[TT_MAX_UNIT_HOOKS];

@@ -162,6 +162,7 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
     const tt_precision precision = tt_precision_for_run(run, compute_tier_of(device) == TT_TIER_GPU);
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->data_parallel_ranks = device->data_parallel_ranks;
+    plan->data_parallel_rank = device->data_parallel_rank;
     plan->pinned_budget =
         run->host_memory_budget > 0
             ? (size_t)run->host_memory_budget
@@ -326,22 +327,24 @@ static void initial_weights(tt_model_state *model, const tt_run_config *run) {
 }
 
 /* The final model in output_dir: a Hugging Face checkpoint, or with LoRA the adapters in PEFT's format (then only the
- * trainable part crosses to the host). */
-static void save_final_weights(const tt_model_state *model, const tt_run_config *run) {
+ * trainable part crosses to the host). writes false: this rank only takes part in fetching a zero_stage 1 model. */
+static void save_final_weights(const tt_model_state *model, const tt_run_config *run, bool writes) {
     if (model->params.lora_rank > 0) {
         float *trainable = tt_xmalloc(tt_mul_size((size_t)model->params.trainable_numel, sizeof(float), "the adapters"),
                                       "the adapters");
         tt_model_get_trainable_weights(model, trainable);
-        tt_lora_save_peft(trainable, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run),
-                          run->output_dir);
+        if (writes)
+            tt_lora_save_peft(trainable, &model->params, tt_adapter_dtype(model), tt_run_base_model_name(run),
+                              run->output_dir);
         free(trainable);
         return;
     }
     float *host =
         tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"), "the weights");
     tt_model_get_weights(model, host);
-    tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
-                       run->max_shard_bytes);
+    if (writes)
+        tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
+                           run->max_shard_bytes);
     free(host);
 }
 
@@ -536,13 +539,12 @@ static double accumulate_gradients(tt_model_state *model, const step_batch *batc
 
 /* The end of a run: the final model (unless the run stopped on a non-finite step), the tok/s, the measured peaks
  * against the estimate, what the offload mechanisms moved. */
+/* After the final model is saved (save_final_weights). */
 static void finish_run(tt_model_state *model, const tt_run_config *run, const tt_device *device, bool completed,
                        int64_t steps, double start, int64_t tokens_per_step) {
     if (completed) {
-        /* The final model, as a Hugging Face checkpoint in output_dir itself. */
         const bool saving = run->save_strategy == TT_SAVE_STEPS;
-        if (saving) save_final_weights(model, run);
-        else tt_info("save_strategy: no: the trained model is not saved");
+        if (!saving) tt_info("save_strategy: no: the trained model is not saved");
         const double elapsed = now_seconds() - start; /* the final save included */
         tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
                 elapsed > 0 ? (double)(steps * tokens_per_step) / elapsed : 0.0,
@@ -652,6 +654,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
         const double lr = tt_lr_at(&schedule, trainer.global_step);
         tt_adamw_step(&model, &adamw, (float)lr, trainer.global_step + 1,
                       tt_clip_scale(grad_norm, adamw.max_grad_norm));
+        if (comm) tt_data_parallel_share_weights(&dp, &model); /* zero_stage 1: the other shards' new weights */
         trainer.global_step++;
         trainer.tokens_seen += step_tokens;
         tt_dataset_get_position(&data, &trainer.data_epoch, &trainer.data_index);
@@ -679,14 +682,17 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
                 evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, comm, &eval_tokens);
             if (leader) tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
         }
-        if (!leader) continue; /* the leader saves for every rank */
+        /* the leader saves for every rank; with zero_stage 1 every rank hands it its shard */
         if (run->save_strategy == TT_SAVE_STEPS &&
-            ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last)) {
+            ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last) && (leader || model.shards)) {
             free(last_checkpoint);
-            last_checkpoint = tt_checkpoint_save(&model, &trainer, run);
+            last_checkpoint = tt_checkpoint_save(&model, &trainer, run, leader);
         }
     }
     if (leader) tt_reporter_close(&reporter);
+    /* The final model, as a Hugging Face checkpoint in output_dir itself. */
+    if (exit_status == 0 && run->save_strategy == TT_SAVE_STEPS && (leader || model.shards))
+        save_final_weights(&model, run, leader);
     if (comm) tt_comm_barrier(comm); /* every rank ends after the leader's last checkpoint */
     if (leader)
         finish_run(&model, run, device, exit_status == 0, trainer.global_step - first_step, start,
@@ -695,7 +701,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     free(last_checkpoint);
     free(resume_dir);
     step_batch_free(&batch);
-    if (comm) tt_data_parallel_free(&dp);
+    if (comm) tt_data_parallel_free(&dp, &model);
     tt_dataset_close(&data);
     if (model.trace) {
         tt_trace_close(model.trace);

@@ -19,6 +19,7 @@ typedef struct tt_device {
     tt_backend *backend;
     size_t memory_budget;    /* bytes of the compute tier the plan may use */
     int data_parallel_ranks; /* the run's processes (the plan prices the gradient sum's buckets); 0 or 1: one */
+    int data_parallel_rank;  /* this process's rank among them (its zero_stage 1 shard) */
     int host_processes;      /* the run's processes on this host: without host_memory_budget each plans for 1/N of its
                                 memory (0 or 1: all of it) */
     char description[160];

@@ -1,12 +1,17 @@
 /* Data parallel across GPUs: NCCL moves the gradients' buckets between the ranks' GPU memory (a torchrun-style launch,
  * one process per GPU; the NCCL id shared over tiertrain's TCP bootstrap). Only byte movement, on the communicator's
- * own stream, each call complete when it returns: the sums are tt_comm_sum_in_rank_order's, in rank order. */
+ * own stream, each call complete when it returns: the sums are dist/comm.c's, in rank order.
+ *
+ * No call waits forever: each polls its stream, NCCL's own error, and the bootstrap's liveness watch (a rank that
+ * ended), and gives up after ddp_timeout seconds; then this rank aborts NCCL and ends with the reason. */
 #include "ops/cuda/comm_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/check.h"
 #include "dist/bootstrap.h"
@@ -16,8 +21,11 @@ typedef struct nccl_comm {
     ncclComm_t comm;
     cudaStream_t stream;
     int device, rank, size;
-    void *staging; /* GPU memory for all_gather_host: a step's sums from the start, grown for larger gathers */
+    void *staging; /* GPU memory for all_gather_host: TT_COMM_HOST_GATHER_BYTES a rank from the start, grown for
+                      larger gathers */
     size_t staging_bytes;
+    tt_bootstrap *bootstrap; /* the open rendezvous connections: which rank has ended */
+    int timeout_seconds;     /* ddp_timeout */
 } nccl_comm;
 
 static void check_nccl(ncclResult_t status, const char *what) {
@@ -26,10 +34,36 @@ static void check_nccl(ncclResult_t status, const char *what) {
            ncclGetLastError(NULL) ? ncclGetLastError(NULL) : "");
 }
 
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Waits for the call on the stream: spinning for the first millisecond (a bucket's collective takes about that), then
+ * checking every 100 us, until it is done, NCCL reports an error, a rank has ended or ddp_timeout has passed. */
 static void finish(nccl_comm *c, const char *what) {
-    /* blocking: a peer that died leaves this rank waiting here (no watchdog yet); torchrun ends the others then */
-    const cudaError_t status = cudaStreamSynchronize(c->stream);
-    if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
+    const double start = now_seconds();
+    for (;;) {
+        const cudaError_t status = cudaStreamQuery(c->stream);
+        if (status == cudaSuccess) return;
+        if (status != cudaErrorNotReady) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(c->comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+            tt_die("NCCL %s failed: %s (%s)", what, ncclGetErrorString(async),
+                   ncclGetLastError(c->comm) ? ncclGetLastError(c->comm) : "");
+        const int lost = tt_bootstrap_lost_rank(c->bootstrap);
+        if (lost >= 0)
+            tt_die("NCCL %s: rank %d has ended (killed, or stopped on an error: its log says which); the run ends",
+                   what, lost);
+        const double waited = now_seconds() - start;
+        if (waited > c->timeout_seconds)
+            tt_die("NCCL %s did not finish in %d s (ddp_timeout): another rank stopped taking part (hung, or on a "
+                   "path this one is not); the run ends. Raise ddp_timeout only if a rank legitimately works that long "
+                   "between collectives",
+                   what, c->timeout_seconds);
+        if (waited > 1e-3) usleep(100);
+    }
 }
 
 static void nccl_all_gather(void *ctx, const void *send, void *recv, size_t bytes) {
@@ -84,8 +118,14 @@ static void nccl_abort(void *ctx, int status) {
     exit(status);
 }
 
+static void nccl_set_timeout(void *ctx, int seconds) {
+    nccl_comm *c = ctx;
+    c->timeout_seconds = seconds;
+}
+
 static void nccl_destroy(void *ctx) {
     nccl_comm *c = ctx;
+    tt_bootstrap_close(c->bootstrap); /* an orderly end: the others' watch will not take it for a loss */
     ncclCommDestroy(c->comm);
     if (c->staging) cudaFree(c->staging);
     cudaStreamDestroy(c->stream);
@@ -99,6 +139,7 @@ static const tt_comm_iface nccl_iface = {
     .all_gather_host = nccl_all_gather_host,
     .barrier = nccl_barrier,
     .abort = nccl_abort,
+    .set_timeout = nccl_set_timeout,
 };
 
 tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
@@ -110,11 +151,12 @@ tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     if (launch->rank == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
-    tt_bootstrap_share(launch, &id, sizeof id, 300);
+    c->bootstrap = tt_bootstrap_share(launch, &id, sizeof id, 300);
+    c->timeout_seconds = TT_COMM_DEFAULT_TIMEOUT;
     check_nccl(ncclCommInitRank(&c->comm, launch->size, id, launch->rank), "initialisation");
     TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     /* the host gathers of a step (its loss sums) fit from the start: no allocation inside a step */
-    c->staging_bytes = sizeof(double) * TT_COMM_MAX_SUMS * (size_t)(launch->size + 1);
+    c->staging_bytes = TT_COMM_HOST_GATHER_BYTES * (size_t)(launch->size + 1);
     TT_CUDA_CHECK(cudaMalloc(&c->staging, c->staging_bytes));
     tt_comm *comm = tt_xcalloc(1, sizeof(tt_comm), "communicator");
     *comm = (tt_comm){.iface = &nccl_iface, .ctx = c, .rank = launch->rank, .size = launch->size, .transport = "nccl"};

@@ -9,8 +9,8 @@
 #  (d) resume: two ranks from the step-2 checkpoint end with the uninterrupted run's bits;
 #  (e) ranks started with different configurations, a bad input on every rank, optimizer offload with overlap: every rank
 #      ends with a message, none hangs;
-#  (f) zero_stage 1 (sharded optimizer state) gives zero_stage 0's bits on 2 and 3 ranks, checkpoints and resume
-#      included.
+#  (f) zero_stage 1 (sharded optimizer state) and 2 (and gradients) give zero_stage 0's bits on 2 and 3 ranks,
+#      checkpoints and resume included.
 # Skipped (exit 77) where mpirun or an MPI build is missing. Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -145,6 +145,28 @@ check "zero_stage 1 on three ranks (unequal shards, clipping): the same bits as 
   same three/model.safetensors three_zero1/model.safetensors
 check "... and the same optimizer checkpoint" \
   same three/checkpoint-2/optimizer.safetensors three_zero1/checkpoint-2/optimizer.safetensors
+# zero_stage 2: the other ranks' layers' gradients through two ring slots, each unit's summed on its owner as its
+# backward ends (one micro-batch a step): a six-layer model on 3 ranks (slots reused), and the tied Qwen3 (the LM head
+# writes the embedding's gradient first)
+byte_llama deep 6 64
+mpi3 train run.yaml model_config=deep/config.json output_dir=deep0 gradient_accumulation_steps=1 > deep0.log 2>&1
+mpi3 train run.yaml model_config=deep/config.json output_dir=deep2 gradient_accumulation_steps=1 zero_stage=2 \
+  > deep2.log 2>&1
+check "zero_stage 2 on three ranks (six layers): the same bits as zero_stage 0" \
+  same deep0/model.safetensors deep2/model.safetensors
+check "... the same optimizer checkpoint" same deep0/checkpoint-2/optimizer.safetensors deep2/checkpoint-2/optimizer.safetensors
+check "... the plan shows the ring" grep -q "ring slot, then summed on their rank (zero_stage 2)" deep2.log
+mpi train run.yaml model_config=sft_model/config.json output_dir=tied2 gradient_accumulation_steps=1 \
+  gradient_checkpointing=true zero_stage=2 max_grad_norm=0.1 > tied2.log 2>&1
+mpi train run.yaml model_config=sft_model/config.json output_dir=tied0c gradient_accumulation_steps=1 \
+  gradient_checkpointing=true max_grad_norm=0.1 > tied0c.log 2>&1
+check "zero_stage 2, tied embeddings, checkpointing, clipping: zero_stage 0's bits" \
+  same tied0c/model.safetensors tied2/model.safetensors
+mpi train run.yaml output_dir=zero2_accumulate zero_stage=2 > zero2_accumulate.log 2>&1
+status=$?
+check "zero_stage 2 with gradient_accumulation_steps 2: refused (exit $status)" test $status -ne 0 -a $status -ne 124
+check "... saying it is not available yet" \
+  grep -q "zero_stage 2 with gradient_accumulation_steps 2 is not available yet" zero2_accumulate.log
 mpi train run.yaml output_dir=zero_offload zero_stage=1 optimizer_cpu_offload=true > zero_offload.log 2>&1
 status=$?
 check "zero_stage 1 with optimizer_cpu_offload: refused (exit $status)" test $status -ne 0 -a $status -ne 124

@@ -586,8 +586,9 @@ const key_spec cfg_keys[] = {
      .range = CLOSED(0, 3),
      .help = "DeepSpeed ZeRO's stage (its zero_optimization.stage) over the data-parallel processes: 1 shards the fp32 "
              "master weights and AdamW moments by whole layers, each process updating its shard and sending the "
-             "others its new weights (the same bits as 0); 0: every process keeps and updates all of them. 2 and 3 "
-             "(sharded gradients, sharded weights) are not available yet"},
+             "others its new weights; 2 also the gradients (the other processes' layers pass through two ring "
+             "slots and are summed on their owner as each layer's backward ends; one micro-batch a step); the same "
+             "bits as 0, where every process keeps and updates everything. 3 (sharded weights) is not available yet"},
     {.name = "ddp_timeout",
      .type = KEY_INT,
      .offset = FIELD(ddp_timeout),

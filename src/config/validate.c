@@ -165,10 +165,10 @@ static void check_offloading(const tt_run_config *c) {
         tt_die("optimizer_cpu_offload keeps fp32 master weights and fp32 AdamW moments on the host, but "
                "master_weights is false (bf16 parameters and AdamW state, no master copy); set master_weights: true, "
                "or remove optimizer_cpu_offload");
-    if (c->zero_stage >= 2)
-        tt_die("zero_stage %lld (%s) is not available yet; zero_stage: 1 shards the master weights and AdamW moments "
-               "over the data-parallel processes",
-               (long long)c->zero_stage, c->zero_stage == 2 ? "sharded gradients" : "sharded weights");
+    if (c->zero_stage >= 3)
+        tt_die("zero_stage 3 (sharded weights) is not available yet; zero_stage: 2 shards the gradients, master "
+               "weights and AdamW moments over the data-parallel processes, zero_stage: 1 the master weights and "
+               "moments");
     const bool streamed_mode =
         c->activation_offloading == TT_OFFLOAD_TRUE || c->activation_offloading == TT_OFFLOAD_HIDDEN_STATES;
     if (!streamed_mode && (c->max_fwd_stash_size != 1 || c->min_offload_size != 1024))

@@ -159,6 +159,22 @@ void tt_comm_reduce_scatter_in_rank_order(const tt_comm *comm, const tt_backend 
     tt_backend_synchronize(backend);
 }
 
+void tt_comm_reduce_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count, int root,
+                                  float *scratch, size_t bucket_bytes) {
+    const int size = comm->size;
+    const int64_t chunk = chunk_of(comm, bucket_bytes);
+    float *mine = scratch + (size_t)size * (size_t)chunk; /* [chunk]: root's sums of the round */
+    for (int64_t first = 0; first < count; first += chunk) {
+        const int64_t part = count - first < chunk ? count - first : chunk;
+        tt_backend_synchronize(backend); /* the transport reads what the backend's stream wrote */
+        comm->iface->gather(comm->ctx, data + first, scratch, sizeof(float) * (size_t)part, root);
+        if (comm->rank != root) continue;
+        tt_backend_sum_parts(backend, mine, scratch, size, part);
+        tt_backend_copy(backend, data + first, mine, sizeof(float) * (size_t)part);
+    }
+    tt_backend_synchronize(backend);
+}
+
 void tt_comm_all_gather_ranges(const tt_comm *comm, const tt_backend *backend, void *data, size_t element_bytes,
                                bool on_host, const int64_t *bounds, float *scratch, size_t bucket_bytes) {
     const int size = comm->size, me = comm->rank;

@@ -23,6 +23,9 @@ typedef struct tt_comm_iface {
     void (*all_gather)(void *ctx, const void *send, void *recv, size_t bytes);
     /* Rank r's block b of send (send: size x bytes) lands in rank b's recv at block r (compute tier's memory). */
     void (*all_to_all)(void *ctx, const void *send, void *recv, size_t bytes);
+    /* recv[r * bytes ..] on rank root = rank r's send, for every r (recv: size x bytes, on root only), in the compute
+     * tier's memory. */
+    void (*gather)(void *ctx, const void *send, void *recv, size_t bytes, int root);
     /* all_gather of host memory. */
     void (*all_gather_host)(void *ctx, const void *send, void *recv, size_t bytes);
     void (*barrier)(void *ctx);
@@ -93,6 +96,10 @@ size_t tt_comm_scratch_bytes(int size, size_t data_bytes);
  * left as it was. */
 void tt_comm_reduce_scatter_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data,
                                           const int64_t *bounds, float *scratch, size_t bucket_bytes);
+/* data[0 .. count) (fp32 gradients in the compute tier) summed over the ranks into rank root's data, each element's
+ * terms added in rank order (the same bits as the reduce-scatter's); the other ranks' data is left as it was. */
+void tt_comm_reduce_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count, int root,
+                                  float *scratch, size_t bucket_bytes);
 /* Every rank's range of data (elements of element_bytes <= 4) copied into every other rank's data (all-gather).
  * data is in the compute tier, or host memory when on_host (it then passes through the compute tier's scratch). */
 void tt_comm_all_gather_ranges(const tt_comm *comm, const tt_backend *backend, void *data, size_t element_bytes,

@@ -32,6 +32,12 @@ static void mpi_all_to_all(void *ctx, const void *send, void *recv, size_t bytes
     check_mpi(MPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD), "all-to-all");
 }
 
+static void mpi_gather(void *ctx, const void *send, void *recv, size_t bytes, int root) {
+    (void)ctx;
+    TT_CHECK(bytes <= MPI_PIECE, "a gather of %zu bytes a rank", bytes);
+    check_mpi(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD), "gather");
+}
+
 static void mpi_barrier(void *ctx) {
     (void)ctx;
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "barrier");
@@ -52,6 +58,7 @@ static const tt_comm_iface mpi_iface = {
     .all_gather = mpi_all_gather,
     .all_gather_host = mpi_all_gather, /* the CPU backend's memory is host memory */
     .all_to_all = mpi_all_to_all,
+    .gather = mpi_gather,
     .barrier = mpi_barrier,
     .abort = mpi_abort,
 };

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "memory/optimizer_shards.h"
 
 void tt_residency_build(tt_residency_map *map, const tt_param_table *params, const tt_plan *plan,
                         const tt_size_table *t) {
@@ -18,6 +19,15 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
     const bool weight_offload = t->weight_offload_first < t->weight_offload_end;
     const size_t buffers = tt_align_up((size_t)t->weight_offload_first * weight);
     int64_t streamed = 0; /* weight-offloaded layers so far: their buffer alternates */
+    /* zero_stage 2: the sharded gradients' layout (optimizer_shards.h) */
+    size_t *sharded_offset = NULL, slot_bytes = 0;
+    int *sharded_slot = NULL;
+    if (tt_plan_shards_gradients(plan)) {
+        sharded_offset = tt_xcalloc((size_t)units, sizeof(size_t), "gradient layout");
+        sharded_slot = tt_xcalloc((size_t)units, sizeof(int), "gradient layout");
+        tt_sharded_gradient_layout(start, L, t->optimizer_shard_start, t->optimizer_shard_end, gradient, sharded_offset,
+                                   sharded_slot, &slot_bytes);
+    }
     for (int64_t u = 0; u < units; u++) {
         tt_unit_residency *r = &map->unit[u];
         r->start = start[u];
@@ -37,7 +47,10 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
         /* gradients: flat, or [units before the ring | slot 0 | slot 1 | unit L + 1] (size_table.h) */
         r->gradient_slot = -1;
         const int64_t first = t->gradient_ring_first;
-        if (u < first || first > L) {
+        if (sharded_offset) {
+            r->gradients_offset = sharded_offset[u];
+            r->gradient_slot = sharded_slot[u];
+        } else if (u < first || first > L) {
             r->gradients_offset = (size_t)r->start * gradient;
         } else {
             const size_t before = tt_align_up((size_t)start[first] * gradient);
@@ -54,6 +67,8 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
         r->optimizer_on_other_rank =
             r->end > r->start && (r->start < t->optimizer_shard_start || r->start >= t->optimizer_shard_end);
     }
+    free(sharded_offset);
+    free(sharded_slot);
     free(start);
 }
 
@@ -73,14 +88,16 @@ static void describe(const tt_unit_residency *r, const tt_plan *plan, const tt_s
     if (r->weights_buffer >= 0)
         snprintf(weights, sizeof weights, "%s, streamed through 2 %s buffers", tt_tier_name(r->weights_tier), compute);
     else snprintf(weights, sizeof weights, "%s", compute);
-    if (r->gradient_slot >= 0)
+    if (r->gradient_slot >= 0 && r->optimizer_on_other_rank)
+        snprintf(gradients, sizeof gradients, "%s ring slot, then summed on their rank (zero_stage 2)", compute);
+    else if (r->gradient_slot >= 0)
         snprintf(gradients, sizeof gradients, "%s ring slot, then %s", compute, tt_tier_name(t->host_tier));
     else if (r->optimizer_tier != plan->compute_tier)
         snprintf(gradients, sizeof gradients, "%s, then %s", compute, tt_tier_name(t->host_tier));
     else snprintf(gradients, sizeof gradients, "%s", compute);
     snprintf(buf, size, "weights %s; gradients %s; %s %s", weights, gradients,
              plan->precision.master ? "master and moments" : "moments",
-             r->optimizer_on_other_rank ? "on another rank (zero_stage 1)" : tt_tier_name(r->optimizer_tier));
+             r->optimizer_on_other_rank ? "on another rank (zero_stage)" : tt_tier_name(r->optimizer_tier));
 }
 
 static void unit_names(int64_t first, int64_t last, int64_t L, char *buf, size_t size) {

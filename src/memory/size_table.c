@@ -15,6 +15,10 @@ static size_t bytes_of(int64_t elements, size_t elem_bytes) {
     return tt_align_up(tt_mul_size((size_t)elements, elem_bytes, "a tensor size"));
 }
 
+size_t tt_data_parallel_gradient_bytes(const tt_param_table *params, const tt_plan *plan) {
+    return bytes_of(params->trainable_numel, plan->gradient_bytes);
+}
+
 tt_slot_set tt_offloaded_slots(const tt_size_table *t, const tt_plan *plan, int64_t l) {
     const tt_layer_plan *lp = &plan->layers[l];
     if (lp->saved_activation_tier == plan->compute_tier) return 0;
@@ -181,9 +185,6 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     }
     t->weights = bytes_of(params->trainable_numel, plan->weight_bytes);
     t->gradients = bytes_of(params->trainable_numel, plan->gradient_bytes);
-    /* data parallel: the gradient sum's buckets (the whole buffer is summed; data parallel refuses the ring) */
-    t->data_parallel_buckets =
-        plan->data_parallel_ranks > 1 ? tt_align_up(tt_comm_scratch_bytes(plan->data_parallel_ranks, t->gradients)) : 0;
     /* Optimizer offload moves the master weights and moments of a trailing run of whole units to host memory,
      * fp32 whatever the compute tier keeps, with staging for the gradients and (when the compute copy is not
      * fp32: the fp32 master is what goes back otherwise) the new weights. */
@@ -251,6 +252,21 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
         t->optimizer_shard_end = bounds[plan->data_parallel_rank + 1];
         free(bounds);
     }
+    if (tt_plan_shards_gradients(plan)) { /* zero_stage 2: the other ranks' layers through two ring slots */
+        const size_t units = (size_t)m->num_layers + 2;
+        size_t *offset = tt_xcalloc(units, sizeof(size_t), "gradient layout");
+        int *slot = tt_xcalloc(units, sizeof(int), "gradient layout");
+        t->gradients =
+            tt_sharded_gradient_layout(start, m->num_layers, t->optimizer_shard_start, t->optimizer_shard_end,
+                                       plan->gradient_bytes, offset, slot, &t->sharded_gradient_slot);
+        free(offset);
+        free(slot);
+    }
+    /* data parallel: the buckets of the gradients' sums, the same on every rank */
+    t->data_parallel_buckets = plan->data_parallel_ranks > 1
+                                   ? tt_align_up(tt_comm_scratch_bytes(plan->data_parallel_ranks,
+                                                                       tt_data_parallel_gradient_bytes(params, plan)))
+                                   : 0;
     free(start);
     /* the compute tier's share of this rank's shard */
     const int64_t compute_end =

@@ -77,6 +77,9 @@ typedef struct tt_size_table {
      * and updates, [optimizer_shard_start, optimizer_shard_end) (all of them otherwise); master and optimizer_state
      * count the compute tier's share of these only. */
     int64_t optimizer_shard_start, optimizer_shard_end;
+    /* ZeRO stage 2 (tt_sharded_gradient_layout): one of the two ring slots of the other ranks' decoder layers'
+     * gradients (`gradients` is then that layout's bytes), or 0 */
+    size_t sharded_gradient_slot;
     /* The gradient ring (plan.gradient_ring): units gradient_ring_first .. L (decoder layers of the host share;
      * L + 1 when there is no ring) have their gradients in one of two slots of gradient_ring_slot bytes (unit u in
      * slot u % 2) instead of the flat buffer; the compute tier's gradients are then [the units before
@@ -121,6 +124,8 @@ size_t tt_offloaded_block_bytes(const tt_size_table *table, const tt_plan *plan,
  * trainable elements [start[u], start[u + 1]) (padding included; empty where nothing trains); start has
  * num_layers + 3 entries. The backward finishes their gradients from the last unit down, so the host share is a
  * run of whole units at the end. */
+/* The whole model's gradients in bytes, which data parallel's buckets are sized by on every rank alike. */
+size_t tt_data_parallel_gradient_bytes(const tt_param_table *params, const tt_plan *plan);
 void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, int64_t *start);
 /* The first unit of the host share: the unit boundary whose trailing share of the trainable parameters is nearest
  * to fraction (ties: the smaller share); num_layers + 2 when nothing is offloaded. */

@@ -61,6 +61,11 @@ static void refuse_unavailable(const tt_comm *comm, const tt_run_config *run, co
         tt_die("zero_stage %d with optimizer_cpu_offload is not available yet (each rank would offload its shard); "
                "set zero_stage: 0, or remove optimizer_cpu_offload",
                (int)run->zero_stage);
+    if (run->zero_stage >= 2 && run->gradient_accumulation_steps > 1)
+        tt_die("zero_stage 2 with gradient_accumulation_steps %lld is not available yet (each micro-batch's gradients "
+               "would be summed over the ranks before they add up, other bits than zero_stage 0 and 1); set "
+               "gradient_accumulation_steps: 1 and raise micro_batch_size or the process count, or use zero_stage: 1",
+               (long long)run->gradient_accumulation_steps);
     if (run->zero_stage >= 1 && model->plan.offloaded_weight_layers > 0)
         tt_die("zero_stage %d with cpu_offloading_weights is not available yet (the new weights of a shard would go "
                "to the other ranks' host copies); set zero_stage: 0, or cpu_offloading_weights: false",
@@ -77,6 +82,21 @@ static void gather_norm_partials(void *ctx, double *partials) {
     tt_data_parallel *dp = ctx;
     tt_comm_all_gather_host(dp->comm, partials, dp->gathered_partials, sizeof(double) * (size_t)dp->units);
     for (int64_t u = 0; u < dp->units; u++) partials[u] = dp->gathered_partials[dp->unit_owner[u] * dp->units + u];
+}
+
+/* zero_stage 2: a ringed layer's slot starts at zero for its backward; once a unit's backward is done, its gradients
+ * go to their owner (whose sum in rank order replaces its own). */
+static void sharded_gradients_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
+    tt_data_parallel *dp = ctx;
+    tt_model_state *model = dp->model;
+    const tt_unit_residency *r = &model->residency.unit[unit];
+    if (!train || r->end == r->start) return;
+    if (point == TT_HOOK_BEFORE_GRADIENTS && r->gradient_slot >= 0)
+        tt_backend_zero(model->backend, tt_model_unit_gradients(model, unit),
+                        (size_t)(r->end - r->start) * model->plan.gradient_bytes);
+    if (point == TT_HOOK_AFTER_BACKWARD)
+        tt_comm_reduce_in_rank_order(dp->comm, model->backend, tt_model_unit_gradients(model, unit), r->end - r->start,
+                                     dp->unit_owner[unit], dp->scratch, dp->bucket_bytes);
 }
 
 /* zero_stage 1: the shards of whole units, and the exchange the model's getters and norm call */
@@ -98,11 +118,20 @@ static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
     dp->exchange =
         (tt_shard_exchange){.gather_host = gather_host, .gather_norm_partials = gather_norm_partials, .ctx = dp};
     model->shards = &dp->exchange;
+    if (tt_plan_shards_gradients(&model->plan)) {
+        dp->gradients_sharded = true;
+        dp->model = model;
+        tt_model_state_add_hook(
+            model, (tt_unit_hook){.name = "zero_stage 2 gradients", .call = sharded_gradients_hook, .ctx = dp});
+    }
     char shard[32];
-    tt_info("zero_stage 1: this rank keeps the master weights and moments of %lld of %lld trainable parameters (%s)",
+    tt_info("zero_stage %d: this rank keeps the master weights and moments%s of %lld of %lld trainable parameters (%s)",
+            model->plan.zero_stage, dp->gradients_sharded ? " and gradients" : "",
             (long long)(dp->bounds[dp->comm->rank + 1] - dp->bounds[dp->comm->rank]),
             (long long)model->params.trainable_numel,
-            tt_format_bytes(model->sizes.master + model->sizes.optimizer_state, shard, sizeof shard));
+            tt_format_bytes(model->sizes.master + model->sizes.optimizer_state +
+                                (dp->gradients_sharded ? model->sizes.gradients : 0),
+                            shard, sizeof shard));
 }
 
 void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run, tt_model_state *model) {
@@ -114,7 +143,8 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
     TT_CHECK(model->data_parallel_buckets != NULL && model->plan.data_parallel_ranks == comm->size &&
                  model->plan.data_parallel_rank == comm->rank,
              "the plan prices the buckets of rank %d of %d", comm->rank, comm->size);
-    dp->bucket_bytes = tt_comm_bucket_bytes(comm->size, model->sizes.gradients);
+    /* the same on every rank (zero_stage 2's gradient buffers differ): of the whole model's gradients */
+    dp->bucket_bytes = tt_comm_bucket_bytes(comm->size, tt_data_parallel_gradient_bytes(&model->params, &model->plan));
     dp->scratch = model->data_parallel_buckets;
     dp->bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges");
     if (tt_plan_shards_optimizer(&model->plan)) shard_optimizer(dp, model);
@@ -123,6 +153,10 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
 
 void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count) {
     float *gradients = model->gradients;
+    if (dp->gradients_sharded) { /* each unit's went to its owner during the backward */
+        tt_comm_sum_doubles(dp->comm, sums, count);
+        return;
+    }
     tt_comm_reduce_scatter_in_rank_order(dp->comm, model->backend, gradients, dp->bounds, dp->scratch,
                                          dp->bucket_bytes);
     if (!dp->sharded) /* every rank updates everything: every rank's sums to every rank */

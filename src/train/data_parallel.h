@@ -4,7 +4,11 @@
  *
  * zero_stage 1 (memory/optimizer_shards.h) shards the optimizer: each rank keeps the master weights and moments of
  * its units, receives only their summed gradients (a reduce-scatter instead of the sum everywhere), updates them and
- * all-gathers their new weights. The sums, the norm and the updates are the unsharded run's bits. */
+ * all-gathers their new weights. The sums, the norm and the updates are the unsharded run's bits.
+ *
+ * zero_stage 2 also shards the gradients (memory/optimizer_shards.h): the other ranks' decoder layers are computed in
+ * two ring slots, and each unit's gradients are summed on their owner as soon as its backward is done (a gather and
+ * the ordered add: the same bits again, with one micro-batch a step on each rank). */
 #ifndef TT_TRAIN_DATA_PARALLEL_H
 #define TT_TRAIN_DATA_PARALLEL_H
 
@@ -19,8 +23,10 @@ typedef struct tt_data_parallel {
     const tt_backend *backend;
     float *scratch; /* the model state's data_parallel_buckets (in the arena, priced by the size table) */
     size_t bucket_bytes;
-    bool sharded;    /* zero_stage 1 */
-    int64_t *bounds; /* [ranks + 1]: each rank's range of the trainable layout (its shard, or an equal share) */
+    bool sharded;           /* zero_stage 1 or 2 */
+    bool gradients_sharded; /* zero_stage 2: each unit's gradients summed on their owner during the backward */
+    tt_model_state *model;  /* zero_stage 2's hook's */
+    int64_t *bounds;        /* [ranks + 1]: each rank's range of the trainable layout (its shard, or an equal share) */
     /* zero_stage 1: each unit's owner, the gathered norm partials and the model's exchange */
     int64_t units;
     int *unit_owner;           /* [units] */

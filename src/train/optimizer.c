@@ -71,14 +71,13 @@ void tt_compute_tier_adamw(tt_model_state *s, const tt_adamw_settings *o, float 
             tt_weight_stream_need(&s->weight_offload, piece->layer, next);
             weights = tt_weight_stream_buffer(&s->weight_offload, piece->layer);
         }
-        /* gradients in the trainable layout; master and moments hold this rank's shard only */
-        const size_t lo = (size_t)piece->lo, state = (size_t)(piece->lo - s->sizes.optimizer_shard_start);
-        tt_backend_adamw_update(s->backend, weights, s->master ? s->master + state : NULL,
-                                (unsigned char *)s->gradients + lo * s->plan.gradient_bytes,
-                                (unsigned char *)s->adam_m + state * s->plan.moment_bytes,
-                                (unsigned char *)s->adam_v + state * s->plan.moment_bytes, piece->segment_start,
-                                piece->segment_decays, piece->segments, learning_rate, o->beta1, o->beta2, o->epsilon,
-                                o->weight_decay, step, grad_scale);
+        /* the gradients where the residency map puts them; master and moments hold this rank's shard only */
+        const size_t state = (size_t)(piece->lo - s->sizes.optimizer_shard_start);
+        tt_backend_adamw_update(
+            s->backend, weights, s->master ? s->master + state : NULL, tt_model_gradients_at(s, piece->lo),
+            (unsigned char *)s->adam_m + state * s->plan.moment_bytes,
+            (unsigned char *)s->adam_v + state * s->plan.moment_bytes, piece->segment_start, piece->segment_decays,
+            piece->segments, learning_rate, o->beta1, o->beta2, o->epsilon, o->weight_decay, step, grad_scale);
         if (piece->layer >= 0) tt_weight_stream_store(&s->weight_offload, piece->layer);
     }
 }

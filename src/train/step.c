@@ -187,6 +187,14 @@ void tt_model_state_add_hook(tt_model_state *s, tt_unit_hook hook) {
     s->hooks[s->hook_count++] = hook;
 }
 
+void *tt_model_gradients_at(const tt_model_state *s, int64_t e) {
+    const tt_residency_map *map = &s->residency;
+    int64_t u = map->units - 1;
+    while (u > 0 && (map->unit[u].start > e || map->unit[u].start == map->unit[u].end)) u--;
+    const tt_unit_residency *r = &map->unit[u];
+    return (unsigned char *)s->gradients + r->gradients_offset + (size_t)(e - r->start) * s->plan.gradient_bytes;
+}
+
 void *tt_model_trainable_weights_at(const tt_model_state *s, int64_t e) {
     /* the unit holding e (the last one that starts at or before it: e may be the end of the layout) */
     const tt_residency_map *map = &s->residency;
@@ -374,8 +382,9 @@ static void bind_layers(tt_model_state *s) {
         tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
     }
     tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
-    if (s->sizes.gradient_ring_first <= L) /* the gradient ring: the units from there on are elsewhere */
-        for (int64_t u = s->sizes.gradient_ring_first; u <= L + 1; u++)
+    /* units placed elsewhere than the flat layout (a gradient ring; zero_stage 2's layout) */
+    for (int64_t u = 0; u <= L + 1; u++)
+        if (s->residency.unit[u].gradients_offset != (size_t)s->unit_start[u] * s->plan.gradient_bytes)
             tt_model_view_bind_range(&s->g, &s->params, s->unit_start[u], s->unit_start[u + 1],
                                      tt_model_unit_gradients(s, u), s->plan.gradient_bytes);
 }

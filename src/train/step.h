@@ -143,6 +143,10 @@ void tt_model_state_add_hook(tt_model_state *state, tt_unit_hook hook);
  * precision). */
 void *tt_model_unit_gradients(const tt_model_state *state, int64_t unit);
 
+/* Where trainable element e's gradient is on the compute tier (outside a ring slot: the elements up to the next
+ * ringed unit follow it). */
+void *tt_model_gradients_at(const tt_model_state *state, int64_t element);
+
 /* Where trainable element e's weight is on the compute tier (e outside the weight-offloaded range). */
 void *tt_model_trainable_weights_at(const tt_model_state *state, int64_t element);
 

@@ -88,6 +88,26 @@ static void nccl_all_to_all(void *ctx, const void *send, void *recv, size_t byte
     finish(c, "all-to-all");
 }
 
+static void nccl_gather(void *ctx, const void *send, void *recv, size_t bytes, int root) {
+    nccl_comm *c = ctx;
+    TT_CUDA_CHECK(cudaSetDevice(c->device));
+    check_nccl(ncclGroupStart(), "gather");
+    if (c->rank == root) {
+        for (int peer = 0; peer < c->size; peer++)
+            if (peer != root)
+                check_nccl(
+                    ncclRecv((unsigned char *)recv + (size_t)peer * bytes, bytes, ncclUint8, peer, c->comm, c->stream),
+                    "gather receive");
+    } else {
+        check_nccl(ncclSend(send, bytes, ncclUint8, root, c->comm, c->stream), "gather send");
+    }
+    check_nccl(ncclGroupEnd(), "gather");
+    if (c->rank == root) /* root's own part */
+        TT_CUDA_CHECK(cudaMemcpyAsync((unsigned char *)recv + (size_t)root * bytes, send, bytes,
+                                      cudaMemcpyDeviceToDevice, c->stream));
+    finish(c, "gather");
+}
+
 static void nccl_all_gather_host(void *ctx, const void *send, void *recv, size_t bytes) {
     nccl_comm *c = ctx;
     TT_CUDA_CHECK(cudaSetDevice(c->device));
@@ -136,6 +156,7 @@ static const tt_comm_iface nccl_iface = {
     .destroy = nccl_destroy,
     .all_gather = nccl_all_gather,
     .all_to_all = nccl_all_to_all,
+    .gather = nccl_gather,
     .all_gather_host = nccl_all_gather_host,
     .barrier = nccl_barrier,
     .abort = nccl_abort,

@@ -2,12 +2,17 @@
  * one process per GPU; the NCCL id shared over tiertrain's TCP bootstrap). Only byte movement, on the communicator's
  * own stream, each call complete when it returns: the sums are dist/comm.c's, in rank order.
  *
- * No call waits forever: each polls its stream, NCCL's own error, and the bootstrap's liveness watch (a rank that
- * ended), and gives up after ddp_timeout seconds; then this rank aborts NCCL and ends with the reason. */
+ * Nothing waits forever: a watchdog thread checks every 100 ms the bootstrap's liveness watch (a rank that ended),
+ * NCCL's own asynchronous error, and how long the collective in progress has waited (ddp_timeout); on any of them it
+ * ends this process with the reason, wherever its main thread is blocked (a copy to pageable memory waits for the
+ * stream inside the CUDA call). The other ranks see this one end through their own watch. */
 #include "ops/cuda/comm_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,7 +30,12 @@ typedef struct nccl_comm {
                       larger gathers */
     size_t staging_bytes;
     tt_bootstrap *bootstrap; /* the open rendezvous connections: which rank has ended */
-    int timeout_seconds;     /* ddp_timeout */
+    /* the watchdog */
+    atomic_int timeout_seconds;      /* ddp_timeout */
+    atomic_llong busy_since_ns;      /* when the collective in progress started, 0: none */
+    _Atomic(const char *) busy_what; /* its name */
+    atomic_bool stop;
+    pthread_t watchdog;
 } nccl_comm;
 
 static void check_nccl(ncclResult_t status, const char *what) {
@@ -34,40 +44,65 @@ static void check_nccl(ncclResult_t status, const char *what) {
            ncclGetLastError(NULL) ? ncclGetLastError(NULL) : "");
 }
 
-static double now_seconds(void) {
+static long long now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-/* Waits for the call on the stream: spinning for the first millisecond (a bucket's collective takes about that), then
- * checking every 100 us, until it is done, NCCL reports an error, a rank has ended or ddp_timeout has passed. */
+static void begin(nccl_comm *c, const char *what) {
+    atomic_store(&c->busy_what, what);
+    atomic_store(&c->busy_since_ns, now_ns());
+}
+
+/* Waits for the call on the stream (the watchdog ends the process if that takes too long). */
 static void finish(nccl_comm *c, const char *what) {
-    const double start = now_seconds();
-    for (;;) {
-        const cudaError_t status = cudaStreamQuery(c->stream);
-        if (status == cudaSuccess) return;
-        if (status != cudaErrorNotReady) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
-        ncclResult_t async = ncclSuccess;
-        if (ncclCommGetAsyncError(c->comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
-            tt_die("NCCL %s failed: %s (%s)", what, ncclGetErrorString(async),
-                   ncclGetLastError(c->comm) ? ncclGetLastError(c->comm) : "");
+    const cudaError_t status = cudaStreamSynchronize(c->stream);
+    if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
+    atomic_store(&c->busy_since_ns, 0);
+}
+
+/* From the watchdog thread: the main thread may be blocked inside CUDA, so no cleanup, no exit handlers. */
+static void end_from_watchdog(const nccl_comm *c, const char *reason) {
+    fflush(stdout);
+    fprintf(stderr, "tiertrain: error: rank %d of %d: %s\n", c->rank, c->size, reason);
+    fflush(stderr);
+    _exit(TT_EXIT_INPUT_ERROR);
+}
+
+static void *watchdog(void *arg) {
+    nccl_comm *c = arg;
+    char reason[512];
+    while (!atomic_load(&c->stop)) {
+        usleep(100 * 1000);
         const int lost = tt_bootstrap_lost_rank(c->bootstrap);
-        if (lost >= 0)
-            tt_die("NCCL %s: rank %d has ended (killed, or stopped on an error: its log says which); the run ends",
-                   what, lost);
-        const double waited = now_seconds() - start;
-        if (waited > c->timeout_seconds)
-            tt_die("NCCL %s did not finish in %d s (ddp_timeout): another rank stopped taking part (hung, or on a "
-                   "path this one is not); the run ends. Raise ddp_timeout only if a rank legitimately works that long "
-                   "between collectives",
-                   what, c->timeout_seconds);
-        if (waited > 1e-3) usleep(100);
+        if (lost >= 0) {
+            snprintf(reason, sizeof reason,
+                     "rank %d has ended (killed, or stopped on an error: its log says which); the run ends", lost);
+            end_from_watchdog(c, reason);
+        }
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(c->comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+            snprintf(reason, sizeof reason, "NCCL failed: %s; NCCL_DEBUG=WARN says more", ncclGetErrorString(async));
+            end_from_watchdog(c, reason);
+        }
+        const long long since = atomic_load(&c->busy_since_ns);
+        const int timeout = atomic_load(&c->timeout_seconds);
+        if (since && (double)(now_ns() - since) * 1e-9 > timeout) {
+            snprintf(reason, sizeof reason,
+                     "NCCL %s did not finish in %d s (ddp_timeout): another rank stopped taking part (hung, or on a "
+                     "path this one is not); the run ends. Raise ddp_timeout only if a rank legitimately works that "
+                     "long between collectives",
+                     atomic_load(&c->busy_what), timeout);
+            end_from_watchdog(c, reason);
+        }
     }
+    return NULL;
 }
 
 static void nccl_all_gather(void *ctx, const void *send, void *recv, size_t bytes) {
     nccl_comm *c = ctx;
+    begin(c, "all-gather");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     check_nccl(ncclAllGather(send, recv, bytes, ncclUint8, c->comm, c->stream), "all-gather");
     finish(c, "all-gather");
@@ -75,6 +110,7 @@ static void nccl_all_gather(void *ctx, const void *send, void *recv, size_t byte
 
 static void nccl_all_to_all(void *ctx, const void *send, void *recv, size_t bytes) {
     nccl_comm *c = ctx;
+    begin(c, "all-to-all");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     check_nccl(ncclGroupStart(), "all-to-all");
     for (int peer = 0; peer < c->size; peer++) {
@@ -90,6 +126,7 @@ static void nccl_all_to_all(void *ctx, const void *send, void *recv, size_t byte
 
 static void nccl_gather(void *ctx, const void *send, void *recv, size_t bytes, int root) {
     nccl_comm *c = ctx;
+    begin(c, "gather");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     check_nccl(ncclGroupStart(), "gather");
     if (c->rank == root) {
@@ -110,6 +147,7 @@ static void nccl_gather(void *ctx, const void *send, void *recv, size_t bytes, i
 
 static void nccl_all_gather_host(void *ctx, const void *send, void *recv, size_t bytes) {
     nccl_comm *c = ctx;
+    begin(c, "all-gather");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     const size_t need = bytes * (size_t)(c->size + 1);
     if (need > c->staging_bytes) {
@@ -140,11 +178,13 @@ static void nccl_abort(void *ctx, int status) {
 
 static void nccl_set_timeout(void *ctx, int seconds) {
     nccl_comm *c = ctx;
-    c->timeout_seconds = seconds;
+    atomic_store(&c->timeout_seconds, seconds);
 }
 
 static void nccl_destroy(void *ctx) {
     nccl_comm *c = ctx;
+    atomic_store(&c->stop, true);
+    pthread_join(c->watchdog, NULL);
     tt_bootstrap_close(c->bootstrap); /* an orderly end: the others' watch will not take it for a loss */
     ncclCommDestroy(c->comm);
     if (c->staging) cudaFree(c->staging);
@@ -173,9 +213,13 @@ tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
     memset(&id, 0, sizeof id);
     if (launch->rank == 0) check_nccl(ncclGetUniqueId(&id), "unique id");
     c->bootstrap = tt_bootstrap_share(launch, &id, sizeof id, 300);
-    c->timeout_seconds = TT_COMM_DEFAULT_TIMEOUT;
+    atomic_init(&c->timeout_seconds, TT_COMM_DEFAULT_TIMEOUT);
+    atomic_init(&c->busy_since_ns, 0);
+    atomic_init(&c->busy_what, "");
+    atomic_init(&c->stop, false);
     check_nccl(ncclCommInitRank(&c->comm, launch->size, id, launch->rank), "initialisation");
     TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    if (pthread_create(&c->watchdog, NULL, watchdog, c) != 0) tt_die("cannot start the NCCL watchdog thread");
     /* the host gathers of a step (its loss sums) fit from the start: no allocation inside a step */
     c->staging_bytes = TT_COMM_HOST_GATHER_BYTES * (size_t)(launch->size + 1);
     TT_CUDA_CHECK(cudaMalloc(&c->staging, c->staging_bytes));

@@ -8,8 +8,8 @@
 #include "test_util.h"
 
 static tt_launch launch_of(int rank, int port) {
-    tt_launch l = {.kind = TT_LAUNCH_TORCHRUN, .rank = rank, .size = 2, .local_rank = rank, .local_size = 2,
-                   .master_port = port};
+    tt_launch l = {
+        .kind = TT_LAUNCH_TORCHRUN, .rank = rank, .size = 2, .local_rank = rank, .local_size = 2, .master_port = port};
     snprintf(l.master_addr, sizeof l.master_addr, "127.0.0.1");
     return l;
 }

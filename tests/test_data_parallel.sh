@@ -10,7 +10,8 @@
 #  (e) ranks started with different configurations, a bad input on every rank, optimizer offload with overlap: every rank
 #      ends with a message, none hangs;
 #  (f) zero_stage 1 (sharded optimizer state) and 2 (and gradients) give zero_stage 0's bits on 2 and 3 ranks,
-#      checkpoints and resume included.
+#      checkpoints and resume included;
+#  (g) sequence parallel (Ulysses) on two ranks: one process's losses to rounding, its own bits under the memory modes.
 # Skipped (exit 77) where mpirun or an MPI build is missing. Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -41,8 +42,8 @@ same() { cmp -s "$1" "$2"; }
 losses() { sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$1"; }
 # losses and gradient norms of two metrics.jsonl files agree to a relative 1e-5
 close_metrics() {
-  paste -d ' ' <(sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$1") \
-               <(sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$2") |
+  paste -d ' ' <(grep '"grad_norm"' "$1" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') \
+               <(grep '"grad_norm"' "$2" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') |
     awk 'function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
          { if (rel($1, $3) > 1e-5 || rel($2, $4) > 1e-5) bad = 1; n++ } END { exit (bad || n != 4) }'
 }
@@ -172,6 +173,48 @@ status=$?
 check "zero_stage 1 with optimizer_cpu_offload: refused (exit $status)" test $status -ne 0 -a $status -ne 124
 check "... saying it is not available yet" \
   grep -q "zero_stage 1 with optimizer_cpu_offload is not available yet" zero_offload.log
+
+# (g) sequence parallel (Ulysses): two ranks share each sequence (16 of its 32 tokens each), trading tokens for heads
+#     around attention; against one process on the same batch: the same losses and norms to rounding (the weight
+#     gradients add each rank's tokens, then the ranks); the memory modes keep its bits
+cat > sp_llama.json <<'JSON'
+{"model_type": "llama", "vocab_size": 257, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+ "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32"}
+JSON
+sed -e 's/"llama"/"qwen3"/' -e 's/"tie_word_embeddings": false/"tie_word_embeddings": true, "head_dim": 8/' \
+  sp_llama.json > sp_qwen3.json
+for arch in llama qwen3; do
+  "$tiertrain" train run.yaml model_config=sp_$arch.json output_dir=sp_one_$arch val_set_size=0.1 eval_steps=2 \
+    > sp_one_$arch.log 2>&1
+  mpi train run.yaml model_config=sp_$arch.json output_dir=sp_$arch val_set_size=0.1 eval_steps=2 \
+    sequence_parallel_degree=2 > sp_$arch.log 2>&1
+  check "sequence parallel on two ranks ($arch) trains (exit $?)" test -f sp_$arch/model.safetensors
+  check "... its losses and gradient norms are one process's to rounding" close_metrics sp_$arch/metrics.jsonl sp_one_$arch/metrics.jsonl
+  check "... and its eval losses" eval_close sp_$arch/metrics.jsonl sp_one_$arch/metrics.jsonl
+done
+check "the plan says how the sequence is shared" \
+  grep -q "2 processes share each sequence of 32 tokens; this one holds 16 of them and attends over all of them for 2 of the 4 query heads" sp_qwen3.log
+mpi train run.yaml model_config=sp_qwen3.json output_dir=sp_again val_set_size=0.1 eval_steps=2 \
+  sequence_parallel_degree=2 > sp_again.log 2>&1
+check "sequence parallel: the same bits run after run" same sp_qwen3/model.safetensors sp_again/model.safetensors
+mpi train run.yaml model_config=sp_qwen3.json output_dir=sp_modes val_set_size=0.1 eval_steps=2 \
+  sequence_parallel_degree=2 gradient_checkpointing=true activation_offloading=hidden_states zero_stage=1 \
+  > sp_modes.log 2>&1
+check "sequence parallel + checkpointing + hidden_states + zero_stage 1: the same bits" \
+  same sp_qwen3/model.safetensors sp_modes/model.safetensors
+"$tiertrain" train run.yaml model_config=sp_qwen3.json output_dir=sp_tiled_one tiled_mlp=true tiled_mlp_num_shards=2 \
+  > sp_tiled_one.log 2>&1
+mpi train run.yaml model_config=sp_qwen3.json output_dir=sp_tiled sequence_parallel_degree=2 tiled_mlp=true \
+  tiled_mlp_num_shards=2 > sp_tiled.log 2>&1
+check "sequence parallel + tiled_mlp: one process's (tiled) losses to rounding" \
+  close_metrics sp_tiled/metrics.jsonl sp_tiled_one/metrics.jsonl
+"$tiertrain" train run.yaml model_config=sp_qwen3.json output_dir=sp_alone sequence_parallel_degree=2 > sp_alone.log 2>&1
+status=$?
+check "sequence_parallel_degree 2 in one process: refused (exit $status)" test $status -ne 0
+check "... saying how many processes to start" grep -q "start 2 processes" sp_alone.log
+"$tiertrain" plan run.yaml model_config=sp_qwen3.json sequence_parallel_degree=2 > sp_plan.log 2>&1
+check "tiertrain plan prices one rank of a sequence-parallel group" grep -q "this one holds 16 of them" sp_plan.log
 
 # (e) errors end every rank
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 1 "$tiertrain" train run.yaml output_dir=mix : \

@@ -589,6 +589,17 @@ const key_spec cfg_keys[] = {
              "others its new weights; 2 also the gradients (the other processes' layers pass through two ring "
              "slots and are summed on their owner as each layer's backward ends; one micro-batch a step); the same "
              "bits as 0, where every process keeps and updates everything. 3 (sharded weights) is not available yet"},
+    {.name = "sequence_parallel_degree",
+     .type = KEY_INT,
+     .offset = FIELD(sequence_parallel_degree),
+     .default_text = "1",
+     .range = AT_LEAST(1),
+     .help = "Ulysses sequence parallel (axolotl's key, ALST's method): this many processes share each sequence, each "
+             "holding sequence_len / N of its tokens through the whole layer and exchanging them for heads around "
+             "attention (all-to-all: every process attends over the whole sequence for num_heads / N heads); every "
+             "process then holds 1/N of the activations. Equal to the number of processes (all of them form one "
+             "group); sequence_len, num_attention_heads and num_key_value_heads divisible by it",
+     .known_as = "context_parallel_size|ulysses_degree"},
     {.name = "ddp_timeout",
      .type = KEY_INT,
      .offset = FIELD(ddp_timeout),

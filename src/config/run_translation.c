@@ -74,7 +74,9 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->num_layers = model->num_layers;
     plan->compute_tier = compute_tier;
     plan->micro_batch = run->micro_batch_size;
-    plan->seq_len = run->sequence_len;
+    /* Ulysses: a rank holds its share of each sequence's tokens (validated: sequence_len divides) */
+    plan->sequence_parallel = run->sequence_parallel_degree > 1 ? run->sequence_parallel_degree : 1;
+    plan->seq_len = run->sequence_len / plan->sequence_parallel;
     plan->packed_documents = run->sample_packing;
     int64_t tokens = run->micro_batch_size * run->sequence_len;
     plan->loss_chunk = run->loss_chunk_size < tokens ? run->loss_chunk_size : tokens;

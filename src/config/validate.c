@@ -165,6 +165,11 @@ static void check_offloading(const tt_run_config *c) {
         tt_die("optimizer_cpu_offload keeps fp32 master weights and fp32 AdamW moments on the host, but "
                "master_weights is false (bf16 parameters and AdamW state, no master copy); set master_weights: true, "
                "or remove optimizer_cpu_offload");
+    if (c->sequence_parallel_degree > 1 && c->sample_packing)
+        tt_die("sequence_parallel_degree %lld with sample_packing is not available yet (a process's share of a packed "
+               "sequence would need its documents' boundaries across the others); set sample_packing: false, or "
+               "sequence_parallel_degree: 1",
+               (long long)c->sequence_parallel_degree);
     if (c->zero_stage >= 3)
         tt_die("zero_stage 3 (sharded weights) is not available yet; zero_stage: 2 shards the gradients, master "
                "weights and AdamW moments over the data-parallel processes, zero_stage: 1 the master weights and "

@@ -47,6 +47,12 @@ const char *tt_recompute_name(tt_slot_set recompute, const tt_model_config *mode
 void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out) {
     fprintf(out, "plan: micro_batch %lld x sequence %lld, LM head in chunks of %lld tokens\n",
             (long long)plan->micro_batch, (long long)plan->seq_len, (long long)plan->loss_chunk);
+    if (plan->sequence_parallel > 1)
+        fprintf(out,
+                "  sequence parallel (Ulysses): %lld processes share each sequence of %lld tokens; this one holds %lld "
+                "of them and attends over all of them for %lld of the %lld query heads\n",
+                (long long)plan->sequence_parallel, (long long)tt_plan_sequence_len(plan), (long long)plan->seq_len,
+                (long long)(model->num_heads / plan->sequence_parallel), (long long)model->num_heads);
     const tt_precision *p = &plan->precision;
     fprintf(out, "  precision: %s compute, %s gradients, %s AdamW moments, %s\n", tt_dtype_torch_name(p->activation),
             tt_dtype_torch_name(p->gradient), tt_dtype_torch_name(p->moment),

@@ -6,6 +6,7 @@
 #ifndef TT_MEMORY_PLAN_H
 #define TT_MEMORY_PLAN_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -40,7 +41,11 @@ typedef struct tt_plan {
     tt_layer_plan *layers; /* [num_layers] */
     tt_tier compute_tier;  /* where ops read and write */
     int64_t micro_batch;   /* B */
-    int64_t seq_len;       /* T */
+    int64_t seq_len;       /* T: the tokens of a sequence this rank holds (with sequence parallel, its share) */
+    /* Ulysses sequence parallel (sequence_parallel_degree): the ranks sharing each sequence, 1: none. Rank r holds
+     * tokens [r * seq_len, (r + 1) * seq_len) of every sequence and attends over all sequence_parallel * seq_len of
+     * them for its num_heads / sequence_parallel heads. */
+    int64_t sequence_parallel;
     /* sample_packing: a sequence holds several documents, each attending only to itself with positions from 0;
      * every micro-batch brings each token's position (tt_attention_shape.positions) */
     bool packed_documents;
@@ -91,6 +96,22 @@ typedef struct tt_plan {
 tt_backend_settings tt_plan_backend_settings(const tt_plan *plan);
 
 void tt_plan_free(tt_plan *plan);
+/* The whole sequence's tokens (seq_len unless sequence parallel splits it). */
+static inline int64_t tt_plan_sequence_len(const tt_plan *plan) {
+    return plan->seq_len * (plan->sequence_parallel > 1 ? plan->sequence_parallel : 1);
+}
+/* The attention a rank runs: the whole sequence, its share of the heads (sequence parallel), else the model's. */
+static inline tt_attention_shape tt_plan_attention_shape(const tt_plan *plan, const tt_model_config *model) {
+    const int64_t sp = plan->sequence_parallel > 1 ? plan->sequence_parallel : 1;
+    return (tt_attention_shape){.batch = plan->micro_batch,
+                                .seq_len = plan->seq_len * sp,
+                                .num_heads = model->num_heads / sp,
+                                .num_kv_heads = model->num_kv_heads / sp,
+                                .head_dim = model->head_dim,
+                                .scale = 1.0 / sqrt((double)model->head_dim),
+                                .sliding_window = model->sliding_window,
+                                .documents = plan->packed_documents};
+}
 /* ZeRO stage 1 with several ranks: each keeps its shard of the master weights and moments (optimizer_shards.h). */
 static inline bool tt_plan_shards_optimizer(const tt_plan *plan) {
     return plan->zero_stage >= 1 && plan->data_parallel_ranks > 1;

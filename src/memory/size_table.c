@@ -86,14 +86,7 @@ tt_scratch_shape tt_size_table_scratch_shape(const tt_model_config *m, const tt_
     const int64_t N = plan->micro_batch * plan->seq_len;
     return (tt_scratch_shape){
         .tokens = N,
-        .attention = {.batch = plan->micro_batch,
-                      .seq_len = plan->seq_len,
-                      .num_heads = m->num_heads,
-                      .num_kv_heads = m->num_kv_heads,
-                      .head_dim = m->head_dim,
-                      .scale = 1.0 / sqrt((double)m->head_dim),
-                      .sliding_window = m->sliding_window,
-                      .documents = plan->packed_documents},
+        .attention = tt_plan_attention_shape(plan, m),
         .hidden = m->hidden_size,
         .intermediate = m->intermediate_size,
         .loss_chunk = plan->loss_chunk,
@@ -154,6 +147,8 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->backward_slot[TT_BACKWARD_ATTENTION] =
         tt_align_up(tt_backend_attention_workspace_bytes(backend, &settings, &scratch_shape.attention));
     for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++) t->layer_backward += t->backward_slot[i];
+    t->sequence_parallel_q = plan->sequence_parallel > 1 ? bytes_of(N * q_dim, a) : 0;
+    t->sequence_parallel_kv = plan->sequence_parallel > 1 ? bytes_of(N * kv_dim, a) : 0;
 
     t->layer_input = bytes_of(N * D, a);
     t->head_rstd = bytes_of(N, 4);

@@ -60,6 +60,9 @@ typedef struct tt_size_table {
     size_t data_parallel_buckets; /* the gradient sum's buckets across processes (tt_comm_sum_scratch_bytes), or 0 */
     size_t lora_dropout_buffer;   /* [N, widest input of an adapted layer]: lora_dropout's workspace, or 0 */
     size_t dequant_buffer; /* QLoRA: [largest linear weight] in the compute precision, dequantized from 4 bits, or 0 */
+    /* sequence parallel (train/sequence_parallel.c): one exchanged q-sized ([N, Hq*hd]) and kv-sized ([N, Hkv*hd])
+     * buffer, pushed around each attention call; 0 without */
+    size_t sequence_parallel_q, sequence_parallel_kv;
     /* Whole-model buffers: the frozen parameters' weights, and the trainable parameters' weights,
      * gradients, fp32 master copy and AdamW moments (params->trainable_numel elements each). */
     size_t frozen_weights, weights, gradients, master, optimizer_state;

@@ -102,6 +102,10 @@ typedef struct tt_backend_iface {
     void *(*block_alloc)(void *ctx, size_t bytes);
     void (*block_free)(void *ctx, void *base);
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+    /* rows rows of width bytes each, src's rows src_pitch bytes apart into dst's dst_pitch apart (sequence
+     * parallel's head blocks) */
+    void (*copy_2d)(void *ctx, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                    size_t rows);
     /* Host memory the copy engine reaches fastest (page-locked on the GPU; plain on the CPU), in
      * one block per arena, allocated at start. */
     void *(*pinned_alloc)(void *ctx, size_t bytes);
@@ -289,6 +293,11 @@ static inline void tt_backend_block_free(const tt_backend *backend, void *base) 
 
 static inline void tt_backend_copy(const tt_backend *backend, void *dst, const void *src, size_t bytes) {
     backend->iface->copy(backend->ctx, dst, src, bytes);
+}
+
+static inline void tt_backend_copy_2d(const tt_backend *backend, void *dst, size_t dst_pitch, const void *src,
+                                      size_t src_pitch, size_t width, size_t rows) {
+    backend->iface->copy_2d(backend->ctx, dst, dst_pitch, src, src_pitch, width, rows);
 }
 
 static inline void *tt_backend_pinned_alloc(const tt_backend *backend, size_t bytes) {

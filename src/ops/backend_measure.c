@@ -10,6 +10,8 @@ static void measure_destroy(void *ctx) {}
 static void *measure_block_alloc(void *ctx, size_t bytes) { return NULL; }
 static void measure_block_free(void *ctx, void *base) {}
 static void measure_copy(void *ctx, void *dst, const void *src, size_t bytes) {}
+static void measure_copy_2d(void *ctx, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                            size_t rows) {}
 static void measure_zero(void *ctx, void *dst, size_t bytes) {}
 static void measure_synchronize(void *ctx) {}
 static size_t measure_bytes_outside_arenas(void *ctx) { return 0; }
@@ -84,6 +86,7 @@ static const tt_backend_iface measure_iface = {
     .block_alloc = measure_block_alloc,
     .block_free = measure_block_free,
     .copy = measure_copy,
+    .copy_2d = measure_copy_2d,
     .pinned_alloc = measure_block_alloc,
     .pinned_free = measure_block_free,
     .zero = measure_zero,

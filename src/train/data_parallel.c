@@ -72,6 +72,11 @@ static void refuse_unavailable(const tt_comm *comm, const tt_run_config *run, co
                (int)run->zero_stage);
 }
 
+static void sequence_all_to_all(void *ctx, const void *send, void *recv, size_t bytes) {
+    const tt_comm *comm = ctx;
+    comm->iface->all_to_all(comm->ctx, send, recv, bytes);
+}
+
 static void gather_host(void *ctx, float *host) {
     tt_data_parallel *dp = ctx;
     tt_comm_all_gather_ranges(dp->comm, dp->backend, host, sizeof(float), true, dp->bounds, dp->scratch,
@@ -147,6 +152,10 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
     dp->bucket_bytes = tt_comm_bucket_bytes(comm->size, tt_data_parallel_gradient_bytes(&model->params, &model->plan));
     dp->scratch = model->data_parallel_buckets;
     dp->bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges");
+    if (model->plan.sequence_parallel > 1) { /* Ulysses: the attention's all-to-all (trainer.c checked the count) */
+        dp->sequence = (tt_sequence_exchange){.all_to_all = sequence_all_to_all, .ctx = (void *)comm};
+        model->sequence_exchange = &dp->sequence;
+    }
     if (tt_plan_shards_optimizer(&model->plan)) shard_optimizer(dp, model);
     else tt_comm_equal_bounds(comm->size, model->params.trainable_numel, dp->bounds);
 }
@@ -173,6 +182,7 @@ void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model)
 
 void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
     if (model->shards == &dp->exchange) model->shards = NULL;
+    if (model->sequence_exchange == &dp->sequence) model->sequence_exchange = NULL;
     free(dp->bounds);
     free(dp->unit_owner);
     free(dp->gathered_partials);

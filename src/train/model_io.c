@@ -278,9 +278,20 @@ void tt_model_get_moments(const tt_model_state *s, float *host_m, float *host_v)
 }
 
 void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t *targets) {
-    const size_t bytes = sizeof(int32_t) * (size_t)(s->plan.micro_batch * s->plan.seq_len);
-    tt_backend_upload(s->backend, s->batch_inputs, inputs, bytes);
-    tt_backend_upload(s->backend, s->batch_targets, targets, bytes);
+    const int64_t T = s->plan.seq_len, whole = tt_plan_sequence_len(&s->plan);
+    if (whole == T) {
+        const size_t bytes = sizeof(int32_t) * (size_t)(s->plan.micro_batch * T);
+        tt_backend_upload(s->backend, s->batch_inputs, inputs, bytes);
+        tt_backend_upload(s->backend, s->batch_targets, targets, bytes);
+    } else { /* sequence parallel: this rank's tokens of each sequence */
+        const int64_t first = s->plan.data_parallel_rank * T;
+        for (int64_t b = 0; b < s->plan.micro_batch; b++) {
+            tt_backend_upload(s->backend, s->batch_inputs + b * T, inputs + b * whole + first,
+                              sizeof(int32_t) * (size_t)T);
+            tt_backend_upload(s->backend, s->batch_targets + b * T, targets + b * whole + first,
+                              sizeof(int32_t) * (size_t)T);
+        }
+    }
     s->batch_has_positions = false;
 }
 

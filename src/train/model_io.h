@@ -40,7 +40,8 @@ tt_weight_sink tt_model_loader_begin(tt_model_loader *loader, tt_model_state *st
 void tt_model_loader_end(tt_model_loader *loader);
 void tt_model_set_moments(tt_model_state *state, const float *host_m, const float *host_v);
 void tt_model_get_moments(const tt_model_state *state, float *host_m, float *host_v);
-/* inputs/targets[micro_batch * seq_len] token ids from the host */
+/* inputs/targets[micro_batch * the whole sequence] token ids from the host (with sequence parallel, this rank takes
+ * its share of each sequence) */
 void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int32_t *targets);
 /* Packed documents (plan.packed_documents): each token's position in its document, positions[B*T] (host; 0 where a
  * document starts, then +1 per token; a sequence starts a document), for the batch set last; it gives the

@@ -1,4 +1,5 @@
 #include "train/step.h"
+#include "train/step_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -341,6 +342,19 @@ static void init_rope_tables(tt_model_state *s) {
         s->host_rope_cos = host_cos;
         s->host_rope_sin = host_sin;
         s->host_batch_rope = tt_xmalloc(2 * s->sizes.rope_table, "RoPE rows of a micro-batch");
+    } else if (s->plan.sequence_parallel > 1) { /* this rank's tokens: positions [rank * T, (rank + 1) * T) */
+        free(host_cos);
+        free(host_sin);
+        const int64_t whole = tt_plan_sequence_len(&s->plan), half = s->config.head_dim / 2;
+        const size_t whole_bytes = sizeof(float) * (size_t)(whole * half);
+        host_cos = tt_xmalloc(whole_bytes, "RoPE table");
+        host_sin = tt_xmalloc(whole_bytes, "RoPE table");
+        tt_rope_tables(&s->config, whole, host_cos, host_sin);
+        const int64_t first = s->plan.data_parallel_rank * s->plan.seq_len * half;
+        tt_backend_upload(s->backend, s->rope_cos, host_cos + first, table_bytes);
+        tt_backend_upload(s->backend, s->rope_sin, host_sin + first, table_bytes);
+        free(host_cos);
+        free(host_sin);
     } else {
         tt_backend_upload(s->backend, s->rope_cos, host_cos, table_bytes);
         tt_backend_upload(s->backend, s->rope_sin, host_sin, table_bytes);
@@ -400,17 +414,8 @@ static void model_state_build(tt_model_state *s) {
     zero_persistent_tensors(s);
     init_rope_tables(s);
     bind_layers(s);
-    s->attention = (tt_attention_shape){
-        .batch = s->plan.micro_batch,
-        .seq_len = s->plan.seq_len,
-        .num_heads = s->config.num_heads,
-        .num_kv_heads = s->config.num_kv_heads,
-        .head_dim = s->config.head_dim,
-        .scale = 1.0 / sqrt((double)s->config.head_dim),
-        .sliding_window = s->config.sliding_window,
-        .documents = s->plan.packed_documents,
-        .positions = s->batch_positions,
-    };
+    s->attention = tt_plan_attention_shape(&s->plan, &s->config);
+    s->attention.positions = s->batch_positions;
 }
 
 void tt_model_state_release(tt_model_state *s) {
@@ -670,9 +675,14 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
                                   NULL, N, D, kv_dim);
         adapter_up(s, l, TT_LORA_V, S[TT_SAVED_V], S);
     }
-    if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE)))
-        tt_backend_attention_forward(b, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K],
-                                     S[TT_SAVED_V], &s->attention);
+    if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE))) {
+        if (s->plan.sequence_parallel > 1) /* Ulysses: tokens traded for heads around the attention */
+            tt_sequence_parallel_attention_forward(s, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q],
+                                                   S[TT_SAVED_K], S[TT_SAVED_V]);
+        else
+            tt_backend_attention_forward(b, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K],
+                                         S[TT_SAVED_V], &s->attention);
+    }
     /* residual + o_proj(attention) */
     adapter_down(s, l, TT_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
     if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID))) {
@@ -781,10 +791,16 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT],
                                gemm_weight(s, w->wo, D * q_dim), N, q_dim, D, false);
     adapter_backward_input(s, l, TT_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
-    tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
-                                  W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q],
-                                  S[TT_SAVED_K], S[TT_SAVED_V], &s->attention, W[TT_BACKWARD_ATTENTION], spare,
-                                  spare_bytes);
+    if (s->plan.sequence_parallel > 1)
+        tt_sequence_parallel_attention_backward(s, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
+                                                W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE],
+                                                S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V], W[TT_BACKWARD_ATTENTION],
+                                                spare, spare_bytes);
+    else
+        tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
+                                      W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q],
+                                      S[TT_SAVED_K], S[TT_SAVED_V], &s->attention, W[TT_BACKWARD_ATTENTION], spare,
+                                      spare_bytes);
     tt_backend_rope_backward(b, W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads,
                              hd);
     tt_backend_rope_backward(b, W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows,

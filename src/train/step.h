@@ -27,6 +27,13 @@ typedef struct tt_shard_exchange {
     void *ctx;
 } tt_shard_exchange;
 
+/* Sequence parallel: the ranks' all-to-all (rank r's block b of send, bytes each, lands in rank b's recv at block r;
+ * compute tier's memory), set by data_parallel.c. */
+typedef struct tt_sequence_exchange {
+    void (*all_to_all)(void *ctx, const void *send, void *recv, size_t bytes);
+    void *ctx;
+} tt_sequence_exchange;
+
 typedef struct tt_model_state {
     tt_model_config config;
     tt_param_table params;
@@ -106,7 +113,8 @@ typedef struct tt_model_state {
     /* Optimizer offload (optimizer_offload.h), or NULL: the host share's master weights and moments, and the hooks
      * the step calls before the forward reads a unit's weights and after the backward finished its gradients. */
     struct tt_optimizer_offload *optimizer_offload;
-    const tt_shard_exchange *shards; /* ZeRO stage 1 with several ranks, or NULL */
+    const tt_shard_exchange *shards;               /* ZeRO stage 1 with several ranks, or NULL */
+    const tt_sequence_exchange *sequence_exchange; /* sequence parallel, or NULL */
     /* The memory mechanisms' hooks (unit_hooks.h), called by the step program at each unit's forward and backward
      * in this order (the AFTER points in reverse): the offload stores, optimizer offload, the weight streams. */
     tt_unit_hook hooks[TT_MAX_UNIT_HOOKS];

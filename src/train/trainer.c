@@ -144,8 +144,25 @@ static void check_quantized_base(const tt_run_config *run, const tt_model_config
                 fp4 ? "fp4" : "nf4", run->bnb_4bit_use_double_quant ? "true" : "false");
 }
 
+/* Ulysses: every process a whole number of each sequence's tokens, of the query heads and of the kv heads */
+static void check_sequence_parallel(const tt_run_config *run, const tt_model_config *model) {
+    const int64_t sp = run->sequence_parallel_degree;
+    if (sp <= 1) return;
+    if (run->sequence_len % sp != 0)
+        tt_die("sequence_len %lld is not divisible by sequence_parallel_degree %lld: each process holds an equal share "
+               "of a sequence's tokens; choose a sequence_len that is a multiple of it",
+               (long long)run->sequence_len, (long long)sp);
+    if (model->num_heads % sp != 0 || model->num_kv_heads % sp != 0)
+        tt_die("the model has %lld attention heads and %lld key/value heads, not both divisible by "
+               "sequence_parallel_degree %lld: each process attends with an equal share of them; use a degree that "
+               "divides %lld",
+               (long long)model->num_heads, (long long)model->num_kv_heads, (long long)sp,
+               (long long)model->num_kv_heads);
+}
+
 static void check_run_against_model(const tt_run_config *run, const tt_model_config *model) {
     check_quantized_base(run, model);
+    check_sequence_parallel(run, model);
     if (run->adapter == TT_ADAPTER_LORA) {
         int64_t widest = model->hidden_size > model->intermediate_size ? model->hidden_size : model->intermediate_size;
         if (model->num_heads * model->head_dim > widest) widest = model->num_heads * model->head_dim;
@@ -264,8 +281,10 @@ static void report_packing(const tt_dataset *data, const tt_run_config *run) {
  * and the loss sums and token counts are summed in rank order, on every rank. */
 static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *inputs, int32_t *targets,
                        int32_t *positions, const tt_comm *comm, int64_t *tokens_out) {
-    const int64_t B = model->plan.micro_batch, T = model->plan.seq_len;
-    const int64_t rank = comm ? comm->rank : 0, ranks = comm ? comm->size : 1;
+    const int64_t B = model->plan.micro_batch, T = tt_plan_sequence_len(&model->plan);
+    /* data parallel splits the eval micro-batches; sequence parallel shares each (every rank its tokens) */
+    const bool shared = model->plan.sequence_parallel > 1;
+    const int64_t rank = comm && !shared ? comm->rank : 0, ranks = comm && !shared ? comm->size : 1;
     double loss_sum = 0;
     int64_t tokens = 0;
     for (int64_t first = rank * B; first < data->eval_count; first += ranks * B) {
@@ -577,6 +596,14 @@ static void finish_run(tt_model_state *model, const tt_run_config *run, const tt
 }
 
 int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, bool resume_latest) {
+    const int processes = comm ? comm->size : 1;
+    if (run->sequence_parallel_degree > 1 && run->sequence_parallel_degree != processes)
+        tt_die("sequence_parallel_degree is %lld but %d process%s started: every process shares each sequence (data "
+               "parallel over several sequence-parallel groups is not available yet); start %lld processes (torchrun "
+               "--nproc-per-node=%lld, or mpirun -np %lld on the CPU)",
+               (long long)run->sequence_parallel_degree, processes, processes == 1 ? " was" : "es were",
+               (long long)run->sequence_parallel_degree, (long long)run->sequence_parallel_degree,
+               (long long)run->sequence_parallel_degree);
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
     tt_checkpoint_remove_incomplete(run->output_dir);
@@ -597,7 +624,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     print_header(&model.config, &model.params, device, &model.plan, &model.sizes, stdout);
 
     const int64_t T = run->sequence_len;
-    const int ranks = comm ? comm->size : 1;
+    /* sequence parallel: the ranks share each sequence, so a step's sequences are one rank's */
+    const int ranks = comm && model.plan.sequence_parallel <= 1 ? comm->size : 1;
     tt_data_parallel dp = {0};
     if (comm) tt_data_parallel_init(&dp, comm, run, &model);
     /* a step is every rank's micro-batches: each draws them all, in the same order, and trains its own */
@@ -634,7 +662,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
         double sums[2] = {0, 0}; /* the loss sum and the tokens it is over */
         int64_t counted = 0;
         sums[0] = accumulate_gradients(&model, &batch, run, &trainer, &adamw, &schedule, step_tokens,
-                                       (int64_t)rank * run->gradient_accumulation_steps, &counted);
+                                       ranks > 1 ? (int64_t)rank * run->gradient_accumulation_steps : 0, &counted);
         sums[1] = (double)counted;
         if (comm) tt_data_parallel_reduce(&dp, &model, sums, 2);
         const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;

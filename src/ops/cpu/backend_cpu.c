@@ -54,6 +54,13 @@ static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
 
+static void cpu_copy_2d(void *ctx, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                        size_t rows) {
+    (void)ctx;
+    for (size_t r = 0; r < rows && width; r++)
+        memcpy((unsigned char *)dst + r * dst_pitch, (const unsigned char *)src + r * src_pitch, width);
+}
+
 static void cpu_zero(void *ctx, void *dst, size_t bytes) {
     (void)ctx;
     if (bytes) memset(dst, 0, bytes);
@@ -288,6 +295,7 @@ static const tt_backend_iface cpu_iface = {
     .block_alloc = cpu_block_alloc,
     .block_free = cpu_block_free,
     .copy = cpu_copy,
+    .copy_2d = cpu_copy_2d,
     .pinned_alloc = cpu_block_alloc,
     .pinned_free = cpu_block_free,
     .zero = cpu_zero,

@@ -269,6 +269,14 @@ static void cuda_copy(void *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes) TIMED("copy", TT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda->stream)));
 }
 
+static void cuda_copy_2d(void *ctx, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                         size_t rows) {
+    cuda_backend *cuda = ctx;
+    if (width && rows)
+        TIMED("copy", TT_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
+                                                      cudaMemcpyDeviceToDevice, cuda->stream)));
+}
+
 static void cuda_zero(void *ctx, void *dst, size_t bytes) {
     cuda_backend *cuda = ctx;
     if (bytes) TIMED("zero", TT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, cuda->stream)));
@@ -892,6 +900,7 @@ static const tt_backend_iface cuda_iface = {
     .block_alloc = cuda_block_alloc,
     .block_free = cuda_block_free,
     .copy = cuda_copy,
+    .copy_2d = cuda_copy_2d,
     .pinned_alloc = cuda_pinned_alloc,
     .pinned_free = cuda_pinned_free,
     .zero = cuda_zero,

@@ -1,0 +1,26 @@
+/* The step program's parts that live in files of their own (they belong to step.c's module).
+ *
+ * sequence_parallel.c: Ulysses sequence parallel (sequence_parallel_degree N, plan.sequence_parallel): each of the N processes holds 1/N of
+ * every sequence's tokens through the whole layer (norms, projections, MLP, LM head and loss run on its tokens
+ * alone) and trades tokens for heads around attention: an all-to-all turns its q, k, v ([B, T/N, H*hd]) into the
+ * whole sequence for H/N heads ([B, T, H/N*hd]), the attention runs there (the plan's attention shape), and a second
+ * all-to-all turns the output back. The backward does the same with the gradients, exchanging the saved q, k, v and
+ * output again rather than keeping their exchanged copies. The ranks' gradients are then summed as data parallel's.
+ *
+ * The exchanged copies and two staging buffers live on the compute tier's arena only around each attention call
+ * (size table: sequence_parallel_q / _kv); the dry run prices them like any other push. */
+#ifndef TT_TRAIN_STEP_INTERNAL_H
+#define TT_TRAIN_STEP_INTERNAL_H
+
+#include "train/step.h"
+
+/* The attention forward of a layer: out [B, T/N, H*hd] and lse from this rank's q [B, T/N, H*hd], k, v
+ * [B, T/N, Hkv*hd]; lse in the exchanged layout (only the backward reads it). */
+void tt_sequence_parallel_attention_forward(tt_model_state *state, void *out, float *lse, const void *q, const void *k,
+                                            const void *v);
+/* Its backward: dq, dk, dv in this rank's layout from d_out and the saved out, lse, q, k, v. */
+void tt_sequence_parallel_attention_backward(tt_model_state *state, void *dq, void *dk, void *dv, const void *d_out,
+                                             const void *out, const float *lse, const void *q, const void *k,
+                                             const void *v, void *workspace, void *spare, size_t spare_bytes);
+
+#endif

@@ -568,9 +568,10 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(optimizer_offload_fraction),
      .default_text = "1.0",
      .range = CLOSED(0, 1),
-     .help = "Megatron's: the share of the trainable parameters optimizer_cpu_offload updates on the CPU, rounded to "
-             "the nearest whole layer; 1: all of them, 0: none. Without optimizer_cpu_offload only 1 or 0 (both: "
-             "nothing offloaded) is accepted"},
+     .help =
+         "Megatron's: the share of the trainable parameters optimizer_cpu_offload updates on the CPU, rounded to "
+         "the nearest whole layer (with zero_stage, of each process's shard); 1: all of them, 0: none. Without optimizer_cpu_offload only 1 or 0 (both: "
+         "nothing offloaded) is accepted"},
     {.name = "overlap_cpu_optimizer_d2h_h2d",
      .type = KEY_BOOL,
      .offset = FIELD(overlap_cpu_optimizer_d2h_h2d),

@@ -19,6 +19,19 @@ void tt_optimizer_shard_bounds(const int64_t *unit_start, int64_t units, int ran
     bounds[ranks] = total;
 }
 
+void tt_optimizer_shard_units(const int64_t *start, int64_t units, int64_t shard_start, int64_t shard_end,
+                              int64_t *first_unit, int64_t *end_unit) {
+    int64_t first = 0, end = units;
+    if (shard_start > 0)
+        while (first < units && start[first] < shard_start) first++;
+    if (shard_end < start[units]) {
+        end = first;
+        while (end < units && start[end] < shard_end) end++;
+    }
+    *first_unit = first;
+    *end_unit = end;
+}
+
 size_t tt_sharded_gradient_layout(const int64_t *start, int64_t L, int64_t shard_start, int64_t shard_end,
                                   size_t gradient_bytes, size_t *offset, int *slot, size_t *slot_bytes) {
     const int64_t units = L + 2;

@@ -14,6 +14,10 @@
  * get no unit when there are fewer units than ranks. */
 void tt_optimizer_shard_bounds(const int64_t *unit_start, int64_t units, int ranks, int64_t *bounds);
 
+/* The units of the shard [shard_start, shard_end): [*first_unit, *end_unit) (the whole model: [0, units)). */
+void tt_optimizer_shard_units(const int64_t *unit_start, int64_t units, int64_t shard_start, int64_t shard_end,
+                              int64_t *first_unit, int64_t *end_unit);
+
 /* ZeRO stage 2 (zero_stage: 2) also shards the gradients: a decoder layer outside this rank's shard computes its
  * gradients in one of two ring slots and, as soon as its backward is done, every rank sends them to the layer's
  * owner, which adds them in rank order into its own place; the embedding and the final norm with the LM head keep

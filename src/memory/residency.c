@@ -61,7 +61,8 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
                 r->gradients_offset = before + 2 * t->gradient_ring_slot;
             }
         }
-        const bool host_share = r->start >= t->optimizer_host_start && r->end > r->start;
+        const bool host_share =
+            r->start >= t->optimizer_host_start && r->start < t->optimizer_shard_end && r->end > r->start;
         r->optimizer_tier = host_share ? t->host_tier : compute;
         r->optimizer_element = host_share ? r->start - t->optimizer_host_start : r->start - t->optimizer_shard_start;
         r->optimizer_on_other_rank =

@@ -68,11 +68,23 @@ void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, 
 }
 
 int64_t tt_optimizer_first_host_unit(const int64_t *start, int64_t num_layers, double fraction) {
-    const int64_t units = num_layers + 2, total = start[units];
-    int64_t best = units;
+    return tt_optimizer_first_host_unit_in(start, 0, num_layers + 2, fraction);
+}
+
+void tt_optimizer_host_units(const int64_t *start, const tt_plan *plan, const tt_size_table *t,
+                             int64_t *first_host_unit, int64_t *end_unit) {
+    int64_t first = 0;
+    tt_optimizer_shard_units(start, plan->num_layers + 2, t->optimizer_shard_start, t->optimizer_shard_end, &first,
+                             end_unit);
+    *first_host_unit = tt_optimizer_first_host_unit_in(start, first, *end_unit, plan->optimizer_offload_fraction);
+}
+
+int64_t tt_optimizer_first_host_unit_in(const int64_t *start, int64_t first_unit, int64_t end_unit, double fraction) {
+    const int64_t total = start[end_unit] - start[first_unit];
+    int64_t best = end_unit;
     double best_error = fraction * (double)total; /* nothing on the host */
-    for (int64_t u = units - 1; u >= 0; u--) {
-        const double error = fabs((double)(total - start[u]) - fraction * (double)total);
+    for (int64_t u = end_unit - 1; u >= first_unit; u--) {
+        const double error = fabs((double)(start[end_unit] - start[u]) - fraction * (double)total);
         if (error < best_error) {
             best_error = error;
             best = u;
@@ -183,16 +195,27 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     /* Optimizer offload moves the master weights and moments of a trailing run of whole units to host memory,
      * fp32 whatever the compute tier keeps, with staging for the gradients and (when the compute copy is not
      * fp32: the fp32 master is what goes back otherwise) the new weights. */
-    t->optimizer_host_start = params->trainable_numel;
+    int64_t *start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
+    tt_optimizer_unit_starts(params, m->num_layers, start);
+    /* ZeRO stage 1: this rank's shard of whole units */
+    t->optimizer_shard_start = 0;
+    t->optimizer_shard_end = params->trainable_numel;
+    if (tt_plan_shards_optimizer(plan)) {
+        int64_t *bounds = tt_xcalloc((size_t)plan->data_parallel_ranks + 1, sizeof(int64_t), "optimizer shards");
+        tt_optimizer_shard_bounds(start, m->num_layers + 2, plan->data_parallel_ranks, bounds);
+        t->optimizer_shard_start = bounds[plan->data_parallel_rank];
+        t->optimizer_shard_end = bounds[plan->data_parallel_rank + 1];
+        free(bounds);
+    }
+    /* the host share: the top of the shard (of the model, unsharded) */
+    t->optimizer_host_start = t->optimizer_shard_end;
     t->gradient_ring_first = m->num_layers + 1;
-    int64_t *start = NULL, first_host_unit = m->num_layers + 2;
+    int64_t first_host_unit = m->num_layers + 2, host_end_unit = m->num_layers + 2;
     if (plan->optimizer_offload) {
-        start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
-        tt_optimizer_unit_starts(params, m->num_layers, start);
-        first_host_unit = tt_optimizer_first_host_unit(start, m->num_layers, plan->optimizer_offload_fraction);
+        tt_optimizer_host_units(start, plan, t, &first_host_unit, &host_end_unit);
         t->optimizer_host_start = start[first_host_unit];
     }
-    t->optimizer_host_numel = params->trainable_numel - t->optimizer_host_start;
+    t->optimizer_host_numel = t->optimizer_shard_end - t->optimizer_host_start;
     /* The gradient ring: the host share's decoder layers (three at least, or two slots save nothing), from the
      * first host unit (not the embedding: with tied weights the LM head writes its gradient first) */
     if (plan->gradient_ring && t->optimizer_host_numel > 0) {
@@ -214,10 +237,6 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     /* Weight offload: units 1 .. K (layers 0 .. K - 1) in host memory, two of their size on the compute tier */
     t->weight_offload_first = t->weight_offload_end = params->trainable_numel;
     if (plan->offloaded_weight_layers > 0) {
-        if (!start) {
-            start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
-            tt_optimizer_unit_starts(params, m->num_layers, start);
-        }
         const int64_t K = plan->offloaded_weight_layers;
         t->weight_offload_first = start[1];
         t->weight_offload_end = start[K + 1];
@@ -232,20 +251,6 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
             t->weight_offload_end < t->optimizer_host_start ? t->weight_offload_end : t->optimizer_host_start;
         if (home_end > t->weight_offload_first)
             t->host_weight_home = bytes_of(home_end - t->weight_offload_first, plan->weight_bytes);
-    }
-    /* ZeRO stage 1: this rank's shard of whole units (data parallel refuses it with optimizer offload) */
-    t->optimizer_shard_start = 0;
-    t->optimizer_shard_end = params->trainable_numel;
-    if (tt_plan_shards_optimizer(plan)) {
-        if (!start) {
-            start = tt_xcalloc((size_t)m->num_layers + 3, sizeof(int64_t), "optimizer units");
-            tt_optimizer_unit_starts(params, m->num_layers, start);
-        }
-        int64_t *bounds = tt_xcalloc((size_t)plan->data_parallel_ranks + 1, sizeof(int64_t), "optimizer shards");
-        tt_optimizer_shard_bounds(start, m->num_layers + 2, plan->data_parallel_ranks, bounds);
-        t->optimizer_shard_start = bounds[plan->data_parallel_rank];
-        t->optimizer_shard_end = bounds[plan->data_parallel_rank + 1];
-        free(bounds);
     }
     if (tt_plan_shards_gradients(plan)) { /* zero_stage 2: the other ranks' layers through two ring slots */
         const size_t units = (size_t)m->num_layers + 2;
@@ -390,10 +395,14 @@ void tt_size_table_print_optimizer(const tt_size_table *t, const tt_plan *plan, 
     const int64_t L = plan->num_layers, n = params->trainable_numel;
     int64_t *start = tt_xcalloc((size_t)L + 3, sizeof(int64_t), "optimizer units");
     tt_optimizer_unit_starts(params, L, start);
-    const int64_t first = tt_optimizer_first_host_unit(start, L, plan->optimizer_offload_fraction);
+    int64_t first = 0, end = 0;
+    tt_optimizer_host_units(start, plan, t, &first, &end);
     free(start);
     char what[96];
     if (t->optimizer_host_numel == 0) snprintf(what, sizeof what, "nothing");
+    else if (tt_plan_shards_optimizer(plan))
+        snprintf(what, sizeof what, "units %lld-%lld of this rank's zero_stage shard", (long long)first,
+                 (long long)(end - 1));
     else if (first == 0) snprintf(what, sizeof what, "everything");
     else if (first == L) snprintf(what, sizeof what, "layer %lld, final norm and LM head", (long long)(L - 1));
     else if (first < L)

@@ -133,6 +133,12 @@ void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, 
 /* The first unit of the host share: the unit boundary whose trailing share of the trainable parameters is nearest
  * to fraction (ties: the smaller share); num_layers + 2 when nothing is offloaded. */
 int64_t tt_optimizer_first_host_unit(const int64_t *start, int64_t num_layers, double fraction);
+/* The same within units [first_unit, end_unit) (a zero_stage shard): the share is of their elements; end_unit when
+ * nothing is offloaded. */
+int64_t tt_optimizer_first_host_unit_in(const int64_t *start, int64_t first_unit, int64_t end_unit, double fraction);
+/* The first host unit and the end of the host share's units for this plan's shard (the whole model unsharded). */
+void tt_optimizer_host_units(const int64_t *start, const tt_plan *plan, const struct tt_size_table *sizes,
+                             int64_t *first_host_unit, int64_t *end_unit);
 
 /* The largest shapes the ops of a plan see, from which the backend sizes its scratch and prepares. */
 tt_scratch_shape tt_size_table_scratch_shape(const tt_model_config *model, const tt_param_table *params,

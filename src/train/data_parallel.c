@@ -57,10 +57,6 @@ static void refuse_unavailable(const tt_comm *comm, const tt_run_config *run, co
                "available yet (its gradients leave during the backward, before the ranks have summed them); set "
                "overlap_cpu_optimizer_d2h_h2d: false, or run one process",
                comm->size);
-    if (run->zero_stage >= 1 && run->optimizer_cpu_offload)
-        tt_die("zero_stage %d with optimizer_cpu_offload is not available yet (each rank would offload its shard); "
-               "set zero_stage: 0, or remove optimizer_cpu_offload",
-               (int)run->zero_stage);
     if (run->zero_stage >= 2 && run->gradient_accumulation_steps > 1)
         tt_die("zero_stage 2 with gradient_accumulation_steps %lld is not available yet (each micro-batch's gradients "
                "would be summed over the ranks before they add up, other bits than zero_stage 0 and 1); set "

@@ -51,7 +51,7 @@ static double now_seconds(void) {
 }
 
 static bool unit_on_host(const tt_optimizer_offload *o, int64_t u) {
-    return u >= o->first_host_unit && u <= o->num_layers + 1 && o->units[u].end > o->units[u].start;
+    return u >= o->first_host_unit && u < o->end_unit && o->units[u].end > o->units[u].start;
 }
 
 /* The CPU AdamW over elements [start, end) of the host share (any thread; one at a time). */
@@ -75,7 +75,7 @@ static void update_host_range(tt_optimizer_offload *o, int segments, const int64
  * through the backward while the units above it are ready. */
 static int64_t next_unit(const tt_optimizer_offload *o) {
     int64_t earliest = -1;
-    for (int64_t u = o->first_host_unit; u <= o->num_layers + 1; u++) {
+    for (int64_t u = o->first_host_unit; u < o->end_unit; u++) {
         const tt_optimizer_offload_unit *unit = &o->units[u];
         if (unit->phase != UNIT_QUEUED || !unit->stamped) continue;
         if (tt_backend_copy_done(o->backend, unit->gradient_copy)) return u;
@@ -123,24 +123,28 @@ tt_optimizer_offload *tt_optimizer_offload_create(tt_model_state *s, int threads
     o->num_layers = L;
     o->overlap = s->plan.optimizer_overlap;
     o->unit_start = s->unit_start;
-    o->first_host_unit = tt_optimizer_first_host_unit(o->unit_start, L, s->plan.optimizer_offload_fraction);
+    /* the top of this rank's zero_stage shard, or of the model */
+    tt_optimizer_host_units(o->unit_start, &s->plan, &s->sizes, &o->first_host_unit, &o->end_unit);
     o->host_start = s->sizes.optimizer_host_start;
     o->host_numel = s->sizes.optimizer_host_numel;
     TT_CHECK(o->unit_start[o->first_host_unit] == o->host_start, "the host share starts at a unit boundary");
     o->weight_bytes = s->plan.weight_bytes;
     o->gradient_bytes = s->plan.gradient_bytes;
-    o->device_gradients = (unsigned char *)s->gradients + (size_t)o->host_start * o->gradient_bytes;
+    /* zero_stage 2 keeps the shard's gradients together elsewhere in the buffer (optimizer_shards.h) */
+    o->device_gradients = s->sizes.sharded_gradient_slot && o->host_numel
+                              ? tt_model_gradients_at(s, o->host_start)
+                              : (unsigned char *)s->gradients + (size_t)o->host_start * o->gradient_bytes;
 
     const tt_param_table *t = &s->params;
     o->host_segments =
         tt_clip_segments(t->decay_segment_start, t->decay_segment_decays, t->decay_segments, o->host_start,
-                         t->trainable_numel, &o->host_segment_start, &o->host_segment_decays);
+                         o->host_start + o->host_numel, &o->host_segment_start, &o->host_segment_decays);
     o->units = tt_xcalloc((size_t)L + 2, sizeof(tt_optimizer_offload_unit), "optimizer units");
     o->ring_partial = tt_xcalloc((size_t)L + 2, sizeof(bool), "gradient ring");
     o->ring_load_unit[0] = o->ring_load_unit[1] = -1;
     for (int64_t u = 0; u < L + 2; u++) {
         tt_optimizer_offload_unit *unit = &o->units[u];
-        if (u >= o->first_host_unit) {
+        if (u >= o->first_host_unit && u < o->end_unit) {
             unit->start = o->unit_start[u] - o->host_start;
             unit->end = o->unit_start[u + 1] - o->host_start;
         }
@@ -386,7 +390,7 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
             w->scalars = tt_adamw_scalars_for(lr, settings->beta1, settings->beta2, settings->epsilon,
                                               settings->weight_decay, step, grad_scale);
             w->scale_known = true;
-            for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+            for (int64_t u = o->first_host_unit; u < o->end_unit; u++)
                 if (o->units[u].phase == UNIT_QUEUED && !o->units[u].stamped) {
                     o->units[u].scalars = w->scalars;
                     o->units[u].stamped = true;
@@ -395,7 +399,7 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
         }
         pthread_mutex_unlock(&w->lock);
         /* the next step zeroes the gradients on the compute stream: after the copies out have read them */
-        for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+        for (int64_t u = o->first_host_unit; u < o->end_unit; u++)
             if (unit_on_host(o, u)) tt_backend_copy_wait(o->backend, o->units[u].gradient_copy);
         copy_back_updated(o);
         return;
@@ -411,7 +415,7 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
     /* unit by unit (weight-offloaded units have theirs in place already); the copy stream runs them in order, so
      * the last one's completion is everyone's */
     uint64_t back = 0;
-    for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+    for (int64_t u = o->first_host_unit; u < o->end_unit; u++)
         if (unit_on_host(o, u) && !unit_weights_offloaded(o, u))
             back = tt_backend_copy_async(o->backend, unit_device_weights(o, u), unit_host_weights(o, &o->units[u]),
                                          (size_t)(o->units[u].end - o->units[u].start) * o->weight_bytes, false, out);
@@ -422,7 +426,7 @@ void tt_optimizer_offload_update(tt_optimizer_offload *o, const tt_adamw_setting
 void tt_optimizer_offload_finish(tt_optimizer_offload *o) {
     if (!o || o->host_numel == 0) return;
     if (o->worker) {
-        for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+        for (int64_t u = o->first_host_unit; u < o->end_unit; u++)
             if (unit_on_host(o, u) && !wait_for_unit(o, u)) {
                 /* its update never came (the step stopped before it): it stays as it was */
                 pthread_mutex_lock(&o->worker->lock);
@@ -431,7 +435,7 @@ void tt_optimizer_offload_finish(tt_optimizer_offload *o) {
             }
         copy_back_updated(o);
     }
-    for (int64_t u = o->first_host_unit; u < o->num_layers + 2; u++)
+    for (int64_t u = o->first_host_unit; u < o->end_unit; u++)
         if (o->units[u].weight_copy) {
             tt_backend_copy_host_wait(o->backend, o->units[u].weight_copy);
             o->units[u].weight_copy = 0;

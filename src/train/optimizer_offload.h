@@ -61,6 +61,7 @@ typedef struct tt_optimizer_offload {
     int64_t host_start, host_numel;      /* the host share, in the trainable layout */
     const int64_t *unit_start;           /* [L + 3] the model state's (tt_optimizer_unit_starts) */
     int64_t first_host_unit;             /* units from here on are the host share */
+    int64_t end_unit;                    /* ... up to here: L + 2, or the end of this rank's zero_stage shard */
     float *master, *m, *v;               /* [host_numel] fp32, host memory */
     void *gradients;                     /* [host_numel] gradient precision, host staging */
     uint16_t *weights_bf16;              /* [host_numel] bf16 staging of the new weights, or NULL (fp32 compute copy:

@@ -11,7 +11,8 @@
 #      ends with a message, none hangs;
 #  (f) zero_stage 1 (sharded optimizer state) and 2 (and gradients) give zero_stage 0's bits on 2 and 3 ranks,
 #      checkpoints, resume and each rank's optimizer offload included;
-#  (g) sequence parallel (Ulysses) on two ranks: one process's losses to rounding, its own bits under the memory modes.
+#  (g) sequence parallel (Ulysses) on two ranks, and two groups of two on four: one process's losses to rounding, its
+#      own bits under the memory modes and the ZeRO stages.
 # Skipped (exit 77) where mpirun or an MPI build is missing. Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -217,7 +218,21 @@ check "sequence parallel + tiled_mlp: one process's (tiled) losses to rounding" 
 "$tiertrain" train run.yaml model_config=sp_qwen3.json output_dir=sp_alone sequence_parallel_degree=2 > sp_alone.log 2>&1
 status=$?
 check "sequence_parallel_degree 2 in one process: refused (exit $status)" test $status -ne 0
-check "... saying how many processes to start" grep -q "start 2 processes" sp_alone.log
+check "... saying how many processes to start" grep -q "start a multiple of 2 processes" sp_alone.log
+# four ranks: two sequence-parallel groups of two, side by side (data parallel over the groups)
+mpi4() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 "$tiertrain" "$@"; }
+"$tiertrain" train run.yaml model_config=sp_qwen3.json output_dir=grid_one gradient_accumulation_steps=4 \
+  val_set_size=0.1 eval_steps=2 > grid_one.log 2>&1
+mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid sequence_parallel_degree=2 val_set_size=0.1 \
+  eval_steps=2 > grid.log 2>&1
+check "two groups of two sequence-parallel ranks: one process's losses and norms to rounding" \
+  close_metrics grid/metrics.jsonl grid_one/metrics.jsonl
+check "... and its eval losses" eval_close grid/metrics.jsonl grid_one/metrics.jsonl
+mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z2 sequence_parallel_degree=2 val_set_size=0.1 \
+  eval_steps=2 gradient_accumulation_steps=1 zero_stage=2 > grid_z2.log 2>&1
+mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z0 sequence_parallel_degree=2 val_set_size=0.1 \
+  eval_steps=2 gradient_accumulation_steps=1 > grid_z0.log 2>&1
+check "... zero_stage 2 over the four: zero_stage 0's bits" same grid_z0/model.safetensors grid_z2/model.safetensors
 "$tiertrain" plan run.yaml model_config=sp_qwen3.json sequence_parallel_degree=2 > sp_plan.log 2>&1
 check "tiertrain plan prices one rank of a sequence-parallel group" grep -q "this one holds 16 of them" sp_plan.log
 

@@ -598,8 +598,9 @@ const key_spec cfg_keys[] = {
      .help = "Ulysses sequence parallel (axolotl's key, ALST's method): this many processes share each sequence, each "
              "holding sequence_len / N of its tokens through the whole layer and exchanging them for heads around "
              "attention (all-to-all: every process attends over the whole sequence for num_heads / N heads); every "
-             "process then holds 1/N of the activations. Equal to the number of processes (all of them form one "
-             "group); sequence_len, num_attention_heads and num_key_value_heads divisible by it",
+             "process then holds 1/N of the activations. The processes form groups of N consecutive ranks, the groups "
+             "training side by side (data parallel); the process count, sequence_len, num_attention_heads and "
+             "num_key_value_heads divisible by it",
      .known_as = "context_parallel_size|ulysses_degree"},
     {.name = "ddp_timeout",
      .type = KEY_INT,

@@ -89,6 +89,8 @@ void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, 
 
 void tt_comm_barrier(const tt_comm *comm) { comm->iface->barrier(comm->ctx); }
 
+tt_comm *tt_comm_split(const tt_comm *comm, int color, int key) { return comm->iface->split(comm->ctx, color, key); }
+
 void tt_comm_set_timeout(const tt_comm *comm, int seconds) {
     if (comm->iface->set_timeout) comm->iface->set_timeout(comm->ctx, seconds);
 }

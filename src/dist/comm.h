@@ -34,6 +34,9 @@ typedef struct tt_comm_iface {
     /* How long a collective may wait for the other ranks before this rank ends the run (ddp_timeout); NULL where the
      * launcher ends every rank when one dies (mpirun). */
     void (*set_timeout)(void *ctx, int seconds);
+    /* A communicator of the ranks that pass the same color, ranked by key (every rank calls it); closed with
+     * tt_comm_close, before its parent. */
+    struct tt_comm *(*split)(void *ctx, int color, int key);
 } tt_comm_iface;
 
 typedef struct tt_comm {
@@ -77,6 +80,8 @@ void tt_comm_close(tt_comm *comm);
 
 void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, size_t bytes);
 void tt_comm_barrier(const tt_comm *comm);
+/* The group of ranks that pass the same color (sequence parallel's), ranked by key; every rank calls it. */
+tt_comm *tt_comm_split(const tt_comm *comm, int color, int key);
 /* ddp_timeout: a collective that waits longer for the other ranks ends the run (where the transport can tell). */
 void tt_comm_set_timeout(const tt_comm *comm, int seconds);
 

@@ -46,6 +46,7 @@ typedef struct tt_plan {
      * tokens [r * seq_len, (r + 1) * seq_len) of every sequence and attends over all sequence_parallel * seq_len of
      * them for its num_heads / sequence_parallel heads. */
     int64_t sequence_parallel;
+    int64_t sequence_parallel_rank; /* this rank's place in its group: which share of each sequence it holds */
     /* sample_packing: a sequence holds several documents, each attending only to itself with positions from 0;
      * every micro-batch brings each token's position (tt_attention_shape.positions) */
     bool packed_documents;

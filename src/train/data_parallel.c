@@ -148,8 +148,14 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
     dp->bucket_bytes = tt_comm_bucket_bytes(comm->size, tt_data_parallel_gradient_bytes(&model->params, &model->plan));
     dp->scratch = model->data_parallel_buckets;
     dp->bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges");
-    if (model->plan.sequence_parallel > 1) { /* Ulysses: the attention's all-to-all (trainer.c checked the count) */
-        dp->sequence = (tt_sequence_exchange){.all_to_all = sequence_all_to_all, .ctx = (void *)comm};
+    if (model->plan.sequence_parallel > 1) { /* Ulysses: the attention's all-to-all within the rank's group */
+        const int sp = (int)model->plan.sequence_parallel; /* trainer.c checked that it divides the ranks */
+        if (sp < comm->size) dp->sequence_group = tt_comm_split(comm, comm->rank / sp, comm->rank % sp);
+        const tt_comm *group = dp->sequence_group ? dp->sequence_group : comm;
+        TT_CHECK(group->size == sp && group->rank == model->plan.sequence_parallel_rank,
+                 "rank %d is rank %lld of its sequence-parallel group", comm->rank,
+                 (long long)model->plan.sequence_parallel_rank);
+        dp->sequence = (tt_sequence_exchange){.all_to_all = sequence_all_to_all, .ctx = (void *)group};
         model->sequence_exchange = &dp->sequence;
     }
     if (tt_plan_shards_optimizer(&model->plan)) shard_optimizer(dp, model);
@@ -179,6 +185,7 @@ void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model)
 void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
     if (model->shards == &dp->exchange) model->shards = NULL;
     if (model->sequence_exchange == &dp->sequence) model->sequence_exchange = NULL;
+    tt_comm_close(dp->sequence_group);
     free(dp->bounds);
     free(dp->unit_owner);
     free(dp->gathered_partials);

@@ -33,6 +33,7 @@ typedef struct tt_data_parallel {
     double *gathered_partials; /* [ranks x units] host */
     tt_shard_exchange exchange;
     tt_sequence_exchange sequence; /* sequence parallel's all-to-all */
+    tt_comm *sequence_group;       /* its ranks, when fewer than all of them (a split), else NULL */
 } tt_data_parallel;
 
 /* Every rank started with the same configuration (its YAML as written, hashed): dies naming the first rank that

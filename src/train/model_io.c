@@ -284,7 +284,7 @@ void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t 
         tt_backend_upload(s->backend, s->batch_inputs, inputs, bytes);
         tt_backend_upload(s->backend, s->batch_targets, targets, bytes);
     } else { /* sequence parallel: this rank's tokens of each sequence */
-        const int64_t first = s->plan.data_parallel_rank * T;
+        const int64_t first = s->plan.sequence_parallel_rank * T;
         for (int64_t b = 0; b < s->plan.micro_batch; b++) {
             tt_backend_upload(s->backend, s->batch_inputs + b * T, inputs + b * whole + first,
                               sizeof(int32_t) * (size_t)T);

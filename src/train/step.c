@@ -350,7 +350,7 @@ static void init_rope_tables(tt_model_state *s) {
         host_cos = tt_xmalloc(whole_bytes, "RoPE table");
         host_sin = tt_xmalloc(whole_bytes, "RoPE table");
         tt_rope_tables(&s->config, whole, host_cos, host_sin);
-        const int64_t first = s->plan.data_parallel_rank * s->plan.seq_len * half;
+        const int64_t first = s->plan.sequence_parallel_rank * s->plan.seq_len * half;
         tt_backend_upload(s->backend, s->rope_cos, host_cos + first, table_bytes);
         tt_backend_upload(s->backend, s->rope_sin, host_sin + first, table_bytes);
         free(host_cos);

@@ -180,6 +180,7 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
     tt_plan_from_config(plan, run, model, compute_tier_of(device), &precision);
     plan->data_parallel_ranks = device->data_parallel_ranks;
     plan->data_parallel_rank = device->data_parallel_rank;
+    plan->sequence_parallel_rank = device->data_parallel_rank % plan->sequence_parallel;
     plan->pinned_budget =
         run->host_memory_budget > 0
             ? (size_t)run->host_memory_budget
@@ -282,9 +283,10 @@ static void report_packing(const tt_dataset *data, const tt_run_config *run) {
 static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *inputs, int32_t *targets,
                        int32_t *positions, const tt_comm *comm, int64_t *tokens_out) {
     const int64_t B = model->plan.micro_batch, T = tt_plan_sequence_len(&model->plan);
-    /* data parallel splits the eval micro-batches; sequence parallel shares each (every rank its tokens) */
-    const bool shared = model->plan.sequence_parallel > 1;
-    const int64_t rank = comm && !shared ? comm->rank : 0, ranks = comm && !shared ? comm->size : 1;
+    /* data parallel splits the eval micro-batches over the sequence-parallel groups (each rank a group without
+     * sequence parallel), whose ranks share each (every rank its tokens) */
+    const int64_t sp = model->plan.sequence_parallel;
+    const int64_t rank = comm ? comm->rank / sp : 0, ranks = comm ? comm->size / sp : 1;
     double loss_sum = 0;
     int64_t tokens = 0;
     for (int64_t first = rank * B; first < data->eval_count; first += ranks * B) {
@@ -597,13 +599,12 @@ static void finish_run(tt_model_state *model, const tt_run_config *run, const tt
 
 int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, bool resume_latest) {
     const int processes = comm ? comm->size : 1;
-    if (run->sequence_parallel_degree > 1 && run->sequence_parallel_degree != processes)
-        tt_die("sequence_parallel_degree is %lld but %d process%s started: every process shares each sequence (data "
-               "parallel over several sequence-parallel groups is not available yet); start %lld processes (torchrun "
-               "--nproc-per-node=%lld, or mpirun -np %lld on the CPU)",
+    if (run->sequence_parallel_degree > 1 && processes % run->sequence_parallel_degree != 0)
+        tt_die("sequence_parallel_degree is %lld but %d process%s started: groups of %lld processes share each "
+               "sequence, and the groups train side by side (data parallel); start a multiple of %lld processes "
+               "(torchrun --nproc-per-node, or mpirun -np on the CPU)",
                (long long)run->sequence_parallel_degree, processes, processes == 1 ? " was" : "es were",
-               (long long)run->sequence_parallel_degree, (long long)run->sequence_parallel_degree,
-               (long long)run->sequence_parallel_degree);
+               (long long)run->sequence_parallel_degree, (long long)run->sequence_parallel_degree);
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
     tt_checkpoint_remove_incomplete(run->output_dir);
@@ -624,8 +625,9 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     print_header(&model.config, &model.params, device, &model.plan, &model.sizes, stdout);
 
     const int64_t T = run->sequence_len;
-    /* sequence parallel: the ranks share each sequence, so a step's sequences are one rank's */
-    const int ranks = comm && model.plan.sequence_parallel <= 1 ? comm->size : 1;
+    /* the data-parallel groups: each rank, or with sequence parallel each group of ranks sharing its sequences */
+    const int ranks = comm ? comm->size / (int)model.plan.sequence_parallel : 1;
+    const int group = comm ? comm->rank / (int)model.plan.sequence_parallel : 0;
     tt_data_parallel dp = {0};
     if (comm) tt_data_parallel_init(&dp, comm, run, &model);
     /* a step is every rank's micro-batches: each draws them all, in the same order, and trains its own */
@@ -662,7 +664,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
         double sums[2] = {0, 0}; /* the loss sum and the tokens it is over */
         int64_t counted = 0;
         sums[0] = accumulate_gradients(&model, &batch, run, &trainer, &adamw, &schedule, step_tokens,
-                                       ranks > 1 ? (int64_t)rank * run->gradient_accumulation_steps : 0, &counted);
+                                       (int64_t)group * run->gradient_accumulation_steps, &counted);
         sums[1] = (double)counted;
         if (comm) tt_data_parallel_reduce(&dp, &model, sums, 2);
         const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;

@@ -36,6 +36,7 @@ typedef struct nccl_comm {
     _Atomic(const char *) busy_what; /* its name */
     atomic_bool stop;
     pthread_t watchdog;
+    struct nccl_comm *parent; /* a group split from the run's communicator: its watchdog watches this one's calls */
 } nccl_comm;
 
 static void check_nccl(ncclResult_t status, const char *what) {
@@ -50,16 +51,19 @@ static long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
+/* the communicator whose watchdog watches c's calls */
+static nccl_comm *watched(nccl_comm *c) { return c->parent ? c->parent : c; }
+
 static void begin(nccl_comm *c, const char *what) {
-    atomic_store(&c->busy_what, what);
-    atomic_store(&c->busy_since_ns, now_ns());
+    atomic_store(&watched(c)->busy_what, what);
+    atomic_store(&watched(c)->busy_since_ns, now_ns());
 }
 
 /* Waits for the call on the stream (the watchdog ends the process if that takes too long). */
 static void finish(nccl_comm *c, const char *what) {
     const cudaError_t status = cudaStreamSynchronize(c->stream);
     if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
-    atomic_store(&c->busy_since_ns, 0);
+    atomic_store(&watched(c)->busy_since_ns, 0);
 }
 
 /* From the watchdog thread: the main thread may be blocked inside CUDA, so no cleanup, no exit handlers. */
@@ -183,6 +187,12 @@ static void nccl_set_timeout(void *ctx, int seconds) {
 
 static void nccl_destroy(void *ctx) {
     nccl_comm *c = ctx;
+    if (c->parent) { /* a group: no watchdog, no bootstrap of its own */
+        ncclCommDestroy(c->comm);
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return;
+    }
     atomic_store(&c->stop, true);
     pthread_join(c->watchdog, NULL);
     tt_bootstrap_close(c->bootstrap); /* an orderly end: the others' watch will not take it for a loss */
@@ -191,6 +201,8 @@ static void nccl_destroy(void *ctx) {
     cudaStreamDestroy(c->stream);
     free(c);
 }
+
+static tt_comm *nccl_split(void *ctx, int color, int key);
 
 static const tt_comm_iface nccl_iface = {
     .destroy = nccl_destroy,
@@ -201,7 +213,23 @@ static const tt_comm_iface nccl_iface = {
     .barrier = nccl_barrier,
     .abort = nccl_abort,
     .set_timeout = nccl_set_timeout,
+    .split = nccl_split,
 };
+
+static tt_comm *nccl_split(void *ctx, int color, int key) {
+    nccl_comm *parent = ctx;
+    nccl_comm *c = tt_xcalloc(1, sizeof(nccl_comm), "NCCL communicator");
+    c->device = parent->device;
+    c->parent = parent;
+    TT_CUDA_CHECK(cudaSetDevice(c->device));
+    check_nccl(ncclCommSplit(parent->comm, color, key, &c->comm, NULL), "communicator split");
+    check_nccl(ncclCommUserRank(c->comm, &c->rank), "communicator split");
+    check_nccl(ncclCommCount(c->comm, &c->size), "communicator split");
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    tt_comm *comm = tt_xcalloc(1, sizeof(tt_comm), "communicator");
+    *comm = (tt_comm){.iface = &nccl_iface, .ctx = c, .rank = c->rank, .size = c->size, .transport = "nccl"};
+    return comm;
+}
 
 tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
     nccl_comm *c = tt_xcalloc(1, sizeof(nccl_comm), "NCCL communicator");

@@ -235,6 +235,15 @@ mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z0 sequence_paral
 check "... zero_stage 2 over the four: zero_stage 0's bits" same grid_z0/model.safetensors grid_z2/model.safetensors
 "$tiertrain" plan run.yaml model_config=sp_qwen3.json sequence_parallel_degree=2 > sp_plan.log 2>&1
 check "tiertrain plan prices one rank of a sequence-parallel group" grep -q "this one holds 16 of them" sp_plan.log
+# plan --processes N --rank R: one rank of a run of N (its shard); its estimate is what that rank measured
+"$tiertrain" plan run.yaml model_config=deep/config.json --processes 3 --rank 1 zero_stage=2 \
+  gradient_accumulation_steps=1 > plan_rank1.log 2>&1
+check "plan --processes 3 --rank 1: says which rank" grep -q "this is rank 1 of 3 (data parallel, zero_stage 2" plan_rank1.log
+"$tiertrain" plan run.yaml model_config=deep/config.json --processes 3 zero_stage=2 gradient_accumulation_steps=1 \
+  > plan_rank0.log 2>&1
+peak() { awk '/total \(tier peak\)/ { print $4, $5; exit }' "$1"; }
+check "... and rank 0's plan is the estimate rank 0 of that run printed" \
+  test "$(peak plan_rank0.log)" = "$(peak deep2.log)" -a -n "$(peak deep2.log)"
 
 # (e) errors end every rank
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 1 "$tiertrain" train run.yaml output_dir=mix : \

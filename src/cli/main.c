@@ -52,6 +52,7 @@ typedef struct command_args {
     bool help;
     bool max_sequence_len;     /* plan: search the longest sequence_len that fits */
     int64_t sequence_len_step; /* ... in multiples of this (0: the default) */
+    int64_t processes, rank;   /* plan: price rank `rank` of a run of `processes` (0: one, or a sequence group) */
     char **overrides;
     int override_count;
 } command_args;
@@ -92,6 +93,16 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
                 tt_die("plan: --sequence-len-step needs a positive number of tokens, e.g. --sequence-len-step 4096");
             a->sequence_len_step = step;
             i++;
+        } else if ((strcmp(arg, "--processes") == 0 || strcmp(arg, "--rank") == 0) && strcmp(command, "plan") == 0) {
+            char *end = NULL;
+            const bool processes = strcmp(arg, "--processes") == 0;
+            const long long value = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : -1;
+            if (i + 1 >= argc || !end || *end || value < (processes ? 1 : 0))
+                tt_die("plan: %s needs a %s number, e.g. %s", arg, processes ? "positive" : "non-negative",
+                       processes ? "--processes 4" : "--rank 1");
+            if (processes) a->processes = value;
+            else a->rank = value;
+            i++;
         } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             a->help = true;
         } else if (arg[0] != '-' && strchr(arg, '=')) {
@@ -100,9 +111,10 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
             a->config_path = arg;
         } else {
             tt_die("%s: unknown argument '%s'; expected --config FILE%s, --help, or key=value overrides", command, arg,
-                   strcmp(command, "train") == 0  ? ", --resume, --trace FILE"
-                   : strcmp(command, "plan") == 0 ? ", --max-sequence-len [--sequence-len-step N]"
-                                                  : "");
+                   strcmp(command, "train") == 0 ? ", --resume, --trace FILE"
+                   : strcmp(command, "plan") == 0
+                       ? ", --max-sequence-len [--sequence-len-step N], --processes N [--rank R]"
+                       : "");
         }
     }
 }
@@ -138,10 +150,12 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     parse_command_args(argc, argv, &a, command);
     if (a.help) {
         printf("usage: tiertrain %s --config run.yaml%s [key=value ...]\n\n", command,
-               train ? " [--resume]" : " [--max-sequence-len [--sequence-len-step N]]");
+               train ? " [--resume]" : " [--max-sequence-len [--sequence-len-step N]] [--processes N [--rank R]]");
         if (!train)
             printf("--max-sequence-len: the longest sequence_len (a multiple of --sequence-len-step, default 1024) "
-                   "whose plan fits the GPU, host memory and offload_dir budgets, then that plan.\n\n");
+                   "whose plan fits the GPU, host memory and offload_dir budgets, then that plan.\n"
+                   "--processes N [--rank R]: the plan of rank R (default 0) of a run of N processes on this host "
+                   "(its zero_stage shard, its share of sequence parallel's tokens, 1/N of the host's memory).\n\n");
         tt_run_config_print_help(stdout);
         free_command_args(&a);
         return 0;
@@ -162,16 +176,30 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     /* every rank the same configuration, compared before the values derived per host below */
     if (comm) tt_data_parallel_check_config(comm, &run);
     if (comm) tt_comm_set_timeout(comm, (int)run.ddp_timeout);
-    /* the host is shared: each of its N processes takes 1/N of the cores unless num_threads says (and, below, of
-     * the memory unless host_memory_budget does) */
-    if (comm && run.num_threads == 0) {
+    /* plan --processes: one rank of a run of that many processes on this host (its zero_stage shard, its sequence
+     * share, its part of the host's memory); a sequence-parallel plan is of a group at least */
+    int64_t processes = comm ? comm->size : 1, rank = comm ? comm->rank : 0;
+    if (!train) {
+        processes = a.processes ? a.processes : run.sequence_parallel_degree;
+        rank = a.rank;
+        if (rank >= processes)
+            tt_die("plan: --rank %lld of %lld processes; ranks are 0 .. %lld", (long long)rank, (long long)processes,
+                   (long long)processes - 1);
+        if (processes % run.sequence_parallel_degree != 0)
+            tt_die("plan: --processes %lld is not a multiple of sequence_parallel_degree %lld", (long long)processes,
+                   (long long)run.sequence_parallel_degree);
+    }
+    /* the host is shared: each of its N processes takes 1/N of the cores unless num_threads says (and, in
+     * tt_select_device, of the memory unless host_memory_budget does) */
+    const int host_processes = comm ? launch.local_size : (int)processes;
+    if (host_processes > 1 && run.num_threads == 0) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        run.num_threads = cores / launch.local_size > 0 ? cores / launch.local_size : 1;
+        run.num_threads = cores / host_processes > 0 ? cores / host_processes : 1;
     }
     tt_device device;
-    tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, comm ? launch.local_size : 1, &device);
-    device.data_parallel_ranks = comm ? comm->size : 1;
-    device.data_parallel_rank = comm ? comm->rank : 0;
+    tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, host_processes, &device);
+    device.data_parallel_ranks = (int)processes;
+    device.data_parallel_rank = (int)rank;
     int status = 0;
     if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
     if (train) status = tt_train(&run, &device, comm, a.resume);

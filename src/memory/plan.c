@@ -47,6 +47,12 @@ const char *tt_recompute_name(tt_slot_set recompute, const tt_model_config *mode
 void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out) {
     fprintf(out, "plan: micro_batch %lld x sequence %lld, LM head in chunks of %lld tokens\n",
             (long long)plan->micro_batch, (long long)plan->seq_len, (long long)plan->loss_chunk);
+    if (plan->data_parallel_ranks > 1)
+        fprintf(out, "  processes: this is rank %d of %d (data parallel%s)\n", plan->data_parallel_rank,
+                plan->data_parallel_ranks,
+                plan->zero_stage == 1   ? ", zero_stage 1: its shard of the master weights and moments"
+                : plan->zero_stage == 2 ? ", zero_stage 2: its shard of the gradients, master weights and moments"
+                                        : "");
     if (plan->sequence_parallel > 1)
         fprintf(out,
                 "  sequence parallel (Ulysses): %lld processes share each sequence of %lld tokens; this one holds %lld "

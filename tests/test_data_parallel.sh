@@ -9,7 +9,7 @@
 #  (d) resume: two ranks from the step-2 checkpoint end with the uninterrupted run's bits;
 #  (e) ranks started with different configurations, a bad input on every rank, optimizer offload with overlap: every rank
 #      ends with a message, none hangs;
-#  (f) zero_stage 1 (sharded optimizer state) and 2 (and gradients) give zero_stage 0's bits on 2 and 3 ranks,
+#  (f) zero_stage 1 (sharded optimizer state), 2 (and gradients) and 3 (and weights) give zero_stage 0's bits on 2 and 3 ranks,
 #      checkpoints, resume and each rank's optimizer offload included;
 #  (g) sequence parallel (Ulysses) on two ranks, and two groups of two on four: one process's losses to rounding, its
 #      own bits under the memory modes and the ZeRO stages.
@@ -168,7 +168,7 @@ mpi train run.yaml output_dir=zero2_accumulate zero_stage=2 > zero2_accumulate.l
 status=$?
 check "zero_stage 2 with gradient_accumulation_steps 2: refused (exit $status)" test $status -ne 0 -a $status -ne 124
 check "... saying it is not available yet" \
-  grep -q "zero_stage 2 with gradient_accumulation_steps 2 is not available yet" zero2_accumulate.log
+  grep -q "zero_stage 2 and 3 with gradient_accumulation_steps 2 are not available yet" zero2_accumulate.log
 # each rank offloads half of its shard's optimizer (the top units of the shard) to the CPU AdamW
 for z in 1 2; do
   mpi3 train run.yaml model_config=deep/config.json output_dir=deep${z}_offload gradient_accumulation_steps=1 \
@@ -179,6 +179,31 @@ for z in 1 2; do
     same deep0/checkpoint-2/optimizer.safetensors deep${z}_offload/checkpoint-2/optimizer.safetensors
 done
 check "... the plan says what each rank offloads" grep -q "of this rank's zero_stage shard" deep2_offload.log
+# zero_stage 3: the other ranks' decoder layers' weights are sent into two ring slots before each use (forward,
+# backward, evaluation); the embedding and head everywhere
+for extra in "" "optimizer_cpu_offload=true optimizer_offload_fraction=0.5 gradient_checkpointing=true"; do
+  mpi3 train run.yaml model_config=deep/config.json output_dir=deep3 gradient_accumulation_steps=1 zero_stage=3 \
+    $extra > deep3.log 2>&1
+  check "zero_stage 3 on three ranks${extra:+ with $extra}: zero_stage 0's bits" \
+    same deep0/model.safetensors deep3/model.safetensors
+  check "... and its optimizer checkpoint" same deep0/checkpoint-2/optimizer.safetensors deep3/checkpoint-2/optimizer.safetensors
+  rm -rf deep3
+done
+check "... the plan shows the weights' ring" grep -q "ring slot, from their rank (zero_stage 3)" deep3.log
+mkdir -p deep3_resumed && cp -r deep0/checkpoint-2 deep3_resumed/
+mpi3 train run.yaml model_config=deep/config.json output_dir=deep3_resumed gradient_accumulation_steps=1 zero_stage=3 \
+  --resume > deep3_resumed.log 2>&1
+check "zero_stage 3 resumes zero_stage 0's checkpoint: the uninterrupted run's bits" \
+  same deep0/model.safetensors deep3_resumed/model.safetensors
+mpi train run.yaml model_config=deep/config.json output_dir=lora0 adapter=lora lora_r=4 lora_alpha=8 \
+  lora_target_linear=true gradient_accumulation_steps=1 val_set_size=0.1 eval_steps=2 > lora0.log 2>&1
+mpi train run.yaml model_config=deep/config.json output_dir=lora3 adapter=lora lora_r=4 lora_alpha=8 \
+  lora_target_linear=true gradient_accumulation_steps=1 val_set_size=0.1 eval_steps=2 zero_stage=3 \
+  layer_offloading=true gradient_checkpointing=true > lora3.log 2>&1
+check "zero_stage 3 + LoRA + layer_offloading + checkpointing, evaluating: the same adapter bits" \
+  same lora0/adapter_model.safetensors lora3/adapter_model.safetensors
+check "... and the same eval losses" same <(grep -o '"eval_loss": [^,}]*' lora0/metrics.jsonl) \
+  <(grep -o '"eval_loss": [^,}]*' lora3/metrics.jsonl)
 
 # (g) sequence parallel (Ulysses): two ranks share each sequence (16 of its 32 tokens each), trading tokens for heads
 #     around attention; against one process on the same batch: the same losses and norms to rounding (the weight
@@ -233,6 +258,9 @@ mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z2 sequence_paral
 mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z0 sequence_parallel_degree=2 val_set_size=0.1 \
   eval_steps=2 gradient_accumulation_steps=1 > grid_z0.log 2>&1
 check "... zero_stage 2 over the four: zero_stage 0's bits" same grid_z0/model.safetensors grid_z2/model.safetensors
+mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z3 sequence_parallel_degree=2 val_set_size=0.1 \
+  eval_steps=2 gradient_accumulation_steps=1 zero_stage=3 > grid_z3.log 2>&1
+check "... zero_stage 3 over the four: zero_stage 0's bits" same grid_z0/model.safetensors grid_z3/model.safetensors
 "$tiertrain" plan run.yaml model_config=sp_qwen3.json sequence_parallel_degree=2 > sp_plan.log 2>&1
 check "tiertrain plan prices one rank of a sequence-parallel group" grep -q "this one holds 16 of them" sp_plan.log
 # plan --processes N --rank R: one rank of a run of N (its shard); its estimate is what that rank measured

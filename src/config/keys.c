@@ -588,8 +588,10 @@ const key_spec cfg_keys[] = {
      .help = "DeepSpeed ZeRO's stage (its zero_optimization.stage) over the data-parallel processes: 1 shards the fp32 "
              "master weights and AdamW moments by whole layers, each process updating its shard and sending the "
              "others its new weights; 2 also the gradients (the other processes' layers pass through two ring "
-             "slots and are summed on their owner as each layer's backward ends; one micro-batch a step); the same "
-             "bits as 0, where every process keeps and updates everything. 3 (sharded weights) is not available yet"},
+             "slots and are summed on their owner as each layer's backward ends; one micro-batch a step); 3 also the "
+             "weights (another process's layer is sent by its owner into two ring slots before each use; the "
+             "embedding and LM head stay on every process); the same bits as 0, where every process keeps and "
+             "updates everything"},
     {.name = "sequence_parallel_degree",
      .type = KEY_INT,
      .offset = FIELD(sequence_parallel_degree),

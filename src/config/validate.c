@@ -170,10 +170,6 @@ static void check_offloading(const tt_run_config *c) {
                "sequence would need its documents' boundaries across the others); set sample_packing: false, or "
                "sequence_parallel_degree: 1",
                (long long)c->sequence_parallel_degree);
-    if (c->zero_stage >= 3)
-        tt_die("zero_stage 3 (sharded weights) is not available yet; zero_stage: 2 shards the gradients, master "
-               "weights and AdamW moments over the data-parallel processes, zero_stage: 1 the master weights and "
-               "moments");
     const bool streamed_mode =
         c->activation_offloading == TT_OFFLOAD_TRUE || c->activation_offloading == TT_OFFLOAD_HIDDEN_STATES;
     if (!streamed_mode && (c->max_fwd_stash_size != 1 || c->min_offload_size != 1024))

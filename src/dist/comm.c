@@ -89,6 +89,12 @@ void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, 
 
 void tt_comm_barrier(const tt_comm *comm) { comm->iface->barrier(comm->ctx); }
 
+void tt_comm_broadcast(const tt_comm *comm, const tt_backend *backend, void *data, size_t bytes, int root) {
+    /* the transport reads (root) or overwrites (the others) what the backend's stream may still be using */
+    tt_backend_synchronize(backend);
+    comm->iface->broadcast(comm->ctx, data, bytes, root);
+}
+
 tt_comm *tt_comm_split(const tt_comm *comm, int color, int key) { return comm->iface->split(comm->ctx, color, key); }
 
 void tt_comm_set_timeout(const tt_comm *comm, int seconds) {

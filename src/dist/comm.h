@@ -26,6 +26,8 @@ typedef struct tt_comm_iface {
     /* recv[r * bytes ..] on rank root = rank r's send, for every r (recv: size x bytes, on root only), in the compute
      * tier's memory. */
     void (*gather)(void *ctx, const void *send, void *recv, size_t bytes, int root);
+    /* data[0 .. bytes) of rank root into every rank's data, in the compute tier's memory. */
+    void (*broadcast)(void *ctx, void *data, size_t bytes, int root);
     /* all_gather of host memory. */
     void (*all_gather_host)(void *ctx, const void *send, void *recv, size_t bytes);
     void (*barrier)(void *ctx);
@@ -80,6 +82,8 @@ void tt_comm_close(tt_comm *comm);
 
 void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, size_t bytes);
 void tt_comm_barrier(const tt_comm *comm);
+/* data (compute tier) of rank root into every rank's (zero_stage 3's weights of a unit). */
+void tt_comm_broadcast(const tt_comm *comm, const tt_backend *backend, void *data, size_t bytes, int root);
 /* The group of ranks that pass the same color (sequence parallel's), ranked by key; every rank calls it. */
 tt_comm *tt_comm_split(const tt_comm *comm, int color, int key);
 /* ddp_timeout: a collective that waits longer for the other ranks ends the run (where the transport can tell). */

@@ -44,6 +44,13 @@ static void mpi_gather(void *ctx, const void *send, void *recv, size_t bytes, in
     check_mpi(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, comm_of(ctx)), "gather");
 }
 
+static void mpi_broadcast(void *ctx, void *data, size_t bytes, int root) {
+    for (size_t at = 0; at < bytes; at += MPI_PIECE) {
+        const size_t n = bytes - at < MPI_PIECE ? bytes - at : MPI_PIECE;
+        check_mpi(MPI_Bcast((unsigned char *)data + at, (int)n, MPI_BYTE, root, comm_of(ctx)), "broadcast");
+    }
+}
+
 static void mpi_barrier(void *ctx) { check_mpi(MPI_Barrier(comm_of(ctx)), "barrier"); }
 
 static void mpi_abort(void *ctx, int status) {
@@ -66,6 +73,7 @@ static const tt_comm_iface mpi_iface = {
     .all_gather_host = mpi_all_gather, /* the CPU backend's memory is host memory */
     .all_to_all = mpi_all_to_all,
     .gather = mpi_gather,
+    .broadcast = mpi_broadcast,
     .barrier = mpi_barrier,
     .abort = mpi_abort,
     .split = mpi_split,

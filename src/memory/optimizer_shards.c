@@ -32,8 +32,8 @@ void tt_optimizer_shard_units(const int64_t *start, int64_t units, int64_t shard
     *end_unit = end;
 }
 
-size_t tt_sharded_gradient_layout(const int64_t *start, int64_t L, int64_t shard_start, int64_t shard_end,
-                                  size_t gradient_bytes, size_t *offset, int *slot, size_t *slot_bytes) {
+size_t tt_sharded_unit_layout(const int64_t *start, int64_t L, int64_t shard_start, int64_t shard_end,
+                              size_t element_bytes, size_t *offset, int *slot, size_t *slot_bytes) {
     const int64_t units = L + 2;
     size_t at = 0, largest = 0;
     /* each unit's part, in the buffer's order: the embedding, the shard, the head, the slots */
@@ -45,21 +45,21 @@ size_t tt_sharded_gradient_layout(const int64_t *start, int64_t L, int64_t shard
         if (n == 0) continue;
         if (!mine && u >= 1 && u <= L) { /* a ringed layer: placed below */
             slot[u] = (int)(u % 2);
-            if ((size_t)n * gradient_bytes > largest) largest = (size_t)n * gradient_bytes;
+            if ((size_t)n * element_bytes > largest) largest = (size_t)n * element_bytes;
         }
     }
     if (start[1] > start[0] && !(start[0] >= shard_start && start[0] < shard_end)) { /* the embedding's own place */
         offset[0] = at;
-        at = tt_align_up(at + (size_t)(start[1] - start[0]) * gradient_bytes);
+        at = tt_align_up(at + (size_t)(start[1] - start[0]) * element_bytes);
     }
     const size_t shard_at = at; /* the shard: contiguous, as in the trainable layout */
     for (int64_t u = 0; u < units; u++)
         if (start[u + 1] > start[u] && start[u] >= shard_start && start[u] < shard_end)
-            offset[u] = shard_at + (size_t)(start[u] - shard_start) * gradient_bytes;
-    at = tt_align_up(shard_at + (size_t)(shard_end - shard_start) * gradient_bytes);
+            offset[u] = shard_at + (size_t)(start[u] - shard_start) * element_bytes;
+    at = tt_align_up(shard_at + (size_t)(shard_end - shard_start) * element_bytes);
     if (start[L + 2] > start[L + 1] && !(start[L + 1] >= shard_start && start[L + 1] < shard_end)) {
         offset[L + 1] = at;
-        at = tt_align_up(at + (size_t)(start[L + 2] - start[L + 1]) * gradient_bytes);
+        at = tt_align_up(at + (size_t)(start[L + 2] - start[L + 1]) * element_bytes);
     }
     *slot_bytes = tt_align_up(largest);
     for (int64_t u = 1; u <= L; u++)

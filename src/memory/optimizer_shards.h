@@ -24,11 +24,17 @@ void tt_optimizer_shard_units(const int64_t *unit_start, int64_t units, int64_t 
  * their place on every rank (the LM head writes a tied embedding's gradient first, the embedding's backward adds
  * to it last), and are reduced to their owner the same way.
  *
- * The gradient buffer of a rank whose shard is [shard_start, shard_end): [the embedding unless in the shard | the
- * shard | the final norm and LM head unless in the shard | slot 0 | slot 1], each part aligned. Fills offset[u]
- * (bytes into the buffer) and slot[u] (0 or 1 for a ringed layer, unit u in slot u % 2; -1: its own place) for
- * units 0 .. num_layers + 1, and *slot_bytes (the largest ringed layer); returns the buffer's bytes. */
-size_t tt_sharded_gradient_layout(const int64_t *unit_start, int64_t num_layers, int64_t shard_start, int64_t shard_end,
-                                  size_t gradient_bytes, size_t *offset, int *slot, size_t *slot_bytes);
+ * ZeRO stage 3 (zero_stage: 3) shards the trainable weights the same way: a decoder layer outside this rank's shard
+ * lives only on its owner, which sends it (a broadcast) into every rank's ring slot before the layer's forward and
+ * again before its backward; the embedding and the final norm with the LM head stay on every rank (their owner sends
+ * their new weights after each update).
+ *
+ * The buffer (gradients, or with stage 3 the trainable weights) of a rank whose shard is [shard_start, shard_end):
+ * [the embedding unless in the shard | the shard | the final norm and LM head unless in the shard | slot 0 | slot 1],
+ * each part aligned. Fills offset[u] (bytes into the buffer) and slot[u] (0 or 1 for a ringed layer, unit u in slot
+ * u % 2; -1: its own place) for units 0 .. num_layers + 1, and *slot_bytes (the largest ringed layer); returns the
+ * buffer's bytes. */
+size_t tt_sharded_unit_layout(const int64_t *unit_start, int64_t num_layers, int64_t shard_start, int64_t shard_end,
+                              size_t element_bytes, size_t *offset, int *slot, size_t *slot_bytes);
 
 #endif

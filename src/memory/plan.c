@@ -52,7 +52,9 @@ void tt_plan_print(const tt_plan *plan, const tt_model_config *model, FILE *out)
                 plan->data_parallel_ranks,
                 plan->zero_stage == 1   ? ", zero_stage 1: its shard of the master weights and moments"
                 : plan->zero_stage == 2 ? ", zero_stage 2: its shard of the gradients, master weights and moments"
-                                        : "");
+                : plan->zero_stage == 3
+                    ? ", zero_stage 3: its shard of the weights, gradients, master weights and moments"
+                    : "");
     if (plan->sequence_parallel > 1)
         fprintf(out,
                 "  sequence parallel (Ulysses): %lld processes share each sequence of %lld tokens; this one holds %lld "

@@ -121,6 +121,10 @@ static inline bool tt_plan_shards_optimizer(const tt_plan *plan) {
 static inline bool tt_plan_shards_gradients(const tt_plan *plan) {
     return plan->zero_stage >= 2 && plan->data_parallel_ranks > 1;
 }
+/* ZeRO stage 3 with several ranks: and only its shard's trainable weights (the embedding and head everywhere). */
+static inline bool tt_plan_shards_weights(const tt_plan *plan) {
+    return plan->zero_stage >= 3 && plan->data_parallel_ranks > 1;
+}
 /* tiled_mlp with `shards` row shards (clamped to the B*T rows; 1: untiled): sets mlp_shards and
  * mlp_shard_rows and puts the MLP's intermediates in every layer's recompute set (never kept, never
  * offloaded). Call after the layers' plans are set. */

@@ -20,13 +20,19 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
     const size_t buffers = tt_align_up((size_t)t->weight_offload_first * weight);
     int64_t streamed = 0; /* weight-offloaded layers so far: their buffer alternates */
     /* zero_stage 2: the sharded gradients' layout (optimizer_shards.h) */
-    size_t *sharded_offset = NULL, slot_bytes = 0;
-    int *sharded_slot = NULL;
+    size_t *sharded_offset = NULL, *weight_offset = NULL, slot_bytes = 0;
+    int *sharded_slot = NULL, *weight_slot = NULL;
     if (tt_plan_shards_gradients(plan)) {
         sharded_offset = tt_xcalloc((size_t)units, sizeof(size_t), "gradient layout");
         sharded_slot = tt_xcalloc((size_t)units, sizeof(int), "gradient layout");
-        tt_sharded_gradient_layout(start, L, t->optimizer_shard_start, t->optimizer_shard_end, gradient, sharded_offset,
-                                   sharded_slot, &slot_bytes);
+        tt_sharded_unit_layout(start, L, t->optimizer_shard_start, t->optimizer_shard_end, gradient, sharded_offset,
+                               sharded_slot, &slot_bytes);
+    }
+    if (tt_plan_shards_weights(plan)) { /* zero_stage 3: the weights' layout too */
+        weight_offset = tt_xcalloc((size_t)units, sizeof(size_t), "weight layout");
+        weight_slot = tt_xcalloc((size_t)units, sizeof(int), "weight layout");
+        tt_sharded_unit_layout(start, L, t->optimizer_shard_start, t->optimizer_shard_end, weight, weight_offset,
+                               weight_slot, &slot_bytes);
     }
     for (int64_t u = 0; u < units; u++) {
         tt_unit_residency *r = &map->unit[u];
@@ -34,7 +40,11 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
         r->end = start[u + 1];
         r->weights_tier = compute;
         r->weights_buffer = -1;
-        if (!weight_offload || r->end <= t->weight_offload_first || r->start == r->end) {
+        r->weights_slot = -1;
+        if (weight_offset) { /* zero_stage 3 (data parallel refuses weight offload with it) */
+            r->weights_offset = weight_offset[u];
+            r->weights_slot = weight_slot[u];
+        } else if (!weight_offload || r->end <= t->weight_offload_first || r->start == r->end) {
             r->weights_offset = (size_t)r->start * weight;
         } else if (r->start >= t->weight_offload_end) {
             r->weights_offset =
@@ -70,6 +80,8 @@ void tt_residency_build(tt_residency_map *map, const tt_param_table *params, con
     }
     free(sharded_offset);
     free(sharded_slot);
+    free(weight_offset);
+    free(weight_slot);
     free(start);
 }
 
@@ -85,9 +97,11 @@ static void describe(const tt_unit_residency *r, const tt_plan *plan, const tt_s
         return;
     }
     const char *compute = tt_tier_name(plan->compute_tier);
-    char weights[64], gradients[96];
+    char weights[96], gradients[96];
     if (r->weights_buffer >= 0)
         snprintf(weights, sizeof weights, "%s, streamed through 2 %s buffers", tt_tier_name(r->weights_tier), compute);
+    else if (r->weights_slot >= 0)
+        snprintf(weights, sizeof weights, "%s ring slot, from their rank (zero_stage 3)", compute);
     else snprintf(weights, sizeof weights, "%s", compute);
     if (r->gradient_slot >= 0 && r->optimizer_on_other_rank)
         snprintf(gradients, sizeof gradients, "%s ring slot, then summed on their rank (zero_stage 2)", compute);

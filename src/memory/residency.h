@@ -23,6 +23,9 @@ typedef struct tt_unit_residency {
     tt_tier weights_tier;
     size_t weights_offset;
     int weights_buffer; /* -1 unless weight-offloaded */
+    /* ZeRO stage 3: a decoder layer of another rank's shard, whose weights pass through ring slot weights_slot (0 or
+     * 1, at weights_offset) from their owner before each use; -1: they live here */
+    int weights_slot;
     /* Gradients (gradient precision): always written on the compute tier, at gradients_offset into the gradient
      * buffer: the unit's own place, or one of the gradient ring's two slots (gradient_slot 0/1, shared with the
      * units two apart), from which they stream to the optimizer's host staging after the unit's backward. */

@@ -252,13 +252,15 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
         if (home_end > t->weight_offload_first)
             t->host_weight_home = bytes_of(home_end - t->weight_offload_first, plan->weight_bytes);
     }
-    if (tt_plan_shards_gradients(plan)) { /* zero_stage 2: the other ranks' layers through two ring slots */
+    if (tt_plan_shards_gradients(plan)) { /* zero_stage 2 and 3: the other ranks' layers through two ring slots */
         const size_t units = (size_t)m->num_layers + 2;
-        size_t *offset = tt_xcalloc(units, sizeof(size_t), "gradient layout");
-        int *slot = tt_xcalloc(units, sizeof(int), "gradient layout");
-        t->gradients =
-            tt_sharded_gradient_layout(start, m->num_layers, t->optimizer_shard_start, t->optimizer_shard_end,
-                                       plan->gradient_bytes, offset, slot, &t->sharded_gradient_slot);
+        size_t *offset = tt_xcalloc(units, sizeof(size_t), "sharded layout");
+        int *slot = tt_xcalloc(units, sizeof(int), "sharded layout");
+        t->gradients = tt_sharded_unit_layout(start, m->num_layers, t->optimizer_shard_start, t->optimizer_shard_end,
+                                              plan->gradient_bytes, offset, slot, &t->sharded_gradient_slot);
+        if (tt_plan_shards_weights(plan))
+            t->weights = tt_sharded_unit_layout(start, m->num_layers, t->optimizer_shard_start, t->optimizer_shard_end,
+                                                plan->weight_bytes, offset, slot, &t->sharded_weight_slot);
         free(offset);
         free(slot);
     }

@@ -80,9 +80,11 @@ typedef struct tt_size_table {
      * and updates, [optimizer_shard_start, optimizer_shard_end) (all of them otherwise); master and optimizer_state
      * count the compute tier's share of these only. */
     int64_t optimizer_shard_start, optimizer_shard_end;
-    /* ZeRO stage 2 (tt_sharded_gradient_layout): one of the two ring slots of the other ranks' decoder layers'
+    /* ZeRO stage 2 (tt_sharded_unit_layout): one of the two ring slots of the other ranks' decoder layers'
      * gradients (`gradients` is then that layout's bytes), or 0 */
     size_t sharded_gradient_slot;
+    /* ZeRO stage 3: the same for the trainable weights (`weights` is then that layout's bytes), or 0 */
+    size_t sharded_weight_slot;
     /* The gradient ring (plan.gradient_ring): units gradient_ring_first .. L (decoder layers of the host share;
      * L + 1 when there is no ring) have their gradients in one of two slots of gradient_ring_slot bytes (unit u in
      * slot u % 2) instead of the flat buffer; the compute tier's gradients are then [the units before

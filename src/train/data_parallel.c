@@ -58,8 +58,8 @@ static void refuse_unavailable(const tt_comm *comm, const tt_run_config *run, co
                "overlap_cpu_optimizer_d2h_h2d: false, or run one process",
                comm->size);
     if (run->zero_stage >= 2 && run->gradient_accumulation_steps > 1)
-        tt_die("zero_stage 2 with gradient_accumulation_steps %lld is not available yet (each micro-batch's gradients "
-               "would be summed over the ranks before they add up, other bits than zero_stage 0 and 1); set "
+        tt_die("zero_stage 2 and 3 with gradient_accumulation_steps %lld are not available yet (each micro-batch's "
+               "gradients would be summed over the ranks before they add up, other bits than zero_stage 0 and 1); set "
                "gradient_accumulation_steps: 1 and raise micro_batch_size or the process count, or use zero_stage: 1",
                (long long)run->gradient_accumulation_steps);
     if (run->zero_stage >= 1 && model->plan.offloaded_weight_layers > 0)
@@ -100,6 +100,19 @@ static void sharded_gradients_hook(void *ctx, tt_hook_point point, int64_t unit,
                                      dp->unit_owner[unit], dp->scratch, dp->bucket_bytes);
 }
 
+/* zero_stage 3: before a decoder layer's forward and again before its backward (recompute included) its owner sends
+ * its weights into every other rank's ring slot; in evaluation too. */
+static void sharded_weights_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
+    (void)train;
+    tt_data_parallel *dp = ctx;
+    tt_model_state *model = dp->model;
+    const tt_unit_residency *r = &model->residency.unit[unit];
+    if (r->end == r->start || unit < 1 || unit > model->config.num_layers) return;
+    if (point != TT_HOOK_BEFORE_FORWARD && point != TT_HOOK_BEFORE_BACKWARD) return;
+    tt_comm_broadcast(dp->comm, model->backend, (unsigned char *)model->trainable_weights + r->weights_offset,
+                      (size_t)(r->end - r->start) * model->plan.weight_bytes, dp->unit_owner[unit]);
+}
+
 /* zero_stage 1: the shards of whole units, and the exchange the model's getters and norm call */
 static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
     const int size = dp->comm->size;
@@ -124,6 +137,11 @@ static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
         dp->model = model;
         tt_model_state_add_hook(
             model, (tt_unit_hook){.name = "zero_stage 2 gradients", .call = sharded_gradients_hook, .ctx = dp});
+    }
+    if (tt_plan_shards_weights(&model->plan)) {
+        dp->weights_sharded = true;
+        tt_model_state_add_hook(
+            model, (tt_unit_hook){.name = "zero_stage 3 weights", .call = sharded_weights_hook, .ctx = dp});
     }
     char shard[32];
     tt_info("zero_stage %d: this rank keeps the master weights and moments%s of %lld of %lld trainable parameters (%s)",
@@ -178,6 +196,16 @@ void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double
 
 void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model) {
     if (!dp->sharded) return;
+    if (dp->weights_sharded) { /* only the embedding and the head live on every rank */
+        for (int64_t u = 0; u < dp->units; u += dp->units - 1) {
+            const tt_unit_residency *r = &model->residency.unit[u];
+            if (r->end > r->start)
+                tt_comm_broadcast(dp->comm, model->backend,
+                                  (unsigned char *)model->trainable_weights + r->weights_offset,
+                                  (size_t)(r->end - r->start) * model->plan.weight_bytes, dp->unit_owner[u]);
+        }
+        return;
+    }
     tt_comm_all_gather_ranges(dp->comm, model->backend, model->trainable_weights, model->plan.weight_bytes, false,
                               dp->bounds, dp->scratch, dp->bucket_bytes);
 }

@@ -25,6 +25,7 @@ typedef struct tt_data_parallel {
     size_t bucket_bytes;
     bool sharded;           /* zero_stage 1 or 2 */
     bool gradients_sharded; /* zero_stage 2: each unit's gradients summed on their owner during the backward */
+    bool weights_sharded;   /* zero_stage 3: each decoder layer's weights sent by their owner before each use */
     tt_model_state *model;  /* zero_stage 2's hook's */
     int64_t *bounds;        /* [ranks + 1]: each rank's range of the trainable layout (its shard, or an equal share) */
     /* zero_stage 1: each unit's owner, the gathered norm partials and the model's exchange */

@@ -109,7 +109,23 @@ static void gather_shards(const tt_model_state *s, float *host) {
 
 /* The trainable weights' compute copy from fp32 host values [trainable_numel]: the compute tier's pieces, and with
  * weight offload the offloaded layers' homes (their buffers' copies are then stale). */
+/* zero_stage 3: the units whose weights live here (this rank's shard, the embedding, the head), each at its place */
+static void move_resident_weights(const tt_model_state *s, float *host, bool upload) {
+    const tt_dtype dtype = s->plan.precision.activation;
+    for (int64_t u = 0; u < s->residency.units; u++) {
+        const tt_unit_residency *r = &s->residency.unit[u];
+        if (r->end == r->start || r->weights_slot >= 0) continue;
+        void *at = tt_model_trainable_weights_at(s, r->start);
+        if (upload) upload_as(s->backend, at, dtype, host + r->start, (size_t)(r->end - r->start));
+        else download_as(s->backend, host + r->start, at, dtype, (size_t)(r->end - r->start));
+    }
+}
+
 static void set_trainable_weights(tt_model_state *s, const float *host) {
+    if (tt_plan_shards_weights(&s->plan)) {
+        move_resident_weights(s, (float *)host, true);
+        return;
+    }
     const size_t n = (size_t)s->params.trainable_numel;
     const size_t first = (size_t)s->sizes.weight_offload_first, end = (size_t)s->sizes.weight_offload_end;
     const tt_dtype dtype = s->plan.precision.activation;
@@ -123,6 +139,11 @@ static void set_trainable_weights(tt_model_state *s, const float *host) {
 }
 
 static void get_trainable_weights(const tt_model_state *s, float *host) {
+    if (tt_plan_shards_weights(&s->plan)) { /* the others' layers from their owners */
+        move_resident_weights(s, host, false);
+        gather_shards(s, host);
+        return;
+    }
     const size_t n = (size_t)s->params.trainable_numel;
     const size_t first = (size_t)s->sizes.weight_offload_first, end = (size_t)s->sizes.weight_offload_end;
     const tt_dtype dtype = s->plan.precision.activation;

@@ -203,6 +203,8 @@ void *tt_model_trainable_weights_at(const tt_model_state *s, int64_t e) {
     while (u > 0 && (map->unit[u].start > e || map->unit[u].start == map->unit[u].end)) u--;
     const tt_unit_residency *r = &map->unit[u];
     TT_CHECK(r->weights_buffer < 0, "trainable element %lld is in the weight-offloaded layers", (long long)e);
+    TT_CHECK(r->weights_slot < 0 || e == r->start, "trainable element %lld is in another rank's shard (zero_stage 3)",
+             (long long)e);
     return (unsigned char *)s->trainable_weights + r->weights_offset + (size_t)(e - r->start) * s->plan.weight_bytes;
 }
 
@@ -395,12 +397,20 @@ static void bind_layers(tt_model_state *s) {
     } else {
         tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
     }
+    /* zero_stage 3: the trainable weights in the sharded layout (another rank's layers in ring slots) */
+    if (tt_plan_shards_weights(&s->plan))
+        for (int64_t u = 0; u <= L + 1; u++)
+            tt_model_view_bind_range(&s->w, &s->params, s->unit_start[u], s->unit_start[u + 1],
+                                     (unsigned char *)s->trainable_weights + s->residency.unit[u].weights_offset,
+                                     s->plan.weight_bytes);
+    if (s->config.tie_word_embeddings) s->w.lm_head = s->w.embed; /* a tied head follows the embedding */
     tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
     /* units placed elsewhere than the flat layout (a gradient ring; zero_stage 2's layout) */
     for (int64_t u = 0; u <= L + 1; u++)
         if (s->residency.unit[u].gradients_offset != (size_t)s->unit_start[u] * s->plan.gradient_bytes)
             tt_model_view_bind_range(&s->g, &s->params, s->unit_start[u], s->unit_start[u + 1],
                                      tt_model_unit_gradients(s, u), s->plan.gradient_bytes);
+    if (s->config.tie_word_embeddings) s->g.lm_head = s->g.embed;
 }
 
 static void model_state_build(tt_model_state *s) {

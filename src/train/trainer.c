@@ -289,8 +289,13 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *i
     const int64_t rank = comm ? comm->rank / sp : 0, ranks = comm ? comm->size / sp : 1;
     double loss_sum = 0;
     int64_t tokens = 0;
-    for (int64_t first = rank * B; first < data->eval_count; first += ranks * B) {
+    /* every group runs as many micro-batches (one past the data is all padding, adding exactly 0): zero_stage 3's
+     * weights come from their owners in collectives every rank takes part in */
+    const int64_t rounds = (data->eval_count + ranks * B - 1) / (ranks * B);
+    for (int64_t round = 0; round < rounds; round++) {
+        const int64_t first = (round * ranks + rank) * B;
         int64_t rows = data->eval_count - first < B ? data->eval_count - first : B;
+        if (rows < 0) rows = 0;
         for (int64_t r = 0; r < B; r++) {
             if (r < rows) {
                 tt_dataset_get_eval_positions(data, first + r, inputs + r * T, targets + r * T,

@@ -149,6 +149,14 @@ static void nccl_gather(void *ctx, const void *send, void *recv, size_t bytes, i
     finish(c, "gather");
 }
 
+static void nccl_broadcast(void *ctx, void *data, size_t bytes, int root) {
+    nccl_comm *c = ctx;
+    begin(c, "broadcast");
+    TT_CUDA_CHECK(cudaSetDevice(c->device));
+    check_nccl(ncclBroadcast(data, data, bytes, ncclUint8, root, c->comm, c->stream), "broadcast");
+    finish(c, "broadcast");
+}
+
 static void nccl_all_gather_host(void *ctx, const void *send, void *recv, size_t bytes) {
     nccl_comm *c = ctx;
     begin(c, "all-gather");
@@ -209,6 +217,7 @@ static const tt_comm_iface nccl_iface = {
     .all_gather = nccl_all_gather,
     .all_to_all = nccl_all_to_all,
     .gather = nccl_gather,
+    .broadcast = nccl_broadcast,
     .all_gather_host = nccl_all_gather_host,
     .barrier = nccl_barrier,
     .abort = nccl_abort,

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Several GPUs through NCCL, one process a GPU started with torchrun's variables (`make test-gpu` runs it where two or
+# more GPUs are visible; tools/gpu_suite.sh's part data_parallel). Tiny models, bf16 compute, fp32 master weights:
+#  (a) zero_stage 1, 2 and 3 give zero_stage 0's model and optimizer checkpoint bits on 2 and 3 GPUs (3: unequal
+#      shards), a sharded run resumes an unsharded checkpoint, LoRA with layer_offloading keeps its bits;
+#  (b) sequence parallel (Ulysses) on 2 and 4 GPUs: one GPU's losses and gradient norms to bf16 rounding, and its own
+#      bits under checkpointing + hidden_states + zero_stage 2;
+#  (c) a rank killed (SIGKILL) and a rank stopped (SIGSTOP, ddp_timeout 15) end the others with the reason.
+# Arguments: tiertrain binary, source dir, scratch dir. Exit 77 (skipped) with fewer than two GPUs.
+set -uo pipefail
+tiertrain=$(realpath "$1"); source_dir=$(realpath "$2"); scratch=$3
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$gpus" -ge 2 ] || { echo "skipped: $gpus GPU(s) visible; data parallel needs two"; exit 77; }
+rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
+source "$source_dir/tests/shell_fixtures.sh"
+
+port=29700
+# ranks N OUT ARGS...: N processes, one a GPU, rank r on GPU r; waits for all
+ranks() {
+  local n=$1 out=$2; shift 2; port=$((port + 2))
+  for ((r = 0; r < n; r++)); do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=$n LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 \
+      "$tiertrain" train "$@" output_dir=$out > $out.$r.log 2>&1 &
+  done
+  wait
+}
+same() { cmp -s "$1" "$2"; }
+# losses and gradient norms of two metrics.jsonl files agree to a relative tolerance
+close() {
+  paste -d ' ' <(grep '"grad_norm"' "$1" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') \
+               <(grep '"grad_norm"' "$2" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') |
+    awk -v tol="$3" 'function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
+         { if (rel($1, $3) > tol || rel($2, $4) > tol) bad = 1; n++ } END { exit (bad || n != 4) }'
+}
+
+model() { # NAME TYPE LAYERS HEADS KV_HEADS TIED
+  mkdir -p "$1"
+  cat > "$1/config.json" <<JSON
+{"model_type": "$2", "vocab_size": 257, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": $3,
+ "num_attention_heads": $4, "num_key_value_heads": $5, "head_dim": 64, "max_position_embeddings": 256,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": $6, "torch_dtype": "float32"}
+JSON
+}
+model llama llama 6 2 1 false
+model qwen3 qwen3 2 8 4 true
+head -c 60000 "$source_dir/README.md" > corpus.txt
+"$tiertrain" tokenize --bytes -o corpus.tok corpus.txt > /dev/null
+cat > run.yaml <<'YAML'
+model_config: llama/config.json
+datasets: [corpus.tok]
+sequence_len: 64
+micro_batch_size: 2
+gradient_accumulation_steps: 1
+max_steps: 4
+save_steps: 2
+learning_rate: 1.0e-3
+progress: false
+device: cuda
+YAML
+
+# (a) the ZeRO stages
+for n in 2 3; do
+  [ "$gpus" -ge $n ] || continue
+  ranks $n z0_$n run.yaml
+  for z in 1 2 3; do
+    ranks $n z${z}_$n run.yaml zero_stage=$z
+    check "$n GPUs, zero_stage $z: zero_stage 0's model bits" same z0_$n/model.safetensors z${z}_$n/model.safetensors
+    check "... and optimizer checkpoint" same z0_$n/checkpoint-2/optimizer.safetensors \
+      z${z}_$n/checkpoint-2/optimizer.safetensors
+  done
+done
+mkdir -p resumed && cp -r z0_2/checkpoint-2 resumed/
+ranks 2 resumed run.yaml zero_stage=3 --resume
+check "zero_stage 3 resumes zero_stage 0's checkpoint: the uninterrupted run's bits" \
+  same z0_2/model.safetensors resumed/model.safetensors
+ranks 2 lora0 run.yaml adapter=lora lora_r=4 lora_alpha=8 lora_target_linear=true
+ranks 2 lora3 run.yaml adapter=lora lora_r=4 lora_alpha=8 lora_target_linear=true zero_stage=3 layer_offloading=true \
+  gradient_checkpointing=true activation_offloading=hidden_states
+check "LoRA, zero_stage 3 + layer_offloading + checkpointing + hidden_states: the same adapter bits" \
+  same lora0/adapter_model.safetensors lora3/adapter_model.safetensors
+
+# (b) sequence parallel
+timeout 300 "$tiertrain" train run.yaml model_config=qwen3/config.json sequence_len=256 output_dir=sp1 > sp1.log 2>&1
+for n in 2 4; do
+  [ "$gpus" -ge $n ] || continue
+  ranks $n sp$n run.yaml model_config=qwen3/config.json sequence_len=256 sequence_parallel_degree=$n
+  check "sequence parallel on $n GPUs: one GPU's losses and norms to bf16 rounding" close sp$n/metrics.jsonl \
+    sp1/metrics.jsonl 2e-4
+done
+ranks 2 sp2_modes run.yaml model_config=qwen3/config.json sequence_len=256 sequence_parallel_degree=2 \
+  gradient_checkpointing=true activation_offloading=hidden_states zero_stage=2
+check "sequence parallel + checkpointing + hidden_states + zero_stage 2: the same bits" \
+  same sp2/model.safetensors sp2_modes/model.safetensors
+
+# (c) failures: a long run on 2 GPUs, rank 1 killed or stopped after 15 s
+for how in KILL STOP; do
+  port=$((port + 2))
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 \
+      "$tiertrain" train run.yaml max_steps=1000000 save_strategy=no ddp_timeout=15 output_dir=$how > $how.$r.log 2>&1 &
+    eval "pid$r=$!"
+  done
+  sleep 15
+  child=$(pgrep -P "$pid1")
+  kill -$how "$child"
+  start=$SECONDS; wait "$pid0"; status=$?; took=$((SECONDS - start))
+  kill -9 "$child" 2> /dev/null; wait
+  check "rank 1 $how: rank 0 ends with an error (exit $status after $took s)" test $status -eq 1 -a $took -lt 60
+  if [ $how = KILL ]; then check "... naming the rank" grep -q "rank 1 has ended" $how.0.log
+  else check "... naming ddp_timeout" grep -q "did not finish in 15 s (ddp_timeout)" $how.0.log; fi
+done
+
+echo "gpu data_parallel: $passed passed, $failed failed"
+[ $failed -eq 0 ]

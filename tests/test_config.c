@@ -95,6 +95,7 @@ static const char *const all_keys[] = {"base_model",
                                        "overlap_cpu_optimizer_d2h_h2d",
                                        "zero_stage",
                                        "ddp_timeout",
+                                       "deepspeed",
                                        "sequence_parallel_degree",
                                        "train_on_inputs",
                                        "dataset_prepared_path",
@@ -113,7 +114,7 @@ static const char *const all_keys[] = {"base_model",
                                        "sample_packing_bin_size",
                                        "sample_packing_group_size"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 100 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 101 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

@@ -273,6 +273,26 @@ peak() { awk '/total \(tier peak\)/ { print $4, $5; exit }' "$1"; }
 check "... and rank 0's plan is the estimate rank 0 of that run printed" \
   test "$(peak plan_rank0.log)" = "$(peak deep2.log)" -a -n "$(peak deep2.log)"
 
+# axolotl's form: a DeepSpeed JSON names the stage and the optimizer offload
+cat > zero2_offload.json <<'JSON'
+{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}, "overlap_comm": true,
+ "contiguous_gradients": true, "reduce_bucket_size": "auto"},
+ "bf16": {"enabled": "auto"}, "gradient_accumulation_steps": "auto", "train_micro_batch_size_per_gpu": 2,
+ "gradient_clipping": "auto", "train_batch_size": "auto"}
+JSON
+mpi3 train run.yaml model_config=deep/config.json output_dir=ds_zero2 gradient_accumulation_steps=1 \
+  deepspeed=zero2_offload.json > ds_zero2.log 2>&1
+check "deepspeed: zero2_offload.json on three ranks: zero_stage 0's bits" same deep0/model.safetensors ds_zero2/model.safetensors
+check "... read as zero_stage 2 with optimizer_cpu_offload, its own tuning listed" \
+  grep -q "deepspeed zero2_offload.json: zero_stage 2, optimizer_cpu_offload; DeepSpeed's own tuning, no effect here: overlap_comm, contiguous_gradients, reduce_bucket_size" ds_zero2.log
+echo '{"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}' > zero3_param.json
+"$tiertrain" train run.yaml deepspeed=zero3_param.json > ds_param.log 2>&1
+check "deepspeed with offload_param: refused, naming it" grep -q "offload_param.device \"cpu\" is not available yet" ds_param.log
+echo '{"train_micro_batch_size_per_gpu": 8}' > mismatch.json
+"$tiertrain" train run.yaml deepspeed=mismatch.json > ds_mismatch.log 2>&1
+check "deepspeed with another micro batch size: refused, naming both" \
+  grep -q "train_micro_batch_size_per_gpu is another number but the run's micro_batch_size is 2" ds_mismatch.log
+
 # (e) errors end every rank
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 1 "$tiertrain" train run.yaml output_dir=mix : \
   -np 1 "$tiertrain" train run.yaml output_dir=mix seed=7 > mix.log 2>&1

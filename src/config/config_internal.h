@@ -93,6 +93,8 @@ void cfg_die_at(const source *src, const yaml_node_t *node, const char *fmt, ...
 
 /* yaml_values.c: scalars */
 const char *cfg_scalar_text(const yaml_node_t *node);
+/* deepspeed: the DeepSpeed JSON's ZeRO settings onto the run's keys (deepspeed.c); after the file and overrides. */
+void cfg_apply_deepspeed(tt_run_config *c);
 bool cfg_is_null(const yaml_node_t *node);
 bool cfg_parse_bool(const char *v, bool *out);
 int cfg_parse_int64(const char *text, int64_t *out);

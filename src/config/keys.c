@@ -604,6 +604,14 @@ const key_spec cfg_keys[] = {
              "training side by side (data parallel); the process count, sequence_len, num_attention_heads and "
              "num_key_value_heads divisible by it",
      .known_as = "context_parallel_size|ulysses_degree"},
+    {.name = "deepspeed",
+     .type = KEY_STRING,
+     .offset = FIELD(deepspeed),
+     .default_text = "~",
+     .help = "a DeepSpeed JSON (axolotl's deepspeed_configs/zero1.json etc.): zero_optimization.stage sets zero_stage "
+             "and offload_optimizer.device cpu optimizer_cpu_offload; offload_param, fp16 and numbers that disagree "
+             "with the run's keys are refused; its own tuning (bucket sizes, overlap_comm, ...) has no effect and is "
+             "listed at start"},
     {.name = "ddp_timeout",
      .type = KEY_INT,
      .offset = FIELD(ddp_timeout),

@@ -312,6 +312,7 @@ static void apply_override(tt_run_config *c, const char *arg) {
 void tt_run_config_load(tt_run_config *c, const char *path, int override_count, char *const *overrides) {
     if (path) load_file(c, path);
     for (int i = 0; i < override_count; i++) apply_override(c, overrides[i]);
+    cfg_apply_deepspeed(c);
 }
 
 unsigned tt_run_config_lora_targets(const tt_run_config *c) {

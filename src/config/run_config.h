@@ -208,7 +208,8 @@ typedef struct tt_run_config {
     bool optimizer_cpu_offload;
     double optimizer_offload_fraction;
     bool overlap_cpu_optimizer_d2h_h2d; /* copies and CPU updates per layer, beside the GPU's work */
-    int64_t zero_stage;  /* DeepSpeed ZeRO's stage over the data-parallel ranks: 0 or 1 (memory/optimizer_shards.h) */
+    int64_t zero_stage;  /* DeepSpeed ZeRO's stage over the data-parallel ranks: 0-3 (memory/optimizer_shards.h) */
+    char *deepspeed;     /* a DeepSpeed JSON whose zero_optimization sets zero_stage (config/deepspeed.c), or NULL */
     int64_t ddp_timeout; /* seconds a collective waits for the other ranks before the run ends */
     int64_t sequence_parallel_degree;               /* Ulysses: the processes that share each sequence (1: none) */
     bool use_reentrant;                             /* gradient_checkpointing_kwargs (same arithmetic either way) */

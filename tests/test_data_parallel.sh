@@ -207,7 +207,8 @@ check "... and the same eval losses" same <(grep -o '"eval_loss": [^,}]*' lora0/
 
 # (g) sequence parallel (Ulysses): two ranks share each sequence (16 of its 32 tokens each), trading tokens for heads
 #     around attention; against one process on the same batch: the same losses and norms to rounding (the weight
-#     gradients add each rank's tokens, then the ranks); the memory modes keep its bits
+#     gradients add each rank's tokens, then the ranks; a learning rate of 1e-3 keeps four steps from amplifying the
+#     rounding past the tolerance); the memory modes keep its bits
 cat > sp_llama.json <<'JSON'
 {"model_type": "llama", "vocab_size": 257, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
  "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
@@ -216,9 +217,9 @@ JSON
 sed -e 's/"llama"/"qwen3"/' -e 's/"tie_word_embeddings": false/"tie_word_embeddings": true, "head_dim": 8/' \
   sp_llama.json > sp_qwen3.json
 for arch in llama qwen3; do
-  "$tiertrain" train run.yaml model_config=sp_$arch.json output_dir=sp_one_$arch val_set_size=0.1 eval_steps=2 \
+  "$tiertrain" train run.yaml model_config=sp_$arch.json learning_rate=1e-3 output_dir=sp_one_$arch val_set_size=0.1 eval_steps=2 \
     > sp_one_$arch.log 2>&1
-  mpi train run.yaml model_config=sp_$arch.json output_dir=sp_$arch val_set_size=0.1 eval_steps=2 \
+  mpi train run.yaml model_config=sp_$arch.json learning_rate=1e-3 output_dir=sp_$arch val_set_size=0.1 eval_steps=2 \
     sequence_parallel_degree=2 > sp_$arch.log 2>&1
   check "sequence parallel on two ranks ($arch) trains (exit $?)" test -f sp_$arch/model.safetensors
   check "... its losses and gradient norms are one process's to rounding" close_metrics sp_$arch/metrics.jsonl sp_one_$arch/metrics.jsonl
@@ -226,39 +227,39 @@ for arch in llama qwen3; do
 done
 check "the plan says how the sequence is shared" \
   grep -q "2 processes share each sequence of 32 tokens; this one holds 16 of them and attends over all of them for 2 of the 4 query heads" sp_qwen3.log
-mpi train run.yaml model_config=sp_qwen3.json output_dir=sp_again val_set_size=0.1 eval_steps=2 \
+mpi train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=sp_again val_set_size=0.1 eval_steps=2 \
   sequence_parallel_degree=2 > sp_again.log 2>&1
 check "sequence parallel: the same bits run after run" same sp_qwen3/model.safetensors sp_again/model.safetensors
-mpi train run.yaml model_config=sp_qwen3.json output_dir=sp_modes val_set_size=0.1 eval_steps=2 \
+mpi train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=sp_modes val_set_size=0.1 eval_steps=2 \
   sequence_parallel_degree=2 gradient_checkpointing=true activation_offloading=hidden_states zero_stage=1 \
   > sp_modes.log 2>&1
 check "sequence parallel + checkpointing + hidden_states + zero_stage 1: the same bits" \
   same sp_qwen3/model.safetensors sp_modes/model.safetensors
-"$tiertrain" train run.yaml model_config=sp_qwen3.json output_dir=sp_tiled_one tiled_mlp=true tiled_mlp_num_shards=2 \
+"$tiertrain" train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=sp_tiled_one tiled_mlp=true tiled_mlp_num_shards=2 \
   > sp_tiled_one.log 2>&1
-mpi train run.yaml model_config=sp_qwen3.json output_dir=sp_tiled sequence_parallel_degree=2 tiled_mlp=true \
+mpi train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=sp_tiled sequence_parallel_degree=2 tiled_mlp=true \
   tiled_mlp_num_shards=2 > sp_tiled.log 2>&1
 check "sequence parallel + tiled_mlp: one process's (tiled) losses to rounding" \
   close_metrics sp_tiled/metrics.jsonl sp_tiled_one/metrics.jsonl
-"$tiertrain" train run.yaml model_config=sp_qwen3.json output_dir=sp_alone sequence_parallel_degree=2 > sp_alone.log 2>&1
+"$tiertrain" train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=sp_alone sequence_parallel_degree=2 > sp_alone.log 2>&1
 status=$?
 check "sequence_parallel_degree 2 in one process: refused (exit $status)" test $status -ne 0
 check "... saying how many processes to start" grep -q "start a multiple of 2 processes" sp_alone.log
 # four ranks: two sequence-parallel groups of two, side by side (data parallel over the groups)
 mpi4() { timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 "$tiertrain" "$@"; }
-"$tiertrain" train run.yaml model_config=sp_qwen3.json output_dir=grid_one gradient_accumulation_steps=4 \
+"$tiertrain" train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=grid_one gradient_accumulation_steps=4 \
   val_set_size=0.1 eval_steps=2 > grid_one.log 2>&1
-mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid sequence_parallel_degree=2 val_set_size=0.1 \
+mpi4 train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=grid sequence_parallel_degree=2 val_set_size=0.1 \
   eval_steps=2 > grid.log 2>&1
 check "two groups of two sequence-parallel ranks: one process's losses and norms to rounding" \
   close_metrics grid/metrics.jsonl grid_one/metrics.jsonl
 check "... and its eval losses" eval_close grid/metrics.jsonl grid_one/metrics.jsonl
-mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z2 sequence_parallel_degree=2 val_set_size=0.1 \
+mpi4 train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=grid_z2 sequence_parallel_degree=2 val_set_size=0.1 \
   eval_steps=2 gradient_accumulation_steps=1 zero_stage=2 > grid_z2.log 2>&1
-mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z0 sequence_parallel_degree=2 val_set_size=0.1 \
+mpi4 train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=grid_z0 sequence_parallel_degree=2 val_set_size=0.1 \
   eval_steps=2 gradient_accumulation_steps=1 > grid_z0.log 2>&1
 check "... zero_stage 2 over the four: zero_stage 0's bits" same grid_z0/model.safetensors grid_z2/model.safetensors
-mpi4 train run.yaml model_config=sp_qwen3.json output_dir=grid_z3 sequence_parallel_degree=2 val_set_size=0.1 \
+mpi4 train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=grid_z3 sequence_parallel_degree=2 val_set_size=0.1 \
   eval_steps=2 gradient_accumulation_steps=1 zero_stage=3 > grid_z3.log 2>&1
 check "... zero_stage 3 over the four: zero_stage 0's bits" same grid_z0/model.safetensors grid_z3/model.safetensors
 "$tiertrain" plan run.yaml model_config=sp_qwen3.json sequence_parallel_degree=2 > sp_plan.log 2>&1

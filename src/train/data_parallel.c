@@ -153,6 +153,28 @@ static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
                             shard, sizeof shard));
 }
 
+void tt_data_parallel_agree_plan(const tt_comm *comm, tt_plan *plan) {
+    if (plan->sequence_parallel <= 1) return;
+    const int64_t L = plan->num_layers;
+    tt_slot_set *mine = tt_xcalloc((size_t)L, sizeof(tt_slot_set), "recompute sets");
+    tt_slot_set *all = tt_xcalloc((size_t)L * (size_t)comm->size, sizeof(tt_slot_set), "recompute sets");
+    for (int64_t l = 0; l < L; l++) mine[l] = plan->layers[l].recompute;
+    tt_comm_all_gather_host(comm, mine, all, sizeof(tt_slot_set) * (size_t)L);
+    int64_t changed = 0;
+    for (int64_t l = 0; l < L; l++) {
+        tt_slot_set any = 0;
+        for (int r = 0; r < comm->size; r++) any |= all[(size_t)r * (size_t)L + (size_t)l];
+        changed += any != plan->layers[l].recompute;
+        plan->layers[l].recompute = any;
+        plan->layers[l].offloaded &= ~any; /* a recomputed slot is not kept, so not offloaded */
+    }
+    if (changed)
+        tt_info("sequence parallel: %lld layer(s) recompute more than this rank's plan asked, as another rank's does",
+                (long long)changed);
+    free(mine);
+    free(all);
+}
+
 void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run, tt_model_state *model) {
     memset(dp, 0, sizeof(*dp));
     dp->comm = comm;

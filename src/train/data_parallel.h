@@ -40,6 +40,10 @@ typedef struct tt_data_parallel {
 /* Every rank started with the same configuration (its YAML as written, hashed): dies naming the first rank that
  * differs. Called before anything derived per host (num_threads) is set. */
 void tt_data_parallel_check_config(const tt_comm *comm, const tt_run_config *run);
+/* Sequence parallel: a layer that recomputes its attention exchanges tokens again, so every rank must recompute the
+ * same layers; each rank's plan fits its own budgets (the ZeRO shards differ), so each layer recomputes what any
+ * rank's plan recomputes (more recompute never needs more memory). Nothing without sequence parallel. */
+void tt_data_parallel_agree_plan(const tt_comm *comm, tt_plan *plan);
 /* Checks that the ranks can train together (what data parallel composes with today) and takes the buckets; dies
  * naming what is not available yet. */
 void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run, tt_model_state *model);

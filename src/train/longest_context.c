@@ -67,9 +67,18 @@ static void print_try(const tt_context_fit *fit, FILE *log) {
     fflush(log); /* each length can take seconds on the GPU (cuDNN builds its attention graphs to size them) */
 }
 
+/* The lengths' step: with sequence parallel a multiple of the degree too (each process an equal share). */
+static int64_t length_step(const tt_run_config *run, int64_t step) {
+    const int64_t sp = run->sequence_parallel_degree > 1 ? run->sequence_parallel_degree : 1;
+    int64_t multiple = step;
+    while (multiple % sp != 0) multiple += step;
+    return multiple;
+}
+
 int64_t tt_longest_sequence_len(const tt_run_config *run, const tt_device *device, int64_t step, FILE *log,
                                 tt_context_fit *longest_fit, tt_context_fit *shortest_over) {
     TT_CHECK(step > 0, "a positive step");
+    step = length_step(run, step);
     tt_model_config model;
     tt_load_model_config_for_run(run, &model);
     tt_context_fit fit_lo = {0}, fit_hi = {0};
@@ -106,6 +115,7 @@ int64_t tt_longest_sequence_len(const tt_run_config *run, const tt_device *devic
 }
 
 void tt_print_longest_context(const tt_run_config *run, const tt_device *device, int64_t step, FILE *out) {
+    step = length_step(run, step);
     fprintf(out,
             "longest sequence_len that fits the budgets (multiples of %lld, micro_batch_size %lld; the plan of "
             "each length as train makes it):\n",

@@ -551,7 +551,10 @@ static double accumulate_gradients(tt_model_state *model, const step_batch *batc
                                                   trainer->global_step + 1);
         tt_model_set_batch(model, batch->inputs + micro * N, batch->targets + micro * N);
         if (batch->positions) tt_model_set_positions(model, batch->positions + micro * N);
-        model->lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer->global_step, micro);
+        /* sequence parallel: each rank's share of the tokens draws its own masks (the masks are keyed by the
+         * element within the rank's tensors, which would repeat every share) */
+        model->lora_dropout_seed = tt_lora_dropout_seed((uint64_t)run->seed, trainer->global_step, micro) ^
+                                   ((uint64_t)model->plan.sequence_parallel_rank * 0x9E3779B97F4A7C15ull);
         int64_t count = 0;
         /* every token's loss gradient is scaled by 1 / (the step's target tokens), as transformers does with
          * num_items_in_batch, and its loss added in token order onto the step's running sum: micro-batches of
@@ -618,6 +621,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     tt_load_model_config_for_run(run, &model_config);
     tt_plan plan;
     plan_for_run(&plan, run, &model_config, device);
+    if (comm) tt_data_parallel_agree_plan(comm, &plan); /* sequence parallel: one recompute plan for every rank */
     tt_dataset data;
     open_training_data(&data, run, &model_config, comm);
 

@@ -22,6 +22,9 @@
 #include "dist/bootstrap.h"
 #include "ops/cuda/cuda_check.h"
 
+/* Groups split from the run's communicator (sequence parallel's: one). */
+#define TT_NCCL_MAX_GROUPS 4
+
 typedef struct nccl_comm {
     ncclComm_t comm;
     cudaStream_t stream;
@@ -37,6 +40,9 @@ typedef struct nccl_comm {
     atomic_bool stop;
     pthread_t watchdog;
     struct nccl_comm *parent; /* a group split from the run's communicator: its watchdog watches this one's calls */
+    /* the run's communicator: the groups split from it, whose errors its watchdog polls too */
+    pthread_mutex_t groups_lock;
+    ncclComm_t groups[TT_NCCL_MAX_GROUPS];
 } nccl_comm;
 
 static void check_nccl(ncclResult_t status, const char *what) {
@@ -68,10 +74,28 @@ static void finish(nccl_comm *c, const char *what) {
 
 /* From the watchdog thread: the main thread may be blocked inside CUDA, so no cleanup, no exit handlers. */
 static void end_from_watchdog(const nccl_comm *c, const char *reason) {
-    fflush(stdout);
-    fprintf(stderr, "tiertrain: error: rank %d of %d: %s\n", c->rank, c->size, reason);
-    fflush(stderr);
+    /* write(2) only: the main thread may hold stdio's locks (stdout on a full pipe) */
+    char line[640];
+    const int n = snprintf(line, sizeof line, "tiertrain: error: rank %d of %d: %s\n", c->rank, c->size, reason);
+    if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     _exit(TT_EXIT_INPUT_ERROR);
+}
+
+/* An NCCL error of the communicator or of a group split from it (under the lock: a group is destroyed under it). */
+static bool async_error(nccl_comm *c, ncclResult_t *error) {
+    bool failed = false;
+    pthread_mutex_lock(&c->groups_lock);
+    for (int i = -1; i < TT_NCCL_MAX_GROUPS && !failed; i++) {
+        ncclComm_t comm = i < 0 ? c->comm : c->groups[i];
+        ncclResult_t async = ncclSuccess;
+        if (comm && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
+            async != ncclInProgress) {
+            *error = async;
+            failed = true;
+        }
+    }
+    pthread_mutex_unlock(&c->groups_lock);
+    return failed;
 }
 
 static void *watchdog(void *arg) {
@@ -86,7 +110,7 @@ static void *watchdog(void *arg) {
             end_from_watchdog(c, reason);
         }
         ncclResult_t async = ncclSuccess;
-        if (ncclCommGetAsyncError(c->comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+        if (async_error(c, &async)) {
             snprintf(reason, sizeof reason, "NCCL failed: %s; NCCL_DEBUG=WARN says more", ncclGetErrorString(async));
             end_from_watchdog(c, reason);
         }
@@ -182,9 +206,12 @@ static void nccl_barrier(void *ctx) {
     free(all);
 }
 
+/* From tt_die on the main thread (the watchdog ends the process itself, without this) */
 static void nccl_abort(void *ctx, int status) {
     nccl_comm *c = ctx;
-    ncclCommAbort(c->comm); /* this rank's side; the launcher (torchrun) ends the others when a process exits */
+    atomic_store(&c->stop, true); /* the watchdog polls the communicator: it stops first */
+    pthread_join(c->watchdog, NULL);
+    ncclCommAbort(c->comm); /* this rank's side; the others' watch sees this process end */
     exit(status);
 }
 
@@ -195,8 +222,13 @@ static void nccl_set_timeout(void *ctx, int seconds) {
 
 static void nccl_destroy(void *ctx) {
     nccl_comm *c = ctx;
-    if (c->parent) { /* a group: no watchdog, no bootstrap of its own */
+    if (c->parent) { /* a group: no watchdog, no bootstrap of its own; the parent's stops polling it first */
+        pthread_mutex_lock(&c->parent->groups_lock);
+        for (int i = 0; i < TT_NCCL_MAX_GROUPS; i++)
+            if (c->parent->groups[i] == c->comm) c->parent->groups[i] = NULL;
+        pthread_mutex_unlock(&c->parent->groups_lock);
         ncclCommDestroy(c->comm);
+        if (c->staging) cudaFree(c->staging);
         cudaStreamDestroy(c->stream);
         free(c);
         return;
@@ -204,6 +236,7 @@ static void nccl_destroy(void *ctx) {
     atomic_store(&c->stop, true);
     pthread_join(c->watchdog, NULL);
     tt_bootstrap_close(c->bootstrap); /* an orderly end: the others' watch will not take it for a loss */
+    pthread_mutex_destroy(&c->groups_lock);
     ncclCommDestroy(c->comm);
     if (c->staging) cudaFree(c->staging);
     cudaStreamDestroy(c->stream);
@@ -231,7 +264,15 @@ static tt_comm *nccl_split(void *ctx, int color, int key) {
     c->device = parent->device;
     c->parent = parent;
     TT_CUDA_CHECK(cudaSetDevice(c->device));
+    begin(c, "communicator split");
     check_nccl(ncclCommSplit(parent->comm, color, key, &c->comm, NULL), "communicator split");
+    atomic_store(&parent->busy_since_ns, 0);
+    pthread_mutex_lock(&parent->groups_lock);
+    int slot = 0;
+    while (slot < TT_NCCL_MAX_GROUPS && parent->groups[slot]) slot++;
+    TT_CHECK(slot < TT_NCCL_MAX_GROUPS, "at most %d communicator groups", TT_NCCL_MAX_GROUPS);
+    parent->groups[slot] = c->comm;
+    pthread_mutex_unlock(&parent->groups_lock);
     check_nccl(ncclCommUserRank(c->comm, &c->rank), "communicator split");
     check_nccl(ncclCommCount(c->comm, &c->size), "communicator split");
     TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
@@ -254,6 +295,7 @@ tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
     atomic_init(&c->busy_since_ns, 0);
     atomic_init(&c->busy_what, "");
     atomic_init(&c->stop, false);
+    pthread_mutex_init(&c->groups_lock, NULL);
     check_nccl(ncclCommInitRank(&c->comm, launch->size, id, launch->rank), "initialisation");
     TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     if (pthread_create(&c->watchdog, NULL, watchdog, c) != 0) tt_die("cannot start the NCCL watchdog thread");

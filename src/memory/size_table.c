@@ -171,7 +171,8 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     /* packed documents: the micro-batch's own rows of the tables, gathered at each token's position */
     t->rope_table = bytes_of((plan->packed_documents ? N : plan->seq_len) * (m->head_dim / 2), 4);
     t->batch_ids = bytes_of(N, 4);
-    t->batch_positions = plan->packed_documents ? bytes_of(N, 4) : 0;
+    /* the whole sequences' (sequence parallel: the attention's document mask spans every rank's tokens) */
+    t->batch_positions = plan->packed_documents ? bytes_of(plan->micro_batch * tt_plan_sequence_len(plan), 4) : 0;
     t->op_scratch = tt_align_up(tt_backend_scratch_bytes(backend, &settings, &scratch_shape));
     t->norm_partials = bytes_of(m->num_layers + 2, sizeof(double));
     /* Frozen parameters have weights only (in compute precision); gradients, the master copy and

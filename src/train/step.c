@@ -334,35 +334,26 @@ static void zero_persistent_tensors(tt_model_state *s) {
  * gathers at its tokens' positions. */
 static void init_rope_tables(tt_model_state *s) {
     if (s->measuring) return;
-    /* [T, hd/2]: the compute tier's tables, or with packed documents the host's, whose rows each
-     * micro-batch gathers at its tokens' positions (tt_model_set_positions) */
-    const size_t table_bytes = sizeof(float) * (size_t)(s->plan.seq_len * (s->config.head_dim / 2));
-    float *host_cos = tt_xmalloc(table_bytes, "RoPE table");
-    float *host_sin = tt_xmalloc(table_bytes, "RoPE table");
-    tt_rope_tables(&s->config, s->plan.seq_len, host_cos, host_sin);
+    /* [whole sequence, hd/2] on the host; the compute tier gets this rank's rows ([T, hd/2]: all of them, or with
+     * sequence parallel its share's), or with packed documents the host keeps them and each micro-batch gathers the
+     * rows of its tokens' positions (tt_model_set_positions) */
+    const int64_t whole = tt_plan_sequence_len(&s->plan), half = s->config.head_dim / 2;
+    const size_t whole_bytes = sizeof(float) * (size_t)(whole * half);
+    float *host_cos = tt_xmalloc(whole_bytes, "RoPE table");
+    float *host_sin = tt_xmalloc(whole_bytes, "RoPE table");
+    tt_rope_tables(&s->config, whole, host_cos, host_sin);
     if (s->plan.packed_documents) {
         s->host_rope_cos = host_cos;
         s->host_rope_sin = host_sin;
         s->host_batch_rope = tt_xmalloc(2 * s->sizes.rope_table, "RoPE rows of a micro-batch");
-    } else if (s->plan.sequence_parallel > 1) { /* this rank's tokens: positions [rank * T, (rank + 1) * T) */
-        free(host_cos);
-        free(host_sin);
-        const int64_t whole = tt_plan_sequence_len(&s->plan), half = s->config.head_dim / 2;
-        const size_t whole_bytes = sizeof(float) * (size_t)(whole * half);
-        host_cos = tt_xmalloc(whole_bytes, "RoPE table");
-        host_sin = tt_xmalloc(whole_bytes, "RoPE table");
-        tt_rope_tables(&s->config, whole, host_cos, host_sin);
-        const int64_t first = s->plan.sequence_parallel_rank * s->plan.seq_len * half;
-        tt_backend_upload(s->backend, s->rope_cos, host_cos + first, table_bytes);
-        tt_backend_upload(s->backend, s->rope_sin, host_sin + first, table_bytes);
-        free(host_cos);
-        free(host_sin);
-    } else {
-        tt_backend_upload(s->backend, s->rope_cos, host_cos, table_bytes);
-        tt_backend_upload(s->backend, s->rope_sin, host_sin, table_bytes);
-        free(host_cos);
-        free(host_sin);
+        return;
     }
+    const int64_t first = s->plan.sequence_parallel_rank * s->plan.seq_len * half;
+    const size_t table_bytes = sizeof(float) * (size_t)(s->plan.seq_len * half);
+    tt_backend_upload(s->backend, s->rope_cos, host_cos + first, table_bytes);
+    tt_backend_upload(s->backend, s->rope_sin, host_sin + first, table_bytes);
+    free(host_cos);
+    free(host_sin);
 }
 
 /* The optimizer units, the offload stores, the views of every layer's weights and gradients (the gradient ring's

@@ -65,42 +65,50 @@ static void *push(tt_model_state *s, size_t bytes, const char *what) {
     return tt_arena_push(&s->arena, bytes, TT_CLASS_WORKSPACE, what);
 }
 
+/* The staging of the exchanges and the whole sequence's q, k, v and attention output, pushed on the arena. */
+typedef struct exchanged {
+    tt_arena_mark mark; /* popping to it releases them */
+    void *send, *recv, *q, *k, *v, *out;
+} exchanged;
+
+/* Pushes them and fills q, k, v with the whole sequence's, for this rank's heads. */
+static exchanged exchange_qkv(tt_model_state *s, const void *q, const void *k, const void *v) {
+    const size_t q_bytes = s->sizes.sequence_parallel_q, kv_bytes = s->sizes.sequence_parallel_kv;
+    exchanged x = {.mark = tt_arena_get_mark(&s->arena)};
+    x.send = push(s, q_bytes, "sequence parallel send");
+    x.recv = push(s, q_bytes, "sequence parallel receive");
+    x.q = push(s, q_bytes, "q, all tokens");
+    x.k = push(s, kv_bytes, "k, all tokens");
+    x.v = push(s, kv_bytes, "v, all tokens");
+    x.out = push(s, q_bytes, "attention output, all tokens");
+    to_heads(s, s->config.num_heads, x.q, q, x.send, x.recv);
+    to_heads(s, s->config.num_kv_heads, x.k, k, x.send, x.recv);
+    to_heads(s, s->config.num_kv_heads, x.v, v, x.send, x.recv);
+    return x;
+}
+
 void tt_sequence_parallel_attention_forward(tt_model_state *s, void *out, float *lse, const void *q, const void *k,
                                             const void *v) {
-    const int64_t H = s->config.num_heads, Hkv = s->config.num_kv_heads;
-    const tt_arena_mark mark = tt_arena_get_mark(&s->arena);
-    const size_t q_bytes = s->sizes.sequence_parallel_q, kv_bytes = s->sizes.sequence_parallel_kv;
-    void *send = push(s, q_bytes, "sequence parallel send"), *recv = push(s, q_bytes, "sequence parallel receive");
-    void *q_all = push(s, q_bytes, "q, all tokens"), *k_all = push(s, kv_bytes, "k, all tokens");
-    void *v_all = push(s, kv_bytes, "v, all tokens"), *out_all = push(s, q_bytes, "attention output, all tokens");
-    to_heads(s, H, q_all, q, send, recv);
-    to_heads(s, Hkv, k_all, k, send, recv);
-    to_heads(s, Hkv, v_all, v, send, recv);
-    tt_backend_attention_forward(s->backend, out_all, lse, q_all, k_all, v_all, &s->attention);
-    to_tokens(s, H, out, out_all, send, recv);
-    tt_arena_pop_to(&s->arena, mark);
+    const exchanged x = exchange_qkv(s, q, k, v);
+    tt_backend_attention_forward(s->backend, x.out, lse, x.q, x.k, x.v, &s->attention);
+    to_tokens(s, s->config.num_heads, out, x.out, x.send, x.recv);
+    tt_arena_pop_to(&s->arena, x.mark);
 }
 
 void tt_sequence_parallel_attention_backward(tt_model_state *s, void *dq, void *dk, void *dv, const void *d_out,
                                              const void *out, const float *lse, const void *q, const void *k,
                                              const void *v, void *workspace, void *spare, size_t spare_bytes) {
     const int64_t H = s->config.num_heads, Hkv = s->config.num_kv_heads;
-    const tt_arena_mark mark = tt_arena_get_mark(&s->arena);
     const size_t q_bytes = s->sizes.sequence_parallel_q, kv_bytes = s->sizes.sequence_parallel_kv;
-    void *send = push(s, q_bytes, "sequence parallel send"), *recv = push(s, q_bytes, "sequence parallel receive");
-    void *q_all = push(s, q_bytes, "q, all tokens"), *k_all = push(s, kv_bytes, "k, all tokens");
-    void *v_all = push(s, kv_bytes, "v, all tokens"), *out_all = push(s, q_bytes, "attention output, all tokens");
+    const exchanged x = exchange_qkv(s, q, k, v);
     void *d_out_all = push(s, q_bytes, "d attention output, all tokens"), *dq_all = push(s, q_bytes, "d q, all tokens");
     void *dk_all = push(s, kv_bytes, "d k, all tokens"), *dv_all = push(s, kv_bytes, "d v, all tokens");
-    to_heads(s, H, q_all, q, send, recv);
-    to_heads(s, Hkv, k_all, k, send, recv);
-    to_heads(s, Hkv, v_all, v, send, recv);
-    to_heads(s, H, out_all, out, send, recv);
-    to_heads(s, H, d_out_all, d_out, send, recv);
-    tt_backend_attention_backward(s->backend, dq_all, dk_all, dv_all, d_out_all, out_all, lse, q_all, k_all, v_all,
+    to_heads(s, H, x.out, out, x.send, x.recv);
+    to_heads(s, H, d_out_all, d_out, x.send, x.recv);
+    tt_backend_attention_backward(s->backend, dq_all, dk_all, dv_all, d_out_all, x.out, lse, x.q, x.k, x.v,
                                   &s->attention, workspace, spare, spare_bytes);
-    to_tokens(s, H, dq, dq_all, send, recv);
-    to_tokens(s, Hkv, dk, dk_all, send, recv);
-    to_tokens(s, Hkv, dv, dv_all, send, recv);
-    tt_arena_pop_to(&s->arena, mark);
+    to_tokens(s, H, dq, dq_all, x.send, x.recv);
+    to_tokens(s, Hkv, dk, dk_all, x.send, x.recv);
+    to_tokens(s, Hkv, dv, dv_all, x.send, x.recv);
+    tt_arena_pop_to(&s->arena, x.mark);
 }

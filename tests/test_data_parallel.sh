@@ -201,6 +201,14 @@ for extra in "" "optimizer_cpu_offload=true optimizer_offload_fraction=0.5 gradi
   rm -rf deep3
 done
 check "... the plan shows the weights' ring" grep -q "ring slot, from their rank (zero_stage 3)" deep3.log
+# Megatron's weight offload (the first three layers' weights in host memory) with zero_stage 1 and 2: each unit's new
+# weights from its owner, the offloaded ones into every rank's host copy
+for z in 1 2; do
+  mpi3 train run.yaml model_config=deep/config.json output_dir=deep${z}_weights gradient_accumulation_steps=1 \
+    zero_stage=$z cpu_offloading=true cpu_offloading_num_layers=3 cpu_offloading_weights=true > deep${z}_weights.log 2>&1
+  check "zero_stage $z + cpu_offloading_weights on three ranks: zero_stage 0's bits" \
+    same deep0/model.safetensors deep${z}_weights/model.safetensors
+done
 mkdir -p deep3_resumed && cp -r deep0/checkpoint-2 deep3_resumed/
 mpi3 train run.yaml model_config=deep/config.json output_dir=deep3_resumed gradient_accumulation_steps=1 zero_stage=3 \
   --resume > deep3_resumed.log 2>&1

@@ -248,8 +248,9 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
         t->weights = bytes_of(t->weight_offload_first, plan->weight_bytes) + 2 * t->weight_offload_slot +
                      bytes_of(params->trainable_numel - t->weight_offload_end, plan->weight_bytes);
         /* the host share's units live in the optimizer's host buffers already */
-        const int64_t home_end =
-            t->weight_offload_end < t->optimizer_host_start ? t->weight_offload_end : t->optimizer_host_start;
+        const int64_t home_end = plan->optimizer_offload && t->optimizer_host_start < t->weight_offload_end
+                                     ? t->optimizer_host_start
+                                     : t->weight_offload_end;
         if (home_end > t->weight_offload_first)
             t->host_weight_home = bytes_of(home_end - t->weight_offload_first, plan->weight_bytes);
     }
@@ -381,7 +382,7 @@ void tt_size_table_print_weight_offload(const tt_size_table *t, const tt_plan *p
     const int64_t numel = t->weight_offload_end - t->weight_offload_first;
     char slot[32], home[32], where[128];
     tt_format_bytes(t->host_weight_home, home, sizeof home);
-    if (t->optimizer_host_start < t->weight_offload_end) /* some in the optimizer offload's host share */
+    if (plan->optimizer_offload && t->optimizer_host_start < t->weight_offload_end) /* some in its host share */
         snprintf(where, sizeof where, "%s of their own, the rest in the optimizer offload's weight staging", home);
     else snprintf(where, sizeof where, "%s", home);
     fprintf(out,

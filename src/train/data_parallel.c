@@ -57,10 +57,13 @@ static void refuse_unavailable(const tt_comm *comm, const tt_run_config *run, co
                "available yet (its gradients leave during the backward, before the ranks have summed them); set "
                "overlap_cpu_optimizer_d2h_h2d: false, or run one process",
                comm->size);
-    if (run->zero_stage >= 1 && model->plan.offloaded_weight_layers > 0)
-        tt_die("zero_stage %d with cpu_offloading_weights is not available yet (the new weights of a shard would go "
-               "to the other ranks' host copies); set zero_stage: 0, or cpu_offloading_weights: false",
-               (int)run->zero_stage);
+    if (run->zero_stage >= 1 && model->plan.offloaded_weight_layers > 0 &&
+        (run->zero_stage >= 3 || run->optimizer_cpu_offload))
+        tt_die("zero_stage %d with cpu_offloading_weights%s is not available yet (%s); use zero_stage 1 or 2 without "
+               "optimizer_cpu_offload, or cpu_offloading_weights: false",
+               (int)run->zero_stage, run->zero_stage >= 3 ? "" : " and optimizer_cpu_offload",
+               run->zero_stage >= 3 ? "stage 3's weights are sent between the GPUs, not streamed from the host"
+                                    : "the offloaded layers' homes would be split between two owners");
 }
 
 static void sequence_all_to_all(void *ctx, const void *send, void *recv, size_t bytes) {
@@ -222,8 +225,42 @@ void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double
     tt_comm_sum_doubles(dp->comm, sums, count);
 }
 
+/* host[0 .. bytes) of rank root into every rank's host: through the compute tier's buckets, a bucket at a time */
+static void broadcast_host(tt_data_parallel *dp, const tt_backend *backend, void *host, size_t bytes, int root) {
+    const size_t chunk = dp->bucket_bytes;
+    for (size_t at = 0; at < bytes; at += chunk) {
+        const size_t n = bytes - at < chunk ? bytes - at : chunk;
+        if (dp->comm->rank == root) tt_backend_upload(backend, dp->scratch, (unsigned char *)host + at, n);
+        tt_comm_broadcast(dp->comm, backend, dp->scratch, n, root);
+        if (dp->comm->rank != root) tt_backend_download(backend, (unsigned char *)host + at, dp->scratch, n);
+    }
+}
+
+/* cpu_offloading_weights with zero_stage 1 or 2: each unit's new weights from its owner, the offloaded layers' into
+ * their homes in host memory (whose copies in the stream buffers are then stale). */
+static void share_weights_by_unit(tt_data_parallel *dp, tt_model_state *model) {
+    const size_t elem = model->plan.weight_bytes;
+    for (int64_t u = 0; u < dp->units; u++) {
+        const tt_unit_residency *r = &model->residency.unit[u];
+        if (r->end == r->start) continue;
+        const size_t bytes = (size_t)(r->end - r->start) * elem;
+        if (r->weights_buffer >= 0) {
+            tt_backend_synchronize(model->backend); /* the owner's store home is done */
+            broadcast_host(dp, model->backend, model->weight_offload.block_home[u - 1], bytes, dp->unit_owner[u]);
+        } else {
+            tt_comm_broadcast(dp->comm, model->backend, tt_model_trainable_weights_at(model, r->start), bytes,
+                              dp->unit_owner[u]);
+        }
+    }
+    tt_weight_stream_forget(&model->weight_offload);
+}
+
 void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model) {
     if (!dp->sharded) return;
+    if (model->plan.offloaded_weight_layers > 0) {
+        share_weights_by_unit(dp, model);
+        return;
+    }
     if (dp->weights_sharded) { /* only the embedding and the head live on every rank */
         for (int64_t u = 0; u < dp->units; u += dp->units - 1) {
             const tt_unit_residency *r = &model->residency.unit[u];

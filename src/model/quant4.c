@@ -12,26 +12,8 @@
 
 #include "core/check.h"
 
-/* NF4: the 16 quantiles of N(0, 1) normalised to [-1, 1] (bitsandbytes' lookup table). */
-static const float nf4_values[16] = {-1.0f,
-                                     -0.6961928009986877f,
-                                     -0.5250730514526367f,
-                                     -0.39491748809814453f,
-                                     -0.28444138169288635f,
-                                     -0.18477343022823334f,
-                                     -0.09105003625154495f,
-                                     0.0f,
-                                     0.07958029955625534f,
-                                     0.16093020141124725f,
-                                     0.24611230194568634f,
-                                     0.33791524171829224f,
-                                     0.44070982933044434f,
-                                     0.5626170039176941f,
-                                     0.7229568362236023f,
-                                     1.0f};
-/* FP4 (sign bit, then three bits): magnitudes by the low three bits, divided by the format's max 12. */
-static const float fp4_magnitudes[8] = {0.0f, 0.005208333333f, 0.66666667f, 1.0f, 0.33333333f,
-                                        0.5f, 0.16666667f,     0.25f};
+static const float nf4_values[16] = TT_NF4_VALUES;
+static const float fp4_magnitudes[8] = TT_FP4_MAGNITUDES;
 
 float tt_quant4_code_value(tt_quant4_type type, unsigned code) {
     if (type == TT_QUANT4_NF4) return nf4_values[code & 15u];

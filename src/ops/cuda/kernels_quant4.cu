@@ -9,25 +9,8 @@
 #include "ops/cuda/ops_cuda.h"
 #include "ops/quant4.h"
 
-/* NF4's 16 values and FP4's magnitudes by their low three bits (the same constants as model/quant4.c). */
-static __constant__ float nf4_values[16] = {-1.0f,
-                                            -0.6961928009986877f,
-                                            -0.5250730514526367f,
-                                            -0.39491748809814453f,
-                                            -0.28444138169288635f,
-                                            -0.18477343022823334f,
-                                            -0.09105003625154495f,
-                                            0.0f,
-                                            0.07958029955625534f,
-                                            0.16093020141124725f,
-                                            0.24611230194568634f,
-                                            0.33791524171829224f,
-                                            0.44070982933044434f,
-                                            0.5626170039176941f,
-                                            0.7229568362236023f,
-                                            1.0f};
-static __constant__ float fp4_magnitudes[8] = {0.0f, 0.005208333333f, 0.66666667f, 1.0f, 0.33333333f,
-                                               0.5f, 0.16666667f,     0.25f};
+static __constant__ float nf4_values[16] = TT_NF4_VALUES;
+static __constant__ float fp4_magnitudes[8] = TT_FP4_MAGNITUDES;
 /* bitsandbytes' dynamic map (the double-quantized absmax's code), uploaded once by tt_cuda_quant4_set_dynamic_map. */
 static __constant__ float dynamic_map[256];
 

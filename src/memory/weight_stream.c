@@ -82,7 +82,7 @@ bool tt_weight_stream_has(const tt_weight_stream *st, int64_t l) {
 
 void tt_weight_stream_init(tt_weight_stream *st, const tt_backend *backend, const tt_param_table *t, int64_t L,
                            size_t elem, void *host, void *ring0, void *ring1, void *resident_buffer,
-                           bool tied_embeddings, tt_model_view *view) {
+                           tt_model_view *view) {
     tt_weight_stream_init_empty(st, backend, L, elem, ring0, ring1);
     st->frozen_host = host;
     st->resident = resident_buffer;
@@ -109,7 +109,6 @@ void tt_weight_stream_init(tt_weight_stream *st, const tt_backend *backend, cons
         }
     }
     free(block_start);
-    if (tied_embeddings) view->lm_head = view->embed;
 }
 
 void tt_weight_stream_free(tt_weight_stream *st) {

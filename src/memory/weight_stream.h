@@ -50,10 +50,10 @@ size_t tt_weight_stream_resident_bytes(const tt_param_table *params, int64_t num
 
 /* layer_offloading's stream. host: the pinned copy (params->trainable_start elements); ring and resident:
  * compute-tier buffers sized by the functions above. Points the frozen entries of view at the ring and the
- * resident buffer. */
+ * resident buffer (a tied LM head follows the embedding: tt_model_view_set). */
 void tt_weight_stream_init(tt_weight_stream *stream, const tt_backend *backend, const tt_param_table *params,
                            int64_t num_layers, size_t elem, void *host, void *ring0, void *ring1, void *resident,
-                           bool tied_embeddings, tt_model_view *view);
+                           tt_model_view *view);
 /* A stream of no layers yet, with its two compute-tier buffers; tt_weight_stream_add adds layers in increasing
  * order, each with its home and size (numel 0: not streamed). */
 void tt_weight_stream_init_empty(tt_weight_stream *stream, const tt_backend *backend, int64_t num_layers, size_t elem,

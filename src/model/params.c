@@ -230,7 +230,10 @@ const tt_param_info *tt_param_table_find_lora(const tt_param_table *t, tt_param_
 void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr) {
     tt_layer_view *lv = p->layer >= 0 ? &view->layers[p->layer] : NULL;
     switch (p->kind) {
-    case TT_PARAM_EMBED: view->embed = ptr; break;
+    case TT_PARAM_EMBED:
+        view->embed = ptr;
+        if (view->tied_head) view->lm_head = ptr;
+        break;
     case TT_PARAM_FINAL_NORM: view->final_norm = ptr; break;
     case TT_PARAM_LM_HEAD: view->lm_head = ptr; break;
     case TT_PARAM_ATTN_NORM: lv->attn_norm = ptr; break;
@@ -259,12 +262,12 @@ static void bind_views(tt_model_view *view, tt_layer_view *layers, const tt_para
     memset(view, 0, sizeof(*view));
     memset(layers, 0, sizeof(tt_layer_view) * (size_t)c->num_layers);
     view->layers = layers;
+    view->tied_head = c->tie_word_embeddings;
     for (int i = 0; i < t->count; i++) {
         const tt_param_info *p = &t->params[i];
         if (!bind_frozen && !p->trainable) continue;
         tt_model_view_set(view, p, (unsigned char *)base + (size_t)(p->offset - first) * elem_size);
     }
-    if (c->tie_word_embeddings) view->lm_head = view->embed;
 }
 
 void tt_model_view_bind(tt_model_view *view, tt_layer_view *layers, const tt_param_table *t, const tt_model_config *c,

@@ -131,14 +131,14 @@ typedef struct tt_model_view {
     void *embed;
     tt_layer_view *layers; /* [L] */
     void *final_norm;
-    void *lm_head; /* == embed when tied */
+    void *lm_head;  /* == embed when tied */
+    bool tied_head; /* tie_word_embeddings: setting the embedding sets lm_head too (tt_model_view_set) */
 } tt_model_view;
 
 /* Binds views to base, a whole flat buffer (elem_size bytes per element). layers must hold L entries. */
 void tt_model_view_bind(tt_model_view *view, tt_layer_view *layers, const tt_param_table *table,
                         const tt_model_config *config, void *base, size_t elem_size);
-/* Points the view's entry of parameter p at ptr (the LM head of a tied model follows the
- * embedding only through tt_model_view_bind). */
+/* Points the view's entry of parameter p at ptr (a tied model's LM head follows the embedding). */
 void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr);
 /* Binds views to base, a buffer in the trainable layout (gradients): frozen parameters are NULL. */
 void tt_model_view_bind_trainable(tt_model_view *view, tt_layer_view *layers, const tt_param_table *table,

@@ -382,8 +382,7 @@ static void bind_layers(tt_model_state *s) {
         tt_model_view_bind_trainable(&s->w, s->w_layers, &s->params, &s->config, s->trainable_weights,
                                      s->plan.weight_bytes);
         tt_weight_stream_init(&s->stream, backend, &s->params, L, s->plan.weight_bytes, s->frozen_host,
-                              s->weight_ring[0], s->weight_ring[1], s->frozen_resident, s->config.tie_word_embeddings,
-                              &s->w);
+                              s->weight_ring[0], s->weight_ring[1], s->frozen_resident, &s->w);
         tt_model_state_add_hook(s, (tt_unit_hook){.call = tt_weight_stream_hook, .ctx = &s->stream});
     } else {
         tt_model_view_bind(&s->w, s->w_layers, &s->params, &s->config, s->weights, s->plan.weight_bytes);
@@ -394,14 +393,12 @@ static void bind_layers(tt_model_state *s) {
             tt_model_view_bind_range(&s->w, &s->params, s->unit_start[u], s->unit_start[u + 1],
                                      (unsigned char *)s->trainable_weights + s->residency.unit[u].weights_offset,
                                      s->plan.weight_bytes);
-    if (s->config.tie_word_embeddings) s->w.lm_head = s->w.embed; /* a tied head follows the embedding */
     tt_model_view_bind_trainable(&s->g, s->g_layers, &s->params, &s->config, s->gradients, s->plan.gradient_bytes);
     /* units placed elsewhere than the flat layout (a gradient ring; zero_stage 2's layout) */
     for (int64_t u = 0; u <= L + 1; u++)
         if (s->residency.unit[u].gradients_offset != (size_t)s->unit_start[u] * s->plan.gradient_bytes)
             tt_model_view_bind_range(&s->g, &s->params, s->unit_start[u], s->unit_start[u + 1],
                                      tt_model_unit_gradients(s, u), s->plan.gradient_bytes);
-    if (s->config.tie_word_embeddings) s->g.lm_head = s->g.embed;
 }
 
 static void model_state_build(tt_model_state *s) {

@@ -109,17 +109,40 @@ static void sharded_gradients_hook(void *ctx, tt_hook_point point, int64_t unit,
                                      dp->unit_owner[unit], dp->scratch, dp->bucket_bytes);
 }
 
+/* host[0 .. bytes) of rank root into every rank's host: through the compute tier's buckets, a bucket at a time */
+static void broadcast_host(tt_data_parallel *dp, const tt_backend *backend, void *host, size_t bytes, int root) {
+    const size_t chunk = dp->bucket_bytes;
+    for (size_t at = 0; at < bytes; at += chunk) {
+        const size_t n = bytes - at < chunk ? bytes - at : chunk;
+        if (dp->comm->rank == root) tt_backend_upload(backend, dp->scratch, (unsigned char *)host + at, n);
+        tt_comm_broadcast(dp->comm, backend, dp->scratch, n, root);
+        if (dp->comm->rank != root) tt_backend_download(backend, (unsigned char *)host + at, dp->scratch, n);
+    }
+}
+
+/* Unit u's weights from its owner into every rank's copy: where the compute tier keeps them (its place, or with
+ * zero_stage 3 a ring slot), or a weight-offloaded layer's home in host memory. */
+static void broadcast_unit_weights(tt_data_parallel *dp, tt_model_state *model, int64_t u) {
+    const tt_unit_residency *r = &model->residency.unit[u];
+    if (r->end == r->start) return;
+    const size_t bytes = (size_t)(r->end - r->start) * model->plan.weight_bytes;
+    if (r->weights_buffer < 0) {
+        tt_comm_broadcast(dp->comm, model->backend, tt_model_trainable_weights_at(model, r->start), bytes,
+                          dp->unit_owner[u]);
+        return;
+    }
+    tt_backend_synchronize(model->backend); /* the owner's store home is done */
+    broadcast_host(dp, model->backend, model->weight_offload.block_home[u - 1], bytes, dp->unit_owner[u]);
+}
+
 /* zero_stage 3: before a decoder layer's forward and again before its backward (recompute included) its owner sends
  * its weights into every other rank's ring slot; in evaluation too. */
 static void sharded_weights_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
     (void)train;
     tt_data_parallel *dp = ctx;
-    tt_model_state *model = dp->model;
-    const tt_unit_residency *r = &model->residency.unit[unit];
-    if (r->end == r->start || unit < 1 || unit > model->config.num_layers) return;
-    if (point != TT_HOOK_BEFORE_FORWARD && point != TT_HOOK_BEFORE_BACKWARD) return;
-    tt_comm_broadcast(dp->comm, model->backend, (unsigned char *)model->trainable_weights + r->weights_offset,
-                      (size_t)(r->end - r->start) * model->plan.weight_bytes, dp->unit_owner[unit]);
+    if (unit < 1 || unit > dp->model->config.num_layers) return;
+    if (point == TT_HOOK_BEFORE_FORWARD || point == TT_HOOK_BEFORE_BACKWARD)
+        broadcast_unit_weights(dp, dp->model, unit);
 }
 
 /* zero_stage 1: the shards of whole units, and the exchange the model's getters and norm call */
@@ -225,50 +248,16 @@ void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double
     tt_comm_sum_doubles(dp->comm, sums, count);
 }
 
-/* host[0 .. bytes) of rank root into every rank's host: through the compute tier's buckets, a bucket at a time */
-static void broadcast_host(tt_data_parallel *dp, const tt_backend *backend, void *host, size_t bytes, int root) {
-    const size_t chunk = dp->bucket_bytes;
-    for (size_t at = 0; at < bytes; at += chunk) {
-        const size_t n = bytes - at < chunk ? bytes - at : chunk;
-        if (dp->comm->rank == root) tt_backend_upload(backend, dp->scratch, (unsigned char *)host + at, n);
-        tt_comm_broadcast(dp->comm, backend, dp->scratch, n, root);
-        if (dp->comm->rank != root) tt_backend_download(backend, (unsigned char *)host + at, dp->scratch, n);
-    }
-}
-
-/* cpu_offloading_weights with zero_stage 1 or 2: each unit's new weights from its owner, the offloaded layers' into
- * their homes in host memory (whose copies in the stream buffers are then stale). */
-static void share_weights_by_unit(tt_data_parallel *dp, tt_model_state *model) {
-    const size_t elem = model->plan.weight_bytes;
-    for (int64_t u = 0; u < dp->units; u++) {
-        const tt_unit_residency *r = &model->residency.unit[u];
-        if (r->end == r->start) continue;
-        const size_t bytes = (size_t)(r->end - r->start) * elem;
-        if (r->weights_buffer >= 0) {
-            tt_backend_synchronize(model->backend); /* the owner's store home is done */
-            broadcast_host(dp, model->backend, model->weight_offload.block_home[u - 1], bytes, dp->unit_owner[u]);
-        } else {
-            tt_comm_broadcast(dp->comm, model->backend, tt_model_trainable_weights_at(model, r->start), bytes,
-                              dp->unit_owner[u]);
-        }
-    }
-    tt_weight_stream_forget(&model->weight_offload);
-}
-
 void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model) {
     if (!dp->sharded) return;
-    if (model->plan.offloaded_weight_layers > 0) {
-        share_weights_by_unit(dp, model);
+    if (model->plan.offloaded_weight_layers > 0) { /* zero_stage 1 or 2: each unit, the offloaded into their homes */
+        for (int64_t u = 0; u < dp->units; u++) broadcast_unit_weights(dp, model, u);
+        tt_weight_stream_forget(&model->weight_offload); /* the stream buffers' copies are stale */
         return;
     }
-    if (dp->weights_sharded) { /* only the embedding and the head live on every rank */
-        for (int64_t u = 0; u < dp->units; u += dp->units - 1) {
-            const tt_unit_residency *r = &model->residency.unit[u];
-            if (r->end > r->start)
-                tt_comm_broadcast(dp->comm, model->backend,
-                                  (unsigned char *)model->trainable_weights + r->weights_offset,
-                                  (size_t)(r->end - r->start) * model->plan.weight_bytes, dp->unit_owner[u]);
-        }
+    if (dp->weights_sharded) { /* zero_stage 3: only the embedding and the head live on every rank */
+        broadcast_unit_weights(dp, model, 0);
+        broadcast_unit_weights(dp, model, dp->units - 1);
         return;
     }
     tt_comm_all_gather_ranges(dp->comm, model->backend, model->trainable_weights, model->plan.weight_bytes, false,

@@ -619,9 +619,9 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(ddp_timeout),
      .default_text = "1800",
      .range = CLOSED(1, 86400),
-     .help = "axolotl's (torch.distributed's timeout): seconds a data-parallel collective waits for the other GPU "
-             "processes before every rank ends with the reason; a rank that ends (killed, or on an error) is seen at "
-             "once whatever this says"},
+     .help = "axolotl's (torch.distributed's timeout): seconds a data-parallel collective may take, from when it is "
+             "queued (it may wait behind the GPU's queued work first), before every rank ends with the reason; a rank "
+             "that ends (killed, or on an error) is seen at once whatever this says"},
     {.name = "min_offload_size",
      .type = KEY_BYTES,
      .offset = FIELD(min_offload_size),
@@ -654,8 +654,8 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(debug_copy_delay_us),
      .default_text = "0",
      .range = CLOSED(0, 1000000),
-     .help = "race stress for tests: each offload copy first waits a random 0..N microseconds on its stream; the "
-             "results must not change"},
+     .help = "race stress for tests: each offload copy, and each of the ranks' collectives (several GPUs), first "
+             "waits a random 0..N microseconds on its stream; the results must not change"},
     {.name = "offload_dir",
      .type = KEY_STRING,
      .offset = FIELD(offload_dir),

@@ -89,10 +89,33 @@ void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, 
 
 void tt_comm_barrier(const tt_comm *comm) { comm->iface->barrier(comm->ctx); }
 
+/* The collectives that move the compute tier's memory are issued in a section of the side queue (comm.h). */
+static void check_side_queue(const tt_backend *backend, const char *what) {
+    TT_CHECK(tt_backend_side_active(backend), "%s outside a section of the backend's side queue", what);
+}
+
 void tt_comm_broadcast(const tt_comm *comm, const tt_backend *backend, void *data, size_t bytes, int root) {
-    /* the transport reads (root) or overwrites (the others) what the backend's stream may still be using */
-    tt_backend_synchronize(backend);
+    check_side_queue(backend, "a broadcast");
     comm->iface->broadcast(comm->ctx, data, bytes, root);
+}
+
+void tt_comm_broadcast_host(const tt_comm *comm, const tt_backend *backend, void *host, size_t bytes, int root,
+                            float *scratch, size_t bucket_bytes) {
+    check_side_queue(backend, "a broadcast");
+    for (size_t at = 0; at < bytes; at += bucket_bytes) {
+        const size_t n = bytes - at < bucket_bytes ? bytes - at : bucket_bytes;
+        if (comm->rank == root) tt_backend_upload(backend, scratch, (unsigned char *)host + at, n);
+        comm->iface->broadcast(comm->ctx, scratch, n, root);
+        if (comm->rank != root) tt_backend_download(backend, (unsigned char *)host + at, scratch, n);
+    }
+}
+
+void tt_comm_use_side_queue(const tt_comm *comm, const tt_backend *backend) {
+    if (comm->iface->use_stream) comm->iface->use_stream(comm->ctx, tt_backend_side_stream(backend));
+}
+
+void tt_comm_use_own_queue(const tt_comm *comm) {
+    if (comm->iface->use_stream) comm->iface->use_stream(comm->ctx, NULL);
 }
 
 tt_comm *tt_comm_split(const tt_comm *comm, int color, int key) { return comm->iface->split(comm->ctx, color, key); }
@@ -147,6 +170,7 @@ static int64_t round_piece(const int64_t *bounds, int r, int64_t first, int64_t 
 void tt_comm_reduce_scatter_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data,
                                           const int64_t *bounds, float *scratch, size_t bucket_bytes) {
     const int size = comm->size, me = comm->rank;
+    check_side_queue(backend, "a reduce-scatter");
     const int64_t chunk = chunk_of(comm, bucket_bytes), longest = longest_range(bounds, size);
     float *mine = scratch + (size_t)size * (size_t)chunk; /* [chunk]: this rank's sums of the round */
     float *send = mine + chunk;                           /* [size x part] */
@@ -158,34 +182,32 @@ void tt_comm_reduce_scatter_in_rank_order(const tt_comm *comm, const tt_backend 
             if (n) tt_backend_copy(backend, block, data + bounds[b] + first, sizeof(float) * (size_t)n);
             if (n < part) tt_backend_zero(backend, block + n, sizeof(float) * (size_t)(part - n));
         }
-        tt_backend_synchronize(backend); /* the transport reads what the backend's stream wrote */
         comm->iface->all_to_all(comm->ctx, send, scratch, sizeof(float) * (size_t)part);
         tt_backend_sum_parts(backend, mine, scratch, size, part);
         const int64_t n = round_piece(bounds, me, first, part);
         if (n) tt_backend_copy(backend, data + bounds[me] + first, mine, sizeof(float) * (size_t)n);
     }
-    tt_backend_synchronize(backend);
 }
 
 void tt_comm_reduce_in_rank_order(const tt_comm *comm, const tt_backend *backend, float *data, int64_t count, int root,
                                   float *scratch, size_t bucket_bytes) {
     const int size = comm->size;
+    check_side_queue(backend, "a reduce");
     const int64_t chunk = chunk_of(comm, bucket_bytes);
     float *mine = scratch + (size_t)size * (size_t)chunk; /* [chunk]: root's sums of the round */
     for (int64_t first = 0; first < count; first += chunk) {
         const int64_t part = count - first < chunk ? count - first : chunk;
-        tt_backend_synchronize(backend); /* the transport reads what the backend's stream wrote */
         comm->iface->gather(comm->ctx, data + first, scratch, sizeof(float) * (size_t)part, root);
         if (comm->rank != root) continue;
         tt_backend_sum_parts(backend, mine, scratch, size, part);
         tt_backend_copy(backend, data + first, mine, sizeof(float) * (size_t)part);
     }
-    tt_backend_synchronize(backend);
 }
 
 void tt_comm_all_gather_ranges(const tt_comm *comm, const tt_backend *backend, void *data, size_t element_bytes,
                                bool on_host, const int64_t *bounds, float *scratch, size_t bucket_bytes) {
     const int size = comm->size, me = comm->rank;
+    check_side_queue(backend, "an all-gather");
     TT_CHECK(element_bytes >= 1 && element_bytes <= sizeof(float), "elements of %zu bytes", element_bytes);
     const int64_t chunk = chunk_of(comm, bucket_bytes), longest = longest_range(bounds, size);
     unsigned char *bytes = data, *recv = (unsigned char *)scratch;                         /* [size x part] */
@@ -197,7 +219,6 @@ void tt_comm_all_gather_ranges(const tt_comm *comm, const tt_backend *backend, v
         if (n && on_host) tt_backend_upload(backend, send, at, (size_t)n * element_bytes);
         else if (n) tt_backend_copy(backend, send, at, (size_t)n * element_bytes);
         if (n < part) tt_backend_zero(backend, send + (size_t)n * element_bytes, (size_t)(part - n) * element_bytes);
-        tt_backend_synchronize(backend);
         comm->iface->all_gather(comm->ctx, send, recv, (size_t)part * element_bytes);
         for (int b = 0; b < size; b++) {
             const int64_t got = round_piece(bounds, b, first, part);
@@ -207,7 +228,6 @@ void tt_comm_all_gather_ranges(const tt_comm *comm, const tt_backend *backend, v
             if (on_host) tt_backend_download(backend, to, from, (size_t)got * element_bytes);
             else tt_backend_copy(backend, to, from, (size_t)got * element_bytes);
         }
-        tt_backend_synchronize(backend); /* the next round's gather writes recv */
     }
 }
 

@@ -3,8 +3,12 @@
  * backend (`mpirun -np N tiertrain train run.yaml`), NCCL on GPUs (a torchrun-style launch: RANK, WORLD_SIZE,
  * LOCAL_RANK, MASTER_ADDR, MASTER_PORT); a single process has no communicator at all (NULL).
  *
- * Every collective is blocking. all_gather and all_to_all move the compute tier's memory (host memory on the CPU
- * path, GPU memory under NCCL); all_gather_host moves host memory on either. Ranks call them in the same order.
+ * all_gather, all_to_all, gather and broadcast move the compute tier's memory (host memory on the CPU path, GPU
+ * memory under NCCL); all_gather_host and barrier move host memory on either. Ranks call them in the same order.
+ * Those of host memory are done when they return; those of the compute tier are issued in the order of the
+ * backend's side queue (ops/backend.h: MPI's are done at once, NCCL's run on the side stream, use_stream): the
+ * functions below that take a backend are called between tt_backend_side_begin and tt_backend_side_end, and the
+ * compute stream sees their results after tt_backend_side_wait for the section's ticket.
  * Sums are never done by the transport (whose reduction order is its own): tt_comm_reduce_scatter_in_rank_order
  * brings each element's values from every rank to one rank and adds them in rank order, so the sums are the same
  * bits whichever rank adds them, run after run. */
@@ -39,6 +43,9 @@ typedef struct tt_comm_iface {
     /* A communicator of the ranks that pass the same color, ranked by key (every rank calls it); closed with
      * tt_comm_close, before its parent. */
     struct tt_comm *(*split)(void *ctx, int color, int key);
+    /* The stream the compute tier's collectives issue on from now (the backend's side queue, a cudaStream_t); NULL
+     * where they are done when they return (MPI). */
+    void (*use_stream)(void *ctx, void *stream);
 } tt_comm_iface;
 
 typedef struct tt_comm {
@@ -84,8 +91,16 @@ void tt_comm_all_gather_host(const tt_comm *comm, const void *send, void *recv, 
 void tt_comm_barrier(const tt_comm *comm);
 /* data (compute tier) of rank root into every rank's (zero_stage 3's weights of a unit). */
 void tt_comm_broadcast(const tt_comm *comm, const tt_backend *backend, void *data, size_t bytes, int root);
+/* host[0 .. bytes) of rank root into every rank's host, through the compute tier's scratch (bucket_bytes a round;
+ * the copies to and from the host wait for the side queue, so this returns done). */
+void tt_comm_broadcast_host(const tt_comm *comm, const tt_backend *backend, void *host, size_t bytes, int root,
+                            float *scratch, size_t bucket_bytes);
 /* The group of ranks that pass the same color (sequence parallel's), ranked by key; every rank calls it. */
 tt_comm *tt_comm_split(const tt_comm *comm, int color, int key);
+/* The compute tier's collectives from now issue on the backend's side queue (tt_backend_side_stream). */
+void tt_comm_use_side_queue(const tt_comm *comm, const tt_backend *backend);
+/* ... and from now on the transport's own stream again (before the backend ends). */
+void tt_comm_use_own_queue(const tt_comm *comm);
 /* ddp_timeout: a collective that waits longer for the other ranks ends the run (where the transport can tell). */
 void tt_comm_set_timeout(const tt_comm *comm, int seconds);
 

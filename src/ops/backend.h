@@ -130,13 +130,29 @@ typedef struct tt_backend_iface {
     void (*copy_wait)(void *ctx, uint64_t ticket);
     void (*copy_host_wait)(void *ctx, uint64_t ticket);
     bool (*copy_done)(void *ctx, uint64_t ticket);
-    /* Race stress (debug_copy_delay_us): each copy first idles its stream for a random 0..max_us
-     * microseconds, so that a missing event shows up as wrong bits; 0 turns it off. */
+    /* Race stress (debug_copy_delay_us): each copy, and each section of the side queue, first idles its
+     * stream for a random 0..max_us microseconds, so that a missing event shows up as wrong bits; 0 turns
+     * it off. */
     void (*copy_set_delay)(void *ctx, unsigned max_us);
     /* Copies so far: bytes each way, seconds the copy streams were busy, and seconds the compute
      * stream stood waiting for copies (the part of the copy time not hidden behind compute).
      * Call after synchronize. */
     void (*copy_stats)(void *ctx, size_t *to_host, size_t *to_device, double *copy_seconds, double *exposed_seconds);
+
+    /* The side queue: the ranks' collectives and the copies and sums around them, beside the compute stream (a
+     * second stream on the GPU, so that a layer's gradients travel while the next layer's backward runs; on the CPU
+     * every op is done when it returns and these only count tickets). The ops issued between side_begin and side_end
+     * go to the side queue, after every op issued to the compute stream before side_begin (the host does not block):
+     * only copy, copy_2d, zero, upload, download and sum_parts, and the transport's own collectives on side_stream.
+     * side_end returns the ticket of what was issued (increasing from 1); side_wait(ticket) makes the compute
+     * stream's later ops wait for it (the host does not block; 0: nothing). synchronize waits for both queues.
+     * side_stream is the native handle the transport issues on (a cudaStream_t; NULL on the CPU); side_active
+     * tells whether the ops issue to the side queue now (what the collectives check). */
+    void (*side_begin)(void *ctx);
+    uint64_t (*side_end)(void *ctx);
+    void (*side_wait)(void *ctx, uint64_t ticket);
+    void *(*side_stream)(void *ctx);
+    bool (*side_active)(void *ctx);
 
     /* The timeline, for the trace: timestamp() marks the point the compute stream has reached
      * (an event on the GPU; the host clock, at once, on the CPU) and returns its id;
@@ -313,6 +329,22 @@ static inline void tt_backend_zero(const tt_backend *backend, void *dst, size_t 
 }
 
 static inline void tt_backend_synchronize(const tt_backend *backend) { backend->iface->synchronize(backend->ctx); }
+
+static inline void tt_backend_side_begin(const tt_backend *backend) { backend->iface->side_begin(backend->ctx); }
+
+static inline uint64_t tt_backend_side_end(const tt_backend *backend) { return backend->iface->side_end(backend->ctx); }
+
+static inline void tt_backend_side_wait(const tt_backend *backend, uint64_t ticket) {
+    backend->iface->side_wait(backend->ctx, ticket);
+}
+
+static inline void *tt_backend_side_stream(const tt_backend *backend) {
+    return backend->iface->side_stream(backend->ctx);
+}
+
+static inline bool tt_backend_side_active(const tt_backend *backend) {
+    return backend->iface->side_active(backend->ctx);
+}
 
 static inline size_t tt_backend_bytes_outside_arenas(const tt_backend *backend) {
     return backend->iface->bytes_outside_arenas(backend->ctx);

@@ -14,6 +14,11 @@ static void measure_copy_2d(void *ctx, void *dst, size_t dst_pitch, const void *
                             size_t rows) {}
 static void measure_zero(void *ctx, void *dst, size_t bytes) {}
 static void measure_synchronize(void *ctx) {}
+static void measure_side_begin(void *ctx) {}
+static uint64_t measure_side_end(void *ctx) { return 1; }
+static void measure_side_wait(void *ctx, uint64_t ticket) {}
+static void *measure_side_stream(void *ctx) { return NULL; }
+static bool measure_side_active(void *ctx) { return true; }
 static size_t measure_bytes_outside_arenas(void *ctx) { return 0; }
 static uint64_t measure_copy_async(void *ctx, void *dst, const void *src, size_t bytes, bool to_host, uint64_t after) {
     return 1;
@@ -91,6 +96,11 @@ static const tt_backend_iface measure_iface = {
     .pinned_free = measure_block_free,
     .zero = measure_zero,
     .synchronize = measure_synchronize,
+    .side_begin = measure_side_begin,
+    .side_end = measure_side_end,
+    .side_wait = measure_side_wait,
+    .side_stream = measure_side_stream,
+    .side_active = measure_side_active,
     .bytes_outside_arenas = measure_bytes_outside_arenas,
     .upload = measure_copy,
     .download = measure_copy,

@@ -73,8 +73,10 @@ static void sequence_all_to_all(void *ctx, const void *send, void *recv, size_t 
 
 static void gather_host(void *ctx, float *host) {
     tt_data_parallel *dp = ctx;
+    tt_backend_side_begin(dp->backend);
     tt_comm_all_gather_ranges(dp->comm, dp->backend, host, sizeof(float), true, dp->bounds, dp->scratch,
                               dp->bucket_bytes);
+    tt_backend_side_wait(dp->backend, dp->last_ticket = tt_backend_side_end(dp->backend));
 }
 
 static void gather_norm_partials(void *ctx, double *partials) {
@@ -83,15 +85,38 @@ static void gather_norm_partials(void *ctx, double *partials) {
     for (int64_t u = 0; u < dp->units; u++) partials[u] = dp->gathered_partials[dp->unit_owner[u] * dp->units + u];
 }
 
-/* zero_stage 2: a ringed layer's slot starts at zero for its backward; once a unit's backward is done, its gradients
- * go to their owner (whose sum in rank order replaces its own). */
-static void sharded_gradients_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
+/* Unit u's gradients summed over the ranks in rank order, issued on the side queue (the compute stream goes on with
+ * the next unit's backward): onto their owner with zero_stage 1 and 2, else onto every rank (a reduce-scatter within
+ * the unit, then an all-gather). Each element's sum is its rank-order sum whichever rank adds it, so the bits are
+ * those of the whole gradient array's reduce-scatter. */
+static uint64_t reduce_unit(tt_data_parallel *dp, tt_model_state *model, int64_t u) {
+    const tt_unit_residency *r = &model->residency.unit[u];
+    float *gradients = tt_model_unit_gradients(model, u);
+    tt_backend_side_begin(model->backend);
+    if (dp->sharded) {
+        tt_comm_reduce_in_rank_order(dp->comm, model->backend, gradients, r->end - r->start, dp->unit_owner[u],
+                                     dp->scratch, dp->bucket_bytes);
+    } else {
+        tt_comm_equal_bounds(dp->comm->size, r->end - r->start, dp->unit_bounds);
+        tt_comm_reduce_scatter_in_rank_order(dp->comm, model->backend, gradients, dp->unit_bounds, dp->scratch,
+                                             dp->bucket_bytes);
+        tt_comm_all_gather_ranges(dp->comm, model->backend, gradients, sizeof(float), false, dp->unit_bounds,
+                                  dp->scratch, dp->bucket_bytes);
+    }
+    return dp->last_ticket = tt_backend_side_end(model->backend);
+}
+
+/* The gradients' sums, unit by unit as each unit's backward is done (the last micro-batch of a step; with
+ * zero_stage 2 every micro-batch, each onto the owner's running sum). zero_stage 2's ring: a layer of another rank's
+ * shard starts its backward in a slot at zero, once the slot's previous layer has left for its owner. */
+static void gradients_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
     tt_data_parallel *dp = ctx;
     tt_model_state *model = dp->model;
     if (!train) return;
     const int64_t head = model->config.num_layers + 1;
-    if (point == TT_HOOK_BEFORE_GRADIENTS && unit == head) /* a micro-batch's backward begins */
-        for (int64_t u = 0; u <= head; u += head) {
+    if (point == TT_HOOK_BEFORE_GRADIENTS && unit == head) { /* a micro-batch's backward begins */
+        tt_backend_side_wait(model->backend, dp->last_ticket); /* the previous one's sums have left its buffers */
+        for (int64_t u = 0; u <= head && dp->gradients_sharded; u += head) {
             /* another rank's embedding or head, kept in its own place here: its previous micro-batch's gradients
              * went to its owner already (with one micro-batch a step they are zero from the step's start) */
             const tt_unit_residency *other = &model->residency.unit[u];
@@ -99,50 +124,66 @@ static void sharded_gradients_hook(void *ctx, tt_hook_point point, int64_t unit,
                 tt_backend_zero(model->backend, tt_model_unit_gradients(model, u),
                                 (size_t)(other->end - other->start) * model->plan.gradient_bytes);
         }
+    }
     const tt_unit_residency *r = &model->residency.unit[unit];
-    if (r->end == r->start) return;
-    if (point == TT_HOOK_BEFORE_GRADIENTS && r->gradient_slot >= 0)
+    if (r->end == r->start) {
+        if (point == TT_HOOK_AFTER_BACKWARD && unit == 0) dp->reducing = false; /* the backward's last unit */
+        return;
+    }
+    if (point == TT_HOOK_BEFORE_GRADIENTS && r->gradient_slot >= 0) {
+        tt_backend_side_wait(model->backend, dp->slot_ticket[r->gradient_slot]);
         tt_backend_zero(model->backend, tt_model_unit_gradients(model, unit),
                         (size_t)(r->end - r->start) * model->plan.gradient_bytes);
-    if (point == TT_HOOK_AFTER_BACKWARD)
-        tt_comm_reduce_in_rank_order(dp->comm, model->backend, tt_model_unit_gradients(model, unit), r->end - r->start,
-                                     dp->unit_owner[unit], dp->scratch, dp->bucket_bytes);
-}
-
-/* host[0 .. bytes) of rank root into every rank's host: through the compute tier's buckets, a bucket at a time */
-static void broadcast_host(tt_data_parallel *dp, const tt_backend *backend, void *host, size_t bytes, int root) {
-    const size_t chunk = dp->bucket_bytes;
-    for (size_t at = 0; at < bytes; at += chunk) {
-        const size_t n = bytes - at < chunk ? bytes - at : chunk;
-        if (dp->comm->rank == root) tt_backend_upload(backend, dp->scratch, (unsigned char *)host + at, n);
-        tt_comm_broadcast(dp->comm, backend, dp->scratch, n, root);
-        if (dp->comm->rank != root) tt_backend_download(backend, (unsigned char *)host + at, dp->scratch, n);
     }
+    if (point == TT_HOOK_AFTER_BACKWARD && (dp->gradients_sharded || dp->reducing)) {
+        const uint64_t ticket = reduce_unit(dp, model, unit);
+        if (r->gradient_slot >= 0) dp->slot_ticket[r->gradient_slot] = ticket;
+    }
+    if (point == TT_HOOK_AFTER_BACKWARD && unit == 0) dp->reducing = false; /* the backward's last unit */
 }
 
 /* Unit u's weights from its owner into every rank's copy: where the compute tier keeps them (its place, or with
- * zero_stage 3 a ring slot), or a weight-offloaded layer's home in host memory. */
-static void broadcast_unit_weights(tt_data_parallel *dp, tt_model_state *model, int64_t u) {
+ * zero_stage 3 a ring slot), or a weight-offloaded layer's home in host memory. Returns the side queue's ticket. */
+static uint64_t broadcast_unit_weights(tt_data_parallel *dp, tt_model_state *model, int64_t u) {
     const tt_unit_residency *r = &model->residency.unit[u];
-    if (r->end == r->start) return;
+    if (r->end == r->start) return 0;
     const size_t bytes = (size_t)(r->end - r->start) * model->plan.weight_bytes;
-    if (r->weights_buffer < 0) {
+    if (r->weights_buffer >= 0) tt_backend_synchronize(model->backend); /* the owner's store home is written */
+    tt_backend_side_begin(model->backend);
+    if (r->weights_buffer < 0)
         tt_comm_broadcast(dp->comm, model->backend, tt_model_trainable_weights_at(model, r->start), bytes,
                           dp->unit_owner[u]);
-        return;
-    }
-    tt_backend_synchronize(model->backend); /* the owner's store home is done */
-    broadcast_host(dp, model->backend, model->weight_offload.block_home[u - 1], bytes, dp->unit_owner[u]);
+    else
+        tt_comm_broadcast_host(dp->comm, model->backend, model->weight_offload.block_home[u - 1], bytes,
+                               dp->unit_owner[u], dp->scratch, dp->bucket_bytes);
+    return dp->last_ticket = tt_backend_side_end(model->backend);
 }
 
 /* zero_stage 3: before a decoder layer's forward and again before its backward (recompute included) its owner sends
- * its weights into every other rank's ring slot; in evaluation too. */
+ * its weights into every other rank's ring slot (unit parity), in evaluation too. The next layer's are sent while
+ * this one computes: slot (u + 1) % 2 was last read by layer u - 1, issued before. The last layer's forward leaves
+ * its weights in place for its backward, which follows at once. The choices depend on the unit order only, so every
+ * rank issues the same broadcasts. */
 static void sharded_weights_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
-    (void)train;
     tt_data_parallel *dp = ctx;
-    if (unit < 1 || unit > dp->model->config.num_layers) return;
-    if (point == TT_HOOK_BEFORE_FORWARD || point == TT_HOOK_BEFORE_BACKWARD)
-        broadcast_unit_weights(dp, dp->model, unit);
+    tt_model_state *model = dp->model;
+    const int64_t L = model->config.num_layers;
+    if (unit < 1 || unit > L || (point != TT_HOOK_BEFORE_FORWARD && point != TT_HOOK_BEFORE_BACKWARD)) return;
+    const bool forward = point == TT_HOOK_BEFORE_FORWARD;
+    if (!forward && unit == L && dp->last_layer_in_place) {
+        dp->last_layer_in_place = false;
+    } else {
+        const uint64_t ticket = dp->prefetched_unit == unit ? dp->prefetched_ticket
+                                                            : broadcast_unit_weights(dp, model, unit);
+        const int64_t next = forward ? unit + 1 : unit - 1;
+        dp->prefetched_unit = -1;
+        if (next >= 1 && next <= L) {
+            dp->prefetched_ticket = broadcast_unit_weights(dp, model, next);
+            dp->prefetched_unit = next;
+        }
+        tt_backend_side_wait(model->backend, ticket);
+        dp->last_layer_in_place = forward && unit == L && train;
+    }
 }
 
 /* zero_stage 1: the shards of whole units, and the exchange the model's getters and norm call */
@@ -164,12 +205,7 @@ static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
     dp->exchange =
         (tt_shard_exchange){.gather_host = gather_host, .gather_norm_partials = gather_norm_partials, .ctx = dp};
     model->shards = &dp->exchange;
-    if (tt_plan_shards_gradients(&model->plan)) {
-        dp->gradients_sharded = true;
-        dp->model = model;
-        tt_model_state_add_hook(
-            model, (tt_unit_hook){.name = "zero_stage 2 gradients", .call = sharded_gradients_hook, .ctx = dp});
-    }
+    dp->gradients_sharded = tt_plan_shards_gradients(&model->plan);
     if (tt_plan_shards_weights(&model->plan)) {
         dp->weights_sharded = true;
         tt_model_state_add_hook(
@@ -219,10 +255,15 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
     /* the same on every rank (zero_stage 2's gradient buffers differ): of the whole model's gradients */
     dp->bucket_bytes = tt_comm_bucket_bytes(comm->size, tt_data_parallel_gradient_bytes(&model->params, &model->plan));
     dp->scratch = model->data_parallel_buckets;
+    dp->model = model;
+    dp->prefetched_unit = -1;
     dp->bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges");
+    dp->unit_bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges of a unit");
+    tt_comm_use_side_queue(comm, model->backend); /* the collectives run in order with the copies and sums around them */
     if (model->plan.sequence_parallel > 1) { /* Ulysses: the attention's all-to-all within the rank's group */
         const int sp = (int)model->plan.sequence_parallel; /* trainer.c checked that it divides the ranks */
         if (sp < comm->size) dp->sequence_group = tt_comm_split(comm, comm->rank / sp, comm->rank % sp);
+        if (dp->sequence_group) tt_comm_use_side_queue(dp->sequence_group, model->backend);
         const tt_comm *group = dp->sequence_group ? dp->sequence_group : comm;
         TT_CHECK(group->size == sp && group->rank == model->plan.sequence_parallel_rank,
                  "rank %d is rank %lld of its sequence-parallel group", comm->rank,
@@ -232,19 +273,17 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
     }
     if (tt_plan_shards_optimizer(&model->plan)) shard_optimizer(dp, model);
     else tt_comm_equal_bounds(comm->size, model->params.trainable_numel, dp->bounds);
+    tt_model_state_add_hook(model, (tt_unit_hook){.name = "gradient sums", .call = gradients_hook, .ctx = dp});
+}
+
+void tt_data_parallel_expect_gradients(tt_data_parallel *dp) {
+    if (dp) dp->reducing = true;
 }
 
 void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count) {
-    float *gradients = model->gradients;
-    if (dp->gradients_sharded) { /* each unit's went to its owner during the backward */
-        tt_comm_sum_doubles(dp->comm, sums, count);
-        return;
-    }
-    tt_comm_reduce_scatter_in_rank_order(dp->comm, model->backend, gradients, dp->bounds, dp->scratch,
-                                         dp->bucket_bytes);
-    if (!dp->sharded) /* every rank updates everything: every rank's sums to every rank */
-        tt_comm_all_gather_ranges(dp->comm, model->backend, gradients, sizeof(float), false, dp->bounds, dp->scratch,
-                                  dp->bucket_bytes);
+    TT_CHECK(!dp->reducing, "the step's last backward summed every unit's gradients (tt_data_parallel_expect_gradients "
+                            "before its micro-batch)");
+    tt_backend_side_wait(model->backend, dp->last_ticket); /* the update reads the sums */
     tt_comm_sum_doubles(dp->comm, sums, count);
 }
 
@@ -252,23 +291,31 @@ void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model)
     if (!dp->sharded) return;
     if (model->plan.offloaded_weight_layers > 0) { /* zero_stage 1 or 2: each unit, the offloaded into their homes */
         for (int64_t u = 0; u < dp->units; u++) broadcast_unit_weights(dp, model, u);
+        tt_backend_side_wait(model->backend, dp->last_ticket);
         tt_weight_stream_forget(&model->weight_offload); /* the stream buffers' copies are stale */
         return;
     }
     if (dp->weights_sharded) { /* zero_stage 3: only the embedding and the head live on every rank */
         broadcast_unit_weights(dp, model, 0);
         broadcast_unit_weights(dp, model, dp->units - 1);
-        return;
+    } else {
+        tt_backend_side_begin(model->backend);
+        tt_comm_all_gather_ranges(dp->comm, model->backend, model->trainable_weights, model->plan.weight_bytes, false,
+                                  dp->bounds, dp->scratch, dp->bucket_bytes);
+        dp->last_ticket = tt_backend_side_end(model->backend);
     }
-    tt_comm_all_gather_ranges(dp->comm, model->backend, model->trainable_weights, model->plan.weight_bytes, false,
-                              dp->bounds, dp->scratch, dp->bucket_bytes);
+    tt_backend_side_wait(model->backend, dp->last_ticket); /* the next forward reads them */
 }
 
 void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
     if (model->shards == &dp->exchange) model->shards = NULL;
     if (model->sequence_exchange == &dp->sequence) model->sequence_exchange = NULL;
+    tt_backend_synchronize(model->backend); /* nothing of the side queue left in flight */
     tt_comm_close(dp->sequence_group);
+    /* the backend (and its side queue) ends before the run's communicator */
+    tt_comm_use_own_queue(dp->comm);
     free(dp->bounds);
+    free(dp->unit_bounds);
     free(dp->unit_owner);
     free(dp->gathered_partials);
     memset(dp, 0, sizeof(*dp));

@@ -28,8 +28,17 @@ typedef struct tt_data_parallel {
     bool sharded;           /* zero_stage 1 or 2 */
     bool gradients_sharded; /* zero_stage 2: each unit's gradients summed on their owner during the backward */
     bool weights_sharded;   /* zero_stage 3: each decoder layer's weights sent by their owner before each use */
-    tt_model_state *model;  /* zero_stage 2's hook's */
+    tt_model_state *model;  /* the hooks' */
     int64_t *bounds;        /* [ranks + 1]: each rank's range of the trainable layout (its shard, or an equal share) */
+    int64_t *unit_bounds;   /* [ranks + 1]: zero_stage 0's equal shares of one unit's gradients */
+    /* The side queue (ops/backend.h): the sums and broadcasts run beside the compute stream, which waits for them
+     * where it reads what they write. */
+    bool reducing;             /* this backward sums each unit's gradients as it is done (the step's last) */
+    uint64_t last_ticket;      /* the latest side-queue section */
+    uint64_t slot_ticket[2];   /* zero_stage 2: the sum that last read each ring slot's gradients */
+    int64_t prefetched_unit;   /* zero_stage 3: the layer whose weights were sent ahead (-1: none), and its ticket */
+    uint64_t prefetched_ticket;
+    bool last_layer_in_place;  /* zero_stage 3: the last layer's forward just received its weights */
     /* zero_stage 1: each unit's owner, the gathered norm partials and the model's exchange */
     int64_t units;
     int *unit_owner;           /* [units] */
@@ -49,8 +58,11 @@ void tt_data_parallel_agree_plan(const tt_comm *comm, tt_plan *plan);
 /* Checks that the ranks can train together (what data parallel composes with today) and takes the buckets; dies
  * naming what is not available yet. */
 void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run, tt_model_state *model);
-/* After the step's backward on every rank: the gradients (zero_stage 1: of this rank's shard), and
- * sums[0 .. count), summed over the ranks in rank order. */
+/* Before the step's last micro-batch: its backward sums each unit's gradients over the ranks as the unit is done
+ * (zero_stage 2 does so in every micro-batch). NULL: nothing (one process). */
+void tt_data_parallel_expect_gradients(tt_data_parallel *dp);
+/* After the step's backward on every rank: the compute stream waits for the gradients' sums (zero_stage 1 and 2: of
+ * this rank's shard), and sums[0 .. count) are summed over the ranks in rank order. */
 void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count);
 /* After the optimizer step: zero_stage 1 hands every rank the new weights of the others' shards (else nothing). */
 void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model);

@@ -24,8 +24,11 @@ static exchange_shape shape_of(const tt_model_state *s, int64_t heads) {
 static void exchange(const tt_model_state *s, const void *send, void *recv, size_t block) {
     if (s->measuring) return; /* the dry run prices the buffers; nothing moves */
     TT_CHECK(s->sequence_exchange != NULL, "sequence parallel without the ranks' exchange");
-    tt_backend_synchronize(s->backend); /* the transport reads what the backend's stream wrote */
+    /* on the side queue: after the packing the compute stream issued, and the unpacking waits for it (no host
+     * wait: the next kernels are queued while the tokens travel) */
+    tt_backend_side_begin(s->backend);
     s->sequence_exchange->all_to_all(s->sequence_exchange->ctx, send, recv, block);
+    tt_backend_side_wait(s->backend, tt_backend_side_end(s->backend));
 }
 
 /* local [B, T/N, heads*hd] -> whole [B, T, heads/N*hd]: head block j of every token goes to rank j; rank i's tokens

@@ -533,10 +533,10 @@ static int64_t draw_step_batch(step_batch *batch, tt_dataset *data, int64_t sequ
 
 /* Forward and backward of this rank's micro-batches of the step (first_micro on) into zeroed gradients; returns
  * their loss sum and counts the tokens it is over into *counted. */
-static double accumulate_gradients(tt_model_state *model, const step_batch *batch, const tt_run_config *run,
-                                   const tt_trainer_state *trainer, const tt_adamw_settings *adamw,
-                                   const tt_lr_schedule *schedule, int64_t target_tokens, int64_t first_micro,
-                                   int64_t *counted) {
+static double accumulate_gradients(tt_model_state *model, tt_data_parallel *dp, const step_batch *batch,
+                                   const tt_run_config *run, const tt_trainer_state *trainer,
+                                   const tt_adamw_settings *adamw, const tt_lr_schedule *schedule,
+                                   int64_t target_tokens, int64_t first_micro, int64_t *counted) {
     const int64_t N = run->micro_batch_size * run->sequence_len, accumulation = run->gradient_accumulation_steps;
     tt_backend_zero(model->backend, model->gradients, model->sizes.gradients);
     double loss_sum = 0;
@@ -545,10 +545,12 @@ static double accumulate_gradients(tt_model_state *model, const step_batch *batc
         const int64_t micro = first_micro + local; /* in the step's micro-batches of every rank */
         /* the last micro-batch's backward finishes the gradients: optimizer offload with overlap starts
          * moving (and, without clipping, updating) the host share layer by layer */
-        if (local == accumulation - 1)
+        if (local == accumulation - 1) {
             tt_optimizer_offload_expect_gradients(model->optimizer_offload, adamw,
                                                   (float)tt_lr_at(schedule, trainer->global_step),
                                                   trainer->global_step + 1);
+            tt_data_parallel_expect_gradients(dp); /* the ranks sum each unit's gradients as its backward ends */
+        }
         tt_model_set_batch(model, batch->inputs + micro * N, batch->targets + micro * N);
         if (batch->positions) tt_model_set_positions(model, batch->positions + micro * N);
         /* sequence parallel: each rank's share of the tokens draws its own masks (the masks are keyed by the
@@ -672,7 +674,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
         const int64_t step_tokens = draw_step_batch(&batch, &data, sequences_per_step, T);
         double sums[2] = {0, 0}; /* the loss sum and the tokens it is over */
         int64_t counted = 0;
-        sums[0] = accumulate_gradients(&model, &batch, run, &trainer, &adamw, &schedule, step_tokens,
+        sums[0] = accumulate_gradients(&model, comm ? &dp : NULL, &batch, run, &trainer, &adamw, &schedule, step_tokens,
                                        (int64_t)group * run->gradient_accumulation_steps, &counted);
         sums[1] = (double)counted;
         if (comm) tt_data_parallel_reduce(&dp, &model, sums, 2);

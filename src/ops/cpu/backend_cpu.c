@@ -25,6 +25,10 @@ typedef struct cpu_backend {
     /* The timeline is the host clock: ops are done when they return. */
     double marks[TT_TIMELINE_WINDOW];
     uint64_t marks_made;
+    /* The side queue: its ops are done when they return as well; the tickets and the nesting are checked so that
+     * a misuse shows on the CPU too. */
+    uint64_t side_tickets;
+    bool in_side;
 } cpu_backend;
 
 /* OpenMP's thread count is a setting of the calling thread: an op sets the backend's for its
@@ -67,6 +71,33 @@ static void cpu_zero(void *ctx, void *dst, size_t bytes) {
 }
 
 static void cpu_synchronize(void *ctx) { (void)ctx; }
+
+static void cpu_side_begin(void *ctx) {
+    cpu_backend *cpu = ctx;
+    TT_CHECK(!cpu->in_side, "side_begin inside the side queue");
+    cpu->in_side = true;
+}
+
+static uint64_t cpu_side_end(void *ctx) {
+    cpu_backend *cpu = ctx;
+    TT_CHECK(cpu->in_side, "side_end without side_begin");
+    cpu->in_side = false;
+    return ++cpu->side_tickets;
+}
+
+static void cpu_side_wait(void *ctx, uint64_t ticket) {
+    const cpu_backend *cpu = ctx;
+    TT_CHECK(!cpu->in_side && ticket <= cpu->side_tickets, "side_wait for ticket %llu (%llu issued)%s",
+             (unsigned long long)ticket, (unsigned long long)cpu->side_tickets,
+             cpu->in_side ? " inside the side queue" : "");
+}
+
+static void *cpu_side_stream(void *ctx) {
+    (void)ctx;
+    return NULL;
+}
+
+static bool cpu_side_active(void *ctx) { return ((const cpu_backend *)ctx)->in_side; }
 
 static size_t cpu_bytes_outside_arenas(void *ctx) {
     (void)ctx;
@@ -300,6 +331,11 @@ static const tt_backend_iface cpu_iface = {
     .pinned_free = cpu_block_free,
     .zero = cpu_zero,
     .synchronize = cpu_synchronize,
+    .side_begin = cpu_side_begin,
+    .side_end = cpu_side_end,
+    .side_wait = cpu_side_wait,
+    .side_stream = cpu_side_stream,
+    .side_active = cpu_side_active,
     .bytes_outside_arenas = cpu_bytes_outside_arenas,
     .upload = cpu_copy,
     .download = cpu_copy,

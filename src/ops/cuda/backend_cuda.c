@@ -48,9 +48,19 @@ typedef struct attention_key {
  * latest answer are kept too, for prepare to adopt when it asks the same. */
 #define QUERY_CACHE 8
 
+/* side_wait's events: a ticket's event is re-recorded SIDE_EVENTS tickets later, after which waiting for it waits
+ * for the later one (the side stream runs in order: later is done implies earlier is). */
+#define SIDE_EVENTS 64
+
 typedef struct cuda_backend {
     int device;
-    cudaStream_t stream;
+    cudaStream_t stream; /* where the ops issue: compute_stream, or between side_begin and side_end side_stream */
+    cudaStream_t compute_stream;
+    /* the side queue: its stream, the event it starts after, and an event per recent ticket */
+    cudaStream_t side_stream;
+    cudaEvent_t side_start, side_done[SIDE_EVENTS];
+    uint64_t side_tickets;
+    unsigned side_delay_max_us, side_delay_seed; /* race stress (copy_set_delay): each section first idles */
     tt_cuda_copy_engine *copies;
     size_t used_before; /* device bytes in use before the backend started */
     size_t arena_bytes; /* bytes handed out by block_alloc */
@@ -135,7 +145,8 @@ typedef struct profiler {
 static void profile_flush(cuda_backend *cuda) {
     profiler *prof = cuda->prof;
     if (!prof || !prof->pending) return;
-    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->stream));
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->compute_stream)); /* the ops' events are on either queue */
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->side_stream));
     for (int i = 0; i < prof->pending; i++) {
         float ms = 0;
         TT_CUDA_CHECK(cudaEventElapsedTime(&ms, prof->start[i], prof->stop[i]));
@@ -284,7 +295,45 @@ static void cuda_zero(void *ctx, void *dst, size_t bytes) {
 
 static void cuda_synchronize(void *ctx) {
     const cuda_backend *cuda = ctx;
-    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->stream));
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->compute_stream));
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->side_stream));
+}
+
+static void cuda_side_begin(void *ctx) {
+    cuda_backend *cuda = ctx;
+    TT_CHECK(cuda->stream == cuda->compute_stream, "side_begin inside the side queue");
+    use_device(cuda);
+    TT_CUDA_CHECK(cudaEventRecord(cuda->side_start, cuda->compute_stream));
+    TT_CUDA_CHECK(cudaStreamWaitEvent(cuda->side_stream, cuda->side_start, 0));
+    if (cuda->side_delay_max_us)
+        tt_cuda_idle(cuda->side_stream, 1000ull * (rand_r(&cuda->side_delay_seed) % (cuda->side_delay_max_us + 1)));
+    cuda->stream = cuda->side_stream;
+}
+
+static uint64_t cuda_side_end(void *ctx) {
+    cuda_backend *cuda = ctx;
+    TT_CHECK(cuda->stream == cuda->side_stream, "side_end without side_begin");
+    const uint64_t ticket = ++cuda->side_tickets;
+    TT_CUDA_CHECK(cudaEventRecord(cuda->side_done[ticket % SIDE_EVENTS], cuda->side_stream));
+    cuda->stream = cuda->compute_stream;
+    return ticket;
+}
+
+static void cuda_side_wait(void *ctx, uint64_t ticket) {
+    cuda_backend *cuda = ctx;
+    TT_CHECK(cuda->stream == cuda->compute_stream && ticket <= cuda->side_tickets,
+             "side_wait for ticket %llu (%llu issued)%s", (unsigned long long)ticket,
+             (unsigned long long)cuda->side_tickets,
+             cuda->stream == cuda->compute_stream ? "" : " inside the side queue");
+    if (ticket == 0) return;
+    TT_CUDA_CHECK(cudaStreamWaitEvent(cuda->compute_stream, cuda->side_done[ticket % SIDE_EVENTS], 0));
+}
+
+static void *cuda_side_stream(void *ctx) { return ((cuda_backend *)ctx)->side_stream; }
+
+static bool cuda_side_active(void *ctx) {
+    const cuda_backend *cuda = ctx;
+    return cuda->stream == cuda->side_stream;
 }
 
 static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes) {
@@ -314,6 +363,7 @@ static bool cuda_copy_done(void *ctx, uint64_t ticket) {
     return tt_cuda_copy_done(((cuda_backend *)ctx)->copies, ticket);
 }
 static void cuda_copy_set_delay(void *ctx, unsigned max_us) {
+    ((cuda_backend *)ctx)->side_delay_max_us = max_us;
     tt_cuda_copy_set_delay(((cuda_backend *)ctx)->copies, max_us);
 }
 static void cuda_copy_stats(void *ctx, size_t *to_host, size_t *to_device, double *copy_seconds,
@@ -887,11 +937,14 @@ static void cuda_destroy(void *ctx) {
     cuda_backend *cuda = ctx;
     use_device(cuda);
     cuda_release(ctx);
-    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->stream));
+    cuda_synchronize(ctx);
     if (cuda->latest_cudnn) tt_cudnn_attention_destroy(cuda->latest_cudnn);
     tt_cuda_copy_engine_destroy(cuda->copies);
     profile_shut_down(cuda);
-    TT_CUDA_CHECK(cudaStreamDestroy(cuda->stream));
+    for (int i = 0; i < SIDE_EVENTS; i++) TT_CUDA_CHECK(cudaEventDestroy(cuda->side_done[i]));
+    TT_CUDA_CHECK(cudaEventDestroy(cuda->side_start));
+    TT_CUDA_CHECK(cudaStreamDestroy(cuda->side_stream));
+    TT_CUDA_CHECK(cudaStreamDestroy(cuda->compute_stream));
     free(cuda);
 }
 
@@ -905,6 +958,11 @@ static const tt_backend_iface cuda_iface = {
     .pinned_free = cuda_pinned_free,
     .zero = cuda_zero,
     .synchronize = cuda_synchronize,
+    .side_begin = cuda_side_begin,
+    .side_end = cuda_side_end,
+    .side_wait = cuda_side_wait,
+    .side_stream = cuda_side_stream,
+    .side_active = cuda_side_active,
     .bytes_outside_arenas = cuda_bytes_outside_arenas,
     .upload = cuda_upload,
     .download = cuda_download,
@@ -951,7 +1009,13 @@ tt_backend *tt_backend_cuda_create(int device) {
     cuda_backend *cuda = tt_xcalloc(1, sizeof *cuda, "the CUDA backend");
     cuda->device = device;
     use_device(cuda);
-    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking));
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&cuda->compute_stream, cudaStreamNonBlocking));
+    cuda->stream = cuda->compute_stream;
+    cuda->side_delay_seed = 54321;
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&cuda->side_stream, cudaStreamNonBlocking));
+    TT_CUDA_CHECK(cudaEventCreateWithFlags(&cuda->side_start, cudaEventDisableTiming));
+    for (int i = 0; i < SIDE_EVENTS; i++)
+        TT_CUDA_CHECK(cudaEventCreateWithFlags(&cuda->side_done[i], cudaEventDisableTiming));
     size_t free_bytes = 0, total_bytes = 0;
     TT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     cuda->used_before = total_bytes - free_bytes;

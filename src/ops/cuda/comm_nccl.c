@@ -1,11 +1,14 @@
 /* Data parallel across GPUs: NCCL moves the gradients' buckets between the ranks' GPU memory (a torchrun-style launch,
- * one process per GPU; the NCCL id shared over tiertrain's TCP bootstrap). Only byte movement, on the communicator's
- * own stream, each call complete when it returns: the sums are dist/comm.c's, in rank order.
+ * one process per GPU; the NCCL id shared over tiertrain's TCP bootstrap). Only byte movement: the sums are
+ * dist/comm.c's, in rank order. The collectives of GPU memory are issued on a stream and return at once: the
+ * backend's side queue once data parallel starts (use_stream), so that they run in order with the copies and sums
+ * around them and beside the compute stream; those of host memory wait for their result.
  *
  * Nothing waits forever: a watchdog thread checks every 100 ms the bootstrap's liveness watch (a rank that ended),
- * NCCL's own asynchronous error, and how long the collective in progress has waited (ddp_timeout); on any of them it
- * ends this process with the reason, wherever its main thread is blocked (a copy to pageable memory waits for the
- * stream inside the CUDA call). The other ranks see this one end through their own watch. */
+ * NCCL's own asynchronous error, and how long the oldest unfinished collective has been issued (ddp_timeout; each
+ * issued collective records an event the watchdog polls); on any of them it ends this process with the reason,
+ * wherever its main thread is blocked (a copy to pageable memory waits for the stream inside the CUDA call). The
+ * other ranks see this one end through their own watch. */
 #include "ops/cuda/comm_nccl.h"
 
 #include <cuda_runtime.h>
@@ -24,10 +27,20 @@
 
 /* Groups split from the run's communicator (sequence parallel's: one). */
 #define TT_NCCL_MAX_GROUPS 4
+/* Issued collectives the watchdog follows at once; the main thread waits for the oldest to issue one more. */
+#define TT_NCCL_PENDING 128
+
+/* An issued collective: the event after it on its stream, when it was issued and what it is. */
+typedef struct pending_call {
+    cudaEvent_t done;
+    long long issued_ns;
+    const char *what;
+} pending_call;
 
 typedef struct nccl_comm {
     ncclComm_t comm;
-    cudaStream_t stream;
+    cudaStream_t stream;     /* where the collectives issue: own_stream, or the backend's side queue (use_stream) */
+    cudaStream_t own_stream; /* until then */
     int device, rank, size;
     void *staging; /* GPU memory for all_gather_host: TT_COMM_HOST_GATHER_BYTES a rank from the start, grown for
                       larger gathers */
@@ -35,8 +48,12 @@ typedef struct nccl_comm {
     tt_bootstrap *bootstrap; /* the open rendezvous connections: which rank has ended */
     /* the watchdog */
     atomic_int timeout_seconds;      /* ddp_timeout */
-    atomic_llong busy_since_ns;      /* when the collective in progress started, 0: none */
+    atomic_llong busy_since_ns;      /* when a blocking call in progress (a split) started, 0: none */
     _Atomic(const char *) busy_what; /* its name */
+    /* the issued collectives not seen done yet, oldest first: [first, first + count) of the ring */
+    pthread_mutex_t pending_lock;
+    pending_call pending[TT_NCCL_PENDING];
+    int pending_first, pending_count;
     atomic_bool stop;
     pthread_t watchdog;
     struct nccl_comm *parent; /* a group split from the run's communicator: its watchdog watches this one's calls */
@@ -65,11 +82,46 @@ static void begin(nccl_comm *c, const char *what) {
     atomic_store(&watched(c)->busy_since_ns, now_ns());
 }
 
-/* Waits for the call on the stream (the watchdog ends the process if that takes too long). */
+static void end_blocking(nccl_comm *c) { atomic_store(&watched(c)->busy_since_ns, 0); }
+
+/* Drops the collectives seen done from the front of the ring; true when the ring is empty. Under the lock. */
+static bool drop_done(nccl_comm *w) {
+    while (w->pending_count > 0) {
+        const cudaError_t status = cudaEventQuery(w->pending[w->pending_first].done);
+        if (status == cudaErrorNotReady) return false;
+        if (status != cudaSuccess) return false; /* the error shows on the main thread's next CUDA call */
+        w->pending_first = (w->pending_first + 1) % TT_NCCL_PENDING;
+        w->pending_count--;
+    }
+    return true;
+}
+
+/* After a collective is issued on c->stream: the watchdog follows it until its event is done. */
+static void issued(nccl_comm *c, const char *what) {
+    nccl_comm *w = watched(c);
+    pthread_mutex_lock(&w->pending_lock);
+    (void)drop_done(w);
+    if (w->pending_count == TT_NCCL_PENDING) { /* full: wait for the oldest (the watchdog still watches it) */
+        const cudaEvent_t oldest = w->pending[w->pending_first].done;
+        pthread_mutex_unlock(&w->pending_lock);
+        const cudaError_t status = cudaEventSynchronize(oldest);
+        if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
+        pthread_mutex_lock(&w->pending_lock);
+        (void)drop_done(w);
+    }
+    pending_call *p = &w->pending[(w->pending_first + w->pending_count) % TT_NCCL_PENDING];
+    TT_CUDA_CHECK(cudaEventRecord(p->done, c->stream));
+    p->issued_ns = now_ns();
+    p->what = what;
+    w->pending_count++;
+    pthread_mutex_unlock(&w->pending_lock);
+}
+
+/* A collective of host memory: issued, then waited for (the watchdog ends the process if that takes too long). */
 static void finish(nccl_comm *c, const char *what) {
+    issued(c, what);
     const cudaError_t status = cudaStreamSynchronize(c->stream);
     if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
-    atomic_store(&watched(c)->busy_since_ns, 0);
 }
 
 /* From the watchdog thread: the main thread may be blocked inside CUDA, so no cleanup, no exit handlers. */
@@ -101,6 +153,7 @@ static bool async_error(nccl_comm *c, ncclResult_t *error) {
 static void *watchdog(void *arg) {
     nccl_comm *c = arg;
     char reason[512];
+    (void)cudaSetDevice(c->device); /* the events it polls are the device's */
     while (!atomic_load(&c->stop)) {
         usleep(100 * 1000);
         const int lost = tt_bootstrap_lost_rank(c->bootstrap);
@@ -114,14 +167,22 @@ static void *watchdog(void *arg) {
             snprintf(reason, sizeof reason, "NCCL failed: %s; NCCL_DEBUG=WARN says more", ncclGetErrorString(async));
             end_from_watchdog(c, reason);
         }
-        const long long since = atomic_load(&c->busy_since_ns);
+        /* the oldest unfinished call: a blocking one (a split), or the oldest issued collective not done */
+        long long since = atomic_load(&c->busy_since_ns);
+        const char *what = atomic_load(&c->busy_what);
+        pthread_mutex_lock(&c->pending_lock);
+        if (!since && !drop_done(c)) {
+            since = c->pending[c->pending_first].issued_ns;
+            what = c->pending[c->pending_first].what;
+        }
+        pthread_mutex_unlock(&c->pending_lock);
         const int timeout = atomic_load(&c->timeout_seconds);
         if (since && (double)(now_ns() - since) * 1e-9 > timeout) {
             snprintf(reason, sizeof reason,
                      "NCCL %s did not finish in %d s (ddp_timeout): another rank stopped taking part (hung, or on a "
                      "path this one is not); the run ends. Raise ddp_timeout only if a rank legitimately works that "
                      "long between collectives",
-                     atomic_load(&c->busy_what), timeout);
+                     what, timeout);
             end_from_watchdog(c, reason);
         }
     }
@@ -130,15 +191,13 @@ static void *watchdog(void *arg) {
 
 static void nccl_all_gather(void *ctx, const void *send, void *recv, size_t bytes) {
     nccl_comm *c = ctx;
-    begin(c, "all-gather");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     check_nccl(ncclAllGather(send, recv, bytes, ncclUint8, c->comm, c->stream), "all-gather");
-    finish(c, "all-gather");
+    issued(c, "all-gather");
 }
 
 static void nccl_all_to_all(void *ctx, const void *send, void *recv, size_t bytes) {
     nccl_comm *c = ctx;
-    begin(c, "all-to-all");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     check_nccl(ncclGroupStart(), "all-to-all");
     for (int peer = 0; peer < c->size; peer++) {
@@ -149,12 +208,11 @@ static void nccl_all_to_all(void *ctx, const void *send, void *recv, size_t byte
                    "all-to-all receive");
     }
     check_nccl(ncclGroupEnd(), "all-to-all");
-    finish(c, "all-to-all");
+    issued(c, "all-to-all");
 }
 
 static void nccl_gather(void *ctx, const void *send, void *recv, size_t bytes, int root) {
     nccl_comm *c = ctx;
-    begin(c, "gather");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     check_nccl(ncclGroupStart(), "gather");
     if (c->rank == root) {
@@ -170,20 +228,18 @@ static void nccl_gather(void *ctx, const void *send, void *recv, size_t bytes, i
     if (c->rank == root) /* root's own part */
         TT_CUDA_CHECK(cudaMemcpyAsync((unsigned char *)recv + (size_t)root * bytes, send, bytes,
                                       cudaMemcpyDeviceToDevice, c->stream));
-    finish(c, "gather");
+    issued(c, "gather");
 }
 
 static void nccl_broadcast(void *ctx, void *data, size_t bytes, int root) {
     nccl_comm *c = ctx;
-    begin(c, "broadcast");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     check_nccl(ncclBroadcast(data, data, bytes, ncclUint8, root, c->comm, c->stream), "broadcast");
-    finish(c, "broadcast");
+    issued(c, "broadcast");
 }
 
 static void nccl_all_gather_host(void *ctx, const void *send, void *recv, size_t bytes) {
     nccl_comm *c = ctx;
-    begin(c, "all-gather");
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     const size_t need = bytes * (size_t)(c->size + 1);
     if (need > c->staging_bytes) {
@@ -215,6 +271,12 @@ static void nccl_abort(void *ctx, int status) {
     exit(status);
 }
 
+static void nccl_use_stream(void *ctx, void *stream) {
+    nccl_comm *c = ctx;
+    TT_CUDA_CHECK(cudaStreamSynchronize(c->stream)); /* what was issued on the previous one is done */
+    c->stream = stream ? (cudaStream_t)stream : c->own_stream;
+}
+
 static void nccl_set_timeout(void *ctx, int seconds) {
     nccl_comm *c = ctx;
     atomic_store(&c->timeout_seconds, seconds);
@@ -227,19 +289,23 @@ static void nccl_destroy(void *ctx) {
         for (int i = 0; i < TT_NCCL_MAX_GROUPS; i++)
             if (c->parent->groups[i] == c->comm) c->parent->groups[i] = NULL;
         pthread_mutex_unlock(&c->parent->groups_lock);
+        cudaStreamSynchronize(c->stream);
         ncclCommDestroy(c->comm);
         if (c->staging) cudaFree(c->staging);
-        cudaStreamDestroy(c->stream);
+        cudaStreamDestroy(c->own_stream);
         free(c);
         return;
     }
     atomic_store(&c->stop, true);
     pthread_join(c->watchdog, NULL);
+    cudaStreamSynchronize(c->stream);
     tt_bootstrap_close(c->bootstrap); /* an orderly end: the others' watch will not take it for a loss */
     pthread_mutex_destroy(&c->groups_lock);
+    pthread_mutex_destroy(&c->pending_lock);
+    for (int i = 0; i < TT_NCCL_PENDING; i++) cudaEventDestroy(c->pending[i].done);
     ncclCommDestroy(c->comm);
     if (c->staging) cudaFree(c->staging);
-    cudaStreamDestroy(c->stream);
+    cudaStreamDestroy(c->own_stream);
     free(c);
 }
 
@@ -256,6 +322,7 @@ static const tt_comm_iface nccl_iface = {
     .abort = nccl_abort,
     .set_timeout = nccl_set_timeout,
     .split = nccl_split,
+    .use_stream = nccl_use_stream,
 };
 
 static tt_comm *nccl_split(void *ctx, int color, int key) {
@@ -266,7 +333,7 @@ static tt_comm *nccl_split(void *ctx, int color, int key) {
     TT_CUDA_CHECK(cudaSetDevice(c->device));
     begin(c, "communicator split");
     check_nccl(ncclCommSplit(parent->comm, color, key, &c->comm, NULL), "communicator split");
-    atomic_store(&parent->busy_since_ns, 0);
+    end_blocking(c);
     pthread_mutex_lock(&parent->groups_lock);
     int slot = 0;
     while (slot < TT_NCCL_MAX_GROUPS && parent->groups[slot]) slot++;
@@ -275,7 +342,8 @@ static tt_comm *nccl_split(void *ctx, int color, int key) {
     pthread_mutex_unlock(&parent->groups_lock);
     check_nccl(ncclCommUserRank(c->comm, &c->rank), "communicator split");
     check_nccl(ncclCommCount(c->comm, &c->size), "communicator split");
-    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->own_stream, cudaStreamNonBlocking));
+    c->stream = parent->stream == parent->own_stream ? c->own_stream : parent->stream;
     tt_comm *comm = tt_xcalloc(1, sizeof(tt_comm), "communicator");
     *comm = (tt_comm){.iface = &nccl_iface, .ctx = c, .rank = c->rank, .size = c->size, .transport = "nccl"};
     return comm;
@@ -296,8 +364,12 @@ tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
     atomic_init(&c->busy_what, "");
     atomic_init(&c->stop, false);
     pthread_mutex_init(&c->groups_lock, NULL);
+    pthread_mutex_init(&c->pending_lock, NULL);
+    for (int i = 0; i < TT_NCCL_PENDING; i++)
+        TT_CUDA_CHECK(cudaEventCreateWithFlags(&c->pending[i].done, cudaEventDisableTiming));
     check_nccl(ncclCommInitRank(&c->comm, launch->size, id, launch->rank), "initialisation");
-    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->own_stream, cudaStreamNonBlocking));
+    c->stream = c->own_stream;
     if (pthread_create(&c->watchdog, NULL, watchdog, c) != 0) tt_die("cannot start the NCCL watchdog thread");
     /* the host gathers of a step (its loss sums) fit from the start: no allocation inside a step */
     c->staging_bytes = TT_COMM_HOST_GATHER_BYTES * (size_t)(launch->size + 1);

@@ -62,6 +62,7 @@ static const char *const all_keys[] = {"base_model",
                                        "bf16",
                                        "attn_implementation",
                                        "attn_workspace_limit",
+                                       "deterministic",
                                        "master_weights",
                                        "fp16",
                                        "tf32",
@@ -114,7 +115,7 @@ static const char *const all_keys[] = {"base_model",
                                        "sample_packing_bin_size",
                                        "sample_packing_group_size"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 101 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 102 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -218,7 +219,7 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
         a->cpu_offloading_activations == b->cpu_offloading_activations &&
         a->cpu_offloading_double_buffering == b->cpu_offloading_double_buffering && a->bf16 == b->bf16 &&
-        a->optimizer_cpu_offload == b->optimizer_cpu_offload &&
+        a->deterministic == b->deterministic && a->optimizer_cpu_offload == b->optimizer_cpu_offload &&
         a->optimizer_offload_fraction == b->optimizer_offload_fraction &&
         a->overlap_cpu_optimizer_d2h_h2d == b->overlap_cpu_optimizer_d2h_h2d && a->fp16 == b->fp16 &&
         a->tf32 == b->tf32 && a->adapter == b->adapter && a->lora_r == b->lora_r && a->lora_alpha == b->lora_alpha &&
@@ -971,6 +972,20 @@ static void test_errors(void) {
                   "gpu_memory_budget: expected a size in bytes such as 1073741824, 24GiB or 512MB, got 'lots'");
     tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: eager\n"),
                   "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
+    /* cuDNN's own backward adds with atomics: only with deterministic: false */
+    tt_expect_die(load_file, yaml_file("attn_cudnn.yaml", VALID "device: cuda\nattn_implementation: cudnn\n"),
+                  "attn_implementation: cudnn runs cuDNN's attention backward, which adds dQ with atomics");
+    tt_run_config nondeterministic;
+    tt_run_config_defaults(&nondeterministic);
+    TT_EXPECT(nondeterministic.deterministic, "deterministic: true by default");
+    tt_run_config_load(
+        &nondeterministic,
+        yaml_file("attn_cudnn_ok.yaml", VALID "device: cuda\nattn_implementation: cudnn\ndeterministic: false\n"), 0,
+        NULL);
+    tt_run_config_validate(&nondeterministic);
+    TT_EXPECT(!nondeterministic.deterministic && nondeterministic.attn_implementation == TT_ATTN_CUDNN,
+              "deterministic: false allows attn_implementation: cudnn");
+    tt_run_config_free(&nondeterministic);
     tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory: expected true or false");
     tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir: expected a string");
     tt_expect_die(load_file, yaml_file("quotednull.yaml", "tf32: \"~\"\n"), "tf32: expected true or false");

@@ -233,6 +233,31 @@ if [[ " ${overrides[*]} " == *" device=cuda "* ]]; then
   check "the start of the run says what spilled" grep -Eq "budget is full: .*kept activations of [1-9][0-9]* layer" "train_$name.txt"
 fi
 
+# deterministic (on the GPU): cuDNN's own attention backward adds dQ with atomics, so attn_implementation: cudnn is
+# refused unless deterministic: false says so; with deterministic: false auto takes that backward where cuDNN has it
+# (head_dim 64: a shape cuDNN's fused attention takes) and says so at start.
+if [[ " ${overrides[*]} " == *" device=cuda "* ]]; then
+  mkdir -p model64
+  cat > model64/config.json <<'JSON'
+{"model_type": "qwen3", "vocab_size": 257, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64, "max_position_embeddings": 128,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "float32"}
+JSON
+  "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model64/config.json attn_implementation=cudnn \
+    output_dir=out_cudnn > train_cudnn.txt 2>&1
+  status=$?
+  check "attn_implementation: cudnn without deterministic: false: refused (exit $status)" test $status -eq 1
+  check "... saying to set deterministic: false" grep -q "Set deterministic: false to accept that" train_cudnn.txt
+  "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model64/config.json deterministic=false \
+    output_dir=out_atomic > train_atomic.txt 2>&1
+  check "deterministic: false trains" test $? -eq 0
+  check "... and says that its attention backward adds with atomics" \
+    grep -q "deterministic: false: cuDNN's attention backward adds dQ with atomics" train_atomic.txt
+  "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model64/config.json output_dir=out_determ \
+    > train_determ.txt 2>&1
+  check "deterministic (the default) does not add with atomics" bash -c '! grep -q "adds dQ with atomics" train_determ.txt'
+fi
+
 # Optimizer offload (Megatron's optimizer_cpu_offload): a share of the parameters updated by the CPU AdamW
 # from host memory, after the backward or layer by layer beside it, the same bits as the run without it;
 # a resume with it continues the run without it bit for bit. (Not with the bf16 recipe: it needs master

@@ -732,6 +732,14 @@ const key_spec cfg_keys[] = {
      .values = VALUE_NAMES(TT_ATTN_IMPLEMENTATION_VALUES),
      .help = "GPU attention kernels: cudnn (cuDNN's fused flash attention), flash (tiertrain's own), simple (the "
              "reference kernels); auto: the fastest available for the shape. The CPU backend has one"},
+    {.name = "deterministic",
+     .type = KEY_BOOL,
+     .offset = FIELD(deterministic),
+     .default_text = "true",
+     .help = "bit-reproducible gradients: every kernel adds in a fixed order (the GPU attention backward's dQ "
+             "without atomics), so a run repeats its bits. false lets attn_implementation auto take cuDNN's attention "
+             "backward with atomic dQ adds where it has it (faster at long context, not reproducible), and "
+             "attn_implementation: cudnn needs it"},
     {.name = "attn_workspace_limit",
      .type = KEY_BYTES,
      .offset = FIELD(attn_workspace_limit),

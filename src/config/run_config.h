@@ -236,6 +236,7 @@ typedef struct tt_run_config {
     tt_bf16_setting bf16; /* true needs the CUDA backend */
     tt_attn_implementation attn_implementation;
     int64_t attn_workspace_limit; /* bytes the deterministic attention backward keeps for its dP, all calls at once */
+    bool deterministic;           /* bit-reproducible gradients: no kernel that adds with atomics (false allows) */
     bool master_weights;          /* GPU: fp32 master weights, gradients and AdamW state (else all bf16) */
     bool fp16, tf32;              /* only false today */
 } tt_run_config;

@@ -8,7 +8,8 @@
 tt_backend_settings tt_plan_backend_settings(const tt_plan *plan) {
     return (tt_backend_settings){.precision = plan->precision,
                                  .attention = plan->attention,
-                                 .attention_workspace_limit = plan->attention_workspace_limit};
+                                 .attention_workspace_limit = plan->attention_workspace_limit,
+                                 .nondeterministic = plan->nondeterministic};
 }
 
 void tt_plan_tile_mlp(tt_plan *plan, int64_t shards) {

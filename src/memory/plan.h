@@ -58,6 +58,7 @@ typedef struct tt_plan {
     tt_precision precision;           /* number formats; the byte counts below follow from it */
     tt_attention_kind attention;      /* attn_implementation */
     size_t attention_workspace_limit; /* attn_workspace_limit: dP bytes of the attention backward's calls at once */
+    bool nondeterministic;            /* deterministic: false: kernels that add with atomics allowed */
     size_t pinned_budget;             /* host memory the pinned tier may take (0: unlimited) */
     /* Offload copies: streamed ones run on the copy engine's side streams while compute goes on
      * (true, hidden_states, disk); the others block until done (legacy, use_streams: false). */

@@ -91,6 +91,9 @@ typedef struct tt_backend_settings {
     tt_precision precision;
     tt_attention_kind attention;
     size_t attention_workspace_limit;
+    /* deterministic: false: ops may add with atomics (the attention backward's dQ); by default every op's
+     * sums run in a fixed order, so that a run repeats its bits */
+    bool nondeterministic;
 } tt_backend_settings;
 
 /* The entries of a backend. Every one takes the backend's context first. */

@@ -114,7 +114,7 @@ static void gradients_hook(void *ctx, tt_hook_point point, int64_t unit, bool tr
     tt_model_state *model = dp->model;
     if (!train) return;
     const int64_t head = model->config.num_layers + 1;
-    if (point == TT_HOOK_BEFORE_GRADIENTS && unit == head) { /* a micro-batch's backward begins */
+    if (point == TT_HOOK_BEFORE_GRADIENTS && unit == head) {   /* a micro-batch's backward begins */
         tt_backend_side_wait(model->backend, dp->last_ticket); /* the previous one's sums have left its buffers */
         for (int64_t u = 0; u <= head && dp->gradients_sharded; u += head) {
             /* another rank's embedding or head, kept in its own place here: its previous micro-batch's gradients
@@ -173,8 +173,8 @@ static void sharded_weights_hook(void *ctx, tt_hook_point point, int64_t unit, b
     if (!forward && unit == L && dp->last_layer_in_place) {
         dp->last_layer_in_place = false;
     } else {
-        const uint64_t ticket = dp->prefetched_unit == unit ? dp->prefetched_ticket
-                                                            : broadcast_unit_weights(dp, model, unit);
+        const uint64_t ticket =
+            dp->prefetched_unit == unit ? dp->prefetched_ticket : broadcast_unit_weights(dp, model, unit);
         const int64_t next = forward ? unit + 1 : unit - 1;
         dp->prefetched_unit = -1;
         if (next >= 1 && next <= L) {
@@ -259,7 +259,8 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
     dp->prefetched_unit = -1;
     dp->bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges");
     dp->unit_bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges of a unit");
-    tt_comm_use_side_queue(comm, model->backend); /* the collectives run in order with the copies and sums around them */
+    tt_comm_use_side_queue(comm,
+                           model->backend);  /* the collectives run in order with the copies and sums around them */
     if (model->plan.sequence_parallel > 1) { /* Ulysses: the attention's all-to-all within the rank's group */
         const int sp = (int)model->plan.sequence_parallel; /* trainer.c checked that it divides the ranks */
         if (sp < comm->size) dp->sequence_group = tt_comm_split(comm, comm->rank / sp, comm->rank % sp);

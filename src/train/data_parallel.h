@@ -10,7 +10,11 @@
  * two ring slots, and each unit's gradients are summed on their owner as soon as its backward is done (a gather and
  * the ordered add: the same bits again with one micro-batch a step on each rank; with several, each micro-batch's
  * are summed onto the owner's running sum as they come, a grouping of their own: the same bits run after run,
- * zero_stage 0's to rounding). */
+ * zero_stage 0's to rounding).
+ *
+ * The sums run on the backend's side queue (ops/backend.h) as each unit's backward ends, in the step's last
+ * micro-batch at every stage (zero_stage 2: every micro-batch), beside the next unit's backward; the compute stream
+ * waits for them only where it reads what they write. */
 #ifndef TT_TRAIN_DATA_PARALLEL_H
 #define TT_TRAIN_DATA_PARALLEL_H
 
@@ -33,12 +37,12 @@ typedef struct tt_data_parallel {
     int64_t *unit_bounds;   /* [ranks + 1]: zero_stage 0's equal shares of one unit's gradients */
     /* The side queue (ops/backend.h): the sums and broadcasts run beside the compute stream, which waits for them
      * where it reads what they write. */
-    bool reducing;             /* this backward sums each unit's gradients as it is done (the step's last) */
-    uint64_t last_ticket;      /* the latest side-queue section */
-    uint64_t slot_ticket[2];   /* zero_stage 2: the sum that last read each ring slot's gradients */
-    int64_t prefetched_unit;   /* zero_stage 3: the layer whose weights were sent ahead (-1: none), and its ticket */
+    bool reducing;           /* this backward sums each unit's gradients as it is done (the step's last) */
+    uint64_t last_ticket;    /* the latest side-queue section */
+    uint64_t slot_ticket[2]; /* zero_stage 2: the sum that last read each ring slot's gradients */
+    int64_t prefetched_unit; /* zero_stage 3: the layer whose weights were sent ahead (-1: none), and its ticket */
     uint64_t prefetched_ticket;
-    bool last_layer_in_place;  /* zero_stage 3: the last layer's forward just received its weights */
+    bool last_layer_in_place; /* zero_stage 3: the last layer's forward just received its weights */
     /* zero_stage 1: each unit's owner, the gathered norm partials and the model's exchange */
     int64_t units;
     int *unit_owner;           /* [units] */

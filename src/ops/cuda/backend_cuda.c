@@ -30,7 +30,7 @@ typedef struct attention_choice {
     int lanes;                           /* head groups cuDNN's deterministic backward runs at once */
     size_t forward_workspace;            /* cuDNN's forward, in the op scratch */
     size_t backward_workspace;           /* what the backward uses of attention_workspace_bytes */
-    bool explicit_cudnn;                 /* attn_implementation: cudnn (the atomic backward) */
+    bool atomic_backward;                /* cuDNN's backward with atomic dQ adds (deterministic: false) */
     bool packed;                         /* packed documents: the own kernels with document boundaries */
     bool requested_auto;                 /* attn_implementation: auto */
     char deterministic_why_not[256];     /* why cuDNN's deterministic backward is not used ("" when it is) */
@@ -41,6 +41,7 @@ typedef struct attention_choice {
 typedef struct attention_key {
     tt_attention_kind requested;
     size_t workspace_limit;
+    bool nondeterministic; /* deterministic: false */
     tt_attention_shape shape;
 } attention_key;
 
@@ -389,15 +390,17 @@ static size_t align_256(size_t n) { return (n + 255) & ~(size_t)255; }
 /* What the attention plans depend on (every field of the shape, compared one by one). */
 static bool same_key(const attention_key *a, const attention_key *b) {
     const tt_attention_shape *x = &a->shape, *y = &b->shape;
-    return a->requested == b->requested && a->workspace_limit == b->workspace_limit && x->batch == y->batch &&
-           x->seq_len == y->seq_len && x->num_heads == y->num_heads && x->num_kv_heads == y->num_kv_heads &&
-           x->head_dim == y->head_dim && x->scale == y->scale && x->sliding_window == y->sliding_window &&
-           x->documents == y->documents;
+    return a->requested == b->requested && a->workspace_limit == b->workspace_limit &&
+           a->nondeterministic == b->nondeterministic && x->batch == y->batch && x->seq_len == y->seq_len &&
+           x->num_heads == y->num_heads && x->num_kv_heads == y->num_kv_heads && x->head_dim == y->head_dim &&
+           x->scale == y->scale && x->sliding_window == y->sliding_window && x->documents == y->documents;
 }
 
 static attention_key key_of(const tt_backend_settings *settings, const tt_attention_shape *shape) {
-    attention_key key = {
-        .requested = settings->attention, .workspace_limit = settings->attention_workspace_limit, .shape = *shape};
+    attention_key key = {.requested = settings->attention,
+                         .workspace_limit = settings->attention_workspace_limit,
+                         .nondeterministic = settings->nondeterministic,
+                         .shape = *shape};
     key.shape.positions = NULL; /* the choice depends on the shape, not on this micro-batch's positions */
     return key;
 }
@@ -437,7 +440,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
     const tt_attention_shape *shape = &key->shape;
     const tt_attention_kind want = key->requested;
     attention_choice c = {
-        .lanes = 1, .explicit_cudnn = want == TT_ATTENTION_CUDNN, .requested_auto = want == TT_ATTENTION_AUTO};
+        .lanes = 1, .atomic_backward = want == TT_ATTENTION_CUDNN, .requested_auto = want == TT_ATTENTION_AUTO};
     char why_not[256] = "";
     const bool flash = tt_cuda_flash_attention_supported(shape);
     if (shape->documents) {
@@ -468,11 +471,16 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
      * where there are several (create_deterministic_cudnn); where cuDNN cannot (an old library, an
      * unsupported shape), cuDNN's forward with tiertrain's deterministic flash backward; else the
      * flash kernels; else the reference kernels. Measured on the device at T = 64k: cuDNN ~630
-     * TFLOP/s forward and ~420-440 deterministic backward, flash ~320 and ~220. An explicit cudnn
-     * gets cuDNN's atomic backward (fastest, not bit-reproducible). */
+     * TFLOP/s forward and ~420-440 deterministic backward, flash ~320 and ~220. An explicit cudnn,
+     * and auto with deterministic: false, get cuDNN's atomic backward (~550 at 64k, not
+     * bit-reproducible; the configuration asks for deterministic: false with cudnn). */
     bool cudnn_backward = false;
     tt_cudnn_attention *a = NULL;
-    if (want == TT_ATTENTION_AUTO) {
+    if (want == TT_ATTENTION_AUTO && key->nondeterministic) {
+        a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not);
+        cudnn_backward = c.atomic_backward = a != NULL;
+    }
+    if (want == TT_ATTENTION_AUTO && !a) {
         a = create_deterministic_cudnn(key, &c.lanes, why_not, sizeof why_not);
         cudnn_backward = a != NULL;
         if (!a) {
@@ -617,14 +625,11 @@ static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudn
     if (c->fused_why_not[0])
         tt_info("attention: no fused kernel for head_dim %lld%s (cuDNN: %s); using the reference kernels (slow)",
                 (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "", c->fused_why_not);
-    if (c->explicit_cudnn)
-        tt_warn("attn_implementation: cudnn: cuDNN's attention backward accumulates dQ with atomics; gradients are "
-                "not bit-reproducible run to run (attn_implementation: auto is)");
-    if (cudnn) {
-        char version[96];
-        tt_info("attention: cuDNN %s: %s%s", tt_cudnn_version_string(version, sizeof version),
-                tt_cudnn_attention_describe(cudnn), c->lanes > 1 ? "; 2 head groups at a time" : "");
-    }
+    if (c->atomic_backward)
+        tt_warn("deterministic: false: cuDNN's attention backward adds dQ with atomics; gradients are not "
+                "bit-reproducible run to run (deterministic: true is)");
+    if (cudnn) /* the description names cuDNN's version */
+        tt_info("attention: %s%s", tt_cudnn_attention_describe(cudnn), c->lanes > 1 ? "; 2 head groups at a time" : "");
 }
 
 /* Lets go of the prepared run's plans, GEMM context and host buffers (the scratch is the caller's). */

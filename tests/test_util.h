@@ -7,6 +7,7 @@
 #define TT_TESTS_TEST_UTIL_H
 
 #include <ftw.h>
+#include <signal.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -41,8 +42,10 @@ static inline int tt_test_summary(const char *suite) {
  * tracking off. The symbol exists only in sanitized builds. */
 extern void __lsan_disable(void) __attribute__((weak));
 
-/* Runs fn(arg) in a child; expects exit status 1 and `needle` in its stderr. */
-static inline bool tt_expect_die_impl(void (*fn)(void *), void *arg, const char *needle, const char *file, int line) {
+/* Runs fn(arg) in a child; expects exit status 1 (an error of the input) or, with `abort`, SIGABRT (a failed internal
+ * check: a misuse by the program), and `needle` in its stderr. */
+static inline bool tt_expect_end_impl(void (*fn)(void *), void *arg, const char *needle, bool abort, const char *file,
+                                      int line) {
     int fds[2];
     if (pipe(fds) != 0) return false;
     fflush(stdout);
@@ -70,17 +73,22 @@ static inline bool tt_expect_die_impl(void (*fn)(void *), void *arg, const char 
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(buf, needle) != NULL;
+    const bool ended =
+        abort ? WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT : WIFEXITED(status) && WEXITSTATUS(status) == 1;
+    bool ok = ended && strstr(buf, needle) != NULL;
     if (ok) {
         tt_test_passed_count++;
     } else {
         tt_test_failed_count++;
-        fprintf(stderr, "FAIL %s:%d: expected exit 1 with \"%s\"; got %s %d, stderr: %s\n", file, line, needle,
-                WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), buf);
+        fprintf(stderr, "FAIL %s:%d: expected %s with \"%s\"; got %s %d, stderr: %s\n", file, line,
+                abort ? "SIGABRT" : "exit 1", needle, WIFEXITED(status) ? "exit" : "signal",
+                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), buf);
     }
     return ok;
 }
-#define tt_expect_die(fn, arg, needle) tt_expect_die_impl((fn), (arg), (needle), __FILE__, __LINE__)
+#define tt_expect_die(fn, arg, needle) tt_expect_end_impl((fn), (arg), (needle), false, __FILE__, __LINE__)
+/* A failed internal check (TT_CHECK) ends the process with SIGABRT. */
+#define tt_expect_abort(fn, arg, needle) tt_expect_end_impl((fn), (arg), (needle), true, __FILE__, __LINE__)
 
 /* Relative error of two arrays: max|a-b| / max(max|b|, tiny). */
 static inline double tt_max_rel_error_f32(const float *a, const float *b, size_t n) {

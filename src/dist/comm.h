@@ -92,7 +92,7 @@ void tt_comm_barrier(const tt_comm *comm);
 /* data (compute tier) of rank root into every rank's (zero_stage 3's weights of a unit). */
 void tt_comm_broadcast(const tt_comm *comm, const tt_backend *backend, void *data, size_t bytes, int root);
 /* host[0 .. bytes) of rank root into every rank's host, through the compute tier's scratch (bucket_bytes a round;
- * the copies to and from the host wait for the side queue, so this returns done). */
+ * the copies to and from the host wait for the side queue, so the other ranks' hosts hold it when this returns). */
 void tt_comm_broadcast_host(const tt_comm *comm, const tt_backend *backend, void *host, size_t bytes, int root,
                             float *scratch, size_t bucket_bytes);
 /* The group of ranks that pass the same color (sequence parallel's), ranked by key; every rank calls it. */

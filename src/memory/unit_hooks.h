@@ -35,7 +35,8 @@ typedef struct tt_unit_hook {
     void *ctx;
 } tt_unit_hook;
 
-/* The most hooks a run has: two offload stores, optimizer offload, two weight streams, with room to spare. */
+/* The most hooks a run has: two offload stores, optimizer offload, a weight stream, data parallel's gradient sums and
+ * zero_stage 3's weights (7), with room for one more. */
 #define TT_MAX_UNIT_HOOKS 8
 
 #endif

@@ -166,3 +166,7 @@ void tt_weight_stream_hook(void *ctx, tt_hook_point point, int64_t unit, bool tr
     if (point == TT_HOOK_BEFORE_FORWARD) tt_weight_stream_need(st, l, l + 1);
     if (point == TT_HOOK_BEFORE_BACKWARD) tt_weight_stream_need(st, l, l - 1);
 }
+
+void tt_weight_stream_wait_stored(const tt_weight_stream *stream) {
+    if (stream->last_store) tt_backend_copy_host_wait(stream->backend, stream->last_store);
+}

@@ -75,5 +75,7 @@ void tt_weight_stream_need(tt_weight_stream *stream, int64_t l, int64_t next);
 void tt_weight_stream_hook(void *ctx, tt_hook_point point, int64_t unit, bool train);
 /* Layer l's buffer (changed by the ops issued so far: an update) goes back to its home, after those ops. */
 void tt_weight_stream_store(tt_weight_stream *stream, int64_t l);
+/* Blocks the calling thread until the stores issued so far are in their homes (the host reads them). */
+void tt_weight_stream_wait_stored(const tt_weight_stream *stream);
 
 #endif

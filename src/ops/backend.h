@@ -118,7 +118,8 @@ typedef struct tt_backend_iface {
     /* Bytes of the compute tier this process holds outside the arenas (library handles and their
      * workspaces; the CUDA context excluded), for the end-of-run report. */
     size_t (*bytes_outside_arenas)(void *ctx);
-    /* Copies between host memory (any kind) and the compute tier; they complete before returning. */
+    /* Copies between host memory (any kind) and the compute tier, on the queue the ops issue to (inside a side
+     * section, the side queue); they complete before returning, after that queue's earlier ops (not the other's). */
     void (*upload)(void *ctx, void *dst, const void *host_src, size_t bytes);
     void (*download)(void *ctx, void *host_dst, const void *src, size_t bytes);
     /* The copy engine's primitives: copies between host memory and the compute tier on side
@@ -145,7 +146,8 @@ typedef struct tt_backend_iface {
     /* The side queue: the ranks' collectives and the copies and sums around them, beside the compute stream (a
      * second stream on the GPU, so that a layer's gradients travel while the next layer's backward runs; on the CPU
      * every op is done when it returns and these only count tickets). The ops issued between side_begin and side_end
-     * go to the side queue, after every op issued to the compute stream before side_begin (the host does not block):
+     * go to the side queue, after every op issued to the compute stream before side_begin (the host does not block,
+     * except in an upload or download, which waits for its copy):
      * only copy, copy_2d, zero, upload, download and sum_parts, and the transport's own collectives on side_stream.
      * side_end returns the ticket of what was issued (increasing from 1); side_wait(ticket) makes the compute
      * stream's later ops wait for it (the host does not block; 0: nothing). synchronize waits for both queues.

@@ -107,8 +107,9 @@ static uint64_t reduce_unit(tt_data_parallel *dp, tt_model_state *model, int64_t
 }
 
 /* The gradients' sums, unit by unit as each unit's backward is done (the last micro-batch of a step; with
- * zero_stage 2 every micro-batch, each onto the owner's running sum). zero_stage 2's ring: a layer of another rank's
- * shard starts its backward in a slot at zero, once the slot's previous layer has left for its owner. */
+ * zero_stage 2 and 3 every micro-batch, each onto the owner's running sum). The gradient ring of stages 2 and 3: a
+ * layer of another rank's shard starts its backward in a slot at zero, once the slot's previous layer has left for
+ * its owner. */
 static void gradients_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
     tt_data_parallel *dp = ctx;
     tt_model_state *model = dp->model;
@@ -148,7 +149,8 @@ static uint64_t broadcast_unit_weights(tt_data_parallel *dp, tt_model_state *mod
     const tt_unit_residency *r = &model->residency.unit[u];
     if (r->end == r->start) return 0;
     const size_t bytes = (size_t)(r->end - r->start) * model->plan.weight_bytes;
-    if (r->weights_buffer >= 0) tt_backend_synchronize(model->backend); /* the owner's store home is written */
+    if (r->weights_buffer >= 0) /* the owner's update is in its home (a copy engine's copy: not the backend's queues) */
+        tt_weight_stream_wait_stored(&model->weight_offload);
     tt_backend_side_begin(model->backend);
     if (r->weights_buffer < 0)
         tt_comm_broadcast(dp->comm, model->backend, tt_model_trainable_weights_at(model, r->start), bytes,
@@ -159,31 +161,33 @@ static uint64_t broadcast_unit_weights(tt_data_parallel *dp, tt_model_state *mod
     return dp->last_ticket = tt_backend_side_end(model->backend);
 }
 
+/* zero_stage 3's layer u into the ring slot u % 2 of every rank that does not own it; the slot's layer noted. */
+static uint64_t send_layer(tt_data_parallel *dp, tt_model_state *model, int64_t u) {
+    dp->slot_layer[u % 2] = u;
+    return broadcast_unit_weights(dp, model, u);
+}
+
 /* zero_stage 3: before a decoder layer's forward and again before its backward (recompute included) its owner sends
- * its weights into every other rank's ring slot (unit parity), in evaluation too. The next layer's are sent while
- * this one computes: slot (u + 1) % 2 was last read by layer u - 1, issued before. The last layer's forward leaves
- * its weights in place for its backward, which follows at once. The choices depend on the unit order only, so every
- * rank issues the same broadcasts. */
+ * its weights into every other rank's ring slot (unit parity), in evaluation too, unless the slot still holds them
+ * (the last two layers of a forward, for the backward that follows). The next layer's are sent while this one
+ * computes: slot (u + 1) % 2 was last read by the layer before this one (u - 1 in the forward, u + 1 in the
+ * backward), issued before. The choices depend on the unit order only, so every rank issues the same broadcasts. */
 static void sharded_weights_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
+    (void)train;
     tt_data_parallel *dp = ctx;
     tt_model_state *model = dp->model;
     const int64_t L = model->config.num_layers;
     if (unit < 1 || unit > L || (point != TT_HOOK_BEFORE_FORWARD && point != TT_HOOK_BEFORE_BACKWARD)) return;
-    const bool forward = point == TT_HOOK_BEFORE_FORWARD;
-    if (!forward && unit == L && dp->last_layer_in_place) {
-        dp->last_layer_in_place = false;
-    } else {
-        const uint64_t ticket =
-            dp->prefetched_unit == unit ? dp->prefetched_ticket : broadcast_unit_weights(dp, model, unit);
-        const int64_t next = forward ? unit + 1 : unit - 1;
-        dp->prefetched_unit = -1;
-        if (next >= 1 && next <= L) {
-            dp->prefetched_ticket = broadcast_unit_weights(dp, model, next);
-            dp->prefetched_unit = next;
-        }
-        tt_backend_side_wait(model->backend, ticket);
-        dp->last_layer_in_place = forward && unit == L && train;
+    uint64_t ticket = 0; /* 0: already there, its sending waited for when it was first used */
+    if (dp->prefetched_unit == unit) ticket = dp->prefetched_ticket;
+    else if (dp->slot_layer[unit % 2] != unit) ticket = send_layer(dp, model, unit);
+    const int64_t next = point == TT_HOOK_BEFORE_FORWARD ? unit + 1 : unit - 1;
+    dp->prefetched_unit = -1;
+    if (next >= 1 && next <= L && dp->slot_layer[next % 2] != next) {
+        dp->prefetched_ticket = send_layer(dp, model, next);
+        dp->prefetched_unit = next;
     }
+    tt_backend_side_wait(model->backend, ticket);
 }
 
 /* zero_stage 1: the shards of whole units, and the exchange the model's getters and norm call */
@@ -257,6 +261,7 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
     dp->scratch = model->data_parallel_buckets;
     dp->model = model;
     dp->prefetched_unit = -1;
+    dp->slot_layer[0] = dp->slot_layer[1] = -1;
     dp->bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges");
     dp->unit_bounds = tt_xcalloc((size_t)comm->size + 1, sizeof(int64_t), "rank ranges of a unit");
     tt_comm_use_side_queue(comm,
@@ -297,6 +302,7 @@ void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model)
         return;
     }
     if (dp->weights_sharded) { /* zero_stage 3: only the embedding and the head live on every rank */
+        dp->slot_layer[0] = dp->slot_layer[1] = -1; /* the ring slots' copies are the old weights */
         broadcast_unit_weights(dp, model, 0);
         broadcast_unit_weights(dp, model, dp->units - 1);
     } else {

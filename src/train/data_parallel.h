@@ -39,10 +39,10 @@ typedef struct tt_data_parallel {
      * where it reads what they write. */
     bool reducing;           /* this backward sums each unit's gradients as it is done (the step's last) */
     uint64_t last_ticket;    /* the latest side-queue section */
-    uint64_t slot_ticket[2]; /* zero_stage 2: the sum that last read each ring slot's gradients */
+    uint64_t slot_ticket[2]; /* zero_stage 2 and 3: the sum that last read each gradient ring slot */
     int64_t prefetched_unit; /* zero_stage 3: the layer whose weights were sent ahead (-1: none), and its ticket */
     uint64_t prefetched_ticket;
-    bool last_layer_in_place; /* zero_stage 3: the last layer's forward just received its weights */
+    int64_t slot_layer[2]; /* zero_stage 3: the layer last sent into each ring slot since the update (-1: none) */
     /* zero_stage 1: each unit's owner, the gathered norm partials and the model's exchange */
     int64_t units;
     int *unit_owner;           /* [units] */

@@ -149,7 +149,7 @@ static void get_trainable_weights(const tt_model_state *s, float *host) {
     const tt_dtype dtype = s->plan.precision.activation;
     download_as(s->backend, host, s->trainable_weights, dtype, first);
     if (end < n) download_as(s->backend, host + end, tt_model_trainable_weights_at(s, (int64_t)end), dtype, n - end);
-    if (s->plan.offloaded_weight_layers > 0) tt_backend_synchronize(s->backend); /* the last stores home are done */
+    if (s->plan.offloaded_weight_layers > 0) tt_weight_stream_wait_stored(&s->weight_offload); /* the stores home */
     for (int64_t l = 0; l < s->plan.offloaded_weight_layers; l++)
         if (tt_weight_stream_has(&s->weight_offload, l))
             tt_convert_to_f32(host + s->unit_start[l + 1], s->weight_offload.block_home[l], dtype,

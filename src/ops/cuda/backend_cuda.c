@@ -337,18 +337,20 @@ static bool cuda_side_active(void *ctx) {
     return cuda->stream == cuda->side_stream;
 }
 
+/* Both wait for the copy only (on the queue the ops issue to now), not for the other queue's work: a micro-batch's
+ * upload does not wait for the previous one's gradient sums. */
 static void cuda_upload(void *ctx, void *dst, const void *host_src, size_t bytes) {
     const cuda_backend *cuda = ctx;
     if (!bytes) return;
     TT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, cuda->stream));
-    cuda_synchronize(ctx);
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->stream));
 }
 
 static void cuda_download(void *ctx, void *host_dst, const void *src, size_t bytes) {
     const cuda_backend *cuda = ctx;
     if (!bytes) return;
     TT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, cuda->stream));
-    cuda_synchronize(ctx);
+    TT_CUDA_CHECK(cudaStreamSynchronize(cuda->stream));
 }
 
 /* ---- the copy engine and the timeline: the context's engine ---- */
@@ -421,14 +423,22 @@ static tt_cudnn_attention *create_deterministic_cudnn(const attention_key *key, 
         2.0 * (double)shape->batch * (double)shape->num_heads * (double)shape->seq_len * (double)shape->seq_len;
     if (whole_dp > (double)limit) {
         tt_cudnn_attention *a = tt_cudnn_attention_create(shape, 1, limit / ATTENTION_LANES, why_not, size);
-        if (a && tt_cudnn_attention_lane_bytes(a) > 0) {
+        if (a && tt_cudnn_attention_lane_bytes(a) > 0 && tt_cudnn_attention_backward_is_deterministic(a)) {
             *lanes = ATTENTION_LANES;
             return a;
         }
         tt_cudnn_attention_destroy(a);
     }
     *lanes = 1;
-    return tt_cudnn_attention_create(shape, 1, limit, why_not, size);
+    tt_cudnn_attention *a = tt_cudnn_attention_create(shape, 1, limit, why_not, size);
+    if (a && !tt_cudnn_attention_backward_is_deterministic(a)) {
+        /* the graph adds dQ without atomics, but the only engine cuDNN has for it carries its nondeterministic note:
+         * not the promise deterministic: true makes */
+        snprintf(why_not, size, "cuDNN's engine for the deterministic graph is noted as nondeterministic");
+        tt_cudnn_attention_destroy(a);
+        a = NULL;
+    }
+    return a;
 }
 
 /* Resolves the attention kernels for a key: the requested kind, or for auto the fastest that

@@ -96,25 +96,27 @@ static bool drop_done(nccl_comm *w) {
     return true;
 }
 
-/* After a collective is issued on c->stream: the watchdog follows it until its event is done. */
+/* After a collective is issued on c->stream: the watchdog follows it until its event is done. Nothing here ends the
+ * process while holding the lock (tt_die's abort joins the watchdog, which takes it). */
 static void issued(nccl_comm *c, const char *what) {
     nccl_comm *w = watched(c);
     pthread_mutex_lock(&w->pending_lock);
-    (void)drop_done(w);
-    if (w->pending_count == TT_NCCL_PENDING) { /* full: wait for the oldest (the watchdog still watches it) */
+    while (!drop_done(w) && w->pending_count == TT_NCCL_PENDING) { /* full: wait for the oldest (still watched) */
         const cudaEvent_t oldest = w->pending[w->pending_first].done;
         pthread_mutex_unlock(&w->pending_lock);
         const cudaError_t status = cudaEventSynchronize(oldest);
         if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
         pthread_mutex_lock(&w->pending_lock);
-        (void)drop_done(w);
     }
     pending_call *p = &w->pending[(w->pending_first + w->pending_count) % TT_NCCL_PENDING];
-    TT_CUDA_CHECK(cudaEventRecord(p->done, c->stream));
-    p->issued_ns = now_ns();
-    p->what = what;
-    w->pending_count++;
+    const cudaError_t status = cudaEventRecord(p->done, c->stream);
+    if (status == cudaSuccess) {
+        p->issued_ns = now_ns();
+        p->what = what;
+        w->pending_count++;
+    }
     pthread_mutex_unlock(&w->pending_lock);
+    if (status != cudaSuccess) tt_die("NCCL %s: the GPU reported %s", what, cudaGetErrorString(status));
 }
 
 /* A collective of host memory: issued, then waited for (the watchdog ends the process if that takes too long). */

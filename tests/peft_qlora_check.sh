@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # QLoRA adapters against transformers + peft (run on the GPU machine: torch, transformers, peft; no bitsandbytes
-# needed). For each base of tests/fixtures/quant4/model (bnb_nf4_dq: saved in bitsandbytes' 4-bit format; bf16:
+# needed). For each base of tests/fixtures/quant4/model (bnb_nf4_dq: saved in bitsandbytes' 4-bit format; bnb_nf4_skip:
+# the same with v_proj and down_proj kept in bf16 (llm_int8_skip_modules); bf16:
 # quantized at load):
 #   1. tiertrain trains a QLoRA adapter on it (DEVICE, default cuda);
 #   2. tiertrain dequantize writes the base the run computes with (F32, no quantization_config);
@@ -30,7 +31,7 @@ PY
 qlora=(adapter=qlora load_in_4bit=true bnb_4bit_quant_type=nf4 bnb_4bit_use_double_quant=true lora_r=8 lora_alpha=16
        lora_target_linear=true val_set_size=0 progress=false)
 failed=0
-for base in bnb_nf4_dq bf16; do
+for base in bnb_nf4_dq bnb_nf4_skip bf16; do
   out=$scratch/$base
   mkdir -p "$out"
   "$tiertrain" train base_model="$models/$base" "${qlora[@]}" datasets="[$scratch/train.tok]" sequence_len=32 \

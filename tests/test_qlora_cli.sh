@@ -3,7 +3,7 @@
 # to the same adapter bits as its bf16 source quantized at load (NF4 with double quantization, FP4 without); plan
 # prices it alike; adapter: lora and full fine-tuning of it are refused naming the fix; tiertrain dequantize writes
 # the same model from both, on which a LoRA run trains the QLoRA run's adapter bit for bit; tiertrain merge takes the
-# 4-bit base.
+# 4-bit base; a checkpoint that keeps some linear weights in bf16 (llm_int8_skip_modules) trains with those in bf16.
 # Arguments: tiertrain binary, source dir, scratch dir. TT_TEST_OVERRIDES adds key=value overrides to every run.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -84,6 +84,30 @@ check "dequantize refuses another format than the checkpoint's" grep -q "not fp4
 "$tiertrain" merge --base "$models/bnb_nf4_dq" --adapter out_bnb_nf4_dq -o merged > merge.txt 2>&1
 check "merge takes a 4-bit base (dequantized)" test $? -eq 0
 check "  and writes no quantization_config" bash -c '! grep -q quantization_config merged/config.json'
+
+# a checkpoint that keeps some linear weights in bf16 (llm_int8_skip_modules, as Unsloth's dynamic 4-bit saves):
+# those stay bf16 in the run; a LoRA run on its dequantized export trains the same adapter (fp32); layer_offloading
+# streams the mixed layer and keeps the bits
+"$tiertrain" train --config run.yaml "${overrides[@]}" base_model="$models/bnb_nf4_skip" output_dir=out_skip \
+  > train_skip.txt 2>&1
+check "bnb_nf4_skip: QLoRA trains on a checkpoint with llm_int8_skip_modules" test $? -eq 0
+check "  saying which stay in float" grep -q "2 linear weight(s) of the base stay in its float dtype" train_skip.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" base_model="$models/bnb_nf4_skip" layer_offloading=true \
+  gradient_checkpointing=true output_dir=out_skip_stream > train_skip_stream.txt 2>&1
+check "  with layer_offloading + checkpointing: the same adapter bits" \
+  cmp -s out_skip/adapter_model.safetensors out_skip_stream/adapter_model.safetensors
+"$tiertrain" dequantize --base "$models/bnb_nf4_skip" -o deq_skip > deq_skip.txt 2>&1
+check "  dequantize it" test $? -eq 0
+"$tiertrain" train --config lora.yaml "${overrides[@]}" base_model=deq_skip adapter=lora output_dir=out_deq_skip \
+  > train_deq_skip.txt 2>&1
+case " ${overrides[*]} " in
+  *device=cuda*) ;;
+  *) check "  LoRA on its dequantized export trains the same adapter bit for bit (fp32)" \
+       cmp -s out_skip/adapter_model.safetensors out_deq_skip/adapter_model.safetensors ;;
+esac
+"$tiertrain" train --config run.yaml "${overrides[@]}" base_model="$models/bf16" output_dir=out_all4 > train_all4.txt 2>&1
+check "  (not the adapter of quantizing every linear weight)" \
+  bash -c '! cmp -s out_skip/adapter_model.safetensors out_all4/adapter_model.safetensors'
 
 echo "test_qlora_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -279,6 +279,81 @@ static void check_checkpoint(const char *name, tt_quant4_type type, bool double_
     free(bf16);
 }
 
+static const char *load_skip_dir;
+
+static void load_without_mask(void *arg) {
+    (void)arg;
+    tt_param_table table;
+    float *flat = load_qlora(load_skip_dir, &(tt_quant4_format){.type = TT_QUANT4_NF4, .double_quant = true}, &table);
+    free(flat);
+}
+
+/* A checkpoint that keeps some linear weights in bf16 (llm_int8_skip_modules: down_proj of layer 0 and every
+ * v_proj, as Unsloth's dynamic 4-bit saves keep some layers): read from its tensors, those two stay bf16 in the
+ * layout with the bf16 source's values, the five others are the bytes of quantizing the bf16 source, and a table that
+ * quantizes every linear weight (a run that ignored the mask) is refused by name. */
+static void check_float_linear(void) {
+    char *skip = fixture("bnb_nf4_skip"), *dq = fixture("bnb_nf4_dq");
+    tt_model_config config;
+    load_config(skip, &config);
+    TT_EXPECT(config.quantization.float_linear == NULL, "the mask is read from the tensors, not config.json");
+    tt_weights_find_float_linear(&config, skip);
+    TT_EXPECT(config.quantization.float_linear &&
+                  config.quantization.float_linear[0] == ((1u << TT_PARAM_WV) | (1u << TT_PARAM_W_DOWN)),
+              "v_proj and down_proj of layer 0 are kept in float (mask %#x)",
+              config.quantization.float_linear ? config.quantization.float_linear[0] : 0u);
+    tt_model_config every_4bit;
+    load_config(dq, &every_4bit);
+    tt_weights_find_float_linear(&every_4bit, dq);
+    TT_EXPECT(every_4bit.quantization.float_linear == NULL, "a checkpoint with every linear weight in 4 bits: none");
+
+    tt_trainable_spec spec = qlora_spec(true, TT_QUANT4_NF4, 4);
+    spec.float_linear = config.quantization.float_linear;
+    tt_param_table table, reference;
+    tt_param_table_build_trainable(&config, &spec, &table);
+    float *got = calloc((size_t)table.total_numel, sizeof(float));
+    tt_weights_load_hf(got, &table, skip);
+    float *want = load_qlora(dq, &config.quantization.format, &reference);
+    tt_param_table plain;
+    tt_param_table_build(&config, &plain);
+    char *bf16 = fixture("bf16");
+    float *values = calloc((size_t)plain.total_numel, sizeof(float));
+    tt_weights_load_hf(values, &plain, bf16);
+    int kept = 0, quantized = 0;
+    for (int i = 0; i < table.count; i++) {
+        const tt_param_info *p = &table.params[i];
+        if (!tt_param_kind_is_linear_weight(p->kind)) continue;
+        const tt_param_info *r = tt_param_table_find(&reference, p->kind, p->layer);
+        const tt_param_info *v = tt_param_table_find(&plain, p->kind, p->layer);
+        if (p->quantized) {
+            quantized++;
+            TT_EXPECT(r && r->quantized &&
+                          memcmp(got + p->offset, want + r->offset, sizeof(float) * (size_t)p->storage_numel) == 0,
+                      "%s: the bytes of quantizing the bf16 weight", p->name);
+        } else {
+            kept++;
+            TT_EXPECT(p->storage_numel == p->numel && v &&
+                          memcmp(got + p->offset, values + v->offset, sizeof(float) * (size_t)p->numel) == 0,
+                      "%s: kept in bf16 with the source's values", p->name);
+        }
+    }
+    TT_EXPECT(kept == 2 && quantized == 5, "%d kept in float, %d in 4 bits", kept, quantized);
+    /* without the mask every linear weight is 4-bit in the layout: the checkpoint's bf16 v_proj is refused */
+    load_skip_dir = skip;
+    tt_expect_die(load_without_mask, NULL, "is BF16 in a 4-bit checkpoint");
+    free(values);
+    free(got);
+    free(want);
+    free(bf16);
+    tt_param_table_free(&plain);
+    tt_param_table_free(&table);
+    tt_param_table_free(&reference);
+    tt_model_config_free(&every_4bit);
+    tt_model_config_free(&config);
+    free(skip);
+    free(dq);
+}
+
 /* A corrupted copy of the NF4 checkpoint: one tensor left out (drop), or replaced by dtype/shape/data (name), or the
  * config.json text with one substring replaced. */
 typedef struct variant {
@@ -459,6 +534,7 @@ int main(int argc, char **argv) {
     check_loader(true);
     check_checkpoint("bnb_nf4_dq", TT_QUANT4_NF4, true);
     check_checkpoint("bnb_fp4", TT_QUANT4_FP4, false);
+    check_float_linear();
     check_corruptions();
     tt_test_scratch_close();
     return tt_test_summary("test_qlora_load");

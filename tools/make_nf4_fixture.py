@@ -348,13 +348,17 @@ def quant_map(quant_type):
     return [f32(f32(v) / f32(12.0)) for v in data]
 
 
-def write_model_dir(out, tensors, quant_type=None, double_quant=False):
+def write_model_dir(out, tensors, quant_type=None, double_quant=False, skip=None):
+    """skip: llm_int8_skip_modules; a linear weight whose module name ends with one of them stays in bf16 (as
+    transformers' should_convert_module leaves such a module unconverted)."""
     os.makedirs(out, exist_ok=True)
     config = dict(MODEL_CONFIG)
     saved = {}
     code = dynamic_map()
     for name, (shape, values) in tensors.items():
-        if quant_type is None or not any(name.endswith(m + ".weight") for m in LINEAR):
+        module = name[:-len(".weight")]
+        kept = skip and any(module.endswith(key) for key in skip)
+        if quant_type is None or kept or not any(name.endswith(m + ".weight") for m in LINEAR):
             saved[name] = ("BF16", shape, bf16_bytes(values))
             continue
         codes, absmax = quantize_4bit(values, quant_type)
@@ -377,7 +381,7 @@ def write_model_dir(out, tensors, quant_type=None, double_quant=False):
             "_load_in_4bit": True, "_load_in_8bit": False, "bnb_4bit_compute_dtype": "bfloat16",
             "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": quant_type,
             "bnb_4bit_use_double_quant": double_quant, "llm_int8_enable_fp32_cpu_offload": False,
-            "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None, "llm_int8_threshold": 6.0,
+            "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": skip, "llm_int8_threshold": 6.0,
             "load_in_4bit": True, "load_in_8bit": False, "quant_method": "bitsandbytes"}
     # transformers sorts the state dict's names when it writes safetensors
     write_model_safetensors(os.path.join(out, "model.safetensors"), dict(sorted(saved.items())))
@@ -392,6 +396,9 @@ def make_model_dirs(out):
     write_model_dir(os.path.join(out, "bf16"), tensors)
     write_model_dir(os.path.join(out, "bnb_nf4_dq"), tensors, "nf4", True)
     write_model_dir(os.path.join(out, "bnb_fp4"), tensors, "fp4", False)
+    # as Unsloth's dynamic 4-bit saves: some linear layers kept in 16 bits
+    write_model_dir(os.path.join(out, "bnb_nf4_skip"), tensors, "nf4", True,
+                    ["lm_head", "model.layers.0.mlp.down_proj", "v_proj"])
 
 
 def check_torch():
@@ -426,7 +433,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", default="tests/fixtures/quant4/nf4.safetensors")
     parser.add_argument("--check-torch", action="store_true")
     parser.add_argument("--model-dirs", metavar="DIR",
-                        help="write the model fixtures instead: DIR/bf16, DIR/bnb_nf4_dq, DIR/bnb_fp4")
+                        help="write the model fixtures instead: DIR/bf16, DIR/bnb_nf4_dq, DIR/bnb_fp4, DIR/bnb_nf4_skip")
     args = parser.parse_args()
     if args.check_torch:
         raise SystemExit(check_torch())

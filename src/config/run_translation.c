@@ -180,7 +180,10 @@ tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_m
             (tt_quant4_format){.type = run->bnb_4bit_quant_type == TT_BNB_FP4 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
                                .double_quant = run->bnb_4bit_use_double_quant};
         /* a base saved in 4 bits keeps its own format (as transformers lets the checkpoint's config win) */
-        if (run->base_model && model->quantization.load_in_4bit) spec.quant_format = model->quantization.format;
+        if (run->base_model && model->quantization.load_in_4bit) {
+            spec.quant_format = model->quantization.format;
+            spec.float_linear = model->quantization.float_linear;
+        }
         spec.quant_storage_elem = storage_elem;
     }
     return spec;

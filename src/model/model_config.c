@@ -156,16 +156,12 @@ static void read_quantization(const reader *top, tt_model_quantization *q) {
     if (skip && !json_is_array(skip))
         tt_die("%s: quantization_config.llm_int8_skip_modules must be a list of module names or null, not %s",
                top->path, tt_json_type_name(skip));
-    static const char *const linear[] = {"q_proj",  "k_proj",    "v_proj",    "o_proj", "gate_proj",
-                                         "up_proj", "down_proj", "self_attn", "mlp",    "layers"};
-    for (size_t i = 0; skip && i < json_array_size(skip) && !q->skipped_linear[0]; i++) {
-        const char *name = json_string_value(json_array_get(skip, i));
-        if (!name)
+    for (size_t i = 0; skip && i < json_array_size(skip); i++)
+        if (!json_string_value(json_array_get(skip, i)))
             tt_die("%s: quantization_config.llm_int8_skip_modules[%zu] must be a string, not %s", top->path, i,
                    tt_json_type_name(json_array_get(skip, i)));
-        for (size_t k = 0; k < sizeof linear / sizeof linear[0]; k++)
-            if (strstr(name, linear[k])) snprintf(q->skipped_linear, sizeof q->skipped_linear, "%s", name);
-    }
+    /* which weights they keep in float is read from the checkpoint itself (tt_bnb_find_float_linear): transformers'
+     * matching of these names has changed between its versions, the saved tensors say what it did */
 }
 
 void tt_model_config_check_quantization(const tt_model_config *c, const char *source) {
@@ -449,6 +445,8 @@ void tt_model_config_save(const tt_model_config *c, const char *path) {
 void tt_model_config_free(tt_model_config *c) {
     free(c->json_text);
     c->json_text = NULL;
+    free(c->quantization.float_linear);
+    c->quantization.float_linear = NULL;
 }
 
 int64_t tt_model_config_param_count(const tt_model_config *c) {

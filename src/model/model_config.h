@@ -22,7 +22,11 @@ typedef struct tt_model_quantization {
     char method[32]; /* quant_method: "bitsandbytes", "gptq", ... ("" when absent) */
     bool load_in_4bit, load_in_8bit;
     tt_quant4_format format; /* 4-bit: bnb_4bit_quant_type (nf4 default) and bnb_4bit_use_double_quant */
-    char skipped_linear[64]; /* a q/k/v/o/gate/up/down module llm_int8_skip_modules keeps unquantized, or "" */
+    /* A 4-bit checkpoint's linear weights kept in its float dtype (llm_int8_skip_modules: transformers leaves those
+     * modules unconverted, as Unsloth's dynamic 4-bit saves do with some layers): [num_layers], bit k set when layer
+     * l's parameter of kind k (tt_param_kind, the seven linear weights) is stored in float. NULL when none or until
+     * tt_bnb_find_float_linear has read the checkpoint. */
+    uint32_t *float_linear;
 } tt_model_quantization;
 
 typedef struct tt_model_config {

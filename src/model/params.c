@@ -141,6 +141,7 @@ static void quantize_linear_weights(tt_param_table *t, int base_count, const tt_
         for (int i = 0; i < base_count; i++) {
             tt_param_info *p = &t->params[i];
             if (!tt_param_kind_is_linear_weight(p->kind)) continue;
+            if (spec->float_linear && p->layer >= 0 && (spec->float_linear[p->layer] >> p->kind) & 1u) continue;
             const size_t bytes = tt_quant4_layout_of(p->numel, &spec->quant_format).bytes;
             TT_CHECK(16 % spec->quant_storage_elem == 0, "4-bit weights in elements of %zu bytes",
                      spec->quant_storage_elem);
@@ -229,6 +230,7 @@ const tt_param_info *tt_param_table_find_lora(const tt_param_table *t, tt_param_
 
 void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr) {
     tt_layer_view *lv = p->layer >= 0 ? &view->layers[p->layer] : NULL;
+    if (lv && p->quantized) lv->quantized |= 1u << p->kind;
     switch (p->kind) {
     case TT_PARAM_EMBED:
         view->embed = ptr;

@@ -79,6 +79,9 @@ typedef struct tt_trainable_spec {
     bool quantize_4bit;
     tt_quant4_format quant_format;
     size_t quant_storage_elem;
+    /* a 4-bit checkpoint's linear weights kept in float (tt_model_quantization.float_linear: [L] bits by kind, NULL:
+     * none): they stay in the compute dtype, frozen, as transformers loads them */
+    const uint32_t *float_linear;
 } tt_trainable_spec;
 
 /* Whether a parameter kind is one of the seven linear weights of a decoder layer (what QLoRA quantizes). */
@@ -124,6 +127,7 @@ tt_param_kind tt_lora_module_base_kind(tt_lora_module module);
 typedef struct tt_layer_view {
     void *attn_norm, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *q_norm, *k_norm;
     void *mlp_norm, *w_gate, *w_up, *w_down;
+    uint32_t quantized; /* bit per tt_param_kind: the layer's linear weights stored in 4 bits (QLoRA) */
     void *lora_a[TT_LORA_MODULE_COUNT], *lora_b[TT_LORA_MODULE_COUNT]; /* NULL where not adapted */
 } tt_layer_view;
 

@@ -133,6 +133,27 @@ static void load_4bit(const weight_buffers *b, const tt_param_table *table, cons
     free(bytes);
 }
 
+void tt_weights_find_float_linear(tt_model_config *config, const char *dir) {
+    _Static_assert(TT_PARAM_KIND_COUNT <= 32, "a bit per parameter kind");
+    tt_param_table table;
+    tt_param_table_build(config, &table);
+    tt_st_model model;
+    tt_st_model_open(dir, &model);
+    uint32_t *float_linear = NULL;
+    for (int i = 0; i < table.count; i++) {
+        const tt_param_info *p = &table.params[i];
+        if (!tt_param_kind_is_linear_weight(p->kind) || !tt_st_model_find(&model, p->name, NULL) ||
+            tt_bnb_weight_present(&model, p->name))
+            continue; /* 4-bit, or missing (the loader names it) */
+        if (!float_linear) float_linear = tt_xcalloc((size_t)config->num_layers, sizeof(uint32_t), "float weights");
+        float_linear[p->layer] |= 1u << p->kind;
+    }
+    tt_st_model_close(&model);
+    tt_param_table_free(&table);
+    free(config->quantization.float_linear);
+    config->quantization.float_linear = float_linear;
+}
+
 void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const tt_weight_sink *sink) {
     tt_st_model model;
     tt_st_model_open(dir, &model);

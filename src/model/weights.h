@@ -26,6 +26,10 @@ typedef struct tt_weight_sink {
  * missing tensor or a shape that differs from config.json is an error naming the tensor, the file, the expected and
  * the actual shape. Threads (OpenMP) convert and quantize; the same bytes whatever their count. */
 void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const tt_weight_sink *sink);
+/* A checkpoint saved in bitsandbytes' 4-bit format (config->quantization, checked): which of its decoder layers' linear
+ * weights it keeps in its float dtype (llm_int8_skip_modules), read from the tensors themselves, into
+ * config->quantization.float_linear (left NULL when every one is 4-bit). */
+void tt_weights_find_float_linear(tt_model_config *config, const char *dir);
 /* Matrices ~ N(0, std), norm weights 1, biases 0, LoRA adapters as tt_weights_init_lora; deterministic in seed and
  * the same whatever the thread count (each block of 65536 values of a matrix draws from its own stream); a 4-bit
  * weight is drawn and quantized block by block. */

@@ -578,8 +578,9 @@ static row_range mlp_shard(const tt_model_state *s, int64_t k) {
  * one shared buffer (sizes.dequant_buffer: the largest linear weight in the compute precision), which the GEMM that
  * follows reads before the next dequantization rewrites it (both on the compute stream, in order). The same
  * dequantization every time, so a recompute and every memory mode see the same weights. */
-static const void *gemm_weight(tt_model_state *s, const void *w, int64_t numel) {
-    if (!s->params.quantized) return w;
+static const void *gemm_weight(tt_model_state *s, const tt_layer_view *layer, tt_param_kind kind, const void *w,
+                               int64_t numel) {
+    if (!((layer->quantized >> kind) & 1u)) return w; /* in the compute dtype (a base that keeps it in float too) */
     tt_backend_dequantize_4bit(s->backend, s->dequant_buffer, w, numel, &s->params.quant_format);
     return s->dequant_buffer;
 }
@@ -594,11 +595,13 @@ static void mlp_intermediates(tt_model_state *s, int64_t l, void *const *S, tt_s
     const int64_t D = s->config.hidden_size, F = s->config.intermediate_size, n = rows->count;
     const void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows->first, D);
     if ((compute >> TT_SAVED_GATE) & 1u) {
-        tt_backend_linear_forward(b, S[TT_SAVED_GATE], normed, gemm_weight(s, w->w_gate, F * D), NULL, NULL, n, D, F);
+        tt_backend_linear_forward(b, S[TT_SAVED_GATE], normed, gemm_weight(s, w, TT_PARAM_W_GATE, w->w_gate, F * D),
+                                  NULL, NULL, n, D, F);
         adapter_up_rows(s, l, TT_LORA_GATE, S[TT_SAVED_GATE], S, rows);
     }
     if ((compute >> TT_SAVED_UP) & 1u) {
-        tt_backend_linear_forward(b, S[TT_SAVED_UP], normed, gemm_weight(s, w->w_up, F * D), NULL, NULL, n, D, F);
+        tt_backend_linear_forward(b, S[TT_SAVED_UP], normed, gemm_weight(s, w, TT_PARAM_W_UP, w->w_up, F * D), NULL,
+                                  NULL, n, D, F);
         adapter_up_rows(s, l, TT_LORA_UP, S[TT_SAVED_UP], S, rows);
     }
     if ((compute >> TT_SAVED_SWIGLU) & 1u)
@@ -630,13 +633,13 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     adapter_down(s, l, TT_LORA_V, S[TT_SAVED_ATTN_NORMED], S, compute);
     if (c->qk_norm) {
         if (WANTS(TT_SLOT(TT_SAVED_Q_RAW))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D),
-                                      w->bq, NULL, N, D, q_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED],
+                                      gemm_weight(s, w, TT_PARAM_WQ, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
             adapter_up(s, l, TT_LORA_Q, S[TT_SAVED_Q_RAW], S);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K_RAW))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D),
-                                      w->bk, NULL, N, D, kv_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED],
+                                      gemm_weight(s, w, TT_PARAM_WK, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
             adapter_up(s, l, TT_LORA_K, S[TT_SAVED_K_RAW], S);
         }
         /* q = rope(norm(q_raw)), written together with its rstd */
@@ -654,23 +657,23 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
         }
     } else {
         if (WANTS(TT_SLOT(TT_SAVED_Q))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wq, q_dim * D),
-                                      w->bq, NULL, N, D, q_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED],
+                                      gemm_weight(s, w, TT_PARAM_WQ, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
             adapter_up(s, l, TT_LORA_Q, S[TT_SAVED_Q], S);
             tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads,
                                     hd);
         }
         if (WANTS(TT_SLOT(TT_SAVED_K))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wk, kv_dim * D),
-                                      w->bk, NULL, N, D, kv_dim);
+            tt_backend_linear_forward(b, S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED],
+                                      gemm_weight(s, w, TT_PARAM_WK, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
             adapter_up(s, l, TT_LORA_K, S[TT_SAVED_K], S);
             tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows,
                                     c->num_kv_heads, hd);
         }
     }
     if (WANTS(TT_SLOT(TT_SAVED_V))) {
-        tt_backend_linear_forward(b, S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED], gemm_weight(s, w->wv, kv_dim * D), w->bv,
-                                  NULL, N, D, kv_dim);
+        tt_backend_linear_forward(b, S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED],
+                                  gemm_weight(s, w, TT_PARAM_WV, w->wv, kv_dim * D), w->bv, NULL, N, D, kv_dim);
         adapter_up(s, l, TT_LORA_V, S[TT_SAVED_V], S);
     }
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE))) {
@@ -684,8 +687,8 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
     /* residual + o_proj(attention) */
     adapter_down(s, l, TT_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
     if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID))) {
-        tt_backend_linear_forward(b, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT], gemm_weight(s, w->wo, D * q_dim),
-                                  NULL, x_in, N, q_dim, D);
+        tt_backend_linear_forward(b, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT],
+                                  gemm_weight(s, w, TT_PARAM_WO, w->wo, D * q_dim), NULL, x_in, N, q_dim, D);
         adapter_up(s, l, TT_LORA_O, S[TT_SAVED_RESIDUAL_MID], S);
     }
 
@@ -702,8 +705,8 @@ static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const 
         mlp_intermediates(s, l, S, compute, &rows);
         if (x_out) {
             void *out = row_at(s, x_out, rows.first, D);
-            tt_backend_linear_forward(b, out, S[TT_SAVED_SWIGLU], gemm_weight(s, w->w_down, D * F), NULL,
-                                      row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D), rows.count, F, D);
+            tt_backend_linear_forward(b, out, S[TT_SAVED_SWIGLU], gemm_weight(s, w, TT_PARAM_W_DOWN, w->w_down, D * F),
+                                      NULL, row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D), rows.count, F, D);
             adapter_up_rows(s, l, TT_LORA_DOWN, out, S, &rows);
         }
     }
@@ -735,7 +738,7 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
         void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows.first, D);
         adapter_backward_weights_rows(s, l, TT_LORA_DOWN, dy, S[TT_SAVED_SWIGLU], S, &rows);
         tt_backend_linear_backward(b, S[TT_SAVED_SWIGLU], g->w_down, NULL, dy, S[TT_SAVED_SWIGLU],
-                                   gemm_weight(s, w->w_down, D * F), n, F, D, false);
+                                   gemm_weight(s, w, TT_PARAM_W_DOWN, w->w_down, D * F), n, F, D, false);
         adapter_backward_input_rows(s, l, TT_LORA_DOWN, S[TT_SAVED_SWIGLU], S, &rows);
         tt_backend_swiglu_backward(b, S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE],
                                    S[TT_SAVED_UP], n * F);
@@ -744,10 +747,10 @@ static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_r
         tt_backend_linear_backward(b, NULL, g->w_gate, NULL, S[TT_SAVED_GATE], normed, w->w_gate, n, D, F, false);
         tt_backend_linear_backward(b, NULL, g->w_up, NULL, S[TT_SAVED_UP], normed, w->w_up, n, D, F, false);
         void *d_normed = normed;
-        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL, gemm_weight(s, w->w_gate, F * D), n,
-                                   D, F, false);
-        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_UP], NULL, gemm_weight(s, w->w_up, F * D), n, D,
-                                   F, true);
+        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL,
+                                   gemm_weight(s, w, TT_PARAM_W_GATE, w->w_gate, F * D), n, D, F, false);
+        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_UP], NULL,
+                                   gemm_weight(s, w, TT_PARAM_W_UP, w->w_up, F * D), n, D, F, true);
         adapter_backward_input_rows(s, l, TT_LORA_GATE, d_normed, S, &rows);
         adapter_backward_input_rows(s, l, TT_LORA_UP, d_normed, S, &rows);
     }
@@ -787,7 +790,7 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     /* mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
     adapter_backward_weights(s, l, TT_LORA_O, d_residual, S[TT_SAVED_ATTN_OUT], S);
     tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT],
-                               gemm_weight(s, w->wo, D * q_dim), N, q_dim, D, false);
+                               gemm_weight(s, w, TT_PARAM_WO, w->wo, D * q_dim), N, q_dim, D, false);
     adapter_backward_input(s, l, TT_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
     if (s->plan.sequence_parallel > 1)
         tt_sequence_parallel_attention_backward(s, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
@@ -826,12 +829,12 @@ static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, v
     tt_backend_linear_backward(b, NULL, g->wk, g->bk, d_k_proj, normed, w->wk, N, D, kv_dim, false);
     tt_backend_linear_backward(b, NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], normed, w->wv, N, D, kv_dim, false);
     void *d_normed = normed;
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_q_proj, NULL, gemm_weight(s, w->wq, q_dim * D), N, D, q_dim,
-                               false);
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_k_proj, NULL, gemm_weight(s, w->wk, kv_dim * D), N, D, kv_dim,
-                               true);
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL, gemm_weight(s, w->wv, kv_dim * D), N,
-                               D, kv_dim, true);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_q_proj, NULL,
+                               gemm_weight(s, w, TT_PARAM_WQ, w->wq, q_dim * D), N, D, q_dim, false);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_k_proj, NULL,
+                               gemm_weight(s, w, TT_PARAM_WK, w->wk, kv_dim * D), N, D, kv_dim, true);
+    tt_backend_linear_backward(b, d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL,
+                               gemm_weight(s, w, TT_PARAM_WV, w->wv, kv_dim * D), N, D, kv_dim, true);
     adapter_backward_input(s, l, TT_LORA_Q, d_normed, S);
     adapter_backward_input(s, l, TT_LORA_K, d_normed, S);
     adapter_backward_input(s, l, TT_LORA_V, d_normed, S);

@@ -54,14 +54,20 @@ void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *mod
     if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/config.json", source);
     else snprintf(path, sizeof path, "%s", source);
     tt_model_config_load(path, model);
+    const tt_model_quantization *q = &model->quantization;
+    /* a bitsandbytes 4-bit base: which linear weights it keeps in float (llm_int8_skip_modules), from its tensors */
+    if (run->base_model && S_ISDIR(st.st_mode) && q->present && strcmp(q->method, "bitsandbytes") == 0 &&
+        q->load_in_4bit && !q->load_in_8bit)
+        tt_weights_find_float_linear(model, run->base_model);
 }
 
 /* What trains, in one line: everything, some parts frozen, or LoRA adapters on a frozen base. */
 static void print_trainable(const tt_param_table *params, FILE *out) {
-    int64_t frozen = 0, trainable = 0;
+    int64_t frozen = 0, trainable = 0, float_linear = 0;
     for (int i = 0; i < params->count; i++) {
         const tt_param_info *p = &params->params[i];
         *(p->trainable ? &trainable : &frozen) += p->numel;
+        float_linear += params->quantized && tt_param_kind_is_linear_weight(p->kind) && !p->quantized;
     }
     if (params->lora_rank > 0) {
         fprintf(out, "training: LoRA adapters, rank %lld, alpha %g (scaling %g), dropout %g, on",
@@ -77,6 +83,11 @@ static void print_trainable(const tt_param_table *params, FILE *out) {
                            : " (QLoRA: linear weights in 4-bit NF4)")
                 : params->quant_format.double_quant ? " (QLoRA: linear weights in 4-bit FP4, double-quantized absmax)"
                                                     : " (QLoRA: linear weights in 4-bit FP4)");
+        if (float_linear)
+            fprintf(out,
+                    "training: %lld linear weight(s) of the base stay in its float dtype, as its checkpoint keeps "
+                    "them (llm_int8_skip_modules)\n",
+                    (long long)float_linear);
     } else if (frozen > 0) {
         fprintf(out, "training: %.2fM of %.2fM parameters (%.2fM frozen: no gradient, no optimizer state)\n",
                 (double)trainable / 1e6, (double)(trainable + frozen) / 1e6, (double)frozen / 1e6);
@@ -129,11 +140,6 @@ static void check_quantized_base(const tt_run_config *run, const tt_model_config
                "with adapter: qlora and load_in_4bit: true (its 4-bit weights are used as they are); %s would need the "
                "weights in bf16, which this checkpoint no longer has: train from the original model for that",
                run->base_model, run->adapter == TT_ADAPTER_LORA ? "adapter: lora" : "full fine-tuning (adapter: ~)");
-    if (q->skipped_linear[0])
-        tt_die("%s: quantization_config.llm_int8_skip_modules keeps '%s' unquantized, but QLoRA stores every "
-               "q/k/v/o/gate/up/down weight in 4 bits; train from the original model (adapter: qlora quantizes it at "
-               "load)",
-               source, q->skipped_linear);
     const bool fp4 = run->bnb_4bit_quant_type == TT_BNB_FP4;
     if (run->bnb_key_given &&
         ((q->format.type == TT_QUANT4_FP4) != fp4 || q->format.double_quant != run->bnb_4bit_use_double_quant))

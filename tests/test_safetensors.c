@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/check.h"
 #include "core/dtype.h"
 #include "model/safetensors.h"
 #include "test_util.h"
@@ -69,6 +70,68 @@ static float bits_f32(uint32_t b) {
     float f;
     memcpy(&f, &b, 4);
     return f;
+}
+
+/* Streaming: two tensors added without data, their bytes appended in pieces through a path buffer that is gone by
+ * then; the file equals the one commit writes from whole tensors. Too few bytes or too many abort (a program error). */
+static void stream_short(void *arg) {
+    tt_st_writer w;
+    tt_st_writer_init(&w);
+    const int64_t shape[1] = {4};
+    tt_st_writer_add(&w, "a", TT_F32, 1, shape, NULL);
+    tt_st_writer_begin(&w, tt_test_path(arg));
+    const float half[2] = {1, 2};
+    tt_st_writer_write(&w, half, sizeof half);
+    tt_st_writer_finish(&w);
+}
+
+static void stream_long(void *arg) {
+    tt_st_writer w;
+    tt_st_writer_init(&w);
+    const int64_t shape[1] = {1};
+    tt_st_writer_add(&w, "a", TT_F32, 1, shape, NULL);
+    tt_st_writer_begin(&w, tt_test_path(arg));
+    const float two[2] = {1, 2};
+    tt_st_writer_write(&w, two, sizeof two);
+}
+
+static void test_streamed_writer(void) {
+    const float a[6] = {1, 2, 3, 4, 5, 6};
+    const uint16_t b[3] = {0x3f80, 0x4000, 0x4040};
+    const int64_t shape_a[2] = {2, 3}, shape_b[1] = {3};
+    char *whole = tt_test_path("whole.safetensors"), *streamed = tt_test_path("streamed.safetensors");
+    tt_st_writer w;
+    tt_st_writer_init(&w);
+    tt_st_writer_add(&w, "a", TT_F32, 2, shape_a, a);
+    tt_st_writer_add(&w, "b", TT_BF16, 1, shape_b, b);
+    tt_st_writer_add_metadata(&w, "format", "pt");
+    tt_st_writer_commit(&w, whole);
+    tt_st_writer_free(&w);
+    tt_st_writer_init(&w);
+    tt_st_writer_add(&w, "a", TT_F32, 2, shape_a, NULL);
+    tt_st_writer_add(&w, "b", TT_BF16, 1, shape_b, NULL);
+    tt_st_writer_add_metadata(&w, "format", "pt");
+    char *path = tt_xstrdup(streamed);
+    tt_st_writer_begin(&w, path);
+    memset(path, 'x', strlen(path)); /* the writer keeps its own copy */
+    free(path);
+    tt_st_writer_write(&w, a, 2 * sizeof(float));
+    tt_st_writer_write(&w, a + 2, 4 * sizeof(float));
+    tt_st_writer_write(&w, b, sizeof b);
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", streamed);
+    TT_EXPECT(exists(tmp) && !exists(streamed), "until finish the file is its .tmp");
+    tt_st_writer_finish(&w);
+    tt_st_writer_free(&w);
+    size_t n1 = 0, n2 = 0;
+    void *x = read_all(whole, &n1), *y = read_all(streamed, &n2);
+    TT_EXPECT(x && y && n1 == n2 && memcmp(x, y, n1) == 0, "streamed pieces give the bytes of a whole commit");
+    free(x);
+    free(y);
+    free(whole);
+    free(streamed);
+    tt_expect_abort(stream_short, "short.safetensors", "8 of the tensors' 16 bytes written");
+    tt_expect_abort(stream_long, "long.safetensors", "bytes past the");
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -835,6 +898,7 @@ int main(int argc, char **argv) {
     test_round_trip();
     test_foreign_layouts();
     test_atomic_writer();
+    test_streamed_writer();
     test_sharded();
     test_bad_files();
     test_bad_model_dirs();

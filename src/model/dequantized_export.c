@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/check.h"
 #include "model/model_config.h"
@@ -13,6 +14,28 @@
 static const char *format_name(const tt_quant4_format *f) {
     return f->type == TT_QUANT4_NF4 ? (f->double_quant ? "nf4 with double quantization" : "nf4")
                                     : (f->double_quant ? "fp4 with double quantization" : "fp4");
+}
+
+/* The loader's pieces straight into the output files: a 4-bit checkpoint's weights come dequantized from the loader;
+ * a float one's linear weights are gathered whole, quantized to the format and dequantized, then written. */
+typedef struct export_sink {
+    tt_hf_writer *writer;
+    const tt_quant4_format *format; /* NULL: write what comes */
+    float *tensor;                  /* the linear weight being gathered */
+    unsigned char *bytes;           /* its 4-bit form */
+} export_sink;
+
+static void export_values(void *ctx, const tt_param_info *p, int64_t first, int64_t count, const float *values) {
+    export_sink *e = ctx;
+    if (!e->format || !tt_param_kind_is_linear_weight(p->kind)) {
+        tt_hf_writer_values(e->writer, p, first, count, values);
+        return;
+    }
+    memcpy(e->tensor + first, values, sizeof(float) * (size_t)count);
+    if (first + count < p->numel) return;
+    tt_quant4_quantize(e->bytes, e->tensor, p->numel, e->format);
+    tt_quant4_dequantize(e->tensor, e->bytes, p->numel, e->format);
+    tt_hf_writer_values(e->writer, p, 0, p->numel, e->tensor);
 }
 
 void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format, const char *out_dir,
@@ -34,23 +57,25 @@ void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format,
     }
     tt_param_table table;
     tt_param_table_build(&config, &table);
-    /* a 4-bit checkpoint's weights come dequantized from the loader; a float one's go through the format here */
-    float *flat = tt_xcalloc((size_t)table.total_numel, sizeof(float), "the model");
-    tt_weights_load_hf(flat, &table, base_dir);
-    for (int i = 0; i < table.count && !saved_4bit; i++) {
-        const tt_param_info *p = &table.params[i];
-        if (!tt_param_kind_is_linear_weight(p->kind)) continue;
-        unsigned char *bytes = tt_xmalloc(tt_quant4_layout_of(p->numel, &chosen).bytes, "a 4-bit weight");
-        tt_quant4_quantize(bytes, flat + p->offset, p->numel, &chosen);
-        tt_quant4_dequantize(flat + p->offset, bytes, p->numel, &chosen);
-        free(bytes);
-    }
     config.dtype = TT_F32;
-    tt_weights_save_hf(flat, &table, &config, TT_F32, out_dir, max_shard_bytes);
+    export_sink e = {.writer = tt_hf_writer_open(&table, TT_F32, out_dir, max_shard_bytes),
+                     .format = saved_4bit ? NULL : &chosen};
+    if (!saved_4bit) { /* one linear weight at a time is quantized whole (its absmax are double-quantized together) */
+        int64_t largest = 0;
+        for (int i = 0; i < table.count; i++)
+            if (tt_param_kind_is_linear_weight(table.params[i].kind) && table.params[i].numel > largest)
+                largest = table.params[i].numel;
+        e.tensor = tt_xmalloc(sizeof(float) * (size_t)(largest ? largest : 1), "a linear weight");
+        e.bytes = tt_xmalloc(tt_quant4_layout_of(largest, &chosen).bytes, "a 4-bit weight");
+    }
+    const tt_weight_sink sink = {.values = export_values, .ctx = &e};
+    tt_weights_load_hf_to(&table, base_dir, &sink);
+    tt_hf_writer_close(e.writer, &config);
+    free(e.tensor);
+    free(e.bytes);
     tt_weights_copy_companion_files(base_dir, out_dir);
     tt_info("%s: the 4-bit weights (%s) of %s dequantized as a QLoRA run computes with them, in F32", out_dir,
             format_name(&chosen), saved_4bit ? "the checkpoint" : "the model quantized at load");
-    free(flat);
     tt_param_table_free(&table);
     tt_model_config_free(&config);
 }

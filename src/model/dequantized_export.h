@@ -12,8 +12,8 @@
 /* base_dir: a Hugging Face model in a float dtype, whose linear weights are quantized to `format` first as adapter:
  * qlora does at load, or one saved in bitsandbytes' 4-bit format, whose weights are dequantized as they are (format
  * NULL, or the checkpoint's: another is an error). Writes out_dir (which exists): every tensor in F32, config.json
- * without quantization_config, the tokenizer and generation files copied. The model is held in fp32 on the host:
- * a check tool for small models. */
+ * without quantization_config, the tokenizer and generation files copied. The model streams from the checkpoint to
+ * the output a piece at a time: the host holds one linear weight in fp32 at most (quantized at once, as QLoRA does). */
 void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format, const char *out_dir,
                            size_t max_shard_bytes);
 

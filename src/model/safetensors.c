@@ -447,8 +447,7 @@ void tt_st_writer_add(tt_st_writer *w, const char *name, tt_dtype dtype, int ndi
         elements = tt_mul_size(elements, (size_t)shape[d], "a tensor size");
     }
     e->bytes = tt_mul_size(elements, tt_dtype_size(dtype), "a tensor size");
-    TT_CHECK(data || e->bytes == 0, "tensor %s has no data", name);
-    e->data = data;
+    e->data = data; /* NULL: streamed (tt_st_writer_write) */
     e->name = tt_xstrdup(name);
     w->count++;
 }
@@ -576,24 +575,57 @@ static char *build_header(const tt_st_writer *w, const char *path) {
     return header;
 }
 
-void tt_st_writer_commit(tt_st_writer *w, const char *path) {
+void tt_st_writer_begin(tt_st_writer *w, const char *path) {
+    TT_CHECK(!w->stream, "a safetensors writer begun twice");
     char *header = build_header(w, path);
     const size_t header_bytes = strlen(header);
     const size_t padded = (header_bytes + 7) / 8 * 8; /* 8 + padded is a multiple of 8: data starts aligned */
     unsigned char length[8];
     for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-
-    atomic_file a;
-    atomic_open(&a, path);
-    atomic_write(&a, length, 8);
-    atomic_write(&a, header, header_bytes);
-    atomic_write(&a, "        ", padded - header_bytes);
+    atomic_file *a = tt_xcalloc(1, sizeof *a, "an output file");
+    atomic_open(a, tt_xstrdup(path)); /* the caller's path may not outlive this call */
+    atomic_write(a, length, 8);
+    atomic_write(a, header, header_bytes);
+    atomic_write(a, "        ", padded - header_bytes);
     free(header);
-    for (int i = 0; i < w->count; i++) atomic_write(&a, w->entries[i].data, w->entries[i].bytes);
-    atomic_commit(&a);
+    w->stream = a;
+    w->streamed = 0;
+    w->payload = 0;
+    for (int i = 0; i < w->count; i++) w->payload += w->entries[i].bytes;
+}
+
+void tt_st_writer_write(tt_st_writer *w, const void *data, size_t bytes) {
+    TT_CHECK(w->stream && w->streamed + bytes <= w->payload, "%zu bytes past the %zu of the tensors", bytes,
+             w->payload - w->streamed);
+    atomic_write(w->stream, data, bytes);
+    w->streamed += bytes;
+}
+
+void tt_st_writer_finish(tt_st_writer *w) {
+    TT_CHECK(w->stream && w->streamed == w->payload, "%zu of the tensors' %zu bytes written", w->streamed, w->payload);
+    atomic_file *a = w->stream;
+    atomic_commit(a);
+    free((char *)a->path);
+    free(a);
+    w->stream = NULL;
+}
+
+void tt_st_writer_commit(tt_st_writer *w, const char *path) {
+    for (int i = 0; i < w->count; i++)
+        TT_CHECK(w->entries[i].data || w->entries[i].bytes == 0, "tensor %s has no data", w->entries[i].name);
+    tt_st_writer_begin(w, path);
+    for (int i = 0; i < w->count; i++) tt_st_writer_write(w, w->entries[i].data, w->entries[i].bytes);
+    tt_st_writer_finish(w);
 }
 
 void tt_st_writer_free(tt_st_writer *w) {
+    if (w->stream) { /* begun, never finished (an error): its path.tmp stays, the path is untouched */
+        atomic_file *a = w->stream;
+        if (a->fd >= 0) close(a->fd);
+        free(a->tmp_path);
+        free((char *)a->path);
+        free(a);
+    }
     for (int i = 0; i < w->count; i++) free(w->entries[i].name);
     for (int i = 0; i < w->meta_count; i++) {
         free(w->meta_keys[i]);

@@ -56,7 +56,9 @@ void tt_st_model_close(tt_st_model *model);
 const tt_st_tensor *tt_st_model_find(const tt_st_model *model, const char *name, const char **file_path);
 
 /* Writing: collect tensors (pointers are borrowed until tt_st_writer_commit returns), then
- * commit writes path atomically. */
+ * commit writes path atomically. Or, for tensors too large to hold at once, stream them: add each with data NULL,
+ * tt_st_writer_begin writes the header, tt_st_writer_write appends their bytes in the order added, and
+ * tt_st_writer_finish checks that every byte came and puts the file in place (until then it is path.tmp). */
 typedef struct tt_st_write_entry {
     char *name;
     tt_dtype dtype;
@@ -71,6 +73,8 @@ typedef struct tt_st_writer {
     int count, capacity;
     char **meta_keys, **meta_values;
     int meta_count;
+    void *stream;             /* between begin and finish: the open file */
+    size_t streamed, payload; /* bytes appended so far, and the tensors' total */
 } tt_st_writer;
 
 void tt_st_writer_init(tt_st_writer *writer);
@@ -79,6 +83,9 @@ void tt_st_writer_add(tt_st_writer *writer, const char *name, tt_dtype dtype, in
 void tt_st_writer_add_metadata(tt_st_writer *writer, const char *key, const char *value);
 /* Writes path atomically. Tensors are laid out in the order added, 8-byte aligned header. */
 void tt_st_writer_commit(tt_st_writer *writer, const char *path);
+void tt_st_writer_begin(tt_st_writer *writer, const char *path);
+void tt_st_writer_write(tt_st_writer *writer, const void *data, size_t bytes);
+void tt_st_writer_finish(tt_st_writer *writer);
 void tt_st_writer_free(tt_st_writer *writer);
 
 /* Writes data to path atomically: path.tmp, fsync, rename, fsync of the directory.

@@ -346,70 +346,145 @@ static void remove_stale_model_files(const char *dir, bool sharded) {
     }
 }
 
-void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config, tt_dtype dtype,
-                        const char *dir, size_t max_shard_bytes) {
-    TT_CHECK(!table->quantized, "saving a 4-bit base as a Hugging Face model (a QLoRA run saves its adapters)");
-    const size_t elem = tt_dtype_size(dtype);
-    if (max_shard_bytes == 0) max_shard_bytes = TT_DEFAULT_MAX_SHARD_BYTES;
-    void *converted = NULL;
-    if (dtype != TT_F32) {
-        converted = tt_xmalloc(tt_mul_size((size_t)table->total_numel, elem, "converted weights"), "converted weights");
-        tt_convert_from_f32(converted, dtype, flat, (size_t)table->total_numel);
+/* A Hugging Face model written a piece at a time (weights.h). */
+struct tt_hf_writer {
+    const tt_param_table *table;
+    tt_dtype dtype;
+    size_t elem;
+    char *dir;
+    int *shard_of;          /* [table->count]: shards are filled greedily in parameter order, as transformers does */
+    int shard_count, shard; /* shard: the one open, -1 none */
+    size_t total_bytes;
+    tt_st_writer writer;
+    json_t *weight_map;
+    void *converted; /* a piece in dtype */
+    int next;        /* the parameter whose values come next (table order, adapters skipped) */
+    int64_t next_first;
+};
+
+/* Values are converted and written in pieces of at most this many elements. */
+#define HF_WRITER_PIECE ((int64_t)1 << 20)
+
+static const char *shard_file_name(const tt_hf_writer *w, int shard, char *name, size_t size) {
+    if (w->shard_count == 1) snprintf(name, size, "model.safetensors");
+    else snprintf(name, size, "model-%05d-of-%05d.safetensors", shard + 1, w->shard_count);
+    return name;
+}
+
+/* The next base-model parameter at or after i (table->count when none). */
+static int next_base_param(const tt_param_table *t, int i) {
+    while (i < t->count && is_adapter(&t->params[i])) i++;
+    return i;
+}
+
+static void open_shard(tt_hf_writer *w, int shard) {
+    char name[128], path[4200];
+    shard_file_name(w, shard, name, sizeof name);
+    tt_st_writer_init(&w->writer);
+    for (int i = 0; i < w->table->count; i++) {
+        const tt_param_info *p = &w->table->params[i];
+        if (w->shard_of[i] != shard || is_adapter(p)) continue;
+        tt_st_writer_add(&w->writer, p->name, w->dtype, p->ndim, p->shape, NULL);
+        json_object_set_new(w->weight_map, p->name, json_string(name));
     }
-    /* Shards are filled greedily in parameter order, as transformers does. */
-    int *shard_of = tt_xcalloc((size_t)table->count, sizeof(int), "shard assignment");
-    int shard_count = 1;
-    size_t shard_bytes = 0, total_bytes = 0;
+    tt_st_writer_add_metadata(&w->writer, "format", "pt");
+    snprintf(path, sizeof path, "%s/%s", w->dir, name);
+    tt_st_writer_begin(&w->writer, path);
+    w->shard = shard;
+}
+
+static void close_shard(tt_hf_writer *w) {
+    if (w->shard < 0) return;
+    tt_st_writer_finish(&w->writer);
+    tt_st_writer_free(&w->writer);
+    w->shard = -1;
+}
+
+tt_hf_writer *tt_hf_writer_open(const tt_param_table *table, tt_dtype dtype, const char *dir, size_t max_shard_bytes) {
+    TT_CHECK(!table->quantized, "saving a 4-bit base as a Hugging Face model (a QLoRA run saves its adapters)");
+    tt_hf_writer *w = tt_xcalloc(1, sizeof *w, "a model writer");
+    w->table = table;
+    w->dtype = dtype;
+    w->elem = tt_dtype_size(dtype);
+    w->dir = tt_xstrdup(dir);
+    if (max_shard_bytes == 0) max_shard_bytes = TT_DEFAULT_MAX_SHARD_BYTES;
+    w->shard_of = tt_xcalloc((size_t)table->count, sizeof(int), "shard assignment");
+    w->shard_count = 1;
+    size_t shard_bytes = 0;
     for (int i = 0; i < table->count; i++) {
         if (is_adapter(&table->params[i])) continue; /* the base model only: adapters go to PEFT's files */
-        size_t bytes = (size_t)table->params[i].numel * elem;
+        const size_t bytes = (size_t)table->params[i].numel * w->elem;
         if (shard_bytes > 0 && shard_bytes + bytes > max_shard_bytes) {
-            shard_count++;
+            w->shard_count++;
             shard_bytes = 0;
         }
-        shard_of[i] = shard_count - 1;
+        w->shard_of[i] = w->shard_count - 1;
         shard_bytes += bytes;
-        total_bytes += bytes;
+        w->total_bytes += bytes;
     }
-    char path[4200], file_name[128];
-    json_t *weight_map = json_object();
-    for (int shard = 0; shard < shard_count; shard++) {
-        tt_st_writer writer;
-        tt_st_writer_init(&writer);
-        if (shard_count == 1) snprintf(file_name, sizeof file_name, "model.safetensors");
-        else snprintf(file_name, sizeof file_name, "model-%05d-of-%05d.safetensors", shard + 1, shard_count);
-        for (int i = 0; i < table->count; i++) {
-            if (shard_of[i] != shard || is_adapter(&table->params[i])) continue;
-            const tt_param_info *p = &table->params[i];
-            const void *data = converted ? (const unsigned char *)converted + (size_t)p->offset * elem
-                                         : (const void *)(flat + p->offset);
-            tt_st_writer_add(&writer, p->name, dtype, p->ndim, p->shape, data);
-            json_object_set_new(weight_map, p->name, json_string(file_name));
-        }
-        tt_st_writer_add_metadata(&writer, "format", "pt");
-        snprintf(path, sizeof path, "%s/%s", dir, file_name);
-        tt_st_writer_commit(&writer, path);
-        tt_st_writer_free(&writer);
+    w->shard = -1;
+    w->weight_map = json_object();
+    if (dtype != TT_F32) w->converted = tt_xmalloc((size_t)HF_WRITER_PIECE * w->elem, "converted weights");
+    w->next = next_base_param(table, 0);
+    return w;
+}
+
+void tt_hf_writer_values(tt_hf_writer *w, const tt_param_info *p, int64_t first, int64_t count, const float *values) {
+    const int i = (int)(p - w->table->params);
+    TT_CHECK(i == w->next && first == w->next_first && count >= 0 && first + count <= p->numel,
+             "values of %s [%lld, %lld) out of order (next: parameter %d from %lld)", p->name, (long long)first,
+             (long long)(first + count), w->next, (long long)w->next_first);
+    if (w->shard != w->shard_of[i]) {
+        close_shard(w);
+        open_shard(w, w->shard_of[i]);
     }
-    if (shard_count > 1) {
+    for (int64_t at = 0; at < count; at += HF_WRITER_PIECE) {
+        const int64_t n = count - at < HF_WRITER_PIECE ? count - at : HF_WRITER_PIECE;
+        if (w->converted) tt_convert_from_f32(w->converted, w->dtype, values + at, (size_t)n);
+        tt_st_writer_write(&w->writer, w->converted ? w->converted : (const void *)(values + at), (size_t)n * w->elem);
+    }
+    w->next_first = first + count;
+    if (w->next_first == p->numel) {
+        w->next = next_base_param(w->table, i + 1);
+        w->next_first = 0;
+    }
+}
+
+void tt_hf_writer_close(tt_hf_writer *w, const tt_model_config *config) {
+    TT_CHECK(w->next == w->table->count, "the model writer closed before parameter %d", w->next);
+    close_shard(w);
+    char path[4200];
+    if (w->shard_count > 1) {
         json_t *index = json_object();
         json_t *metadata = json_object();
-        json_object_set_new(metadata, "total_size", json_integer((json_int_t)total_bytes));
+        json_object_set_new(metadata, "total_size", json_integer((json_int_t)w->total_bytes));
         json_object_set_new(index, "metadata", metadata);
-        json_object_set_new(index, "weight_map", weight_map);
+        json_object_set_new(index, "weight_map", w->weight_map);
         char *text = json_dumps(index, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", w->dir);
         tt_write_file_atomic(path, text, strlen(text));
         free(text);
         json_decref(index);
     } else {
-        json_decref(weight_map);
+        json_decref(w->weight_map);
     }
-    remove_stale_model_files(dir, shard_count > 1);
-    free(shard_of);
-    free(converted);
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    remove_stale_model_files(w->dir, w->shard_count > 1);
+    snprintf(path, sizeof path, "%s/config.json", w->dir);
     tt_model_config_save(config, path);
+    free(w->shard_of);
+    free(w->converted);
+    free(w->dir);
+    free(w);
+}
+
+void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config, tt_dtype dtype,
+                        const char *dir, size_t max_shard_bytes) {
+    tt_hf_writer *w = tt_hf_writer_open(table, dtype, dir, max_shard_bytes);
+    for (int i = next_base_param(table, 0); i < table->count; i = next_base_param(table, i + 1)) {
+        const tt_param_info *p = &table->params[i];
+        tt_hf_writer_values(w, p, 0, p->numel, flat + p->offset);
+    }
+    tt_hf_writer_close(w, config);
 }
 
 static void copy_file_if_present(const char *from_dir, const char *to_dir, const char *name) {

@@ -52,6 +52,15 @@ void tt_weights_init_lora(float *trainable, const tt_param_table *table, uint64_
 void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config, tt_dtype dtype,
                         const char *dir, size_t max_shard_bytes);
 
+/* The same written a piece at a time, so that the whole model never sits in host memory (tiertrain dequantize):
+ * tt_hf_writer_values takes every base-model parameter's values in table order (adapters skipped), each in pieces
+ * that cover it in order (a loader's tt_weight_sink values); close writes the index when sharded and config.json.
+ * Each file is in place once its last tensor is written (path.tmp until then). */
+typedef struct tt_hf_writer tt_hf_writer;
+tt_hf_writer *tt_hf_writer_open(const tt_param_table *table, tt_dtype dtype, const char *dir, size_t max_shard_bytes);
+void tt_hf_writer_values(tt_hf_writer *w, const tt_param_info *p, int64_t first, int64_t count, const float *values);
+void tt_hf_writer_close(tt_hf_writer *w, const tt_model_config *config);
+
 /* The tokenizer and generation files of a model directory (those present) copied beside a model written from it. */
 void tt_weights_copy_companion_files(const char *from_dir, const char *to_dir);
 

@@ -296,6 +296,13 @@ static void test_bad_input(void) {
     tt_expect_die(load_scratch, "malformed.json", "malformed.json:1:");
     tt_test_write_text("novocab.json", "{\"model\": {\"type\": \"BPE\", \"merges\": []}}");
     tt_expect_die(load_scratch, "novocab.json", "novocab.json: model.vocab is missing");
+    /* one absurd id would size the id -> token table in gigabytes */
+    tt_test_write_text("bigid.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 200000000}, "
+                                     "\"merges\": []}}");
+    tt_expect_die(load_scratch, "bigid.json", "model.vocab[\"b\"] is id 200000000; tiertrain takes ids below 16777216");
+    tt_test_write_text("bigadded.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                                        "\"added_tokens\": [{\"id\": 16777216, \"content\": \"<x>\"}]}");
+    tt_expect_die(load_scratch, "bigadded.json", "added_tokens[0].id is 16777216; tiertrain takes ids below");
     snprintf(text, sizeof text, "{%s, \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", base_model);
     tt_test_write_text("pretok.json", text);
     tt_expect_die(load_scratch, "pretok.json", "pretok.json: pre_tokenizer.type is \"Whitespace\"");

@@ -15,6 +15,10 @@ typedef struct tt_tokenizer tt_tokenizer; /* immutable after load; encode is thr
 /* tokenizer.json, or a directory holding it; tt_die on bad input naming the file and key. */
 tt_tokenizer *tt_tokenizer_load(const char *path);
 void tt_tokenizer_free(tt_tokenizer *tok);
+#ifdef TT_FUZZING
+/* The tokenizer tt_tokenizer_load is building (NULL between loads): after a tt_die the fuzz harness frees it. */
+extern tt_tokenizer *tt_tokenizer_being_loaded;
+#endif
 
 /* Ids (and, when with_offsets is set before the first encode, the byte offset in the caller's
  * text where each token's text starts: a token that covers part of a multibyte character starts

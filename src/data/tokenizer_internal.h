@@ -176,6 +176,7 @@ struct tt_tokenizer {
     /* per-thread states */
     pthread_key_t state_key;
     pthread_mutex_t states_lock;
+    bool thread_state_ready; /* state_key and states_lock exist (the end of a load) */
     tt_encode_state **states;
     int state_count, state_cap;
 };

@@ -12,6 +12,13 @@
 
 /* The largest tokenizer.json read: real ones are tens of MB (a 256k vocabulary with its merges) */
 #define TT_TOKENIZER_JSON_MAX_BYTES ((size_t)512 << 20)
+/* Token ids above this are refused: the id -> token table has an entry per id up to the largest, so one absurd id
+ * would take gigabytes (published vocabularies stop near 262144). */
+#define TT_TOKENIZER_MAX_ID ((int64_t)1 << 24)
+
+#ifdef TT_FUZZING
+tt_tokenizer *tt_tokenizer_being_loaded;
+#endif
 
 /* ---- small JSON helpers that name the key on error ---- */
 
@@ -65,8 +72,12 @@ static void load_vocab(tt_tokenizer *tok, const char *file, json_t *model) {
     const char *key;
     json_t *value;
     json_object_foreach(vocab, key, value) {
-        if (!json_is_integer(value) || json_integer_value(value) < 0 || json_integer_value(value) >= INT32_MAX)
+        if (!json_is_integer(value) || json_integer_value(value) < 0)
             tt_die("%s: model.vocab[\"%s\"] is not an id (a non-negative integer)", file, key);
+        if (json_integer_value(value) >= TT_TOKENIZER_MAX_ID)
+            tt_die("%s: model.vocab[\"%s\"] is id %lld; tiertrain takes ids below %lld (published vocabularies stop "
+                   "near 262144): the file is damaged or not a tokenizer.json",
+                   file, key, (long long)json_integer_value(value), (long long)TT_TOKENIZER_MAX_ID);
         int32_t id = (int32_t)json_integer_value(value);
         set_token(tok, id, key);
         /* the map keys with id_to_token's text, which is the first token of that id: a second
@@ -199,8 +210,12 @@ static void load_added_tokens(tt_tokenizer *tok, const char *file, json_t *root)
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
         if (!json_is_object(t)) tt_die("%s: %s is not an object", file, where);
         json_t *id = json_object_get(t, "id");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX)
+        if (!json_is_integer(id) || json_integer_value(id) < 0)
             tt_die("%s: %s.id is missing or not a non-negative integer", file, where);
+        if (json_integer_value(id) >= TT_TOKENIZER_MAX_ID)
+            tt_die("%s: %s.id is %lld; tiertrain takes ids below %lld (published vocabularies stop near 262144): the "
+                   "file is damaged or not a tokenizer.json",
+                   file, where, (long long)json_integer_value(id), (long long)TT_TOKENIZER_MAX_ID);
         const char *content = get_string(file, t, "content", where);
         if (!content[0]) continue; /* tokenizers ignores empty added tokens */
         tt_added_token *a = &tok->added[tok->added_count++];
@@ -608,6 +623,9 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
     }
     tt_tokenizer *tok = tt_xcalloc(1, sizeof *tok, "tokenizer");
     tok->path = file;
+#ifdef TT_FUZZING
+    tt_tokenizer_being_loaded = tok; /* a tt_die below leaves it half built: the harness frees it */
+#endif
     load_model(tok, file, root);
     load_added_tokens(tok, file, root);
     load_normalizer(tok, file, json_object_get(root, "normalizer"), "normalizer");
@@ -648,6 +666,10 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
     json_decref(root);
     if (pthread_key_create(&tok->state_key, NULL) != 0) tt_die("tokenizer: out of thread-local keys");
     pthread_mutex_init(&tok->states_lock, NULL);
+    tok->thread_state_ready = true;
+#ifdef TT_FUZZING
+    tt_tokenizer_being_loaded = NULL;
+#endif
     return tok;
 }
 
@@ -655,8 +677,10 @@ void tt_tokenizer_free(tt_tokenizer *tok) {
     if (!tok) return;
     for (int i = 0; i < tok->state_count; i++) tt_encode_state_free(tok->states[i]);
     free(tok->states);
-    pthread_key_delete(tok->state_key);
-    pthread_mutex_destroy(&tok->states_lock);
+    if (tok->thread_state_ready) { /* a half-built tokenizer (a load that died, fuzzing) has neither */
+        pthread_key_delete(tok->state_key);
+        pthread_mutex_destroy(&tok->states_lock);
+    }
     for (int64_t i = 0; i < tok->vocab_size; i++) free(tok->id_to_token[i]);
     free(tok->id_to_token);
     tt_str_map_free(&tok->vocab);

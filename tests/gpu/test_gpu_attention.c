@@ -3,7 +3,9 @@
  * forward out and lse, backward dq, dk, dv, two backward runs giving the same bits; then its
  * speed at long sequences (TFLOP/s, causal FLOPs). Packed documents (sample_packing: one document, many
  * short ones, boundaries inside tiles, documents of one token, a long one then short ones), flash and
- * the simple kernels, against the CPU reference. `test_gpu_attention --quick` skips T = 65536.
+ * the simple kernels, against the CPU reference. The Hopper forward (attention_hopper.h, head_dim 128) against
+ * the CPU reference and the flash forward, twice the same bits, and its speed beside the flash forward's.
+ * `test_gpu_attention --quick` skips T = 65536.
  * Exit status nonzero on any failed check. */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "core/rng.h"
 #include "ops/cpu/ops_cpu.h"
 #include "ops/cuda/attention_flash.h"
+#include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/ops_cuda.h"
 #include "gpu/gpu_test_util.h"
@@ -278,6 +281,57 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
     cudaFree(positions_dev);
 }
 
+/* The Hopper forward against the CPU reference (out, lse), then run again into fresh poisoned buffers: the same bits. */
+static void test_hopper_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
+    tt_attention_shape s = make_shape(B, T, Hq, Hkv, 128);
+    printf("hopper forward vs CPU: B %lld T %lld Hq %lld Hkv %lld hd 128\n", (long long)B, (long long)T, (long long)Hq,
+           (long long)Hkv);
+    TT_EXPECT(tt_cuda_hopper_attention_supported(&s), "shape supported");
+    attention_buffers a = make_buffers(&s);
+    tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    float *out = malloc(sizeof(float) * (size_t)a.nq), *lse = malloc(sizeof(float) * (size_t)a.rows);
+    tt_cpu_attention_forward_f32(NULL, out, lse, a.q, a.k, a.v, &s);
+    float *got_out = download_bf16(a.out_dev, a.nq), *got_lse = download_f32(a.lse_dev, a.rows);
+    expect_close("hopper forward out", got_out, out, a.nq, OUT_TOLERANCE);
+    expect_close_lse("hopper forward lse", got_lse, lse, a.rows);
+    tt_bf16 *out2 = device_poisoned(a.nq);
+    tt_cuda_hopper_attention_forward(out2, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq), "hopper forward twice gives the same bits");
+    cudaFree(out2);
+    free(out);
+    free(lse);
+    free(got_out);
+    free(got_lse);
+    free_buffers(&a);
+}
+
+/* The Hopper forward against the flash forward at a length too long for a quick CPU reference. */
+static void test_hopper_against_flash(int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
+    tt_attention_shape s = make_shape(B, T, Hq, Hkv, 128);
+    printf("hopper forward vs flash forward: B %lld T %lld Hq %lld Hkv %lld hd 128\n", (long long)B, (long long)T,
+           (long long)Hq, (long long)Hkv);
+    attention_buffers a = make_buffers(&s);
+    tt_bf16 *out_ref = device_poisoned(a.nq);
+    float *lse_ref = device_poisoned_f32(a.rows);
+    tt_cuda_flash_attention_forward(out_ref, lse_ref, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+    tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    float *x = download_bf16(a.out_dev, a.nq), *y = download_bf16(out_ref, a.nq);
+    expect_close("hopper forward out vs flash", x, y, a.nq, OUT_TOLERANCE);
+    free(x);
+    free(y);
+    x = download_f32(a.lse_dev, a.rows);
+    y = download_f32(lse_ref, a.rows);
+    expect_close_lse("hopper forward lse vs flash", x, y, a.rows);
+    free(x);
+    free(y);
+    cudaFree(out_ref);
+    cudaFree(lse_ref);
+    free_buffers(&a);
+}
+
 static int compare_floats(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
@@ -288,10 +342,12 @@ static int compare_floats(const void *a, const void *b) {
 typedef struct timing {
     int64_t T;
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
+    double hopper_forward_ms, hopper_forward_tflops;
 } timing;
 
-/* Median milliseconds of TIMED_RUNS forward (backward when `backward`) calls after a warm-up. */
-static double median_ms(attention_buffers *a, const tt_attention_shape *s, bool backward) {
+/* Median milliseconds of TIMED_RUNS forward (backward when `backward`; the Hopper forward when `hopper`) calls after
+ * a warm-up. */
+static double median_ms(attention_buffers *a, const tt_attention_shape *s, bool backward, bool hopper) {
     cudaEvent_t start, stop;
     TT_CUDA_CHECK(cudaEventCreate(&start));
     TT_CUDA_CHECK(cudaEventCreate(&stop));
@@ -301,6 +357,7 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, bool 
         if (backward)
             tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
+        else if (hopper) tt_cuda_hopper_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         else tt_cuda_flash_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         TT_CUDA_CHECK(cudaEventRecord(stop, 0));
         TT_CUDA_CHECK(cudaEventSynchronize(stop));
@@ -317,12 +374,14 @@ static timing time_flash(int64_t T) {
     tt_attention_shape s = make_shape(1, T, Hq, Hkv, hd);
     attention_buffers a = make_buffers(&s);
     timing r = {.T = T};
-    r.forward_ms = median_ms(&a, &s, false);
-    r.backward_ms = median_ms(&a, &s, true);
+    r.hopper_forward_ms = median_ms(&a, &s, false, true);
+    r.forward_ms = median_ms(&a, &s, false, false);
+    r.backward_ms = median_ms(&a, &s, true, false);
     /* causal: half of the T x T scores; two GEMMs of 2 * hd FLOPs per score; backward 2.5x */
     const double forward_flops = 2.0 * 2.0 * (double)T * (double)T / 2.0 * (double)hd * (double)Hq;
     r.forward_tflops = forward_flops / (r.forward_ms * 1e-3) / 1e12;
     r.backward_tflops = 2.5 * forward_flops / (r.backward_ms * 1e-3) / 1e12;
+    r.hopper_forward_tflops = forward_flops / (r.hopper_forward_ms * 1e-3) / 1e12;
     TT_CUDA_CHECK(cudaGetLastError());
     float *check = download_bf16(a.dq_dev, a.nq); /* the timed runs produced finite values */
     bool finite = true;
@@ -366,14 +425,25 @@ int main(int argc, char **argv) {
     test_packed_against_cpu("documents of one token", 1, 67, 2, 1, 64, ones, 1);
     test_packed_against_cpu("a long document, then short ones", 3, 513, 8, 2, 128, long_short, 3);
 
+    test_hopper_against_cpu(2, 67, 4, 2);
+    test_hopper_against_cpu(1, 200, 8, 2);
+    test_hopper_against_cpu(1, 513, 2, 1);
+    test_hopper_against_cpu(3, 17, 2, 1);
+    test_hopper_against_cpu(1, 1, 2, 1);
+    test_hopper_against_cpu(1, 256, 2, 2);
+    test_hopper_against_flash(1, 2048, 16, 8);
+    test_hopper_against_flash(2, 1000, 4, 1);
+
     const int64_t lengths[] = {4096, 16384, 65536};
     const int count = quick ? 2 : 3;
     timing results[3];
     for (int i = 0; i < count; i++) results[i] = time_flash(lengths[i]);
     printf("\nflash attention, B 1, Hq 16, Hkv 8, hd 128, causal (median of %d runs)\n", TIMED_RUNS);
-    printf("%8s %12s %12s %12s %12s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s");
+    printf("%8s %12s %12s %12s %12s %14s %14s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
+           "hopper fwd ms", "hopper TFLOP/s");
     for (int i = 0; i < count; i++)
-        printf("%8lld %12.3f %12.1f %12.3f %12.1f\n", (long long)results[i].T, results[i].forward_ms,
-               results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops);
+        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f\n", (long long)results[i].T, results[i].forward_ms,
+               results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops,
+               results[i].hopper_forward_ms, results[i].hopper_forward_tflops);
     return tt_test_summary("gpu_attention");
 }

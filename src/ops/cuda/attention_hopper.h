@@ -1,0 +1,27 @@
+/* tiertrain's Hopper attention (sm_90a: warpgroup MMA): the forward of tt_cuda_flash_attention_forward's semantics
+ * (attention_flash.h) for head_dim 128, causal, grouped-query heads; packed documents and other head sizes are the
+ * flash kernels'. Asynchronous on `stream`; pointers are device pointers, 16-byte aligned. */
+#ifndef TT_OPS_CUDA_ATTENTION_HOPPER_H
+#define TT_OPS_CUDA_ATTENTION_HOPPER_H
+
+#include <cuda_runtime_api.h>
+
+#include "ops/backend.h"       /* tt_attention_shape */
+#include "ops/cuda/ops_cuda.h" /* tt_bf16 */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* True for head_dim 128, no sliding window, no packed documents, num_heads a multiple of num_kv_heads. */
+int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
+
+/* out[B*T, Hq*128] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*128], k, v[B*T, Hkv*128] bf16. */
+void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                                      const tt_attention_shape *s, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -307,6 +307,35 @@ static void test_hopper_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hk
     free_buffers(&a);
 }
 
+/* The Hopper forward and backward against the CPU reference (the backward given the device's own out and lse), and
+ * the backward twice into fresh buffers: the same bits. */
+static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
+    const double floor = T == 1 ? 1.0 : 0.0;
+    tt_attention_shape s = make_shape(B, T, Hq, Hkv, 128);
+    printf("hopper forward + backward vs CPU: B %lld T %lld Hq %lld Hkv %lld hd 128\n", (long long)B, (long long)T,
+           (long long)Hq, (long long)Hkv);
+    attention_buffers a = make_buffers(&s);
+    void *scratch;
+    TT_CUDA_CHECK(cudaMalloc(&scratch, tt_cuda_hopper_attention_backward_scratch_bytes(&s)));
+    tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+    tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev,
+                                      a.v_dev, &s, scratch, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_matches_cpu("hopper ", &a, &s, floor);
+    tt_bf16 *dq2 = device_poisoned(a.nq), *dk2 = device_poisoned(a.nkv), *dv2 = device_poisoned(a.nkv);
+    tt_cuda_hopper_attention_backward(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s,
+                                      scratch, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
+                  same_bits_bf16(a.dv_dev, dv2, a.nkv),
+              "hopper backward twice gives the same bits");
+    cudaFree(dq2);
+    cudaFree(dk2);
+    cudaFree(dv2);
+    cudaFree(scratch);
+    free_buffers(&a);
+}
+
 /* The Hopper forward against the flash forward at a length too long for a quick CPU reference. */
 static void test_hopper_against_flash(int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
     tt_attention_shape s = make_shape(B, T, Hq, Hkv, 128);
@@ -327,6 +356,26 @@ static void test_hopper_against_flash(int64_t B, int64_t T, int64_t Hq, int64_t 
     expect_close_lse("hopper forward lse vs flash", x, y, a.rows);
     free(x);
     free(y);
+    /* the backwards from the same (flash) out and lse */
+    tt_bf16 *dq_ref = device_poisoned(a.nq), *dk_ref = device_poisoned(a.nkv), *dv_ref = device_poisoned(a.nkv);
+    tt_cuda_flash_attention_backward(dq_ref, dk_ref, dv_ref, a.dout_dev, out_ref, lse_ref, a.q_dev, a.k_dev, a.v_dev,
+                                     &s, a.scratch, 0);
+    tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, out_ref, lse_ref, a.q_dev, a.k_dev,
+                                      a.v_dev, &s, a.scratch, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    const tt_bf16 *got[] = {a.dq_dev, a.dk_dev, a.dv_dev}, *want[] = {dq_ref, dk_ref, dv_ref};
+    const int64_t counts[] = {a.nq, a.nkv, a.nkv};
+    const char *names[] = {"hopper backward dq vs flash", "hopper backward dk vs flash", "hopper backward dv vs flash"};
+    for (int i = 0; i < 3; i++) {
+        x = download_bf16(got[i], counts[i]);
+        y = download_bf16(want[i], counts[i]);
+        expect_close(names[i], x, y, counts[i], GRAD_TOLERANCE);
+        free(x);
+        free(y);
+    }
+    cudaFree(dq_ref);
+    cudaFree(dk_ref);
+    cudaFree(dv_ref);
     cudaFree(out_ref);
     cudaFree(lse_ref);
     free_buffers(&a);
@@ -342,10 +391,10 @@ static int compare_floats(const void *a, const void *b) {
 typedef struct timing {
     int64_t T;
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
-    double hopper_forward_ms, hopper_forward_tflops;
+    double hopper_forward_ms, hopper_forward_tflops, hopper_backward_ms, hopper_backward_tflops;
 } timing;
 
-/* Median milliseconds of TIMED_RUNS forward (backward when `backward`; the Hopper forward when `hopper`) calls after
+/* Median milliseconds of TIMED_RUNS forward (backward when `backward`; the Hopper kernels when `hopper`) calls after
  * a warm-up. */
 static double median_ms(attention_buffers *a, const tt_attention_shape *s, bool backward, bool hopper) {
     cudaEvent_t start, stop;
@@ -354,7 +403,10 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, bool 
     float ms[TIMED_RUNS];
     for (int run = -2; run < TIMED_RUNS; run++) { /* two warm-up runs */
         TT_CUDA_CHECK(cudaEventRecord(start, 0));
-        if (backward)
+        if (backward && hopper)
+            tt_cuda_hopper_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
+                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
+        else if (backward)
             tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
         else if (hopper) tt_cuda_hopper_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
@@ -375,6 +427,7 @@ static timing time_flash(int64_t T) {
     attention_buffers a = make_buffers(&s);
     timing r = {.T = T};
     r.hopper_forward_ms = median_ms(&a, &s, false, true);
+    r.hopper_backward_ms = median_ms(&a, &s, true, true);
     r.forward_ms = median_ms(&a, &s, false, false);
     r.backward_ms = median_ms(&a, &s, true, false);
     /* causal: half of the T x T scores; two GEMMs of 2 * hd FLOPs per score; backward 2.5x */
@@ -382,6 +435,7 @@ static timing time_flash(int64_t T) {
     r.forward_tflops = forward_flops / (r.forward_ms * 1e-3) / 1e12;
     r.backward_tflops = 2.5 * forward_flops / (r.backward_ms * 1e-3) / 1e12;
     r.hopper_forward_tflops = forward_flops / (r.hopper_forward_ms * 1e-3) / 1e12;
+    r.hopper_backward_tflops = 2.5 * forward_flops / (r.hopper_backward_ms * 1e-3) / 1e12;
     TT_CUDA_CHECK(cudaGetLastError());
     float *check = download_bf16(a.dq_dev, a.nq); /* the timed runs produced finite values */
     bool finite = true;
@@ -431,6 +485,10 @@ int main(int argc, char **argv) {
     test_hopper_against_cpu(3, 17, 2, 1);
     test_hopper_against_cpu(1, 1, 2, 1);
     test_hopper_against_cpu(1, 256, 2, 2);
+    test_hopper_backward_against_cpu(2, 67, 4, 2);
+    test_hopper_backward_against_cpu(1, 200, 8, 2);
+    test_hopper_backward_against_cpu(1, 513, 2, 1);
+    test_hopper_backward_against_cpu(1, 1, 2, 1);
     test_hopper_against_flash(1, 2048, 16, 8);
     test_hopper_against_flash(2, 1000, 4, 1);
 
@@ -439,11 +497,12 @@ int main(int argc, char **argv) {
     timing results[3];
     for (int i = 0; i < count; i++) results[i] = time_flash(lengths[i]);
     printf("\nflash attention, B 1, Hq 16, Hkv 8, hd 128, causal (median of %d runs)\n", TIMED_RUNS);
-    printf("%8s %12s %12s %12s %12s %14s %14s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
-           "hopper fwd ms", "hopper TFLOP/s");
+    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
+           "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s");
     for (int i = 0; i < count; i++)
-        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f\n", (long long)results[i].T, results[i].forward_ms,
-               results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops,
-               results[i].hopper_forward_ms, results[i].hopper_forward_tflops);
+        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f\n", (long long)results[i].T,
+               results[i].forward_ms, results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops,
+               results[i].hopper_forward_ms, results[i].hopper_forward_tflops, results[i].hopper_backward_ms,
+               results[i].hopper_backward_tflops);
     return tt_test_summary("gpu_attention");
 }

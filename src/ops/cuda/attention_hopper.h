@@ -1,8 +1,11 @@
-/* tiertrain's Hopper attention (sm_90a: warpgroup MMA): the forward of tt_cuda_flash_attention_forward's semantics
- * (attention_flash.h) for head_dim 128, causal, grouped-query heads; packed documents and other head sizes are the
- * flash kernels'. Asynchronous on `stream`; pointers are device pointers, 16-byte aligned. */
+/* tiertrain's Hopper attention (sm_90a: warpgroup MMA): forward and deterministic backward with the semantics of
+ * tt_cuda_flash_attention_forward/backward (attention_flash.h) for head_dim 128, causal, grouped-query heads; packed
+ * documents and other head sizes are the flash kernels'. Asynchronous on `stream`; pointers are device pointers,
+ * 16-byte aligned. */
 #ifndef TT_OPS_CUDA_ATTENTION_HOPPER_H
 #define TT_OPS_CUDA_ATTENTION_HOPPER_H
+
+#include <stddef.h>
 
 #include <cuda_runtime_api.h>
 
@@ -19,6 +22,14 @@ int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
 /* out[B*T, Hq*128] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*128], k, v[B*T, Hkv*128] bf16. */
 void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                       const tt_attention_shape *s, cudaStream_t stream);
+
+/* Bytes of device scratch the backward needs: D[B, Hq, T] = rowsum(dout * out), fp32. */
+size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape *s);
+
+/* dq, dk, dv overwritten; P recomputed from lse. Each element one thread's fixed-order sum: the same bits every run. */
+void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const tt_bf16 *out,
+                                       const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                                       const tt_attention_shape *s, void *scratch, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -108,27 +108,53 @@ static __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uin
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
 }
 
+/* d[64x64 fp32, this thread's 32] (+)= A[64x16] B[16x64], both from shared memory (B's rows of K contiguous); scale_d
+ * 0 overwrites d. */
+static __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+}
+
 /* A shared memory matrix descriptor with 128-byte swizzle. */
 static __device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
     return (uint64_t)((address & 0x3FFFF) >> 4) | (uint64_t)((leading_bytes >> 4) & 0x3FFF) << 16 |
            (uint64_t)((stride_bytes >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
 }
 
-/* Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a 128-row tile. */
-static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
-    return (uint32_t)((chunk >> 3) * (128 * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+/* Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile of ROWS rows (its two 64-column halves
+ * ROWS x 128 bytes apart). */
+template <int ROWS> static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
+    return (uint32_t)((chunk >> 3) * (ROWS * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
 }
 
-/* cp.async 128 rows of HEAD_DIM bf16 from src (row stride `stride` elements) into the tile at dst; rows >= valid_rows
+/* The byte offset of k slice ks (16 columns) of a K-major operand in a tile of ROWS rows. */
+template <int ROWS> static __device__ __forceinline__ uint32_t k_slice(int ks) {
+    return (uint32_t)((ks >> 2) * (ROWS * 128) + (ks & 3) * 32);
+}
+
+/* cp.async ROWS rows of HEAD_DIM bf16 from src (row stride `stride` elements) into the tile at dst; rows >= valid_rows
  * are zero-filled. */
+template <int ROWS>
 static __device__ __forceinline__ void load_tile(uint32_t dst, const tt_bf16 *src, int64_t stride, int valid_rows) {
 #pragma unroll
-    for (int it = 0; it < 128 * 16 / THREADS; it++) {
+    for (int it = 0; it < ROWS * 16 / THREADS; it++) {
         const int index = it * THREADS + (int)threadIdx.x;
         const int row = index >> 4, chunk = index & 15;
         const bool valid = row < valid_rows;
-        cp_async_16(dst + tile_offset(row, chunk), valid ? src + (int64_t)row * stride + chunk * 8 : src, valid);
+        cp_async_16(dst + tile_offset<ROWS>(row, chunk), valid ? src + (int64_t)row * stride + chunk * 8 : src, valid);
     }
+}
+
+/* 4 bytes, zero-filled when !valid (a row's lse or D). */
+static __device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool valid) {
+    const int src_bytes = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -172,9 +198,9 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const int key_end = min(m0 + BLOCK_M, T);
     const int key_tiles = (key_end + BLOCK_N - 1) / BLOCK_N;
 
-    load_tile(q_tile, q + ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM, q_stride, T - m0);
-    load_tile(stages, k_head, kv_stride, T);
-    load_tile(stages + TILE_BYTES, v_head, kv_stride, T);
+    load_tile<128>(q_tile, q + ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM, q_stride, T - m0);
+    load_tile<128>(stages, k_head, kv_stride, T);
+    load_tile<128>(stages + TILE_BYTES, v_head, kv_stride, T);
     cp_async_commit();
 
     float o[64], s[64];
@@ -190,8 +216,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
         if (tile + 1 < key_tiles) {
             const uint32_t next = stages + ((tile + 1) & 1) * 2 * TILE_BYTES;
             const int n_next = (tile + 1) * BLOCK_N;
-            load_tile(next, k_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
-            load_tile(next + TILE_BYTES, v_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
+            load_tile<128>(next, k_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
+            load_tile<128>(next + TILE_BYTES, v_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
         }
         cp_async_commit();
         const uint32_t k_tile = stages + (tile & 1) * 2 * TILE_BYTES, v_tile = k_tile + TILE_BYTES;
@@ -201,7 +227,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < HEAD_DIM / 16; ks++) {
-            const uint32_t within = (uint32_t)((ks >> 2) * (128 * 128) + (ks & 3) * 32);
+            const uint32_t within = k_slice<128>(ks);
             wgmma_ss(s, descriptor(q_tile + group * 64 * 128 + within, 16, 1024), descriptor(k_tile + within, 16, 1024),
                      ks > 0);
         }
@@ -280,6 +306,307 @@ static __global__ void __launch_bounds__(THREADS, 1)
         if (row_g < T) lse_head[row_g] = (max_g + log2f(sum_g)) * LN2;
         if (row_g8 < T) lse_head[row_g8] = (max_g8 + log2f(sum_g8)) * LN2;
     }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Backward: D = rowsum(dout * out); dK, dV per block of 128 keys (two warpgroups of 64 key rows; a loop over the
+ * kv head's query heads in head order and over tiles of 64 queries in order); dQ per block of 128 queries (a loop
+ * over tiles of 64 keys in order). Every output element is one thread's fixed-order sum, written once: the same bits
+ * every run, no atomics, O(T) memory (D only).
+ *
+ * The products, with P = exp(scale * Q K^T - lse) and dS = P * (dP - D), dP = dO V^T:
+ *   dK/dV kernel (rows = keys): S^T = K Q^T and dP^T = V dO^T (both operands K-major in shared memory, m64n64);
+ *     dV += P^T dO and dK += dS^T Q (P^T, dS^T from registers; dO, Q as transposed B: m64n128);
+ *   dQ kernel (rows = queries): S = Q K^T, dP = dO V^T (m64n64); dQ += dS K (K as transposed B, m64n128).
+ * dK and dQ are scaled by the softmax scale at the end. */
+
+#define KV_BLOCK 128 /* dK/dV: keys a block */
+#define Q_TILE 64    /* dK/dV: queries a step of its loop */
+#define Q_BLOCK 128  /* dQ: queries a block */
+#define KV_TILE 64   /* dQ: keys a step of its loop */
+#define TILE64_BYTES (64 * HEAD_DIM * 2)
+/* dK/dV: K, V; two stages of Q, dO; two stages of lse, D (64 floats each) */
+#define DKDV_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 4 * 64 * 4 + 1024)
+/* dQ: Q, dO; two stages of K, V */
+#define DQ_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 1024)
+
+/* D[b, h, t] = sum over head_dim of dout * out (fp32, each lane's 4 values then a fixed shuffle tree): a warp a row. */
+static __global__ void hopper_dot_kernel(float *D, const tt_bf16 *dout, const tt_bf16 *out, int T, int Hq,
+                                         int64_t rows) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const tt_bf16 *o = out + row * HEAD_DIM + lane * 4, *d = dout + row * HEAD_DIM + lane * 4;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) sum += __bfloat162float(o[i]) * __bfloat162float(d[i]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) {
+        const int64_t b = row / ((int64_t)T * Hq), rest = row % ((int64_t)T * Hq);
+        const int t = (int)(rest / Hq), h = (int)(rest % Hq);
+        D[(b * Hq + h) * T + t] = sum;
+    }
+}
+
+/* Packs the accumulators of an m64n64 product (this thread's 32) into the register A operand of the next product's 4
+ * k slices of 16 (columns 16kb.. of rows g and g + 8, then columns 16kb + 8..). */
+static __device__ __forceinline__ void pack_a64(uint32_t *a, const float *x) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        a[2 * j] = pack_bf16(x[4 * j], x[4 * j + 1]);
+        a[2 * j + 1] = pack_bf16(x[4 * j + 2], x[4 * j + 3]);
+    }
+}
+
+static __device__ __forceinline__ void fence_accumulators_32(float *d) {
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* The dK/dV kernel's step i into stage `stage`: query head first_head + i / tiles, its query tile
+ * first_tile + i % tiles: Q and dO (64 rows each) and their rows' lse and D (64 floats each, after both stages). */
+static __device__ __forceinline__ void dkdv_load_step(const tt_bf16 *q, const tt_bf16 *dout, const float *lse,
+                                                      const float *D, uint32_t stages, uint32_t rows_base, int b,
+                                                      int first_head, int first_tile, int tiles, int T, int Hq, int i,
+                                                      int stage) {
+    const int h = first_head + i / tiles, m0 = (first_tile + i % tiles) * Q_TILE, tid = threadIdx.x;
+    const int64_t q_stride = (int64_t)Hq * HEAD_DIM;
+    const int64_t q_offset = ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM;
+    const uint32_t at = stages + stage * 2 * TILE64_BYTES;
+    load_tile<64>(at, q + q_offset, q_stride, T - m0);
+    load_tile<64>(at + TILE64_BYTES, dout + q_offset, q_stride, T - m0);
+    if (tid < 128) {
+        const int row = tid & 63;
+        const float *from = (tid < 64 ? lse : D) + ((int64_t)b * Hq + h) * T + m0 + row;
+        cp_async_4(rows_base + (uint32_t)(stage * 2 + (tid >> 6)) * 256 + row * 4, m0 + row < T ? from : lse,
+                   m0 + row < T);
+    }
+}
+
+static __global__ void __launch_bounds__(THREADS, 1)
+    hopper_dkdv_kernel(tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const float *lse, const float *D,
+                       const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale_log2,
+                       float scale) {
+    extern __shared__ unsigned char shared_raw[];
+    const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
+    const uint32_t k_tile = base, v_tile = base + TILE_BYTES, stages = base + 2 * TILE_BYTES;
+    /* stage s: Q at stages + 2s tiles of 64 rows, dO after it; lse and D of its 64 queries after both stages */
+    const uint32_t rows_base = stages + 4 * TILE64_BYTES;
+    unsigned char *rows_generic = shared_raw + (rows_base - shared_address(shared_raw));
+
+    const int tid = threadIdx.x, group = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int b = blockIdx.x / Hkv, kv_head = blockIdx.x % Hkv, heads = Hq / Hkv;
+    const int n0 = blockIdx.y * KV_BLOCK; /* the first blocks have the most queries: they start first */
+    const int64_t kv_stride = (int64_t)Hkv * HEAD_DIM;
+    const int64_t kv_offset = (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
+    const int first_tile = n0 / Q_TILE, tiles = (T + Q_TILE - 1) / Q_TILE - first_tile;
+
+    load_tile<128>(k_tile, k + kv_offset + (int64_t)n0 * kv_stride, kv_stride, T - n0);
+    load_tile<128>(v_tile, v + kv_offset + (int64_t)n0 * kv_stride, kv_stride, T - n0);
+    const int steps =
+        heads * tiles; /* step i: query head kv_head * heads + i / tiles, query tile first_tile + i % tiles */
+    dkdv_load_step(q, dout, lse, D, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq, 0, 0);
+    cp_async_commit();
+
+    float dk_acc[64], dv_acc[64], st[32], dpt[32];
+#pragma unroll
+    for (int i = 0; i < 64; i++) dk_acc[i] = dv_acc[i] = 0.0f;
+    const int key_g = n0 + group * 64 + warp * 16 + g, key_g8 = key_g + 8;
+    const uint32_t k_rows = k_tile + group * 64 * 128, v_rows = v_tile + group * 64 * 128;
+
+    for (int i = 0; i < steps; i++) {
+        cp_async_wait_all();
+        fence_proxy_async();
+        __syncthreads(); /* step i's tiles are visible; every warpgroup is done with the other stage */
+        if (i + 1 < steps)
+            dkdv_load_step(q, dout, lse, D, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq, i + 1,
+                           (i + 1) & 1);
+        cp_async_commit();
+        const int stage = i & 1, m0 = (first_tile + i % tiles) * Q_TILE;
+        const uint32_t q_at = stages + stage * 2 * TILE64_BYTES, do_at = q_at + TILE64_BYTES;
+        const float *lse_rows = (const float *)(rows_generic + (stage * 2) * 256);
+        const float *d_rows = (const float *)(rows_generic + (stage * 2 + 1) * 256);
+
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < HEAD_DIM / 16; ks++)
+            wgmma_ss_n64(st, descriptor(k_rows + k_slice<128>(ks), 16, 1024),
+                         descriptor(q_at + k_slice<64>(ks), 16, 1024), ks > 0);
+#pragma unroll
+        for (int ks = 0; ks < HEAD_DIM / 16; ks++)
+            wgmma_ss_n64(dpt, descriptor(v_rows + k_slice<128>(ks), 16, 1024),
+                         descriptor(do_at + k_slice<64>(ks), 16, 1024), ks > 0);
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_accumulators_32(st);
+        fence_accumulators_32(dpt);
+
+        /* P^T and dS^T in place: column c = query m0 + 8j + 2t (+1) */
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
+                const bool visible = key <= query && query < T && key < T;
+                const float p = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
+                st[4 * j + e] = p;
+                dpt[4 * j + e] = p * (dpt[4 * j + e] - d_rows[col]);
+            }
+        uint32_t pa[16], dsa[16];
+        pack_a64(pa, st);
+        pack_a64(dsa, dpt);
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < Q_TILE / 16; kb++)
+            wgmma_rs(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
+#pragma unroll
+        for (int kb = 0; kb < Q_TILE / 16; kb++)
+            wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_accumulators(dv_acc);
+        fence_accumulators(dk_acc);
+    }
+
+    tt_bf16 *dk_g = dk + kv_offset + (int64_t)key_g * kv_stride, *dv_g = dv + kv_offset + (int64_t)key_g * kv_stride;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int col = 8 * j + 2 * t;
+        if (key_g < T) {
+            *(uint32_t *)(dk_g + col) = pack_bf16(dk_acc[4 * j] * scale, dk_acc[4 * j + 1] * scale);
+            *(uint32_t *)(dv_g + col) = pack_bf16(dv_acc[4 * j], dv_acc[4 * j + 1]);
+        }
+        if (key_g8 < T) {
+            *(uint32_t *)(dk_g + 8 * kv_stride + col) = pack_bf16(dk_acc[4 * j + 2] * scale, dk_acc[4 * j + 3] * scale);
+            *(uint32_t *)(dv_g + 8 * kv_stride + col) = pack_bf16(dv_acc[4 * j + 2], dv_acc[4 * j + 3]);
+        }
+    }
+}
+
+static __global__ void __launch_bounds__(THREADS, 1)
+    hopper_dq_kernel(tt_bf16 *dq, const tt_bf16 *dout, const float *lse, const float *D, const tt_bf16 *q,
+                     const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale_log2, float scale) {
+    extern __shared__ unsigned char shared_raw[];
+    const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
+    const uint32_t q_tile = base, do_tile = base + TILE_BYTES, stages = base + 2 * TILE_BYTES; /* stage: K then V */
+
+    const int tid = threadIdx.x, group = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, kv_head = h / (Hq / Hkv);
+    const int m0 = (gridDim.y - 1 - blockIdx.y) * Q_BLOCK; /* the longest blocks start first */
+    const int64_t q_stride = (int64_t)Hq * HEAD_DIM, kv_stride = (int64_t)Hkv * HEAD_DIM;
+    const int64_t q_offset = ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM;
+    const tt_bf16 *k_head = k + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
+    const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
+    const int key_tiles = (min(m0 + Q_BLOCK, T) + KV_TILE - 1) / KV_TILE;
+
+    load_tile<128>(q_tile, q + q_offset, q_stride, T - m0);
+    load_tile<128>(do_tile, dout + q_offset, q_stride, T - m0);
+    load_tile<64>(stages, k_head, kv_stride, T);
+    load_tile<64>(stages + TILE64_BYTES, v_head, kv_stride, T);
+    cp_async_commit();
+
+    const int row_g = m0 + group * 64 + warp * 16 + g, row_g8 = row_g + 8;
+    const float *lse_head = lse + ((int64_t)b * Hq + h) * T, *d_head = D + ((int64_t)b * Hq + h) * T;
+    const float lse_g = row_g < T ? lse_head[row_g] * LOG2E : 0.0f,
+                lse_g8 = row_g8 < T ? lse_head[row_g8] * LOG2E : 0.0f;
+    const float d_g = row_g < T ? d_head[row_g] : 0.0f, d_g8 = row_g8 < T ? d_head[row_g8] : 0.0f;
+    const uint32_t q_rows = q_tile + group * 64 * 128, do_rows = do_tile + group * 64 * 128;
+
+    float dq_acc[64], s[32], dp[32];
+#pragma unroll
+    for (int i = 0; i < 64; i++) dq_acc[i] = 0.0f;
+    for (int tile = 0; tile < key_tiles; tile++) {
+        cp_async_wait_all();
+        fence_proxy_async();
+        __syncthreads();
+        if (tile + 1 < key_tiles) {
+            const uint32_t next = stages + ((tile + 1) & 1) * 2 * TILE64_BYTES;
+            const int n_next = (tile + 1) * KV_TILE;
+            load_tile<64>(next, k_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
+            load_tile<64>(next + TILE64_BYTES, v_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
+        }
+        cp_async_commit();
+        const uint32_t k_at = stages + (tile & 1) * 2 * TILE64_BYTES, v_at = k_at + TILE64_BYTES;
+        const int n0 = tile * KV_TILE;
+
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < HEAD_DIM / 16; ks++)
+            wgmma_ss_n64(s, descriptor(q_rows + k_slice<128>(ks), 16, 1024),
+                         descriptor(k_at + k_slice<64>(ks), 16, 1024), ks > 0);
+#pragma unroll
+        for (int ks = 0; ks < HEAD_DIM / 16; ks++)
+            wgmma_ss_n64(dp, descriptor(do_rows + k_slice<128>(ks), 16, 1024),
+                         descriptor(v_at + k_slice<64>(ks), 16, 1024), ks > 0);
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_accumulators_32(s);
+        fence_accumulators_32(dp);
+
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = n0 + 8 * j + 2 * t + (e & 1), row = e < 2 ? row_g : row_g8;
+                const float row_lse = e < 2 ? lse_g : lse_g8, row_d = e < 2 ? d_g : d_g8;
+                const bool visible = key <= row && key < T && row < T;
+                const float p = visible ? fast_exp2(s[4 * j + e] * scale_log2 - row_lse) : 0.0f;
+                dp[4 * j + e] = p * (dp[4 * j + e] - row_d);
+            }
+        uint32_t dsa[16];
+        pack_a64(dsa, dp);
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < KV_TILE / 16; kb++)
+            wgmma_rs(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_accumulators(dq_acc);
+    }
+
+    tt_bf16 *dq_g = dq + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HEAD_DIM;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int col = 8 * j + 2 * t;
+        if (row_g < T) *(uint32_t *)(dq_g + col) = pack_bf16(dq_acc[4 * j] * scale, dq_acc[4 * j + 1] * scale);
+        if (row_g8 < T)
+            *(uint32_t *)(dq_g + 8 * q_stride + col) = pack_bf16(dq_acc[4 * j + 2] * scale, dq_acc[4 * j + 3] * scale);
+    }
+}
+
+extern "C" size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape *s) {
+    return sizeof(float) * (size_t)(s->batch * s->num_heads * s->seq_len);
+}
+
+extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
+                                                  const tt_bf16 *out, const float *lse, const tt_bf16 *q,
+                                                  const tt_bf16 *k, const tt_bf16 *v, const tt_attention_shape *s,
+                                                  void *scratch, cudaStream_t stream) {
+    TT_CHECK(tt_cuda_hopper_attention_supported(s), "the Hopper attention backward takes head_dim 128, no window, "
+                                                    "no packed documents");
+    static bool configured = false;
+    if (!configured) {
+        TT_CUDA_CHECK(
+            cudaFuncSetAttribute(hopper_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DKDV_SHARED_BYTES));
+        TT_CUDA_CHECK(
+            cudaFuncSetAttribute(hopper_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SHARED_BYTES));
+        configured = true;
+    }
+    const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
+    const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
+    float *D = (float *)scratch;
+    const int64_t rows = s->batch * s->seq_len * s->num_heads;
+    hopper_dot_kernel<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(D, dout, out, T, Hq, rows);
+    TT_CUDA_CHECK(cudaGetLastError());
+    const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + KV_BLOCK - 1) / KV_BLOCK));
+    hopper_dkdv_kernel<<<kv_grid, THREADS, DKDV_SHARED_BYTES, stream>>>(dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv,
+                                                                        scale_log2, scale);
+    TT_CUDA_CHECK(cudaGetLastError());
+    const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + Q_BLOCK - 1) / Q_BLOCK));
+    hopper_dq_kernel<<<q_grid, THREADS, DQ_SHARED_BYTES, stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2,
+                                                                   scale);
+    TT_CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" int tt_cuda_hopper_attention_supported(const tt_attention_shape *s) {

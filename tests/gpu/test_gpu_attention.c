@@ -264,18 +264,27 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
     /* a document of one token has dq = dk = 0 up to rounding */
     const double floor = 1.0;
     attention_buffers a = make_buffers(&s);
-    for (int kernel = 0; kernel < 2; kernel++) { /* flash, then the simple kernels */
+    void *hopper_scratch = NULL;
+    TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, tt_cuda_hopper_attention_backward_scratch_bytes(&s)));
+    const int kernels = tt_cuda_hopper_attention_supported(&s) ? 3 : 2;
+    for (int kernel = 0; kernel < kernels; kernel++) { /* flash, the simple kernels, then the Hopper ones (hd 128) */
         if (kernel == 0) {
             run_flash(&a, &s);
+        } else if (kernel == 2) {
+            tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+            tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                              a.k_dev, a.v_dev, &s, hopper_scratch, 0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
         } else {
             tt_cuda_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
             tt_cuda_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev,
                                        a.v_dev, &s, (float *)a.scratch, 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
         }
-        expect_matches_cpu(kernel == 0 ? "flash " : "simple ", &a, &host_shape, floor);
+        expect_matches_cpu(kernel == 0 ? "flash " : kernel == 1 ? "simple " : "hopper ", &a, &host_shape, floor);
         if (kernel == 0) expect_deterministic(&a, &s, layout);
     }
+    cudaFree(hopper_scratch);
     free_buffers(&a);
     free(positions);
     cudaFree(positions_dev);
@@ -478,6 +487,11 @@ int main(int argc, char **argv) {
     test_packed_against_cpu("boundaries inside tiles", 2, 260, 8, 2, 128, in_tiles, 3);
     test_packed_against_cpu("documents of one token", 1, 67, 2, 1, 64, ones, 1);
     test_packed_against_cpu("a long document, then short ones", 3, 513, 8, 2, 128, long_short, 3);
+    /* the Hopper kernels' tiles (128 queries, 128 keys forward; 64-row steps backward) cut by documents */
+    const int64_t across_blocks[] = {700, 300, 129, 1, 1000}, hopper_short[] = {3, 7, 1, 12, 5, 200};
+    test_packed_against_cpu("documents across the Hopper tiles", 2, 2048, 4, 2, 128, across_blocks, 5);
+    test_packed_against_cpu("many short documents, head_dim 128", 2, 300, 4, 2, 128, hopper_short, 6);
+    test_packed_against_cpu("documents of one token, head_dim 128", 1, 67, 2, 1, 128, ones, 1);
 
     test_hopper_against_cpu(2, 67, 4, 2);
     test_hopper_against_cpu(1, 200, 8, 2);

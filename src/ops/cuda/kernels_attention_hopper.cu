@@ -1,9 +1,15 @@
-/* tiertrain's Hopper attention forward (sm_90a): warpgroup MMA (wgmma) from shared memory, FlashAttention-3's
- * shape without its producer warp and TMA yet. A block takes 128 queries of one (sequence, query head): two
- * warpgroups of 64 query rows each; all 256 threads load the block's Q once and each 128-key tile of K and V,
- * double-buffered through cp.async; each warpgroup computes S = Q K^T (m64n128k16, both operands in shared memory),
- * the online softmax in registers (base 2), and O += P V with P from registers (the accumulator layout of S, packed
- * to bf16, is the register A operand layout) and V from shared memory as a transposed B.
+/* tiertrain's Hopper attention (sm_90a): warpgroup MMA (wgmma) from shared memory, FlashAttention-3's shape without
+ * its producer warp and TMA yet. A forward block takes 128 queries of one (sequence, query head): two warpgroups of
+ * 64 query rows each; all 256 threads load the block's Q once and K and V tiles of 128 keys through cp.async into
+ * rings of three; each warpgroup computes S = Q K^T (m64n128k16, both operands in shared memory), the online softmax
+ * in registers (base 2), and O += P V with P from registers (the accumulator layout of S, packed to bf16, is the
+ * register A operand layout) and V from shared memory as a transposed B. Packed documents (positions) limit each
+ * block's keys to its documents and mask per row.
+ *
+ * A register operand of an asynchronous MMA (P here, dS in the backward) may not be written until the wait that
+ * ends the product, and the compiler does not know that: the measured failure was P_{j} packed into the registers
+ * P_{j-1} was still being read from (wrong, nondeterministic outputs past one key tile). So P is packed only after
+ * the wait, and fence_operands after the wait keeps them live across the product.
  *
  * Shared memory tiles of 128 rows x 128 bf16 are stored as two 64-column halves, each [128 rows x 128 bytes] with
  * the 16-byte chunk c of row r at chunk c ^ (r & 7): the canonical 128-byte-swizzle layout of wgmma. In a
@@ -35,8 +41,6 @@
 #define BLOCK_N 128 /* keys a tile */
 #define THREADS 256
 #define TILE_BYTES (128 * HEAD_DIM * 2) /* a 128-row tile: Q, K or V */
-/* Q, then two stages of K and V; 1024 bytes more to align the base */
-#define SHARED_BYTES (5 * TILE_BYTES + 1024)
 
 static __device__ __forceinline__ uint32_t shared_address(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
@@ -64,14 +68,17 @@ static __device__ __forceinline__ void wgmma_commit(void) {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-static __device__ __forceinline__ void wgmma_wait_all(void) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-
 /* Keeps the compiler from moving reads or writes of an accumulator across the asynchronous MMA. */
 static __device__ __forceinline__ void fence_accumulators(float *d) {
 #pragma unroll
     for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Placed after the wait that ends an asynchronous MMA: its register A operand (COUNT registers) stays live, so
+ * nothing else is allocated there while the product reads it. */
+template <int COUNT> static __device__ __forceinline__ void fence_operands(uint32_t *a) {
+#pragma unroll
+    for (int i = 0; i < COUNT; i++) asm volatile("" : "+r"(a[i])::"memory");
 }
 
 /* d[64x128 fp32, this thread's 64] (+)= A[64x16] B[16x128], both from shared memory through descriptors (B's
@@ -162,6 +169,10 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     return *(uint32_t *)&v;
 }
 
+/* The low and high bf16 of a pair, widened to fp32. */
+static __device__ __forceinline__ float bf16_low(uint32_t pair) { return __uint_as_float(pair << 16); }
+static __device__ __forceinline__ float bf16_high(uint32_t pair) { return __uint_as_float(pair & 0xFFFF0000u); }
+
 static __device__ __forceinline__ float fast_exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -178,16 +189,40 @@ static __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+/* Packed documents: the first key query `row` of sequence b may see (0 without positions; rows past T take 0, they
+ * are never stored). */
+static __device__ __forceinline__ int document_start(const int32_t *positions, int b, int T, int row) {
+    return positions && row < T ? row - positions[(int64_t)b * T + row] : 0;
+}
+
+/* wgmma_wait<N>: at most N committed groups of this warpgroup still in flight. */
+template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* cp.async groups: all but the newest N complete. */
+template <int N> static __device__ __forceinline__ void cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /* Accumulator layout of a warpgroup's m64n128 (PTX ISA, wgmma .f32 D fragments): warp w of the group holds rows
  * 16w + g and 16w + g + 8 (g = lane / 4, t = lane % 4); d[4j + 0..1] are row 16w + g, columns 8j + 2t and +1,
- * d[4j + 2..3] the same columns of row 16w + g + 8. */
+ * d[4j + 2..3] the same columns of row 16w + g + 8.
+ *
+ * The loop over key tiles j overlaps each warpgroup's softmax with its tensor cores: S_j = Q K_j^T is issued, then
+ * O += P_{j-1} V_{j-1} (the previous tile's probabilities, still in registers), and the softmax of S_j runs while
+ * that second product does; O is rescaled once it lands. K and V live in separate rings of three tiles: at step j
+ * the block reads K_j and V_{j-1} and loads K_{j+2} and V_{j+1} into the slots of K_{j-1} and V_{j-2}, which every
+ * warpgroup finished with before the step's barrier. Shared memory: Q, three K, three V (7 x 32 KiB). */
+#define FWD_RING 3
+#define FWD_SHARED_BYTES ((1 + 2 * FWD_RING) * TILE_BYTES + 1024)
+
 static __global__ void __launch_bounds__(THREADS, 1)
     hopper_forward_kernel(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq,
-                          int Hkv, float scale_log2) {
+                          int Hkv, float scale_log2, const int32_t *positions) {
     extern __shared__ unsigned char shared_raw[];
-    const uint32_t raw = shared_address(shared_raw);
-    const uint32_t base = (raw + 1023) & ~1023u;
-    const uint32_t q_tile = base, stages = base + TILE_BYTES; /* stage s: K at stages + 2s tiles, V after it */
+    const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
+    const uint32_t q_tile = base, k_ring = base + TILE_BYTES, v_ring = k_ring + FWD_RING * TILE_BYTES;
 
     const int tid = threadIdx.x, group = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, kv_head = h / (Hq / Hkv);
@@ -195,35 +230,51 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const int64_t q_stride = (int64_t)Hq * HEAD_DIM, kv_stride = (int64_t)Hkv * HEAD_DIM;
     const tt_bf16 *k_head = k + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
     const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
-    const int key_end = min(m0 + BLOCK_M, T);
-    const int key_tiles = (key_end + BLOCK_N - 1) / BLOCK_N;
+    /* keys from the document start of the block's first query (document starts never decrease) to its last query */
+    const int first_tile = document_start(positions, b, T, m0) / BLOCK_N;
+    const int tiles = (min(m0 + BLOCK_M, T) + BLOCK_N - 1) / BLOCK_N - first_tile;
+    const int row_g = m0 + group * 64 + warp * 16 + g, row_g8 = row_g + 8;
+    const int start_g = document_start(positions, b, T, row_g), start_g8 = document_start(positions, b, T, row_g8);
+    const int warp_first = m0 + group * 64 + warp * 16;
+    /* the latest document start among the warp's rows: keys before it need the mask */
+    const int warp_start_max = document_start(positions, b, T, min(warp_first + 15, T - 1));
 
+    /* group -2: Q and K_0; group -1: K_1 and V_0 */
     load_tile<128>(q_tile, q + ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM, q_stride, T - m0);
-    load_tile<128>(stages, k_head, kv_stride, T);
-    load_tile<128>(stages + TILE_BYTES, v_head, kv_stride, T);
+    const int n_first = first_tile * BLOCK_N;
+    load_tile<128>(k_ring, k_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
+    cp_async_commit();
+    if (tiles > 1)
+        load_tile<128>(k_ring + TILE_BYTES, k_head + (int64_t)(n_first + BLOCK_N) * kv_stride, kv_stride,
+                       T - n_first - BLOCK_N);
+    load_tile<128>(v_ring, v_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
     cp_async_commit();
 
     float o[64], s[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) o[i] = 0.0f;
-    const int row_g = m0 + group * 64 + warp * 16 + g, row_g8 = row_g + 8;
+    uint32_t p[32]; /* P_{j-1}, bf16 pairs in the register A layout */
     float max_g = -INFINITY, max_g8 = -INFINITY, sum_g = 0.0f, sum_g8 = 0.0f;
 
-    for (int tile = 0; tile < key_tiles; tile++) {
-        cp_async_wait_all();
+    for (int j = 0; j < tiles; j++) {
+        cp_async_wait<1>(); /* K_j and V_{j-1} (the groups of steps j - 2 and before) have landed */
         fence_proxy_async();
-        __syncthreads(); /* the tile is visible to every warpgroup, which are all done with the other stage */
-        if (tile + 1 < key_tiles) {
-            const uint32_t next = stages + ((tile + 1) & 1) * 2 * TILE_BYTES;
-            const int n_next = (tile + 1) * BLOCK_N;
-            load_tile<128>(next, k_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
-            load_tile<128>(next + TILE_BYTES, v_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
+        __syncthreads(); /* ...for every thread; every warpgroup is done with K_{j-1} and V_{j-2} */
+        if (j + 2 < tiles) {
+            const int n = n_first + (j + 2) * BLOCK_N;
+            load_tile<128>(k_ring + ((j + 2) % FWD_RING) * TILE_BYTES, k_head + (int64_t)n * kv_stride, kv_stride,
+                           T - n);
+        }
+        if (j + 1 < tiles) {
+            const int n = n_first + (j + 1) * BLOCK_N;
+            load_tile<128>(v_ring + ((j + 1) % FWD_RING) * TILE_BYTES, v_head + (int64_t)n * kv_stride, kv_stride,
+                           T - n);
         }
         cp_async_commit();
-        const uint32_t k_tile = stages + (tile & 1) * 2 * TILE_BYTES, v_tile = k_tile + TILE_BYTES;
-        const int n0 = tile * BLOCK_N;
+        const uint32_t k_tile = k_ring + (j % FWD_RING) * TILE_BYTES;
+        const int n0 = n_first + j * BLOCK_N;
 
-        /* S = Q K^T over head_dim in 8 slices of 16 */
+        /* S = Q K_j^T over head_dim in 8 slices of 16 */
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < HEAD_DIM / 16; ks++) {
@@ -232,24 +283,35 @@ static __global__ void __launch_bounds__(THREADS, 1)
                      ks > 0);
         }
         wgmma_commit();
-        wgmma_wait_all();
+        if (j > 0) {
+            /* O += P_{j-1} V_{j-1} over the tile's keys in 8 slices of 16: A fragment kb = p[4kb .. 4kb + 3] */
+            const uint32_t v_tile = v_ring + ((j - 1) % FWD_RING) * TILE_BYTES;
+            wgmma_fence(); /* P_{j-1} and the rescaled O were written since the last fence */
+#pragma unroll
+            for (int kb = 0; kb < BLOCK_N / 16; kb++)
+                wgmma_rs(o, p + 4 * kb, descriptor(v_tile + kb * 16 * 128, 128 * 128, 1024));
+            wgmma_commit();
+            wgmma_wait<1>(); /* S_j, while P_{j-1} V_{j-1} runs on */
+        } else {
+            wgmma_wait<0>();
+        }
         fence_accumulators(s);
 
-        if (n0 + BLOCK_N - 1 > m0 + group * 64 + warp * 16 || n0 + BLOCK_N > T) {
+        if (n0 + BLOCK_N - 1 > warp_first || n0 + BLOCK_N > T || n0 < warp_start_max) {
 #pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const int key = n0 + 8 * j + 2 * t;
-                if (key > row_g || key >= T) s[4 * j] = -INFINITY;
-                if (key + 1 > row_g || key + 1 >= T) s[4 * j + 1] = -INFINITY;
-                if (key > row_g8 || key >= T) s[4 * j + 2] = -INFINITY;
-                if (key + 1 > row_g8 || key + 1 >= T) s[4 * j + 3] = -INFINITY;
+            for (int c = 0; c < 16; c++) {
+                const int key = n0 + 8 * c + 2 * t;
+                if (key > row_g || key >= T || key < start_g) s[4 * c] = -INFINITY;
+                if (key + 1 > row_g || key + 1 >= T || key + 1 < start_g) s[4 * c + 1] = -INFINITY;
+                if (key > row_g8 || key >= T || key < start_g8) s[4 * c + 2] = -INFINITY;
+                if (key + 1 > row_g8 || key + 1 >= T || key + 1 < start_g8) s[4 * c + 3] = -INFINITY;
             }
         }
         float tile_max_g = -INFINITY, tile_max_g8 = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            tile_max_g = fmaxf(tile_max_g, fmaxf(s[4 * j], s[4 * j + 1]));
-            tile_max_g8 = fmaxf(tile_max_g8, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+        for (int c = 0; c < 16; c++) {
+            tile_max_g = fmaxf(tile_max_g, fmaxf(s[4 * c], s[4 * c + 1]));
+            tile_max_g8 = fmaxf(tile_max_g8, fmaxf(s[4 * c + 2], s[4 * c + 3]));
         }
         const float new_max_g = fmaxf(max_g, quad_max(tile_max_g) * scale_log2);
         const float new_max_g8 = fmaxf(max_g8, quad_max(tile_max_g8) * scale_log2);
@@ -258,35 +320,44 @@ static __global__ void __launch_bounds__(THREADS, 1)
         const float correction_g = fast_exp2(max_g - shift_g), correction_g8 = fast_exp2(max_g8 - shift_g8);
         max_g = new_max_g;
         max_g8 = new_max_g8;
-        sum_g *= correction_g;
-        sum_g8 *= correction_g8;
+        /* P_j in fp32 over S_j (p still feeds the product in flight: it is rewritten only after the wait) */
+        float tile_sum_g = 0.0f, tile_sum_g8 = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            o[4 * j] *= correction_g;
-            o[4 * j + 1] *= correction_g;
-            o[4 * j + 2] *= correction_g8;
-            o[4 * j + 3] *= correction_g8;
+        for (int c = 0; c < 16; c++) {
+            s[4 * c] = fast_exp2(s[4 * c] * scale_log2 - shift_g);
+            s[4 * c + 1] = fast_exp2(s[4 * c + 1] * scale_log2 - shift_g);
+            s[4 * c + 2] = fast_exp2(s[4 * c + 2] * scale_log2 - shift_g8);
+            s[4 * c + 3] = fast_exp2(s[4 * c + 3] * scale_log2 - shift_g8);
+            tile_sum_g += s[4 * c] + s[4 * c + 1];
+            tile_sum_g8 += s[4 * c + 2] + s[4 * c + 3];
         }
-        uint32_t p[32];
+        sum_g = sum_g * correction_g + tile_sum_g;
+        sum_g8 = sum_g8 * correction_g8 + tile_sum_g8;
+        wgmma_wait<0>(); /* P_{j-1} V_{j-1} is in O: rescale it to this tile's maximum */
+        fence_accumulators(o);
+        fence_operands<32>(p);
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float p0 = fast_exp2(s[4 * j] * scale_log2 - shift_g);
-            const float p1 = fast_exp2(s[4 * j + 1] * scale_log2 - shift_g);
-            const float p2 = fast_exp2(s[4 * j + 2] * scale_log2 - shift_g8);
-            const float p3 = fast_exp2(s[4 * j + 3] * scale_log2 - shift_g8);
-            sum_g += p0 + p1;
-            sum_g8 += p2 + p3;
-            p[2 * j] = pack_bf16(p0, p1);
-            p[2 * j + 1] = pack_bf16(p2, p3);
+        for (int c = 0; c < 16; c++) {
+            o[4 * c] *= correction_g;
+            o[4 * c + 1] *= correction_g;
+            o[4 * c + 2] *= correction_g8;
+            o[4 * c + 3] *= correction_g8;
+            p[2 * c] = pack_bf16(s[4 * c], s[4 * c + 1]);
+            p[2 * c + 1] = pack_bf16(s[4 * c + 2], s[4 * c + 3]);
         }
-        /* O += P V over the tile's keys in 8 slices of 16: A fragment kb = p[4kb .. 4kb + 3] (columns 16kb.. of rows
-         * g and g + 8, then columns 16kb + 8..) */
+    }
+    /* the last tile's O += P V (its V landed with the last step's group) */
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+    {
+        const uint32_t v_tile = v_ring + ((tiles - 1) % FWD_RING) * TILE_BYTES;
         wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < BLOCK_N / 16; kb++)
             wgmma_rs(o, p + 4 * kb, descriptor(v_tile + kb * 16 * 128, 128 * 128, 1024));
         wgmma_commit();
-        wgmma_wait_all();
+        wgmma_wait<0>();
         fence_accumulators(o);
     }
 
@@ -296,10 +367,10 @@ static __global__ void __launch_bounds__(THREADS, 1)
     tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HEAD_DIM;
     tt_bf16 *out_g8 = out_g + 8 * q_stride;
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
-        const int col = 8 * j + 2 * t;
-        if (row_g < T) *(uint32_t *)(out_g + col) = pack_bf16(o[4 * j] * inv_g, o[4 * j + 1] * inv_g);
-        if (row_g8 < T) *(uint32_t *)(out_g8 + col) = pack_bf16(o[4 * j + 2] * inv_g8, o[4 * j + 3] * inv_g8);
+    for (int c = 0; c < 16; c++) {
+        const int col = 8 * c + 2 * t;
+        if (row_g < T) *(uint32_t *)(out_g + col) = pack_bf16(o[4 * c] * inv_g, o[4 * c + 1] * inv_g);
+        if (row_g8 < T) *(uint32_t *)(out_g8 + col) = pack_bf16(o[4 * c + 2] * inv_g8, o[4 * c + 3] * inv_g8);
     }
     if (t == 0) {
         float *lse_head = lse + ((int64_t)b * Hq + h) * T;
@@ -325,8 +396,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 #define Q_BLOCK 128  /* dQ: queries a block */
 #define KV_TILE 64   /* dQ: keys a step of its loop */
 #define TILE64_BYTES (64 * HEAD_DIM * 2)
-/* dK/dV: K, V; two stages of Q, dO; two stages of lse, D (64 floats each) */
-#define DKDV_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 4 * 64 * 4 + 1024)
+/* dK/dV: K, V; two stages of Q, dO; two stages of lse, D, positions (64 each) */
+#define DKDV_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 2 * 3 * 64 * 4 + 1024)
 /* dQ: Q, dO; two stages of K, V */
 #define DQ_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 1024)
 
@@ -336,10 +407,12 @@ static __global__ void hopper_dot_kernel(float *D, const tt_bf16 *dout, const tt
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const tt_bf16 *o = out + row * HEAD_DIM + lane * 4, *d = dout + row * HEAD_DIM + lane * 4;
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 4; i++) sum += __bfloat162float(o[i]) * __bfloat162float(d[i]);
+    /* tt_bf16 is the bits: widened by hand (a conversion operator would read them as an integer) */
+    const uint2 o = *(const uint2 *)(out + row * HEAD_DIM + lane * 4), d = *(const uint2 *)(dout + row * HEAD_DIM + lane * 4);
+    float sum = bf16_low(o.x) * bf16_low(d.x);
+    sum += bf16_high(o.x) * bf16_high(d.x);
+    sum += bf16_low(o.y) * bf16_low(d.y);
+    sum += bf16_high(o.y) * bf16_high(d.y);
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     if (lane == 0) {
@@ -364,34 +437,41 @@ static __device__ __forceinline__ void fence_accumulators_32(float *d) {
     for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+/* The dK/dV kernel's per-query values of a step: lse, D and (packed documents) the position, 64 of each a stage. */
+#define ROW_VALUES 3
+
 /* The dK/dV kernel's step i into stage `stage`: query head first_head + i / tiles, its query tile
- * first_tile + i % tiles: Q and dO (64 rows each) and their rows' lse and D (64 floats each, after both stages). */
+ * first_tile + i % tiles: Q and dO (64 rows each) and their rows' lse, D and positions (64 each, after both stages;
+ * zero past T). */
 static __device__ __forceinline__ void dkdv_load_step(const tt_bf16 *q, const tt_bf16 *dout, const float *lse,
-                                                      const float *D, uint32_t stages, uint32_t rows_base, int b,
-                                                      int first_head, int first_tile, int tiles, int T, int Hq, int i,
-                                                      int stage) {
+                                                      const float *D, const int32_t *positions, uint32_t stages,
+                                                      uint32_t rows_base, int b, int first_head, int first_tile,
+                                                      int tiles, int T, int Hq, int i, int stage) {
     const int h = first_head + i / tiles, m0 = (first_tile + i % tiles) * Q_TILE, tid = threadIdx.x;
     const int64_t q_stride = (int64_t)Hq * HEAD_DIM;
     const int64_t q_offset = ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM;
     const uint32_t at = stages + stage * 2 * TILE64_BYTES;
     load_tile<64>(at, q + q_offset, q_stride, T - m0);
     load_tile<64>(at + TILE64_BYTES, dout + q_offset, q_stride, T - m0);
-    if (tid < 128) {
-        const int row = tid & 63;
-        const float *from = (tid < 64 ? lse : D) + ((int64_t)b * Hq + h) * T + m0 + row;
-        cp_async_4(rows_base + (uint32_t)(stage * 2 + (tid >> 6)) * 256 + row * 4, m0 + row < T ? from : lse,
-                   m0 + row < T);
+    if (tid < (positions ? 3 : 2) * 64) {
+        const int row = tid & 63, which = tid >> 6; /* lse, D, position */
+        const bool valid = m0 + row < T;
+        const void *from = which == 2 ? (const void *)(positions + (int64_t)b * T + (valid ? m0 + row : 0))
+                                      : (const void *)((which == 0 ? lse : D) + ((int64_t)b * Hq + h) * T +
+                                                       (valid ? m0 + row : 0));
+        cp_async_4(rows_base + (uint32_t)(stage * ROW_VALUES + which) * 256 + row * 4, from, valid);
     }
 }
 
 static __global__ void __launch_bounds__(THREADS, 1)
     hopper_dkdv_kernel(tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const float *lse, const float *D,
                        const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale_log2,
-                       float scale) {
+                       float scale, const int32_t *positions) {
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
     const uint32_t k_tile = base, v_tile = base + TILE_BYTES, stages = base + 2 * TILE_BYTES;
-    /* stage s: Q at stages + 2s tiles of 64 rows, dO after it; lse and D of its 64 queries after both stages */
+    /* stage s: Q at stages + 2s tiles of 64 rows, dO after it; lse, D and positions of its 64 queries after both
+     * stages */
     const uint32_t rows_base = stages + 4 * TILE64_BYTES;
     unsigned char *rows_generic = shared_raw + (rows_base - shared_address(shared_raw));
 
@@ -400,13 +480,28 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const int n0 = blockIdx.y * KV_BLOCK; /* the first blocks have the most queries: they start first */
     const int64_t kv_stride = (int64_t)Hkv * HEAD_DIM;
     const int64_t kv_offset = (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
-    const int first_tile = n0 / Q_TILE, tiles = (T + Q_TILE - 1) / Q_TILE - first_tile;
+    const int first_tile = n0 / Q_TILE, all_tiles = (T + Q_TILE - 1) / Q_TILE;
+    int tiles = all_tiles - first_tile;
+    if (positions) {
+        /* the query tiles whose first query's document starts at or before the block's last key: a prefix, since
+         * document starts never decrease; counted by the whole block at once */
+        const int32_t *p = positions + (int64_t)b * T;
+        const int key_last = min(n0 + KV_BLOCK, T) - 1;
+        int count = 0;
+        for (int at = first_tile; at < all_tiles; at += THREADS) {
+            const int qt = at + tid;
+            count += __syncthreads_count(qt < all_tiles && qt * Q_TILE - p[qt * Q_TILE] <= key_last);
+        }
+        tiles = count;
+    }
 
     load_tile<128>(k_tile, k + kv_offset + (int64_t)n0 * kv_stride, kv_stride, T - n0);
     load_tile<128>(v_tile, v + kv_offset + (int64_t)n0 * kv_stride, kv_stride, T - n0);
-    const int steps =
-        heads * tiles; /* step i: query head kv_head * heads + i / tiles, query tile first_tile + i % tiles */
-    dkdv_load_step(q, dout, lse, D, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq, 0, 0);
+    /* step i: query head kv_head * heads + i / tiles, query tile first_tile + i % tiles */
+    const int steps = heads * tiles;
+    if (steps > 0)
+        dkdv_load_step(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq, 0,
+                       0);
     cp_async_commit();
 
     float dk_acc[64], dv_acc[64], st[32], dpt[32];
@@ -420,51 +515,66 @@ static __global__ void __launch_bounds__(THREADS, 1)
         fence_proxy_async();
         __syncthreads(); /* step i's tiles are visible; every warpgroup is done with the other stage */
         if (i + 1 < steps)
-            dkdv_load_step(q, dout, lse, D, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq, i + 1,
-                           (i + 1) & 1);
+            dkdv_load_step(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T,
+                           Hq, i + 1, (i + 1) & 1);
         cp_async_commit();
         const int stage = i & 1, m0 = (first_tile + i % tiles) * Q_TILE;
         const uint32_t q_at = stages + stage * 2 * TILE64_BYTES, do_at = q_at + TILE64_BYTES;
-        const float *lse_rows = (const float *)(rows_generic + (stage * 2) * 256);
-        const float *d_rows = (const float *)(rows_generic + (stage * 2 + 1) * 256);
+        const float *lse_rows = (const float *)(rows_generic + (stage * ROW_VALUES) * 256);
+        const float *d_rows = (const float *)(rows_generic + (stage * ROW_VALUES + 1) * 256);
+        const int32_t *position_rows = (const int32_t *)(rows_generic + (stage * ROW_VALUES + 2) * 256);
 
+        /* S^T, then dP^T in a second group: P is computed while dP^T runs */
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < HEAD_DIM / 16; ks++)
             wgmma_ss_n64(st, descriptor(k_rows + k_slice<128>(ks), 16, 1024),
                          descriptor(q_at + k_slice<64>(ks), 16, 1024), ks > 0);
+        wgmma_commit();
 #pragma unroll
         for (int ks = 0; ks < HEAD_DIM / 16; ks++)
             wgmma_ss_n64(dpt, descriptor(v_rows + k_slice<128>(ks), 16, 1024),
                          descriptor(do_at + k_slice<64>(ks), 16, 1024), ks > 0);
         wgmma_commit();
-        wgmma_wait_all();
+        wgmma_wait<1>();
         fence_accumulators_32(st);
-        fence_accumulators_32(dpt);
 
-        /* P^T and dS^T in place: column c = query m0 + 8j + 2t (+1) */
+        /* P^T in place: column c = query m0 + 8j + 2t (+1) */
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
-                const bool visible = key <= query && query < T && key < T;
-                const float p = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
-                st[4 * j + e] = p;
-                dpt[4 * j + e] = p * (dpt[4 * j + e] - d_rows[col]);
+                const bool visible = key <= query && query < T && key < T &&
+                                     (!positions || key >= query - position_rows[col]);
+                st[4 * j + e] = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
             }
         uint32_t pa[16], dsa[16];
         pack_a64(pa, st);
-        pack_a64(dsa, dpt);
+        wgmma_wait<0>();
+        fence_accumulators_32(dpt);
+        /* dV += P^T dO runs while dS^T = P^T (dP^T - D) is made */
         wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < Q_TILE / 16; kb++)
             wgmma_rs(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
+        wgmma_commit();
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int col = 8 * j + 2 * t + (e & 1);
+                dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - d_rows[col]);
+            }
+        pack_a64(dsa, dpt);
+        wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < Q_TILE / 16; kb++)
             wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
-        wgmma_wait_all();
+        wgmma_wait<0>();
+        fence_operands<16>(pa); /* dS^T was made while dV's product read P^T */
+        fence_operands<16>(dsa);
         fence_accumulators(dv_acc);
         fence_accumulators(dk_acc);
     }
@@ -486,7 +596,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 
 static __global__ void __launch_bounds__(THREADS, 1)
     hopper_dq_kernel(tt_bf16 *dq, const tt_bf16 *dout, const float *lse, const float *D, const tt_bf16 *q,
-                     const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale_log2, float scale) {
+                     const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale_log2, float scale,
+                     const int32_t *positions) {
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
     const uint32_t q_tile = base, do_tile = base + TILE_BYTES, stages = base + 2 * TILE_BYTES; /* stage: K then V */
@@ -498,15 +609,19 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const int64_t q_offset = ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM;
     const tt_bf16 *k_head = k + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
     const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
-    const int key_tiles = (min(m0 + Q_BLOCK, T) + KV_TILE - 1) / KV_TILE;
+    /* keys from the document start of the block's first query to its last query */
+    const int first_tile = document_start(positions, b, T, m0) / KV_TILE;
+    const int n_first = first_tile * KV_TILE;
+    const int key_tiles = (min(m0 + Q_BLOCK, T) + KV_TILE - 1) / KV_TILE - first_tile;
 
     load_tile<128>(q_tile, q + q_offset, q_stride, T - m0);
     load_tile<128>(do_tile, dout + q_offset, q_stride, T - m0);
-    load_tile<64>(stages, k_head, kv_stride, T);
-    load_tile<64>(stages + TILE64_BYTES, v_head, kv_stride, T);
+    load_tile<64>(stages, k_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
+    load_tile<64>(stages + TILE64_BYTES, v_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
     cp_async_commit();
 
     const int row_g = m0 + group * 64 + warp * 16 + g, row_g8 = row_g + 8;
+    const int start_g = document_start(positions, b, T, row_g), start_g8 = document_start(positions, b, T, row_g8);
     const float *lse_head = lse + ((int64_t)b * Hq + h) * T, *d_head = D + ((int64_t)b * Hq + h) * T;
     const float lse_g = row_g < T ? lse_head[row_g] * LOG2E : 0.0f,
                 lse_g8 = row_g8 < T ? lse_head[row_g8] * LOG2E : 0.0f;
@@ -522,38 +637,42 @@ static __global__ void __launch_bounds__(THREADS, 1)
         __syncthreads();
         if (tile + 1 < key_tiles) {
             const uint32_t next = stages + ((tile + 1) & 1) * 2 * TILE64_BYTES;
-            const int n_next = (tile + 1) * KV_TILE;
+            const int n_next = n_first + (tile + 1) * KV_TILE;
             load_tile<64>(next, k_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
             load_tile<64>(next + TILE64_BYTES, v_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
         }
         cp_async_commit();
         const uint32_t k_at = stages + (tile & 1) * 2 * TILE64_BYTES, v_at = k_at + TILE64_BYTES;
-        const int n0 = tile * KV_TILE;
+        const int n0 = n_first + tile * KV_TILE;
 
+        /* S, then dP in a second group: P is computed while dP runs */
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < HEAD_DIM / 16; ks++)
             wgmma_ss_n64(s, descriptor(q_rows + k_slice<128>(ks), 16, 1024),
                          descriptor(k_at + k_slice<64>(ks), 16, 1024), ks > 0);
+        wgmma_commit();
 #pragma unroll
         for (int ks = 0; ks < HEAD_DIM / 16; ks++)
             wgmma_ss_n64(dp, descriptor(do_rows + k_slice<128>(ks), 16, 1024),
                          descriptor(v_at + k_slice<64>(ks), 16, 1024), ks > 0);
         wgmma_commit();
-        wgmma_wait_all();
+        wgmma_wait<1>();
         fence_accumulators_32(s);
-        fence_accumulators_32(dp);
-
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = n0 + 8 * j + 2 * t + (e & 1), row = e < 2 ? row_g : row_g8;
-                const float row_lse = e < 2 ? lse_g : lse_g8, row_d = e < 2 ? d_g : d_g8;
-                const bool visible = key <= row && key < T && row < T;
-                const float p = visible ? fast_exp2(s[4 * j + e] * scale_log2 - row_lse) : 0.0f;
-                dp[4 * j + e] = p * (dp[4 * j + e] - row_d);
+                const bool visible = key <= row && key < T && row < T && key >= (e < 2 ? start_g : start_g8);
+                s[4 * j + e] = visible ? fast_exp2(s[4 * j + e] * scale_log2 - (e < 2 ? lse_g : lse_g8)) : 0.0f;
             }
+        wgmma_wait<0>();
+        fence_accumulators_32(dp);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - (e < 2 ? d_g : d_g8));
         uint32_t dsa[16];
         pack_a64(dsa, dp);
         wgmma_fence();
@@ -561,7 +680,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
         for (int kb = 0; kb < KV_TILE / 16; kb++)
             wgmma_rs(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
-        wgmma_wait_all();
+        wgmma_wait<0>();
+        fence_operands<16>(dsa);
         fence_accumulators(dq_acc);
     }
 
@@ -583,8 +703,7 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
                                                   const tt_bf16 *out, const float *lse, const tt_bf16 *q,
                                                   const tt_bf16 *k, const tt_bf16 *v, const tt_attention_shape *s,
                                                   void *scratch, cudaStream_t stream) {
-    TT_CHECK(tt_cuda_hopper_attention_supported(s), "the Hopper attention backward takes head_dim 128, no window, "
-                                                    "no packed documents");
+    TT_CHECK(tt_cuda_hopper_attention_supported(s), "the Hopper attention backward takes head_dim 128 and no sliding window");
     static bool configured = false;
     if (!configured) {
         TT_CUDA_CHECK(
@@ -601,31 +720,31 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
     TT_CUDA_CHECK(cudaGetLastError());
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + KV_BLOCK - 1) / KV_BLOCK));
     hopper_dkdv_kernel<<<kv_grid, THREADS, DKDV_SHARED_BYTES, stream>>>(dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv,
-                                                                        scale_log2, scale);
+                                                                        scale_log2, scale, s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
     const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + Q_BLOCK - 1) / Q_BLOCK));
     hopper_dq_kernel<<<q_grid, THREADS, DQ_SHARED_BYTES, stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2,
-                                                                   scale);
+                                                                   scale, s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" int tt_cuda_hopper_attention_supported(const tt_attention_shape *s) {
-    return s->head_dim == HEAD_DIM && s->sliding_window == 0 && !s->documents && !s->positions && s->num_kv_heads > 0 &&
+    return s->head_dim == HEAD_DIM && s->sliding_window == 0 && s->num_kv_heads > 0 &&
            s->num_heads % s->num_kv_heads == 0 && s->seq_len > 0;
 }
 
 extern "C" void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                                  const tt_bf16 *v, const tt_attention_shape *s, cudaStream_t stream) {
-    TT_CHECK(tt_cuda_hopper_attention_supported(s), "the Hopper attention forward takes head_dim 128, no window, "
-                                                    "no packed documents");
+    TT_CHECK(tt_cuda_hopper_attention_supported(s), "the Hopper attention forward takes head_dim 128 and no sliding window");
     static bool configured = false;
     if (!configured) {
         TT_CUDA_CHECK(
-            cudaFuncSetAttribute(hopper_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SHARED_BYTES));
+            cudaFuncSetAttribute(hopper_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SHARED_BYTES));
         configured = true;
     }
     const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((s->seq_len + BLOCK_M - 1) / BLOCK_M));
-    hopper_forward_kernel<<<grid, THREADS, SHARED_BYTES, stream>>>(
-        out, lse, q, k, v, (int)s->seq_len, (int)s->num_heads, (int)s->num_kv_heads, (float)(s->scale * LOG2E));
+    hopper_forward_kernel<<<grid, THREADS, FWD_SHARED_BYTES, stream>>>(out, lse, q, k, v, (int)s->seq_len,
+                                                                       (int)s->num_heads, (int)s->num_kv_heads,
+                                                                       (float)(s->scale * LOG2E), s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
 }

@@ -97,7 +97,7 @@ print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": reci
                   "memory": memory, "adapter": adapter, "tok_s": seq * sequences / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"],
                   "grad_norms": [r.get("grad_norm") for r in rows]}))
 PY
-  grep -h "attention: cuDNN\|tiled_mlp:\|offload copies\|disk tier\|layer_offloading:\|weight offload\|gradient ring\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
+  grep -h "attention: \|tiled_mlp:\|offload copies\|disk tier\|layer_offloading:\|weight offload\|gradient ring\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi
   peer_out=$out/peer-$model-$seq-$peer_memory-$adapter
   if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [[ $adapter != qlora* ]] && [ ! -f "$peer_out.json" ]; then

@@ -182,7 +182,7 @@ static void check_offloading(const tt_run_config *c) {
         tt_die("attn_implementation: cudnn runs cuDNN's attention backward, which adds dQ with atomics: its gradients "
                "differ run to run. Set deterministic: false to accept that (auto then takes the same backward where "
                "it is faster), or use attn_implementation: auto (cuDNN with its deterministic backward, or "
-               "tiertrain's flash kernels)");
+               "tiertrain's own deterministic kernels)");
     if (c->debug_copy_delay_us && c->activation_offloading == TT_OFFLOAD_NONE && !c->cpu_offloading &&
         !c->selective_offload && !c->optimizer_cpu_offload && c->zero_stage == 0 && c->sequence_parallel_degree <= 1)
         tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "

@@ -3,8 +3,9 @@
  * forward out and lse, backward dq, dk, dv, two backward runs giving the same bits; then its
  * speed at long sequences (TFLOP/s, causal FLOPs). Packed documents (sample_packing: one document, many
  * short ones, boundaries inside tiles, documents of one token, a long one then short ones), flash and
- * the simple kernels, against the CPU reference. The Hopper forward (attention_hopper.h, head_dim 128) against
- * the CPU reference and the flash forward, twice the same bits, and its speed beside the flash forward's.
+ * the simple kernels, and at head_dim 128 the Hopper (wgmma) kernels, against the CPU reference. The Hopper kernels
+ * (attention_hopper.h) forward and backward against the CPU reference and the flash kernels, twice the same bits,
+ * and their speed beside the flash kernels'.
  * `test_gpu_attention --quick` skips T = 65536.
  * Exit status nonzero on any failed check. */
 #include <stdlib.h>

@@ -598,7 +598,7 @@ int main(int argc, char **argv) {
     random_batch(&qwen3, 512, 99);
     check_two_backends(&qwen3); /* cuDNN's plans on the first backend, the reference kernels on the second */
     check_case(&qwen3);
-    /* packed at head_dim 128: tiertrain's flash kernels with document boundaries (auto), and the reference kernels;
+    /* packed at head_dim 128: tiertrain's wgmma kernels with document boundaries (auto), and the reference kernels;
      * documents of 97, 1, 150 and 77 tokens, then 59 of padding */
     const int qwen3_lengths[1][8] = {{97, 1, 150, 77}};
     model_case qwen3_packed = {.name = "qwen3-hd128 packed", .batch = 1, .seq_len = 384};

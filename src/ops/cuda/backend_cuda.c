@@ -19,6 +19,7 @@
 #include "model/quant4.h"
 #include "ops/cuda/attention_cudnn.h"
 #include "ops/cuda/attention_flash.h"
+#include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/copy_engine_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/gemm_cuda.h"
@@ -44,6 +45,35 @@ typedef struct attention_key {
     bool nondeterministic; /* deterministic: false */
     tt_attention_shape shape;
 } attention_key;
+
+/* tiertrain's own kernels (TT_ATTENTION_FLASH): the wgmma kernels of attention_hopper.h where they take the shape
+ * (head_dim 128), else the mma.sync flash kernels. Both are deterministic and need B * Hq * T floats of backward
+ * workspace (D). Measured on the H100 at T = 16k-64k, Hq 16, Hkv 8: forward ~465-480 TFLOP/s against ~315, backward
+ * ~355 against ~218 (test_gpu_attention). */
+static bool own_kernels_are_wgmma(const tt_attention_shape *shape) { return tt_cuda_hopper_attention_supported(shape); }
+
+static const char *own_kernels_name(const tt_attention_shape *shape) {
+    return own_kernels_are_wgmma(shape) ? "tiertrain's wgmma kernels" : "tiertrain's flash kernels";
+}
+
+static size_t own_kernels_backward_bytes(const tt_attention_shape *shape) {
+    return own_kernels_are_wgmma(shape) ? tt_cuda_hopper_attention_backward_scratch_bytes(shape)
+                                        : tt_cuda_flash_attention_backward_scratch_bytes(shape);
+}
+
+static void own_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
+                                  const tt_attention_shape *shape, cudaStream_t stream) {
+    if (own_kernels_are_wgmma(shape)) tt_cuda_hopper_attention_forward(out, lse, q, k, v, shape, stream);
+    else tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, stream);
+}
+
+static void own_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
+                                   const void *q, const void *k, const void *v, const tt_attention_shape *shape,
+                                   void *scratch, cudaStream_t stream) {
+    if (own_kernels_are_wgmma(shape))
+        tt_cuda_hopper_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, stream);
+    else tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, stream);
+}
 
 /* Answers of the size queries, kept so that asking again builds nothing; the cuDNN plans of the
  * latest answer are kept too, for prepare to adopt when it asks the same. */
@@ -467,7 +497,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         c.packed = true;
         c.forward = c.backward = want == TT_ATTENTION_SIMPLE || !flash ? TT_ATTENTION_SIMPLE : TT_ATTENTION_FLASH;
         c.backward_workspace = c.backward == TT_ATTENTION_FLASH
-                                   ? tt_cuda_flash_attention_backward_scratch_bytes(shape)
+                                   ? own_kernels_backward_bytes(shape)
                                    : floats(shape->batch * shape->num_heads * shape->seq_len);
         *cudnn = NULL;
         return c;
@@ -479,9 +509,11 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
     /* auto: cuDNN's fused attention with its deterministic backward (dQ without atomics), run on
      * groups of heads and chunks of keys whose dP fits attn_workspace_limit, two groups at a time
      * where there are several (create_deterministic_cudnn); where cuDNN cannot (an old library, an
-     * unsupported shape), cuDNN's forward with tiertrain's deterministic flash backward; else the
-     * flash kernels; else the reference kernels. Measured on the device at T = 64k: cuDNN ~630
-     * TFLOP/s forward and ~420-440 deterministic backward, flash ~320 and ~220. An explicit cudnn,
+     * unsupported shape, a dP that no chunking fits at long context), cuDNN's forward with tiertrain's
+     * deterministic backward (the wgmma kernels at head_dim 128, no dP workspace); else the own
+     * kernels; else the reference kernels. Measured on the H100 at T = 64k, Hq 16, Hkv 8: cuDNN ~630
+     * TFLOP/s forward and 323 (1 GiB of dP) to 414 (4 GiB) deterministic backward; the wgmma kernels
+     * ~480 and ~356, the flash kernels ~315 and ~216. An explicit cudnn,
      * and auto with deterministic: false, get cuDNN's atomic backward (~550 at 64k, not
      * bit-reproducible; the configuration asks for deterministic: false with cudnn). */
     bool cudnn_backward = false;
@@ -526,7 +558,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         c.backward_workspace =
             tt_cudnn_attention_workspace_bytes(a) + (size_t)(c.lanes - 1) * tt_cudnn_attention_lane_bytes(a);
         break;
-    case TT_ATTENTION_FLASH: c.backward_workspace = tt_cuda_flash_attention_backward_scratch_bytes(shape); break;
+    case TT_ATTENTION_FLASH: c.backward_workspace = own_kernels_backward_bytes(shape); break;
     default: c.backward_workspace = floats(shape->batch * shape->num_heads * shape->seq_len); break;
     }
     *cudnn = a;
@@ -628,7 +660,7 @@ static void allocate_host_buffers(cuda_backend *cuda, int64_t tokens, int64_t vo
 static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudnn, const tt_attention_shape *shape) {
     if (c->packed)
         tt_info("attention: packed documents (sample_packing): %s with document boundaries%s",
-                c->forward == TT_ATTENTION_FLASH ? "tiertrain's flash kernels" : "the reference kernels",
+                c->forward == TT_ATTENTION_FLASH ? own_kernels_name(shape) : "the reference kernels",
                 c->requested_auto ? " (auto; cuDNN's attention here has no document mask)" : "");
     if (c->deterministic_why_not[0])
         tt_info("attention: cuDNN's deterministic backward is not used: %s", c->deterministic_why_not);
@@ -640,6 +672,11 @@ static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudn
                 "bit-reproducible run to run (deterministic: true is)");
     if (cudnn) /* the description names cuDNN's version */
         tt_info("attention: %s%s", tt_cudnn_attention_describe(cudnn), c->lanes > 1 ? "; 2 head groups at a time" : "");
+    if (!c->packed && (c->forward == TT_ATTENTION_FLASH || c->backward == TT_ATTENTION_FLASH))
+        tt_info("attention: %s%s%s (deterministic; the backward's workspace is %.1f MiB)", own_kernels_name(shape),
+                c->forward == TT_ATTENTION_FLASH ? " forward" : "",
+                c->backward == TT_ATTENTION_FLASH ? (c->forward == TT_ATTENTION_FLASH ? " and backward" : " backward") : "",
+                (double)c->backward_workspace / (1024.0 * 1024.0));
 }
 
 /* Lets go of the prepared run's plans, GEMM context and host buffers (the scratch is the caller's). */
@@ -817,7 +854,7 @@ static void cuda_attention_forward(void *ctx, void *out, float *lse, const void 
                                          cuda->stream));
         break;
     case TT_ATTENTION_FLASH:
-        TIMED("attention forward flash", tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, cuda->stream));
+        TIMED("attention forward own", own_attention_forward(out, lse, q, k, v, shape, cuda->stream));
         break;
     default:
         TIMED("attention forward simple", tt_cuda_attention_forward(out, lse, q, k, v, shape, cuda->stream));
@@ -845,8 +882,8 @@ static void cuda_attention_backward(void *ctx, void *dq, void *dk, void *dv, con
         }
         break;
     case TT_ATTENTION_FLASH:
-        TIMED("attention backward flash",
-              tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, cuda->stream));
+        TIMED("attention backward own",
+              own_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, cuda->stream));
         break;
     default:
         TIMED("attention backward simple",

@@ -266,15 +266,18 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
     const double floor = 1.0;
     attention_buffers a = make_buffers(&s);
     void *hopper_scratch = NULL;
-    TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, tt_cuda_hopper_attention_backward_scratch_bytes(&s)));
-    const int kernels = tt_cuda_hopper_attention_supported(&s) ? 3 : 2;
-    for (int kernel = 0; kernel < kernels; kernel++) { /* flash, the simple kernels, then the Hopper ones (hd 128) */
+    const size_t ordered_bytes = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s);
+    TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, ordered_bytes));
+    /* flash, the simple kernels, then (head_dim 128) the Hopper ones with the ordered dQ and with the dQ kernel */
+    const int kernels = tt_cuda_hopper_attention_supported(&s) ? 4 : 2;
+    for (int kernel = 0; kernel < kernels; kernel++) {
         if (kernel == 0) {
             run_flash(&a, &s);
-        } else if (kernel == 2) {
+        } else if (kernel >= 2) {
             tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
-            tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
-                                              a.k_dev, a.v_dev, &s, hopper_scratch, 0);
+            tt_cuda_hopper_attention_backward(
+                a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s,
+                hopper_scratch, kernel == 2 ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s), 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
         } else {
             tt_cuda_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
@@ -282,7 +285,11 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
                                        a.v_dev, &s, (float *)a.scratch, 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
         }
-        expect_matches_cpu(kernel == 0 ? "flash " : kernel == 1 ? "simple " : "hopper ", &a, &host_shape, floor);
+        expect_matches_cpu(kernel == 0   ? "flash "
+                           : kernel == 1 ? "simple "
+                           : kernel == 2 ? "hopper ordered dQ "
+                                         : "hopper dQ kernel ",
+                           &a, &host_shape, floor);
         if (kernel == 0) expect_deterministic(&a, &s, layout);
     }
     cudaFree(hopper_scratch);
@@ -326,22 +333,26 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
            (long long)Hq, (long long)Hkv);
     attention_buffers a = make_buffers(&s);
     void *scratch;
-    TT_CUDA_CHECK(cudaMalloc(&scratch, tt_cuda_hopper_attention_backward_scratch_bytes(&s)));
-    tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
-    tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev,
-                                      a.v_dev, &s, scratch, 0);
-    TT_CUDA_CHECK(cudaDeviceSynchronize());
-    expect_matches_cpu("hopper ", &a, &s, floor);
-    tt_bf16 *dq2 = device_poisoned(a.nq), *dk2 = device_poisoned(a.nkv), *dv2 = device_poisoned(a.nkv);
-    tt_cuda_hopper_attention_backward(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s,
-                                      scratch, 0);
-    TT_CUDA_CHECK(cudaDeviceSynchronize());
-    TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
-                  same_bits_bf16(a.dv_dev, dv2, a.nkv),
-              "hopper backward twice gives the same bits");
-    cudaFree(dq2);
-    cudaFree(dk2);
-    cudaFree(dv2);
+    const size_t ordered_bytes = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s);
+    TT_CUDA_CHECK(cudaMalloc(&scratch, ordered_bytes));
+    for (int ordered = 1; ordered >= 0; ordered--) { /* dQ added in key order, then dQ's own kernel */
+        const size_t bytes = ordered ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s);
+        tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+        tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                          a.k_dev, a.v_dev, &s, scratch, bytes, 0);
+        TT_CUDA_CHECK(cudaDeviceSynchronize());
+        expect_matches_cpu(ordered ? "hopper ordered dQ " : "hopper dQ kernel ", &a, &s, floor);
+        tt_bf16 *dq2 = device_poisoned(a.nq), *dk2 = device_poisoned(a.nkv), *dv2 = device_poisoned(a.nkv);
+        tt_cuda_hopper_attention_backward(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev,
+                                          &s, scratch, bytes, 0);
+        TT_CUDA_CHECK(cudaDeviceSynchronize());
+        TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
+                      same_bits_bf16(a.dv_dev, dv2, a.nkv),
+                  "hopper backward (%s) twice gives the same bits", ordered ? "ordered dQ" : "dQ kernel");
+        cudaFree(dq2);
+        cudaFree(dk2);
+        cudaFree(dv2);
+    }
     cudaFree(scratch);
     free_buffers(&a);
 }
@@ -370,19 +381,28 @@ static void test_hopper_against_flash(int64_t B, int64_t T, int64_t Hq, int64_t 
     tt_bf16 *dq_ref = device_poisoned(a.nq), *dk_ref = device_poisoned(a.nkv), *dv_ref = device_poisoned(a.nkv);
     tt_cuda_flash_attention_backward(dq_ref, dk_ref, dv_ref, a.dout_dev, out_ref, lse_ref, a.q_dev, a.k_dev, a.v_dev,
                                      &s, a.scratch, 0);
-    tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, out_ref, lse_ref, a.q_dev, a.k_dev,
-                                      a.v_dev, &s, a.scratch, 0);
-    TT_CUDA_CHECK(cudaDeviceSynchronize());
-    const tt_bf16 *got[] = {a.dq_dev, a.dk_dev, a.dv_dev}, *want[] = {dq_ref, dk_ref, dv_ref};
-    const int64_t counts[] = {a.nq, a.nkv, a.nkv};
-    const char *names[] = {"hopper backward dq vs flash", "hopper backward dk vs flash", "hopper backward dv vs flash"};
-    for (int i = 0; i < 3; i++) {
-        x = download_bf16(got[i], counts[i]);
-        y = download_bf16(want[i], counts[i]);
-        expect_close(names[i], x, y, counts[i], GRAD_TOLERANCE);
-        free(x);
-        free(y);
+    const size_t ordered_bytes = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s);
+    void *scratch;
+    TT_CUDA_CHECK(cudaMalloc(&scratch, ordered_bytes));
+    for (int ordered = 1; ordered >= 0; ordered--) {
+        tt_cuda_hopper_attention_backward(
+            a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, out_ref, lse_ref, a.q_dev, a.k_dev, a.v_dev, &s, scratch,
+            ordered ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s), 0);
+        TT_CUDA_CHECK(cudaDeviceSynchronize());
+        const tt_bf16 *got[] = {a.dq_dev, a.dk_dev, a.dv_dev}, *want[] = {dq_ref, dk_ref, dv_ref};
+        const int64_t counts[] = {a.nq, a.nkv, a.nkv};
+        const char *names[2][3] = {
+            {"hopper backward dq vs flash", "hopper backward dk vs flash", "hopper backward dv vs flash"},
+            {"hopper ordered dQ: dq vs flash", "hopper ordered dQ: dk vs flash", "hopper ordered dQ: dv vs flash"}};
+        for (int i = 0; i < 3; i++) {
+            x = download_bf16(got[i], counts[i]);
+            y = download_bf16(want[i], counts[i]);
+            expect_close(names[ordered][i], x, y, counts[i], GRAD_TOLERANCE);
+            free(x);
+            free(y);
+        }
     }
+    cudaFree(scratch);
     cudaFree(dq_ref);
     cudaFree(dk_ref);
     cudaFree(dv_ref);
@@ -402,24 +422,38 @@ typedef struct timing {
     int64_t T;
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
     double hopper_forward_ms, hopper_forward_tflops, hopper_backward_ms, hopper_backward_tflops;
+    double ordered_backward_ms, ordered_backward_tflops; /* the Hopper backward with dQ added in key order */
 } timing;
 
-/* Median milliseconds of TIMED_RUNS forward (backward when `backward`; the Hopper kernels when `hopper`) calls after
- * a warm-up. */
-static double median_ms(attention_buffers *a, const tt_attention_shape *s, bool backward, bool hopper) {
+/* What median_ms times. */
+typedef enum timed_call {
+    FLASH_FORWARD,
+    FLASH_BACKWARD,
+    HOPPER_FORWARD,
+    HOPPER_BACKWARD,         /* dQ's own kernel */
+    HOPPER_BACKWARD_ORDERED, /* dQ added in key order */
+} timed_call;
+
+/* Median milliseconds of TIMED_RUNS calls after two warm-ups; hopper_scratch holds the ordered backward's scratch. */
+static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed_call call, void *hopper_scratch) {
     cudaEvent_t start, stop;
     TT_CUDA_CHECK(cudaEventCreate(&start));
     TT_CUDA_CHECK(cudaEventCreate(&stop));
     float ms[TIMED_RUNS];
     for (int run = -2; run < TIMED_RUNS; run++) { /* two warm-up runs */
         TT_CUDA_CHECK(cudaEventRecord(start, 0));
-        if (backward && hopper)
+        if (call == HOPPER_BACKWARD || call == HOPPER_BACKWARD_ORDERED)
             tt_cuda_hopper_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
-                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
-        else if (backward)
+                                              a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch,
+                                              call == HOPPER_BACKWARD_ORDERED
+                                                  ? tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s)
+                                                  : tt_cuda_hopper_attention_backward_scratch_bytes(s),
+                                              0);
+        else if (call == FLASH_BACKWARD)
             tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
-        else if (hopper) tt_cuda_hopper_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
+        else if (call == HOPPER_FORWARD)
+            tt_cuda_hopper_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         else tt_cuda_flash_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         TT_CUDA_CHECK(cudaEventRecord(stop, 0));
         TT_CUDA_CHECK(cudaEventSynchronize(stop));
@@ -436,16 +470,21 @@ static timing time_flash(int64_t T) {
     tt_attention_shape s = make_shape(1, T, Hq, Hkv, hd);
     attention_buffers a = make_buffers(&s);
     timing r = {.T = T};
-    r.hopper_forward_ms = median_ms(&a, &s, false, true);
-    r.hopper_backward_ms = median_ms(&a, &s, true, true);
-    r.forward_ms = median_ms(&a, &s, false, false);
-    r.backward_ms = median_ms(&a, &s, true, false);
+    void *hopper_scratch;
+    TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s)));
+    r.hopper_forward_ms = median_ms(&a, &s, HOPPER_FORWARD, hopper_scratch);
+    r.hopper_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, hopper_scratch);
+    r.ordered_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_ORDERED, hopper_scratch);
+    r.forward_ms = median_ms(&a, &s, FLASH_FORWARD, hopper_scratch);
+    r.backward_ms = median_ms(&a, &s, FLASH_BACKWARD, hopper_scratch);
+    cudaFree(hopper_scratch);
     /* causal: half of the T x T scores; two GEMMs of 2 * hd FLOPs per score; backward 2.5x */
     const double forward_flops = 2.0 * 2.0 * (double)T * (double)T / 2.0 * (double)hd * (double)Hq;
     r.forward_tflops = forward_flops / (r.forward_ms * 1e-3) / 1e12;
     r.backward_tflops = 2.5 * forward_flops / (r.backward_ms * 1e-3) / 1e12;
     r.hopper_forward_tflops = forward_flops / (r.hopper_forward_ms * 1e-3) / 1e12;
     r.hopper_backward_tflops = 2.5 * forward_flops / (r.hopper_backward_ms * 1e-3) / 1e12;
+    r.ordered_backward_tflops = 2.5 * forward_flops / (r.ordered_backward_ms * 1e-3) / 1e12;
     TT_CUDA_CHECK(cudaGetLastError());
     float *check = download_bf16(a.dq_dev, a.nq); /* the timed runs produced finite values */
     bool finite = true;
@@ -512,12 +551,12 @@ int main(int argc, char **argv) {
     timing results[3];
     for (int i = 0; i < count; i++) results[i] = time_flash(lengths[i]);
     printf("\nflash attention, B 1, Hq 16, Hkv 8, hd 128, causal (median of %d runs)\n", TIMED_RUNS);
-    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
-           "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s");
+    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
+           "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s", "ordered bwd ms", "ordered TFLOP/s");
     for (int i = 0; i < count; i++)
-        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f\n", (long long)results[i].T,
+        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f\n", (long long)results[i].T,
                results[i].forward_ms, results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops,
                results[i].hopper_forward_ms, results[i].hopper_forward_tflops, results[i].hopper_backward_ms,
-               results[i].hopper_backward_tflops);
+               results[i].hopper_backward_tflops, results[i].ordered_backward_ms, results[i].ordered_backward_tflops);
     return tt_test_summary("gpu_attention");
 }

@@ -23,13 +23,21 @@ int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
 void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                       const tt_attention_shape *s, cudaStream_t stream);
 
-/* Bytes of device scratch the backward needs: D[B, Hq, T] = rowsum(dout * out), fp32. */
+/* Bytes of device scratch the backward needs at least: D[B, Hq, T] = rowsum(dout * out), fp32. dQ then has a kernel
+ * of its own that recomputes S and dP (7 products a step). */
 size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape *s);
 
-/* dq, dk, dv overwritten; P recomputed from lse. Each element one thread's fixed-order sum: the same bits every run. */
+/* Bytes of the faster schedule's scratch: D, dQ in fp32 (B * Hq * T * 128 floats) and a turn counter per 64 queries of
+ * each head; the dK/dV kernel adds each key block's share of dQ in key order (5 products a step). */
+size_t tt_cuda_hopper_attention_backward_ordered_scratch_bytes(const tt_attention_shape *s);
+
+/* dq, dk, dv overwritten; P recomputed from lse. The schedule follows scratch_bytes (ordered where it holds the
+ * ordered scratch); either way every element is a fixed-order sum: the same bits every run for the same
+ * scratch_bytes. */
 void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const tt_bf16 *out,
                                        const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
-                                       const tt_attention_shape *s, void *scratch, cudaStream_t stream);
+                                       const tt_attention_shape *s, void *scratch, size_t scratch_bytes,
+                                       cudaStream_t stream);
 
 #ifdef __cplusplus
 }

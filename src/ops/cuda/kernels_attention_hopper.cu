@@ -128,6 +128,31 @@ static __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t a_desc, u
         : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
+/* d[64x64 fp32] (+)= A[64x16] B[16x64] with both operands from shared memory stored M- and N-major (A's rows of M
+ * contiguous, B's rows of N contiguous: imm-trans-a and imm-trans-b 1); scale_d 0 overwrites d. */
+static __device__ __forceinline__ void wgmma_ss_n64_transposed(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+}
+
+/* A turn counter in global memory: read with acquire (what the releasing block wrote before it is visible), and
+ * set with release. */
+static __device__ __forceinline__ int load_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void store_release(int *p, int v) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
 /* A shared memory matrix descriptor with 128-byte swizzle. */
 static __device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
     return (uint64_t)((address & 0x3FFFF) >> 4) | (uint64_t)((leading_bytes >> 4) & 0x3FFF) << 16 |
@@ -383,7 +408,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
  * Backward: D = rowsum(dout * out); dK, dV per block of 128 keys (two warpgroups of 64 key rows; a loop over the
  * kv head's query heads in head order and over tiles of 64 queries in order); dQ per block of 128 queries (a loop
  * over tiles of 64 keys in order). Every output element is one thread's fixed-order sum, written once: the same bits
- * every run, no atomics, O(T) memory (D only).
+ * every run, no atomics, O(T) memory (D only). The other schedule (ORDERED_DQ below) folds dQ into the dK/dV kernel
+ * with adds in key order; it is tested and slower today (see backend_cuda.c), the start of the next step.
  *
  * The products, with P = exp(scale * Q K^T - lse) and dS = P * (dP - D), dP = dO V^T:
  *   dK/dV kernel (rows = keys): S^T = K Q^T and dP^T = V dO^T (both operands K-major in shared memory, m64n64);
@@ -398,6 +424,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 #define TILE64_BYTES (64 * HEAD_DIM * 2)
 /* dK/dV: K, V; two stages of Q, dO; two stages of lse, D, positions (64 each) */
 #define DKDV_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 2 * 3 * 64 * 4 + 1024)
+/* ...and the dS^T tile (128 keys x 64 queries bf16) after the rows, 1024-byte aligned */
+#define DKDV_ORDERED_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 2048 + TILE64_BYTES + 1024)
 /* dQ: Q, dO; two stages of K, V */
 #define DQ_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 1024)
 
@@ -463,17 +491,25 @@ static __device__ __forceinline__ void dkdv_load_step(const tt_bf16 *q, const tt
     }
 }
 
+/* ORDERED_DQ: the block also makes its keys' share of dQ for each step's 64 queries (dQ_part = dS K over its 128 keys,
+ * dS^T staged through shared memory as the transposed A) and adds it into dq_accum[B, Hq, T, 128] fp32 when its turn
+ * comes: the key blocks of a (sequence, query head, query tile) add in key order, counted in turns[B, Hq, T / 64]
+ * (both zero before the launch). The adds are L2 reductions; a step's turn passes on in the next step, once they are
+ * done, so their latency hides behind that step's products. The same bits every run with no separate dQ kernel: 5
+ * products a step instead of 7. Blocks wait only on blocks of lower index (launched first), so the chain moves. */
+template <bool ORDERED_DQ>
 static __global__ void __launch_bounds__(THREADS, 1)
     hopper_dkdv_kernel(tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const float *lse, const float *D,
                        const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale_log2,
-                       float scale, const int32_t *positions) {
+                       float scale, const int32_t *positions, float *dq_accum, int *turns) {
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
     const uint32_t k_tile = base, v_tile = base + TILE_BYTES, stages = base + 2 * TILE_BYTES;
     /* stage s: Q at stages + 2s tiles of 64 rows, dO after it; lse, D and positions of its 64 queries after both
-     * stages */
+     * stages; (ORDERED_DQ) dS^T of the step, 128 keys x 64 queries, after them */
     const uint32_t rows_base = stages + 4 * TILE64_BYTES;
     unsigned char *rows_generic = shared_raw + (rows_base - shared_address(shared_raw));
+    const uint32_t ds_tile = rows_base + 2 * ROW_VALUES * 256 + 512; /* 1024-byte aligned: 1536 + 512 */
 
     const int tid = threadIdx.x, group = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int b = blockIdx.x / Hkv, kv_head = blockIdx.x % Hkv, heads = Hq / Hkv;
@@ -509,6 +545,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < 64; i++) dk_acc[i] = dv_acc[i] = 0.0f;
     const int key_g = n0 + group * 64 + warp * 16 + g, key_g8 = key_g + 8;
     const uint32_t k_rows = k_tile + group * 64 * 128, v_rows = v_tile + group * 64 * 128;
+    int *pending_counter = NULL; /* (ORDERED_DQ) the previous step's turn counter, passed on once its adds are done */
+    int pending_turn = 0;
 
     for (int i = 0; i < steps; i++) {
         cp_async_wait_all();
@@ -572,13 +610,74 @@ static __global__ void __launch_bounds__(THREADS, 1)
         for (int kb = 0; kb < Q_TILE / 16; kb++)
             wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
-        wgmma_wait<0>();
-        fence_operands<16>(pa); /* dS^T was made while dV's product read P^T */
-        fence_operands<16>(dsa);
-        fence_accumulators(dv_acc);
-        fence_accumulators(dk_acc);
+        if (ORDERED_DQ) {
+            /* dS^T into shared memory (row = key, 64 queries = one 128-byte swizzled row), then dQ_part[64 queries x
+             * this warpgroup's 64 of head_dim] = dS K over the block's 128 keys */
+            const int row = group * 64 + warp * 16 + g;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint32_t chunk_g = (uint32_t)((j ^ (row & 7)) << 4), chunk_g8 = (uint32_t)((j ^ ((row + 8) & 7)) << 4);
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + row * 128 + chunk_g + 4 * t), "r"(dsa[2 * j])
+                             : "memory");
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + (row + 8) * 128 + chunk_g8 + 4 * t),
+                             "r"(dsa[2 * j + 1])
+                             : "memory");
+            }
+            /* the previous step's adds are done (each thread's own) before the barrier, while this step's products
+             * run; past the barrier every thread's are, and that step's turn passes to the next key block */
+            __threadfence();
+            fence_proxy_async();
+            __syncthreads(); /* both warpgroups' keys are in the tile */
+            if (tid == 0 && pending_counter) store_release(pending_counter, pending_turn + 1);
+            float dq_part[32];
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < KV_BLOCK / 16; ks++)
+                wgmma_ss_n64_transposed(dq_part, descriptor(ds_tile + ks * 16 * 128, 64 * 128, 1024),
+                                        descriptor(k_tile + group * 128 * 128 + ks * 16 * 128, 64 * 128, 1024), ks > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_operands<16>(pa);
+            fence_operands<16>(dsa);
+            fence_accumulators(dv_acc);
+            fence_accumulators(dk_acc);
+            fence_accumulators_32(dq_part);
+
+            /* the turn of this key block for (head, query tile): every key block before it whose keys reach the
+             * tile's first document (packed documents: the blocks wholly before it skip the tile) */
+            const int h = kv_head * heads + i / tiles, query_tile = m0 / Q_TILE;
+            const int skipped = positions ? (m0 - positions[(int64_t)b * T + m0]) / KV_BLOCK : 0;
+            const int turn = (int)blockIdx.y - skipped;
+            int *counter = turns + ((int64_t)b * Hq + h) * all_tiles + query_tile;
+            if (tid == 0)
+                while (load_acquire(counter) != turn) __nanosleep(32);
+            __syncthreads();
+            /* adds in L2 (no value comes back); one key block at a time per element, in key order */
+            float *accum = dq_accum + (((int64_t)b * Hq + h) * T + m0 + warp * 16 + g) * HEAD_DIM + group * 64 + 2 * t;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                if (m0 + warp * 16 + g < T)
+                    atomicAdd((float2 *)(accum + 8 * j), make_float2(dq_part[4 * j], dq_part[4 * j + 1]));
+                if (m0 + warp * 16 + g + 8 < T)
+                    atomicAdd((float2 *)(accum + 8 * HEAD_DIM + 8 * j),
+                              make_float2(dq_part[4 * j + 2], dq_part[4 * j + 3]));
+            }
+            pending_counter = counter; /* its turn passes on in the next step, once the adds are done */
+            pending_turn = turn;
+        } else {
+            wgmma_wait<0>();
+            fence_operands<16>(pa); /* dS^T was made while dV's product read P^T */
+            fence_operands<16>(dsa);
+            fence_accumulators(dv_acc);
+            fence_accumulators(dk_acc);
+        }
     }
 
+    if (ORDERED_DQ) {
+        __threadfence();
+        __syncthreads();
+        if (tid == 0 && pending_counter) store_release(pending_counter, pending_turn + 1);
+    }
     tt_bf16 *dk_g = dk + kv_offset + (int64_t)key_g * kv_stride, *dv_g = dv + kv_offset + (int64_t)key_g * kv_stride;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
@@ -695,19 +794,56 @@ static __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
+/* dq[B*T, Hq*128] bf16 = scale * dq_accum[B, Hq, T, 128]: a thread per 4 values. */
+static __global__ void hopper_dq_convert_kernel(tt_bf16 *dq, const float *dq_accum, int T, int Hq, float scale,
+                                                int64_t count) {
+    const int64_t at = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (at >= count) return;
+    const int64_t row = at / HEAD_DIM, col = at % HEAD_DIM; /* row of [B, Hq, T] */
+    const int64_t b = row / ((int64_t)Hq * T), h = (row / T) % Hq, t = row % T;
+    const float4 x = *(const float4 *)(dq_accum + at);
+    uint2 packed;
+    packed.x = pack_bf16(x.x * scale, x.y * scale);
+    packed.y = pack_bf16(x.z * scale, x.w * scale);
+    *(uint2 *)(dq + ((b * T + t) * Hq + h) * HEAD_DIM + col) = packed;
+}
+
+/* The ordered-dQ backward's workspace after D: dq_accum, then the turn counters. */
+static size_t ordered_accum_floats(const tt_attention_shape *s) {
+    return (size_t)(s->batch * s->num_heads * s->seq_len * HEAD_DIM);
+}
+
+static size_t turn_count(const tt_attention_shape *s) {
+    return (size_t)(s->batch * s->num_heads * ((s->seq_len + Q_TILE - 1) / Q_TILE));
+}
+
+static size_t d_floats_aligned(const tt_attention_shape *s) {
+    return ((size_t)(s->batch * s->num_heads * s->seq_len) + 63) & ~(size_t)63; /* 256-byte aligned */
+}
+
 extern "C" size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape *s) {
     return sizeof(float) * (size_t)(s->batch * s->num_heads * s->seq_len);
+}
+
+extern "C" size_t tt_cuda_hopper_attention_backward_ordered_scratch_bytes(const tt_attention_shape *s) {
+    return sizeof(float) * (d_floats_aligned(s) + ordered_accum_floats(s)) + sizeof(int) * turn_count(s);
 }
 
 extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                                   const tt_bf16 *out, const float *lse, const tt_bf16 *q,
                                                   const tt_bf16 *k, const tt_bf16 *v, const tt_attention_shape *s,
-                                                  void *scratch, cudaStream_t stream) {
+                                                  void *scratch, size_t scratch_bytes, cudaStream_t stream) {
+    const bool ordered = scratch_bytes >= tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s);
+    TT_CHECK(ordered || scratch_bytes >= tt_cuda_hopper_attention_backward_scratch_bytes(s),
+             "the Hopper attention backward's scratch is %zu bytes; it needs %zu", scratch_bytes,
+             tt_cuda_hopper_attention_backward_scratch_bytes(s));
     TT_CHECK(tt_cuda_hopper_attention_supported(s), "the Hopper attention backward takes head_dim 128 and no sliding window");
     static bool configured = false;
     if (!configured) {
-        TT_CUDA_CHECK(
-            cudaFuncSetAttribute(hopper_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DKDV_SHARED_BYTES));
+        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           DKDV_SHARED_BYTES));
+        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           DKDV_ORDERED_SHARED_BYTES));
         TT_CUDA_CHECK(
             cudaFuncSetAttribute(hopper_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SHARED_BYTES));
         configured = true;
@@ -719,8 +855,23 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
     hopper_dot_kernel<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(D, dout, out, T, Hq, rows);
     TT_CUDA_CHECK(cudaGetLastError());
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + KV_BLOCK - 1) / KV_BLOCK));
-    hopper_dkdv_kernel<<<kv_grid, THREADS, DKDV_SHARED_BYTES, stream>>>(dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv,
-                                                                        scale_log2, scale, s->positions);
+    if (ordered) {
+        float *dq_accum = D + d_floats_aligned(s);
+        int *turns = (int *)(dq_accum + ordered_accum_floats(s));
+        /* dq_accum from zero (every key block adds: 0 + x is x) and the turns; both contiguous after D */
+        TT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0,
+                                      sizeof(float) * ordered_accum_floats(s) + sizeof(int) * turn_count(s), stream));
+        hopper_dkdv_kernel<true><<<kv_grid, THREADS, DKDV_ORDERED_SHARED_BYTES, stream>>>(
+            dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2, scale, s->positions, dq_accum, turns);
+        TT_CUDA_CHECK(cudaGetLastError());
+        const int64_t count = (int64_t)ordered_accum_floats(s);
+        hopper_dq_convert_kernel<<<(unsigned)((count / 4 + 255) / 256), 256, 0, stream>>>(dq, dq_accum, T, Hq, scale,
+                                                                                        count);
+        TT_CUDA_CHECK(cudaGetLastError());
+        return;
+    }
+    hopper_dkdv_kernel<false><<<kv_grid, THREADS, DKDV_SHARED_BYTES, stream>>>(
+        dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2, scale, s->positions, NULL, NULL);
     TT_CUDA_CHECK(cudaGetLastError());
     const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + Q_BLOCK - 1) / Q_BLOCK));
     hopper_dq_kernel<<<q_grid, THREADS, DQ_SHARED_BYTES, stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2,

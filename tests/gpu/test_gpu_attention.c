@@ -275,6 +275,20 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
             run_flash(&a, &s);
         } else if (kernel >= 2) {
             tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+            if (kernel == 2) { /* the pipelined forward: the same bits */
+                tt_bf16 *out2 = device_poisoned(a.nq);
+                float *lse2 = device_poisoned_f32(a.rows);
+                tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+                TT_CUDA_CHECK(cudaDeviceSynchronize());
+                float *x = download_f32(lse2, a.rows), *y = download_f32(a.lse_dev, a.rows);
+                TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq) &&
+                              memcmp(x, y, sizeof(float) * (size_t)a.rows) == 0,
+                          "packed documents (%s): the pipelined hopper forward gives the cp.async one's bits", layout);
+                free(x);
+                free(y);
+                cudaFree(out2);
+                cudaFree(lse2);
+            }
             tt_cuda_hopper_attention_backward(
                 a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s,
                 hopper_scratch, kernel == 2 ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s), 0);
@@ -316,6 +330,16 @@ static void test_hopper_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hk
     tt_cuda_hopper_attention_forward(out2, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
     TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq), "hopper forward twice gives the same bits");
+    /* the pipelined forward (TMA, producer warpgroup): the same bits as the cp.async one */
+    float *lse2 = device_poisoned_f32(a.rows);
+    tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq), "pipelined hopper forward: the same out bits as the cp.async one");
+    float *got_lse2 = download_f32(lse2, a.rows);
+    TT_EXPECT(memcmp(got_lse2, got_lse, sizeof(float) * (size_t)a.rows) == 0,
+              "pipelined hopper forward: the same lse bits as the cp.async one");
+    free(got_lse2);
+    cudaFree(lse2);
     cudaFree(out2);
     free(out);
     free(lse);
@@ -423,6 +447,7 @@ typedef struct timing {
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
     double hopper_forward_ms, hopper_forward_tflops, hopper_backward_ms, hopper_backward_tflops;
     double ordered_backward_ms, ordered_backward_tflops; /* the Hopper backward with dQ added in key order */
+    double pipelined_forward_ms, pipelined_forward_tflops; /* the Hopper forward with TMA and a producer */
 } timing;
 
 /* What median_ms times. */
@@ -430,6 +455,7 @@ typedef enum timed_call {
     FLASH_FORWARD,
     FLASH_BACKWARD,
     HOPPER_FORWARD,
+    HOPPER_FORWARD_PIPELINED,
     HOPPER_BACKWARD,         /* dQ's own kernel */
     HOPPER_BACKWARD_ORDERED, /* dQ added in key order */
 } timed_call;
@@ -454,6 +480,8 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
         else if (call == HOPPER_FORWARD)
             tt_cuda_hopper_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
+        else if (call == HOPPER_FORWARD_PIPELINED)
+            tt_cuda_hopper_attention_forward_pipelined(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         else tt_cuda_flash_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         TT_CUDA_CHECK(cudaEventRecord(stop, 0));
         TT_CUDA_CHECK(cudaEventSynchronize(stop));
@@ -473,6 +501,7 @@ static timing time_flash(int64_t T) {
     void *hopper_scratch;
     TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s)));
     r.hopper_forward_ms = median_ms(&a, &s, HOPPER_FORWARD, hopper_scratch);
+    r.pipelined_forward_ms = median_ms(&a, &s, HOPPER_FORWARD_PIPELINED, hopper_scratch);
     r.hopper_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, hopper_scratch);
     r.ordered_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_ORDERED, hopper_scratch);
     r.forward_ms = median_ms(&a, &s, FLASH_FORWARD, hopper_scratch);
@@ -485,6 +514,7 @@ static timing time_flash(int64_t T) {
     r.hopper_forward_tflops = forward_flops / (r.hopper_forward_ms * 1e-3) / 1e12;
     r.hopper_backward_tflops = 2.5 * forward_flops / (r.hopper_backward_ms * 1e-3) / 1e12;
     r.ordered_backward_tflops = 2.5 * forward_flops / (r.ordered_backward_ms * 1e-3) / 1e12;
+    r.pipelined_forward_tflops = forward_flops / (r.pipelined_forward_ms * 1e-3) / 1e12;
     TT_CUDA_CHECK(cudaGetLastError());
     float *check = download_bf16(a.dq_dev, a.nq); /* the timed runs produced finite values */
     bool finite = true;
@@ -551,12 +581,15 @@ int main(int argc, char **argv) {
     timing results[3];
     for (int i = 0; i < count; i++) results[i] = time_flash(lengths[i]);
     printf("\nflash attention, B 1, Hq 16, Hkv 8, hd 128, causal (median of %d runs)\n", TIMED_RUNS);
-    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
-           "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s", "ordered bwd ms", "ordered TFLOP/s");
+    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s %14s %15s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
+           "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s", "ordered bwd ms", "ordered TFLOP/s", "pipe fwd ms",
+           "pipe TFLOP/s");
     for (int i = 0; i < count; i++)
-        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f\n", (long long)results[i].T,
+        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f %14.3f %15.1f\n",
+               (long long)results[i].T,
                results[i].forward_ms, results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops,
                results[i].hopper_forward_ms, results[i].hopper_forward_tflops, results[i].hopper_backward_ms,
-               results[i].hopper_backward_tflops, results[i].ordered_backward_ms, results[i].ordered_backward_tflops);
+               results[i].hopper_backward_tflops, results[i].ordered_backward_ms, results[i].ordered_backward_tflops,
+               results[i].pipelined_forward_ms, results[i].pipelined_forward_tflops);
     return tt_test_summary("gpu_attention");
 }

@@ -23,6 +23,11 @@ int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
 void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                       const tt_attention_shape *s, cudaStream_t stream);
 
+/* The same forward (the same bits) through FlashAttention-3's pipeline: a producer warpgroup loading with TMA, two
+ * consumer warpgroups taking turns at the tensor cores (kernels_attention_hopper_tma.cu). */
+void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                                const tt_bf16 *v, const tt_attention_shape *s, cudaStream_t stream);
+
 /* Bytes of device scratch the backward needs at least: D[B, Hq, T] = rowsum(dout * out), fp32. dQ then has a kernel
  * of its own that recomputes S and dP (7 products a step). */
 size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape *s);

@@ -293,6 +293,19 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
                 a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s,
                 hopper_scratch, kernel == 2 ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s), 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
+            if (kernel == 3) { /* the pipelined backward: the same bits */
+                tt_bf16 *dq2 = device_poisoned(a.nq), *dk2 = device_poisoned(a.nkv), *dv2 = device_poisoned(a.nkv);
+                tt_cuda_hopper_attention_backward_pipelined(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                            a.k_dev, a.v_dev, &s, hopper_scratch, 0);
+                TT_CUDA_CHECK(cudaDeviceSynchronize());
+                TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
+                              same_bits_bf16(a.dv_dev, dv2, a.nkv),
+                          "packed documents (%s): the pipelined hopper backward gives the dQ kernel schedule's bits",
+                          layout);
+                cudaFree(dq2);
+                cudaFree(dk2);
+                cudaFree(dv2);
+            }
         } else {
             tt_cuda_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
             tt_cuda_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev,
@@ -373,6 +386,17 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
         TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
                       same_bits_bf16(a.dv_dev, dv2, a.nkv),
                   "hopper backward (%s) twice gives the same bits", ordered ? "ordered dQ" : "dQ kernel");
+        if (!ordered) { /* the pipelined backward (TMA, producer warpgroup): the dQ kernel schedule's bits */
+            TT_CUDA_CHECK(cudaMemset(dq2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq));
+            TT_CUDA_CHECK(cudaMemset(dk2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
+            TT_CUDA_CHECK(cudaMemset(dv2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
+            tt_cuda_hopper_attention_backward_pipelined(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                        a.k_dev, a.v_dev, &s, scratch, 0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+            TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
+                          same_bits_bf16(a.dv_dev, dv2, a.nkv),
+                      "pipelined hopper backward gives the dQ kernel schedule's bits");
+        }
         cudaFree(dq2);
         cudaFree(dk2);
         cudaFree(dv2);
@@ -448,6 +472,7 @@ typedef struct timing {
     double hopper_forward_ms, hopper_forward_tflops, hopper_backward_ms, hopper_backward_tflops;
     double ordered_backward_ms, ordered_backward_tflops; /* the Hopper backward with dQ added in key order */
     double pipelined_forward_ms, pipelined_forward_tflops; /* the Hopper forward with TMA and a producer */
+    double pipelined_backward_ms, pipelined_backward_tflops; /* the Hopper backward with TMA and a producer */
 } timing;
 
 /* What median_ms times. */
@@ -456,6 +481,7 @@ typedef enum timed_call {
     FLASH_BACKWARD,
     HOPPER_FORWARD,
     HOPPER_FORWARD_PIPELINED,
+    HOPPER_BACKWARD_PIPELINED,
     HOPPER_BACKWARD,         /* dQ's own kernel */
     HOPPER_BACKWARD_ORDERED, /* dQ added in key order */
 } timed_call;
@@ -475,6 +501,9 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed
                                                   ? tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s)
                                                   : tt_cuda_hopper_attention_backward_scratch_bytes(s),
                                               0);
+        else if (call == HOPPER_BACKWARD_PIPELINED)
+            tt_cuda_hopper_attention_backward_pipelined(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev,
+                                                        a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch, 0);
         else if (call == FLASH_BACKWARD)
             tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
@@ -502,6 +531,7 @@ static timing time_flash(int64_t T) {
     TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s)));
     r.hopper_forward_ms = median_ms(&a, &s, HOPPER_FORWARD, hopper_scratch);
     r.pipelined_forward_ms = median_ms(&a, &s, HOPPER_FORWARD_PIPELINED, hopper_scratch);
+    r.pipelined_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED, hopper_scratch);
     r.hopper_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, hopper_scratch);
     r.ordered_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_ORDERED, hopper_scratch);
     r.forward_ms = median_ms(&a, &s, FLASH_FORWARD, hopper_scratch);
@@ -515,6 +545,7 @@ static timing time_flash(int64_t T) {
     r.hopper_backward_tflops = 2.5 * forward_flops / (r.hopper_backward_ms * 1e-3) / 1e12;
     r.ordered_backward_tflops = 2.5 * forward_flops / (r.ordered_backward_ms * 1e-3) / 1e12;
     r.pipelined_forward_tflops = forward_flops / (r.pipelined_forward_ms * 1e-3) / 1e12;
+    r.pipelined_backward_tflops = 2.5 * forward_flops / (r.pipelined_backward_ms * 1e-3) / 1e12;
     TT_CUDA_CHECK(cudaGetLastError());
     float *check = download_bf16(a.dq_dev, a.nq); /* the timed runs produced finite values */
     bool finite = true;
@@ -581,15 +612,16 @@ int main(int argc, char **argv) {
     timing results[3];
     for (int i = 0; i < count; i++) results[i] = time_flash(lengths[i]);
     printf("\nflash attention, B 1, Hq 16, Hkv 8, hd 128, causal (median of %d runs)\n", TIMED_RUNS);
-    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s %14s %15s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
+    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s %14s %15s %14s %15s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
            "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s", "ordered bwd ms", "ordered TFLOP/s", "pipe fwd ms",
-           "pipe TFLOP/s");
+           "pipe TFLOP/s", "pipe bwd ms", "pipe TFLOP/s");
     for (int i = 0; i < count; i++)
-        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f %14.3f %15.1f\n",
+        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f %14.3f %15.1f %14.3f %15.1f\n",
                (long long)results[i].T,
                results[i].forward_ms, results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops,
                results[i].hopper_forward_ms, results[i].hopper_forward_tflops, results[i].hopper_backward_ms,
                results[i].hopper_backward_tflops, results[i].ordered_backward_ms, results[i].ordered_backward_tflops,
-               results[i].pipelined_forward_ms, results[i].pipelined_forward_tflops);
+               results[i].pipelined_forward_ms, results[i].pipelined_forward_tflops, results[i].pipelined_backward_ms,
+               results[i].pipelined_backward_tflops);
     return tt_test_summary("gpu_attention");
 }

@@ -169,4 +169,19 @@ template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
+/* Packs the accumulators of an m64n64 product (this thread's 32) into the register A operand of the next product's 4
+ * k slices of 16 (columns 16kb.. of rows g and g + 8, then columns 16kb + 8..). */
+static __device__ __forceinline__ void pack_a64(uint32_t *a, const float *x) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        a[2 * j] = pack_bf16(x[4 * j], x[4 * j + 1]);
+        a[2 * j + 1] = pack_bf16(x[4 * j + 2], x[4 * j + 3]);
+    }
+}
+
+static __device__ __forceinline__ void fence_accumulators_32(float *d) {
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 #endif

@@ -294,21 +294,6 @@ static __global__ void hopper_dot_kernel(float *D, const tt_bf16 *dout, const tt
     }
 }
 
-/* Packs the accumulators of an m64n64 product (this thread's 32) into the register A operand of the next product's 4
- * k slices of 16 (columns 16kb.. of rows g and g + 8, then columns 16kb + 8..). */
-static __device__ __forceinline__ void pack_a64(uint32_t *a, const float *x) {
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        a[2 * j] = pack_bf16(x[4 * j], x[4 * j + 1]);
-        a[2 * j + 1] = pack_bf16(x[4 * j + 2], x[4 * j + 3]);
-    }
-}
-
-static __device__ __forceinline__ void fence_accumulators_32(float *d) {
-#pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 /* The dK/dV kernel's per-query values of a step: lse, D and (packed documents) the position, 64 of each a stage. */
 #define ROW_VALUES 3
 
@@ -652,6 +637,14 @@ static __global__ void hopper_dq_convert_kernel(tt_bf16 *dq, const float *dq_acc
     *(uint2 *)(dq + ((b * T + t) * Hq + h) * HEAD_DIM + col) = packed;
 }
 
+extern "C" void tt_cuda_hopper_attention_dot(float *D, const tt_bf16 *dout, const tt_bf16 *out,
+                                             const tt_attention_shape *s, cudaStream_t stream) {
+    const int64_t rows = s->batch * s->seq_len * s->num_heads;
+    hopper_dot_kernel<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(D, dout, out, (int)s->seq_len,
+                                                                              (int)s->num_heads, rows);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
 /* The ordered-dQ backward's workspace after D: dq_accum, then the turn counters. */
 static size_t ordered_accum_floats(const tt_attention_shape *s) {
     return (size_t)(s->batch * s->num_heads * s->seq_len * HEAD_DIM);
@@ -695,9 +688,7 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     float *D = (float *)scratch;
-    const int64_t rows = s->batch * s->seq_len * s->num_heads;
-    hopper_dot_kernel<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(D, dout, out, T, Hq, rows);
-    TT_CUDA_CHECK(cudaGetLastError());
+    tt_cuda_hopper_attention_dot(D, dout, out, s, stream);
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + KV_BLOCK - 1) / KV_BLOCK));
     if (ordered) {
         float *dq_accum = D + d_floats_aligned(s);

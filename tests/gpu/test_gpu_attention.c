@@ -121,6 +121,15 @@ static void run_flash(attention_buffers *a, const tt_attention_shape *s) {
     TT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+/* NaN bits over every output (out, lse, dq, dk, dv), so that a row a kernel does not write fails its check. */
+static void poison_outputs(attention_buffers *a) {
+    TT_CUDA_CHECK(cudaMemset(a->out_dev, 0xFF, sizeof(tt_bf16) * (size_t)a->nq));
+    TT_CUDA_CHECK(cudaMemset(a->dq_dev, 0xFF, sizeof(tt_bf16) * (size_t)a->nq));
+    TT_CUDA_CHECK(cudaMemset(a->dk_dev, 0xFF, sizeof(tt_bf16) * (size_t)a->nkv));
+    TT_CUDA_CHECK(cudaMemset(a->dv_dev, 0xFF, sizeof(tt_bf16) * (size_t)a->nkv));
+    TT_CUDA_CHECK(cudaMemset(a->lse_dev, 0xFF, sizeof(float) * (size_t)a->rows));
+}
+
 /* Backward again into fresh poisoned buffers: the same bits. */
 static void expect_deterministic(attention_buffers *a, const tt_attention_shape *s, const char *label) {
     tt_bf16 *dq2 = device_poisoned(a->nq), *dk2 = device_poisoned(a->nkv), *dv2 = device_poisoned(a->nkv);
@@ -274,6 +283,8 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
         if (kernel == 0) {
             run_flash(&a, &s);
         } else if (kernel >= 2) {
+            /* outputs poisoned first: a row these kernels miss cannot pass on an earlier kernel's value */
+            poison_outputs(&a);
             tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
             if (kernel == 2) { /* the pipelined forward: the same bits */
                 tt_bf16 *out2 = device_poisoned(a.nq);
@@ -289,22 +300,33 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
                 cudaFree(out2);
                 cudaFree(lse2);
             }
-            tt_cuda_hopper_attention_backward(
-                a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s,
-                hopper_scratch, kernel == 2 ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s), 0);
+            tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                              a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, kernel == 2, 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
+            /* and again into fresh poisoned buffers: the same bits (the ordered schedule's turns included) */
+            tt_bf16 *dq2 = device_poisoned(a.nq), *dk2 = device_poisoned(a.nkv), *dv2 = device_poisoned(a.nkv);
+            tt_cuda_hopper_attention_backward(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev,
+                                              a.v_dev, &s, hopper_scratch, ordered_bytes, kernel == 2, 0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+            TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
+                          same_bits_bf16(a.dv_dev, dv2, a.nkv),
+                      "packed documents (%s): hopper backward (%s) twice gives the same bits", layout,
+                      kernel == 2 ? "ordered dQ" : "dQ kernel");
+            cudaFree(dq2);
+            cudaFree(dk2);
+            cudaFree(dv2);
             if (kernel == 3) { /* the pipelined backward: the same bits */
-                tt_bf16 *dq2 = device_poisoned(a.nq), *dk2 = device_poisoned(a.nkv), *dv2 = device_poisoned(a.nkv);
-                tt_cuda_hopper_attention_backward_pipelined(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                tt_bf16 *dq3 = device_poisoned(a.nq), *dk3 = device_poisoned(a.nkv), *dv3 = device_poisoned(a.nkv);
+                tt_cuda_hopper_attention_backward_pipelined(dq3, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
                                                             a.k_dev, a.v_dev, &s, hopper_scratch, 0);
                 TT_CUDA_CHECK(cudaDeviceSynchronize());
-                TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
-                              same_bits_bf16(a.dv_dev, dv2, a.nkv),
+                TT_EXPECT(same_bits_bf16(a.dq_dev, dq3, a.nq) && same_bits_bf16(a.dk_dev, dk3, a.nkv) &&
+                              same_bits_bf16(a.dv_dev, dv3, a.nkv),
                           "packed documents (%s): the pipelined hopper backward gives the dQ kernel schedule's bits",
                           layout);
-                cudaFree(dq2);
-                cudaFree(dk2);
-                cudaFree(dv2);
+                cudaFree(dq3);
+                cudaFree(dk3);
+                cudaFree(dv3);
             }
         } else {
             tt_cuda_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
@@ -374,14 +396,15 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
     TT_CUDA_CHECK(cudaMalloc(&scratch, ordered_bytes));
     for (int ordered = 1; ordered >= 0; ordered--) { /* dQ added in key order, then dQ's own kernel */
         const size_t bytes = ordered ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s);
+        poison_outputs(&a);
         tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
         tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
-                                          a.k_dev, a.v_dev, &s, scratch, bytes, 0);
+                                          a.k_dev, a.v_dev, &s, scratch, bytes, ordered, 0);
         TT_CUDA_CHECK(cudaDeviceSynchronize());
         expect_matches_cpu(ordered ? "hopper ordered dQ " : "hopper dQ kernel ", &a, &s, floor);
         tt_bf16 *dq2 = device_poisoned(a.nq), *dk2 = device_poisoned(a.nkv), *dv2 = device_poisoned(a.nkv);
         tt_cuda_hopper_attention_backward(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev,
-                                          &s, scratch, bytes, 0);
+                                          &s, scratch, bytes, ordered, 0);
         TT_CUDA_CHECK(cudaDeviceSynchronize());
         TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
                       same_bits_bf16(a.dv_dev, dv2, a.nkv),
@@ -433,9 +456,9 @@ static void test_hopper_against_flash(int64_t B, int64_t T, int64_t Hq, int64_t 
     void *scratch;
     TT_CUDA_CHECK(cudaMalloc(&scratch, ordered_bytes));
     for (int ordered = 1; ordered >= 0; ordered--) {
-        tt_cuda_hopper_attention_backward(
-            a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, out_ref, lse_ref, a.q_dev, a.k_dev, a.v_dev, &s, scratch,
-            ordered ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s), 0);
+        poison_outputs(&a);
+        tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, out_ref, lse_ref, a.q_dev, a.k_dev,
+                                          a.v_dev, &s, scratch, ordered_bytes, ordered, 0);
         TT_CUDA_CHECK(cudaDeviceSynchronize());
         const tt_bf16 *got[] = {a.dq_dev, a.dk_dev, a.dv_dev}, *want[] = {dq_ref, dk_ref, dv_ref};
         const int64_t counts[] = {a.nq, a.nkv, a.nkv};
@@ -497,10 +520,8 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed
         if (call == HOPPER_BACKWARD || call == HOPPER_BACKWARD_ORDERED)
             tt_cuda_hopper_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                               a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch,
-                                              call == HOPPER_BACKWARD_ORDERED
-                                                  ? tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s)
-                                                  : tt_cuda_hopper_attention_backward_scratch_bytes(s),
-                                              0);
+                                              tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s),
+                                              call == HOPPER_BACKWARD_ORDERED, 0);
         else if (call == HOPPER_BACKWARD_PIPELINED)
             tt_cuda_hopper_attention_backward_pipelined(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev,
                                                         a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch, 0);

@@ -5,6 +5,7 @@
 #ifndef TT_OPS_CUDA_ATTENTION_HOPPER_H
 #define TT_OPS_CUDA_ATTENTION_HOPPER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cuda_runtime_api.h>
@@ -48,13 +49,12 @@ size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape 
  * each head; the dK/dV kernel adds each key block's share of dQ in key order (5 products a step). */
 size_t tt_cuda_hopper_attention_backward_ordered_scratch_bytes(const tt_attention_shape *s);
 
-/* dq, dk, dv overwritten; P recomputed from lse. The schedule follows scratch_bytes (ordered where it holds the
- * ordered scratch); either way every element is a fixed-order sum: the same bits every run for the same
- * scratch_bytes. */
+/* dq, dk, dv overwritten; P recomputed from lse. ordered_dq picks the schedule (scratch_bytes must hold its scratch);
+ * either way every element is a fixed-order sum: the same bits every run for the same schedule. */
 void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const tt_bf16 *out,
                                        const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                        const tt_attention_shape *s, void *scratch, size_t scratch_bytes,
-                                       cudaStream_t stream);
+                                       bool ordered_dq, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -75,7 +75,8 @@ static void own_attention_backward(void *dq, void *dk, void *dv, const void *dou
                                    const void *q, const void *k, const void *v, const tt_attention_shape *shape,
                                    void *scratch, size_t scratch_bytes, cudaStream_t stream) {
     if (own_kernels_are_wgmma(shape))
-        tt_cuda_hopper_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, scratch_bytes, stream);
+        tt_cuda_hopper_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, scratch_bytes, false,
+                                          stream);
     else tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, stream);
 }
 
@@ -677,13 +678,11 @@ static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudn
     if (cudnn) /* the description names cuDNN's version */
         tt_info("attention: %s%s", tt_cudnn_attention_describe(cudnn), c->lanes > 1 ? "; 2 head groups at a time" : "");
     if (c->forward == TT_ATTENTION_FLASH || c->backward == TT_ATTENTION_FLASH) {
-        const bool ordered = c->backward == TT_ATTENTION_FLASH && own_kernels_are_wgmma(shape) &&
-                             c->backward_workspace >= tt_cuda_hopper_attention_backward_ordered_scratch_bytes(shape);
         tt_info("attention: %s%s%s (deterministic; the backward's workspace is %.1f MiB%s)", own_kernels_name(shape),
                 c->forward == TT_ATTENTION_FLASH ? " forward" : "",
                 c->backward == TT_ATTENTION_FLASH ? (c->forward == TT_ATTENTION_FLASH ? " and backward" : " backward") : "",
                 (double)c->backward_workspace / (1024.0 * 1024.0),
-                ordered ? ", dQ added in key order" : own_kernels_are_wgmma(shape) ? ", dQ in a kernel of its own" : "");
+                c->backward == TT_ATTENTION_FLASH && own_kernels_are_wgmma(shape) ? ", dQ in a kernel of its own" : "");
     }
 }
 

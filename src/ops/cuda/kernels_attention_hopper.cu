@@ -228,6 +228,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         wgmma_commit();
         wgmma_wait<0>();
         fence_accumulators(o);
+        fence_operands<32>(p); /* nothing of the epilogue lands in P's registers while the product reads them */
     }
 
     sum_g = quad_sum(sum_g);
@@ -658,6 +659,21 @@ static size_t d_floats_aligned(const tt_attention_shape *s) {
     return ((size_t)(s->batch * s->num_heads * s->seq_len) + 63) & ~(size_t)63; /* 256-byte aligned */
 }
 
+/* The shape is one the kernels take, the grid fits (T / 128 blocks in y), and every operand is 16-byte aligned. */
+static void check_arguments(const tt_attention_shape *s, const void *const *pointers, int count) {
+    TT_CHECK(tt_cuda_hopper_attention_supported(s),
+             "the Hopper attention kernels take head_dim 128 and no sliding window (head_dim %lld, %lld heads, %lld kv "
+             "heads, window %lld)",
+             (long long)s->head_dim, (long long)s->num_heads, (long long)s->num_kv_heads, (long long)s->sliding_window);
+    TT_CHECK(s->batch > 0 && s->num_heads > 0 && (s->seq_len + 127) / 128 <= 65535 &&
+                 s->batch * s->num_heads <= INT32_MAX && s->batch * s->seq_len <= INT32_MAX,
+             "the Hopper attention kernels take at most 65535 x 128 tokens a sequence (sequence_len %lld)",
+             (long long)s->seq_len);
+    for (int i = 0; i < count; i++)
+        TT_CHECK(((uintptr_t)pointers[i] & 15) == 0, "the Hopper attention kernels: operand %d is not 16-byte aligned",
+                 i);
+}
+
 extern "C" size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape *s) {
     return sizeof(float) * (size_t)(s->batch * s->num_heads * s->seq_len);
 }
@@ -669,22 +685,21 @@ extern "C" size_t tt_cuda_hopper_attention_backward_ordered_scratch_bytes(const 
 extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                                   const tt_bf16 *out, const float *lse, const tt_bf16 *q,
                                                   const tt_bf16 *k, const tt_bf16 *v, const tt_attention_shape *s,
-                                                  void *scratch, size_t scratch_bytes, cudaStream_t stream) {
-    const bool ordered = scratch_bytes >= tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s);
-    TT_CHECK(ordered || scratch_bytes >= tt_cuda_hopper_attention_backward_scratch_bytes(s),
-             "the Hopper attention backward's scratch is %zu bytes; it needs %zu", scratch_bytes,
-             tt_cuda_hopper_attention_backward_scratch_bytes(s));
-    TT_CHECK(tt_cuda_hopper_attention_supported(s), "the Hopper attention backward takes head_dim 128 and no sliding window");
-    static bool configured = false;
-    if (!configured) {
-        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           DKDV_SHARED_BYTES));
-        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           DKDV_ORDERED_SHARED_BYTES));
-        TT_CUDA_CHECK(
-            cudaFuncSetAttribute(hopper_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SHARED_BYTES));
-        configured = true;
-    }
+                                                  void *scratch, size_t scratch_bytes, bool ordered_dq,
+                                                  cudaStream_t stream) {
+    const void *pointers[] = {dq, dk, dv, dout, out, q, k, v};
+    check_arguments(s, pointers, 8);
+    const size_t need = ordered_dq ? tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s)
+                                   : tt_cuda_hopper_attention_backward_scratch_bytes(s);
+    TT_CHECK(scratch && scratch_bytes >= need, "the Hopper attention backward's scratch is %zu bytes; %s needs %zu",
+             scratch_bytes, ordered_dq ? "the ordered-dQ schedule" : "it", need);
+    /* per call: the attribute belongs to the current device's context */
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       DKDV_SHARED_BYTES));
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       DKDV_ORDERED_SHARED_BYTES));
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SHARED_BYTES));
+    const bool ordered = ordered_dq;
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     float *D = (float *)scratch;
@@ -721,13 +736,10 @@ extern "C" int tt_cuda_hopper_attention_supported(const tt_attention_shape *s) {
 
 extern "C" void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                                  const tt_bf16 *v, const tt_attention_shape *s, cudaStream_t stream) {
-    TT_CHECK(tt_cuda_hopper_attention_supported(s), "the Hopper attention forward takes head_dim 128 and no sliding window");
-    static bool configured = false;
-    if (!configured) {
-        TT_CUDA_CHECK(
-            cudaFuncSetAttribute(hopper_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SHARED_BYTES));
-        configured = true;
-    }
+    const void *pointers[] = {out, q, k, v};
+    check_arguments(s, pointers, 4);
+    TT_CUDA_CHECK(
+        cudaFuncSetAttribute(hopper_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SHARED_BYTES));
     const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((s->seq_len + BLOCK_M - 1) / BLOCK_M));
     hopper_forward_kernel<<<grid, THREADS, FWD_SHARED_BYTES, stream>>>(out, lse, q, k, v, (int)s->seq_len,
                                                                        (int)s->num_heads, (int)s->num_kv_heads,

@@ -561,12 +561,8 @@ extern "C" void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *
     TT_CHECK(tt_cuda_hopper_attention_supported(s),
              "the Hopper attention forward takes head_dim 128 and no sliding window");
     TT_CHECK(s->batch * s->seq_len <= INT32_MAX, "the Hopper attention forward addresses rows with 32 bits");
-    static bool configured = false;
-    if (!configured) {
-        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           PIPE_SHARED_BYTES));
-        configured = true;
-    }
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       PIPE_SHARED_BYTES));
     const int64_t rows = s->batch * s->seq_len;
     const CUtensorMap q_map = matrix_map(q, rows, s->num_heads * HEAD_DIM, 128);
     const CUtensorMap k_map = matrix_map(k, rows, s->num_kv_heads * HEAD_DIM, 128);
@@ -586,14 +582,10 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
     TT_CHECK(tt_cuda_hopper_attention_supported(s),
              "the Hopper attention backward takes head_dim 128 and no sliding window");
     TT_CHECK(s->batch * s->seq_len <= INT32_MAX, "the Hopper attention backward addresses rows with 32 bits");
-    static bool configured = false;
-    if (!configured) {
-        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           DKDV_PIPE_SHARED_BYTES));
-        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           DQ_PIPE_SHARED_BYTES));
-        configured = true;
-    }
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       DKDV_PIPE_SHARED_BYTES));
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       DQ_PIPE_SHARED_BYTES));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     const int64_t rows = s->batch * s->seq_len;

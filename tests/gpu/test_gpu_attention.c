@@ -121,6 +121,13 @@ static void run_flash(attention_buffers *a, const tt_attention_shape *s) {
     TT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+/* Scratch for every Hopper backward schedule (cp.async or pipelined, dQ kernel or ordered dQ). */
+static size_t hopper_scratch_bytes(const tt_attention_shape *s) {
+    const size_t a = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s);
+    const size_t b = tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(s, true);
+    return a > b ? a : b;
+}
+
 /* NaN bits over every output (out, lse, dq, dk, dv), so that a row a kernel does not write fails its check. */
 static void poison_outputs(attention_buffers *a) {
     TT_CUDA_CHECK(cudaMemset(a->out_dev, 0xFF, sizeof(tt_bf16) * (size_t)a->nq));
@@ -275,7 +282,7 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
     const double floor = 1.0;
     attention_buffers a = make_buffers(&s);
     void *hopper_scratch = NULL;
-    const size_t ordered_bytes = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s);
+    const size_t ordered_bytes = hopper_scratch_bytes(&s);
     TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, ordered_bytes));
     /* flash, the simple kernels, then (head_dim 128) the Hopper ones with the ordered dQ and with the dQ kernel */
     const int kernels = tt_cuda_hopper_attention_supported(&s) ? 4 : 2;
@@ -318,12 +325,31 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
             if (kernel == 3) { /* the pipelined backward: the same bits */
                 tt_bf16 *dq3 = device_poisoned(a.nq), *dk3 = device_poisoned(a.nkv), *dv3 = device_poisoned(a.nkv);
                 tt_cuda_hopper_attention_backward_pipelined(dq3, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
-                                                            a.k_dev, a.v_dev, &s, hopper_scratch, 0);
+                                                            a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, false,
+                                                            0);
                 TT_CUDA_CHECK(cudaDeviceSynchronize());
                 TT_EXPECT(same_bits_bf16(a.dq_dev, dq3, a.nq) && same_bits_bf16(a.dk_dev, dk3, a.nkv) &&
                               same_bits_bf16(a.dv_dev, dv3, a.nkv),
                           "packed documents (%s): the pipelined hopper backward gives the dQ kernel schedule's bits",
                           layout);
+                /* the pipelined ordered dQ: within bf16 of the dQ kernel's dq (another order), dk and dv the same
+                 * bits, and twice the same bits */
+                tt_bf16 *dq4 = device_poisoned(a.nq);
+                tt_cuda_hopper_attention_backward_pipelined(dq3, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                            a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, true,
+                                                            0);
+                tt_cuda_hopper_attention_backward_pipelined(dq4, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                            a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, true,
+                                                            0);
+                TT_CUDA_CHECK(cudaDeviceSynchronize());
+                TT_EXPECT(same_bits_bf16(dq3, dq4, a.nq) && same_bits_bf16(a.dk_dev, dk3, a.nkv) &&
+                              same_bits_bf16(a.dv_dev, dv3, a.nkv),
+                          "packed documents (%s): the pipelined ordered-dQ backward twice the same bits", layout);
+                float *x = download_bf16(dq3, a.nq), *y = download_bf16(a.dq_dev, a.nq);
+                expect_close_floor("pipelined ordered dQ: dq vs the dQ kernel's", x, y, a.nq, GRAD_TOLERANCE, floor);
+                free(x);
+                free(y);
+                cudaFree(dq4);
                 cudaFree(dq3);
                 cudaFree(dk3);
                 cudaFree(dv3);
@@ -392,7 +418,7 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
            (long long)Hq, (long long)Hkv);
     attention_buffers a = make_buffers(&s);
     void *scratch;
-    const size_t ordered_bytes = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s);
+    const size_t ordered_bytes = hopper_scratch_bytes(&s);
     TT_CUDA_CHECK(cudaMalloc(&scratch, ordered_bytes));
     for (int ordered = 1; ordered >= 0; ordered--) { /* dQ added in key order, then dQ's own kernel */
         const size_t bytes = ordered ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s);
@@ -414,11 +440,26 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
             TT_CUDA_CHECK(cudaMemset(dk2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
             TT_CUDA_CHECK(cudaMemset(dv2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
             tt_cuda_hopper_attention_backward_pipelined(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
-                                                        a.k_dev, a.v_dev, &s, scratch, 0);
+                                                        a.k_dev, a.v_dev, &s, scratch, ordered_bytes, false, 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
             TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
                           same_bits_bf16(a.dv_dev, dv2, a.nkv),
                       "pipelined hopper backward gives the dQ kernel schedule's bits");
+            /* the pipelined backward with the ordered dQ: against the CPU, and twice the same bits */
+            poison_outputs(&a);
+            tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+            tt_cuda_hopper_attention_backward_pipelined(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev,
+                                                        a.q_dev, a.k_dev, a.v_dev, &s, scratch, ordered_bytes, true,
+                                                        0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+            expect_matches_cpu("pipelined hopper ordered dQ ", &a, &s, floor);
+            TT_CUDA_CHECK(cudaMemset(dq2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq));
+            tt_cuda_hopper_attention_backward_pipelined(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                        a.k_dev, a.v_dev, &s, scratch, ordered_bytes, true, 0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+            TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
+                          same_bits_bf16(a.dv_dev, dv2, a.nkv),
+                      "pipelined hopper backward (ordered dQ) twice gives the same bits");
         }
         cudaFree(dq2);
         cudaFree(dk2);
@@ -496,6 +537,7 @@ typedef struct timing {
     double ordered_backward_ms, ordered_backward_tflops; /* the Hopper backward with dQ added in key order */
     double pipelined_forward_ms, pipelined_forward_tflops; /* the Hopper forward with TMA and a producer */
     double pipelined_backward_ms, pipelined_backward_tflops; /* the Hopper backward with TMA and a producer */
+    double pipelined_ordered_ms, pipelined_ordered_tflops;   /* ...and dQ added in key order by a writer */
 } timing;
 
 /* What median_ms times. */
@@ -505,6 +547,7 @@ typedef enum timed_call {
     HOPPER_FORWARD,
     HOPPER_FORWARD_PIPELINED,
     HOPPER_BACKWARD_PIPELINED,
+    HOPPER_BACKWARD_PIPELINED_ORDERED,
     HOPPER_BACKWARD,         /* dQ's own kernel */
     HOPPER_BACKWARD_ORDERED, /* dQ added in key order */
 } timed_call;
@@ -520,11 +563,12 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed
         if (call == HOPPER_BACKWARD || call == HOPPER_BACKWARD_ORDERED)
             tt_cuda_hopper_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                               a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch,
-                                              tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s),
-                                              call == HOPPER_BACKWARD_ORDERED, 0);
-        else if (call == HOPPER_BACKWARD_PIPELINED)
+                                              hopper_scratch_bytes(s), call == HOPPER_BACKWARD_ORDERED, 0);
+        else if (call == HOPPER_BACKWARD_PIPELINED || call == HOPPER_BACKWARD_PIPELINED_ORDERED)
             tt_cuda_hopper_attention_backward_pipelined(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev,
-                                                        a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch, 0);
+                                                        a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch,
+                                                        hopper_scratch_bytes(s),
+                                                        call == HOPPER_BACKWARD_PIPELINED_ORDERED, 0);
         else if (call == FLASH_BACKWARD)
             tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
@@ -549,10 +593,11 @@ static timing time_flash(int64_t T) {
     attention_buffers a = make_buffers(&s);
     timing r = {.T = T};
     void *hopper_scratch;
-    TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s)));
+    TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, hopper_scratch_bytes(&s)));
     r.hopper_forward_ms = median_ms(&a, &s, HOPPER_FORWARD, hopper_scratch);
     r.pipelined_forward_ms = median_ms(&a, &s, HOPPER_FORWARD_PIPELINED, hopper_scratch);
     r.pipelined_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED, hopper_scratch);
+    r.pipelined_ordered_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED_ORDERED, hopper_scratch);
     r.hopper_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, hopper_scratch);
     r.ordered_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_ORDERED, hopper_scratch);
     r.forward_ms = median_ms(&a, &s, FLASH_FORWARD, hopper_scratch);
@@ -567,6 +612,7 @@ static timing time_flash(int64_t T) {
     r.ordered_backward_tflops = 2.5 * forward_flops / (r.ordered_backward_ms * 1e-3) / 1e12;
     r.pipelined_forward_tflops = forward_flops / (r.pipelined_forward_ms * 1e-3) / 1e12;
     r.pipelined_backward_tflops = 2.5 * forward_flops / (r.pipelined_backward_ms * 1e-3) / 1e12;
+    r.pipelined_ordered_tflops = 2.5 * forward_flops / (r.pipelined_ordered_ms * 1e-3) / 1e12;
     TT_CUDA_CHECK(cudaGetLastError());
     float *check = download_bf16(a.dq_dev, a.nq); /* the timed runs produced finite values */
     bool finite = true;
@@ -644,5 +690,9 @@ int main(int argc, char **argv) {
                results[i].hopper_backward_tflops, results[i].ordered_backward_ms, results[i].ordered_backward_tflops,
                results[i].pipelined_forward_ms, results[i].pipelined_forward_tflops, results[i].pipelined_backward_ms,
                results[i].pipelined_backward_tflops);
+    printf("\npipelined (TMA, producer warpgroup) backward: dQ kernel / ordered dQ (TFLOP/s)\n");
+    for (int i = 0; i < count; i++)
+        printf("%8lld %12.1f %12.1f\n", (long long)results[i].T, results[i].pipelined_backward_tflops,
+               results[i].pipelined_ordered_tflops);
     return tt_test_summary("gpu_attention");
 }

@@ -33,13 +33,17 @@ void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *lse, const 
 void tt_cuda_hopper_attention_dot(float *D, const tt_bf16 *dout, const tt_bf16 *out, const tt_attention_shape *s,
                                   cudaStream_t stream);
 
-/* The backward with dQ's own kernel (the same bits as tt_cuda_hopper_attention_backward given only
- * tt_cuda_hopper_attention_backward_scratch_bytes) through the pipeline of the pipelined forward: a producer warpgroup
- * loading with TMA, two consumer warpgroups. */
+/* The backward through the pipeline of the pipelined forward: a producer warpgroup loading with TMA, two consumer
+ * warpgroups. Without ordered_dq, dQ's own kernel: the bits of tt_cuda_hopper_attention_backward's dQ-kernel
+ * schedule. With ordered_dq, each key block's share of dQ is added in key order by a writer thread (bulk reductions,
+ * turn counters) and no dQ kernel runs: 5 products a step instead of 7, its own fixed-order bits. */
+size_t tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(const tt_attention_shape *s, bool ordered_dq);
+
 void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                                  const tt_bf16 *out, const float *lse, const tt_bf16 *q,
                                                  const tt_bf16 *k, const tt_bf16 *v, const tt_attention_shape *s,
-                                                 void *scratch, cudaStream_t stream);
+                                                 void *scratch, size_t scratch_bytes, bool ordered_dq,
+                                                 cudaStream_t stream);
 
 /* Bytes of device scratch the backward needs at least: D[B, Hq, T] = rowsum(dout * out), fp32. dQ then has a kernel
  * of its own that recomputes S and dP (7 products a step). */

@@ -232,26 +232,79 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 #define BWD_STAGES 3
 #define PIPE_TILE64_BYTES (64 * HEAD_DIM * 2)
 #define BWD_ROW_VALUES 3 /* lse, D, position: 64 of each a slot */
-/* dK/dV: K, V; the ring of (Q, dO) slots; the ring of row values; the barriers (K/V full; full and empty a slot) */
-#define DKDV_PIPE_BARRIERS_OFFSET (2 * PIPE_TILE_BYTES + BWD_STAGES * (2 * PIPE_TILE64_BYTES + BWD_ROW_VALUES * 256))
-#define DKDV_PIPE_SHARED_BYTES (DKDV_PIPE_BARRIERS_OFFSET + (1 + 2 * BWD_STAGES) * 8 + 1024)
+#define DQ_TILE_BYTES (64 * HEAD_DIM * 4) /* a step's dQ share, 64 queries x 128 fp32, row-major */
+
+/* The dK/dV kernel's shared memory: K, V; the ring of (Q, dO) slots; the ring of row values; the barriers (K/V full;
+ * full and empty a slot; (ORDERED) dQ full and empty a tile); (ORDERED) two dS^T tiles and two dQ tiles. Offsets from
+ * the 1024-byte aligned base. */
+template <bool ORDERED, int STAGES> struct dkdv_layout {
+    static constexpr int ring = 2 * PIPE_TILE_BYTES;
+    static constexpr int rows = ring + STAGES * 2 * PIPE_TILE64_BYTES;
+    static constexpr int barriers = rows + STAGES * BWD_ROW_VALUES * 256; /* in the rows' padding to 1024 */
+    static constexpr int barrier_count = 1 + 2 * STAGES + (ORDERED ? 4 : 0);
+    static constexpr int ds = (barriers + barrier_count * 8 + 1023) & ~1023;
+    static constexpr int dq = ds + (ORDERED ? 2 * PIPE_TILE64_BYTES : 0);
+    static constexpr int bytes = dq + (ORDERED ? 2 * DQ_TILE_BYTES : 0) + 1024;
+    static_assert(bytes <= 227 * 1024, "the dK/dV kernel's shared memory fits a block");
+};
+#define DKDV_STAGES(ORDERED) ((ORDERED) ? 2 : BWD_STAGES)
+
 /* dQ: Q, dO (128 rows each); the ring of (K, V) slots of 64 keys; the barriers (Q/dO full; full and empty a slot) */
 #define DQ_PIPE_BARRIERS_OFFSET (2 * PIPE_TILE_BYTES + BWD_STAGES * 2 * PIPE_TILE64_BYTES)
 #define DQ_PIPE_SHARED_BYTES (DQ_PIPE_BARRIERS_OFFSET + (1 + 2 * BWD_STAGES) * 8 + 1024)
 
+/* A bulk reduction (the async proxy adds a contiguous block of fp32 from shared memory into global memory), and the
+ * waits for this thread's bulk groups. */
+static __device__ __forceinline__ void bulk_reduce_add_f32(float *dst, uint32_t src, uint32_t bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+                 "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void bulk_wait_all(void) {
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ int load_acquire_gpu(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void store_release_gpu(int *p, int v) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+/* Named barrier of the two consumer warpgroups (the dS^T tile of a step is whole). */
+#define DS_BARRIER 3
+
+/* ORDERED: the block also makes its 128 keys' share of dQ for each step's 64 queries (dQ_part = dS K, dS^T through
+ * shared memory as a transposed A, each consumer one half of head_dim), stages it in shared memory in fp32, and a
+ * writer thread of the producer warpgroup adds it into dq_accum[B, Hq, Tpad, 128] (Tpad: T rounded up to 64) with one
+ * bulk reduction when the (sequence, head, query tile)'s turn comes (turns[B, Hq, Tpad / 64], zero before the launch):
+ * key blocks in key order, so every element is the same fixed-order sum each run. The consumers never wait for a
+ * turn; the writer does, two dQ tiles behind at most. Blocks wait only on blocks of lower index. */
+template <bool ORDERED>
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     hopper_dkdv_pipelined_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const __grid_constant__ CUtensorMap q_map64, const __grid_constant__ CUtensorMap do_map64,
                                  tt_bf16 *dk, tt_bf16 *dv, const float *lse, const float *D, int T, int Hq, int Hkv,
-                                 float scale_log2, float scale, const int32_t *positions) {
+                                 float scale_log2, float scale, const int32_t *positions, float *dq_accum,
+                                 int *turns) {
+    constexpr int STAGES = DKDV_STAGES(ORDERED);
+    typedef dkdv_layout<ORDERED, STAGES> L;
     extern __shared__ unsigned char shared_raw[];
     const uint32_t raw = shared_address(shared_raw), base = (raw + 1023) & ~1023u;
-    const uint32_t k_tile = base, v_tile = base + PIPE_TILE_BYTES, ring = base + 2 * PIPE_TILE_BYTES;
-    const uint32_t rows_base = ring + BWD_STAGES * 2 * PIPE_TILE64_BYTES;
+    const uint32_t k_tile = base, v_tile = base + PIPE_TILE_BYTES, ring = base + L::ring;
+    const uint32_t rows_base = base + L::rows, ds_tiles = base + L::ds, dq_tiles = base + L::dq;
     unsigned char *rows_generic = shared_raw + (rows_base - raw);
-    const uint32_t barriers = base + DKDV_PIPE_BARRIERS_OFFSET, kv_full = barriers;
+    float *dq_generic = (float *)(shared_raw + (dq_tiles - raw));
+    const uint32_t barriers = base + L::barriers, kv_full = barriers;
 #define FULL(s) (barriers + 8 * (1 + (s)))
-#define EMPTY(s) (barriers + 8 * (1 + BWD_STAGES + (s)))
+#define EMPTY(s) (barriers + 8 * (1 + STAGES + (s)))
+#define DQ_FULL(s) (barriers + 8 * (1 + 2 * STAGES + (s)))
+#define DQ_EMPTY(s) (barriers + 8 * (3 + 2 * STAGES + (s)))
 
     const int tid = threadIdx.x, warpgroup = tid >> 7;
     const int b = blockIdx.x / Hkv, kv_head = blockIdx.x % Hkv, heads = Hq / Hkv;
@@ -272,40 +325,63 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 
     if (tid == 0) {
         barrier_init(kv_full, 1);
-        for (int s = 0; s < BWD_STAGES; s++) {
-            barrier_init(FULL(s), 128); /* every producer thread, after its row values (thread 0's with the bytes) */
-            barrier_init(EMPTY(s), 2);  /* each consumer */
+        for (int s = 0; s < STAGES; s++) {
+            barrier_init(FULL(s), 64); /* the 64 row loaders, thread 0's arrival with the bytes */
+            barrier_init(EMPTY(s), 2); /* each consumer */
         }
+        if (ORDERED)
+            for (int s = 0; s < 2; s++) {
+                barrier_init(DQ_FULL(s), 256); /* every consumer thread, after its share of the dQ tile */
+                barrier_init(DQ_EMPTY(s), 1);  /* the writer, once its reduction read the tile */
+            }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
-        if (tid == 0) {
-            barrier_expect_bytes(kv_full, 2 * PIPE_TILE_BYTES);
-            tma_load_tile<128>(k_tile, &k_map, kv_head * HEAD_DIM, b * T + n0, kv_full);
-            tma_load_tile<128>(v_tile, &v_map, kv_head * HEAD_DIM, b * T + n0, kv_full);
-        }
-        for (int i = 0; i < steps; i++) {
-            const int slot = i % BWD_STAGES, h = kv_head * heads + i / tiles, m0 = (first_tile + i % tiles) * 64;
-            barrier_wait(EMPTY(slot), ((i / BWD_STAGES) & 1) ^ 1);
-            /* row values: thread r < 64 lse and position of query m0 + r, thread 64 + r its D (zero past T) */
-            const int r = tid & 63, query = m0 + r;
-            float *values = (float *)(rows_generic + slot * BWD_ROW_VALUES * 256);
-            if (tid < 64) {
-                values[r] = query < T ? lse[((int64_t)b * Hq + h) * T + query] : 0.0f;
-                if (positions) ((int32_t *)values)[128 + r] = query < T ? positions[(int64_t)b * T + query] : 0;
-            } else {
-                values[64 + r] = query < T ? D[((int64_t)b * Hq + h) * T + query] : 0.0f;
-            }
+        if (tid < 64) { /* the loader: TMA from thread 0, the row values from all 64 */
             if (tid == 0) {
-                barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64_BYTES);
-                const uint32_t at = ring + slot * 2 * PIPE_TILE64_BYTES;
-                tma_load_tile<64>(at, &q_map64, h * HEAD_DIM, b * T + m0, FULL(slot));
-                tma_load_tile<64>(at + PIPE_TILE64_BYTES, &do_map64, h * HEAD_DIM, b * T + m0, FULL(slot));
-            } else {
-                barrier_arrive(FULL(slot));
+                barrier_expect_bytes(kv_full, 2 * PIPE_TILE_BYTES);
+                tma_load_tile<128>(k_tile, &k_map, kv_head * HEAD_DIM, b * T + n0, kv_full);
+                tma_load_tile<128>(v_tile, &v_map, kv_head * HEAD_DIM, b * T + n0, kv_full);
+            }
+            for (int i = 0; i < steps; i++) {
+                const int slot = i % STAGES, h = kv_head * heads + i / tiles, m0 = (first_tile + i % tiles) * 64;
+                barrier_wait(EMPTY(slot), ((i / STAGES) & 1) ^ 1);
+                const int query = m0 + tid; /* lse, D and position of query m0 + tid (zero past T) */
+                float *values = (float *)(rows_generic + slot * BWD_ROW_VALUES * 256);
+                const int64_t at = ((int64_t)b * Hq + h) * T + query;
+                values[tid] = query < T ? lse[at] : 0.0f;
+                values[64 + tid] = query < T ? D[at] : 0.0f;
+                if (positions) ((int32_t *)values)[128 + tid] = query < T ? positions[(int64_t)b * T + query] : 0;
+                if (tid == 0) {
+                    barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64_BYTES);
+                    const uint32_t to = ring + slot * 2 * PIPE_TILE64_BYTES;
+                    tma_load_tile<64>(to, &q_map64, h * HEAD_DIM, b * T + m0, FULL(slot));
+                    tma_load_tile<64>(to + PIPE_TILE64_BYTES, &do_map64, h * HEAD_DIM, b * T + m0, FULL(slot));
+                } else {
+                    barrier_arrive(FULL(slot));
+                }
+            }
+        } else if (ORDERED && tid == 64) { /* the dQ writer */
+            const int Tpad = all_tiles * 64;
+            for (int i = 0; i < steps; i++) {
+                const int tile = i & 1, h = kv_head * heads + i / tiles, query_tile = first_tile + i % tiles;
+                const int m0 = query_tile * 64;
+                barrier_wait(DQ_FULL(tile), (i >> 1) & 1);
+                /* its turn: after every key block before it whose keys reach the tile's first document */
+                const int skipped = positions ? (m0 - positions[(int64_t)b * T + m0]) / 128 : 0;
+                const int turn = (int)blockIdx.y - skipped;
+                int *counter = turns + ((int64_t)b * Hq + h) * all_tiles + query_tile;
+                while (load_acquire_gpu(counter) != turn) __nanosleep(32);
+                bulk_reduce_add_f32(dq_accum + (((int64_t)b * Hq + h) * Tpad + m0) * HEAD_DIM,
+                                    dq_tiles + tile * DQ_TILE_BYTES, DQ_TILE_BYTES);
+                bulk_wait_all(); /* the adds are done in global memory (and the tile read) */
+                asm volatile("fence.proxy.async.global;\n" ::: "memory");
+                __threadfence();
+                store_release_gpu(counter, turn + 1);
+                barrier_arrive(DQ_EMPTY(tile));
             }
         }
         return;
@@ -325,8 +401,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 
     barrier_wait(kv_full, 0);
     for (int i = 0; i < steps; i++) {
-        const int slot = i % BWD_STAGES, m0 = (first_tile + i % tiles) * 64;
-        barrier_wait(FULL(slot), (i / BWD_STAGES) & 1);
+        const int slot = i % STAGES, m0 = (first_tile + i % tiles) * 64;
+        barrier_wait(FULL(slot), (i / STAGES) & 1);
         const uint32_t q_at = ring + slot * 2 * PIPE_TILE64_BYTES, do_at = q_at + PIPE_TILE64_BYTES;
         const float *lse_rows = (const float *)(rows_generic + slot * BWD_ROW_VALUES * 256);
         const float *d_rows = lse_rows + 64;
@@ -376,15 +452,63 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         for (int kb = 0; kb < 4; kb++)
             wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
-        wgmma_wait<0>();
-        fence_operands<16>(pa);
-        fence_operands<16>(dsa);
-        fence_accumulators(dv_acc);
-        fence_accumulators(dk_acc);
-        if (leader) barrier_arrive(EMPTY(slot)); /* this consumer is done with the slot's Q, dO and rows */
+        if (ORDERED) {
+            /* dS^T into this step's tile (row = key, 64 queries = one 128-byte swizzled row); the tile of two steps
+             * ago is free: both consumers passed the last step's barrier, after their dQ products of that step */
+            const uint32_t ds_tile = ds_tiles + (i & 1) * PIPE_TILE64_BYTES;
+            const int row = consumer * 64 + warp * 16 + g;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + row * 128 + ((j ^ (row & 7)) << 4) + 4 * t),
+                             "r"(dsa[2 * j])
+                             : "memory");
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + (row + 8) * 128 +
+                                                                ((j ^ ((row + 8) & 7)) << 4) + 4 * t),
+                             "r"(dsa[2 * j + 1])
+                             : "memory");
+            }
+            fence_proxy_async();
+            named_barrier_sync(DS_BARRIER, 256); /* both consumers' keys are in the tile */
+            float dq_part[32];
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < 8; ks++)
+                wgmma_ss_n64_transposed(dq_part, descriptor(ds_tile + ks * 16 * 128, 64 * 128, 1024),
+                                        descriptor(k_tile + consumer * 128 * 128 + ks * 16 * 128, 64 * 128, 1024),
+                                        ks > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_operands<16>(pa);
+            fence_operands<16>(dsa);
+            fence_accumulators(dv_acc);
+            fence_accumulators(dk_acc);
+            fence_accumulators_32(dq_part);
+            if (leader) barrier_arrive(EMPTY(slot)); /* the slot's Q, dO and rows are read */
+            /* this consumer's half of the step's dQ tile (rows = the 64 queries, columns consumer * 64..) */
+            const int tile = i & 1;
+            barrier_wait(DQ_EMPTY(tile), ((i >> 1) & 1) ^ 1);
+            float *dq_tile = dq_generic + tile * (DQ_TILE_BYTES / 4);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int col = consumer * 64 + 8 * j + 2 * t, r0 = warp * 16 + g;
+                *(float2 *)(dq_tile + r0 * HEAD_DIM + col) = make_float2(dq_part[4 * j], dq_part[4 * j + 1]);
+                *(float2 *)(dq_tile + (r0 + 8) * HEAD_DIM + col) = make_float2(dq_part[4 * j + 2], dq_part[4 * j + 3]);
+            }
+            fence_proxy_async(); /* the writer's bulk reduction reads the tile through the async proxy */
+            barrier_arrive(DQ_FULL(tile));
+        } else {
+            wgmma_wait<0>();
+            fence_operands<16>(pa);
+            fence_operands<16>(dsa);
+            fence_accumulators(dv_acc);
+            fence_accumulators(dk_acc);
+            if (leader) barrier_arrive(EMPTY(slot)); /* this consumer is done with the slot's Q, dO and rows */
+        }
     }
 #undef FULL
 #undef EMPTY
+#undef DQ_FULL
+#undef DQ_EMPTY
 
     tt_bf16 *dk_g = dk + kv_offset + (int64_t)key_g * kv_stride, *dv_g = dv + kv_offset + (int64_t)key_g * kv_stride;
 #pragma unroll
@@ -399,6 +523,20 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             *(uint32_t *)(dv_g + 8 * kv_stride + col) = pack_bf16(dv_acc[4 * j + 2], dv_acc[4 * j + 3]);
         }
     }
+}
+
+/* dq[B*T, Hq*128] bf16 = scale * dq_accum[B, Hq, Tpad, 128]: a thread per 4 values of the first T rows. */
+static __global__ void pipelined_dq_convert_kernel(tt_bf16 *dq, const float *dq_accum, int T, int Tpad, int Hq,
+                                                   float scale, int64_t count) {
+    const int64_t at = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; /* of B * Hq * T * 128 */
+    if (at >= count) return;
+    const int64_t row = at / HEAD_DIM, col = at % HEAD_DIM; /* row of [B, Hq, T] */
+    const int64_t bh = row / T, t = row % T, b = bh / Hq, h = bh % Hq;
+    const float4 x = *(const float4 *)(dq_accum + (bh * Tpad + t) * HEAD_DIM + col);
+    uint2 packed;
+    packed.x = pack_bf16(x.x * scale, x.y * scale);
+    packed.y = pack_bf16(x.z * scale, x.w * scale);
+    *(uint2 *)(dq + ((b * T + t) * Hq + h) * HEAD_DIM + col) = packed;
 }
 
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
@@ -574,16 +712,39 @@ extern "C" void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
+/* The pipelined backward's scratch: D, and with the ordered dQ dq_accum[B, Hq, Tpad, 128] and the turns after it. */
+static size_t d_floats_padded(const tt_attention_shape *s) {
+    return ((size_t)(s->batch * s->num_heads * s->seq_len) + 63) & ~(size_t)63; /* 256-byte aligned */
+}
+
+static int64_t padded_len(const tt_attention_shape *s) { return (s->seq_len + 63) / 64 * 64; }
+
+extern "C" size_t tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(const tt_attention_shape *s,
+                                                                            bool ordered_dq) {
+    if (!ordered_dq) return sizeof(float) * (size_t)(s->batch * s->num_heads * s->seq_len);
+    const size_t accum = (size_t)(s->batch * s->num_heads * padded_len(s) * HEAD_DIM);
+    const size_t turns = (size_t)(s->batch * s->num_heads * (padded_len(s) / 64));
+    return sizeof(float) * (d_floats_padded(s) + accum) + sizeof(int) * turns;
+}
+
 extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                                             const tt_bf16 *out, const float *lse, const tt_bf16 *q,
                                                             const tt_bf16 *k, const tt_bf16 *v,
                                                             const tt_attention_shape *s, void *scratch,
+                                                            size_t scratch_bytes, bool ordered_dq,
                                                             cudaStream_t stream) {
     TT_CHECK(tt_cuda_hopper_attention_supported(s),
              "the Hopper attention backward takes head_dim 128 and no sliding window");
-    TT_CHECK(s->batch * s->seq_len <= INT32_MAX, "the Hopper attention backward addresses rows with 32 bits");
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       DKDV_PIPE_SHARED_BYTES));
+    TT_CHECK(s->batch * padded_len(s) <= INT32_MAX, "the Hopper attention backward addresses rows with 32 bits");
+    const size_t need = tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(s, ordered_dq);
+    TT_CHECK(scratch && scratch_bytes >= need, "the pipelined Hopper attention backward's scratch is %zu bytes; it "
+             "needs %zu", scratch_bytes, need);
+    typedef dkdv_layout<false, DKDV_STAGES(false)> plain;
+    typedef dkdv_layout<true, DKDV_STAGES(true)> ordered;
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, plain::bytes));
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<true>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, ordered::bytes));
     TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        DQ_PIPE_SHARED_BYTES));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
@@ -594,8 +755,24 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
     const CUtensorMap k_map = matrix_map(k, rows, Hkv * HEAD_DIM, 128), v_map = matrix_map(v, rows, Hkv * HEAD_DIM, 128);
     const CUtensorMap q_map64 = matrix_map(q, rows, Hq * HEAD_DIM, 64), do_map64 = matrix_map(dout, rows, Hq * HEAD_DIM, 64);
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + 127) / 128));
-    hopper_dkdv_pipelined_kernel<<<kv_grid, PIPE_THREADS, DKDV_PIPE_SHARED_BYTES, stream>>>(
-        k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions);
+    if (ordered_dq) {
+        float *dq_accum = D + d_floats_padded(s);
+        const size_t accum = (size_t)(s->batch * Hq * padded_len(s) * HEAD_DIM);
+        int *turns = (int *)(dq_accum + accum);
+        /* dq_accum from zero (the bulk reductions add onto it) and the turns, contiguous */
+        TT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, need - sizeof(float) * d_floats_padded(s), stream));
+        hopper_dkdv_pipelined_kernel<true><<<kv_grid, PIPE_THREADS, ordered::bytes, stream>>>(
+            k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, dq_accum,
+            turns);
+        TT_CUDA_CHECK(cudaGetLastError());
+        const int64_t count = s->batch * Hq * (int64_t)T * HEAD_DIM;
+        pipelined_dq_convert_kernel<<<(unsigned)((count / 4 + 255) / 256), 256, 0, stream>>>(
+            dq, dq_accum, T, (int)padded_len(s), Hq, scale, count);
+        TT_CUDA_CHECK(cudaGetLastError());
+        return;
+    }
+    hopper_dkdv_pipelined_kernel<false><<<kv_grid, PIPE_THREADS, plain::bytes, stream>>>(
+        k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, NULL, NULL);
     TT_CUDA_CHECK(cudaGetLastError());
     const CUtensorMap q_map = matrix_map(q, rows, Hq * HEAD_DIM, 128), do_map = matrix_map(dout, rows, Hq * HEAD_DIM, 128);
     const CUtensorMap k_map64 = matrix_map(k, rows, Hkv * HEAD_DIM, 64), v_map64 = matrix_map(v, rows, Hkv * HEAD_DIM, 64);

@@ -447,15 +447,11 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - d_rows[col]);
             }
         pack_a64(dsa, dpt);
-        wgmma_fence();
-#pragma unroll
-        for (int kb = 0; kb < 4; kb++)
-            wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
-        wgmma_commit();
+        /* (ORDERED) dS^T into this step's tile (row = key, 64 queries = one 128-byte swizzled row), before dK's
+         * product reads the same registers; the tile of two steps ago is free: both consumers passed the last step's
+         * barrier, after their dQ products of that step */
+        const uint32_t ds_tile = ds_tiles + (i & 1) * PIPE_TILE64_BYTES;
         if (ORDERED) {
-            /* dS^T into this step's tile (row = key, 64 queries = one 128-byte swizzled row); the tile of two steps
-             * ago is free: both consumers passed the last step's barrier, after their dQ products of that step */
-            const uint32_t ds_tile = ds_tiles + (i & 1) * PIPE_TILE64_BYTES;
             const int row = consumer * 64 + warp * 16 + g;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -467,6 +463,13 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                              "r"(dsa[2 * j + 1])
                              : "memory");
             }
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < 4; kb++)
+            wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
+        wgmma_commit();
+        if (ORDERED) {
             fence_proxy_async();
             named_barrier_sync(DS_BARRIER, 256); /* both consumers' keys are in the tile */
             float dq_part[32];

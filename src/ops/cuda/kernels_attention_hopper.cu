@@ -435,14 +435,9 @@ static __global__ void __launch_bounds__(THREADS, 1)
                 dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - d_rows[col]);
             }
         pack_a64(dsa, dpt);
-        wgmma_fence();
-#pragma unroll
-        for (int kb = 0; kb < Q_TILE / 16; kb++)
-            wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
-        wgmma_commit();
         if (ORDERED_DQ) {
-            /* dS^T into shared memory (row = key, 64 queries = one 128-byte swizzled row), then dQ_part[64 queries x
-             * this warpgroup's 64 of head_dim] = dS K over the block's 128 keys */
+            /* dS^T into shared memory (row = key, 64 queries = one 128-byte swizzled row), before dK's product reads
+             * the same registers (a wgmma's register operand is not to be read while it runs) */
             const int row = group * 64 + warp * 16 + g;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -453,12 +448,20 @@ static __global__ void __launch_bounds__(THREADS, 1)
                              "r"(dsa[2 * j + 1])
                              : "memory");
             }
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < Q_TILE / 16; kb++)
+            wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
+        wgmma_commit();
+        if (ORDERED_DQ) {
             /* the previous step's adds are done (each thread's own) before the barrier, while this step's products
              * run; past the barrier every thread's are, and that step's turn passes to the next key block */
             __threadfence();
             fence_proxy_async();
             __syncthreads(); /* both warpgroups' keys are in the tile */
             if (tid == 0 && pending_counter) store_release(pending_counter, pending_turn + 1);
+            /* dQ_part[64 queries x this warpgroup's 64 of head_dim] = dS K over the block's 128 keys */
             float dq_part[32];
             wgmma_fence();
 #pragma unroll

@@ -32,13 +32,14 @@ static __device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parit
                      : "memory");
 }
 
-/* The map's box (64 columns x its rows) at (column, row) of the map's matrix into shared memory, 128-byte swizzled;
- * completion counted in bytes on `bar`. Rows past the matrix are zeros. */
+/* The map's box (64 columns x its rows of one sequence) at (column, row, sequence) of the map's [B, T, columns] tensor
+ * into shared memory, 128-byte swizzled; completion counted in bytes on `bar`. Rows past T are zeros (not the next
+ * sequence's), as the cp.async kernels' zero fill. */
 static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int column, int row,
-                                                uint32_t bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                 "[%4];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(column), "r"(row), "r"(bar)
+                                                int sequence, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+                 "%4}], [%5];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(column), "r"(row), "r"(sequence), "r"(bar)
                  : "memory");
 }
 
@@ -46,9 +47,9 @@ static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap 
  * apart, the layout of the cp.async tiles. */
 template <int ROWS>
 static __device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtensorMap *map, int column, int row,
-                                                     uint32_t bar) {
-    tma_load(dst, map, column, row, bar);
-    tma_load(dst + ROWS * 128, map, column + 64, row, bar);
+                                                     int sequence, uint32_t bar) {
+    tma_load(dst, map, column, row, sequence, bar);
+    tma_load(dst + ROWS * 128, map, column + 64, row, sequence, bar);
 }
 
 static __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {

@@ -9,8 +9,8 @@
  *
  * Semantics are tt_cuda_hopper_attention_forward's (attention_hopper.h): causal, grouped-query heads, packed
  * documents, lse the natural-log log-sum-exp; each output one thread's fixed-order sum (the same bits run to run, and
- * the same bits as the cp.async kernel: the products and the softmax are the same, in the same order). Rows of a
- * tile past T are the next sequence's (or zeros past B * T): their keys are masked, and their queries not stored. */
+ * the same bits as the cp.async kernel: the products and the softmax are the same, in the same order). The tensor
+ * maps are [B, T, columns]: rows of a tile past T are zeros, as the cp.async kernels' zero fill. */
 #include <math.h>
 #include <stdint.h>
 
@@ -74,16 +74,16 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
         if (tid == 0) {
             barrier_expect_bytes(q_full, PIPE_TILE_BYTES);
-            tma_load_tile<128>(q_tile, &q_map, h * HEAD_DIM, b * T + m0, q_full);
+            tma_load_tile<128>(q_tile, &q_map, h * HEAD_DIM, m0, b, q_full);
             for (int j = 0; j < tiles; j++) {
-                const int s = j % FWD_STAGES, row = b * T + n_first + j * PIPE_BLOCK_N;
+                const int s = j % FWD_STAGES, row = n_first + j * PIPE_BLOCK_N;
                 const uint32_t empty_parity = ((j / FWD_STAGES) & 1) ^ 1;
                 barrier_wait(K_EMPTY(s), empty_parity);
                 barrier_expect_bytes(K_FULL(s), PIPE_TILE_BYTES);
-                tma_load_tile<128>(k_ring + s * PIPE_TILE_BYTES, &k_map, kv_head * HEAD_DIM, row, K_FULL(s));
+                tma_load_tile<128>(k_ring + s * PIPE_TILE_BYTES, &k_map, kv_head * HEAD_DIM, row, b, K_FULL(s));
                 barrier_wait(V_EMPTY(s), empty_parity);
                 barrier_expect_bytes(V_FULL(s), PIPE_TILE_BYTES);
-                tma_load_tile<128>(v_ring + s * PIPE_TILE_BYTES, &v_map, kv_head * HEAD_DIM, row, V_FULL(s));
+                tma_load_tile<128>(v_ring + s * PIPE_TILE_BYTES, &v_map, kv_head * HEAD_DIM, row, b, V_FULL(s));
             }
         }
         return;
@@ -245,6 +245,7 @@ template <bool ORDERED, int STAGES> struct dkdv_layout {
     static constexpr int ds = (barriers + barrier_count * 8 + 1023) & ~1023;
     static constexpr int dq = ds + (ORDERED ? 2 * PIPE_TILE64_BYTES : 0);
     static constexpr int bytes = dq + (ORDERED ? 2 * DQ_TILE_BYTES : 0) + 1024;
+    /* the ordered layout takes the whole 227 KiB: no static __shared__ or further barrier fits beside it */
     static_assert(bytes <= 227 * 1024, "the dK/dV kernel's shared memory fits a block");
 };
 #define DKDV_STAGES(ORDERED) ((ORDERED) ? 2 : BWD_STAGES)
@@ -327,7 +328,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         barrier_init(kv_full, 1);
         for (int s = 0; s < STAGES; s++) {
             barrier_init(FULL(s), 64); /* the 64 row loaders, thread 0's arrival with the bytes */
-            barrier_init(EMPTY(s), 2); /* each consumer */
+            barrier_init(EMPTY(s), 8); /* lane 0 of each consumer warp: they read the rows with plain loads too */
         }
         if (ORDERED)
             for (int s = 0; s < 2; s++) {
@@ -343,8 +344,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         if (tid < 64) { /* the loader: TMA from thread 0, the row values from all 64 */
             if (tid == 0) {
                 barrier_expect_bytes(kv_full, 2 * PIPE_TILE_BYTES);
-                tma_load_tile<128>(k_tile, &k_map, kv_head * HEAD_DIM, b * T + n0, kv_full);
-                tma_load_tile<128>(v_tile, &v_map, kv_head * HEAD_DIM, b * T + n0, kv_full);
+                tma_load_tile<128>(k_tile, &k_map, kv_head * HEAD_DIM, n0, b, kv_full);
+                tma_load_tile<128>(v_tile, &v_map, kv_head * HEAD_DIM, n0, b, kv_full);
             }
             for (int i = 0; i < steps; i++) {
                 const int slot = i % STAGES, h = kv_head * heads + i / tiles, m0 = (first_tile + i % tiles) * 64;
@@ -358,8 +359,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 if (tid == 0) {
                     barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64_BYTES);
                     const uint32_t to = ring + slot * 2 * PIPE_TILE64_BYTES;
-                    tma_load_tile<64>(to, &q_map64, h * HEAD_DIM, b * T + m0, FULL(slot));
-                    tma_load_tile<64>(to + PIPE_TILE64_BYTES, &do_map64, h * HEAD_DIM, b * T + m0, FULL(slot));
+                    tma_load_tile<64>(to, &q_map64, h * HEAD_DIM, m0, b, FULL(slot));
+                    tma_load_tile<64>(to + PIPE_TILE64_BYTES, &do_map64, h * HEAD_DIM, m0, b, FULL(slot));
                 } else {
                     barrier_arrive(FULL(slot));
                 }
@@ -375,13 +376,15 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 const int turn = (int)blockIdx.y - skipped;
                 int *counter = turns + ((int64_t)b * Hq + h) * all_tiles + query_tile;
                 while (load_acquire_gpu(counter) != turn) __nanosleep(32);
+                asm volatile("fence.proxy.async.global;\n" ::: "memory"); /* the reduction after the acquire */
                 bulk_reduce_add_f32(dq_accum + (((int64_t)b * Hq + h) * Tpad + m0) * HEAD_DIM,
                                     dq_tiles + tile * DQ_TILE_BYTES, DQ_TILE_BYTES);
-                bulk_wait_all(); /* the adds are done in global memory (and the tile read) */
+                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                barrier_arrive(DQ_EMPTY(tile)); /* the tile is read: the consumers may fill it again */
+                bulk_wait_all();                /* the adds are done in global memory */
                 asm volatile("fence.proxy.async.global;\n" ::: "memory");
                 __threadfence();
                 store_release_gpu(counter, turn + 1);
-                barrier_arrive(DQ_EMPTY(tile));
             }
         }
         return;
@@ -390,7 +393,6 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 
     const int consumer = warpgroup - 1, ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31, g = lane >> 2,
               t = lane & 3;
-    const bool leader = (ctid & 127) == 0;
     const int64_t kv_stride = (int64_t)Hkv * HEAD_DIM;
     const int64_t kv_offset = (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
     float dk_acc[64], dv_acc[64], st[32], dpt[32];
@@ -486,7 +488,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             fence_accumulators(dv_acc);
             fence_accumulators(dk_acc);
             fence_accumulators_32(dq_part);
-            if (leader) barrier_arrive(EMPTY(slot)); /* the slot's Q, dO and rows are read */
+            if (lane == 0) barrier_arrive(EMPTY(slot)); /* this warp read the slot's Q, dO and rows */
             /* this consumer's half of the step's dQ tile (rows = the 64 queries, columns consumer * 64..) */
             const int tile = i & 1;
             barrier_wait(DQ_EMPTY(tile), ((i >> 1) & 1) ^ 1);
@@ -505,7 +507,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             fence_operands<16>(dsa);
             fence_accumulators(dv_acc);
             fence_accumulators(dk_acc);
-            if (leader) barrier_arrive(EMPTY(slot)); /* this consumer is done with the slot's Q, dO and rows */
+            if (lane == 0) barrier_arrive(EMPTY(slot)); /* this warp read the slot's Q, dO and rows */
         }
     }
 #undef FULL
@@ -574,15 +576,15 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
         if (tid == 0) {
             barrier_expect_bytes(qd_full, 2 * PIPE_TILE_BYTES);
-            tma_load_tile<128>(q_tile, &q_map, h * HEAD_DIM, b * T + m0, qd_full);
-            tma_load_tile<128>(do_tile, &do_map, h * HEAD_DIM, b * T + m0, qd_full);
+            tma_load_tile<128>(q_tile, &q_map, h * HEAD_DIM, m0, b, qd_full);
+            tma_load_tile<128>(do_tile, &do_map, h * HEAD_DIM, m0, b, qd_full);
             for (int j = 0; j < key_tiles; j++) {
-                const int slot = j % BWD_STAGES, row = b * T + n_first + j * 64;
+                const int slot = j % BWD_STAGES, row = n_first + j * 64;
                 barrier_wait(EMPTY(slot), ((j / BWD_STAGES) & 1) ^ 1);
                 barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64_BYTES);
                 const uint32_t at = ring + slot * 2 * PIPE_TILE64_BYTES;
-                tma_load_tile<64>(at, &k_map64, kv_head * HEAD_DIM, row, FULL(slot));
-                tma_load_tile<64>(at + PIPE_TILE64_BYTES, &v_map64, kv_head * HEAD_DIM, row, FULL(slot));
+                tma_load_tile<64>(at, &k_map64, kv_head * HEAD_DIM, row, b, FULL(slot));
+                tma_load_tile<64>(at + PIPE_TILE64_BYTES, &v_map64, kv_head * HEAD_DIM, row, b, FULL(slot));
             }
         }
         return;
@@ -681,33 +683,46 @@ static encode_tiled_fn encode_tiled(void) {
     return fn;
 }
 
-/* The map of a row-major bf16 matrix [rows, columns] read in boxes of 64 columns x box_rows rows, 128-byte
- * swizzled. */
-static CUtensorMap matrix_map(const void *base, int64_t rows, int64_t columns, int box_rows) {
+/* The map of a row-major bf16 tensor [B, T, columns] read in boxes of 64 columns x box_rows rows of one sequence,
+ * 128-byte swizzled: rows past T are zeros, never the next sequence's. */
+static CUtensorMap sequence_map(const void *base, int64_t B, int64_t T, int64_t columns, int box_rows) {
     CUtensorMap map;
-    const cuuint64_t dims[2] = {(cuuint64_t)columns, (cuuint64_t)rows};
-    const cuuint64_t strides[1] = {(cuuint64_t)columns * 2};
-    const cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, element_strides[2] = {1, 1};
-    const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
+    const cuuint64_t dims[3] = {(cuuint64_t)columns, (cuuint64_t)T, (cuuint64_t)B};
+    const cuuint64_t strides[2] = {(cuuint64_t)columns * 2, (cuuint64_t)(T * columns * 2)}; /* bytes, dims 1 and 2 */
+    const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, element_strides[3] = {1, 1, 1};
+    const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)base, dims, strides, box,
                                       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    TT_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (%d) for a [%lld, %lld] bf16 matrix", (int)r,
-             (long long)rows, (long long)columns);
+    TT_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (%d) for a [%lld, %lld, %lld] bf16 tensor", (int)r,
+             (long long)B, (long long)T, (long long)columns);
     return map;
+}
+
+/* The shape is one the kernels take, the grid fits (T / 128 blocks in y) and every operand is 16-byte aligned. */
+static void check_pipelined_arguments(const tt_attention_shape *s, const void *const *pointers, int count) {
+    TT_CHECK(tt_cuda_hopper_attention_supported(s),
+             "the Hopper attention kernels take head_dim 128 and no sliding window (head_dim %lld, window %lld)",
+             (long long)s->head_dim, (long long)s->sliding_window);
+    TT_CHECK(s->batch > 0 && s->num_heads > 0 && (s->seq_len + 127) / 128 <= 65535 &&
+                 s->batch * s->num_heads <= INT32_MAX && s->batch * ((s->seq_len + 63) / 64 * 64) <= INT32_MAX,
+             "the Hopper attention kernels take at most 65535 x 128 tokens a sequence (sequence_len %lld)",
+             (long long)s->seq_len);
+    for (int i = 0; i < count; i++)
+        TT_CHECK(((uintptr_t)pointers[i] & 15) == 0, "the Hopper attention kernels: operand %d is not 16-byte aligned",
+                 i);
 }
 
 extern "C" void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *lse, const tt_bf16 *q,
                                                            const tt_bf16 *k, const tt_bf16 *v,
                                                            const tt_attention_shape *s, cudaStream_t stream) {
-    TT_CHECK(tt_cuda_hopper_attention_supported(s),
-             "the Hopper attention forward takes head_dim 128 and no sliding window");
-    TT_CHECK(s->batch * s->seq_len <= INT32_MAX, "the Hopper attention forward addresses rows with 32 bits");
+    const void *pointers[] = {out, q, k, v};
+    check_pipelined_arguments(s, pointers, 4);
     TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        PIPE_SHARED_BYTES));
-    const int64_t rows = s->batch * s->seq_len;
-    const CUtensorMap q_map = matrix_map(q, rows, s->num_heads * HEAD_DIM, 128);
-    const CUtensorMap k_map = matrix_map(k, rows, s->num_kv_heads * HEAD_DIM, 128);
-    const CUtensorMap v_map = matrix_map(v, rows, s->num_kv_heads * HEAD_DIM, 128);
+    const int64_t B = s->batch, T = s->seq_len;
+    const CUtensorMap q_map = sequence_map(q, B, T, s->num_heads * HEAD_DIM, 128);
+    const CUtensorMap k_map = sequence_map(k, B, T, s->num_kv_heads * HEAD_DIM, 128);
+    const CUtensorMap v_map = sequence_map(v, B, T, s->num_kv_heads * HEAD_DIM, 128);
     const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((s->seq_len + PIPE_BLOCK_M - 1) / PIPE_BLOCK_M));
     hopper_forward_pipelined_kernel<<<grid, PIPE_THREADS, PIPE_SHARED_BYTES, stream>>>(
         q_map, k_map, v_map, out, lse, (int)s->seq_len, (int)s->num_heads, (int)s->num_kv_heads,
@@ -736,9 +751,8 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
                                                             const tt_attention_shape *s, void *scratch,
                                                             size_t scratch_bytes, bool ordered_dq,
                                                             cudaStream_t stream) {
-    TT_CHECK(tt_cuda_hopper_attention_supported(s),
-             "the Hopper attention backward takes head_dim 128 and no sliding window");
-    TT_CHECK(s->batch * padded_len(s) <= INT32_MAX, "the Hopper attention backward addresses rows with 32 bits");
+    const void *pointers[] = {dq, dk, dv, dout, out, q, k, v};
+    check_pipelined_arguments(s, pointers, 8);
     const size_t need = tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(s, ordered_dq);
     TT_CHECK(scratch && scratch_bytes >= need, "the pipelined Hopper attention backward's scratch is %zu bytes; it "
              "needs %zu", scratch_bytes, need);
@@ -752,11 +766,12 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
                                        DQ_PIPE_SHARED_BYTES));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
-    const int64_t rows = s->batch * s->seq_len;
+    const int64_t B = s->batch;
     float *D = (float *)scratch;
     tt_cuda_hopper_attention_dot(D, dout, out, s, stream);
-    const CUtensorMap k_map = matrix_map(k, rows, Hkv * HEAD_DIM, 128), v_map = matrix_map(v, rows, Hkv * HEAD_DIM, 128);
-    const CUtensorMap q_map64 = matrix_map(q, rows, Hq * HEAD_DIM, 64), do_map64 = matrix_map(dout, rows, Hq * HEAD_DIM, 64);
+    const CUtensorMap k_map = sequence_map(k, B, T, Hkv * HEAD_DIM, 128), v_map = sequence_map(v, B, T, Hkv * HEAD_DIM, 128);
+    const CUtensorMap q_map64 = sequence_map(q, B, T, Hq * HEAD_DIM, 64);
+    const CUtensorMap do_map64 = sequence_map(dout, B, T, Hq * HEAD_DIM, 64);
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + 127) / 128));
     if (ordered_dq) {
         float *dq_accum = D + d_floats_padded(s);
@@ -777,8 +792,9 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
     hopper_dkdv_pipelined_kernel<false><<<kv_grid, PIPE_THREADS, plain::bytes, stream>>>(
         k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, NULL, NULL);
     TT_CUDA_CHECK(cudaGetLastError());
-    const CUtensorMap q_map = matrix_map(q, rows, Hq * HEAD_DIM, 128), do_map = matrix_map(dout, rows, Hq * HEAD_DIM, 128);
-    const CUtensorMap k_map64 = matrix_map(k, rows, Hkv * HEAD_DIM, 64), v_map64 = matrix_map(v, rows, Hkv * HEAD_DIM, 64);
+    const CUtensorMap q_map = sequence_map(q, B, T, Hq * HEAD_DIM, 128);
+    const CUtensorMap do_map = sequence_map(dout, B, T, Hq * HEAD_DIM, 128);
+    const CUtensorMap k_map64 = sequence_map(k, B, T, Hkv * HEAD_DIM, 64), v_map64 = sequence_map(v, B, T, Hkv * HEAD_DIM, 64);
     const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + 127) / 128));
     hopper_dq_pipelined_kernel<<<q_grid, PIPE_THREADS, DQ_PIPE_SHARED_BYTES, stream>>>(
         q_map, do_map, k_map64, v_map64, dq, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions);

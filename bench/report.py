@@ -58,15 +58,17 @@ for r in rows:
               f"{mfu:.1%} | - |")
 
 # Activation slope: GPU peak growth per extra context token, between the shortest and the longest
-# length measured for the same model, recipe and memory mode.
+# length measured for the same model, recipe, attention and memory mode (a length run twice: its larger peak).
 slopes = {}
 for r in rows:
-    key = (r["who"], r["model"] + " " + r.get("adapter", "full"), r.get("recipe", "bf16"), r.get("memory", "gc"))
-    slopes.setdefault(key, []).append((r["seq"], r["peak_bytes"]))
+    key = (r["who"], r["model"] + " " + r.get("adapter", "full"), r.get("recipe", "bf16"), r.get("memory", "gc"),
+           r.get("attention", "auto"))
+    peaks = slopes.setdefault(key, {})
+    peaks[r["seq"]] = max(peaks.get(r["seq"], 0), r["peak_bytes"])
 lines = []
-for (who, model, recipe, memory), points in sorted(slopes.items()):
-    points = sorted(set(points))
-    if len(points) < 2:
+for (who, model, recipe, memory, _attention), peaks in sorted(slopes.items()):
+    points = sorted(peaks.items())
+    if len(points) < 2:  # one length: no slope
         continue
     (s0, p0), (s1, p1) = points[0], points[-1]
     lines.append(f"| {who} | {model} | {recipe} | {memory} | {s0} -> {s1} | {(p1 - p0) / (s1 - s0) / 1e6:.3f} MB/token |")

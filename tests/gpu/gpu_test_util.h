@@ -86,6 +86,23 @@ static inline tt_bf16 *upload_as_bf16(float *host, int64_t n) {
     return device;
 }
 
+/* n bf16 values on the device: a random block of 2^20 values repeated (timing does not need
+ * fresh randomness, and filling GiBs one value at a time would take seconds). */
+static inline tt_bf16 *device_random_repeated(int64_t n, float scale) {
+    const int64_t block = (int64_t)1 << 20;
+    tt_bf16 *pattern = malloc(sizeof(tt_bf16) * (size_t)block);
+    for (int64_t i = 0; i < block; i++)
+        pattern[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&gpu_test_rng) - 1.0) * scale));
+    tt_bf16 *device;
+    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
+    for (int64_t at = 0; at < n; at += block) {
+        int64_t count = n - at < block ? n - at : block;
+        TT_CUDA_CHECK(cudaMemcpy(device + at, pattern, sizeof(tt_bf16) * (size_t)count, cudaMemcpyHostToDevice));
+    }
+    free(pattern);
+    return device;
+}
+
 static inline bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
     tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
     TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));

@@ -5,7 +5,8 @@
  * short ones, boundaries inside tiles, documents of one token, a long one then short ones), flash and
  * the simple kernels, and at head_dim 128 the Hopper (wgmma) kernels, against the CPU reference. The Hopper kernels
  * (attention_hopper.h) forward and backward against the CPU reference and the flash kernels, twice the same bits,
- * and their speed beside the flash kernels'.
+ * and their speed beside the flash kernels'. `--speed T:Hq,...` times only the Hopper kernels at those shapes (Hkv 8),
+ * e.g. issue 15's 16384:16,65536:16,262144:16,16384:32,65536:32,262144:32.
  * `test_gpu_attention --quick` skips T = 65536.
  * Exit status nonzero on any failed check. */
 #include <stdlib.h>
@@ -555,8 +556,10 @@ typedef enum timed_call {
     HOPPER_BACKWARD_ORDERED, /* dQ added in key order */
 } timed_call;
 
-/* Median milliseconds of TIMED_RUNS calls after two warm-ups; hopper_scratch holds the ordered backward's scratch. */
-static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed_call call, void *hopper_scratch) {
+/* Median milliseconds of TIMED_RUNS calls after two warm-ups; hopper_scratch (scratch_bytes) is the Hopper
+ * backward's. */
+static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed_call call, void *hopper_scratch,
+                        size_t scratch_bytes) {
     cudaEvent_t start, stop;
     TT_CUDA_CHECK(cudaEventCreate(&start));
     TT_CUDA_CHECK(cudaEventCreate(&stop));
@@ -565,13 +568,12 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed
         TT_CUDA_CHECK(cudaEventRecord(start, 0));
         if (call == HOPPER_BACKWARD || call == HOPPER_BACKWARD_ORDERED)
             tt_cuda_hopper_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
-                                              a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch,
-                                              hopper_scratch_bytes(s), call == HOPPER_BACKWARD_ORDERED, 0);
+                                              a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch, scratch_bytes,
+                                              call == HOPPER_BACKWARD_ORDERED, 0);
         else if (call == HOPPER_BACKWARD_PIPELINED || call == HOPPER_BACKWARD_PIPELINED_ORDERED)
             tt_cuda_hopper_attention_backward_pipelined(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev,
                                                         a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch,
-                                                        hopper_scratch_bytes(s),
-                                                        call == HOPPER_BACKWARD_PIPELINED_ORDERED, 0);
+                                                        scratch_bytes, call == HOPPER_BACKWARD_PIPELINED_ORDERED, 0);
         else if (call == FLASH_BACKWARD)
             tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
@@ -596,15 +598,16 @@ static timing time_flash(int64_t T) {
     attention_buffers a = make_buffers(&s);
     timing r = {.T = T};
     void *hopper_scratch;
-    TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, hopper_scratch_bytes(&s)));
-    r.hopper_forward_ms = median_ms(&a, &s, HOPPER_FORWARD, hopper_scratch);
-    r.pipelined_forward_ms = median_ms(&a, &s, HOPPER_FORWARD_PIPELINED, hopper_scratch);
-    r.pipelined_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED, hopper_scratch);
-    r.pipelined_ordered_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED_ORDERED, hopper_scratch);
-    r.hopper_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, hopper_scratch);
-    r.ordered_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_ORDERED, hopper_scratch);
-    r.forward_ms = median_ms(&a, &s, FLASH_FORWARD, hopper_scratch);
-    r.backward_ms = median_ms(&a, &s, FLASH_BACKWARD, hopper_scratch);
+    const size_t hopper_bytes = hopper_scratch_bytes(&s);
+    TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, hopper_bytes));
+    r.hopper_forward_ms = median_ms(&a, &s, HOPPER_FORWARD, hopper_scratch, hopper_bytes);
+    r.pipelined_forward_ms = median_ms(&a, &s, HOPPER_FORWARD_PIPELINED, hopper_scratch, hopper_bytes);
+    r.pipelined_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED, hopper_scratch, hopper_bytes);
+    r.pipelined_ordered_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED_ORDERED, hopper_scratch, hopper_bytes);
+    r.hopper_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, hopper_scratch, hopper_bytes);
+    r.ordered_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_ORDERED, hopper_scratch, hopper_bytes);
+    r.forward_ms = median_ms(&a, &s, FLASH_FORWARD, hopper_scratch, hopper_bytes);
+    r.backward_ms = median_ms(&a, &s, FLASH_BACKWARD, hopper_scratch, hopper_bytes);
     cudaFree(hopper_scratch);
     /* causal: half of the T x T scores; two GEMMs of 2 * hd FLOPs per score; backward 2.5x */
     const double forward_flops = 2.0 * 2.0 * (double)T * (double)T / 2.0 * (double)hd * (double)Hq;
@@ -628,15 +631,80 @@ static timing time_flash(int64_t T) {
     return r;
 }
 
+/* The wgmma kernels alone at one long shape (B 1, Hkv 8, hd 128, causal): forward and backward (dQ kernel) TFLOP/s,
+ * median of TIMED_RUNS after two warm-ups, on device buffers of a repeated random block (no CPU reference at these
+ * lengths); the outputs checked finite. */
+static void time_hopper_at(int64_t T, int64_t Hq) {
+    tt_attention_shape s = make_shape(1, T, Hq, 8, 128);
+    const int64_t nq = T * Hq * 128, nkv = T * 8 * 128, rows = T * Hq;
+    attention_buffers a = {0};
+    a.nq = nq;
+    a.nkv = nkv;
+    a.rows = rows;
+    a.q_dev = device_random_repeated(nq, 2.0f);
+    a.k_dev = device_random_repeated(nkv, 2.0f);
+    a.v_dev = device_random_repeated(nkv, 1.0f);
+    a.dout_dev = device_random_repeated(nq, 1.0f);
+    a.out_dev = device_poisoned(nq);
+    a.dq_dev = device_poisoned(nq);
+    a.dk_dev = device_poisoned(nkv);
+    a.dv_dev = device_poisoned(nkv);
+    a.lse_dev = device_poisoned_f32(rows);
+    void *scratch;
+    const size_t scratch_bytes = tt_cuda_hopper_attention_backward_scratch_bytes(&s);
+    TT_CUDA_CHECK(cudaMalloc(&scratch, scratch_bytes));
+    const double forward_ms = median_ms(&a, &s, HOPPER_FORWARD, scratch, scratch_bytes);
+    const double backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, scratch, scratch_bytes);
+    const double forward_flops = 2.0 * 2.0 * (double)T * (double)T / 2.0 * 128.0 * (double)Hq;
+    float *check = download_bf16(a.dq_dev, nq);
+    bool finite = true;
+    for (int64_t i = 0; i < nq && finite; i++) finite = isfinite(check[i]);
+    free(check);
+    TT_EXPECT(finite, "T %lld Hq %lld: dq finite after the timed runs", (long long)T, (long long)Hq);
+    printf("wgmma T %7lld Hq %2lld Hkv 8: forward %9.3f ms %6.1f TFLOP/s, backward %9.3f ms %6.1f TFLOP/s\n",
+           (long long)T, (long long)Hq, forward_ms, forward_flops / (forward_ms * 1e-3) / 1e12, backward_ms,
+           2.5 * forward_flops / (backward_ms * 1e-3) / 1e12);
+    cudaFree(scratch);
+    cudaFree(a.q_dev);
+    cudaFree(a.k_dev);
+    cudaFree(a.v_dev);
+    cudaFree(a.dout_dev);
+    cudaFree(a.out_dev);
+    cudaFree(a.dq_dev);
+    cudaFree(a.dk_dev);
+    cudaFree(a.dv_dev);
+    cudaFree(a.lse_dev);
+}
+
 int main(int argc, char **argv) {
     bool quick = false; /* `make test-gpu` passes the source dir first */
-    for (int i = 1; i < argc; i++) quick = quick || strcmp(argv[i], "--quick") == 0;
+    const char *speed = NULL; /* --speed T:Hq,T:Hq,...: only the wgmma kernels' speed at those shapes */
+    for (int i = 1; i < argc; i++) {
+        quick = quick || strcmp(argv[i], "--quick") == 0;
+        if (strcmp(argv[i], "--speed") == 0 && i + 1 < argc) speed = argv[++i];
+    }
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
         fprintf(stderr, "test_gpu_attention: no CUDA device; run it on a machine with a GPU\n");
         return 1;
     }
     tt_rng_seed(&gpu_test_rng, 2027);
+    if (speed) {
+        for (const char *at = speed; *at;) {
+            char *end;
+            const long long T = strtoll(at, &end, 10);
+            const long long Hq = *end == ':' ? strtoll(end + 1, &end, 10) : 0;
+            if (T <= 0 || Hq <= 0 || Hq % 8 != 0 || (*end != ',' && *end != '\0')) {
+                fprintf(stderr, "test_gpu_attention: --speed takes T:Hq pairs, Hq a multiple of 8 (e.g. "
+                                "16384:16,262144:32); got '%s'\n",
+                        speed);
+                return 2;
+            }
+            time_hopper_at(T, Hq);
+            at = *end == ',' ? end + 1 : end;
+        }
+        return tt_test_summary("gpu_attention --speed");
+    }
 
     tt_attention_shape window = make_shape(1, 64, 2, 1, 64), odd_dim = make_shape(1, 64, 2, 1, 96);
     window.sliding_window = 16;

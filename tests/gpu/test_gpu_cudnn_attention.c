@@ -168,23 +168,6 @@ typedef struct timing_row {
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
 } timing_row;
 
-/* n bf16 values on the device: a random block of 2^20 values repeated (timing does not need
- * fresh randomness, and filling GiBs one value at a time would take seconds). */
-static tt_bf16 *device_random_tiled(int64_t n, float scale) {
-    const int64_t block = (int64_t)1 << 20;
-    tt_bf16 *pattern = malloc(sizeof(tt_bf16) * (size_t)block);
-    for (int64_t i = 0; i < block; i++)
-        pattern[i] = tt_f32_to_bf16((float)((2.0 * tt_rng_uniform(&gpu_test_rng) - 1.0) * scale));
-    tt_bf16 *device;
-    TT_CUDA_CHECK(cudaMalloc((void **)&device, sizeof(tt_bf16) * (size_t)n));
-    for (int64_t at = 0; at < n; at += block) {
-        int64_t count = n - at < block ? n - at : block;
-        TT_CUDA_CHECK(cudaMemcpy(device + at, pattern, sizeof(tt_bf16) * (size_t)count, cudaMemcpyHostToDevice));
-    }
-    free(pattern);
-    return device;
-}
-
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -266,10 +249,10 @@ static void time_attention(int64_t T, int deterministic, int lanes, timing_row *
         return;
     }
     timing_buffers b = {.a = a};
-    b.q = device_random_tiled(nq, 2.0f);
-    b.k = device_random_tiled(nkv, 2.0f);
-    b.v = device_random_tiled(nkv, 1.0f);
-    b.dout = device_random_tiled(nq, 1.0f);
+    b.q = device_random_repeated(nq, 2.0f);
+    b.k = device_random_repeated(nkv, 2.0f);
+    b.v = device_random_repeated(nkv, 1.0f);
+    b.dout = device_random_repeated(nq, 1.0f);
     TT_CUDA_CHECK(cudaMalloc((void **)&b.out, sizeof(tt_bf16) * (size_t)nq));
     TT_CUDA_CHECK(cudaMalloc((void **)&b.dq, sizeof(tt_bf16) * (size_t)nq));
     TT_CUDA_CHECK(cudaMalloc((void **)&b.dk, sizeof(tt_bf16) * (size_t)nkv));

@@ -1,6 +1,6 @@
 /* tiertrain's Hopper attention (sm_90a: warpgroup MMA): forward and deterministic backward with the semantics of
- * tt_cuda_flash_attention_forward/backward (attention_flash.h) for head_dim 128: causal, grouped-query heads, packed
- * documents (tt_attention_shape.positions); head_dim 64 is the flash kernels'. Asynchronous on `stream`; pointers are
+ * tt_cuda_flash_attention_forward/backward (attention_flash.h) for head_dim 64 and 128: causal, grouped-query heads,
+ * packed documents (tt_attention_shape.positions). Asynchronous on `stream`; pointers are
  * device pointers, 16-byte aligned. */
 #ifndef TT_OPS_CUDA_ATTENTION_HOPPER_H
 #define TT_OPS_CUDA_ATTENTION_HOPPER_H
@@ -17,7 +17,8 @@
 extern "C" {
 #endif
 
-/* True for head_dim 128, no sliding window, num_heads a multiple of num_kv_heads. */
+/* True for head_dim 64 or 128, no sliding window, num_heads a multiple of num_kv_heads (the pipelined kernels and the
+ * ordered dQ: head_dim 128 only). */
 int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
 
 /* out[B*T, Hq*128] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*128], k, v[B*T, Hkv*128] bf16. */

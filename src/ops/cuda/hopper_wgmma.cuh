@@ -78,6 +78,31 @@ static __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uin
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
 }
 
+/* d[64x64 fp32, this thread's 32] += A[64x16] B[16x64]: A from registers, B from shared memory with its rows of N
+ * contiguous (imm-trans-b 1): the head_dim 64 products with a register operand. */
+static __device__ __forceinline__ void wgmma_rs_n64(float *d, const uint32_t *a, uint64_t b_desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
+
+/* d[64 x HD] += A[64x16] B[16 x HD] with A from registers and B's rows of N = HD contiguous: HD 128 or 64. */
+template <int HD> static __device__ __forceinline__ void wgmma_rs_hd(float *d, const uint32_t *a, uint64_t b_desc) {
+    if constexpr (HD == 128) wgmma_rs(d, a, b_desc);
+    else wgmma_rs_n64(d, a, b_desc);
+}
+
+/* Keeps the compiler from moving reads or writes of N accumulators across the asynchronous MMA. */
+template <int N> static __device__ __forceinline__ void fence_accumulators_n(float *d) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 /* d[64x64 fp32, this thread's 32] (+)= A[64x16] B[16x64], both from shared memory (B's rows of K contiguous); scale_d
  * 0 overwrites d. */
 static __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {

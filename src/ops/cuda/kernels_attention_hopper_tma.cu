@@ -700,8 +700,9 @@ static CUtensorMap sequence_map(const void *base, int64_t B, int64_t T, int64_t 
 
 /* The shape is one the kernels take, the grid fits (T / 128 blocks in y) and every operand is 16-byte aligned. */
 static void check_pipelined_arguments(const tt_attention_shape *s, const void *const *pointers, int count) {
-    TT_CHECK(tt_cuda_hopper_attention_supported(s),
-             "the Hopper attention kernels take head_dim 128 and no sliding window (head_dim %lld, window %lld)",
+    TT_CHECK(tt_cuda_hopper_attention_supported(s) && s->head_dim == 128,
+             "the pipelined Hopper attention kernels take head_dim 128 and no sliding window (head_dim %lld, window "
+             "%lld)",
              (long long)s->head_dim, (long long)s->sliding_window);
     TT_CHECK(s->batch > 0 && s->num_heads > 0 && (s->seq_len + 127) / 128 <= 65535 &&
                  s->batch * s->num_heads <= INT32_MAX && s->batch * ((s->seq_len + 63) / 64 * 64) <= INT32_MAX,

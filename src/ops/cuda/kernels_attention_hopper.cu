@@ -30,32 +30,15 @@
 
 #include <cuda_bf16.h>
 
+#include "ops/cuda/attention_device.cuh"
 #include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/cuda_check.h"
-
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 
 #define HEAD_DIM 128
 #define BLOCK_M 128 /* queries a block: two warpgroups of 64 */
 #define BLOCK_N 128 /* keys a tile */
 #define THREADS 256
 #define TILE_BYTES (128 * HEAD_DIM * 2) /* a 128-row tile: Q, K or V */
-
-static __device__ __forceinline__ uint32_t shared_address(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-static __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
-    const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-static __device__ __forceinline__ void cp_async_wait_all(void) {
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
 
 /* What cp.async wrote (the generic proxy) becomes visible to wgmma's reads (the async proxy). */
 static __device__ __forceinline__ void fence_proxy_async(void) {
@@ -183,36 +166,9 @@ static __device__ __forceinline__ void load_tile(uint32_t dst, const tt_bf16 *sr
     }
 }
 
-/* 4 bytes, zero-filled when !valid (a row's lse or D). */
-static __device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool valid) {
-    const int src_bytes = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&v;
-}
-
 /* The low and high bf16 of a pair, widened to fp32. */
 static __device__ __forceinline__ float bf16_low(uint32_t pair) { return __uint_as_float(pair << 16); }
 static __device__ __forceinline__ float bf16_high(uint32_t pair) { return __uint_as_float(pair & 0xFFFF0000u); }
-
-static __device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-static __device__ __forceinline__ float quad_max(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-static __device__ __forceinline__ float quad_sum(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 /* Packed documents: the first key query `row` of sequence b may see (0 without positions; rows past T take 0, they
  * are never stored). */
@@ -223,11 +179,6 @@ static __device__ __forceinline__ int document_start(const int32_t *positions, i
 /* wgmma_wait<N>: at most N committed groups of this warpgroup still in flight. */
 template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-/* cp.async groups: all but the newest N complete. */
-template <int N> static __device__ __forceinline__ void cp_async_wait(void) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 /* Accumulator layout of a warpgroup's m64n128 (PTX ISA, wgmma .f32 D fragments): warp w of the group holds rows
@@ -405,6 +356,16 @@ static __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
+/* acc[64 x 64 fp32] = A B^T over head_dim: A the 64 rows of a 128-row tile at a_rows, B a 64-row tile, both K-major in
+ * shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */
+static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_t a_rows, uint32_t b_tile) {
+#pragma unroll
+    for (int ks = 0; ks < HEAD_DIM / 16; ks++)
+        wgmma_ss_n64(acc, descriptor(a_rows + k_slice<128>(ks), 16, 1024), descriptor(b_tile + k_slice<64>(ks), 16, 1024),
+                     ks > 0);
+    wgmma_commit();
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Backward: D = rowsum(dout * out); dK, dV per block of 128 keys (two warpgroups of 64 key rows; a loop over the
  * kv head's query heads in head order and over tiles of 64 queries in order); dQ per block of 128 queries (a loop
@@ -550,7 +511,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
     int pending_turn = 0;
 
     for (int i = 0; i < steps; i++) {
-        cp_async_wait_all();
+        cp_async_wait<0>();
         fence_proxy_async();
         __syncthreads(); /* step i's tiles are visible; every warpgroup is done with the other stage */
         if (i + 1 < steps)
@@ -565,16 +526,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 
         /* S^T, then dP^T in a second group: P is computed while dP^T runs */
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < HEAD_DIM / 16; ks++)
-            wgmma_ss_n64(st, descriptor(k_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(q_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < HEAD_DIM / 16; ks++)
-            wgmma_ss_n64(dpt, descriptor(v_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(do_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
+        product_over_head_dim(st, k_rows, q_at);
+        product_over_head_dim(dpt, v_rows, do_at);
         wgmma_wait<1>();
         fence_accumulators_32(st);
 
@@ -735,7 +688,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 64; i++) dq_acc[i] = 0.0f;
     for (int tile = 0; tile < key_tiles; tile++) {
-        cp_async_wait_all();
+        cp_async_wait<0>();
         fence_proxy_async();
         __syncthreads();
         if (tile + 1 < key_tiles) {
@@ -750,16 +703,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 
         /* S, then dP in a second group: P is computed while dP runs */
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < HEAD_DIM / 16; ks++)
-            wgmma_ss_n64(s, descriptor(q_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(k_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < HEAD_DIM / 16; ks++)
-            wgmma_ss_n64(dp, descriptor(do_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(v_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
+        product_over_head_dim(s, q_rows, k_at);
+        product_over_head_dim(dp, do_rows, v_at);
         wgmma_wait<1>();
         fence_accumulators_32(s);
 #pragma unroll

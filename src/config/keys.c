@@ -730,8 +730,10 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(attn_implementation),
      .default_text = "auto",
      .values = VALUE_NAMES(TT_ATTN_IMPLEMENTATION_VALUES),
-     .help = "GPU attention kernels: cudnn (cuDNN's fused flash attention), flash (tiertrain's own), simple (the "
-             "reference kernels); auto: the fastest available for the shape. The CPU backend has one"},
+     .help = "GPU attention kernels: cudnn (cuDNN's fused flash attention), flash (tiertrain's own, deterministic: "
+             "the wgmma kernels for Hopper at head_dim 128, the mma.sync flash kernels at 64), simple (the reference "
+             "kernels); auto: cuDNN's forward, and cuDNN's deterministic backward where a chunking of its dP fits "
+             "attn_workspace_limit, else tiertrain's own backward. The CPU backend has one"},
     {.name = "deterministic",
      .type = KEY_BOOL,
      .offset = FIELD(deterministic),

@@ -10,14 +10,9 @@
 
 #include <cuda_bf16.h>
 
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
+#include "ops/cuda/attention_device.cuh" /* shared_address, fast_exp2, pack_bf16, quad_max/sum, LOG2E */
 
 #define HEAD_DIM 128
-
-static __device__ __forceinline__ uint32_t shared_address(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 
 /* What this thread wrote to shared memory through the generic proxy (stores, cp.async) becomes visible to wgmma's
  * reads (the async proxy). */
@@ -158,30 +153,9 @@ template <int ROWS> static __device__ __forceinline__ uint32_t k_slice(int ks) {
     return (uint32_t)((ks >> 2) * (ROWS * 128) + (ks & 3) * 32);
 }
 
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&v;
-}
-
 /* The low and high bf16 of a pair, widened to fp32. */
 static __device__ __forceinline__ float bf16_low(uint32_t pair) { return __uint_as_float(pair << 16); }
 static __device__ __forceinline__ float bf16_high(uint32_t pair) { return __uint_as_float(pair & 0xFFFF0000u); }
-
-static __device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-static __device__ __forceinline__ float quad_max(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-static __device__ __forceinline__ float quad_sum(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 /* Packed documents: the first key query `row` of sequence b may see (0 without positions; rows past T take 0, they
  * are never stored). */

@@ -40,37 +40,12 @@
 
 #include <cuda_bf16.h>
 
+#include "ops/cuda/attention_device.cuh"
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/cuda_check.h"
 
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
-
 /* ---------------------------------------------------------------------------------------------
  * PTX wrappers */
-
-static __device__ __forceinline__ uint32_t shared_address(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, bypassing L1; when !valid the 16 bytes are zero-filled and src is
- * not read (it must still be a valid address expression). */
-static __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
-    const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-/* 4 bytes, zero-filled when !valid (the per-row lse and D values). */
-static __device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool valid) {
-    const int src_bytes = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int PENDING> static __device__ __forceinline__ void cp_async_wait(void) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
 
 static __device__ __forceinline__ void ldmatrix_x4(uint32_t *r, uint32_t address) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -90,19 +65,6 @@ static __device__ __forceinline__ void mma_bf16(float *c, const uint32_t *a, uin
         "{%0, %1, %2, %3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* 2^x in one MUFU instruction; 2^-inf = 0, which is what masked scores rely on. */
-static __device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-/* Two floats as a bf16 pair, the lower index in the low half (the mma operand order). */
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&v;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -158,16 +120,6 @@ static __device__ __forceinline__ void accumulators_to_a(uint32_t *a, const floa
     a[1] = pack_bf16(c[2 * kstep][2], c[2 * kstep][3]);
     a[2] = pack_bf16(c[2 * kstep + 1][0], c[2 * kstep + 1][1]);
     a[3] = pack_bf16(c[2 * kstep + 1][2], c[2 * kstep + 1][3]);
-}
-
-static __device__ __forceinline__ float quad_max(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-static __device__ __forceinline__ float quad_sum(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 /* Stores an accumulator block acc[HEAD_DIM / 8][4] (rows g and g + 8 of a warp's 16) as bf16,

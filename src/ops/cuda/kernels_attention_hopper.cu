@@ -32,24 +32,13 @@
 
 #include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/cuda_check.h"
-#include "ops/cuda/hopper_wgmma.cuh"
+#include "ops/cuda/hopper_wgmma.cuh" /* and attention_device.cuh */
 
 #define BLOCK_M 128 /* queries a block: two warpgroups of 64 */
 #define BLOCK_N 128 /* keys a tile */
 #define THREADS 256
 /* Bytes of a ROWS-row tile of HD bf16 columns (Q, K, V, dO) */
 #define TILE_OF(ROWS, HD) ((ROWS) * (HD) * 2)
-
-static __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
-    const int src_bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-static __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-static __device__ __forceinline__ void cp_async_wait_all(void) {
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
 
 /* cp.async ROWS rows of HD bf16 from src (row stride `stride` elements) into the tile at dst; rows >= valid_rows
  * are zero-filled. */
@@ -63,17 +52,6 @@ static __device__ __forceinline__ void load_tile(uint32_t dst, const tt_bf16 *sr
         const bool valid = row < valid_rows;
         cp_async_16(dst + tile_offset<ROWS>(row, chunk), valid ? src + (int64_t)row * stride + chunk * 8 : src, valid);
     }
-}
-
-/* 4 bytes, zero-filled when !valid (a row's lse or D). */
-static __device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool valid) {
-    const int src_bytes = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-/* cp.async groups: all but the newest N complete. */
-template <int N> static __device__ __forceinline__ void cp_async_wait(void) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 /* Accumulator layout of a warpgroup's m64n128 (PTX ISA, wgmma .f32 D fragments): warp w of the group holds rows
@@ -256,6 +234,17 @@ static __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
+/* acc[64 x 64 fp32] = A B^T over head_dim: A the 64 rows of a 128-row tile at a_rows, B a 64-row tile, both K-major in
+ * shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */
+template <int HD>
+static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_t a_rows, uint32_t b_tile) {
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++)
+        wgmma_ss_n64(acc, descriptor(a_rows + k_slice<128>(ks), 16, 1024), descriptor(b_tile + k_slice<64>(ks), 16, 1024),
+                     ks > 0);
+    wgmma_commit();
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Backward: D = rowsum(dout * out); dK, dV per block of 128 keys (two warpgroups of 64 key rows; a loop over the
  * kv head's query heads in head order and over tiles of 64 queries in order); dQ per block of 128 queries (a loop
@@ -397,7 +386,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
     int pending_turn = 0;
 
     for (int i = 0; i < steps; i++) {
-        cp_async_wait_all();
+        cp_async_wait<0>();
         fence_proxy_async();
         __syncthreads(); /* step i's tiles are visible; every warpgroup is done with the other stage */
         if (i + 1 < steps)
@@ -412,16 +401,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 
         /* S^T, then dP^T in a second group: P is computed while dP^T runs */
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            wgmma_ss_n64(st, descriptor(k_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(q_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            wgmma_ss_n64(dpt, descriptor(v_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(do_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
+        product_over_head_dim<HD>(st, k_rows, q_at);
+        product_over_head_dim<HD>(dpt, v_rows, do_at);
         wgmma_wait<1>();
         fence_accumulators_32(st);
 
@@ -584,7 +565,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) dq_acc[i] = 0.0f;
     for (int tile = 0; tile < key_tiles; tile++) {
-        cp_async_wait_all();
+        cp_async_wait<0>();
         fence_proxy_async();
         __syncthreads();
         if (tile + 1 < key_tiles) {
@@ -599,16 +580,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 
         /* S, then dP in a second group: P is computed while dP runs */
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            wgmma_ss_n64(s, descriptor(q_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(k_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            wgmma_ss_n64(dp, descriptor(do_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(v_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
+        product_over_head_dim<HD>(s, q_rows, k_at);
+        product_over_head_dim<HD>(dp, do_rows, v_at);
         wgmma_wait<1>();
         fence_accumulators_32(s);
 #pragma unroll

@@ -122,6 +122,13 @@ static void run_flash(attention_buffers *a, const tt_attention_shape *s) {
     TT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+/* Scratch for every Hopper backward schedule (cp.async or pipelined, dQ kernel or ordered dQ). */
+static size_t hopper_scratch_bytes(const tt_attention_shape *s) {
+    const size_t a = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(s);
+    const size_t b = tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(s, true);
+    return a > b ? a : b;
+}
+
 /* NaN bits over every output (out, lse, dq, dk, dv), so that a row a kernel does not write fails its check. */
 static void poison_outputs(attention_buffers *a) {
     TT_CUDA_CHECK(cudaMemset(a->out_dev, 0xFF, sizeof(tt_bf16) * (size_t)a->nq));
@@ -276,17 +283,33 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
     const double floor = 1.0;
     attention_buffers a = make_buffers(&s);
     void *hopper_scratch = NULL;
-    const size_t ordered_bytes = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s);
+    const size_t ordered_bytes = hopper_scratch_bytes(&s);
     TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, ordered_bytes));
     /* flash, the simple kernels, then (head_dim 128) the Hopper ones with the ordered dQ and with the dQ kernel */
     const int kernels = tt_cuda_hopper_attention_supported(&s) ? 4 : 2;
+    const bool wide = hd == 128; /* the ordered dQ and the pipelined kernels are head_dim 128's */
     for (int kernel = 0; kernel < kernels; kernel++) {
+        if (kernel == 2 && !wide) continue;
         if (kernel == 0) {
             run_flash(&a, &s);
         } else if (kernel >= 2) {
             /* outputs poisoned first: a row these kernels miss cannot pass on an earlier kernel's value */
             poison_outputs(&a);
             tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+            if (kernel == 2 && wide) { /* the pipelined forward: the same bits */
+                tt_bf16 *out2 = device_poisoned(a.nq);
+                float *lse2 = device_poisoned_f32(a.rows);
+                tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+                TT_CUDA_CHECK(cudaDeviceSynchronize());
+                float *x = download_f32(lse2, a.rows), *y = download_f32(a.lse_dev, a.rows);
+                TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq) &&
+                              memcmp(x, y, sizeof(float) * (size_t)a.rows) == 0,
+                          "packed documents (%s): the pipelined hopper forward gives the cp.async one's bits", layout);
+                free(x);
+                free(y);
+                cudaFree(out2);
+                cudaFree(lse2);
+            }
             tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
                                               a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, kernel == 2, 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -302,6 +325,40 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
             cudaFree(dq2);
             cudaFree(dk2);
             cudaFree(dv2);
+            if (kernel == 3 && wide) { /* the pipelined backward: the same bits */
+                tt_bf16 *dq3 = device_poisoned(a.nq), *dk3 = device_poisoned(a.nkv), *dv3 = device_poisoned(a.nkv);
+                tt_cuda_hopper_attention_backward_pipelined(dq3, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                            a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, false,
+                                                            0);
+                TT_CUDA_CHECK(cudaDeviceSynchronize());
+                TT_EXPECT(same_bits_bf16(a.dq_dev, dq3, a.nq) && same_bits_bf16(a.dk_dev, dk3, a.nkv) &&
+                              same_bits_bf16(a.dv_dev, dv3, a.nkv),
+                          "packed documents (%s): the pipelined hopper backward gives the dQ kernel schedule's bits",
+                          layout);
+                /* the pipelined ordered dQ: within bf16 of the dQ kernel's dq (another order), dk and dv the same
+                 * bits, and twice the same bits */
+                tt_bf16 *dq4 = device_poisoned(a.nq);
+                TT_CUDA_CHECK(cudaMemset(dk3, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
+                TT_CUDA_CHECK(cudaMemset(dv3, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
+                tt_cuda_hopper_attention_backward_pipelined(dq3, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                            a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, true,
+                                                            0);
+                tt_cuda_hopper_attention_backward_pipelined(dq4, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                            a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, true,
+                                                            0);
+                TT_CUDA_CHECK(cudaDeviceSynchronize());
+                TT_EXPECT(same_bits_bf16(dq3, dq4, a.nq) && same_bits_bf16(a.dk_dev, dk3, a.nkv) &&
+                              same_bits_bf16(a.dv_dev, dv3, a.nkv),
+                          "packed documents (%s): the pipelined ordered-dQ backward twice the same bits", layout);
+                float *x = download_bf16(dq3, a.nq), *y = download_bf16(a.dq_dev, a.nq);
+                expect_close_floor("pipelined ordered dQ: dq vs the dQ kernel's", x, y, a.nq, GRAD_TOLERANCE, floor);
+                free(x);
+                free(y);
+                cudaFree(dq4);
+                cudaFree(dq3);
+                cudaFree(dk3);
+                cudaFree(dv3);
+            }
         } else {
             tt_cuda_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
             tt_cuda_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev, a.k_dev,
@@ -339,6 +396,17 @@ static void test_hopper_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hk
     tt_cuda_hopper_attention_forward(out2, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
     TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq), "hopper forward twice gives the same bits");
+    /* the pipelined forward (TMA, producer warpgroup): the same bits as the cp.async one */
+    float *lse2 = device_poisoned_f32(a.rows);
+    TT_CUDA_CHECK(cudaMemset(out2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq)); /* no row passes on the last run's value */
+    tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq), "pipelined hopper forward: the same out bits as the cp.async one");
+    float *got_lse2 = download_f32(lse2, a.rows);
+    TT_EXPECT(memcmp(got_lse2, got_lse, sizeof(float) * (size_t)a.rows) == 0,
+              "pipelined hopper forward: the same lse bits as the cp.async one");
+    free(got_lse2);
+    cudaFree(lse2);
     cudaFree(out2);
     free(out);
     free(lse);
@@ -349,16 +417,17 @@ static void test_hopper_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hk
 
 /* The Hopper forward and backward against the CPU reference (the backward given the device's own out and lse), and
  * the backward twice into fresh buffers: the same bits. */
-static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
+static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
     const double floor = T == 1 ? 1.0 : 0.0;
-    tt_attention_shape s = make_shape(B, T, Hq, Hkv, 128);
-    printf("hopper forward + backward vs CPU: B %lld T %lld Hq %lld Hkv %lld hd 128\n", (long long)B, (long long)T,
-           (long long)Hq, (long long)Hkv);
+    tt_attention_shape s = make_shape(B, T, Hq, Hkv, hd);
+    printf("hopper forward + backward vs CPU: B %lld T %lld Hq %lld Hkv %lld hd %lld\n", (long long)B, (long long)T,
+           (long long)Hq, (long long)Hkv, (long long)hd);
     attention_buffers a = make_buffers(&s);
     void *scratch;
-    const size_t ordered_bytes = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s);
+    const size_t ordered_bytes = hopper_scratch_bytes(&s);
     TT_CUDA_CHECK(cudaMalloc(&scratch, ordered_bytes));
-    for (int ordered = 1; ordered >= 0; ordered--) { /* dQ added in key order, then dQ's own kernel */
+    /* dQ added in key order (head_dim 128), then dQ's own kernel */
+    for (int ordered = hd == 128 ? 1 : 0; ordered >= 0; ordered--) {
         const size_t bytes = ordered ? ordered_bytes : tt_cuda_hopper_attention_backward_scratch_bytes(&s);
         poison_outputs(&a);
         tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
@@ -373,6 +442,32 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
         TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
                       same_bits_bf16(a.dv_dev, dv2, a.nkv),
                   "hopper backward (%s) twice gives the same bits", ordered ? "ordered dQ" : "dQ kernel");
+        if (!ordered && hd == 128) { /* the pipelined backward (TMA, producer warpgroup): the dQ kernel schedule's bits */
+            TT_CUDA_CHECK(cudaMemset(dq2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq));
+            TT_CUDA_CHECK(cudaMemset(dk2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
+            TT_CUDA_CHECK(cudaMemset(dv2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
+            tt_cuda_hopper_attention_backward_pipelined(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                        a.k_dev, a.v_dev, &s, scratch, ordered_bytes, false, 0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+            TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
+                          same_bits_bf16(a.dv_dev, dv2, a.nkv),
+                      "pipelined hopper backward gives the dQ kernel schedule's bits");
+            /* the pipelined backward with the ordered dQ: against the CPU, and twice the same bits */
+            poison_outputs(&a);
+            tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+            tt_cuda_hopper_attention_backward_pipelined(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev,
+                                                        a.q_dev, a.k_dev, a.v_dev, &s, scratch, ordered_bytes, true,
+                                                        0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+            expect_matches_cpu("pipelined hopper ordered dQ ", &a, &s, floor);
+            TT_CUDA_CHECK(cudaMemset(dq2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq));
+            tt_cuda_hopper_attention_backward_pipelined(dq2, dk2, dv2, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
+                                                        a.k_dev, a.v_dev, &s, scratch, ordered_bytes, true, 0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+            TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
+                          same_bits_bf16(a.dv_dev, dv2, a.nkv),
+                      "pipelined hopper backward (ordered dQ) twice gives the same bits");
+        }
         cudaFree(dq2);
         cudaFree(dk2);
         cudaFree(dv2);
@@ -447,6 +542,9 @@ typedef struct timing {
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
     double hopper_forward_ms, hopper_forward_tflops, hopper_backward_ms, hopper_backward_tflops;
     double ordered_backward_ms, ordered_backward_tflops; /* the Hopper backward with dQ added in key order */
+    double pipelined_forward_ms, pipelined_forward_tflops; /* the Hopper forward with TMA and a producer */
+    double pipelined_backward_ms, pipelined_backward_tflops; /* the Hopper backward with TMA and a producer */
+    double pipelined_ordered_ms, pipelined_ordered_tflops;   /* ...and dQ added in key order by a writer */
 } timing;
 
 /* What median_ms times. */
@@ -454,14 +552,17 @@ typedef enum timed_call {
     FLASH_FORWARD,
     FLASH_BACKWARD,
     HOPPER_FORWARD,
+    HOPPER_FORWARD_PIPELINED,
+    HOPPER_BACKWARD_PIPELINED,
+    HOPPER_BACKWARD_PIPELINED_ORDERED,
     HOPPER_BACKWARD,         /* dQ's own kernel */
     HOPPER_BACKWARD_ORDERED, /* dQ added in key order */
 } timed_call;
 
-/* Median milliseconds of TIMED_RUNS calls after two warm-ups; hopper_scratch (hopper_scratch_bytes) is the Hopper
+/* Median milliseconds of TIMED_RUNS calls after two warm-ups; hopper_scratch (scratch_bytes) is the Hopper
  * backward's. */
 static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed_call call, void *hopper_scratch,
-                        size_t hopper_scratch_bytes) {
+                        size_t scratch_bytes) {
     cudaEvent_t start, stop;
     TT_CUDA_CHECK(cudaEventCreate(&start));
     TT_CUDA_CHECK(cudaEventCreate(&stop));
@@ -470,13 +571,19 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed
         TT_CUDA_CHECK(cudaEventRecord(start, 0));
         if (call == HOPPER_BACKWARD || call == HOPPER_BACKWARD_ORDERED)
             tt_cuda_hopper_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
-                                              a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch, hopper_scratch_bytes,
+                                              a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch, scratch_bytes,
                                               call == HOPPER_BACKWARD_ORDERED, 0);
+        else if (call == HOPPER_BACKWARD_PIPELINED || call == HOPPER_BACKWARD_PIPELINED_ORDERED)
+            tt_cuda_hopper_attention_backward_pipelined(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev,
+                                                        a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, hopper_scratch,
+                                                        scratch_bytes, call == HOPPER_BACKWARD_PIPELINED_ORDERED, 0);
         else if (call == FLASH_BACKWARD)
             tt_cuda_flash_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
                                              a->q_dev, a->k_dev, a->v_dev, s, a->scratch, 0);
         else if (call == HOPPER_FORWARD)
             tt_cuda_hopper_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
+        else if (call == HOPPER_FORWARD_PIPELINED)
+            tt_cuda_hopper_attention_forward_pipelined(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         else tt_cuda_flash_attention_forward(a->out_dev, a->lse_dev, a->q_dev, a->k_dev, a->v_dev, s, 0);
         TT_CUDA_CHECK(cudaEventRecord(stop, 0));
         TT_CUDA_CHECK(cudaEventSynchronize(stop));
@@ -494,9 +601,12 @@ static timing time_flash(int64_t T) {
     attention_buffers a = make_buffers(&s);
     timing r = {.T = T};
     void *hopper_scratch;
-    const size_t hopper_bytes = tt_cuda_hopper_attention_backward_ordered_scratch_bytes(&s);
+    const size_t hopper_bytes = hopper_scratch_bytes(&s);
     TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, hopper_bytes));
     r.hopper_forward_ms = median_ms(&a, &s, HOPPER_FORWARD, hopper_scratch, hopper_bytes);
+    r.pipelined_forward_ms = median_ms(&a, &s, HOPPER_FORWARD_PIPELINED, hopper_scratch, hopper_bytes);
+    r.pipelined_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED, hopper_scratch, hopper_bytes);
+    r.pipelined_ordered_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED_ORDERED, hopper_scratch, hopper_bytes);
     r.hopper_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, hopper_scratch, hopper_bytes);
     r.ordered_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_ORDERED, hopper_scratch, hopper_bytes);
     r.forward_ms = median_ms(&a, &s, FLASH_FORWARD, hopper_scratch, hopper_bytes);
@@ -509,6 +619,9 @@ static timing time_flash(int64_t T) {
     r.hopper_forward_tflops = forward_flops / (r.hopper_forward_ms * 1e-3) / 1e12;
     r.hopper_backward_tflops = 2.5 * forward_flops / (r.hopper_backward_ms * 1e-3) / 1e12;
     r.ordered_backward_tflops = 2.5 * forward_flops / (r.ordered_backward_ms * 1e-3) / 1e12;
+    r.pipelined_forward_tflops = forward_flops / (r.pipelined_forward_ms * 1e-3) / 1e12;
+    r.pipelined_backward_tflops = 2.5 * forward_flops / (r.pipelined_backward_ms * 1e-3) / 1e12;
+    r.pipelined_ordered_tflops = 2.5 * forward_flops / (r.pipelined_ordered_ms * 1e-3) / 1e12;
     TT_CUDA_CHECK(cudaGetLastError());
     float *check = download_bf16(a.dq_dev, a.nq); /* the timed runs produced finite values */
     bool finite = true;
@@ -628,10 +741,13 @@ int main(int argc, char **argv) {
     test_hopper_against_cpu(3, 17, 2, 1);
     test_hopper_against_cpu(1, 1, 2, 1);
     test_hopper_against_cpu(1, 256, 2, 2);
-    test_hopper_backward_against_cpu(2, 67, 4, 2);
-    test_hopper_backward_against_cpu(1, 200, 8, 2);
-    test_hopper_backward_against_cpu(1, 513, 2, 1);
-    test_hopper_backward_against_cpu(1, 1, 2, 1);
+    test_hopper_backward_against_cpu(2, 67, 4, 2, 128);
+    test_hopper_backward_against_cpu(1, 200, 8, 2, 128);
+    test_hopper_backward_against_cpu(1, 513, 2, 1, 128);
+    test_hopper_backward_against_cpu(1, 1, 2, 1, 128);
+    test_hopper_backward_against_cpu(2, 67, 4, 2, 64); /* head_dim 64: the same kernels, one 64-column half */
+    test_hopper_backward_against_cpu(1, 513, 4, 1, 64);
+    test_hopper_backward_against_cpu(1, 1, 2, 1, 64);
     test_hopper_against_flash(1, 2048, 16, 8);
     test_hopper_against_flash(2, 1000, 4, 1);
 
@@ -640,12 +756,20 @@ int main(int argc, char **argv) {
     timing results[3];
     for (int i = 0; i < count; i++) results[i] = time_flash(lengths[i]);
     printf("\nflash attention, B 1, Hq 16, Hkv 8, hd 128, causal (median of %d runs)\n", TIMED_RUNS);
-    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
-           "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s", "ordered bwd ms", "ordered TFLOP/s");
+    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s %14s %15s %14s %15s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
+           "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s", "ordered bwd ms", "ordered TFLOP/s", "pipe fwd ms",
+           "pipe TFLOP/s", "pipe bwd ms", "pipe TFLOP/s");
     for (int i = 0; i < count; i++)
-        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f\n", (long long)results[i].T,
+        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f %14.3f %15.1f %14.3f %15.1f\n",
+               (long long)results[i].T,
                results[i].forward_ms, results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops,
                results[i].hopper_forward_ms, results[i].hopper_forward_tflops, results[i].hopper_backward_ms,
-               results[i].hopper_backward_tflops, results[i].ordered_backward_ms, results[i].ordered_backward_tflops);
+               results[i].hopper_backward_tflops, results[i].ordered_backward_ms, results[i].ordered_backward_tflops,
+               results[i].pipelined_forward_ms, results[i].pipelined_forward_tflops, results[i].pipelined_backward_ms,
+               results[i].pipelined_backward_tflops);
+    printf("\npipelined (TMA, producer warpgroup) backward: dQ kernel / ordered dQ (TFLOP/s)\n");
+    for (int i = 0; i < count; i++)
+        printf("%8lld %12.1f %12.1f\n", (long long)results[i].T, results[i].pipelined_backward_tflops,
+               results[i].pipelined_ordered_tflops);
     return tt_test_summary("gpu_attention");
 }

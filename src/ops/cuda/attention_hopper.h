@@ -1,6 +1,6 @@
 /* tiertrain's Hopper attention (sm_90a: warpgroup MMA): forward and deterministic backward with the semantics of
- * tt_cuda_flash_attention_forward/backward (attention_flash.h) for head_dim 128: causal, grouped-query heads, packed
- * documents (tt_attention_shape.positions); head_dim 64 is the flash kernels'. Asynchronous on `stream`; pointers are
+ * tt_cuda_flash_attention_forward/backward (attention_flash.h) for head_dim 64 and 128: causal, grouped-query heads,
+ * packed documents (tt_attention_shape.positions). Asynchronous on `stream`; pointers are
  * device pointers, 16-byte aligned. */
 #ifndef TT_OPS_CUDA_ATTENTION_HOPPER_H
 #define TT_OPS_CUDA_ATTENTION_HOPPER_H
@@ -17,12 +17,34 @@
 extern "C" {
 #endif
 
-/* True for head_dim 128, no sliding window, num_heads a multiple of num_kv_heads. */
+/* True for head_dim 64 or 128, no sliding window, num_heads a multiple of num_kv_heads (the pipelined kernels and the
+ * ordered dQ: head_dim 128 only). */
 int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
 
 /* out[B*T, Hq*128] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*128], k, v[B*T, Hkv*128] bf16. */
 void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                       const tt_attention_shape *s, cudaStream_t stream);
+
+/* The same forward (the same bits) through FlashAttention-3's pipeline: a producer warpgroup loading with TMA, two
+ * consumer warpgroups taking turns at the tensor cores (kernels_attention_hopper_tma.cu). */
+void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                                const tt_bf16 *v, const tt_attention_shape *s, cudaStream_t stream);
+
+/* The backwards' first kernel: D[B, Hq, T] = rowsum(dout * out) in fp32 (a fixed shuffle tree a row). */
+void tt_cuda_hopper_attention_dot(float *D, const tt_bf16 *dout, const tt_bf16 *out, const tt_attention_shape *s,
+                                  cudaStream_t stream);
+
+/* The backward through the pipeline of the pipelined forward: a producer warpgroup loading with TMA, two consumer
+ * warpgroups. Without ordered_dq, dQ's own kernel: the bits of tt_cuda_hopper_attention_backward's dQ-kernel
+ * schedule. With ordered_dq, each key block's share of dQ is added in key order by a writer thread (bulk reductions,
+ * turn counters) and no dQ kernel runs: 5 products a step instead of 7, its own fixed-order bits. */
+size_t tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(const tt_attention_shape *s, bool ordered_dq);
+
+void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
+                                                 const tt_bf16 *out, const float *lse, const tt_bf16 *q,
+                                                 const tt_bf16 *k, const tt_bf16 *v, const tt_attention_shape *s,
+                                                 void *scratch, size_t scratch_bytes, bool ordered_dq,
+                                                 cudaStream_t stream);
 
 /* Bytes of device scratch the backward needs at least: D[B, Hq, T] = rowsum(dout * out), fp32. dQ then has a kernel
  * of its own that recomputes S and dP (7 products a step). */

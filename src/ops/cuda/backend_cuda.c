@@ -47,7 +47,7 @@ typedef struct attention_key {
 } attention_key;
 
 /* tiertrain's own kernels (TT_ATTENTION_FLASH): the wgmma kernels of attention_hopper.h where they take the shape
- * (head_dim 128), else the mma.sync flash kernels. Both are deterministic and need B * Hq * T floats of backward
+ * (head_dim 64 or 128), else the mma.sync flash kernels. Both are deterministic and need B * Hq * T floats of backward
  * workspace (D). Measured on the H100 at T = 16k-64k, Hq 16, Hkv 8: forward ~465-480 TFLOP/s against ~315, backward
  * ~355 against ~218 (test_gpu_attention). */
 static bool own_kernels_are_wgmma(const tt_attention_shape *shape) { return tt_cuda_hopper_attention_supported(shape); }

@@ -30,155 +30,28 @@
 
 #include <cuda_bf16.h>
 
-#include "ops/cuda/attention_device.cuh"
 #include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/hopper_wgmma.cuh" /* and attention_device.cuh */
 
-#define HEAD_DIM 128
 #define BLOCK_M 128 /* queries a block: two warpgroups of 64 */
 #define BLOCK_N 128 /* keys a tile */
 #define THREADS 256
-#define TILE_BYTES (128 * HEAD_DIM * 2) /* a 128-row tile: Q, K or V */
+/* Bytes of a ROWS-row tile of HD bf16 columns (Q, K, V, dO) */
+#define TILE_OF(ROWS, HD) ((ROWS) * (HD) * 2)
 
-/* What cp.async wrote (the generic proxy) becomes visible to wgmma's reads (the async proxy). */
-static __device__ __forceinline__ void fence_proxy_async(void) {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-static __device__ __forceinline__ void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-
-static __device__ __forceinline__ void wgmma_commit(void) {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-
-/* Keeps the compiler from moving reads or writes of an accumulator across the asynchronous MMA. */
-static __device__ __forceinline__ void fence_accumulators(float *d) {
-#pragma unroll
-    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* Placed after the wait that ends an asynchronous MMA: its register A operand (COUNT registers) stays live, so
- * nothing else is allocated there while the product reads it. */
-template <int COUNT> static __device__ __forceinline__ void fence_operands(uint32_t *a) {
-#pragma unroll
-    for (int i = 0; i < COUNT; i++) asm volatile("" : "+r"(a[i])::"memory");
-}
-
-/* d[64x128 fp32, this thread's 64] (+)= A[64x16] B[16x128], both from shared memory through descriptors (B's
- * rows of K contiguous); scale_d 0 overwrites d. */
-static __device__ __forceinline__ void wgmma_ss(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
-}
-
-/* d[64x128 fp32] += A[64x16] B[16x128]: A from registers (per warp, the mma.sync m16n8k16 A layout), B from shared
- * memory with its rows of N contiguous (imm-trans-b 1). */
-static __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t b_desc) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
-}
-
-/* d[64x64 fp32, this thread's 32] (+)= A[64x16] B[16x64], both from shared memory (B's rows of K contiguous); scale_d
- * 0 overwrites d. */
-static __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
-}
-
-/* d[64x64 fp32] (+)= A[64x16] B[16x64] with both operands from shared memory stored M- and N-major (A's rows of M
- * contiguous, B's rows of N contiguous: imm-trans-a and imm-trans-b 1); scale_d 0 overwrites d. */
-static __device__ __forceinline__ void wgmma_ss_n64_transposed(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
-}
-
-/* A turn counter in global memory: read with acquire (what the releasing block wrote before it is visible), and
- * set with release. */
-static __device__ __forceinline__ int load_acquire(const int *p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-static __device__ __forceinline__ void store_release(int *p, int v) {
-    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-/* A shared memory matrix descriptor with 128-byte swizzle. */
-static __device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
-    return (uint64_t)((address & 0x3FFFF) >> 4) | (uint64_t)((leading_bytes >> 4) & 0x3FFF) << 16 |
-           (uint64_t)((stride_bytes >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
-}
-
-/* Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile of ROWS rows (its two 64-column halves
- * ROWS x 128 bytes apart). */
-template <int ROWS> static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
-    return (uint32_t)((chunk >> 3) * (ROWS * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
-}
-
-/* The byte offset of k slice ks (16 columns) of a K-major operand in a tile of ROWS rows. */
-template <int ROWS> static __device__ __forceinline__ uint32_t k_slice(int ks) {
-    return (uint32_t)((ks >> 2) * (ROWS * 128) + (ks & 3) * 32);
-}
-
-/* cp.async ROWS rows of HEAD_DIM bf16 from src (row stride `stride` elements) into the tile at dst; rows >= valid_rows
+/* cp.async ROWS rows of HD bf16 from src (row stride `stride` elements) into the tile at dst; rows >= valid_rows
  * are zero-filled. */
-template <int ROWS>
+template <int ROWS, int HD>
 static __device__ __forceinline__ void load_tile(uint32_t dst, const tt_bf16 *src, int64_t stride, int valid_rows) {
+    constexpr int CHUNKS = HD / 8; /* 16-byte chunks a row */
 #pragma unroll
-    for (int it = 0; it < ROWS * 16 / THREADS; it++) {
+    for (int it = 0; it < ROWS * CHUNKS / THREADS; it++) {
         const int index = it * THREADS + (int)threadIdx.x;
-        const int row = index >> 4, chunk = index & 15;
+        const int row = index / CHUNKS, chunk = index % CHUNKS;
         const bool valid = row < valid_rows;
         cp_async_16(dst + tile_offset<ROWS>(row, chunk), valid ? src + (int64_t)row * stride + chunk * 8 : src, valid);
     }
-}
-
-/* The low and high bf16 of a pair, widened to fp32. */
-static __device__ __forceinline__ float bf16_low(uint32_t pair) { return __uint_as_float(pair << 16); }
-static __device__ __forceinline__ float bf16_high(uint32_t pair) { return __uint_as_float(pair & 0xFFFF0000u); }
-
-/* Packed documents: the first key query `row` of sequence b may see (0 without positions; rows past T take 0, they
- * are never stored). */
-static __device__ __forceinline__ int document_start(const int32_t *positions, int b, int T, int row) {
-    return positions && row < T ? row - positions[(int64_t)b * T + row] : 0;
-}
-
-/* wgmma_wait<N>: at most N committed groups of this warpgroup still in flight. */
-template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
 /* Accumulator layout of a warpgroup's m64n128 (PTX ISA, wgmma .f32 D fragments): warp w of the group holds rows
@@ -191,11 +64,13 @@ template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
  * the block reads K_j and V_{j-1} and loads K_{j+2} and V_{j+1} into the slots of K_{j-1} and V_{j-2}, which every
  * warpgroup finished with before the step's barrier. Shared memory: Q, three K, three V (7 x 32 KiB). */
 #define FWD_RING 3
-#define FWD_SHARED_BYTES ((1 + 2 * FWD_RING) * TILE_BYTES + 1024)
+#define FWD_SHARED_BYTES(HD) ((1 + 2 * FWD_RING) * TILE_OF(128, HD) + 1024)
 
+template <int HD>
 static __global__ void __launch_bounds__(THREADS, 1)
     hopper_forward_kernel(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq,
                           int Hkv, float scale_log2, const int32_t *positions) {
+    constexpr int TILE_BYTES = TILE_OF(128, HD);
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
     const uint32_t q_tile = base, k_ring = base + TILE_BYTES, v_ring = k_ring + FWD_RING * TILE_BYTES;
@@ -203,9 +78,9 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const int tid = threadIdx.x, group = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, kv_head = h / (Hq / Hkv);
     const int m0 = (gridDim.y - 1 - blockIdx.y) * BLOCK_M; /* the longest blocks start first */
-    const int64_t q_stride = (int64_t)Hq * HEAD_DIM, kv_stride = (int64_t)Hkv * HEAD_DIM;
-    const tt_bf16 *k_head = k + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
-    const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
+    const int64_t q_stride = (int64_t)Hq * HD, kv_stride = (int64_t)Hkv * HD;
+    const tt_bf16 *k_head = k + (int64_t)b * T * kv_stride + (int64_t)kv_head * HD;
+    const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HD;
     /* keys from the document start of the block's first query (document starts never decrease) to its last query */
     const int first_tile = document_start(positions, b, T, m0) / BLOCK_N;
     const int tiles = (min(m0 + BLOCK_M, T) + BLOCK_N - 1) / BLOCK_N - first_tile;
@@ -216,19 +91,19 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const int warp_start_max = document_start(positions, b, T, min(warp_first + 15, T - 1));
 
     /* group -2: Q and K_0; group -1: K_1 and V_0 */
-    load_tile<128>(q_tile, q + ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM, q_stride, T - m0);
+    load_tile<128, HD>(q_tile, q + ((int64_t)b * T + m0) * q_stride + (int64_t)h * HD, q_stride, T - m0);
     const int n_first = first_tile * BLOCK_N;
-    load_tile<128>(k_ring, k_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
+    load_tile<128, HD>(k_ring, k_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
     cp_async_commit();
     if (tiles > 1)
-        load_tile<128>(k_ring + TILE_BYTES, k_head + (int64_t)(n_first + BLOCK_N) * kv_stride, kv_stride,
+        load_tile<128, HD>(k_ring + TILE_BYTES, k_head + (int64_t)(n_first + BLOCK_N) * kv_stride, kv_stride,
                        T - n_first - BLOCK_N);
-    load_tile<128>(v_ring, v_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
+    load_tile<128, HD>(v_ring, v_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
     cp_async_commit();
 
-    float o[64], s[64];
+    float o[HD / 2], s[64];
 #pragma unroll
-    for (int i = 0; i < 64; i++) o[i] = 0.0f;
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
     uint32_t p[32]; /* P_{j-1}, bf16 pairs in the register A layout */
     float max_g = -INFINITY, max_g8 = -INFINITY, sum_g = 0.0f, sum_g8 = 0.0f;
 
@@ -238,12 +113,12 @@ static __global__ void __launch_bounds__(THREADS, 1)
         __syncthreads(); /* ...for every thread; every warpgroup is done with K_{j-1} and V_{j-2} */
         if (j + 2 < tiles) {
             const int n = n_first + (j + 2) * BLOCK_N;
-            load_tile<128>(k_ring + ((j + 2) % FWD_RING) * TILE_BYTES, k_head + (int64_t)n * kv_stride, kv_stride,
+            load_tile<128, HD>(k_ring + ((j + 2) % FWD_RING) * TILE_BYTES, k_head + (int64_t)n * kv_stride, kv_stride,
                            T - n);
         }
         if (j + 1 < tiles) {
             const int n = n_first + (j + 1) * BLOCK_N;
-            load_tile<128>(v_ring + ((j + 1) % FWD_RING) * TILE_BYTES, v_head + (int64_t)n * kv_stride, kv_stride,
+            load_tile<128, HD>(v_ring + ((j + 1) % FWD_RING) * TILE_BYTES, v_head + (int64_t)n * kv_stride, kv_stride,
                            T - n);
         }
         cp_async_commit();
@@ -253,7 +128,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         /* S = Q K_j^T over head_dim in 8 slices of 16 */
         wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < HEAD_DIM / 16; ks++) {
+        for (int ks = 0; ks < HD / 16; ks++) {
             const uint32_t within = k_slice<128>(ks);
             wgmma_ss(s, descriptor(q_tile + group * 64 * 128 + within, 16, 1024), descriptor(k_tile + within, 16, 1024),
                      ks > 0);
@@ -265,7 +140,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
             wgmma_fence(); /* P_{j-1} and the rescaled O were written since the last fence */
 #pragma unroll
             for (int kb = 0; kb < BLOCK_N / 16; kb++)
-                wgmma_rs(o, p + 4 * kb, descriptor(v_tile + kb * 16 * 128, 128 * 128, 1024));
+                wgmma_rs_hd<HD>(o, p + 4 * kb, descriptor(v_tile + kb * 16 * 128, 128 * 128, 1024));
             wgmma_commit();
             wgmma_wait<1>(); /* S_j, while P_{j-1} V_{j-1} runs on */
         } else {
@@ -310,14 +185,17 @@ static __global__ void __launch_bounds__(THREADS, 1)
         sum_g = sum_g * correction_g + tile_sum_g;
         sum_g8 = sum_g8 * correction_g8 + tile_sum_g8;
         wgmma_wait<0>(); /* P_{j-1} V_{j-1} is in O: rescale it to this tile's maximum */
-        fence_accumulators(o);
+        fence_accumulators_n<HD / 2>(o);
         fence_operands<32>(p);
 #pragma unroll
-        for (int c = 0; c < 16; c++) {
+        for (int c = 0; c < HD / 8; c++) {
             o[4 * c] *= correction_g;
             o[4 * c + 1] *= correction_g;
             o[4 * c + 2] *= correction_g8;
             o[4 * c + 3] *= correction_g8;
+        }
+#pragma unroll
+        for (int c = 0; c < 16; c++) {
             p[2 * c] = pack_bf16(s[4 * c], s[4 * c + 1]);
             p[2 * c + 1] = pack_bf16(s[4 * c + 2], s[4 * c + 3]);
         }
@@ -331,20 +209,20 @@ static __global__ void __launch_bounds__(THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < BLOCK_N / 16; kb++)
-            wgmma_rs(o, p + 4 * kb, descriptor(v_tile + kb * 16 * 128, 128 * 128, 1024));
+            wgmma_rs_hd<HD>(o, p + 4 * kb, descriptor(v_tile + kb * 16 * 128, 128 * 128, 1024));
         wgmma_commit();
         wgmma_wait<0>();
-        fence_accumulators(o);
+        fence_accumulators_n<HD / 2>(o);
         fence_operands<32>(p); /* nothing of the epilogue lands in P's registers while the product reads them */
     }
 
     sum_g = quad_sum(sum_g);
     sum_g8 = quad_sum(sum_g8);
     const float inv_g = sum_g > 0.0f ? 1.0f / sum_g : 0.0f, inv_g8 = sum_g8 > 0.0f ? 1.0f / sum_g8 : 0.0f;
-    tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HEAD_DIM;
+    tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HD;
     tt_bf16 *out_g8 = out_g + 8 * q_stride;
 #pragma unroll
-    for (int c = 0; c < 16; c++) {
+    for (int c = 0; c < HD / 8; c++) {
         const int col = 8 * c + 2 * t;
         if (row_g < T) *(uint32_t *)(out_g + col) = pack_bf16(o[4 * c] * inv_g, o[4 * c + 1] * inv_g);
         if (row_g8 < T) *(uint32_t *)(out_g8 + col) = pack_bf16(o[4 * c + 2] * inv_g8, o[4 * c + 3] * inv_g8);
@@ -358,9 +236,10 @@ static __global__ void __launch_bounds__(THREADS, 1)
 
 /* acc[64 x 64 fp32] = A B^T over head_dim: A the 64 rows of a 128-row tile at a_rows, B a 64-row tile, both K-major in
  * shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */
+template <int HD>
 static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_t a_rows, uint32_t b_tile) {
 #pragma unroll
-    for (int ks = 0; ks < HEAD_DIM / 16; ks++)
+    for (int ks = 0; ks < HD / 16; ks++)
         wgmma_ss_n64(acc, descriptor(a_rows + k_slice<128>(ks), 16, 1024), descriptor(b_tile + k_slice<64>(ks), 16, 1024),
                      ks > 0);
     wgmma_commit();
@@ -383,26 +262,34 @@ static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_
 #define Q_TILE 64    /* dK/dV: queries a step of its loop */
 #define Q_BLOCK 128  /* dQ: queries a block */
 #define KV_TILE 64   /* dQ: keys a step of its loop */
-#define TILE64_BYTES (64 * HEAD_DIM * 2)
 /* dK/dV: K, V; two stages of Q, dO; two stages of lse, D, positions (64 each) */
-#define DKDV_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 2 * 3 * 64 * 4 + 1024)
-/* ...and the dS^T tile (128 keys x 64 queries bf16) after the rows, 1024-byte aligned */
-#define DKDV_ORDERED_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 2048 + TILE64_BYTES + 1024)
+#define DKDV_SHARED_BYTES(HD) (2 * TILE_OF(128, HD) + 4 * TILE_OF(64, HD) + 2 * 3 * 64 * 4 + 1024)
+/* ...and (ORDERED_DQ, head_dim 128) the dS^T tile (128 keys x 64 queries bf16) after the rows, 1024-byte aligned */
+#define DKDV_ORDERED_SHARED_BYTES (2 * TILE_OF(128, 128) + 4 * TILE_OF(64, 128) + 2048 + TILE_OF(64, 128) + 1024)
 /* dQ: Q, dO; two stages of K, V */
-#define DQ_SHARED_BYTES (2 * TILE_BYTES + 4 * TILE64_BYTES + 1024)
+#define DQ_SHARED_BYTES(HD) (2 * TILE_OF(128, HD) + 4 * TILE_OF(64, HD) + 1024)
 
-/* D[b, h, t] = sum over head_dim of dout * out (fp32, each lane's 4 values then a fixed shuffle tree): a warp a row. */
+/* D[b, h, t] = sum over head_dim of dout * out (fp32, each lane's HD / 32 values then a fixed shuffle tree): a warp a
+ * row. */
+template <int HD>
 static __global__ void hopper_dot_kernel(float *D, const tt_bf16 *dout, const tt_bf16 *out, int T, int Hq,
                                          int64_t rows) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (row >= rows) return;
     /* tt_bf16 is the bits: widened by hand (a conversion operator would read them as an integer) */
-    const uint2 o = *(const uint2 *)(out + row * HEAD_DIM + lane * 4), d = *(const uint2 *)(dout + row * HEAD_DIM + lane * 4);
-    float sum = bf16_low(o.x) * bf16_low(d.x);
-    sum += bf16_high(o.x) * bf16_high(d.x);
-    sum += bf16_low(o.y) * bf16_low(d.y);
-    sum += bf16_high(o.y) * bf16_high(d.y);
+    float sum;
+    if constexpr (HD == 128) {
+        const uint2 o = *(const uint2 *)(out + row * HD + lane * 4), d = *(const uint2 *)(dout + row * HD + lane * 4);
+        sum = bf16_low(o.x) * bf16_low(d.x);
+        sum += bf16_high(o.x) * bf16_high(d.x);
+        sum += bf16_low(o.y) * bf16_low(d.y);
+        sum += bf16_high(o.y) * bf16_high(d.y);
+    } else {
+        const uint32_t o = *(const uint32_t *)(out + row * HD + lane * 2), d = *(const uint32_t *)(dout + row * HD + lane * 2);
+        sum = bf16_low(o) * bf16_low(d);
+        sum += bf16_high(o) * bf16_high(d);
+    }
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     if (lane == 0) {
@@ -412,37 +299,23 @@ static __global__ void hopper_dot_kernel(float *D, const tt_bf16 *dout, const tt
     }
 }
 
-/* Packs the accumulators of an m64n64 product (this thread's 32) into the register A operand of the next product's 4
- * k slices of 16 (columns 16kb.. of rows g and g + 8, then columns 16kb + 8..). */
-static __device__ __forceinline__ void pack_a64(uint32_t *a, const float *x) {
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        a[2 * j] = pack_bf16(x[4 * j], x[4 * j + 1]);
-        a[2 * j + 1] = pack_bf16(x[4 * j + 2], x[4 * j + 3]);
-    }
-}
-
-static __device__ __forceinline__ void fence_accumulators_32(float *d) {
-#pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 /* The dK/dV kernel's per-query values of a step: lse, D and (packed documents) the position, 64 of each a stage. */
 #define ROW_VALUES 3
 
 /* The dK/dV kernel's step i into stage `stage`: query head first_head + i / tiles, its query tile
  * first_tile + i % tiles: Q and dO (64 rows each) and their rows' lse, D and positions (64 each, after both stages;
  * zero past T). */
+template <int HD>
 static __device__ __forceinline__ void dkdv_load_step(const tt_bf16 *q, const tt_bf16 *dout, const float *lse,
                                                       const float *D, const int32_t *positions, uint32_t stages,
                                                       uint32_t rows_base, int b, int first_head, int first_tile,
                                                       int tiles, int T, int Hq, int i, int stage) {
     const int h = first_head + i / tiles, m0 = (first_tile + i % tiles) * Q_TILE, tid = threadIdx.x;
-    const int64_t q_stride = (int64_t)Hq * HEAD_DIM;
-    const int64_t q_offset = ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM;
-    const uint32_t at = stages + stage * 2 * TILE64_BYTES;
-    load_tile<64>(at, q + q_offset, q_stride, T - m0);
-    load_tile<64>(at + TILE64_BYTES, dout + q_offset, q_stride, T - m0);
+    const int64_t q_stride = (int64_t)Hq * HD;
+    const int64_t q_offset = ((int64_t)b * T + m0) * q_stride + (int64_t)h * HD;
+    const uint32_t at = stages + stage * 2 * TILE_OF(64, HD);
+    load_tile<64, HD>(at, q + q_offset, q_stride, T - m0);
+    load_tile<64, HD>(at + TILE_OF(64, HD), dout + q_offset, q_stride, T - m0);
     if (tid < (positions ? 3 : 2) * 64) {
         const int row = tid & 63, which = tid >> 6; /* lse, D, position */
         const bool valid = m0 + row < T;
@@ -459,11 +332,13 @@ static __device__ __forceinline__ void dkdv_load_step(const tt_bf16 *q, const tt
  * (both zero before the launch). The adds are L2 reductions; a step's turn passes on in the next step, once they are
  * done, so their latency hides behind that step's products. The same bits every run with no separate dQ kernel: 5
  * products a step instead of 7. Blocks wait only on blocks of lower index (launched first), so the chain moves. */
-template <bool ORDERED_DQ>
+template <int HD, bool ORDERED_DQ>
 static __global__ void __launch_bounds__(THREADS, 1)
     hopper_dkdv_kernel(tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const float *lse, const float *D,
                        const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale_log2,
                        float scale, const int32_t *positions, float *dq_accum, int *turns) {
+    static_assert(!ORDERED_DQ || HD == 128, "the ordered dQ is head_dim 128's");
+    constexpr int TILE_BYTES = TILE_OF(128, HD), TILE64_BYTES = TILE_OF(64, HD);
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
     const uint32_t k_tile = base, v_tile = base + TILE_BYTES, stages = base + 2 * TILE_BYTES;
@@ -476,8 +351,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const int tid = threadIdx.x, group = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int b = blockIdx.x / Hkv, kv_head = blockIdx.x % Hkv, heads = Hq / Hkv;
     const int n0 = blockIdx.y * KV_BLOCK; /* the first blocks have the most queries: they start first */
-    const int64_t kv_stride = (int64_t)Hkv * HEAD_DIM;
-    const int64_t kv_offset = (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
+    const int64_t kv_stride = (int64_t)Hkv * HD;
+    const int64_t kv_offset = (int64_t)b * T * kv_stride + (int64_t)kv_head * HD;
     const int first_tile = n0 / Q_TILE, all_tiles = (T + Q_TILE - 1) / Q_TILE;
     int tiles = all_tiles - first_tile;
     if (positions) {
@@ -493,18 +368,18 @@ static __global__ void __launch_bounds__(THREADS, 1)
         tiles = count;
     }
 
-    load_tile<128>(k_tile, k + kv_offset + (int64_t)n0 * kv_stride, kv_stride, T - n0);
-    load_tile<128>(v_tile, v + kv_offset + (int64_t)n0 * kv_stride, kv_stride, T - n0);
+    load_tile<128, HD>(k_tile, k + kv_offset + (int64_t)n0 * kv_stride, kv_stride, T - n0);
+    load_tile<128, HD>(v_tile, v + kv_offset + (int64_t)n0 * kv_stride, kv_stride, T - n0);
     /* step i: query head kv_head * heads + i / tiles, query tile first_tile + i % tiles */
     const int steps = heads * tiles;
     if (steps > 0)
-        dkdv_load_step(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq, 0,
+        dkdv_load_step<HD>(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq, 0,
                        0);
     cp_async_commit();
 
-    float dk_acc[64], dv_acc[64], st[32], dpt[32];
+    float dk_acc[HD / 2], dv_acc[HD / 2], st[32], dpt[32];
 #pragma unroll
-    for (int i = 0; i < 64; i++) dk_acc[i] = dv_acc[i] = 0.0f;
+    for (int i = 0; i < HD / 2; i++) dk_acc[i] = dv_acc[i] = 0.0f;
     const int key_g = n0 + group * 64 + warp * 16 + g, key_g8 = key_g + 8;
     const uint32_t k_rows = k_tile + group * 64 * 128, v_rows = v_tile + group * 64 * 128;
     int *pending_counter = NULL; /* (ORDERED_DQ) the previous step's turn counter, passed on once its adds are done */
@@ -515,7 +390,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         fence_proxy_async();
         __syncthreads(); /* step i's tiles are visible; every warpgroup is done with the other stage */
         if (i + 1 < steps)
-            dkdv_load_step(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T,
+            dkdv_load_step<HD>(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T,
                            Hq, i + 1, (i + 1) & 1);
         cp_async_commit();
         const int stage = i & 1, m0 = (first_tile + i % tiles) * Q_TILE;
@@ -526,8 +401,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 
         /* S^T, then dP^T in a second group: P is computed while dP^T runs */
         wgmma_fence();
-        product_over_head_dim(st, k_rows, q_at);
-        product_over_head_dim(dpt, v_rows, do_at);
+        product_over_head_dim<HD>(st, k_rows, q_at);
+        product_over_head_dim<HD>(dpt, v_rows, do_at);
         wgmma_wait<1>();
         fence_accumulators_32(st);
 
@@ -549,7 +424,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < Q_TILE / 16; kb++)
-            wgmma_rs(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
+            wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -576,7 +451,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < Q_TILE / 16; kb++)
-            wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
+            wgmma_rs_hd<HD>(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
         if (ORDERED_DQ) {
             /* the previous step's adds are done (each thread's own) before the barrier, while this step's products
@@ -596,8 +471,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
             wgmma_wait<0>();
             fence_operands<16>(pa);
             fence_operands<16>(dsa);
-            fence_accumulators(dv_acc);
-            fence_accumulators(dk_acc);
+            fence_accumulators_n<HD / 2>(dv_acc);
+            fence_accumulators_n<HD / 2>(dk_acc);
             fence_accumulators_32(dq_part);
 
             /* the turn of this key block for (head, query tile): every key block before it whose keys reach the
@@ -610,13 +485,13 @@ static __global__ void __launch_bounds__(THREADS, 1)
                 while (load_acquire(counter) != turn) __nanosleep(32);
             __syncthreads();
             /* adds in L2 (no value comes back); one key block at a time per element, in key order */
-            float *accum = dq_accum + (((int64_t)b * Hq + h) * T + m0 + warp * 16 + g) * HEAD_DIM + group * 64 + 2 * t;
+            float *accum = dq_accum + (((int64_t)b * Hq + h) * T + m0 + warp * 16 + g) * HD + group * 64 + 2 * t;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 if (m0 + warp * 16 + g < T)
                     atomicAdd((float2 *)(accum + 8 * j), make_float2(dq_part[4 * j], dq_part[4 * j + 1]));
                 if (m0 + warp * 16 + g + 8 < T)
-                    atomicAdd((float2 *)(accum + 8 * HEAD_DIM + 8 * j),
+                    atomicAdd((float2 *)(accum + 8 * HD + 8 * j),
                               make_float2(dq_part[4 * j + 2], dq_part[4 * j + 3]));
             }
             pending_counter = counter; /* its turn passes on in the next step, once the adds are done */
@@ -625,8 +500,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
             wgmma_wait<0>();
             fence_operands<16>(pa); /* dS^T was made while dV's product read P^T */
             fence_operands<16>(dsa);
-            fence_accumulators(dv_acc);
-            fence_accumulators(dk_acc);
+            fence_accumulators_n<HD / 2>(dv_acc);
+            fence_accumulators_n<HD / 2>(dk_acc);
         }
     }
 
@@ -637,7 +512,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
     }
     tt_bf16 *dk_g = dk + kv_offset + (int64_t)key_g * kv_stride, *dv_g = dv + kv_offset + (int64_t)key_g * kv_stride;
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < HD / 8; j++) {
         const int col = 8 * j + 2 * t;
         if (key_g < T) {
             *(uint32_t *)(dk_g + col) = pack_bf16(dk_acc[4 * j] * scale, dk_acc[4 * j + 1] * scale);
@@ -650,10 +525,12 @@ static __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
+template <int HD>
 static __global__ void __launch_bounds__(THREADS, 1)
     hopper_dq_kernel(tt_bf16 *dq, const tt_bf16 *dout, const float *lse, const float *D, const tt_bf16 *q,
                      const tt_bf16 *k, const tt_bf16 *v, int T, int Hq, int Hkv, float scale_log2, float scale,
                      const int32_t *positions) {
+    constexpr int TILE_BYTES = TILE_OF(128, HD), TILE64_BYTES = TILE_OF(64, HD);
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
     const uint32_t q_tile = base, do_tile = base + TILE_BYTES, stages = base + 2 * TILE_BYTES; /* stage: K then V */
@@ -661,19 +538,19 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const int tid = threadIdx.x, group = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, kv_head = h / (Hq / Hkv);
     const int m0 = (gridDim.y - 1 - blockIdx.y) * Q_BLOCK; /* the longest blocks start first */
-    const int64_t q_stride = (int64_t)Hq * HEAD_DIM, kv_stride = (int64_t)Hkv * HEAD_DIM;
-    const int64_t q_offset = ((int64_t)b * T + m0) * q_stride + (int64_t)h * HEAD_DIM;
-    const tt_bf16 *k_head = k + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
-    const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
+    const int64_t q_stride = (int64_t)Hq * HD, kv_stride = (int64_t)Hkv * HD;
+    const int64_t q_offset = ((int64_t)b * T + m0) * q_stride + (int64_t)h * HD;
+    const tt_bf16 *k_head = k + (int64_t)b * T * kv_stride + (int64_t)kv_head * HD;
+    const tt_bf16 *v_head = v + (int64_t)b * T * kv_stride + (int64_t)kv_head * HD;
     /* keys from the document start of the block's first query to its last query */
     const int first_tile = document_start(positions, b, T, m0) / KV_TILE;
     const int n_first = first_tile * KV_TILE;
     const int key_tiles = (min(m0 + Q_BLOCK, T) + KV_TILE - 1) / KV_TILE - first_tile;
 
-    load_tile<128>(q_tile, q + q_offset, q_stride, T - m0);
-    load_tile<128>(do_tile, dout + q_offset, q_stride, T - m0);
-    load_tile<64>(stages, k_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
-    load_tile<64>(stages + TILE64_BYTES, v_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
+    load_tile<128, HD>(q_tile, q + q_offset, q_stride, T - m0);
+    load_tile<128, HD>(do_tile, dout + q_offset, q_stride, T - m0);
+    load_tile<64, HD>(stages, k_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
+    load_tile<64, HD>(stages + TILE64_BYTES, v_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
     cp_async_commit();
 
     const int row_g = m0 + group * 64 + warp * 16 + g, row_g8 = row_g + 8;
@@ -684,9 +561,9 @@ static __global__ void __launch_bounds__(THREADS, 1)
     const float d_g = row_g < T ? d_head[row_g] : 0.0f, d_g8 = row_g8 < T ? d_head[row_g8] : 0.0f;
     const uint32_t q_rows = q_tile + group * 64 * 128, do_rows = do_tile + group * 64 * 128;
 
-    float dq_acc[64], s[32], dp[32];
+    float dq_acc[HD / 2], s[32], dp[32];
 #pragma unroll
-    for (int i = 0; i < 64; i++) dq_acc[i] = 0.0f;
+    for (int i = 0; i < HD / 2; i++) dq_acc[i] = 0.0f;
     for (int tile = 0; tile < key_tiles; tile++) {
         cp_async_wait<0>();
         fence_proxy_async();
@@ -694,8 +571,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
         if (tile + 1 < key_tiles) {
             const uint32_t next = stages + ((tile + 1) & 1) * 2 * TILE64_BYTES;
             const int n_next = n_first + (tile + 1) * KV_TILE;
-            load_tile<64>(next, k_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
-            load_tile<64>(next + TILE64_BYTES, v_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
+            load_tile<64, HD>(next, k_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
+            load_tile<64, HD>(next + TILE64_BYTES, v_head + (int64_t)n_next * kv_stride, kv_stride, T - n_next);
         }
         cp_async_commit();
         const uint32_t k_at = stages + (tile & 1) * 2 * TILE64_BYTES, v_at = k_at + TILE64_BYTES;
@@ -703,8 +580,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 
         /* S, then dP in a second group: P is computed while dP runs */
         wgmma_fence();
-        product_over_head_dim(s, q_rows, k_at);
-        product_over_head_dim(dp, do_rows, v_at);
+        product_over_head_dim<HD>(s, q_rows, k_at);
+        product_over_head_dim<HD>(dp, do_rows, v_at);
         wgmma_wait<1>();
         fence_accumulators_32(s);
 #pragma unroll
@@ -726,16 +603,16 @@ static __global__ void __launch_bounds__(THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < KV_TILE / 16; kb++)
-            wgmma_rs(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
+            wgmma_rs_hd<HD>(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
         wgmma_wait<0>();
         fence_operands<16>(dsa);
-        fence_accumulators(dq_acc);
+        fence_accumulators_n<HD / 2>(dq_acc);
     }
 
-    tt_bf16 *dq_g = dq + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HEAD_DIM;
+    tt_bf16 *dq_g = dq + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HD;
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < HD / 8; j++) {
         const int col = 8 * j + 2 * t;
         if (row_g < T) *(uint32_t *)(dq_g + col) = pack_bf16(dq_acc[4 * j] * scale, dq_acc[4 * j + 1] * scale);
         if (row_g8 < T)
@@ -746,20 +623,31 @@ static __global__ void __launch_bounds__(THREADS, 1)
 /* dq[B*T, Hq*128] bf16 = scale * dq_accum[B, Hq, T, 128]: a thread per 4 values. */
 static __global__ void hopper_dq_convert_kernel(tt_bf16 *dq, const float *dq_accum, int T, int Hq, float scale,
                                                 int64_t count) {
+    constexpr int DIM = 128; /* the ordered dQ is head_dim 128's */
     const int64_t at = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
     if (at >= count) return;
-    const int64_t row = at / HEAD_DIM, col = at % HEAD_DIM; /* row of [B, Hq, T] */
+    const int64_t row = at / DIM, col = at % DIM; /* row of [B, Hq, T] */
     const int64_t b = row / ((int64_t)Hq * T), h = (row / T) % Hq, t = row % T;
     const float4 x = *(const float4 *)(dq_accum + at);
     uint2 packed;
     packed.x = pack_bf16(x.x * scale, x.y * scale);
     packed.y = pack_bf16(x.z * scale, x.w * scale);
-    *(uint2 *)(dq + ((b * T + t) * Hq + h) * HEAD_DIM + col) = packed;
+    *(uint2 *)(dq + ((b * T + t) * Hq + h) * DIM + col) = packed;
+}
+
+extern "C" void tt_cuda_hopper_attention_dot(float *D, const tt_bf16 *dout, const tt_bf16 *out,
+                                             const tt_attention_shape *s, cudaStream_t stream) {
+    const int64_t rows = s->batch * s->seq_len * s->num_heads;
+    const unsigned blocks = (unsigned)((rows * 32 + 255) / 256);
+    if (s->head_dim == 64)
+        hopper_dot_kernel<64><<<blocks, 256, 0, stream>>>(D, dout, out, (int)s->seq_len, (int)s->num_heads, rows);
+    else hopper_dot_kernel<128><<<blocks, 256, 0, stream>>>(D, dout, out, (int)s->seq_len, (int)s->num_heads, rows);
+    TT_CUDA_CHECK(cudaGetLastError());
 }
 
 /* The ordered-dQ backward's workspace after D: dq_accum, then the turn counters. */
 static size_t ordered_accum_floats(const tt_attention_shape *s) {
-    return (size_t)(s->batch * s->num_heads * s->seq_len * HEAD_DIM);
+    return (size_t)(s->batch * s->num_heads * s->seq_len * 128);
 }
 
 static size_t turn_count(const tt_attention_shape *s) {
@@ -773,8 +661,8 @@ static size_t d_floats_aligned(const tt_attention_shape *s) {
 /* The shape is one the kernels take, the grid fits (T / 128 blocks in y), and every operand is 16-byte aligned. */
 static void check_arguments(const tt_attention_shape *s, const void *const *pointers, int count) {
     TT_CHECK(tt_cuda_hopper_attention_supported(s),
-             "the Hopper attention kernels take head_dim 128 and no sliding window (head_dim %lld, %lld heads, %lld kv "
-             "heads, window %lld)",
+             "the Hopper attention kernels take head_dim 64 or 128 and no sliding window (head_dim %lld, %lld heads, "
+             "%lld kv heads, window %lld)",
              (long long)s->head_dim, (long long)s->num_heads, (long long)s->num_kv_heads, (long long)s->sliding_window);
     TT_CHECK(s->batch > 0 && s->num_heads > 0 && (s->seq_len + 127) / 128 <= 65535 &&
                  s->batch * s->num_heads <= INT32_MAX && s->batch * s->seq_len <= INT32_MAX,
@@ -793,6 +681,30 @@ extern "C" size_t tt_cuda_hopper_attention_backward_ordered_scratch_bytes(const 
     return sizeof(float) * (d_floats_aligned(s) + ordered_accum_floats(s)) + sizeof(int) * turn_count(s);
 }
 
+/* The backward with dQ's own kernel: D, then the dK/dV and dQ kernels at head_dim HD. */
+template <int HD>
+static void launch_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const tt_bf16 *out,
+                            const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                            const tt_attention_shape *s, void *scratch, cudaStream_t stream) {
+    /* per call: the attribute belongs to the current device's context */
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<HD, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       DKDV_SHARED_BYTES(HD)));
+    TT_CUDA_CHECK(
+        cudaFuncSetAttribute(hopper_dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SHARED_BYTES(HD)));
+    const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
+    const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
+    float *D = (float *)scratch;
+    tt_cuda_hopper_attention_dot(D, dout, out, s, stream);
+    const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + KV_BLOCK - 1) / KV_BLOCK));
+    hopper_dkdv_kernel<HD, false><<<kv_grid, THREADS, DKDV_SHARED_BYTES(HD), stream>>>(
+        dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2, scale, s->positions, NULL, NULL);
+    TT_CUDA_CHECK(cudaGetLastError());
+    const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + Q_BLOCK - 1) / Q_BLOCK));
+    hopper_dq_kernel<HD><<<q_grid, THREADS, DQ_SHARED_BYTES(HD), stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv,
+                                                                           scale_log2, scale, s->positions);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
 extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                                   const tt_bf16 *out, const float *lse, const tt_bf16 *q,
                                                   const tt_bf16 *k, const tt_bf16 *v, const tt_attention_shape *s,
@@ -804,19 +716,23 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
                                    : tt_cuda_hopper_attention_backward_scratch_bytes(s);
     TT_CHECK(scratch && scratch_bytes >= need, "the Hopper attention backward's scratch is %zu bytes; %s needs %zu",
              scratch_bytes, ordered_dq ? "the ordered-dQ schedule" : "it", need);
+    TT_CHECK(!ordered_dq || s->head_dim == 128, "the Hopper attention backward's ordered dQ takes head_dim 128");
+    if (s->head_dim == 64) {
+        launch_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, s, scratch, stream);
+        return;
+    }
     /* per call: the attribute belongs to the current device's context */
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       DKDV_SHARED_BYTES));
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        DKDV_ORDERED_SHARED_BYTES));
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SHARED_BYTES));
+    if (!ordered_dq) {
+        launch_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, s, scratch, stream);
+        return;
+    }
     const bool ordered = ordered_dq;
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     float *D = (float *)scratch;
-    const int64_t rows = s->batch * s->seq_len * s->num_heads;
-    hopper_dot_kernel<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(D, dout, out, T, Hq, rows);
-    TT_CUDA_CHECK(cudaGetLastError());
+    tt_cuda_hopper_attention_dot(D, dout, out, s, stream);
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + KV_BLOCK - 1) / KV_BLOCK));
     if (ordered) {
         float *dq_accum = D + d_floats_aligned(s);
@@ -824,26 +740,18 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
         /* dq_accum from zero (every key block adds: 0 + x is x) and the turns; both contiguous after D */
         TT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0,
                                       sizeof(float) * ordered_accum_floats(s) + sizeof(int) * turn_count(s), stream));
-        hopper_dkdv_kernel<true><<<kv_grid, THREADS, DKDV_ORDERED_SHARED_BYTES, stream>>>(
+        hopper_dkdv_kernel<128, true><<<kv_grid, THREADS, DKDV_ORDERED_SHARED_BYTES, stream>>>(
             dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2, scale, s->positions, dq_accum, turns);
         TT_CUDA_CHECK(cudaGetLastError());
         const int64_t count = (int64_t)ordered_accum_floats(s);
         hopper_dq_convert_kernel<<<(unsigned)((count / 4 + 255) / 256), 256, 0, stream>>>(dq, dq_accum, T, Hq, scale,
                                                                                         count);
         TT_CUDA_CHECK(cudaGetLastError());
-        return;
     }
-    hopper_dkdv_kernel<false><<<kv_grid, THREADS, DKDV_SHARED_BYTES, stream>>>(
-        dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2, scale, s->positions, NULL, NULL);
-    TT_CUDA_CHECK(cudaGetLastError());
-    const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + Q_BLOCK - 1) / Q_BLOCK));
-    hopper_dq_kernel<<<q_grid, THREADS, DQ_SHARED_BYTES, stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv, scale_log2,
-                                                                   scale, s->positions);
-    TT_CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" int tt_cuda_hopper_attention_supported(const tt_attention_shape *s) {
-    return s->head_dim == HEAD_DIM && s->sliding_window == 0 && s->num_kv_heads > 0 &&
+    return (s->head_dim == 64 || s->head_dim == 128) && s->sliding_window == 0 && s->num_kv_heads > 0 &&
            s->num_heads % s->num_kv_heads == 0 && s->seq_len > 0;
 }
 
@@ -851,11 +759,19 @@ extern "C" void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const
                                                  const tt_bf16 *v, const tt_attention_shape *s, cudaStream_t stream) {
     const void *pointers[] = {out, q, k, v};
     check_arguments(s, pointers, 4);
-    TT_CUDA_CHECK(
-        cudaFuncSetAttribute(hopper_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FWD_SHARED_BYTES));
     const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((s->seq_len + BLOCK_M - 1) / BLOCK_M));
-    hopper_forward_kernel<<<grid, THREADS, FWD_SHARED_BYTES, stream>>>(out, lse, q, k, v, (int)s->seq_len,
-                                                                       (int)s->num_heads, (int)s->num_kv_heads,
-                                                                       (float)(s->scale * LOG2E), s->positions);
+    const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
+    const float scale_log2 = (float)(s->scale * LOG2E);
+    if (s->head_dim == 64) {
+        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           FWD_SHARED_BYTES(64)));
+        hopper_forward_kernel<64><<<grid, THREADS, FWD_SHARED_BYTES(64), stream>>>(out, lse, q, k, v, T, Hq, Hkv,
+                                                                                 scale_log2, s->positions);
+    } else {
+        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           FWD_SHARED_BYTES(128)));
+        hopper_forward_kernel<128><<<grid, THREADS, FWD_SHARED_BYTES(128), stream>>>(out, lse, q, k, v, T, Hq, Hkv,
+                                                                                   scale_log2, s->positions);
+    }
     TT_CUDA_CHECK(cudaGetLastError());
 }

@@ -1,0 +1,186 @@
+/* Device helpers of tiertrain's Hopper attention kernels (sm_90a; included by the .cu files only): warpgroup MMA
+ * (wgmma) wrappers with their fences, 128-byte-swizzle shared memory descriptors and tile offsets, the softmax's
+ * arithmetic, and packed documents' first key. The tile layout and descriptor conventions are described in
+ * kernels_attention_hopper.cu. */
+#ifndef TT_OPS_CUDA_HOPPER_WGMMA_CUH
+#define TT_OPS_CUDA_HOPPER_WGMMA_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_bf16.h>
+
+#include "ops/cuda/attention_device.cuh" /* shared_address, fast_exp2, pack_bf16, quad_max/sum, LOG2E */
+
+#define HEAD_DIM 128
+
+/* What this thread wrote to shared memory through the generic proxy (stores, cp.async) becomes visible to wgmma's
+ * reads (the async proxy). */
+static __device__ __forceinline__ void fence_proxy_async(void) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+
+static __device__ __forceinline__ void wgmma_commit(void) {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+/* Keeps the compiler from moving reads or writes of an accumulator across the asynchronous MMA. */
+static __device__ __forceinline__ void fence_accumulators(float *d) {
+#pragma unroll
+    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Placed after the wait that ends an asynchronous MMA: its register A operand (COUNT registers) stays live, so
+ * nothing else is allocated there while the product reads it. */
+template <int COUNT> static __device__ __forceinline__ void fence_operands(uint32_t *a) {
+#pragma unroll
+    for (int i = 0; i < COUNT; i++) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+/* d[64x128 fp32, this thread's 64] (+)= A[64x16] B[16x128], both from shared memory through descriptors (B's
+ * rows of K contiguous); scale_d 0 overwrites d. */
+static __device__ __forceinline__ void wgmma_ss(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+}
+
+/* d[64x128 fp32] += A[64x16] B[16x128]: A from registers (per warp, the mma.sync m16n8k16 A layout), B from shared
+ * memory with its rows of N contiguous (imm-trans-b 1). */
+static __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t b_desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
+
+/* d[64x64 fp32, this thread's 32] += A[64x16] B[16x64]: A from registers, B from shared memory with its rows of N
+ * contiguous (imm-trans-b 1): the head_dim 64 products with a register operand. */
+static __device__ __forceinline__ void wgmma_rs_n64(float *d, const uint32_t *a, uint64_t b_desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
+}
+
+/* d[64 x HD] += A[64x16] B[16 x HD] with A from registers and B's rows of N = HD contiguous: HD 128 or 64. */
+template <int HD> static __device__ __forceinline__ void wgmma_rs_hd(float *d, const uint32_t *a, uint64_t b_desc) {
+    if constexpr (HD == 128) wgmma_rs(d, a, b_desc);
+    else wgmma_rs_n64(d, a, b_desc);
+}
+
+/* Keeps the compiler from moving reads or writes of N accumulators across the asynchronous MMA. */
+template <int N> static __device__ __forceinline__ void fence_accumulators_n(float *d) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* d[64x64 fp32, this thread's 32] (+)= A[64x16] B[16x64], both from shared memory (B's rows of K contiguous); scale_d
+ * 0 overwrites d. */
+static __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+}
+
+/* d[64x64 fp32] (+)= A[64x16] B[16x64] with both operands from shared memory stored M- and N-major (A's rows of M
+ * contiguous, B's rows of N contiguous: imm-trans-a and imm-trans-b 1); scale_d 0 overwrites d. */
+static __device__ __forceinline__ void wgmma_ss_n64_transposed(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+}
+
+/* A turn counter in global memory: read with acquire (what the releasing block wrote before it is visible), and
+ * set with release. */
+static __device__ __forceinline__ int load_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void store_release(int *p, int v) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+/* A shared memory matrix descriptor with 128-byte swizzle. */
+static __device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
+    return (uint64_t)((address & 0x3FFFF) >> 4) | (uint64_t)((leading_bytes >> 4) & 0x3FFF) << 16 |
+           (uint64_t)((stride_bytes >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
+}
+
+/* Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile of ROWS rows (its two 64-column halves
+ * ROWS x 128 bytes apart). */
+template <int ROWS> static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
+    return (uint32_t)((chunk >> 3) * (ROWS * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+/* The byte offset of k slice ks (16 columns) of a K-major operand in a tile of ROWS rows. */
+template <int ROWS> static __device__ __forceinline__ uint32_t k_slice(int ks) {
+    return (uint32_t)((ks >> 2) * (ROWS * 128) + (ks & 3) * 32);
+}
+
+/* The low and high bf16 of a pair, widened to fp32. */
+static __device__ __forceinline__ float bf16_low(uint32_t pair) { return __uint_as_float(pair << 16); }
+static __device__ __forceinline__ float bf16_high(uint32_t pair) { return __uint_as_float(pair & 0xFFFF0000u); }
+
+/* Packed documents: the first key query `row` of sequence b may see (0 without positions; rows past T take 0, they
+ * are never stored). */
+static __device__ __forceinline__ int document_start(const int32_t *positions, int b, int T, int row) {
+    return positions && row < T ? row - positions[(int64_t)b * T + row] : 0;
+}
+
+/* wgmma_wait<N>: at most N committed groups of this warpgroup still in flight. */
+template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Packs the accumulators of an m64n64 product (this thread's 32) into the register A operand of the next product's 4
+ * k slices of 16 (columns 16kb.. of rows g and g + 8, then columns 16kb + 8..). */
+static __device__ __forceinline__ void pack_a64(uint32_t *a, const float *x) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        a[2 * j] = pack_bf16(x[4 * j], x[4 * j + 1]);
+        a[2 * j + 1] = pack_bf16(x[4 * j + 2], x[4 * j + 3]);
+    }
+}
+
+static __device__ __forceinline__ void fence_accumulators_32(float *d) {
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#endif

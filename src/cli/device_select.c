@@ -2,18 +2,13 @@
  * (TT_HAVE_CUDA). Every combination of device, bf16, master_weights and attn_implementation
  * either maps to a backend that does exactly that, or is an error naming the keys. */
 #include <stdio.h>
-#include <unistd.h>
 
 #include "core/check.h"
+#include "core/host_memory.h"
 #include "train/trainer.h"
 #ifdef TT_HAVE_CUDA
 #include "ops/cuda/backend_cuda.h"
 #endif
-
-static size_t physical_memory_bytes(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-}
 
 static void select_cpu(const tt_run_config *run, tt_device *device, const char *why) {
     if (run->bf16 == TT_BF16_ON)
@@ -34,7 +29,7 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
     device->backend = tt_backend_cpu_create(run->num_threads > 0 ? (int)run->num_threads : 0);
     /* the host's processes share its memory: each plans for its part */
     device->memory_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget
-                                                        : physical_memory_bytes() / (size_t)device->host_processes;
+                                                        : tt_host_memory_default_budget(device->host_processes);
     snprintf(device->description, sizeof device->description, "cpu (%s)", why);
 }
 

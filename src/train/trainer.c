@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "config/run_translation.h"
+#include "core/host_memory.h"
 #include "core/trace.h"
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
@@ -118,11 +119,6 @@ static void print_header(const tt_model_config *m, const tt_param_table *params,
 
 static tt_tier compute_tier_of(const tt_device *device) { return device->backend->compute_tier; }
 
-static size_t physical_memory_bytes(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-}
-
 /* Sizes a key sets that only make sense next to the model: refused before anything is priced
  * or allocated (a rank of a million on a model of width 16 once ran for minutes). */
 /* A base saved in bitsandbytes' 4-bit format trains as QLoRA with its 4-bit weights as they are: LoRA on a bf16 base and
@@ -187,10 +183,8 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
     plan->data_parallel_ranks = device->data_parallel_ranks;
     plan->data_parallel_rank = device->data_parallel_rank;
     plan->sequence_parallel_rank = device->data_parallel_rank % plan->sequence_parallel;
-    plan->pinned_budget =
-        run->host_memory_budget > 0
-            ? (size_t)run->host_memory_budget
-            : physical_memory_bytes() / (size_t)(device->host_processes > 1 ? device->host_processes : 1);
+    plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget
+                                                      : tt_host_memory_default_budget(device->host_processes);
     tt_param_table params;
     const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, model, plan->weight_bytes);
     tt_param_table_build_trainable(model, &trainable, &params);

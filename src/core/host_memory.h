@@ -1,0 +1,13 @@
+/* How much of the machine's memory a run may plan for when host_memory_budget is 0. */
+#ifndef TT_CORE_HOST_MEMORY_H
+#define TT_CORE_HOST_MEMORY_H
+
+#include <stddef.h>
+
+/* The machine's physical memory less what the system keeps (a sixteenth of it, at least 4 GiB: the kernel, the GPU
+ * driver's page arrays for pinned memory, the process's own pageable buffers), shared evenly by `processes` processes
+ * on the host. A plan that pinned all of the physical memory was killed by the kernel's OOM killer on the H100
+ * machine (123.3 GiB pinned of 125.9). 0 where the system does not say. */
+size_t tt_host_memory_default_budget(int processes);
+
+#endif

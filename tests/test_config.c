@@ -972,9 +972,16 @@ static void test_errors(void) {
                   "gpu_memory_budget: expected a size in bytes such as 1073741824, 24GiB or 512MB, got 'lots'");
     tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: eager\n"),
                   "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
-    /* cuDNN's own backward adds with atomics: only with deterministic: false */
-    tt_expect_die(load_file, yaml_file("attn_cudnn.yaml", VALID "device: cuda\nattn_implementation: cudnn\n"),
-                  "attn_implementation: cudnn runs cuDNN's attention backward, which adds dQ with atomics");
+    /* attn_implementation: cudnn is valid either way: with deterministic (the default) it runs cuDNN's deterministic
+     * backward, with deterministic: false its backward that adds dQ with atomics */
+    tt_run_config deterministic_cudnn;
+    tt_run_config_defaults(&deterministic_cudnn);
+    tt_run_config_load(&deterministic_cudnn,
+                       yaml_file("attn_cudnn.yaml", VALID "device: cuda\nattn_implementation: cudnn\n"), 0, NULL);
+    tt_run_config_validate(&deterministic_cudnn);
+    TT_EXPECT(deterministic_cudnn.deterministic && deterministic_cudnn.attn_implementation == TT_ATTN_CUDNN,
+              "attn_implementation: cudnn with deterministic: true (cuDNN's deterministic backward)");
+    tt_run_config_free(&deterministic_cudnn);
     tt_run_config nondeterministic;
     tt_run_config_defaults(&nondeterministic);
     TT_EXPECT(nondeterministic.deterministic, "deterministic: true by default");

@@ -233,9 +233,9 @@ if [[ " ${overrides[*]} " == *" device=cuda "* ]]; then
   check "the start of the run says what spilled" grep -Eq "budget is full: .*kept activations of [1-9][0-9]* layer" "train_$name.txt"
 fi
 
-# deterministic (on the GPU): cuDNN's own attention backward adds dQ with atomics, so attn_implementation: cudnn is
-# refused unless deterministic: false says so; with deterministic: false auto takes that backward where cuDNN has it
-# (head_dim 64: a shape cuDNN's fused attention takes) and says so at start.
+# deterministic (on the GPU): attn_implementation: cudnn runs cuDNN's deterministic backward unless deterministic:
+# false; with deterministic: false auto takes cuDNN's backward that adds dQ with atomics where cuDNN has it (head_dim
+# 64: a shape cuDNN's fused attention takes) and says so at start.
 if [[ " ${overrides[*]} " == *" device=cuda "* ]]; then
   mkdir -p model64
   cat > model64/config.json <<'JSON'
@@ -245,9 +245,9 @@ if [[ " ${overrides[*]} " == *" device=cuda "* ]]; then
 JSON
   "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model64/config.json attn_implementation=cudnn \
     output_dir=out_cudnn > train_cudnn.txt 2>&1
-  status=$?
-  check "attn_implementation: cudnn without deterministic: false: refused (exit $status)" test $status -eq 1
-  check "... saying to set deterministic: false" grep -q "Set deterministic: false to accept that" train_cudnn.txt
+  check "attn_implementation: cudnn trains (deterministic: true, the default)" test $? -eq 0
+  check "... on cuDNN's deterministic backward" grep -q "attention: cuDNN .*deterministic" train_cudnn.txt
+  check "... without atomics" bash -c '! grep -q "adds dQ with atomics" train_cudnn.txt'
   "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model64/config.json deterministic=false \
     output_dir=out_atomic > train_atomic.txt 2>&1
   check "deterministic: false trains" test $? -eq 0

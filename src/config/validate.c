@@ -176,13 +176,6 @@ static void check_offloading(const tt_run_config *c) {
                "(legacy is the unstreamed mode, hidden_states is always pinned and streamed); remove it or set "
                "activation_offloading: true",
                !c->use_pin_memory ? "use_pin_memory" : "use_streams", offload_mode);
-    /* cuDNN's own backward adds dQ with atomics: not reproducible, so only when asked for (on the CPU the device's
-     * check says that cudnn is a GPU kernel) */
-    if (c->attn_implementation == TT_ATTN_CUDNN && c->deterministic && c->device != TT_DEVICE_CPU)
-        tt_die("attn_implementation: cudnn runs cuDNN's attention backward, which adds dQ with atomics: its gradients "
-               "differ run to run. Set deterministic: false to accept that (auto then takes the same backward where "
-               "it is faster), or use attn_implementation: auto (cuDNN with its deterministic backward, or "
-               "tiertrain's own deterministic kernels)");
     if (c->debug_copy_delay_us && c->activation_offloading == TT_OFFLOAD_NONE && !c->cpu_offloading &&
         !c->selective_offload && !c->optimizer_cpu_offload && c->zero_stage == 0 && c->sequence_parallel_degree <= 1)
         tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "

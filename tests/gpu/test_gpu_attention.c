@@ -302,8 +302,7 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
                 tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
                 TT_CUDA_CHECK(cudaDeviceSynchronize());
                 float *x = download_f32(lse2, a.rows), *y = download_f32(a.lse_dev, a.rows);
-                TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq) &&
-                              memcmp(x, y, sizeof(float) * (size_t)a.rows) == 0,
+                TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq) && memcmp(x, y, sizeof(float) * (size_t)a.rows) == 0,
                           "packed documents (%s): the pipelined hopper forward gives the cp.async one's bits", layout);
                 free(x);
                 free(y);
@@ -442,7 +441,8 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
         TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
                       same_bits_bf16(a.dv_dev, dv2, a.nkv),
                   "hopper backward (%s) twice gives the same bits", ordered ? "ordered dQ" : "dQ kernel");
-        if (!ordered && hd == 128) { /* the pipelined backward (TMA, producer warpgroup): the dQ kernel schedule's bits */
+        if (!ordered &&
+            hd == 128) { /* the pipelined backward (TMA, producer warpgroup): the dQ kernel schedule's bits */
             TT_CUDA_CHECK(cudaMemset(dq2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq));
             TT_CUDA_CHECK(cudaMemset(dk2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
             TT_CUDA_CHECK(cudaMemset(dv2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
@@ -456,8 +456,7 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
             poison_outputs(&a);
             tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
             tt_cuda_hopper_attention_backward_pipelined(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev,
-                                                        a.q_dev, a.k_dev, a.v_dev, &s, scratch, ordered_bytes, true,
-                                                        0);
+                                                        a.q_dev, a.k_dev, a.v_dev, &s, scratch, ordered_bytes, true, 0);
             TT_CUDA_CHECK(cudaDeviceSynchronize());
             expect_matches_cpu("pipelined hopper ordered dQ ", &a, &s, floor);
             TT_CUDA_CHECK(cudaMemset(dq2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq));
@@ -536,13 +535,16 @@ static int compare_floats(const void *a, const void *b) {
 }
 
 #define TIMED_RUNS 10
+/* At 128k tokens and beyond (a backward takes seconds) --speed times 4 runs after one warm-up. */
+#define LONG_TIMED_RUNS 4
+static int timed_runs = TIMED_RUNS;
 
 typedef struct timing {
     int64_t T;
     double forward_ms, backward_ms, forward_tflops, backward_tflops;
     double hopper_forward_ms, hopper_forward_tflops, hopper_backward_ms, hopper_backward_tflops;
-    double ordered_backward_ms, ordered_backward_tflops; /* the Hopper backward with dQ added in key order */
-    double pipelined_forward_ms, pipelined_forward_tflops; /* the Hopper forward with TMA and a producer */
+    double ordered_backward_ms, ordered_backward_tflops;     /* the Hopper backward with dQ added in key order */
+    double pipelined_forward_ms, pipelined_forward_tflops;   /* the Hopper forward with TMA and a producer */
     double pipelined_backward_ms, pipelined_backward_tflops; /* the Hopper backward with TMA and a producer */
     double pipelined_ordered_ms, pipelined_ordered_tflops;   /* ...and dQ added in key order by a writer */
 } timing;
@@ -559,7 +561,7 @@ typedef enum timed_call {
     HOPPER_BACKWARD_ORDERED, /* dQ added in key order */
 } timed_call;
 
-/* Median milliseconds of TIMED_RUNS calls after two warm-ups; hopper_scratch (scratch_bytes) is the Hopper
+/* Median milliseconds of timed_runs calls after two warm-ups (one for LONG_TIMED_RUNS); hopper_scratch (scratch_bytes) is the Hopper
  * backward's. */
 static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed_call call, void *hopper_scratch,
                         size_t scratch_bytes) {
@@ -567,7 +569,7 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed
     TT_CUDA_CHECK(cudaEventCreate(&start));
     TT_CUDA_CHECK(cudaEventCreate(&stop));
     float ms[TIMED_RUNS];
-    for (int run = -2; run < TIMED_RUNS; run++) { /* two warm-up runs */
+    for (int run = timed_runs < TIMED_RUNS ? -1 : -2; run < timed_runs; run++) { /* warm-up runs below 0 */
         TT_CUDA_CHECK(cudaEventRecord(start, 0));
         if (call == HOPPER_BACKWARD || call == HOPPER_BACKWARD_ORDERED)
             tt_cuda_hopper_attention_backward(a->dq_dev, a->dk_dev, a->dv_dev, a->dout_dev, a->out_dev, a->lse_dev,
@@ -591,8 +593,8 @@ static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed
     }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
-    qsort(ms, TIMED_RUNS, sizeof(float), compare_floats);
-    return 0.5 * (ms[TIMED_RUNS / 2 - 1] + ms[TIMED_RUNS / 2]);
+    qsort(ms, (size_t)timed_runs, sizeof(float), compare_floats);
+    return 0.5 * (ms[timed_runs / 2 - 1] + ms[timed_runs / 2]);
 }
 
 static timing time_flash(int64_t T) {
@@ -634,8 +636,9 @@ static timing time_flash(int64_t T) {
     return r;
 }
 
-/* The wgmma kernels alone at one long shape (B 1, Hkv 8, hd 128, causal): forward and backward (dQ kernel) TFLOP/s,
- * median of TIMED_RUNS after two warm-ups, on device buffers of a repeated random block (no CPU reference at these
+/* The wgmma kernels alone at one long shape (B 1, Hkv 8, hd 128, causal): the pipelined forward and both pipelined
+ * backward schedules (dQ kernel, ordered dQ) beside the cp.async kernels, TFLOP/s, median of TIMED_RUNS after two
+ * warm-ups (LONG_TIMED_RUNS after one from 128k tokens), on device buffers of a repeated random block (no CPU reference at these
  * lengths); the outputs checked finite. */
 static void time_hopper_at(int64_t T, int64_t Hq) {
     tt_attention_shape s = make_shape(1, T, Hq, 8, 128);
@@ -654,19 +657,32 @@ static void time_hopper_at(int64_t T, int64_t Hq) {
     a.dv_dev = device_poisoned(nkv);
     a.lse_dev = device_poisoned_f32(rows);
     void *scratch;
-    const size_t scratch_bytes = tt_cuda_hopper_attention_backward_scratch_bytes(&s);
+    const size_t scratch_bytes = hopper_scratch_bytes(&s);
     TT_CUDA_CHECK(cudaMalloc(&scratch, scratch_bytes));
+    timed_runs = T >= 131072 ? LONG_TIMED_RUNS : TIMED_RUNS;
     const double forward_ms = median_ms(&a, &s, HOPPER_FORWARD, scratch, scratch_bytes);
     const double backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, scratch, scratch_bytes);
+    const double pipelined_forward_ms = median_ms(&a, &s, HOPPER_FORWARD_PIPELINED, scratch, scratch_bytes);
+    const double pipelined_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED, scratch, scratch_bytes);
+    const double ordered_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED_ORDERED, scratch, scratch_bytes);
     const double forward_flops = 2.0 * 2.0 * (double)T * (double)T / 2.0 * 128.0 * (double)Hq;
     float *check = download_bf16(a.dq_dev, nq);
     bool finite = true;
     for (int64_t i = 0; i < nq && finite; i++) finite = isfinite(check[i]);
     free(check);
     TT_EXPECT(finite, "T %lld Hq %lld: dq finite after the timed runs", (long long)T, (long long)Hq);
-    printf("wgmma T %7lld Hq %2lld Hkv 8: forward %9.3f ms %6.1f TFLOP/s, backward %9.3f ms %6.1f TFLOP/s\n",
-           (long long)T, (long long)Hq, forward_ms, forward_flops / (forward_ms * 1e-3) / 1e12, backward_ms,
-           2.5 * forward_flops / (backward_ms * 1e-3) / 1e12);
+#define FORWARD_TFLOPS(ms) (forward_flops / ((ms)*1e-3) / 1e12)
+#define BACKWARD_TFLOPS(ms) (2.5 * forward_flops / ((ms)*1e-3) / 1e12)
+    printf("pipelined T %7lld Hq %2lld Hkv 8: forward %9.3f ms %6.1f TFLOP/s, backward (dQ kernel) %9.3f ms %6.1f "
+           "TFLOP/s, backward (ordered dQ) %9.3f ms %6.1f TFLOP/s\n",
+           (long long)T, (long long)Hq, pipelined_forward_ms, FORWARD_TFLOPS(pipelined_forward_ms),
+           pipelined_backward_ms, BACKWARD_TFLOPS(pipelined_backward_ms), ordered_ms, BACKWARD_TFLOPS(ordered_ms));
+    printf("cp.async  T %7lld Hq %2lld Hkv 8: forward %9.3f ms %6.1f TFLOP/s, backward (dQ kernel) %9.3f ms %6.1f "
+           "TFLOP/s\n",
+           (long long)T, (long long)Hq, forward_ms, FORWARD_TFLOPS(forward_ms), backward_ms,
+           BACKWARD_TFLOPS(backward_ms));
+#undef FORWARD_TFLOPS
+#undef BACKWARD_TFLOPS
     cudaFree(scratch);
     cudaFree(a.q_dev);
     cudaFree(a.k_dev);
@@ -680,7 +696,7 @@ static void time_hopper_at(int64_t T, int64_t Hq) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false; /* `make test-gpu` passes the source dir first */
+    bool quick = false;       /* `make test-gpu` passes the source dir first */
     const char *speed = NULL; /* --speed T:Hq,T:Hq,...: only the wgmma kernels' speed at those shapes */
     for (int i = 1; i < argc; i++) {
         quick = quick || strcmp(argv[i], "--quick") == 0;
@@ -698,8 +714,9 @@ int main(int argc, char **argv) {
             const long long T = strtoll(at, &end, 10);
             const long long Hq = *end == ':' ? strtoll(end + 1, &end, 10) : 0;
             if (T <= 0 || Hq <= 0 || Hq % 8 != 0 || (*end != ',' && *end != '\0')) {
-                fprintf(stderr, "test_gpu_attention: --speed takes T:Hq pairs, Hq a multiple of 8 (e.g. "
-                                "16384:16,262144:32); got '%s'\n",
+                fprintf(stderr,
+                        "test_gpu_attention: --speed takes T:Hq pairs, Hq a multiple of 8 (e.g. "
+                        "16384:16,262144:32); got '%s'\n",
                         speed);
                 return 2;
             }
@@ -756,17 +773,17 @@ int main(int argc, char **argv) {
     timing results[3];
     for (int i = 0; i < count; i++) results[i] = time_flash(lengths[i]);
     printf("\nflash attention, B 1, Hq 16, Hkv 8, hd 128, causal (median of %d runs)\n", TIMED_RUNS);
-    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s %14s %15s %14s %15s\n", "T", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
-           "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s", "ordered bwd ms", "ordered TFLOP/s", "pipe fwd ms",
-           "pipe TFLOP/s", "pipe bwd ms", "pipe TFLOP/s");
+    printf("%8s %12s %12s %12s %12s %14s %14s %14s %14s %15s %15s %14s %15s %14s %15s\n", "T", "fwd ms", "fwd TFLOP/s",
+           "bwd ms", "bwd TFLOP/s", "hopper fwd ms", "hopper TFLOP/s", "hopper bwd ms", "hopper TFLOP/s",
+           "ordered bwd ms", "ordered TFLOP/s", "pipe fwd ms", "pipe TFLOP/s", "pipe bwd ms", "pipe TFLOP/s");
     for (int i = 0; i < count; i++)
-        printf("%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f %14.3f %15.1f %14.3f %15.1f\n",
-               (long long)results[i].T,
-               results[i].forward_ms, results[i].forward_tflops, results[i].backward_ms, results[i].backward_tflops,
-               results[i].hopper_forward_ms, results[i].hopper_forward_tflops, results[i].hopper_backward_ms,
-               results[i].hopper_backward_tflops, results[i].ordered_backward_ms, results[i].ordered_backward_tflops,
-               results[i].pipelined_forward_ms, results[i].pipelined_forward_tflops, results[i].pipelined_backward_ms,
-               results[i].pipelined_backward_tflops);
+        printf(
+            "%8lld %12.3f %12.1f %12.3f %12.1f %14.3f %14.1f %14.3f %14.1f %15.3f %15.1f %14.3f %15.1f %14.3f %15.1f\n",
+            (long long)results[i].T, results[i].forward_ms, results[i].forward_tflops, results[i].backward_ms,
+            results[i].backward_tflops, results[i].hopper_forward_ms, results[i].hopper_forward_tflops,
+            results[i].hopper_backward_ms, results[i].hopper_backward_tflops, results[i].ordered_backward_ms,
+            results[i].ordered_backward_tflops, results[i].pipelined_forward_ms, results[i].pipelined_forward_tflops,
+            results[i].pipelined_backward_ms, results[i].pipelined_backward_tflops);
     printf("\npipelined (TMA, producer warpgroup) backward: dQ kernel / ordered dQ (TFLOP/s)\n");
     for (int i = 0; i < count; i++)
         printf("%8lld %12.1f %12.1f\n", (long long)results[i].T, results[i].pipelined_backward_tflops,

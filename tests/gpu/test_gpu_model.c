@@ -409,14 +409,15 @@ static void check_qlora(const model_case *mc) {
     free_result(&reference);
 }
 
-/* The deterministic attention backward over head groups and chunks of keys, two groups at a time and
- * more in the dead layer inputs above a layer where they stay on the GPU: within bounds of the CPU, and
- * the same bits keeping everything, with checkpointing and with the inputs offloaded (hidden_states: no
- * spare lanes). */
+/* cuDNN's deterministic attention backward (attn_implementation: cudnn) over head groups and chunks of keys, two
+ * groups at a time and more in the dead layer inputs above a layer where they stay on the GPU: within bounds of the
+ * CPU, and the same bits keeping everything, with checkpointing and with the inputs offloaded (hidden_states: no
+ * spare lanes). Then tiertrain's own kernels at this head_dim 128 shape (the pipelined ones): within bounds of the
+ * CPU, and the same bits kept, checkpointed and offloaded. */
 static void check_chunked_case(model_case *mc) {
     const recipe cpu = {"cpu fp32", false, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
     const recipe keep = {
-        "bf16, fp32 master, key chunks in lanes", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
+        "bf16, fp32 master, cuDNN key chunks in lanes", true, true, false, TT_ATTENTION_CUDNN, false, 0, 0, false};
     recipe checkpointed = keep, offloaded = keep;
     checkpointed.checkpointing = offloaded.checkpointing = true;
     offloaded.activation_offloading = TT_OFFLOAD_HIDDEN_STATES;
@@ -436,6 +437,21 @@ static void check_chunked_case(model_case *mc) {
     free_result(&moved);
     free_result(&gc);
     free_result(&gpu);
+
+    const recipe own = {
+        "bf16, fp32 master, flash (pipelined kernels)", true, true, false, TT_ATTENTION_FLASH, false, 0, 0, false};
+    recipe own_gc = own, own_moved = own;
+    own_gc.checkpointing = own_moved.checkpointing = true;
+    own_moved.activation_offloading = TT_OFFLOAD_HIDDEN_STATES;
+    run_result own_run = run(mc, &own), own_gc_run = run(mc, &own_gc), own_moved_run = run(mc, &own_moved);
+    compare_with_cpu(mc, &own, &own_run, &reference);
+    TT_EXPECT(own_run.attention_lanes == 0, "%s: flash runs no cuDNN head groups (got %d)", mc->name,
+              own_run.attention_lanes);
+    TT_EXPECT(same_bits(&own_run, &own_gc_run), "%s: flash, checkpointing gives the same bits", mc->name);
+    TT_EXPECT(same_bits(&own_run, &own_moved_run), "%s: flash, hidden_states offload gives the same bits", mc->name);
+    free_result(&own_moved_run);
+    free_result(&own_gc_run);
+    free_result(&own_run);
     free_result(&reference);
 }
 

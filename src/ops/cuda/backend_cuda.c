@@ -32,6 +32,7 @@ typedef struct attention_choice {
     size_t forward_workspace;            /* cuDNN's forward, in the op scratch */
     size_t backward_workspace;           /* what the backward uses of attention_workspace_bytes */
     bool atomic_backward;                /* cuDNN's backward with atomic dQ adds (deterministic: false) */
+    bool ordered_dq;                     /* the own pipelined backward adds dQ in key order (own_backward_orders_dq) */
     bool packed;                         /* packed documents: the own kernels with document boundaries */
     bool requested_auto;                 /* attn_implementation: auto */
     char deterministic_why_not[256];     /* why cuDNN's deterministic backward is not used ("" when it is) */
@@ -46,35 +47,55 @@ typedef struct attention_key {
     tt_attention_shape shape;
 } attention_key;
 
-/* tiertrain's own kernels (TT_ATTENTION_FLASH): the wgmma kernels of attention_hopper.h where they take the shape
- * (head_dim 64 or 128), else the mma.sync flash kernels. Both are deterministic and need B * Hq * T floats of backward
- * workspace (D). Measured on the H100 at T = 16k-64k, Hq 16, Hkv 8: forward ~465-480 TFLOP/s against ~315, backward
- * ~355 against ~218 (test_gpu_attention). */
-static bool own_kernels_are_wgmma(const tt_attention_shape *shape) { return tt_cuda_hopper_attention_supported(shape); }
-
-static const char *own_kernels_name(const tt_attention_shape *shape) {
-    return own_kernels_are_wgmma(shape) ? "tiertrain's wgmma kernels" : "tiertrain's flash kernels";
+/* tiertrain's own kernels (TT_ATTENTION_FLASH), all deterministic: at head_dim 128 the pipelined wgmma kernels
+ * (kernels_attention_hopper_tma.cu: TMA loads by a producer warpgroup, two consumer warpgroups taking turns), at
+ * head_dim 64 the cp.async wgmma kernels, else the mma.sync flash kernels. Measured on the H100 (test_gpu_attention,
+ * B 1, Hq 16, Hkv 8, hd 128) at T = 16k / 64k: the pipelined forward 673 / 619 TFLOP/s (cuDNN's 645 / 629), the
+ * cp.async one 441 / 452, the flash one 332 / 304. */
+static bool own_kernels_are_pipelined(const tt_attention_shape *shape) {
+    return tt_cuda_hopper_attention_supported(shape) && shape->head_dim == 128;
 }
 
-/* The wgmma backward runs dQ in a kernel of its own with D alone as workspace. Its other schedule, dQ added in key
- * order inside the dK/dV kernel (5 products a step instead of 7, dQ in fp32 as workspace), is slower as it stands:
- * measured on the H100 at T = 16k / 64k (Hq 16, Hkv 8), 225 / 244 TFLOP/s against 357 / 351, the turns' waits
- * costing more than the products saved; runs take the faster one. */
-static size_t own_kernels_backward_bytes(const tt_attention_shape *shape) {
-    return own_kernels_are_wgmma(shape) ? tt_cuda_hopper_attention_backward_scratch_bytes(shape)
-                                        : tt_cuda_flash_attention_backward_scratch_bytes(shape);
+static const char *own_kernels_name(const tt_attention_shape *shape) {
+    return own_kernels_are_pipelined(shape)            ? "tiertrain's pipelined wgmma kernels"
+           : tt_cuda_hopper_attention_supported(shape) ? "tiertrain's wgmma kernels"
+                                                       : "tiertrain's flash kernels";
+}
+
+/* The pipelined backward's two schedules: dQ in a kernel of its own (D alone as workspace; 7 products a step), or dQ
+ * added in key order inside the dK/dV kernel by a writer thread (5 products a step; dQ in fp32 as workspace, B * Hq
+ * * T * 128 floats). Measured on the H100 (B 1, Hq 16, Hkv 8): at 16k the dQ kernel 422 TFLOP/s against 397, at 64k
+ * 408 against 434: the key-order adds win from 32k on, where their workspace fits attn_workspace_limit (which is
+ * mode-independent, so every memory mode takes the same schedule and gets the same bits). */
+#define ORDERED_DQ_FROM_TOKENS 32768
+
+static bool own_backward_orders_dq(const attention_key *key) {
+    return own_kernels_are_pipelined(&key->shape) && key->shape.seq_len >= ORDERED_DQ_FROM_TOKENS &&
+           tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(&key->shape, true) <= key->workspace_limit;
+}
+
+static size_t own_kernels_backward_bytes(const tt_attention_shape *shape, bool ordered_dq) {
+    if (own_kernels_are_pipelined(shape))
+        return tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(shape, ordered_dq);
+    return tt_cuda_hopper_attention_supported(shape) ? tt_cuda_hopper_attention_backward_scratch_bytes(shape)
+                                                     : tt_cuda_flash_attention_backward_scratch_bytes(shape);
 }
 
 static void own_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
                                   const tt_attention_shape *shape, cudaStream_t stream) {
-    if (own_kernels_are_wgmma(shape)) tt_cuda_hopper_attention_forward(out, lse, q, k, v, shape, stream);
+    if (own_kernels_are_pipelined(shape)) tt_cuda_hopper_attention_forward_pipelined(out, lse, q, k, v, shape, stream);
+    else if (tt_cuda_hopper_attention_supported(shape))
+        tt_cuda_hopper_attention_forward(out, lse, q, k, v, shape, stream);
     else tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, stream);
 }
 
 static void own_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                                    const void *q, const void *k, const void *v, const tt_attention_shape *shape,
-                                   void *scratch, size_t scratch_bytes, cudaStream_t stream) {
-    if (own_kernels_are_wgmma(shape))
+                                   void *scratch, size_t scratch_bytes, bool ordered_dq, cudaStream_t stream) {
+    if (own_kernels_are_pipelined(shape))
+        tt_cuda_hopper_attention_backward_pipelined(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, scratch_bytes,
+                                                    ordered_dq, stream);
+    else if (tt_cuda_hopper_attention_supported(shape))
         tt_cuda_hopper_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, scratch_bytes, false,
                                           stream);
     else tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, stream);
@@ -484,8 +505,7 @@ static tt_cudnn_attention *create_deterministic_cudnn(const attention_key *key, 
 static attention_choice resolve_attention(const attention_key *key, tt_cudnn_attention **cudnn) {
     const tt_attention_shape *shape = &key->shape;
     const tt_attention_kind want = key->requested;
-    attention_choice c = {
-        .lanes = 1, .atomic_backward = want == TT_ATTENTION_CUDNN, .requested_auto = want == TT_ATTENTION_AUTO};
+    attention_choice c = {.lanes = 1, .requested_auto = want == TT_ATTENTION_AUTO};
     char why_not[256] = "";
     const bool flash = tt_cuda_flash_attention_supported(shape);
     if (shape->documents) {
@@ -501,8 +521,9 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
                    (long long)shape->head_dim, (long long)shape->sliding_window);
         c.packed = true;
         c.forward = c.backward = want == TT_ATTENTION_SIMPLE || !flash ? TT_ATTENTION_SIMPLE : TT_ATTENTION_FLASH;
+        c.ordered_dq = c.backward == TT_ATTENTION_FLASH && own_backward_orders_dq(key);
         c.backward_workspace = c.backward == TT_ATTENTION_FLASH
-                                   ? own_kernels_backward_bytes(shape)
+                                   ? own_kernels_backward_bytes(shape, c.ordered_dq)
                                    : floats(shape->batch * shape->num_heads * shape->seq_len);
         *cudnn = NULL;
         return c;
@@ -511,16 +532,17 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim %lld, "
                "window %lld). Use attn_implementation: auto",
                (long long)shape->head_dim, (long long)shape->sliding_window);
-    /* auto: cuDNN's fused attention with its deterministic backward (dQ without atomics), run on
-     * groups of heads and chunks of keys whose dP fits attn_workspace_limit, two groups at a time
-     * where there are several (create_deterministic_cudnn); where cuDNN cannot (an old library, an
-     * unsupported shape, a dP that no chunking fits at long context), cuDNN's forward with tiertrain's
-     * deterministic backward (the wgmma kernels at head_dim 128, no dP workspace); else the own
-     * kernels; else the reference kernels. Measured on the H100 at T = 64k, Hq 16, Hkv 8: cuDNN ~630
-     * TFLOP/s forward and 323 (1 GiB of dP) to 414 (4 GiB) deterministic backward; the wgmma kernels
-     * ~480 and ~356, the flash kernels ~315 and ~216. An explicit cudnn,
-     * and auto with deterministic: false, get cuDNN's atomic backward (~550 at 64k, not
-     * bit-reproducible; the configuration asks for deterministic: false with cudnn). */
+    /* auto, deterministic (the default): cuDNN's fused attention with its deterministic backward (dQ without
+     * atomics), run on groups of heads and chunks of keys whose dP fits attn_workspace_limit, two groups at a time
+     * where there are several (create_deterministic_cudnn); where cuDNN cannot (an old library, an unsupported shape,
+     * a dP that no chunking fits at long context), cuDNN's forward with tiertrain's deterministic backward; else the
+     * own kernels; else the reference kernels. Chosen by measurement on the H100: Qwen3-8B LoRA r16 at 64k
+     * (hidden_states + layer_offloading; two calls, 2026-11-27) ran at 3972 tok/s this way (cuDNN's backward in two head
+     * groups at a time) against 3819 with the pipelined kernels both ways, although the pipelined forward is level
+     * with cuDNN's (625 against 642 TFLOP/s at 64k, Hq 32) and the pipelined backward (430) above cuDNN's
+     * deterministic one in one group (325 with 1 GiB of dP, 415 with 4). An explicit cudnn gets cuDNN both ways, its
+     * deterministic backward unless deterministic: false; auto with deterministic: false gets cuDNN's atomic
+     * backward (~557 TFLOP/s at 64k, not bit-reproducible). */
     bool cudnn_backward = false;
     tt_cudnn_attention *a = NULL;
     if (want == TT_ATTENTION_AUTO && key->nondeterministic) {
@@ -534,10 +556,19 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
             snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not, "%s", why_not);
             a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not);
         }
-    } else if (want == TT_ATTENTION_CUDNN) {
+    } else if (want == TT_ATTENTION_CUDNN && key->nondeterministic) {
         a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not);
         if (!a)
             tt_die("attn_implementation: cudnn is not available for this run: %s. Use attn_implementation: auto",
+                   why_not);
+        c.atomic_backward = true;
+    } else if (want == TT_ATTENTION_CUDNN) {
+        a = create_deterministic_cudnn(key, &c.lanes, why_not, sizeof why_not);
+        if (!a)
+            tt_die("attn_implementation: cudnn with deterministic: true (the default) runs cuDNN's deterministic "
+                   "backward, which cannot run here: %s. Use attn_implementation: auto (tiertrain's deterministic "
+                   "kernels), raise attn_workspace_limit, or set deterministic: false for cuDNN's backward that adds "
+                   "dQ with atomics",
                    why_not);
     }
     if (want == TT_ATTENTION_CUDNN) {
@@ -563,7 +594,10 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         c.backward_workspace =
             tt_cudnn_attention_workspace_bytes(a) + (size_t)(c.lanes - 1) * tt_cudnn_attention_lane_bytes(a);
         break;
-    case TT_ATTENTION_FLASH: c.backward_workspace = own_kernels_backward_bytes(shape); break;
+    case TT_ATTENTION_FLASH:
+        c.ordered_dq = own_backward_orders_dq(key);
+        c.backward_workspace = own_kernels_backward_bytes(shape, c.ordered_dq);
+        break;
     default: c.backward_workspace = floats(shape->batch * shape->num_heads * shape->seq_len); break;
     }
     *cudnn = a;
@@ -680,9 +714,12 @@ static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudn
     if (c->forward == TT_ATTENTION_FLASH || c->backward == TT_ATTENTION_FLASH) {
         tt_info("attention: %s%s%s (deterministic; the backward's workspace is %.1f MiB%s)", own_kernels_name(shape),
                 c->forward == TT_ATTENTION_FLASH ? " forward" : "",
-                c->backward == TT_ATTENTION_FLASH ? (c->forward == TT_ATTENTION_FLASH ? " and backward" : " backward") : "",
+                c->backward == TT_ATTENTION_FLASH ? (c->forward == TT_ATTENTION_FLASH ? " and backward" : " backward")
+                                                  : "",
                 (double)c->backward_workspace / (1024.0 * 1024.0),
-                c->backward == TT_ATTENTION_FLASH && own_kernels_are_wgmma(shape) ? ", dQ in a kernel of its own" : "");
+                c->backward != TT_ATTENTION_FLASH || !tt_cuda_hopper_attention_supported(shape) ? ""
+                : c->ordered_dq ? ", dQ added in key order"
+                                : ", dQ in a kernel of its own");
     }
 }
 
@@ -891,7 +928,7 @@ static void cuda_attention_backward(void *ctx, void *dq, void *dk, void *dv, con
     case TT_ATTENTION_FLASH:
         TIMED("attention backward own",
               own_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch,
-                                     cuda->attention.backward_workspace, cuda->stream));
+                                     cuda->attention.backward_workspace, cuda->attention.ordered_dq, cuda->stream));
         break;
     default:
         TIMED("attention backward simple",

@@ -37,7 +37,8 @@
 #define TURN_BARRIER 1
 
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
-    hopper_forward_pipelined_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+    hopper_forward_pipelined_kernel(const __grid_constant__ CUtensorMap q_map,
+                                    const __grid_constant__ CUtensorMap k_map,
                                     const __grid_constant__ CUtensorMap v_map, tt_bf16 *out, float *lse, int T, int Hq,
                                     int Hkv, float scale_log2, const int32_t *positions) {
     extern __shared__ unsigned char shared_raw[];
@@ -231,7 +232,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 
 #define BWD_STAGES 3
 #define PIPE_TILE64_BYTES (64 * HEAD_DIM * 2)
-#define BWD_ROW_VALUES 3 /* lse, D, position: 64 of each a slot */
+#define BWD_ROW_VALUES 3                  /* lse, D, position: 64 of each a slot */
 #define DQ_TILE_BYTES (64 * HEAD_DIM * 4) /* a step's dQ share, 64 queries x 128 fp32, row-major */
 
 /* The dK/dV kernel's shared memory: K, V; the ring of (Q, dO) slots; the ring of row values; the barriers (K/V full;
@@ -289,10 +290,10 @@ static __device__ __forceinline__ void store_release_gpu(int *p, int v) {
 template <bool ORDERED>
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     hopper_dkdv_pipelined_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
-                                 const __grid_constant__ CUtensorMap q_map64, const __grid_constant__ CUtensorMap do_map64,
-                                 tt_bf16 *dk, tt_bf16 *dv, const float *lse, const float *D, int T, int Hq, int Hkv,
-                                 float scale_log2, float scale, const int32_t *positions, float *dq_accum,
-                                 int *turns) {
+                                 const __grid_constant__ CUtensorMap q_map64,
+                                 const __grid_constant__ CUtensorMap do_map64, tt_bf16 *dk, tt_bf16 *dv,
+                                 const float *lse, const float *D, int T, int Hq, int Hkv, float scale_log2,
+                                 float scale, const int32_t *positions, float *dq_accum, int *turns) {
     constexpr int STAGES = DKDV_STAGES(ORDERED);
     typedef dkdv_layout<ORDERED, STAGES> L;
     extern __shared__ unsigned char shared_raw[];
@@ -322,7 +323,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         }
         tiles = count;
     }
-    const int steps = heads * tiles; /* step i: query head kv_head * heads + i / tiles, query tile first_tile + i % tiles */
+    const int steps =
+        heads * tiles; /* step i: query head kv_head * heads + i / tiles, query tile first_tile + i % tiles */
 
     if (tid == 0) {
         barrier_init(kv_full, 1);
@@ -399,6 +401,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 64; i++) dk_acc[i] = dv_acc[i] = 0.0f;
     const int key_g = n0 + consumer * 64 + warp * 16 + g, key_g8 = key_g + 8;
+    const int warp_last_key = n0 + consumer * 64 + warp * 16 + 15;
     const uint32_t k_rows = k_tile + consumer * 64 * 128, v_rows = v_tile + consumer * 64 * 128;
 
     barrier_wait(kv_full, 0);
@@ -423,23 +426,35 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         wgmma_commit();
         wgmma_wait<1>();
         fence_accumulators_32(st);
+        /* every query of the step sees every key of this warp (causal, inside T, one document): no mask */
+        const bool whole =
+            warp_last_key <= m0 && m0 + 63 < T && (!positions || warp_last_key - 15 >= m0 + 63 - position_rows[63]);
+        if (whole) {
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+            for (int j = 0; j < 8; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
-                const bool visible = key <= query && query < T && key < T &&
-                                     (!positions || key >= query - position_rows[col]);
-                st[4 * j + e] = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
-            }
+                for (int e = 0; e < 4; e++) {
+                    const int col = 8 * j + 2 * t + (e & 1);
+                    st[4 * j + e] = fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E);
+                }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
+                    const bool visible =
+                        key <= query && query < T && key < T && (!positions || key >= query - position_rows[col]);
+                    st[4 * j + e] = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
+                }
+        }
         uint32_t pa[16], dsa[16];
         pack_a64(pa, st);
         wgmma_wait<0>();
         fence_accumulators_32(dpt);
         wgmma_fence();
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++)
-            wgmma_rs(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
+        for (int kb = 0; kb < 4; kb++) wgmma_rs(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -460,16 +475,15 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + row * 128 + ((j ^ (row & 7)) << 4) + 4 * t),
                              "r"(dsa[2 * j])
                              : "memory");
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + (row + 8) * 128 +
-                                                                ((j ^ ((row + 8) & 7)) << 4) + 4 * t),
-                             "r"(dsa[2 * j + 1])
-                             : "memory");
+                asm volatile(
+                    "st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + (row + 8) * 128 + ((j ^ ((row + 8) & 7)) << 4) + 4 * t),
+                    "r"(dsa[2 * j + 1])
+                    : "memory");
             }
         }
         wgmma_fence();
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++)
-            wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
+        for (int kb = 0; kb < 4; kb++) wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
         if (ORDERED) {
             fence_proxy_async();
@@ -597,6 +611,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     const int64_t q_stride = (int64_t)Hq * HEAD_DIM;
     const int row_g = m0 + consumer * 64 + warp * 16 + g, row_g8 = row_g + 8;
     const int start_g = document_start(positions, b, T, row_g), start_g8 = document_start(positions, b, T, row_g8);
+    const int warp_first = m0 + consumer * 64 + warp * 16;
+    const int warp_start_max = document_start(positions, b, T, min(warp_first + 15, T - 1));
     const float *lse_head = lse + ((int64_t)b * Hq + h) * T, *d_head = D + ((int64_t)b * Hq + h) * T;
     const float lse_g = row_g < T ? lse_head[row_g] * LOG2E : 0.0f,
                 lse_g8 = row_g8 < T ? lse_head[row_g8] * LOG2E : 0.0f;
@@ -624,14 +640,23 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         wgmma_commit();
         wgmma_wait<1>();
         fence_accumulators_32(s);
+        if (n0 + 63 <= warp_first && warp_first + 15 < T && n0 >= warp_start_max) {
+            /* every row of this warp sees every key of the tile: no mask */
 #pragma unroll
-        for (int c = 0; c < 8; c++)
+            for (int c = 0; c < 8; c++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = n0 + 8 * c + 2 * t + (e & 1), row = e < 2 ? row_g : row_g8;
-                const bool visible = key <= row && key < T && row < T && key >= (e < 2 ? start_g : start_g8);
-                s[4 * c + e] = visible ? fast_exp2(s[4 * c + e] * scale_log2 - (e < 2 ? lse_g : lse_g8)) : 0.0f;
-            }
+                for (int e = 0; e < 4; e++)
+                    s[4 * c + e] = fast_exp2(s[4 * c + e] * scale_log2 - (e < 2 ? lse_g : lse_g8));
+        } else {
+#pragma unroll
+            for (int c = 0; c < 8; c++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = n0 + 8 * c + 2 * t + (e & 1), row = e < 2 ? row_g : row_g8;
+                    const bool visible = key <= row && key < T && row < T && key >= (e < 2 ? start_g : start_g8);
+                    s[4 * c + e] = visible ? fast_exp2(s[4 * c + e] * scale_log2 - (e < 2 ? lse_g : lse_g8)) : 0.0f;
+                }
+        }
         wgmma_wait<0>();
         fence_accumulators_32(dp);
 #pragma unroll
@@ -642,8 +667,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         pack_a64(dsa, dp);
         wgmma_fence();
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++)
-            wgmma_rs(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
+        for (int kb = 0; kb < 4; kb++) wgmma_rs(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
         wgmma_wait<0>();
         fence_operands<16>(dsa);
@@ -675,7 +699,8 @@ static encode_tiled_fn encode_tiled(void) {
     if (!fn) {
         cudaDriverEntryPointQueryResult found;
         void *at = NULL;
-        TT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &at, 12000, cudaEnableDefault, &found));
+        TT_CUDA_CHECK(
+            cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &at, 12000, cudaEnableDefault, &found));
         TT_CHECK(found == cudaDriverEntryPointSuccess && at,
                  "the CUDA driver has no cuTensorMapEncodeTiled (TMA needs a CUDA 12 driver or later)");
         fn = (encode_tiled_fn)at;
@@ -713,9 +738,9 @@ static void check_pipelined_arguments(const tt_attention_shape *s, const void *c
                  i);
 }
 
-extern "C" void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *lse, const tt_bf16 *q,
-                                                           const tt_bf16 *k, const tt_bf16 *v,
-                                                           const tt_attention_shape *s, cudaStream_t stream) {
+extern "C" void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
+                                                           const tt_bf16 *v, const tt_attention_shape *s,
+                                                           cudaStream_t stream) {
     const void *pointers[] = {out, q, k, v};
     check_pipelined_arguments(s, pointers, 4);
     TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -755,14 +780,16 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
     const void *pointers[] = {dq, dk, dv, dout, out, q, k, v};
     check_pipelined_arguments(s, pointers, 8);
     const size_t need = tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(s, ordered_dq);
-    TT_CHECK(scratch && scratch_bytes >= need, "the pipelined Hopper attention backward's scratch is %zu bytes; it "
-             "needs %zu", scratch_bytes, need);
+    TT_CHECK(scratch && scratch_bytes >= need,
+             "the pipelined Hopper attention backward's scratch is %zu bytes; it "
+             "needs %zu",
+             scratch_bytes, need);
     typedef dkdv_layout<false, DKDV_STAGES(false)> plain;
     typedef dkdv_layout<true, DKDV_STAGES(true)> ordered;
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<false>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, plain::bytes));
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<true>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, ordered::bytes));
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       plain::bytes));
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       ordered::bytes));
     TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        DQ_PIPE_SHARED_BYTES));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
@@ -770,7 +797,8 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
     const int64_t B = s->batch;
     float *D = (float *)scratch;
     tt_cuda_hopper_attention_dot(D, dout, out, s, stream);
-    const CUtensorMap k_map = sequence_map(k, B, T, Hkv * HEAD_DIM, 128), v_map = sequence_map(v, B, T, Hkv * HEAD_DIM, 128);
+    const CUtensorMap k_map = sequence_map(k, B, T, Hkv * HEAD_DIM, 128),
+                      v_map = sequence_map(v, B, T, Hkv * HEAD_DIM, 128);
     const CUtensorMap q_map64 = sequence_map(q, B, T, Hq * HEAD_DIM, 64);
     const CUtensorMap do_map64 = sequence_map(dout, B, T, Hq * HEAD_DIM, 64);
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + 127) / 128));
@@ -780,9 +808,9 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
         int *turns = (int *)(dq_accum + accum);
         /* dq_accum from zero (the bulk reductions add onto it) and the turns, contiguous */
         TT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, need - sizeof(float) * d_floats_padded(s), stream));
-        hopper_dkdv_pipelined_kernel<true><<<kv_grid, PIPE_THREADS, ordered::bytes, stream>>>(
-            k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, dq_accum,
-            turns);
+        hopper_dkdv_pipelined_kernel<true>
+            <<<kv_grid, PIPE_THREADS, ordered::bytes, stream>>>(k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq,
+                                                                Hkv, scale_log2, scale, s->positions, dq_accum, turns);
         TT_CUDA_CHECK(cudaGetLastError());
         const int64_t count = s->batch * Hq * (int64_t)T * HEAD_DIM;
         pipelined_dq_convert_kernel<<<(unsigned)((count / 4 + 255) / 256), 256, 0, stream>>>(
@@ -795,7 +823,8 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
     TT_CUDA_CHECK(cudaGetLastError());
     const CUtensorMap q_map = sequence_map(q, B, T, Hq * HEAD_DIM, 128);
     const CUtensorMap do_map = sequence_map(dout, B, T, Hq * HEAD_DIM, 128);
-    const CUtensorMap k_map64 = sequence_map(k, B, T, Hkv * HEAD_DIM, 64), v_map64 = sequence_map(v, B, T, Hkv * HEAD_DIM, 64);
+    const CUtensorMap k_map64 = sequence_map(k, B, T, Hkv * HEAD_DIM, 64),
+                      v_map64 = sequence_map(v, B, T, Hkv * HEAD_DIM, 64);
     const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + 127) / 128));
     hopper_dq_pipelined_kernel<<<q_grid, PIPE_THREADS, DQ_PIPE_SHARED_BYTES, stream>>>(
         q_map, do_map, k_map64, v_map64, dq, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions);

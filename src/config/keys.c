@@ -758,9 +758,7 @@ const key_spec cfg_keys[] = {
              "with 2GiB, 412 with 4GiB, 432 with 8GiB; two at a time: 417 with 2GiB, 442 with 4GiB). The workspace "
              "exists only during each layer's attention backward. 0: auto, 1GiB plus the room full checkpointing "
              "leaves free at that point (the MLP's tensors are gone by then), the same in every memory mode since "
-             "it shapes the backward's bits. tiertrain's pipelined backward (head_dim 128) from 32k tokens on adds "
-             "dQ in key order where its fp32 dQ (batch x heads x tokens x 128 floats) fits this limit (H100, 64k: "
-             "434 against 411 TFLOP/s), else runs dQ in a kernel of its own"},
+             "it shapes the backward's bits"},
     {.name = "master_weights",
      .type = KEY_BOOL,
      .offset = FIELD(master_weights),

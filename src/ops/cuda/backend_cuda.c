@@ -32,7 +32,6 @@ typedef struct attention_choice {
     size_t forward_workspace;            /* cuDNN's forward, in the op scratch */
     size_t backward_workspace;           /* what the backward uses of attention_workspace_bytes */
     bool atomic_backward;                /* cuDNN's backward with atomic dQ adds (deterministic: false) */
-    bool ordered_dq;                     /* the own pipelined backward adds dQ in key order (own_backward_orders_dq) */
     bool packed;                         /* packed documents: the own kernels with document boundaries */
     bool requested_auto;                 /* attn_implementation: auto */
     char deterministic_why_not[256];     /* why cuDNN's deterministic backward is not used ("" when it is) */
@@ -63,20 +62,12 @@ static const char *own_kernels_name(const tt_attention_shape *shape) {
 }
 
 /* The pipelined backward's two schedules: dQ in a kernel of its own (D alone as workspace; 7 products a step), or dQ
- * added in key order inside the dK/dV kernel by a writer thread (5 products a step; dQ in fp32 as workspace, B * Hq
- * * T * 128 floats). Measured on the H100 (B 1, Hq 16, Hkv 8): at 16k the dQ kernel 422 TFLOP/s against 397, at 64k
- * 408 against 434: the key-order adds win from 32k on, where their workspace fits attn_workspace_limit (which is
- * mode-independent, so every memory mode takes the same schedule and gets the same bits). */
-#define ORDERED_DQ_FROM_TOKENS 32768
-
-static bool own_backward_orders_dq(const attention_key *key) {
-    return own_kernels_are_pipelined(&key->shape) && key->shape.seq_len >= ORDERED_DQ_FROM_TOKENS &&
-           tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(&key->shape, true) <= key->workspace_limit;
-}
-
-static size_t own_kernels_backward_bytes(const tt_attention_shape *shape, bool ordered_dq) {
+ * added in key order inside the dK/dV kernel by a writer thread (5 products a step; dQ in fp32 as workspace). Runs
+ * take the dQ kernel: measured on the H100 (test_gpu_attention --speed, B 1, Hq 16, Hkv 8) at 16k / 64k / 256k,
+ * 454 / 453 / 449 TFLOP/s against 387 / 447 / 389 for the key order, which is kept, tested, for the next schedule. */
+static size_t own_kernels_backward_bytes(const tt_attention_shape *shape) {
     if (own_kernels_are_pipelined(shape))
-        return tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(shape, ordered_dq);
+        return tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(shape, false);
     return tt_cuda_hopper_attention_supported(shape) ? tt_cuda_hopper_attention_backward_scratch_bytes(shape)
                                                      : tt_cuda_flash_attention_backward_scratch_bytes(shape);
 }
@@ -91,10 +82,10 @@ static void own_attention_forward(void *out, float *lse, const void *q, const vo
 
 static void own_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                                    const void *q, const void *k, const void *v, const tt_attention_shape *shape,
-                                   void *scratch, size_t scratch_bytes, bool ordered_dq, cudaStream_t stream) {
+                                   void *scratch, size_t scratch_bytes, cudaStream_t stream) {
     if (own_kernels_are_pipelined(shape))
         tt_cuda_hopper_attention_backward_pipelined(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, scratch_bytes,
-                                                    ordered_dq, stream);
+                                                    false, stream);
     else if (tt_cuda_hopper_attention_supported(shape))
         tt_cuda_hopper_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, scratch_bytes, false,
                                           stream);
@@ -521,9 +512,8 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
                    (long long)shape->head_dim, (long long)shape->sliding_window);
         c.packed = true;
         c.forward = c.backward = want == TT_ATTENTION_SIMPLE || !flash ? TT_ATTENTION_SIMPLE : TT_ATTENTION_FLASH;
-        c.ordered_dq = c.backward == TT_ATTENTION_FLASH && own_backward_orders_dq(key);
         c.backward_workspace = c.backward == TT_ATTENTION_FLASH
-                                   ? own_kernels_backward_bytes(shape, c.ordered_dq)
+                                   ? own_kernels_backward_bytes(shape)
                                    : floats(shape->batch * shape->num_heads * shape->seq_len);
         *cudnn = NULL;
         return c;
@@ -594,10 +584,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         c.backward_workspace =
             tt_cudnn_attention_workspace_bytes(a) + (size_t)(c.lanes - 1) * tt_cudnn_attention_lane_bytes(a);
         break;
-    case TT_ATTENTION_FLASH:
-        c.ordered_dq = own_backward_orders_dq(key);
-        c.backward_workspace = own_kernels_backward_bytes(shape, c.ordered_dq);
-        break;
+    case TT_ATTENTION_FLASH: c.backward_workspace = own_kernels_backward_bytes(shape); break;
     default: c.backward_workspace = floats(shape->batch * shape->num_heads * shape->seq_len); break;
     }
     *cudnn = a;
@@ -717,9 +704,9 @@ static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudn
                 c->backward == TT_ATTENTION_FLASH ? (c->forward == TT_ATTENTION_FLASH ? " and backward" : " backward")
                                                   : "",
                 (double)c->backward_workspace / (1024.0 * 1024.0),
-                c->backward != TT_ATTENTION_FLASH || !tt_cuda_hopper_attention_supported(shape) ? ""
-                : c->ordered_dq ? ", dQ added in key order"
-                                : ", dQ in a kernel of its own");
+                c->backward == TT_ATTENTION_FLASH && tt_cuda_hopper_attention_supported(shape)
+                    ? ", dQ in a kernel of its own"
+                    : "");
     }
 }
 
@@ -926,9 +913,8 @@ static void cuda_attention_backward(void *ctx, void *dq, void *dk, void *dv, con
         }
         break;
     case TT_ATTENTION_FLASH:
-        TIMED("attention backward own",
-              own_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch,
-                                     cuda->attention.backward_workspace, cuda->attention.ordered_dq, cuda->stream));
+        TIMED("attention backward own", own_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch,
+                                                               cuda->attention.backward_workspace, cuda->stream));
         break;
     default:
         TIMED("attention backward simple",

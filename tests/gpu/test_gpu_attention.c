@@ -3,7 +3,7 @@
  * forward out and lse, backward dq, dk, dv, two backward runs giving the same bits; then its
  * speed at long sequences (TFLOP/s, causal FLOPs). Packed documents (sample_packing: one document, many
  * short ones, boundaries inside tiles, documents of one token, a long one then short ones), flash and
- * the simple kernels, and at head_dim 128 the Hopper (wgmma) kernels, against the CPU reference. The Hopper kernels
+ * the simple kernels, and the Hopper (wgmma) kernels at head_dim 64 and 128, against the CPU reference. The Hopper kernels
  * (attention_hopper.h) forward and backward against the CPU reference and the flash kernels, twice the same bits,
  * and their speed beside the flash kernels'. `--speed T:Hq,...` times only the Hopper kernels at those shapes (Hkv 8),
  * e.g. issue 15's 16384:16,65536:16,262144:16,16384:32,65536:32,262144:32.

@@ -21,7 +21,7 @@ extern "C" {
  * ordered dQ: head_dim 128 only). */
 int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
 
-/* out[B*T, Hq*128] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*128], k, v[B*T, Hkv*128] bf16. */
+/* out[B*T, Hq*hd] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*hd], k, v[B*T, Hkv*hd] bf16. */
 void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                       const tt_attention_shape *s, cudaStream_t stream);
 
@@ -50,7 +50,7 @@ void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf
  * of its own that recomputes S and dP (7 products a step). */
 size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape *s);
 
-/* Bytes of the faster schedule's scratch: D, dQ in fp32 (B * Hq * T * 128 floats) and a turn counter per 64 queries of
+/* Bytes of the cp.async ordered schedule's scratch: D, dQ in fp32 (B * Hq * T * 128 floats) and a turn counter per 64 queries of
  * each head; the dK/dV kernel adds each key block's share of dQ in key order (5 products a step). */
 size_t tt_cuda_hopper_attention_backward_ordered_scratch_bytes(const tt_attention_shape *s);
 

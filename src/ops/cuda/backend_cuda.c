@@ -535,9 +535,8 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
      * head groups at a time) against 3819 with the pipelined kernels both ways (their forward 625 TFLOP/s against
      * cuDNN's 642 at 64k, Hq 32; their backward then 430, 453 since tiles that need no mask skip it, not yet measured
      * in a run; cuDNN's deterministic one in one group 325 with 1 GiB of dP, 415 with 4). An explicit cudnn gets cuDNN
-     * both ways, its
-     * deterministic backward unless deterministic: false; auto with deterministic: false gets cuDNN's atomic
-     * backward (~557 TFLOP/s at 64k, not bit-reproducible). */
+     * both ways, its deterministic backward unless deterministic: false; auto with deterministic: false gets cuDNN's
+     * atomic backward (~557 TFLOP/s at 64k, not bit-reproducible). */
     bool cudnn_backward = false;
     tt_cudnn_attention *a = NULL;
     if (want == TT_ATTENTION_AUTO && key->nondeterministic) {
@@ -567,7 +566,6 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
                      "(tiertrain's deterministic kernels), raise attn_workspace_limit, or set deterministic: false for "
                      "cuDNN's backward that adds dQ with atomics",
                      tt_format_bytes(key->workspace_limit, limit, sizeof limit), why_not);
-            c.lanes = 1;
         }
     }
     if (want == TT_ATTENTION_CUDNN && !c.cudnn_refused[0]) {

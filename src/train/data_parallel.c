@@ -190,6 +190,19 @@ static void sharded_weights_hook(void *ctx, tt_hook_point point, int64_t unit, b
     tt_backend_side_wait(model->backend, ticket);
 }
 
+/* zero_stage 1 and 2 (weights on the GPU): a unit's forward, or its backward's recompute, waits for the broadcast
+ * of its new weights that tt_data_parallel_share_weights issued after the update, so unit u + 1's broadcast runs
+ * while unit u computes. Evaluation's forward waits the same way. */
+static void shared_weights_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
+    (void)train;
+    tt_data_parallel *dp = ctx;
+    if ((point != TT_HOOK_BEFORE_FORWARD && point != TT_HOOK_BEFORE_BACKWARD) || unit < 0 || unit >= dp->units)
+        return;
+    /* a tied head reads the embedding's weights: unit 0 is waited for before any other unit's forward */
+    tt_backend_side_wait(dp->model->backend, dp->weight_ticket[unit]);
+    dp->weight_ticket[unit] = 0;
+}
+
 /* zero_stage 1: the shards of whole units, and the exchange the model's getters and norm call */
 static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
     const int size = dp->comm->size;
@@ -214,6 +227,10 @@ static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
         dp->weights_sharded = true;
         tt_model_state_add_hook(
             model, (tt_unit_hook){.name = "zero_stage 3 weights", .call = sharded_weights_hook, .ctx = dp});
+    } else if (model->plan.offloaded_weight_layers == 0) {
+        dp->weight_ticket = tt_xcalloc((size_t)dp->units, sizeof(uint64_t), "weight broadcast tickets");
+        tt_model_state_add_hook(
+            model, (tt_unit_hook){.name = "zero_stage 1 weights", .call = shared_weights_hook, .ctx = dp});
     }
     char shard[32];
     tt_info("zero_stage %d: this rank keeps the master weights and moments%s of %lld of %lld trainable parameters (%s)",
@@ -305,13 +322,20 @@ void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model)
         dp->slot_layer[0] = dp->slot_layer[1] = -1; /* the ring slots' copies are the old weights */
         broadcast_unit_weights(dp, model, 0);
         broadcast_unit_weights(dp, model, dp->units - 1);
-    } else {
-        tt_backend_side_begin(model->backend);
-        tt_comm_all_gather_ranges(dp->comm, model->backend, model->trainable_weights, model->plan.weight_bytes, false,
-                                  dp->bounds, dp->scratch, dp->bucket_bytes);
-        dp->last_ticket = tt_backend_side_end(model->backend);
+        tt_backend_side_wait(model->backend, dp->last_ticket); /* the next forward reads them */
+        return;
     }
-    tt_backend_side_wait(model->backend, dp->last_ticket); /* the next forward reads them */
+    /* zero_stage 1 and 2: unit by unit from its owner, in the forward's order; shared_weights_hook makes each unit's
+     * next use wait for its own */
+    for (int64_t u = 0; u < dp->units; u++) dp->weight_ticket[u] = broadcast_unit_weights(dp, model, u);
+}
+
+void tt_data_parallel_weights_ready(tt_data_parallel *dp, tt_model_state *model) {
+    if (!dp || !dp->weight_ticket) return;
+    for (int64_t u = 0; u < dp->units; u++) {
+        tt_backend_side_wait(model->backend, dp->weight_ticket[u]);
+        dp->weight_ticket[u] = 0;
+    }
 }
 
 void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
@@ -325,5 +349,6 @@ void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
     free(dp->unit_bounds);
     free(dp->unit_owner);
     free(dp->gathered_partials);
+    free(dp->weight_ticket);
     memset(dp, 0, sizeof(*dp));
 }

@@ -47,6 +47,8 @@ typedef struct tt_data_parallel {
     int64_t units;
     int *unit_owner;           /* [units] */
     double *gathered_partials; /* [ranks x units] host */
+    uint64_t *weight_ticket;   /* [units] zero_stage 1 and 2, weights on the GPU: each unit's pending broadcast (0:
+                                * none), waited for before the unit's next forward (NULL otherwise) */
     tt_shard_exchange exchange;
     tt_sequence_exchange sequence; /* sequence parallel's all-to-all */
     tt_comm *sequence_group;       /* its ranks, when fewer than all of them (a split), else NULL */
@@ -68,8 +70,12 @@ void tt_data_parallel_expect_gradients(tt_data_parallel *dp);
 /* After the step's backward on every rank: the compute stream waits for the gradients' sums (zero_stage 1 and 2: of
  * this rank's shard), and sums[0 .. count) are summed over the ranks in rank order. */
 void tt_data_parallel_reduce(tt_data_parallel *dp, tt_model_state *model, double *sums, int count);
-/* After the optimizer step: zero_stage 1 hands every rank the new weights of the others' shards (else nothing). */
+/* After the optimizer step: zero_stage 1 and 2 hand every rank the new weights of the others' shards (else nothing).
+ * With the weights on the GPU, each unit's broadcast is only issued: the unit's next forward waits for it (so the
+ * later units' arrive while the first compute), and so does tt_data_parallel_weights_ready. */
 void tt_data_parallel_share_weights(tt_data_parallel *dp, tt_model_state *model);
+/* The compute stream's later ops see every unit's new weights (before a save reads them). NULL: nothing. */
+void tt_data_parallel_weights_ready(tt_data_parallel *dp, tt_model_state *model);
 void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model);
 
 #endif

@@ -695,13 +695,15 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
         const double lr = tt_lr_at(&schedule, trainer.global_step);
         tt_adamw_step(&model, &adamw, (float)lr, trainer.global_step + 1,
                       tt_clip_scale(grad_norm, adamw.max_grad_norm));
-        if (comm) tt_data_parallel_share_weights(&dp, &model); /* zero_stage 1: the other shards' new weights */
         trainer.global_step++;
         trainer.tokens_seen += step_tokens;
         tt_dataset_get_position(&data, &trainer.data_epoch, &trainer.data_index);
 
         tt_backend_synchronize(model.backend); /* the step's time includes its last kernels */
         const double t_now = now_seconds();
+        /* zero_stage 1 and 2: the other shards' new weights, issued here so that they arrive unit by unit while the
+         * next step's forward computes (it waits for each unit's) */
+        if (comm) tt_data_parallel_share_weights(&dp, &model);
         tt_step_report report = {
             .step = trainer.global_step,
             .total_steps = total_steps,
@@ -727,13 +729,16 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
         if (run->save_strategy == TT_SAVE_STEPS &&
             ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last) && (leader || model.shards)) {
             free(last_checkpoint);
+            tt_data_parallel_weights_ready(comm ? &dp : NULL, &model);
             last_checkpoint = tt_checkpoint_save(&model, &trainer, run, leader);
         }
     }
     if (leader) tt_reporter_close(&reporter);
     /* The final model, as a Hugging Face checkpoint in output_dir itself. */
-    if (exit_status == 0 && run->save_strategy == TT_SAVE_STEPS && (leader || model.shards))
+    if (exit_status == 0 && run->save_strategy == TT_SAVE_STEPS && (leader || model.shards)) {
+        tt_data_parallel_weights_ready(comm ? &dp : NULL, &model);
         save_final_weights(&model, run, leader);
+    }
     if (comm) tt_comm_barrier(comm); /* every rank ends after the leader's last checkpoint */
     if (leader)
         finish_run(&model, run, device, exit_status == 0, trainer.global_step - first_step, start,

@@ -5,7 +5,8 @@
 #      shards), also with every collective of the side queue delayed at random (debug_copy_delay_us: a missing wait
 #      between the compute stream and the collectives' shows as other bits); with optimizer_cpu_offload, with
 #      cpu_offloading_weights; with two micro-batches a step stages 2 and 3 repeat their bits; a sharded run resumes
-#      an unsharded checkpoint; LoRA with layer_offloading keeps its bits;
+#      an unsharded checkpoint; LoRA with layer_offloading keeps its bits; stages 1 and 2 with a tied head and
+#      evaluation every step (the forward waits for each unit's broadcast);
 #  (b) sequence parallel (Ulysses) on 2 and 4 GPUs: one GPU's losses and gradient norms to bf16 rounding, its own
 #      bits under checkpointing + hidden_states + zero_stage 2 and under delayed collectives; two groups of two on
 #      four GPUs: one GPU's losses to rounding;
@@ -86,6 +87,18 @@ for z in 1 2 3; do
   ranks 2 z${z}_delay run.yaml zero_stage=$z debug_copy_delay_us=3000
   check "2 GPUs, zero_stage $z, delayed collectives: zero_stage 0's model bits" \
     same z0_2/model.safetensors z${z}_delay/model.safetensors
+done
+# zero_stage 1 and 2 issue each unit's new weights after the update and the next forward waits unit by unit: a tied
+# head (reads the embedding's) and evaluation's forward, with every broadcast delayed, see the new bits
+ranks 2 tied0 run.yaml model_config=qwen3/config.json val_set_size=0.1 eval_steps=1
+check "tied0 evaluates at every step" test "$(grep -c '"eval_loss"' tied0/metrics.jsonl)" -eq 4
+for z in 1 2; do
+  ranks 2 tied${z} run.yaml model_config=qwen3/config.json val_set_size=0.1 eval_steps=1 zero_stage=$z \
+    debug_copy_delay_us=3000
+  check "2 GPUs, zero_stage $z, tied head, evaluation every step, delayed broadcasts: zero_stage 0's model bits" \
+    same tied0/model.safetensors tied${z}/model.safetensors
+  check "... and its evaluation losses" \
+    cmp -s <(grep -o '"eval_loss": [^,}]*' tied0/metrics.jsonl) <(grep -o '"eval_loss": [^,}]*' tied${z}/metrics.jsonl)
 done
 for z in 1 2 3; do
   ranks 2 z${z}_offload run.yaml zero_stage=$z optimizer_cpu_offload=true optimizer_offload_fraction=0.5

@@ -17,11 +17,11 @@
 extern "C" {
 #endif
 
-/* True for head_dim 64 or 128, no sliding window, num_heads a multiple of num_kv_heads (the pipelined kernels and the
- * ordered dQ: head_dim 128 only). */
+/* True for head_dim 64 or 128, no sliding window, num_heads a multiple of num_kv_heads (the ordered dQ schedules:
+ * head_dim 128 only). */
 int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
 
-/* out[B*T, Hq*128] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*128], k, v[B*T, Hkv*128] bf16. */
+/* out[B*T, Hq*hd] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*hd], k, v[B*T, Hkv*hd] bf16. */
 void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                       const tt_attention_shape *s, cudaStream_t stream);
 
@@ -36,8 +36,9 @@ void tt_cuda_hopper_attention_dot(float *D, const tt_bf16 *dout, const tt_bf16 *
 
 /* The backward through the pipeline of the pipelined forward: a producer warpgroup loading with TMA, two consumer
  * warpgroups. Without ordered_dq, dQ's own kernel: the bits of tt_cuda_hopper_attention_backward's dQ-kernel
- * schedule. With ordered_dq, each key block's share of dQ is added in key order by a writer thread (bulk reductions,
- * turn counters) and no dQ kernel runs: 5 products a step instead of 7, its own fixed-order bits. */
+ * schedule (head_dim 64 or 128). With ordered_dq (head_dim 128), each key block's share of dQ is added in key order
+ * by a writer thread (bulk reductions, turn counters) and no dQ kernel runs: 5 products a step instead of 7, its own
+ * fixed-order bits. */
 size_t tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(const tt_attention_shape *s, bool ordered_dq);
 
 void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
@@ -50,7 +51,7 @@ void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf
  * of its own that recomputes S and dP (7 products a step). */
 size_t tt_cuda_hopper_attention_backward_scratch_bytes(const tt_attention_shape *s);
 
-/* Bytes of the faster schedule's scratch: D, dQ in fp32 (B * Hq * T * 128 floats) and a turn counter per 64 queries of
+/* Bytes of the cp.async ordered schedule's scratch: D, dQ in fp32 (B * Hq * T * 128 floats) and a turn counter per 64 queries of
  * each head; the dK/dV kernel adds each key block's share of dQ in key order (5 products a step). */
 size_t tt_cuda_hopper_attention_backward_ordered_scratch_bytes(const tt_attention_shape *s);
 

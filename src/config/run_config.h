@@ -226,7 +226,7 @@ typedef struct tt_run_config {
     int64_t loss_chunk_size;      /* tokens per LM-head + cross-entropy chunk */
     bool tiled_mlp;               /* the MLP over shards of the tokens (ALST) */
     int64_t tiled_mlp_num_shards; /* 0: ceil(sequence_len / hidden_size) */
-    int64_t host_memory_budget;   /* bytes; 0: the machine's physical memory */
+    int64_t host_memory_budget;   /* bytes; 0: tt_host_memory_default_budget (the machine's less a reserve) */
     int64_t gpu_memory_budget;    /* bytes; 0: what the GPU has free at start */
     /* execution */
     tt_device_kind device; /* auto: cuda when built with CUDA and a GPU is present */

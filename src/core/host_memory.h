@@ -4,7 +4,8 @@
 
 #include <stddef.h>
 
-/* The machine's physical memory less what the system keeps (a sixteenth of it, at least 4 GiB: the kernel, the GPU
+/* The machine's physical memory less what the system keeps (a sixteenth of it, at least 4 GiB and at most half on
+ * a machine of 8 GiB or less: the kernel, the GPU
  * driver's page arrays for pinned memory, the process's own pageable buffers), shared evenly by `processes` processes
  * on the host. A plan that pinned all of the physical memory was killed by the kernel's OOM killer on the H100
  * machine (123.3 GiB pinned of 125.9). 0 where the system does not say. */

@@ -20,7 +20,7 @@ static size_t free_disk_bytes(const char *dir) {
 
 /* The budgets train checks at start: the compute tier against the device's (the GPU's, or host memory for the
  * CPU backend, which computes in pageable memory), pinned host memory against host_memory_budget (the
- * machine's memory when 0), and beyond what train checks before it reserves, the disk tier against
+ * machine's memory less the system's reserve when 0, tt_host_memory_default_budget), and beyond what train checks before it reserves, the disk tier against
  * offload_dir's free space (train finds a full disk when it reserves its files). */
 static void set_budgets(tt_context_fit *fit, const tt_plan *plan, const tt_device *device) {
     for (int t = 0; t < TT_TIER_COUNT; t++) fit->peak[t] = fit->peak[t];

@@ -36,6 +36,10 @@ typedef struct attention_choice {
     bool requested_auto;                 /* attn_implementation: auto */
     char deterministic_why_not[256];     /* why cuDNN's deterministic backward is not used ("" when it is) */
     char fused_why_not[256];             /* why no fused kernel runs ("" when one does) */
+    /* attn_implementation: cudnn with deterministic: true, and cuDNN's deterministic backward cannot run at this key's
+     * workspace limit: the error prepare gives ("" when it can). The size queries answer for the own kernels
+     * meanwhile: the sizing of attn_workspace_limit: auto asks at its least limit before the one it settles on. */
+    char cudnn_refused[512];
 } attention_choice;
 
 /* The key of a choice: what the plans depend on. */
@@ -545,14 +549,18 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         c.atomic_backward = true;
     } else if (want == TT_ATTENTION_CUDNN) {
         a = create_deterministic_cudnn(key, &c.lanes, why_not, sizeof why_not);
-        if (!a)
-            tt_die("attn_implementation: cudnn with deterministic: true (the default) runs cuDNN's deterministic "
-                   "backward, which cannot run here: %s. Use attn_implementation: auto (tiertrain's deterministic "
-                   "kernels), raise attn_workspace_limit, or set deterministic: false for cuDNN's backward that adds "
-                   "dQ with atomics",
-                   why_not);
+        if (!a) {
+            char limit[32];
+            snprintf(c.cudnn_refused, sizeof c.cudnn_refused,
+                     "attn_implementation: cudnn with deterministic: true (the default) runs cuDNN's deterministic "
+                     "backward, which cannot run here with attn_workspace_limit %s: %s. Use attn_implementation: auto "
+                     "(tiertrain's deterministic kernels), raise attn_workspace_limit, or set deterministic: false for "
+                     "cuDNN's backward that adds dQ with atomics",
+                     tt_format_bytes(key->workspace_limit, limit, sizeof limit), why_not);
+            c.lanes = 1;
+        }
     }
-    if (want == TT_ATTENTION_CUDNN) {
+    if (want == TT_ATTENTION_CUDNN && !c.cudnn_refused[0]) {
         c.forward = c.backward = TT_ATTENTION_CUDNN;
     } else if (want == TT_ATTENTION_SIMPLE) {
         c.forward = c.backward = TT_ATTENTION_SIMPLE;
@@ -734,6 +742,7 @@ static void cuda_prepare(void *ctx, const tt_backend_settings *settings, const t
     } else {
         cuda->attention = resolve_attention(&cuda->attention_key, &cuda->cudnn);
     }
+    if (cuda->attention.cudnn_refused[0]) tt_die("%s", cuda->attention.cudnn_refused);
     cuda->attention_lanes_reported = 0;
     log_choice(&cuda->attention, cuda->cudnn, &shape->attention);
     const size_t need = TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, &cuda->attention);

@@ -19,11 +19,10 @@ static size_t free_disk_bytes(const char *dir) {
 }
 
 /* The budgets train checks at start: the compute tier against the device's (the GPU's, or host memory for the
- * CPU backend, which computes in pageable memory), pinned host memory against host_memory_budget (the
- * machine's memory less the system's reserve when 0, tt_host_memory_default_budget), and beyond what train checks before it reserves, the disk tier against
- * offload_dir's free space (train finds a full disk when it reserves its files). */
+ * CPU backend, which computes in pageable memory), pinned host memory against host_memory_budget (the machine's
+ * memory less the system's reserve when 0, tt_host_memory_default_budget), and beyond what train checks before it
+ * reserves, the disk tier against offload_dir's free space (train finds a full disk when it reserves its files). */
 static void set_budgets(tt_context_fit *fit, const tt_plan *plan, const tt_device *device) {
-    for (int t = 0; t < TT_TIER_COUNT; t++) fit->peak[t] = fit->peak[t];
     fit->budget[device->backend->compute_tier] = device->memory_budget;
     if (device->backend->compute_tier != TT_TIER_PINNED) fit->budget[TT_TIER_PINNED] = plan->pinned_budget;
     fit->budget[TT_TIER_DISK] = fit->peak[TT_TIER_DISK] ? free_disk_bytes(plan->offload_dir) : 0;

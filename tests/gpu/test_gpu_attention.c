@@ -3,10 +3,11 @@
  * forward out and lse, backward dq, dk, dv, two backward runs giving the same bits; then its
  * speed at long sequences (TFLOP/s, causal FLOPs). Packed documents (sample_packing: one document, many
  * short ones, boundaries inside tiles, documents of one token, a long one then short ones), flash and
- * the simple kernels, and the Hopper (wgmma) kernels at head_dim 64 and 128, against the CPU reference; the pipelined
- * (TMA) Hopper kernels bit for bit against the cp.async ones. The Hopper kernels (attention_hopper.h) forward and
- * backward against the CPU reference and the flash kernels, twice the same bits, and their speed beside the flash
- * kernels'. `--speed T:Hq[:hd],...` times only the Hopper kernels at those shapes (Hkv 8, hd 128 unless given),
+ * the simple kernels, and the Hopper (wgmma) kernels at head_dim 64 and 128, against the CPU reference.
+ * The Hopper kernels (attention_hopper.h) forward and backward against the CPU reference and the flash
+ * kernels, twice the same bits, the pipelined (TMA) ones bit for bit against the cp.async ones, and their
+ * speed beside the flash kernels'. `--speed T:Hq[:hd],...` times only the Hopper kernels at those shapes (Hkv 8,
+ * hd 128 unless given),
  * e.g. issue 15's 16384:16,65536:16,262144:16,16384:32,65536:32,262144:32.
  * `test_gpu_attention --quick` skips T = 65536.
  * Exit status nonzero on any failed check. */
@@ -577,8 +578,8 @@ typedef enum timed_call {
     HOPPER_BACKWARD_ORDERED, /* dQ added in key order */
 } timed_call;
 
-/* Median milliseconds of timed_runs calls after two warm-ups (one for LONG_TIMED_RUNS); hopper_scratch (scratch_bytes) is the Hopper
- * backward's. */
+/* Median milliseconds of timed_runs calls after two warm-ups (one for LONG_TIMED_RUNS); hopper_scratch
+ * (scratch_bytes) is the Hopper backward's. */
 static double median_ms(attention_buffers *a, const tt_attention_shape *s, timed_call call, void *hopper_scratch,
                         size_t scratch_bytes) {
     cudaEvent_t start, stop;
@@ -653,9 +654,9 @@ static timing time_flash(int64_t T) {
 }
 
 /* The wgmma kernels alone at one long shape (B 1, Hkv 8, head_dim hd, causal): the pipelined forward and both
- * pipelined backward schedules (dQ kernel; ordered dQ at head_dim 128) beside the cp.async kernels, TFLOP/s, median of TIMED_RUNS after two
- * warm-ups (LONG_TIMED_RUNS after one from 128k tokens), on device buffers of a repeated random block (no CPU reference at these
- * lengths); the outputs checked finite. */
+ * pipelined backward schedules (dQ kernel; ordered dQ at head_dim 128) beside the cp.async kernels, TFLOP/s, median
+ * of TIMED_RUNS after two warm-ups (LONG_TIMED_RUNS after one from 128k tokens), on device buffers of a repeated
+ * random block (no CPU reference at these lengths); the outputs checked finite. */
 static void time_hopper_at(int64_t T, int64_t Hq, int64_t hd) {
     tt_attention_shape s = make_shape(1, T, Hq, 8, hd);
     const int64_t nq = T * Hq * hd, nkv = T * 8 * hd, rows = T * Hq;

@@ -522,10 +522,11 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
      * where there are several (create_deterministic_cudnn); where cuDNN cannot (an old library, an unsupported shape,
      * a dP that no chunking fits at long context), cuDNN's forward with tiertrain's deterministic backward; else the
      * own kernels; else the reference kernels. Chosen by measurement on the H100: Qwen3-8B LoRA r16 at 64k
-     * (hidden_states + layer_offloading; two calls, 2026-11-27) ran at 3972 tok/s this way (cuDNN's backward in two head
-     * groups at a time) against 3819 with the pipelined kernels both ways, although the pipelined forward is level
-     * with cuDNN's (625 against 642 TFLOP/s at 64k, Hq 32) and the pipelined backward (430) above cuDNN's
-     * deterministic one in one group (325 with 1 GiB of dP, 415 with 4). An explicit cudnn gets cuDNN both ways, its
+     * (hidden_states + layer_offloading; two calls, 2026-11-27) ran at 3972 tok/s this way (cuDNN's backward in two
+     * head groups at a time) against 3819 with the pipelined kernels both ways (their forward 625 TFLOP/s against
+     * cuDNN's 642 at 64k, Hq 32; their backward then 430, 453 since tiles that need no mask skip it, not yet measured
+     * in a run; cuDNN's deterministic one in one group 325 with 1 GiB of dP, 415 with 4). An explicit cudnn gets cuDNN
+     * both ways, its
      * deterministic backward unless deterministic: false; auto with deterministic: false gets cuDNN's atomic
      * backward (~557 TFLOP/s at 64k, not bit-reproducible). */
     bool cudnn_backward = false;

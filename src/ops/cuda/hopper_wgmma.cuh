@@ -113,7 +113,8 @@ static __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t a_desc, u
 
 /* d[64x64 fp32] (+)= A[64x16] B[16x64] with both operands from shared memory stored M- and N-major (A's rows of M
  * contiguous, B's rows of N contiguous: imm-trans-a and imm-trans-b 1); scale_d 0 overwrites d. */
-static __device__ __forceinline__ void wgmma_ss_n64_transposed(float *d, uint64_t a_desc, uint64_t b_desc, int scale_d) {
+static __device__ __forceinline__ void wgmma_ss_n64_transposed(float *d, uint64_t a_desc, uint64_t b_desc,
+                                                               int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
@@ -161,6 +162,58 @@ static __device__ __forceinline__ float bf16_high(uint32_t pair) { return __uint
  * are never stored). */
 static __device__ __forceinline__ int document_start(const int32_t *positions, int b, int T, int row) {
     return positions && row < T ? row - positions[(int64_t)b * T + row] : 0;
+}
+
+/* The forward's running softmax of one thread's two query rows (g and g + 8 of its warp's 16): the running maximum
+ * (log2 units, scaled) and the running sum of exp2. */
+typedef struct softmax_rows {
+    float max_g, max_g8, sum_g, sum_g8;
+} softmax_rows;
+
+/* One 128-key tile of S (this thread's 64 accumulators in the m64n128 layout: s[4c + 0..1] row g, keys n0 + 8c + 2t
+ * and + 1; s[4c + 2..3] the same keys of row g + 8) into P = exp2(S * scale_log2 - running max), in place, with the
+ * running maximum and sum updated. Keys past T, after the row (causal) or before the row's document start are
+ * masked when `masked` (the warp-uniform test that the tile reaches one of them). Returns the factors the rows' O
+ * must be rescaled by. The pipelined and the cp.async forward both call it: the same arithmetic, the same bits. */
+static __device__ __forceinline__ void softmax_tile(float *s, softmax_rows *r, float *correction_g,
+                                                    float *correction_g8, bool masked, int n0, int t, int T, int row_g,
+                                                    int row_g8, int start_g, int start_g8, float scale_log2) {
+    if (masked) {
+#pragma unroll
+        for (int c = 0; c < 16; c++) {
+            const int key = n0 + 8 * c + 2 * t;
+            if (key > row_g || key >= T || key < start_g) s[4 * c] = -INFINITY;
+            if (key + 1 > row_g || key + 1 >= T || key + 1 < start_g) s[4 * c + 1] = -INFINITY;
+            if (key > row_g8 || key >= T || key < start_g8) s[4 * c + 2] = -INFINITY;
+            if (key + 1 > row_g8 || key + 1 >= T || key + 1 < start_g8) s[4 * c + 3] = -INFINITY;
+        }
+    }
+    float tile_max_g = -INFINITY, tile_max_g8 = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < 16; c++) {
+        tile_max_g = fmaxf(tile_max_g, fmaxf(s[4 * c], s[4 * c + 1]));
+        tile_max_g8 = fmaxf(tile_max_g8, fmaxf(s[4 * c + 2], s[4 * c + 3]));
+    }
+    const float new_max_g = fmaxf(r->max_g, quad_max(tile_max_g) * scale_log2);
+    const float new_max_g8 = fmaxf(r->max_g8, quad_max(tile_max_g8) * scale_log2);
+    const float shift_g = new_max_g == -INFINITY ? 0.0f : new_max_g;
+    const float shift_g8 = new_max_g8 == -INFINITY ? 0.0f : new_max_g8;
+    *correction_g = fast_exp2(r->max_g - shift_g);
+    *correction_g8 = fast_exp2(r->max_g8 - shift_g8);
+    r->max_g = new_max_g;
+    r->max_g8 = new_max_g8;
+    float tile_sum_g = 0.0f, tile_sum_g8 = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 16; c++) {
+        s[4 * c] = fast_exp2(s[4 * c] * scale_log2 - shift_g);
+        s[4 * c + 1] = fast_exp2(s[4 * c + 1] * scale_log2 - shift_g);
+        s[4 * c + 2] = fast_exp2(s[4 * c + 2] * scale_log2 - shift_g8);
+        s[4 * c + 3] = fast_exp2(s[4 * c + 3] * scale_log2 - shift_g8);
+        tile_sum_g += s[4 * c] + s[4 * c + 1];
+        tile_sum_g8 += s[4 * c + 2] + s[4 * c + 3];
+    }
+    r->sum_g = r->sum_g * *correction_g + tile_sum_g;
+    r->sum_g8 = r->sum_g8 * *correction_g8 + tile_sum_g8;
 }
 
 /* wgmma_wait<N>: at most N committed groups of this warpgroup still in flight. */

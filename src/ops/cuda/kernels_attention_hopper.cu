@@ -38,7 +38,7 @@
 #define BLOCK_N 128 /* keys a tile */
 #define THREADS 256
 /* Bytes of a ROWS-row tile of HD bf16 columns (Q, K, V, dO) */
-#define TILE_OF(ROWS, HD) ((ROWS) * (HD) * 2)
+#define TILE_OF(ROWS, HD) ((ROWS) * (HD)*2)
 
 /* cp.async ROWS rows of HD bf16 from src (row stride `stride` elements) into the tile at dst; rows >= valid_rows
  * are zero-filled. */
@@ -97,7 +97,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
     cp_async_commit();
     if (tiles > 1)
         load_tile<128, HD>(k_ring + TILE_BYTES, k_head + (int64_t)(n_first + BLOCK_N) * kv_stride, kv_stride,
-                       T - n_first - BLOCK_N);
+                           T - n_first - BLOCK_N);
     load_tile<128, HD>(v_ring, v_head + (int64_t)n_first * kv_stride, kv_stride, T - n_first);
     cp_async_commit();
 
@@ -105,7 +105,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
     uint32_t p[32]; /* P_{j-1}, bf16 pairs in the register A layout */
-    float max_g = -INFINITY, max_g8 = -INFINITY, sum_g = 0.0f, sum_g8 = 0.0f;
+    softmax_rows rows = {-INFINITY, -INFINITY, 0.0f, 0.0f};
 
     for (int j = 0; j < tiles; j++) {
         cp_async_wait<1>(); /* K_j and V_{j-1} (the groups of steps j - 2 and before) have landed */
@@ -114,12 +114,12 @@ static __global__ void __launch_bounds__(THREADS, 1)
         if (j + 2 < tiles) {
             const int n = n_first + (j + 2) * BLOCK_N;
             load_tile<128, HD>(k_ring + ((j + 2) % FWD_RING) * TILE_BYTES, k_head + (int64_t)n * kv_stride, kv_stride,
-                           T - n);
+                               T - n);
         }
         if (j + 1 < tiles) {
             const int n = n_first + (j + 1) * BLOCK_N;
             load_tile<128, HD>(v_ring + ((j + 1) % FWD_RING) * TILE_BYTES, v_head + (int64_t)n * kv_stride, kv_stride,
-                           T - n);
+                               T - n);
         }
         cp_async_commit();
         const uint32_t k_tile = k_ring + (j % FWD_RING) * TILE_BYTES;
@@ -148,42 +148,11 @@ static __global__ void __launch_bounds__(THREADS, 1)
         }
         fence_accumulators(s);
 
-        if (n0 + BLOCK_N - 1 > warp_first || n0 + BLOCK_N > T || n0 < warp_start_max) {
-#pragma unroll
-            for (int c = 0; c < 16; c++) {
-                const int key = n0 + 8 * c + 2 * t;
-                if (key > row_g || key >= T || key < start_g) s[4 * c] = -INFINITY;
-                if (key + 1 > row_g || key + 1 >= T || key + 1 < start_g) s[4 * c + 1] = -INFINITY;
-                if (key > row_g8 || key >= T || key < start_g8) s[4 * c + 2] = -INFINITY;
-                if (key + 1 > row_g8 || key + 1 >= T || key + 1 < start_g8) s[4 * c + 3] = -INFINITY;
-            }
-        }
-        float tile_max_g = -INFINITY, tile_max_g8 = -INFINITY;
-#pragma unroll
-        for (int c = 0; c < 16; c++) {
-            tile_max_g = fmaxf(tile_max_g, fmaxf(s[4 * c], s[4 * c + 1]));
-            tile_max_g8 = fmaxf(tile_max_g8, fmaxf(s[4 * c + 2], s[4 * c + 3]));
-        }
-        const float new_max_g = fmaxf(max_g, quad_max(tile_max_g) * scale_log2);
-        const float new_max_g8 = fmaxf(max_g8, quad_max(tile_max_g8) * scale_log2);
-        const float shift_g = new_max_g == -INFINITY ? 0.0f : new_max_g;
-        const float shift_g8 = new_max_g8 == -INFINITY ? 0.0f : new_max_g8;
-        const float correction_g = fast_exp2(max_g - shift_g), correction_g8 = fast_exp2(max_g8 - shift_g8);
-        max_g = new_max_g;
-        max_g8 = new_max_g8;
         /* P_j in fp32 over S_j (p still feeds the product in flight: it is rewritten only after the wait) */
-        float tile_sum_g = 0.0f, tile_sum_g8 = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 16; c++) {
-            s[4 * c] = fast_exp2(s[4 * c] * scale_log2 - shift_g);
-            s[4 * c + 1] = fast_exp2(s[4 * c + 1] * scale_log2 - shift_g);
-            s[4 * c + 2] = fast_exp2(s[4 * c + 2] * scale_log2 - shift_g8);
-            s[4 * c + 3] = fast_exp2(s[4 * c + 3] * scale_log2 - shift_g8);
-            tile_sum_g += s[4 * c] + s[4 * c + 1];
-            tile_sum_g8 += s[4 * c + 2] + s[4 * c + 3];
-        }
-        sum_g = sum_g * correction_g + tile_sum_g;
-        sum_g8 = sum_g8 * correction_g8 + tile_sum_g8;
+        float correction_g, correction_g8;
+        softmax_tile(s, &rows, &correction_g, &correction_g8,
+                     n0 + BLOCK_N - 1 > warp_first || n0 + BLOCK_N > T || n0 < warp_start_max, n0, t, T, row_g, row_g8,
+                     start_g, start_g8, scale_log2);
         wgmma_wait<0>(); /* P_{j-1} V_{j-1} is in O: rescale it to this tile's maximum */
         fence_accumulators_n<HD / 2>(o);
         fence_operands<32>(p);
@@ -216,8 +185,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         fence_operands<32>(p); /* nothing of the epilogue lands in P's registers while the product reads them */
     }
 
-    sum_g = quad_sum(sum_g);
-    sum_g8 = quad_sum(sum_g8);
+    const float sum_g = quad_sum(rows.sum_g), sum_g8 = quad_sum(rows.sum_g8);
     const float inv_g = sum_g > 0.0f ? 1.0f / sum_g : 0.0f, inv_g8 = sum_g8 > 0.0f ? 1.0f / sum_g8 : 0.0f;
     tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HD;
     tt_bf16 *out_g8 = out_g + 8 * q_stride;
@@ -229,8 +197,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
     }
     if (t == 0) {
         float *lse_head = lse + ((int64_t)b * Hq + h) * T;
-        if (row_g < T) lse_head[row_g] = (max_g + log2f(sum_g)) * LN2;
-        if (row_g8 < T) lse_head[row_g8] = (max_g8 + log2f(sum_g8)) * LN2;
+        if (row_g < T) lse_head[row_g] = (rows.max_g + log2f(sum_g)) * LN2;
+        if (row_g8 < T) lse_head[row_g8] = (rows.max_g8 + log2f(sum_g8)) * LN2;
     }
 }
 
@@ -240,8 +208,8 @@ template <int HD>
 static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_t a_rows, uint32_t b_tile) {
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ks++)
-        wgmma_ss_n64(acc, descriptor(a_rows + k_slice<128>(ks), 16, 1024), descriptor(b_tile + k_slice<64>(ks), 16, 1024),
-                     ks > 0);
+        wgmma_ss_n64(acc, descriptor(a_rows + k_slice<128>(ks), 16, 1024),
+                     descriptor(b_tile + k_slice<64>(ks), 16, 1024), ks > 0);
     wgmma_commit();
 }
 
@@ -286,7 +254,8 @@ static __global__ void hopper_dot_kernel(float *D, const tt_bf16 *dout, const tt
         sum += bf16_low(o.y) * bf16_low(d.y);
         sum += bf16_high(o.y) * bf16_high(d.y);
     } else {
-        const uint32_t o = *(const uint32_t *)(out + row * HD + lane * 2), d = *(const uint32_t *)(dout + row * HD + lane * 2);
+        const uint32_t o = *(const uint32_t *)(out + row * HD + lane * 2),
+                       d = *(const uint32_t *)(dout + row * HD + lane * 2);
         sum = bf16_low(o) * bf16_low(d);
         sum += bf16_high(o) * bf16_high(d);
     }
@@ -319,9 +288,9 @@ static __device__ __forceinline__ void dkdv_load_step(const tt_bf16 *q, const tt
     if (tid < (positions ? 3 : 2) * 64) {
         const int row = tid & 63, which = tid >> 6; /* lse, D, position */
         const bool valid = m0 + row < T;
-        const void *from = which == 2 ? (const void *)(positions + (int64_t)b * T + (valid ? m0 + row : 0))
-                                      : (const void *)((which == 0 ? lse : D) + ((int64_t)b * Hq + h) * T +
-                                                       (valid ? m0 + row : 0));
+        const void *from =
+            which == 2 ? (const void *)(positions + (int64_t)b * T + (valid ? m0 + row : 0))
+                       : (const void *)((which == 0 ? lse : D) + ((int64_t)b * Hq + h) * T + (valid ? m0 + row : 0));
         cp_async_4(rows_base + (uint32_t)(stage * ROW_VALUES + which) * 256 + row * 4, from, valid);
     }
 }
@@ -373,8 +342,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
     /* step i: query head kv_head * heads + i / tiles, query tile first_tile + i % tiles */
     const int steps = heads * tiles;
     if (steps > 0)
-        dkdv_load_step<HD>(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq, 0,
-                       0);
+        dkdv_load_step<HD>(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T, Hq,
+                           0, 0);
     cp_async_commit();
 
     float dk_acc[HD / 2], dv_acc[HD / 2], st[32], dpt[32];
@@ -391,7 +360,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         __syncthreads(); /* step i's tiles are visible; every warpgroup is done with the other stage */
         if (i + 1 < steps)
             dkdv_load_step<HD>(q, dout, lse, D, positions, stages, rows_base, b, kv_head * heads, first_tile, tiles, T,
-                           Hq, i + 1, (i + 1) & 1);
+                               Hq, i + 1, (i + 1) & 1);
         cp_async_commit();
         const int stage = i & 1, m0 = (first_tile + i % tiles) * Q_TILE;
         const uint32_t q_at = stages + stage * 2 * TILE64_BYTES, do_at = q_at + TILE64_BYTES;
@@ -412,8 +381,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
-                const bool visible = key <= query && query < T && key < T &&
-                                     (!positions || key >= query - position_rows[col]);
+                const bool visible =
+                    key <= query && query < T && key < T && (!positions || key >= query - position_rows[col]);
                 st[4 * j + e] = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
             }
         uint32_t pa[16], dsa[16];
@@ -440,7 +409,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
             const int row = group * 64 + warp * 16 + g;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const uint32_t chunk_g = (uint32_t)((j ^ (row & 7)) << 4), chunk_g8 = (uint32_t)((j ^ ((row + 8) & 7)) << 4);
+                const uint32_t chunk_g = (uint32_t)((j ^ (row & 7)) << 4),
+                               chunk_g8 = (uint32_t)((j ^ ((row + 8) & 7)) << 4);
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + row * 128 + chunk_g + 4 * t), "r"(dsa[2 * j])
                              : "memory");
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + (row + 8) * 128 + chunk_g8 + 4 * t),
@@ -491,8 +461,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
                 if (m0 + warp * 16 + g < T)
                     atomicAdd((float2 *)(accum + 8 * j), make_float2(dq_part[4 * j], dq_part[4 * j + 1]));
                 if (m0 + warp * 16 + g + 8 < T)
-                    atomicAdd((float2 *)(accum + 8 * HD + 8 * j),
-                              make_float2(dq_part[4 * j + 2], dq_part[4 * j + 3]));
+                    atomicAdd((float2 *)(accum + 8 * HD + 8 * j), make_float2(dq_part[4 * j + 2], dq_part[4 * j + 3]));
             }
             pending_counter = counter; /* its turn passes on in the next step, once the adds are done */
             pending_turn = turn;
@@ -745,7 +714,7 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
         TT_CUDA_CHECK(cudaGetLastError());
         const int64_t count = (int64_t)ordered_accum_floats(s);
         hopper_dq_convert_kernel<<<(unsigned)((count / 4 + 255) / 256), 256, 0, stream>>>(dq, dq_accum, T, Hq, scale,
-                                                                                        count);
+                                                                                          count);
         TT_CUDA_CHECK(cudaGetLastError());
     }
 }
@@ -765,13 +734,13 @@ extern "C" void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const
     if (s->head_dim == 64) {
         TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            FWD_SHARED_BYTES(64)));
-        hopper_forward_kernel<64><<<grid, THREADS, FWD_SHARED_BYTES(64), stream>>>(out, lse, q, k, v, T, Hq, Hkv,
-                                                                                 scale_log2, s->positions);
+        hopper_forward_kernel<64>
+            <<<grid, THREADS, FWD_SHARED_BYTES(64), stream>>>(out, lse, q, k, v, T, Hq, Hkv, scale_log2, s->positions);
     } else {
         TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            FWD_SHARED_BYTES(128)));
-        hopper_forward_kernel<128><<<grid, THREADS, FWD_SHARED_BYTES(128), stream>>>(out, lse, q, k, v, T, Hq, Hkv,
-                                                                                   scale_log2, s->positions);
+        hopper_forward_kernel<128>
+            <<<grid, THREADS, FWD_SHARED_BYTES(128), stream>>>(out, lse, q, k, v, T, Hq, Hkv, scale_log2, s->positions);
     }
     TT_CUDA_CHECK(cudaGetLastError());
 }

@@ -105,7 +105,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
     uint32_t p[32]; /* P_{j-1}, bf16 pairs in the register A layout */
-    float max_g = -INFINITY, max_g8 = -INFINITY, sum_g = 0.0f, sum_g8 = 0.0f;
+    softmax_rows rows = {-INFINITY, -INFINITY, 0.0f, 0.0f};
 
     if (consumer == 1) named_barrier_arrive(TURN_BARRIER, 256); /* consumer 0 issues first */
     barrier_wait(q_full, 0);
@@ -142,41 +142,11 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         fence_accumulators(s);
         if (leader) barrier_arrive(K_EMPTY(slot)); /* S_j is done with K_j */
 
-        if (n0 + PIPE_BLOCK_N - 1 > warp_first || n0 + PIPE_BLOCK_N > T || n0 < warp_start_max) {
-#pragma unroll
-            for (int c = 0; c < 16; c++) {
-                const int key = n0 + 8 * c + 2 * t;
-                if (key > row_g || key >= T || key < start_g) s[4 * c] = -INFINITY;
-                if (key + 1 > row_g || key + 1 >= T || key + 1 < start_g) s[4 * c + 1] = -INFINITY;
-                if (key > row_g8 || key >= T || key < start_g8) s[4 * c + 2] = -INFINITY;
-                if (key + 1 > row_g8 || key + 1 >= T || key + 1 < start_g8) s[4 * c + 3] = -INFINITY;
-            }
-        }
-        float tile_max_g = -INFINITY, tile_max_g8 = -INFINITY;
-#pragma unroll
-        for (int c = 0; c < 16; c++) {
-            tile_max_g = fmaxf(tile_max_g, fmaxf(s[4 * c], s[4 * c + 1]));
-            tile_max_g8 = fmaxf(tile_max_g8, fmaxf(s[4 * c + 2], s[4 * c + 3]));
-        }
-        const float new_max_g = fmaxf(max_g, quad_max(tile_max_g) * scale_log2);
-        const float new_max_g8 = fmaxf(max_g8, quad_max(tile_max_g8) * scale_log2);
-        const float shift_g = new_max_g == -INFINITY ? 0.0f : new_max_g;
-        const float shift_g8 = new_max_g8 == -INFINITY ? 0.0f : new_max_g8;
-        const float correction_g = fast_exp2(max_g - shift_g), correction_g8 = fast_exp2(max_g8 - shift_g8);
-        max_g = new_max_g;
-        max_g8 = new_max_g8;
-        float tile_sum_g = 0.0f, tile_sum_g8 = 0.0f;
-#pragma unroll
-        for (int c = 0; c < 16; c++) {
-            s[4 * c] = fast_exp2(s[4 * c] * scale_log2 - shift_g);
-            s[4 * c + 1] = fast_exp2(s[4 * c + 1] * scale_log2 - shift_g);
-            s[4 * c + 2] = fast_exp2(s[4 * c + 2] * scale_log2 - shift_g8);
-            s[4 * c + 3] = fast_exp2(s[4 * c + 3] * scale_log2 - shift_g8);
-            tile_sum_g += s[4 * c] + s[4 * c + 1];
-            tile_sum_g8 += s[4 * c + 2] + s[4 * c + 3];
-        }
-        sum_g = sum_g * correction_g + tile_sum_g;
-        sum_g8 = sum_g8 * correction_g8 + tile_sum_g8;
+        /* P_j in fp32 over S_j (p still feeds the product in flight: it is rewritten only after the wait) */
+        float correction_g, correction_g8;
+        softmax_tile(s, &rows, &correction_g, &correction_g8,
+                     n0 + PIPE_BLOCK_N - 1 > warp_first || n0 + PIPE_BLOCK_N > T || n0 < warp_start_max, n0, t, T,
+                     row_g, row_g8, start_g, start_g8, scale_log2);
         wgmma_wait<0>(); /* P_{j-1} V_{j-1} is in O */
         fence_accumulators_n<HD / 2>(o);
         fence_operands<32>(p);
@@ -211,8 +181,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 #undef K_EMPTY
 #undef V_EMPTY
 
-    sum_g = quad_sum(sum_g);
-    sum_g8 = quad_sum(sum_g8);
+    const float sum_g = quad_sum(rows.sum_g), sum_g8 = quad_sum(rows.sum_g8);
     const float inv_g = sum_g > 0.0f ? 1.0f / sum_g : 0.0f, inv_g8 = sum_g8 > 0.0f ? 1.0f / sum_g8 : 0.0f;
     tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HD;
     tt_bf16 *out_g8 = out_g + 8 * q_stride;
@@ -224,8 +193,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     }
     if (t == 0) {
         float *lse_head = lse + ((int64_t)b * Hq + h) * T;
-        if (row_g < T) lse_head[row_g] = (max_g + log2f(sum_g)) * LN2;
-        if (row_g8 < T) lse_head[row_g8] = (max_g8 + log2f(sum_g8)) * LN2;
+        if (row_g < T) lse_head[row_g] = (rows.max_g + log2f(sum_g)) * LN2;
+        if (row_g8 < T) lse_head[row_g8] = (rows.max_g8 + log2f(sum_g8)) * LN2;
     }
 }
 

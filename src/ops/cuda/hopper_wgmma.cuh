@@ -236,4 +236,87 @@ static __device__ __forceinline__ void fence_accumulators_32(float *d) {
     for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+/* acc[64 x 64 fp32] = A B^T over head_dim: A the 64 rows of a 128-row tile at a_rows, B a 64-row tile, both K-major in
+ * shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */
+template <int HD>
+static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_t a_rows, uint32_t b_tile) {
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++)
+        wgmma_ss_n64(acc, descriptor(a_rows + k_slice<128>(ks), 16, 1024),
+                     descriptor(b_tile + k_slice<64>(ks), 16, 1024), ks > 0);
+    wgmma_commit();
+}
+
+/* The backward's P in place over one step's 64 x 64 tile of S (this thread's 32 accumulators in the m64n64 layout),
+ * as the dQ kernels hold it: rows are queries (row_g and row_g8, their document starts and lse_g, lse_g8 in log2
+ * units), columns keys n0 + 8c + 2t (+1). P = exp2(S * scale_log2 - lse) where the key is visible, else 0; `whole`
+ * (warp-uniform) says every key is visible to every row, which skips the mask arithmetic. */
+static __device__ __forceinline__ void probabilities(float *s, bool whole, int n0, int t, int T, int row_g, int row_g8,
+                                                     int start_g, int start_g8, float lse_g, float lse_g8,
+                                                     float scale_log2) {
+    if (whole) {
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[4 * c + e] = fast_exp2(s[4 * c + e] * scale_log2 - (e < 2 ? lse_g : lse_g8));
+    } else {
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = n0 + 8 * c + 2 * t + (e & 1), row = e < 2 ? row_g : row_g8;
+                const bool visible = key <= row && key < T && row < T && key >= (e < 2 ? start_g : start_g8);
+                s[4 * c + e] = visible ? fast_exp2(s[4 * c + e] * scale_log2 - (e < 2 ? lse_g : lse_g8)) : 0.0f;
+            }
+    }
+}
+
+/* The same P transposed, as the dK/dV kernels hold it: rows are keys (key_g and key_g8), columns the step's queries
+ * m0 + 8j + 2t (+1), whose natural-log lse and positions (packed documents: `positions` is the sequence's, not
+ * NULL) come from shared memory a column each. */
+static __device__ __forceinline__ void probabilities_transposed(float *st, bool whole, int m0, int t, int T, int key_g,
+                                                                int key_g8, const float *lse_rows,
+                                                                const int32_t *position_rows, const int32_t *positions,
+                                                                float scale_log2) {
+    if (whole) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int col = 8 * j + 2 * t + (e & 1);
+                st[4 * j + e] = fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E);
+            }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
+                const bool visible =
+                    key <= query && query < T && key < T && (!positions || key >= query - position_rows[col]);
+                st[4 * j + e] = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
+            }
+    }
+}
+
+/* dS = P (dP - D) in place over dP, rows' D in registers (the dQ kernels). */
+static __device__ __forceinline__ void score_gradient(float *dp, const float *s, float d_g, float d_g8) {
+#pragma unroll
+    for (int c = 0; c < 8; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - (e < 2 ? d_g : d_g8));
+}
+
+/* dS^T = P^T (dP^T - D) in place over dP^T, the columns' D from shared memory (the dK/dV kernels). */
+static __device__ __forceinline__ void score_gradient_transposed(float *dpt, const float *st, const float *d_rows,
+                                                                 int t) {
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int col = 8 * j + 2 * t + (e & 1);
+            dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - d_rows[col]);
+        }
+}
+
 #endif

@@ -202,17 +202,6 @@ static __global__ void __launch_bounds__(THREADS, 1)
     }
 }
 
-/* acc[64 x 64 fp32] = A B^T over head_dim: A the 64 rows of a 128-row tile at a_rows, B a 64-row tile, both K-major in
- * shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */
-template <int HD>
-static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_t a_rows, uint32_t b_tile) {
-#pragma unroll
-    for (int ks = 0; ks < HD / 16; ks++)
-        wgmma_ss_n64(acc, descriptor(a_rows + k_slice<128>(ks), 16, 1024),
-                     descriptor(b_tile + k_slice<64>(ks), 16, 1024), ks > 0);
-    wgmma_commit();
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Backward: D = rowsum(dout * out); dK, dV per block of 128 keys (two warpgroups of 64 key rows; a loop over the
  * kv head's query heads in head order and over tiles of 64 queries in order); dQ per block of 128 queries (a loop
@@ -376,15 +365,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         fence_accumulators_32(st);
 
         /* P^T in place: column c = query m0 + 8j + 2t (+1) */
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
-                const bool visible =
-                    key <= query && query < T && key < T && (!positions || key >= query - position_rows[col]);
-                st[4 * j + e] = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
-            }
+        probabilities_transposed(st, false, m0, t, T, key_g, key_g8, lse_rows, position_rows, positions, scale_log2);
         uint32_t pa[16], dsa[16];
         pack_a64(pa, st);
         wgmma_wait<0>();
@@ -395,13 +376,7 @@ static __global__ void __launch_bounds__(THREADS, 1)
         for (int kb = 0; kb < Q_TILE / 16; kb++)
             wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int col = 8 * j + 2 * t + (e & 1);
-                dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - d_rows[col]);
-            }
+        score_gradient_transposed(dpt, st, d_rows, t);
         pack_a64(dsa, dpt);
         if (ORDERED_DQ) {
             /* dS^T into shared memory (row = key, 64 queries = one 128-byte swizzled row), before dK's product reads
@@ -553,20 +528,10 @@ static __global__ void __launch_bounds__(THREADS, 1)
         product_over_head_dim<HD>(dp, do_rows, v_at);
         wgmma_wait<1>();
         fence_accumulators_32(s);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = n0 + 8 * j + 2 * t + (e & 1), row = e < 2 ? row_g : row_g8;
-                const bool visible = key <= row && key < T && row < T && key >= (e < 2 ? start_g : start_g8);
-                s[4 * j + e] = visible ? fast_exp2(s[4 * j + e] * scale_log2 - (e < 2 ? lse_g : lse_g8)) : 0.0f;
-            }
+        probabilities(s, false, n0, t, T, row_g, row_g8, start_g, start_g8, lse_g, lse_g8, scale_log2);
         wgmma_wait<0>();
         fence_accumulators_32(dp);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - (e < 2 ? d_g : d_g8));
+        score_gradient(dp, s, d_g, d_g8);
         uint32_t dsa[16];
         pack_a64(dsa, dp);
         wgmma_fence();

@@ -152,14 +152,14 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         fence_operands<32>(p);
         if (j > 0 && leader) barrier_arrive(V_EMPTY(previous));
 #pragma unroll
-        for (int c = 0; c < HD / 8; c++) {
-            o[4 * c] *= correction_g;
-            o[4 * c + 1] *= correction_g;
-            o[4 * c + 2] *= correction_g8;
-            o[4 * c + 3] *= correction_g8;
-        }
-#pragma unroll
-        for (int c = 0; c < 16; c++) {
+        for (int c = 0; c < 16;
+             c++) { /* O's HD / 8 column groups rescaled, P packed (one loop: head_dim 128's order) */
+            if (c < HD / 8) {
+                o[4 * c] *= correction_g;
+                o[4 * c + 1] *= correction_g;
+                o[4 * c + 2] *= correction_g8;
+                o[4 * c + 3] *= correction_g8;
+            }
             p[2 * c] = pack_bf16(s[4 * c], s[4 * c + 1]);
             p[2 * c + 1] = pack_bf16(s[4 * c + 2], s[4 * c + 3]);
         }
@@ -388,40 +388,14 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         const int32_t *position_rows = (const int32_t *)(lse_rows + 128);
 
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            wgmma_ss_n64(st, descriptor(k_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(q_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            wgmma_ss_n64(dpt, descriptor(v_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(do_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
+        product_over_head_dim<HD>(st, k_rows, q_at);
+        product_over_head_dim<HD>(dpt, v_rows, do_at);
         wgmma_wait<1>();
         fence_accumulators_32(st);
         /* every query of the step sees every key of this warp (causal, inside T, one document): no mask */
         const bool whole =
             warp_last_key <= m0 && m0 + 63 < T && (!positions || warp_last_key - 15 >= m0 + 63 - position_rows[63]);
-        if (whole) {
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int col = 8 * j + 2 * t + (e & 1);
-                    st[4 * j + e] = fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E);
-                }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
-                    const bool visible =
-                        key <= query && query < T && key < T && (!positions || key >= query - position_rows[col]);
-                    st[4 * j + e] = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
-                }
-        }
+        probabilities_transposed(st, whole, m0, t, T, key_g, key_g8, lse_rows, position_rows, positions, scale_log2);
         uint32_t pa[16], dsa[16];
         pack_a64(pa, st);
         wgmma_wait<0>();
@@ -431,13 +405,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         for (int kb = 0; kb < 4; kb++)
             wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int col = 8 * j + 2 * t + (e & 1);
-                dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - d_rows[col]);
-            }
+        score_gradient_transposed(dpt, st, d_rows, t);
         pack_a64(dsa, dpt);
         /* (ORDERED) dS^T into this step's tile (row = key, 64 queries = one 128-byte swizzled row), before dK's
          * product reads the same registers; the tile of two steps ago is free: both consumers passed the last step's
@@ -605,41 +573,16 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         barrier_wait(FULL(slot), (j / BWD_STAGES) & 1);
         const uint32_t k_at = ring + slot * 2 * PIPE_TILE64(HD), v_at = k_at + PIPE_TILE64(HD);
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            wgmma_ss_n64(s, descriptor(q_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(k_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++)
-            wgmma_ss_n64(dp, descriptor(do_rows + k_slice<128>(ks), 16, 1024),
-                         descriptor(v_at + k_slice<64>(ks), 16, 1024), ks > 0);
-        wgmma_commit();
+        product_over_head_dim<HD>(s, q_rows, k_at);
+        product_over_head_dim<HD>(dp, do_rows, v_at);
         wgmma_wait<1>();
         fence_accumulators_32(s);
-        if (n0 + 63 <= warp_first && warp_first + 15 < T && n0 >= warp_start_max) {
-            /* every row of this warp sees every key of the tile: no mask */
-#pragma unroll
-            for (int c = 0; c < 8; c++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    s[4 * c + e] = fast_exp2(s[4 * c + e] * scale_log2 - (e < 2 ? lse_g : lse_g8));
-        } else {
-#pragma unroll
-            for (int c = 0; c < 8; c++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = n0 + 8 * c + 2 * t + (e & 1), row = e < 2 ? row_g : row_g8;
-                    const bool visible = key <= row && key < T && row < T && key >= (e < 2 ? start_g : start_g8);
-                    s[4 * c + e] = visible ? fast_exp2(s[4 * c + e] * scale_log2 - (e < 2 ? lse_g : lse_g8)) : 0.0f;
-                }
-        }
+        /* whole: every row of this warp sees every key of the tile */
+        probabilities(s, n0 + 63 <= warp_first && warp_first + 15 < T && n0 >= warp_start_max, n0, t, T, row_g, row_g8,
+                      start_g, start_g8, lse_g, lse_g8, scale_log2);
         wgmma_wait<0>();
         fence_accumulators_32(dp);
-#pragma unroll
-        for (int c = 0; c < 8; c++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - (e < 2 ? d_g : d_g8));
+        score_gradient(dp, s, d_g, d_g8);
         uint32_t dsa[16];
         pack_a64(dsa, dp);
         wgmma_fence();

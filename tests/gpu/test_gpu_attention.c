@@ -6,7 +6,8 @@
  * the simple kernels, and the Hopper (wgmma) kernels at head_dim 64 and 128, against the CPU reference.
  * The Hopper kernels (attention_hopper.h) forward and backward against the CPU reference and the flash
  * kernels, twice the same bits, the pipelined (TMA) ones bit for bit against the cp.async ones, and their
- * speed beside the flash kernels'. `--speed T:Hq,...` times only the Hopper kernels at those shapes (Hkv 8),
+ * speed beside the flash kernels'. `--speed T:Hq[:hd],...` times only the Hopper kernels at those shapes (Hkv 8,
+ * hd 128 unless given),
  * e.g. issue 15's 16384:16,65536:16,262144:16,16384:32,65536:32,262144:32.
  * `test_gpu_attention --quick` skips T = 65536.
  * Exit status nonzero on any failed check. */
@@ -288,7 +289,7 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
     TT_CUDA_CHECK(cudaMalloc(&hopper_scratch, ordered_bytes));
     /* flash, the simple kernels, then (head_dim 128) the Hopper ones with the ordered dQ and with the dQ kernel */
     const int kernels = tt_cuda_hopper_attention_supported(&s) ? 4 : 2;
-    const bool wide = hd == 128; /* the ordered dQ and the pipelined kernels are head_dim 128's */
+    const bool wide = hd == 128; /* the ordered dQ is head_dim 128's */
     for (int kernel = 0; kernel < kernels; kernel++) {
         if (kernel == 2 && !wide) continue;
         if (kernel == 0) {
@@ -297,7 +298,7 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
             /* outputs poisoned first: a row these kernels miss cannot pass on an earlier kernel's value */
             poison_outputs(&a);
             tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
-            if (kernel == 2 && wide) { /* the pipelined forward: the same bits */
+            if (kernel == 3) { /* the pipelined forward: the same bits */
                 tt_bf16 *out2 = device_poisoned(a.nq);
                 float *lse2 = device_poisoned_f32(a.rows);
                 tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
@@ -325,7 +326,7 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
             cudaFree(dq2);
             cudaFree(dk2);
             cudaFree(dv2);
-            if (kernel == 3 && wide) { /* the pipelined backward: the same bits */
+            if (kernel == 3) { /* the pipelined backward: the same bits */
                 tt_bf16 *dq3 = device_poisoned(a.nq), *dk3 = device_poisoned(a.nkv), *dv3 = device_poisoned(a.nkv);
                 tt_cuda_hopper_attention_backward_pipelined(dq3, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
                                                             a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, false,
@@ -335,26 +336,29 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
                               same_bits_bf16(a.dv_dev, dv3, a.nkv),
                           "packed documents (%s): the pipelined hopper backward gives the dQ kernel schedule's bits",
                           layout);
-                /* the pipelined ordered dQ: within bf16 of the dQ kernel's dq (another order), dk and dv the same
-                 * bits, and twice the same bits */
-                tt_bf16 *dq4 = device_poisoned(a.nq);
-                TT_CUDA_CHECK(cudaMemset(dk3, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
-                TT_CUDA_CHECK(cudaMemset(dv3, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
-                tt_cuda_hopper_attention_backward_pipelined(dq3, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
-                                                            a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, true,
-                                                            0);
-                tt_cuda_hopper_attention_backward_pipelined(dq4, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
-                                                            a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, true,
-                                                            0);
-                TT_CUDA_CHECK(cudaDeviceSynchronize());
-                TT_EXPECT(same_bits_bf16(dq3, dq4, a.nq) && same_bits_bf16(a.dk_dev, dk3, a.nkv) &&
-                              same_bits_bf16(a.dv_dev, dv3, a.nkv),
-                          "packed documents (%s): the pipelined ordered-dQ backward twice the same bits", layout);
-                float *x = download_bf16(dq3, a.nq), *y = download_bf16(a.dq_dev, a.nq);
-                expect_close_floor("pipelined ordered dQ: dq vs the dQ kernel's", x, y, a.nq, GRAD_TOLERANCE, floor);
-                free(x);
-                free(y);
-                cudaFree(dq4);
+                /* the pipelined ordered dQ (head_dim 128): within bf16 of the dQ kernel's dq (another order), dk and
+                 * dv the same bits, and twice the same bits */
+                tt_bf16 *dq4 = wide ? device_poisoned(a.nq) : NULL;
+                if (wide) {
+                    TT_CUDA_CHECK(cudaMemset(dk3, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
+                    TT_CUDA_CHECK(cudaMemset(dv3, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
+                    tt_cuda_hopper_attention_backward_pipelined(dq3, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev,
+                                                                a.q_dev, a.k_dev, a.v_dev, &s, hopper_scratch,
+                                                                ordered_bytes, true, 0);
+                    tt_cuda_hopper_attention_backward_pipelined(dq4, dk3, dv3, a.dout_dev, a.out_dev, a.lse_dev,
+                                                                a.q_dev, a.k_dev, a.v_dev, &s, hopper_scratch,
+                                                                ordered_bytes, true, 0);
+                    TT_CUDA_CHECK(cudaDeviceSynchronize());
+                    TT_EXPECT(same_bits_bf16(dq3, dq4, a.nq) && same_bits_bf16(a.dk_dev, dk3, a.nkv) &&
+                                  same_bits_bf16(a.dv_dev, dv3, a.nkv),
+                              "packed documents (%s): the pipelined ordered-dQ backward twice the same bits", layout);
+                    float *x = download_bf16(dq3, a.nq), *y = download_bf16(a.dq_dev, a.nq);
+                    expect_close_floor("pipelined ordered dQ: dq vs the dQ kernel's", x, y, a.nq, GRAD_TOLERANCE,
+                                       floor);
+                    free(x);
+                    free(y);
+                    cudaFree(dq4);
+                }
                 cudaFree(dq3);
                 cudaFree(dk3);
                 cudaFree(dv3);
@@ -442,8 +446,18 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
         TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
                       same_bits_bf16(a.dv_dev, dv2, a.nkv),
                   "hopper backward (%s) twice gives the same bits", ordered ? "ordered dQ" : "dQ kernel");
-        if (!ordered &&
-            hd == 128) { /* the pipelined backward (TMA, producer warpgroup): the dQ kernel schedule's bits */
+        if (!ordered) { /* the pipelined kernels (TMA, producer warpgroup): the cp.async ones' bits */
+            tt_bf16 *out2 = device_poisoned(a.nq);
+            float *lse2 = device_poisoned_f32(a.rows);
+            tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
+            TT_CUDA_CHECK(cudaDeviceSynchronize());
+            float *x = download_f32(lse2, a.rows), *y = download_f32(a.lse_dev, a.rows);
+            TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq) && memcmp(x, y, sizeof(float) * (size_t)a.rows) == 0,
+                      "hd %lld: the pipelined hopper forward gives the cp.async one's bits", (long long)hd);
+            free(x);
+            free(y);
+            cudaFree(out2);
+            cudaFree(lse2);
             TT_CUDA_CHECK(cudaMemset(dq2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq));
             TT_CUDA_CHECK(cudaMemset(dk2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
             TT_CUDA_CHECK(cudaMemset(dv2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
@@ -452,8 +466,10 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
             TT_CUDA_CHECK(cudaDeviceSynchronize());
             TT_EXPECT(same_bits_bf16(a.dq_dev, dq2, a.nq) && same_bits_bf16(a.dk_dev, dk2, a.nkv) &&
                           same_bits_bf16(a.dv_dev, dv2, a.nkv),
-                      "pipelined hopper backward gives the dQ kernel schedule's bits");
-            /* the pipelined backward with the ordered dQ: against the CPU, and twice the same bits */
+                      "hd %lld: the pipelined hopper backward gives the dQ kernel schedule's bits", (long long)hd);
+        }
+        if (!ordered &&
+            hd == 128) { /* the pipelined backward with the ordered dQ: against the CPU, twice the same bits */
             poison_outputs(&a);
             tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
             tt_cuda_hopper_attention_backward_pipelined(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev,
@@ -637,13 +653,13 @@ static timing time_flash(int64_t T) {
     return r;
 }
 
-/* The wgmma kernels alone at one long shape (B 1, Hkv 8, hd 128, causal): the pipelined forward and both pipelined
- * backward schedules (dQ kernel, ordered dQ) beside the cp.async kernels, TFLOP/s, median of TIMED_RUNS after two
- * warm-ups (LONG_TIMED_RUNS after one from 128k tokens), on device buffers of a repeated random block (no CPU
- * reference at these lengths); the outputs checked finite. */
-static void time_hopper_at(int64_t T, int64_t Hq) {
-    tt_attention_shape s = make_shape(1, T, Hq, 8, 128);
-    const int64_t nq = T * Hq * 128, nkv = T * 8 * 128, rows = T * Hq;
+/* The wgmma kernels alone at one long shape (B 1, Hkv 8, head_dim hd, causal): the pipelined forward and both
+ * pipelined backward schedules (dQ kernel; ordered dQ at head_dim 128) beside the cp.async kernels, TFLOP/s, median
+ * of TIMED_RUNS after two warm-ups (LONG_TIMED_RUNS after one from 128k tokens), on device buffers of a repeated
+ * random block (no CPU reference at these lengths); the outputs checked finite. */
+static void time_hopper_at(int64_t T, int64_t Hq, int64_t hd) {
+    tt_attention_shape s = make_shape(1, T, Hq, 8, hd);
+    const int64_t nq = T * Hq * hd, nkv = T * 8 * hd, rows = T * Hq;
     attention_buffers a = {0};
     a.nq = nq;
     a.nkv = nkv;
@@ -665,8 +681,9 @@ static void time_hopper_at(int64_t T, int64_t Hq) {
     const double backward_ms = median_ms(&a, &s, HOPPER_BACKWARD, scratch, scratch_bytes);
     const double pipelined_forward_ms = median_ms(&a, &s, HOPPER_FORWARD_PIPELINED, scratch, scratch_bytes);
     const double pipelined_backward_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED, scratch, scratch_bytes);
-    const double ordered_ms = median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED_ORDERED, scratch, scratch_bytes);
-    const double forward_flops = 2.0 * 2.0 * (double)T * (double)T / 2.0 * 128.0 * (double)Hq;
+    const double ordered_ms =
+        hd == 128 ? median_ms(&a, &s, HOPPER_BACKWARD_PIPELINED_ORDERED, scratch, scratch_bytes) : NAN;
+    const double forward_flops = 2.0 * 2.0 * (double)T * (double)T / 2.0 * (double)hd * (double)Hq;
     float *check = download_bf16(a.dq_dev, nq);
     bool finite = true;
     for (int64_t i = 0; i < nq && finite; i++) finite = isfinite(check[i]);
@@ -674,13 +691,17 @@ static void time_hopper_at(int64_t T, int64_t Hq) {
     TT_EXPECT(finite, "T %lld Hq %lld: dq finite after the timed runs", (long long)T, (long long)Hq);
 #define FORWARD_TFLOPS(ms) (forward_flops / ((ms)*1e-3) / 1e12)
 #define BACKWARD_TFLOPS(ms) (2.5 * forward_flops / ((ms)*1e-3) / 1e12)
-    printf("pipelined T %7lld Hq %2lld Hkv 8: forward %9.3f ms %6.1f TFLOP/s, backward (dQ kernel) %9.3f ms %6.1f "
-           "TFLOP/s, backward (ordered dQ) %9.3f ms %6.1f TFLOP/s\n",
-           (long long)T, (long long)Hq, pipelined_forward_ms, FORWARD_TFLOPS(pipelined_forward_ms),
-           pipelined_backward_ms, BACKWARD_TFLOPS(pipelined_backward_ms), ordered_ms, BACKWARD_TFLOPS(ordered_ms));
-    printf("cp.async  T %7lld Hq %2lld Hkv 8: forward %9.3f ms %6.1f TFLOP/s, backward (dQ kernel) %9.3f ms %6.1f "
-           "TFLOP/s\n",
-           (long long)T, (long long)Hq, forward_ms, FORWARD_TFLOPS(forward_ms), backward_ms,
+    char ordered[96] = "backward (ordered dQ) not at this head_dim"; /* head_dim 128's schedule only */
+    if (hd == 128)
+        snprintf(ordered, sizeof ordered, "backward (ordered dQ) %9.3f ms %6.1f TFLOP/s", ordered_ms,
+                 BACKWARD_TFLOPS(ordered_ms));
+    printf("pipelined T %7lld Hq %2lld Hkv 8 hd %3lld: forward %9.3f ms %6.1f TFLOP/s, backward (dQ kernel) %9.3f ms "
+           "%6.1f TFLOP/s, %s\n",
+           (long long)T, (long long)Hq, (long long)hd, pipelined_forward_ms, FORWARD_TFLOPS(pipelined_forward_ms),
+           pipelined_backward_ms, BACKWARD_TFLOPS(pipelined_backward_ms), ordered);
+    printf("cp.async  T %7lld Hq %2lld Hkv 8 hd %3lld: forward %9.3f ms %6.1f TFLOP/s, backward (dQ kernel) %9.3f ms "
+           "%6.1f TFLOP/s\n",
+           (long long)T, (long long)Hq, (long long)hd, forward_ms, FORWARD_TFLOPS(forward_ms), backward_ms,
            BACKWARD_TFLOPS(backward_ms));
 #undef FORWARD_TFLOPS
 #undef BACKWARD_TFLOPS
@@ -698,7 +719,7 @@ static void time_hopper_at(int64_t T, int64_t Hq) {
 
 int main(int argc, char **argv) {
     bool quick = false;       /* `make test-gpu` passes the source dir first */
-    const char *speed = NULL; /* --speed T:Hq,T:Hq,...: only the wgmma kernels' speed at those shapes */
+    const char *speed = NULL; /* --speed T:Hq[:hd],...: only the wgmma kernels' speed at those shapes */
     for (int i = 1; i < argc; i++) {
         quick = quick || strcmp(argv[i], "--quick") == 0;
         if (strcmp(argv[i], "--speed") == 0 && i + 1 < argc) speed = argv[++i];
@@ -714,14 +735,15 @@ int main(int argc, char **argv) {
             char *end;
             const long long T = strtoll(at, &end, 10);
             const long long Hq = *end == ':' ? strtoll(end + 1, &end, 10) : 0;
-            if (T <= 0 || Hq <= 0 || Hq % 8 != 0 || (*end != ',' && *end != '\0')) {
+            const long long hd = *end == ':' ? strtoll(end + 1, &end, 10) : 128;
+            if (T <= 0 || Hq <= 0 || Hq % 8 != 0 || (hd != 64 && hd != 128) || (*end != ',' && *end != '\0')) {
                 fprintf(stderr,
-                        "test_gpu_attention: --speed takes T:Hq pairs, Hq a multiple of 8 (e.g. "
-                        "16384:16,262144:32); got '%s'\n",
+                        "test_gpu_attention: --speed takes T:Hq[:hd] shapes, Hq a multiple of 8, hd 64 or 128 "
+                        "(default 128; e.g. 16384:16,262144:32,65536:32:64); got '%s'\n",
                         speed);
                 return 2;
             }
-            time_hopper_at(T, Hq);
+            time_hopper_at(T, Hq, hd);
             at = *end == ',' ? end + 1 : end;
         }
         return tt_test_summary("gpu_attention --speed");

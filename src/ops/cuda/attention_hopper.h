@@ -17,8 +17,8 @@
 extern "C" {
 #endif
 
-/* True for head_dim 64 or 128, no sliding window, num_heads a multiple of num_kv_heads (the pipelined kernels and the
- * ordered dQ: head_dim 128 only). */
+/* True for head_dim 64 or 128, no sliding window, num_heads a multiple of num_kv_heads (the ordered dQ schedules:
+ * head_dim 128 only). */
 int tt_cuda_hopper_attention_supported(const tt_attention_shape *s);
 
 /* out[B*T, Hq*hd] bf16 and lse[B, Hq, T] fp32 (natural log) from q[B*T, Hq*hd], k, v[B*T, Hkv*hd] bf16. */
@@ -36,8 +36,9 @@ void tt_cuda_hopper_attention_dot(float *D, const tt_bf16 *dout, const tt_bf16 *
 
 /* The backward through the pipeline of the pipelined forward: a producer warpgroup loading with TMA, two consumer
  * warpgroups. Without ordered_dq, dQ's own kernel: the bits of tt_cuda_hopper_attention_backward's dQ-kernel
- * schedule. With ordered_dq, each key block's share of dQ is added in key order by a writer thread (bulk reductions,
- * turn counters) and no dQ kernel runs: 5 products a step instead of 7, its own fixed-order bits. */
+ * schedule (head_dim 64 or 128). With ordered_dq (head_dim 128), each key block's share of dQ is added in key order
+ * by a writer thread (bulk reductions, turn counters) and no dQ kernel runs: 5 products a step instead of 7, its own
+ * fixed-order bits. */
 size_t tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(const tt_attention_shape *s, bool ordered_dq);
 
 void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,

@@ -50,19 +50,17 @@ typedef struct attention_key {
     tt_attention_shape shape;
 } attention_key;
 
-/* tiertrain's own kernels (TT_ATTENTION_FLASH), all deterministic: at head_dim 128 the pipelined wgmma kernels
- * (kernels_attention_hopper_tma.cu: TMA loads by a producer warpgroup, two consumer warpgroups taking turns), at
- * head_dim 64 the cp.async wgmma kernels, else the mma.sync flash kernels. Measured on the H100 (test_gpu_attention,
- * B 1, Hq 16, Hkv 8, hd 128) at T = 16k / 64k: the pipelined forward 673 / 619 TFLOP/s (cuDNN's 645 / 629), the
- * cp.async one 441 / 452, the flash one 332 / 304. */
+/* tiertrain's own kernels (TT_ATTENTION_FLASH), all deterministic: the pipelined wgmma kernels
+ * (kernels_attention_hopper_tma.cu: TMA loads by a producer warpgroup, two consumer warpgroups taking turns) at
+ * head_dim 64 and 128, else the mma.sync flash kernels. Measured on the H100 (test_gpu_attention, B 1, Hq 16, Hkv 8,
+ * hd 128) at T = 16k / 64k: the pipelined forward 673 / 619 TFLOP/s (cuDNN's 645 / 629), the cp.async wgmma one (the
+ * same bits, kernels_attention_hopper.cu) 441 / 452, the flash one 332 / 304. */
 static bool own_kernels_are_pipelined(const tt_attention_shape *shape) {
-    return tt_cuda_hopper_attention_supported(shape) && shape->head_dim == 128;
+    return tt_cuda_hopper_attention_supported(shape) != 0;
 }
 
 static const char *own_kernels_name(const tt_attention_shape *shape) {
-    return own_kernels_are_pipelined(shape)            ? "tiertrain's pipelined wgmma kernels"
-           : tt_cuda_hopper_attention_supported(shape) ? "tiertrain's wgmma kernels"
-                                                       : "tiertrain's flash kernels";
+    return own_kernels_are_pipelined(shape) ? "tiertrain's pipelined wgmma kernels" : "tiertrain's flash kernels";
 }
 
 /* The pipelined backward's two schedules: dQ in a kernel of its own (D alone as workspace; 7 products a step), or dQ
@@ -70,17 +68,13 @@ static const char *own_kernels_name(const tt_attention_shape *shape) {
  * take the dQ kernel: measured on the H100 (test_gpu_attention --speed, B 1, Hq 16, Hkv 8) at 16k / 64k / 256k,
  * 454 / 453 / 449 TFLOP/s against 387 / 447 / 389 for the key order, which is kept, tested, for the next schedule. */
 static size_t own_kernels_backward_bytes(const tt_attention_shape *shape) {
-    if (own_kernels_are_pipelined(shape))
-        return tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(shape, false);
-    return tt_cuda_hopper_attention_supported(shape) ? tt_cuda_hopper_attention_backward_scratch_bytes(shape)
-                                                     : tt_cuda_flash_attention_backward_scratch_bytes(shape);
+    return own_kernels_are_pipelined(shape) ? tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(shape, false)
+                                            : tt_cuda_flash_attention_backward_scratch_bytes(shape);
 }
 
 static void own_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
                                   const tt_attention_shape *shape, cudaStream_t stream) {
     if (own_kernels_are_pipelined(shape)) tt_cuda_hopper_attention_forward_pipelined(out, lse, q, k, v, shape, stream);
-    else if (tt_cuda_hopper_attention_supported(shape))
-        tt_cuda_hopper_attention_forward(out, lse, q, k, v, shape, stream);
     else tt_cuda_flash_attention_forward(out, lse, q, k, v, shape, stream);
 }
 
@@ -90,9 +84,6 @@ static void own_attention_backward(void *dq, void *dk, void *dv, const void *dou
     if (own_kernels_are_pipelined(shape))
         tt_cuda_hopper_attention_backward_pipelined(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, scratch_bytes,
                                                     false, stream);
-    else if (tt_cuda_hopper_attention_supported(shape))
-        tt_cuda_hopper_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, scratch_bytes, false,
-                                          stream);
     else tt_cuda_flash_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch, stream);
 }
 

@@ -22,20 +22,21 @@
 #include "ops/cuda/hopper_pipeline.cuh"
 #include "ops/cuda/hopper_wgmma.cuh"
 
-#define PIPE_THREADS 384 /* a producer warpgroup, then two consumer warpgroups */
-#define PIPE_BLOCK_M 128 /* queries a block: 64 a consumer */
-#define PIPE_BLOCK_N 128 /* keys a tile */
-#define PIPE_TILE_BYTES (128 * HEAD_DIM * 2)
+#define PIPE_THREADS 384             /* a producer warpgroup, then two consumer warpgroups */
+#define PIPE_BLOCK_M 128             /* queries a block: 64 a consumer */
+#define PIPE_BLOCK_N 128             /* keys a tile */
+#define PIPE_TILE(HD) (128 * (HD)*2) /* bytes of a 128-row tile */
 #define FWD_STAGES 3
 /* Q, then the K ring, then the V ring, then the barriers; 1024 bytes more to align the base */
-#define PIPE_BARRIERS_OFFSET ((1 + 2 * FWD_STAGES) * PIPE_TILE_BYTES)
-#define PIPE_SHARED_BYTES (PIPE_BARRIERS_OFFSET + (1 + 4 * FWD_STAGES) * 8 + 1024)
+#define PIPE_BARRIERS_OFFSET(HD) ((1 + 2 * FWD_STAGES) * PIPE_TILE(HD))
+#define PIPE_SHARED_BYTES(HD) (PIPE_BARRIERS_OFFSET(HD) + (1 + 4 * FWD_STAGES) * 8 + 1024)
 #define PRODUCER_REGISTERS 24
 #define CONSUMER_REGISTERS 240
 
 /* Named barrier ids (0 is __syncthreads'): consumer c waits on TURN_BARRIER + c for its turn to issue products. */
 #define TURN_BARRIER 1
 
+template <int HD>
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     hopper_forward_pipelined_kernel(const __grid_constant__ CUtensorMap q_map,
                                     const __grid_constant__ CUtensorMap k_map,
@@ -43,9 +44,9 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                                     int Hkv, float scale_log2, const int32_t *positions) {
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
-    const uint32_t q_tile = base, k_ring = base + PIPE_TILE_BYTES, v_ring = k_ring + FWD_STAGES * PIPE_TILE_BYTES;
+    const uint32_t q_tile = base, k_ring = base + PIPE_TILE(HD), v_ring = k_ring + FWD_STAGES * PIPE_TILE(HD);
     /* barriers: Q full; then for each slot s: K full, V full, K empty, V empty */
-    const uint32_t barriers = base + PIPE_BARRIERS_OFFSET, q_full = barriers;
+    const uint32_t barriers = base + PIPE_BARRIERS_OFFSET(HD), q_full = barriers;
 #define K_FULL(s) (barriers + 8 * (1 + (s)))
 #define V_FULL(s) (barriers + 8 * (1 + FWD_STAGES + (s)))
 #define K_EMPTY(s) (barriers + 8 * (1 + 2 * FWD_STAGES + (s)))
@@ -74,17 +75,17 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
         if (tid == 0) {
-            barrier_expect_bytes(q_full, PIPE_TILE_BYTES);
-            tma_load_tile<128>(q_tile, &q_map, h * HEAD_DIM, m0, b, q_full);
+            barrier_expect_bytes(q_full, PIPE_TILE(HD));
+            tma_load_tile<128, HD>(q_tile, &q_map, h * HD, m0, b, q_full);
             for (int j = 0; j < tiles; j++) {
                 const int s = j % FWD_STAGES, row = n_first + j * PIPE_BLOCK_N;
                 const uint32_t empty_parity = ((j / FWD_STAGES) & 1) ^ 1;
                 barrier_wait(K_EMPTY(s), empty_parity);
-                barrier_expect_bytes(K_FULL(s), PIPE_TILE_BYTES);
-                tma_load_tile<128>(k_ring + s * PIPE_TILE_BYTES, &k_map, kv_head * HEAD_DIM, row, b, K_FULL(s));
+                barrier_expect_bytes(K_FULL(s), PIPE_TILE(HD));
+                tma_load_tile<128, HD>(k_ring + s * PIPE_TILE(HD), &k_map, kv_head * HD, row, b, K_FULL(s));
                 barrier_wait(V_EMPTY(s), empty_parity);
-                barrier_expect_bytes(V_FULL(s), PIPE_TILE_BYTES);
-                tma_load_tile<128>(v_ring + s * PIPE_TILE_BYTES, &v_map, kv_head * HEAD_DIM, row, b, V_FULL(s));
+                barrier_expect_bytes(V_FULL(s), PIPE_TILE(HD));
+                tma_load_tile<128, HD>(v_ring + s * PIPE_TILE(HD), &v_map, kv_head * HD, row, b, V_FULL(s));
             }
         }
         return;
@@ -94,15 +95,15 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     const int consumer = warpgroup - 1, ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31, g = lane >> 2,
               t = lane & 3;
     const bool leader = (ctid & 127) == 0; /* arrives on the empty barriers for its warpgroup */
-    const int64_t q_stride = (int64_t)Hq * HEAD_DIM;
+    const int64_t q_stride = (int64_t)Hq * HD;
     const int row_g = m0 + consumer * 64 + warp * 16 + g, row_g8 = row_g + 8;
     const int start_g = document_start(positions, b, T, row_g), start_g8 = document_start(positions, b, T, row_g8);
     const int warp_first = m0 + consumer * 64 + warp * 16;
     const int warp_start_max = document_start(positions, b, T, min(warp_first + 15, T - 1));
 
-    float o[64], s[64];
+    float o[HD / 2], s[64];
 #pragma unroll
-    for (int i = 0; i < 64; i++) o[i] = 0.0f;
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
     uint32_t p[32]; /* P_{j-1}, bf16 pairs in the register A layout */
     softmax_rows rows = {-INFINITY, -INFINITY, 0.0f, 0.0f};
 
@@ -115,21 +116,21 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         if (j > 0) barrier_wait(V_FULL(previous), ((j - 1) / FWD_STAGES) & 1);
 
         named_barrier_sync(TURN_BARRIER + consumer, 256); /* this consumer's turn to issue */
-        const uint32_t k_tile = k_ring + slot * PIPE_TILE_BYTES;
+        const uint32_t k_tile = k_ring + slot * PIPE_TILE(HD);
         wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < HEAD_DIM / 16; ks++) {
+        for (int ks = 0; ks < HD / 16; ks++) {
             const uint32_t within = k_slice<128>(ks);
             wgmma_ss(s, descriptor(q_tile + consumer * 64 * 128 + within, 16, 1024),
                      descriptor(k_tile + within, 16, 1024), ks > 0);
         }
         wgmma_commit();
         if (j > 0) {
-            const uint32_t v_tile = v_ring + previous * PIPE_TILE_BYTES;
+            const uint32_t v_tile = v_ring + previous * PIPE_TILE(HD);
             wgmma_fence(); /* P_{j-1} and the rescaled O were written since the last fence */
 #pragma unroll
             for (int kb = 0; kb < PIPE_BLOCK_N / 16; kb++)
-                wgmma_rs(o, p + 4 * kb, descriptor(v_tile + kb * 16 * 128, 128 * 128, 1024));
+                wgmma_rs_hd<HD>(o, p + 4 * kb, descriptor(v_tile + kb * 16 * 128, 128 * 128, 1024));
             wgmma_commit();
             /* the other consumer's turn (the last tile's turn has no one after it on consumer 0's barrier) */
             if (consumer == 0 || j + 1 < tiles) named_barrier_arrive(TURN_BARRIER + 1 - consumer, 256);
@@ -147,15 +148,18 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                      n0 + PIPE_BLOCK_N - 1 > warp_first || n0 + PIPE_BLOCK_N > T || n0 < warp_start_max, n0, t, T,
                      row_g, row_g8, start_g, start_g8, scale_log2);
         wgmma_wait<0>(); /* P_{j-1} V_{j-1} is in O */
-        fence_accumulators(o);
+        fence_accumulators_n<HD / 2>(o);
         fence_operands<32>(p);
         if (j > 0 && leader) barrier_arrive(V_EMPTY(previous));
 #pragma unroll
-        for (int c = 0; c < 16; c++) {
-            o[4 * c] *= correction_g;
-            o[4 * c + 1] *= correction_g;
-            o[4 * c + 2] *= correction_g8;
-            o[4 * c + 3] *= correction_g8;
+        for (int c = 0; c < 16;
+             c++) { /* O's HD / 8 column groups rescaled, P packed (one loop: head_dim 128's order) */
+            if (c < HD / 8) {
+                o[4 * c] *= correction_g;
+                o[4 * c + 1] *= correction_g;
+                o[4 * c + 2] *= correction_g8;
+                o[4 * c + 3] *= correction_g8;
+            }
             p[2 * c] = pack_bf16(s[4 * c], s[4 * c + 1]);
             p[2 * c + 1] = pack_bf16(s[4 * c + 2], s[4 * c + 3]);
         }
@@ -166,10 +170,10 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < PIPE_BLOCK_N / 16; kb++)
-            wgmma_rs(o, p + 4 * kb, descriptor(v_ring + last * PIPE_TILE_BYTES + kb * 16 * 128, 128 * 128, 1024));
+            wgmma_rs_hd<HD>(o, p + 4 * kb, descriptor(v_ring + last * PIPE_TILE(HD) + kb * 16 * 128, 128 * 128, 1024));
         wgmma_commit();
         wgmma_wait<0>();
-        fence_accumulators(o);
+        fence_accumulators_n<HD / 2>(o);
         fence_operands<32>(p);
     }
 #undef K_FULL
@@ -179,10 +183,10 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 
     const float sum_g = quad_sum(rows.sum_g), sum_g8 = quad_sum(rows.sum_g8);
     const float inv_g = sum_g > 0.0f ? 1.0f / sum_g : 0.0f, inv_g8 = sum_g8 > 0.0f ? 1.0f / sum_g8 : 0.0f;
-    tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HEAD_DIM;
+    tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HD;
     tt_bf16 *out_g8 = out_g + 8 * q_stride;
 #pragma unroll
-    for (int c = 0; c < 16; c++) {
+    for (int c = 0; c < HD / 8; c++) {
         const int col = 8 * c + 2 * t;
         if (row_g < T) *(uint32_t *)(out_g + col) = pack_bf16(o[4 * c] * inv_g, o[4 * c + 1] * inv_g);
         if (row_g8 < T) *(uint32_t *)(out_g8 + col) = pack_bf16(o[4 * c + 2] * inv_g8, o[4 * c + 3] * inv_g8);
@@ -200,20 +204,20 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
  * stores, released by their arrivals on the slot's full barrier). */
 
 #define BWD_STAGES 3
-#define PIPE_TILE64_BYTES (64 * HEAD_DIM * 2)
+#define PIPE_TILE64(HD) (64 * (HD)*2)     /* bytes of a 64-row tile */
 #define BWD_ROW_VALUES 3                  /* lse, D, position: 64 of each a slot */
 #define DQ_TILE_BYTES (64 * HEAD_DIM * 4) /* a step's dQ share, 64 queries x 128 fp32, row-major */
 
 /* The dK/dV kernel's shared memory: K, V; the ring of (Q, dO) slots; the ring of row values; the barriers (K/V full;
  * full and empty a slot; (ORDERED) dQ full and empty a tile); (ORDERED) two dS^T tiles and two dQ tiles. Offsets from
  * the 1024-byte aligned base. */
-template <bool ORDERED, int STAGES> struct dkdv_layout {
-    static constexpr int ring = 2 * PIPE_TILE_BYTES;
-    static constexpr int rows = ring + STAGES * 2 * PIPE_TILE64_BYTES;
+template <int HD, bool ORDERED, int STAGES> struct dkdv_layout {
+    static constexpr int ring = 2 * PIPE_TILE(HD);
+    static constexpr int rows = ring + STAGES * 2 * PIPE_TILE64(HD);
     static constexpr int barriers = rows + STAGES * BWD_ROW_VALUES * 256; /* in the rows' padding to 1024 */
     static constexpr int barrier_count = 1 + 2 * STAGES + (ORDERED ? 4 : 0);
     static constexpr int ds = (barriers + barrier_count * 8 + 1023) & ~1023;
-    static constexpr int dq = ds + (ORDERED ? 2 * PIPE_TILE64_BYTES : 0);
+    static constexpr int dq = ds + (ORDERED ? 2 * PIPE_TILE64(HD) : 0);
     static constexpr int bytes = dq + (ORDERED ? 2 * DQ_TILE_BYTES : 0) + 1024;
     /* the ordered layout takes the whole 227 KiB: no static __shared__ or further barrier fits beside it */
     static_assert(bytes <= 227 * 1024, "the dK/dV kernel's shared memory fits a block");
@@ -221,8 +225,8 @@ template <bool ORDERED, int STAGES> struct dkdv_layout {
 #define DKDV_STAGES(ORDERED) ((ORDERED) ? 2 : BWD_STAGES)
 
 /* dQ: Q, dO (128 rows each); the ring of (K, V) slots of 64 keys; the barriers (Q/dO full; full and empty a slot) */
-#define DQ_PIPE_BARRIERS_OFFSET (2 * PIPE_TILE_BYTES + BWD_STAGES * 2 * PIPE_TILE64_BYTES)
-#define DQ_PIPE_SHARED_BYTES (DQ_PIPE_BARRIERS_OFFSET + (1 + 2 * BWD_STAGES) * 8 + 1024)
+#define DQ_PIPE_BARRIERS_OFFSET(HD) (2 * PIPE_TILE(HD) + BWD_STAGES * 2 * PIPE_TILE64(HD))
+#define DQ_PIPE_SHARED_BYTES(HD) (DQ_PIPE_BARRIERS_OFFSET(HD) + (1 + 2 * BWD_STAGES) * 8 + 1024)
 
 /* A bulk reduction (the async proxy adds a contiguous block of fp32 from shared memory into global memory), and the
  * waits for this thread's bulk groups. */
@@ -256,7 +260,7 @@ static __device__ __forceinline__ void store_release_gpu(int *p, int v) {
  * bulk reduction when the (sequence, head, query tile)'s turn comes (turns[B, Hq, Tpad / 64], zero before the launch):
  * key blocks in key order, so every element is the same fixed-order sum each run. The consumers never wait for a
  * turn; the writer does, two dQ tiles behind at most. Blocks wait only on blocks of lower index. */
-template <bool ORDERED>
+template <int HD, bool ORDERED>
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     hopper_dkdv_pipelined_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const __grid_constant__ CUtensorMap q_map64,
@@ -264,10 +268,11 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                                  const float *lse, const float *D, int T, int Hq, int Hkv, float scale_log2,
                                  float scale, const int32_t *positions, float *dq_accum, int *turns) {
     constexpr int STAGES = DKDV_STAGES(ORDERED);
-    typedef dkdv_layout<ORDERED, STAGES> L;
+    static_assert(!ORDERED || HD == 128, "the ordered dQ takes head_dim 128");
+    typedef dkdv_layout<HD, ORDERED, STAGES> L;
     extern __shared__ unsigned char shared_raw[];
     const uint32_t raw = shared_address(shared_raw), base = (raw + 1023) & ~1023u;
-    const uint32_t k_tile = base, v_tile = base + PIPE_TILE_BYTES, ring = base + L::ring;
+    const uint32_t k_tile = base, v_tile = base + PIPE_TILE(HD), ring = base + L::ring;
     const uint32_t rows_base = base + L::rows, ds_tiles = base + L::ds, dq_tiles = base + L::dq;
     unsigned char *rows_generic = shared_raw + (rows_base - raw);
     float *dq_generic = (float *)(shared_raw + (dq_tiles - raw));
@@ -314,9 +319,9 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
         if (tid < 64) { /* the loader: TMA from thread 0, the row values from all 64 */
             if (tid == 0) {
-                barrier_expect_bytes(kv_full, 2 * PIPE_TILE_BYTES);
-                tma_load_tile<128>(k_tile, &k_map, kv_head * HEAD_DIM, n0, b, kv_full);
-                tma_load_tile<128>(v_tile, &v_map, kv_head * HEAD_DIM, n0, b, kv_full);
+                barrier_expect_bytes(kv_full, 2 * PIPE_TILE(HD));
+                tma_load_tile<128, HD>(k_tile, &k_map, kv_head * HD, n0, b, kv_full);
+                tma_load_tile<128, HD>(v_tile, &v_map, kv_head * HD, n0, b, kv_full);
             }
             for (int i = 0; i < steps; i++) {
                 const int slot = i % STAGES, h = kv_head * heads + i / tiles, m0 = (first_tile + i % tiles) * 64;
@@ -328,10 +333,10 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 values[64 + tid] = query < T ? D[at] : 0.0f;
                 if (positions) ((int32_t *)values)[128 + tid] = query < T ? positions[(int64_t)b * T + query] : 0;
                 if (tid == 0) {
-                    barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64_BYTES);
-                    const uint32_t to = ring + slot * 2 * PIPE_TILE64_BYTES;
-                    tma_load_tile<64>(to, &q_map64, h * HEAD_DIM, m0, b, FULL(slot));
-                    tma_load_tile<64>(to + PIPE_TILE64_BYTES, &do_map64, h * HEAD_DIM, m0, b, FULL(slot));
+                    barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64(HD));
+                    const uint32_t to = ring + slot * 2 * PIPE_TILE64(HD);
+                    tma_load_tile<64, HD>(to, &q_map64, h * HD, m0, b, FULL(slot));
+                    tma_load_tile<64, HD>(to + PIPE_TILE64(HD), &do_map64, h * HD, m0, b, FULL(slot));
                 } else {
                     barrier_arrive(FULL(slot));
                 }
@@ -348,7 +353,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 int *counter = turns + ((int64_t)b * Hq + h) * all_tiles + query_tile;
                 while (load_acquire_gpu(counter) != turn) __nanosleep(32);
                 asm volatile("fence.proxy.async.global;\n" ::: "memory"); /* the reduction after the acquire */
-                bulk_reduce_add_f32(dq_accum + (((int64_t)b * Hq + h) * Tpad + m0) * HEAD_DIM,
+                bulk_reduce_add_f32(dq_accum + (((int64_t)b * Hq + h) * Tpad + m0) * HD,
                                     dq_tiles + tile * DQ_TILE_BYTES, DQ_TILE_BYTES);
                 asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
                 barrier_arrive(DQ_EMPTY(tile)); /* the tile is read: the consumers may fill it again */
@@ -364,11 +369,11 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 
     const int consumer = warpgroup - 1, ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31, g = lane >> 2,
               t = lane & 3;
-    const int64_t kv_stride = (int64_t)Hkv * HEAD_DIM;
-    const int64_t kv_offset = (int64_t)b * T * kv_stride + (int64_t)kv_head * HEAD_DIM;
-    float dk_acc[64], dv_acc[64], st[32], dpt[32];
+    const int64_t kv_stride = (int64_t)Hkv * HD;
+    const int64_t kv_offset = (int64_t)b * T * kv_stride + (int64_t)kv_head * HD;
+    float dk_acc[HD / 2], dv_acc[HD / 2], st[32], dpt[32];
 #pragma unroll
-    for (int i = 0; i < 64; i++) dk_acc[i] = dv_acc[i] = 0.0f;
+    for (int i = 0; i < HD / 2; i++) dk_acc[i] = dv_acc[i] = 0.0f;
     const int key_g = n0 + consumer * 64 + warp * 16 + g, key_g8 = key_g + 8;
     const int warp_last_key = n0 + consumer * 64 + warp * 16 + 15;
     const uint32_t k_rows = k_tile + consumer * 64 * 128, v_rows = v_tile + consumer * 64 * 128;
@@ -377,14 +382,14 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     for (int i = 0; i < steps; i++) {
         const int slot = i % STAGES, m0 = (first_tile + i % tiles) * 64;
         barrier_wait(FULL(slot), (i / STAGES) & 1);
-        const uint32_t q_at = ring + slot * 2 * PIPE_TILE64_BYTES, do_at = q_at + PIPE_TILE64_BYTES;
+        const uint32_t q_at = ring + slot * 2 * PIPE_TILE64(HD), do_at = q_at + PIPE_TILE64(HD);
         const float *lse_rows = (const float *)(rows_generic + slot * BWD_ROW_VALUES * 256);
         const float *d_rows = lse_rows + 64;
         const int32_t *position_rows = (const int32_t *)(lse_rows + 128);
 
         wgmma_fence();
-        product_over_head_dim<HEAD_DIM>(st, k_rows, q_at);
-        product_over_head_dim<HEAD_DIM>(dpt, v_rows, do_at);
+        product_over_head_dim<HD>(st, k_rows, q_at);
+        product_over_head_dim<HD>(dpt, v_rows, do_at);
         wgmma_wait<1>();
         fence_accumulators_32(st);
         /* every query of the step sees every key of this warp (causal, inside T, one document): no mask */
@@ -397,14 +402,15 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         fence_accumulators_32(dpt);
         wgmma_fence();
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++) wgmma_rs(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
+        for (int kb = 0; kb < 4; kb++)
+            wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
         score_gradient_transposed(dpt, st, d_rows, t);
         pack_a64(dsa, dpt);
         /* (ORDERED) dS^T into this step's tile (row = key, 64 queries = one 128-byte swizzled row), before dK's
          * product reads the same registers; the tile of two steps ago is free: both consumers passed the last step's
          * barrier, after their dQ products of that step */
-        const uint32_t ds_tile = ds_tiles + (i & 1) * PIPE_TILE64_BYTES;
+        const uint32_t ds_tile = ds_tiles + (i & 1) * PIPE_TILE64(HD);
         if (ORDERED) {
             const int row = consumer * 64 + warp * 16 + g;
 #pragma unroll
@@ -420,7 +426,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         }
         wgmma_fence();
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++) wgmma_rs(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
+        for (int kb = 0; kb < 4; kb++)
+            wgmma_rs_hd<HD>(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
         if (ORDERED) {
             fence_proxy_async();
@@ -436,8 +443,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             wgmma_wait<0>();
             fence_operands<16>(pa);
             fence_operands<16>(dsa);
-            fence_accumulators(dv_acc);
-            fence_accumulators(dk_acc);
+            fence_accumulators_n<HD / 2>(dv_acc);
+            fence_accumulators_n<HD / 2>(dk_acc);
             fence_accumulators_32(dq_part);
             if (lane == 0) barrier_arrive(EMPTY(slot)); /* this warp read the slot's Q, dO and rows */
             /* this consumer's half of the step's dQ tile (rows = the 64 queries, columns consumer * 64..) */
@@ -447,8 +454,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const int col = consumer * 64 + 8 * j + 2 * t, r0 = warp * 16 + g;
-                *(float2 *)(dq_tile + r0 * HEAD_DIM + col) = make_float2(dq_part[4 * j], dq_part[4 * j + 1]);
-                *(float2 *)(dq_tile + (r0 + 8) * HEAD_DIM + col) = make_float2(dq_part[4 * j + 2], dq_part[4 * j + 3]);
+                *(float2 *)(dq_tile + r0 * HD + col) = make_float2(dq_part[4 * j], dq_part[4 * j + 1]);
+                *(float2 *)(dq_tile + (r0 + 8) * HD + col) = make_float2(dq_part[4 * j + 2], dq_part[4 * j + 3]);
             }
             fence_proxy_async(); /* the writer's bulk reduction reads the tile through the async proxy */
             barrier_arrive(DQ_FULL(tile));
@@ -456,8 +463,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             wgmma_wait<0>();
             fence_operands<16>(pa);
             fence_operands<16>(dsa);
-            fence_accumulators(dv_acc);
-            fence_accumulators(dk_acc);
+            fence_accumulators_n<HD / 2>(dv_acc);
+            fence_accumulators_n<HD / 2>(dk_acc);
             if (lane == 0) barrier_arrive(EMPTY(slot)); /* this warp read the slot's Q, dO and rows */
         }
     }
@@ -468,7 +475,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 
     tt_bf16 *dk_g = dk + kv_offset + (int64_t)key_g * kv_stride, *dv_g = dv + kv_offset + (int64_t)key_g * kv_stride;
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < HD / 8; j++) {
         const int col = 8 * j + 2 * t;
         if (key_g < T) {
             *(uint32_t *)(dk_g + col) = pack_bf16(dk_acc[4 * j] * scale, dk_acc[4 * j + 1] * scale);
@@ -495,6 +502,7 @@ static __global__ void pipelined_dq_convert_kernel(tt_bf16 *dq, const float *dq_
     *(uint2 *)(dq + ((b * T + t) * Hq + h) * HEAD_DIM + col) = packed;
 }
 
+template <int HD>
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     hopper_dq_pipelined_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
                                const __grid_constant__ CUtensorMap k_map64, const __grid_constant__ CUtensorMap v_map64,
@@ -502,8 +510,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                                float scale, const int32_t *positions) {
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
-    const uint32_t q_tile = base, do_tile = base + PIPE_TILE_BYTES, ring = base + 2 * PIPE_TILE_BYTES;
-    const uint32_t barriers = base + DQ_PIPE_BARRIERS_OFFSET, qd_full = barriers;
+    const uint32_t q_tile = base, do_tile = base + PIPE_TILE(HD), ring = base + 2 * PIPE_TILE(HD);
+    const uint32_t barriers = base + DQ_PIPE_BARRIERS_OFFSET(HD), qd_full = barriers;
 #define FULL(s) (barriers + 8 * (1 + (s)))
 #define EMPTY(s) (barriers + 8 * (1 + BWD_STAGES + (s)))
 
@@ -526,16 +534,16 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
         if (tid == 0) {
-            barrier_expect_bytes(qd_full, 2 * PIPE_TILE_BYTES);
-            tma_load_tile<128>(q_tile, &q_map, h * HEAD_DIM, m0, b, qd_full);
-            tma_load_tile<128>(do_tile, &do_map, h * HEAD_DIM, m0, b, qd_full);
+            barrier_expect_bytes(qd_full, 2 * PIPE_TILE(HD));
+            tma_load_tile<128, HD>(q_tile, &q_map, h * HD, m0, b, qd_full);
+            tma_load_tile<128, HD>(do_tile, &do_map, h * HD, m0, b, qd_full);
             for (int j = 0; j < key_tiles; j++) {
                 const int slot = j % BWD_STAGES, row = n_first + j * 64;
                 barrier_wait(EMPTY(slot), ((j / BWD_STAGES) & 1) ^ 1);
-                barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64_BYTES);
-                const uint32_t at = ring + slot * 2 * PIPE_TILE64_BYTES;
-                tma_load_tile<64>(at, &k_map64, kv_head * HEAD_DIM, row, b, FULL(slot));
-                tma_load_tile<64>(at + PIPE_TILE64_BYTES, &v_map64, kv_head * HEAD_DIM, row, b, FULL(slot));
+                barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64(HD));
+                const uint32_t at = ring + slot * 2 * PIPE_TILE64(HD);
+                tma_load_tile<64, HD>(at, &k_map64, kv_head * HD, row, b, FULL(slot));
+                tma_load_tile<64, HD>(at + PIPE_TILE64(HD), &v_map64, kv_head * HD, row, b, FULL(slot));
             }
         }
         return;
@@ -545,7 +553,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     const int consumer = warpgroup - 1, ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31, g = lane >> 2,
               t = lane & 3;
     const bool leader = (ctid & 127) == 0;
-    const int64_t q_stride = (int64_t)Hq * HEAD_DIM;
+    const int64_t q_stride = (int64_t)Hq * HD;
     const int row_g = m0 + consumer * 64 + warp * 16 + g, row_g8 = row_g + 8;
     const int start_g = document_start(positions, b, T, row_g), start_g8 = document_start(positions, b, T, row_g8);
     const int warp_first = m0 + consumer * 64 + warp * 16;
@@ -556,17 +564,17 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     const float d_g = row_g < T ? d_head[row_g] : 0.0f, d_g8 = row_g8 < T ? d_head[row_g8] : 0.0f;
     const uint32_t q_rows = q_tile + consumer * 64 * 128, do_rows = do_tile + consumer * 64 * 128;
 
-    float dq_acc[64], s[32], dp[32];
+    float dq_acc[HD / 2], s[32], dp[32];
 #pragma unroll
-    for (int i = 0; i < 64; i++) dq_acc[i] = 0.0f;
+    for (int i = 0; i < HD / 2; i++) dq_acc[i] = 0.0f;
     barrier_wait(qd_full, 0);
     for (int j = 0; j < key_tiles; j++) {
         const int slot = j % BWD_STAGES, n0 = n_first + j * 64;
         barrier_wait(FULL(slot), (j / BWD_STAGES) & 1);
-        const uint32_t k_at = ring + slot * 2 * PIPE_TILE64_BYTES, v_at = k_at + PIPE_TILE64_BYTES;
+        const uint32_t k_at = ring + slot * 2 * PIPE_TILE64(HD), v_at = k_at + PIPE_TILE64(HD);
         wgmma_fence();
-        product_over_head_dim<HEAD_DIM>(s, q_rows, k_at);
-        product_over_head_dim<HEAD_DIM>(dp, do_rows, v_at);
+        product_over_head_dim<HD>(s, q_rows, k_at);
+        product_over_head_dim<HD>(dp, do_rows, v_at);
         wgmma_wait<1>();
         fence_accumulators_32(s);
         /* whole: every row of this warp sees every key of the tile */
@@ -579,19 +587,20 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         pack_a64(dsa, dp);
         wgmma_fence();
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++) wgmma_rs(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
+        for (int kb = 0; kb < 4; kb++)
+            wgmma_rs_hd<HD>(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
         wgmma_wait<0>();
         fence_operands<16>(dsa);
-        fence_accumulators(dq_acc);
+        fence_accumulators_n<HD / 2>(dq_acc);
         if (leader) barrier_arrive(EMPTY(slot)); /* this consumer is done with the slot's K and V */
     }
 #undef FULL
 #undef EMPTY
 
-    tt_bf16 *dq_g = dq + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HEAD_DIM;
+    tt_bf16 *dq_g = dq + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HD;
 #pragma unroll
-    for (int c = 0; c < 16; c++) {
+    for (int c = 0; c < HD / 8; c++) {
         const int col = 8 * c + 2 * t;
         if (row_g < T) *(uint32_t *)(dq_g + col) = pack_bf16(dq_acc[4 * c] * scale, dq_acc[4 * c + 1] * scale);
         if (row_g8 < T)
@@ -637,9 +646,9 @@ static CUtensorMap sequence_map(const void *base, int64_t B, int64_t T, int64_t 
 
 /* The shape is one the kernels take, the grid fits (T / 128 blocks in y) and every operand is 16-byte aligned. */
 static void check_pipelined_arguments(const tt_attention_shape *s, const void *const *pointers, int count) {
-    TT_CHECK(tt_cuda_hopper_attention_supported(s) && s->head_dim == 128,
-             "the pipelined Hopper attention kernels take head_dim 128 and no sliding window (head_dim %lld, window "
-             "%lld)",
+    TT_CHECK(tt_cuda_hopper_attention_supported(s),
+             "the pipelined Hopper attention kernels take head_dim 64 or 128 and no sliding window (head_dim %lld, "
+             "window %lld)",
              (long long)s->head_dim, (long long)s->sliding_window);
     TT_CHECK(s->batch > 0 && s->num_heads > 0 && (s->seq_len + 127) / 128 <= 65535 &&
                  s->batch * s->num_heads <= INT32_MAX && s->batch * ((s->seq_len + 63) / 64 * 64) <= INT32_MAX,
@@ -650,22 +659,29 @@ static void check_pipelined_arguments(const tt_attention_shape *s, const void *c
                  i);
 }
 
+template <int HD>
+static void forward_pipelined(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                              const tt_attention_shape *s, cudaStream_t stream) {
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_pipelined_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       PIPE_SHARED_BYTES(HD)));
+    const int64_t B = s->batch, T = s->seq_len;
+    const CUtensorMap q_map = sequence_map(q, B, T, s->num_heads * HD, 128);
+    const CUtensorMap k_map = sequence_map(k, B, T, s->num_kv_heads * HD, 128);
+    const CUtensorMap v_map = sequence_map(v, B, T, s->num_kv_heads * HD, 128);
+    const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((s->seq_len + PIPE_BLOCK_M - 1) / PIPE_BLOCK_M));
+    hopper_forward_pipelined_kernel<HD><<<grid, PIPE_THREADS, PIPE_SHARED_BYTES(HD), stream>>>(
+        q_map, k_map, v_map, out, lse, (int)s->seq_len, (int)s->num_heads, (int)s->num_kv_heads,
+        (float)(s->scale * LOG2E), s->positions);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
 extern "C" void tt_cuda_hopper_attention_forward_pipelined(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                                            const tt_bf16 *v, const tt_attention_shape *s,
                                                            cudaStream_t stream) {
     const void *pointers[] = {out, q, k, v};
     check_pipelined_arguments(s, pointers, 4);
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       PIPE_SHARED_BYTES));
-    const int64_t B = s->batch, T = s->seq_len;
-    const CUtensorMap q_map = sequence_map(q, B, T, s->num_heads * HEAD_DIM, 128);
-    const CUtensorMap k_map = sequence_map(k, B, T, s->num_kv_heads * HEAD_DIM, 128);
-    const CUtensorMap v_map = sequence_map(v, B, T, s->num_kv_heads * HEAD_DIM, 128);
-    const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((s->seq_len + PIPE_BLOCK_M - 1) / PIPE_BLOCK_M));
-    hopper_forward_pipelined_kernel<<<grid, PIPE_THREADS, PIPE_SHARED_BYTES, stream>>>(
-        q_map, k_map, v_map, out, lse, (int)s->seq_len, (int)s->num_heads, (int)s->num_kv_heads,
-        (float)(s->scale * LOG2E), s->positions);
-    TT_CUDA_CHECK(cudaGetLastError());
+    if (s->head_dim == 64) forward_pipelined<64>(out, lse, q, k, v, s, stream);
+    else forward_pipelined<128>(out, lse, q, k, v, s, stream);
 }
 
 /* The pipelined backward's scratch: D, and with the ordered dQ dq_accum[B, Hq, Tpad, 128] and the turns after it. */
@@ -683,6 +699,33 @@ extern "C" size_t tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(cons
     return sizeof(float) * (d_floats_padded(s) + accum) + sizeof(int) * turns;
 }
 
+/* dK, dV and then dQ in a kernel of its own (scratch: D, already made). */
+template <int HD>
+static void backward_pipelined_dq_kernel(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const float *lse,
+                                         const float *D, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
+                                         const tt_attention_shape *s, cudaStream_t stream) {
+    typedef dkdv_layout<HD, false, DKDV_STAGES(false)> plain;
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<HD, false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, plain::bytes));
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_pipelined_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       DQ_PIPE_SHARED_BYTES(HD)));
+    const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
+    const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
+    const int64_t B = s->batch;
+    const CUtensorMap k_map = sequence_map(k, B, T, Hkv * HD, 128), v_map = sequence_map(v, B, T, Hkv * HD, 128);
+    const CUtensorMap q_map64 = sequence_map(q, B, T, Hq * HD, 64), do_map64 = sequence_map(dout, B, T, Hq * HD, 64);
+    const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + 127) / 128));
+    hopper_dkdv_pipelined_kernel<HD, false><<<kv_grid, PIPE_THREADS, plain::bytes, stream>>>(
+        k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, NULL, NULL);
+    TT_CUDA_CHECK(cudaGetLastError());
+    const CUtensorMap q_map = sequence_map(q, B, T, Hq * HD, 128), do_map = sequence_map(dout, B, T, Hq * HD, 128);
+    const CUtensorMap k_map64 = sequence_map(k, B, T, Hkv * HD, 64), v_map64 = sequence_map(v, B, T, Hkv * HD, 64);
+    const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + 127) / 128));
+    hopper_dq_pipelined_kernel<HD><<<q_grid, PIPE_THREADS, DQ_PIPE_SHARED_BYTES(HD), stream>>>(
+        q_map, do_map, k_map64, v_map64, dq, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
 extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,
                                                             const tt_bf16 *out, const float *lse, const tt_bf16 *q,
                                                             const tt_bf16 *k, const tt_bf16 *v,
@@ -691,54 +734,41 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
                                                             cudaStream_t stream) {
     const void *pointers[] = {dq, dk, dv, dout, out, q, k, v};
     check_pipelined_arguments(s, pointers, 8);
+    TT_CHECK(!ordered_dq || s->head_dim == 128,
+             "the pipelined backward's ordered dQ takes head_dim 128 (head_dim %lld)", (long long)s->head_dim);
     const size_t need = tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(s, ordered_dq);
     TT_CHECK(scratch && scratch_bytes >= need,
              "the pipelined Hopper attention backward's scratch is %zu bytes; it "
              "needs %zu",
              scratch_bytes, need);
-    typedef dkdv_layout<false, DKDV_STAGES(false)> plain;
-    typedef dkdv_layout<true, DKDV_STAGES(true)> ordered;
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       plain::bytes));
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       ordered::bytes));
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_pipelined_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       DQ_PIPE_SHARED_BYTES));
+    float *D = (float *)scratch;
+    tt_cuda_hopper_attention_dot(D, dout, out, s, stream);
+    if (!ordered_dq) {
+        if (s->head_dim == 64) backward_pipelined_dq_kernel<64>(dq, dk, dv, dout, lse, D, q, k, v, s, stream);
+        else backward_pipelined_dq_kernel<128>(dq, dk, dv, dout, lse, D, q, k, v, s, stream);
+        return;
+    }
+    typedef dkdv_layout<128, true, DKDV_STAGES(true)> ordered;
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<128, true>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, ordered::bytes));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     const int64_t B = s->batch;
-    float *D = (float *)scratch;
-    tt_cuda_hopper_attention_dot(D, dout, out, s, stream);
     const CUtensorMap k_map = sequence_map(k, B, T, Hkv * HEAD_DIM, 128),
                       v_map = sequence_map(v, B, T, Hkv * HEAD_DIM, 128);
     const CUtensorMap q_map64 = sequence_map(q, B, T, Hq * HEAD_DIM, 64);
     const CUtensorMap do_map64 = sequence_map(dout, B, T, Hq * HEAD_DIM, 64);
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + 127) / 128));
-    if (ordered_dq) {
-        float *dq_accum = D + d_floats_padded(s);
-        const size_t accum = (size_t)(s->batch * Hq * padded_len(s) * HEAD_DIM);
-        int *turns = (int *)(dq_accum + accum);
-        /* dq_accum from zero (the bulk reductions add onto it) and the turns, contiguous */
-        TT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, need - sizeof(float) * d_floats_padded(s), stream));
-        hopper_dkdv_pipelined_kernel<true>
-            <<<kv_grid, PIPE_THREADS, ordered::bytes, stream>>>(k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq,
-                                                                Hkv, scale_log2, scale, s->positions, dq_accum, turns);
-        TT_CUDA_CHECK(cudaGetLastError());
-        const int64_t count = s->batch * Hq * (int64_t)T * HEAD_DIM;
-        pipelined_dq_convert_kernel<<<(unsigned)((count / 4 + 255) / 256), 256, 0, stream>>>(
-            dq, dq_accum, T, (int)padded_len(s), Hq, scale, count);
-        TT_CUDA_CHECK(cudaGetLastError());
-        return;
-    }
-    hopper_dkdv_pipelined_kernel<false><<<kv_grid, PIPE_THREADS, plain::bytes, stream>>>(
-        k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, NULL, NULL);
+    float *dq_accum = D + d_floats_padded(s);
+    const size_t accum = (size_t)(s->batch * Hq * padded_len(s) * HEAD_DIM);
+    int *turns = (int *)(dq_accum + accum);
+    /* dq_accum from zero (the bulk reductions add onto it) and the turns, contiguous */
+    TT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, need - sizeof(float) * d_floats_padded(s), stream));
+    hopper_dkdv_pipelined_kernel<128, true><<<kv_grid, PIPE_THREADS, ordered::bytes, stream>>>(
+        k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, dq_accum, turns);
     TT_CUDA_CHECK(cudaGetLastError());
-    const CUtensorMap q_map = sequence_map(q, B, T, Hq * HEAD_DIM, 128);
-    const CUtensorMap do_map = sequence_map(dout, B, T, Hq * HEAD_DIM, 128);
-    const CUtensorMap k_map64 = sequence_map(k, B, T, Hkv * HEAD_DIM, 64),
-                      v_map64 = sequence_map(v, B, T, Hkv * HEAD_DIM, 64);
-    const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + 127) / 128));
-    hopper_dq_pipelined_kernel<<<q_grid, PIPE_THREADS, DQ_PIPE_SHARED_BYTES, stream>>>(
-        q_map, do_map, k_map64, v_map64, dq, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions);
+    const int64_t count = s->batch * Hq * (int64_t)T * HEAD_DIM;
+    pipelined_dq_convert_kernel<<<(unsigned)((count / 4 + 255) / 256), 256, 0, stream>>>(
+        dq, dq_accum, T, (int)padded_len(s), Hq, scale, count);
     TT_CUDA_CHECK(cudaGetLastError());
 }

@@ -517,24 +517,30 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim %lld, "
                "window %lld). Use attn_implementation: auto",
                (long long)shape->head_dim, (long long)shape->sliding_window);
-    /* auto, deterministic (the default): cuDNN's fused attention with its deterministic backward (dQ without
-     * atomics), run on groups of heads and chunks of keys whose dP fits attn_workspace_limit, two groups at a time
-     * where there are several (create_deterministic_cudnn); where cuDNN cannot (an old library, an unsupported shape,
-     * a dP that no chunking fits at long context), cuDNN's forward with tiertrain's deterministic backward; else the
-     * own kernels; else the reference kernels. Chosen by measurement on the H100: Qwen3-8B LoRA r16 at 64k
-     * (hidden_states + layer_offloading; two calls, 2026-11-27) ran at 3972 tok/s this way (cuDNN's backward in two
-     * head groups at a time) against 3819 with the pipelined kernels both ways (their forward 625 TFLOP/s against
-     * cuDNN's 642 at 64k, Hq 32; their backward then 430, 453 since tiles that need no mask skip it, not yet measured
-     * in a run; cuDNN's deterministic one in one group 325 with 1 GiB of dP, 415 with 4). An explicit cudnn gets cuDNN
-     * both ways, its deterministic backward unless deterministic: false; auto with deterministic: false gets cuDNN's
-     * atomic backward (~557 TFLOP/s at 64k, not bit-reproducible). */
+    /* auto, deterministic (the default): cuDNN's forward with tiertrain's pipelined deterministic backward wherever
+     * those kernels run (sm_90, head_dim 64 or 128, no sliding window); elsewhere cuDNN's fused attention with its
+     * deterministic backward (dQ without atomics), run on groups of heads and chunks of keys whose dP fits
+     * attn_workspace_limit, two groups at a time where there are several (create_deterministic_cudnn); where cuDNN
+     * cannot, the own kernels; else the reference kernels. Chosen by measurement on the H100 (test_gpu_attention and
+     * test_gpu_cudnn_attention --speed, B 1, Hkv 8, hd 128): the pipelined backward runs at 454 / 453 / 449 TFLOP/s
+     * at 16k / 64k / 256k, cuDNN's deterministic one at 372 (16k, 1 GiB of dP), 325 (64k, 1 GiB) or 415 (64k, 4
+     * GiB) and not at all at 256k; cuDNN's forward 656 / 642 against the pipelined one's 669-673 / 587-619, so the
+     * forward stays cuDNN's. Qwen3-1.7B at 64k under checkpointing (2026-11-27): 10879 tok/s with cuDNN's
+     * deterministic backward in 8 head groups x 11 key chunks, 11017 with the pipelined kernels both ways. An
+     * explicit cudnn gets cuDNN both ways, its deterministic backward unless deterministic: false; auto with
+     * deterministic: false gets cuDNN's atomic backward (~557 TFLOP/s at 64k, not bit-reproducible). */
     bool cudnn_backward = false;
     tt_cudnn_attention *a = NULL;
     if (want == TT_ATTENTION_AUTO && key->nondeterministic) {
         a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not);
         cudnn_backward = c.atomic_backward = a != NULL;
     }
-    if (want == TT_ATTENTION_AUTO && !a) {
+    if (want == TT_ATTENTION_AUTO && !a && own_kernels_are_pipelined(shape)) {
+        snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not,
+                 "tiertrain's pipelined backward is the faster deterministic one at this shape (H100, hd 128: 449 to "
+                 "454 TFLOP/s against cuDNN's 325 to 415)");
+        a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not); /* its forward */
+    } else if (want == TT_ATTENTION_AUTO && !a) {
         a = create_deterministic_cudnn(key, &c.lanes, why_not, sizeof why_not);
         cudnn_backward = a != NULL;
         if (!a) {

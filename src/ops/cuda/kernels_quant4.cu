@@ -7,29 +7,11 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_math.cuh"
 #include "ops/cuda/ops_cuda.h"
+#include "ops/cuda/quant4_device.cuh" /* the tables, code_value, block_absmax */
 #include "ops/quant4.h"
-
-static __constant__ float nf4_values[16] = TT_NF4_VALUES;
-static __constant__ float fp4_magnitudes[8] = TT_FP4_MAGNITUDES;
-/* bitsandbytes' dynamic map (the double-quantized absmax's code), uploaded once by tt_cuda_quant4_set_dynamic_map. */
-static __constant__ float dynamic_map[256];
 
 /* Values per thread: four code bytes in, one 16-byte store of eight bf16 out. */
 #define DEQUANT_VALUES 8
-
-static __device__ __forceinline__ float code_value(unsigned code, bool nf4) {
-    if (nf4) return nf4_values[code & 15u];
-    const float sign = 1.0f - (float)(2 * ((code & 8u) >> 3));
-    return __fmul_rn(fp4_magnitudes[code & 7u], sign);
-}
-
-static __device__ __forceinline__ float block_absmax(const unsigned char *q, const tt_quant4_layout *l,
-                                                     bool double_quant, int64_t b) {
-    if (!double_quant) return ((const float *)(q + l->absmax))[b];
-    const float nested = ((const float *)(q + l->nested_absmax))[b / TT_QUANT4_NESTED_BLOCK];
-    const float offset = *(const float *)(q + l->offset);
-    return __fadd_rn(__fmul_rn(dynamic_map[q[l->absmax_codes + b]], nested), offset);
-}
 
 static __global__ void dequantize_4bit_kernel(tt_bf16 *out, const unsigned char *q, tt_quant4_layout l, bool nf4,
                                               bool double_quant) {
@@ -45,20 +27,21 @@ static __global__ void dequantize_4bit_kernel(tt_bf16 *out, const unsigned char 
         for (int k = 0; k < DEQUANT_VALUES; k++) {
             const unsigned byte = (codes >> (8 * (k / 2))) & 0xffu;
             const unsigned code = k % 2 == 0 ? byte >> 4 : byte & 15u;
-            o[k] = float_to_bf16(__fmul_rn(code_value(code, nf4), absmax));
+            o[k] = float_to_bf16(dequantized_value(code_value(code, nf4), absmax));
         }
         *(uint4 *)(out + first) = packed;
     } else {
         for (int64_t k = first; k < l.numel; k++) {
             const unsigned byte = q[k / 2];
             const unsigned code = k % 2 == 0 ? byte >> 4 : byte & 15u;
-            out[k] = float_to_bf16(__fmul_rn(code_value(code, nf4), absmax));
+            out[k] = float_to_bf16(dequantized_value(code_value(code, nf4), absmax));
         }
     }
 }
 
 extern "C" void tt_cuda_quant4_set_dynamic_map(const float *map) {
     TT_CUDA_CHECK(cudaMemcpyToSymbol(dynamic_map, map, 256 * sizeof(float)));
+    tt_cuda_quant4_gemm_set_dynamic_map(map); /* the fused GEMM's own copy (quant4_device.cuh) */
 }
 
 extern "C" void tt_cuda_dequantize_4bit(tt_bf16 *out, const void *quantized, int64_t numel,

@@ -39,6 +39,13 @@ void tt_cuda_quant4_set_dynamic_map(const float *map);
  * CPU oracle computes it, rounded once. out 16-byte aligned; quantized 4-byte aligned. */
 void tt_cuda_dequantize_4bit(tt_bf16 *out, const void *quantized, int64_t numel, const tt_quant4_format *format,
                              cudaStream_t stream);
+/* y[M,N] bf16 = x[M,K] W^T, W[N,K] a 4-bit weight (ops/quant4.h, numel N K: a linear layer's [out, in]) read as
+ * stored and dequantized tile by tile inside the GEMM (kernels_quant4_gemm.cu, sm_90a): the operand values of
+ * tt_cuda_dequantize_4bit, fp32 sums, y rounded once. K % 64 == 0 and N % 128 == 0, else it aborts with a message;
+ * x and quantized 16-byte aligned, y 4-byte aligned. Needs tt_cuda_quant4_set_dynamic_map first (double
+ * quantization). Not used by the model yet: the alternative to dequantize_4bit + cuBLASLt, under measurement. */
+void tt_cuda_gemm_4bit_nt(tt_bf16 *y, const tt_bf16 *x, const void *quantized, int64_t M, int64_t N, int64_t K,
+                          const tt_quant4_format *format, cudaStream_t stream);
 
 /* h[n] = silu(gate[n]) * up[n] */
 void tt_cuda_swiglu_forward(tt_bf16 *h, const tt_bf16 *gate, const tt_bf16 *up, int64_t n, cudaStream_t stream);

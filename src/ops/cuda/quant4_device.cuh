@@ -33,14 +33,6 @@ static __device__ __forceinline__ float double_quant_absmax(float map_value, flo
     return __fadd_rn(__fmul_rn(map_value, nested), offset);
 }
 
-static __device__ __forceinline__ float block_absmax(const unsigned char *q, const tt_quant4_layout *l,
-                                                     bool double_quant, int64_t b) {
-    if (!double_quant) return ((const float *)(q + l->absmax))[b];
-    const float nested = ((const float *)(q + l->nested_absmax))[b / TT_QUANT4_NESTED_BLOCK];
-    const float offset = *(const float *)(q + l->offset);
-    return double_quant_absmax(dynamic_map[q[l->absmax_codes + b]], nested, offset);
-}
-
 /* One dequantized value: the fp32 product, which the caller rounds once to bf16. */
 static __device__ __forceinline__ float dequantized_value(float code_value_of_code, float absmax) {
     return __fmul_rn(code_value_of_code, absmax);

@@ -203,8 +203,8 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->eval_steps == b->eval_steps && a->logging_steps == b->logging_steps &&
         same_string(a->resume_from_checkpoint, b->resume_from_checkpoint) && a->max_shard_bytes == b->max_shard_bytes &&
         a->gradient_checkpointing == b->gradient_checkpointing &&
-        a->selective_checkpointing == b->selective_checkpointing &&
-        a->recompute_granularity == b->recompute_granularity && a->recompute_method == b->recompute_method &&
+        a->selective_checkpointing == b->selective_checkpointing && a->selective_auto == b->selective_auto &&
+        a->selective_offload == b->selective_offload && a->recompute_granularity == b->recompute_granularity && a->recompute_method == b->recompute_method &&
         a->recompute_num_layers == b->recompute_num_layers && a->use_reentrant == b->use_reentrant &&
         same_string(a->offload_dir, b->offload_dir) && same_string(a->trace, b->trace) &&
         a->loss_chunk_size == b->loss_chunk_size && a->tiled_mlp == b->tiled_mlp &&
@@ -955,6 +955,28 @@ static void test_errors(void) {
                   "selective_checkpointing: save lists nothing");
     tt_expect_die(load_file, yaml_file("sel6.yaml", VALID "selective_checkpointing: true\n"),
                   "selective_checkpointing: expected a mapping");
+    { /* auto, the default, leaves the choice to the plan (memory/attention_offload.h); ~ and a mapping end it */
+        const char *texts[3] = {"", "selective_checkpointing: ~\n",
+                                "selective_checkpointing: {save: [attention], offload: true}\n"};
+        const bool auto_expected[3] = {true, false, false};
+        for (int i = 0; i < 3; i++) {
+            char yaml[512];
+            snprintf(yaml, sizeof yaml, VALID "gradient_checkpointing: true\n%s", texts[i]);
+            char *path = write_file("sel7.yaml", yaml);
+            tt_run_config c;
+            tt_run_config_defaults(&c);
+            tt_run_config_load(&c, path, 0, NULL);
+            tt_run_config_validate(&c);
+            TT_EXPECT(c.selective_auto == auto_expected[i] && c.selective_checkpointing == (i == 2) &&
+                          c.selective_offload == (i == 2),
+                      "selective_checkpointing '%s': auto %d, keep %d, offload %d", texts[i], c.selective_auto,
+                      c.selective_checkpointing, c.selective_offload);
+            tt_run_config_free(&c);
+            free(path);
+        }
+        TT_EXPECT(loads("sel8.yaml", VALID "selective_checkpointing: auto\n"),
+                  "selective_checkpointing: auto is accepted without gradient_checkpointing");
+    }
     /* Megatron's recompute keys against each other and against gradient_checkpointing */
     tt_expect_die(load_file,
                   yaml_file("rg1.yaml", VALID "recompute_granularity: selective\ngradient_checkpointing: true\n"),

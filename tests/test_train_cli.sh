@@ -256,6 +256,21 @@ JSON
   "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model64/config.json output_dir=out_determ \
     > train_determ.txt 2>&1
   check "deterministic (the default) does not add with atomics" bash -c '! grep -q "adds dQ with atomics" train_determ.txt'
+  # selective_checkpointing: auto (the default) at 16k tokens on the GPU: the plan keeps the checkpointed layers'
+  # attention outputs in pinned memory instead of recomputing them, and the bits are plain recompute's (~)
+  mkdir -p model16k
+  sed 's/"max_position_embeddings": 128/"max_position_embeddings": 16384/' model64/config.json > model16k/config.json
+  long=(model_config=model16k/config.json sequence_len=16384 micro_batch_size=1 gradient_accumulation_steps=1
+        max_steps=2 save_steps=2 val_set_size=0 gradient_checkpointing=true)
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${long[@]}" output_dir=out_auto16k > train_auto16k.txt 2>&1
+  check "16k tokens, checkpointing, selective_checkpointing auto: trains" test $? -eq 0
+  check "... its plan keeps attention outputs in pinned memory" \
+    grep -q "keep their attention output and log-sum-exp in pinned memory" train_auto16k.txt
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${long[@]}" 'selective_checkpointing=~' \
+    output_dir=out_recompute16k > train_recompute16k.txt 2>&1
+  check "... selective_checkpointing ~ recomputes them" \
+    bash -c '! grep -q "attention output and log-sum-exp in pinned" train_recompute16k.txt'
+  check "... with the same bits" cmp -s out_auto16k/model.safetensors out_recompute16k/model.safetensors
 fi
 
 # Optimizer offload (Megatron's optimizer_cpu_offload): a share of the parameters updated by the CPU AdamW

@@ -468,10 +468,12 @@ const key_spec cfg_keys[] = {
     {.name = "selective_checkpointing",
      .type = KEY_SELECTIVE,
      .offset = FIELD(selective_checkpointing),
-     .default_text = "~",
+     .default_text = "auto",
      .help = "with gradient_checkpointing: {save: [attention]} keeps each layer's attention output and log-sum-exp "
              "and recomputes the rest (no attention recompute); offload: true keeps them in pinned host memory between "
-             "forward and backward, copied on side streams"},
+             "forward and backward, copied on side streams; auto: on the GPU from 16384 tokens, the plan does that "
+             "for as many checkpointed layers as the budgets hold (activation_offloading false or hidden_states; "
+             "the same bits); ~: every checkpointed layer recomputes its attention"},
     {.name = "every_n_layers",
      .type = KEY_INT,
      .offset = FIELD(every_n_layers),
@@ -735,10 +737,10 @@ const key_spec cfg_keys[] = {
      .help = "GPU attention kernels: cudnn (cuDNN's fused flash attention; its deterministic backward over head "
              "groups and key chunks that fit attn_workspace_limit, or with deterministic: false its backward that "
              "adds dQ with atomics), flash (tiertrain's own, deterministic: for Hopper the pipelined wgmma kernels "
-             "at head_dim 128, the cp.async wgmma kernels at 64), simple "
-             "(the reference kernels); auto: cuDNN's forward and its deterministic backward where a chunking of "
-             "its dP fits attn_workspace_limit (measured faster than tiertrain's kernels both ways for Qwen3-8B at "
-             "64k), else tiertrain's own deterministic backward. The CPU backend has one"},
+             "at head_dim 64 and 128), simple (the reference kernels); auto: cuDNN's forward with tiertrain's "
+             "pipelined deterministic backward where those run (measured the faster deterministic backward), "
+             "elsewhere cuDNN's deterministic backward where a chunking of its dP fits attn_workspace_limit, else "
+             "tiertrain's own kernels. The CPU backend has one"},
     {.name = "deterministic",
      .type = KEY_BOOL,
      .offset = FIELD(deterministic),

@@ -37,14 +37,15 @@ void cfg_set_special_tokens(tt_run_config *c, const key_spec *k, const source *s
     }
 }
 
-/* selective_checkpointing: off (~, false, {}) or {save: [attention], offload: false}. */
+/* selective_checkpointing: auto (the plan decides), off (~, false, {}) or {save: [attention], offload: false}. */
 void cfg_set_selective(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
                        yaml_node_t *node) {
     c->selective_checkpointing = false;
     c->selective_offload = false;
-    if (cfg_is_off_value(node)) return;
+    c->selective_auto = node->type == YAML_SCALAR_NODE && strcmp(cfg_scalar_text(node), "auto") == 0;
+    if (c->selective_auto || cfg_is_off_value(node)) return;
     if (node->type != YAML_MAPPING_NODE)
-        cfg_die_type(src, node, k, "a mapping {save: [attention], offload: false} or ~");
+        cfg_die_type(src, node, k, "a mapping {save: [attention], offload: false}, auto or ~");
     bool saves_attention = false;
     for (yaml_node_pair_t *pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
         yaml_node_t *key = yaml_document_get_node(doc, pair->key), *value = yaml_document_get_node(doc, pair->value);

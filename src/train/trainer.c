@@ -13,6 +13,7 @@
 #include "config/run_translation.h"
 #include "core/host_memory.h"
 #include "core/trace.h"
+#include "memory/attention_offload.h"
 #include "memory/disk_store.h"
 #include "memory/size_table.h"
 #include "memory/free_keep.h"
@@ -203,6 +204,24 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
         tt_info("plan: the top %lld layer(s) keep their attention half from the forward (the LM head's phase leaves "
                 "room under the peak): no attention recompute there, the same peak and bits",
                 (long long)kept);
+    /* selective_checkpointing: auto, where the offload copies go beside compute without another mode's rule for what
+     * leaves the GPU (as an explicit selective offload) */
+    const bool megatron_activations = run->cpu_offloading && run->cpu_offloading_activations;
+    if (run->selective_auto && !megatron_activations &&
+        (run->activation_offloading == TT_OFFLOAD_NONE || run->activation_offloading == TT_OFFLOAD_HIDDEN_STATES)) {
+        const int64_t offloaded =
+            tt_plan_offload_attention(plan, &pricer, device->memory_budget, plan->pinned_budget);
+        if (report && offloaded > 0) {
+            const size_t bytes = (size_t)(plan->micro_batch * tt_plan_sequence_len(plan) *
+                                          (model->num_heads / plan->sequence_parallel) * model->head_dim) *
+                                 plan->activation_bytes * (size_t)offloaded;
+            char size[32];
+            tt_info("plan: %lld checkpointed layer(s) keep their attention output and log-sum-exp in pinned memory "
+                    "instead of recomputing the attention (about %s; the same bits; selective_checkpointing: ~ "
+                    "recomputes it)",
+                    (long long)offloaded, tt_format_bytes(bytes, size, sizeof size));
+        }
+    }
     tt_param_table_free(&params);
 }
 

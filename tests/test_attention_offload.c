@@ -1,0 +1,110 @@
+/* selective_checkpointing: auto's plan pass (memory/attention_offload.h): which checkpointed layers keep their
+ * attention output and log-sum-exp in pinned memory instead of recomputing the attention. A stand-in pricer gives
+ * the GPU tier a base peak plus two staging buffers once any layer offloads, and the pinned tier a base plus each
+ * offloading layer's slots, so the budgets decide the count; the size table itself prices selective offload in
+ * test_step_plans and on the GPU in test_gpu_model. */
+#include <string.h>
+
+#include "memory/attention_offload.h"
+#include "memory/saved_slots.h"
+#include "test_util.h"
+
+#define LAYERS 6
+#define GPU_BASE ((size_t)1000)
+#define STAGING ((size_t)100)
+#define PINNED_BASE ((size_t)50)
+#define PER_LAYER ((size_t)10)
+
+static int prices; /* how many times the pass priced a plan */
+
+static void fake_price(const tt_plan_pricer *self, tt_size_table *table, const tt_plan *plan) {
+    (void)self;
+    prices++;
+    memset(table, 0, sizeof(*table));
+    size_t offloading = 0;
+    for (int64_t l = 0; l < plan->num_layers; l++)
+        offloading += plan->layers[l].offloaded && plan->layers[l].saved_activation_tier == TT_TIER_PINNED;
+    table->tier_peak[TT_TIER_GPU] = GPU_BASE + (offloading ? STAGING : 0);
+    table->tier_peak[TT_TIER_PINNED] = PINNED_BASE + offloading * PER_LAYER;
+}
+
+static const tt_plan_pricer pricer = {.price = fake_price};
+
+/* A checkpointed plan of LAYERS layers on `tier`, sequences of seq_len tokens a rank (sp ranks a sequence). */
+static tt_plan checkpointed(tt_layer_plan *layers, tt_tier tier, int64_t seq_len, int64_t sp) {
+    for (int l = 0; l < LAYERS; l++)
+        layers[l] = (tt_layer_plan){.recompute = TT_RECOMPUTE_EVERYTHING,
+                                    .saved_activation_tier = tier,
+                                    .layer_input_tier = tier};
+    return (tt_plan){.num_layers = LAYERS,
+                     .layers = layers,
+                     .compute_tier = tier,
+                     .micro_batch = 1,
+                     .seq_len = seq_len,
+                     .sequence_parallel = sp};
+}
+
+static bool offloads_attention(const tt_layer_plan *lp) {
+    return lp->recompute == TT_RECOMPUTE_ALL_BUT_ATTENTION && lp->offloaded == TT_ATTENTION_SLOTS &&
+           lp->saved_activation_tier == TT_TIER_PINNED;
+}
+
+static bool recomputes_everything(const tt_layer_plan *lp, tt_tier tier) {
+    return lp->recompute == TT_RECOMPUTE_EVERYTHING && lp->offloaded == 0 && lp->saved_activation_tier == tier;
+}
+
+int main(void) {
+    tt_layer_plan layers[LAYERS];
+
+    /* the CPU backend's plans, and short sequences, stay as they are (without pricing) */
+    tt_plan plan = checkpointed(layers, TT_TIER_HOST, 65536, 1);
+    prices = 0;
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == 0 && prices == 0, "host compute tier: nothing");
+    plan = checkpointed(layers, TT_TIER_GPU, TT_ATTENTION_OFFLOAD_MIN_TOKENS - 1024, 1);
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == 0 && prices == 0, "short sequence: nothing");
+    TT_EXPECT(recomputes_everything(&layers[0], TT_TIER_GPU) && !plan.offload_streamed, "... and the plan unchanged");
+
+    /* room for everything: every checkpointed layer keeps its attention in pinned memory, streamed */
+    plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == LAYERS, "no budgets: every layer");
+    bool all = true;
+    for (int l = 0; l < LAYERS; l++) all &= offloads_attention(&layers[l]);
+    TT_EXPECT(all && plan.offload_streamed, "every layer offloads its attention slots, on the copy streams");
+
+    /* the pinned budget holds three layers' slots: the top three switch */
+    plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
+    prices = 0;
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, PINNED_BASE + 3 * PER_LAYER + PER_LAYER / 2) == 3,
+              "pinned room for three layers: three");
+    TT_EXPECT(offloads_attention(&layers[5]) && offloads_attention(&layers[4]) && offloads_attention(&layers[3]) &&
+                  recomputes_everything(&layers[2], TT_TIER_GPU) && recomputes_everything(&layers[0], TT_TIER_GPU),
+              "... the top three, the others as they were");
+    TT_EXPECT(prices <= 5, "a bisection, not a try a layer (%d prices)", prices);
+
+    /* the GPU budget cannot hold the staging buffers: nothing, and the plan as it was */
+    plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, GPU_BASE + STAGING - 1, 0) == 0, "no GPU room: nothing");
+    all = true;
+    for (int l = 0; l < LAYERS; l++) all &= recomputes_everything(&layers[l], TT_TIER_GPU);
+    TT_EXPECT(all && !plan.offload_streamed, "... every layer recomputes as before, nothing streamed");
+
+    /* layers that keep something already (keep_free's top layers, a layer without checkpointing) are left alone */
+    plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
+    layers[5].recompute = TT_MLP_SLOTS;
+    layers[1].recompute = TT_RECOMPUTE_NOTHING;
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == 4, "four layers recompute everything: four");
+    TT_EXPECT(layers[5].recompute == TT_MLP_SLOTS && layers[5].offloaded == 0 &&
+                  layers[1].recompute == TT_RECOMPUTE_NOTHING && offloads_attention(&layers[4]) &&
+                  offloads_attention(&layers[0]),
+              "the others stay as they were");
+
+    /* the disk tier in use (a spilled layer input): nothing */
+    plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
+    layers[2].layer_input_tier = TT_TIER_DISK;
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == 0, "a layer input on disk: nothing");
+
+    /* sequence parallel: the attention's sequence is the whole one (4 ranks of 8192 tokens) */
+    plan = checkpointed(layers, TT_TIER_GPU, 8192, 4);
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == LAYERS, "sequence parallel 4 x 8192: every layer");
+    return tt_test_summary("attention offload");
+}

@@ -31,7 +31,7 @@ for case in $2; do
   args=(model_config="$source_dir/bench/models/$model" "datasets=[$tokens]" sequence_len="$seq" micro_batch_size=1
         max_steps="$STEPS" gradient_checkpointing=true loss_chunk_size=4096 learning_rate=1e-5 warmup_steps=0
         val_set_size=0 save_strategy=no progress=false device=cuda output_dir="$out" "${extra_args[@]}")
-  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 > "$out.smi" 2> /dev/null &
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 -f "$out.smi" 2> /dev/null &
   sampler=$!
   if [ "$gpus" -eq 1 ]; then
     timeout 900 "$tiertrain" train "${args[@]}" > "$out.0.log" 2>&1

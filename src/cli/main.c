@@ -196,19 +196,23 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         run.num_threads = cores / host_processes > 0 ? cores / host_processes : 1;
     }
+    /* sequence parallel in several groups: the group's communicator before the device's free memory is read, so that
+     * the transport's buffers for it are outside the room the plan prices */
+    tt_comm *sequence_group = train ? tt_data_parallel_sequence_group(comm, &run) : NULL;
     tt_device device;
     tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, host_processes, &device);
     device.data_parallel_ranks = (int)processes;
     device.data_parallel_rank = (int)rank;
     int status = 0;
     if (a.sequence_len_step && !a.max_sequence_len) tt_die("plan: --sequence-len-step goes with --max-sequence-len");
-    if (train) status = tt_train(&run, &device, comm, a.resume);
+    if (train) status = tt_train(&run, &device, comm, sequence_group, a.resume);
     else if (a.max_sequence_len)
         tt_print_longest_context(&run, &device, a.sequence_len_step ? a.sequence_len_step : 1024, stdout);
     else tt_print_run_plan(&run, &device, stdout);
     tt_release_device(&device);
     tt_run_config_free(&run);
     free_command_args(&a);
+    tt_comm_close(sequence_group); /* before the communicator it was split from */
     tt_comm_close(comm);
     return status;
 }

@@ -738,7 +738,7 @@ const key_spec cfg_keys[] = {
              "groups and key chunks that fit attn_workspace_limit, or with deterministic: false its backward that "
              "adds dQ with atomics), flash (tiertrain's own, deterministic: for Hopper the pipelined wgmma kernels "
              "at head_dim 64 and 128), simple (the reference kernels); auto: cuDNN's forward with tiertrain's "
-             "pipelined deterministic backward where those run (measured the faster deterministic backward), "
+             "pipelined deterministic backward at head_dim 128 (measured the faster deterministic backward), "
              "elsewhere cuDNN's deterministic backward where a chunking of its dP fits attn_workspace_limit, else "
              "tiertrain's own kernels. The CPU backend has one"},
     {.name = "deterministic",

@@ -264,7 +264,14 @@ void tt_data_parallel_agree_plan(const tt_comm *comm, tt_plan *plan) {
     free(all);
 }
 
-void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run, tt_model_state *model) {
+tt_comm *tt_data_parallel_sequence_group(const tt_comm *comm, const tt_run_config *run) {
+    const int64_t sp = run->sequence_parallel_degree;
+    if (!comm || sp <= 1 || sp >= comm->size || comm->size % sp != 0) return NULL;
+    return tt_comm_split(comm, comm->rank / (int)sp, comm->rank % (int)sp);
+}
+
+void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, tt_comm *sequence_group, const tt_run_config *run,
+                           tt_model_state *model) {
     memset(dp, 0, sizeof(*dp));
     dp->comm = comm;
     dp->backend = model->backend;
@@ -285,7 +292,9 @@ void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_r
                            model->backend);  /* the collectives run in order with the copies and sums around them */
     if (model->plan.sequence_parallel > 1) { /* Ulysses: the attention's all-to-all within the rank's group */
         const int sp = (int)model->plan.sequence_parallel; /* trainer.c checked that it divides the ranks */
-        if (sp < comm->size) dp->sequence_group = tt_comm_split(comm, comm->rank / sp, comm->rank % sp);
+        TT_CHECK((sequence_group != NULL) == (sp < comm->size), "a sequence-parallel group of %d of %d ranks is given",
+                 sp, comm->size);
+        dp->sequence_group = sequence_group;
         if (dp->sequence_group) tt_comm_use_side_queue(dp->sequence_group, model->backend);
         const tt_comm *group = dp->sequence_group ? dp->sequence_group : comm;
         TT_CHECK(group->size == sp && group->rank == model->plan.sequence_parallel_rank,
@@ -342,8 +351,8 @@ void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
     if (model->shards == &dp->exchange) model->shards = NULL;
     if (model->sequence_exchange == &dp->sequence) model->sequence_exchange = NULL;
     tt_backend_synchronize(model->backend); /* nothing of the side queue left in flight */
-    tt_comm_close(dp->sequence_group);
-    /* the backend (and its side queue) ends before the run's communicator */
+    /* the backend (and its side queue) ends before the run's communicators */
+    if (dp->sequence_group) tt_comm_use_own_queue(dp->sequence_group);
     tt_comm_use_own_queue(dp->comm);
     free(dp->bounds);
     free(dp->unit_bounds);

@@ -51,7 +51,7 @@ typedef struct tt_data_parallel {
                                 * none), waited for before the unit's next forward (NULL otherwise) */
     tt_shard_exchange exchange;
     tt_sequence_exchange sequence; /* sequence parallel's all-to-all */
-    tt_comm *sequence_group;       /* its ranks, when fewer than all of them (a split), else NULL */
+    tt_comm *sequence_group;       /* its ranks, when fewer than all of them (a split the caller made), else NULL */
 } tt_data_parallel;
 
 /* Every rank started with the same configuration (its YAML as written, hashed): dies naming the first rank that
@@ -62,8 +62,16 @@ void tt_data_parallel_check_config(const tt_comm *comm, const tt_run_config *run
  * rank's plan recomputes (more recompute never needs more memory). Nothing without sequence parallel. */
 void tt_data_parallel_agree_plan(const tt_comm *comm, tt_plan *plan);
 /* Checks that the ranks can train together (what data parallel composes with today) and takes the buckets; dies
- * naming what is not available yet. */
-void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, const tt_run_config *run, tt_model_state *model);
+ * naming what is not available yet. sequence_group: with sequence parallel over fewer than all the ranks, this
+ * rank's group (tt_data_parallel_sequence_group; borrowed, closed by the caller after tt_data_parallel_free), else
+ * NULL. */
+void tt_data_parallel_init(tt_data_parallel *dp, const tt_comm *comm, tt_comm *sequence_group, const tt_run_config *run,
+                           tt_model_state *model);
+/* Sequence parallel over fewer than all the ranks: this rank's group (ranks r / degree together, by r % degree), made
+ * before the device's free memory is read so that the transport's buffers for it are outside the room the plan
+ * prices (every rank calls it); NULL otherwise (also where the degree does not divide the ranks: tt_train then says
+ * so). */
+tt_comm *tt_data_parallel_sequence_group(const tt_comm *comm, const tt_run_config *run);
 /* Before the step's last micro-batch: its backward sums each unit's gradients over the ranks as the unit is done
  * (zero_stage 2 does so in every micro-batch). NULL: nothing (one process). */
 void tt_data_parallel_expect_gradients(tt_data_parallel *dp);

@@ -626,7 +626,8 @@ static void finish_run(tt_model_state *model, const tt_run_config *run, const tt
     }
 }
 
-int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, bool resume_latest) {
+int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, tt_comm *sequence_group,
+             bool resume_latest) {
     const int processes = comm ? comm->size : 1;
     if (run->sequence_parallel_degree > 1 && processes % run->sequence_parallel_degree != 0)
         tt_die("sequence_parallel_degree is %lld but %d process%s started: groups of %lld processes share each "
@@ -659,7 +660,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     const int ranks = comm ? comm->size / (int)model.plan.sequence_parallel : 1;
     const int group = comm ? comm->rank / (int)model.plan.sequence_parallel : 0;
     tt_data_parallel dp = {0};
-    if (comm) tt_data_parallel_init(&dp, comm, run, &model);
+    if (comm) tt_data_parallel_init(&dp, comm, sequence_group, run, &model);
     /* a step is every rank's micro-batches: each draws them all, in the same order, and trains its own */
     const int64_t sequences_per_step = run->micro_batch_size * run->gradient_accumulation_steps * ranks;
     const int64_t total_steps = total_steps_of(run, &data, sequences_per_step);

@@ -43,7 +43,10 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);
 
 /* `tiertrain train`. resume_latest: continue from the newest checkpoint in output_dir. comm: the run's other
- * processes (data parallel, train/data_parallel.h), or NULL for one process. Returns the process exit status. */
-int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, bool resume_latest);
+ * processes (data parallel, train/data_parallel.h), or NULL for one process; sequence_group: this rank's
+ * sequence-parallel group where it is fewer than all ranks (tt_data_parallel_sequence_group), else NULL. Returns the
+ * process exit status. */
+int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, tt_comm *sequence_group,
+             bool resume_latest);
 
 #endif

@@ -3,7 +3,8 @@
  * rounded to bf16, bit for bit. Then the fused 4-bit GEMM (kernels_quant4_gemm.cu, y = x W^T) against a host
  * reference on the oracle's values and against today's path (dequantize, then cuBLASLt).
  *
- *   test_gpu_quant4 [SOURCE_DIR] [--quick]   the checks
+ *   test_gpu_quant4 [SOURCE_DIR] [--quick]   the checks (all of them either way: they take seconds; the arguments
+ *                                            are those tools/gpu_suite.sh passes every GPU test)
  *   test_gpu_quant4 --speed [M]              times both paths on Qwen3-8B's and a 70B model's linear shapes for M
  *                                            tokens (default 16384): one line a shape, starting "speed" */
 #include <math.h>

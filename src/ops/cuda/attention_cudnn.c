@@ -139,6 +139,7 @@ struct tt_cudnn_attention {
     cudaStream_t lane_stream[TT_CUDNN_ATTENTION_MAX_LANES];
     cudaEvent_t fork, lane_done[TT_CUDNN_ATTENTION_MAX_LANES];
     char description[512];
+    char forward_description[192]; /* the forward's part of it */
 };
 
 static void cudnn_version_text(size_t version, char *buf, size_t size) {
@@ -1097,6 +1098,9 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     if (a->chunks > 1)
         snprintf(chunking, sizeof chunking, " x %lld key chunks (%lld to %lld keys, dQ summed in fp32)",
                  (long long)a->chunks, (long long)a->chunk_len[0], (long long)a->chunk_len[a->chunks - 1]);
+    snprintf(a->forward_description, sizeof a->forward_description, "cuDNN %s: forward engine %lld (workspace %s)",
+             tt_cudnn_version_string(version_text, sizeof version_text), (long long)a->forward.engine_index,
+             tt_format_bytes((size_t)a->forward.workspace_bytes, forward_ws, sizeof forward_ws));
     snprintf(a->description, sizeof a->description,
              "cuDNN %s: forward engine %lld (workspace %s); backward engine %lld%s (workspace %s + %s scratch), %s "
              "graph in %lld head group(s)%s%s%s",
@@ -1126,6 +1130,8 @@ int tt_cudnn_attention_backward_is_deterministic(const tt_cudnn_attention *a) {
 }
 
 const char *tt_cudnn_attention_describe(const tt_cudnn_attention *a) { return a->description; }
+
+const char *tt_cudnn_attention_describe_forward(const tt_cudnn_attention *a) { return a->forward_description; }
 
 static void attention_plan_destroy(attention_plan *p) {
     if (p->variant_pack) cudnnBackendDestroyDescriptor(p->variant_pack);

@@ -66,6 +66,8 @@ int tt_cudnn_attention_backward_is_deterministic(const tt_cudnn_attention *a);
 
 /* One line naming the engines and workspaces chosen, for logs. */
 const char *tt_cudnn_attention_describe(const tt_cudnn_attention *a);
+/* The same, of the forward alone (for a run that takes only the forward from cuDNN). */
+const char *tt_cudnn_attention_describe_forward(const tt_cudnn_attention *a);
 
 void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                 const tt_bf16 *v, void *workspace, cudaStream_t stream);

@@ -36,6 +36,7 @@ typedef struct attention_choice {
     bool requested_auto;                 /* attn_implementation: auto */
     char deterministic_why_not[256];     /* why cuDNN's deterministic backward is not used ("" when it is) */
     char fused_why_not[256];             /* why no fused kernel runs ("" when one does) */
+    char cudnn_forward_why_not[256];     /* auto on the own backward: why cuDNN's forward is not used ("" when it is) */
     /* attn_implementation: cudnn with deterministic: true, and cuDNN's deterministic backward cannot run at this key's
      * workspace limit: the error prepare gives ("" when it can). The size queries answer for the own kernels
      * meanwhile: the sizing of attn_workspace_limit: auto asks at its least limit before the one it settles on. */
@@ -92,8 +93,10 @@ static void own_attention_backward(void *dq, void *dk, void *dv, const void *dou
 #define QUERY_CACHE 8
 
 /* side_wait's events: a ticket's event is re-recorded SIDE_EVENTS tickets later, after which waiting for it waits
- * for the later one (the side stream runs in order: later is done implies earlier is). */
-#define SIDE_EVENTS 64
+ * for the later one (the side stream runs in order: later is done implies earlier is: right, but later). zero_stage
+ * 1 and 2 issue a broadcast a unit after the update and wait for each in the next forward, so the ring holds more
+ * than the units of the largest models (Llama-70B: 82) with sequence parallel's exchanges between them. */
+#define SIDE_EVENTS 512
 
 typedef struct cuda_backend {
     int device;
@@ -440,12 +443,22 @@ static bool same_key(const attention_key *a, const attention_key *b) {
            x->scale == y->scale && x->sliding_window == y->sliding_window && x->documents == y->documents;
 }
 
+/* auto with deterministic: true takes cuDNN's forward and the pipelined backward where those kernels run at head_dim
+ * 128, the shape they were measured at against cuDNN's deterministic backward (resolve_attention). */
+static bool auto_takes_own_backward(const attention_key *key) {
+    return key->requested == TT_ATTENTION_AUTO && !key->nondeterministic && !key->shape.documents &&
+           key->shape.head_dim == 128 && own_kernels_are_pipelined(&key->shape);
+}
+
 static attention_key key_of(const tt_backend_settings *settings, const tt_attention_shape *shape) {
     attention_key key = {.requested = settings->attention,
                          .workspace_limit = settings->attention_workspace_limit,
                          .nondeterministic = settings->nondeterministic,
                          .shape = *shape};
     key.shape.positions = NULL; /* the choice depends on the shape, not on this micro-batch's positions */
+    /* no dP limit in this choice: one key (and one cuDNN build) whatever limit the sizing of attn_workspace_limit:
+     * auto asks at */
+    if (auto_takes_own_backward(&key)) key.workspace_limit = 0;
     return key;
 }
 
@@ -517,8 +530,9 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim %lld, "
                "window %lld). Use attn_implementation: auto",
                (long long)shape->head_dim, (long long)shape->sliding_window);
-    /* auto, deterministic (the default): cuDNN's forward with tiertrain's pipelined deterministic backward wherever
-     * those kernels run (sm_90, head_dim 64 or 128, no sliding window); elsewhere cuDNN's fused attention with its
+    /* auto, deterministic (the default): cuDNN's forward with tiertrain's pipelined deterministic backward where those
+     * kernels run at head_dim 128 (sm_90, no sliding window: auto_takes_own_backward; head_dim 64 was not measured
+     * against cuDNN's deterministic backward); elsewhere cuDNN's fused attention with its
      * deterministic backward (dQ without atomics), run on groups of heads and chunks of keys whose dP fits
      * attn_workspace_limit, two groups at a time where there are several (create_deterministic_cudnn); where cuDNN
      * cannot, the own kernels; else the reference kernels. Chosen by measurement on the H100 (test_gpu_attention and
@@ -535,11 +549,12 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not);
         cudnn_backward = c.atomic_backward = a != NULL;
     }
-    if (want == TT_ATTENTION_AUTO && !a && own_kernels_are_pipelined(shape)) {
+    if (auto_takes_own_backward(key)) {
         snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not,
-                 "tiertrain's pipelined backward is the faster deterministic one at this shape (H100, hd 128: 449 to "
-                 "454 TFLOP/s against cuDNN's 325 to 415)");
+                 "tiertrain's pipelined backward is the faster deterministic one at head_dim 128 (H100: 449 to 454 "
+                 "TFLOP/s against cuDNN's 325 to 415)");
         a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not); /* its forward */
+        if (!a) snprintf(c.cudnn_forward_why_not, sizeof c.cudnn_forward_why_not, "%s", why_not);
     } else if (want == TT_ATTENTION_AUTO && !a) {
         a = create_deterministic_cudnn(key, &c.lanes, why_not, sizeof why_not);
         cudnn_backward = a != NULL;
@@ -700,7 +715,12 @@ static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudn
     if (c->atomic_backward)
         tt_warn("deterministic: false: cuDNN's attention backward adds dQ with atomics; gradients are not "
                 "bit-reproducible run to run (deterministic: true is)");
-    if (cudnn) /* the description names cuDNN's version */
+    if (c->cudnn_forward_why_not[0])
+        tt_info("attention: cuDNN's forward is not available here (%s); the pipelined kernels run it too",
+                c->cudnn_forward_why_not);
+    if (cudnn && c->backward != TT_ATTENTION_CUDNN) /* cuDNN's forward only; the description names cuDNN's version */
+        tt_info("attention: %s", tt_cudnn_attention_describe_forward(cudnn));
+    else if (cudnn)
         tt_info("attention: %s%s", tt_cudnn_attention_describe(cudnn), c->lanes > 1 ? "; 2 head groups at a time" : "");
     if (c->forward == TT_ATTENTION_FLASH || c->backward == TT_ATTENTION_FLASH) {
         tt_info("attention: %s%s%s (deterministic; the backward's workspace is %.1f MiB%s)", own_kernels_name(shape),

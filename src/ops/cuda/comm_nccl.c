@@ -312,7 +312,7 @@ static void nccl_destroy(void *ctx) {
 }
 
 static tt_comm *nccl_split(void *ctx, int color, int key);
-static void connect_peers(nccl_comm *c);
+static void connect_peers(nccl_comm *c, bool rings);
 
 static const tt_comm_iface nccl_iface = {
     .destroy = nccl_destroy,
@@ -347,7 +347,7 @@ static tt_comm *nccl_split(void *ctx, int color, int key) {
     check_nccl(ncclCommCount(c->comm, &c->size), "communicator split");
     TT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->own_stream, cudaStreamNonBlocking));
     c->stream = parent->stream == parent->own_stream ? c->own_stream : parent->stream;
-    connect_peers(c); /* at the run's start, not inside a step (after the plan, though: see connect_peers) */
+    connect_peers(c, false); /* its all-to-all's peers, before the plan reads the free memory */
     tt_comm *comm = tt_xcalloc(1, sizeof(tt_comm), "communicator");
     *comm = (tt_comm){.iface = &nccl_iface, .ctx = c, .rank = c->rank, .size = c->size, .transport = "nccl"};
     return comm;
@@ -358,17 +358,19 @@ static tt_comm *nccl_split(void *ctx, int color, int key) {
  * out of the room the plan priced. So every kind the run issues (ring all-gather and broadcast, the send/receive of
  * the all-to-all and gather) runs once here on a bucket's bytes, and the plan reads the free memory after them.
  * Measured on 4 x H100 before this: 1.2 GiB a rank outside the plan's arena at 4 ranks, 0.46 GiB at 2. A group split
- * from the run's communicator (sequence parallel's, where it is fewer than all ranks) is made after the plan, so its
- * buffers are not in the room the plan read; they are connected when it is made, before any step. */
-static void connect_peers(nccl_comm *c) {
+ * from the run's communicator (sequence parallel's, made before the plan too: tt_data_parallel_sequence_group) only
+ * exchanges tokens for heads, so it connects the all-to-all's peers only (rings = false). */
+static void connect_peers(nccl_comm *c, bool rings) {
     const size_t each = TT_COMM_BUCKET_BYTES / (size_t)c->size; /* the data-parallel rounds' per-rank share */
     const size_t bytes = each * (size_t)c->size;
     unsigned char *send = NULL, *recv = NULL;
     TT_CUDA_CHECK(cudaMalloc((void **)&send, bytes));
     TT_CUDA_CHECK(cudaMalloc((void **)&recv, bytes));
     TT_CUDA_CHECK(cudaMemsetAsync(send, 0, bytes, c->stream));
-    nccl_all_gather(c, send, recv, each);
-    nccl_broadcast(c, send, bytes, 0);
+    if (rings) {
+        nccl_all_gather(c, send, recv, each);
+        nccl_broadcast(c, send, bytes, 0);
+    }
     nccl_all_to_all(c, send, recv, each);
     TT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
     TT_CUDA_CHECK(cudaFree(send));
@@ -400,7 +402,7 @@ tt_comm *tt_comm_nccl_open(const tt_launch *launch, int device) {
     /* the host gathers of a step (its loss sums) fit from the start: no allocation inside a step */
     c->staging_bytes = TT_COMM_HOST_GATHER_BYTES * (size_t)(launch->size + 1);
     TT_CUDA_CHECK(cudaMalloc(&c->staging, c->staging_bytes));
-    connect_peers(c);
+    connect_peers(c, true);
     tt_comm *comm = tt_xcalloc(1, sizeof(tt_comm), "communicator");
     *comm = (tt_comm){.iface = &nccl_iface, .ctx = c, .rank = launch->rank, .size = launch->size, .transport = "nccl"};
     return comm;

@@ -2,7 +2,9 @@
 # Several GPUs against one: tok/s (median of the steps after the first) and GPU peak per rank of one row per case.
 #   bash bench/data_parallel.sh TIERTRAIN "CASE ..."    CASE: gpus:model:sequence_len[:key=value,key=value...]
 # gpus 1 runs one process; more start one process a GPU with torchrun's variables. model: a directory of
-# bench/models. Random init, random tokens (bench/make_tokens.py), gradient checkpointing, loss chunks of 4096,
+# bench/models. Random init, random tokens (bench/make_tokens.py), gradient checkpointing (with selective_checkpointing's
+# default auto: from 16k tokens the plan may keep attention outputs in pinned memory; add selective_checkpointing=~
+# to a case for plain recompute), loss chunks of 4096,
 # save_strategy no. Examples (docs/benchmarks.md):
 #   bash bench/data_parallel.sh build/tiertrain "1:qwen3-1.7b:16384 4:qwen3-1.7b:16384:zero_stage=1"
 #   bash bench/data_parallel.sh build/tiertrain \

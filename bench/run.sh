@@ -7,7 +7,10 @@
 # recipe: bf16 (like-for-like: bf16 parameters, gradients and AdamW state) or master (fp32
 # master weights, gradients and AdamW state, tiertrain's default); the peer always runs bf16.
 # An optional fourth field picks tiertrain's attn_implementation (auto, cudnn, flash), an optional
-# fifth the memory mode, tokens joined by '+': gc (gradient checkpointing alone, the default);
+# fifth the memory mode, tokens joined by '+': gc (gradient checkpointing, the default; from 16k tokens with
+# selective_checkpointing's default auto, so the plan may keep attention outputs in pinned memory instead of recomputing
+# them: the run's plan line says so); recompute (selective_checkpointing ~: every checkpointed layer recomputes its
+# attention, the plain checkpointing of earlier rows);
 # hidden_states, true, legacy or disk (activation_offloading, with gradient checkpointing);
 # selective (selective_checkpointing {save: [attention], offload: true}: the attention output kept in
 # pinned memory, no attention recompute); tiled or tiled<N> (tiled_mlp, N shards); layer_offloading
@@ -68,6 +71,7 @@ for c in $cases; do
       gc) ;;
       hidden_states|true|legacy|disk) memory_args+=(activation_offloading=$token offload_dir="$out"); [ $token = hidden_states ] && peer_memory=hidden_states ;;
       selective) memory_args+=("selective_checkpointing={save: [attention], offload: true}") ;;
+      recompute) memory_args+=("selective_checkpointing=~") ;;
       tiled) memory_args+=(tiled_mlp=true) ;;
       tiled*) memory_args+=(tiled_mlp=true tiled_mlp_num_shards=${token#tiled}) ;;
       layer_offloading) memory_args+=(layer_offloading=true) ;;
@@ -97,7 +101,7 @@ print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": reci
                   "memory": memory, "adapter": adapter, "tok_s": seq * sequences / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"],
                   "grad_norms": [r.get("grad_norm") for r in rows]}))
 PY
-  grep -h "attention: \|tiled_mlp:\|offload copies\|disk tier\|layer_offloading:\|weight offload\|gradient ring\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
+  grep -h "attention: \|plan: .* pinned memory instead\|tiled_mlp:\|offload copies\|disk tier\|layer_offloading:\|weight offload\|gradient ring\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi
   peer_out=$out/peer-$model-$seq-$peer_memory-$adapter
   if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [[ $adapter != qlora* ]] && [ ! -f "$peer_out.json" ]; then

@@ -17,6 +17,9 @@
 
 static int prices; /* how many times the pass priced a plan */
 
+/* the attention's span when every query sees the whole sequence (no sliding window) */
+#define SPAN(plan) tt_plan_sequence_len(&(plan))
+
 static void fake_price(const tt_plan_pricer *self, tt_size_table *table, const tt_plan *plan) {
     (void)self;
     prices++;
@@ -33,9 +36,8 @@ static const tt_plan_pricer pricer = {.price = fake_price};
 /* A checkpointed plan of LAYERS layers on `tier`, sequences of seq_len tokens a rank (sp ranks a sequence). */
 static tt_plan checkpointed(tt_layer_plan *layers, tt_tier tier, int64_t seq_len, int64_t sp) {
     for (int l = 0; l < LAYERS; l++)
-        layers[l] = (tt_layer_plan){.recompute = TT_RECOMPUTE_EVERYTHING,
-                                    .saved_activation_tier = tier,
-                                    .layer_input_tier = tier};
+        layers[l] = (tt_layer_plan){
+            .recompute = TT_RECOMPUTE_EVERYTHING, .saved_activation_tier = tier, .layer_input_tier = tier};
     return (tt_plan){.num_layers = LAYERS,
                      .layers = layers,
                      .compute_tier = tier,
@@ -59,14 +61,16 @@ int main(void) {
     /* the CPU backend's plans, and short sequences, stay as they are (without pricing) */
     tt_plan plan = checkpointed(layers, TT_TIER_HOST, 65536, 1);
     prices = 0;
-    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == 0 && prices == 0, "host compute tier: nothing");
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, SPAN(plan)) == 0 && prices == 0,
+              "host compute tier: nothing");
     plan = checkpointed(layers, TT_TIER_GPU, TT_ATTENTION_OFFLOAD_MIN_TOKENS - 1024, 1);
-    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == 0 && prices == 0, "short sequence: nothing");
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, SPAN(plan)) == 0 && prices == 0,
+              "short sequence: nothing");
     TT_EXPECT(recomputes_everything(&layers[0], TT_TIER_GPU) && !plan.offload_streamed, "... and the plan unchanged");
 
     /* room for everything: every checkpointed layer keeps its attention in pinned memory, streamed */
     plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
-    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == LAYERS, "no budgets: every layer");
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, SPAN(plan)) == LAYERS, "no budgets: every layer");
     bool all = true;
     for (int l = 0; l < LAYERS; l++) all &= offloads_attention(&layers[l]);
     TT_EXPECT(all && plan.offload_streamed, "every layer offloads its attention slots, on the copy streams");
@@ -74,7 +78,8 @@ int main(void) {
     /* the pinned budget holds three layers' slots: the top three switch */
     plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
     prices = 0;
-    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, PINNED_BASE + 3 * PER_LAYER + PER_LAYER / 2) == 3,
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, PINNED_BASE + 3 * PER_LAYER + PER_LAYER / 2, SPAN(plan)) ==
+                  3,
               "pinned room for three layers: three");
     TT_EXPECT(offloads_attention(&layers[5]) && offloads_attention(&layers[4]) && offloads_attention(&layers[3]) &&
                   recomputes_everything(&layers[2], TT_TIER_GPU) && recomputes_everything(&layers[0], TT_TIER_GPU),
@@ -83,7 +88,8 @@ int main(void) {
 
     /* the GPU budget cannot hold the staging buffers: nothing, and the plan as it was */
     plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
-    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, GPU_BASE + STAGING - 1, 0) == 0, "no GPU room: nothing");
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, GPU_BASE + STAGING - 1, 0, SPAN(plan)) == 0,
+              "no GPU room: nothing");
     all = true;
     for (int l = 0; l < LAYERS; l++) all &= recomputes_everything(&layers[l], TT_TIER_GPU);
     TT_EXPECT(all && !plan.offload_streamed, "... every layer recomputes as before, nothing streamed");
@@ -92,7 +98,8 @@ int main(void) {
     plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
     layers[5].recompute = TT_MLP_SLOTS;
     layers[1].recompute = TT_RECOMPUTE_NOTHING;
-    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == 4, "four layers recompute everything: four");
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, SPAN(plan)) == 4,
+              "four layers recompute everything: four");
     TT_EXPECT(layers[5].recompute == TT_MLP_SLOTS && layers[5].offloaded == 0 &&
                   layers[1].recompute == TT_RECOMPUTE_NOTHING && offloads_attention(&layers[4]) &&
                   offloads_attention(&layers[0]),
@@ -101,10 +108,17 @@ int main(void) {
     /* the disk tier in use (a spilled layer input): nothing */
     plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
     layers[2].layer_input_tier = TT_TIER_DISK;
-    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == 0, "a layer input on disk: nothing");
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, SPAN(plan)) == 0, "a layer input on disk: nothing");
+
+    /* a sliding window shorter than the threshold (the recompute costs T x window), packed documents: nothing */
+    plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, 4096) == 0, "a 4096-token window at 64k: nothing");
+    plan.packed_documents = true;
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, SPAN(plan)) == 0, "packed documents: nothing");
 
     /* sequence parallel: the attention's sequence is the whole one (4 ranks of 8192 tokens) */
     plan = checkpointed(layers, TT_TIER_GPU, 8192, 4);
-    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0) == LAYERS, "sequence parallel 4 x 8192: every layer");
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, SPAN(plan)) == LAYERS,
+              "sequence parallel 4 x 8192: every layer");
     return tt_test_summary("attention offload");
 }

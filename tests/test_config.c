@@ -204,10 +204,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         same_string(a->resume_from_checkpoint, b->resume_from_checkpoint) && a->max_shard_bytes == b->max_shard_bytes &&
         a->gradient_checkpointing == b->gradient_checkpointing &&
         a->selective_checkpointing == b->selective_checkpointing && a->selective_auto == b->selective_auto &&
-        a->selective_offload == b->selective_offload && a->recompute_granularity == b->recompute_granularity && a->recompute_method == b->recompute_method &&
-        a->recompute_num_layers == b->recompute_num_layers && a->use_reentrant == b->use_reentrant &&
-        same_string(a->offload_dir, b->offload_dir) && same_string(a->trace, b->trace) &&
-        a->loss_chunk_size == b->loss_chunk_size && a->tiled_mlp == b->tiled_mlp &&
+        a->selective_offload == b->selective_offload && a->recompute_granularity == b->recompute_granularity &&
+        a->recompute_method == b->recompute_method && a->recompute_num_layers == b->recompute_num_layers &&
+        a->use_reentrant == b->use_reentrant && same_string(a->offload_dir, b->offload_dir) &&
+        same_string(a->trace, b->trace) && a->loss_chunk_size == b->loss_chunk_size && a->tiled_mlp == b->tiled_mlp &&
         a->tiled_mlp_num_shards == b->tiled_mlp_num_shards && a->host_memory_budget == b->host_memory_budget &&
         a->device == b->device && a->num_threads == b->num_threads && a->progress == b->progress &&
         a->activation_offloading == b->activation_offloading && a->min_offload_size == b->min_offload_size &&
@@ -887,6 +887,12 @@ static void test_errors(void) {
                                               "use_streams: false\n"),
                   "use_streams: false is set but activation_offloading is hidden_states");
     tt_expect_die(load_file, yaml_file("ao5.yaml", VALID "debug_copy_delay_us: 100\n"),
+                  "debug_copy_delay_us delays offload copies, but activation_offloading is false");
+    TT_EXPECT(loads("ao5b.yaml", VALID "debug_copy_delay_us: 100\ngradient_checkpointing: true\n"),
+              "debug_copy_delay_us under checkpointing with selective_checkpointing auto (its offload copies)");
+    tt_expect_die(load_file,
+                  yaml_file("ao5c.yaml", VALID "debug_copy_delay_us: 100\ngradient_checkpointing: true\n"
+                                               "selective_checkpointing: ~\n"),
                   "debug_copy_delay_us delays offload copies, but activation_offloading is false");
     tt_expect_die(load_file, yaml_file("ao6.yaml", VALID "max_fwd_stash_size: 0\n"), "max_fwd_stash_size must be >= 1");
     tt_expect_die(load_file, yaml_file("ao3.yaml", VALID "activation_offloading: legacy\n"),

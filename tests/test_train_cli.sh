@@ -259,7 +259,9 @@ JSON
   # selective_checkpointing: auto (the default) at 16k tokens on the GPU: the plan keeps the checkpointed layers'
   # attention outputs in pinned memory instead of recomputing them, and the bits are plain recompute's (~)
   mkdir -p model16k
-  sed 's/"max_position_embeddings": 128/"max_position_embeddings": 16384/' model64/config.json > model16k/config.json
+  # four layers: the free keeps (the top layer or two keep their attention half on the GPU) leave some to switch
+  sed 's/"max_position_embeddings": 128/"max_position_embeddings": 16384/; s/"num_hidden_layers": 2/"num_hidden_layers": 4/' \
+    model64/config.json > model16k/config.json
   long=(model_config=model16k/config.json sequence_len=16384 micro_batch_size=1 gradient_accumulation_steps=1
         max_steps=2 save_steps=2 val_set_size=0 gradient_checkpointing=true)
   "$tiertrain" train --config run.yaml "${overrides[@]}" "${long[@]}" output_dir=out_auto16k > train_auto16k.txt 2>&1

@@ -194,9 +194,10 @@ typedef struct tt_run_config {
     bool gradient_checkpointing;
     bool selective_checkpointing; /* checkpointed layers keep the attention output and log-sum-exp */
     bool selective_offload;       /* ... in pinned host memory (selective_checkpointing offload: true) */
-    bool selective_auto; /* selective_checkpointing: auto (the default): the plan keeps them in pinned memory where
-                            that fits and pays (memory/attention_offload.h) */
-    int64_t every_n_layers;       /* gradient checkpointing on layers 0, N, 2N, ... only; the others keep all */
+    /* selective_checkpointing: auto (the default): the plan keeps them in pinned memory where that fits and pays
+     * (memory/attention_offload.h) */
+    bool selective_auto;
+    int64_t every_n_layers; /* gradient checkpointing on layers 0, N, 2N, ... only; the others keep all */
     bool checkpoint_trainable_layers_only; /* LLaMA-Factory's rule: layers without trainable parameters keep all */
     bool layer_offloading;                 /* frozen decoder layers streamed from pinned host memory */
     bool cpu_offloading; /* Megatron: offload the activations of the first cpu_offloading_num_layers */

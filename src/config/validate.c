@@ -176,8 +176,12 @@ static void check_offloading(const tt_run_config *c) {
                "(legacy is the unstreamed mode, hidden_states is always pinned and streamed); remove it or set "
                "activation_offloading: true",
                !c->use_pin_memory ? "use_pin_memory" : "use_streams", offload_mode);
+    /* selective_checkpointing: auto may offload attention outputs under checkpointing (the plan decides) */
+    const bool auto_offload =
+        c->selective_auto && (c->gradient_checkpointing || c->recompute_granularity == TT_RECOMPUTE_FULL);
     if (c->debug_copy_delay_us && c->activation_offloading == TT_OFFLOAD_NONE && !c->cpu_offloading &&
-        !c->selective_offload && !c->optimizer_cpu_offload && c->zero_stage == 0 && c->sequence_parallel_degree <= 1)
+        !c->selective_offload && !auto_offload && !c->optimizer_cpu_offload && c->zero_stage == 0 &&
+        c->sequence_parallel_degree <= 1)
         tt_die("debug_copy_delay_us delays offload copies, but activation_offloading is false; set a mode or remove "
                "debug_copy_delay_us");
 }

@@ -194,10 +194,10 @@ static void write_value(FILE *out, const tt_run_config *c, const key_spec *k) {
         else fputs(cfg_name_in_list(k->values, *(const int *)field, name, sizeof name), out);
         break;
     case KEY_SELECTIVE:
-        fputs(c->selective_auto      ? "auto"
-              : !*(const bool *)field  ? "~"
-              : c->selective_offload ? "{save: [attention], offload: true}"
-                                     : "{save: [attention], offload: false}",
+        fputs(c->selective_auto       ? "auto"
+              : !*(const bool *)field ? "~"
+              : c->selective_offload  ? "{save: [attention], offload: true}"
+                                      : "{save: [attention], offload: false}",
               out);
         break;
     case KEY_CHECKPOINTING_KWARGS: fputs(*(const bool *)field ? "{use_reentrant: true}" : "~", out); break;

@@ -22,9 +22,10 @@ static bool fits_switched(tt_plan *plan, const tt_plan_pricer *pricer, const int
            (!pinned_budget || t.tier_peak[TT_TIER_PINNED] <= pinned_budget);
 }
 
-int64_t tt_plan_offload_attention(tt_plan *plan, const tt_plan_pricer *pricer, size_t gpu_budget,
-                                  size_t pinned_budget) {
-    if (plan->compute_tier != TT_TIER_GPU || tt_plan_sequence_len(plan) < TT_ATTENTION_OFFLOAD_MIN_TOKENS) return 0;
+int64_t tt_plan_offload_attention(tt_plan *plan, const tt_plan_pricer *pricer, size_t gpu_budget, size_t pinned_budget,
+                                  int64_t attention_span) {
+    if (plan->compute_tier != TT_TIER_GPU || plan->packed_documents || attention_span < TT_ATTENTION_OFFLOAD_MIN_TOKENS)
+        return 0;
     for (int64_t l = 0; l < plan->num_layers; l++)
         if (plan->layers[l].layer_input_tier == TT_TIER_DISK || plan->layers[l].saved_activation_tier == TT_TIER_DISK)
             return 0;

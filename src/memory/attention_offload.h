@@ -21,12 +21,14 @@
 
 #define TT_ATTENTION_OFFLOAD_MIN_TOKENS 16384
 
-/* On a plan whose compute tier is the GPU and whose sequence (the attention's tokens) is at least
- * TT_ATTENTION_OFFLOAD_MIN_TOKENS: from the top layer down, the layers that recompute everything on the compute tier
- * (no offloaded slot) switch to keep their attention output and log-sum-exp in pinned memory and recompute the rest,
- * as many as fit: every tier's peak, priced by the pricer, within gpu_budget and pinned_budget (0: unlimited).
- * Nothing where any layer input or kept activation is on the disk tier. Returns how many layers switched. */
-int64_t tt_plan_offload_attention(tt_plan *plan, const tt_plan_pricer *pricer, size_t gpu_budget,
-                                  size_t pinned_budget);
+/* On a plan whose compute tier is the GPU and whose queries each attend to at least TT_ATTENTION_OFFLOAD_MIN_TOKENS
+ * keys (attention_span: the sequence, or a sliding window when it is shorter; the recompute's cost grows with it, the
+ * copy's does not): from the top layer down, the layers that recompute everything on the compute tier (no offloaded
+ * slot) switch to keep their attention output and log-sum-exp in pinned memory and recompute the rest, as many as
+ * fit: every tier's peak, priced by the pricer, within gpu_budget and pinned_budget (0: unlimited). Nothing where
+ * any layer input or kept activation is on the disk tier, nor with packed documents (each attends within its own
+ * document: the span is not known from the plan). Returns how many layers switched. */
+int64_t tt_plan_offload_attention(tt_plan *plan, const tt_plan_pricer *pricer, size_t gpu_budget, size_t pinned_budget,
+                                  int64_t attention_span);
 
 #endif

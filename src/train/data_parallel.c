@@ -196,8 +196,7 @@ static void sharded_weights_hook(void *ctx, tt_hook_point point, int64_t unit, b
 static void shared_weights_hook(void *ctx, tt_hook_point point, int64_t unit, bool train) {
     (void)train;
     tt_data_parallel *dp = ctx;
-    if ((point != TT_HOOK_BEFORE_FORWARD && point != TT_HOOK_BEFORE_BACKWARD) || unit < 0 || unit >= dp->units)
-        return;
+    if ((point != TT_HOOK_BEFORE_FORWARD && point != TT_HOOK_BEFORE_BACKWARD) || unit < 0 || unit >= dp->units) return;
     /* a tied head reads the embedding's weights: unit 0 is waited for before any other unit's forward */
     tt_backend_side_wait(dp->model->backend, dp->weight_ticket[unit]);
     dp->weight_ticket[unit] = 0;
@@ -229,8 +228,8 @@ static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
             model, (tt_unit_hook){.name = "zero_stage 3 weights", .call = sharded_weights_hook, .ctx = dp});
     } else if (model->plan.offloaded_weight_layers == 0) {
         dp->weight_ticket = tt_xcalloc((size_t)dp->units, sizeof(uint64_t), "weight broadcast tickets");
-        tt_model_state_add_hook(
-            model, (tt_unit_hook){.name = "zero_stage 1 weights", .call = shared_weights_hook, .ctx = dp});
+        tt_model_state_add_hook(model,
+                                (tt_unit_hook){.name = "zero_stage 1 weights", .call = shared_weights_hook, .ctx = dp});
     }
     char shard[32];
     tt_info("zero_stage %d: this rank keeps the master weights and moments%s of %lld of %lld trainable parameters (%s)",

@@ -209,8 +209,11 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
     const bool megatron_activations = run->cpu_offloading && run->cpu_offloading_activations;
     if (run->selective_auto && !megatron_activations &&
         (run->activation_offloading == TT_OFFLOAD_NONE || run->activation_offloading == TT_OFFLOAD_HIDDEN_STATES)) {
+        const int64_t sequence = tt_plan_sequence_len(plan);
+        const int64_t span =
+            model->sliding_window > 0 && model->sliding_window < sequence ? model->sliding_window : sequence;
         const int64_t offloaded =
-            tt_plan_offload_attention(plan, &pricer, device->memory_budget, plan->pinned_budget);
+            tt_plan_offload_attention(plan, &pricer, device->memory_budget, plan->pinned_budget, span);
         if (report && offloaded > 0) {
             const size_t bytes = (size_t)(plan->micro_batch * tt_plan_sequence_len(plan) *
                                           (model->num_heads / plan->sequence_parallel) * model->head_dim) *

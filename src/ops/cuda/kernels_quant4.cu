@@ -21,9 +21,8 @@
  * absmax codes a warp) are served one after another, which held the kernel to about a fifth of the memory's
  * bandwidth (H100: 0.066 ms for 16.8M values). code_table[c] is code_value(c) itself, map_table the dynamic map:
  * the same fp32 values, the same products, the same bits. */
-static __global__ void __launch_bounds__(DEQUANT_THREADS) dequantize_4bit_kernel(tt_bf16 *out, const unsigned char *q,
-                                                                                 tt_quant4_layout l, bool nf4,
-                                                                                 bool double_quant) {
+static __global__ void __launch_bounds__(DEQUANT_THREADS)
+    dequantize_4bit_kernel(tt_bf16 *out, const unsigned char *q, tt_quant4_layout l, bool nf4, bool double_quant) {
     __shared__ float code_table[16];
     __shared__ float map_table[256];
     if (threadIdx.x < 16) code_table[threadIdx.x] = code_value(threadIdx.x, nf4);
@@ -37,10 +36,10 @@ static __global__ void __launch_bounds__(DEQUANT_THREADS) dequantize_4bit_kernel
         /* eight values never straddle a block of 64 (first is a multiple of 8) */
         const int64_t b = first / TT_QUANT4_BLOCK;
         const float absmax =
-            double_quant ? double_quant_absmax(map_table[q[l.absmax_codes + b]],
-                                               ((const float *)(q + l.nested_absmax))[b / TT_QUANT4_NESTED_BLOCK],
-                                               offset)
-                         : ((const float *)(q + l.absmax))[b];
+            double_quant
+                ? double_quant_absmax(map_table[q[l.absmax_codes + b]],
+                                      ((const float *)(q + l.nested_absmax))[b / TT_QUANT4_NESTED_BLOCK], offset)
+                : ((const float *)(q + l.absmax))[b];
         if (first + DEQUANT_VALUES <= l.numel) {
             const uint32_t codes = *(const uint32_t *)(q + first / 2);
             uint4 packed;

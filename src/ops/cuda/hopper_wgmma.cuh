@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 
 #include "ops/cuda/attention_device.cuh" /* shared_address, fast_exp2, pack_bf16, quad_max/sum, LOG2E */
+#include "ops/cuda/ops_cuda.h"           /* tt_bf16 */
 
 #define HEAD_DIM 128
 
@@ -26,11 +27,14 @@ static __device__ __forceinline__ void wgmma_commit(void) {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-/* Keeps the compiler from moving reads or writes of an accumulator across the asynchronous MMA. */
-static __device__ __forceinline__ void fence_accumulators(float *d) {
+/* Keeps the compiler from moving reads or writes of N accumulators across the asynchronous MMA. */
+template <int N> static __device__ __forceinline__ void fence_accumulators_n(float *d) {
 #pragma unroll
-    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
+
+/* ... the 64 of an m64n128 product. */
+static __device__ __forceinline__ void fence_accumulators(float *d) { fence_accumulators_n<64>(d); }
 
 /* Placed after the wait that ends an asynchronous MMA: its register A operand (COUNT registers) stays live, so
  * nothing else is allocated there while the product reads it. */
@@ -90,12 +94,6 @@ static __device__ __forceinline__ void wgmma_rs_n64(float *d, const uint32_t *a,
 template <int HD> static __device__ __forceinline__ void wgmma_rs_hd(float *d, const uint32_t *a, uint64_t b_desc) {
     if constexpr (HD == 128) wgmma_rs(d, a, b_desc);
     else wgmma_rs_n64(d, a, b_desc);
-}
-
-/* Keeps the compiler from moving reads or writes of N accumulators across the asynchronous MMA. */
-template <int N> static __device__ __forceinline__ void fence_accumulators_n(float *d) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* d[64x64 fp32, this thread's 32] (+)= A[64x16] B[16x64], both from shared memory (B's rows of K contiguous); scale_d
@@ -216,6 +214,32 @@ static __device__ __forceinline__ void softmax_tile(float *s, softmax_rows *r, f
     r->sum_g8 = r->sum_g8 * *correction_g8 + tile_sum_g8;
 }
 
+/* The forward's end for one thread's two query rows: O (this thread's accumulators of the m64 x HD layout, o[4c + 0..1]
+ * row g, columns 8c + 2t and + 1; o[4c + 2..3] row g + 8) divided by the rows' sums, rounded to bf16 into out (rows of
+ * q_stride elements, head h's HD columns), and each row's log-sum-exp (natural log) into lse [B, Hq, T]; rows past T
+ * are not stored. The pipelined and the cp.async forward both end here. */
+template <int HD>
+static __device__ __forceinline__ void store_forward_rows(tt_bf16 *out, float *lse, const float *o,
+                                                          const softmax_rows *rows, int b, int h, int Hq, int T,
+                                                          int row_g, int t, int64_t q_stride) {
+    const float sum_g = quad_sum(rows->sum_g), sum_g8 = quad_sum(rows->sum_g8);
+    const float inv_g = sum_g > 0.0f ? 1.0f / sum_g : 0.0f, inv_g8 = sum_g8 > 0.0f ? 1.0f / sum_g8 : 0.0f;
+    const int row_g8 = row_g + 8;
+    tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HD;
+    tt_bf16 *out_g8 = out_g + 8 * q_stride;
+#pragma unroll
+    for (int c = 0; c < HD / 8; c++) {
+        const int col = 8 * c + 2 * t;
+        if (row_g < T) *(uint32_t *)(out_g + col) = pack_bf16(o[4 * c] * inv_g, o[4 * c + 1] * inv_g);
+        if (row_g8 < T) *(uint32_t *)(out_g8 + col) = pack_bf16(o[4 * c + 2] * inv_g8, o[4 * c + 3] * inv_g8);
+    }
+    if (t == 0) {
+        float *lse_head = lse + ((int64_t)b * Hq + h) * T;
+        if (row_g < T) lse_head[row_g] = (rows->max_g + log2f(sum_g)) * LN2;
+        if (row_g8 < T) lse_head[row_g8] = (rows->max_g8 + log2f(sum_g8)) * LN2;
+    }
+}
+
 /* wgmma_wait<N>: at most N committed groups of this warpgroup still in flight. */
 template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
@@ -231,10 +255,8 @@ static __device__ __forceinline__ void pack_a64(uint32_t *a, const float *x) {
     }
 }
 
-static __device__ __forceinline__ void fence_accumulators_32(float *d) {
-#pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
+/* ... the 32 of an m64n64 product. */
+static __device__ __forceinline__ void fence_accumulators_32(float *d) { fence_accumulators_n<32>(d); }
 
 /* acc[64 x 64 fp32] = A B^T over head_dim: A the 64 rows of a 128-row tile at a_rows, B a 64-row tile, both K-major in
  * shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */

@@ -181,21 +181,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 #undef K_EMPTY
 #undef V_EMPTY
 
-    const float sum_g = quad_sum(rows.sum_g), sum_g8 = quad_sum(rows.sum_g8);
-    const float inv_g = sum_g > 0.0f ? 1.0f / sum_g : 0.0f, inv_g8 = sum_g8 > 0.0f ? 1.0f / sum_g8 : 0.0f;
-    tt_bf16 *out_g = out + ((int64_t)b * T + row_g) * q_stride + (int64_t)h * HD;
-    tt_bf16 *out_g8 = out_g + 8 * q_stride;
-#pragma unroll
-    for (int c = 0; c < HD / 8; c++) {
-        const int col = 8 * c + 2 * t;
-        if (row_g < T) *(uint32_t *)(out_g + col) = pack_bf16(o[4 * c] * inv_g, o[4 * c + 1] * inv_g);
-        if (row_g8 < T) *(uint32_t *)(out_g8 + col) = pack_bf16(o[4 * c + 2] * inv_g8, o[4 * c + 3] * inv_g8);
-    }
-    if (t == 0) {
-        float *lse_head = lse + ((int64_t)b * Hq + h) * T;
-        if (row_g < T) lse_head[row_g] = (rows.max_g + log2f(sum_g)) * LN2;
-        if (row_g8 < T) lse_head[row_g8] = (rows.max_g8 + log2f(sum_g8)) * LN2;
-    }
+    store_forward_rows<HD>(out, lse, o, &rows, b, h, Hq, T, row_g, t, q_stride);
 }
 
 /* ---- backward ----------------------------------------------------------------------------------------------

@@ -140,6 +140,21 @@ static void poison_outputs(attention_buffers *a) {
     TT_CUDA_CHECK(cudaMemset(a->lse_dev, 0xFF, sizeof(float) * (size_t)a->rows));
 }
 
+/* The pipelined forward into fresh poisoned buffers: the out and lse bits the cp.async forward left in a. */
+static void expect_pipelined_forward_bits(const attention_buffers *a, const tt_attention_shape *s, const char *label) {
+    tt_bf16 *out2 = device_poisoned(a->nq);
+    float *lse2 = device_poisoned_f32(a->rows);
+    tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a->q_dev, a->k_dev, a->v_dev, s, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    float *x = download_f32(lse2, a->rows), *y = download_f32(a->lse_dev, a->rows);
+    TT_EXPECT(same_bits_bf16(a->out_dev, out2, a->nq) && memcmp(x, y, sizeof(float) * (size_t)a->rows) == 0,
+              "%s: the pipelined hopper forward gives the cp.async one's bits", label);
+    free(x);
+    free(y);
+    cudaFree(out2);
+    cudaFree(lse2);
+}
+
 /* Backward again into fresh poisoned buffers: the same bits. */
 static void expect_deterministic(attention_buffers *a, const tt_attention_shape *s, const char *label) {
     tt_bf16 *dq2 = device_poisoned(a->nq), *dk2 = device_poisoned(a->nkv), *dv2 = device_poisoned(a->nkv);
@@ -299,17 +314,9 @@ static void test_packed_against_cpu(const char *layout, int64_t B, int64_t T, in
             poison_outputs(&a);
             tt_cuda_hopper_attention_forward(a.out_dev, a.lse_dev, a.q_dev, a.k_dev, a.v_dev, &s, 0);
             if (kernel == 3) { /* the pipelined forward: the same bits */
-                tt_bf16 *out2 = device_poisoned(a.nq);
-                float *lse2 = device_poisoned_f32(a.rows);
-                tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
-                TT_CUDA_CHECK(cudaDeviceSynchronize());
-                float *x = download_f32(lse2, a.rows), *y = download_f32(a.lse_dev, a.rows);
-                TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq) && memcmp(x, y, sizeof(float) * (size_t)a.rows) == 0,
-                          "packed documents (%s): the pipelined hopper forward gives the cp.async one's bits", layout);
-                free(x);
-                free(y);
-                cudaFree(out2);
-                cudaFree(lse2);
+                char label[96];
+                snprintf(label, sizeof label, "packed documents (%s)", layout);
+                expect_pipelined_forward_bits(&a, &s, label);
             }
             tt_cuda_hopper_attention_backward(a.dq_dev, a.dk_dev, a.dv_dev, a.dout_dev, a.out_dev, a.lse_dev, a.q_dev,
                                               a.k_dev, a.v_dev, &s, hopper_scratch, ordered_bytes, kernel == 2, 0);
@@ -447,17 +454,9 @@ static void test_hopper_backward_against_cpu(int64_t B, int64_t T, int64_t Hq, i
                       same_bits_bf16(a.dv_dev, dv2, a.nkv),
                   "hopper backward (%s) twice gives the same bits", ordered ? "ordered dQ" : "dQ kernel");
         if (!ordered) { /* the pipelined kernels (TMA, producer warpgroup): the cp.async ones' bits */
-            tt_bf16 *out2 = device_poisoned(a.nq);
-            float *lse2 = device_poisoned_f32(a.rows);
-            tt_cuda_hopper_attention_forward_pipelined(out2, lse2, a.q_dev, a.k_dev, a.v_dev, &s, 0);
-            TT_CUDA_CHECK(cudaDeviceSynchronize());
-            float *x = download_f32(lse2, a.rows), *y = download_f32(a.lse_dev, a.rows);
-            TT_EXPECT(same_bits_bf16(a.out_dev, out2, a.nq) && memcmp(x, y, sizeof(float) * (size_t)a.rows) == 0,
-                      "hd %lld: the pipelined hopper forward gives the cp.async one's bits", (long long)hd);
-            free(x);
-            free(y);
-            cudaFree(out2);
-            cudaFree(lse2);
+            char label[32];
+            snprintf(label, sizeof label, "hd %lld", (long long)hd);
+            expect_pipelined_forward_bits(&a, &s, label);
             TT_CUDA_CHECK(cudaMemset(dq2, 0xFF, sizeof(tt_bf16) * (size_t)a.nq));
             TT_CUDA_CHECK(cudaMemset(dk2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));
             TT_CUDA_CHECK(cudaMemset(dv2, 0xFF, sizeof(tt_bf16) * (size_t)a.nkv));

@@ -161,6 +161,10 @@ size_t tt_disk_store_bytes_written(const tt_disk_store *s) {
     return (size_t)used * s->slot_bytes;
 }
 
+size_t tt_disk_store_reserved_bytes(const tt_disk_store *s) {
+    return s && !s->measuring ? (size_t)s->slots * s->slot_bytes : 0;
+}
+
 void tt_disk_store_close(tt_disk_store *s) {
     if (!s) return;
     if (s->measuring) {

@@ -22,6 +22,8 @@ void tt_disk_store_close(tt_disk_store *store);
  * real store's file holds after the same jobs. */
 tt_disk_store *tt_disk_store_open_measure(int64_t slots, size_t slot_bytes);
 size_t tt_disk_store_bytes_written(const tt_disk_store *store);
+/* The file's size: slots times the rounded slot size (0 for a measuring store or NULL). */
+size_t tt_disk_store_reserved_bytes(const tt_disk_store *store);
 
 /* Queues a write of bytes from buf (TT_DISK_ALIGNMENT-aligned) into slot, or a read of slot into
  * buf; buf must stay untouched until tt_disk_store_wait returns for the returned ticket. Jobs run

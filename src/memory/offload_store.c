@@ -18,6 +18,7 @@ void tt_offload_store_init(tt_offload_store *st, const tt_backend *backend, int6
     st->bytes = tt_xcalloc((size_t)L + 1, sizeof(size_t), "offloaded blocks");
     st->home = tt_xcalloc((size_t)L + 1, sizeof(void *), "offloaded blocks");
     st->ring_slot = tt_xcalloc((size_t)L + 1, sizeof(int64_t), "offloaded blocks");
+    st->disk_slot = tt_xcalloc((size_t)L + 1, sizeof(int64_t), "offloaded blocks");
     st->copied_out = tt_xcalloc((size_t)L + 1, sizeof(uint64_t), "offload copies");
     st->copied_back = tt_xcalloc((size_t)L + 1, sizeof(uint64_t), "offload copies");
     st->ring = tt_xcalloc((size_t)ring_count + 1, sizeof(void *), "staging ring");
@@ -27,8 +28,11 @@ void tt_offload_store_init(tt_offload_store *st, const tt_backend *backend, int6
         const bool offloaded = tiers[l] != compute_tier && bytes[l] > 0;
         st->bytes[l] = offloaded ? bytes[l] : 0;
         st->ring_slot[l] = offloaded ? rank++ % ring_count : -1;
-        on_disk += offloaded && tiers[l] == TT_TIER_DISK;
+        /* the file holds the disk tier's blocks only (a slot per layer reserved, at 512k tokens, 144 GiB for 13
+         * layer inputs of 4 GiB on disk) */
+        st->disk_slot[l] = offloaded && tiers[l] == TT_TIER_DISK ? on_disk++ : -1;
     }
+    st->disk_slot[L] = -1;
     st->ring_slot[L] = head_shares_ring && L > 0 && st->ring_slot[L - 1] >= 0 ? rank % ring_count : -1;
     st->holds_layer_inputs = head_shares_ring;
     /* the disk buffers first: whole pages, as O_DIRECT wants, from a page boundary (the caller
@@ -42,8 +46,8 @@ void tt_offload_store_init(tt_offload_store *st, const tt_backend *backend, int6
              largest_on_disk);
     /* on a measuring arena (the step program's dry run) the disk is measured, not written */
     if (on_disk)
-        st->disk = host->measuring ? tt_disk_store_open_measure(L, largest_on_disk)
-                                   : tt_disk_store_open(disk_dir, L, largest_on_disk);
+        st->disk = host->measuring ? tt_disk_store_open_measure(on_disk, largest_on_disk)
+                                   : tt_disk_store_open(disk_dir, on_disk, largest_on_disk);
     st->disk_holds[0] = st->disk_holds[1] = -1;
 }
 
@@ -55,12 +59,17 @@ void tt_offload_store_place_homes(tt_offload_store *st, const tt_tier *tiers, tt
 
 size_t tt_offload_store_disk_bytes(const tt_offload_store *st) { return tt_disk_store_bytes_written(st->disk); }
 
+size_t tt_offload_store_disk_reserved_bytes(const tt_offload_store *st) {
+    return tt_disk_store_reserved_bytes(st->disk);
+}
+
 void tt_offload_store_free(tt_offload_store *st) {
     if (st->backend) tt_backend_synchronize(st->backend); /* no copy may still touch the host memory */
     tt_disk_store_close(st->disk);
     free(st->bytes);
     free(st->home);
     free(st->ring_slot);
+    free(st->disk_slot);
     free(st->copied_out);
     free(st->copied_back);
     free(st->ring);
@@ -91,7 +100,7 @@ void tt_offload_store_offload(tt_offload_store *st, int64_t l) {
         ticket = tt_backend_copy_async(b, st->disk_buffer[j], st->ring[slot], st->bytes[l], true, 0);
         st->disk_copy[j] = ticket;
         st->disk_holds[j] = -1;
-        st->disk_job[j] = tt_disk_store_write(st->disk, l, st->disk_buffer[j], st->bytes[l], b->iface->copy_host_wait,
+        st->disk_job[j] = tt_disk_store_write(st->disk, st->disk_slot[l], st->disk_buffer[j], st->bytes[l], b->iface->copy_host_wait,
                                               b->ctx, ticket);
     }
     st->ring_copy_out[slot] = ticket;
@@ -116,7 +125,7 @@ static int64_t on_disk_below(const tt_offload_store *st, int64_t above) {
 static void queue_disk_read(tt_offload_store *st, int64_t l) {
     const int j = st->disk_reading;
     st->disk_reading ^= 1;
-    st->disk_job[j] = tt_disk_store_read(st->disk, l, st->disk_buffer[j], st->bytes[l],
+    st->disk_job[j] = tt_disk_store_read(st->disk, st->disk_slot[l], st->disk_buffer[j], st->bytes[l],
                                          st->backend->iface->copy_host_wait, st->backend->ctx, st->disk_copy[j]);
     st->disk_holds[j] = l;
 }

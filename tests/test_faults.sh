@@ -121,8 +121,8 @@ mkdir -p offload
 TT_FAULT_ENOSPC_AFTER_BYTES=1 "$tiertrain" train --config run.yaml "${offload[@]}" offload_dir=offload output_dir=off2 > off2.txt 2>&1
 status=$?
 check "offload_dir full at the start: exit status 1 (got $status)" test $status -eq 1
-check "offload_dir full at the start: the reservation fails naming the directory" \
-  grep -q "offload_dir 'offload': cannot reserve .* No space left on device" off2.txt
+check "offload_dir full at the start: refused before any memory is taken, naming the directory and the sizes" \
+  grep -q "offload_dir 'offload': the plan puts 8.00 KiB of activations on disk but the file system has 1 B free" off2.txt
 check "offload_dir full at the start: no file left" test -z "$(ls -A offload)"
 # the tiny model's disk tier is two slots of 4096 bytes (a layer's 1 KiB input each, rounded to
 # the O_DIRECT alignment): the reservation fits, the first write does not

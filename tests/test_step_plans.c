@@ -176,8 +176,8 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
         TT_EXPECT(written == expected && read == expected, "plan %s on disk: %zu bytes written, %zu read, %zu expected",
                   policies, written, read, expected);
         /* the file holds the blocks on disk only, a slot each (not one per layer) */
-        const size_t slot = ((size_t)(N * s.config.hidden_size) * 4 + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT *
-                            TT_DISK_ALIGNMENT;
+        const size_t slot =
+            ((size_t)(N * s.config.hidden_size) * 4 + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT;
         TT_EXPECT(tt_offload_store_disk_reserved_bytes(&s.inputs) == (size_t)s.sizes.offloaded_inputs * slot,
                   "plan %s on disk: a file of %zu bytes for %lld blocks of %zu", policies,
                   tt_offload_store_disk_reserved_bytes(&s.inputs), (long long)s.sizes.offloaded_inputs, slot);

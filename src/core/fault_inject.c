@@ -21,15 +21,28 @@ static uint64_t limit_from_environment(void) {
     return (uint64_t)n;
 }
 
-int tt_fault_before_write(size_t bytes) {
+static uint64_t current_limit(void) {
     uint64_t limit = atomic_load(&fault_limit);
     if (limit == UINT64_MAX - 1) {
         limit = limit_from_environment();
         atomic_store(&fault_limit, limit);
     }
+    return limit;
+}
+
+int tt_fault_before_write(size_t bytes) {
+    const uint64_t limit = current_limit();
     if (limit == UINT64_MAX) return 0;
     const uint64_t before = atomic_fetch_add(&fault_written, (uint64_t)bytes);
     return before + bytes > limit ? ENOSPC : 0;
+}
+
+size_t tt_fault_free_bytes(size_t reported) {
+    const uint64_t limit = current_limit();
+    if (limit == UINT64_MAX) return reported;
+    const uint64_t written = atomic_load(&fault_written);
+    const uint64_t left = written < limit ? limit - written : 0;
+    return left < (uint64_t)reported ? (size_t)left : reported;
 }
 
 void tt_fault_pause_in_save(void) {

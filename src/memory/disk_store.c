@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/statvfs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,13 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
+}
+
+bool tt_disk_free_bytes(const char *dir, size_t *free_bytes) {
+    struct statvfs fs;
+    if (statvfs(dir, &fs) != 0) return false;
+    *free_bytes = tt_fault_free_bytes((size_t)fs.f_bavail * (size_t)fs.f_frsize);
+    return true;
 }
 
 tt_disk_store *tt_disk_store_open(const char *dir, int64_t slots, size_t slot_bytes) {

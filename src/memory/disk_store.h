@@ -14,6 +14,10 @@
 
 typedef struct tt_disk_store tt_disk_store;
 
+/* The free bytes of the file system holding dir (as an unprivileged writer may use them); false when it cannot be
+ * asked (the directory is missing: creating the file then says why). */
+bool tt_disk_free_bytes(const char *dir, size_t *free_bytes);
+
 /* slots of slot_bytes (rounded up to TT_DISK_ALIGNMENT) in a new file under dir. */
 tt_disk_store *tt_disk_store_open(const char *dir, int64_t slots, size_t slot_bytes);
 void tt_disk_store_close(tt_disk_store *store);

@@ -100,8 +100,8 @@ void tt_offload_store_offload(tt_offload_store *st, int64_t l) {
         ticket = tt_backend_copy_async(b, st->disk_buffer[j], st->ring[slot], st->bytes[l], true, 0);
         st->disk_copy[j] = ticket;
         st->disk_holds[j] = -1;
-        st->disk_job[j] = tt_disk_store_write(st->disk, st->disk_slot[l], st->disk_buffer[j], st->bytes[l], b->iface->copy_host_wait,
-                                              b->ctx, ticket);
+        st->disk_job[j] = tt_disk_store_write(st->disk, st->disk_slot[l], st->disk_buffer[j], st->bytes[l],
+                                              b->iface->copy_host_wait, b->ctx, ticket);
     }
     st->ring_copy_out[slot] = ticket;
     st->copied_out[l] = ticket;

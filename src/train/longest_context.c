@@ -1,9 +1,8 @@
 #include "train/longest_context.h"
 
-#include <sys/statvfs.h>
-
 #include "core/check.h"
 #include "config/run_translation.h"
+#include "memory/disk_store.h"
 #include "memory/size_table.h"
 #include "model/params.h"
 #include "train/measure.h"
@@ -13,15 +12,14 @@
 
 /* Free bytes of the file system holding dir, or 0 (no budget) when it cannot be asked. */
 static size_t free_disk_bytes(const char *dir) {
-    struct statvfs fs;
-    if (statvfs(dir, &fs) != 0) return 0;
-    return (size_t)fs.f_bavail * (size_t)fs.f_frsize;
+    size_t free_bytes = 0;
+    return tt_disk_free_bytes(dir, &free_bytes) ? free_bytes : 0;
 }
 
 /* The budgets train checks at start: the compute tier against the device's (the GPU's, or host memory for the
  * CPU backend, which computes in pageable memory), pinned host memory against host_memory_budget (the machine's
- * memory less the system's reserve when 0, tt_host_memory_default_budget), and beyond what train checks before it
- * reserves, the disk tier against offload_dir's free space (train finds a full disk when it reserves its files). */
+ * memory less the system's reserve when 0, tt_host_memory_default_budget), and the disk tier against offload_dir's free
+ * space. */
 static void set_budgets(tt_context_fit *fit, const tt_plan *plan, const tt_device *device) {
     fit->budget[device->backend->compute_tier] = device->memory_budget;
     if (device->backend->compute_tier != TT_TIER_PINNED) fit->budget[TT_TIER_PINNED] = plan->pinned_budget;

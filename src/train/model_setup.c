@@ -2,6 +2,9 @@
 
 #include <string.h>
 
+#include "core/check.h"
+#include "memory/disk_store.h"
+
 #include "train/measure.h"
 #include "train/model_attach.h"
 
@@ -10,12 +13,29 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
     tt_model_state_init_trainable(s, config, plan, NULL, backend, budget_bytes);
 }
 
+/* The disk tier's need against offload_dir's free space, before any memory is taken: at long context the host
+ * memory is pinned first (a minute at 118 GiB) and a full disk would only show when the activation files are
+ * reserved after it. */
+static void check_disk_room(const tt_plan *plan, const tt_size_table *sizes) {
+    const size_t need = sizes->tier_peak[TT_TIER_DISK];
+    size_t free_bytes = 0;
+    if (!need || !plan->offload_dir || !tt_disk_free_bytes(plan->offload_dir, &free_bytes) || need <= free_bytes)
+        return;
+    char need_text[32], free_text[32];
+    tt_die("offload_dir '%s': the plan puts %s of activations on disk but the file system has %s free; free disk "
+           "space, choose another offload_dir, or raise host_memory_budget or lower sequence_len (run `tiertrain "
+           "plan` to see the table)",
+           plan->offload_dir, tt_format_bytes(need, need_text, sizeof need_text),
+           tt_format_bytes(free_bytes, free_text, sizeof free_text));
+}
+
 void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, tt_plan *plan,
                                    const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes) {
     tt_param_table params;
     tt_param_table_build_trainable(config, trainable, &params);
     tt_size_table sizes;
     tt_size_table_configure(&sizes, config, &params, plan, backend);
+    check_disk_room(plan, &sizes);
     tt_model_state_init_core(s, config, plan, &params, &sizes, backend, budget_bytes);
     tt_model_state_attach_optimizer(s);
 }

@@ -341,5 +341,17 @@ check "optimizer_cpu_offload with overlap and two ranks: refused (exit $status)"
 check "... saying it is not available yet" \
   grep -q "optimizer_cpu_offload with overlap_cpu_optimizer_d2h_h2d and 2 data-parallel processes is not available yet" offload.log
 
+# The processes of a host share offload_dir: 8201 bytes hold one process's disk tier (two slots of 4096 bytes, less
+# a thousandth; tests/test_faults.sh) but not two, and the start says so before any memory is taken.
+mkdir -p shared_offload
+TT_FAULT_ENOSPC_AFTER_BYTES=8201 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+  -x TT_FAULT_ENOSPC_AFTER_BYTES "$tiertrain" train run.yaml output_dir=disk gradient_checkpointing=true \
+  activation_offloading=disk offload_dir=shared_offload > disk.log 2>&1
+status=$?
+check "two processes, room for one's disk tier: refused (exit $status)" test $status -ne 0 -a $status -ne 124
+check "... naming the directory and the processes" \
+  grep -q "offload_dir 'shared_offload': the plan puts 8.00 KiB of activations on disk in each of the 2 processes of this host (a file each) but the file system has 8.01 KiB free" disk.log
+check "... no file left" test -z "$(ls -A shared_offload)"
+
 echo "data_parallel: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -42,5 +42,26 @@ check "nothing fits: a clear error" grep -q "not even sequence_len 1024 fits" no
 "$tiertrain" plan --config run.yaml --sequence-len-step 128 > lone.txt 2> lone.err
 check "--sequence-len-step alone is refused" grep -q "goes with --max-sequence-len" lone.err
 
+# The disk tier against offload_dir's free space (TT_FAULT_ENOSPC_AFTER_BYTES stands in for a small disk): a full
+# disk is a budget of 0 bytes, not none; a length one step over the disk budget found is refused at start
+disk=(gradient_checkpointing=true activation_offloading=disk offload_dir=.)
+TT_FAULT_ENOSPC_AFTER_BYTES=0 "$tiertrain" plan --config run.yaml "${disk[@]}" --max-sequence-len \
+  --sequence-len-step 128 > full.txt 2> full.err
+check "a full disk: nothing fits" grep -q "not even sequence_len 128 fits: the disk tier needs .* of its 0 B budget" full.err
+TT_FAULT_ENOSPC_AFTER_BYTES=200000 "$tiertrain" plan --config run.yaml "${disk[@]}" --max-sequence-len \
+  --sequence-len-step 128 > small.txt 2> small.err
+small=$(sed -n 's/^longest: sequence_len \([0-9]*\) .*over its .* budget.*/\1/p' small.txt)
+check "a small disk: the search stops at the disk's budget ($small)" grep -q "on the disk tier, over its" small.txt
+small=${small:-0}
+TT_FAULT_ENOSPC_AFTER_BYTES=200000 "$tiertrain" train --config run.yaml "${disk[@]}" sequence_len=$((small + 128)) \
+  output_dir=small_over > small_over.txt 2> small_over.err
+check "sequence_len $((small + 128)) is refused at start by offload_dir's free space" \
+  grep -q "offload_dir '.': the plan puts .* of activations on disk but the file system has" small_over.err
+# (at the length found the start's check passes; the hook then counts the reservation and the writes both, so
+# that run would stop at a write: not a disk's behaviour, so not trained here)
+TT_FAULT_ENOSPC_AFTER_BYTES=200000 "$tiertrain" train --config run.yaml "${disk[@]}" sequence_len=$small \
+  output_dir=small_at > small_at.txt 2> small_at.err
+check "sequence_len $small passes the start's check" bash -c "! grep -q 'the plan puts' small_at.err"
+
 echo "longest_context: $passed passed, $failed failed (keep everything: $longest tokens, checkpointing: ${gc:-0})"
 [ $failed -eq 0 ]

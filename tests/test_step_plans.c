@@ -118,6 +118,11 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
     }
     tt_model_state s;
     tt_model_state_init_trainable(&s, &config, &plan, &spec, tt_test_cpu_backend(), spill_budget);
+    /* what train checks against offload_dir's free space (the dry run's disk peak) is what the files reserve */
+    TT_EXPECT(s.sizes.tier_peak[TT_TIER_DISK] ==
+                  tt_offload_store_disk_reserved_bytes(&s.inputs) + tt_offload_store_disk_reserved_bytes(&s.saved),
+              "plan %s: the disk tier's peak %zu, the files %zu + %zu", policies, s.sizes.tier_peak[TT_TIER_DISK],
+              tt_offload_store_disk_reserved_bytes(&s.inputs), tt_offload_store_disk_reserved_bytes(&s.saved));
     float *initial = calloc((size_t)s.params.total_numel, sizeof(float));
     tt_weights_init_random(initial, &s.params, 0.3, 11);
     if (lora) /* B starts at zero; nonzero here so that every adapter gradient is exercised */
@@ -176,11 +181,14 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
         TT_EXPECT(written == expected && read == expected, "plan %s on disk: %zu bytes written, %zu read, %zu expected",
                   policies, written, read, expected);
         /* the file holds the blocks on disk only, a slot each (not one per layer) */
+        int64_t inputs_on_disk = 0;
+        for (int64_t l = 0; l < s.plan.num_layers; l++)
+            inputs_on_disk += s.plan.layers[l].layer_input_tier == TT_TIER_DISK;
         const size_t slot =
             ((size_t)(N * s.config.hidden_size) * 4 + TT_DISK_ALIGNMENT - 1) / TT_DISK_ALIGNMENT * TT_DISK_ALIGNMENT;
-        TT_EXPECT(tt_offload_store_disk_reserved_bytes(&s.inputs) == (size_t)s.sizes.offloaded_inputs * slot,
+        TT_EXPECT(tt_offload_store_disk_reserved_bytes(&s.inputs) == (size_t)inputs_on_disk * slot,
                   "plan %s on disk: a file of %zu bytes for %lld blocks of %zu", policies,
-                  tt_offload_store_disk_reserved_bytes(&s.inputs), (long long)s.sizes.offloaded_inputs, slot);
+                  tt_offload_store_disk_reserved_bytes(&s.inputs), (long long)inputs_on_disk, slot);
     }
     if (plan_streams(&s)) {
         TT_EXPECT(s.sizes.frozen_weights < s.sizes.streamed_weights_host && s.stream.loaded_bytes > 0,

@@ -115,6 +115,11 @@ bool tt_disk_free_bytes(const char *dir, size_t *free_bytes) {
     return true;
 }
 
+size_t tt_disk_budget(size_t free_bytes, int processes) {
+    const size_t share = free_bytes / (size_t)(processes > 1 ? processes : 1);
+    return share - share / 1024;
+}
+
 tt_disk_store *tt_disk_store_open(const char *dir, int64_t slots, size_t slot_bytes) {
     tt_disk_store *s = tt_xcalloc(1, sizeof *s, "the disk store");
     s->slots = slots;

@@ -18,6 +18,10 @@ typedef struct tt_disk_store tt_disk_store;
  * asked (the directory is missing: creating the file then says why). */
 bool tt_disk_free_bytes(const char *dir, size_t *free_bytes);
 
+/* The disk bytes one of `processes` processes sharing the file system may plan for: an equal share of free_bytes,
+ * less a thousandth for the file system's own blocks (the extents of a large reserved file). */
+size_t tt_disk_budget(size_t free_bytes, int processes);
+
 /* slots of slot_bytes (rounded up to TT_DISK_ALIGNMENT) in a new file under dir. */
 tt_disk_store *tt_disk_store_open(const char *dir, int64_t slots, size_t slot_bytes);
 void tt_disk_store_close(tt_disk_store *store);

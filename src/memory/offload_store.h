@@ -42,7 +42,7 @@ typedef struct tt_offload_store {
     size_t *bytes;              /* [L] bytes of layer l's block (0: the layer offloads nothing) */
     void **home;                /* [L] a block's place in host memory, NULL when on disk or not offloaded */
     int64_t *ring_slot;         /* [L+1] the staging buffer of a block in the ring, -1 for the others */
-    int64_t *disk_slot;         /* [L] a block's slot in the disk file (the blocks on disk numbered in layer order; the
+    int64_t *disk_slot;         /* [L+1] a block's slot in the disk file (the blocks on disk numbered in layer order; the
                                    file holds only those), -1 for the others */
     int64_t ring_count;         /* staging buffers */
     void **ring;                /* [ring_count] staging buffers of the current micro-step */
@@ -79,7 +79,8 @@ bool tt_offload_store_any(const tt_offload_store *store);
  * starts back (start_restores, training only); before unit l + 1's backward block l comes back (restore), after it
  * its buffer may take the next (release). ctx: the store. */
 void tt_offload_store_hook(void *ctx, tt_hook_point point, int64_t unit, bool train);
-/* Bytes on the disk tier: the slots of the blocks written there so far. */
+/* Bytes on the disk tier, measured: the slots of the blocks a measuring store (the step program's dry run) saw
+ * written; 0 for a store with a real file (tt_offload_store_disk_reserved_bytes gives its size). */
 size_t tt_offload_store_disk_bytes(const tt_offload_store *store);
 /* The disk file's size: one slot per block on the disk tier. */
 size_t tt_offload_store_disk_reserved_bytes(const tt_offload_store *store);

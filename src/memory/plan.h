@@ -72,6 +72,8 @@ typedef struct tt_plan {
      * and are streamed to the compute tier through two layer buffers (size_table.h); 0: none */
     int64_t offloaded_weight_layers;
     const char *offload_dir; /* where the disk tier's file goes (borrowed from the run config) */
+    int offload_dir_processes; /* the run's processes on this host, each reserving its own file under offload_dir (a
+                                  network directory shared by other hosts is not counted); 0 counts as 1 */
     /* Optimizer offload (optimizer_cpu_offload): about optimizer_offload_fraction of the trainable parameters,
      * whole units from the top of the stack (size_table.h), keep fp32 master weights and AdamW moments in host
      * memory and are updated by the CPU AdamW; optimizer_overlap: per unit, beside the compute. */

@@ -10,20 +10,23 @@
 /* Tokens of one micro-batch stay below 2^31: token ids, positions and offsets are 32-bit on the device. */
 #define LONGEST_CONTEXT_CEILING ((int64_t)1 << 30)
 
-/* Free bytes of the file system holding dir, or 0 (no budget) when it cannot be asked. */
-static size_t free_disk_bytes(const char *dir) {
-    size_t free_bytes = 0;
-    return tt_disk_free_bytes(dir, &free_bytes) ? free_bytes : 0;
-}
-
 /* The budgets train checks at start: the compute tier against the device's (the GPU's, or host memory for the
  * CPU backend, which computes in pageable memory), pinned host memory against host_memory_budget (the machine's
  * memory less the system's reserve when 0, tt_host_memory_default_budget), and the disk tier against offload_dir's free
- * space. */
+ * space shared by the host's processes (tt_disk_budget; a full disk is a budget of 0, not none). */
 static void set_budgets(tt_context_fit *fit, const tt_plan *plan, const tt_device *device) {
-    fit->budget[device->backend->compute_tier] = device->memory_budget;
-    if (device->backend->compute_tier != TT_TIER_PINNED) fit->budget[TT_TIER_PINNED] = plan->pinned_budget;
-    fit->budget[TT_TIER_DISK] = fit->peak[TT_TIER_DISK] ? free_disk_bytes(plan->offload_dir) : 0;
+    const tt_tier compute = device->backend->compute_tier;
+    fit->budget[compute] = device->memory_budget;
+    fit->budgeted[compute] = device->memory_budget > 0;
+    if (compute != TT_TIER_PINNED) {
+        fit->budget[TT_TIER_PINNED] = plan->pinned_budget;
+        fit->budgeted[TT_TIER_PINNED] = plan->pinned_budget > 0;
+    }
+    size_t free_bytes = 0; /* a directory that cannot be asked is left to train, which says why at start */
+    if (fit->peak[TT_TIER_DISK] && tt_disk_free_bytes(plan->offload_dir ? plan->offload_dir : ".", &free_bytes)) {
+        fit->budget[TT_TIER_DISK] = tt_disk_budget(free_bytes, plan->offload_dir_processes);
+        fit->budgeted[TT_TIER_DISK] = true;
+    }
 }
 
 tt_context_fit tt_context_fit_at(const tt_run_config *run, const tt_model_config *model, const tt_device *device,
@@ -41,7 +44,7 @@ tt_context_fit tt_context_fit_at(const tt_run_config *run, const tt_model_config
     for (int t = 0; t < TT_TIER_COUNT; t++) fit.peak[t] = sizes.tier_peak[t];
     set_budgets(&fit, &plan, device);
     for (int t = 0; t < TT_TIER_COUNT && fit.fits; t++)
-        if (fit.budget[t] && fit.peak[t] > fit.budget[t]) {
+        if (fit.budgeted[t] && fit.peak[t] > fit.budget[t]) {
             fit.fits = false;
             fit.over = (tt_tier)t;
         }
@@ -57,7 +60,7 @@ static void print_try(const tt_context_fit *fit, FILE *log) {
     for (int t = 0; t < TT_TIER_COUNT; t++) {
         if (!fit->peak[t]) continue;
         fprintf(log, "%s %s", tt_tier_name((tt_tier)t), tt_format_bytes(fit->peak[t], need, sizeof need));
-        if (fit->budget[t]) fprintf(log, " of %s", tt_format_bytes(fit->budget[t], budget, sizeof budget));
+        if (fit->budgeted[t]) fprintf(log, " of %s", tt_format_bytes(fit->budget[t], budget, sizeof budget));
         fputs("; ", log);
     }
     fprintf(log, "%s\n", fit->fits ? "fits" : "does not fit");

@@ -19,7 +19,8 @@ typedef struct tt_context_fit {
     int64_t sequence_len;
     bool fits;
     size_t peak[TT_TIER_COUNT];   /* the dry run's peak of each tier */
-    size_t budget[TT_TIER_COUNT]; /* 0: no budget checked there */
+    size_t budget[TT_TIER_COUNT]; /* where budgeted: the bytes (0 on a full disk) */
+    bool budgeted[TT_TIER_COUNT]; /* a budget is checked there (false: unlimited, or the disk's size unknown) */
     tt_tier over;                 /* the first tier over its budget; TT_TIER_COUNT when it fits */
 } tt_context_fit;
 

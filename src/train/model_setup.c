@@ -1,5 +1,7 @@
 #include "train/model_setup.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/check.h"
@@ -18,14 +20,23 @@ void tt_model_state_init(tt_model_state *s, tt_model_config *config, tt_plan *pl
  * reserved after it. */
 static void check_disk_room(const tt_plan *plan, const tt_size_table *sizes) {
     const size_t need = sizes->tier_peak[TT_TIER_DISK];
+    if (!need) return;
+    const char *dir = plan->offload_dir ? plan->offload_dir : ".";
     size_t free_bytes = 0;
-    if (!need || !plan->offload_dir || !tt_disk_free_bytes(plan->offload_dir, &free_bytes) || need <= free_bytes)
-        return;
-    char need_text[32], free_text[32];
-    tt_die("offload_dir '%s': the plan puts %s of activations on disk but the file system has %s free; free disk "
-           "space, choose another offload_dir, or raise host_memory_budget or lower sequence_len (run `tiertrain "
-           "plan` to see the table)",
-           plan->offload_dir, tt_format_bytes(need, need_text, sizeof need_text),
+    if (!tt_disk_free_bytes(dir, &free_bytes))
+        tt_die("offload_dir '%s': cannot use it for the activations the plan puts on disk: %s; set offload_dir to a "
+               "writable directory on a local disk",
+               dir, strerror(errno));
+    const int processes = plan->offload_dir_processes > 1 ? plan->offload_dir_processes : 1;
+    if (need <= tt_disk_budget(free_bytes, processes)) return;
+    char need_text[32], free_text[32], processes_text[64] = "";
+    if (processes > 1)
+        snprintf(processes_text, sizeof processes_text, " in each of the %d processes of this host (a file each)",
+                 processes);
+    tt_die("offload_dir '%s': the plan puts %s of activations on disk%s but the file system has %s free (less a "
+           "thousandth for its own blocks); free disk space, choose another offload_dir, or raise host_memory_budget "
+           "or lower sequence_len (run `tiertrain plan` to see the table)",
+           dir, tt_format_bytes(need, need_text, sizeof need_text), processes_text,
            tt_format_bytes(free_bytes, free_text, sizeof free_text));
 }
 

@@ -184,6 +184,7 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
     plan->data_parallel_ranks = device->data_parallel_ranks;
     plan->data_parallel_rank = device->data_parallel_rank;
     plan->sequence_parallel_rank = device->data_parallel_rank % plan->sequence_parallel;
+    plan->offload_dir_processes = device->host_processes;
     plan->pinned_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget
                                                       : tt_host_memory_default_budget(device->host_processes);
     tt_param_table params;

@@ -5,11 +5,14 @@
  * test_step_plans and on the GPU in test_gpu_model. */
 #include <string.h>
 
+#include "config/run_config.h"
 #include "memory/attention_offload.h"
 #include "memory/saved_slots.h"
 #include "test_util.h"
+#include "train/trainer.h"
 
 #define LAYERS 6
+#define MANY_LAYERS 64
 #define GPU_BASE ((size_t)1000)
 #define STAGING ((size_t)100)
 #define PINNED_BASE ((size_t)50)
@@ -18,7 +21,7 @@
 static int prices; /* how many times the pass priced a plan */
 
 /* the attention's span when every query sees the whole sequence (no sliding window) */
-#define SPAN(plan) tt_plan_sequence_len(&(plan))
+#define SPAN(plan) tt_attention_span(&(plan), 0)
 
 static void fake_price(const tt_plan_pricer *self, tt_size_table *table, const tt_plan *plan) {
     (void)self;
@@ -33,17 +36,21 @@ static void fake_price(const tt_plan_pricer *self, tt_size_table *table, const t
 
 static const tt_plan_pricer pricer = {.price = fake_price};
 
-/* A checkpointed plan of LAYERS layers on `tier`, sequences of seq_len tokens a rank (sp ranks a sequence). */
-static tt_plan checkpointed(tt_layer_plan *layers, tt_tier tier, int64_t seq_len, int64_t sp) {
-    for (int l = 0; l < LAYERS; l++)
+/* A checkpointed plan of n layers on `tier`, sequences of seq_len tokens a rank (sp ranks a sequence). */
+static tt_plan checkpointed_n(tt_layer_plan *layers, int n, tt_tier tier, int64_t seq_len, int64_t sp) {
+    for (int l = 0; l < n; l++)
         layers[l] = (tt_layer_plan){
             .recompute = TT_RECOMPUTE_EVERYTHING, .saved_activation_tier = tier, .layer_input_tier = tier};
-    return (tt_plan){.num_layers = LAYERS,
+    return (tt_plan){.num_layers = n,
                      .layers = layers,
                      .compute_tier = tier,
                      .micro_batch = 1,
                      .seq_len = seq_len,
                      .sequence_parallel = sp};
+}
+
+static tt_plan checkpointed(tt_layer_plan *layers, tt_tier tier, int64_t seq_len, int64_t sp) {
+    return checkpointed_n(layers, LAYERS, tier, seq_len, sp);
 }
 
 static bool offloads_attention(const tt_layer_plan *lp) {
@@ -84,7 +91,19 @@ int main(void) {
     TT_EXPECT(offloads_attention(&layers[5]) && offloads_attention(&layers[4]) && offloads_attention(&layers[3]) &&
                   recomputes_everything(&layers[2], TT_TIER_GPU) && recomputes_everything(&layers[0], TT_TIER_GPU),
               "... the top three, the others as they were");
-    TT_EXPECT(prices <= 5, "a bisection, not a try a layer (%d prices)", prices);
+
+    /* 64 layers, pinned room for 23: the top 23, found by bisection (a layer at a time would price 24 times) */
+    tt_layer_plan many[MANY_LAYERS];
+    plan = checkpointed_n(many, MANY_LAYERS, TT_TIER_GPU, 65536, 1);
+    prices = 0;
+    TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, PINNED_BASE + 23 * PER_LAYER + PER_LAYER / 2, SPAN(plan)) ==
+                  23,
+              "pinned room for 23 of 64 layers: 23");
+    bool top = true;
+    for (int l = 0; l < MANY_LAYERS; l++)
+        top &= l >= MANY_LAYERS - 23 ? offloads_attention(&many[l]) : recomputes_everything(&many[l], TT_TIER_GPU);
+    TT_EXPECT(top, "... the top 23, the others as they were");
+    TT_EXPECT(prices <= 9, "a bisection over 64 layers: at most log2(65) + 2 prices, not one a layer (%d)", prices);
 
     /* the GPU budget cannot hold the staging buffers: nothing, and the plan as it was */
     plan = checkpointed(layers, TT_TIER_GPU, 65536, 1);
@@ -115,6 +134,33 @@ int main(void) {
     TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, 4096) == 0, "a 4096-token window at 64k: nothing");
     plan.packed_documents = true;
     TT_EXPECT(tt_plan_offload_attention(&plan, &pricer, 0, 0, SPAN(plan)) == 0, "packed documents: nothing");
+
+    /* the span: the whole sequence, every rank's tokens with sequence parallel, or a shorter sliding window */
+    plan = checkpointed(layers, TT_TIER_GPU, 8192, 4);
+    TT_EXPECT(tt_attention_span(&plan, 0) == 32768 && tt_attention_span(&plan, 65536) == 32768 &&
+                  tt_attention_span(&plan, 4096) == 4096,
+              "span at 4 x 8192 tokens: %lld, %lld with a longer window, %lld with a 4096 one",
+              (long long)tt_attention_span(&plan, 0), (long long)tt_attention_span(&plan, 65536),
+              (long long)tt_attention_span(&plan, 4096));
+
+    /* the keys under which the pass runs: auto, with the activations left to the plan or as hidden_states */
+    tt_run_config run;
+    tt_run_config_defaults(&run);
+    TT_EXPECT(run.selective_auto && tt_selective_auto_applies(&run), "the default: auto runs");
+    run.activation_offloading = TT_OFFLOAD_HIDDEN_STATES;
+    TT_EXPECT(tt_selective_auto_applies(&run), "hidden_states: auto runs");
+    const tt_activation_offloading own_rules[] = {TT_OFFLOAD_TRUE, TT_OFFLOAD_LEGACY, TT_OFFLOAD_DISK};
+    for (int i = 0; i < 3; i++) {
+        run.activation_offloading = own_rules[i];
+        TT_EXPECT(!tt_selective_auto_applies(&run), "activation_offloading %d (its own rule): auto does not run", i);
+    }
+    run.activation_offloading = TT_OFFLOAD_NONE;
+    run.cpu_offloading = run.cpu_offloading_activations = true;
+    TT_EXPECT(!tt_selective_auto_applies(&run), "Megatron's cpu_offloading of activations: auto does not run");
+    run.cpu_offloading_activations = false;
+    TT_EXPECT(tt_selective_auto_applies(&run), "cpu_offloading of weights only: auto runs");
+    run.selective_auto = false;
+    TT_EXPECT(!tt_selective_auto_applies(&run), "selective_checkpointing ~ or explicit: auto does not run");
 
     /* sequence parallel: the attention's sequence is the whole one (4 ranks of 8192 tokens) */
     plan = checkpointed(layers, TT_TIER_GPU, 8192, 4);

@@ -66,7 +66,7 @@ expect_error "bf16 recipe on the CPU" "master_weights: false .* needs device: cu
   "$tiertrain" train --config run.yaml device=cpu master_weights=false
 expect_error "GPU attention on the CPU" "attn_implementation: cudnn and flash are GPU kernels" \
   "$tiertrain" train --config run.yaml device=cpu attn_implementation=flash
-expect_error "offload_dir missing" "offload_dir '/nonexistent/dir': cannot create the activation file" \
+expect_error "offload_dir missing" "offload_dir '/nonexistent/dir': cannot use it for the activations the plan puts on disk: No such file or directory" \
   "$tiertrain" train --config run.yaml device=cpu gradient_checkpointing=true activation_offloading=disk \
   offload_dir=/nonexistent/dir
 expect_error "disk offload without checkpointing" "activation_offloading: disk offloads the checkpoints" \

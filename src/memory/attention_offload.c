@@ -59,3 +59,8 @@ int64_t tt_plan_offload_attention(tt_plan *plan, const tt_plan_pricer *pricer, s
     free(order);
     return hi;
 }
+
+int64_t tt_attention_span(const tt_plan *plan, int64_t sliding_window) {
+    const int64_t sequence = tt_plan_sequence_len(plan);
+    return sliding_window > 0 && sliding_window < sequence ? sliding_window : sequence;
+}

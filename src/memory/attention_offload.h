@@ -3,7 +3,8 @@
  * long context the attention forward is the larger part of the recompute (Qwen3-1.7B at 64k: about an eighth of the
  * step). Keeping a checkpointed layer's attention output and log-sum-exp in pinned host memory between its forward
  * and its backward (what selective_checkpointing {save: [attention], offload: true} asks for), copied on the copy
- * engine's streams while the layers compute, spares that recompute; the GPU holds two staging buffers more, and the
+ * engine's streams while the layers compute, spares that recompute; the GPU holds the kept activations' staging ring
+ * (plan.saved_ring buffers) more, and the
  * kept tensors have the recomputed ones' bits, so the run's bits do not change.
  *
  * Where it is worth it: the attention forward of T tokens takes 2 T^2 H d FLOPs and its output 2 T H d bytes, so the
@@ -30,5 +31,9 @@
  * document: the span is not known from the plan). Returns how many layers switched. */
 int64_t tt_plan_offload_attention(tt_plan *plan, const tt_plan_pricer *pricer, size_t gpu_budget, size_t pinned_budget,
                                   int64_t attention_span);
+
+/* The keys a query attends to at most: the whole sequence (with sequence parallel every rank's tokens, as the
+ * attention sees them after the exchange), or the sliding window (> 0) when it is shorter. */
+int64_t tt_attention_span(const tt_plan *plan, int64_t sliding_window);
 
 #endif

@@ -255,9 +255,13 @@ void tt_data_parallel_agree_plan(const tt_comm *comm, tt_plan *plan) {
         changed += any != plan->layers[l].recompute;
         plan->layers[l].recompute = any;
         plan->layers[l].offloaded &= ~any; /* a recomputed slot is not kept, so not offloaded */
+        /* nothing offloaded keeps nothing off the compute tier (the spill, the free keeps and selective auto read the
+         * tier as "offloaded") */
+        if (!plan->layers[l].offloaded) plan->layers[l].saved_activation_tier = plan->compute_tier;
     }
     if (changed)
-        tt_info("sequence parallel: %lld layer(s) recompute more than this rank's plan asked, as another rank's does",
+        tt_info("sequence parallel: %lld layer(s) recompute more than this rank's plan asked, as another rank's does "
+                "(the plan's lines above counted this rank's own choices, before this agreement)",
                 (long long)changed);
     free(mine);
     free(all);

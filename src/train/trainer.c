@@ -176,6 +176,12 @@ static void check_run_against_model(const tt_run_config *run, const tt_model_con
     }
 }
 
+bool tt_selective_auto_applies(const tt_run_config *run) {
+    const bool megatron_activations = run->cpu_offloading && run->cpu_offloading_activations;
+    return run->selective_auto && !megatron_activations &&
+           (run->activation_offloading == TT_OFFLOAD_NONE || run->activation_offloading == TT_OFFLOAD_HIDDEN_STATES);
+}
+
 void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model, const tt_device *device,
                      bool report) {
     check_run_against_model(run, model);
@@ -205,20 +211,15 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
         tt_info("plan: the top %lld layer(s) keep their attention half from the forward (the LM head's phase leaves "
                 "room under the peak): no attention recompute there, the same peak and bits",
                 (long long)kept);
-    /* selective_checkpointing: auto, where the offload copies go beside compute without another mode's rule for what
-     * leaves the GPU (as an explicit selective offload) */
-    const bool megatron_activations = run->cpu_offloading && run->cpu_offloading_activations;
-    if (run->selective_auto && !megatron_activations &&
-        (run->activation_offloading == TT_OFFLOAD_NONE || run->activation_offloading == TT_OFFLOAD_HIDDEN_STATES)) {
-        const int64_t sequence = tt_plan_sequence_len(plan);
-        const int64_t span =
-            model->sliding_window > 0 && model->sliding_window < sequence ? model->sliding_window : sequence;
-        const int64_t offloaded =
-            tt_plan_offload_attention(plan, &pricer, device->memory_budget, plan->pinned_budget, span);
+    if (tt_selective_auto_applies(run)) {
+        const int64_t offloaded = tt_plan_offload_attention(plan, &pricer, device->memory_budget, plan->pinned_budget,
+                                                            tt_attention_span(plan, model->sliding_window));
         if (report && offloaded > 0) {
-            const size_t bytes = (size_t)(plan->micro_batch * tt_plan_sequence_len(plan) *
-                                          (model->num_heads / plan->sequence_parallel) * model->head_dim) *
-                                 plan->activation_bytes * (size_t)offloaded;
+            /* a layer's: the attention output [B, T, Hq / sp, hd] and the fp32 log-sum-exp [B, Hq / sp, T] */
+            const size_t rows =
+                (size_t)(plan->micro_batch * tt_plan_sequence_len(plan) * (model->num_heads / plan->sequence_parallel));
+            const size_t bytes =
+                (rows * (size_t)model->head_dim * plan->activation_bytes + rows * sizeof(float)) * (size_t)offloaded;
             char size[32];
             tt_info("plan: %lld checkpointed layer(s) keep their attention output and log-sum-exp in pinned memory "
                     "instead of recomputing the attention (about %s; the same bits; selective_checkpointing: ~ "

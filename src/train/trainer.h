@@ -33,11 +33,17 @@ void tt_select_device(const tt_run_config *run, int gpu, int host_processes, tt_
 /* Destroys the device's backend. */
 void tt_release_device(tt_device *device);
 
-/* The plan of a run: from the config keys, then spilled down the tiers where a budget is full, and the top
- * checkpointed layers' free keeps. report: say what the spill and the free keeps did (off while
+/* The plan of a run: from the config keys, then spilled down the tiers where a budget is full, the top
+ * checkpointed layers' free keeps, and selective_checkpointing: auto's attention outputs kept in pinned memory
+ * (tt_selective_auto_applies). report: say what the spill and the free keeps did (off while
  * tiertrain plan --max-sequence-len tries lengths). */
 void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_config *model, const tt_device *device,
                      bool report);
+
+/* Whether selective_checkpointing: auto's pass (memory/attention_offload.h) runs for this run's keys: auto set, and
+ * the activations left to the plan or offloaded as hidden_states (activation_offloading true, legacy and disk, and
+ * Megatron's cpu_offloading of activations, have their own rule for what leaves the GPU). */
+bool tt_selective_auto_applies(const tt_run_config *run);
 
 /* `tiertrain plan`: the plan per layer and the size table, without training. */
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);

@@ -11,7 +11,9 @@
 #  (c) an offload_dir that is not a directory or is full (at the reservation, at the first
 #      write): a clear error, and no offload file left;
 #  (d) SIGINT during a save (TT_FAULT_SAVE_PAUSE_MS holds the save open): no checkpoint under
-#      the final name for it, and the next start says it removed the incomplete one.
+#      the final name for it, and the next start says it removed the incomplete one;
+#  (e) a host whose memory cannot hold a save beside the run (TT_FAULT_HOST_MEMORY_BYTES): said at
+#      the start, with the sizes.
 # Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -151,6 +153,18 @@ check "SIGINT: checkpoint-1 complete and intact" checkpoints_match_reference int
 check "SIGINT: the incomplete save is left as .partial" test -d int/checkpoint-2.partial
 resume_and_compare int "SIGINT during a save"
 check "SIGINT: the next start says what it found" grep -q "output_dir: removed incomplete checkpoint-2.partial" int.txt
+
+# ---- (e) a save larger than the host's memory for runs ----
+# 1 MiB of machine: 512 KiB for runs, less than the tiny run's arena and its save (an explicit host_memory_budget
+# keeps the plan's own budget out of it)
+TT_FAULT_HOST_MEMORY_BYTES=1048576 "$tiertrain" train --config run.yaml max_steps=1 host_memory_budget=64MiB \
+  output_dir=small_host > small_host.txt 2>&1
+check "a small host: warned at the start, naming the sizes" \
+  grep -q "warning: a save takes .* of pageable host memory (the trainable weights and AdamW moments in fp32, the whole model in fp32, gathered whole) beside the .* held by the 1 process on this host, more than the 512.00 KiB the host has for runs" small_host.txt
+check "this machine: no warning" bash -c "! grep -q 'a save takes' ref.txt"
+TT_FAULT_HOST_MEMORY_BYTES=1048576 "$tiertrain" train --config run.yaml max_steps=1 save_strategy=no \
+  host_memory_budget=64MiB output_dir=no_save > no_save.txt 2>&1
+check "a small host without saves: no warning" bash -c "! grep -q 'a save takes' no_save.txt"
 
 echo "faults: $passed passed, $failed failed"
 [ $failed -eq 0 ]

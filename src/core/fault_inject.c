@@ -45,6 +45,15 @@ size_t tt_fault_free_bytes(size_t reported) {
     return left < (uint64_t)reported ? (size_t)left : reported;
 }
 
+size_t tt_fault_physical_memory(size_t reported) {
+    const char *text = getenv("TT_FAULT_HOST_MEMORY_BYTES");
+    if (!text || !*text) return reported;
+    char *end = NULL;
+    const unsigned long long n = strtoull(text, &end, 10);
+    if (*end || n == 0) tt_die("TT_FAULT_HOST_MEMORY_BYTES='%s' is not a byte count (a test hook; unset it)", text);
+    return (size_t)n;
+}
+
 void tt_fault_pause_in_save(void) {
     const char *text = getenv("TT_FAULT_SAVE_PAUSE_MS");
     if (!text || !*text) return;

@@ -592,6 +592,31 @@ static double accumulate_gradients(tt_model_state *model, tt_data_parallel *dp, 
     return loss_sum;
 }
 
+/* A save gathers the trainable weights and both AdamW moments in fp32, and for a whole model every weight in fp32,
+ * into pageable host buffers at once (checkpoint.c, save_final_weights): the leader's, and with zero_stage sharding
+ * every rank's too. Where that and the pinned memory the plan holds exceed what the host has for runs, the first save
+ * would fail after the training before it; said at the start, while nothing is lost. */
+static void warn_if_saves_exceed_host_memory(const tt_model_state *m, const tt_run_config *run,
+                                             const tt_device *device) {
+    const size_t room = tt_host_memory_default_budget(1);
+    if (run->save_strategy != TT_SAVE_STEPS || !room) return;
+    const int processes = device->host_processes > 1 ? device->host_processes : 1;
+    const size_t moments_and_weights = 12 * (size_t)m->params.trainable_numel;
+    const size_t whole_model = m->params.lora_rank > 0 ? 0 : 4 * (size_t)m->params.total_numel;
+    const size_t others = m->shards ? (size_t)(processes - 1) * moments_and_weights : 0;
+    const size_t save = moments_and_weights + whole_model + others;
+    const size_t held = (m->sizes.tier_peak[TT_TIER_PINNED] + m->sizes.tier_peak[TT_TIER_HOST]) * (size_t)processes;
+    if (held + save <= room) return;
+    char save_text[32], held_text[32], room_text[32];
+    tt_warn("a save takes %s of pageable host memory (the trainable weights and AdamW moments in fp32%s%s, gathered "
+            "whole) beside the %s held by the %d process%s on this host, more than the %s the host has for runs: the "
+            "first checkpoint (save_steps, or the last step) will fail for memory. Use save_strategy: no, fewer "
+            "processes on this host, or a machine with more memory (saves do not stream tensor by tensor yet)",
+            tt_format_bytes(save, save_text, sizeof save_text), whole_model ? ", the whole model in fp32" : "",
+            others ? ", in every zero_stage rank" : "", tt_format_bytes(held, held_text, sizeof held_text), processes,
+            processes == 1 ? "" : "es", tt_format_bytes(room, room_text, sizeof room_text));
+}
+
 /* The end of a run: the final model (unless the run stopped on a non-finite step), the tok/s, the measured peaks
  * against the estimate, what the offload mechanisms moved. */
 /* After the final model is saved (save_final_weights). */
@@ -666,6 +691,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     const int group = comm ? comm->rank / (int)model.plan.sequence_parallel : 0;
     tt_data_parallel dp = {0};
     if (comm) tt_data_parallel_init(&dp, comm, sequence_group, run, &model);
+    if (rank == 0) warn_if_saves_exceed_host_memory(&model, run, device); /* after the shards are known */
     /* a step is every rank's micro-batches: each draws them all, in the same order, and trains its own */
     const int64_t sequences_per_step = run->micro_batch_size * run->gradient_accumulation_steps * ranks;
     const int64_t total_steps = total_steps_of(run, &data, sequences_per_step);

@@ -13,6 +13,7 @@
 #include "test_backend.h"
 #include "size_oracle.h"
 #include "test_util.h"
+#include "trainable_ranges.h"
 #include "tiny_model.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
@@ -153,6 +154,8 @@ static trained read_back(tt_model_state *s) {
     t.v = malloc(t.moment_bytes);
     tt_model_get_weights(s, t.weights);
     tt_model_get_moments(s, t.m, t.v);
+    TT_EXPECT(trainable_ranges_match(s, t.weights + s->params.trainable_start, t.m, t.v),
+              "a tensor at a time reads the whole getters' values");
     return t;
 }
 

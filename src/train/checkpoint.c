@@ -17,6 +17,7 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "train/model_io.h"
+#include "train/streamed_save.h"
 
 void tt_make_directories(const char *path) {
     char buf[4096];
@@ -96,6 +97,28 @@ static float *host_parameter_buffers(const tt_model_state *m, float **adam_m, fl
     return weights;
 }
 
+/* The trainer state and the run's config into partial, then partial renamed to final_dir: only a complete checkpoint
+ * gets the final name. Returns final_dir (the caller frees it). */
+static char *finish_checkpoint(const tt_trainer_state *t, const tt_run_config *run, const char *partial,
+                               const char *final_dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trainer_state.json", partial);
+    save_trainer_state(t, path);
+    snprintf(path, sizeof path, "%s/run.yaml", partial);
+    char *yaml = NULL;
+    size_t yaml_size = 0;
+    FILE *mem = open_memstream(&yaml, &yaml_size);
+    tt_run_config_write_yaml(run, mem);
+    fclose(mem);
+    tt_write_file_atomic(path, yaml, yaml_size);
+    free(yaml);
+
+    tt_fault_pause_in_save(); /* a test hook (fault_inject.h); nothing outside tests */
+    remove_flat_directory(final_dir);
+    if (rename(partial, final_dir) != 0) tt_die("cannot rename %s to %s: %s", partial, final_dir, strerror(errno));
+    return tt_xstrdup(final_dir);
+}
+
 char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, const tt_run_config *run, bool writes) {
     char final_dir[4096], partial[4112], path[4200];
     snprintf(final_dir, sizeof final_dir, "%s/checkpoint-%lld", run->output_dir, (long long)t->global_step);
@@ -105,6 +128,15 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
         tt_make_directories(partial);
     }
 
+    if (m->params.lora_rank == 0 && tt_model_reads_trainable_ranges(m)) {
+        /* a full fine-tune, a tensor at a time (16 bytes a parameter gathered at once would not fit a large model
+         * beside its pinned memory); only the leader saves (no shards to hand it) */
+        if (!writes) return NULL;
+        tt_save_model_streamed(m, partial, run->max_shard_bytes);
+        snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
+        tt_save_optimizer_streamed(m, path);
+        return finish_checkpoint(t, run, partial, final_dir);
+    }
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
     tt_model_get_trainable_weights(m, weights); /* with zero_stage 1, collectives: every rank is here */
     tt_model_get_moments(m, adam_m, adam_v);
@@ -125,22 +157,7 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
     save_optimizer(m, weights, adam_m, adam_v, path);
     free(weights);
-    snprintf(path, sizeof path, "%s/trainer_state.json", partial);
-    save_trainer_state(t, path);
-    snprintf(path, sizeof path, "%s/run.yaml", partial);
-    char *yaml = NULL;
-    size_t yaml_size = 0;
-    FILE *mem = open_memstream(&yaml, &yaml_size);
-    tt_run_config_write_yaml(run, mem);
-    fclose(mem);
-    tt_write_file_atomic(path, yaml, yaml_size);
-    free(yaml);
-
-    tt_fault_pause_in_save(); /* a test hook (fault_inject.h); nothing outside tests */
-    /* Only a complete checkpoint gets the final name. */
-    remove_flat_directory(final_dir);
-    if (rename(partial, final_dir) != 0) tt_die("cannot rename %s to %s: %s", partial, final_dir, strerror(errno));
-    return tt_xstrdup(final_dir);
+    return finish_checkpoint(t, run, partial, final_dir);
 }
 
 static void load_into(float *dst, const tt_st_file *file, const char *name, const tt_param_info *p) {

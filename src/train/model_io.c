@@ -298,6 +298,76 @@ void tt_model_get_moments(const tt_model_state *s, float *host_m, float *host_v)
     gather_shards(s, host_v);
 }
 
+/* [*lo, *hi): where [first, first + count) meets [begin, end); false when they do not meet. */
+static bool overlap(int64_t first, int64_t count, int64_t begin, int64_t end, int64_t *lo, int64_t *hi) {
+    *lo = first > begin ? first : begin;
+    *hi = first + count < end ? first + count : end;
+    return *lo < *hi;
+}
+
+bool tt_model_reads_trainable_ranges(const tt_model_state *s) {
+    return !s->shards && !tt_plan_shards_weights(&s->plan);
+}
+
+/* The compute copy's [first, first + count) (get_trainable_weights' pieces: before the weight-offloaded layers, their
+ * homes, after them). */
+static void get_compute_copy_range(const tt_model_state *s, int64_t first, int64_t count, float *out) {
+    const int64_t n = s->params.trainable_numel;
+    const int64_t offloaded_first = s->sizes.weight_offload_first, offloaded_end = s->sizes.weight_offload_end;
+    const tt_dtype dtype = s->plan.precision.activation;
+    const size_t elem = tt_dtype_size(dtype);
+    int64_t lo, hi;
+    if (overlap(first, count, 0, offloaded_first, &lo, &hi))
+        download_as(s->backend, out + (lo - first), (const unsigned char *)s->trainable_weights + (size_t)lo * elem,
+                    dtype, (size_t)(hi - lo));
+    if (offloaded_end < n && overlap(first, count, offloaded_end, n, &lo, &hi))
+        download_as(s->backend, out + (lo - first),
+                    (const unsigned char *)tt_model_trainable_weights_at(s, offloaded_end) +
+                        (size_t)(lo - offloaded_end) * elem,
+                    dtype, (size_t)(hi - lo));
+    if (s->plan.offloaded_weight_layers > 0) tt_weight_stream_wait_stored(&s->weight_offload);
+    for (int64_t l = 0; l < s->plan.offloaded_weight_layers; l++) {
+        if (!tt_weight_stream_has(&s->weight_offload, l)) continue;
+        const int64_t start = s->unit_start[l + 1];
+        if (overlap(first, count, start, start + s->weight_offload.block_numel[l], &lo, &hi))
+            tt_convert_to_f32(out + (lo - first),
+                              (const unsigned char *)s->weight_offload.block_home[l] + (size_t)(lo - start) * elem,
+                              dtype, (size_t)(hi - lo));
+    }
+}
+
+void tt_model_get_trainable_range(const tt_model_state *s, tt_trainable_values what, int64_t first, int64_t count,
+                                  float *out) {
+    TT_CHECK(tt_model_reads_trainable_ranges(s), "a range of the trainable values where zero_stage shards them");
+    TT_CHECK(first >= 0 && count >= 0 && first + count <= s->params.trainable_numel,
+             "trainable elements [%lld, %lld) of %lld", (long long)first, (long long)(first + count),
+             (long long)s->params.trainable_numel);
+    tt_optimizer_offload *offload = s->optimizer_offload;
+    tt_optimizer_offload_finish(offload);
+    if (what == TT_TRAINABLE_WEIGHTS && !s->plan.precision.master) {
+        get_compute_copy_range(s, first, count, out);
+        return;
+    }
+    /* the compute tier's share from its copy, the optimizer offload's from host memory (tt_model_get_moments) */
+    const compute_share share = compute_share_of(s);
+    const void *device_copy = what == TT_TRAINABLE_WEIGHTS    ? s->master
+                              : what == TT_TRAINABLE_MOMENT_M ? s->adam_m
+                                                              : s->adam_v;
+    const tt_dtype dtype = what == TT_TRAINABLE_WEIGHTS ? TT_F32 : s->plan.precision.moment;
+    int64_t lo, hi;
+    if (overlap(first, count, (int64_t)share.first, (int64_t)share.end, &lo, &hi))
+        download_as(s->backend, out + (lo - first),
+                    (const unsigned char *)device_copy + (size_t)(lo - (int64_t)share.first) * tt_dtype_size(dtype),
+                    dtype, (size_t)(hi - lo));
+    if (offload && offload->host_numel &&
+        overlap(first, count, (int64_t)share.end, (int64_t)share.end + offload->host_numel, &lo, &hi)) {
+        const float *host_copy = what == TT_TRAINABLE_WEIGHTS    ? offload->master
+                                 : what == TT_TRAINABLE_MOMENT_M ? offload->m
+                                                                 : offload->v;
+        memcpy(out + (lo - first), host_copy + (lo - (int64_t)share.end), (size_t)(hi - lo) * sizeof(float));
+    }
+}
+
 void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t *targets) {
     const int64_t T = s->plan.seq_len, whole = tt_plan_sequence_len(&s->plan);
     if (whole == T) {

@@ -40,6 +40,19 @@ tt_weight_sink tt_model_loader_begin(tt_model_loader *loader, tt_model_state *st
 void tt_model_loader_end(tt_model_loader *loader);
 void tt_model_set_moments(tt_model_state *state, const float *host_m, const float *host_v);
 void tt_model_get_moments(const tt_model_state *state, float *host_m, float *host_v);
+
+/* Elements [first, first + count) of the trainable layout in fp32, the values the whole-layout getters give there
+ * (weights: the master copy where there is one, else the compute copy; or AdamW's first or second moment), read from
+ * where they live: what a save streams a tensor at a time (train/streamed_save.h). Not where zero_stage shards them
+ * (state->shards, or stage 3's weights): there the getters above gather the shards whole. */
+typedef enum tt_trainable_values {
+    TT_TRAINABLE_WEIGHTS,
+    TT_TRAINABLE_MOMENT_M,
+    TT_TRAINABLE_MOMENT_V
+} tt_trainable_values;
+bool tt_model_reads_trainable_ranges(const tt_model_state *state);
+void tt_model_get_trainable_range(const tt_model_state *state, tt_trainable_values what, int64_t first, int64_t count,
+                                  float *out);
 /* inputs/targets[micro_batch * the whole sequence] token ids from the host (with sequence parallel, this rank takes
  * its share of each sequence) */
 void tt_model_set_batch(tt_model_state *state, const int32_t *inputs, const int32_t *targets);

@@ -32,6 +32,7 @@
 #include "train/model_setup.h"
 #include "train/optimizer_step.h"
 #include "train/step.h"
+#include "train/streamed_save.h"
 #include "train/data_parallel.h"
 
 static double now_seconds(void) {
@@ -389,6 +390,10 @@ static void save_final_weights(const tt_model_state *model, const tt_run_config 
         free(trainable);
         return;
     }
+    if (tt_model_reads_trainable_ranges(model)) { /* a tensor at a time (only the leader saves: no shards) */
+        if (writes) tt_save_model_streamed(model, run->output_dir, run->max_shard_bytes);
+        return;
+    }
     float *host =
         tt_xmalloc(tt_mul_size((size_t)model->params.total_numel, sizeof(float), "the weights"), "the weights");
     tt_model_get_weights(model, host);
@@ -592,29 +597,33 @@ static double accumulate_gradients(tt_model_state *model, tt_data_parallel *dp, 
     return loss_sum;
 }
 
-/* A save gathers the trainable weights and both AdamW moments in fp32, and for a whole model every weight in fp32,
- * into pageable host buffers at once (checkpoint.c, save_final_weights): the leader's, and with zero_stage sharding
- * every rank's too. Where that and the pinned memory the plan holds exceed what the host has for runs, the first save
- * would fail after the training before it; said at the start, while nothing is lost. */
+/* A save's pageable host memory: a full fine-tune's streams a tensor at a time (train/streamed_save.h), beside the
+ * frozen weights read whole; a LoRA run's, and where zero_stage shards the values, gather the trainable weights and
+ * both AdamW moments in fp32 (and a whole model in fp32) at once, on the leader and with sharding on every rank
+ * (checkpoint.c, save_final_weights). Where the save and the pinned memory the plan holds exceed what the host has
+ * for runs, the first save would fail after the training before it; said at the start, while nothing is lost. */
 static void warn_if_saves_exceed_host_memory(const tt_model_state *m, const tt_run_config *run,
                                              const tt_device *device) {
     const size_t room = tt_host_memory_default_budget(1);
     if (run->save_strategy != TT_SAVE_STEPS || !room) return;
     const int processes = device->host_processes > 1 ? device->host_processes : 1;
+    const bool streamed = m->params.lora_rank == 0 && tt_model_reads_trainable_ranges(m);
     const size_t moments_and_weights = 12 * (size_t)m->params.trainable_numel;
     const size_t whole_model = m->params.lora_rank > 0 ? 0 : 4 * (size_t)m->params.total_numel;
     const size_t others = m->shards ? (size_t)(processes - 1) * moments_and_weights : 0;
-    const size_t save = moments_and_weights + whole_model + others;
+    const size_t save = streamed ? tt_streamed_save_host_bytes(m) : moments_and_weights + whole_model + others;
     const size_t held = (m->sizes.tier_peak[TT_TIER_PINNED] + m->sizes.tier_peak[TT_TIER_HOST]) * (size_t)processes;
     if (held + save <= room) return;
     char save_text[32], held_text[32], room_text[32];
-    tt_warn("a save takes %s of pageable host memory (the trainable weights and AdamW moments in fp32%s%s, gathered "
-            "whole) beside the %s held by the %d process%s on this host, more than the %s the host has for runs: the "
-            "first checkpoint (save_steps, or the last step) will fail for memory. Use save_strategy: no, fewer "
-            "processes on this host, or a machine with more memory (saves do not stream tensor by tensor yet)",
-            tt_format_bytes(save, save_text, sizeof save_text), whole_model ? ", the whole model in fp32" : "",
-            others ? ", in every zero_stage rank" : "", tt_format_bytes(held, held_text, sizeof held_text), processes,
-            processes == 1 ? "" : "es", tt_format_bytes(room, room_text, sizeof room_text));
+    tt_warn("a save takes %s of pageable host memory (%s%s%s) beside the %s held by the %d process%s on this host, "
+            "more than the %s the host has for runs: the first checkpoint (save_steps, or the last step) will fail "
+            "for memory. Use save_strategy: no, fewer processes on this host, or a machine with more memory",
+            tt_format_bytes(save, save_text, sizeof save_text),
+            streamed ? "the frozen weights and the largest tensor: a full fine-tune's save streams a tensor at a time"
+                     : "the trainable weights and AdamW moments in fp32, gathered whole",
+            !streamed && whole_model ? ", and the whole model in fp32" : "", others ? ", in every zero_stage rank" : "",
+            tt_format_bytes(held, held_text, sizeof held_text), processes, processes == 1 ? "" : "es",
+            tt_format_bytes(room, room_text, sizeof room_text));
 }
 
 /* The end of a run: the final model (unless the run stopped on a non-finite step), the tok/s, the measured peaks

@@ -25,6 +25,7 @@
 #include "model/weights.h"
 #include "ops/cuda/backend_cuda.h"
 #include "test_util.h"
+#include "trainable_ranges.h"
 #include "train/cpu_adamw.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
@@ -167,6 +168,9 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
     t.v = malloc(t.moment_bytes);
     tt_model_get_weights(&s, t.weights);
     tt_model_get_moments(&s, t.m, t.v);
+    /* a streamed save's reads, a tensor at a time (the fp32 master copy's and the moments' on the GPU and in host) */
+    TT_EXPECT(trainable_ranges_match(&s, t.weights + s.params.trainable_start, t.m, t.v),
+              "a tensor at a time reads the whole getters' values");
     tt_model_state_free(&s);
     tt_backend_destroy(backend);
     tt_run_config_free(&run);

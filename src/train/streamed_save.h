@@ -1,0 +1,25 @@
+/* Saves that stream: a whole model's Hugging Face files and a checkpoint's optimizer.safetensors written a tensor at a
+ * time, each read from where the model state keeps it (tt_model_get_trainable_range), so a save holds one tensor in
+ * host memory, not the model: 16 bytes a parameter of a full fine-tune's weights and moments gathered at once would
+ * not fit beside the pinned memory of a Qwen3-8B run with optimizer offload. The files are the same bytes as the
+ * gathered saves'. Where zero_stage shards the values (tt_model_reads_trainable_ranges false) the saves gather them
+ * whole instead (checkpoint.c, trainer.c). */
+#ifndef TT_TRAIN_STREAMED_SAVE_H
+#define TT_TRAIN_STREAMED_SAVE_H
+
+#include <stddef.h>
+
+#include "train/step.h"
+
+/* The base model (every parameter but adapters) as Hugging Face safetensors shards under dir, with config.json. */
+void tt_save_model_streamed(const tt_model_state *state, const char *dir, size_t max_shard_bytes);
+
+/* A checkpoint's optimizer state at path: master.<name>, exp_avg.<name>, exp_avg_sq.<name> in fp32 for every
+ * trainable parameter, in table order. */
+void tt_save_optimizer_streamed(const tt_model_state *state, const char *path);
+
+/* Host bytes a streamed save of this state holds at most: the frozen part of the weights (read whole from its one
+ * copy) and one trainable tensor. */
+size_t tt_streamed_save_host_bytes(const tt_model_state *state);
+
+#endif

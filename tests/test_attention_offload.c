@@ -161,6 +161,7 @@ int main(void) {
     TT_EXPECT(tt_selective_auto_applies(&run), "cpu_offloading of weights only: auto runs");
     run.selective_auto = false;
     TT_EXPECT(!tt_selective_auto_applies(&run), "selective_checkpointing ~ or explicit: auto does not run");
+    tt_run_config_free(&run);
 
     /* sequence parallel: the attention's sequence is the whole one (4 ranks of 8192 tokens) */
     plan = checkpointed(layers, TT_TIER_GPU, 8192, 4);

@@ -695,9 +695,10 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(host_memory_budget),
      .default_text = "0",
      .range = AT_LEAST(0),
-     .help = "host memory the run may use, e.g. 24GiB; 0: the machine's physical memory less a sixteenth (at "
-             "least 4GiB, at most half on a machine of 8GiB or less) for the system and the GPU driver, shared by "
-             "the host's processes"},
+     .help =
+         "host memory the run may use, e.g. 24GiB; 0: the machine's physical memory (or the cgroup's limit, where lower) less a "
+         "sixteenth (at least 4GiB, at most half on a machine of 8GiB or less) for the system and the GPU driver, shared by "
+         "the host's processes"},
     /* execution */
     {.name = "device",
      .type = KEY_ENUM,

@@ -11,4 +11,12 @@
  * machine (123.3 GiB pinned of 125.9). 0 where the system does not say. */
 size_t tt_host_memory_default_budget(int processes);
 
+/* The machine's memory for runs: the physical memory, or less where the process's cgroup limits it (a Slurm job's, a
+ * container's: cgroup v2's memory.max or v1's memory.limit_in_bytes, the tightest from the process's group up to the
+ * root); 0 where the system does not say. */
+size_t tt_host_memory_physical(void);
+
+/* A cgroup memory limit file's text: bytes, or 0 for none ("max", v1's near-2^63 "unlimited", or not a number). */
+size_t tt_cgroup_limit_from_text(const char *text);
+
 #endif

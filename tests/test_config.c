@@ -813,8 +813,8 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("bytes2.yaml", "host_memory_budget: -1GiB\n"), "expected a size in bytes");
     /* out of range */
     tt_expect_die(load_file, yaml_file("range.yaml", "micro_batch_size: 0\n"),
-                  "range.yaml:1: micro_batch_size must be >= 1, got 0");
-    tt_expect_die(load_file, yaml_file("range2.yaml", "sequence_len: 1\n"), "sequence_len must be >= 2, got 1");
+                  "range.yaml:1: micro_batch_size must be in [1, 1048576], got 0");
+    tt_expect_die(load_file, yaml_file("range2.yaml", "sequence_len: 1\n"), "sequence_len must be in [2, 1073741824], got 1");
     tt_expect_die(load_file, yaml_file("range3.yaml", "learning_rate: 0\n"), "learning_rate must be > 0, got 0");
     tt_expect_die(load_file, yaml_file("range4.yaml", "adam_beta2: 1\n"), "adam_beta2 must be in [0, 1), got 1");
     tt_expect_die(load_file, yaml_file("range5.yaml", "warmup_ratio: 1.5\n"),
@@ -1175,7 +1175,7 @@ static void test_errors(void) {
                   "command-line override 'learning_rate=abc': learning_rate: expected a number, got 'abc'");
     tt_expect_die(load_override, "datasets=[a.tok", "command-line override 'datasets=[a.tok': malformed YAML value");
     tt_expect_die(load_override, "micro_batch_size=0",
-                  "command-line override 'micro_batch_size=0': micro_batch_size must be >= 1, got 0");
+                  "command-line override 'micro_batch_size=0': micro_batch_size must be in [1, 1048576], got 0");
     tt_expect_die(load_override, "learning_rat=1",
                   "command-line override 'learning_rat=1': unknown key 'learning_rat'; did you mean 'learning_rate'?");
     tt_expect_die(load_override, "adapter=qdora",

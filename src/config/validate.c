@@ -228,6 +228,11 @@ static void check_kernels_and_checkpointing(const tt_run_config *c) {
         tt_die(
             "tiled_mlp_num_shards is %lld but tiled_mlp is false; set tiled_mlp: true, or remove tiled_mlp_num_shards",
             (long long)c->tiled_mlp_num_shards);
+    if (c->micro_batch_size * c->sequence_len >= ((int64_t)1 << 31)) /* both bounded by their keys' ranges */
+        tt_die("micro_batch_size x sequence_len is %lld tokens; a micro-batch holds fewer than 2^31 (2147483648: token "
+               "positions and offsets are 32-bit on the GPU). Lower micro_batch_size and raise "
+               "gradient_accumulation_steps for the same tokens a step",
+               (long long)(c->micro_batch_size * c->sequence_len));
     if (c->tiled_mlp_num_shards > c->micro_batch_size * c->sequence_len)
         tt_die(
             "tiled_mlp_num_shards is %lld but a micro-batch has %lld tokens (micro_batch_size x sequence_len); use at "

@@ -156,6 +156,12 @@ static trained read_back(tt_model_state *s) {
     tt_model_get_moments(s, t.m, t.v);
     TT_EXPECT(trainable_ranges_match(s, t.weights + s->params.trainable_start, t.m, t.v),
               "a tensor at a time reads the whole getters' values");
+    char scratch[] = "/tmp/tiertrain-streamed-save-XXXXXX";
+    TT_EXPECT(mkdtemp(scratch) != NULL, "a scratch directory");
+    TT_EXPECT(streamed_saves_match(s, scratch), "the streamed saves are the gathered saves' bytes");
+    char remove_it[200];
+    snprintf(remove_it, sizeof remove_it, "rm -rf %s", scratch);
+    TT_EXPECT(system(remove_it) == 0, "scratch removed");
     return t;
 }
 

@@ -8,7 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
+#include "core/check.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+#include "train/checkpoint.h"
 #include "train/model_io.h"
+#include "train/streamed_save.h"
 
 static inline bool trainable_ranges_match(const tt_model_state *s, const float *weights, const float *m,
                                           const float *v) {
@@ -26,6 +33,83 @@ static inline bool trainable_ranges_match(const tt_model_state *s, const float *
         }
     }
     free(tensor);
+    return same;
+}
+
+/* The bytes of a file (NULL when it cannot be read); *size its length. */
+static inline unsigned char *trainable_ranges_read(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *data = NULL;
+    size_t capacity = 0;
+    *size = 0;
+    for (;;) {
+        if (*size == capacity) data = realloc(data, capacity = capacity ? 2 * capacity : 65536);
+        const size_t got = fread(data + *size, 1, capacity - *size, f);
+        *size += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    return data;
+}
+
+static inline bool trainable_ranges_same_file(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    unsigned char *x = trainable_ranges_read(a, &na), *y = trainable_ranges_read(b, &nb);
+    const bool same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* A full fine-tune's streamed saves (train/streamed_save.h) against the gathered ones, file for file: the model from
+ * the whole weights (tt_model_get_weights, tt_weights_save_hf) and the optimizer file from the whole getters, in
+ * scratch (a directory). True where the saves do not stream (LoRA, zero_stage shards). */
+static inline bool streamed_saves_match(const tt_model_state *s, const char *scratch) {
+    if (s->params.lora_rank > 0 || !tt_model_reads_trainable_ranges(s)) return true;
+    char streamed[4200], gathered[4200], a[4300], b[4300];
+    snprintf(streamed, sizeof streamed, "%s/streamed", scratch);
+    snprintf(gathered, sizeof gathered, "%s/gathered", scratch);
+    tt_make_directories(streamed);
+    tt_make_directories(gathered);
+    tt_save_model_streamed(s, streamed, 0);
+    snprintf(a, sizeof a, "%s/optimizer.safetensors", streamed);
+    tt_save_optimizer_streamed(s, a);
+
+    const size_t total = (size_t)s->params.total_numel, n = (size_t)s->params.trainable_numel;
+    float *weights = malloc(total * sizeof(float) + 4), *m = malloc(n * sizeof(float) + 4),
+          *v = malloc(n * sizeof(float) + 4);
+    tt_model_get_weights(s, weights);
+    tt_model_get_moments(s, m, v);
+    tt_weights_save_hf(weights, &s->params, &s->config, s->config.dtype, gathered, 0);
+    tt_st_writer writer;
+    tt_st_writer_init(&writer);
+    char name[200];
+    for (int i = 0; i < s->params.count; i++) {
+        const tt_param_info *p = &s->params.params[i];
+        if (!p->trainable) continue;
+        const float *parts[3] = {weights + p->offset, m + (p->offset - s->params.trainable_start),
+                                 v + (p->offset - s->params.trainable_start)};
+        static const char *const prefixes[3] = {"master", "exp_avg", "exp_avg_sq"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "%s.%s", prefixes[k], p->name);
+            tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, parts[k]);
+        }
+    }
+    snprintf(b, sizeof b, "%s/optimizer.safetensors", gathered);
+    tt_st_writer_commit(&writer, b);
+    tt_st_writer_free(&writer);
+    free(weights);
+    free(m);
+    free(v);
+
+    bool same = trainable_ranges_same_file(a, b);
+    static const char *const model_files[] = {"model.safetensors", "config.json"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(a, sizeof a, "%s/%s", streamed, model_files[k]);
+        snprintf(b, sizeof b, "%s/%s", gathered, model_files[k]);
+        same &= trainable_ranges_same_file(a, b);
+    }
     return same;
 }
 

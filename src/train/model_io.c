@@ -306,7 +306,20 @@ static bool overlap(int64_t first, int64_t count, int64_t begin, int64_t end, in
 }
 
 bool tt_model_reads_trainable_ranges(const tt_model_state *s) {
-    return !s->shards && !tt_plan_shards_weights(&s->plan);
+    return !s->shards && !tt_plan_shards_weights(&s->plan) && !tt_plan_shards_optimizer(&s->plan);
+}
+
+void tt_model_get_frozen_range(const tt_model_state *s, int64_t first, int64_t count, float *out) {
+    TT_CHECK(!s->params.quantized,
+             "a range of 4-bit frozen weights (they cross as bytes: tt_model_get_frozen_weights)");
+    TT_CHECK(first >= 0 && count >= 0 && first + count <= s->params.trainable_start,
+             "frozen elements [%lld, %lld) of %lld", (long long)first, (long long)(first + count),
+             (long long)s->params.trainable_start);
+    const tt_dtype dtype = s->plan.precision.activation;
+    const size_t at = (size_t)first * tt_dtype_size(dtype);
+    if (s->frozen_host) /* layer_offloading: its pinned copy */
+        tt_convert_to_f32(out, (const unsigned char *)s->frozen_host + at, dtype, (size_t)count);
+    else download_as(s->backend, out, (const unsigned char *)s->weights + at, dtype, (size_t)count);
 }
 
 /* The compute copy's [first, first + count) (get_trainable_weights' pieces: before the weight-offloaded layers, their

@@ -51,6 +51,9 @@ typedef enum tt_trainable_values {
     TT_TRAINABLE_MOMENT_V
 } tt_trainable_values;
 bool tt_model_reads_trainable_ranges(const tt_model_state *state);
+/* Elements [first, first + count) of the frozen part ([params.trainable_start]) in fp32, as
+ * tt_model_get_frozen_weights gives them there; not for a 4-bit base. */
+void tt_model_get_frozen_range(const tt_model_state *state, int64_t first, int64_t count, float *out);
 void tt_model_get_trainable_range(const tt_model_state *state, tt_trainable_values what, int64_t first, int64_t count,
                                   float *out);
 /* inputs/targets[micro_batch * the whole sequence] token ids from the host (with sequence parallel, this rank takes

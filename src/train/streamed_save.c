@@ -8,47 +8,43 @@
 #include "model/weights.h"
 #include "train/model_io.h"
 
-static int64_t largest_trainable(const tt_param_table *table) {
+/* The largest parameter's elements: trainable ones only, or every parameter of the base model. */
+static int64_t largest_param(const tt_param_table *table, bool trainable_only) {
     int64_t largest = 0;
-    for (int i = 0; i < table->count; i++)
-        if (table->params[i].trainable && table->params[i].numel > largest) largest = table->params[i].numel;
+    for (int i = 0; i < table->count; i++) {
+        const tt_param_info *p = &table->params[i];
+        if ((p->trainable || !trainable_only) && p->numel > largest) largest = p->numel;
+    }
     return largest;
 }
 
-static float *tensor_buffer(const tt_param_table *table) {
-    const int64_t largest = largest_trainable(table);
-    return tt_xmalloc(tt_mul_size((size_t)(largest > 0 ? largest : 1), sizeof(float), "a tensor of the save"),
+static float *tensor_buffer(int64_t elements) {
+    return tt_xmalloc(tt_mul_size((size_t)(elements > 0 ? elements : 1), sizeof(float), "a tensor of the save"),
                       "a tensor of the save");
 }
 
+/* The model writer's converted piece (weights.c: 2^20 values a piece, at most 4 bytes each). */
+#define WRITER_PIECE_BYTES ((size_t)4 << 20)
+
 size_t tt_streamed_save_host_bytes(const tt_model_state *s) {
-    return ((size_t)s->params.trainable_start + (size_t)largest_trainable(&s->params)) * sizeof(float);
+    /* one tensor in fp32, and the copy in the compute format it is converted from (at most 4 bytes a value) */
+    return (size_t)largest_param(&s->params, false) * 2 * sizeof(float) + WRITER_PIECE_BYTES;
 }
 
 void tt_save_model_streamed(const tt_model_state *s, const char *dir, size_t max_shard_bytes) {
     const tt_param_table *table = &s->params;
-    float *frozen = NULL; /* the frozen part read whole: it has one copy, converted (a full fine-tune's is small) */
-    if (table->trainable_start > 0) {
-        frozen = tt_xmalloc(tt_mul_size((size_t)table->trainable_start, sizeof(float), "the frozen weights"),
-                            "the frozen weights");
-        tt_model_get_frozen_weights(s, frozen);
-    }
-    float *tensor = tensor_buffer(table);
+    float *tensor = tensor_buffer(largest_param(table, false));
     tt_hf_writer *writer = tt_hf_writer_open(table, s->config.dtype, dir, max_shard_bytes);
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B) continue; /* the base model only */
-        const float *values = frozen ? frozen + p->offset : NULL;
-        if (p->trainable) {
+        if (p->trainable)
             tt_model_get_trainable_range(s, TT_TRAINABLE_WEIGHTS, p->offset - table->trainable_start, p->numel, tensor);
-            values = tensor;
-        }
-        TT_CHECK(values != NULL, "frozen parameter %s without the frozen weights", p->name);
-        tt_hf_writer_values(writer, p, 0, p->numel, values);
+        else tt_model_get_frozen_range(s, p->offset, p->numel, tensor);
+        tt_hf_writer_values(writer, p, 0, p->numel, tensor);
     }
     tt_hf_writer_close(writer, &s->config);
     free(tensor);
-    free(frozen);
 }
 
 void tt_save_optimizer_streamed(const tt_model_state *s, const char *path) {
@@ -70,7 +66,7 @@ void tt_save_optimizer_streamed(const tt_model_state *s, const char *path) {
         }
     }
     tt_st_writer_begin(&writer, path);
-    float *tensor = tensor_buffer(table);
+    float *tensor = tensor_buffer(largest_param(table, true));
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (!p->trainable) continue;

@@ -18,8 +18,8 @@ void tt_save_model_streamed(const tt_model_state *state, const char *dir, size_t
  * trainable parameter, in table order. */
 void tt_save_optimizer_streamed(const tt_model_state *state, const char *path);
 
-/* Host bytes a streamed save of this state holds at most: the frozen part of the weights (read whole from its one
- * copy) and one trainable tensor. */
+/* Host bytes a streamed save of this state holds at most: the largest tensor in fp32 and in the compute format it
+ * is converted from, and the model writer's converted piece. */
 size_t tt_streamed_save_host_bytes(const tt_model_state *state);
 
 #endif

@@ -597,8 +597,7 @@ static double accumulate_gradients(tt_model_state *model, tt_data_parallel *dp, 
     return loss_sum;
 }
 
-/* A save's pageable host memory: a full fine-tune's streams a tensor at a time (train/streamed_save.h), beside the
- * frozen weights read whole; a LoRA run's, and where zero_stage shards the values, gather the trainable weights and
+/* A save's pageable host memory: a full fine-tune's streams a tensor at a time (train/streamed_save.h); a LoRA run's, and where zero_stage shards the values, gather the trainable weights and
  * both AdamW moments in fp32 (and a whole model in fp32) at once, on the leader and with sharding on every rank
  * (checkpoint.c, save_final_weights). Where the save and the pinned memory the plan holds exceed what the host has
  * for runs, the first save would fail after the training before it; said at the start, while nothing is lost. */
@@ -619,7 +618,7 @@ static void warn_if_saves_exceed_host_memory(const tt_model_state *m, const tt_r
             "more than the %s the host has for runs: the first checkpoint (save_steps, or the last step) will fail "
             "for memory. Use save_strategy: no, fewer processes on this host, or a machine with more memory",
             tt_format_bytes(save, save_text, sizeof save_text),
-            streamed ? "the frozen weights and the largest tensor: a full fine-tune's save streams a tensor at a time"
+            streamed ? "the largest tensor: a full fine-tune's save streams a tensor at a time"
                      : "the trainable weights and AdamW moments in fp32, gathered whole",
             !streamed && whole_model ? ", and the whole model in fp32" : "", others ? ", in every zero_stage rank" : "",
             tt_format_bytes(held, held_text, sizeof held_text), processes, processes == 1 ? "" : "es",

@@ -171,6 +171,12 @@ static trained train_on_gpu(const char *config_path, bool offload, double fracti
     /* a streamed save's reads, a tensor at a time (the fp32 master copy's and the moments' on the GPU and in host) */
     TT_EXPECT(trainable_ranges_match(&s, t.weights + s.params.trainable_start, t.m, t.v),
               "a tensor at a time reads the whole getters' values");
+    char scratch[] = "/tmp/tiertrain-streamed-save-XXXXXX";
+    TT_EXPECT(mkdtemp(scratch) != NULL, "a scratch directory");
+    TT_EXPECT(streamed_saves_match(&s, scratch), "the streamed saves are the gathered saves' bytes");
+    char remove_it[200];
+    snprintf(remove_it, sizeof remove_it, "rm -rf %s", scratch);
+    TT_EXPECT(system(remove_it) == 0, "scratch removed");
     tt_model_state_free(&s);
     tt_backend_destroy(backend);
     tt_run_config_free(&run);

@@ -72,9 +72,9 @@ static inline bool streamed_saves_match(const tt_model_state *s, const char *scr
     snprintf(gathered, sizeof gathered, "%s/gathered", scratch);
     tt_make_directories(streamed);
     tt_make_directories(gathered);
-    tt_save_model_streamed(s, streamed, 0);
+    tt_save_model_streamed(s, streamed, 0, true);
     snprintf(a, sizeof a, "%s/optimizer.safetensors", streamed);
-    tt_save_optimizer_streamed(s, a);
+    tt_save_optimizer_streamed(s, a, true);
 
     const size_t total = (size_t)s->params.total_numel, n = (size_t)s->params.trainable_numel;
     float *weights = malloc(total * sizeof(float) + 4), *m = malloc(n * sizeof(float) + 4),

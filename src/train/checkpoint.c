@@ -130,12 +130,11 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
 
     if (m->params.lora_rank == 0 && tt_model_reads_trainable_ranges(m)) {
         /* a full fine-tune, a tensor at a time (16 bytes a parameter gathered at once would not fit a large model
-         * beside its pinned memory); only the leader saves (no shards to hand it) */
-        if (!writes) return NULL;
-        tt_save_model_streamed(m, partial, run->max_shard_bytes);
+         * beside its pinned memory); with zero_stage sharding every rank hands its units' tensors to the leader */
+        tt_save_model_streamed(m, partial, run->max_shard_bytes, writes);
         snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
-        tt_save_optimizer_streamed(m, path);
-        return finish_checkpoint(t, run, partial, final_dir);
+        tt_save_optimizer_streamed(m, path, writes);
+        return writes ? finish_checkpoint(t, run, partial, final_dir) : NULL;
     }
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
     tt_model_get_trainable_weights(m, weights); /* with zero_stage 1, collectives: every rank is here */

@@ -79,6 +79,32 @@ static void gather_host(void *ctx, float *host) {
     tt_backend_side_wait(dp->backend, dp->last_ticket = tt_backend_side_end(dp->backend));
 }
 
+/* The unit holding trainable element e (units are whole in a shard). */
+static int64_t unit_of(const tt_data_parallel *dp, int64_t e) {
+    int64_t u = dp->units - 1;
+    while (u > 0 && dp->model->unit_start[u] > e) u--;
+    return u;
+}
+
+static bool owns(void *ctx, int64_t element) {
+    const tt_data_parallel *dp = ctx;
+    return dp->unit_owner[unit_of(dp, element)] == dp->comm->rank;
+}
+
+static void share_host_range(void *ctx, float *data, int64_t element, int64_t count) {
+    tt_data_parallel *dp = ctx;
+    const int64_t u = unit_of(dp, element);
+    TT_CHECK(count == 0 || unit_of(dp, element + count - 1) == u, "trainable elements [%lld, %lld) across units",
+             (long long)element, (long long)(element + count));
+    /* an all-gather whose ranges are empty but the owner's, which is the whole range */
+    const int owner = dp->unit_owner[u];
+    for (int r = 0; r <= dp->comm->size; r++) dp->range_bounds[r] = r <= owner ? 0 : count;
+    tt_backend_side_begin(dp->backend);
+    tt_comm_all_gather_ranges(dp->comm, dp->backend, data, sizeof(float), true, dp->range_bounds, dp->scratch,
+                              dp->bucket_bytes);
+    tt_backend_side_wait(dp->backend, dp->last_ticket = tt_backend_side_end(dp->backend));
+}
+
 static void gather_norm_partials(void *ctx, double *partials) {
     tt_data_parallel *dp = ctx;
     tt_comm_all_gather_host(dp->comm, partials, dp->gathered_partials, sizeof(double) * (size_t)dp->units);
@@ -218,8 +244,12 @@ static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
         while (dp->unit_owner[u] + 1 < size && model->unit_start[u] >= dp->bounds[dp->unit_owner[u] + 1])
             dp->unit_owner[u]++;
     dp->gathered_partials = tt_xcalloc((size_t)size * (size_t)dp->units, sizeof(double), "gathered norm partials");
-    dp->exchange =
-        (tt_shard_exchange){.gather_host = gather_host, .gather_norm_partials = gather_norm_partials, .ctx = dp};
+    dp->range_bounds = tt_xcalloc((size_t)size + 1, sizeof(int64_t), "a save's bounds");
+    dp->exchange = (tt_shard_exchange){.gather_host = gather_host,
+                                       .gather_norm_partials = gather_norm_partials,
+                                       .owns = owns,
+                                       .share_host_range = share_host_range,
+                                       .ctx = dp};
     model->shards = &dp->exchange;
     dp->gradients_sharded = tt_plan_shards_gradients(&model->plan);
     if (tt_plan_shards_weights(&model->plan)) {
@@ -360,6 +390,7 @@ void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
     free(dp->bounds);
     free(dp->unit_bounds);
     free(dp->unit_owner);
+    free(dp->range_bounds);
     free(dp->gathered_partials);
     free(dp->weight_ticket);
     memset(dp, 0, sizeof(*dp));

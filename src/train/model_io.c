@@ -306,7 +306,9 @@ static bool overlap(int64_t first, int64_t count, int64_t begin, int64_t end, in
 }
 
 bool tt_model_reads_trainable_ranges(const tt_model_state *s) {
-    return !s->shards && !tt_plan_shards_weights(&s->plan) && !tt_plan_shards_optimizer(&s->plan);
+    /* zero_stage 3's compute copy (no master copy) lives in its owners' slots: gathered whole */
+    if (tt_plan_shards_weights(&s->plan) && !s->plan.precision.master) return false;
+    return (s->shards != NULL) == tt_plan_shards_optimizer(&s->plan);
 }
 
 void tt_model_get_frozen_range(const tt_model_state *s, int64_t first, int64_t count, float *out) {
@@ -349,19 +351,10 @@ static void get_compute_copy_range(const tt_model_state *s, int64_t first, int64
     }
 }
 
-void tt_model_get_trainable_range(const tt_model_state *s, tt_trainable_values what, int64_t first, int64_t count,
-                                  float *out) {
-    TT_CHECK(tt_model_reads_trainable_ranges(s), "a range of the trainable values where zero_stage shards them");
-    TT_CHECK(first >= 0 && count >= 0 && first + count <= s->params.trainable_numel,
-             "trainable elements [%lld, %lld) of %lld", (long long)first, (long long)(first + count),
-             (long long)s->params.trainable_numel);
-    tt_optimizer_offload *offload = s->optimizer_offload;
-    tt_optimizer_offload_finish(offload);
-    if (what == TT_TRAINABLE_WEIGHTS && !s->plan.precision.master) {
-        get_compute_copy_range(s, first, count, out);
-        return;
-    }
-    /* the compute tier's share from its copy, the optimizer offload's from host memory (tt_model_get_moments) */
+/* This rank's own values at [first, first + count): the master copy or the moments of its compute share, and of the
+ * optimizer offload's host share after it. */
+static void get_own_range(const tt_model_state *s, tt_trainable_values what, int64_t first, int64_t count, float *out) {
+    const tt_optimizer_offload *offload = s->optimizer_offload;
     const compute_share share = compute_share_of(s);
     const void *device_copy = what == TT_TRAINABLE_WEIGHTS    ? s->master
                               : what == TT_TRAINABLE_MOMENT_M ? s->adam_m
@@ -379,6 +372,27 @@ void tt_model_get_trainable_range(const tt_model_state *s, tt_trainable_values w
                                                                  : offload->v;
         memcpy(out + (lo - first), host_copy + (lo - (int64_t)share.end), (size_t)(hi - lo) * sizeof(float));
     }
+}
+
+void tt_model_get_trainable_range(const tt_model_state *s, tt_trainable_values what, int64_t first, int64_t count,
+                                  float *out) {
+    TT_CHECK(tt_model_reads_trainable_ranges(s), "a range of zero_stage 3's compute copy (gathered whole)");
+    TT_CHECK(first >= 0 && count >= 0 && first + count <= s->params.trainable_numel,
+             "trainable elements [%lld, %lld) of %lld", (long long)first, (long long)(first + count),
+             (long long)s->params.trainable_numel);
+    tt_optimizer_offload *offload = s->optimizer_offload;
+    tt_optimizer_offload_finish(offload);
+    if (what == TT_TRAINABLE_WEIGHTS && !s->plan.precision.master) {
+        get_compute_copy_range(s, first, count, out);
+        return;
+    }
+    /* zero_stage 1 to 3: the tensor's unit is one rank's shard; its owner reads it and hands it to every rank */
+    if (s->shards) {
+        if (s->shards->owns(s->shards->ctx, first)) get_own_range(s, what, first, count, out);
+        s->shards->share_host_range(s->shards->ctx, out, first, count);
+        return;
+    }
+    get_own_range(s, what, first, count, out);
 }
 
 void tt_model_set_batch(tt_model_state *s, const int32_t *inputs, const int32_t *targets) {

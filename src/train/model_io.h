@@ -43,8 +43,10 @@ void tt_model_get_moments(const tt_model_state *state, float *host_m, float *hos
 
 /* Elements [first, first + count) of the trainable layout in fp32, the values the whole-layout getters give there
  * (weights: the master copy where there is one, else the compute copy; or AdamW's first or second moment), read from
- * where they live: what a save streams a tensor at a time (train/streamed_save.h). Not where zero_stage shards them
- * (state->shards, or stage 3's weights): there the getters above gather the shards whole. */
+ * where they live: what a save streams a tensor at a time (train/streamed_save.h). With zero_stage sharding
+ * (state->shards) a collective: every rank asks for the same range at the same point, the owner of the range's unit
+ * (a tensor lies within one unit) reads it and every rank gets it. Not for zero_stage 3's compute copy without a
+ * master copy (tt_model_reads_trainable_ranges false: gathered whole). */
 typedef enum tt_trainable_values {
     TT_TRAINABLE_WEIGHTS,
     TT_TRAINABLE_MOMENT_M,

@@ -31,23 +31,23 @@ size_t tt_streamed_save_host_bytes(const tt_model_state *s) {
     return (size_t)largest_param(&s->params, false) * 2 * sizeof(float) + WRITER_PIECE_BYTES;
 }
 
-void tt_save_model_streamed(const tt_model_state *s, const char *dir, size_t max_shard_bytes) {
+void tt_save_model_streamed(const tt_model_state *s, const char *dir, size_t max_shard_bytes, bool writes) {
     const tt_param_table *table = &s->params;
     float *tensor = tensor_buffer(largest_param(table, false));
-    tt_hf_writer *writer = tt_hf_writer_open(table, s->config.dtype, dir, max_shard_bytes);
+    tt_hf_writer *writer = writes ? tt_hf_writer_open(table, s->config.dtype, dir, max_shard_bytes) : NULL;
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B) continue; /* the base model only */
-        if (p->trainable)
+        if (p->trainable) /* with zero_stage sharding a collective: every rank, in the same order */
             tt_model_get_trainable_range(s, TT_TRAINABLE_WEIGHTS, p->offset - table->trainable_start, p->numel, tensor);
-        else tt_model_get_frozen_range(s, p->offset, p->numel, tensor);
-        tt_hf_writer_values(writer, p, 0, p->numel, tensor);
+        else if (writes) tt_model_get_frozen_range(s, p->offset, p->numel, tensor);
+        if (writes) tt_hf_writer_values(writer, p, 0, p->numel, tensor);
     }
-    tt_hf_writer_close(writer, &s->config);
+    if (writes) tt_hf_writer_close(writer, &s->config);
     free(tensor);
 }
 
-void tt_save_optimizer_streamed(const tt_model_state *s, const char *path) {
+void tt_save_optimizer_streamed(const tt_model_state *s, const char *path, bool writes) {
     static const struct {
         const char *prefix;
         tt_trainable_values what;
@@ -57,7 +57,7 @@ void tt_save_optimizer_streamed(const tt_model_state *s, const char *path) {
     tt_st_writer writer;
     tt_st_writer_init(&writer);
     char name[160];
-    for (int i = 0; i < table->count; i++) {
+    for (int i = 0; writes && i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (!p->trainable) continue;
         for (int k = 0; k < 3; k++) {
@@ -65,17 +65,17 @@ void tt_save_optimizer_streamed(const tt_model_state *s, const char *path) {
             tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, NULL);
         }
     }
-    tt_st_writer_begin(&writer, path);
+    if (writes) tt_st_writer_begin(&writer, path);
     float *tensor = tensor_buffer(largest_param(table, true));
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (!p->trainable) continue;
         for (int k = 0; k < 3; k++) {
             tt_model_get_trainable_range(s, parts[k].what, p->offset - table->trainable_start, p->numel, tensor);
-            tt_st_writer_write(&writer, tensor, (size_t)p->numel * sizeof(float));
+            if (writes) tt_st_writer_write(&writer, tensor, (size_t)p->numel * sizeof(float));
         }
     }
-    tt_st_writer_finish(&writer);
+    if (writes) tt_st_writer_finish(&writer);
     tt_st_writer_free(&writer);
     free(tensor);
 }

@@ -390,8 +390,8 @@ static void save_final_weights(const tt_model_state *model, const tt_run_config 
         free(trainable);
         return;
     }
-    if (tt_model_reads_trainable_ranges(model)) { /* a tensor at a time (only the leader saves: no shards) */
-        if (writes) tt_save_model_streamed(model, run->output_dir, run->max_shard_bytes);
+    if (tt_model_reads_trainable_ranges(model)) { /* a tensor at a time (with zero_stage, every rank takes part) */
+        tt_save_model_streamed(model, run->output_dir, run->max_shard_bytes, writes);
         return;
     }
     float *host =
@@ -597,10 +597,12 @@ static double accumulate_gradients(tt_model_state *model, tt_data_parallel *dp, 
     return loss_sum;
 }
 
-/* A save's pageable host memory: a full fine-tune's streams a tensor at a time (train/streamed_save.h); a LoRA run's, and where zero_stage shards the values, gather the trainable weights and
- * both AdamW moments in fp32 (and a whole model in fp32) at once, on the leader and with sharding on every rank
- * (checkpoint.c, save_final_weights). Where the save and the pinned memory the plan holds exceed what the host has
- * for runs, the first save would fail after the training before it; said at the start, while nothing is lost. */
+/* A save's pageable host memory: a full fine-tune's streams a tensor at a time (train/streamed_save.h, with
+ * zero_stage sharding each tensor from its owner); a LoRA run's, and zero_stage 3's compute copy without a master
+ * copy, gather the trainable weights and both AdamW moments in fp32 (and a whole model in fp32) at once, on the
+ * leader and with sharding on every rank (checkpoint.c, save_final_weights). Where the save and the pinned memory the
+ * plan holds exceed what the host has for runs, the first save would fail after the training before it; said at the
+ * start, while nothing is lost. */
 static void warn_if_saves_exceed_host_memory(const tt_model_state *m, const tt_run_config *run,
                                              const tt_device *device) {
     const size_t room = tt_host_memory_default_budget(1);
@@ -609,8 +611,10 @@ static void warn_if_saves_exceed_host_memory(const tt_model_state *m, const tt_r
     const bool streamed = m->params.lora_rank == 0 && tt_model_reads_trainable_ranges(m);
     const size_t moments_and_weights = 12 * (size_t)m->params.trainable_numel;
     const size_t whole_model = m->params.lora_rank > 0 ? 0 : 4 * (size_t)m->params.total_numel;
-    const size_t others = m->shards ? (size_t)(processes - 1) * moments_and_weights : 0;
-    const size_t save = streamed ? tt_streamed_save_host_bytes(m) : moments_and_weights + whole_model + others;
+    const int savers = m->shards ? processes : 1;
+    const size_t others = !streamed && m->shards ? (size_t)(processes - 1) * moments_and_weights : 0;
+    const size_t save =
+        streamed ? tt_streamed_save_host_bytes(m) * (size_t)savers : moments_and_weights + whole_model + others;
     const size_t held = (m->sizes.tier_peak[TT_TIER_PINNED] + m->sizes.tier_peak[TT_TIER_HOST]) * (size_t)processes;
     if (held + save <= room) return;
     char save_text[32], held_text[32], room_text[32];

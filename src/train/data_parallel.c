@@ -79,29 +79,26 @@ static void gather_host(void *ctx, float *host) {
     tt_backend_side_wait(dp->backend, dp->last_ticket = tt_backend_side_end(dp->backend));
 }
 
-/* The unit holding trainable element e (units are whole in a shard). */
-static int64_t unit_of(const tt_data_parallel *dp, int64_t e) {
-    int64_t u = dp->units - 1;
-    while (u > 0 && dp->model->unit_start[u] > e) u--;
-    return u;
+/* The rank whose shard (whole units) holds trainable element e. */
+static int owner_of(const tt_data_parallel *dp, int64_t e) {
+    int r = 0;
+    while (r + 1 < dp->comm->size && e >= dp->bounds[r + 1]) r++;
+    return r;
 }
 
 static bool owns(void *ctx, int64_t element) {
     const tt_data_parallel *dp = ctx;
-    return dp->unit_owner[unit_of(dp, element)] == dp->comm->rank;
+    return owner_of(dp, element) == dp->comm->rank;
 }
 
 static void share_host_range(void *ctx, float *data, int64_t element, int64_t count) {
     tt_data_parallel *dp = ctx;
-    const int64_t u = unit_of(dp, element);
-    TT_CHECK(count == 0 || unit_of(dp, element + count - 1) == u, "trainable elements [%lld, %lld) across units",
+    const int owner = owner_of(dp, element);
+    TT_CHECK(count == 0 || owner_of(dp, element + count - 1) == owner, "trainable elements [%lld, %lld) across shards",
              (long long)element, (long long)(element + count));
-    /* an all-gather whose ranges are empty but the owner's, which is the whole range */
-    const int owner = dp->unit_owner[u];
-    for (int r = 0; r <= dp->comm->size; r++) dp->range_bounds[r] = r <= owner ? 0 : count;
     tt_backend_side_begin(dp->backend);
-    tt_comm_all_gather_ranges(dp->comm, dp->backend, data, sizeof(float), true, dp->range_bounds, dp->scratch,
-                              dp->bucket_bytes);
+    tt_comm_broadcast_host(dp->comm, dp->backend, data, (size_t)count * sizeof(float), owner, dp->scratch,
+                           dp->bucket_bytes);
     tt_backend_side_wait(dp->backend, dp->last_ticket = tt_backend_side_end(dp->backend));
 }
 
@@ -244,7 +241,6 @@ static void shard_optimizer(tt_data_parallel *dp, tt_model_state *model) {
         while (dp->unit_owner[u] + 1 < size && model->unit_start[u] >= dp->bounds[dp->unit_owner[u] + 1])
             dp->unit_owner[u]++;
     dp->gathered_partials = tt_xcalloc((size_t)size * (size_t)dp->units, sizeof(double), "gathered norm partials");
-    dp->range_bounds = tt_xcalloc((size_t)size + 1, sizeof(int64_t), "a save's bounds");
     dp->exchange = (tt_shard_exchange){.gather_host = gather_host,
                                        .gather_norm_partials = gather_norm_partials,
                                        .owns = owns,
@@ -390,7 +386,6 @@ void tt_data_parallel_free(tt_data_parallel *dp, tt_model_state *model) {
     free(dp->bounds);
     free(dp->unit_bounds);
     free(dp->unit_owner);
-    free(dp->range_bounds);
     free(dp->gathered_partials);
     free(dp->weight_ticket);
     memset(dp, 0, sizeof(*dp));

@@ -46,7 +46,6 @@ typedef struct tt_data_parallel {
     /* zero_stage 1: each unit's owner, the gathered norm partials and the model's exchange */
     int64_t units;
     int *unit_owner;           /* [units] */
-    int64_t *range_bounds;     /* [ranks + 1]: a save's tensor from its owner (share_host_range) */
     double *gathered_partials; /* [ranks x units] host */
     uint64_t *weight_ticket;   /* [units] zero_stage 1 and 2, weights on the GPU: each unit's pending broadcast (0:
                                 * none), waited for before the unit's next forward (NULL otherwise) */

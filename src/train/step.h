@@ -24,8 +24,8 @@
 typedef struct tt_shard_exchange {
     void (*gather_host)(void *ctx, float *host);               /* host[trainable_numel]: the others' ranges */
     void (*gather_norm_partials)(void *ctx, double *partials); /* [L + 2] host: each unit's from its owner */
-    /* A save's tensor at a time: whether this rank owns the unit holding trainable element `element`, and the host
-     * values data[0 .. count) of the tensor there, from its unit's owner into every rank's data (a collective). */
+    /* A save's tensor at a time: whether this rank's shard holds trainable element `element`, and the host values
+     * data[0 .. count) of the tensor there, from the shard's owner into every rank's data (a broadcast). */
     bool (*owns)(void *ctx, int64_t element);
     void (*share_host_range)(void *ctx, float *data, int64_t element, int64_t count);
     void *ctx;

@@ -6,7 +6,6 @@
 
 #include "core/check.h"
 #include "memory/disk_store.h"
-
 #include "train/measure.h"
 #include "train/model_attach.h"
 

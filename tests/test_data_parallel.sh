@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Data parallel on the CPU backend through MPI (issue 18's CPU path): `mpirun -np 2 tiertrain train run.yaml`.
-#  (a) two ranks give the same bits run after run (gradients and loss sums added in rank order);
+#  (a) two ranks give the same bits run after run (gradients and loss sums added in rank order), whether mpirun bound
+#      them or they split the host's CPUs themselves;
 #  (b) against one process training the same global batch (gradient_accumulation_steps x 2): the same losses and
 #      gradient norms to rounding (the sums are grouped by rank, the one process adds micro-batch by micro-batch);
 #  (c) memory modes keep their bits under data parallel: checkpointing with hidden_states offload, LoRA with the
@@ -64,6 +65,18 @@ check "the plan prices the data-parallel buckets: measured peak = estimate" \
 check "two ranks' peak is one process's plus the buckets" \
   awk '/total \(tier peak\)/ && NF == 7 { if (FILENAME == ARGV[1]) a = $6; else b = $6 }
        END { exit !(b + 0 > 0 && a + 0 > b + 0) }' dp1.log one_thread.log
+
+# the host's CPUs (dist/host_cpus.h): ranks that the launcher left one affinity set (--bind-to none, as torchrun does)
+# split it and say so; ranks it bound to their own cores keep them; neither changes a bit
+runs_on() { timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to "$1" -np 2 "$tiertrain" train run.yaml \
+  output_dir="$2" > "$2.log" 2>&1; }
+runs_on none unbound; check "two unbound ranks train (exit 0)" test $? -eq 0
+check "two unbound ranks split the host's CPUs" \
+  grep -q "host CPUs: 2 processes of this host shared one affinity set of $(nproc) CPUs" unbound.log
+check "... with the bound run's model bits" same dp1/model.safetensors unbound/model.safetensors
+runs_on core bound; check "two ranks bound to a core each train (exit 0)" test $? -eq 0
+check "... and keep their cores (nothing split)" bash -c "! grep -q 'host CPUs:' bound.log"
+check "... with the same model bits" same dp1/model.safetensors bound/model.safetensors
 
 # (b) one process, the same global batch
 "$tiertrain" train run.yaml output_dir=one gradient_accumulation_steps=4 > one.log 2>&1

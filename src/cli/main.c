@@ -10,6 +10,7 @@
 #include "model/dequantized_export.h"
 #include "model/lora.h"
 #include "data/tokenize_files.h"
+#include "dist/host_cpus.h"
 #include "train/byte_tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/longest_context.h"
@@ -189,10 +190,18 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
             tt_die("plan: --processes %lld is not a multiple of sequence_parallel_degree %lld", (long long)processes,
                    (long long)run.sequence_parallel_degree);
     }
-    /* the host is shared: each of its N processes takes 1/N of the cores unless num_threads says (and, in
-     * tt_select_device, of the memory unless host_memory_budget does) */
+    /* the host is shared: the processes that the launcher left one affinity set split it, each pinning its thread
+     * pools in its own part (host_cpus.h); each takes its part's cores unless num_threads says (and, in
+     * tt_select_device, 1/N of the memory unless host_memory_budget does) */
     const int host_processes = comm ? launch.local_size : (int)processes;
-    if (host_processes > 1 && run.num_threads == 0) {
+    if (comm) {
+        const tt_cpu_binding cpus = tt_bind_host_cpu_share(comm);
+        if (cpus.sharers > 1)
+            printf("host CPUs: %d processes of this host shared one affinity set of %d CPUs; each takes its part "
+                   "(rank %d: CPUs %s)\n",
+                   cpus.sharers, cpus.set_cpus, comm->rank, cpus.list);
+        if (host_processes > 1 && run.num_threads == 0) run.num_threads = cpus.cpus;
+    } else if (host_processes > 1 && run.num_threads == 0) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         run.num_threads = cores / host_processes > 0 ? cores / host_processes : 1;
     }

@@ -113,6 +113,27 @@ static inline bool same_bits_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n)
     return same;
 }
 
+/* How many of n device bf16 values differ in their bits. */
+static inline int64_t different_bf16(const tt_bf16 *a, const tt_bf16 *b, int64_t n) {
+    tt_bf16 *x = malloc(2 * (size_t)n), *y = malloc(2 * (size_t)n);
+    TT_CUDA_CHECK(cudaMemcpy(x, a, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    TT_CUDA_CHECK(cudaMemcpy(y, b, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; i++) count += x[i] != y[i];
+    free(x);
+    free(y);
+    return count;
+}
+
+/* Two backwards' dq, dk and dv bit for bit; a failure says which of them differ, in how many values. */
+static inline void expect_same_gradients(const char *what, const tt_bf16 *dq, const tt_bf16 *dq2, int64_t nq,
+                                         const tt_bf16 *dk, const tt_bf16 *dk2, const tt_bf16 *dv, const tt_bf16 *dv2,
+                                         int64_t nkv) {
+    const int64_t q = different_bf16(dq, dq2, nq), k = different_bf16(dk, dk2, nkv), v = different_bf16(dv, dv2, nkv);
+    TT_EXPECT(q == 0 && k == 0 && v == 0, "%s (values that differ: dq %lld of %lld, dk %lld, dv %lld of %lld)", what,
+              (long long)q, (long long)nq, (long long)k, (long long)v, (long long)nkv);
+}
+
 /* max |got - want| / max |want| within tolerance, printed either way */
 static inline void expect_close(const char *what, const float *got, const float *want, int64_t n, double tolerance) {
     double err = tt_max_rel_error_f32(got, want, (size_t)n);

@@ -67,16 +67,23 @@ check "two ranks' peak is one process's plus the buckets" \
        END { exit !(b + 0 > 0 && a + 0 > b + 0) }' dp1.log one_thread.log
 
 # the host's CPUs (dist/host_cpus.h): ranks that the launcher left one affinity set (--bind-to none, as torchrun does)
-# split it and say so; ranks it bound to their own cores keep them; neither changes a bit
-runs_on() { timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to "$1" -np 2 "$tiertrain" train run.yaml \
-  output_dir="$2" > "$2.log" 2>&1; }
+# split it, whole cores each, and say so; ranks it bound to their own cores keep them; an OpenMP binding variable
+# leaves the set whole; none changes a bit
+runs_on() { timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to "$1" "${@:3}" -np 2 "$tiertrain" train \
+  run.yaml output_dir="$2" > "$2.log" 2>&1; }
 runs_on none unbound; check "two unbound ranks train (exit 0)" test $? -eq 0
-check "two unbound ranks split the host's CPUs" \
-  grep -q "host CPUs: 2 processes of this host shared one affinity set of $(nproc) CPUs" unbound.log
+parts=$(grep -oE "host CPUs: 2 processes of this machine shared one affinity set of [0-9]+ CPUs; each now runs on \
+its part \(rank 0: CPUs [0-9,-]+; rank 1: CPUs [0-9,-]+\)" unbound.log)
+check "two unbound ranks split the machine's CPUs (log: $(grep 'host CPUs' unbound.log))" test -n "$parts"
+check "... into two different parts" \
+  test "$(sed -E 's/.*rank 0: CPUs ([^;]*);.*/\1/' <<< "$parts")" != "$(sed -E 's/.*rank 1: CPUs ([^)]*)\).*/\1/' <<< "$parts")"
 check "... with the bound run's model bits" same dp1/model.safetensors unbound/model.safetensors
 runs_on core bound; check "two ranks bound to a core each train (exit 0)" test $? -eq 0
 check "... and keep their cores (nothing split)" bash -c "! grep -q 'host CPUs:' bound.log"
 check "... with the same model bits" same dp1/model.safetensors bound/model.safetensors
+runs_on none openmp_bound -x OMP_PROC_BIND=true; check "OMP_PROC_BIND set: the ranks train (exit 0)" test $? -eq 0
+check "... and leave the shared set whole, saying why" grep -q "not split among this machine.s 2 processes: OMP_PROC_BIND is set" openmp_bound.log
+check "... with the same model bits" same dp1/model.safetensors openmp_bound/model.safetensors
 
 # (b) one process, the same global batch
 "$tiertrain" train run.yaml output_dir=one gradient_accumulation_steps=4 > one.log 2>&1

@@ -1,6 +1,7 @@
-/* The split of a host's CPUs among the run's processes that share one affinity set (dist/host_cpus.h): the parts are
- * disjoint, cover the set, differ in length by one at most, keep a core's hyperthreads together and a socket's cores
- * together; fewer CPUs than processes; the list text. (tests/test_data_parallel.sh binds two MPI ranks for real.) */
+/* The split of a machine's CPUs among the run's processes that share one affinity set (dist/host_cpus.h): the parts
+ * are disjoint, cover the set, are whole cores differing by one core at most, follow socket-then-core order; fewer
+ * cores than processes binds none; which ranks share a set, and each one's place among them; the list text.
+ * (tests/test_data_parallel.sh binds two MPI ranks for real.) */
 #include <stdbool.h>
 #include <string.h>
 
@@ -9,69 +10,109 @@
 
 #define MAX_CPUS 64
 
-/* Every part of cpus[count] split `group` ways: disjoint, covering, lengths within one of each other, in order. */
-static void expect_partition(const int *cpus, int count, int group) {
-    int seen[MAX_CPUS] = {0}, shortest = MAX_CPUS, longest = 0, next = 0;
-    bool in_order = true;
+/* A machine of `sockets` x `cores` cores with `threads` hyperthreads each, numbered as Linux does on such machines
+ * (CPU c: thread c / (sockets x cores) of core c % (sockets x cores); sockets hold consecutive cores), sorted. */
+static int machine(tt_cpu_place *places, int sockets, int cores, int threads) {
+    const int all = sockets * cores, count = all * threads;
+    for (int c = 0; c < count; c++)
+        places[c] = (tt_cpu_place){.cpu = c, .package = (c % all) / cores, .core = (c % all) % cores};
+    tt_cpus_by_core(places, count);
+    return count;
+}
+
+static int core_key(const tt_cpu_place *places, int count, int cpu) {
+    for (int i = 0; i < count; i++)
+        if (places[i].cpu == cpu) return places[i].package * 1000 + places[i].core;
+    return -1;
+}
+
+/* Every part of the machine split `group` ways: disjoint, covering, whole cores, core counts within one. */
+static void expect_partition(int sockets, int cores, int threads, int group) {
+    tt_cpu_place places[MAX_CPUS];
+    const int count = machine(places, sockets, cores, threads);
+    int owner[MAX_CPUS], fewest = MAX_CPUS, most = 0;
+    for (int i = 0; i < MAX_CPUS; i++) owner[i] = -1;
+    bool disjoint = true, whole = true;
     for (int index = 0; index < group; index++) {
         int share[MAX_CPUS];
-        const int length = tt_cpu_share(cpus, count, index, group, share);
-        shortest = length < shortest ? length : shortest;
-        longest = length > longest ? length : longest;
+        const int length = tt_cpu_share(places, count, index, group, share);
         for (int i = 0; i < length; i++) {
-            seen[share[i]]++;
-            in_order = in_order && share[i] == cpus[next++];
+            disjoint = disjoint && owner[share[i]] < 0;
+            owner[share[i]] = index;
         }
+        fewest = length < fewest ? length : fewest;
+        most = length > most ? length : most;
     }
-    bool once = true;
-    for (int i = 0; i < count; i++) once = once && seen[cpus[i]] == 1;
-    TT_EXPECT(once && next == count, "%d CPUs in %d parts: each CPU in exactly one part", count, group);
-    TT_EXPECT(longest - shortest <= 1 && shortest >= 1, "%d CPUs in %d parts: lengths %d to %d", count, group, shortest,
-              longest);
-    TT_EXPECT(in_order, "%d CPUs in %d parts: contiguous parts in rank order", count, group);
+    bool covered = true;
+    for (int i = 0; i < count; i++) {
+        covered = covered && owner[places[i].cpu] >= 0;
+        /* a core's threads all have one owner */
+        for (int j = 0; j < count; j++)
+            if (core_key(places, count, places[j].cpu) == core_key(places, count, places[i].cpu))
+                whole = whole && owner[places[j].cpu] == owner[places[i].cpu];
+    }
+    TT_EXPECT(disjoint && covered, "%dx%dx%d CPUs in %d parts: each CPU in exactly one part", sockets, cores, threads,
+              group);
+    TT_EXPECT(whole, "%dx%dx%d CPUs in %d parts: whole cores", sockets, cores, threads, group);
+    TT_EXPECT(most - fewest <= threads, "%dx%dx%d CPUs in %d parts: %d to %d CPUs (a core at most apart)", sockets,
+              cores, threads, group, fewest, most);
+}
+
+static tt_host_cpu_record record(uint64_t machine_id, uint64_t mask0, bool known) {
+    return (tt_host_cpu_record){.machine = machine_id, .known = known, .mask = {mask0}};
 }
 
 int main(void) {
-    int cpus[MAX_CPUS];
-    for (int i = 0; i < MAX_CPUS; i++) cpus[i] = i;
-    for (int count = 1; count <= 33; count += 4)
-        for (int group = 1; group <= count && group <= 8; group++) expect_partition(cpus, count, group);
+    for (int sockets = 1; sockets <= 2; sockets++)
+        for (int cores = 1; cores <= 8; cores += 3)
+            for (int threads = 1; threads <= 2; threads++)
+                for (int group = 1; group <= sockets * cores; group++) expect_partition(sockets, cores, threads, group);
 
+    tt_cpu_place places[MAX_CPUS];
     int share[MAX_CPUS];
-    TT_EXPECT(tt_cpu_share(cpus, 32, 1, 2, share) == 16 && share[0] == 16 && share[15] == 31,
-              "32 CPUs, the second of two processes: CPUs 16-31");
-    TT_EXPECT(tt_cpu_share(cpus, 10, 0, 3, share) == 4 && tt_cpu_share(cpus, 10, 2, 3, share) == 3 && share[0] == 7,
-              "10 CPUs in 3 parts: 4, 3, 3 (the last from CPU 7)");
-    /* fewer CPUs than processes (a 2-core CI machine, 3 ranks): one CPU each, round the set */
-    const int two[2] = {4, 5};
-    TT_EXPECT(tt_cpu_share(two, 2, 2, 3, share) == 1 && share[0] == 4, "2 CPUs, the third of 3 processes: CPU 4");
-    TT_EXPECT(tt_cpu_share(cpus, 0, 0, 2, share) == 0 && tt_cpu_share(cpus, 8, 2, 2, share) == 0 &&
-                  tt_cpu_share(cpus, 8, -1, 2, share) == 0 && tt_cpu_share(cpus, 8, 0, 0, share) == 0,
+    char text[128];
+    /* two sockets of 4 cores with 2 hyperthreads: CPU c + 8 is CPU c's sibling; socket 1 holds cores 4-7 */
+    int count = machine(places, 2, 4, 2);
+    const int expected[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+    bool ordered = true;
+    for (int i = 0; i < 16; i++) ordered = ordered && places[i].cpu == expected[i];
+    TT_EXPECT(ordered, "by socket and core: a core's hyperthreads side by side, socket 0's cores first");
+    TT_EXPECT(tt_cpu_share(places, count, 1, 2, share) == 8, "the second of two processes: 8 CPUs");
+    tt_format_cpu_list(share, 8, text, sizeof text);
+    TT_EXPECT(strcmp(text, "4-7,12-15") == 0, "... socket 1, both threads of its cores (%s)", text);
+    tt_format_cpu_list(share, tt_cpu_share(places, count, 0, 3, share), text, sizeof text);
+    TT_EXPECT(strcmp(text, "0-2,8-10") == 0, "the first of three: 3 whole cores (%s)", text);
+    tt_format_cpu_list(share, tt_cpu_share(places, count, 2, 3, share), text, sizeof text);
+    TT_EXPECT(strcmp(text, "6-7,14-15") == 0, "the last of three: the last 2 cores (%s)", text);
+    /* fewer cores than processes (3 ranks on a 2-core CI machine): none is bound */
+    count = machine(places, 1, 2, 1);
+    TT_EXPECT(tt_cpu_share(places, count, 0, 3, share) == 0 && tt_cpu_share(places, count, 2, 3, share) == 0,
+              "2 cores, 3 processes: no part");
+    TT_EXPECT(tt_cpu_share(places, 0, 0, 2, share) == 0 && tt_cpu_share(places, count, 2, 2, share) == 0 &&
+                  tt_cpu_share(places, count, -1, 2, share) == 0 && tt_cpu_share(places, count, 0, 0, share) == 0,
               "an empty set, or an index outside the group: nothing");
 
-    /* two sockets of 4 cores with 2 hyperthreads each, numbered as Linux does on such machines: CPU c is thread 0 of
-     * core c % 8, CPU c + 8 its sibling; socket 0 holds cores 0-3. Two processes take one socket each, whole cores. */
-    tt_cpu_place places[16];
-    for (int c = 0; c < 16; c++) places[c] = (tt_cpu_place){.cpu = c, .package = (c % 8) / 4, .core = c % 4};
-    tt_cpus_by_core(places, 16);
-    int ordered[16];
-    for (int i = 0; i < 16; i++) ordered[i] = places[i].cpu;
-    const int expected[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
-    TT_EXPECT(memcmp(ordered, expected, sizeof expected) == 0,
-              "by socket and core: a core's hyperthreads side by side, socket 0's cores first");
-    char text[128];
-    tt_cpu_share(ordered, 16, 1, 2, share);
-    tt_format_cpu_list(share, 8, text, sizeof text);
-    TT_EXPECT(strcmp(text, "4-7,12-15") == 0, "the second of two processes: socket 1, both threads of its cores (%s)",
-              text);
-    tt_cpu_share(ordered, 16, 0, 4, share);
-    tt_format_cpu_list(share, 4, text, sizeof text);
-    TT_EXPECT(strcmp(text, "0-1,8-9") == 0, "the first of four: cores 0 and 1 with their siblings (%s)", text);
+    /* which ranks share: ranks 0, 2, 3 one machine and set; 1 the same machine, its own set (numactl); 4 another
+     * machine with the same set; 5 a set it could not read */
+    const tt_host_cpu_record records[6] = {record(7, 0xFF, true), record(7, 0x0F, true), record(7, 0xFF, true),
+                                           record(7, 0xFF, true), record(9, 0xFF, true), record(7, 0xFF, false)};
+    int index, sharers;
+    tt_host_cpu_sharers(records, 6, 3, &index, &sharers);
+    TT_EXPECT(sharers == 3 && index == 2, "rank 3 shares with ranks 0 and 2, third among them (%d of %d)", index,
+              sharers);
+    tt_host_cpu_sharers(records, 6, 0, &index, &sharers);
+    TT_EXPECT(sharers == 3 && index == 0, "rank 0: first of 3");
+    tt_host_cpu_sharers(records, 6, 1, &index, &sharers);
+    TT_EXPECT(sharers == 1 && index == 0, "a set of its own: nothing to split");
+    tt_host_cpu_sharers(records, 6, 4, &index, &sharers);
+    TT_EXPECT(sharers == 1, "another machine's identical set is not shared");
+    tt_host_cpu_sharers(records, 6, 5, &index, &sharers);
+    TT_EXPECT(sharers == 1 && index == 0, "an unknown set shares with none");
 
     const int scattered[5] = {9, 3, 1, 2, 7};
     tt_format_cpu_list(scattered, 5, text, sizeof text);
     TT_EXPECT(strcmp(text, "1-3,7,9") == 0, "the list text ascending, ranges joined (%s)", text);
-    tt_format_cpu_list(cpus, 0, text, sizeof text);
+    tt_format_cpu_list(scattered, 0, text, sizeof text);
     TT_EXPECT(text[0] == '\0', "no CPUs: an empty text");
     int alternate[32];
     for (int i = 0; i < 32; i++) alternate[i] = 2 * i;

@@ -195,12 +195,17 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
      * tt_select_device, 1/N of the memory unless host_memory_budget does) */
     const int host_processes = comm ? launch.local_size : (int)processes;
     if (comm) {
-        const tt_cpu_binding cpus = tt_bind_host_cpu_share(comm);
-        if (cpus.sharers > 1)
-            printf("host CPUs: %d processes of this host shared one affinity set of %d CPUs; each takes its part "
-                   "(rank %d: CPUs %s)\n",
-                   cpus.sharers, cpus.set_cpus, comm->rank, cpus.list);
-        if (host_processes > 1 && run.num_threads == 0) run.num_threads = cpus.cpus;
+        const tt_cpu_binding cpus = tt_bind_host_cpu_share(comm, launch.local_size);
+        if (cpus.bound)
+            printf("host CPUs: %d processes of this machine shared one affinity set of %d CPUs; each now runs on its "
+                   "part (%s)\n",
+                   cpus.sharers, cpus.set_cpus, cpus.parts);
+        else if (cpus.sharers > 1)
+            printf("host CPUs: not split among this machine's %d processes: %s; %d thread%s each\n", cpus.sharers,
+                   cpus.skipped, cpus.cpus, cpus.cpus == 1 ? "" : "s");
+        /* also where the launcher says one process a host but the machine runs several (OpenMP sized its team at
+         * load time, from the whole set) */
+        if ((host_processes > 1 || cpus.sharers > 1) && run.num_threads == 0) run.num_threads = cpus.cpus;
     } else if (host_processes > 1 && run.num_threads == 0) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         run.num_threads = cores / host_processes > 0 ? cores / host_processes : 1;

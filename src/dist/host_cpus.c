@@ -2,11 +2,10 @@
 #include "dist/host_cpus.h"
 
 #include <sched.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "core/check.h"
@@ -22,16 +21,23 @@ void tt_cpus_by_core(tt_cpu_place *places, int count) {
     if (count > 1) qsort(places, (size_t)count, sizeof *places, compare_places);
 }
 
-int tt_cpu_share(const int *cpus, int count, int index, int group, int *share) {
+static bool same_core(const tt_cpu_place *a, const tt_cpu_place *b) {
+    return a->package == b->package && a->core == b->core;
+}
+
+int tt_cpu_share(const tt_cpu_place *places, int count, int index, int group, int *share) {
     if (count <= 0 || group <= 0 || index < 0 || index >= group) return 0;
-    if (count < group) {
-        share[0] = cpus[index % count];
-        return 1;
-    }
-    const int base = count / group, longer = count % group;
+    int cores = 0;
+    for (int i = 0; i < count; i++) cores += i == 0 || !same_core(&places[i], &places[i - 1]);
+    if (cores < group) return 0;
+    const int base = cores / group, longer = cores % group;
     const int first = index * base + (index < longer ? index : longer), length = base + (index < longer ? 1 : 0);
-    for (int i = 0; i < length; i++) share[i] = cpus[first + i];
-    return length;
+    int core = -1, taken = 0;
+    for (int i = 0; i < count; i++) {
+        core += i == 0 || !same_core(&places[i], &places[i - 1]);
+        if (core >= first && core < first + length) share[taken++] = places[i].cpu;
+    }
+    return taken;
 }
 
 static int compare_ints(const void *a, const void *b) {
@@ -65,22 +71,38 @@ void tt_format_cpu_list(const int *cpus, int count, char *text, size_t size) {
     free(sorted);
 }
 
-#define MASK_WORDS (CPU_SETSIZE / 64)
+static bool same_set(const tt_host_cpu_record *a, const tt_host_cpu_record *b) {
+    return a->known && b->known && a->machine == b->machine && memcmp(a->mask, b->mask, sizeof a->mask) == 0;
+}
 
-/* What each rank sends: its host, and its affinity set before binding (known 0 where it could not be read: such a
- * rank matches no other). */
-typedef struct host_cpus_record {
-    uint64_t host; /* FNV-1a of the host's name */
-    uint64_t known;
-    uint64_t mask[MASK_WORDS];
-} host_cpus_record;
+void tt_host_cpu_sharers(const tt_host_cpu_record *records, int size, int rank, int *index, int *sharers) {
+    *index = 0;
+    *sharers = 1;
+    if (!records[rank].known) return;
+    int count = 0;
+    for (int r = 0; r < size; r++)
+        if (same_set(&records[r], &records[rank])) {
+            if (r < rank) (*index)++;
+            count++;
+        }
+    *sharers = count;
+}
 
-static uint64_t host_name_hash(void) {
-    char name[256] = {0};
-    if (gethostname(name, sizeof name - 1) != 0) strcpy(name, "?");
+static uint64_t fnv1a(const char *text) {
     uint64_t h = 1469598103934665603ull;
-    for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (const char *c = text; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
     return h;
+}
+
+/* One machine, one kernel: the boot id, which containers on it share (they share its CPUs too) and which no other
+ * machine has; the host's name where the boot id cannot be read. */
+static uint64_t machine_id(void) {
+    char text[256] = {0};
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    const bool boot = f && fgets(text, sizeof text, f) && text[0];
+    if (f) fclose(f);
+    if (!boot && gethostname(text, sizeof text - 1) != 0) strcpy(text, "?");
+    return fnv1a(text);
 }
 
 /* A topology file's number (physical_package_id, core_id) for one CPU; `fallback` where there is none. */
@@ -96,36 +118,43 @@ static int topology_value(int cpu, const char *what, int fallback) {
     return value;
 }
 
-tt_cpu_binding tt_bind_host_cpu_share(const tt_comm *comm) {
-    tt_cpu_binding result = {.cpus = (int)sysconf(_SC_NPROCESSORS_ONLN), .sharers = 1};
-    if (result.cpus < 1) result.cpus = 1;
+/* The OpenMP binding variable that is set (and not "false"), or NULL. */
+static const char *openmp_binding(void) {
+    static const char *const names[] = {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *value = getenv(names[i]);
+        if (value && value[0] && strcasecmp(value, "false") != 0) return names[i];
+    }
+    return NULL;
+}
+
+tt_cpu_binding tt_bind_host_cpu_share(const tt_comm *comm, int local_size) {
+    tt_cpu_binding result = {.sharers = 1};
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int processes = local_size > 1 ? local_size : 1;
+    result.cpus = online / processes > 0 ? (int)(online / processes) : 1; /* where the set cannot be read */
     cpu_set_t mine;
     CPU_ZERO(&mine);
-    host_cpus_record record = {.host = host_name_hash(), .known = sched_getaffinity(0, sizeof mine, &mine) == 0};
+    tt_host_cpu_record record = {.machine = machine_id(), .known = sched_getaffinity(0, sizeof mine, &mine) == 0};
     if (record.known)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &mine)) record.mask[c / 64] |= (uint64_t)1 << (c % 64);
     /* every rank takes part in the gather, also one that could not read its set */
-    host_cpus_record *all = tt_xcalloc((size_t)comm->size, sizeof *all, "the ranks' CPU sets");
+    tt_host_cpu_record *all = tt_xcalloc((size_t)comm->size, sizeof *all, "the ranks' CPU sets");
     tt_comm_all_gather_host(comm, &record, all, sizeof record);
-    int index = 0, sharers = 0;
-    for (int r = 0; r < comm->size; r++)
-        if (all[r].known && record.known && all[r].host == record.host &&
-            memcmp(all[r].mask, record.mask, sizeof record.mask) == 0) {
-            sharers++;
-            if (r < comm->rank) index++;
-        }
-    free(all);
+    int index = 0;
+    tt_host_cpu_sharers(all, comm->size, comm->rank, &index, &result.sharers);
     if (!record.known) {
-        tt_warn("rank %d: could not read this process's CPU affinity; its threads are not bound to a share of the "
-                "host's CPUs",
-                comm->rank);
+        tt_warn("rank %d: could not read this process's CPU affinity (a machine of more than %d CPUs?); its threads "
+                "are not bound to a share of the host's CPUs",
+                comm->rank, CPU_SETSIZE);
+        free(all);
         return result;
     }
 
     tt_cpu_place *places = tt_xcalloc(CPU_SETSIZE, sizeof *places, "the CPU set");
-    int *cpus = tt_xcalloc(CPU_SETSIZE, sizeof *cpus, "the CPU set");
-    int *share = tt_xcalloc(CPU_SETSIZE, sizeof *share, "this process's CPUs");
+    int *share = tt_xcalloc(CPU_SETSIZE, sizeof *share, "a process's CPUs");
+    int *theirs = tt_xcalloc(CPU_SETSIZE, sizeof *theirs, "a process's CPUs");
     int count = 0;
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &mine))
@@ -133,33 +162,49 @@ tt_cpu_binding tt_bind_host_cpu_share(const tt_comm *comm) {
                                              .package = topology_value(c, "physical_package_id", 0),
                                              .core = topology_value(c, "core_id", c)};
     tt_cpus_by_core(places, count);
-    for (int i = 0; i < count; i++) cpus[i] = places[i].cpu;
-    result.sharers = sharers;
     result.set_cpus = count;
-    int length = count;
-    memcpy(share, cpus, sizeof *cpus * (size_t)count);
-    if (sharers > 1) {
-        length = tt_cpu_share(cpus, count, index, sharers, share);
+    /* a set of its own: all of it; a shared one left whole: an equal share of it (at least a thread) */
+    result.cpus = count / result.sharers > 0 ? count / result.sharers : 1;
+    const char *binding = openmp_binding();
+    const int length = result.sharers > 1 ? tt_cpu_share(places, count, index, result.sharers, share) : 0;
+    if (result.sharers > 1 && binding) {
+        /* libgomp pinned this thread at load: the set read is its place, not the process's; OpenMP places the team */
+        snprintf(result.skipped, sizeof result.skipped, "%s is set, so OpenMP places the threads", binding);
+        result.cpus = processes > 1 && online / processes > 0 ? (int)(online / processes) : (int)online;
+        if (result.cpus < 1) result.cpus = 1;
+    } else if (result.sharers > 1 && length == 0) {
+        snprintf(result.skipped, sizeof result.skipped, "their set of %d CPUs has fewer cores than processes", count);
+    }
+    if (result.sharers > 1 && !binding && length > 0) {
         cpu_set_t part;
         CPU_ZERO(&part);
         for (int i = 0; i < length; i++) CPU_SET(share[i], &part);
-        if (sched_setaffinity(0, sizeof part, &part) != 0) {
+        cpu_set_t now;
+        CPU_ZERO(&now);
+        if (sched_setaffinity(0, sizeof part, &part) != 0 || sched_getaffinity(0, sizeof now, &now) != 0 ||
+            !CPU_EQUAL(&now, &part)) {
             tt_warn("rank %d: could not bind to its share of the host's CPUs (%d of %d); its thread pools may take "
                     "the same CPUs as the host's %d other process(es) of the run",
-                    comm->rank, length, count, sharers - 1);
-            length = count;
-            memcpy(share, cpus, sizeof *cpus * (size_t)count);
+                    comm->rank, length, count, result.sharers - 1);
+            snprintf(result.skipped, sizeof result.skipped, "the system refused the binding");
         } else {
-            cpu_set_t now;
-            CPU_ZERO(&now);
-            TT_CHECK(sched_getaffinity(0, sizeof now, &now) == 0 && CPU_EQUAL(&now, &part),
-                     "rank %d: the CPU affinity read back is not the share it set", comm->rank);
+            result.bound = true;
+            result.cpus = length;
+            /* every sharer's part, in rank order: the same arithmetic each of them did */
+            size_t used = 0;
+            for (int r = 0, at = 0; r < comm->size && used + 1 < sizeof result.parts; r++) {
+                if (!same_set(&all[r], &record)) continue;
+                const int n = tt_cpu_share(places, count, at++, result.sharers, theirs);
+                char list[96];
+                tt_format_cpu_list(theirs, n, list, sizeof list);
+                used += (size_t)snprintf(result.parts + used, sizeof result.parts - used, "%srank %d: CPUs %s",
+                                         used ? "; " : "", r, list);
+            }
         }
     }
-    result.cpus = length > 0 ? length : 1;
-    tt_format_cpu_list(share, length, result.list, sizeof result.list);
+    free(all);
     free(places);
-    free(cpus);
     free(share);
+    free(theirs);
     return result;
 }

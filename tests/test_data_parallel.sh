@@ -69,8 +69,11 @@ check "two ranks' peak is one process's plus the buckets" \
 # the host's CPUs (dist/host_cpus.h): ranks that the launcher left one affinity set (--bind-to none, as torchrun does)
 # split it, whole cores each, and say so; ranks it bound to their own cores keep them; an OpenMP binding variable
 # leaves the set whole; none changes a bit
-runs_on() { timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to "$1" "${@:3}" -np 2 "$tiertrain" train \
-  run.yaml output_dir="$2" > "$2.log" 2>&1; }
+# runs_on BINDING OUTPUT [key=value ...], MPI_EXTRA: more mpirun arguments
+runs_on() { local binding=$1 out=$2; shift 2
+  # shellcheck disable=SC2086
+  timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to "$binding" ${MPI_EXTRA:-} -np 2 "$tiertrain" train \
+    run.yaml output_dir="$out" "$@" > "$out.log" 2>&1; }
 runs_on none unbound; check "two unbound ranks train (exit 0)" test $? -eq 0
 parts=$(grep -oE "host CPUs: 2 processes of this machine shared one affinity set of [0-9]+ CPUs; each now runs on \
 its part \(rank 0: CPUs [0-9,-]+; rank 1: CPUs [0-9,-]+\)" unbound.log)
@@ -81,7 +84,10 @@ check "... with the bound run's model bits" same dp1/model.safetensors unbound/m
 runs_on core bound; check "two ranks bound to a core each train (exit 0)" test $? -eq 0
 check "... and keep their cores (nothing split)" bash -c "! grep -q 'host CPUs:' bound.log"
 check "... with the same model bits" same dp1/model.safetensors bound/model.safetensors
-runs_on none openmp_bound -x OMP_PROC_BIND=true; check "OMP_PROC_BIND set: the ranks train (exit 0)" test $? -eq 0
+# (with half the optimizer on the CPU: its pool takes the process's CPUs from OpenMP's places, libgomp having pinned
+# the first thread to one)
+MPI_EXTRA="-x OMP_PROC_BIND=true" runs_on none openmp_bound optimizer_cpu_offload=true optimizer_offload_fraction=0.5
+check "OMP_PROC_BIND set: the ranks train (exit 0)" test $? -eq 0
 check "... and leave the shared set whole, saying why" grep -q "not split among this machine.s 2 processes: OMP_PROC_BIND is set" openmp_bound.log
 check "... with the same model bits" same dp1/model.safetensors openmp_bound/model.safetensors
 

@@ -191,24 +191,26 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
                    (long long)run.sequence_parallel_degree);
     }
     /* the host is shared: the processes that the launcher left one affinity set split it, each pinning its thread
-     * pools in its own part (host_cpus.h); each takes its part's cores unless num_threads says (and, in
-     * tt_select_device, 1/N of the memory unless host_memory_budget does) */
+     * pools in its own part (host_cpus.h); each runs 1/N of the cores' threads and, in tt_select_device, plans for 1/N
+     * of the memory, unless num_threads and host_memory_budget say */
     const int host_processes = comm ? launch.local_size : (int)processes;
+    int sharers = 1;
     if (comm) {
-        const tt_cpu_binding cpus = tt_bind_host_cpu_share(comm, launch.local_size);
+        const tt_cpu_binding cpus = tt_bind_host_cpu_share(comm);
+        sharers = cpus.sharers;
         if (cpus.bound)
             printf("host CPUs: %d processes of this machine shared one affinity set of %d CPUs; each now runs on its "
                    "part (%s)\n",
                    cpus.sharers, cpus.set_cpus, cpus.parts);
         else if (cpus.sharers > 1)
-            printf("host CPUs: not split among this machine's %d processes: %s; %d thread%s each\n", cpus.sharers,
-                   cpus.skipped, cpus.cpus, cpus.cpus == 1 ? "" : "s");
-        /* also where the launcher says one process a host but the machine runs several (OpenMP sized its team at
-         * load time, from the whole set) */
-        if ((host_processes > 1 || cpus.sharers > 1) && run.num_threads == 0) run.num_threads = cpus.cpus;
-    } else if (host_processes > 1 && run.num_threads == 0) {
+            printf("host CPUs: not split among this machine's %d processes: %s\n", cpus.sharers, cpus.skipped);
+    }
+    /* each of a host's processes (more where several share a machine the launcher counts as one process) takes its
+     * fraction of the cores unless num_threads says: `plan --processes N` prices the same */
+    const int sharing = host_processes > sharers ? host_processes : sharers;
+    if (sharing > 1 && run.num_threads == 0) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        run.num_threads = cores / host_processes > 0 ? cores / host_processes : 1;
+        run.num_threads = cores / sharing > 0 ? cores / sharing : 1;
     }
     /* sequence parallel in several groups: the group's communicator before the device's free memory is read, so that
      * the transport's buffers for it are outside the room the plan prices */

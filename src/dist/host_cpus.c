@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/process_cpus.h"
 
 static int compare_places(const void *a, const void *b) {
     const tt_cpu_place *x = a, *y = b;
@@ -79,12 +79,16 @@ void tt_host_cpu_sharers(const tt_host_cpu_record *records, int size, int rank, 
     *index = 0;
     *sharers = 1;
     if (!records[rank].known) return;
-    int count = 0;
-    for (int r = 0; r < size; r++)
+    int count = 0, local_index = 0;
+    for (int r = 0; r < size; r++) {
+        /* a process of this machine whose set is unknown may run anywhere in it: nothing is split */
+        if (!records[r].known && records[r].machine == records[rank].machine) return;
         if (same_set(&records[r], &records[rank])) {
-            if (r < rank) (*index)++;
+            if (r < rank) local_index++;
             count++;
         }
+    }
+    *index = local_index;
     *sharers = count;
 }
 
@@ -105,7 +109,8 @@ static uint64_t machine_id(void) {
     return fnv1a(text);
 }
 
-/* A topology file's number (physical_package_id, core_id) for one CPU; `fallback` where there is none. */
+/* A topology file's first number for one CPU (physical_package_id; thread_siblings_list's first CPU: the core's id,
+ * unique in the machine where core_id repeats across a package's dies or clusters); `fallback` where there is none. */
 static int topology_value(int cpu, const char *what, int fallback) {
     char path[96];
     snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, what);
@@ -118,93 +123,114 @@ static int topology_value(int cpu, const char *what, int fallback) {
     return value;
 }
 
-/* The OpenMP binding variable that is set (and not "false"), or NULL. */
-static const char *openmp_binding(void) {
+/* The OpenMP binding variable that is set, for the message (omp_get_proc_bind() decides whether OpenMP binds). */
+static const char *openmp_binding_variable(void) {
     static const char *const names[] = {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *value = getenv(names[i]);
-        if (value && value[0] && strcasecmp(value, "false") != 0) return names[i];
-    }
-    return NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (getenv(names[i])) return names[i];
+    return "an OpenMP binding variable";
 }
 
-tt_cpu_binding tt_bind_host_cpu_share(const tt_comm *comm, int local_size) {
+/* The parts of every sharer of `record`'s set in rank order (the same arithmetic each of them did) into text[size],
+ * whole entries only, "; ..." where the rest does not fit. */
+static void format_parts(const tt_host_cpu_record *all, int size, const tt_host_cpu_record *record,
+                         const tt_cpu_place *places, int count, int sharers, char *text, size_t capacity) {
+    int *theirs = tt_xcalloc(CPU_SETSIZE, sizeof *theirs, "a process's CPUs");
+    char *entry = tt_xcalloc(4096, 1, "a CPU list");
+    size_t used = 0;
+    text[0] = '\0';
+    for (int r = 0, at = 0; r < size; r++) {
+        if (!same_set(&all[r], record)) continue;
+        char list[4000];
+        tt_format_cpu_list(theirs, tt_cpu_share(places, count, at++, sharers, theirs), list, sizeof list);
+        const int n = snprintf(entry, 4096, "%srank %d: CPUs %s", used ? "; " : "", r, list);
+        if (used + (size_t)n + 6 > capacity) { /* room for "; ..." and the terminator */
+            snprintf(text + used, capacity - used, "; ...");
+            break;
+        }
+        memcpy(text + used, entry, (size_t)n + 1);
+        used += (size_t)n;
+    }
+    free(theirs);
+    free(entry);
+}
+
+tt_cpu_binding tt_bind_host_cpu_share(const tt_comm *comm) {
+    _Static_assert(TT_CPU_MASK_WORDS * 64 == CPU_SETSIZE, "a record's mask is a cpu_set_t's bits");
     tt_cpu_binding result = {.sharers = 1};
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    const int processes = local_size > 1 ? local_size : 1;
-    result.cpus = online / processes > 0 ? (int)(online / processes) : 1; /* where the set cannot be read */
+    const bool openmp_binds = tt_openmp_binds_threads();
     cpu_set_t mine;
     CPU_ZERO(&mine);
     tt_host_cpu_record record = {.machine = machine_id(), .known = sched_getaffinity(0, sizeof mine, &mine) == 0};
     if (record.known)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &mine)) record.mask[c / 64] |= (uint64_t)1 << (c % 64);
-    /* every rank takes part in the gather, also one that could not read its set */
+    /* every rank takes part in both gathers, also one that could not read its set or does not split it */
     tt_host_cpu_record *all = tt_xcalloc((size_t)comm->size, sizeof *all, "the ranks' CPU sets");
     tt_comm_all_gather_host(comm, &record, all, sizeof record);
     int index = 0;
     tt_host_cpu_sharers(all, comm->size, comm->rank, &index, &result.sharers);
-    if (!record.known) {
+    if (!record.known)
         tt_warn("rank %d: could not read this process's CPU affinity (a machine of more than %d CPUs?); its threads "
                 "are not bound to a share of the host's CPUs",
                 comm->rank, CPU_SETSIZE);
-        free(all);
-        return result;
-    }
 
     tt_cpu_place *places = tt_xcalloc(CPU_SETSIZE, sizeof *places, "the CPU set");
     int *share = tt_xcalloc(CPU_SETSIZE, sizeof *share, "a process's CPUs");
-    int *theirs = tt_xcalloc(CPU_SETSIZE, sizeof *theirs, "a process's CPUs");
     int count = 0;
-    for (int c = 0; c < CPU_SETSIZE; c++)
+    for (int c = 0; c < CPU_SETSIZE && record.known; c++)
         if (CPU_ISSET(c, &mine))
             places[count++] = (tt_cpu_place){.cpu = c,
                                              .package = topology_value(c, "physical_package_id", 0),
-                                             .core = topology_value(c, "core_id", c)};
+                                             .core = topology_value(c, "thread_siblings_list", c)};
     tt_cpus_by_core(places, count);
     result.set_cpus = count;
-    /* a set of its own: all of it; a shared one left whole: an equal share of it (at least a thread) */
-    result.cpus = count / result.sharers > 0 ? count / result.sharers : 1;
-    const char *binding = openmp_binding();
     const int length = result.sharers > 1 ? tt_cpu_share(places, count, index, result.sharers, share) : 0;
-    if (result.sharers > 1 && binding) {
-        /* libgomp pinned this thread at load: the set read is its place, not the process's; OpenMP places the team */
-        snprintf(result.skipped, sizeof result.skipped, "%s is set, so OpenMP places the threads", binding);
-        result.cpus = processes > 1 && online / processes > 0 ? (int)(online / processes) : (int)online;
-        if (result.cpus < 1) result.cpus = 1;
+    /* 1: bound to its part; 0: nothing to split or not split; -1: the system refused */
+    int outcome = 0;
+    if (result.sharers > 1 && openmp_binds) {
+        /* libgomp pinned this thread at load: the set read is its first place, not the process's */
+        snprintf(result.skipped, sizeof result.skipped, "%s is set, so OpenMP places the threads",
+                 openmp_binding_variable());
     } else if (result.sharers > 1 && length == 0) {
         snprintf(result.skipped, sizeof result.skipped, "their set of %d CPUs has fewer cores than processes", count);
-    }
-    if (result.sharers > 1 && !binding && length > 0) {
-        cpu_set_t part;
+    } else if (result.sharers > 1) {
+        cpu_set_t part, now;
         CPU_ZERO(&part);
-        for (int i = 0; i < length; i++) CPU_SET(share[i], &part);
-        cpu_set_t now;
         CPU_ZERO(&now);
-        if (sched_setaffinity(0, sizeof part, &part) != 0 || sched_getaffinity(0, sizeof now, &now) != 0 ||
-            !CPU_EQUAL(&now, &part)) {
+        for (int i = 0; i < length; i++) CPU_SET(share[i], &part);
+        const bool set = sched_setaffinity(0, sizeof part, &part) == 0;
+        if (set && sched_getaffinity(0, sizeof now, &now) == 0 && CPU_EQUAL(&now, &part)) {
+            outcome = 1;
+        } else {
+            outcome = -1;
+            if (set) (void)sched_setaffinity(0, sizeof mine, &mine); /* back to the set it had, not a third one */
             tt_warn("rank %d: could not bind to its share of the host's CPUs (%d of %d); its thread pools may take "
                     "the same CPUs as the host's %d other process(es) of the run",
                     comm->rank, length, count, result.sharers - 1);
-            snprintf(result.skipped, sizeof result.skipped, "the system refused the binding");
-        } else {
-            result.bound = true;
-            result.cpus = length;
-            /* every sharer's part, in rank order: the same arithmetic each of them did */
-            size_t used = 0;
-            for (int r = 0, at = 0; r < comm->size && used + 1 < sizeof result.parts; r++) {
-                if (!same_set(&all[r], &record)) continue;
-                const int n = tt_cpu_share(places, count, at++, result.sharers, theirs);
-                char list[96];
-                tt_format_cpu_list(theirs, n, list, sizeof list);
-                used += (size_t)snprintf(result.parts + used, sizeof result.parts - used, "%srank %d: CPUs %s",
-                                         used ? "; " : "", r, list);
-            }
         }
     }
+    /* what the sharers did, for the leader's report: a part is only reported where every sharer bound to its own */
+    int *outcomes = tt_xcalloc((size_t)comm->size, sizeof *outcomes, "the ranks' bindings");
+    tt_comm_all_gather_host(comm, &outcome, outcomes, sizeof outcome);
+    if (outcome != 0) {
+        int bound = 0, refused = -1;
+        for (int r = 0; r < comm->size; r++)
+            if (same_set(&all[r], &record)) {
+                bound += outcomes[r] == 1;
+                if (outcomes[r] != 1 && refused < 0) refused = r;
+            }
+        result.bound = bound == result.sharers;
+        if (result.bound)
+            format_parts(all, comm->size, &record, places, count, result.sharers, result.parts, sizeof result.parts);
+        else
+            snprintf(result.skipped, sizeof result.skipped,
+                     "the system refused rank %d's binding (%d of the %d bound to their parts)", refused, bound,
+                     result.sharers);
+    }
+    free(outcomes);
     free(all);
     free(places);
     free(share);
-    free(theirs);
     return result;
 }

@@ -21,7 +21,8 @@
 
 #include "dist/comm.h"
 
-/* A CPU and where it sits: its socket (physical_package_id) and its core (core_id) in that socket. */
+/* A CPU and where it sits: its socket (physical_package_id) and its core (the first CPU of the core's
+ * thread_siblings_list: unique in the machine, where core_id repeats across a package's dies or clusters). */
 typedef struct tt_cpu_place {
     int cpu, package, core;
 } tt_cpu_place;
@@ -53,18 +54,18 @@ void tt_host_cpu_sharers(const tt_host_cpu_record *records, int size, int rank, 
 
 /* What tt_bind_host_cpu_share found and did. */
 typedef struct tt_cpu_binding {
-    int cpus;          /* CPUs this process's threads should use: its part, its own set, or (unknown) a 1/local_size */
     int sharers;       /* processes of this machine with this process's set (1: nothing to split) */
     int set_cpus;      /* the CPUs of that set */
-    bool bound;        /* this process bound itself to its part */
-    char parts[512];   /* (bound) every sharer's part, "rank 0: CPUs 0-15; rank 1: CPUs 16-31" */
+    bool bound;        /* every sharer bound itself to its part */
+    char parts[512];   /* (bound) every sharer's part: "rank 0: CPUs 0-15; rank 1: CPUs 16-31", "; ..." if cut */
     char skipped[160]; /* why a shared set was not split ("" where it was, or where none was shared) */
 } tt_cpu_binding;
 
 /* Every rank calls it once, before any thread pool starts (threads started later inherit the part): the records are
- * gathered over the communicator and each rank of a shared set binds itself to its part (a warning, not an end, where
- * the system refuses). local_size: the launcher's count of processes on this host (LOCAL_WORLD_SIZE), for the share
- * of the CPUs where the set cannot be read. */
-tt_cpu_binding tt_bind_host_cpu_share(const tt_comm *comm, int local_size);
+ * gathered over the communicator and each rank of a shared set binds itself to its part (a warning, not an end,
+ * where the system refuses); a second gather tells every rank what the others did. The thread counts are not
+ * changed: each process of a host still runs (cores / processes) threads unless num_threads says, which is what
+ * `plan --processes` prices. */
+tt_cpu_binding tt_bind_host_cpu_share(const tt_comm *comm);
 
 #endif

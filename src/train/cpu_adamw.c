@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/process_cpus.h"
 
 /* Elements per piece of work a thread takes from the job at a time (8 MiB of every fp32 array): threads take
  * pieces until none is left, so one that the OS descheduled (the GPU-driving thread shares the cores) delays
@@ -253,12 +254,10 @@ tt_cpu_adamw_pool *tt_cpu_adamw_pool_create(int threads, tt_cpu_adamw_isa isa) {
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
     pthread_cond_init(&pool->finished, NULL);
-    /* one CPU of the affinity set per worker, after the first (where the caller most likely runs) */
-    cpu_set_t allowed;
-    int cpus[CPU_SETSIZE], cpu_count = 0;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-        for (int c = 0; c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &allowed)) cpus[cpu_count++] = c;
+    /* one CPU of the process's per worker, after the first (where the caller most likely runs); the process's CPUs,
+     * not the caller's affinity: where OpenMP binds its threads, libgomp pinned the caller to one place */
+    int cpus[CPU_SETSIZE];
+    const int cpu_count = tt_process_cpus(cpus, CPU_SETSIZE);
     pool->workers = threads > 1 ? tt_xcalloc((size_t)threads - 1, sizeof(pool_thread), "the CPU AdamW pool") : NULL;
     for (int t = 1; t < threads; t++) {
         pool_thread *w = &pool->workers[t - 1];

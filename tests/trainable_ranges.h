@@ -11,7 +11,6 @@
 #include <stdio.h>
 
 #include "core/check.h"
-#include "model/safetensors.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
 #include "train/model_io.h"
@@ -63,8 +62,8 @@ static inline bool trainable_ranges_same_file(const char *a, const char *b) {
 }
 
 /* A full fine-tune's streamed saves (train/streamed_save.h) against the gathered ones, file for file: the model from
- * the whole weights (tt_model_get_weights, tt_weights_save_hf) and the optimizer file from the whole getters, in
- * scratch (a directory). True where the saves do not stream (LoRA, zero_stage shards). */
+ * the whole weights (tt_model_get_weights, tt_weights_save_hf) and the optimizer file from the whole getters through
+ * the gathered save's writer (tt_checkpoint_save_optimizer), in scratch (a directory). True where the saves do not stream (LoRA, zero_stage shards). */
 static inline bool streamed_saves_match(const tt_model_state *s, const char *scratch) {
     if (s->params.lora_rank > 0 || !tt_model_reads_trainable_ranges(s)) return true;
     char streamed[4200], gathered[4200], a[4300], b[4300];
@@ -82,23 +81,8 @@ static inline bool streamed_saves_match(const tt_model_state *s, const char *scr
     tt_model_get_weights(s, weights);
     tt_model_get_moments(s, m, v);
     tt_weights_save_hf(weights, &s->params, &s->config, s->config.dtype, gathered, 0);
-    tt_st_writer writer;
-    tt_st_writer_init(&writer);
-    char name[200];
-    for (int i = 0; i < s->params.count; i++) {
-        const tt_param_info *p = &s->params.params[i];
-        if (!p->trainable) continue;
-        const float *parts[3] = {weights + p->offset, m + (p->offset - s->params.trainable_start),
-                                 v + (p->offset - s->params.trainable_start)};
-        static const char *const prefixes[3] = {"master", "exp_avg", "exp_avg_sq"};
-        for (int k = 0; k < 3; k++) {
-            snprintf(name, sizeof name, "%s.%s", prefixes[k], p->name);
-            tt_st_writer_add(&writer, name, TT_F32, p->ndim, p->shape, parts[k]);
-        }
-    }
     snprintf(b, sizeof b, "%s/optimizer.safetensors", gathered);
-    tt_st_writer_commit(&writer, b);
-    tt_st_writer_free(&writer);
+    tt_checkpoint_save_optimizer(s, weights + s->params.trainable_start, m, v, b);
     free(weights);
     free(m);
     free(v);

@@ -46,10 +46,8 @@ static void remove_flat_directory(const char *path) {
     rmdir(path);
 }
 
-/* weights, m, v: fp32 in the trainable layout. Frozen parameters have no optimizer state, and their weights are the
- * run's initial ones (reloaded on resume). */
-static void save_optimizer(const tt_model_state *m, const float *weights, const float *adam_m, const float *adam_v,
-                           const char *path) {
+void tt_checkpoint_save_optimizer(const tt_model_state *m, const float *weights, const float *adam_m,
+                                  const float *adam_v, const char *path) {
     tt_st_writer writer;
     tt_st_writer_init(&writer);
     char name[160];
@@ -154,7 +152,7 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
         free(flat);
     }
     snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
-    save_optimizer(m, weights, adam_m, adam_v, path);
+    tt_checkpoint_save_optimizer(m, weights, adam_m, adam_v, path);
     free(weights);
     return finish_checkpoint(t, run, partial, final_dir);
 }

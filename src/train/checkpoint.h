@@ -33,6 +33,13 @@ typedef struct tt_trainer_state {
 char *tt_checkpoint_save(const tt_model_state *model, const tt_trainer_state *trainer, const tt_run_config *run,
                          bool writes);
 
+/* optimizer.safetensors at path from host arrays, fp32 in the trainable layout (weights, adam_m, adam_v): master,
+ * exp_avg and exp_avg_sq of every trainable parameter. Frozen parameters have no optimizer state, and their weights
+ * are the run's initial ones (reloaded on resume). The gathered save's writer; tt_save_optimizer_streamed writes the
+ * same bytes a tensor at a time. */
+void tt_checkpoint_save_optimizer(const tt_model_state *model, const float *weights, const float *adam_m,
+                                  const float *adam_v, const char *path);
+
 /* Loads the trainable parameters' weights and optimizer state, and the trainer state, from dir;
  * frozen parameters keep the weights the model holds (load the run's initial weights first).
  * Every mismatch with the current model (a missing tensor, another shape) is an error naming

@@ -3,6 +3,7 @@
  * cores than processes binds none; which ranks share a set, and each one's place among them; the list text.
  * (tests/test_data_parallel.sh binds two MPI ranks for real.) */
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/process_cpus.h"
@@ -59,8 +60,10 @@ static void expect_partition(int sockets, int cores, int threads, int group) {
               cores, threads, group, fewest, most);
 }
 
-static tt_host_cpu_record record(uint64_t machine_id, uint64_t mask0, bool known) {
-    return (tt_host_cpu_record){.machine = machine_id, .known = known, .mask = {mask0}};
+static tt_host_cpu_record record(int machine_id, uint64_t mask0, bool known) {
+    tt_host_cpu_record r = {.known = known, .mask = {mask0}};
+    snprintf(r.machine, sizeof r.machine, "machine-%d", machine_id);
+    return r;
 }
 
 int main(void) {

@@ -72,7 +72,7 @@ void tt_format_cpu_list(const int *cpus, int count, char *text, size_t size) {
 }
 
 static bool same_set(const tt_host_cpu_record *a, const tt_host_cpu_record *b) {
-    return a->known && b->known && a->machine == b->machine && memcmp(a->mask, b->mask, sizeof a->mask) == 0;
+    return a->known && b->known && strcmp(a->machine, b->machine) == 0 && memcmp(a->mask, b->mask, sizeof a->mask) == 0;
 }
 
 void tt_host_cpu_sharers(const tt_host_cpu_record *records, int size, int rank, int *index, int *sharers) {
@@ -82,7 +82,7 @@ void tt_host_cpu_sharers(const tt_host_cpu_record *records, int size, int rank, 
     int count = 0, local_index = 0;
     for (int r = 0; r < size; r++) {
         /* a process of this machine whose set is unknown may run anywhere in it: nothing is split */
-        if (!records[r].known && records[r].machine == records[rank].machine) return;
+        if (!records[r].known && strcmp(records[r].machine, records[rank].machine) == 0) return;
         if (same_set(&records[r], &records[rank])) {
             if (r < rank) local_index++;
             count++;
@@ -92,21 +92,14 @@ void tt_host_cpu_sharers(const tt_host_cpu_record *records, int size, int rank, 
     *sharers = count;
 }
 
-static uint64_t fnv1a(const char *text) {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = text; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h;
-}
-
 /* One machine, one kernel: the boot id, which containers on it share (they share its CPUs too) and which no other
  * machine has; the host's name where the boot id cannot be read. */
-static uint64_t machine_id(void) {
-    char text[256] = {0};
+static void machine_id(char *text, size_t size) {
+    memset(text, 0, size);
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    const bool boot = f && fgets(text, sizeof text, f) && text[0];
+    const bool boot = f && fgets(text, (int)size, f) && text[0];
     if (f) fclose(f);
-    if (!boot && gethostname(text, sizeof text - 1) != 0) strcpy(text, "?");
-    return fnv1a(text);
+    if (!boot && gethostname(text, size - 1) != 0) snprintf(text, size, "?");
 }
 
 /* A topology file's first number for one CPU (physical_package_id; thread_siblings_list's first CPU: the core's id,
@@ -161,7 +154,8 @@ tt_cpu_binding tt_bind_host_cpu_share(const tt_comm *comm) {
     const bool openmp_binds = tt_openmp_binds_threads();
     cpu_set_t mine;
     CPU_ZERO(&mine);
-    tt_host_cpu_record record = {.machine = machine_id(), .known = sched_getaffinity(0, sizeof mine, &mine) == 0};
+    tt_host_cpu_record record = {.known = sched_getaffinity(0, sizeof mine, &mine) == 0};
+    machine_id(record.machine, sizeof record.machine);
     if (record.known)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &mine)) record.mask[c / 64] |= (uint64_t)1 << (c % 64);

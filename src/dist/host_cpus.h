@@ -43,7 +43,7 @@ void tt_format_cpu_list(const int *cpus, int count, char *text, size_t size);
  * read: such a rank shares with none). */
 #define TT_CPU_MASK_WORDS 16 /* 1024 CPUs: CPU_SETSIZE */
 typedef struct tt_host_cpu_record {
-    uint64_t machine; /* the kernel's boot id (the host's name where it cannot be read), hashed */
+    char machine[72]; /* the kernel's boot id (the host's name where it cannot be read) */
     uint64_t known;
     uint64_t mask[TT_CPU_MASK_WORDS];
 } tt_host_cpu_record;

@@ -5,7 +5,7 @@
 # bench/models. Random init, random tokens (bench/make_tokens.py), gradient checkpointing (with selective_checkpointing's
 # default auto: from 16k tokens the plan may keep attention outputs in pinned memory; add selective_checkpointing=~
 # to a case for plain recompute), loss chunks of 4096,
-# save_strategy no. Examples (docs/benchmarks.md):
+# save_strategy no. RUN_TIMEOUT (default 900) is each run's limit in seconds. Examples (docs/benchmarks.md):
 #   bash bench/data_parallel.sh build/tiertrain "1:qwen3-1.7b:16384 4:qwen3-1.7b:16384:zero_stage=1"
 #   bash bench/data_parallel.sh build/tiertrain \
 #     "4:qwen3-8b:131072:adapter=lora,lora_r=16,lora_alpha=32,lora_target_linear=true,activation_offloading=hidden_states,sequence_parallel_degree=4"
@@ -18,6 +18,7 @@ source_dir=$(cd "$(dirname "$0")/.." && pwd)
 work=${OUT:-$PWD}/bench-data-parallel
 mkdir -p "$work" && cd "$work"
 STEPS=${STEPS:-5}
+run_timeout=${RUN_TIMEOUT:-900}
 port=29900
 printf '%-70s %10s %12s %12s %s\n' case tok/s "peak GiB" "process GiB" loss
 for case in $2; do
@@ -36,13 +37,13 @@ for case in $2; do
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 -f "$out.smi" 2> /dev/null &
   sampler=$!
   if [ "$gpus" -eq 1 ]; then
-    timeout 900 "$tiertrain" train "${args[@]}" > "$out.0.log" 2>&1
+    timeout "$run_timeout" "$tiertrain" train "${args[@]}" > "$out.0.log" 2>&1
   else
     port=$((port + 2))
     pids=()
     for ((r = 0; r < gpus; r++)); do
       RANK=$r LOCAL_RANK=$r WORLD_SIZE=$gpus LOCAL_WORLD_SIZE=$gpus MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        timeout 900 "$tiertrain" train "${args[@]}" > "$out.$r.log" 2>&1 &
+        timeout "$run_timeout" "$tiertrain" train "${args[@]}" > "$out.$r.log" 2>&1 &
       pids+=($!)
     done
     wait "${pids[@]}"

@@ -12,8 +12,9 @@
 #      ends with a message, none hangs;
 #  (f) zero_stage 1 (sharded optimizer state), 2 (and gradients) and 3 (and weights) give zero_stage 0's bits on 2 and 3 ranks,
 #      checkpoints, resume and each rank's optimizer offload included;
-#  (g) sequence parallel (Ulysses) on two ranks, and two groups of two on four: one process's losses to rounding, its
-#      own bits under the memory modes and the ZeRO stages.
+#  (g) sequence parallel (Ulysses) on two ranks, on four, and two groups of two on four: one process's losses to
+#      rounding, its own bits under the memory modes and the ZeRO stages.
+# A check of losses to rounding that fails prints both runs' figures.
 # Skipped (exit 77) where mpirun or an MPI build is missing. Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
@@ -46,8 +47,14 @@ losses() { sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$1"; }
 close_metrics() {
   paste -d ' ' <(grep '"grad_norm"' "$1" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') \
                <(grep '"grad_norm"' "$2" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') |
-    awk 'function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
-         { if (rel($1, $3) > 1e-5 || rel($2, $4) > 1e-5) bad = 1; n++ } END { exit (bad || n != 4) }'
+    awk -v left="$1" -v right="$2" '
+         function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
+         { if (rel($1, $3) > 1e-5 || rel($2, $4) > 1e-5) bad = 1; n++
+           row[n] = sprintf("  step %d: loss %s / %s (%.2e), grad_norm %s / %s (%.2e)", n, $1, $3, rel($1, $3), $2, $4,
+                            rel($2, $4)) }
+         END { if (bad || n != 4) { print "  " left " / " right ", tolerance 1e-5:" > "/dev/stderr"
+                                    for (i = 1; i <= n; i++) print row[i] > "/dev/stderr" }
+               exit (bad || n != 4) }'
 }
 
 # (a) the same bits run after run; only the leader writes
@@ -319,6 +326,19 @@ check "... zero_stage 2 over the four: zero_stage 0's bits" same grid_z0/model.s
 mpi4 train run.yaml model_config=sp_qwen3.json learning_rate=1e-3 output_dir=grid_z3 sequence_parallel_degree=2 val_set_size=0.1 \
   eval_steps=2 gradient_accumulation_steps=1 zero_stage=3 > grid_z3.log 2>&1
 check "... zero_stage 3 over the four: zero_stage 0's bits" same grid_z0/model.safetensors grid_z3/model.safetensors
+# all four ranks in one sequence-parallel group: each holds a quarter of the tokens and, around the attention, 2 of the
+# 8 query heads and 1 of the 4 kv heads (the GPU suite's shape at four GPUs)
+sed -e 's/"num_attention_heads": 4, "num_key_value_heads": 2/"num_attention_heads": 8, "num_key_value_heads": 4/' \
+  sp_qwen3.json > sp4_qwen3.json
+"$tiertrain" train run.yaml model_config=sp4_qwen3.json learning_rate=1e-3 output_dir=sp4_one val_set_size=0.1 eval_steps=2 \
+  > sp4_one.log 2>&1
+mpi4 train run.yaml model_config=sp4_qwen3.json learning_rate=1e-3 output_dir=sp4 sequence_parallel_degree=4 val_set_size=0.1 \
+  eval_steps=2 > sp4.log 2>&1
+check "sequence parallel over four ranks: one process's losses and norms to rounding" \
+  close_metrics sp4/metrics.jsonl sp4_one/metrics.jsonl
+check "... and its eval losses" eval_close sp4/metrics.jsonl sp4_one/metrics.jsonl
+check "... each rank holds a quarter of the tokens and 2 of the 8 query heads" \
+  grep -q "4 processes share each sequence of 32 tokens; this one holds 8 of them and attends over all of them for 2 of the 8 query heads" sp4.log
 "$tiertrain" plan run.yaml model_config=sp_qwen3.json sequence_parallel_degree=2 > sp_plan.log 2>&1
 check "tiertrain plan prices one rank of a sequence-parallel group" grep -q "this one holds 16 of them" sp_plan.log
 # plan --processes N --rank R: one rank of a run of N (its shard); its estimate is what that rank measured

@@ -34,13 +34,18 @@ ranks() {
 }
 same() { cmp -s "$1" "$2"; }
 # losses and gradient norms of two metrics.jsonl files (4 steps) agree to a relative tolerance; a fourth argument
-# checks only that many first steps
+# checks only that many first steps. A failure prints both files' figures and their relative differences.
 close() {
   paste -d ' ' <(grep '"grad_norm"' "$1" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') \
                <(grep '"grad_norm"' "$2" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') |
-    awk -v tol="$3" -v first="${4:-4}" '
+    awk -v tol="$3" -v first="${4:-4}" -v left="$1" -v right="$2" '
          function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
-         { n++; if (n <= first && (rel($1, $3) > tol || rel($2, $4) > tol)) bad = 1 } END { exit (bad || n != 4) }'
+         { n++; if (n <= first && (rel($1, $3) > tol || rel($2, $4) > tol)) bad = 1
+           row[n] = sprintf("  step %d: loss %s / %s (%.2e), grad_norm %s / %s (%.2e)", n, $1, $3, rel($1, $3), $2, $4,
+                            rel($2, $4)) }
+         END { if (bad || n != 4) { print "  " left " / " right ", tolerance " tol ":" > "/dev/stderr"
+                                    for (i = 1; i <= n; i++) print row[i] > "/dev/stderr" }
+               exit (bad || n != 4) }'
 }
 
 model() { # NAME TYPE LAYERS HEADS KV_HEADS TIED

@@ -8,8 +8,8 @@
 #      an unsharded checkpoint; LoRA with layer_offloading keeps its bits; stages 1 and 2 with a tied head and
 #      evaluation every step (the forward waits for each unit's broadcast);
 #  (b) sequence parallel (Ulysses) on 2 and 4 GPUs: one GPU's losses and gradient norms to bf16 rounding, its own
-#      bits under checkpointing + hidden_states + zero_stage 2 and under delayed collectives; two groups of two on
-#      four GPUs: one GPU's losses to rounding;
+#      bits under checkpointing + hidden_states + zero_stage 2 and under delayed collectives (2 and 4 GPUs); two
+#      groups of two on four GPUs: one GPU's losses to rounding;
 #  (c) a rank killed (SIGKILL) and a rank stopped (SIGSTOP, ddp_timeout 15) end the others with the reason.
 # Arguments: tiertrain binary, source dir, scratch dir. Exit 77 (skipped) with fewer than two GPUs.
 set -uo pipefail
@@ -145,6 +145,12 @@ for n in 2 4; do
   check "sequence parallel on $n GPUs: one GPU's losses and norms to bf16 rounding" close sp$n/metrics.jsonl \
     sp1/metrics.jsonl 2e-4
 done
+if [ "$gpus" -ge 4 ]; then # a missing wait around the exchanges of four ranks (1 kv head each) shows as other bits
+  ranks 4 sp4_delay run.yaml model_config=qwen3/config.json sequence_len=256 sequence_parallel_degree=4 \
+    debug_copy_delay_us=3000
+  check "sequence parallel on 4 GPUs, delayed collectives: the same bits" same sp4/model.safetensors \
+    sp4_delay/model.safetensors
+fi
 ranks 2 sp2_modes run.yaml model_config=qwen3/config.json sequence_len=256 sequence_parallel_degree=2 \
   gradient_checkpointing=true activation_offloading=hidden_states zero_stage=2
 check "sequence parallel + checkpointing + hidden_states + zero_stage 2: the same bits" \

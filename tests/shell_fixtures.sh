@@ -32,3 +32,18 @@ byte_corpus() {
   for i in 1 2 3 4 5 6 7 8; do cat "$2/README.md"; done | head -c "$3" > "$4.txt"
   "$1" tokenize --bytes -o "$4" "$4.txt" > /dev/null
 }
+
+# metrics_close A B TOL [FIRST]: the losses and gradient norms of two metrics.jsonl files (4 steps each) agree to a
+# relative TOL in their FIRST steps (default 4); a failure prints both files' figures and their relative differences
+metrics_close() {
+  paste -d ' ' <(grep '"grad_norm"' "$1" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') \
+               <(grep '"grad_norm"' "$2" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') |
+    awk -v tol="$3" -v first="${4:-4}" -v left="$1" -v right="$2" '
+         function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
+         { n++; if (n <= first && (rel($1, $3) > tol || rel($2, $4) > tol)) bad = 1
+           row[n] = sprintf("  step %d: loss %s / %s (%.2e), grad_norm %s / %s (%.2e)", n, $1, $3, rel($1, $3), $2, $4,
+                            rel($2, $4)) }
+         END { if (bad || n != 4) { print "  " left " / " right ", tolerance " tol ":" > "/dev/stderr"
+                                    for (i = 1; i <= n; i++) print row[i] > "/dev/stderr" }
+               exit (bad || n != 4) }'
+}

@@ -44,18 +44,7 @@ YAML
 same() { cmp -s "$1" "$2"; }
 losses() { sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/' "$1"; }
 # losses and gradient norms of two metrics.jsonl files agree to a relative 1e-5
-close_metrics() {
-  paste -d ' ' <(grep '"grad_norm"' "$1" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') \
-               <(grep '"grad_norm"' "$2" | sed -E 's/.*"loss": ([^,]*),.*"grad_norm": ([^,]*),.*/\1 \2/') |
-    awk -v left="$1" -v right="$2" '
-         function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
-         { if (rel($1, $3) > 1e-5 || rel($2, $4) > 1e-5) bad = 1; n++
-           row[n] = sprintf("  step %d: loss %s / %s (%.2e), grad_norm %s / %s (%.2e)", n, $1, $3, rel($1, $3), $2, $4,
-                            rel($2, $4)) }
-         END { if (bad || n != 4) { print "  " left " / " right ", tolerance 1e-5:" > "/dev/stderr"
-                                    for (i = 1; i <= n; i++) print row[i] > "/dev/stderr" }
-               exit (bad || n != 4) }'
-}
+close_metrics() { metrics_close "$1" "$2" 1e-5; }
 
 # (a) the same bits run after run; only the leader writes
 mpi train run.yaml output_dir=dp1 > dp1.log 2>&1; check "two ranks train (exit 0)" test $? -eq 0

@@ -40,8 +40,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tt_run_config_write_yaml(&config, sink);
     }
     FUZZ_CATCH {}
-    /* a load that died part way leaves its YAML document and text behind (config.c frees nothing on
-     * the way out, the process ends); this target runs with detect_leaks=0 */
+    /* a load that died on a key leaves its YAML document behind (load.c releases the parser and the
+     * text before a syntax error ends it, nothing on a key's error: the process ends); this target
+     * runs with detect_leaks=0 */
     tt_run_config_free(&config);
     free(rest);
     fuzz_json_release_all();

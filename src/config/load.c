@@ -148,20 +148,19 @@ static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml
 
 /* ---- documents ---- */
 
-/* Parses one YAML document from text; dies with libyaml's problem and where it is. A second
- * document in the same text is an error too (it would otherwise be ignored). */
 /* Deeper nesting than any key needs (datasets: a list of mappings holding lists) is refused before
  * libyaml builds the document: its scanner re-checks every open flow level on each token, so a
  * list nested 100000 deep would take quadratic time (and the loader as many nodes) for nothing. */
 #define TT_CONFIG_MAX_NESTING 64
 
-/* One pass over the events, stopping at the first list or mapping past TT_CONFIG_MAX_NESTING;
- * a syntax error ends the pass quietly (the load that follows reports it with its position). */
-static void check_nesting(const char *text, size_t size, const source *src) {
+/* One pass over the events, stopping at the first list or mapping past TT_CONFIG_MAX_NESTING (false, with the
+ * message); a syntax error ends the pass quietly (the load that follows reports it with its position). */
+static bool nesting_ok(const char *text, size_t size, const source *src, char *message, size_t capacity) {
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) tt_die("out of memory starting the YAML parser");
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, size);
     int depth = 0;
+    bool ok = true;
     for (;;) {
         yaml_event_t event;
         if (!yaml_parser_parse(&parser, &event)) break;
@@ -170,14 +169,17 @@ static void check_nesting(const char *text, size_t size, const source *src) {
         yaml_event_delete(&event);
         if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
             if (++depth > TT_CONFIG_MAX_NESTING) {
-                yaml_parser_delete(&parser);
                 if (src->path)
-                    tt_die("%s:%zu: lists and mappings nested more than %d deep; no key takes more than 3 levels",
-                           src->path, line, TT_CONFIG_MAX_NESTING);
-                tt_die(
-                    "command-line override '%s': lists and mappings nested more than %d deep; no key takes more than 3 "
-                    "levels",
-                    src->override, TT_CONFIG_MAX_NESTING);
+                    snprintf(message, capacity,
+                             "%s:%zu: lists and mappings nested more than %d deep; no key takes more than 3 levels",
+                             src->path, line, TT_CONFIG_MAX_NESTING);
+                else
+                    snprintf(message, capacity,
+                             "command-line override '%s': lists and mappings nested more than %d deep; no key takes "
+                             "more than 3 levels",
+                             src->override, TT_CONFIG_MAX_NESTING);
+                ok = false;
+                break;
             }
         } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
             depth--;
@@ -186,37 +188,62 @@ static void check_nesting(const char *text, size_t size, const source *src) {
         }
     }
     yaml_parser_delete(&parser);
+    return ok;
 }
 
-static void load_document(yaml_document_t *doc, const char *text, size_t size, const source *src) {
-    check_nesting(text, size, src);
+/* Parses one YAML document into *doc, or returns false with the message (a malformed text with libyaml's problem and
+ * where it is, lists nested too deep, or a second document after the first, which would otherwise be ignored) and
+ * nothing held: the caller releases its own buffers before it dies, so a caller
+ * that survives tt_die (the fuzzer) keeps neither the parser's buffers nor the text. */
+static bool parse_document(yaml_document_t *doc, const char *text, size_t size, const source *src, char *message,
+                           size_t capacity) {
+    if (!nesting_ok(text, size, src, message, capacity)) return false;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) tt_die("out of memory starting the YAML parser");
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, size);
-    bool ok = yaml_parser_load(&parser, doc);
+    bool ok = yaml_parser_load(&parser, doc); /* on an error libyaml deletes the document itself */
     yaml_document_t next;
     bool next_ok = ok && yaml_parser_load(&parser, &next);
+    bool parsed = true;
     if (!ok || !next_ok) {
         char context[200] = "";
         if (parser.context)
             snprintf(context, sizeof context, " (%s, line %zu)", parser.context, parser.context_mark.line + 1);
         const char *problem = parser.problem ? parser.problem : "cannot be parsed";
         if (src->path)
-            tt_die("%s:%zu:%zu: malformed YAML: %s%s; fix the syntax there", src->path, parser.problem_mark.line + 1,
-                   parser.problem_mark.column + 1, problem, context);
-        tt_die("command-line override '%s': malformed YAML value: %s%s; quote the value if it is text", src->override,
-               problem, context);
+            snprintf(message, capacity, "%s:%zu:%zu: malformed YAML: %s%s; fix the syntax there", src->path,
+                     parser.problem_mark.line + 1, parser.problem_mark.column + 1, problem, context);
+        else
+            snprintf(message, capacity,
+                     "command-line override '%s': malformed YAML value: %s%s; quote the value if it is text",
+                     src->override, problem, context);
+        if (ok) yaml_document_delete(doc); /* the second load failed: the first document is whole */
+        parsed = false;
+    } else {
+        yaml_node_t *second = yaml_document_get_root_node(&next);
+        if (second && src->path)
+            snprintf(message, capacity,
+                     "%s:%zu: a second YAML document starts here; a config is one document (remove the '---')",
+                     src->path, second->start_mark.line + 1);
+        else if (second)
+            snprintf(message, capacity, "command-line override '%s': the value holds more than one YAML document",
+                     src->override);
+        yaml_document_delete(&next);
+        if (second) {
+            yaml_document_delete(doc);
+            parsed = false;
+        }
     }
-    yaml_node_t *second = yaml_document_get_root_node(&next);
-    if (second) {
-        size_t line = second->start_mark.line + 1;
-        if (src->path)
-            tt_die("%s:%zu: a second YAML document starts here; a config is one document (remove the '---')", src->path,
-                   line);
-        tt_die("command-line override '%s': the value holds more than one YAML document", src->override);
-    }
-    yaml_document_delete(&next);
     yaml_parser_delete(&parser);
+    return parsed;
+}
+
+/* A config file's path and a message fit (paths are at most PATH_MAX). */
+#define LOAD_MESSAGE_BYTES 4800
+
+static void load_document(yaml_document_t *doc, const char *text, size_t size, const source *src) {
+    char message[LOAD_MESSAGE_BYTES];
+    if (!parse_document(doc, text, size, src, message, sizeof message)) tt_die("%s", message);
 }
 
 static void apply_default(tt_run_config *c, const key_spec *k) {
@@ -265,7 +292,10 @@ static void load_file(tt_run_config *c, const char *path) {
     char *text = read_config_file(path, &size);
     source src = {.path = path, .override = NULL};
     yaml_document_t doc;
-    load_document(&doc, text, size, &src);
+    char message[LOAD_MESSAGE_BYTES];
+    const bool parsed = parse_document(&doc, text, size, &src, message, sizeof message);
+    free(text); /* the document holds copies of its scalars */
+    if (!parsed) tt_die("%s", message);
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (root && !cfg_is_null(root)) { /* an empty file is all defaults */
         if (root->type != YAML_MAPPING_NODE)
@@ -286,7 +316,6 @@ static void load_file(tt_run_config *c, const char *path) {
         free(first_line);
     }
     yaml_document_delete(&doc);
-    free(text);
 }
 
 static void apply_override(tt_run_config *c, const char *arg) {

@@ -166,15 +166,19 @@ static void read_documents(const char *path, const token_file_info *info, uint64
         uint64_t start = get_u64(raw + 8 * d);
         bool bad = (d == 0 && start != 0) || (d == info->documents && start != info->count) ||
                    (d > 0 && start < starts[d - 1] - base) || start > info->count;
-        if (bad)
+        if (bad) {
+            free(raw); /* released before the run ends, for a caller that survives tt_die (the fuzzer) */
             tt_die("%s: document start %llu is %llu, which does not fit (starts begin at 0, ascend and end at the "
                    "token count %llu); re-create the file with `tiertrain preprocess`",
                    path, (unsigned long long)d, (unsigned long long)start, (unsigned long long)info->count);
-        if (d > 0 && (int64_t)(start - (starts[d - 1] - base)) > seq_len)
+        }
+        if (d > 0 && (int64_t)(start - (starts[d - 1] - base)) > seq_len) {
+            free(raw);
             tt_die("%s: document %llu has %llu tokens, more than sequence_len %lld; it was prepared for a longer "
                    "sequence_len: re-run `tiertrain preprocess` with this sequence_len",
                    path, (unsigned long long)d - 1, (unsigned long long)(start - (starts[d - 1] - base)),
                    (long long)seq_len);
+        }
         starts[d] = base + start;
     }
     free(raw);
@@ -229,6 +233,7 @@ static void load_files(tt_dataset *ds, char *const *paths, int path_count, int64
     ds->seed = seed;
 
     token_file_info *info = tt_xcalloc((size_t)path_count, sizeof(token_file_info), "token file list");
+    ds->file_headers = info;
     uint64_t total = 0, documents = 0;
     for (int i = 0; i < path_count; i++) {
         info[i] = check_header(paths[i], model_vocab_size);
@@ -269,6 +274,7 @@ static void load_files(tt_dataset *ds, char *const *paths, int path_count, int64
         ds->token_count += info[i].count;
     }
     free(info);
+    ds->file_headers = NULL;
     if (ds->documents) ds->document_count = (int64_t)documents;
     ds->sequence_count = ds->documents ? (int64_t)documents : (int64_t)((ds->token_count - 1) / (uint64_t)seq_len);
 }
@@ -436,6 +442,7 @@ double tt_dataset_sequences_in_epochs(const tt_dataset *ds, double epochs) {
 }
 
 void tt_dataset_close(tt_dataset *ds) {
+    free(ds->file_headers);
     free(ds->tokens);
     free(ds->labels);
     free(ds->doc_starts);

@@ -85,6 +85,7 @@ typedef struct tt_dataset {
     int64_t *eval_bin_start;  /* [eval_count + 1] the same for the eval sequences, packed once */
     int64_t *eval_bin_documents;
     tt_packing_stats packing;
+    void *file_headers; /* the per-file headers while a load runs: one that dies leaves them to tt_dataset_close */
 } tt_dataset;
 
 /* Loads the files, checks every header and every id < model_vocab_size (an error names the

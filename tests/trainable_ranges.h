@@ -63,7 +63,8 @@ static inline bool trainable_ranges_same_file(const char *a, const char *b) {
 
 /* A full fine-tune's streamed saves (train/streamed_save.h) against the gathered ones, file for file: the model from
  * the whole weights (tt_model_get_weights, tt_weights_save_hf) and the optimizer file from the whole getters through
- * the gathered save's writer (tt_checkpoint_save_optimizer), in scratch (a directory). True where the saves do not stream (LoRA, zero_stage shards). */
+ * the gathered save's writer (tt_checkpoint_save_optimizer), in scratch (a directory). True where the saves do not
+ * stream (LoRA, zero_stage shards). */
 static inline bool streamed_saves_match(const tt_model_state *s, const char *scratch) {
     if (s->params.lora_rank > 0 || !tt_model_reads_trainable_ranges(s)) return true;
     char streamed[4200], gathered[4200], a[4300], b[4300];

@@ -10,9 +10,10 @@
  * rounds the same operations the same way (__fmul_rn and friends).
  *
  * Threads: the pool's threads are started once and pinned one per CPU of the process's
- * (core/process_cpus.h: OpenMP's places where OpenMP binds its threads, else the affinity set); a call hands each thread one contiguous share of the elements (whole 64-element
- * blocks) and returns when all are done. The calling thread computes the first share. One
- * caller at a time per pool. */
+ * (core/process_cpus.h: OpenMP's places where OpenMP binds its threads, else the affinity set);
+ * a call hands each thread one contiguous share of the elements (whole 64-element blocks) and
+ * returns when all are done. The calling thread computes the first share. One caller at a time
+ * per pool. */
 #ifndef TT_TRAIN_CPU_ADAMW_H
 #define TT_TRAIN_CPU_ADAMW_H
 

@@ -141,6 +141,17 @@ static __device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t
            (uint64_t)((stride_bytes >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
 }
 
+/* The descriptor of the matrix `bytes` further on than the one `desc` describes: the address field is bits 0-13 in
+ * 16-byte units and a block's shared memory ends below 256 KiB, so the sum never carries into the next field. With
+ * compile-time offsets (unrolled k slices) this is one add a product instead of the masks and shifts of
+ * descriptor(), which, issued between the wgmma instructions of a product, left the tensor pipe waiting. */
+static __device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
+/* v as the compiler may keep it in a uniform register: the same in every lane (a warp-uniform value derived from
+ * threadIdx, broadcast from lane 0), so the descriptors made from it need no per-product move to the uniform
+ * datapath. */
+static __device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+
 /* Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile of ROWS rows (its two 64-column halves
  * ROWS x 128 bytes apart). */
 template <int ROWS> static __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
@@ -262,10 +273,10 @@ static __device__ __forceinline__ void fence_accumulators_32(float *d) { fence_a
  * shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */
 template <int HD>
 static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_t a_rows, uint32_t b_tile) {
+    const uint64_t a_desc = descriptor(a_rows, 16, 1024), b_desc = descriptor(b_tile, 16, 1024);
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ks++)
-        wgmma_ss_n64(acc, descriptor(a_rows + k_slice<128>(ks), 16, 1024),
-                     descriptor(b_tile + k_slice<64>(ks), 16, 1024), ks > 0);
+        wgmma_ss_n64(acc, descriptor_plus(a_desc, k_slice<128>(ks)), descriptor_plus(b_desc, k_slice<64>(ks)), ks > 0);
     wgmma_commit();
 }
 

@@ -309,9 +309,10 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 tma_load_tile<128, HD>(k_tile, &k_map, kv_head * HD, n0, b, kv_full);
                 tma_load_tile<128, HD>(v_tile, &v_map, kv_head * HD, n0, b, kv_full);
             }
-            for (int i = 0; i < steps; i++) {
-                const int slot = i % STAGES, h = kv_head * heads + i / tiles, m0 = (first_tile + i % tiles) * 64;
-                barrier_wait(EMPTY(slot), ((i / STAGES) & 1) ^ 1);
+            /* step i's slot and phase, query head and tile kept as counters (a division a step cost the loop) */
+            for (int i = 0, slot = 0, phase = 0, head = 0, tile = 0; i < steps; i++) {
+                const int h = kv_head * heads + head, m0 = (first_tile + tile) * 64;
+                barrier_wait(EMPTY(slot), phase ^ 1);
                 const int query = m0 + tid; /* lse, D and position of query m0 + tid (zero past T) */
                 float *values = (float *)(rows_generic + slot * BWD_ROW_VALUES * 256);
                 const int64_t at = ((int64_t)b * Hq + h) * T + query;
@@ -326,6 +327,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 } else {
                     barrier_arrive(FULL(slot));
                 }
+                if (++tile == tiles) tile = 0, head++;
+                if (++slot == STAGES) slot = 0, phase ^= 1;
             }
         } else if (ORDERED && tid == 64) { /* the dQ writer */
             const int Tpad = all_tiles * 64;
@@ -353,8 +356,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
 
-    const int consumer = warpgroup - 1, ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31, g = lane >> 2,
-              t = lane & 3;
+    const int consumer = warp_uniform(warpgroup - 1), ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31,
+              g = lane >> 2, t = lane & 3;
     const int64_t kv_stride = (int64_t)Hkv * HD;
     const int64_t kv_offset = (int64_t)b * T * kv_stride + (int64_t)kv_head * HD;
     float dk_acc[HD / 2], dv_acc[HD / 2], st[32], dpt[32];
@@ -365,9 +368,9 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     const uint32_t k_rows = k_tile + consumer * 64 * 128, v_rows = v_tile + consumer * 64 * 128;
 
     barrier_wait(kv_full, 0);
-    for (int i = 0; i < steps; i++) {
-        const int slot = i % STAGES, m0 = (first_tile + i % tiles) * 64;
-        barrier_wait(FULL(slot), (i / STAGES) & 1);
+    for (int i = 0, slot = 0, phase = 0, tile = 0; i < steps; i++) {
+        const int m0 = (first_tile + tile) * 64;
+        barrier_wait(FULL(slot), phase);
         const uint32_t q_at = ring + slot * 2 * PIPE_TILE64(HD), do_at = q_at + PIPE_TILE64(HD);
         const float *lse_rows = (const float *)(rows_generic + slot * BWD_ROW_VALUES * 256);
         const float *d_rows = lse_rows + 64;
@@ -387,9 +390,10 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         wgmma_wait<0>();
         fence_accumulators_32(dpt);
         wgmma_fence();
+        const uint64_t do_desc = descriptor(do_at, 64 * 128, 1024);
 #pragma unroll
         for (int kb = 0; kb < 4; kb++)
-            wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
+            wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor_plus(do_desc, kb * 16 * 128));
         wgmma_commit();
         score_gradient_transposed(dpt, st, d_rows, t);
         pack_a64(dsa, dpt);
@@ -411,9 +415,10 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             }
         }
         wgmma_fence();
+        const uint64_t q_desc = descriptor(q_at, 64 * 128, 1024);
 #pragma unroll
         for (int kb = 0; kb < 4; kb++)
-            wgmma_rs_hd<HD>(dk_acc, dsa + 4 * kb, descriptor(q_at + kb * 16 * 128, 64 * 128, 1024));
+            wgmma_rs_hd<HD>(dk_acc, dsa + 4 * kb, descriptor_plus(q_desc, kb * 16 * 128));
         wgmma_commit();
         if (ORDERED) {
             fence_proxy_async();
@@ -453,6 +458,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             fence_accumulators_n<HD / 2>(dk_acc);
             if (lane == 0) barrier_arrive(EMPTY(slot)); /* this warp read the slot's Q, dO and rows */
         }
+        if (++tile == tiles) tile = 0;
+        if (++slot == STAGES) slot = 0, phase ^= 1;
     }
 #undef FULL
 #undef EMPTY
@@ -536,8 +543,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
 
-    const int consumer = warpgroup - 1, ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31, g = lane >> 2,
-              t = lane & 3;
+    const int consumer = warp_uniform(warpgroup - 1), ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31,
+              g = lane >> 2, t = lane & 3;
     const bool leader = (ctid & 127) == 0;
     const int64_t q_stride = (int64_t)Hq * HD;
     const int row_g = m0 + consumer * 64 + warp * 16 + g, row_g8 = row_g + 8;
@@ -558,6 +565,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         const int slot = j % BWD_STAGES, n0 = n_first + j * 64;
         barrier_wait(FULL(slot), (j / BWD_STAGES) & 1);
         const uint32_t k_at = ring + slot * 2 * PIPE_TILE64(HD), v_at = k_at + PIPE_TILE64(HD);
+        const uint64_t k_desc = descriptor(k_at, 64 * 128, 1024);
         wgmma_fence();
         product_over_head_dim<HD>(s, q_rows, k_at);
         product_over_head_dim<HD>(dp, do_rows, v_at);
@@ -574,7 +582,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         wgmma_fence();
 #pragma unroll
         for (int kb = 0; kb < 4; kb++)
-            wgmma_rs_hd<HD>(dq_acc, dsa + 4 * kb, descriptor(k_at + kb * 16 * 128, 64 * 128, 1024));
+            wgmma_rs_hd<HD>(dq_acc, dsa + 4 * kb, descriptor_plus(k_desc, kb * 16 * 128));
         wgmma_commit();
         wgmma_wait<0>();
         fence_operands<16>(dsa);

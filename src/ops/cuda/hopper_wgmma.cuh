@@ -145,11 +145,14 @@ static __device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t
  * 16-byte units and a block's shared memory ends below 256 KiB, so the sum never carries into the next field. With
  * compile-time offsets (unrolled k slices) this is one add a product instead of the masks and shifts of
  * descriptor(), which, issued between the wgmma instructions of a product, left the tensor pipe waiting. */
-static __device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+static __device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) {
+    return desc + (bytes >> 4);
+}
 
-/* v as the compiler may keep it in a uniform register: the same in every lane (a warp-uniform value derived from
- * threadIdx, broadcast from lane 0), so the descriptors made from it need no per-product move to the uniform
- * datapath. */
+/* A warp-uniform value derived from threadIdx, broadcast from lane 0 so that the compiler may treat it as uniform
+ * (CUTLASS's idiom for the warpgroup index). For the consumer index it is a measured choice, not a proven one: the
+ * dK/dV kernel's K and V descriptors still reach the uniform registers by a move a product (SASS), and the kernel
+ * without it ran the same at 64k and slower at 16k in three of four rounds (docs/benchmarks.md, eighth session). */
 static __device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
 /* Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile of ROWS rows (its two 64-column halves

@@ -327,8 +327,14 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 } else {
                     barrier_arrive(FULL(slot));
                 }
-                if (++tile == tiles) tile = 0, head++;
-                if (++slot == STAGES) slot = 0, phase ^= 1;
+                if (++tile == tiles) {
+                    tile = 0;
+                    head++;
+                }
+                if (++slot == STAGES) {
+                    slot = 0;
+                    phase ^= 1;
+                }
             }
         } else if (ORDERED && tid == 64) { /* the dQ writer */
             const int Tpad = all_tiles * 64;
@@ -392,8 +398,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         wgmma_fence();
         const uint64_t do_desc = descriptor(do_at, 64 * 128, 1024);
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++)
-            wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor_plus(do_desc, kb * 16 * 128));
+        for (int kb = 0; kb < 4; kb++) wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor_plus(do_desc, kb * 16 * 128));
         wgmma_commit();
         score_gradient_transposed(dpt, st, d_rows, t);
         pack_a64(dsa, dpt);
@@ -417,8 +422,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         wgmma_fence();
         const uint64_t q_desc = descriptor(q_at, 64 * 128, 1024);
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++)
-            wgmma_rs_hd<HD>(dk_acc, dsa + 4 * kb, descriptor_plus(q_desc, kb * 16 * 128));
+        for (int kb = 0; kb < 4; kb++) wgmma_rs_hd<HD>(dk_acc, dsa + 4 * kb, descriptor_plus(q_desc, kb * 16 * 128));
         wgmma_commit();
         if (ORDERED) {
             fence_proxy_async();
@@ -459,7 +463,10 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             if (lane == 0) barrier_arrive(EMPTY(slot)); /* this warp read the slot's Q, dO and rows */
         }
         if (++tile == tiles) tile = 0;
-        if (++slot == STAGES) slot = 0, phase ^= 1;
+        if (++slot == STAGES) {
+            slot = 0;
+            phase ^= 1;
+        }
     }
 #undef FULL
 #undef EMPTY
@@ -581,8 +588,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         pack_a64(dsa, dp);
         wgmma_fence();
 #pragma unroll
-        for (int kb = 0; kb < 4; kb++)
-            wgmma_rs_hd<HD>(dq_acc, dsa + 4 * kb, descriptor_plus(k_desc, kb * 16 * 128));
+        for (int kb = 0; kb < 4; kb++) wgmma_rs_hd<HD>(dq_acc, dsa + 4 * kb, descriptor_plus(k_desc, kb * 16 * 128));
         wgmma_commit();
         wgmma_wait<0>();
         fence_operands<16>(dsa);

@@ -307,21 +307,41 @@ static __device__ __forceinline__ void probabilities(float *s, bool whole, int n
     }
 }
 
+/* The dK/dV kernels keep a step's 64 query values of each kind (lse, D) in shared memory in the order their readers
+ * take them. Thread t of a quad needs columns 8j + 2t and + 1 (j = 0..7): its 16 values are floats 16t..16t + 15, read
+ * as four 16-byte loads, and the 16-byte chunks of t = 2 and 3 are swapped in pairs so that the four addresses of a
+ * warp's load fall in distinct banks. column_slot is where column `col` (0..63) is stored. */
+static __device__ __forceinline__ int column_slot(int col) {
+    const int t = (col >> 1) & 3, k = ((col >> 3) << 1) | (col & 1); /* k = 2j + e: the value's index in the thread */
+    return 16 * t + ((((k >> 2) ^ (t >> 1)) << 2) | (k & 3));
+}
+
+/* This thread's 16 values of one kind into registers: v[2j + e] is column 8j + 2t + e. The dK/dV kernels load them
+ * before they wait for the product that needs them, so the loads' latency is not on the step's path. */
+static __device__ __forceinline__ void load_columns(float *v, const float *values, int t) {
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const float4 x = ((const float4 *)(values + 16 * t))[c ^ (t >> 1)];
+        v[4 * c] = x.x;
+        v[4 * c + 1] = x.y;
+        v[4 * c + 2] = x.z;
+        v[4 * c + 3] = x.w;
+    }
+}
+
 /* The same P transposed, as the dK/dV kernels hold it: rows are keys (key_g and key_g8), columns the step's queries
- * m0 + 8j + 2t (+1), whose natural-log lse and positions (packed documents: `positions` is the sequence's, not
- * NULL) come from shared memory a column each. */
+ * m0 + 8j + 2t (+1), whose lse in log2 units (lse_log2[2j + e]: the natural-log lse times LOG2E) are in registers and
+ * whose positions (packed documents: `positions` is the sequence's, not NULL) come from shared memory a column each. */
 static __device__ __forceinline__ void probabilities_transposed(float *st, bool whole, int m0, int t, int T, int key_g,
-                                                                int key_g8, const float *lse_rows,
+                                                                int key_g8, const float *lse_log2,
                                                                 const int32_t *position_rows, const int32_t *positions,
                                                                 float scale_log2) {
     if (whole) {
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int col = 8 * j + 2 * t + (e & 1);
-                st[4 * j + e] = fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E);
-            }
+            for (int e = 0; e < 4; e++)
+                st[4 * j + e] = fast_exp2(st[4 * j + e] * scale_log2 - lse_log2[2 * j + (e & 1)]);
     } else {
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -330,7 +350,10 @@ static __device__ __forceinline__ void probabilities_transposed(float *st, bool 
                 const int col = 8 * j + 2 * t + (e & 1), query = m0 + col, key = e < 2 ? key_g : key_g8;
                 const bool visible =
                     key <= query && query < T && key < T && (!positions || key >= query - position_rows[col]);
-                st[4 * j + e] = visible ? fast_exp2(st[4 * j + e] * scale_log2 - lse_rows[col] * LOG2E) : 0.0f;
+                /* hidden scores to -inf before the exponential (exp2(-inf) = +0): a branch on each result made the
+                 * compiler copy all 32 scores first */
+                const float x = st[4 * j + e] * scale_log2 - lse_log2[2 * j + (e & 1)];
+                st[4 * j + e] = fast_exp2(visible ? x : -INFINITY);
             }
     }
 }
@@ -343,16 +366,13 @@ static __device__ __forceinline__ void score_gradient(float *dp, const float *s,
         for (int e = 0; e < 4; e++) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - (e < 2 ? d_g : d_g8));
 }
 
-/* dS^T = P^T (dP^T - D) in place over dP^T, the columns' D from shared memory (the dK/dV kernels). */
-static __device__ __forceinline__ void score_gradient_transposed(float *dpt, const float *st, const float *d_rows,
-                                                                 int t) {
+/* dS^T = P^T (dP^T - D) in place over dP^T, the columns' D in registers (d[2j + e], load_columns') (the dK/dV
+ * kernels). */
+static __device__ __forceinline__ void score_gradient_transposed(float *dpt, const float *st, const float *d) {
 #pragma unroll
     for (int j = 0; j < 8; j++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int col = 8 * j + 2 * t + (e & 1);
-            dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - d_rows[col]);
-        }
+        for (int e = 0; e < 4; e++) dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - d[2 * j + (e & 1)]);
 }
 
 #endif

@@ -266,7 +266,8 @@ static __device__ __forceinline__ void dkdv_load_step(const tt_bf16 *q, const tt
         const void *from =
             which == 2 ? (const void *)(positions + (int64_t)b * T + (valid ? m0 + row : 0))
                        : (const void *)((which == 0 ? lse : D) + ((int64_t)b * Hq + h) * T + (valid ? m0 + row : 0));
-        cp_async_4(rows_base + (uint32_t)(stage * ROW_VALUES + which) * 256 + row * 4, from, valid);
+        const int slot = which == 2 ? row : column_slot(row); /* lse and D in their readers' order */
+        cp_async_4(rows_base + (uint32_t)(stage * ROW_VALUES + which) * 256 + slot * 4, from, valid);
     }
 }
 
@@ -351,7 +352,11 @@ static __global__ void __launch_bounds__(THREADS, 1)
         fence_accumulators_32(st);
 
         /* P^T in place: column c = query m0 + 8j + 2t (+1) */
-        probabilities_transposed(st, false, m0, t, T, key_g, key_g8, lse_rows, position_rows, positions, scale_log2);
+        float lse_log2[16], d_columns[16];
+        load_columns(lse_log2, lse_rows, t);
+#pragma unroll
+        for (int c = 0; c < 16; c++) lse_log2[c] *= LOG2E;
+        probabilities_transposed(st, false, m0, t, T, key_g, key_g8, lse_log2, position_rows, positions, scale_log2);
         uint32_t pa[16], dsa[16];
         pack_a64(pa, st);
         wgmma_wait<0>();
@@ -362,7 +367,8 @@ static __global__ void __launch_bounds__(THREADS, 1)
         for (int kb = 0; kb < Q_TILE / 16; kb++)
             wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor(do_at + kb * 16 * 128, 64 * 128, 1024));
         wgmma_commit();
-        score_gradient_transposed(dpt, st, d_rows, t);
+        load_columns(d_columns, d_rows, t);
+        score_gradient_transposed(dpt, st, d_columns);
         pack_a64(dsa, dpt);
         if (ORDERED_DQ) {
             /* dS^T into shared memory (row = key, 64 queries = one 128-byte swizzled row), before dK's product reads

@@ -316,8 +316,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                 const int query = m0 + tid; /* lse, D and position of query m0 + tid (zero past T) */
                 float *values = (float *)(rows_generic + slot * BWD_ROW_VALUES * 256);
                 const int64_t at = ((int64_t)b * Hq + h) * T + query;
-                values[tid] = query < T ? lse[at] : 0.0f;
-                values[64 + tid] = query < T ? D[at] : 0.0f;
+                values[column_slot(tid)] = query < T ? lse[at] * LOG2E : 0.0f; /* log2 units */
+                values[64 + column_slot(tid)] = query < T ? D[at] : 0.0f;
                 if (positions) ((int32_t *)values)[128 + tid] = query < T ? positions[(int64_t)b * T + query] : 0;
                 if (tid == 0) {
                     barrier_expect_bytes(FULL(slot), 2 * PIPE_TILE64(HD));
@@ -385,14 +385,20 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         wgmma_fence();
         product_over_head_dim<HD>(st, k_rows, q_at);
         product_over_head_dim<HD>(dpt, v_rows, do_at);
+        /* the step's lse and D, loaded while the products run (the loads' latency was on the step's path); the ordered
+         * dQ's registers hold only lse here (D is loaded before dP^T's wait) */
+        float lse_log2[16], d_columns[16];
+        load_columns(lse_log2, lse_rows, t);
+        if (!ORDERED) load_columns(d_columns, d_rows, t);
         wgmma_wait<1>();
         fence_accumulators_32(st);
         /* every query of the step sees every key of this warp (causal, inside T, one document): no mask */
         const bool whole =
             warp_last_key <= m0 && m0 + 63 < T && (!positions || warp_last_key - 15 >= m0 + 63 - position_rows[63]);
-        probabilities_transposed(st, whole, m0, t, T, key_g, key_g8, lse_rows, position_rows, positions, scale_log2);
+        probabilities_transposed(st, whole, m0, t, T, key_g, key_g8, lse_log2, position_rows, positions, scale_log2);
         uint32_t pa[16], dsa[16];
         pack_a64(pa, st);
+        if (ORDERED) load_columns(d_columns, d_rows, t);
         wgmma_wait<0>();
         fence_accumulators_32(dpt);
         wgmma_fence();
@@ -400,7 +406,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 #pragma unroll
         for (int kb = 0; kb < 4; kb++) wgmma_rs_hd<HD>(dv_acc, pa + 4 * kb, descriptor_plus(do_desc, kb * 16 * 128));
         wgmma_commit();
-        score_gradient_transposed(dpt, st, d_rows, t);
+        score_gradient_transposed(dpt, st, d_columns);
         pack_a64(dsa, dpt);
         /* (ORDERED) dS^T into this step's tile (row = key, 64 queries = one 128-byte swizzled row), before dK's
          * product reads the same registers; the tile of two steps ago is free: both consumers passed the last step's

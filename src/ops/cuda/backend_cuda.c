@@ -551,7 +551,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
     }
     if (auto_takes_own_backward(key)) {
         snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not,
-                 "tiertrain's pipelined backward is the faster deterministic one at head_dim 128 (H100: 462 to 470 "
+                 "tiertrain's pipelined backward is the faster deterministic one at head_dim 128 (H100: 471 to 481 "
                  "TFLOP/s at 64k against cuDNN's 325 to 415)");
         a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not); /* its forward */
         if (!a) snprintf(c.cudnn_forward_why_not, sizeof c.cudnn_forward_why_not, "%s", why_not);

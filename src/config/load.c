@@ -193,8 +193,8 @@ static bool nesting_ok(const char *text, size_t size, const source *src, char *m
 
 /* Parses one YAML document into *doc, or returns false with the message (a malformed text with libyaml's problem and
  * where it is, lists nested too deep, or a second document after the first, which would otherwise be ignored) and
- * nothing held: the caller releases its own buffers before it dies, so a caller
- * that survives tt_die (the fuzzer) keeps neither the parser's buffers nor the text. */
+ * nothing held: the caller releases its own buffers before it dies, so a caller that survives tt_die (the fuzzer)
+ * keeps neither the parser's buffers nor the text. */
 static bool parse_document(yaml_document_t *doc, const char *text, size_t size, const source *src, char *message,
                            size_t capacity) {
     if (!nesting_ok(text, size, src, message, capacity)) return false;

@@ -35,10 +35,10 @@ void tt_cuda_hopper_attention_dot(float *D, const tt_bf16 *dout, const tt_bf16 *
                                   cudaStream_t stream);
 
 /* The backward through the pipeline of the pipelined forward: a producer warpgroup loading with TMA, two consumer
- * warpgroups. Without ordered_dq, dQ's own kernel: the bits of tt_cuda_hopper_attention_backward's dQ-kernel
- * schedule (head_dim 64 or 128). With ordered_dq (head_dim 128), each key block's share of dQ is added in key order
- * by a writer thread (bulk reductions, turn counters) and no dQ kernel runs: 5 products a step instead of 7, its own
- * fixed-order bits. */
+ * warpgroups (three in the dQ kernel). Without ordered_dq, dQ's own kernel: the bits of
+ * tt_cuda_hopper_attention_backward's dQ-kernel schedule (head_dim 64 or 128). With ordered_dq (head_dim 128), each
+ * key block's share of dQ is added in key order by a writer thread (bulk reductions, turn counters) and no dQ kernel
+ * runs: 5 products a step instead of 7, its own fixed-order bits. */
 size_t tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(const tt_attention_shape *s, bool ordered_dq);
 
 void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout,

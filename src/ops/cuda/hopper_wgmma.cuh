@@ -272,14 +272,15 @@ static __device__ __forceinline__ void pack_a64(uint32_t *a, const float *x) {
 /* ... the 32 of an m64n64 product. */
 static __device__ __forceinline__ void fence_accumulators_32(float *d) { fence_accumulators_n<32>(d); }
 
-/* acc[64 x 64 fp32] = A B^T over head_dim: A the 64 rows of a 128-row tile at a_rows, B a 64-row tile, both K-major in
- * shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */
-template <int HD>
+/* acc[64 x 64 fp32] = A B^T over head_dim: A 64 rows of an A_ROWS-row tile at a_rows, B a 64-row tile, both K-major
+ * in shared memory (the backward's S^T, dP^T, S and dP); committed as one group. */
+template <int HD, int A_ROWS = 128>
 static __device__ __forceinline__ void product_over_head_dim(float *acc, uint32_t a_rows, uint32_t b_tile) {
     const uint64_t a_desc = descriptor(a_rows, 16, 1024), b_desc = descriptor(b_tile, 16, 1024);
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ks++)
-        wgmma_ss_n64(acc, descriptor_plus(a_desc, k_slice<128>(ks)), descriptor_plus(b_desc, k_slice<64>(ks)), ks > 0);
+        wgmma_ss_n64(acc, descriptor_plus(a_desc, k_slice<A_ROWS>(ks)), descriptor_plus(b_desc, k_slice<64>(ks)),
+                     ks > 0);
     wgmma_commit();
 }
 

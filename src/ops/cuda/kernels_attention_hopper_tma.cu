@@ -210,8 +210,16 @@ template <int HD, bool ORDERED, int STAGES> struct dkdv_layout {
 };
 #define DKDV_STAGES(ORDERED) ((ORDERED) ? 2 : BWD_STAGES)
 
-/* dQ: Q, dO (128 rows each); the ring of (K, V) slots of 64 keys; the barriers (Q/dO full; full and empty a slot) */
-#define DQ_PIPE_BARRIERS_OFFSET(HD) (2 * PIPE_TILE(HD) + BWD_STAGES * 2 * PIPE_TILE64(HD))
+/* The dQ kernel: a producer warpgroup and three consumers of 64 queries each. Its consumers fit in 160 registers
+ * (ptxas spills 4 bytes; the dK/dV kernel's need 240), so a third fits beside the producer: 128 x 24 + 384 x 160 <=
+ * 65536. Each K/V tile then serves 192 queries, and three warpgroups fill each other's gaps at the tensor cores. */
+#define DQ_CONSUMERS 3
+#define DQ_ROWS (64 * DQ_CONSUMERS)
+#define DQ_THREADS (128 * (1 + DQ_CONSUMERS))
+#define DQ_CONSUMER_REGISTERS 160
+#define DQ_TILE(HD) (DQ_ROWS * (HD)*2)
+/* dQ: Q, dO (DQ_ROWS rows each); the ring of (K, V) slots of 64 keys; the barriers (Q/dO full; full, empty a slot) */
+#define DQ_PIPE_BARRIERS_OFFSET(HD) (2 * DQ_TILE(HD) + BWD_STAGES * 2 * PIPE_TILE64(HD))
 #define DQ_PIPE_SHARED_BYTES(HD) (DQ_PIPE_BARRIERS_OFFSET(HD) + (1 + 2 * BWD_STAGES) * 8 + 1024)
 
 /* A bulk reduction (the async proxy adds a contiguous block of fp32 from shared memory into global memory), and the
@@ -245,8 +253,9 @@ static __device__ __forceinline__ void store_release_gpu(int *p, int v) {
  * writer thread of the producer warpgroup adds it into dq_accum[B, Hq, Tpad, 128] (Tpad: T rounded up to 64) with one
  * bulk reduction when the (sequence, head, query tile)'s turn comes (turns[B, Hq, Tpad / 64], zero before the launch):
  * key blocks in key order, so every element is the same fixed-order sum each run. The consumers never wait for a
- * turn; the writer does, two dQ tiles behind at most. Blocks wait only on blocks of lower index. */
-template <int HD, bool ORDERED>
+ * turn; the writer does, two dQ tiles behind at most. Blocks wait only on blocks of lower index. PACKED: the kernel
+ * with the document code (positions); without it the code is compiled out and its registers free. */
+template <int HD, bool ORDERED, bool PACKED>
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     hopper_dkdv_pipelined_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const __grid_constant__ CUtensorMap q_map64,
@@ -254,6 +263,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
                                  const float *lse, const float *D, int T, int Hq, int Hkv, float scale_log2,
                                  float scale, const int32_t *positions, float *dq_accum, int *turns) {
     constexpr int STAGES = DKDV_STAGES(ORDERED);
+    if (!PACKED) positions = NULL; /* no document code: with it ptxas spills 48 bytes a thread, without none */
     static_assert(!ORDERED || HD == 128, "the ordered dQ takes head_dim 128");
     typedef dkdv_layout<HD, ORDERED, STAGES> L;
     extern __shared__ unsigned char shared_raw[];
@@ -508,30 +518,33 @@ static __global__ void pipelined_dq_convert_kernel(tt_bf16 *dq, const float *dq_
     *(uint2 *)(dq + ((b * T + t) * Hq + h) * HEAD_DIM + col) = packed;
 }
 
-template <int HD>
-static __global__ void __launch_bounds__(PIPE_THREADS, 1)
+/* dQ for DQ_ROWS queries of one head: each consumer its 64 rows over the key tiles up to the block's last query, lse
+ * and D of its rows in registers (the cp.async dQ kernel's products, order and bits). PACKED as the dK/dV kernel's. */
+template <int HD, bool PACKED>
+static __global__ void __launch_bounds__(DQ_THREADS, 1)
     hopper_dq_pipelined_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
                                const __grid_constant__ CUtensorMap k_map64, const __grid_constant__ CUtensorMap v_map64,
                                tt_bf16 *dq, const float *lse, const float *D, int T, int Hq, int Hkv, float scale_log2,
                                float scale, const int32_t *positions) {
+    if (!PACKED) positions = NULL; /* no document code to hold registers for */
     extern __shared__ unsigned char shared_raw[];
     const uint32_t base = (shared_address(shared_raw) + 1023) & ~1023u;
-    const uint32_t q_tile = base, do_tile = base + PIPE_TILE(HD), ring = base + 2 * PIPE_TILE(HD);
+    const uint32_t q_tile = base, do_tile = base + DQ_TILE(HD), ring = base + 2 * DQ_TILE(HD);
     const uint32_t barriers = base + DQ_PIPE_BARRIERS_OFFSET(HD), qd_full = barriers;
 #define FULL(s) (barriers + 8 * (1 + (s)))
 #define EMPTY(s) (barriers + 8 * (1 + BWD_STAGES + (s)))
 
     const int tid = threadIdx.x, warpgroup = tid >> 7;
     const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, kv_head = h / (Hq / Hkv);
-    const int m0 = (gridDim.y - 1 - blockIdx.y) * 128; /* the longest blocks start first */
+    const int m0 = (gridDim.y - 1 - blockIdx.y) * DQ_ROWS; /* the longest blocks start first */
     const int first_tile = document_start(positions, b, T, m0) / 64, n_first = first_tile * 64;
-    const int key_tiles = (min(m0 + 128, T) + 63) / 64 - first_tile;
+    const int key_tiles = (min(m0 + DQ_ROWS, T) + 63) / 64 - first_tile;
 
     if (tid == 0) {
         barrier_init(qd_full, 1);
         for (int s = 0; s < BWD_STAGES; s++) {
             barrier_init(FULL(s), 1);
-            barrier_init(EMPTY(s), 2);
+            barrier_init(EMPTY(s), DQ_CONSUMERS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -540,9 +553,9 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
         if (tid == 0) {
-            barrier_expect_bytes(qd_full, 2 * PIPE_TILE(HD));
-            tma_load_tile<128, HD>(q_tile, &q_map, h * HD, m0, b, qd_full);
-            tma_load_tile<128, HD>(do_tile, &do_map, h * HD, m0, b, qd_full);
+            barrier_expect_bytes(qd_full, 2 * DQ_TILE(HD));
+            tma_load_tile<DQ_ROWS, HD>(q_tile, &q_map, h * HD, m0, b, qd_full);
+            tma_load_tile<DQ_ROWS, HD>(do_tile, &do_map, h * HD, m0, b, qd_full);
             for (int j = 0; j < key_tiles; j++) {
                 const int slot = j % BWD_STAGES, row = n_first + j * 64;
                 barrier_wait(EMPTY(slot), ((j / BWD_STAGES) & 1) ^ 1);
@@ -554,7 +567,7 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         }
         return;
     }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(DQ_CONSUMER_REGISTERS));
 
     const int consumer = warp_uniform(warpgroup - 1), ctid = tid - 128, warp = (ctid >> 5) & 3, lane = ctid & 31,
               g = lane >> 2, t = lane & 3;
@@ -580,8 +593,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
         const uint32_t k_at = ring + slot * 2 * PIPE_TILE64(HD), v_at = k_at + PIPE_TILE64(HD);
         const uint64_t k_desc = descriptor(k_at, 64 * 128, 1024);
         wgmma_fence();
-        product_over_head_dim<HD>(s, q_rows, k_at);
-        product_over_head_dim<HD>(dp, do_rows, v_at);
+        product_over_head_dim<HD, DQ_ROWS>(s, q_rows, k_at);
+        product_over_head_dim<HD, DQ_ROWS>(dp, do_rows, v_at);
         wgmma_wait<1>();
         fence_accumulators_32(s);
         /* whole: every row of this warp sees every key of the tile */
@@ -613,6 +626,12 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
             *(uint32_t *)(dq_g + 8 * q_stride + col) = pack_bf16(dq_acc[4 * c + 2] * scale, dq_acc[4 * c + 3] * scale);
     }
 }
+
+/* The backward's kernels as the host picks them (with or without the document code). */
+typedef void (*dkdv_kernel_fn)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, tt_bf16 *, tt_bf16 *, const float *,
+                               const float *, int, int, int, float, float, const int32_t *, float *, int *);
+typedef void (*dq_kernel_fn)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, tt_bf16 *, const float *,
+                             const float *, int, int, int, float, float, const int32_t *);
 
 /* ---- host: tensor maps ---- */
 
@@ -711,24 +730,29 @@ static void backward_pipelined_dq_kernel(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, 
                                          const float *D, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                          const tt_attention_shape *s, cudaStream_t stream) {
     typedef dkdv_layout<HD, false, DKDV_STAGES(false)> plain;
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<HD, false>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, plain::bytes));
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dq_pipelined_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       DQ_PIPE_SHARED_BYTES(HD)));
+    /* packed documents take the kernels with the document code */
+    const dkdv_kernel_fn dkdv =
+        s->positions ? hopper_dkdv_pipelined_kernel<HD, false, true> : hopper_dkdv_pipelined_kernel<HD, false, false>;
+    TT_CUDA_CHECK(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, plain::bytes));
+    const dq_kernel_fn dq_kernel =
+        s->positions ? hopper_dq_pipelined_kernel<HD, true> : hopper_dq_pipelined_kernel<HD, false>;
+    TT_CUDA_CHECK(
+        cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_PIPE_SHARED_BYTES(HD)));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     const int64_t B = s->batch;
     const CUtensorMap k_map = sequence_map(k, B, T, Hkv * HD, 128), v_map = sequence_map(v, B, T, Hkv * HD, 128);
     const CUtensorMap q_map64 = sequence_map(q, B, T, Hq * HD, 64), do_map64 = sequence_map(dout, B, T, Hq * HD, 64);
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + 127) / 128));
-    hopper_dkdv_pipelined_kernel<HD, false><<<kv_grid, PIPE_THREADS, plain::bytes, stream>>>(
-        k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, NULL, NULL);
+    dkdv<<<kv_grid, PIPE_THREADS, plain::bytes, stream>>>(k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv,
+                                                          scale_log2, scale, s->positions, NULL, NULL);
     TT_CUDA_CHECK(cudaGetLastError());
-    const CUtensorMap q_map = sequence_map(q, B, T, Hq * HD, 128), do_map = sequence_map(dout, B, T, Hq * HD, 128);
+    const CUtensorMap q_map = sequence_map(q, B, T, Hq * HD, DQ_ROWS),
+                      do_map = sequence_map(dout, B, T, Hq * HD, DQ_ROWS);
     const CUtensorMap k_map64 = sequence_map(k, B, T, Hkv * HD, 64), v_map64 = sequence_map(v, B, T, Hkv * HD, 64);
-    const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + 127) / 128));
-    hopper_dq_pipelined_kernel<HD><<<q_grid, PIPE_THREADS, DQ_PIPE_SHARED_BYTES(HD), stream>>>(
-        q_map, do_map, k_map64, v_map64, dq, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions);
+    const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + DQ_ROWS - 1) / DQ_ROWS));
+    dq_kernel<<<q_grid, DQ_THREADS, DQ_PIPE_SHARED_BYTES(HD), stream>>>(q_map, do_map, k_map64, v_map64, dq, lse, D, T,
+                                                                        Hq, Hkv, scale_log2, scale, s->positions);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -755,7 +779,7 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
         return;
     }
     typedef dkdv_layout<128, true, DKDV_STAGES(true)> ordered;
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<128, true>,
+    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<128, true, true>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, ordered::bytes));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
@@ -770,7 +794,7 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
     int *turns = (int *)(dq_accum + accum);
     /* dq_accum from zero (the bulk reductions add onto it) and the turns, contiguous */
     TT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, need - sizeof(float) * d_floats_padded(s), stream));
-    hopper_dkdv_pipelined_kernel<128, true><<<kv_grid, PIPE_THREADS, ordered::bytes, stream>>>(
+    hopper_dkdv_pipelined_kernel<128, true, true><<<kv_grid, PIPE_THREADS, ordered::bytes, stream>>>(
         k_map, v_map, q_map64, do_map64, dk, dv, lse, D, T, Hq, Hkv, scale_log2, scale, s->positions, dq_accum, turns);
     TT_CUDA_CHECK(cudaGetLastError());
     const int64_t count = s->batch * Hq * (int64_t)T * HEAD_DIM;

@@ -36,6 +36,23 @@
 /* Named barrier ids (0 is __syncthreads'): consumer c waits on TURN_BARRIER + c for its turn to issue products. */
 #define TURN_BARRIER 1
 
+/* The forward block's head and query block by its place in the launch order: a kv head's query heads side by side,
+ * its query blocks longest first, then the next kv head's. The blocks running at once then read the K and V of one or
+ * two kv heads, not of all of them (blockIdx.x as the head had all at once): the forward measured 1-2% faster at 64k
+ * and 256k (docs/benchmarks.md, tenth session), the same bits. */
+static __device__ __forceinline__ void query_block_of_launch(int Hq, int Hkv, int rows, int *b, int *h, int *kv_head,
+                                                             int *m0) {
+    const int heads = Hq / Hkv, blocks = (int)gridDim.y;
+    int at = (int)(blockIdx.x + gridDim.x * blockIdx.y);
+    const int in_group = at % heads;
+    at /= heads;
+    *m0 = (blocks - 1 - at % blocks) * rows; /* the longest blocks start first */
+    at /= blocks;
+    *kv_head = at % Hkv;
+    *b = at / Hkv;
+    *h = *kv_head * heads + in_group;
+}
+
 template <int HD>
 static __global__ void __launch_bounds__(PIPE_THREADS, 1)
     hopper_forward_pipelined_kernel(const __grid_constant__ CUtensorMap q_map,
@@ -53,8 +70,8 @@ static __global__ void __launch_bounds__(PIPE_THREADS, 1)
 #define V_EMPTY(s) (barriers + 8 * (1 + 3 * FWD_STAGES + (s)))
 
     const int tid = threadIdx.x, warpgroup = tid >> 7;
-    const int b = blockIdx.x / Hq, h = blockIdx.x % Hq, kv_head = h / (Hq / Hkv);
-    const int m0 = (gridDim.y - 1 - blockIdx.y) * PIPE_BLOCK_M; /* the longest blocks start first */
+    int b, h, kv_head, m0;
+    query_block_of_launch(Hq, Hkv, PIPE_BLOCK_M, &b, &h, &kv_head, &m0);
     /* keys from the document start of the block's first query (document starts never decrease) to its last query */
     const int first_tile = document_start(positions, b, T, m0) / PIPE_BLOCK_N;
     const int n_first = first_tile * PIPE_BLOCK_N;

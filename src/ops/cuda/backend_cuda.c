@@ -52,8 +52,8 @@ typedef struct attention_key {
 } attention_key;
 
 /* tiertrain's own kernels (TT_ATTENTION_FLASH), all deterministic: the pipelined wgmma kernels
- * (kernels_attention_hopper_tma.cu: TMA loads by a producer warpgroup, two consumer warpgroups taking turns) at
- * head_dim 64 and 128, else the mma.sync flash kernels. Measured on the H100 (test_gpu_attention, B 1, Hq 16, Hkv 8,
+ * (kernels_attention_hopper_tma.cu: TMA loads by a producer warpgroup, two consumer warpgroups taking turns, three
+ * in the backward's dQ kernel) at head_dim 64 and 128, else the mma.sync flash kernels. Measured on the H100 (test_gpu_attention, B 1, Hq 16, Hkv 8,
  * hd 128) at T = 16k / 64k: the pipelined forward 673 / 619 TFLOP/s (cuDNN's 645 / 629), the cp.async wgmma one (the
  * same bits, kernels_attention_hopper.cu) 441 / 452, the flash one 332 / 304. */
 static bool own_kernels_are_pipelined(const tt_attention_shape *shape) {
@@ -67,7 +67,8 @@ static const char *own_kernels_name(const tt_attention_shape *shape) {
 /* The pipelined backward's two schedules: dQ in a kernel of its own (D alone as workspace; 7 products a step), or dQ
  * added in key order inside the dK/dV kernel by a writer thread (5 products a step; dQ in fp32 as workspace). Runs
  * take the dQ kernel: measured on the H100 (test_gpu_attention --speed, B 1, Hq 16, Hkv 8) at 16k / 64k / 256k,
- * 454 / 453 / 449 TFLOP/s against 387 / 447 / 389 for the key order, which is kept, tested, for the next schedule. */
+ * 483.7 / 507.3 / 500.0 TFLOP/s against 404.7 / 446.9 / 454.8 for the key order (c98e7ac, one call), which is kept,
+ * tested, for the next schedule. */
 static size_t own_kernels_backward_bytes(const tt_attention_shape *shape) {
     return own_kernels_are_pipelined(shape) ? tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(shape, false)
                                             : tt_cuda_flash_attention_backward_scratch_bytes(shape);
@@ -536,8 +537,8 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
      * deterministic backward (dQ without atomics), run on groups of heads and chunks of keys whose dP fits
      * attn_workspace_limit, two groups at a time where there are several (create_deterministic_cudnn); where cuDNN
      * cannot, the own kernels; else the reference kernels. Chosen by measurement on the H100 (test_gpu_attention and
-     * test_gpu_cudnn_attention --speed, B 1, Hkv 8, hd 128): the pipelined backward runs at 454 / 453 / 449 TFLOP/s
-     * at 16k / 64k / 256k, cuDNN's deterministic one at 372 (16k, 1 GiB of dP), 325 (64k, 1 GiB) or 415 (64k, 4
+     * test_gpu_cudnn_attention --speed, B 1, Hkv 8, hd 128): the pipelined backward runs at 483-509 / 501-507 /
+     * 493-500 TFLOP/s at 16k / 64k / 256k (c98e7ac; 456-479 at 64k on a hot H100), cuDNN's deterministic one at 372 (16k, 1 GiB of dP), 325 (64k, 1 GiB) or 415 (64k, 4
      * GiB) and not at all at 256k; cuDNN's forward 656 / 642 against the pipelined one's 669-673 / 587-619, so the
      * forward stays cuDNN's. Qwen3-1.7B at 64k under checkpointing (2026-11-27): 10879 tok/s with cuDNN's
      * deterministic backward in 8 head groups x 11 key chunks, 11017 with the pipelined kernels both ways. An
@@ -551,7 +552,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
     }
     if (auto_takes_own_backward(key)) {
         snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not,
-                 "tiertrain's pipelined backward is the faster deterministic one at head_dim 128 (H100: 471 to 481 "
+                 "tiertrain's pipelined backward is the faster deterministic one at head_dim 128 (H100: 456 to 512 "
                  "TFLOP/s at 64k against cuDNN's 325 to 415)");
         a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not); /* its forward */
         if (!a) snprintf(c.cudnn_forward_why_not, sizeof c.cudnn_forward_why_not, "%s", why_not);

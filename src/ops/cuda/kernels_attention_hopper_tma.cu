@@ -235,6 +235,8 @@ template <int HD, bool ORDERED, int STAGES> struct dkdv_layout {
 #define DQ_THREADS (128 * (1 + DQ_CONSUMERS))
 #define DQ_CONSUMER_REGISTERS 160
 #define DQ_TILE(HD) (DQ_ROWS * (HD)*2)
+static_assert(128 * PRODUCER_REGISTERS + 128 * DQ_CONSUMERS * DQ_CONSUMER_REGISTERS <= 65536,
+              "the dQ kernel's warpgroups fit the register file");
 /* dQ: Q, dO (DQ_ROWS rows each); the ring of (K, V) slots of 64 keys; the barriers (Q/dO full; full, empty a slot) */
 #define DQ_PIPE_BARRIERS_OFFSET(HD) (2 * DQ_TILE(HD) + BWD_STAGES * 2 * PIPE_TILE64(HD))
 #define DQ_PIPE_SHARED_BYTES(HD) (DQ_PIPE_BARRIERS_OFFSET(HD) + (1 + 2 * BWD_STAGES) * 8 + 1024)
@@ -796,6 +798,7 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
         return;
     }
     typedef dkdv_layout<128, true, DKDV_STAGES(true)> ordered;
+    /* the key-order schedule (not the one runs take) keeps the document code with or without documents */
     TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<128, true, true>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, ordered::bytes));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;

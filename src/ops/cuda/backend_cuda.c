@@ -53,9 +53,10 @@ typedef struct attention_key {
 
 /* tiertrain's own kernels (TT_ATTENTION_FLASH), all deterministic: the pipelined wgmma kernels
  * (kernels_attention_hopper_tma.cu: TMA loads by a producer warpgroup, two consumer warpgroups taking turns, three
- * in the backward's dQ kernel) at head_dim 64 and 128, else the mma.sync flash kernels. Measured on the H100 (test_gpu_attention, B 1, Hq 16, Hkv 8,
- * hd 128) at T = 16k / 64k: the pipelined forward 673 / 619 TFLOP/s (cuDNN's 645 / 629), the cp.async wgmma one (the
- * same bits, kernels_attention_hopper.cu) 441 / 452, the flash one 332 / 304. */
+ * in the backward's dQ kernel) at head_dim 64 and 128, else the mma.sync flash kernels. Measured on the H100
+ * (test_gpu_attention, B 1, Hq 16, Hkv 8, hd 128) at T = 16k / 64k: the pipelined forward 673 / 619 TFLOP/s (cuDNN's
+ * 645 / 629), the cp.async wgmma one (the same bits, kernels_attention_hopper.cu) 441 / 452, the flash one 332 /
+ * 304. */
 static bool own_kernels_are_pipelined(const tt_attention_shape *shape) {
     return tt_cuda_hopper_attention_supported(shape) != 0;
 }
@@ -538,9 +539,11 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
      * attn_workspace_limit, two groups at a time where there are several (create_deterministic_cudnn); where cuDNN
      * cannot, the own kernels; else the reference kernels. Chosen by measurement on the H100 (test_gpu_attention and
      * test_gpu_cudnn_attention --speed, B 1, Hkv 8, hd 128): the pipelined backward runs at 483-509 / 501-507 /
-     * 493-500 TFLOP/s at 16k / 64k / 256k (c98e7ac; 456-479 at 64k on a hot H100), cuDNN's deterministic one at 372 (16k, 1 GiB of dP), 325 (64k, 1 GiB) or 415 (64k, 4
-     * GiB) and not at all at 256k; cuDNN's forward 656 / 642 against the pipelined one's 669-673 / 587-619, so the
-     * forward stays cuDNN's. Qwen3-1.7B at 64k under checkpointing (2026-11-27): 10879 tok/s with cuDNN's
+     * 493-500 TFLOP/s at 16k / 64k / 256k (c98e7ac; 456-479 at 64k on a hot H100), cuDNN's deterministic one at 372
+     * (16k, 1 GiB of dP), 325 (64k, 1 GiB) or 415 (64k, 4 GiB) and not at all at 256k; cuDNN's forward 656 / 642
+     * against the pipelined one's 669-673 / 587-619, so the forward stays cuDNN's. Not yet chosen by shape: at 256k
+     * (Hq 16) cuDNN's forward measured 533 against the pipelined one's 598-615 (docs/benchmarks.md, tenth session).
+     * Qwen3-1.7B at 64k under checkpointing (2026-11-27): 10879 tok/s with cuDNN's
      * deterministic backward in 8 head groups x 11 key chunks, 11017 with the pipelined kernels both ways. An
      * explicit cudnn gets cuDNN both ways, its deterministic backward unless deterministic: false; auto with
      * deterministic: false gets cuDNN's atomic backward (~557 TFLOP/s at 64k, not bit-reproducible). */

@@ -10,9 +10,10 @@
  * timed calls after warm-up, in TFLOP/s of the causal FLOPs (forward 2*2*T*T/2*hd*Hq, backward
  * 2.5x that).
  *
- * Usage: test_gpu_cudnn_attention [--quick] [--speed T:GiB[:lanes][,...]]. --speed times only the listed
+ * Usage: test_gpu_cudnn_attention [--quick] [--speed T:GiB[:lanes[:Hq]][,...]]. --speed times only the listed
  * lengths, each with the deterministic backward under that dP limit (T:0 times cuDNN's atomic
- * backward) and with that many head groups at once (default 1), and skips the checks. Exit status 0 when every check passed. */
+ * backward), with that many head groups at once (default 1) and that many query heads (default 16, Hkv 8),
+ * and skips the checks. Exit status 0 when every check passed. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
@@ -159,7 +160,7 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
 /* ------------------------------------------------------------------------------------------- */
 
 typedef struct timing_row {
-    int64_t T;
+    int64_t T, Hq;
     int deterministic;
     size_t dp_limit;
     int lanes;
@@ -217,11 +218,12 @@ static double median_ms(void (*call)(timing_buffers *), timing_buffers *b, const
 
 static void set_dp_limit(size_t bytes) { current_dp_limit = bytes; }
 
-static void time_attention(int64_t T, int deterministic, int lanes, timing_row *row) {
-    const int64_t B = 1, Hq = 16, Hkv = 8, hd = 128;
+static void time_attention(int64_t T, int64_t Hq, int deterministic, int lanes, timing_row *row) {
+    const int64_t B = 1, Hkv = 8, hd = 128;
     tt_attention_shape shape = attention_shape(B, T, Hq, Hkv, hd);
-    *row = (timing_row){.T = T, .deterministic = deterministic, .dp_limit = current_dp_limit};
-    printf("timing T=%lld, %s backward\n", (long long)T, deterministic ? "deterministic" : "default");
+    *row = (timing_row){.T = T, .Hq = Hq, .deterministic = deterministic, .dp_limit = current_dp_limit};
+    printf("timing T=%lld Hq=%lld, %s backward\n", (long long)T, (long long)Hq,
+           deterministic ? "deterministic" : "default");
     char why[2048];
     tt_cudnn_attention *a = tt_cudnn_attention_create(&shape, deterministic, current_dp_limit, why, sizeof why);
     if (!a) {
@@ -285,17 +287,19 @@ static void time_attention(int64_t T, int deterministic, int lanes, timing_row *
 
 static void print_timing_table(const timing_row *table, int row_count) {
     char version[96];
-    printf("\ncuDNN %s, B=1 Hq=16 Hkv=8 hd=128, causal, median of %d\n",
-           tt_cudnn_version_string(version, sizeof version), TIMED_CALLS);
-    printf("%7s  %-13s  %6s  %5s  %10s  %8s  %10s  %8s\n", "T", "backward", "dP GiB", "lanes", "fwd ms", "TFLOP/s",
-           "bwd ms", "TFLOP/s");
+    printf("\ncuDNN %s, B=1 Hkv=8 hd=128, causal, median of %d\n", tt_cudnn_version_string(version, sizeof version),
+           TIMED_CALLS);
+    printf("%7s  %3s  %-13s  %6s  %5s  %10s  %8s  %10s  %8s\n", "T", "Hq", "backward", "dP GiB", "lanes", "fwd ms",
+           "TFLOP/s", "bwd ms", "TFLOP/s");
     for (int i = 0; i < row_count; i++) {
         const timing_row *r = &table[i];
         if (r->ran)
-            printf("%7lld  %-13s  %6.2f  %5d  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
+            printf("%7lld  %3lld  %-13s  %6.2f  %5d  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T, (long long)r->Hq,
                    r->deterministic ? "deterministic" : "default", (double)r->dp_limit / (double)(1 << 30), r->lanes,
                    r->forward_ms, r->forward_tflops, r->backward_ms, r->backward_tflops);
-        else printf("%7lld  %-13s  %s\n", (long long)r->T, r->deterministic ? "deterministic" : "default", r->note);
+        else
+            printf("%7lld  %3lld  %-13s  %s\n", (long long)r->T, (long long)r->Hq,
+                   r->deterministic ? "deterministic" : "default", r->note);
     }
 }
 
@@ -308,17 +312,20 @@ static int time_listed(const char *list) {
         char *end = NULL;
         const long long T = strtoll(p, &end, 10);
         double gib = 1.0;
-        long lanes = 1;
+        long lanes = 1, Hq = 16;
         if (end && *end == ':') gib = strtod(end + 1, &end);
         if (end && *end == ':') lanes = strtol(end + 1, &end, 10);
-        if (!end || T <= 0 || T % 128 != 0 || gib < 0 || lanes < 1 || lanes > TT_CUDNN_ATTENTION_MAX_LANES ||
-            (*end && *end != ',')) {
-            fprintf(stderr, "--speed: expected T:GiB[:lanes][,...] with T a multiple of 128, lanes 1..%d, at '%s'\n",
+        if (end && *end == ':') Hq = strtol(end + 1, &end, 10);
+        if (!end || T <= 0 || T % 128 != 0 || gib < 0 || lanes < 1 || lanes > TT_CUDNN_ATTENTION_MAX_LANES || Hq < 8 ||
+            Hq % 8 != 0 || (*end && *end != ',')) {
+            fprintf(stderr,
+                    "--speed: expected T:GiB[:lanes[:Hq]][,...] with T a multiple of 128, lanes 1..%d, Hq a multiple "
+                    "of 8, at '%s'\n",
                     TT_CUDNN_ATTENTION_MAX_LANES, p);
             return 2;
         }
         if (gib > 0) set_dp_limit((size_t)(gib * (double)(1 << 30)));
-        time_attention(T, gib > 0, (int)lanes, &table[row_count++]);
+        time_attention(T, Hq, gib > 0, (int)lanes, &table[row_count++]);
         p = *end ? end + 1 : end;
     }
     set_dp_limit((size_t)1 << 30);
@@ -369,10 +376,10 @@ int main(int argc, char **argv) {
     int row_count = 0;
     for (int i = 0; i < length_count; i++)
         for (int deterministic = 0; deterministic <= 1; deterministic++)
-            time_attention(lengths[i], deterministic, 1, &table[row_count++]);
+            time_attention(lengths[i], 16, deterministic, 1, &table[row_count++]);
     if (!quick) { /* the key-chunked deterministic backward at 64k with more dP per call */
         set_dp_limit((size_t)4 << 30);
-        time_attention(65536, 1, 1, &table[row_count++]);
+        time_attention(65536, 16, 1, 1, &table[row_count++]);
         set_dp_limit((size_t)1 << 30);
     }
 

@@ -455,6 +455,28 @@ static void check_chunked_case(model_case *mc) {
     free_result(&reference);
 }
 
+/* From 128k tokens auto's attention is the pipelined kernels both ways (cuDNN's forward falls behind there): the same
+ * bits as flash, kept and with the attention recomputed under checkpointing. No CPU run: at this length it would take
+ * hours; the kernels are checked against the CPU in test_gpu_attention. */
+static void check_long_auto_case(model_case *mc) {
+    const recipe automatic = {"bf16, fp32 master, auto", true, true, false, TT_ATTENTION_AUTO, false, 0, 0, false};
+    const recipe own = {"bf16, fp32 master, flash", true, true, false, TT_ATTENTION_FLASH, false, 0, 0, false};
+    recipe checkpointed = automatic;
+    checkpointed.checkpointing = true;
+    run_result auto_run = run(mc, &automatic), own_run = run(mc, &own), gc_run = run(mc, &checkpointed);
+    TT_EXPECT(isfinite(auto_run.loss[0]) && isfinite(auto_run.loss[STEPS - 1]) &&
+                  auto_run.loss[STEPS - 1] < auto_run.loss[0],
+              "%s: auto trains (loss %.6f then %.6f)", mc->name, auto_run.loss[0], auto_run.loss[STEPS - 1]);
+    TT_EXPECT(same_bits(&auto_run, &own_run), "%s: auto at %lld tokens gives flash's bits (the pipelined forward too)",
+              mc->name, (long long)mc->seq_len);
+    TT_EXPECT(same_bits(&auto_run, &gc_run), "%s: auto, checkpointing gives the same bits", mc->name);
+    printf("  %-12s auto at %lld tokens: flash's bits, kept and checkpointed (loss %.6f then %.6f)\n", mc->name,
+           (long long)mc->seq_len, auto_run.loss[0], auto_run.loss[STEPS - 1]);
+    free_result(&gc_run);
+    free_result(&own_run);
+    free_result(&auto_run);
+}
+
 /* A packed batch: sequence b holds documents of lengths[b][0..], one after another from its first token
  * (0 ends the list), then padding (input 0, no target, positions counting from 0 where it starts). A
  * document's targets are its next tokens (the last has none), a few masked. */
@@ -638,6 +660,21 @@ int main(int argc, char **argv) {
     check_chunked_case(&chunked);
     free(chunked.inputs);
     free(chunked.targets);
+    /* 131072 tokens, the shortest where auto takes the pipelined forward */
+    tt_test_write_text("config_long.json",
+                       "{\"model_type\": \"qwen3\", \"hidden_size\": 256, \"intermediate_size\": 512,"
+                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+                       " \"head_dim\": 128, \"vocab_size\": 512, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
+                       " \"tie_word_embeddings\": true, \"max_position_embeddings\": 131072,"
+                       " \"torch_dtype\": \"bfloat16\"}");
+    model_case long_case = {.name = "qwen3-hd128-128k", .batch = 1, .seq_len = 131072};
+    path = tt_test_path("config_long.json");
+    snprintf(long_case.config_path, sizeof long_case.config_path, "%s", path);
+    free(path);
+    random_batch(&long_case, 512, 103);
+    check_long_auto_case(&long_case);
+    free(long_case.inputs);
+    free(long_case.targets);
     tt_test_scratch_close();
     tt_backend_destroy(gpu_backend);
     tt_backend_destroy(cpu_backend);

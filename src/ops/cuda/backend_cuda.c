@@ -445,11 +445,23 @@ static bool same_key(const attention_key *a, const attention_key *b) {
            x->scale == y->scale && x->sliding_window == y->sliding_window && x->documents == y->documents;
 }
 
-/* auto with deterministic: true takes cuDNN's forward and the pipelined backward where those kernels run at head_dim
- * 128, the shape they were measured at against cuDNN's deterministic backward (resolve_attention). */
+/* auto with deterministic: true takes the pipelined backward (with cuDNN's forward below 128k tokens,
+ * auto_takes_own_forward) where those kernels run at head_dim 128, the shape they were measured at against cuDNN's
+ * deterministic backward (resolve_attention). */
 static bool auto_takes_own_backward(const attention_key *key) {
     return key->requested == TT_ATTENTION_AUTO && !key->nondeterministic && !key->shape.documents &&
            key->shape.head_dim == 128 && own_kernels_are_pipelined(&key->shape);
+}
+
+/* From this many tokens, auto on the own backward takes the pipelined forward too: cuDNN's forward falls behind it
+ * there. H100, B 1, Hkv 8, hd 128, TFLOP/s, one call each (test_gpu_attention and test_gpu_cudnn_attention --speed,
+ * 670b8a1): 128k Hq 16 629 against cuDNN's 594, Hq 32 619 against 547; 256k Hq 16 and 32 619 against 536 and 538.
+ * Below, neither is ahead by more than a few percent either way (16k 663-677 against 648-673, 32k Hq 16 662 against
+ * 663, 64k 607-631 against 626-644), and cuDNN's is kept. */
+#define OWN_FORWARD_FROM_TOKENS 131072
+
+static bool auto_takes_own_forward(const attention_key *key) {
+    return auto_takes_own_backward(key) && key->shape.seq_len >= OWN_FORWARD_FROM_TOKENS;
 }
 
 static attention_key key_of(const tt_backend_settings *settings, const tt_attention_shape *shape) {
@@ -541,8 +553,8 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
      * test_gpu_cudnn_attention --speed, B 1, Hkv 8, hd 128): the pipelined backward runs at 483-509 / 501-507 /
      * 493-500 TFLOP/s at 16k / 64k / 256k (c98e7ac; 456-479 at 64k on a hot H100), cuDNN's deterministic one at 372
      * (16k, 1 GiB of dP), 325 (64k, 1 GiB) or 415 (64k, 4 GiB) and not at all at 256k; cuDNN's forward 656 / 642
-     * against the pipelined one's 669-673 / 587-619, so the forward stays cuDNN's. Not yet chosen by shape: at 256k
-     * (Hq 16) cuDNN's forward measured 533 against the pipelined one's 598-615 (docs/benchmarks.md, tenth session).
+     * against the pipelined one's 669-673 / 587-619, so the forward stays cuDNN's there; from 128k tokens on, the
+     * pipelined forward (auto_takes_own_forward: 619 against cuDNN's 536-538 at 256k).
      * Qwen3-1.7B at 64k under checkpointing (2026-11-27): 10879 tok/s with cuDNN's
      * deterministic backward in 8 head groups x 11 key chunks, 11017 with the pipelined kernels both ways. An
      * explicit cudnn gets cuDNN both ways, its deterministic backward unless deterministic: false; auto with
@@ -557,8 +569,17 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not,
                  "tiertrain's pipelined backward is the faster deterministic one at head_dim 128 (H100: 456 to 512 "
                  "TFLOP/s at 64k against cuDNN's 325 to 415)");
-        a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not); /* its forward */
-        if (!a) snprintf(c.cudnn_forward_why_not, sizeof c.cudnn_forward_why_not, "%s", why_not);
+        if (auto_takes_own_forward(key)) {
+            snprintf(c.cudnn_forward_why_not, sizeof c.cudnn_forward_why_not,
+                     "from %d tokens the pipelined forward is the faster: 619 TFLOP/s at 256k against cuDNN's 536 "
+                     "to 538 on the H100",
+                     OWN_FORWARD_FROM_TOKENS);
+        } else {
+            a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not); /* its forward */
+            if (!a)
+                snprintf(c.cudnn_forward_why_not, sizeof c.cudnn_forward_why_not, "cuDNN cannot run it here: %s",
+                         why_not);
+        }
     } else if (want == TT_ATTENTION_AUTO && !a) {
         a = create_deterministic_cudnn(key, &c.lanes, why_not, sizeof why_not);
         cudnn_backward = a != NULL;
@@ -720,7 +741,7 @@ static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudn
         tt_warn("deterministic: false: cuDNN's attention backward adds dQ with atomics; gradients are not "
                 "bit-reproducible run to run (deterministic: true is)");
     if (c->cudnn_forward_why_not[0])
-        tt_info("attention: cuDNN's forward is not available here (%s); the pipelined kernels run it too",
+        tt_info("attention: cuDNN's forward is not used (%s); the pipelined kernels run it too",
                 c->cudnn_forward_why_not);
     if (cudnn && c->backward != TT_ATTENTION_CUDNN) /* cuDNN's forward only; the description names cuDNN's version */
         tt_info("attention: %s", tt_cudnn_attention_describe_forward(cudnn));

@@ -300,6 +300,23 @@ static int64_t config_vocab(const char *config_path) {
     return vocab;
 }
 
+/* A Qwen3 config at head_dim 128 (intermediate 512, vocab 512, tied embeddings) written to the scratch folder as
+ * file, mc's config_path set to it. */
+static void write_qwen3_config(model_case *mc, const char *file, int hidden, int layers, int heads, int kv_heads,
+                               int max_positions) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"model_type\": \"qwen3\", \"hidden_size\": %d, \"intermediate_size\": 512, \"num_hidden_layers\": %d,"
+             " \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": 128, \"vocab_size\": 512,"
+             " \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000, \"tie_word_embeddings\": true,"
+             " \"max_position_embeddings\": %d, \"torch_dtype\": \"bfloat16\"}",
+             hidden, layers, heads, kv_heads, max_positions);
+    tt_test_write_text(file, text);
+    char *path = tt_test_path(file);
+    snprintf(mc->config_path, sizeof mc->config_path, "%s", path);
+    free(path);
+}
+
 static void random_batch(model_case *mc, int64_t vocab, uint64_t seed) {
     tt_rng rng;
     tt_rng_seed(&rng, seed);
@@ -623,16 +640,8 @@ int main(int argc, char **argv) {
     }
     /* Qwen3 shapes at head_dim 128, where the fused attention kernels run. */
     tt_test_scratch_open("gpu-model");
-    tt_test_write_text("config.json",
-                       "{\"model_type\": \"qwen3\", \"hidden_size\": 256, \"intermediate_size\": 512,"
-                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
-                       " \"head_dim\": 128, \"vocab_size\": 512, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
-                       " \"tie_word_embeddings\": true, \"max_position_embeddings\": 4096,"
-                       " \"torch_dtype\": \"bfloat16\"}");
     model_case qwen3 = {.name = "qwen3-hd128", .batch = 1, .seq_len = 384};
-    char *path = tt_test_path("config.json");
-    snprintf(qwen3.config_path, sizeof qwen3.config_path, "%s", path);
-    free(path);
+    write_qwen3_config(&qwen3, "config.json", 256, 2, 4, 2, 4096);
     random_batch(&qwen3, 512, 99);
     check_two_backends(&qwen3); /* cuDNN's plans on the first backend, the reference kernels on the second */
     check_case(&qwen3);
@@ -645,32 +654,16 @@ int main(int argc, char **argv) {
     check_packed_case(&qwen3_packed);
     /* 8 heads of 128, 4 kv heads, 4 layers, 1024 tokens under a 1 MiB dP limit: 4 head groups x 6 key
      * chunks (128 to 256 keys), 2 groups at a time, a third in the layer inputs above the lowest layers */
-    tt_test_write_text("config_chunked.json",
-                       "{\"model_type\": \"qwen3\", \"hidden_size\": 512, \"intermediate_size\": 512,"
-                       " \"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"num_key_value_heads\": 4,"
-                       " \"head_dim\": 128, \"vocab_size\": 512, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
-                       " \"tie_word_embeddings\": true, \"max_position_embeddings\": 4096,"
-                       " \"torch_dtype\": \"bfloat16\"}");
     model_case chunked = {
         .name = "qwen3-hd128-key-chunks", .batch = 1, .seq_len = 1024, .attn_workspace_limit = (int64_t)1 << 20};
-    path = tt_test_path("config_chunked.json");
-    snprintf(chunked.config_path, sizeof chunked.config_path, "%s", path);
-    free(path);
+    write_qwen3_config(&chunked, "config_chunked.json", 512, 4, 8, 4, 4096);
     random_batch(&chunked, 512, 101);
     check_chunked_case(&chunked);
     free(chunked.inputs);
     free(chunked.targets);
     /* 131072 tokens, the shortest where auto takes the pipelined forward */
-    tt_test_write_text("config_long.json",
-                       "{\"model_type\": \"qwen3\", \"hidden_size\": 256, \"intermediate_size\": 512,"
-                       " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
-                       " \"head_dim\": 128, \"vocab_size\": 512, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000,"
-                       " \"tie_word_embeddings\": true, \"max_position_embeddings\": 131072,"
-                       " \"torch_dtype\": \"bfloat16\"}");
     model_case long_case = {.name = "qwen3-hd128-128k", .batch = 1, .seq_len = 131072};
-    path = tt_test_path("config_long.json");
-    snprintf(long_case.config_path, sizeof long_case.config_path, "%s", path);
-    free(path);
+    write_qwen3_config(&long_case, "config_long.json", 256, 2, 4, 2, 131072);
     random_batch(&long_case, 512, 103);
     check_long_auto_case(&long_case);
     free(long_case.inputs);

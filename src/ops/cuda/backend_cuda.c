@@ -456,8 +456,9 @@ static bool auto_takes_own_backward(const attention_key *key) {
 /* From this many tokens, auto on the own backward takes the pipelined forward too: cuDNN's forward falls behind it
  * there. H100, B 1, Hkv 8, hd 128, TFLOP/s, one call each (test_gpu_attention and test_gpu_cudnn_attention --speed,
  * 670b8a1): 128k Hq 16 629 against cuDNN's 594, Hq 32 619 against 547; 256k Hq 16 and 32 619 against 536 and 538.
- * Below, neither is ahead by more than a few percent either way (16k 663-677 against 648-673, 32k Hq 16 662 against
- * 663, 64k 607-631 against 626-644), and cuDNN's is kept. */
+ * Below, the lead changes with the shape (16k 663-677 against 648-673, 32k Hq 16 662 against 663, 64k 607-631 against
+ * 626-644, but 32k Hq 32 552-586 against 528), and cuDNN's is kept: one threshold by length, not a table of cells
+ * measured once each. */
 #define OWN_FORWARD_FROM_TOKENS 131072
 
 static bool auto_takes_own_forward(const attention_key *key) {

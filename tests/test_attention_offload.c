@@ -7,7 +7,7 @@
 
 #include "config/run_config.h"
 #include "memory/attention_offload.h"
-#include "memory/saved_slots.h"
+#include "model/saved_slots.h"
 #include "test_util.h"
 #include "train/trainer.h"
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "model/arch.h"
 #include "model/model_config.h"
 #include "test_util.h"
 
@@ -136,7 +137,9 @@ static void test_qwen3(void) {
                   c.num_heads == 16 && c.num_kv_heads == 8,
               "qwen3 sizes");
     TT_EXPECT(c.head_dim == 128, "explicit head_dim (not hidden/heads = 64): %lld", (long long)c.head_dim);
-    TT_EXPECT(c.qk_norm && !c.attention_bias && c.tie_word_embeddings && c.sliding_window == 0, "qwen3 flags");
+    TT_EXPECT(tt_arch_of(&c)->qk_norm == TT_QK_NORM_PER_HEAD && !c.attention_bias && c.tie_word_embeddings &&
+                  c.sliding_window == 0,
+              "qwen3 flags");
     TT_EXPECT(c.rope_type == TT_ROPE_DEFAULT && c.rope_theta == 1e6, "rope_parameters.rope_theta %g", c.rope_theta);
     TT_EXPECT(c.dtype == TT_BF16, "\"dtype\" (transformers 5)");
     TT_EXPECT(c.rms_norm_eps == 1e-6 && c.max_position_embeddings == 40960, "eps and positions");
@@ -164,7 +167,8 @@ static void test_llama31(void) {
                   c.rope_low_freq_factor == 1.0 && c.rope_high_freq_factor == 4.0 &&
                   c.rope_original_max_position == 8192,
               "llama3 rope_scaling (transformers 4)");
-    TT_EXPECT(c.head_dim == 128 && c.num_kv_heads == 8 && !c.qk_norm && !c.attention_bias && !c.tie_word_embeddings,
+    TT_EXPECT(c.head_dim == 128 && c.num_kv_heads == 8 && tt_arch_of(&c)->qk_norm == TT_QK_NORM_NONE &&
+                  !c.attention_bias && !c.tie_word_embeddings,
               "llama 3.1 shape and flags");
     TT_EXPECT(c.dtype == TT_BF16 && c.rms_norm_eps == 1e-5, "torch_dtype (transformers 4)");
     TT_EXPECT(c.bos_token_id == 128000 && c.eos_token_id == 128001, "eos list: the first id (%lld)",
@@ -207,7 +211,8 @@ static void test_qwen2_mistral(void) {
     tt_test_write_text("qwen2.json", qwen2_config);
     tt_model_config c;
     load("qwen2.json", &c);
-    TT_EXPECT(c.attention_bias && !c.qk_norm && c.tie_word_embeddings, "qwen2 has q/k/v biases by default");
+    TT_EXPECT(c.attention_bias && tt_arch_of(&c)->qk_norm == TT_QK_NORM_NONE && c.tie_word_embeddings,
+              "qwen2 has q/k/v biases by default");
     TT_EXPECT(c.sliding_window == 0, "qwen2 ignores sliding_window while use_sliding_window is false");
     TT_EXPECT(c.head_dim == 64 && c.num_kv_heads == 2, "head_dim = hidden / heads");
     TT_EXPECT(tt_model_config_param_count(&c) == 494032768LL, "Qwen2.5-0.5B has 494,032,768 parameters, got %lld",
@@ -225,7 +230,8 @@ static void test_qwen2_mistral(void) {
 
     tt_test_write_text("mistral.json", mistral_config);
     load("mistral.json", &c);
-    TT_EXPECT(strcmp(c.model_type, "mistral") == 0 && c.sliding_window == 4096 && !c.attention_bias && !c.qk_norm,
+    TT_EXPECT(strcmp(c.model_type, "mistral") == 0 && c.sliding_window == 4096 && !c.attention_bias &&
+                  tt_arch_of(&c)->qk_norm == TT_QK_NORM_NONE,
               "mistral sliding window %lld", (long long)c.sliding_window);
     TT_EXPECT(tt_model_config_param_count(&c) == 7241732096LL, "Mistral-7B has 7,241,732,096 parameters, got %lld",
               (long long)tt_model_config_param_count(&c));
@@ -260,7 +266,7 @@ static void test_param_count(void) {
     TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * 688 + 8, "tied");
     c.attention_bias = true; /* + (4 + 2*2) * 4 = 32 per layer */
     TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * (688 + 32) + 8, "with biases");
-    c.qk_norm = true; /* + 2 * 4 per layer */
+    snprintf(c.model_type, sizeof c.model_type, "qwen3"); /* q/k norms: + 2 * 4 per layer */
     TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * (688 + 32 + 8) + 8, "with q/k norms");
 }
 
@@ -293,7 +299,6 @@ static void test_save_fresh(void) {
         c.sliding_window = i == 1 ? 256 : 0;
         c.tie_word_embeddings = i % 2 == 0;
         c.attention_bias = i == 2;
-        c.qk_norm = i == 3;
         c.dtype = i == 1 ? TT_F16 : TT_BF16;
         c.bos_token_id = i == 2 ? -1 : 1;
         c.eos_token_id = 2;
@@ -319,8 +324,8 @@ static void test_save_fresh(void) {
                       d.rope_high_freq_factor == c.rope_high_freq_factor &&
                       d.rope_original_max_position == c.rope_original_max_position &&
                       d.sliding_window == c.sliding_window && d.tie_word_embeddings == c.tie_word_embeddings &&
-                      d.attention_bias == c.attention_bias && d.qk_norm == c.qk_norm && d.dtype == c.dtype &&
-                      d.bos_token_id == c.bos_token_id && d.eos_token_id == c.eos_token_id,
+                      d.attention_bias == c.attention_bias && d.dtype == c.dtype && d.bos_token_id == c.bos_token_id &&
+                      d.eos_token_id == c.eos_token_id,
                   "%s: a fresh config.json loads back to the same fields", types[i]);
         TT_EXPECT(d.json_text && text && strcmp(d.json_text, text) == 0, "%s: json_text is the file", types[i]);
         tt_model_config_free(&d);

@@ -26,7 +26,6 @@ static inline tt_model_config tt_test_tiny_config(bool qwen3) {
     c.rope_theta = 10000;
     c.tie_word_embeddings = qwen3;
     c.attention_bias = !qwen3;
-    c.qk_norm = qwen3;
     c.dtype = TT_F32;
     c.bos_token_id = c.eos_token_id = -1;
     return c;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "model/arch.h"
 
 tt_precision tt_precision_for_run(const tt_run_config *run, bool gpu) {
     if (!gpu) return (tt_precision){.activation = TT_F32, .gradient = TT_F32, .moment = TT_F32, .master = false};
@@ -170,7 +171,8 @@ tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_m
     };
     if (run->adapter != TT_ADAPTER_NONE) {
         spec.lora_rank = run->lora_r;
-        spec.lora_targets = tt_run_config_lora_targets(run);
+        /* lora_target_linear: every linear layer the model's family has */
+        spec.lora_targets = run->lora_target_linear ? tt_arch_lora_modules(model) : run->lora_target_modules;
         spec.lora_alpha = run->lora_alpha;
         spec.lora_dropout = run->lora_dropout;
     }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "core/check.h"
-#include "memory/saved_slots.h"
+#include "model/saved_slots.h"
 
 /* Whether the first `count` layers of `order` switched fit the budgets (the plan is left with exactly them
  * switched). */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "model/arch.h"
 
 tt_backend_settings tt_plan_backend_settings(const tt_plan *plan) {
     return (tt_backend_settings){.precision = plan->precision,

@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "core/tier.h"
-#include "memory/saved_slots.h"
+#include "model/saved_slots.h"
 #include "model/model_config.h"
 #include "ops/backend.h"
 
@@ -71,7 +71,7 @@ typedef struct tt_plan {
     /* cpu_offloading_weights: the trainable weights of layers 0 .. offloaded_weight_layers - 1 live in host memory
      * and are streamed to the compute tier through two layer buffers (size_table.h); 0: none */
     int64_t offloaded_weight_layers;
-    const char *offload_dir; /* where the disk tier's file goes (borrowed from the run config) */
+    const char *offload_dir;   /* where the disk tier's file goes (borrowed from the run config) */
     int offload_dir_processes; /* the run's processes on this host, each reserving its own file under offload_dir (a
                                   network directory shared by other hosts is not counted); 0 counts as 1 */
     /* Optimizer offload (optimizer_cpu_offload): about optimizer_offload_fraction of the trainable parameters,

@@ -9,6 +9,7 @@
 #include "memory/disk_store.h"
 #include "memory/optimizer_shards.h"
 #include "memory/weight_stream.h"
+#include "model/arch.h"
 
 static size_t bytes_of(int64_t elements, size_t elem_bytes) {
     if (elements <= 0) return 0;
@@ -134,19 +135,19 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
         t->saved_slot[i] = adapted ? bytes_of(tt_saved_slot_elements(info, &dims), info->fp32 ? 4 : a) : 0;
     }
     /* LoRA with dropout: one [N, in] workspace holds an adapter's dropped input (forward, weight gradient) or its
-     * input gradient */
-    const int64_t lora_inputs[TT_LORA_MODULE_COUNT] = {D, D, D, q_dim, D, D, F};
-    int64_t largest_lora_input = 0; /* elements: rows x in (down_proj's rows are a shard's with tiled_mlp) */
-    for (int module = 0; module < TT_LORA_MODULE_COUNT; module++) {
-        const bool adapted = params->lora_rank > 0 && ((params->lora_targets >> module) & 1u);
-        const int64_t input = (module == TT_LORA_DOWN ? mlp_rows : N) * lora_inputs[module];
+     * input gradient; QLoRA: the largest linear weight dequantized, in the precision the GEMMs read weights */
+    const tt_arch *arch = tt_arch_of(m);
+    int64_t largest_lora_input = 0; /* elements: rows x in (the MLP's output projection's rows are a shard's) */
+    int64_t largest_linear = 0;
+    for (int i = 0; i < arch->linear_layer_count; i++) {
+        const tt_linear_layer *linear = &arch->linear_layers[i];
+        const int64_t in = tt_dim_size(linear->in, m), out = tt_dim_size(linear->out, m);
+        const bool adapted = params->lora_rank > 0 && ((params->lora_targets >> linear->module) & 1u);
+        const int64_t input = (linear->module == TT_LORA_DOWN ? mlp_rows : N) * in;
         if (adapted && input > largest_lora_input) largest_lora_input = input;
+        if (in * out > largest_linear) largest_linear = in * out;
     }
     t->lora_dropout_buffer = params->lora_dropout > 0 ? bytes_of(largest_lora_input, a) : 0;
-    /* QLoRA: the largest linear weight dequantized, in the precision the GEMMs read weights (q/o are [q_dim, D]) */
-    int64_t largest_linear = q_dim * D;
-    if (kv_dim * D > largest_linear) largest_linear = kv_dim * D;
-    if (F * D > largest_linear) largest_linear = F * D;
     t->dequant_buffer = params->quantized ? bytes_of(largest_linear, plan->weight_bytes) : 0;
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) t->layer_saved += t->saved_slot[i];
 

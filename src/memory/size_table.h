@@ -13,7 +13,7 @@
 
 #include "core/arena.h"
 #include "memory/plan.h"
-#include "memory/saved_slots.h"
+#include "model/saved_slots.h"
 #include "model/model_config.h"
 #include "model/params.h"
 #include "ops/backend.h"

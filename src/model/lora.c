@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/input_file.h"
+#include "model/arch.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
@@ -251,7 +252,12 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
                    "merges those only",
                    path, a->name);
         if (!is_a) continue; /* each pair is merged from its A */
-        const tt_param_info *w = tt_param_table_find(&table, tt_lora_module_base_kind(module), layer);
+        const tt_linear_layer *linear = tt_arch_linear_layer(&config, module);
+        if (!linear)
+            tt_die("%s: tensor '%s' adapts %s, but %s models in %s have no such layer; the adapter belongs to another "
+                   "model",
+                   path, a->name, tt_lora_module_name(module), config.model_type, base_dir);
+        const tt_param_info *w = tt_param_table_find(&table, linear->weight, layer);
         if (!w)
             tt_die("%s: tensor '%s' adapts layer %lld, but the base model in %s has %lld layers", path, a->name,
                    (long long)layer, base_dir, (long long)config.num_layers);

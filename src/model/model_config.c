@@ -14,70 +14,14 @@
 
 #include "core/check.h"
 #include "core/json_describe.h"
+#include "model/arch.h"
+#include "model/config_reader.h"
 #include "model/safetensors.h"
 
 #define TT_CONFIG_MAX_BYTES (16 * 1024 * 1024)
-#define TT_SUPPORTED_MODEL_TYPES "llama, mistral, qwen2 and qwen3"
-
-/* Where keys are read from: the file (for messages), an object, and the prefix that names the
- * object in messages ("" at the top level, "rope_scaling." inside it). */
-typedef struct reader {
-    const char *path;
-    json_t *object;
-    const char *prefix;
-} reader;
-
-static json_t *get_value(const reader *r, const char *key) {
-    json_t *v = json_object_get(r->object, key);
-    return json_is_null(v) ? NULL : v;
-}
-
-/* Readers of one key each: a missing (or null) key takes the default or dies when required; a
- * key of the wrong JSON type dies naming the file, the key and the expected type. */
-static int64_t get_int(const reader *r, const char *key, bool required, int64_t fallback) {
-    json_t *v = get_value(r, key);
-    if (!v) {
-        if (required)
-            tt_die("%s: key \"%s%s\" is missing; a Hugging Face config.json of this model type has it (an integer)",
-                   r->path, r->prefix, key);
-        return fallback;
-    }
-    if (!json_is_integer(v))
-        tt_die("%s: key \"%s%s\" must be an integer, not %s", r->path, r->prefix, key, tt_json_type_name(v));
-    return (int64_t)json_integer_value(v);
-}
-
-static double get_number(const reader *r, const char *key, bool required, double fallback) {
-    json_t *v = get_value(r, key);
-    if (!v) {
-        if (required) tt_die("%s: key \"%s%s\" is missing; it is required here (a number)", r->path, r->prefix, key);
-        return fallback;
-    }
-    if (!json_is_number(v))
-        tt_die("%s: key \"%s%s\" must be a number, not %s", r->path, r->prefix, key, tt_json_type_name(v));
-    return json_number_value(v);
-}
-
-static bool get_bool(const reader *r, const char *key, bool fallback) {
-    json_t *v = get_value(r, key);
-    if (!v) return fallback;
-    if (!json_is_boolean(v))
-        tt_die("%s: key \"%s%s\" must be true or false, not %s", r->path, r->prefix, key, tt_json_type_name(v));
-    return json_is_true(v);
-}
-
-/* NULL when absent or null. */
-static const char *get_string(const reader *r, const char *key) {
-    json_t *v = get_value(r, key);
-    if (!v) return NULL;
-    if (!json_is_string(v))
-        tt_die("%s: key \"%s%s\" must be a string, not %s", r->path, r->prefix, key, tt_json_type_name(v));
-    return json_string_value(v);
-}
-
 /* bos/eos ids: an integer, a list of integers (the first is used), or absent/null (-1). */
-static int64_t get_token_id(const reader *r, const char *key) {
-    json_t *v = get_value(r, key);
+static int64_t get_token_id(const tt_config_reader *r, const char *key) {
+    json_t *v = tt_config_value(r, key);
     if (json_is_array(v)) {
         for (size_t i = 0; i < json_array_size(v); i++)
             if (!json_is_integer(json_array_get(v, i)))
@@ -93,35 +37,35 @@ static int64_t get_token_id(const reader *r, const char *key) {
 }
 
 /* transformers 5 keeps everything in rope_parameters; 4 uses rope_theta + rope_scaling. */
-static void read_rope(const reader *top, tt_model_config *c) {
-    json_t *params = get_value(top, "rope_parameters");
-    json_t *scaling = get_value(top, "rope_scaling");
+static void read_rope(const tt_config_reader *top, tt_model_config *c) {
+    json_t *params = tt_config_value(top, "rope_parameters");
+    json_t *scaling = tt_config_value(top, "rope_scaling");
     if (params && !json_is_object(params))
         tt_die("%s: key \"rope_parameters\" must be an object or null, not %s", top->path, tt_json_type_name(params));
     if (scaling && !json_is_object(scaling))
         tt_die("%s: key \"rope_scaling\" must be an object or null, not %s", top->path, tt_json_type_name(scaling));
 
-    c->rope_theta = get_number(top, "rope_theta", false, 10000.0);
+    c->rope_theta = tt_config_number(top, "rope_theta", false, 10000.0);
     c->rope_type = TT_ROPE_DEFAULT;
     c->rope_factor = c->rope_low_freq_factor = c->rope_high_freq_factor = 0;
     c->rope_original_max_position = 0;
     json_t *source = params ? params : scaling;
     if (!source) return;
-    const reader r = {top->path, source, params ? "rope_parameters." : "rope_scaling."};
-    if (params) c->rope_theta = get_number(&r, "rope_theta", false, c->rope_theta);
+    const tt_config_reader r = {top->path, source, params ? "rope_parameters." : "rope_scaling."};
+    if (params) c->rope_theta = tt_config_number(&r, "rope_theta", false, c->rope_theta);
 
-    const char *name = get_string(&r, "rope_type");
-    if (!name) name = get_string(&r, "type");
+    const char *name = tt_config_string(&r, "rope_type");
+    if (!name) name = tt_config_string(&r, "type");
     if (!name || strcmp(name, "default") == 0) return;
     if (strcmp(name, "llama3") != 0)
         tt_die("%s: key \"%srope_type\" is \"%s\"; only \"default\" and \"llama3\" RoPE are supported (linear, "
                "dynamic, yarn, longrope and the others are not)",
                top->path, r.prefix, name);
     c->rope_type = TT_ROPE_LLAMA3;
-    c->rope_factor = get_number(&r, "factor", true, 0);
-    c->rope_low_freq_factor = get_number(&r, "low_freq_factor", true, 0);
-    c->rope_high_freq_factor = get_number(&r, "high_freq_factor", true, 0);
-    c->rope_original_max_position = get_int(&r, "original_max_position_embeddings", true, 0);
+    c->rope_factor = tt_config_number(&r, "factor", true, 0);
+    c->rope_low_freq_factor = tt_config_number(&r, "low_freq_factor", true, 0);
+    c->rope_high_freq_factor = tt_config_number(&r, "high_freq_factor", true, 0);
+    c->rope_original_max_position = tt_config_int(&r, "original_max_position_embeddings", true, 0);
     if (!(c->rope_factor > 0) || !(c->rope_low_freq_factor > 0) ||
         !(c->rope_high_freq_factor > c->rope_low_freq_factor) || c->rope_original_max_position <= 0)
         tt_die("%s: llama3 RoPE in \"%.*s\" needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
@@ -133,26 +77,26 @@ static void read_rope(const reader *top, tt_model_config *c) {
 /* transformers' quantization_config. Only what tiertrain needs to tell a checkpoint it reads (bitsandbytes 4-bit) from
  * one it does not is read; the refusals are tt_model_config_check_quantization's, so `tiertrain plan` and the loaders
  * decide where they apply. */
-static void read_quantization(const reader *top, tt_model_quantization *q) {
+static void read_quantization(const tt_config_reader *top, tt_model_quantization *q) {
     memset(q, 0, sizeof(*q));
-    json_t *config = get_value(top, "quantization_config");
+    json_t *config = tt_config_value(top, "quantization_config");
     if (!config) return;
     if (!json_is_object(config))
         tt_die("%s: key \"quantization_config\" must be an object or null, not %s", top->path,
                tt_json_type_name(config));
-    const reader r = {top->path, config, "quantization_config."};
+    const tt_config_reader r = {top->path, config, "quantization_config."};
     q->present = true;
-    const char *method = get_string(&r, "quant_method");
+    const char *method = tt_config_string(&r, "quant_method");
     snprintf(q->method, sizeof q->method, "%s", method ? method : "");
-    q->load_in_4bit = get_bool(&r, "load_in_4bit", false);
-    q->load_in_8bit = get_bool(&r, "load_in_8bit", false);
-    const char *type = get_string(&r, "bnb_4bit_quant_type");
+    q->load_in_4bit = tt_config_bool(&r, "load_in_4bit", false);
+    q->load_in_8bit = tt_config_bool(&r, "load_in_8bit", false);
+    const char *type = tt_config_string(&r, "bnb_4bit_quant_type");
     if (type && strcmp(type, "nf4") != 0 && strcmp(type, "fp4") != 0)
         tt_die("%s: quantization_config.bnb_4bit_quant_type is \"%s\"; bitsandbytes' 4-bit types are nf4 and fp4",
                top->path, type);
     q->format.type = type && strcmp(type, "fp4") == 0 ? TT_QUANT4_FP4 : TT_QUANT4_NF4;
-    q->format.double_quant = get_bool(&r, "bnb_4bit_use_double_quant", false);
-    json_t *skip = get_value(&r, "llm_int8_skip_modules");
+    q->format.double_quant = tt_config_bool(&r, "bnb_4bit_use_double_quant", false);
+    json_t *skip = tt_config_value(&r, "llm_int8_skip_modules");
     if (skip && !json_is_array(skip))
         tt_die("%s: quantization_config.llm_int8_skip_modules must be a list of module names or null, not %s",
                top->path, tt_json_type_name(skip));
@@ -236,60 +180,49 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
         tt_die("%s:%d:%d: not valid JSON: %s; fix the file or re-download the model's config.json", path, error.line,
                error.column, error.text);
     if (!json_is_object(root)) tt_die("%s: a config.json must be a JSON object, not %s", path, tt_json_type_name(root));
-    const reader r = {path, root, ""};
+    const tt_config_reader r = {path, root, ""};
 
     json_t *type = json_object_get(root, "model_type");
     if (!type || json_is_null(type))
-        tt_die("%s: key \"model_type\" is missing; expected one of " TT_SUPPORTED_MODEL_TYPES, path);
+        tt_die("%s: key \"model_type\" is missing; expected one of %s", path, tt_arch_supported_types());
     if (!json_is_string(type))
-        tt_die("%s: key \"model_type\" must be a string (one of " TT_SUPPORTED_MODEL_TYPES "), not %s", path,
+        tt_die("%s: key \"model_type\" must be a string (one of %s), not %s", path, tt_arch_supported_types(),
                tt_json_type_name(type));
     const char *model_type = json_string_value(type);
-    if (strcmp(model_type, "llama") != 0 && strcmp(model_type, "mistral") != 0 && strcmp(model_type, "qwen2") != 0 &&
-        strcmp(model_type, "qwen3") != 0)
-        tt_die("%s: model_type \"%s\" is not supported; tiertrain trains " TT_SUPPORTED_MODEL_TYPES " models", path,
-               model_type);
+    const tt_arch *arch = tt_arch_find(model_type);
+    if (!arch)
+        tt_die("%s: model_type \"%s\" is not supported; tiertrain trains %s models", path, model_type,
+               tt_arch_supported_types());
     snprintf(c->model_type, sizeof c->model_type, "%s", model_type);
-    const bool is_qwen = strcmp(model_type, "qwen2") == 0 || strcmp(model_type, "qwen3") == 0;
 
-    c->vocab_size = get_int(&r, "vocab_size", true, 0);
-    c->hidden_size = get_int(&r, "hidden_size", true, 0);
-    c->intermediate_size = get_int(&r, "intermediate_size", true, 0);
-    c->num_layers = get_int(&r, "num_hidden_layers", true, 0);
-    c->num_heads = get_int(&r, "num_attention_heads", true, 0);
-    c->num_kv_heads = get_int(&r, "num_key_value_heads", false, c->num_heads);
-    c->head_dim = get_int(&r, "head_dim", false, c->num_heads > 0 ? c->hidden_size / c->num_heads : 0);
-    c->max_position_embeddings = get_int(&r, "max_position_embeddings", false, 2048);
-    c->rms_norm_eps = get_number(&r, "rms_norm_eps", false, 1e-6);
-    c->initializer_range = get_number(&r, "initializer_range", false, 0.02);
-    c->tie_word_embeddings = get_bool(&r, "tie_word_embeddings", false);
-    c->attention_bias = get_bool(&r, "attention_bias", strcmp(model_type, "qwen2") == 0);
-    c->qk_norm = strcmp(model_type, "qwen3") == 0;
-    if (get_bool(&r, "mlp_bias", false))
+    c->vocab_size = tt_config_int(&r, "vocab_size", true, 0);
+    c->hidden_size = tt_config_int(&r, "hidden_size", true, 0);
+    c->intermediate_size = tt_config_int(&r, "intermediate_size", true, 0);
+    c->num_layers = tt_config_int(&r, "num_hidden_layers", true, 0);
+    c->num_heads = tt_config_int(&r, "num_attention_heads", true, 0);
+    c->num_kv_heads = tt_config_int(&r, "num_key_value_heads", false, c->num_heads);
+    c->head_dim = tt_config_int(&r, "head_dim", false, c->num_heads > 0 ? c->hidden_size / c->num_heads : 0);
+    c->max_position_embeddings = tt_config_int(&r, "max_position_embeddings", false, 2048);
+    c->rms_norm_eps = tt_config_number(&r, "rms_norm_eps", false, 1e-6);
+    c->initializer_range = tt_config_number(&r, "initializer_range", false, 0.02);
+    c->tie_word_embeddings = tt_config_bool(&r, "tie_word_embeddings", false);
+    c->attention_bias = tt_config_bool(&r, "attention_bias", false);
+    if (tt_config_bool(&r, "mlp_bias", false))
         tt_die("%s: mlp_bias is true; tiertrain's MLP has no biases (Llama, Mistral and Qwen checkpoints do not use "
                "them)",
                path);
-    const char *act = get_string(&r, "hidden_act");
+    const char *act = tt_config_string(&r, "hidden_act");
     if (act && strcmp(act, "silu") != 0)
         tt_die("%s: hidden_act is \"%s\"; tiertrain's MLP is SwiGLU and needs \"silu\"", path, act);
-    if (strcmp(model_type, "mistral") == 0) {
-        c->sliding_window = get_int(&r, "sliding_window", false, 0);
-        if (c->sliding_window < 0)
-            tt_die("%s: key \"sliding_window\" is %lld; it must be positive, or null for full attention", path,
-                   (long long)c->sliding_window);
-    } else if (is_qwen && get_bool(&r, "use_sliding_window", false)) {
-        tt_die("%s: use_sliding_window is true; sliding-window attention for %s models is not supported yet (set it "
-               "to false to train with full attention)",
-               path, model_type);
-    }
+    if (arch->read_config) arch->read_config(&r, c);
     read_rope(&r, c);
     read_quantization(&r, &c->quantization);
     c->bos_token_id = get_token_id(&r, "bos_token_id");
     c->eos_token_id = get_token_id(&r, "eos_token_id");
 
     /* transformers 5 writes "dtype", 4 wrote "torch_dtype". */
-    const char *dtype_key = get_value(&r, "dtype") ? "dtype" : "torch_dtype";
-    const char *dtype = get_string(&r, dtype_key);
+    const char *dtype_key = tt_config_value(&r, "dtype") ? "dtype" : "torch_dtype";
+    const char *dtype = tt_config_string(&r, dtype_key);
     c->dtype = TT_F32;
     if (dtype && (tt_dtype_from_torch_name(dtype, &c->dtype) != 0 ||
                   (c->dtype != TT_F32 && c->dtype != TT_BF16 && c->dtype != TT_F16)))
@@ -339,19 +272,17 @@ void tt_model_config_validate(const tt_model_config *c, const char *source) {
     /* The parameter count in doubles (no overflow, ample precision for a bound): at most 2^50
      * parameters, so that tt_model_config_param_count's int64 products, every one of them a
      * term of this sum, cannot overflow (a fuzzed config with hidden_size 2^39 did). */
-    const double D = (double)c->hidden_size, q = (double)c->num_heads * (double)c->head_dim,
-                 kv = (double)c->num_kv_heads * (double)c->head_dim;
-    const double per_layer =
-        2 * D + 2 * q * D + 2 * kv * D + 3 * D * (double)c->intermediate_size + q + 2 * kv + 2 * (double)c->head_dim;
+    const tt_arch *arch = tt_arch_find(c->model_type);
+    if (!arch)
+        tt_die("%s: model_type \"%s\" is not one tiertrain trains (%s)", source, c->model_type,
+               tt_arch_supported_types());
+    const double D = (double)c->hidden_size;
+    double per_layer = 0;
+    for (int i = 0; i < arch->layer_param_count; i++)
+        per_layer +=
+            (double)tt_dim_size(arch->layer_params[i].rows, c) * (double)tt_dim_size(arch->layer_params[i].cols, c);
     if (!(2 * (double)c->vocab_size * D + (double)c->num_layers * per_layer + D <= 0x1p50))
         tt_die("%s: the model's sizes imply more than 2^50 parameters; the file is corrupt", source);
-}
-
-static const char *architecture_of(const char *model_type) {
-    if (strcmp(model_type, "mistral") == 0) return "MistralForCausalLM";
-    if (strcmp(model_type, "qwen2") == 0) return "Qwen2ForCausalLM";
-    if (strcmp(model_type, "qwen3") == 0) return "Qwen3ForCausalLM";
-    return "LlamaForCausalLM";
 }
 
 /* The fewest significant digits (15 to 17) that print every value so it reads back exactly,
@@ -389,7 +320,8 @@ void tt_model_config_save(const tt_model_config *c, const char *path) {
     }
     json_t *root = json_object();
     json_t *architectures = json_array();
-    json_array_append_new(architectures, json_string(architecture_of(c->model_type)));
+    const tt_arch *arch = tt_arch_of(c);
+    json_array_append_new(architectures, json_string(arch->architecture));
     json_object_set_new(root, "architectures", architectures);
     json_object_set_new(root, "model_type", json_string(c->model_type));
     json_object_set_new(root, "vocab_size", json_integer(c->vocab_size));
@@ -417,12 +349,7 @@ void tt_model_config_save(const tt_model_config *c, const char *path) {
     json_object_set_new(root, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
     json_object_set_new(root, "attention_bias", json_boolean(c->attention_bias));
     json_object_set_new(root, "mlp_bias", json_false());
-    /* transformers' MistralConfig defaults sliding_window to 4096, so full attention is an
-     * explicit null; Qwen models keep sliding windows off. */
-    if (strcmp(c->model_type, "mistral") == 0)
-        json_object_set_new(root, "sliding_window",
-                            c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null());
-    else if (strncmp(c->model_type, "qwen", 4) == 0) json_object_set_new(root, "use_sliding_window", json_false());
+    if (arch->write_config) arch->write_config(root, c);
     json_object_set_new(root, "bos_token_id", c->bos_token_id >= 0 ? json_integer(c->bos_token_id) : json_null());
     json_object_set_new(root, "eos_token_id", c->eos_token_id >= 0 ? json_integer(c->eos_token_id) : json_null());
     json_object_set_new(root, "torch_dtype", json_string(tt_dtype_torch_name(c->dtype)));
@@ -450,15 +377,12 @@ void tt_model_config_free(tt_model_config *c) {
 }
 
 int64_t tt_model_config_param_count(const tt_model_config *c) {
-    const int64_t D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
-    const int64_t q = c->num_heads * hd, kv = c->num_kv_heads * hd;
-    int64_t per_layer = 2 * D                /* input and post-attention RMSNorm */
-                        + q * D + 2 * kv * D /* q, k, v projections */
-                        + D * q              /* o projection */
-                        + 3 * D * F;         /* gate, up, down */
-    if (c->attention_bias) per_layer += q + 2 * kv;
-    if (c->qk_norm) per_layer += 2 * hd;
-    int64_t total = c->vocab_size * D + c->num_layers * per_layer + D;
-    if (!c->tie_word_embeddings) total += c->vocab_size * D;
+    const tt_arch *arch = tt_arch_of(c);
+    int64_t per_layer = 0;
+    for (int i = 0; i < arch->layer_param_count; i++)
+        if (tt_layer_param_present(&arch->layer_params[i], c))
+            per_layer += tt_dim_size(arch->layer_params[i].rows, c) * tt_dim_size(arch->layer_params[i].cols, c);
+    int64_t total = c->vocab_size * c->hidden_size + c->num_layers * per_layer + c->hidden_size;
+    if (!c->tie_word_embeddings) total += c->vocab_size * c->hidden_size;
     return total;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "model/arch.h"
 
 /* Offsets are rounded to 64 elements so every parameter starts 256-byte aligned in fp32
  * (and 128-byte in bf16): vector loads and GPU kernels need no special cases. 4-bit weights: 16 bytes. */
@@ -13,17 +14,14 @@
  * of 256-byte arena units in bf16 and fp32 alike and the two parts sit back to back in one buffer. */
 #define TT_TRAINABLE_ALIGN_ELEMS 128
 
-static const tt_param_kind lora_base_kinds[TT_LORA_MODULE_COUNT] = {
-    TT_PARAM_WQ, TT_PARAM_WK, TT_PARAM_WV, TT_PARAM_WO, TT_PARAM_W_GATE, TT_PARAM_W_UP, TT_PARAM_W_DOWN};
-
-tt_param_kind tt_lora_module_base_kind(tt_lora_module module) {
-    TT_CHECK(module >= 0 && module < TT_LORA_MODULE_COUNT, "LoRA module %d", (int)module);
-    return lora_base_kinds[module];
-}
-
 bool tt_param_kind_is_linear_weight(tt_param_kind kind) {
     return kind == TT_PARAM_WQ || kind == TT_PARAM_WK || kind == TT_PARAM_WV || kind == TT_PARAM_WO ||
            kind == TT_PARAM_W_GATE || kind == TT_PARAM_W_UP || kind == TT_PARAM_W_DOWN;
+}
+
+bool tt_param_kind_is_norm(tt_param_kind kind) {
+    return kind == TT_PARAM_ATTN_NORM || kind == TT_PARAM_MLP_NORM || kind == TT_PARAM_Q_NORM ||
+           kind == TT_PARAM_K_NORM || kind == TT_PARAM_FINAL_NORM;
 }
 
 static tt_param_info *add_param(tt_param_table *t, int *capacity, tt_param_kind kind, int64_t layer, const char *name,
@@ -59,37 +57,21 @@ static bool layer_frozen(const tt_trainable_spec *spec, int64_t layer) {
 
 void tt_param_table_build(const tt_model_config *c, tt_param_table *t) { tt_param_table_build_trainable(c, NULL, t); }
 
-/* The model's own parameters in checkpoint order: the embedding, each decoder layer's, the final norm, the LM head
- * (unless tied). */
+/* The model's own parameters in checkpoint order: the embedding, each decoder layer's (its family's table), the
+ * final norm, the LM head (unless tied). */
 static void add_base_params(tt_param_table *t, int *capacity, const tt_model_config *c) {
-    const int64_t D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
-    const int64_t q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
+    const tt_arch *arch = tt_arch_of(c);
+    const int64_t D = c->hidden_size;
     char name[96];
     add_param(t, capacity, TT_PARAM_EMBED, -1, "model.embed_tokens.weight", 2, c->vocab_size, D);
-    for (int64_t l = 0; l < c->num_layers; l++) {
-#define LAYER_PARAM(kind, suffix, ndim, d0, d1)                                    \
-    do {                                                                           \
-        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix); \
-        add_param(t, capacity, kind, l, name, ndim, d0, d1);                       \
-    } while (0)
-        LAYER_PARAM(TT_PARAM_ATTN_NORM, "input_layernorm.weight", 1, D, 1);
-        LAYER_PARAM(TT_PARAM_WQ, "self_attn.q_proj.weight", 2, q_dim, D);
-        if (c->attention_bias) LAYER_PARAM(TT_PARAM_BQ, "self_attn.q_proj.bias", 1, q_dim, 1);
-        LAYER_PARAM(TT_PARAM_WK, "self_attn.k_proj.weight", 2, kv_dim, D);
-        if (c->attention_bias) LAYER_PARAM(TT_PARAM_BK, "self_attn.k_proj.bias", 1, kv_dim, 1);
-        LAYER_PARAM(TT_PARAM_WV, "self_attn.v_proj.weight", 2, kv_dim, D);
-        if (c->attention_bias) LAYER_PARAM(TT_PARAM_BV, "self_attn.v_proj.bias", 1, kv_dim, 1);
-        LAYER_PARAM(TT_PARAM_WO, "self_attn.o_proj.weight", 2, D, q_dim);
-        if (c->qk_norm) {
-            LAYER_PARAM(TT_PARAM_Q_NORM, "self_attn.q_norm.weight", 1, hd, 1);
-            LAYER_PARAM(TT_PARAM_K_NORM, "self_attn.k_norm.weight", 1, hd, 1);
+    for (int64_t l = 0; l < c->num_layers; l++)
+        for (int i = 0; i < arch->layer_param_count; i++) {
+            const tt_layer_param *p = &arch->layer_params[i];
+            if (!tt_layer_param_present(p, c)) continue;
+            snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, p->name);
+            add_param(t, capacity, p->kind, l, name, p->cols == TT_DIM_ONE ? 1 : 2, tt_dim_size(p->rows, c),
+                      tt_dim_size(p->cols, c));
         }
-        LAYER_PARAM(TT_PARAM_MLP_NORM, "post_attention_layernorm.weight", 1, D, 1);
-        LAYER_PARAM(TT_PARAM_W_GATE, "mlp.gate_proj.weight", 2, F, D);
-        LAYER_PARAM(TT_PARAM_W_UP, "mlp.up_proj.weight", 2, F, D);
-        LAYER_PARAM(TT_PARAM_W_DOWN, "mlp.down_proj.weight", 2, D, F);
-#undef LAYER_PARAM
-    }
     add_param(t, capacity, TT_PARAM_FINAL_NORM, -1, "model.norm.weight", 1, D, 1);
     if (!c->tie_word_embeddings) add_param(t, capacity, TT_PARAM_LM_HEAD, -1, "lm_head.weight", 2, c->vocab_size, D);
 }
@@ -112,6 +94,12 @@ static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_con
     if (t->lora_rank > 0) {
         TT_CHECK((spec->lora_targets & ~TT_LORA_ALL_MODULES) == 0 && spec->lora_targets != 0, "LoRA targets 0x%x",
                  spec->lora_targets);
+        const unsigned offered = tt_arch_lora_modules(c);
+        for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
+            if ((spec->lora_targets >> m) & ~offered & 1u)
+                tt_die("lora_target_modules names %s, but %s models have no such layer; use all-linear or name "
+                       "their linear layers",
+                       tt_lora_module_name((tt_lora_module)m), c->model_type);
         t->lora_targets = spec->lora_targets;
         t->lora_alpha = spec->lora_alpha;
         t->lora_scaling = spec->lora_alpha / (double)spec->lora_rank;
@@ -120,8 +108,8 @@ static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_con
         for (int64_t l = 0; l < c->num_layers; l++)
             for (int m = 0; m < TT_LORA_MODULE_COUNT; m++) {
                 if (!((t->lora_targets >> m) & 1u)) continue;
-                const tt_param_info *base = tt_param_table_find(t, lora_base_kinds[m], l);
-                const int64_t out = base->shape[0], in = base->shape[1];
+                int64_t in, out;
+                tt_arch_linear_shape(c, (tt_lora_module)m, &in, &out);
                 snprintf(name, sizeof name, "base_model.model.model.layers.%lld.%s.lora_A.weight", (long long)l,
                          tt_lora_module_path((tt_lora_module)m));
                 add_param(t, capacity, TT_PARAM_LORA_A, l, name, 2, r, in)->lora_module = (tt_lora_module)m;

@@ -20,30 +20,8 @@
 
 #include "model/lora_modules.h"
 #include "model/model_config.h"
+#include "model/param_kind.h"
 #include "ops/quant4.h"
-
-typedef enum tt_param_kind {
-    TT_PARAM_EMBED,      /* [V, D] model.embed_tokens.weight */
-    TT_PARAM_ATTN_NORM,  /* [D] input_layernorm */
-    TT_PARAM_WQ,         /* [Hq*hd, D] */
-    TT_PARAM_BQ,         /* [Hq*hd] (attention_bias) */
-    TT_PARAM_WK,         /* [Hkv*hd, D] */
-    TT_PARAM_BK,         /* [Hkv*hd] */
-    TT_PARAM_WV,         /* [Hkv*hd, D] */
-    TT_PARAM_BV,         /* [Hkv*hd] */
-    TT_PARAM_WO,         /* [D, Hq*hd] */
-    TT_PARAM_Q_NORM,     /* [hd] (qk_norm) */
-    TT_PARAM_K_NORM,     /* [hd] */
-    TT_PARAM_MLP_NORM,   /* [D] post_attention_layernorm */
-    TT_PARAM_W_GATE,     /* [F, D] */
-    TT_PARAM_W_UP,       /* [F, D] */
-    TT_PARAM_W_DOWN,     /* [D, F] */
-    TT_PARAM_FINAL_NORM, /* [D] model.norm */
-    TT_PARAM_LM_HEAD,    /* [V, D] (absent when tied) */
-    TT_PARAM_LORA_A,     /* [r, in] of the linear layer lora_module */
-    TT_PARAM_LORA_B,     /* [out, r] */
-    TT_PARAM_KIND_COUNT
-} tt_param_kind;
 
 typedef struct tt_param_info {
     char name[96]; /* Hugging Face name (PEFT's for adapters) */
@@ -84,9 +62,6 @@ typedef struct tt_trainable_spec {
     const uint32_t *float_linear;
 } tt_trainable_spec;
 
-/* Whether a parameter kind is one of the seven linear weights of a decoder layer (what QLoRA quantizes). */
-bool tt_param_kind_is_linear_weight(tt_param_kind kind);
-
 typedef struct tt_param_table {
     tt_param_info *params;
     int count;
@@ -120,8 +95,6 @@ const tt_param_info *tt_param_table_find(const tt_param_table *table, tt_param_k
 /* The adapter of a linear layer: TT_PARAM_LORA_A or _B of module in layer; NULL when not adapted. */
 const tt_param_info *tt_param_table_find_lora(const tt_param_table *table, tt_param_kind kind, tt_lora_module module,
                                               int64_t layer);
-/* The base-model parameter kind a LoRA module adapts (TT_PARAM_WQ ... TT_PARAM_W_DOWN). */
-tt_param_kind tt_lora_module_base_kind(tt_lora_module module);
 
 /* Typed views into a flat buffer (weights, gradients, ...). Absent parameters are NULL. */
 typedef struct tt_layer_view {

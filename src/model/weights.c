@@ -290,8 +290,7 @@ void tt_weights_init_random_to(const tt_param_table *table, double std, uint64_t
             finish_quantized(&b, p, &table->quant_format, sink);
             continue;
         }
-        const bool is_norm = p->kind == TT_PARAM_ATTN_NORM || p->kind == TT_PARAM_MLP_NORM ||
-                             p->kind == TT_PARAM_Q_NORM || p->kind == TT_PARAM_K_NORM || p->kind == TT_PARAM_FINAL_NORM;
+        const bool is_norm = tt_param_kind_is_norm(p->kind);
         const uint64_t stream_seed = is_adapter(p) || is_norm || p->ndim == 1 ? 0 : tt_rng_next(&stream);
         for (int64_t first = 0; first < p->numel; first += PIECE_VALUES) {
             const int64_t count = min64(PIECE_VALUES, p->numel - first);

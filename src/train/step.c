@@ -8,7 +8,7 @@
 #include "core/check.h"
 #include "core/trace.h"
 #include "ops/dropout_mask.h"
-#include "train/lora_step.h"
+#include "train/block.h"
 
 /* Pointers to one layer's saved activations (NULL for absent slots). */
 typedef struct saved_tensors {
@@ -35,8 +35,8 @@ static void push_slots(tt_model_state *s, saved_tensors *out, tt_slot_set which)
         out->slot[i] = NULL;
         if (i == TT_SAVED_FIRST_MLP_SLOT) out->mlp_mark = tt_arena_get_mark(&s->arena);
         if (!((which >> i) & 1u) || !s->sizes.saved_slot[i]) continue;
-        out->slot[i] = tt_arena_push(&s->arena, s->sizes.saved_slot[i], TT_CLASS_SAVED_ACTIVATION,
-                                     tt_layer_slots_for(&s->config)->slot[i].name);
+        out->slot[i] =
+            tt_arena_push(&s->arena, s->sizes.saved_slot[i], TT_CLASS_SAVED_ACTIVATION, s->slots->slot[i].name);
         out->bytes += s->sizes.saved_slot[i];
     }
 }
@@ -206,18 +206,6 @@ void *tt_model_trainable_weights_at(const tt_model_state *s, int64_t e) {
     TT_CHECK(r->weights_slot < 0 || e == r->start, "trainable element %lld is in another rank's shard (zero_stage 3)",
              (long long)e);
     return (unsigned char *)s->trainable_weights + r->weights_offset + (size_t)(e - r->start) * s->plan.weight_bytes;
-}
-
-/* How the RoPE tables' rows map to the micro-batch's B*T tokens: token t of each sequence takes row t of [T, hd/2]
- * (B sequences of T rows), or with packed documents token n takes row n of the micro-batch's gathered [N, hd/2]
- * (one "sequence" of N rows). */
-typedef struct rope_layout {
-    int64_t sequences, rows;
-} rope_layout;
-
-static rope_layout rope_layout_of(const tt_model_state *s) {
-    if (s->plan.packed_documents) return (rope_layout){1, s->plan.micro_batch * s->plan.seq_len};
-    return (rope_layout){s->plan.micro_batch, s->plan.seq_len};
 }
 
 static void model_state_build(tt_model_state *s);
@@ -402,6 +390,9 @@ static void bind_layers(tt_model_state *s) {
 }
 
 static void model_state_build(tt_model_state *s) {
+    s->arch = tt_arch_of(&s->config);
+    s->slots = s->arch->slots;
+    s->block = tt_block_for(s->arch);
     tt_residency_build(&s->residency, &s->params, &s->plan, &s->sizes);
     push_persistent_tensors(s);
     /* the explicit prepare step: the backend builds its plans for this run before the first op */
@@ -451,315 +442,6 @@ uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_ste
     return tt_dropout_seed_mix(tt_dropout_seed_mix(run_seed, (uint64_t)step), (uint64_t)micro_step);
 }
 
-/* The shape of the linear layer a LoRA module adapts: W is [out, in]. */
-static void lora_module_shape(const tt_model_config *c, tt_lora_module m, int64_t *in, int64_t *out) {
-    const int64_t D = c->hidden_size, F = c->intermediate_size;
-    const int64_t q_dim = c->num_heads * c->head_dim, kv_dim = c->num_kv_heads * c->head_dim;
-    static const int which[TT_LORA_MODULE_COUNT][2] = {{0, 1}, {0, 2}, {0, 2}, {1, 0}, {0, 3}, {0, 3}, {3, 0}};
-    const int64_t dims[4] = {D, q_dim, kv_dim, F};
-    *in = dims[which[m][0]];
-    *out = dims[which[m][1]];
-}
-
-/* Rows [first, first + count) of the micro-batch's B*T: all of them, or one shard of the MLP's
- * (tiled_mlp). An adapter's saved down projection [N, r] is sliced to the rows, and its dropout
- * mask is the whole micro-batch's at those rows. */
-typedef struct row_range {
-    int64_t first, count;
-} row_range;
-
-static row_range all_rows(const tt_model_state *s) {
-    return (row_range){.first = 0, .count = s->plan.micro_batch * s->plan.seq_len};
-}
-
-/* Row `first` of a [rows, width] tensor in the activation precision. */
-static void *row_at(const tt_model_state *s, void *base, int64_t first, int64_t width) {
-    return base ? (unsigned char *)base + (size_t)(first * width) * s->plan.activation_bytes : NULL;
-}
-
-/* Layer l's adapter on module m for this micro-step; false when the module has none. */
-static bool lora_layer(const tt_model_state *s, int64_t l, tt_lora_module m, const row_range *rows,
-                       tt_lora_layer *out) {
-    const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
-    if (!w->lora_a[m]) return false;
-    *out = (tt_lora_layer){.A = w->lora_a[m],
-                           .B = w->lora_b[m],
-                           .dA = g->lora_a[m],
-                           .dB = g->lora_b[m],
-                           .rank = s->params.lora_rank,
-                           .scaling = (float)s->params.lora_scaling};
-    lora_module_shape(&s->config, m, &out->in, &out->out);
-    if (s->lora_dropout_on && s->params.lora_dropout > 0) {
-        out->drop_threshold = tt_dropout_threshold(s->params.lora_dropout);
-        out->drop_multiplier = (float)(1.0 / (1.0 - s->params.lora_dropout));
-        out->drop_seed = tt_dropout_seed_mix(s->lora_dropout_seed, (uint64_t)(l * TT_LORA_MODULE_COUNT + m));
-        out->drop_seed = tt_dropout_seed_at(out->drop_seed, (uint64_t)(rows->first * out->in));
-        out->dropout_buffer = s->lora_dropout_buffer;
-    }
-    return true;
-}
-
-/* The rows of module m's saved down projection. */
-static void *adapter_rows(const tt_model_state *s, tt_saved_slot slot, void *const *S, const row_range *rows) {
-    return row_at(s, S[slot], rows->first, s->params.lora_rank);
-}
-
-/* The adapter's down projection into its saved slot, when the slot is wanted and the module adapted
- * (x: the rows' input). */
-static void adapter_down_rows(tt_model_state *s, int64_t l, tt_lora_module m, const void *x, void *const *S,
-                              tt_slot_set compute, const row_range *rows) {
-    const tt_saved_slot slot = tt_lora_saved_slot(m);
-    tt_lora_layer lora;
-    if (((compute >> slot) & 1u) && lora_layer(s, l, m, rows, &lora))
-        tt_lora_forward_down(s->backend, &lora, x, adapter_rows(s, slot, S, rows), rows->count);
-}
-
-/* y += the adapter's up projection of its slot (after the base layer wrote y's rows). */
-static void adapter_up_rows(tt_model_state *s, int64_t l, tt_lora_module m, void *y, void *const *S,
-                            const row_range *rows) {
-    const tt_saved_slot slot = tt_lora_saved_slot(m);
-    tt_lora_layer lora;
-    if (lora_layer(s, l, m, rows, &lora))
-        tt_lora_forward_up(s->backend, &lora, adapter_rows(s, slot, S, rows), y, rows->count);
-}
-
-static void adapter_backward_weights_rows(tt_model_state *s, int64_t l, tt_lora_module m, const void *dy, const void *x,
-                                          void *const *S, const row_range *rows) {
-    const tt_saved_slot slot = tt_lora_saved_slot(m);
-    tt_lora_layer lora;
-    if (lora_layer(s, l, m, rows, &lora))
-        tt_lora_backward_weights(s->backend, &lora, dy, x, adapter_rows(s, slot, S, rows), rows->count);
-}
-
-static void adapter_backward_input_rows(tt_model_state *s, int64_t l, tt_lora_module m, void *dx, void *const *S,
-                                        const row_range *rows) {
-    const tt_saved_slot slot = tt_lora_saved_slot(m);
-    tt_lora_layer lora;
-    if (lora_layer(s, l, m, rows, &lora))
-        tt_lora_backward_input(s->backend, &lora, adapter_rows(s, slot, S, rows), dx, rows->count);
-}
-
-/* The same over the whole micro-batch. */
-static void adapter_down(tt_model_state *s, int64_t l, tt_lora_module m, const void *x, void *const *S,
-                         tt_slot_set compute) {
-    const row_range rows = all_rows(s);
-    adapter_down_rows(s, l, m, x, S, compute, &rows);
-}
-
-static void adapter_up(tt_model_state *s, int64_t l, tt_lora_module m, void *y, void *const *S) {
-    const row_range rows = all_rows(s);
-    adapter_up_rows(s, l, m, y, S, &rows);
-}
-
-static void adapter_backward_weights(tt_model_state *s, int64_t l, tt_lora_module m, const void *dy, const void *x,
-                                     void *const *S) {
-    const row_range rows = all_rows(s);
-    adapter_backward_weights_rows(s, l, m, dy, x, S, &rows);
-}
-
-static void adapter_backward_input(tt_model_state *s, int64_t l, tt_lora_module m, void *dx, void *const *S) {
-    const row_range rows = all_rows(s);
-    adapter_backward_input_rows(s, l, m, dx, S, &rows);
-}
-
-/* The MLP's shards: tiled_mlp's, or one of the whole micro-batch. */
-static bool mlp_tiled(const tt_model_state *s) { return s->plan.mlp_shards > 1; }
-
-static int64_t mlp_shard_count(const tt_model_state *s) { return mlp_tiled(s) ? s->plan.mlp_shards : 1; }
-
-static row_range mlp_shard(const tt_model_state *s, int64_t k) {
-    if (!mlp_tiled(s)) return all_rows(s);
-    const int64_t N = s->plan.micro_batch * s->plan.seq_len, first = k * s->plan.mlp_shard_rows;
-    const int64_t count = N - first < s->plan.mlp_shard_rows ? N - first : s->plan.mlp_shard_rows;
-    return (row_range){.first = first, .count = count};
-}
-
-/* The weight a GEMM reads: the tensor itself, or with 4-bit frozen weights (QLoRA) the tensor dequantized into the
- * one shared buffer (sizes.dequant_buffer: the largest linear weight in the compute precision), which the GEMM that
- * follows reads before the next dequantization rewrites it (both on the compute stream, in order). The same
- * dequantization every time, so a recompute and every memory mode see the same weights. */
-static const void *gemm_weight(tt_model_state *s, const tt_layer_view *layer, tt_param_kind kind, const void *w,
-                               int64_t numel) {
-    if (!((layer->quantized >> kind) & 1u)) return w; /* in the compute dtype (a base that keeps it in float too) */
-    tt_backend_dequantize_4bit(s->backend, s->dequant_buffer, w, numel, &s->params.quant_format);
-    return s->dequant_buffer;
-}
-
-/* The MLP's intermediates for the rows of one shard (all rows untiled), from the norm output and
- * the gate/up adapters' down projections: gate, up and SwiGLU (those in `compute`) into their slots,
- * which hold the shard alone when tiled, and down_proj's adapter projection into its rows. */
-static void mlp_intermediates(tt_model_state *s, int64_t l, void *const *S, tt_slot_set compute,
-                              const row_range *rows) {
-    const tt_backend *b = s->backend;
-    const tt_layer_view *w = &s->w_layers[l];
-    const int64_t D = s->config.hidden_size, F = s->config.intermediate_size, n = rows->count;
-    const void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows->first, D);
-    if ((compute >> TT_SAVED_GATE) & 1u) {
-        tt_backend_linear_forward(b, S[TT_SAVED_GATE], normed, gemm_weight(s, w, TT_PARAM_W_GATE, w->w_gate, F * D),
-                                  NULL, NULL, n, D, F);
-        adapter_up_rows(s, l, TT_LORA_GATE, S[TT_SAVED_GATE], S, rows);
-    }
-    if ((compute >> TT_SAVED_UP) & 1u) {
-        tt_backend_linear_forward(b, S[TT_SAVED_UP], normed, gemm_weight(s, w, TT_PARAM_W_UP, w->w_up, F * D), NULL,
-                                  NULL, n, D, F);
-        adapter_up_rows(s, l, TT_LORA_UP, S[TT_SAVED_UP], S, rows);
-    }
-    if ((compute >> TT_SAVED_SWIGLU) & 1u)
-        tt_backend_swiglu_forward(b, S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], n * F);
-    adapter_down_rows(s, l, TT_LORA_DOWN, S[TT_SAVED_SWIGLU], S, compute, rows);
-}
-
-/* One decoder layer forward: x_in -> the saved slots in `compute`, and x_out unless it is NULL
- * (a recompute in the backward needs the saved slots only, not the layer output). An op runs
- * when any of its outputs is in `compute`; its inputs are there, kept or computed before it.
- * A recomputed op may rewrite a kept output beside the one wanted (a norm's rstd, say) with the
- * same bits: every op is deterministic. */
-static void layer_forward(tt_model_state *s, int64_t l, const void *x_in, const saved_tensors *sv, void *x_out,
-                          tt_slot_set compute) {
-    const tt_backend *b = s->backend;
-    const tt_model_config *c = &s->config;
-    const tt_layer_view *w = &s->w_layers[l];
-    void *const *S = sv->slot;
-    const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
-    const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
-    const rope_layout rope = rope_layout_of(s);
-#define WANTS(slots) ((compute & (slots)) != 0)
-
-    if (WANTS(TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_ATTN_RSTD)))
-        tt_backend_rmsnorm_forward(b, S[TT_SAVED_ATTN_NORMED], S[TT_SAVED_ATTN_RSTD], x_in, w->attn_norm, N, D,
-                                   c->rms_norm_eps);
-    adapter_down(s, l, TT_LORA_Q, S[TT_SAVED_ATTN_NORMED], S, compute);
-    adapter_down(s, l, TT_LORA_K, S[TT_SAVED_ATTN_NORMED], S, compute);
-    adapter_down(s, l, TT_LORA_V, S[TT_SAVED_ATTN_NORMED], S, compute);
-    if (c->qk_norm) {
-        if (WANTS(TT_SLOT(TT_SAVED_Q_RAW))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_Q_RAW], S[TT_SAVED_ATTN_NORMED],
-                                      gemm_weight(s, w, TT_PARAM_WQ, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
-            adapter_up(s, l, TT_LORA_Q, S[TT_SAVED_Q_RAW], S);
-        }
-        if (WANTS(TT_SLOT(TT_SAVED_K_RAW))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_K_RAW], S[TT_SAVED_ATTN_NORMED],
-                                      gemm_weight(s, w, TT_PARAM_WK, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
-            adapter_up(s, l, TT_LORA_K, S[TT_SAVED_K_RAW], S);
-        }
-        /* q = rope(norm(q_raw)), written together with its rstd */
-        if (WANTS(TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD))) {
-            tt_backend_rmsnorm_forward(b, S[TT_SAVED_Q], S[TT_SAVED_Q_RSTD], S[TT_SAVED_Q_RAW], w->q_norm,
-                                       N * c->num_heads, hd, c->rms_norm_eps);
-            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads,
-                                    hd);
-        }
-        if (WANTS(TT_SLOT(TT_SAVED_K) | TT_SLOT(TT_SAVED_K_RSTD))) {
-            tt_backend_rmsnorm_forward(b, S[TT_SAVED_K], S[TT_SAVED_K_RSTD], S[TT_SAVED_K_RAW], w->k_norm,
-                                       N * c->num_kv_heads, hd, c->rms_norm_eps);
-            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows,
-                                    c->num_kv_heads, hd);
-        }
-    } else {
-        if (WANTS(TT_SLOT(TT_SAVED_Q))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_Q], S[TT_SAVED_ATTN_NORMED],
-                                      gemm_weight(s, w, TT_PARAM_WQ, w->wq, q_dim * D), w->bq, NULL, N, D, q_dim);
-            adapter_up(s, l, TT_LORA_Q, S[TT_SAVED_Q], S);
-            tt_backend_rope_forward(b, S[TT_SAVED_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads,
-                                    hd);
-        }
-        if (WANTS(TT_SLOT(TT_SAVED_K))) {
-            tt_backend_linear_forward(b, S[TT_SAVED_K], S[TT_SAVED_ATTN_NORMED],
-                                      gemm_weight(s, w, TT_PARAM_WK, w->wk, kv_dim * D), w->bk, NULL, N, D, kv_dim);
-            adapter_up(s, l, TT_LORA_K, S[TT_SAVED_K], S);
-            tt_backend_rope_forward(b, S[TT_SAVED_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows,
-                                    c->num_kv_heads, hd);
-        }
-    }
-    if (WANTS(TT_SLOT(TT_SAVED_V))) {
-        tt_backend_linear_forward(b, S[TT_SAVED_V], S[TT_SAVED_ATTN_NORMED],
-                                  gemm_weight(s, w, TT_PARAM_WV, w->wv, kv_dim * D), w->bv, NULL, N, D, kv_dim);
-        adapter_up(s, l, TT_LORA_V, S[TT_SAVED_V], S);
-    }
-    if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE))) {
-        if (s->plan.sequence_parallel > 1) /* Ulysses: tokens traded for heads around the attention */
-            tt_sequence_parallel_attention_forward(s, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q],
-                                                   S[TT_SAVED_K], S[TT_SAVED_V]);
-        else
-            tt_backend_attention_forward(b, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K],
-                                         S[TT_SAVED_V], &s->attention);
-    }
-    /* residual + o_proj(attention) */
-    adapter_down(s, l, TT_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
-    if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID))) {
-        tt_backend_linear_forward(b, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_OUT],
-                                  gemm_weight(s, w, TT_PARAM_WO, w->wo, D * q_dim), NULL, x_in, N, q_dim, D);
-        adapter_up(s, l, TT_LORA_O, S[TT_SAVED_RESIDUAL_MID], S);
-    }
-
-    if (WANTS(TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD)))
-        tt_backend_rmsnorm_forward(b, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID],
-                                   w->mlp_norm, N, D, c->rms_norm_eps);
-    adapter_down(s, l, TT_LORA_GATE, S[TT_SAVED_MLP_NORMED], S, compute);
-    adapter_down(s, l, TT_LORA_UP, S[TT_SAVED_MLP_NORMED], S, compute);
-    /* Tiled, the intermediates live one shard at a time: a recompute leaves them to the MLP
-     * backward, which makes them again shard by shard. */
-    if (mlp_tiled(s) && !x_out) return;
-    for (int64_t k = 0; k < mlp_shard_count(s); k++) {
-        const row_range rows = mlp_shard(s, k);
-        mlp_intermediates(s, l, S, compute, &rows);
-        if (x_out) {
-            void *out = row_at(s, x_out, rows.first, D);
-            tt_backend_linear_forward(b, out, S[TT_SAVED_SWIGLU], gemm_weight(s, w, TT_PARAM_W_DOWN, w->w_down, D * F),
-                                      NULL, row_at(s, S[TT_SAVED_RESIDUAL_MID], rows.first, D), rows.count, F, D);
-            adapter_up_rows(s, l, TT_LORA_DOWN, out, S, &rows);
-        }
-    }
-#undef WANTS
-}
-
-/* The MLP half of a layer's backward. d_residual holds the gradient of the layer output and
- * becomes the gradient of the residual after attention. The MLP's saved tensors are dead once
- * read, so their gradients overwrite them: d SwiGLU goes into the SwiGLU output, d gate and d up
- * into gate and up, the norm output's gradient into the norm output (each weight gradient is
- * taken first, from the input it still holds). No scratch at all. Tiled (tiled_mlp), shard by
- * shard: the shard's intermediates are made again from the norm output first, its weight
- * gradients add to the others' in shard order, and its rows of the norm output take their
- * gradient; the norm's backward then runs once over all rows. */
-static void mlp_backward(tt_model_state *s, int64_t l, void *const *S, void *d_residual) {
-    const tt_backend *b = s->backend;
-    const tt_model_config *c = &s->config;
-    const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
-    const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size, F = c->intermediate_size;
-
-    /* x_out = mid + down(silu(gate(n)) * up(n)), n = norm(mid); an adapter's weight gradients are
-     * taken while its layer's input is intact, and its share of the input gradient added after the
-     * base layer's (its down-projection slot holds the gradient in between) */
-    for (int64_t k = 0; k < mlp_shard_count(s); k++) {
-        const row_range rows = mlp_shard(s, k);
-        const int64_t n = rows.count;
-        if (mlp_tiled(s)) mlp_intermediates(s, l, S, TT_ALL_SLOTS, &rows);
-        const void *dy = row_at(s, d_residual, rows.first, D);
-        void *normed = row_at(s, S[TT_SAVED_MLP_NORMED], rows.first, D);
-        adapter_backward_weights_rows(s, l, TT_LORA_DOWN, dy, S[TT_SAVED_SWIGLU], S, &rows);
-        tt_backend_linear_backward(b, S[TT_SAVED_SWIGLU], g->w_down, NULL, dy, S[TT_SAVED_SWIGLU],
-                                   gemm_weight(s, w, TT_PARAM_W_DOWN, w->w_down, D * F), n, F, D, false);
-        adapter_backward_input_rows(s, l, TT_LORA_DOWN, S[TT_SAVED_SWIGLU], S, &rows);
-        tt_backend_swiglu_backward(b, S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_SWIGLU], S[TT_SAVED_GATE],
-                                   S[TT_SAVED_UP], n * F);
-        adapter_backward_weights_rows(s, l, TT_LORA_GATE, S[TT_SAVED_GATE], normed, S, &rows);
-        adapter_backward_weights_rows(s, l, TT_LORA_UP, S[TT_SAVED_UP], normed, S, &rows);
-        tt_backend_linear_backward(b, NULL, g->w_gate, NULL, S[TT_SAVED_GATE], normed, w->w_gate, n, D, F, false);
-        tt_backend_linear_backward(b, NULL, g->w_up, NULL, S[TT_SAVED_UP], normed, w->w_up, n, D, F, false);
-        void *d_normed = normed;
-        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_GATE], NULL,
-                                   gemm_weight(s, w, TT_PARAM_W_GATE, w->w_gate, F * D), n, D, F, false);
-        tt_backend_linear_backward(b, d_normed, NULL, NULL, S[TT_SAVED_UP], NULL,
-                                   gemm_weight(s, w, TT_PARAM_W_UP, w->w_up, F * D), n, D, F, true);
-        adapter_backward_input_rows(s, l, TT_LORA_GATE, d_normed, S, &rows);
-        adapter_backward_input_rows(s, l, TT_LORA_UP, d_normed, S, &rows);
-    }
-    tt_backend_rmsnorm_backward(b, d_residual, g->mlp_norm, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_RESIDUAL_MID],
-                                w->mlp_norm, S[TT_SAVED_MLP_RSTD], N, D);
-}
-
-/* The attention half: d_residual becomes the gradient of the layer input. The attention
- * norm output's gradient overwrites the norm output, as in the MLP half. */
 /* The layer inputs above layer l, x[l+1..L], are dead from layer l's recompute on (the head and the layers
  * above are done with them; the recompute writes no output). Where they are one run of compute-tier buffers,
  * layer l's attention backward may take them as more workspace: *bytes 0 where they are not (an offloaded
@@ -775,70 +457,6 @@ static void *dead_inputs_above(const tt_model_state *s, void *const *x, int64_t 
     }
     *bytes = (size_t)(L - l) * stride;
     return x[l + 1];
-}
-
-static void attention_backward(tt_model_state *s, int64_t l, const void *x_in, void *const *S,
-                               const backward_scratch *scratch, void *d_residual, void *spare, size_t spare_bytes) {
-    const tt_backend *b = s->backend;
-    const tt_model_config *c = &s->config;
-    const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
-    void *const *W = scratch->slot;
-    const int64_t N = s->plan.micro_batch * s->plan.seq_len, D = c->hidden_size;
-    const int64_t hd = c->head_dim, q_dim = c->num_heads * hd, kv_dim = c->num_kv_heads * hd;
-    const rope_layout rope = rope_layout_of(s);
-
-    /* mid = x_in + o(attention(rope(norm(q(n))), rope(norm(k(n))), v(n))), n = norm(x_in) */
-    adapter_backward_weights(s, l, TT_LORA_O, d_residual, S[TT_SAVED_ATTN_OUT], S);
-    tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, d_residual, S[TT_SAVED_ATTN_OUT],
-                               gemm_weight(s, w, TT_PARAM_WO, w->wo, D * q_dim), N, q_dim, D, false);
-    adapter_backward_input(s, l, TT_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
-    if (s->plan.sequence_parallel > 1)
-        tt_sequence_parallel_attention_backward(s, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
-                                                W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE],
-                                                S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V], W[TT_BACKWARD_ATTENTION],
-                                                spare, spare_bytes);
-    else
-        tt_backend_attention_backward(b, W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K], W[TT_BACKWARD_D_V],
-                                      W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q],
-                                      S[TT_SAVED_K], S[TT_SAVED_V], &s->attention, W[TT_BACKWARD_ATTENTION], spare,
-                                      spare_bytes);
-    tt_backend_rope_backward(b, W[TT_BACKWARD_D_Q], s->rope_cos, s->rope_sin, rope.sequences, rope.rows, c->num_heads,
-                             hd);
-    tt_backend_rope_backward(b, W[TT_BACKWARD_D_K], s->rope_cos, s->rope_sin, rope.sequences, rope.rows,
-                             c->num_kv_heads, hd);
-    void *d_q_proj = W[TT_BACKWARD_D_Q], *d_k_proj = W[TT_BACKWARD_D_K];
-    if (c->qk_norm) {
-        /* The norms' input gradients go where the attention backward's dead inputs were: d q before
-         * norm into d attention output, d k before norm into k (both the same shape). */
-        const size_t act = s->plan.activation_bytes;
-        void *d_q_raw = W[TT_BACKWARD_D_ATTN_OUT], *d_k_raw = S[TT_SAVED_K];
-        tt_backend_zero(b, d_q_raw, (size_t)(N * q_dim) * act);
-        tt_backend_zero(b, d_k_raw, (size_t)(N * kv_dim) * act);
-        tt_backend_rmsnorm_backward(b, d_q_raw, g->q_norm, W[TT_BACKWARD_D_Q], S[TT_SAVED_Q_RAW], w->q_norm,
-                                    S[TT_SAVED_Q_RSTD], N * c->num_heads, hd);
-        tt_backend_rmsnorm_backward(b, d_k_raw, g->k_norm, W[TT_BACKWARD_D_K], S[TT_SAVED_K_RAW], w->k_norm,
-                                    S[TT_SAVED_K_RSTD], N * c->num_kv_heads, hd);
-        d_q_proj = d_q_raw;
-        d_k_proj = d_k_raw;
-    }
-    void *normed = S[TT_SAVED_ATTN_NORMED];
-    adapter_backward_weights(s, l, TT_LORA_Q, d_q_proj, normed, S);
-    adapter_backward_weights(s, l, TT_LORA_K, d_k_proj, normed, S);
-    adapter_backward_weights(s, l, TT_LORA_V, W[TT_BACKWARD_D_V], normed, S);
-    tt_backend_linear_backward(b, NULL, g->wq, g->bq, d_q_proj, normed, w->wq, N, D, q_dim, false);
-    tt_backend_linear_backward(b, NULL, g->wk, g->bk, d_k_proj, normed, w->wk, N, D, kv_dim, false);
-    tt_backend_linear_backward(b, NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], normed, w->wv, N, D, kv_dim, false);
-    void *d_normed = normed;
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_q_proj, NULL,
-                               gemm_weight(s, w, TT_PARAM_WQ, w->wq, q_dim * D), N, D, q_dim, false);
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, d_k_proj, NULL,
-                               gemm_weight(s, w, TT_PARAM_WK, w->wk, kv_dim * D), N, D, kv_dim, true);
-    tt_backend_linear_backward(b, d_normed, NULL, NULL, W[TT_BACKWARD_D_V], NULL,
-                               gemm_weight(s, w, TT_PARAM_WV, w->wv, kv_dim * D), N, D, kv_dim, true);
-    adapter_backward_input(s, l, TT_LORA_Q, d_normed, S);
-    adapter_backward_input(s, l, TT_LORA_K, d_normed, S);
-    adapter_backward_input(s, l, TT_LORA_V, d_normed, S);
-    tt_backend_rmsnorm_backward(b, d_residual, g->attn_norm, d_normed, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D);
 }
 
 /* The trace: spans and counters are marks on the backend's timeline (device events on the GPU),
@@ -944,7 +562,7 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
         const saved_tensors all = merge_slots(&kept_here, &temporary);
         run_hooks(s, TT_HOOK_BEFORE_FORWARD, l + 1, train);
         const uint64_t start = trace_mark(s);
-        layer_forward(s, l, x[l], &all, x[l + 1], TT_ALL_SLOTS);
+        s->block->forward(s, l, x[l], all.slot, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
         trace_layer(s, "compute", train ? "forward" : "eval forward", l, start);
         tt_arena_pop_to(&s->arena, temporary.mark);
@@ -1025,7 +643,7 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
         const saved_tensors all = merge_slots(&kept[l], &recomputed);
         const uint64_t start = trace_mark(s);
         if (recomputed.bytes) {
-            layer_forward(s, l, x[l], &all, NULL, recompute);
+            s->block->forward(s, l, x[l], all.slot, NULL, recompute);
             trace_layer(s, "compute", "recompute", l, start);
         }
         const uint64_t backward_start = trace_mark(s);
@@ -1033,14 +651,14 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
         /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
          * go, and the attention backward's scratch takes their place. */
         run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, l + 1, true);
-        mlp_backward(s, l, all.slot, d_residual);
+        s->block->backward_mlp(s, l, all.slot, d_residual);
         tt_arena_pop_to(&s->arena, mlp_top_mark(&kept[l], &recomputed));
         backward_scratch scratch;
         push_backward(s, &scratch);
         if (s->arena.used > s->attention_phase_used) s->attention_phase_used = s->arena.used;
         size_t spare_bytes;
         void *spare = dead_inputs_above(s, x, l, &spare_bytes);
-        attention_backward(s, l, x[l], all.slot, &scratch, d_residual, spare, spare_bytes);
+        s->block->backward_attention(s, l, x[l], all.slot, scratch.slot, d_residual, spare, spare_bytes);
         trace_memory(s);
         trace_layer(s, "compute", "backward", l, backward_start);
         tt_arena_pop_to(&s->arena, kept[l].mark);

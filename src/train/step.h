@@ -15,6 +15,7 @@
 #include "memory/residency.h"
 #include "memory/size_table.h"
 #include "memory/unit_hooks.h"
+#include "model/arch.h"
 #include "model/model_config.h"
 #include "model/params.h"
 #include "ops/backend.h"
@@ -40,6 +41,9 @@ typedef struct tt_sequence_exchange {
 
 typedef struct tt_model_state {
     tt_model_config config;
+    const tt_arch *arch;          /* the model's family (config.model_type) */
+    const tt_layer_slots *slots;  /* its saved slots (arch->slots) */
+    const struct tt_block *block; /* the block its layers run (train/block.h) */
     tt_param_table params;
     tt_plan plan;
     tt_size_table sizes;

@@ -1,7 +1,7 @@
 /* The tensors one decoder layer's backward reads: saved by its forward, or recomputed from the
  * layer input (and whatever else is saved) in the backward. The plan says which, per slot; the
  * size table sizes them; the step program pushes them. What each slot is (shape, dtype, the op writing
- * it, its half, its LoRA module) is one table per architecture (saved_slots.c), read by all three. */
+ * it, its half, its LoRA module) is one table per family (its description, arch.h), read by all three. */
 #ifndef TT_MEMORY_SAVED_SLOTS_H
 #define TT_MEMORY_SAVED_SLOTS_H
 
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/model_config.h"
+#include "model/model_config_fields.h"
 
 /* What one decoder layer's backward reads, saved by the forward (or recomputed). */
 typedef enum tt_saved_slot {
@@ -105,7 +105,7 @@ typedef struct tt_saved_slot_info {
 
 /* A decoder layer's slots for one architecture, indexed by tt_saved_slot. */
 typedef struct tt_layer_slots {
-    const char *architecture; /* "llama" (llama, mistral, qwen2) or "qwen3" (qk_norm) */
+    const char *architecture; /* the family whose table it is ("llama" for llama, mistral and qwen2) */
     tt_saved_slot_info slot[TT_SAVED_SLOT_COUNT];
 } tt_layer_slots;
 
@@ -117,12 +117,10 @@ typedef struct tt_slot_dims {
     size_t activation_bytes; /* per element of the run's activation dtype */
 } tt_slot_dims;
 
-/* The table of a model's architecture: qwen3's with qk_norm, llama's (llama, mistral, qwen2) otherwise. */
-const tt_layer_slots *tt_layer_slots_for(const tt_model_config *model);
 /* Elements of a slot (0 where it is absent). */
 int64_t tt_saved_slot_elements(const tt_saved_slot_info *info, const tt_slot_dims *dims);
-/* The saved slot holding a LoRA module's down projection. */
-tt_saved_slot tt_lora_saved_slot(int lora_module);
+/* The saved slot holding a LoRA module's down projection in a table. */
+tt_saved_slot tt_lora_saved_slot(const tt_layer_slots *slots, int lora_module);
 /* The slots an architecture marks cheap (what recompute_granularity selective recomputes). */
 tt_slot_set tt_cheap_slots(const tt_layer_slots *slots);
 

@@ -1,0 +1,107 @@
+/* Architectures as data: one description per model family (config.json's model_type). A description says what
+ * the family is made of (how its decoder layer is put together, its norms, its activation, its attention
+ * variants), its parameters under their Hugging Face names and shapes, the linear layers LoRA adapts, the slots
+ * a layer's backward reads (saved_slots.h) and the block that runs a layer (train/block.h). The parameter table,
+ * the parameter count, the LoRA shapes, the size table and the step program read a model's shape from here and
+ * nowhere else, so adding a family is its description (arch_<family>.c, one line in arch.c's list), its block
+ * when no existing one fits, and its tests.
+ *
+ * Llama, Mistral (arch_llama.c), Qwen2, Qwen3 (arch_qwen.c). */
+#ifndef TT_MODEL_ARCH_H
+#define TT_MODEL_ARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/lora_modules.h"
+#include "model/model_config_fields.h"
+#include "model/param_kind.h"
+#include "model/saved_slots.h"
+
+struct json_t;
+struct tt_config_reader;
+
+/* A size of a parameter or a linear layer, from the model config. */
+typedef enum tt_dim {
+    TT_DIM_ONE,    /* 1: the columns of a vector */
+    TT_DIM_HIDDEN, /* D, hidden_size */
+    TT_DIM_HEAD,   /* hd, head_dim */
+    TT_DIM_Q,      /* Hq * hd: the query projection's outputs */
+    TT_DIM_KV,     /* Hkv * hd: a key or value projection's outputs */
+    TT_DIM_FFN,    /* F, intermediate_size */
+    TT_DIM_VOCAB,  /* V, vocab_size */
+} tt_dim;
+
+/* The elements a dim stands for in a model. */
+int64_t tt_dim_size(tt_dim dim, const tt_model_config *model);
+
+/* When a layer parameter exists. */
+typedef enum tt_param_presence {
+    TT_PRESENT_ALWAYS,
+    TT_PRESENT_WITH_ATTENTION_BIAS, /* config.json's attention_bias (Qwen2's q/k/v biases) */
+} tt_param_presence;
+
+/* One parameter of every decoder layer: model.layers.<l>.<name>, [rows, cols] ([rows] when cols is TT_DIM_ONE). */
+typedef struct tt_layer_param {
+    tt_param_kind kind;
+    const char *name;
+    tt_dim rows, cols;
+    tt_param_presence presence;
+} tt_layer_param;
+
+/* A linear layer of a decoder layer, y = x W^T: which parameter is W, and its input and output sizes. */
+typedef struct tt_linear_layer {
+    tt_lora_module module; /* its PEFT module name (lora_modules.h) */
+    tt_param_kind weight;
+    tt_dim in, out;
+} tt_linear_layer;
+
+/* How a decoder layer is put together: which block of train/block.h runs it. */
+typedef enum tt_block_kind {
+    TT_BLOCK_PRE_NORM, /* Llama: h = x + attn(norm(x)); out = h + mlp(norm(h)) */
+} tt_block_kind;
+
+/* Normalization of q and k before RoPE. */
+typedef enum tt_qk_norm {
+    TT_QK_NORM_NONE,
+    TT_QK_NORM_PER_HEAD, /* RMSNorm over each head's hd values (Qwen3) */
+} tt_qk_norm;
+
+typedef struct tt_arch {
+    const char *model_type;   /* config.json's model_type */
+    const char *architecture; /* the transformers class a written config.json names */
+    tt_block_kind block;
+    tt_qk_norm qk_norm;
+    /* the decoder layer's parameters in checkpoint order (each layer's block is contiguous in the flat buffer) */
+    const tt_layer_param *layer_params;
+    int layer_param_count;
+    /* its linear layers, in PEFT's module order */
+    const tt_linear_layer *linear_layers;
+    int linear_layer_count;
+    const tt_layer_slots *slots; /* what a layer's backward reads */
+    /* The family's own keys of config.json, read after the common ones (model_config.c) through r (NULL: none):
+     * they may refuse a setting the family does not train, or set fields the common reader leaves at defaults. */
+    void (*read_config)(const struct tt_config_reader *r, tt_model_config *model);
+    /* The family's own keys of a config.json written from the fields (a config built in code), or NULL. */
+    void (*write_config)(struct json_t *root, const tt_model_config *model);
+} tt_arch;
+
+/* The description of a model_type, or NULL when tiertrain does not train it. */
+const tt_arch *tt_arch_find(const char *model_type);
+/* The description of a model (its model_type must be one tt_arch_find knows). */
+const tt_arch *tt_arch_of(const tt_model_config *model);
+/* "llama, mistral, qwen2 and qwen3": the model_types tiertrain trains, for messages. */
+const char *tt_arch_supported_types(void);
+
+/* The set of tt_lora_module a model's linear layers offer (lora_target_modules: all-linear). */
+unsigned tt_arch_lora_modules(const tt_model_config *model);
+/* The linear layer of LoRA module m in a model, or NULL when its family has none. */
+const tt_linear_layer *tt_arch_linear_layer(const tt_model_config *model, tt_lora_module module);
+/* W's shape of module m's linear layer: [out, in]. */
+void tt_arch_linear_shape(const tt_model_config *model, tt_lora_module module, int64_t *in, int64_t *out);
+/* The table of a model's saved slots (its family's). */
+const tt_layer_slots *tt_layer_slots_for(const tt_model_config *model);
+/* Whether a layer parameter exists in a model. */
+bool tt_layer_param_present(const tt_layer_param *param, const tt_model_config *model);
+
+#endif

@@ -48,7 +48,13 @@ import transformers
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-FIXTURES = ("tiny_qwen3", "tiny_llama", "tiny_qwen2")
+FIXTURES = ("tiny_qwen3", "tiny_llama", "tiny_qwen2", "tiny_gemma3", "tiny_gemma2", "tiny_olmo2", "tiny_smollm3",
+            "tiny_granite", "tiny_phi3")
+# The families added after the first three draw their input ids from [1, V): their embeddings have padding_idx
+# pad_token_id (0 here), whose row gets no gradient from the lookup in transformers.
+FIRST_ID = {"tiny_qwen3": 0, "tiny_llama": 0, "tiny_qwen2": 0}
+# Families whose RMSNorm multiplies by (1 + w) (w starts at 0 in transformers: drawn as N(0, 0.1) here).
+UNIT_OFFSET_NORMS = ("tiny_gemma3", "tiny_gemma2")
 
 SHAPES = dict(
     vocab_size=96,
@@ -80,6 +86,8 @@ OWN_FILES = ("config.json", "generation_config.json", "model.safetensors", "mode
 def make_config(name):
     """A transformers 5 config: RoPE settings live in rope_parameters (rope_theta included)."""
     common = dict(SHAPES, dtype="float32", attn_implementation="eager")
+    if name not in FIRST_ID:
+        common.update(pad_token_id=0, bos_token_id=1, eos_token_id=2)
     if name == "tiny_qwen3":
         return transformers.Qwen3Config(
             **common,
@@ -118,6 +126,83 @@ def make_config(name):
             tie_word_embeddings=False,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         )
+    if name == "tiny_gemma3":
+        # Gemma 3 text: three layers, sliding (window 5 of the 12 tokens), full, sliding; head_dim 16 (!= 32 / 4);
+        # the attention scale query_pre_attn_scalar ** -0.5 with 24 (not head_dim); the full layers' RoPE theta 1e6
+        # with linear scaling (factor 4), the sliding layers' theta 1e4; GeGLU (gelu tanh); (1 + w) norms; the
+        # embedding scaled by sqrt(32); tied.
+        return transformers.Gemma3TextConfig(
+            **dict(common, num_hidden_layers=3),
+            head_dim=16,
+            query_pre_attn_scalar=24,
+            sliding_window=5,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000000.0},
+            },
+            hidden_activation="gelu_pytorch_tanh",
+            tie_word_embeddings=True,
+        )
+    if name == "tiny_gemma2":
+        # Gemma 2: alternating sliding (window 5) and full layers, attention soft-capping at 2 and final-logit
+        # soft-capping at 3 (small, so that tanh bends the tiny model's scores), query_pre_attn_scalar 20, no q/k
+        # norms, tied.
+        return transformers.Gemma2Config(
+            **common,
+            head_dim=16,
+            query_pre_attn_scalar=20,
+            sliding_window=5,
+            attn_logit_softcapping=2.0,
+            final_logit_softcapping=3.0,
+            hidden_activation="gelu_pytorch_tanh",
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        )
+    if name == "tiny_olmo2":
+        # OLMo 2: no pre-norms, RMSNorm after attention and after the MLP, q/k norms over the whole projection
+        return transformers.Olmo2Config(
+            **common,
+            tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+        )
+    if name == "tiny_smollm3":
+        # SmolLM3: three layers, the middle one without RoPE (no_rope_layers 0), tied
+        return transformers.SmolLM3Config(
+            **dict(common, num_hidden_layers=3),
+            no_rope_layers=[1, 0, 1],
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 2000000.0},
+        )
+    if name == "tiny_granite":
+        # Granite: embedding, residual and attention multipliers and the logits' scaling
+        return transformers.GraniteConfig(
+            **common,
+            embedding_multiplier=3.0,
+            residual_multiplier=0.5,
+            attention_multiplier=0.3,
+            logits_scaling=2.5,
+            tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        )
+    if name == "tiny_phi3":
+        # Phi-3 / Phi-4-mini: fused qkv_proj and gate_up_proj; partial rotary 0.75 (6 of head_dim 8 rotate);
+        # LongRoPE with original_max_position_embeddings 8 < the 12 tokens, so the long factors apply, and the
+        # attention factor sqrt(1 + ln(64 / 8) / ln 8) = sqrt(2) scales cos and sin; tied (as Phi-4-mini)
+        return transformers.Phi3Config(
+            **common,
+            partial_rotary_factor=0.75,
+            original_max_position_embeddings=8,
+            rope_parameters={
+                "rope_type": "longrope",
+                "rope_theta": 10000.0,
+                "short_factor": [1.0, 1.25, 1.5],
+                "long_factor": [1.5, 3.0, 7.0],
+                "original_max_position_embeddings": 8,
+                "partial_rotary_factor": 0.75,
+            },
+            tie_word_embeddings=True,
+        )
     raise ValueError(f"unknown fixture {name}")
 
 
@@ -125,6 +210,12 @@ MODEL_CLASSES = {
     "tiny_qwen3": "Qwen3ForCausalLM",
     "tiny_llama": "LlamaForCausalLM",
     "tiny_qwen2": "Qwen2ForCausalLM",
+    "tiny_gemma3": "Gemma3ForCausalLM",
+    "tiny_gemma2": "Gemma2ForCausalLM",
+    "tiny_olmo2": "Olmo2ForCausalLM",
+    "tiny_smollm3": "SmolLM3ForCausalLM",
+    "tiny_granite": "GraniteForCausalLM",
+    "tiny_phi3": "Phi3ForCausalLM",
 }
 
 
@@ -144,9 +235,9 @@ def build_model(name):
     return model
 
 
-def init_weights(model):
-    """N(0, 0.2) for matrices, 1 + N(0, 0.1) for norm weights, N(0, 0.1) for biases, in the
-    order of named_parameters() (a tied lm_head is the embedding and is drawn once)."""
+def init_weights(model, unit_offset_norms=False):
+    """N(0, 0.2) for matrices, 1 + N(0, 0.1) for norm weights (N(0, 0.1) where the norm multiplies by 1 + w),
+    N(0, 0.1) for biases, in the order of named_parameters() (a tied lm_head is the embedding and is drawn once)."""
     torch.manual_seed(WEIGHT_SEED)
     with torch.no_grad():
         for pname, p in model.named_parameters():
@@ -154,7 +245,8 @@ def init_weights(model):
                 p.normal_(0.0, 0.2)
             elif "norm" in pname:
                 p.normal_(0.0, 0.1)
-                p.add_(1.0)
+                if not unit_offset_norms:
+                    p.add_(1.0)
             elif pname.endswith(".bias"):
                 p.normal_(0.0, 0.1)
             else:
@@ -213,6 +305,9 @@ def _eager_attention_in_input_dtype(module, query, key, value, attention_mask, *
     key_states = _repeat_kv(key, module.num_key_value_groups)
     value_states = _repeat_kv(value, module.num_key_value_groups)
     attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    softcap = kwargs.get("softcap")
+    if softcap is not None:  # Gemma 2: before the mask, as transformers' eager attention
+        attn_weights = torch.tanh(attn_weights / softcap) * softcap
     if attention_mask is not None:
         attn_weights = attn_weights + attention_mask[:, :, :, : key_states.shape[-2]]
     attn_weights = torch.softmax(attn_weights, dim=-1)
@@ -223,6 +318,8 @@ def _eager_attention_in_input_dtype(module, query, key, value, attention_mask, *
 
 def _rms_norm_in_input_dtype(self, hidden_states):
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    if type(self).__name__.startswith("Gemma"):  # Gemma's (1 + w)
+        return hidden_states * torch.rsqrt(variance + self.eps) * (1.0 + self.weight)
     return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
 
 
@@ -260,7 +357,7 @@ class Float64Patches:
         self.modeling.eager_attention_forward = eager
         if self.float64:
             for norm in self.norms:
-                if not (hasattr(norm, "weight") and hasattr(norm, "variance_epsilon")):
+                if not (hasattr(norm, "weight") and (hasattr(norm, "variance_epsilon") or hasattr(norm, "eps"))):
                     raise SystemExit(f"{type(norm).__name__} has no weight / variance_epsilon")
 
                 def forward(module, hidden_states):
@@ -300,6 +397,16 @@ def forward_backward(name, model, input_ids, labels, float64):
     return loss.detach().to(torch.float64), out.loss.detach(), grads
 
 
+def make_inputs(name, vocab_size):
+    generator = torch.Generator().manual_seed(INPUT_SEED)
+    first = FIRST_ID.get(name, 1)
+    input_ids = torch.randint(first, vocab_size, (BATCH, SEQ), generator=generator, dtype=torch.int64)
+    labels = input_ids.clone()
+    labels[0, :3] = IGNORE_INDEX
+    labels[1, 7] = IGNORE_INDEX
+    return input_ids, labels
+
+
 def max_rel_error(a, b):
     """max |a - b| / max |b| (what tests/test_golden.c measures)."""
     scale = float(b.abs().max())
@@ -310,7 +417,7 @@ def make_fixture(name, out_dir, stock):
     directory = os.path.join(out_dir, name)
     model = build_model(name)
     config = model.config
-    init_weights(model)
+    init_weights(model, name in UNIT_OFFSET_NORMS)
     for pname, p in model.named_parameters():
         if p.dtype != torch.float32:
             raise SystemExit(f"{name}: {pname} is {p.dtype}, not float32")
@@ -321,11 +428,7 @@ def make_fixture(name, out_dir, stock):
     model = model.to(torch.float64)
     model.eval()  # no dropout anywhere; gradients are unaffected
 
-    generator = torch.Generator().manual_seed(INPUT_SEED)
-    input_ids = torch.randint(0, config.vocab_size, (BATCH, SEQ), generator=generator, dtype=torch.int64)
-    labels = input_ids.clone()
-    labels[0, :3] = IGNORE_INDEX
-    labels[1, 7] = IGNORE_INDEX
+    input_ids, labels = make_inputs(name, config.vocab_size)
 
     stock_loss, stock_hf_loss, stock_grads = forward_backward(name, model, input_ids, labels, float64=False)
     ref_loss, ref_hf_loss, ref_grads = forward_backward(name, model, input_ids, labels, float64=True)
@@ -394,6 +497,7 @@ def make_fixture(name, out_dir, stock):
 LORA_SEED = 4321
 LORA_RANK, LORA_ALPHA = 4, 8
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+LORA_TARGETS_FUSED = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]  # Phi-3's linear layers
 
 
 def make_lora_fixture(name, out_dir, stock):
@@ -407,12 +511,13 @@ def make_lora_fixture(name, out_dir, stock):
             os.remove(os.path.join(directory, fname))
     os.makedirs(directory, exist_ok=True)
     base = build_model(name)
-    init_weights(base)  # the same weights make_fixture saved as <name>/model.safetensors
+    init_weights(base, name in UNIT_OFFSET_NORMS)  # the same weights make_fixture saved as <name>/model.safetensors
     with safe_open(os.path.join(out_dir, name, "model.safetensors"), framework="pt") as f:
         for pname, p in base.named_parameters():
             if pname in f.keys() and not torch.equal(f.get_tensor(pname), p.detach()):
                 raise SystemExit(f"{name}: {pname} differs from the fixture's model.safetensors; rerun without --only")
-    lora_config = peft.LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=LORA_TARGETS,
+    targets = LORA_TARGETS_FUSED if name == "tiny_phi3" else LORA_TARGETS
+    lora_config = peft.LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=targets,
                                   bias="none", task_type="CAUSAL_LM")
     model = peft.get_peft_model(base, lora_config)
     torch.manual_seed(LORA_SEED)
@@ -434,11 +539,7 @@ def make_lora_fixture(name, out_dir, stock):
 
     model = model.to(torch.float64)
     model.eval()
-    generator = torch.Generator().manual_seed(INPUT_SEED)
-    input_ids = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=generator, dtype=torch.int64)
-    labels = input_ids.clone()
-    labels[0, :3] = IGNORE_INDEX
-    labels[1, 7] = IGNORE_INDEX
+    input_ids, labels = make_inputs(name, model.config.vocab_size)
     model.zero_grad(set_to_none=True)
     with Float64Patches(model, not stock) as patches:
         out = model(input_ids=input_ids, labels=labels, use_cache=False)
@@ -464,6 +565,39 @@ def make_lora_fixture(name, out_dir, stock):
     return sum(sizes.values())
 
 
+def make_gemma3_multimodal(out_dir):
+    """tiny_gemma3's weights as the language model of a Gemma3ForConditionalGeneration (a tiny SigLIP tower and
+    projector beside it), saved by save_pretrained: the layout of the hub's Gemma 3 4B-27B checkpoints. The test
+    reads its text weights and expects tiny_gemma3's golden loss."""
+    text = build_model("tiny_gemma3")
+    init_weights(text, True)
+    text_config = text.config.to_dict()
+    for key in ("architectures", "model_type", "transformers_version", "dtype", "torch_dtype"):
+        text_config.pop(key, None)
+    vision_config = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         image_size=16, patch_size=8, num_channels=3)
+    config = transformers.Gemma3Config(text_config=text_config, vision_config=vision_config, mm_tokens_per_image=4,
+                                       boi_token_index=93, eoi_token_index=94, image_token_index=95,
+                                       dtype="float32")
+    model = transformers.Gemma3ForConditionalGeneration(config).to(torch.float32)
+    language_model = model.get_decoder() if hasattr(model, "get_decoder") else model.model.language_model
+    missing, unexpected = language_model.load_state_dict(text.model.state_dict(), strict=False)
+    if [k for k in missing if "embed_scale" not in k] or unexpected:
+        raise SystemExit(f"gemma3 multimodal: the text weights do not fit its language model: {missing} {unexpected}")
+    directory = os.path.join(out_dir, "tiny_gemma3_multimodal")
+    os.makedirs(directory, exist_ok=True)
+    for fname in OWN_FILES:
+        if os.path.isfile(os.path.join(directory, fname)):
+            os.remove(os.path.join(directory, fname))
+    model.save_pretrained(directory)
+    with safe_open(os.path.join(directory, "model.safetensors"), framework="pt") as f:
+        keys = sorted(f.keys())
+    print(f"tiny_gemma3_multimodal: {len(keys)} tensors, e.g. {[k for k in keys if 'layers.0.' in k][:3]}, "
+          f"{[k for k in keys if 'vision' in k][:1]}")
+    sizes = {f: os.path.getsize(os.path.join(directory, f)) for f in sorted(os.listdir(directory))}
+    return sum(sizes.values())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="tests/fixtures", help="directory that receives one folder per fixture")
@@ -472,16 +606,34 @@ def main():
                         help="save the unpatched model's .loss and gradients (float32 RMSNorm, softmax, loss)")
     parser.add_argument("--lora", action="store_true",
                         help="also write <fixture>/lora/: peft adapters and the LoRA gradients (needs peft)")
+    parser.add_argument("--gemma3-multimodal", action="store_true",
+                        help="also write tiny_gemma3_multimodal/: tiny_gemma3's language model inside a "
+                             "Gemma3ForConditionalGeneration checkpoint (with a tiny vision tower)")
     args = parser.parse_args()
     if not transformers.__version__.startswith("5."):
         print(f"warning: written for transformers 5.x, running {transformers.__version__}", file=sys.stderr)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)  # one reduction order, whatever the machine's core count
     total = 0
+    failed = []
     for name in args.only:
-        total += make_fixture(name, args.out, args.stock_transformers)
-        if args.lora:
-            total += make_lora_fixture(name, args.out, args.stock_transformers)
+        try:
+            total += make_fixture(name, args.out, args.stock_transformers)
+            if args.lora:
+                total += make_lora_fixture(name, args.out, args.stock_transformers)
+        except Exception as error:  # report every fixture's failure, not only the first one
+            import traceback
+            traceback.print_exc()
+            failed.append(f"{name}: {type(error).__name__}: {error}")
+    if args.gemma3_multimodal:
+        try:
+            total += make_gemma3_multimodal(args.out)
+        except Exception as error:
+            import traceback
+            traceback.print_exc()
+            failed.append(f"gemma3 multimodal: {type(error).__name__}: {error}")
+    if failed:
+        raise SystemExit("failed:\n  " + "\n  ".join(failed))
     print(f"torch {torch.__version__}, transformers {transformers.__version__}: {total} bytes in all")
     if total > 1 << 20:
         print("warning: the fixtures are over 1 MiB", file=sys.stderr)

@@ -78,6 +78,8 @@ static inline void tt_size_oracle_peaks(tt_size_table *t, const tt_model_config 
         const size_t attention_phase = held - top_mlp + t->layer_backward;
         if (held > saved_peak) saved_peak = held;
         if (held > layer_peak) layer_peak = held;
+        /* the MLP backward's scratch above the layer's slots (a norm after the MLP, a scaled residual) */
+        if (held + t->mlp_backward_scratch > layer_peak) layer_peak = held + t->mlp_backward_scratch;
         if (attention_phase > layer_peak) layer_peak = attention_phase;
         if (attention_phase > attention_peak) attention_peak = attention_phase;
         kept_before += kept;
@@ -120,8 +122,9 @@ static inline void tt_size_oracle_peaks(tt_size_table *t, const tt_model_config 
     t->class_peak[TT_CLASS_LAYER_INPUT][TT_TIER_DISK] = (size_t)to_disk * t->disk_slot;
     t->class_peak[TT_CLASS_SAVED_ACTIVATION][TT_TIER_DISK] = (size_t)blocks_on_disk * t->saved_disk_slot;
     t->tier_peak[TT_TIER_DISK] = (size_t)to_disk * t->disk_slot + (size_t)blocks_on_disk * t->saved_disk_slot;
-    const size_t persistent_workspace = 2 * t->rope_table + 2 * t->batch_ids + t->batch_positions + t->op_scratch +
-                                        t->lora_dropout_buffer + t->dequant_buffer + t->norm_partials;
+    const size_t persistent_workspace = 2 * (size_t)t->rope_tables * t->rope_table + 2 * t->batch_ids +
+                                        t->batch_positions + t->op_scratch + t->lora_dropout_buffer +
+                                        t->dequant_buffer + t->norm_partials;
 
     t->class_peak[TT_CLASS_FROZEN_WEIGHT][c] = t->frozen_weights;
     t->class_peak[tt_trainable_weight_class(params)][c] = t->weights;
@@ -133,6 +136,7 @@ static inline void tt_size_oracle_peaks(tt_size_table *t, const tt_model_config 
         t->saved_staging + (saved_peak > saved_at_head ? saved_peak : saved_at_head);
     t->class_peak[TT_CLASS_LOGITS][c] = t->logits_chunk;
     size_t transient_workspace = t->layer_backward > t->d_head ? t->layer_backward : t->d_head;
+    if (t->mlp_backward_scratch > transient_workspace) transient_workspace = t->mlp_backward_scratch;
     t->class_peak[TT_CLASS_WORKSPACE][c] = persistent_workspace + t->d_residual + transient_workspace;
 
     size_t base = t->frozen_weights + t->weights + t->gradients + t->master + t->optimizer_state +

@@ -138,6 +138,7 @@ static void expect_grad(const char *what, objective_fn f, void *ctx, double *x, 
 
 typedef struct {
     int64_t V, D, N;
+    double scale;
     int32_t *ids;
     double *table, *out, *R;
 } emb_ctx;
@@ -145,13 +146,14 @@ typedef struct {
 static double emb_objective(void *p) {
     emb_ctx *c = p;
     dnan(c->out, c->N * c->D);
-    tt_cpu_embedding_forward_f64(c->out, c->ids, c->table, c->N, c->D);
+    tt_cpu_embedding_forward_f64(c->out, c->ids, c->table, c->N, c->D, c->scale);
     return ddot(c->out, c->R, c->N * c->D);
 }
 
-static void test_embedding(void) {
+/* scale: the output's multiplier (Gemma's sqrt(hidden), Granite's embedding_multiplier; 1: a plain lookup) */
+static void test_embedding(double scale) {
     int32_t ids[] = {3, 1, 3, 0, 6, 3, 2, 1, 5};
-    emb_ctx c = {.V = 7, .D = 5, .N = 9, .ids = ids};
+    emb_ctx c = {.V = 7, .D = 5, .N = 9, .scale = scale, .ids = ids};
     const int64_t V = c.V, D = c.D, N = c.N;
     c.table = drandn(V * D, 1);
     c.out = dnew(N * D);
@@ -160,21 +162,21 @@ static void test_embedding(void) {
     emb_objective(&c);
     bool rows_ok = true;
     for (int64_t n = 0; n < N; n++)
-        rows_ok &= memcmp(c.out + n * D, c.table + ids[n] * D, (size_t)D * sizeof(double)) == 0;
-    TT_EXPECT(rows_ok, "embedding forward copies table rows");
+        for (int64_t d = 0; d < D; d++) rows_ok &= c.out[n * D + d] == c.table[ids[n] * D + d] * scale;
+    TT_EXPECT(rows_ok, "embedding forward copies table rows (times %g)", scale);
 
     double *base = drandn(V * D, 1), *dtable = dcopy(base, V * D);
-    tt_cpu_embedding_backward_f64(dtable, ids, c.R, N, D);
+    tt_cpu_embedding_backward_f64(dtable, ids, c.R, N, D, scale);
     double *grad = dsub(dtable, base, V * D);
     expect_grad("embedding dtable", emb_objective, &c, c.table, V * D, grad);
 
     float *tf = to_f32(c.table, V * D), *outf = fnew(N * D), *Rf = to_f32(c.R, N * D);
     float *dtf = to_f32(base, V * D);
     fnan(outf, N * D);
-    tt_cpu_embedding_forward_f32(outf, ids, tf, N, D);
+    tt_cpu_embedding_forward_f32(outf, ids, tf, N, D, (float)scale);
     emb_objective(&c);
     expect_close_f32("embedding forward", outf, c.out, N * D);
-    tt_cpu_embedding_backward_f32(dtf, ids, Rf, N, D);
+    tt_cpu_embedding_backward_f32(dtf, ids, Rf, N, D, (float)scale);
     expect_close_f32("embedding backward", dtf, dtable, V * D);
 
     free(c.table), free(c.out), free(c.R), free(base), free(dtable), free(grad);
@@ -185,7 +187,7 @@ static void test_embedding(void) {
 
 typedef struct {
     int64_t R, C;
-    double eps;
+    double eps, offset;
     double *x, *w, *out, *rstd, *Ro;
 } rms_ctx;
 
@@ -193,15 +195,16 @@ static double rms_objective(void *p) {
     rms_ctx *c = p;
     dnan(c->out, c->R * c->C);
     dnan(c->rstd, c->R);
-    tt_cpu_rmsnorm_forward_f64(c->out, c->rstd, c->x, c->w, c->R, c->C, c->eps);
+    tt_cpu_rmsnorm_forward_f64(c->out, c->rstd, c->x, c->w, NULL, c->R, c->C, c->eps, c->offset);
     return ddot(c->out, c->Ro, c->R * c->C);
 }
 
-static void test_rmsnorm(int64_t R, int64_t C) {
-    rms_ctx c = {.R = R, .C = C, .eps = 1e-6};
+/* offset: the weight's offset (Gemma's (1 + w): 1, its weights near 0; 0 elsewhere, weights near 1) */
+static void test_rmsnorm(int64_t R, int64_t C, double offset) {
+    rms_ctx c = {.R = R, .C = C, .eps = 1e-6, .offset = offset};
     c.x = drandn(R * C, 1);
     c.w = drandn(C, 0.3);
-    for (int64_t i = 0; i < C; i++) c.w[i] += 1;
+    for (int64_t i = 0; i < C; i++) c.w[i] += 1 - offset;
     c.out = dnew(R * C);
     c.rstd = dnew(R);
     c.Ro = drandn(R * C, 1);
@@ -212,49 +215,61 @@ static void test_rmsnorm(int64_t R, int64_t C) {
         double ms = 0;
         for (int64_t i = 0; i < C; i++) ms += c.x[r * C + i] * c.x[r * C + i];
         ref_rstd[r] = 1 / sqrt(ms / (double)C + c.eps);
-        for (int64_t i = 0; i < C; i++) ref[r * C + i] = c.w[i] * c.x[r * C + i] * ref_rstd[r];
+        for (int64_t i = 0; i < C; i++) ref[r * C + i] = (c.w[i] + offset) * c.x[r * C + i] * ref_rstd[r];
     }
     expect_close("rmsnorm forward", c.out, ref, R * C, REF_TOL);
     expect_close("rmsnorm rstd", c.rstd, ref_rstd, R, REF_TOL);
 
+    /* a residual added (a norm after a sublayer joining the residual stream): exactly residual + the norm's output;
+     * no output: the rstd alone, the same */
+    double *res = drandn(R * C, 1), *joined = dnew(R * C), *rstd_again = dnew(R);
+    tt_cpu_rmsnorm_forward_f64(joined, rstd_again, c.x, c.w, res, R, C, c.eps, offset);
+    bool joined_ok = true;
+    for (int64_t i = 0; i < R * C; i++) joined_ok &= joined[i] == res[i] + c.out[i];
+    dnan(rstd_again, R);
+    tt_cpu_rmsnorm_forward_f64(NULL, rstd_again, c.x, c.w, res, R, C, c.eps, offset);
+    TT_EXPECT(joined_ok && memcmp(rstd_again, c.rstd, (size_t)R * sizeof(double)) == 0,
+              "rmsnorm forward with a residual adds it; with no output writes the same rstd");
+    free(res), free(joined), free(rstd_again);
+
     /* "+=" into random starting values; the difference is the gradient. */
     double *base_x = drandn(R * C, 1), *base_w = drandn(C, 1);
     double *dx = dcopy(base_x, R * C), *dw = dcopy(base_w, C);
-    tt_cpu_rmsnorm_backward_f64(NULL, dx, dw, c.Ro, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, dx, dw, c.Ro, c.x, c.w, c.rstd, R, C, offset);
     double *gx = dsub(dx, base_x, R * C), *gw = dsub(dw, base_w, C);
 
     /* dx and dw may each be skipped. */
     double *dx_only = dcopy(base_x, R * C), *dw_only = dcopy(base_w, C);
-    tt_cpu_rmsnorm_backward_f64(NULL, dx_only, NULL, c.Ro, c.x, c.w, c.rstd, R, C);
-    tt_cpu_rmsnorm_backward_f64(NULL, NULL, dw_only, c.Ro, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, dx_only, NULL, c.Ro, c.x, c.w, c.rstd, R, C, offset);
+    tt_cpu_rmsnorm_backward_f64(NULL, NULL, dw_only, c.Ro, c.x, c.w, c.rstd, R, C, offset);
     TT_EXPECT(memcmp(dx_only, dx, (size_t)(R * C) * sizeof(double)) == 0 &&
                   memcmp(dw_only, dw, (size_t)C * sizeof(double)) == 0,
               "rmsnorm backward with dw or dx NULL gives the same dx and dw");
 
     /* dx may be the buffer of dout (dx = dout + gradient). */
     double *alias = dcopy(c.Ro, R * C), *dx_sep = dcopy(c.Ro, R * C), *dw_alias = dcopy(base_w, C);
-    tt_cpu_rmsnorm_backward_f64(NULL, dx_sep, NULL, c.Ro, c.x, c.w, c.rstd, R, C);
-    tt_cpu_rmsnorm_backward_f64(NULL, alias, dw_alias, alias, c.x, c.w, c.rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, dx_sep, NULL, c.Ro, c.x, c.w, c.rstd, R, C, offset);
+    tt_cpu_rmsnorm_backward_f64(NULL, alias, dw_alias, alias, c.x, c.w, c.rstd, R, C, offset);
     TT_EXPECT(memcmp(alias, dx_sep, (size_t)(R * C) * sizeof(double)) == 0 &&
                   memcmp(dw_alias, dw, (size_t)C * sizeof(double)) == 0,
               "rmsnorm backward with dx == dout");
     free(alias), free(dx_sep), free(dw_alias);
 
     char what[64];
-    snprintf(what, sizeof what, "rmsnorm dx [%lld,%lld]", (long long)R, (long long)C);
+    snprintf(what, sizeof what, "rmsnorm dx [%lld,%lld] offset %g", (long long)R, (long long)C, offset);
     expect_grad(what, rms_objective, &c, c.x, R * C, gx);
-    snprintf(what, sizeof what, "rmsnorm dw [%lld,%lld]", (long long)R, (long long)C);
+    snprintf(what, sizeof what, "rmsnorm dw [%lld,%lld] offset %g", (long long)R, (long long)C, offset);
     expect_grad(what, rms_objective, &c, c.w, C, gw);
 
     float *xf = to_f32(c.x, R * C), *wf = to_f32(c.w, C), *Rf = to_f32(c.Ro, R * C);
     float *outf = fnew(R * C), *rstdf = fnew(R), *dxf = to_f32(base_x, R * C), *dwf = to_f32(base_w, C);
     fnan(outf, R * C);
     fnan(rstdf, R);
-    tt_cpu_rmsnorm_forward_f32(outf, rstdf, xf, wf, R, C, c.eps);
+    tt_cpu_rmsnorm_forward_f32(outf, rstdf, xf, wf, NULL, R, C, c.eps, (float)offset);
     rms_objective(&c);
     expect_close_f32("rmsnorm forward", outf, c.out, R * C);
     expect_close_f32("rmsnorm rstd", rstdf, c.rstd, R);
-    tt_cpu_rmsnorm_backward_f32(NULL, dxf, dwf, Rf, xf, wf, rstdf, R, C);
+    tt_cpu_rmsnorm_backward_f32(NULL, dxf, dwf, Rf, xf, wf, rstdf, R, C, (float)offset);
     expect_close_f32("rmsnorm dx", dxf, dx, R * C);
     expect_close_f32("rmsnorm dw", dwf, dw, C);
 
@@ -477,7 +492,7 @@ static void test_column_sums(void) {
             ref_dw[i] += g[r * C + i] * x[r * C + i] * rstd[r];
             ref_db[i] += g[r * C + i];
         }
-    tt_cpu_rmsnorm_backward_f64(NULL, NULL, dw, g, x, w, rstd, R, C);
+    tt_cpu_rmsnorm_backward_f64(NULL, NULL, dw, g, x, w, rstd, R, C, 0.0);
     tt_cpu_linear_backward_f64(NULL, NULL, NULL, db, g, x, x, R, C, C, false);
     expect_close("rmsnorm dw over 300 rows", dw, ref_dw, C, REF_TOL);
     expect_close("linear db over 300 rows", db, ref_db, C, REF_TOL);
@@ -487,7 +502,7 @@ static void test_column_sums(void) {
 /* ------------------------------------------------------------------ RoPE */
 
 typedef struct {
-    int64_t B, T, H, hd;
+    int64_t B, T, H, hd, rd;
     double *x, *work, *cs, *sn, *Rx;
 } rope_ctx;
 
@@ -495,13 +510,14 @@ static double rope_objective(void *p) {
     rope_ctx *c = p;
     const int64_t n = c->B * c->T * c->H * c->hd;
     memcpy(c->work, c->x, (size_t)n * sizeof(double));
-    tt_cpu_rope_forward_f64(c->work, c->cs, c->sn, c->B, c->T, c->H, c->hd);
+    tt_cpu_rope_forward_f64(c->work, c->cs, c->sn, c->B, c->T, c->H, c->hd, c->rd);
     return ddot(c->work, c->Rx, n);
 }
 
-static void test_rope(void) {
-    rope_ctx c = {.B = 2, .T = 3, .H = 2, .hd = 6};
-    const int64_t B = c.B, T = c.T, H = c.H, hd = c.hd, half = hd / 2, n = B * T * H * hd;
+/* rd: the rotated dimensions of each head (partial rotary below hd: the others pass through) */
+static void test_rope(int64_t hd, int64_t rd) {
+    rope_ctx c = {.B = 2, .T = 3, .H = 2, .hd = hd, .rd = rd};
+    const int64_t B = c.B, T = c.T, H = c.H, half = rd / 2, n = B * T * H * hd;
     c.x = drandn(n, 1);
     c.work = dnew(n);
     c.Rx = drandn(n, 1);
@@ -509,13 +525,13 @@ static void test_rope(void) {
     c.sn = dnew(T * half);
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < half; i++) {
-            double angle = (double)(t + 1) * pow(10000.0, -2.0 * (double)i / (double)hd);
+            double angle = (double)(t + 1) * pow(10000.0, -2.0 * (double)i / (double)rd);
             c.cs[t * half + i] = cos(angle);
             c.sn[t * half + i] = sin(angle);
         }
 
     rope_objective(&c);
-    double *ref = dnew(n);
+    double *ref = dcopy(c.x, n);
     for (int64_t row = 0; row < B * T; row++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < half; i++) {
@@ -527,18 +543,20 @@ static void test_rope(void) {
     expect_close("rope forward", c.work, ref, n, REF_TOL);
 
     double *back = dcopy(c.work, n);
-    tt_cpu_rope_backward_f64(back, c.cs, c.sn, B, T, H, hd);
+    tt_cpu_rope_backward_f64(back, c.cs, c.sn, B, T, H, hd, rd);
     expect_close("rope backward undoes forward", back, c.x, n, 1e-14);
 
     double *g = dcopy(c.Rx, n);
-    tt_cpu_rope_backward_f64(g, c.cs, c.sn, B, T, H, hd);
-    expect_grad("rope dx", rope_objective, &c, c.x, n, g);
+    tt_cpu_rope_backward_f64(g, c.cs, c.sn, B, T, H, hd, rd);
+    char what[64];
+    snprintf(what, sizeof what, "rope dx (%lld of %lld dimensions)", (long long)rd, (long long)hd);
+    expect_grad(what, rope_objective, &c, c.x, n, g);
 
     float *xf = to_f32(c.x, n), *csf = to_f32(c.cs, T * half), *snf = to_f32(c.sn, T * half);
     float *gf = to_f32(c.Rx, n);
-    tt_cpu_rope_forward_f32(xf, csf, snf, B, T, H, hd);
+    tt_cpu_rope_forward_f32(xf, csf, snf, B, T, H, hd, rd);
     expect_close_f32("rope forward", xf, ref, n);
-    tt_cpu_rope_backward_f32(gf, csf, snf, B, T, H, hd);
+    tt_cpu_rope_backward_f32(gf, csf, snf, B, T, H, hd, rd);
     expect_close_f32("rope backward", gf, g, n);
 
     free(c.x), free(c.work), free(c.Rx), free(c.cs), free(c.sn), free(ref), free(back), free(g);
@@ -578,7 +596,9 @@ static void attn_reference(double *out, double *lse, const double *q, const doub
                 double m = -INFINITY, sum = 0;
                 for (int64_t j = 0; j < T; j++) {
                     bool visible = j <= i && (s->sliding_window == 0 || i - j < s->sliding_window);
-                    sc[j] = visible ? s->scale * ddot(qi, k + ((b * T + j) * Hkv + kvh) * hd, hd) : -INFINITY;
+                    double u = s->scale * ddot(qi, k + ((b * T + j) * Hkv + kvh) * hd, hd);
+                    if (s->softcap > 0) u = s->softcap * tanh(u / s->softcap);
+                    sc[j] = visible ? u : -INFINITY;
                     if (sc[j] > m) m = sc[j];
                 }
                 for (int64_t j = 0; j < T; j++) sum += exp(sc[j] - m);
@@ -592,14 +612,16 @@ static void attn_reference(double *out, double *lse, const double *q, const doub
     free(sc);
 }
 
-static void test_attention(int64_t window) {
+/* softcap: Gemma 2's soft-capping of the scores (0: none) */
+static void test_attention(int64_t window, double softcap) {
     attn_ctx c = {.s = {.batch = 2,
                         .seq_len = 5,
                         .num_heads = 4,
                         .num_kv_heads = 2,
                         .head_dim = 4,
                         .scale = 0.5,
-                        .sliding_window = window}};
+                        .sliding_window = window,
+                        .softcap = softcap}};
     const int64_t nq = attn_q_elems(&c.s), nkv = attn_kv_elems(&c.s), nl = c.s.batch * c.s.num_heads * c.s.seq_len;
     c.q = drandn(nq, 1.5);
     c.k = drandn(nkv, 1.5);
@@ -612,9 +634,9 @@ static void test_attention(int64_t window) {
     attn_objective(&c);
     double *ref = dnew(nq), *ref_lse = dnew(nl);
     attn_reference(ref, ref_lse, c.q, c.k, c.v, &c.s);
-    snprintf(what, sizeof what, "attention forward (window %lld)", (long long)window);
+    snprintf(what, sizeof what, "attention forward (window %lld, softcap %g)", (long long)window, softcap);
     expect_close(what, c.out, ref, nq, REF_TOL);
-    snprintf(what, sizeof what, "attention lse (window %lld)", (long long)window);
+    snprintf(what, sizeof what, "attention lse (window %lld, softcap %g)", (long long)window, softcap);
     expect_close(what, c.lse, ref_lse, nl, REF_TOL);
 
     double *dq = dnew(nq), *dk = dnew(nkv), *dv = dnew(nkv);
@@ -639,12 +661,12 @@ static void test_attention(int64_t window) {
     } else {
         expect_close_f32("attention dq", dqf, dq, nq);
         expect_close_f32("attention dk", dkf, dk, nkv);
-        snprintf(what, sizeof what, "attention dq (window %lld)", (long long)window);
+        snprintf(what, sizeof what, "attention dq (window %lld, softcap %g)", (long long)window, softcap);
         expect_grad(what, attn_objective, &c, c.q, nq, dq);
-        snprintf(what, sizeof what, "attention dk (window %lld)", (long long)window);
+        snprintf(what, sizeof what, "attention dk (window %lld, softcap %g)", (long long)window, softcap);
         expect_grad(what, attn_objective, &c, c.k, nkv, dk);
     }
-    snprintf(what, sizeof what, "attention dv (window %lld)", (long long)window);
+    snprintf(what, sizeof what, "attention dv (window %lld, softcap %g)", (long long)window, softcap);
     expect_grad(what, attn_objective, &c, c.v, nkv, dv);
 
     free(c.q), free(c.k), free(c.v), free(c.out), free(c.lse), free(c.Ro), free(ref), free(ref_lse);
@@ -652,22 +674,29 @@ static void test_attention(int64_t window) {
     free(dqf), free(dkf), free(dvf);
 }
 
-/* ------------------------------------------------------------------ SwiGLU, add */
+/* ------------------------------------------------------------------ gated activations, add */
 
 typedef struct {
     int64_t n;
+    tt_glu_activation act;
     double *gate, *up, *h, *Rh;
-} swiglu_ctx;
+} glu_ctx;
 
-static double swiglu_objective(void *p) {
-    swiglu_ctx *c = p;
+static double glu_objective(void *p) {
+    glu_ctx *c = p;
     dnan(c->h, c->n);
-    tt_cpu_swiglu_forward_f64(c->h, c->gate, c->up, c->n);
+    tt_cpu_glu_forward_f64(c->h, c->gate, c->up, c->n, c->act);
     return ddot(c->h, c->Rh, c->n);
 }
 
-static void test_swiglu(void) {
-    swiglu_ctx c = {.n = 24};
+/* silu(g) = g / (1 + exp(-g)); gelu tanh(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))) */
+static double glu_reference(double g, tt_glu_activation act) {
+    return act == TT_GLU_SILU ? g / (1 + exp(-g)) : 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+}
+
+static void test_glu(tt_glu_activation act) {
+    const char *name = act == TT_GLU_SILU ? "swiglu" : "geglu";
+    glu_ctx c = {.n = 24, .act = act};
     const int64_t n = c.n;
     c.gate = drandn(n, 3);
     c.gate[0] = -30; /* exp(30): the large-negative tail */
@@ -675,26 +704,33 @@ static void test_swiglu(void) {
     c.up = drandn(n, 1);
     c.h = dnew(n);
     c.Rh = drandn(n, 1);
+    char what[64];
 
-    swiglu_objective(&c);
+    glu_objective(&c);
     double *ref = dnew(n);
-    for (int64_t i = 0; i < n; i++) ref[i] = c.gate[i] / (1 + exp(-c.gate[i])) * c.up[i];
-    expect_close("swiglu forward", c.h, ref, n, REF_TOL);
+    for (int64_t i = 0; i < n; i++) ref[i] = glu_reference(c.gate[i], act) * c.up[i];
+    snprintf(what, sizeof what, "%s forward", name);
+    expect_close(what, c.h, ref, n, REF_TOL);
 
     double *dg = dnew(n), *du = dnew(n);
     dnan(dg, n), dnan(du, n);
-    tt_cpu_swiglu_backward_f64(dg, du, c.Rh, c.gate, c.up, n);
-    expect_grad("swiglu dgate", swiglu_objective, &c, c.gate, n, dg);
-    expect_grad("swiglu dup", swiglu_objective, &c, c.up, n, du);
+    tt_cpu_glu_backward_f64(dg, du, c.Rh, c.gate, c.up, n, act);
+    snprintf(what, sizeof what, "%s dgate", name);
+    expect_grad(what, glu_objective, &c, c.gate, n, dg);
+    snprintf(what, sizeof what, "%s dup", name);
+    expect_grad(what, glu_objective, &c, c.up, n, du);
 
     float *gf = to_f32(c.gate, n), *uf = to_f32(c.up, n), *Rf = to_f32(c.Rh, n);
     float *hf = fnew(n), *dgf = fnew(n), *duf = fnew(n);
     fnan(hf, n), fnan(dgf, n), fnan(duf, n);
-    tt_cpu_swiglu_forward_f32(hf, gf, uf, n);
-    tt_cpu_swiglu_backward_f32(dgf, duf, Rf, gf, uf, n);
-    expect_close_f32("swiglu forward", hf, ref, n);
-    expect_close_f32("swiglu dgate", dgf, dg, n);
-    expect_close_f32("swiglu dup", duf, du, n);
+    tt_cpu_glu_forward_f32(hf, gf, uf, n, act);
+    tt_cpu_glu_backward_f32(dgf, duf, Rf, gf, uf, n, act);
+    snprintf(what, sizeof what, "%s forward", name);
+    expect_close_f32(what, hf, ref, n);
+    snprintf(what, sizeof what, "%s dgate", name);
+    expect_close_f32(what, dgf, dg, n);
+    snprintf(what, sizeof what, "%s dup", name);
+    expect_close_f32(what, duf, du, n);
 
     free(c.gate), free(c.up), free(c.h), free(c.Rh), free(ref), free(dg), free(du);
     free(gf), free(uf), free(Rf), free(hf), free(dgf), free(duf);
@@ -719,7 +755,7 @@ static void test_add(void) {
 
 typedef struct {
     int64_t N, D, V, chunk;
-    double scale;
+    double scale, logit_scale, softcap;
     int32_t *targets;
     double *xn, *W, *logits;
 } lm_ctx;
@@ -729,19 +765,33 @@ static double lm_objective(void *p) {
     int64_t count = -1;
     dnan(c->logits, c->chunk * c->V);
     return c->scale * tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c->xn, c->W, c->targets, c->N, c->D, c->V, c->chunk,
-                                              c->logits, c->scale, 0.0, &count);
+                                              c->logits, c->logit_scale, c->softcap, c->scale, 0.0, &count);
 }
 
 static void lm_bad_target(void) {
     int32_t targets[2] = {1, 11};
     double xn[6] = {0}, W[33] = {0}, logits[33];
     int64_t count;
-    tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, xn, W, targets, 2, 3, 11, 1, logits, 1.0, 0.0, &count);
+    tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, xn, W, targets, 2, 3, 11, 1, logits, 1.0, 0.0, 1.0, 0.0, &count);
 }
 
-static void test_lm_head(void) {
+/* The logits z = xn W^T * logit_scale (Granite's 1 / logits_scaling), soft-capped at softcap > 0 (Gemma 2). */
+static double lm_logit(const lm_ctx *c, int64_t n, int64_t j) {
+    const double z = c->logit_scale * ddot(c->xn + n * c->D, c->W + j * c->D, c->D);
+    return c->softcap > 0 ? c->softcap * tanh(z / c->softcap) : z;
+}
+
+static void test_lm_head(double logit_scale, double softcap) {
     int32_t targets[] = {2, TT_IGNORE_INDEX, 10, 0, TT_IGNORE_INDEX, 5, 7};
-    lm_ctx c = {.N = 7, .D = 5, .V = 11, .chunk = 3, .scale = 0.37, .targets = targets};
+    lm_ctx c = {.N = 7,
+                .D = 5,
+                .V = 11,
+                .chunk = 3,
+                .scale = 0.37,
+                .logit_scale = logit_scale,
+                .softcap = softcap,
+                .targets = targets};
+    const double ls = logit_scale, cap = softcap;
     const int64_t N = c.N, D = c.D, V = c.V;
     c.xn = drandn(N * D, 1.5);
     c.W = drandn(V * D, 1);
@@ -752,13 +802,13 @@ static void test_lm_head(void) {
     for (int64_t n = 0; n < N; n++) {
         if (targets[n] == TT_IGNORE_INDEX) continue;
         double sum = 0;
-        for (int64_t j = 0; j < V; j++) sum += exp(ddot(c.xn + n * D, c.W + j * D, D));
-        ref += log(sum) - ddot(c.xn + n * D, c.W + targets[n] * D, D);
+        for (int64_t j = 0; j < V; j++) sum += exp(lm_logit(&c, n, j));
+        ref += log(sum) - lm_logit(&c, n, targets[n]);
         ref_count++;
     }
     int64_t count = -1;
-    double loss =
-        tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0, &count);
+    double loss = tt_cpu_lm_head_loss_f64(NULL, NULL, NULL, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, ls, cap,
+                                          c.scale, 0.0, &count);
     TT_EXPECT(fabs(loss - ref) < REF_TOL * fabs(ref), "lm_head loss %.17g vs %.17g", loss, ref);
     TT_EXPECT(count == ref_count, "lm_head count %lld vs %lld", (long long)count, (long long)ref_count);
 
@@ -766,8 +816,8 @@ static void test_lm_head(void) {
     dnan(dxn, N * D);
     dnan(c.logits, c.chunk * V);
     count = -1;
-    double loss2 =
-        tt_cpu_lm_head_loss_f64(NULL, dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0, &count);
+    double loss2 = tt_cpu_lm_head_loss_f64(NULL, dxn, dW, c.xn, c.W, targets, N, D, V, c.chunk, c.logits, ls, cap,
+                                           c.scale, 0.0, &count);
     TT_EXPECT(loss2 == loss && count == ref_count, "lm_head loss with gradients %.17g vs %.17g", loss2, loss);
     double *gW = dsub(dW, base_W, V * D);
     bool ignored_zero = true;
@@ -779,30 +829,33 @@ static void test_lm_head(void) {
     /* One chunk holding every token gives the same loss and gradients. */
     double *dxn1 = dnew(N * D), *dW1 = dcopy(base_W, V * D), *logits1 = dnew(16 * V);
     dnan(dxn1, N * D);
-    double loss1 =
-        tt_cpu_lm_head_loss_f64(NULL, dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, c.scale, 0.0, &count);
+    double loss1 = tt_cpu_lm_head_loss_f64(NULL, dxn1, dW1, c.xn, c.W, targets, N, D, V, 16, logits1, ls, cap, c.scale,
+                                           0.0, &count);
     TT_EXPECT(fabs(loss1 - loss) < 1e-14 * fabs(loss), "lm_head loss with chunk 16: %.17g vs %.17g", loss1, loss);
     expect_close("lm_head dxn with chunk 16", dxn1, dxn, N * D, 1e-14);
     expect_close("lm_head dW with chunk 16", dW1, dW, V * D, 1e-14);
 
     /* dxn may be the buffer of xn. */
     double *alias = dcopy(c.xn, N * D), *dW_alias = dcopy(base_W, V * D);
-    tt_cpu_lm_head_loss_f64(NULL, alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, c.scale, 0.0,
-                            &count);
+    tt_cpu_lm_head_loss_f64(NULL, alias, dW_alias, alias, c.W, targets, N, D, V, c.chunk, c.logits, ls, cap, c.scale,
+                            0.0, &count);
     TT_EXPECT(memcmp(alias, dxn, (size_t)(N * D) * sizeof(double)) == 0 &&
                   memcmp(dW_alias, dW, (size_t)(V * D) * sizeof(double)) == 0,
               "lm_head with dxn == xn");
     free(alias), free(dW_alias);
 
-    expect_grad("lm_head dxn", lm_objective, &c, c.xn, N * D, dxn);
-    expect_grad("lm_head dW", lm_objective, &c, c.W, V * D, gW);
+    char what[80];
+    snprintf(what, sizeof what, "lm_head dxn (logit scale %g, softcap %g)", ls, cap);
+    expect_grad(what, lm_objective, &c, c.xn, N * D, dxn);
+    snprintf(what, sizeof what, "lm_head dW (logit scale %g, softcap %g)", ls, cap);
+    expect_grad(what, lm_objective, &c, c.W, V * D, gW);
 
     float *xf = to_f32(c.xn, N * D), *Wf = to_f32(c.W, V * D), *dxf = fnew(N * D), *dWf = to_f32(base_W, V * D);
     float *lf = fnew(c.chunk * V);
     fnan(dxf, N * D);
     int64_t countf = -1;
     double lossf =
-        tt_cpu_lm_head_loss_f32(NULL, dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, c.scale, 0.0, &countf);
+        tt_cpu_lm_head_loss_f32(NULL, dxf, dWf, xf, Wf, targets, N, D, V, c.chunk, lf, ls, cap, c.scale, 0.0, &countf);
     TT_EXPECT(fabs(lossf - loss) < F32_TOL * fabs(loss) && countf == ref_count, "f32 vs f64 lm_head loss %.9g vs %.9g",
               lossf, loss);
     expect_close_f32("lm_head dxn", dxf, dxn, N * D);
@@ -813,10 +866,10 @@ static void test_lm_head(void) {
     float *dx_split = fnew(N * D), *dW_split = to_f32(base_W, V * D);
     int64_t count_a = -1, count_b = -1;
     const int64_t cut = 4;
-    double loss_split = tt_cpu_lm_head_loss_f32(NULL, dx_split, dW_split, xf, Wf, targets, cut, D, V, c.chunk, lf,
-                                                c.scale, 0.0, &count_a);
+    double loss_split = tt_cpu_lm_head_loss_f32(NULL, dx_split, dW_split, xf, Wf, targets, cut, D, V, c.chunk, lf, ls,
+                                                cap, c.scale, 0.0, &count_a);
     loss_split = tt_cpu_lm_head_loss_f32(NULL, dx_split + cut * D, dW_split, xf + cut * D, Wf, targets + cut, N - cut,
-                                         D, V, c.chunk, lf, c.scale, loss_split, &count_b);
+                                         D, V, c.chunk, lf, ls, cap, c.scale, loss_split, &count_b);
     TT_EXPECT(memcmp(&loss_split, &lossf, sizeof(double)) == 0 && count_a + count_b == countf &&
                   memcmp(dx_split, dxf, sizeof(float) * (size_t)(N * D)) == 0 &&
                   memcmp(dW_split, dWf, sizeof(float) * (size_t)(V * D)) == 0,
@@ -958,9 +1011,9 @@ static void det_embedding(const tt_backend *be, float *res) {
     float *table = frand(&r, DET_EMB_V * DET_EMB_D, 1), *dout = frand(&r, DET_EMB_N * DET_EMB_D, 1);
     float *out = res, *dtable = res + DET_EMB_N * DET_EMB_D;
     fnan(out, DET_EMB_N * DET_EMB_D);
-    tt_backend_embedding_forward(be, out, ids, table, DET_EMB_N, DET_EMB_D);
+    tt_backend_embedding_forward(be, out, ids, table, DET_EMB_N, DET_EMB_D, 1.75f);
     memcpy(dtable, table, sizeof(float) * DET_EMB_V * DET_EMB_D);
-    tt_backend_embedding_backward(be, dtable, ids, dout, DET_EMB_N, DET_EMB_D);
+    tt_backend_embedding_backward(be, dtable, ids, dout, DET_EMB_N, DET_EMB_D, 1.75f);
     free(table), free(dout);
 }
 
@@ -971,12 +1024,13 @@ static void det_rmsnorm(const tt_backend *be, float *res) {
     tt_rng_seed(&r, 2);
     const int64_t R = DET_RMS_R, C = DET_RMS_C;
     float *x = frand(&r, R * C, 1), *w = frand(&r, C, 1), *dout = frand(&r, R * C, 1);
-    float *out = res, *rstd = out + R * C, *dx = rstd + R, *dw = dx + R * C;
+    float *out = res, *rstd = out + R * C, *dx = rstd + R, *dw = dx + R * C, *joined = dw + C;
     fnan(out, R * C), fnan(rstd, R);
-    tt_backend_rmsnorm_forward(be, out, rstd, x, w, R, C, 1e-6);
+    tt_backend_rmsnorm_forward(be, out, rstd, x, w, NULL, R, C, 1e-6, 0.0f);
+    tt_backend_rmsnorm_forward(be, joined, rstd, x, w, dout, R, C, 1e-6, 1.0f); /* Gemma's, joining a residual */
     memcpy(dx, dout, sizeof(float) * (size_t)(R * C));
     memcpy(dw, w, sizeof(float) * (size_t)C);
-    tt_backend_rmsnorm_backward(be, dx, dw, dout, x, w, rstd, R, C);
+    tt_backend_rmsnorm_backward(be, dx, dw, dout, x, w, rstd, R, C, 0.0f);
     free(x), free(w), free(dout);
 }
 
@@ -1009,8 +1063,8 @@ static void det_rope(const tt_backend *be, float *res) {
     float *x = frand(&r, n, 1), *g = frand(&r, n, 1), *cs = frand(&r, nt, 1), *sn = frand(&r, nt, 1);
     memcpy(res, x, sizeof(float) * (size_t)n);
     memcpy(res + n, g, sizeof(float) * (size_t)n);
-    tt_backend_rope_forward(be, res, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD);
-    tt_backend_rope_backward(be, res + n, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD);
+    tt_backend_rope_forward(be, res, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD, DET_ROPE_HD);
+    tt_backend_rope_backward(be, res + n, cs, sn, DET_ROPE_B, DET_ROPE_T, DET_ROPE_H, DET_ROPE_HD, DET_ROPE_HD / 2);
     free(x), free(g), free(cs), free(sn);
 }
 
@@ -1023,7 +1077,7 @@ static void det_rope(const tt_backend *be, float *res) {
 #define DET_ATT_NKV (DET_ATT_B * DET_ATT_T * DET_ATT_HKV * DET_ATT_HD)
 #define DET_ATT_NL (DET_ATT_B * DET_ATT_HQ * DET_ATT_T)
 #define DET_ATT_RES (2 * DET_ATT_NQ + DET_ATT_NL + 2 * DET_ATT_NKV)
-static void det_attention_window(const tt_backend *be, float *res, int64_t window) {
+static void det_attention_window(const tt_backend *be, float *res, int64_t window, double softcap) {
     tt_rng r;
     tt_rng_seed(&r, 5);
     tt_attention_shape s = {.batch = DET_ATT_B,
@@ -1032,7 +1086,8 @@ static void det_attention_window(const tt_backend *be, float *res, int64_t windo
                             .num_kv_heads = DET_ATT_HKV,
                             .head_dim = DET_ATT_HD,
                             .scale = 0.25,
-                            .sliding_window = window};
+                            .sliding_window = window,
+                            .softcap = softcap};
     float *q = frand(&r, DET_ATT_NQ, 1), *k = frand(&r, DET_ATT_NKV, 1), *v = frand(&r, DET_ATT_NKV, 1);
     float *dout = frand(&r, DET_ATT_NQ, 1);
     float *out = res, *lse = out + DET_ATT_NQ, *dq = lse + DET_ATT_NL, *dk = dq + DET_ATT_NQ, *dv = dk + DET_ATT_NKV;
@@ -1041,19 +1096,21 @@ static void det_attention_window(const tt_backend *be, float *res, int64_t windo
     tt_backend_attention_backward(be, dq, dk, dv, dout, out, lse, q, k, v, &s, NULL, NULL, 0);
     free(q), free(k), free(v), free(dout);
 }
-static void det_attention(const tt_backend *be, float *res) { det_attention_window(be, res, 0); }
-static void det_attention_sliding(const tt_backend *be, float *res) { det_attention_window(be, res, 17); }
+static void det_attention(const tt_backend *be, float *res) { det_attention_window(be, res, 0, 0.0); }
+static void det_attention_sliding(const tt_backend *be, float *res) { det_attention_window(be, res, 17, 1.5); }
 
 #define DET_ELEM_N 10000
-static void det_swiglu_add(const tt_backend *be, float *res) {
+static void det_glu_add(const tt_backend *be, float *res) {
     tt_rng r;
     tt_rng_seed(&r, 6);
     const int64_t n = DET_ELEM_N;
     float *g = frand(&r, n, 3), *u = frand(&r, n, 1), *dh = frand(&r, n, 1);
-    fnan(res, 4 * n);
-    tt_backend_swiglu_forward(be, res, g, u, n);
-    tt_backend_swiglu_backward(be, res + n, res + 2 * n, dh, g, u, n);
+    fnan(res, 7 * n);
+    tt_backend_glu_forward(be, res, g, u, n, TT_GLU_SILU);
+    tt_backend_glu_backward(be, res + n, res + 2 * n, dh, g, u, n, TT_GLU_SILU);
     tt_backend_add(be, res + 3 * n, g, u, n);
+    tt_backend_glu_forward(be, res + 4 * n, g, u, n, TT_GLU_GELU_TANH);
+    tt_backend_glu_backward(be, res + 5 * n, res + 6 * n, dh, g, u, n, TT_GLU_GELU_TANH);
     free(g), free(u), free(dh);
 }
 
@@ -1075,7 +1132,7 @@ static void det_lm_head(const tt_backend *be, float *res) {
     memcpy(dW, W, sizeof(float) * DET_LM_V * DET_LM_D);
     int64_t count = 0;
     double loss = tt_backend_lm_head_loss(be, dxn, dW, xn, W, targets, DET_LM_N, DET_LM_D, DET_LM_V, DET_LM_CHUNK,
-                                          logits, 1.0 / 86, 0.0, &count);
+                                          logits, 0.8, 6.0, 1.0 / 86, 0.0, &count);
     memcpy(res, &loss, sizeof loss);
     memcpy(res + 2, &count, sizeof count);
     free(xn), free(W), free(logits);
@@ -1154,7 +1211,7 @@ static void test_determinism(void) {
                   i->scratch_bytes && i->attention_workspace_bytes && i->prepare && i->release &&
                   i->embedding_forward && i->embedding_backward && i->rmsnorm_forward && i->rmsnorm_backward &&
                   i->linear_forward && i->linear_backward && i->rope_forward && i->rope_backward &&
-                  i->attention_forward && i->attention_backward && i->swiglu_forward && i->swiglu_backward && i->add &&
+                  i->attention_forward && i->attention_backward && i->glu_forward && i->glu_backward && i->add &&
                   i->lm_head_loss && i->sum_squares && i->adamw_update,
               "cpu backend table is complete");
     float *blk = tt_backend_block_alloc(be, 1000);
@@ -1168,13 +1225,13 @@ static void test_determinism(void) {
 
     test_scratch_per_thread_count();
     check_threads("embedding", det_embedding, DET_EMB_N * DET_EMB_D + DET_EMB_V * DET_EMB_D);
-    check_threads("rmsnorm", det_rmsnorm, 2 * DET_RMS_R * DET_RMS_C + DET_RMS_R + DET_RMS_C);
+    check_threads("rmsnorm", det_rmsnorm, 3 * DET_RMS_R * DET_RMS_C + DET_RMS_R + DET_RMS_C);
     check_threads("linear", det_linear,
                   2 * DET_LIN_N * DET_LIN_OUT + DET_LIN_N * DET_LIN_IN + DET_LIN_OUT * DET_LIN_IN + DET_LIN_OUT);
     check_threads("rope", det_rope, 2 * DET_ROPE_B * DET_ROPE_T * DET_ROPE_H * DET_ROPE_HD);
     check_threads("attention", det_attention, DET_ATT_RES);
     check_threads("attention (sliding window)", det_attention_sliding, DET_ATT_RES);
-    check_threads("swiglu and add", det_swiglu_add, 4 * DET_ELEM_N);
+    check_threads("glu and add", det_glu_add, 7 * DET_ELEM_N);
     check_threads("lm_head_loss", det_lm_head, DET_LM_RES);
     check_threads("sum_squares and adamw", det_optimizer, 2 + 3 * DET_OPT_N);
 }
@@ -1183,22 +1240,31 @@ int main(int argc, char **argv) {
     (void)argc, (void)argv;
     tt_rng_seed(&g_rng, 20240607);
 
-    test_embedding();
-    test_rmsnorm(6, 8);
-    test_rmsnorm(24, 4); /* the per-head q/k norm shape: R = N * H rows of head_dim */
+    test_embedding(1.0);
+    test_embedding(2.5);
+    test_rmsnorm(6, 8, 0.0);
+    test_rmsnorm(24, 4, 0.0); /* the per-head q/k norm shape: R = N * H rows of head_dim */
+    test_rmsnorm(6, 8, 1.0);  /* Gemma's (1 + w) */
     test_column_sums();
     test_linear(true);
     test_linear(false);
-    test_rope();
-    test_attention(0);
-    test_attention(3);
-    test_attention(1);
-    test_swiglu();
+    test_rope(6, 6);
+    test_rope(8, 6); /* partial rotary (Phi-4-mini's 0.75) */
+    test_attention(0, 0.0);
+    test_attention(3, 0.0);
+    test_attention(1, 0.0);
+    test_attention(0, 1.5); /* Gemma 2's soft-capping */
+    test_attention(3, 1.5);
+    test_glu(TT_GLU_SILU);
+    test_glu(TT_GLU_GELU_TANH);
     test_add();
     test_dropout_mask();
     test_lora_adapter(0.0);
     test_lora_adapter(0.3);
-    test_lm_head();
+    test_lm_head(1.0, 0.0);
+    test_lm_head(0.4, 0.0); /* Granite's 1 / logits_scaling */
+    test_lm_head(1.0, 2.0); /* Gemma 2's final soft-capping */
+    test_lm_head(0.7, 1.5);
     test_sum_squares();
     test_sum_squares_in_reserved_scratch();
     test_adamw_case(1, true);

@@ -88,7 +88,7 @@ static void test_shapes(bool qk_norm) {
         [TT_SAVED_LORA_UP] = N * r,
         [TT_SAVED_GATE] = mlp_rows * F,
         [TT_SAVED_UP] = mlp_rows * F,
-        [TT_SAVED_SWIGLU] = mlp_rows * F,
+        [TT_SAVED_GLU] = mlp_rows * F,
         [TT_SAVED_LORA_DOWN] = N * r,
     };
     const tt_slot_set fp32 = TT_SLOT(TT_SAVED_ATTN_RSTD) | TT_SLOT(TT_SAVED_Q_RSTD) | TT_SLOT(TT_SAVED_K_RSTD) |
@@ -104,7 +104,7 @@ static void test_shapes(bool qk_norm) {
     }
     /* the cheap set: the norms, SwiGLU, and with qk_norm the per-head norms and RoPE of q and k */
     tt_slot_set cheap = TT_SLOT(TT_SAVED_ATTN_RSTD) | TT_SLOT(TT_SAVED_ATTN_NORMED) | TT_SLOT(TT_SAVED_MLP_RSTD) |
-                        TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_SWIGLU);
+                        TT_SLOT(TT_SAVED_MLP_NORMED) | TT_SLOT(TT_SAVED_GLU);
     if (qk_norm)
         cheap |= TT_SLOT(TT_SAVED_Q) | TT_SLOT(TT_SAVED_Q_RSTD) | TT_SLOT(TT_SAVED_K) | TT_SLOT(TT_SAVED_K_RSTD);
     TT_EXPECT(tt_cheap_slots(slots) == cheap && tt_recompute_cheap_ops(&c) == cheap, "%s: the cheap set",

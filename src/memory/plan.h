@@ -104,17 +104,27 @@ void tt_plan_free(tt_plan *plan);
 static inline int64_t tt_plan_sequence_len(const tt_plan *plan) {
     return plan->seq_len * (plan->sequence_parallel > 1 ? plan->sequence_parallel : 1);
 }
-/* The attention a rank runs: the whole sequence, its share of the heads (sequence parallel), else the model's. */
-static inline tt_attention_shape tt_plan_attention_shape(const tt_plan *plan, const tt_model_config *model) {
+/* The attention a rank runs in a layer that slides or not: the whole sequence, its share of the heads (sequence
+ * parallel), else the model's; the model's scale, window and soft-capping. */
+static inline tt_attention_shape tt_plan_attention_shape(const tt_plan *plan, const tt_model_config *model,
+                                                         bool sliding) {
     const int64_t sp = plan->sequence_parallel > 1 ? plan->sequence_parallel : 1;
     return (tt_attention_shape){.batch = plan->micro_batch,
                                 .seq_len = plan->seq_len * sp,
                                 .num_heads = model->num_heads / sp,
                                 .num_kv_heads = model->num_kv_heads / sp,
                                 .head_dim = model->head_dim,
-                                .scale = 1.0 / sqrt((double)model->head_dim),
-                                .sliding_window = model->sliding_window,
-                                .documents = plan->packed_documents};
+                                .scale = tt_model_attention_scale(model),
+                                .sliding_window = sliding ? model->sliding_window : 0,
+                                .documents = plan->packed_documents,
+                                .softcap = model->attention_softcap};
+}
+/* Whether every decoder layer of the model slides (Mistral with a window): then the backend prepares the sliding
+ * shape, else the full one (the scratch shape's). */
+static inline bool tt_model_every_layer_slides(const tt_model_config *model) {
+    for (int64_t l = 0; l < model->num_layers; l++)
+        if (!tt_model_layer_attention(model, l).sliding) return false;
+    return model->num_layers > 0;
 }
 /* ZeRO stage 1 with several ranks: each keeps its shard of the master weights and moments (optimizer_shards.h). */
 static inline bool tt_plan_shards_optimizer(const tt_plan *plan) {

@@ -94,12 +94,16 @@ int64_t tt_optimizer_first_host_unit_in(const int64_t *start, int64_t first_unit
     return best;
 }
 
+bool tt_size_table_projection_gradient(const tt_model_config *model) {
+    return tt_arch_of(model)->norm_placement != TT_NORM_PRE || tt_model_residual_scale(model) != 1.0;
+}
+
 tt_scratch_shape tt_size_table_scratch_shape(const tt_model_config *m, const tt_param_table *params,
                                              const tt_plan *plan) {
     const int64_t N = plan->micro_batch * plan->seq_len;
     return (tt_scratch_shape){
         .tokens = N,
-        .attention = tt_plan_attention_shape(plan, m),
+        .attention = tt_plan_attention_shape(plan, m, tt_model_every_layer_slides(m)),
         .hidden = m->hidden_size,
         .intermediate = m->intermediate_size,
         .loss_chunk = plan->loss_chunk,
@@ -159,6 +163,8 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->backward_slot[TT_BACKWARD_D_V] = bytes_of(N * kv_dim, a);
     t->backward_slot[TT_BACKWARD_ATTENTION] =
         tt_align_up(tt_backend_attention_workspace_bytes(backend, &settings, &scratch_shape.attention));
+    t->backward_slot[TT_BACKWARD_D_ATTN_PROJ] = tt_size_table_projection_gradient(m) ? bytes_of(N * D, a) : 0;
+    t->mlp_backward_scratch = tt_size_table_projection_gradient(m) ? bytes_of(N * D, a) : 0;
     for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++) t->layer_backward += t->backward_slot[i];
     t->sequence_parallel_q = plan->sequence_parallel > 1 ? bytes_of(N * q_dim, a) : 0;
     t->sequence_parallel_kv = plan->sequence_parallel > 1 ? bytes_of(N * kv_dim, a) : 0;
@@ -170,7 +176,8 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->d_head = bytes_of(N * D, a);
     t->d_residual = bytes_of(N * D, a);
     /* packed documents: the micro-batch's own rows of the tables, gathered at each token's position */
-    t->rope_table = bytes_of((plan->packed_documents ? N : plan->seq_len) * (m->head_dim / 2), 4);
+    t->rope_table = bytes_of((plan->packed_documents ? N : plan->seq_len) * (tt_model_rotary_dim(m) / 2), 4);
+    t->rope_tables = m->rope_local_theta > 0 ? 2 : 1;
     t->batch_ids = bytes_of(N, 4);
     /* the whole sequences' (sequence parallel: the attention's document mask spans every rank's tokens) */
     t->batch_positions = plan->packed_documents ? bytes_of(plan->micro_batch * tt_plan_sequence_len(plan), 4) : 0;

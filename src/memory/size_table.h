@@ -20,14 +20,16 @@
 
 /* Scratch of one layer's attention backward (class workspace), pushed after the MLP's saved
  * tensors are popped. The MLP's gradients, both norm outputs' gradients and the q/k norms' input
- * gradients need none: they overwrite tensors that are dead by then (see mlp_backward,
- * attention_backward). */
+ * gradients need none: they overwrite tensors that are dead by then (see train/block_dense.c). */
 typedef enum tt_backward_slot {
     TT_BACKWARD_D_ATTN_OUT, /* [N, Hq*hd] */
     TT_BACKWARD_D_Q,        /* [N, Hq*hd] */
     TT_BACKWARD_D_K,        /* [N, Hkv*hd] */
     TT_BACKWARD_D_V,        /* [N, Hkv*hd] */
     TT_BACKWARD_ATTENTION,  /* the backend's attention backward workspace (tt_backend.attention_workspace_bytes) */
+    /* [N, D] the gradient of o_proj's output where it is not the residual stream's (a norm after attention, Granite's
+     * residual_multiplier: tt_size_table_projection_gradient), else absent */
+    TT_BACKWARD_D_ATTN_PROJ,
     TT_BACKWARD_SLOT_COUNT
 } tt_backward_slot;
 
@@ -35,24 +37,29 @@ typedef struct tt_size_table {
     /* Per-tensor sizes (bytes, rounded to TT_ALIGNMENT; 0 = absent) */
     size_t saved_slot[TT_SAVED_SLOT_COUNT];
     size_t backward_slot[TT_BACKWARD_SLOT_COUNT];
-    size_t layer_saved;           /* sum of saved_slot: one layer's saved activations */
-    size_t layer_backward;        /* sum of backward_slot */
-    size_t layer_input;           /* one layer input [N, D] */
-    int64_t offloaded_inputs;     /* layer inputs kept in host memory or on disk between forward and backward */
-    tt_tier host_tier;            /* where offloaded inputs live in host memory: pinned, or host (pageable) */
-    size_t input_staging;         /* compute-tier buffers offloaded layer inputs rotate through (plan.offload_ring
+    size_t layer_saved;       /* sum of saved_slot: one layer's saved activations */
+    size_t layer_backward;    /* sum of backward_slot */
+    size_t layer_input;       /* one layer input [N, D] */
+    int64_t offloaded_inputs; /* layer inputs kept in host memory or on disk between forward and backward */
+    tt_tier host_tier;        /* where offloaded inputs live in host memory: pinned, or host (pageable) */
+    size_t input_staging;     /* compute-tier buffers offloaded layer inputs rotate through (plan.offload_ring
                                 inputs, or 0) */
-    size_t disk_slot;             /* one layer input on disk (whole pages), 0 without disk offload */
-    size_t saved_staging;         /* compute-tier ring the offloaded kept activations pass through (plan.saved_ring
+    size_t disk_slot;         /* one layer input on disk (whole pages), 0 without disk offload */
+    size_t saved_staging;     /* compute-tier ring the offloaded kept activations pass through (plan.saved_ring
                                 blocks of the largest layer's), or 0 */
-    size_t saved_disk_slot;       /* the largest kept block on disk, whole pages (a disk slot and each of the two
+    size_t saved_disk_slot;   /* the largest kept block on disk, whole pages (a disk slot and each of the two
                                 pinned buffers that carry them), 0 without kept blocks on disk */
-    size_t head_rstd;             /* [N] fp32 final-norm 1/rms */
-    size_t head_normed;           /* [N, D] final-norm output */
-    size_t logits_chunk;          /* [loss_chunk, V] activation precision */
-    size_t d_head;                /* [N, D] gradient of the final-norm output */
-    size_t d_residual;            /* [N, D] gradient of the residual stream, lives through the backward */
-    size_t rope_table;            /* [T, hd/2] fp32, cos and sin each; packed documents: [N, hd/2], the batch's rows */
+    size_t head_rstd;         /* [N] fp32 final-norm 1/rms */
+    size_t head_normed;       /* [N, D] final-norm output */
+    size_t logits_chunk;      /* [loss_chunk, V] activation precision */
+    size_t d_head;            /* [N, D] gradient of the final-norm output */
+    size_t d_residual;        /* [N, D] gradient of the residual stream, lives through the backward */
+    size_t
+        rope_table; /* [T, rotary_dim/2] fp32, cos and sin each; packed documents: [N, rotary_dim/2], the batch's rows */
+    int rope_tables; /* the RoPE tables (each a cos and a sin): the global one, and Gemma 3's local one; 0 without RoPE */
+    /* [N, D] the gradient of down_proj's output where it is not the residual stream's (as TT_BACKWARD_D_ATTN_PROJ),
+     * pushed for the MLP half's backward above its slots, else 0 */
+    size_t mlp_backward_scratch;
     size_t batch_ids;             /* [N] int32, inputs and targets each */
     size_t batch_positions;       /* [N] int32, each token's position in its document; 0 unless packed */
     size_t op_scratch;            /* the backend's scratch for one op call (tt_backend.scratch_bytes) */
@@ -113,6 +120,10 @@ typedef struct tt_size_table {
 
 /* attn_workspace_limit auto (0): at least this much for cuDNN's dP, more where the step leaves room. */
 #define TT_ATTENTION_WORKSPACE_LEAST ((size_t)1 << 30)
+
+/* Whether a half's output projection gets a gradient of its own in the backward, not the residual stream's: behind a
+ * norm after the half (Gemma, OLMo 2) or scaled before the add (Granite's residual_multiplier). */
+bool tt_size_table_projection_gradient(const tt_model_config *model);
 
 /* The class of the trainable weights: LoRA adapters when the run trains adapters, else weights. */
 static inline tt_class tt_trainable_weight_class(const tt_param_table *params) {

@@ -6,7 +6,8 @@
  * nowhere else, so adding a family is its description (arch_<family>.c, one line in arch.c's list), its block
  * when no existing one fits, and its tests.
  *
- * Llama, Mistral (arch_llama.c), Qwen2, Qwen3 (arch_qwen.c). */
+ * Llama, Mistral (arch_llama.c), Qwen2, Qwen3 (arch_qwen.c), Gemma 2 and 3 (arch_gemma.c), OLMo 2 (arch_olmo2.c),
+ * SmolLM3 (arch_smollm3.c), Granite (arch_granite.c). */
 #ifndef TT_MODEL_ARCH_H
 #define TT_MODEL_ARCH_H
 
@@ -17,6 +18,7 @@
 #include "model/model_config_fields.h"
 #include "model/param_kind.h"
 #include "model/saved_slots.h"
+#include "ops/backend.h"
 
 struct json_t;
 struct tt_config_reader;
@@ -58,19 +60,30 @@ typedef struct tt_linear_layer {
 
 /* How a decoder layer is put together: which block of train/block.h runs it. */
 typedef enum tt_block_kind {
-    TT_BLOCK_PRE_NORM, /* Llama: h = x + attn(norm(x)); out = h + mlp(norm(h)) */
+    TT_BLOCK_DENSE, /* an attention half and a gated MLP half, each joined to the residual stream (block_dense.c) */
 } tt_block_kind;
+
+/* Where a dense layer's RMSNorms sit around each half f (attention, MLP). */
+typedef enum tt_norm_placement {
+    TT_NORM_PRE,      /* Llama: h = x + f(norm(x)) */
+    TT_NORM_SANDWICH, /* Gemma: h = x + norm_after(f(norm_before(x))) */
+    TT_NORM_POST,     /* OLMo 2: h = x + norm(f(x)) */
+} tt_norm_placement;
 
 /* Normalization of q and k before RoPE. */
 typedef enum tt_qk_norm {
     TT_QK_NORM_NONE,
-    TT_QK_NORM_PER_HEAD, /* RMSNorm over each head's hd values (Qwen3) */
+    TT_QK_NORM_PER_HEAD,   /* RMSNorm over each head's hd values (Qwen3, Gemma 3) */
+    TT_QK_NORM_PROJECTION, /* RMSNorm over the whole projection, Hq*hd (Hkv*hd for k) values a token (OLMo 2) */
 } tt_qk_norm;
 
 typedef struct tt_arch {
     const char *model_type;   /* config.json's model_type */
     const char *architecture; /* the transformers class a written config.json names */
     tt_block_kind block;
+    tt_norm_placement norm_placement;
+    float norm_weight_offset; /* 1: every RMSNorm multiplies by (1 + w), w starting at 0 (Gemma); 0: by w */
+    tt_glu_activation activation;
     tt_qk_norm qk_norm;
     /* the decoder layer's parameters in checkpoint order (each layer's block is contiguous in the flat buffer) */
     const tt_layer_param *layer_params;

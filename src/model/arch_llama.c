@@ -37,7 +37,7 @@ const tt_linear_layer tt_llama_linear_layers[7] = {
 
 const tt_layer_slots tt_llama_slots = {
     .architecture = "llama",
-    .slot = {TT_SLOTS_ATTENTION_INPUT, TT_SLOTS_QK_PROJECTED, TT_SLOTS_ATTENTION, TT_SLOTS_PRE_NORM_MLP},
+    .slot = {TT_SLOTS_PRE_NORM_LAYER(TT_SLOTS_QK_PROJECTED)},
 };
 /* clang-format on */
 
@@ -57,7 +57,9 @@ static void write_mistral_config(json_t *root, const tt_model_config *c) {
 const tt_arch tt_arch_llama = {
     .model_type = "llama",
     .architecture = "LlamaForCausalLM",
-    .block = TT_BLOCK_PRE_NORM,
+    .block = TT_BLOCK_DENSE,
+    .norm_placement = TT_NORM_PRE,
+    .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_NONE,
     .layer_params = tt_llama_layer_params,
     .layer_param_count = TT_COUNT_OF(tt_llama_layer_params),
@@ -69,7 +71,9 @@ const tt_arch tt_arch_llama = {
 const tt_arch tt_arch_mistral = {
     .model_type = "mistral",
     .architecture = "MistralForCausalLM",
-    .block = TT_BLOCK_PRE_NORM,
+    .block = TT_BLOCK_DENSE,
+    .norm_placement = TT_NORM_PRE,
+    .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_NONE,
     .layer_params = tt_llama_layer_params,
     .layer_param_count = TT_COUNT_OF(tt_llama_layer_params),

@@ -28,7 +28,7 @@ static const tt_layer_param qwen3_layer_params[] = {
 
 static const tt_layer_slots qwen3_slots = {
     .architecture = "qwen3",
-    .slot = {TT_SLOTS_ATTENTION_INPUT, TT_SLOTS_QK_HEAD_NORMED, TT_SLOTS_ATTENTION, TT_SLOTS_PRE_NORM_MLP},
+    .slot = {TT_SLOTS_PRE_NORM_LAYER(TT_SLOTS_QK_HEAD_NORMED)},
 };
 /* clang-format on */
 
@@ -55,7 +55,9 @@ static void write_qwen_config(json_t *root, const tt_model_config *c) {
 const tt_arch tt_arch_qwen2 = {
     .model_type = "qwen2",
     .architecture = "Qwen2ForCausalLM",
-    .block = TT_BLOCK_PRE_NORM,
+    .block = TT_BLOCK_DENSE,
+    .norm_placement = TT_NORM_PRE,
+    .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_NONE,
     .layer_params = tt_llama_layer_params,
     .layer_param_count = TT_COUNT_OF(tt_llama_layer_params),
@@ -69,7 +71,9 @@ const tt_arch tt_arch_qwen2 = {
 const tt_arch tt_arch_qwen3 = {
     .model_type = "qwen3",
     .architecture = "Qwen3ForCausalLM",
-    .block = TT_BLOCK_PRE_NORM,
+    .block = TT_BLOCK_DENSE,
+    .norm_placement = TT_NORM_PRE,
+    .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_PER_HEAD,
     .layer_params = qwen3_layer_params,
     .layer_param_count = TT_COUNT_OF(qwen3_layer_params),

@@ -3,6 +3,7 @@
 #ifndef TT_MODEL_MODEL_CONFIG_FIELDS_H
 #define TT_MODEL_MODEL_CONFIG_FIELDS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -12,7 +13,25 @@
 /* The largest head_dim accepted (published models of these families use 64 to 256). */
 #define TT_MAX_HEAD_DIM 1024
 
-typedef enum tt_rope_type { TT_ROPE_DEFAULT, TT_ROPE_LLAMA3 } tt_rope_type;
+typedef enum tt_rope_type {
+    TT_ROPE_DEFAULT,  /* inv_freq_i = theta^(-2i / rotary_dim) */
+    TT_ROPE_LLAMA3,   /* Llama 3.1's band-wise scaling (factor, low/high_freq_factor, original max position) */
+    TT_ROPE_LINEAR,   /* inv_freq / factor (Gemma 3's full-attention layers at 4B and up) */
+    TT_ROPE_LONGROPE, /* Phi-3's: inv_freq_i / ext_i (short or long factors by sequence length), cos and sin times the
+                         attention factor */
+} tt_rope_type;
+
+/* Which RoPE table a decoder layer reads (tt_layer_attention.rope). */
+#define TT_ROPE_TABLE_GLOBAL 0  /* the model's (rope_theta, rope_type) */
+#define TT_ROPE_TABLE_LOCAL 1   /* Gemma 3's sliding layers' (rope_local_theta, default type) */
+#define TT_ROPE_TABLE_NONE (-1) /* no RoPE (SmolLM3's NoPE layers) */
+#define TT_ROPE_TABLES 2
+
+/* How one decoder layer attends. */
+typedef struct tt_layer_attention {
+    bool sliding; /* attends over the sliding_window last tokens (Gemma's sliding_attention layers), else causal */
+    int8_t rope;  /* TT_ROPE_TABLE_GLOBAL, _LOCAL or _NONE */
+} tt_layer_attention;
 
 /* config.json's quantization_config: how a checkpoint saved quantized stores its weights (transformers'
  * BitsAndBytesConfig and the other quantizers). present false for a checkpoint in a float dtype. */
@@ -46,7 +65,29 @@ typedef struct tt_model_config {
     double rope_low_freq_factor;
     double rope_high_freq_factor;
     int64_t rope_original_max_position; /* original_max_position_embeddings */
-    int64_t sliding_window;             /* 0: full causal attention (Mistral's window applies to every layer) */
+    /* LongRoPE (Phi-3): [rotary_dim / 2] each (NULL otherwise); the long factors apply when the run's sequences are
+     * longer than rope_original_max_position, as transformers switches by the largest position */
+    float *rope_short_factor, *rope_long_factor;
+    double rope_attention_factor; /* LongRoPE: cos and sin multiplied by it (0: 1) */
+    double rope_local_theta;      /* the local table's theta (Gemma 3's rope_local_base_freq), 0: no local table */
+    int64_t rotary_dim;           /* the leading dimensions of each head RoPE rotates (partial_rotary_factor x head_dim,
+                                     Phi-4-mini); 0: head_dim */
+    int64_t sliding_window;       /* 0: full causal attention (Mistral's window applies to every layer) */
+    /* Per decoder layer [num_layers], or NULL: every layer alike (sliding when sliding_window > 0, the global RoPE) */
+    tt_layer_attention *layer_attention;
+    /* The softmax scale of attention, 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2; Granite:
+     * attention_multiplier) */
+    double attention_scale;
+    double attention_softcap;   /* Gemma 2's attn_logit_softcapping, 0: none */
+    double final_logit_softcap; /* Gemma 2's final_logit_softcapping, 0: none */
+    /* Multipliers, 0 standing for 1 (none): of the embedding's output (Gemma: sqrt(hidden), rounded to the compute
+     * dtype first as transformers' tensor of that dtype is, embedding_scale_in_compute_dtype; Granite:
+     * embedding_multiplier), of each sublayer's output before the residual add (Granite's residual_multiplier) and of
+     * the logits (Granite: 1 / logits_scaling) */
+    double embedding_scale;
+    bool embedding_scale_in_compute_dtype;
+    double residual_scale;
+    double logit_scale;
     bool tie_word_embeddings;           /* LM head shares the embedding matrix */
     bool attention_bias;                /* q/k/v projections have biases (Qwen2) */
     tt_dtype dtype;                     /* storage dtype of the checkpoint (torch_dtype / dtype) */
@@ -54,5 +95,23 @@ typedef struct tt_model_config {
     int64_t bos_token_id, eos_token_id; /* -1 when absent */
     char *json_text;                    /* the original config.json, kept to write it back unchanged */
 } tt_model_config;
+
+/* The fields' defaults spelled out (0 stands for them). */
+static inline int64_t tt_model_rotary_dim(const tt_model_config *c) {
+    return c->rotary_dim ? c->rotary_dim : c->head_dim;
+}
+static inline double tt_model_attention_scale(const tt_model_config *c) {
+    return c->attention_scale ? c->attention_scale : 1.0 / sqrt((double)c->head_dim);
+}
+static inline double tt_model_residual_scale(const tt_model_config *c) {
+    return c->residual_scale ? c->residual_scale : 1.0;
+}
+static inline double tt_model_logit_scale(const tt_model_config *c) { return c->logit_scale ? c->logit_scale : 1.0; }
+
+/* How decoder layer l attends: its own entry, or the model's (sliding where sliding_window is set, the global RoPE). */
+static inline tt_layer_attention tt_model_layer_attention(const tt_model_config *c, int64_t l) {
+    if (c->layer_attention) return c->layer_attention[l];
+    return (tt_layer_attention){.sliding = c->sliding_window > 0, .rope = TT_ROPE_TABLE_GLOBAL};
+}
 
 #endif

@@ -7,25 +7,27 @@
 #include <stdbool.h>
 
 typedef enum tt_param_kind {
-    TT_PARAM_EMBED,      /* [V, D] model.embed_tokens.weight */
-    TT_PARAM_ATTN_NORM,  /* [D] the attention's pre-norm (input_layernorm) */
-    TT_PARAM_WQ,         /* [Hq*hd, D] */
-    TT_PARAM_BQ,         /* [Hq*hd] (attention_bias) */
-    TT_PARAM_WK,         /* [Hkv*hd, D] */
-    TT_PARAM_BK,         /* [Hkv*hd] */
-    TT_PARAM_WV,         /* [Hkv*hd, D] */
-    TT_PARAM_BV,         /* [Hkv*hd] */
-    TT_PARAM_WO,         /* [D, Hq*hd] */
-    TT_PARAM_Q_NORM,     /* [hd] (qk_norm per head) */
-    TT_PARAM_K_NORM,     /* [hd] */
-    TT_PARAM_MLP_NORM,   /* [D] the MLP's pre-norm (Llama's post_attention_layernorm) */
-    TT_PARAM_W_GATE,     /* [F, D] */
-    TT_PARAM_W_UP,       /* [F, D] */
-    TT_PARAM_W_DOWN,     /* [D, F] */
-    TT_PARAM_FINAL_NORM, /* [D] model.norm */
-    TT_PARAM_LM_HEAD,    /* [V, D] (absent when tied) */
-    TT_PARAM_LORA_A,     /* [r, in] of the linear layer lora_module */
-    TT_PARAM_LORA_B,     /* [out, r] */
+    TT_PARAM_EMBED,          /* [V, D] model.embed_tokens.weight */
+    TT_PARAM_ATTN_NORM,      /* [D] the attention's pre-norm (input_layernorm) */
+    TT_PARAM_WQ,             /* [Hq*hd, D] */
+    TT_PARAM_BQ,             /* [Hq*hd] (attention_bias) */
+    TT_PARAM_WK,             /* [Hkv*hd, D] */
+    TT_PARAM_BK,             /* [Hkv*hd] */
+    TT_PARAM_WV,             /* [Hkv*hd, D] */
+    TT_PARAM_BV,             /* [Hkv*hd] */
+    TT_PARAM_WO,             /* [D, Hq*hd] */
+    TT_PARAM_Q_NORM,         /* [hd] (qk_norm per head; [Hq*hd] over the whole projection) */
+    TT_PARAM_K_NORM,         /* [hd] ([Hkv*hd]) */
+    TT_PARAM_ATTN_POST_NORM, /* [D] the norm after attention (Gemma's and OLMo 2's post_attention_layernorm) */
+    TT_PARAM_MLP_NORM, /* [D] the MLP's pre-norm (Llama's post_attention_layernorm, Gemma's pre_feedforward_layernorm) */
+    TT_PARAM_W_GATE,   /* [F, D] */
+    TT_PARAM_W_UP,     /* [F, D] */
+    TT_PARAM_W_DOWN,   /* [D, F] */
+    TT_PARAM_MLP_POST_NORM, /* [D] the norm after the MLP (post_feedforward_layernorm) */
+    TT_PARAM_FINAL_NORM,    /* [D] model.norm */
+    TT_PARAM_LM_HEAD,       /* [V, D] (absent when tied) */
+    TT_PARAM_LORA_A,        /* [r, in] of the linear layer lora_module */
+    TT_PARAM_LORA_B,        /* [out, r] */
     TT_PARAM_KIND_COUNT
 } tt_param_kind;
 

@@ -21,7 +21,8 @@ bool tt_param_kind_is_linear_weight(tt_param_kind kind) {
 
 bool tt_param_kind_is_norm(tt_param_kind kind) {
     return kind == TT_PARAM_ATTN_NORM || kind == TT_PARAM_MLP_NORM || kind == TT_PARAM_Q_NORM ||
-           kind == TT_PARAM_K_NORM || kind == TT_PARAM_FINAL_NORM;
+           kind == TT_PARAM_K_NORM || kind == TT_PARAM_ATTN_POST_NORM || kind == TT_PARAM_MLP_POST_NORM ||
+           kind == TT_PARAM_FINAL_NORM;
 }
 
 static tt_param_info *add_param(tt_param_table *t, int *capacity, tt_param_kind kind, int64_t layer, const char *name,
@@ -237,6 +238,8 @@ void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr) {
     case TT_PARAM_Q_NORM: lv->q_norm = ptr; break;
     case TT_PARAM_K_NORM: lv->k_norm = ptr; break;
     case TT_PARAM_MLP_NORM: lv->mlp_norm = ptr; break;
+    case TT_PARAM_ATTN_POST_NORM: lv->attn_post_norm = ptr; break;
+    case TT_PARAM_MLP_POST_NORM: lv->mlp_post_norm = ptr; break;
     case TT_PARAM_W_GATE: lv->w_gate = ptr; break;
     case TT_PARAM_W_UP: lv->w_up = ptr; break;
     case TT_PARAM_W_DOWN: lv->w_down = ptr; break;

@@ -13,30 +13,34 @@
 
 /* What one decoder layer's backward reads, saved by the forward (or recomputed). */
 typedef enum tt_saved_slot {
-    TT_SAVED_ATTN_RSTD,    /* [N] fp32: 1/rms of the layer input */
-    TT_SAVED_ATTN_NORMED,  /* [N, D] input_layernorm output */
-    TT_SAVED_LORA_Q,       /* [N, r] q_proj's adapter: scaling * A dropout(x) (LoRA only) */
-    TT_SAVED_LORA_K,       /* [N, r] (LoRA only) */
-    TT_SAVED_LORA_V,       /* [N, r] (LoRA only) */
-    TT_SAVED_Q_RAW,        /* [N, Hq*hd] q projection before q_norm (qk_norm only) */
-    TT_SAVED_Q_RSTD,       /* [N*Hq] fp32 (qk_norm only) */
-    TT_SAVED_K_RAW,        /* [N, Hkv*hd] (qk_norm only) */
-    TT_SAVED_K_RSTD,       /* [N*Hkv] fp32 (qk_norm only) */
-    TT_SAVED_Q,            /* [N, Hq*hd] after norm and RoPE */
-    TT_SAVED_K,            /* [N, Hkv*hd] after norm and RoPE */
-    TT_SAVED_V,            /* [N, Hkv*hd] */
-    TT_SAVED_ATTN_OUT,     /* [N, Hq*hd] attention output before o_proj */
-    TT_SAVED_LSE,          /* [B, Hq, T] fp32 log-sum-exp of the attention scores */
-    TT_SAVED_LORA_O,       /* [N, r] o_proj's adapter (LoRA only) */
-    TT_SAVED_RESIDUAL_MID, /* [N, D] residual stream after attention; the MLP's slots start here */
-    TT_SAVED_MLP_RSTD,     /* [N] fp32 */
-    TT_SAVED_MLP_NORMED,   /* [N, D] post_attention_layernorm output */
-    TT_SAVED_LORA_GATE,    /* [N, r] gate_proj's adapter (LoRA only) */
-    TT_SAVED_LORA_UP,      /* [N, r] up_proj's adapter (LoRA only) */
-    TT_SAVED_GATE,         /* [N, F] */
-    TT_SAVED_UP,           /* [N, F] */
-    TT_SAVED_SWIGLU,       /* [N, F] silu(gate) * up */
-    TT_SAVED_LORA_DOWN,    /* [N, r] down_proj's adapter (LoRA only) */
+    TT_SAVED_ATTN_RSTD,      /* [N] fp32: 1/rms of the layer input (a pre-norm) */
+    TT_SAVED_ATTN_NORMED,    /* [N, D] input_layernorm output (a pre-norm) */
+    TT_SAVED_LORA_Q,         /* [N, r] q_proj's adapter: scaling * A dropout(x) (LoRA only) */
+    TT_SAVED_LORA_K,         /* [N, r] (LoRA only) */
+    TT_SAVED_LORA_V,         /* [N, r] (LoRA only) */
+    TT_SAVED_Q_RAW,          /* [N, Hq*hd] q projection before q_norm (qk_norm only) */
+    TT_SAVED_Q_RSTD,         /* [N*Hq] fp32 (qk_norm per head; [N] over the whole projection) */
+    TT_SAVED_K_RAW,          /* [N, Hkv*hd] (qk_norm only) */
+    TT_SAVED_K_RSTD,         /* [N*Hkv] fp32 (qk_norm per head; [N] over the whole projection) */
+    TT_SAVED_Q,              /* [N, Hq*hd] after norm and RoPE */
+    TT_SAVED_K,              /* [N, Hkv*hd] after norm and RoPE */
+    TT_SAVED_V,              /* [N, Hkv*hd] */
+    TT_SAVED_ATTN_OUT,       /* [N, Hq*hd] attention output before o_proj */
+    TT_SAVED_LSE,            /* [B, Hq, T] fp32 log-sum-exp of the attention scores */
+    TT_SAVED_LORA_O,         /* [N, r] o_proj's adapter (LoRA only) */
+    TT_SAVED_ATTN_PROJ,      /* [N, D] o_proj's output, the input of the norm after attention (post-norms only) */
+    TT_SAVED_ATTN_POST_RSTD, /* [N] fp32: its 1/rms (post-norms only) */
+    TT_SAVED_RESIDUAL_MID,   /* [N, D] residual stream after attention; the MLP's slots start here */
+    TT_SAVED_MLP_RSTD,       /* [N] fp32 (a pre-norm) */
+    TT_SAVED_MLP_NORMED,     /* [N, D] the MLP's pre-norm output (Llama's post_attention_layernorm) */
+    TT_SAVED_LORA_GATE,      /* [N, r] gate_proj's adapter (LoRA only) */
+    TT_SAVED_LORA_UP,        /* [N, r] up_proj's adapter (LoRA only) */
+    TT_SAVED_GATE,           /* [N, F] */
+    TT_SAVED_UP,             /* [N, F] */
+    TT_SAVED_GLU,            /* [N, F] act(gate) * up */
+    TT_SAVED_LORA_DOWN,      /* [N, r] down_proj's adapter (LoRA only) */
+    TT_SAVED_MLP_PROJ,       /* [N, D] down_proj's output, the input of the norm after the MLP (post-norms only) */
+    TT_SAVED_MLP_POST_RSTD,  /* [N] fp32: its 1/rms (post-norms only) */
     TT_SAVED_SLOT_COUNT
 } tt_saved_slot;
 
@@ -56,7 +60,7 @@ _Static_assert(TT_SAVED_SLOT_COUNT < 64, "a tt_slot_set holds one bit per saved 
 #define TT_MLP_SLOTS (TT_ALL_SLOTS & ~(TT_SLOT(TT_SAVED_FIRST_MLP_SLOT) - 1u))
 /* The MLP's [N, F] intermediates: with tiled_mlp they exist one row shard at a time (the size table
  * sizes them [shard rows, F]), written by the forward and recomputed shard by shard in the backward. */
-#define TT_MLP_SHARD_SLOTS (TT_SLOT(TT_SAVED_GATE) | TT_SLOT(TT_SAVED_UP) | TT_SLOT(TT_SAVED_SWIGLU))
+#define TT_MLP_SHARD_SLOTS (TT_SLOT(TT_SAVED_GATE) | TT_SLOT(TT_SAVED_UP) | TT_SLOT(TT_SAVED_GLU))
 
 /* ---- the table of a layer's slots, per architecture ---- */
 
@@ -80,13 +84,15 @@ typedef enum tt_slot_width {
 
 /* The op that writes a slot (in the forward, and again when it is recomputed). */
 typedef enum tt_slot_op {
-    TT_SLOT_OP_RMSNORM,        /* input_layernorm / post_attention_layernorm: output and 1/rms */
+    TT_SLOT_OP_RMSNORM,        /* a pre-norm (input_layernorm, the MLP's): output and 1/rms */
     TT_SLOT_OP_LINEAR,         /* a projection (bias and LoRA's up projection added) */
-    TT_SLOT_OP_LINEAR_ROPE,    /* q_proj / k_proj, then RoPE in place */
-    TT_SLOT_OP_HEAD_NORM_ROPE, /* q_norm / k_norm per head, then RoPE in place (qk_norm) */
+    TT_SLOT_OP_LINEAR_ROPE,    /* q_proj / k_proj, then RoPE in place (where the layer has RoPE) */
+    TT_SLOT_OP_HEAD_NORM_ROPE, /* q_norm / k_norm, then RoPE in place (qk_norm) */
     TT_SLOT_OP_ATTENTION,      /* the fused attention: output and log-sum-exp */
-    TT_SLOT_OP_RESIDUAL,       /* o_proj with the residual added in the GEMM's epilogue */
-    TT_SLOT_OP_SWIGLU,         /* silu(gate) * up */
+    TT_SLOT_OP_RESIDUAL,       /* o_proj with the residual joined (added in the GEMM's epilogue, scaled, or through the
+                                  norm after attention) */
+    TT_SLOT_OP_POST_NORM,      /* the norm after a half, added to the residual stream: its 1/rms */
+    TT_SLOT_OP_GLU,            /* act(gate) * up */
     TT_SLOT_OP_LORA_DOWN,      /* an adapter's down projection: scaling * A dropout(x) */
 } tt_slot_op;
 

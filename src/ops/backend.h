@@ -51,7 +51,17 @@ typedef struct tt_attention_shape {
      * document. */
     bool documents;
     const int32_t *positions;
+    /* Gemma 2's soft-capping of the scaled scores before the mask and softmax: s = softcap * tanh(s / softcap);
+     * 0: none */
+    double softcap;
 } tt_attention_shape;
+
+/* The gated activation of an MLP, h = act(gate) * up. */
+typedef enum tt_glu_activation {
+    TT_GLU_SILU,      /* SwiGLU (Llama, Qwen, Mistral, Phi-3, ...): silu(g) = g / (1 + exp(-g)) */
+    TT_GLU_GELU_TANH, /* GeGLU (Gemma): torch's gelu(g, approximate="tanh") = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715
+                         g^3))) */
+} tt_glu_activation;
 
 /* The largest shapes a plan runs, from which a backend sizes the scratch its ops need. */
 typedef struct tt_scratch_shape {
@@ -199,17 +209,23 @@ typedef struct tt_backend_iface {
                     size_t scratch_bytes);
     void (*release)(void *ctx);
 
-    /* out[N,D] = table[ids[n], :] */
-    void (*embedding_forward)(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D);
-    /* dtable[V,D] += for each n in order: dtable[ids[n]] += dout[n] (ids in the compute tier) */
-    void (*embedding_backward)(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D);
+    /* out[N,D] = table[ids[n], :] * scale (the multiply only where scale != 1: Gemma's sqrt(hidden), Granite's
+     * embedding_multiplier; one rounding of the product) */
+    void (*embedding_forward)(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D,
+                              float scale);
+    /* dtable[V,D] += for each n in order: dtable[ids[n]] += dout[n] * scale (ids in the compute tier) */
+    void (*embedding_backward)(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D,
+                               float scale);
 
-    /* out[R,C] = x / sqrt(mean(x^2) + eps) * w[C]; rstd[R] = 1 / sqrt(mean(x^2) + eps) */
-    void (*rmsnorm_forward)(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
-                            double eps);
+    /* out[R,C] = (residual[R,C] +) (x * rstd) * (w[C] + weight_offset); rstd[R] = 1 / sqrt(mean(x^2) + eps).
+     * weight_offset 1 is Gemma's norm (1 + w), 0 everyone else's; residual (NULL: none) is the residual stream a
+     * norm after a sublayer adds into (the norm's output rounded to the compute precision first, as a separate add
+     * would). out NULL: rstd alone (a recompute that needs the statistics of a norm whose output it keeps). */
+    void (*rmsnorm_forward)(void *ctx, void *out, float *rstd, const void *x, const void *w, const void *residual,
+                            int64_t R, int64_t C, double eps, float weight_offset);
     /* dx[R,C] += d/dx; dw[C] += d/dw (rows summed in order; the CPU adds row after row onto dw's value) */
     void (*rmsnorm_backward)(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
-                             const float *rstd, int64_t R, int64_t C);
+                             const float *rstd, int64_t R, int64_t C, float weight_offset);
 
     /* y[N,out] = x[N,in] @ W[out,in]^T (+ b[out] when b != NULL) (+ residual[N,out] when
      * residual != NULL: the residual stream's add, fused into the GEMM's epilogue on the GPU).
@@ -223,14 +239,15 @@ typedef struct tt_backend_iface {
     void (*linear_backward)(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x, const void *W,
                             int64_t N, int64_t in, int64_t out, bool accumulate_dx);
 
-    /* Rotary embedding in Hugging Face's rotate-half layout, in place on x[B*T, H, hd]:
-     * x[i] = x[i] cos - x[i+hd/2] sin, x[i+hd/2] = x[i+hd/2] cos + x[i] sin for i < hd/2,
-     * with cos/sin[T, hd/2] at the token's position in its sequence. backward rotates
+    /* Rotary embedding in Hugging Face's rotate-half layout, in place on x[B*T, H, hd], over the first rd
+     * (rotary_dim, even, <= hd) dimensions of each head (partial rotary; the others pass through):
+     * x[i] = x[i] cos - x[i+rd/2] sin, x[i+rd/2] = x[i+rd/2] cos + x[i] sin for i < rd/2,
+     * with cos/sin[T, rd/2] at the token's position in its sequence. backward rotates
      * the gradient by the negative angle (in place on dx). */
     void (*rope_forward)(void *ctx, void *x, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
-                         int64_t hd);
+                         int64_t hd, int64_t rotary_dim);
     void (*rope_backward)(void *ctx, void *dx, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
-                          int64_t hd);
+                          int64_t hd, int64_t rotary_dim);
 
     /* Causal grouped-query attention with O(T) saved state:
      * out[B*T, Hq*hd]; lse[B, Hq, T] = log-sum-exp of each query's scaled scores. */
@@ -245,11 +262,11 @@ typedef struct tt_backend_iface {
                                const float *lse, const void *q, const void *k, const void *v,
                                const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes);
 
-    /* h[N,F] = silu(gate) * up */
-    void (*swiglu_forward)(void *ctx, void *h, const void *gate, const void *up, int64_t n);
+    /* h[N,F] = act(gate) * up */
+    void (*glu_forward)(void *ctx, void *h, const void *gate, const void *up, int64_t n, tt_glu_activation act);
     /* dgate, dup (overwritten) from dh, gate, up; elementwise, so dgate may be gate and dup up */
-    void (*swiglu_backward)(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
-                            int64_t n);
+    void (*glu_backward)(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up, int64_t n,
+                         tt_glu_activation act);
 
     /* out[numel] (compute precision) = a 4-bit frozen weight (QLoRA; the layout and the rule: ops/quant4.h)
      * dequantized, block by block: the fp32 product code value x absmax, rounded to the compute precision. */
@@ -266,16 +283,17 @@ typedef struct tt_backend_iface {
                           uint64_t seed);
 
     /* Fused LM head and cross-entropy over chunks of `chunk` tokens; logits[chunk, V] is the
-     * caller's workspace, the full [N, V] logits never exist.
-     * For each n with targets[n] != TT_IGNORE_INDEX: loss_n = logsumexp(xn[n] W^T) - (xn[n] W^T)[t].
+     * caller's workspace, the full [N, V] logits never exist. The logits are z = xn W^T * logit_scale (Granite's
+     * 1 / logits_scaling; 1 elsewhere), soft-capped where softcap > 0 (Gemma 2: softcap * tanh(z / softcap)).
+     * For each n with targets[n] != TT_IGNORE_INDEX: loss_n = logsumexp(z[n]) - z[n][t].
      * Returns loss_before + the sum of loss_n (double): the CPU adds each loss_n in token order onto
      * loss_before, so a sum continued over micro-batches has the bits of one batch of all their tokens
      * (the GPU adds its chunks' sums); and the count through *count.
      * When dxn != NULL: dxn[N,D] = d(scale * sum loss_n)/dxn (overwritten),
      * dW[V,D] += d(scale * sum loss_n)/dW unless dW is NULL (a frozen LM head). */
     double (*lm_head_loss)(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
-                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
-                           double loss_before, int64_t *count);
+                           int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double logit_scale,
+                           double softcap, double scale, double loss_before, int64_t *count);
 
     /* *out (one double in the compute tier) = the sum of squares of n gradient values, in a fixed
      * order; ordered like any op, the host does not wait. */
@@ -420,23 +438,25 @@ static inline void tt_backend_prepare(const tt_backend *backend, const tt_backen
 static inline void tt_backend_release(const tt_backend *backend) { backend->iface->release(backend->ctx); }
 
 static inline void tt_backend_embedding_forward(const tt_backend *backend, void *out, const int32_t *ids,
-                                                const void *table, int64_t N, int64_t D) {
-    backend->iface->embedding_forward(backend->ctx, out, ids, table, N, D);
+                                                const void *table, int64_t N, int64_t D, float scale) {
+    backend->iface->embedding_forward(backend->ctx, out, ids, table, N, D, scale);
 }
 
 static inline void tt_backend_embedding_backward(const tt_backend *backend, void *dtable, const int32_t *ids,
-                                                 const void *dout, int64_t N, int64_t D) {
-    backend->iface->embedding_backward(backend->ctx, dtable, ids, dout, N, D);
+                                                 const void *dout, int64_t N, int64_t D, float scale) {
+    backend->iface->embedding_backward(backend->ctx, dtable, ids, dout, N, D, scale);
 }
 
 static inline void tt_backend_rmsnorm_forward(const tt_backend *backend, void *out, float *rstd, const void *x,
-                                              const void *w, int64_t R, int64_t C, double eps) {
-    backend->iface->rmsnorm_forward(backend->ctx, out, rstd, x, w, R, C, eps);
+                                              const void *w, const void *residual, int64_t R, int64_t C, double eps,
+                                              float weight_offset) {
+    backend->iface->rmsnorm_forward(backend->ctx, out, rstd, x, w, residual, R, C, eps, weight_offset);
 }
 
 static inline void tt_backend_rmsnorm_backward(const tt_backend *backend, void *dx, void *dw, const void *dout,
-                                               const void *x, const void *w, const float *rstd, int64_t R, int64_t C) {
-    backend->iface->rmsnorm_backward(backend->ctx, dx, dw, dout, x, w, rstd, R, C);
+                                               const void *x, const void *w, const float *rstd, int64_t R, int64_t C,
+                                               float weight_offset) {
+    backend->iface->rmsnorm_backward(backend->ctx, dx, dw, dout, x, w, rstd, R, C, weight_offset);
 }
 
 static inline void tt_backend_linear_forward(const tt_backend *backend, void *y, const void *x, const void *W,
@@ -451,13 +471,13 @@ static inline void tt_backend_linear_backward(const tt_backend *backend, void *d
 }
 
 static inline void tt_backend_rope_forward(const tt_backend *backend, void *x, const float *cos, const float *sin,
-                                           int64_t B, int64_t T, int64_t H, int64_t hd) {
-    backend->iface->rope_forward(backend->ctx, x, cos, sin, B, T, H, hd);
+                                           int64_t B, int64_t T, int64_t H, int64_t hd, int64_t rotary_dim) {
+    backend->iface->rope_forward(backend->ctx, x, cos, sin, B, T, H, hd, rotary_dim);
 }
 
 static inline void tt_backend_rope_backward(const tt_backend *backend, void *dx, const float *cos, const float *sin,
-                                            int64_t B, int64_t T, int64_t H, int64_t hd) {
-    backend->iface->rope_backward(backend->ctx, dx, cos, sin, B, T, H, hd);
+                                            int64_t B, int64_t T, int64_t H, int64_t hd, int64_t rotary_dim) {
+    backend->iface->rope_backward(backend->ctx, dx, cos, sin, B, T, H, hd, rotary_dim);
 }
 
 static inline void tt_backend_attention_forward(const tt_backend *backend, void *out, float *lse, const void *q,
@@ -473,14 +493,14 @@ static inline void tt_backend_attention_backward(const tt_backend *backend, void
                                        spare_bytes);
 }
 
-static inline void tt_backend_swiglu_forward(const tt_backend *backend, void *h, const void *gate, const void *up,
-                                             int64_t n) {
-    backend->iface->swiglu_forward(backend->ctx, h, gate, up, n);
+static inline void tt_backend_glu_forward(const tt_backend *backend, void *h, const void *gate, const void *up,
+                                          int64_t n, tt_glu_activation act) {
+    backend->iface->glu_forward(backend->ctx, h, gate, up, n, act);
 }
 
-static inline void tt_backend_swiglu_backward(const tt_backend *backend, void *dgate, void *dup, const void *dh,
-                                              const void *gate, const void *up, int64_t n) {
-    backend->iface->swiglu_backward(backend->ctx, dgate, dup, dh, gate, up, n);
+static inline void tt_backend_glu_backward(const tt_backend *backend, void *dgate, void *dup, const void *dh,
+                                           const void *gate, const void *up, int64_t n, tt_glu_activation act) {
+    backend->iface->glu_backward(backend->ctx, dgate, dup, dh, gate, up, n, act);
 }
 
 static inline void tt_backend_add(const tt_backend *backend, void *out, const void *a, const void *b, int64_t n) {
@@ -499,10 +519,10 @@ static inline void tt_backend_dropout_scale(const tt_backend *backend, void *out
 
 static inline double tt_backend_lm_head_loss(const tt_backend *backend, void *dxn, void *dW, const void *xn,
                                              const void *W, const int32_t *targets, int64_t N, int64_t D, int64_t V,
-                                             int64_t chunk, void *logits, double scale, double loss_before,
-                                             int64_t *count) {
-    return backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits, scale,
-                                        loss_before, count);
+                                             int64_t chunk, void *logits, double logit_scale, double softcap,
+                                             double scale, double loss_before, int64_t *count) {
+    return backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits, logit_scale,
+                                        softcap, scale, loss_before, count);
 }
 
 static inline void tt_backend_sum_squares(const tt_backend *backend, double *out, const void *x, int64_t n) {

@@ -48,26 +48,28 @@ static size_t measure_attention_workspace_bytes(void *ctx, const tt_backend_sett
 static void measure_prepare(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape,
                             void *scratch, size_t scratch_bytes) {}
 static void measure_release(void *ctx) {}
-static void measure_embedding(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {}
-static void measure_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R,
-                                    int64_t C, double eps) {}
+static void measure_embedding(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D,
+                              float scale) {}
+static void measure_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w,
+                                    const void *residual, int64_t R, int64_t C, double eps, float weight_offset) {}
 static void measure_rmsnorm_backward(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
-                                     const float *rstd, int64_t R, int64_t C) {}
+                                     const float *rstd, int64_t R, int64_t C, float weight_offset) {}
 static void measure_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b,
                                    const void *residual, int64_t N, int64_t in, int64_t out) {}
 static void measure_linear_backward(void *ctx, void *dx, void *dW, void *db, const void *dy, const void *x,
                                     const void *W, int64_t N, int64_t in, int64_t out, bool accumulate_dx) {}
 static void measure_rope(void *ctx, void *x, const float *cos, const float *sin, int64_t B, int64_t T, int64_t H,
-                         int64_t hd) {}
+                         int64_t hd, int64_t rotary_dim) {}
 static void measure_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
                                       const tt_attention_shape *shape) {}
 static void measure_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                        const float *lse, const void *q, const void *k, const void *v,
                                        const tt_attention_shape *shape, void *workspace, void *spare,
                                        size_t spare_bytes) {}
-static void measure_swiglu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n) {}
-static void measure_swiglu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
-                                    int64_t n) {}
+static void measure_glu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n,
+                                tt_glu_activation act) {}
+static void measure_glu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+                                 int64_t n, tt_glu_activation act) {}
 static void measure_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {}
 static void measure_dequantize_4bit(void *ctx, void *out, const void *quantized, int64_t numel,
                                     const tt_quant4_format *format) {}
@@ -75,7 +77,8 @@ static void measure_dropout_scale(void *ctx, void *out, const void *x, int64_t n
                                   uint32_t drop_threshold, uint64_t seed) {}
 static double measure_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W,
                                    const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits,
-                                   double scale, double loss_before, int64_t *count) {
+                                   double logit_scale, double softcap, double scale, double loss_before,
+                                   int64_t *count) {
     *count = 0;
     return loss_before;
 }
@@ -127,8 +130,8 @@ static const tt_backend_iface measure_iface = {
     .rope_backward = measure_rope,
     .attention_forward = measure_attention_forward,
     .attention_backward = measure_attention_backward,
-    .swiglu_forward = measure_swiglu_forward,
-    .swiglu_backward = measure_swiglu_backward,
+    .glu_forward = measure_glu_forward,
+    .glu_backward = measure_glu_backward,
     .add = measure_add,
     .dequantize_4bit = measure_dequantize_4bit,
     .dropout_scale = measure_dropout_scale,

@@ -5,7 +5,7 @@
 
 const tt_block *tt_block_for(const tt_arch *arch) {
     switch (arch->block) {
-    case TT_BLOCK_PRE_NORM: return &tt_block_pre_norm;
+    case TT_BLOCK_DENSE: return &tt_block_dense;
     }
     TT_CHECK(false, "%s: block kind %d", arch->model_type, (int)arch->block);
     return NULL;

@@ -10,7 +10,7 @@
  *   output beside the one wanted with the same bits (every op is deterministic);
  * - backward_mlp turns d_residual from the gradient of the layer output into that of the residual after attention
  *   and adds the MLP half's parameter gradients; it may overwrite the MLP half's slots (they are popped after it),
- *   and uses no other memory;
+ *   and uses no other memory than its scratch (the gradient of down_proj's output, where that is not d_residual);
  * - backward_attention turns d_residual into the gradient of the layer input and adds the attention half's
  *   parameter gradients, with the attention backward's scratch W (size_table.h: tt_backward_slot) and spare
  *   bytes of dead compute-tier memory the attention may use as workspace. */
@@ -29,13 +29,14 @@ typedef struct tt_block {
     /* S: the layer's slots by tt_saved_slot (NULL where absent or not pushed) */
     void (*forward)(struct tt_model_state *state, int64_t layer, const void *x_in, void *const *S, void *x_out,
                     tt_slot_set compute);
-    void (*backward_mlp)(struct tt_model_state *state, int64_t layer, void *const *S, void *d_residual);
+    /* scratch: sizes.mlp_backward_scratch bytes above the layer's slots (NULL when 0) */
+    void (*backward_mlp)(struct tt_model_state *state, int64_t layer, void *const *S, void *scratch, void *d_residual);
     void (*backward_attention)(struct tt_model_state *state, int64_t layer, const void *x_in, void *const *S,
                                void *const *W, void *d_residual, void *spare, size_t spare_bytes);
 } tt_block;
 
 /* The blocks (block_<name>.c). */
-extern const tt_block tt_block_pre_norm;
+extern const tt_block tt_block_dense;
 
 /* The block a family's layers run. */
 const tt_block *tt_block_for(const tt_arch *arch);

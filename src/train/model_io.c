@@ -417,7 +417,8 @@ void tt_model_set_positions(tt_model_state *s, const int32_t *positions) {
     TT_CHECK(s->plan.packed_documents, "positions are set for packed documents only (plan.packed_documents)");
     /* the whole sequences' positions (the attention's document mask); with sequence parallel this rank's tokens
      * take their RoPE rows from their share of them */
-    const int64_t B = s->plan.micro_batch, T = tt_plan_sequence_len(&s->plan), N = B * T, half = s->config.head_dim / 2;
+    const int64_t B = s->plan.micro_batch, T = tt_plan_sequence_len(&s->plan), N = B * T;
+    const int64_t half = tt_model_rotary_dim(&s->config) / 2;
     const int64_t local = s->plan.seq_len, first = s->plan.sequence_parallel_rank * local, rows = B * local;
     /* a document starts at position 0 and counts up by one; a sequence starts a document. The attention
      * kernels read i - positions[i] as the first key of query i, so nothing else may pass. */
@@ -429,15 +430,26 @@ void tt_model_set_positions(tt_model_state *s, const int32_t *positions) {
                  "and count up within a document",
                  (long long)t, (long long)(n / T), positions[n], t > 0 ? positions[n - 1] : -1);
     }
+    /* LongRoPE switches to its long factors where the micro-batch's largest position reaches past the original length
+     * (transformers' rule for the whole batch) */
+    int32_t largest = 0;
+    for (int64_t n = 0; n < N; n++)
+        if (positions[n] > largest) largest = positions[n];
+    const bool long_factors = s->host_rope_long_cos && tt_rope_long_factors(&s->config, (int64_t)largest + 1);
     float *cos_rows = s->host_batch_rope, *sin_rows = s->host_batch_rope + rows * half;
-    for (int64_t n = 0; n < rows; n++) {
-        const int32_t p = positions[(n / local) * T + first + n % local];
-        memcpy(cos_rows + n * half, s->host_rope_cos + p * half, sizeof(float) * (size_t)half);
-        memcpy(sin_rows + n * half, s->host_rope_sin + p * half, sizeof(float) * (size_t)half);
-    }
     const size_t rows_bytes = sizeof(float) * (size_t)(rows * half);
-    tt_backend_upload(s->backend, s->rope_cos, cos_rows, rows_bytes);
-    tt_backend_upload(s->backend, s->rope_sin, sin_rows, rows_bytes);
+    for (int k = 0; k < s->sizes.rope_tables; k++) {
+        const bool long_table = long_factors && k == TT_ROPE_TABLE_GLOBAL;
+        const float *host_cos = long_table ? s->host_rope_long_cos : s->host_rope_cos[k];
+        const float *host_sin = long_table ? s->host_rope_long_sin : s->host_rope_sin[k];
+        for (int64_t n = 0; n < rows; n++) {
+            const int32_t p = positions[(n / local) * T + first + n % local];
+            memcpy(cos_rows + n * half, host_cos + p * half, sizeof(float) * (size_t)half);
+            memcpy(sin_rows + n * half, host_sin + p * half, sizeof(float) * (size_t)half);
+        }
+        tt_backend_upload(s->backend, s->rope_cos[k], cos_rows, rows_bytes);
+        tt_backend_upload(s->backend, s->rope_sin[k], sin_rows, rows_bytes);
+    }
     tt_backend_upload(s->backend, s->batch_positions, positions, sizeof(int32_t) * (size_t)N);
     s->batch_has_positions = true;
 }

@@ -90,17 +90,18 @@ static exchanged exchange_qkv(tt_model_state *s, const void *q, const void *k, c
     return x;
 }
 
-void tt_sequence_parallel_attention_forward(tt_model_state *s, void *out, float *lse, const void *q, const void *k,
-                                            const void *v) {
+void tt_sequence_parallel_attention_forward(tt_model_state *s, const tt_attention_shape *shape, void *out, float *lse,
+                                            const void *q, const void *k, const void *v) {
     const exchanged x = exchange_qkv(s, q, k, v);
-    tt_backend_attention_forward(s->backend, x.out, lse, x.q, x.k, x.v, &s->attention);
+    tt_backend_attention_forward(s->backend, x.out, lse, x.q, x.k, x.v, shape);
     to_tokens(s, s->config.num_heads, out, x.out, x.send, x.recv);
     tt_arena_pop_to(&s->arena, x.mark);
 }
 
-void tt_sequence_parallel_attention_backward(tt_model_state *s, void *dq, void *dk, void *dv, const void *d_out,
-                                             const void *out, const float *lse, const void *q, const void *k,
-                                             const void *v, void *workspace, void *spare, size_t spare_bytes) {
+void tt_sequence_parallel_attention_backward(tt_model_state *s, const tt_attention_shape *shape, void *dq, void *dk,
+                                             void *dv, const void *d_out, const void *out, const float *lse,
+                                             const void *q, const void *k, const void *v, void *workspace, void *spare,
+                                             size_t spare_bytes) {
     const int64_t H = s->config.num_heads, Hkv = s->config.num_kv_heads;
     const size_t q_bytes = s->sizes.sequence_parallel_q, kv_bytes = s->sizes.sequence_parallel_kv;
     const exchanged x = exchange_qkv(s, q, k, v);
@@ -108,8 +109,8 @@ void tt_sequence_parallel_attention_backward(tt_model_state *s, void *dq, void *
     void *dk_all = push(s, kv_bytes, "d k, all tokens"), *dv_all = push(s, kv_bytes, "d v, all tokens");
     to_heads(s, H, x.out, out, x.send, x.recv);
     to_heads(s, H, d_out_all, d_out, x.send, x.recv);
-    tt_backend_attention_backward(s->backend, dq_all, dk_all, dv_all, d_out_all, x.out, lse, x.q, x.k, x.v,
-                                  &s->attention, workspace, spare, spare_bytes);
+    tt_backend_attention_backward(s->backend, dq_all, dk_all, dv_all, d_out_all, x.out, lse, x.q, x.k, x.v, shape,
+                                  workspace, spare, spare_bytes);
     to_tokens(s, H, dq, dq_all, x.send, x.recv);
     to_tokens(s, Hkv, dk, dk_all, x.send, x.recv);
     to_tokens(s, Hkv, dv, dv_all, x.send, x.recv);

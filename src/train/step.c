@@ -22,8 +22,8 @@ typedef struct backward_scratch {
     void *slot[TT_BACKWARD_SLOT_COUNT];
 } backward_scratch;
 
-static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = {"d attention output", "d q", "d k", "d v",
-                                                                        "attention backward workspace"};
+static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = {
+    "d attention output", "d q", "d k", "d v", "attention backward workspace", "d o_proj output"};
 
 /* Pushes the slots of `which` (absent slots skipped) in slot order, so the MLP's come last;
  * slots outside `which` are left NULL. */
@@ -86,16 +86,28 @@ static void push_backward(tt_model_state *s, backward_scratch *out) {
                                                  : NULL;
 }
 
-void tt_rope_tables(const tt_model_config *c, int64_t T, float *cos_table, float *sin_table) {
-    const int64_t half = c->head_dim / 2;
+bool tt_rope_long_factors(const tt_model_config *c, int64_t positions) {
+    return c->rope_type == TT_ROPE_LONGROPE && positions > c->rope_original_max_position;
+}
+
+void tt_rope_tables(const tt_model_config *c, int table, bool long_factors, int64_t T, float *cos_table,
+                    float *sin_table) {
+    const int64_t rd = tt_model_rotary_dim(c), half = rd / 2;
+    const bool local = table == TT_ROPE_TABLE_LOCAL;
+    const float theta = (float)(local ? c->rope_local_theta : c->rope_theta);
+    const tt_rope_type type = local ? TT_ROPE_DEFAULT : c->rope_type;
     /* transformers computes inverse frequencies and angles in fp32; so do we, so that the
      * GPU backend and the PyTorch peer see the same tables. */
     float *inv_freq = tt_xmalloc(sizeof(float) * (size_t)half, "RoPE frequencies");
     for (int64_t i = 0; i < half; i++) {
-        float exponent = (float)(2 * i) / (float)c->head_dim;
-        inv_freq[i] = 1.0f / powf((float)c->rope_theta, exponent);
+        const float exponent = (float)(2 * i) / (float)rd, power = powf(theta, exponent);
+        if (type == TT_ROPE_LONGROPE) /* 1 / (ext_i base^(2i/d)), in that order */
+            inv_freq[i] = 1.0f / ((long_factors ? c->rope_long_factor : c->rope_short_factor)[i] * power);
+        else inv_freq[i] = 1.0f / power;
     }
-    if (c->rope_type == TT_ROPE_LLAMA3) {
+    if (type == TT_ROPE_LINEAR)
+        for (int64_t i = 0; i < half; i++) inv_freq[i] /= (float)c->rope_factor;
+    if (type == TT_ROPE_LLAMA3) {
         const float old_len = (float)c->rope_original_max_position;
         const float low_wavelen = old_len / (float)c->rope_low_freq_factor;
         const float high_wavelen = old_len / (float)c->rope_high_freq_factor;
@@ -111,11 +123,14 @@ void tt_rope_tables(const tt_model_config *c, int64_t T, float *cos_table, float
             inv_freq[i] = f;
         }
     }
+    /* LongRoPE's attention factor multiplies cos and sin (fp32) */
+    const bool scaled = type == TT_ROPE_LONGROPE && c->rope_attention_factor && c->rope_attention_factor != 1.0;
+    const float attention_factor = (float)c->rope_attention_factor;
     for (int64_t p = 0; p < T; p++)
         for (int64_t i = 0; i < half; i++) {
             float angle = (float)p * inv_freq[i];
-            cos_table[p * half + i] = cosf(angle);
-            sin_table[p * half + i] = sinf(angle);
+            cos_table[p * half + i] = scaled ? cosf(angle) * attention_factor : cosf(angle);
+            sin_table[p * half + i] = scaled ? sinf(angle) * attention_factor : sinf(angle);
         }
     free(inv_freq);
 }
@@ -279,8 +294,10 @@ static void push_persistent_tensors(tt_model_state *s) {
     const size_t moment_bytes = s->sizes.optimizer_state / 2;
     s->adam_m = tt_arena_push(&s->arena, moment_bytes, TT_CLASS_OPTIMIZER_STATE, "AdamW first moment");
     s->adam_v = tt_arena_push(&s->arena, moment_bytes, TT_CLASS_OPTIMIZER_STATE, "AdamW second moment");
-    s->rope_cos = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE cos table");
-    s->rope_sin = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE sin table");
+    for (int k = 0; k < s->sizes.rope_tables; k++) {
+        s->rope_cos[k] = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE cos table");
+        s->rope_sin[k] = tt_arena_push(&s->arena, s->sizes.rope_table, TT_CLASS_WORKSPACE, "RoPE sin table");
+    }
     s->batch_inputs = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch inputs");
     s->batch_targets = tt_arena_push(&s->arena, s->sizes.batch_ids, TT_CLASS_WORKSPACE, "batch targets");
     s->batch_positions = s->sizes.batch_positions
@@ -322,26 +339,38 @@ static void zero_persistent_tensors(tt_model_state *s) {
  * gathers at its tokens' positions. */
 static void init_rope_tables(tt_model_state *s) {
     if (s->measuring) return;
-    /* [whole sequence, hd/2] on the host; the compute tier gets this rank's rows ([T, hd/2]: all of them, or with
-     * sequence parallel its share's), or with packed documents the host keeps them and each micro-batch gathers the
-     * rows of its tokens' positions (tt_model_set_positions) */
-    const int64_t whole = tt_plan_sequence_len(&s->plan), half = s->config.head_dim / 2;
+    /* [whole sequence, rotary_dim/2] on the host; the compute tier gets this rank's rows ([T, rotary_dim/2]: all of
+     * them, or with sequence parallel its share's), or with packed documents the host keeps them and each micro-batch
+     * gathers the rows of its tokens' positions (tt_model_set_positions) */
+    const int64_t whole = tt_plan_sequence_len(&s->plan), half = tt_model_rotary_dim(&s->config) / 2;
     const size_t whole_bytes = sizeof(float) * (size_t)(whole * half);
-    float *host_cos = tt_xmalloc(whole_bytes, "RoPE table");
-    float *host_sin = tt_xmalloc(whole_bytes, "RoPE table");
-    tt_rope_tables(&s->config, whole, host_cos, host_sin);
-    if (s->plan.packed_documents) {
-        s->host_rope_cos = host_cos;
-        s->host_rope_sin = host_sin;
-        s->host_batch_rope = tt_xmalloc(2 * s->sizes.rope_table, "RoPE rows of a micro-batch");
-        return;
+    for (int k = 0; k < s->sizes.rope_tables; k++) {
+        float *host_cos = tt_xmalloc(whole_bytes, "RoPE table");
+        float *host_sin = tt_xmalloc(whole_bytes, "RoPE table");
+        tt_rope_tables(&s->config, k, tt_rope_long_factors(&s->config, whole), whole, host_cos, host_sin);
+        if (s->plan.packed_documents) {
+            s->host_rope_cos[k] = host_cos;
+            s->host_rope_sin[k] = host_sin;
+            continue;
+        }
+        const int64_t first = s->plan.sequence_parallel_rank * s->plan.seq_len * half;
+        const size_t table_bytes = sizeof(float) * (size_t)(s->plan.seq_len * half);
+        tt_backend_upload(s->backend, s->rope_cos[k], host_cos + first, table_bytes);
+        tt_backend_upload(s->backend, s->rope_sin[k], host_sin + first, table_bytes);
+        free(host_cos);
+        free(host_sin);
     }
-    const int64_t first = s->plan.sequence_parallel_rank * s->plan.seq_len * half;
-    const size_t table_bytes = sizeof(float) * (size_t)(s->plan.seq_len * half);
-    tt_backend_upload(s->backend, s->rope_cos, host_cos + first, table_bytes);
-    tt_backend_upload(s->backend, s->rope_sin, host_sin + first, table_bytes);
-    free(host_cos);
-    free(host_sin);
+    if (!s->plan.packed_documents) return;
+    s->host_batch_rope = tt_xmalloc(2 * s->sizes.rope_table, "RoPE rows of a micro-batch");
+    /* LongRoPE: a micro-batch of short documents takes the short factors, as transformers does */
+    if (tt_rope_long_factors(&s->config, whole)) {
+        s->host_rope_long_cos = s->host_rope_cos[TT_ROPE_TABLE_GLOBAL];
+        s->host_rope_long_sin = s->host_rope_sin[TT_ROPE_TABLE_GLOBAL];
+        s->host_rope_cos[TT_ROPE_TABLE_GLOBAL] = tt_xmalloc(whole_bytes, "RoPE table");
+        s->host_rope_sin[TT_ROPE_TABLE_GLOBAL] = tt_xmalloc(whole_bytes, "RoPE table");
+        tt_rope_tables(&s->config, TT_ROPE_TABLE_GLOBAL, false, whole, s->host_rope_cos[TT_ROPE_TABLE_GLOBAL],
+                       s->host_rope_sin[TT_ROPE_TABLE_GLOBAL]);
+    }
 }
 
 /* The optimizer units, the offload stores, the views of every layer's weights and gradients (the gradient ring's
@@ -389,10 +418,19 @@ static void bind_layers(tt_model_state *s) {
                                      tt_model_unit_gradients(s, u), s->plan.gradient_bytes);
 }
 
+/* The embedding's multiplier: 1, the model's, or the model's rounded to the compute precision first (Gemma's
+ * normalizer, a tensor of the activations' dtype in transformers). */
+static float embedding_scale_of(const tt_model_config *c, tt_dtype compute) {
+    if (!c->embedding_scale) return 1.0f;
+    const float scale = (float)c->embedding_scale;
+    return c->embedding_scale_in_compute_dtype && compute == TT_BF16 ? tt_bf16_to_f32(tt_f32_to_bf16(scale)) : scale;
+}
+
 static void model_state_build(tt_model_state *s) {
     s->arch = tt_arch_of(&s->config);
     s->slots = s->arch->slots;
     s->block = tt_block_for(s->arch);
+    s->embedding_scale = embedding_scale_of(&s->config, s->plan.precision.activation);
     tt_residency_build(&s->residency, &s->params, &s->plan, &s->sizes);
     push_persistent_tensors(s);
     /* the explicit prepare step: the backend builds its plans for this run before the first op */
@@ -403,8 +441,10 @@ static void model_state_build(tt_model_state *s) {
     zero_persistent_tensors(s);
     init_rope_tables(s);
     bind_layers(s);
-    s->attention = tt_plan_attention_shape(&s->plan, &s->config);
-    s->attention.positions = s->batch_positions;
+    for (int sliding = 0; sliding < 2; sliding++) {
+        s->attention[sliding] = tt_plan_attention_shape(&s->plan, &s->config, sliding);
+        s->attention[sliding].positions = s->batch_positions;
+    }
 }
 
 void tt_model_state_release(tt_model_state *s) {
@@ -422,8 +462,12 @@ void tt_model_state_release(tt_model_state *s) {
     free(s->trace_pending);
     free(s->unit_start);
     free(s->host_norm_partials);
-    free(s->host_rope_cos);
-    free(s->host_rope_sin);
+    for (int k = 0; k < TT_ROPE_TABLES; k++) {
+        free(s->host_rope_cos[k]);
+        free(s->host_rope_sin[k]);
+    }
+    free(s->host_rope_long_cos);
+    free(s->host_rope_long_sin);
     free(s->host_batch_rope);
     tt_residency_free(&s->residency);
     if (!s->measuring) { /* a measuring state borrows them */
@@ -552,7 +596,8 @@ static void run_hooks(tt_model_state *s, tt_hook_point point, int64_t u, bool tr
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
     run_hooks(s, TT_HOOK_BEFORE_FORWARD, 0, train);
-    tt_backend_embedding_forward(s->backend, x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size);
+    tt_backend_embedding_forward(s->backend, x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size,
+                                 s->embedding_scale);
     run_hooks(s, TT_HOOK_AFTER_FORWARD, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
         const tt_slot_set recompute = train ? s->plan.layers[l].recompute : TT_ALL_SLOTS;
@@ -621,12 +666,14 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
     void *d_head = tt_arena_push(&s->arena, s->sizes.d_head, TT_CLASS_WORKSPACE, "d final norm output");
     run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, true);
     run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, L + 1, true);
-    tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
-    double loss_sum =
-        tt_backend_lm_head_loss(b, d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N, D,
-                                c->vocab_size, s->plan.loss_chunk, logits, loss_scale, loss_so_far, count);
+    tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, NULL, N, D, c->rms_norm_eps,
+                               s->arch->norm_weight_offset);
+    double loss_sum = tt_backend_lm_head_loss(b, d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N,
+                                              D, c->vocab_size, s->plan.loss_chunk, logits, tt_model_logit_scale(c),
+                                              c->final_logit_softcap, loss_scale, loss_so_far, count);
     tt_backend_zero(b, d_residual, (size_t)(N * D) * s->plan.activation_bytes);
-    tt_backend_rmsnorm_backward(b, d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D);
+    tt_backend_rmsnorm_backward(b, d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D,
+                                s->arch->norm_weight_offset);
     run_hooks(s, TT_HOOK_AFTER_BACKWARD, L + 1, true);
     trace_memory(s);
     trace_layer(s, "compute", "LM head and loss", -1, head_start);
@@ -651,7 +698,10 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
         /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
          * go, and the attention backward's scratch takes their place. */
         run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, l + 1, true);
-        s->block->backward_mlp(s, l, all.slot, d_residual);
+        void *mlp_scratch = s->sizes.mlp_backward_scratch ? tt_arena_push(&s->arena, s->sizes.mlp_backward_scratch,
+                                                                          TT_CLASS_WORKSPACE, "d down_proj output")
+                                                          : NULL;
+        s->block->backward_mlp(s, l, all.slot, mlp_scratch, d_residual);
         tt_arena_pop_to(&s->arena, mlp_top_mark(&kept[l], &recomputed));
         backward_scratch scratch;
         push_backward(s, &scratch);
@@ -666,7 +716,7 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
     }
     run_hooks(s, TT_HOOK_BEFORE_BACKWARD, 0, true);
     run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, 0, true);
-    if (s->g.embed) tt_backend_embedding_backward(b, s->g.embed, s->batch_inputs, d_residual, N, D);
+    if (s->g.embed) tt_backend_embedding_backward(b, s->g.embed, s->batch_inputs, d_residual, N, D, s->embedding_scale);
     run_hooks(s, TT_HOOK_AFTER_BACKWARD, 0, true);
 
     trace_flush(s, true);
@@ -688,9 +738,11 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
     void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
     run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, false);
-    tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, N, D, c->rms_norm_eps);
+    tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, NULL, N, D, c->rms_norm_eps,
+                               s->arch->norm_weight_offset);
     double loss_sum = tt_backend_lm_head_loss(b, NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D,
-                                              c->vocab_size, s->plan.loss_chunk, logits, 0.0, 0.0, count);
+                                              c->vocab_size, s->plan.loss_chunk, logits, tt_model_logit_scale(c),
+                                              c->final_logit_softcap, 0.0, 0.0, count);
     trace_flush(s, false);
     tt_arena_pop_to(&s->arena, step_mark);
     return loss_sum;

@@ -44,6 +44,7 @@ typedef struct tt_model_state {
     const tt_arch *arch;          /* the model's family (config.model_type) */
     const tt_layer_slots *slots;  /* its saved slots (arch->slots) */
     const struct tt_block *block; /* the block its layers run (train/block.h) */
+    float embedding_scale;        /* the embedding output's multiplier in the compute precision (1: none) */
     tt_param_table params;
     tt_plan plan;
     tt_size_table sizes;
@@ -83,15 +84,21 @@ typedef struct tt_model_state {
     tt_model_view w, g;                 /* views of weights and gradients (g: NULL for frozen parameters) */
     tt_layer_view *w_layers, *g_layers; /* [L] */
 
-    float *rope_cos, *rope_sin; /* [T, hd/2]; packed documents: [B*T, hd/2], each token's row at its position */
-    int32_t *batch_inputs;      /* [B*T] token ids of the current micro-batch */
-    int32_t *batch_targets;     /* [B*T] next-token ids, TT_IGNORE_INDEX where masked */
+    /* RoPE's tables by TT_ROPE_TABLE_* (the global one, and Gemma 3's local one; sizes.rope_tables of them):
+     * [T, rotary_dim/2] each; packed documents: [B*T, rotary_dim/2], each token's row at its position */
+    float *rope_cos[TT_ROPE_TABLES], *rope_sin[TT_ROPE_TABLES];
+    int32_t *batch_inputs;  /* [B*T] token ids of the current micro-batch */
+    int32_t *batch_targets; /* [B*T] next-token ids, TT_IGNORE_INDEX where masked */
     /* Packed documents (plan.packed_documents), else NULL: each token's position in its document [B*T] on the
      * compute tier (the attention's document mask, tt_attention_shape.positions); the host's RoPE tables
      * [T, hd/2] and the staging of a micro-batch's gathered rows ([B*T, hd/2] cos, then sin). Set with the batch
      * (tt_model_set_positions); batch_has_positions says the current batch's are there. */
     int32_t *batch_positions;
-    float *host_rope_cos, *host_rope_sin;
+    /* [whole sequence, rotary_dim/2] each, by table; with LongRoPE the global table's with the long factors too,
+     * taken by a micro-batch whose largest position reaches past original_max_position_embeddings, as transformers
+     * switches */
+    float *host_rope_cos[TT_ROPE_TABLES], *host_rope_sin[TT_ROPE_TABLES];
+    float *host_rope_long_cos, *host_rope_long_sin;
     float *host_batch_rope;
     bool batch_has_positions;
     void *op_scratch; /* the backend's per-op scratch (sizes.op_scratch bytes) */
@@ -102,7 +109,7 @@ typedef struct tt_model_state {
     double *norm_partials;        /* [L + 2] on the compute tier */
     float *data_parallel_buckets; /* the gradient sum's scratch across processes (sizes.data_parallel_buckets), or NULL */
     double *host_norm_partials;   /* [L + 2] host */
-    tt_attention_shape attention;
+    tt_attention_shape attention[2]; /* by whether a layer slides: [0] causal over the sequence, [1] its window */
     /* Per-step bookkeeping, allocated once so a step allocates nothing from the system. */
     void **layer_inputs;                 /* [L+1] pointers into the arena for the current micro-batch */
     struct tt_trace *trace;              /* tt_model_set_trace: records compute, copies and bytes per tier, or NULL */
@@ -189,7 +196,13 @@ uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_ste
 /* Forward only (evaluation, no dropout): returns the sum of token losses and the count. */
 double tt_step_forward_loss(tt_model_state *state, int64_t *count);
 
-/* Fills cos/sin[T, hd/2] as Hugging Face does (fp32 inverse frequencies, llama3 scaling). */
-void tt_rope_tables(const tt_model_config *config, int64_t seq_len, float *cos_table, float *sin_table);
+/* Fills cos/sin[T, rotary_dim/2] of RoPE table `table` (TT_ROPE_TABLE_GLOBAL or _LOCAL) as transformers does (fp32
+ * inverse frequencies and angles; llama3, linear and LongRoPE scaling); long: LongRoPE's long factors, else its short
+ * ones. */
+void tt_rope_tables(const tt_model_config *config, int table, bool long_factors, int64_t seq_len, float *cos_table,
+                    float *sin_table);
+/* Whether LongRoPE takes its long factors for sequences of `positions` positions (transformers: the largest position
+ * + 1 past original_max_position_embeddings). */
+bool tt_rope_long_factors(const tt_model_config *config, int64_t positions);
 
 #endif

@@ -16,11 +16,12 @@
 
 /* The attention forward of a layer: out [B, T/N, H*hd] and lse from this rank's q [B, T/N, H*hd], k, v
  * [B, T/N, Hkv*hd]; lse in the exchanged layout (only the backward reads it). */
-void tt_sequence_parallel_attention_forward(tt_model_state *state, void *out, float *lse, const void *q, const void *k,
-                                            const void *v);
+void tt_sequence_parallel_attention_forward(tt_model_state *state, const tt_attention_shape *shape, void *out,
+                                            float *lse, const void *q, const void *k, const void *v);
 /* Its backward: dq, dk, dv in this rank's layout from d_out and the saved out, lse, q, k, v. */
-void tt_sequence_parallel_attention_backward(tt_model_state *state, void *dq, void *dk, void *dv, const void *d_out,
-                                             const void *out, const float *lse, const void *q, const void *k,
-                                             const void *v, void *workspace, void *spare, size_t spare_bytes);
+void tt_sequence_parallel_attention_backward(tt_model_state *state, const tt_attention_shape *shape, void *dq, void *dk,
+                                             void *dv, const void *d_out, const void *out, const float *lse,
+                                             const void *q, const void *k, const void *v, void *workspace, void *spare,
+                                             size_t spare_bytes);
 
 #endif

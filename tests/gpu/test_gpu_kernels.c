@@ -21,7 +21,8 @@
 
 #define BF16_TOLERANCE 1e-2 /* a few bf16 ulps (2^-8 = 3.9e-3) of the largest value */
 
-static void test_rmsnorm(int64_t R, int64_t C) {
+/* offset: Gemma's (1 + w) (1) or w (0); joined: the forward adds a residual (a norm after a sublayer) */
+static void test_rmsnorm(int64_t R, int64_t C, float offset, bool joined) {
     tt_bf16 *dx_dev, *x_dev, *w_dev, *dout_dev;
     float *x = random_bf16(R * C, 2.0f, &x_dev);
     float *w = random_bf16(C, 1.5f, &w_dev);
@@ -34,16 +35,19 @@ static void test_rmsnorm(int64_t R, int64_t C) {
     TT_CUDA_CHECK(cudaMemset(dw_dev, 0, sizeof(float) * (size_t)C));
     TT_CUDA_CHECK(cudaMalloc((void **)&scratch, sizeof(float) * (size_t)tt_cuda_rmsnorm_backward_scratch(R, C)));
 
-    tt_cuda_rmsnorm_forward(out_dev, rstd_dev, x_dev, w_dev, R, C, 1e-6f, 0);
-    tt_cuda_rmsnorm_backward(dx_dev, dw_dev, 1, dout_dev, x_dev, w_dev, rstd_dev, R, C, scratch, 0);
+    tt_bf16 *residual_dev = NULL;
+    float *residual = joined ? random_bf16(R * C, 3.0f, &residual_dev) : NULL;
+    tt_cuda_rmsnorm_forward(out_dev, rstd_dev, x_dev, w_dev, residual_dev, R, C, 1e-6f, offset, 0);
+    tt_cuda_rmsnorm_backward(dx_dev, dw_dev, 1, dout_dev, x_dev, w_dev, rstd_dev, R, C, offset, scratch, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
 
     float *out = malloc(sizeof(float) * (size_t)(R * C)), *rstd = malloc(sizeof(float) * (size_t)R);
     float *dw = calloc((size_t)C, sizeof(float));
-    tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, R, C, 1e-6);
-    tt_cpu_rmsnorm_backward_f32(NULL, dx0, dw, dout, x, w, rstd, R, C);
-    char what[64];
-    snprintf(what, sizeof what, "rmsnorm forward [%lld, %lld]", (long long)R, (long long)C);
+    tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, residual, R, C, 1e-6, offset);
+    tt_cpu_rmsnorm_backward_f32(NULL, dx0, dw, dout, x, w, rstd, R, C, offset);
+    char what[96];
+    snprintf(what, sizeof what, "rmsnorm forward [%lld, %lld] offset %g%s", (long long)R, (long long)C, offset,
+             joined ? " joining a residual" : "");
     expect_device_close(what, out_dev, out, R * C, BF16_TOLERANCE);
     float *g = download_f32(rstd_dev, R);
     expect_close("rmsnorm rstd", g, rstd, R, 1e-5);
@@ -53,11 +57,20 @@ static void test_rmsnorm(int64_t R, int64_t C) {
     expect_close("rmsnorm backward dw (+=, fp32)", g, dw, C, 1e-3);
     free(g);
 
-    /* determinism: the same call again gives the same bits */
+    /* determinism: the same call again gives the same bits; with no output, the same rstd alone */
     tt_bf16 *out2 = device_poisoned(R * C);
-    tt_cuda_rmsnorm_forward(out2, rstd_dev, x_dev, w_dev, R, C, 1e-6f, 0);
+    tt_cuda_rmsnorm_forward(out2, rstd_dev, x_dev, w_dev, residual_dev, R, C, 1e-6f, offset, 0);
     TT_EXPECT(same_bits_bf16(out_dev, out2, R * C), "rmsnorm forward is deterministic");
+    float *rstd_first = download_f32(rstd_dev, R);
+    TT_CUDA_CHECK(cudaMemset(rstd_dev, 0xff, sizeof(float) * (size_t)R));
+    tt_cuda_rmsnorm_forward(NULL, rstd_dev, x_dev, w_dev, residual_dev, R, C, 1e-6f, offset, 0);
+    float *rstd_alone = download_f32(rstd_dev, R);
+    TT_EXPECT(memcmp(rstd_first, rstd_alone, sizeof(float) * (size_t)R) == 0, "rmsnorm forward with no output: rstd");
+    free(rstd_first);
+    free(rstd_alone);
     cudaFree(out2);
+    cudaFree(residual_dev);
+    free(residual);
     cudaFree(out_dev);
     cudaFree(rstd_dev);
     cudaFree(dw_dev);
@@ -75,21 +88,26 @@ static void test_rmsnorm(int64_t R, int64_t C) {
     free(dw);
 }
 
-static void test_swiglu(int64_t n) {
+static void test_glu(int64_t n, tt_glu_activation act) {
     tt_bf16 *gate_dev, *up_dev, *dh_dev;
     float *gate = random_bf16(n, 4.0f, &gate_dev), *up = random_bf16(n, 2.0f, &up_dev),
           *dh = random_bf16(n, 1.0f, &dh_dev);
     tt_bf16 *h_dev = device_poisoned(n), *dgate_dev = device_poisoned(n), *dup_dev = device_poisoned(n);
-    tt_cuda_swiglu_forward(h_dev, gate_dev, up_dev, n, 0);
-    tt_cuda_swiglu_backward(dgate_dev, dup_dev, dh_dev, gate_dev, up_dev, n, 0);
+    tt_cuda_glu_forward(h_dev, gate_dev, up_dev, n, act, 0);
+    tt_cuda_glu_backward(dgate_dev, dup_dev, dh_dev, gate_dev, up_dev, n, act, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
     float *h = malloc(sizeof(float) * (size_t)n), *dgate = malloc(sizeof(float) * (size_t)n),
           *dup = malloc(sizeof(float) * (size_t)n);
-    tt_cpu_swiglu_forward_f32(h, gate, up, n);
-    tt_cpu_swiglu_backward_f32(dgate, dup, dh, gate, up, n);
-    expect_device_close("swiglu forward", h_dev, h, n, BF16_TOLERANCE);
-    expect_device_close("swiglu backward dgate", dgate_dev, dgate, n, BF16_TOLERANCE);
-    expect_device_close("swiglu backward dup", dup_dev, dup, n, BF16_TOLERANCE);
+    tt_cpu_glu_forward_f32(h, gate, up, n, act);
+    tt_cpu_glu_backward_f32(dgate, dup, dh, gate, up, n, act);
+    const char *name = act == TT_GLU_SILU ? "swiglu" : "geglu";
+    char what[64];
+    snprintf(what, sizeof what, "%s forward", name);
+    expect_device_close(what, h_dev, h, n, BF16_TOLERANCE);
+    snprintf(what, sizeof what, "%s backward dgate", name);
+    expect_device_close(what, dgate_dev, dgate, n, BF16_TOLERANCE);
+    snprintf(what, sizeof what, "%s backward dup", name);
+    expect_device_close(what, dup_dev, dup, n, BF16_TOLERANCE);
     cudaFree(gate_dev);
     cudaFree(up_dev);
     cudaFree(dh_dev);
@@ -104,13 +122,14 @@ static void test_swiglu(int64_t n) {
     free(dup);
 }
 
-static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hd) {
-    const int64_t n = B * T * H * hd, half = hd / 2;
+/* rd: the rotated dimensions of each head (partial rotary below hd) */
+static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hd, int64_t rd) {
+    const int64_t n = B * T * H * hd, half = rd / 2;
     float *cos_table = malloc(sizeof(float) * (size_t)(T * half)),
           *sin_table = malloc(sizeof(float) * (size_t)(T * half));
     for (int64_t p = 0; p < T; p++)
         for (int64_t i = 0; i < half; i++) {
-            float angle = (float)p / powf(10000.0f, (float)(2 * i) / (float)hd);
+            float angle = (float)p / powf(10000.0f, (float)(2 * i) / (float)rd);
             cos_table[p * half + i] = cosf(angle);
             sin_table[p * half + i] = sinf(angle);
         }
@@ -121,13 +140,16 @@ static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hd) {
     TT_CUDA_CHECK(cudaMemcpy(sin_dev, sin_table, sizeof(float) * (size_t)(T * half), cudaMemcpyHostToDevice));
     tt_bf16 *x_dev, *dx_dev;
     float *x = random_bf16(n, 2.0f, &x_dev), *dx = random_bf16(n, 1.0f, &dx_dev);
-    tt_cuda_rope_forward(x_dev, cos_dev, sin_dev, B, T, H, hd, 0);
-    tt_cuda_rope_backward(dx_dev, cos_dev, sin_dev, B, T, H, hd, 0);
+    tt_cuda_rope_forward(x_dev, cos_dev, sin_dev, B, T, H, hd, rd, 0);
+    tt_cuda_rope_backward(dx_dev, cos_dev, sin_dev, B, T, H, hd, rd, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
-    tt_cpu_rope_forward_f32(x, cos_table, sin_table, B, T, H, hd);
-    tt_cpu_rope_backward_f32(dx, cos_table, sin_table, B, T, H, hd);
-    expect_device_close("rope forward", x_dev, x, n, BF16_TOLERANCE);
-    expect_device_close("rope backward", dx_dev, dx, n, BF16_TOLERANCE);
+    tt_cpu_rope_forward_f32(x, cos_table, sin_table, B, T, H, hd, rd);
+    tt_cpu_rope_backward_f32(dx, cos_table, sin_table, B, T, H, hd, rd);
+    char what[64];
+    snprintf(what, sizeof what, "rope forward (%lld of %lld)", (long long)rd, (long long)hd);
+    expect_device_close(what, x_dev, x, n, BF16_TOLERANCE);
+    snprintf(what, sizeof what, "rope backward (%lld of %lld)", (long long)rd, (long long)hd);
+    expect_device_close(what, dx_dev, dx, n, BF16_TOLERANCE);
     cudaFree(cos_dev);
     cudaFree(sin_dev);
     cudaFree(x_dev);
@@ -138,7 +160,8 @@ static void test_rope(int64_t B, int64_t T, int64_t H, int64_t hd) {
     free(dx);
 }
 
-static void test_embedding(int64_t N, int64_t V, int64_t D) {
+/* scale: the output's multiplier (1: a plain lookup, exact both ways) */
+static void test_embedding(int64_t N, int64_t V, int64_t D, float scale) {
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)N);
     for (int64_t n = 0; n < N; n++) ids[n] = (int32_t)(tt_rng_next(&gpu_test_rng) % (uint64_t)(n % 3 == 0 ? 5 : V));
     tt_bf16 *table_dev, *dout_dev;
@@ -147,7 +170,7 @@ static void test_embedding(int64_t N, int64_t V, int64_t D) {
     TT_CUDA_CHECK(cudaMalloc((void **)&ids_dev, sizeof(int32_t) * (size_t)N));
     TT_CUDA_CHECK(cudaMemcpy(ids_dev, ids, sizeof(int32_t) * (size_t)N, cudaMemcpyHostToDevice));
     tt_bf16 *out_dev = device_poisoned(N * D);
-    tt_cuda_embedding_forward(out_dev, ids_dev, table_dev, N, D, 0);
+    tt_cuda_embedding_forward(out_dev, ids_dev, table_dev, N, D, scale, 0);
 
     int32_t *order = malloc(sizeof(int32_t) * (size_t)N), *starts = malloc(sizeof(int32_t) * (size_t)(N + 1)),
             *tokens = malloc(sizeof(int32_t) * (size_t)N), *counts = malloc(sizeof(int32_t) * (size_t)(V + 1));
@@ -169,18 +192,21 @@ static void test_embedding(int64_t N, int64_t V, int64_t D) {
     float *dtable_dev;
     TT_CUDA_CHECK(cudaMalloc((void **)&dtable_dev, sizeof(float) * (size_t)(V * D)));
     TT_CUDA_CHECK(cudaMemset(dtable_dev, 0, sizeof(float) * (size_t)(V * D)));
-    tt_cuda_embedding_backward(dtable_dev, 1, order_dev, starts_dev, tokens_dev, segments, dout_dev, D, 0);
+    tt_cuda_embedding_backward(dtable_dev, 1, order_dev, starts_dev, tokens_dev, segments, dout_dev, D, scale, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
 
     float *out = malloc(sizeof(float) * (size_t)(N * D)), *dtable = calloc((size_t)(V * D), sizeof(float));
-    tt_cpu_embedding_forward_f32(out, ids, table, N, D);
-    tt_cpu_embedding_backward_f32(dtable, ids, dout, N, D);
+    tt_cpu_embedding_forward_f32(out, ids, table, N, D, scale);
+    tt_cpu_embedding_backward_f32(dtable, ids, dout, N, D, scale);
     float *g = download_bf16(out_dev, N * D);
-    TT_EXPECT(memcmp(g, out, sizeof(float) * (size_t)(N * D)) == 0, "embedding forward copies rows exactly");
+    if (scale == 1.0f)
+        TT_EXPECT(memcmp(g, out, sizeof(float) * (size_t)(N * D)) == 0, "embedding forward copies rows exactly");
+    expect_close("embedding forward", g, out, N * D, BF16_TOLERANCE);
     free(g);
     g = download_f32(dtable_dev, V * D);
-    TT_EXPECT(memcmp(g, dtable, sizeof(float) * (size_t)(V * D)) == 0,
-              "embedding backward: fp32 sums in position order equal the CPU's bit for bit");
+    if (scale == 1.0f)
+        TT_EXPECT(memcmp(g, dtable, sizeof(float) * (size_t)(V * D)) == 0,
+                  "embedding backward: fp32 sums in position order equal the CPU's bit for bit");
     expect_close("embedding backward", g, dtable, V * D, 1e-6);
     free(g);
     cudaFree(ids_dev);
@@ -291,12 +317,13 @@ static void test_gemm_add_in_place(tt_cuda_gemm_context *context, int64_t N, int
 
 /* The simple attention kernels against the CPU op; the backward gets the same (bf16-rounded)
  * forward output and log-sum-exp on both sides. */
-static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, int64_t window) {
+static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, int64_t window, double softcap) {
     tt_attention_shape shape = {.batch = B,
                                 .seq_len = T,
                                 .num_heads = Hq,
                                 .num_kv_heads = Hkv,
                                 .head_dim = hd,
+                                .softcap = softcap,
                                 .scale = 1.0 / sqrt((double)hd),
                                 .sliding_window = window};
     const int64_t nq = B * T * Hq * hd, nkv = B * T * Hkv * hd, rows = B * Hq * T;
@@ -352,7 +379,8 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
 }
 
 /* Cross-entropy on a chunk of logits against a double-precision reference. */
-static void test_cross_entropy(int64_t rows, int64_t V) {
+/* logit_scale, softcap: the logits' multiplier (Granite) and soft-capping (Gemma 2; 0: none) */
+static void test_cross_entropy(int64_t rows, int64_t V, float logit_scale, float softcap) {
     tt_bf16 *logits_dev;
     float *logits = random_bf16(rows * V, 8.0f, &logits_dev);
     int32_t *targets = malloc(sizeof(int32_t) * (size_t)rows);
@@ -366,7 +394,7 @@ static void test_cross_entropy(int64_t rows, int64_t V) {
     TT_CUDA_CHECK(cudaMalloc((void **)&row_loss_dev, sizeof(float) * (size_t)rows));
     TT_CUDA_CHECK(cudaMalloc((void **)&sum_dev, sizeof(double)));
     const float scale = 1.0f / 50.0f;
-    tt_cuda_cross_entropy_chunk(logits_dev, row_loss_dev, targets_dev, rows, V, scale, 0);
+    tt_cuda_cross_entropy_chunk(logits_dev, row_loss_dev, targets_dev, rows, V, scale, logit_scale, softcap, 0);
     tt_cuda_sum(sum_dev, row_loss_dev, rows, 0);
     TT_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -379,13 +407,21 @@ static void test_cross_entropy(int64_t rows, int64_t V) {
             for (int64_t j = 0; j < V; j++) grad[r * V + j] = 0;
             continue;
         }
+        double *z = malloc(sizeof(double) * (size_t)V), *slope = malloc(sizeof(double) * (size_t)V);
+        for (int64_t j = 0; j < V; j++) {
+            const double u = (double)row[j] * logit_scale;
+            z[j] = softcap > 0 ? softcap * tanh(u / softcap) : u;
+            slope[j] = logit_scale * (softcap > 0 ? 1 - (z[j] / softcap) * (z[j] / softcap) : 1);
+        }
         double m = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < V; j++) m = row[j] > m ? row[j] : m;
-        for (int64_t j = 0; j < V; j++) sum += exp(row[j] - m);
-        loss[r] = (float)(m + log(sum) - row[targets[r]]);
+        for (int64_t j = 0; j < V; j++) m = z[j] > m ? z[j] : m;
+        for (int64_t j = 0; j < V; j++) sum += exp(z[j] - m);
+        loss[r] = (float)(m + log(sum) - z[targets[r]]);
         total += loss[r];
         for (int64_t j = 0; j < V; j++)
-            grad[r * V + j] = (float)(scale * (exp(row[j] - m) / sum - (j == targets[r] ? 1.0 : 0.0)));
+            grad[r * V + j] = (float)(scale * (exp(z[j] - m) / sum - (j == targets[r] ? 1.0 : 0.0)) * slope[j]);
+        free(z);
+        free(slope);
     }
     float *g = download_f32(row_loss_dev, rows);
     expect_close("cross-entropy row losses", g, loss, rows, 1e-5);
@@ -598,23 +634,31 @@ int main(int argc, char **argv) {
         return 0;
     }
     tt_rng_seed(&gpu_test_rng, 2026);
-    test_rmsnorm(37, 2048);
-    test_rmsnorm(300, 128); /* per-head q/k norm shape, several row blocks */
-    test_swiglu(100003);
+    test_rmsnorm(37, 2048, 0.0f, false);
+    test_rmsnorm(300, 128, 0.0f, false); /* per-head q/k norm shape, several row blocks */
+    test_rmsnorm(37, 2304, 1.0f, true);  /* Gemma's (1 + w), a norm after a sublayer joining the residual */
+    test_glu(100003, TT_GLU_SILU);
+    test_glu(100003, TT_GLU_GELU_TANH);
     test_dropout_scale(100003, 0.1, (float)(1.0 / 0.9));
     test_dropout_scale(4099, 0.0, 2.0f); /* a plain scale (the adapter's scaling) */
-    test_rope(2, 33, 4, 128);
-    test_rope(1, 17, 3, 64);
-    test_embedding(1000, 300, 96);
+    test_rope(2, 33, 4, 128, 128);
+    test_rope(1, 17, 3, 64, 64);
+    test_rope(2, 19, 3, 128, 96); /* partial rotary (Phi-4-mini's 0.75) */
+    test_rope(1, 11, 2, 64, 6);   /* an odd half: the one-pair kernel */
+    test_embedding(1000, 300, 96, 1.0f);
+    test_embedding(1000, 300, 96, 48.0f); /* Gemma's sqrt(hidden), in bf16 */
 
-    test_attention(2, 67, 4, 2, 64, 0);
-    test_attention(1, 70, 8, 2, 128, 0);
-    test_attention(2, 40, 4, 4, 128, 16);
+    test_attention(2, 67, 4, 2, 64, 0, 0.0);
+    test_attention(1, 70, 8, 2, 128, 0, 0.0);
+    test_attention(2, 40, 4, 4, 128, 16, 0.0);
+    test_attention(2, 40, 4, 2, 256, 16, 5.0); /* Gemma 2: soft-capping, a window, head_dim 256 */
     test_reductions(1000, 384);
     test_sum_parts(2, 100003);
     test_sum_parts(8, 4099);
-    test_cross_entropy(50, 32000);
-    test_cross_entropy(7, 151936);
+    test_cross_entropy(50, 32000, 1.0f, 0.0f);
+    test_cross_entropy(7, 151936, 1.0f, 0.0f);
+    test_cross_entropy(9, 32000, 0.125f, 0.0f); /* Granite's 1 / logits_scaling */
+    test_cross_entropy(9, 32000, 1.0f, 3.0f);   /* Gemma 2's final soft-capping */
     test_adamw(1000003);
 
     void *workspace;

@@ -573,11 +573,11 @@ static void check_two_backends(model_case *mc) {
     /* queries for a plan neither run has: a 1 MiB attention workspace limit (cuDNN plans of their own) */
     const tt_backend_settings hypothetical = {
         .precision = b.precision, .attention = TT_ATTENTION_AUTO, .attention_workspace_limit = (size_t)1 << 20};
-    const size_t workspace = tt_backend_attention_workspace_bytes(gpu_backend, &hypothetical, &a.s.attention);
+    const size_t workspace = tt_backend_attention_workspace_bytes(gpu_backend, &hypothetical, &a.s.attention[0]);
     for (int step = 0; step < STEPS; step++) {
         runner_step(&a, mc, step);
-        TT_EXPECT(tt_backend_attention_workspace_bytes(other, &hypothetical, &b.s.attention) == workspace &&
-                      tt_backend_attention_workspace_bytes(gpu_backend, &hypothetical, &a.s.attention) == workspace,
+        TT_EXPECT(tt_backend_attention_workspace_bytes(other, &hypothetical, &b.s.attention[0]) == workspace &&
+                      tt_backend_attention_workspace_bytes(gpu_backend, &hypothetical, &a.s.attention[0]) == workspace,
                   "%s: a size query gives the same answer on either backend, every time", mc->name);
         runner_step(&b, mc, step);
     }

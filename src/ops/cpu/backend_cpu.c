@@ -207,23 +207,24 @@ static void cpu_release(void *ctx) {
     tt_cpu_scratch_set(&cpu->scratch, NULL, 0);
 }
 
-static void cpu_embedding_forward(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
-    ON_THREADS(ctx, tt_cpu_embedding_forward_f32(out, ids, table, N, D));
+static void cpu_embedding_forward(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D,
+                                  float scale) {
+    ON_THREADS(ctx, tt_cpu_embedding_forward_f32(out, ids, table, N, D, scale));
 }
 
-static void cpu_embedding_backward(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N,
-                                   int64_t D) {
-    ON_THREADS(ctx, tt_cpu_embedding_backward_f32(dtable, ids, dout, N, D));
+static void cpu_embedding_backward(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D,
+                                   float scale) {
+    ON_THREADS(ctx, tt_cpu_embedding_backward_f32(dtable, ids, dout, N, D, scale));
 }
 
-static void cpu_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
-                                double eps) {
-    ON_THREADS(ctx, tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, R, C, eps));
+static void cpu_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w, const void *residual,
+                                int64_t R, int64_t C, double eps, float weight_offset) {
+    ON_THREADS(ctx, tt_cpu_rmsnorm_forward_f32(out, rstd, x, w, residual, R, C, eps, weight_offset));
 }
 
 static void cpu_rmsnorm_backward(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
-                                 const float *rstd, int64_t R, int64_t C) {
-    ON_THREADS(ctx, tt_cpu_rmsnorm_backward_f32(&cpu->scratch, dx, dw, dout, x, w, rstd, R, C));
+                                 const float *rstd, int64_t R, int64_t C, float weight_offset) {
+    ON_THREADS(ctx, tt_cpu_rmsnorm_backward_f32(&cpu->scratch, dx, dw, dout, x, w, rstd, R, C, weight_offset));
 }
 
 static void cpu_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
@@ -238,13 +239,13 @@ static void cpu_linear_backward(void *ctx, void *dx, void *dW, void *db, const v
 }
 
 static void cpu_rope_forward(void *ctx, void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
-                             int64_t H, int64_t hd) {
-    ON_THREADS(ctx, tt_cpu_rope_forward_f32(x, cos_t, sin_t, B, T, H, hd));
+                             int64_t H, int64_t hd, int64_t rotary_dim) {
+    ON_THREADS(ctx, tt_cpu_rope_forward_f32(x, cos_t, sin_t, B, T, H, hd, rotary_dim));
 }
 
 static void cpu_rope_backward(void *ctx, void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
-                              int64_t H, int64_t hd) {
-    ON_THREADS(ctx, tt_cpu_rope_backward_f32(dx, cos_t, sin_t, B, T, H, hd));
+                              int64_t H, int64_t hd, int64_t rotary_dim) {
+    ON_THREADS(ctx, tt_cpu_rope_backward_f32(dx, cos_t, sin_t, B, T, H, hd, rotary_dim));
 }
 
 static void cpu_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
@@ -261,13 +262,13 @@ static void cpu_attention_backward(void *ctx, void *dq, void *dk, void *dv, cons
     ON_THREADS(ctx, tt_cpu_attention_backward_f32(&cpu->scratch, dq, dk, dv, dout, out, lse, q, k, v, shape));
 }
 
-static void cpu_swiglu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n) {
-    ON_THREADS(ctx, tt_cpu_swiglu_forward_f32(h, gate, up, n));
+static void cpu_glu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n, tt_glu_activation act) {
+    ON_THREADS(ctx, tt_cpu_glu_forward_f32(h, gate, up, n, act));
 }
 
-static void cpu_swiglu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
-                                int64_t n) {
-    ON_THREADS(ctx, tt_cpu_swiglu_backward_f32(dgate, dup, dh, gate, up, n));
+static void cpu_glu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+                             int64_t n, tt_glu_activation act) {
+    ON_THREADS(ctx, tt_cpu_glu_backward_f32(dgate, dup, dh, gate, up, n, act));
 }
 
 static void cpu_add(void *ctx, void *out, const void *a, const void *b, int64_t n) {
@@ -286,11 +287,11 @@ static void cpu_dropout_scale(void *ctx, void *out, const void *x, int64_t n, fl
 }
 
 static double cpu_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
-                               int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
-                               double loss_before, int64_t *count) {
+                               int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double logit_scale,
+                               double softcap, double scale, double loss_before, int64_t *count) {
     double loss = 0;
     ON_THREADS(ctx, loss = tt_cpu_lm_head_loss_f32(&cpu->scratch, dxn, dW, xn, W, targets, N, D, V, chunk, logits,
-                                                   scale, loss_before, count));
+                                                   logit_scale, softcap, scale, loss_before, count));
     return loss;
 }
 
@@ -362,8 +363,8 @@ static const tt_backend_iface cpu_iface = {
     .rope_backward = cpu_rope_backward,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
-    .swiglu_forward = cpu_swiglu_forward,
-    .swiglu_backward = cpu_swiglu_backward,
+    .glu_forward = cpu_glu_forward,
+    .glu_backward = cpu_glu_backward,
     .add = cpu_add,
     .dequantize_4bit = cpu_dequantize_4bit,
     .dropout_scale = cpu_dropout_scale,

@@ -35,18 +35,20 @@ size_t tt_cpu_scratch_bytes(const tt_scratch_shape *shape, int threads);
 /* ---- fp32: the CPU backend's compute precision */
 
 /* out[N,D] = table[ids[n], :] */
-void tt_cpu_embedding_forward_f32(float *out, const int32_t *ids, const float *table, int64_t N, int64_t D);
+void tt_cpu_embedding_forward_f32(float *out, const int32_t *ids, const float *table, int64_t N, int64_t D,
+                                  float scale);
 
 /* dtable[V,D] += dout[n] at row ids[n], for n in order */
-void tt_cpu_embedding_backward_f32(float *dtable, const int32_t *ids, const float *dout, int64_t N, int64_t D);
+void tt_cpu_embedding_backward_f32(float *dtable, const int32_t *ids, const float *dout, int64_t N, int64_t D,
+                                   float scale);
 
 /* out[R,C] = w[C] * (x * rstd); rstd[R] = 1 / sqrt(mean(x^2) + eps) */
-void tt_cpu_rmsnorm_forward_f32(float *out, float *rstd, const float *x, const float *w, int64_t R, int64_t C,
-                                double eps);
+void tt_cpu_rmsnorm_forward_f32(float *out, float *rstd, const float *x, const float *w, const float *residual,
+                                int64_t R, int64_t C, double eps, float weight_offset);
 
 /* dx[R,C] += d/dx; dw[C] += d/dw (row after row, in order, onto dw's value); either may be NULL */
 void tt_cpu_rmsnorm_backward_f32(tt_cpu_scratch *scratch, float *dx, float *dw, const float *dout, const float *x,
-                                 const float *w, const float *rstd, int64_t R, int64_t C);
+                                 const float *w, const float *rstd, int64_t R, int64_t C, float weight_offset);
 
 /* y[N,out] (= or += when accumulate) x[N,in] W[out,in]^T (+ b[out] when b != NULL) */
 void tt_cpu_linear_forward_f32(tt_cpu_scratch *scratch, float *y, const float *x, const float *W, const float *b,
@@ -59,11 +61,11 @@ void tt_cpu_linear_backward_f32(tt_cpu_scratch *scratch, float *dx, float *dW, f
 
 /* in place on x[B*T, H, hd], rotate-half layout; cos/sin[T, hd/2] at position n % T */
 void tt_cpu_rope_forward_f32(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                             int64_t hd);
+                             int64_t hd, int64_t rotary_dim);
 
 /* in place on dx[B*T, H, hd]: rotation by the negative angle */
 void tt_cpu_rope_backward_f32(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                              int64_t hd);
+                              int64_t hd, int64_t rotary_dim);
 
 /* out[B*T, Hq*hd], lse[B, Hq, T] from q[B*T, Hq*hd], k, v[B*T, Hkv*hd]; causal, GQA, window */
 void tt_cpu_attention_forward_f32(tt_cpu_scratch *scratch, float *out, float *lse, const float *q, const float *k,
@@ -74,12 +76,12 @@ void tt_cpu_attention_backward_f32(tt_cpu_scratch *scratch, float *dq, float *dk
                                    const float *out, const float *lse, const float *q, const float *k, const float *v,
                                    const tt_attention_shape *shape);
 
-/* h[n] = silu(gate) * up */
-void tt_cpu_swiglu_forward_f32(float *h, const float *gate, const float *up, int64_t n);
+/* h[n] = act(gate) * up */
+void tt_cpu_glu_forward_f32(float *h, const float *gate, const float *up, int64_t n, tt_glu_activation act);
 
 /* dgate[n], dup[n] (overwritten) */
-void tt_cpu_swiglu_backward_f32(float *dgate, float *dup, const float *dh, const float *gate, const float *up,
-                                int64_t n);
+void tt_cpu_glu_backward_f32(float *dgate, float *dup, const float *dh, const float *gate, const float *up, int64_t n,
+                             tt_glu_activation act);
 
 /* out[n] = a[n] + b[n] */
 void tt_cpu_add_f32(float *out, const float *a, const float *b, int64_t n);
@@ -92,7 +94,7 @@ void tt_cpu_dropout_scale_f32(float *out, const float *x, int64_t n, float multi
  * order; when dxn != NULL: dxn[N,D] overwritten, dW[V,D] += token after token (dW may be NULL) */
 double tt_cpu_lm_head_loss_f32(tt_cpu_scratch *scratch, float *dxn, float *dW, const float *xn, const float *W,
                                const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, float *logits,
-                               double scale, double loss_before, int64_t *count);
+                               double logit_scale, double softcap, double scale, double loss_before, int64_t *count);
 
 /* sum of x[n]^2 in double, blocks of 4096 summed in order */
 double tt_cpu_sum_squares_f32(tt_cpu_scratch *scratch, const float *x, int64_t n);
@@ -104,18 +106,20 @@ void tt_cpu_adamw_update_f32(float *p, const float *g, float *m, float *v, int64
 /* ---- fp64: the finite-difference gradient check */
 
 /* out[N,D] = table[ids[n], :] */
-void tt_cpu_embedding_forward_f64(double *out, const int32_t *ids, const double *table, int64_t N, int64_t D);
+void tt_cpu_embedding_forward_f64(double *out, const int32_t *ids, const double *table, int64_t N, int64_t D,
+                                  double scale);
 
 /* dtable[V,D] += dout[n] at row ids[n], for n in order */
-void tt_cpu_embedding_backward_f64(double *dtable, const int32_t *ids, const double *dout, int64_t N, int64_t D);
+void tt_cpu_embedding_backward_f64(double *dtable, const int32_t *ids, const double *dout, int64_t N, int64_t D,
+                                   double scale);
 
 /* out[R,C] = w[C] * (x * rstd); rstd[R] = 1 / sqrt(mean(x^2) + eps) */
-void tt_cpu_rmsnorm_forward_f64(double *out, double *rstd, const double *x, const double *w, int64_t R, int64_t C,
-                                double eps);
+void tt_cpu_rmsnorm_forward_f64(double *out, double *rstd, const double *x, const double *w, const double *residual,
+                                int64_t R, int64_t C, double eps, double weight_offset);
 
 /* dx[R,C] += d/dx; dw[C] += d/dw (row after row, in order, onto dw's value); either may be NULL */
 void tt_cpu_rmsnorm_backward_f64(tt_cpu_scratch *scratch, double *dx, double *dw, const double *dout, const double *x,
-                                 const double *w, const double *rstd, int64_t R, int64_t C);
+                                 const double *w, const double *rstd, int64_t R, int64_t C, double weight_offset);
 
 /* y[N,out] (= or += when accumulate) x[N,in] W[out,in]^T (+ b[out] when b != NULL) */
 void tt_cpu_linear_forward_f64(tt_cpu_scratch *scratch, double *y, const double *x, const double *W, const double *b,
@@ -129,11 +133,11 @@ void tt_cpu_linear_backward_f64(tt_cpu_scratch *scratch, double *dx, double *dW,
 
 /* in place on x[B*T, H, hd], rotate-half layout; cos/sin[T, hd/2] at position n % T */
 void tt_cpu_rope_forward_f64(double *x, const double *cos_t, const double *sin_t, int64_t B, int64_t T, int64_t H,
-                             int64_t hd);
+                             int64_t hd, int64_t rotary_dim);
 
 /* in place on dx[B*T, H, hd]: rotation by the negative angle */
 void tt_cpu_rope_backward_f64(double *dx, const double *cos_t, const double *sin_t, int64_t B, int64_t T, int64_t H,
-                              int64_t hd);
+                              int64_t hd, int64_t rotary_dim);
 
 /* out[B*T, Hq*hd], lse[B, Hq, T] from q[B*T, Hq*hd], k, v[B*T, Hkv*hd]; causal, GQA, window */
 void tt_cpu_attention_forward_f64(tt_cpu_scratch *scratch, double *out, double *lse, const double *q, const double *k,
@@ -144,12 +148,12 @@ void tt_cpu_attention_backward_f64(tt_cpu_scratch *scratch, double *dq, double *
                                    const double *out, const double *lse, const double *q, const double *k,
                                    const double *v, const tt_attention_shape *shape);
 
-/* h[n] = silu(gate) * up */
-void tt_cpu_swiglu_forward_f64(double *h, const double *gate, const double *up, int64_t n);
+/* h[n] = act(gate) * up */
+void tt_cpu_glu_forward_f64(double *h, const double *gate, const double *up, int64_t n, tt_glu_activation act);
 
 /* dgate[n], dup[n] (overwritten) */
-void tt_cpu_swiglu_backward_f64(double *dgate, double *dup, const double *dh, const double *gate, const double *up,
-                                int64_t n);
+void tt_cpu_glu_backward_f64(double *dgate, double *dup, const double *dh, const double *gate, const double *up,
+                             int64_t n, tt_glu_activation act);
 
 /* out[n] = a[n] + b[n] */
 void tt_cpu_add_f64(double *out, const double *a, const double *b, int64_t n);
@@ -162,7 +166,7 @@ void tt_cpu_dropout_scale_f64(double *out, const double *x, int64_t n, double mu
  * order; when dxn != NULL: dxn[N,D] overwritten, dW[V,D] += (dgemm, chunk by chunk; dW may be NULL) */
 double tt_cpu_lm_head_loss_f64(tt_cpu_scratch *scratch, double *dxn, double *dW, const double *xn, const double *W,
                                const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, double *logits,
-                               double scale, double loss_before, int64_t *count);
+                               double logit_scale, double softcap, double scale, double loss_before, int64_t *count);
 
 /* sum of x[n]^2 in double, blocks of 4096 summed in order */
 double tt_cpu_sum_squares_f64(tt_cpu_scratch *scratch, const double *x, int64_t n);

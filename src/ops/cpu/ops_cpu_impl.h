@@ -129,15 +129,19 @@ static void cpu_column_sums(real *dst, const real *a, const real *x, const real 
 
 /* ---------------------------------------------------------------- embedding */
 
-void TT_CPU_FN(embedding_forward)(real *out, const int32_t *ids, const real *table, int64_t N, int64_t D) {
+void TT_CPU_FN(embedding_forward)(real *out, const int32_t *ids, const real *table, int64_t N, int64_t D, real scale) {
 #pragma omp parallel for schedule(static) if (N * D >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t n = 0; n < N; n++) {
         TT_CHECK(ids[n] >= 0, "negative token id %d at position %lld", (int)ids[n], (long long)n);
-        memcpy(out + n * D, table + (int64_t)ids[n] * D, (size_t)D * sizeof(real));
+        const real *row = table + (int64_t)ids[n] * D;
+        if (scale == 1) memcpy(out + n * D, row, (size_t)D * sizeof(real));
+        else
+            for (int64_t c = 0; c < D; c++) out[n * D + c] = row[c] * scale;
     }
 }
 
-void TT_CPU_FN(embedding_backward)(real *dtable, const int32_t *ids, const real *dout, int64_t N, int64_t D) {
+void TT_CPU_FN(embedding_backward)(real *dtable, const int32_t *ids, const real *dout, int64_t N, int64_t D,
+                                   real scale) {
     /* Parallel over column blocks; inside a block the tokens are added in order n = 0..N-1,
      * exactly the sequential definition. */
     const int64_t nb = (D + TT_CPU_COL_BLOCK - 1) / TT_CPU_COL_BLOCK;
@@ -148,31 +152,42 @@ void TT_CPU_FN(embedding_backward)(real *dtable, const int32_t *ids, const real 
             TT_CHECK(ids[n] >= 0, "negative token id %d at position %lld", (int)ids[n], (long long)n);
             real *row = dtable + (int64_t)ids[n] * D;
             const real *g = dout + n * D;
-            for (int64_t c = c0; c < c1; c++) row[c] += g[c];
+            if (scale == 1)
+                for (int64_t c = c0; c < c1; c++) row[c] += g[c];
+            else
+                for (int64_t c = c0; c < c1; c++) row[c] += g[c] * scale;
         }
     }
 }
 
 /* ---------------------------------------------------------------- RMSNorm */
 
-/* Hugging Face LlamaRMSNorm / Qwen3RMSNorm: out = w * (x * rsqrt(mean(x^2) + eps)). */
-void TT_CPU_FN(rmsnorm_forward)(real *out, real *rstd, const real *x, const real *w, int64_t R, int64_t C, double eps) {
+/* Hugging Face LlamaRMSNorm / Qwen3RMSNorm: out = w * (x * rsqrt(mean(x^2) + eps)); Gemma's with the weight
+ * (1 + w) (offset 1, added first as transformers does); plus the residual when there is one. */
+void TT_CPU_FN(rmsnorm_forward)(real *out, real *rstd, const real *x, const real *w, const real *residual, int64_t R,
+                                int64_t C, double eps, real offset) {
 #pragma omp parallel for schedule(static) if (R * C >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t r = 0; r < R; r++) {
         const real *xr = x + r * C;
-        real *o = out + r * C;
+        real *o = out ? out + r * C : NULL;
         double ss = 0;
         for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * (double)xr[c];
         const real rs = (real)(1.0 / sqrt(ss / (double)C + eps));
         rstd[r] = rs;
-        for (int64_t c = 0; c < C; c++) o[c] = w[c] * (xr[c] * rs);
+        if (!out) continue; /* the statistics alone (a recompute that keeps the output) */
+        if (residual) {
+            const real *res = residual + r * C;
+            for (int64_t c = 0; c < C; c++) o[c] = res[c] + (w[c] + offset) * (xr[c] * rs);
+        } else {
+            for (int64_t c = 0; c < C; c++) o[c] = (w[c] + offset) * (xr[c] * rs);
+        }
     }
 }
 
-/* With y_c = w_c x_c r and r = (mean(x^2) + eps)^(-1/2):
- *   dx_c = r (w_c g_c - x_c r^2 mean_k(w_k g_k x_k)),  dw_c = sum_rows g_c x_c r. */
+/* With y_c = w'_c x_c r, w' = w + offset and r = (mean(x^2) + eps)^(-1/2):
+ *   dx_c = r (w'_c g_c - x_c r^2 mean_k(w'_k g_k x_k)),  dw_c = sum_rows g_c x_c r. */
 void TT_CPU_FN(rmsnorm_backward)(tt_cpu_scratch *scratch, real *dx, real *dw, const real *dout, const real *x,
-                                 const real *w, const real *rstd, int64_t R, int64_t C) {
+                                 const real *w, const real *rstd, int64_t R, int64_t C, real offset) {
     /* dw first, so that dx may be the same buffer as dout. */
     if (dw) cpu_column_sums(dw, dout, x, rstd, R, C);
     if (dx) {
@@ -181,11 +196,11 @@ void TT_CPU_FN(rmsnorm_backward)(tt_cpu_scratch *scratch, real *dx, real *dw, co
             const real *xr = x + r * C, *g = dout + r * C;
             real *d = dx + r * C;
             double dot = 0;
-            for (int64_t c = 0; c < C; c++) dot += (double)w[c] * (double)g[c] * (double)xr[c];
+            for (int64_t c = 0; c < C; c++) dot += (double)(w[c] + offset) * (double)g[c] * (double)xr[c];
             const double rs = (double)rstd[r];
             const real a = rstd[r];
             const real k = (real)(rs * rs * rs * (dot / (double)C));
-            for (int64_t c = 0; c < C; c++) d[c] += a * (w[c] * g[c]) - k * xr[c];
+            for (int64_t c = 0; c < C; c++) d[c] += a * ((w[c] + offset) * g[c]) - k * xr[c];
         }
     }
 }
@@ -223,11 +238,15 @@ void TT_CPU_FN(linear_backward)(tt_cpu_scratch *scratch, real *dx, real *dW, rea
 
 /* ---------------------------------------------------------------- RoPE */
 
-/* Hugging Face apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, cos = cat(c, c). */
-void TT_CPU_FN(rope_forward)(real *x, const real *cos_t, const real *sin_t, int64_t B, int64_t T, int64_t H,
-                             int64_t hd) {
-    TT_CHECK(hd % 2 == 0, "rope needs an even head_dim, got %lld", (long long)hd);
-    const int64_t half = hd / 2;
+/* Hugging Face apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, cos = cat(c, c), over the first rd dimensions
+ * of each head (the rest pass through: partial rotary). */
+void TT_CPU_FN(rope_forward)(real *x, const real *cos_t, const real *sin_t, int64_t B, int64_t T, int64_t H, int64_t hd,
+                             int64_t rd) {
+    TT_CHECK(rd % 2 == 0 && rd > 0 && rd <= hd,
+             "rope over %lld of head_dim %lld dimensions: an even count, at most "
+             "head_dim",
+             (long long)rd, (long long)hd);
+    const int64_t half = rd / 2;
 #pragma omp parallel for schedule(static) if (B * T * H * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t n = 0; n < B * T; n++) {
         const real *cs = cos_t + (n % T) * half, *sn = sin_t + (n % T) * half;
@@ -244,9 +263,12 @@ void TT_CPU_FN(rope_forward)(real *x, const real *cos_t, const real *sin_t, int6
 
 /* The transpose of the rotation: rotation by the negative angle. */
 void TT_CPU_FN(rope_backward)(real *dx, const real *cos_t, const real *sin_t, int64_t B, int64_t T, int64_t H,
-                              int64_t hd) {
-    TT_CHECK(hd % 2 == 0, "rope needs an even head_dim, got %lld", (long long)hd);
-    const int64_t half = hd / 2;
+                              int64_t hd, int64_t rd) {
+    TT_CHECK(rd % 2 == 0 && rd > 0 && rd <= hd,
+             "rope over %lld of head_dim %lld dimensions: an even count, at most "
+             "head_dim",
+             (long long)rd, (long long)hd);
+    const int64_t half = rd / 2;
 #pragma omp parallel for schedule(static) if (B * T * H * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t n = 0; n < B * T; n++) {
         const real *cs = cos_t + (n % T) * half, *sn = sin_t + (n % T) * half;
@@ -288,6 +310,15 @@ static inline bool cpu_query_in_key_document(const tt_attention_shape *s, int64_
     return !s->positions || i - s->positions[b * s->seq_len + i] <= j;
 }
 
+/* A scaled score soft-capped (Gemma 2: cap * tanh(s / cap)) where cap > 0. */
+static inline real cpu_softcap(real s, real cap) {
+#if TT_CPU_REAL_IS_DOUBLE
+    return cap > 0 ? cap * tanh(s / cap) : s;
+#else
+    return cap > 0 ? cap * tanhf(s / cap) : s;
+#endif
+}
+
 static void cpu_check_attention_shape(const tt_attention_shape *s) {
     TT_CHECK(s->batch >= 0 && s->seq_len >= 0 && s->head_dim > 0 && s->num_heads > 0 && s->num_kv_heads > 0 &&
                  s->num_heads % s->num_kv_heads == 0 && s->sliding_window >= 0,
@@ -305,7 +336,7 @@ void TT_CPU_FN(attention_forward)(tt_cpu_scratch *scratch, real *out, real *lse,
     cpu_check_attention_shape(shape);
     const int64_t B = shape->batch, T = shape->seq_len, Hq = shape->num_heads, Hkv = shape->num_kv_heads;
     const int64_t hd = shape->head_dim, group = Hq / Hkv;
-    const real scale = (real)shape->scale;
+    const real scale = (real)shape->scale, cap = (real)shape->softcap;
     const int64_t rows = B * Hq * T;
     /* One row of scores per thread, from the scratch area (see tt_cpu_scratch_bytes). */
     const int threads = omp_get_max_threads();
@@ -322,7 +353,7 @@ void TT_CPU_FN(attention_forward)(tt_cpu_scratch *scratch, real *out, real *lse,
             real m = -INFINITY;
             for (int64_t j = 0; j < nj; j++) {
                 const real *kj = k + ((b * T + j0 + j) * Hkv + kvh) * hd;
-                const real sc = cpu_dot(qi, kj, hd) * scale;
+                const real sc = cpu_softcap(cpu_dot(qi, kj, hd) * scale, cap);
                 e[j] = sc;
                 if (sc > m) m = sc;
             }
@@ -350,14 +381,30 @@ void TT_CPU_FN(attention_forward)(tt_cpu_scratch *scratch, real *out, real *lse,
  *   pass 2, parallel over keys: dk_j = scale sum_{h in group} sum_i dS_ij q_i,
  *                               dv_j = sum_{h in group} sum_i P_ij dout_i,
  * with P_ij = exp(s_ij - lse_i), dS_ij = P_ij (dout_i . v_j - D_i); heads in order h, then
- * queries in order i. The only extra state is D[B, Hq, T], from the scratch area. */
+ * queries in order i. With soft-capping s_ij = cap tanh(u_ij / cap) of u_ij = scale q_i . k_j, and dS_ij takes
+ * the factor 1 - tanh^2. The only extra state is D[B, Hq, T], from the scratch area. */
+static inline real cpu_capped_score(const real *qi, const real *kj, int64_t hd, real scale, real cap, real *slope) {
+    const real u = cpu_dot(qi, kj, hd) * scale;
+    if (!(cap > 0)) {
+        *slope = 1;
+        return u;
+    }
+#if TT_CPU_REAL_IS_DOUBLE
+    const real t = tanh(u / cap);
+#else
+    const real t = tanhf(u / cap);
+#endif
+    *slope = 1 - t * t;
+    return cap * t;
+}
+
 void TT_CPU_FN(attention_backward)(tt_cpu_scratch *scratch, real *dq, real *dk, real *dv, const real *dout,
                                    const real *out, const real *lse, const real *q, const real *k, const real *v,
                                    const tt_attention_shape *shape) {
     cpu_check_attention_shape(shape);
     const int64_t B = shape->batch, T = shape->seq_len, Hq = shape->num_heads, Hkv = shape->num_kv_heads;
     const int64_t hd = shape->head_dim, window = shape->sliding_window, group = Hq / Hkv;
-    const real scale = (real)shape->scale;
+    const real scale = (real)shape->scale, cap = (real)shape->softcap;
     const int64_t rows = B * Hq * T;
     real *Dsum = tt_cpu_scratch_take(scratch, (size_t)(rows > 0 ? rows : 1) * sizeof(real), "attention backward D");
 
@@ -376,8 +423,9 @@ void TT_CPU_FN(attention_backward)(tt_cpu_scratch *scratch, real *dq, real *dk, 
         for (int64_t j = cpu_first_visible_key(shape, b, i); j <= i; j++) {
             const int64_t koff = ((b * T + j) * Hkv + kvh) * hd;
             const real *kj = k + koff, *vj = v + koff;
-            const real p = TT_CPU_EXP(cpu_dot(qi, kj, hd) * scale - li);
-            const real ds = p * (cpu_dot(doi, vj, hd) - Di);
+            real slope;
+            const real p = TT_CPU_EXP(cpu_capped_score(qi, kj, hd, scale, cap, &slope) - li);
+            const real ds = p * (cpu_dot(doi, vj, hd) - Di) * slope;
             const real c = scale * ds;
             for (int64_t d = 0; d < hd; d++) dqi[d] += c * kj[d];
         }
@@ -399,8 +447,9 @@ void TT_CPU_FN(attention_backward)(tt_cpu_scratch *scratch, real *dq, real *dk, 
                 const int64_t off = ((b * T + i) * Hq + h) * hd;
                 const real *qi = q + off, *doi = dout + off;
                 const real li = lse[(b * Hq + h) * T + i], Di = Dsum[(b * Hq + h) * T + i];
-                const real p = TT_CPU_EXP(cpu_dot(qi, kj, hd) * scale - li);
-                const real ds = p * (cpu_dot(doi, vj, hd) - Di);
+                real slope;
+                const real p = TT_CPU_EXP(cpu_capped_score(qi, kj, hd, scale, cap, &slope) - li);
+                const real ds = p * (cpu_dot(doi, vj, hd) - Di) * slope;
                 const real c = scale * ds;
                 for (int64_t d = 0; d < hd; d++) dkj[d] += c * qi[d];
                 for (int64_t d = 0; d < hd; d++) dvj[d] += p * doi[d];
@@ -410,27 +459,57 @@ void TT_CPU_FN(attention_backward)(tt_cpu_scratch *scratch, real *dq, real *dk, 
     tt_cpu_scratch_give(scratch, Dsum);
 }
 
-/* ---------------------------------------------------------------- SwiGLU, add */
+/* ---------------------------------------------------------------- gated activations, add */
 
-/* torch's silu: g / (1 + exp(-g)). */
-void TT_CPU_FN(swiglu_forward)(real *h, const real *gate, const real *up, int64_t n) {
+#if TT_CPU_REAL_IS_DOUBLE
+#define TT_CPU_TANH tanh
+#else
+#define TT_CPU_TANH tanhf
+#endif
+/* torch's gelu(approximate="tanh") constants: sqrt(2 / pi) and the cubic's coefficient. */
+#define TT_CPU_GELU_BETA ((real)(M_SQRT2 * M_2_SQRTPI * 0.5))
+#define TT_CPU_GELU_KAPPA ((real)0.044715)
+
+/* h = act(g) * up: torch's silu g / (1 + exp(-g)), or its tanh gelu 0.5 g (1 + tanh(beta (g + kappa g^3))) in the
+ * order of its CPU kernel. */
+void TT_CPU_FN(glu_forward)(real *h, const real *gate, const real *up, int64_t n, tt_glu_activation act) {
 #pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) {
         const real g = gate[i];
-        h[i] = (g / (1 + TT_CPU_EXP(-g))) * up[i];
+        if (act == TT_GLU_SILU) {
+            h[i] = (g / (1 + TT_CPU_EXP(-g))) * up[i];
+        } else {
+            const real inner = TT_CPU_GELU_BETA * (g + TT_CPU_GELU_KAPPA * (g * g * g));
+            h[i] = ((real)0.5 * g * (1 + TT_CPU_TANH(inner))) * up[i];
+        }
     }
 }
 
-/* As autograd runs it: du = dh * silu(g); dg = (dh * u) * sig(g) (1 + g (1 - sig(g))). */
-void TT_CPU_FN(swiglu_backward)(real *dgate, real *dup, const real *dh, const real *gate, const real *up, int64_t n) {
+/* As autograd runs it: du = dh * act(g); dg = (dh * u) * act'(g), with silu' = sig(g) (1 + g (1 - sig(g))) and
+ * tanh gelu' = 0.5 (1 + t) + 0.5 g (1 - t^2) beta (1 + 3 kappa g^2), t = tanh(beta (g + kappa g^3)). */
+void TT_CPU_FN(glu_backward)(real *dgate, real *dup, const real *dh, const real *gate, const real *up, int64_t n,
+                             tt_glu_activation act) {
 #pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < n; i++) {
-        const real g = gate[i], u = up[i], d = dh[i], e = TT_CPU_EXP(-g);
-        const real sig = 1 / (1 + e), silu = g / (1 + e);
-        dup[i] = d * silu;
-        dgate[i] = (d * u) * (sig * (1 + g * (1 - sig)));
+        const real g = gate[i], u = up[i], d = dh[i];
+        if (act == TT_GLU_SILU) {
+            const real e = TT_CPU_EXP(-g);
+            const real sig = 1 / (1 + e), silu = g / (1 + e);
+            dup[i] = d * silu;
+            dgate[i] = (d * u) * (sig * (1 + g * (1 - sig)));
+        } else {
+            const real g2 = g * g;
+            const real t = TT_CPU_TANH(TT_CPU_GELU_BETA * (g + TT_CPU_GELU_KAPPA * (g2 * g)));
+            const real gelu = (real)0.5 * g * (1 + t);
+            const real slope = (real)0.5 * (1 + t) +
+                               (real)0.5 * g * ((1 - t * t) * (TT_CPU_GELU_BETA * (1 + 3 * TT_CPU_GELU_KAPPA * g2)));
+            dup[i] = d * gelu;
+            dgate[i] = (d * u) * slope;
+        }
     }
 }
+#undef TT_CPU_GELU_BETA
+#undef TT_CPU_GELU_KAPPA
 
 void TT_CPU_FN(add)(real *out, const real *a, const real *b, int64_t n) {
 #pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
@@ -450,7 +529,7 @@ void TT_CPU_FN(dropout_scale)(real *out, const real *x, int64_t n, real multipli
 
 double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, const real *xn, const real *W,
                                const int32_t *targets, int64_t N, int64_t D, int64_t V, int64_t chunk, real *logits,
-                               double scale, double loss_before, int64_t *count) {
+                               double logit_scale, double softcap, double scale, double loss_before, int64_t *count) {
     TT_CHECK(chunk > 0 && V > 0, "lm_head_loss: chunk %lld, vocab %lld", (long long)chunk, (long long)V);
     int64_t valid = 0;
     for (int64_t n = 0; n < N; n++) {
@@ -462,7 +541,8 @@ double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, con
     const int64_t max_rows = cpu_min64(chunk, N > 0 ? N : 1);
     /* The per-row losses of a chunk, added in order onto the running total afterwards. */
     double *row_loss = tt_cpu_scratch_take(scratch, (size_t)max_rows * sizeof(double), "lm head row losses");
-    const real sc = (real)scale;
+    const real sc = (real)scale, ls = (real)logit_scale, cap = (real)softcap;
+    const bool transformed = ls != 1 || cap > 0;
     double total = loss_before;
     for (int64_t c0 = 0; c0 < N; c0 += chunk) {
         const int64_t rows = cpu_min64(chunk, N - c0);
@@ -472,6 +552,8 @@ double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, con
         for (int64_t r = 0; r < rows; r++) {
             real *lr = logits + r * V;
             const int32_t t = targets[c0 + r];
+            if (transformed && t != TT_IGNORE_INDEX)
+                for (int64_t j = 0; j < V; j++) lr[j] = cpu_softcap(lr[j] * ls, cap);
             if (t == TT_IGNORE_INDEX) {
                 row_loss[r] = 0;
                 if (dxn)
@@ -486,8 +568,17 @@ double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, con
             row_loss[r] = (double)m + log(sum) - (double)lr[t];
             if (dxn) {
                 const real inv = (real)(1.0 / sum);
-                for (int64_t j = 0; j < V; j++) lr[j] = TT_CPU_EXP(lr[j] - m) * inv * sc;
-                lr[t] -= sc;
+                if (!transformed) {
+                    for (int64_t j = 0; j < V; j++) lr[j] = TT_CPU_EXP(lr[j] - m) * inv * sc;
+                    lr[t] -= sc;
+                } else {
+                    /* through the cap (d/dz of cap tanh(z / cap) = 1 - (capped / cap)^2) and the scale */
+                    for (int64_t j = 0; j < V; j++) {
+                        const real capped = lr[j], slope = cap > 0 ? 1 - (capped / cap) * (capped / cap) : 1;
+                        const real g = TT_CPU_EXP(capped - m) * inv * sc - (j == t ? sc : 0);
+                        lr[j] = g * slope * ls;
+                    }
+                }
             }
         }
         for (int64_t r = 0; r < rows; r++) total += row_loss[r];
@@ -543,6 +634,7 @@ void TT_CPU_FN(adamw_update)(float *p, const real *g, float *m, float *v, int64_
 }
 
 #undef TT_CPU_EXP
+#undef TT_CPU_TANH
 #undef TT_CPU_GEMM_TILE_ROWS
 #undef TT_CPU_GEMM_TILE_COLS
 #undef TT_CPU_SUM_COL_BLOCK

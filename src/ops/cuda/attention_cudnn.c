@@ -901,6 +901,8 @@ static const char *unsupported_reason(const tt_attention_shape *s, size_t versio
     else if (s->sliding_window != 0)
         snprintf(buf, size, "sliding_window %lld: the cuDNN attention here is causal only",
                  (long long)s->sliding_window);
+    else if (s->softcap != 0)
+        snprintf(buf, size, "attention soft-capping %g: the cuDNN attention here has no soft-capping", s->softcap);
     else if (s->batch < 1 || s->seq_len < 2 || s->num_heads < 1 || s->num_kv_heads < 1)
         snprintf(buf, size, "shape B=%lld T=%lld Hq=%lld Hkv=%lld: cuDNN's fused attention needs T >= 2",
                  (long long)s->batch, (long long)s->seq_len, (long long)s->num_heads, (long long)s->num_kv_heads);

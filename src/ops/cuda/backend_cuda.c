@@ -442,7 +442,8 @@ static bool same_key(const attention_key *a, const attention_key *b) {
     return a->requested == b->requested && a->workspace_limit == b->workspace_limit &&
            a->nondeterministic == b->nondeterministic && x->batch == y->batch && x->seq_len == y->seq_len &&
            x->num_heads == y->num_heads && x->num_kv_heads == y->num_kv_heads && x->head_dim == y->head_dim &&
-           x->scale == y->scale && x->sliding_window == y->sliding_window && x->documents == y->documents;
+           x->scale == y->scale && x->sliding_window == y->sliding_window && x->documents == y->documents &&
+           x->softcap == y->softcap;
 }
 
 /* auto with deterministic: true takes the pipelined backward (with cuDNN's forward below 128k tokens,
@@ -530,9 +531,10 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
                    "document boundaries, so packed documents would attend to each other. Use attn_implementation: "
                    "auto (tiertrain's flash kernels with document boundaries) or remove sample_packing");
         if (want == TT_ATTENTION_FLASH && !flash)
-            tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim "
-                   "%lld, window %lld). Use attn_implementation: auto",
-                   (long long)shape->head_dim, (long long)shape->sliding_window);
+            tt_die(
+                "attn_implementation: flash needs head_dim 64 or 128, no sliding window and no soft-capping (this model: head_dim "
+                "%lld, window %lld). Use attn_implementation: auto",
+                (long long)shape->head_dim, (long long)shape->sliding_window);
         c.packed = true;
         c.forward = c.backward = want == TT_ATTENTION_SIMPLE || !flash ? TT_ATTENTION_SIMPLE : TT_ATTENTION_FLASH;
         c.backward_workspace = c.backward == TT_ATTENTION_FLASH
@@ -542,9 +544,10 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         return c;
     }
     if (want == TT_ATTENTION_FLASH && !flash)
-        tt_die("attn_implementation: flash needs head_dim 64 or 128 and no sliding window (this model: head_dim %lld, "
-               "window %lld). Use attn_implementation: auto",
-               (long long)shape->head_dim, (long long)shape->sliding_window);
+        tt_die(
+            "attn_implementation: flash needs head_dim 64 or 128, no sliding window and no soft-capping (this model: head_dim %lld, "
+            "window %lld). Use attn_implementation: auto",
+            (long long)shape->head_dim, (long long)shape->sliding_window);
     /* auto, deterministic (the default): cuDNN's forward with tiertrain's pipelined deterministic backward where those
      * kernels run at head_dim 128 (sm_90, no sliding window: auto_takes_own_backward; head_dim 64 was not measured
      * against cuDNN's deterministic backward); elsewhere cuDNN's fused attention with its
@@ -736,8 +739,9 @@ static void log_choice(const attention_choice *c, const tt_cudnn_attention *cudn
     if (c->deterministic_why_not[0])
         tt_info("attention: cuDNN's deterministic backward is not used: %s", c->deterministic_why_not);
     if (c->fused_why_not[0])
-        tt_info("attention: no fused kernel for head_dim %lld%s (cuDNN: %s); using the reference kernels (slow)",
-                (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "", c->fused_why_not);
+        tt_info("attention: no fused kernel for head_dim %lld%s%s (cuDNN: %s); using the reference kernels (slow)",
+                (long long)shape->head_dim, shape->sliding_window ? " with a sliding window" : "",
+                shape->softcap ? " with soft-capping" : "", c->fused_why_not);
     if (c->atomic_backward)
         tt_warn("deterministic: false: cuDNN's attention backward adds dQ with atomics; gradients are not "
                 "bit-reproducible run to run (deterministic: true is)");
@@ -837,13 +841,14 @@ static void check_prepared_attention(const cuda_backend *cuda, const tt_attentio
 
 /* ---- ops ---- */
 
-static void cuda_embedding_forward(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D) {
+static void cuda_embedding_forward(void *ctx, void *out, const int32_t *ids, const void *table, int64_t N, int64_t D,
+                                   float scale) {
     cuda_backend *cuda = ctx;
-    TIMED("embedding forward", tt_cuda_embedding_forward(out, ids, table, N, D, cuda->stream));
+    TIMED("embedding forward", tt_cuda_embedding_forward(out, ids, table, N, D, scale, cuda->stream));
 }
 
-static void cuda_embedding_backward(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N,
-                                    int64_t D) {
+static void cuda_embedding_backward(void *ctx, void *dtable, const int32_t *ids, const void *dout, int64_t N, int64_t D,
+                                    float scale) {
     cuda_backend *cuda = ctx;
     /* A stable sort of positions by token on the host gives every table row one block that adds
      * its positions in order: deterministic without atomics. The vocabulary bound is the
@@ -867,23 +872,24 @@ static void cuda_embedding_backward(void *ctx, void *dtable, const int32_t *ids,
     TT_CUDA_CHECK(cudaMemcpyAsync(tokens, cuda->host_segment_tokens, sizeof(int32_t) * (size_t)segments,
                                   cudaMemcpyHostToDevice, cuda->stream));
     TIMED("embedding backward", tt_cuda_embedding_backward(dtable, gradient_fp32(cuda), order, starts, tokens, segments,
-                                                           dout, D, cuda->stream));
+                                                           dout, D, scale, cuda->stream));
     /* The host buffers are reused by the next call: wait until the copies have read them. */
     cuda_synchronize(ctx);
 }
 
-static void cuda_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w, int64_t R, int64_t C,
-                                 double eps) {
+static void cuda_rmsnorm_forward(void *ctx, void *out, float *rstd, const void *x, const void *w, const void *residual,
+                                 int64_t R, int64_t C, double eps, float weight_offset) {
     cuda_backend *cuda = ctx;
-    TIMED("rmsnorm forward", tt_cuda_rmsnorm_forward(out, rstd, x, w, R, C, (float)eps, cuda->stream));
+    TIMED("rmsnorm forward",
+          tt_cuda_rmsnorm_forward(out, rstd, x, w, residual, R, C, (float)eps, weight_offset, cuda->stream));
 }
 
 static void cuda_rmsnorm_backward(void *ctx, void *dx, void *dw, const void *dout, const void *x, const void *w,
-                                  const float *rstd, int64_t R, int64_t C) {
+                                  const float *rstd, int64_t R, int64_t C, float weight_offset) {
     cuda_backend *cuda = ctx;
     float *scratch = op_scratch(cuda, floats(tt_cuda_rmsnorm_backward_scratch(R, C)), "the RMSNorm backward");
-    TIMED("rmsnorm backward",
-          tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(cuda), dout, x, w, rstd, R, C, scratch, cuda->stream));
+    TIMED("rmsnorm backward", tt_cuda_rmsnorm_backward(dx, dw, gradient_fp32(cuda), dout, x, w, rstd, R, C,
+                                                       weight_offset, scratch, cuda->stream));
 }
 
 static void cuda_linear_forward(void *ctx, void *y, const void *x, const void *W, const void *b, const void *residual,
@@ -913,15 +919,15 @@ static void cuda_linear_backward(void *ctx, void *dx, void *dW, void *db, const 
 }
 
 static void cuda_rope_forward(void *ctx, void *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
-                              int64_t H, int64_t hd) {
+                              int64_t H, int64_t hd, int64_t rotary_dim) {
     cuda_backend *cuda = ctx;
-    TIMED("rope forward", tt_cuda_rope_forward(x, cos_t, sin_t, B, T, H, hd, cuda->stream));
+    TIMED("rope forward", tt_cuda_rope_forward(x, cos_t, sin_t, B, T, H, hd, rotary_dim, cuda->stream));
 }
 
 static void cuda_rope_backward(void *ctx, void *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T,
-                               int64_t H, int64_t hd) {
+                               int64_t H, int64_t hd, int64_t rotary_dim) {
     cuda_backend *cuda = ctx;
-    TIMED("rope backward", tt_cuda_rope_backward(dx, cos_t, sin_t, B, T, H, hd, cuda->stream));
+    TIMED("rope backward", tt_cuda_rope_backward(dx, cos_t, sin_t, B, T, H, hd, rotary_dim, cuda->stream));
 }
 
 static void cuda_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
@@ -974,15 +980,15 @@ static void cuda_attention_backward(void *ctx, void *dq, void *dk, void *dv, con
     }
 }
 
-static void cuda_swiglu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n) {
+static void cuda_glu_forward(void *ctx, void *h, const void *gate, const void *up, int64_t n, tt_glu_activation act) {
     cuda_backend *cuda = ctx;
-    TIMED("swiglu forward", tt_cuda_swiglu_forward(h, gate, up, n, cuda->stream));
+    TIMED("glu forward", tt_cuda_glu_forward(h, gate, up, n, act, cuda->stream));
 }
 
-static void cuda_swiglu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
-                                 int64_t n) {
+static void cuda_glu_backward(void *ctx, void *dgate, void *dup, const void *dh, const void *gate, const void *up,
+                              int64_t n, tt_glu_activation act) {
     cuda_backend *cuda = ctx;
-    TIMED("swiglu backward", tt_cuda_swiglu_backward(dgate, dup, dh, gate, up, n, cuda->stream));
+    TIMED("glu backward", tt_cuda_glu_backward(dgate, dup, dh, gate, up, n, act, cuda->stream));
 }
 
 static void cuda_dequantize_4bit(void *ctx, void *out, const void *quantized, int64_t numel,
@@ -1003,8 +1009,8 @@ static void cuda_dropout_scale(void *ctx, void *out, const void *x, int64_t n, f
 }
 
 static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
-                                int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double scale,
-                                double loss_before, int64_t *count) {
+                                int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double logit_scale,
+                                double softcap, double scale, double loss_before, int64_t *count) {
     cuda_backend *cuda = ctx;
     const int64_t chunks = (N + chunk - 1) / chunk;
     unsigned char *scratch = op_scratch(cuda, align_256(floats(chunk)) + sizeof(double) * (size_t)chunks, "the loss");
@@ -1016,8 +1022,8 @@ static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, 
         /* logits[rows,V] = xn[rows,D] @ W[V,D]^T, in bf16 as the peer's LM head */
         TIMED("lm head gemm forward", tt_cuda_gemm(cuda->gemm, false, true, rows, V, D, 1.0f, x + first * D, D, W, D,
                                                    0.0f, logits, false, V, cuda->stream));
-        TIMED("cross entropy",
-              tt_cuda_cross_entropy_chunk(logits, row_loss, targets + first, rows, V, (float)scale, cuda->stream);
+        TIMED("cross entropy", tt_cuda_cross_entropy_chunk(logits, row_loss, targets + first, rows, V, (float)scale,
+                                                           (float)logit_scale, (float)softcap, cuda->stream);
               tt_cuda_sum(chunk_sums + c, row_loss, rows, cuda->stream));
         if (dxn) {
             /* logits now hold d loss / d logits; dW is NULL when the LM head is frozen */
@@ -1123,8 +1129,8 @@ static const tt_backend_iface cuda_iface = {
     .rope_backward = cuda_rope_backward,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
-    .swiglu_forward = cuda_swiglu_forward,
-    .swiglu_backward = cuda_swiglu_backward,
+    .glu_forward = cuda_glu_forward,
+    .glu_backward = cuda_glu_backward,
     .add = cuda_add,
     .dequantize_4bit = cuda_dequantize_4bit,
     .dropout_scale = cuda_dropout_scale,

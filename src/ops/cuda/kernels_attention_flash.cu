@@ -673,8 +673,8 @@ static __global__ void __launch_bounds__(32 * WARPS)
 
 extern "C" int tt_cuda_flash_attention_supported(const tt_attention_shape *s) {
     return (s->head_dim == 64 || s->head_dim == 128) && s->num_kv_heads > 0 && s->num_heads > 0 &&
-           s->num_heads % s->num_kv_heads == 0 && s->sliding_window == 0 && s->batch > 0 && s->seq_len > 0 &&
-           s->seq_len <= INT32_MAX / 2 && s->batch * s->num_heads <= INT32_MAX;
+           s->num_heads % s->num_kv_heads == 0 && s->sliding_window == 0 && s->softcap == 0 && s->batch > 0 &&
+           s->seq_len > 0 && s->seq_len <= INT32_MAX / 2 && s->batch * s->num_heads <= INT32_MAX;
 }
 
 static void check_flash_arguments(const tt_attention_shape *s, const void *const *pointers, int count) {

@@ -677,8 +677,8 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
 }
 
 extern "C" int tt_cuda_hopper_attention_supported(const tt_attention_shape *s) {
-    return (s->head_dim == 64 || s->head_dim == 128) && s->sliding_window == 0 && s->num_kv_heads > 0 &&
-           s->num_heads % s->num_kv_heads == 0 && s->seq_len > 0;
+    return (s->head_dim == 64 || s->head_dim == 128) && s->sliding_window == 0 && s->softcap == 0 &&
+           s->num_kv_heads > 0 && s->num_heads % s->num_kv_heads == 0 && s->seq_len > 0;
 }
 
 extern "C" void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,

@@ -2,7 +2,7 @@
  * the correctness fallback for the fused (tensor-core) attention, and follow the CPU
  * reference's definition: key j is visible to query i iff j <= i and (window == 0 or
  * i - j < window) and, with packed documents, j is in i's document (j >= i - positions[i]); query head h reads
- * kv head h / (Hq / Hkv). Each lane holds head-dimension
+ * kv head h / (Hq / Hkv); scores soft-capped where the shape says (Gemma 2). Each lane holds head-dimension
  * elements d = lane, lane + 32, ...; dot products are reduced with a fixed shuffle pattern, so
  * results are deterministic. */
 #include <math.h>
@@ -57,6 +57,17 @@ static __device__ __forceinline__ bool query_sees_document_of(int64_t i, int64_t
     return !positions || i - positions[b * T + i] <= j;
 }
 
+/* The scaled score u soft-capped where cap > 0 (Gemma 2: cap tanh(u / cap)); slope: its derivative, 1 - tanh^2. */
+static __device__ __forceinline__ float capped_score(float u, float cap, float *slope) {
+    if (!(cap > 0.0f)) {
+        *slope = 1.0f;
+        return u;
+    }
+    const float t = tanhf(u / cap);
+    *slope = 1.0f - t * t;
+    return cap * t;
+}
+
 static __global__ void attention_forward_kernel(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                                 const tt_bf16 *v, tt_attention_shape s, float scale) {
     const int64_t row = (int64_t)blockIdx.x * WARPS_PER_BLOCK + (threadIdx.x >> 5);
@@ -71,7 +82,9 @@ static __global__ void attention_forward_kernel(tt_bf16 *out, float *lse, const 
     for (int e = 0; e < MAX_PER_LANE; e++) acc[e] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int64_t j = first_visible_key(i, b, T, s.sliding_window, s.positions); j <= i; j++) {
-        const float score = row_dot(qi, k + ((b * T + j) * Hkv + kvh) * hd, hd, lane) * scale;
+        float slope;
+        const float score =
+            capped_score(row_dot(qi, k + ((b * T + j) * Hkv + kvh) * hd, hd, lane) * scale, (float)s.softcap, &slope);
         const float m_new = fmaxf(m, score);
         const float correction = expf(m - m_new), p = expf(score - m_new);
         l = l * correction + p;
@@ -113,8 +126,9 @@ static __global__ void attention_backward_queries_kernel(tt_bf16 *dq, float *D, 
     for (int e = 0; e < MAX_PER_LANE; e++) acc[e] = 0.0f;
     for (int64_t j = first_visible_key(i, b, T, s.sliding_window, s.positions); j <= i; j++) {
         const tt_bf16 *kj = k + ((b * T + j) * Hkv + kvh) * hd, *vj = v + ((b * T + j) * Hkv + kvh) * hd;
-        const float p = expf(row_dot(qi, kj, hd, lane) * scale - lse_i);
-        const float ds = p * (row_dot(doi, vj, hd, lane) - Di);
+        float slope;
+        const float p = expf(capped_score(row_dot(qi, kj, hd, lane) * scale, (float)s.softcap, &slope) - lse_i);
+        const float ds = p * (row_dot(doi, vj, hd, lane) - Di) * slope;
 #pragma unroll
         for (int e = 0; e < MAX_PER_LANE; e++) {
             const int d = lane + 32 * e;
@@ -150,8 +164,10 @@ static __global__ void attention_backward_keys_kernel(tt_bf16 *dk, tt_bf16 *dv, 
     for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
         for (int64_t i = j; i <= last && query_sees_document_of(i, j, b, T, s.positions); i++) {
             const int64_t offset = ((b * T + i) * Hq + h) * hd;
-            const float p = expf(row_dot(kj, q + offset, hd, lane) * scale - lse[(b * Hq + h) * T + i]);
-            const float ds = p * (row_dot(vj, dout + offset, hd, lane) - D[(b * Hq + h) * T + i]);
+            float slope;
+            const float p = expf(capped_score(row_dot(kj, q + offset, hd, lane) * scale, (float)s.softcap, &slope) -
+                                 lse[(b * Hq + h) * T + i]);
+            const float ds = p * (row_dot(vj, dout + offset, hd, lane) - D[(b * Hq + h) * T + i]) * slope;
 #pragma unroll
             for (int e = 0; e < MAX_PER_LANE; e++) {
                 const int d = lane + 32 * e;

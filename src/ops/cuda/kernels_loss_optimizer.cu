@@ -10,8 +10,20 @@
 #define CE_THREADS 512
 #define IGNORE_INDEX (-100)
 
+/* A logit as the loss sees it: scaled, then soft-capped where cap > 0; slope: d(that) / d(logit). */
+static __device__ __forceinline__ float transformed_logit(float raw, float logit_scale, float cap, float *slope) {
+    const float z = raw * logit_scale;
+    if (!(cap > 0.0f)) {
+        *slope = logit_scale;
+        return z;
+    }
+    const float t = tanhf(z / cap);
+    *slope = (1.0f - t * t) * logit_scale;
+    return cap * t;
+}
+
 static __global__ void cross_entropy_kernel(tt_bf16 *logits, float *row_loss, const int32_t *targets, int64_t V,
-                                            float scale) {
+                                            float scale, float logit_scale, float cap) {
     __shared__ float shared[32];
     const int64_t r = blockIdx.x;
     tt_bf16 *row = logits + r * V;
@@ -21,26 +33,34 @@ static __global__ void cross_entropy_kernel(tt_bf16 *logits, float *row_loss, co
         if (threadIdx.x == 0) row_loss[r] = 0.0f;
         return;
     }
+    float slope;
     float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, bf16_to_float(row[j]));
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+        m = fmaxf(m, transformed_logit(bf16_to_float(row[j]), logit_scale, cap, &slope));
     m = block_max(m, shared);
     float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(bf16_to_float(row[j]) - m);
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+        s += expf(transformed_logit(bf16_to_float(row[j]), logit_scale, cap, &slope) - m);
     s = block_sum(s, shared);
     const float log_sum = logf(s);
-    if (threadIdx.x == 0) row_loss[r] = m + log_sum - bf16_to_float(row[target]);
+    if (threadIdx.x == 0)
+        row_loss[r] = m + log_sum - transformed_logit(bf16_to_float(row[target]), logit_scale, cap, &slope);
     __syncthreads(); /* row[target] is read above before being overwritten below */
     const float inv = 1.0f / s;
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-        float p = expf(bf16_to_float(row[j]) - m) * inv;
-        row[j] = float_to_bf16(scale * (p - (j == target ? 1.0f : 0.0f)));
+        const float z = transformed_logit(bf16_to_float(row[j]), logit_scale, cap, &slope);
+        const float p = expf(z - m) * inv;
+        const float d = scale * (p - (j == target ? 1.0f : 0.0f));
+        row[j] = float_to_bf16(logit_scale == 1.0f && !(cap > 0.0f) ? d : d * slope);
     }
 }
 
 extern "C" void tt_cuda_cross_entropy_chunk(tt_bf16 *logits, float *row_loss, const int32_t *targets, int64_t rows,
-                                            int64_t V, float scale, cudaStream_t stream) {
+                                            int64_t V, float scale, float logit_scale, float softcap,
+                                            cudaStream_t stream) {
     if (rows == 0) return;
-    cross_entropy_kernel<<<(unsigned)rows, CE_THREADS, 0, stream>>>(logits, row_loss, targets, V, scale);
+    cross_entropy_kernel<<<(unsigned)rows, CE_THREADS, 0, stream>>>(logits, row_loss, targets, V, scale, logit_scale,
+                                                                    softcap);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -18,9 +18,9 @@ extern "C" {
 
 typedef uint16_t tt_bf16; /* bfloat16 bits */
 
-/* out[R,C] = x * rstd * w; rstd[R] = 1/sqrt(mean(x^2) + eps) */
-void tt_cuda_rmsnorm_forward(tt_bf16 *out, float *rstd, const tt_bf16 *x, const tt_bf16 *w, int64_t R, int64_t C,
-                             float eps, cudaStream_t stream);
+/* out[R,C] = (residual +) x * rstd * (w + weight_offset); rstd[R] = 1/sqrt(mean(x^2) + eps) */
+void tt_cuda_rmsnorm_forward(tt_bf16 *out, float *rstd, const tt_bf16 *x, const tt_bf16 *w, const tt_bf16 *residual,
+                             int64_t R, int64_t C, float eps, float weight_offset, cudaStream_t stream);
 
 /* Rows per block of the weight-gradient partial sums of rmsnorm_backward. */
 #define TT_CUDA_RMSNORM_BACKWARD_ROWS 64
@@ -29,8 +29,8 @@ int64_t tt_cuda_rmsnorm_backward_scratch(int64_t R, int64_t C);
 /* dx[R,C] += d/dx (dx may alias nothing else); dw[C] += d/dw, summed over rows in a fixed order
  * through scratch; dw is fp32 when dw_is_fp32, else bf16. */
 void tt_cuda_rmsnorm_backward(tt_bf16 *dx, void *dw, int dw_is_fp32, const tt_bf16 *dout, const tt_bf16 *x,
-                              const tt_bf16 *w, const float *rstd, int64_t R, int64_t C, float *scratch,
-                              cudaStream_t stream);
+                              const tt_bf16 *w, const float *rstd, int64_t R, int64_t C, float weight_offset,
+                              float *scratch, cudaStream_t stream);
 
 /* bitsandbytes' dynamic map (256 fp32, model/quant4.h) for the double-quantized absmax; once, before the first
  * dequantize_4bit (a synchronous copy). */
@@ -47,29 +47,31 @@ void tt_cuda_dequantize_4bit(tt_bf16 *out, const void *quantized, int64_t numel,
 void tt_cuda_gemm_4bit_nt(tt_bf16 *y, const tt_bf16 *x, const void *quantized, int64_t M, int64_t N, int64_t K,
                           const tt_quant4_format *format, cudaStream_t stream);
 
-/* h[n] = silu(gate[n]) * up[n] */
-void tt_cuda_swiglu_forward(tt_bf16 *h, const tt_bf16 *gate, const tt_bf16 *up, int64_t n, cudaStream_t stream);
+/* h[n] = act(gate[n]) * up[n] */
+void tt_cuda_glu_forward(tt_bf16 *h, const tt_bf16 *gate, const tt_bf16 *up, int64_t n, tt_glu_activation act,
+                         cudaStream_t stream);
 /* dgate, dup (overwritten) */
-void tt_cuda_swiglu_backward(tt_bf16 *dgate, tt_bf16 *dup, const tt_bf16 *dh, const tt_bf16 *gate, const tt_bf16 *up,
-                             int64_t n, cudaStream_t stream);
+void tt_cuda_glu_backward(tt_bf16 *dgate, tt_bf16 *dup, const tt_bf16 *dh, const tt_bf16 *gate, const tt_bf16 *up,
+                          int64_t n, tt_glu_activation act, cudaStream_t stream);
 
-/* Rotate-half RoPE in place on x[B*T, H, hd] with cos/sin[T, hd/2]; backward rotates by -angle. */
+/* Rotate-half RoPE in place on x[B*T, H, hd] over the first rotary_dim of each head, with cos/sin[T, rotary_dim/2];
+ * backward rotates by -angle. */
 void tt_cuda_rope_forward(tt_bf16 *x, const float *cos_table, const float *sin_table, int64_t B, int64_t T, int64_t H,
-                          int64_t hd, cudaStream_t stream);
+                          int64_t hd, int64_t rotary_dim, cudaStream_t stream);
 void tt_cuda_rope_backward(tt_bf16 *dx, const float *cos_table, const float *sin_table, int64_t B, int64_t T, int64_t H,
-                           int64_t hd, cudaStream_t stream);
+                           int64_t hd, int64_t rotary_dim, cudaStream_t stream);
 
-/* out[N,D] = table[ids[n]] */
+/* out[N,D] = table[ids[n]] (* scale: one fp32 product, rounded once, where scale != 1) */
 void tt_cuda_embedding_forward(tt_bf16 *out, const int32_t *ids, const tt_bf16 *table, int64_t N, int64_t D,
-                               cudaStream_t stream);
+                               float scale, cudaStream_t stream);
 
 /* Deterministic embedding backward. The host sorts the batch once (tt_embedding_backward_order):
  * segment s covers positions order[starts[s] .. starts[s+1]-1], all with token ids[s]
  * (ascending positions); one block per segment adds them in that order:
- * dtable[token, :] += sum dout[position, :]. dtable is fp32 when dtable_is_fp32, else bf16. */
+ * dtable[token, :] += sum dout[position, :] * scale. dtable is fp32 when dtable_is_fp32, else bf16. */
 void tt_cuda_embedding_backward(void *dtable, int dtable_is_fp32, const int32_t *order, const int32_t *starts,
                                 const int32_t *segment_tokens, int64_t segments, const tt_bf16 *dout, int64_t D,
-                                cudaStream_t stream);
+                                float scale, cudaStream_t stream);
 
 /* Fixed-order reductions (kernels_reduce.cu). */
 /* Rows per block of the column-sum partials. */
@@ -109,12 +111,13 @@ void tt_cuda_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_
                                 const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                 const tt_attention_shape *shape, float *scratch, cudaStream_t stream);
 
-/* Cross-entropy over one chunk of LM-head logits, in place: for each row r with
- * targets[r] != -100, loss_r = logsumexp(logits[r]) - logits[r][targets[r]] (fp32 math), written
- * to row_loss[r] (0 for ignored rows); logits[r] is replaced by its gradient
- * scale * (softmax - onehot) (zero for ignored rows), ready for the two backward GEMMs. */
+/* Cross-entropy over one chunk of LM-head logits, in place: with z = logits * logit_scale, soft-capped where
+ * softcap > 0 (softcap * tanh(z / softcap)), for each row r with targets[r] != -100,
+ * loss_r = logsumexp(z[r]) - z[r][targets[r]] (fp32 math), written to row_loss[r] (0 for ignored rows); logits[r]
+ * is replaced by its gradient scale * (softmax - onehot) through the cap and the scale (zero for ignored rows),
+ * ready for the two backward GEMMs. */
 void tt_cuda_cross_entropy_chunk(tt_bf16 *logits, float *row_loss, const int32_t *targets, int64_t rows, int64_t V,
-                                 float scale, cudaStream_t stream);
+                                 float scale, float logit_scale, float softcap, cudaStream_t stream);
 /* Sum of n floats in a fixed order (one block), written to *sum; for the loss. */
 void tt_cuda_sum(double *sum, const float *values, int64_t n, cudaStream_t stream);
 

@@ -1,7 +1,9 @@
-/* Golden test against transformers: tiny Qwen3, Llama (llama3 RoPE scaling) and Qwen2
- * (attention bias) fixtures made by tools/make_golden_fixtures.py in float64. The CPU
- * backend's loss and every parameter gradient match to 1e-5 relative, and one AdamW step
- * matches torch.optim.AdamW. Gradient checkpointing gives the same bits. */
+/* Golden test against transformers: tiny Qwen3, Llama (llama3 RoPE scaling), Qwen2 (attention bias), Gemma 3
+ * (sliding and full layers, RoPE per layer type, GeGLU, sandwich norms), Gemma 2 (soft-capping), OLMo 2 (post-norms),
+ * SmolLM3 (a layer without RoPE) and Granite (multipliers) fixtures made by tools/make_golden_fixtures.py in float64,
+ * and Gemma 3's language model read from a Gemma3ForConditionalGeneration checkpoint. The CPU backend's loss and every
+ * parameter gradient match to 1e-5 relative, and one AdamW step matches torch.optim.AdamW. Gradient checkpointing
+ * gives the same bits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,15 +50,23 @@ static const tt_st_tensor *need(const tt_st_file *f, const char *name) {
     return t;
 }
 
-static void run_fixture(const char *source_dir, const char *name, bool checkpointing, float **grads_out,
-                        size_t *grad_bytes) {
+/* The golden tensor of a parameter: its name with the prefix a checkpoint nests the language model under stripped
+ * (tiny_gemma3_multimodal's language_model., against tiny_gemma3's golden). */
+static const char *golden_name(const char *name, const char *strip) {
+    const size_t n = strlen(strip);
+    return strncmp(name, strip, n) == 0 ? name + n : name;
+}
+
+/* golden: the fixture whose golden.safetensors holds the reference (the fixture itself, or the model nested in it) */
+static void run_fixture_against(const char *source_dir, const char *name, const char *golden_fixture, const char *strip,
+                                bool checkpointing, float **grads_out, size_t *grad_bytes) {
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", source_dir, name);
     snprintf(path, sizeof path, "%s/config.json", dir);
     tt_model_config config;
     tt_model_config_load(path, &config);
 
-    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s/golden.safetensors", source_dir, golden_fixture);
     tt_st_file golden;
     tt_st_open(path, &golden);
     const tt_st_tensor *ids = need(&golden, "input_ids"), *labels = need(&golden, "labels");
@@ -94,7 +104,7 @@ static void run_fixture(const char *source_dir, const char *name, bool checkpoin
     char key[200];
     for (int i = 0; i < s.params.count; i++) {
         const tt_param_info *p = &s.params.params[i];
-        snprintf(key, sizeof key, "grad.%s", p->name);
+        snprintf(key, sizeof key, "grad.%s", golden_name(p->name, strip));
         const tt_st_tensor *g = need(&golden, key);
         TT_EXPECT(g->dtype == TT_F32 && (int64_t)(g->bytes / 4) == p->numel, "%s: %s shape", name, key);
         double err = tt_max_rel_error_f32((const float *)s.gradients + p->offset, g->data, (size_t)p->numel);
@@ -119,13 +129,13 @@ static void run_fixture(const char *source_dir, const char *name, bool checkpoin
     memcpy(*grads_out, s.gradients, *grad_bytes);
     for (int i = 0; i < s.params.count; i++) {
         const tt_param_info *p = &s.params.params[i];
-        snprintf(key, sizeof key, "grad.%s", p->name);
+        snprintf(key, sizeof key, "grad.%s", golden_name(p->name, strip));
         memcpy((float *)s.gradients + p->offset, need(&golden, key)->data, sizeof(float) * (size_t)p->numel);
     }
     tt_adamw_step(&s, &adamw, lr, 1, 1.0f);
     for (int i = 0; i < s.params.count; i++) {
         const tt_param_info *p = &s.params.params[i];
-        snprintf(key, sizeof key, "adamw.%s", p->name);
+        snprintf(key, sizeof key, "adamw.%s", golden_name(p->name, strip));
         const tt_st_tensor *w = need(&golden, key);
         double err = tt_max_rel_error_f32((const float *)s.weights + p->offset, w->data, (size_t)p->numel);
         TT_EXPECT(err <= 1e-5, "%s: %s after one AdamW step differs from torch by %.3g relative", name, p->name, err);
@@ -135,9 +145,15 @@ static void run_fixture(const char *source_dir, const char *name, bool checkpoin
     tt_run_config_free(&run);
 }
 
+static void run_fixture(const char *source_dir, const char *name, bool checkpointing, float **grads_out,
+                        size_t *grad_bytes) {
+    run_fixture_against(source_dir, name, name, "", checkpointing, grads_out, grad_bytes);
+}
+
 int main(int argc, char **argv) {
     const char *source_dir = argc > 1 ? argv[1] : ".";
-    const char *fixtures[] = {"tiny_qwen3", "tiny_llama", "tiny_qwen2"};
+    const char *fixtures[] = {"tiny_qwen3",  "tiny_llama", "tiny_qwen2",   "tiny_gemma3",
+                              "tiny_gemma2", "tiny_olmo2", "tiny_smollm3", "tiny_granite"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         float *plain = NULL, *checkpointed = NULL;
         size_t plain_bytes = 0, checkpointed_bytes = 0;
@@ -148,5 +164,12 @@ int main(int argc, char **argv) {
         free(plain);
         free(checkpointed);
     }
+    /* Gemma 3's language model inside a Gemma3ForConditionalGeneration checkpoint (its text config under text_config,
+     * its weights under language_model.model.) is tiny_gemma3's model: tiny_gemma3's golden */
+    float *nested = NULL;
+    size_t nested_bytes = 0;
+    run_fixture_against(source_dir, "tiny_gemma3_multimodal", "tiny_gemma3", "language_model.", false, &nested,
+                        &nested_bytes);
+    free(nested);
     return tt_test_summary("golden");
 }

@@ -114,7 +114,8 @@ static bool run_fixture(const char *source_dir, const char *name, bool checkpoin
 int main(int argc, char **argv) {
     const char *source_dir = argc > 1 ? argv[1] : getenv("TT_SOURCE_DIR");
     if (!source_dir) source_dir = ".";
-    const char *fixtures[] = {"tiny_qwen3", "tiny_llama", "tiny_qwen2"};
+    const char *fixtures[] = {"tiny_qwen3",  "tiny_llama", "tiny_qwen2",   "tiny_gemma3",
+                              "tiny_gemma2", "tiny_olmo2", "tiny_smollm3", "tiny_granite"};
     int present = 0;
     for (int i = 0; i < 3; i++)
         if (run_fixture(source_dir, fixtures[i], false)) {

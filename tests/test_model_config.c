@@ -1,8 +1,10 @@
-/* config.json: the four supported model types in both transformers spellings (4: rope_theta,
- * rope_scaling, torch_dtype; 5: rope_parameters, dtype), defaults, parameter counts checked
+/* config.json: the supported model types in both transformers spellings (4: rope_theta,
+ * rope_scaling, torch_dtype; 5: rope_parameters, dtype), defaults, the families' own keys (Gemma's layer types and
+ * RoPE per layer type, soft-capping; SmolLM3's layers without RoPE; Granite's multipliers), parameter counts checked
  * against the published sizes of real models, save/load round trips, and every bad config
  * ending in exit status 1 with a message naming the file and the key. */
 #include <ftw.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -264,10 +266,12 @@ static void test_param_count(void) {
               (long long)tt_model_config_param_count(&c));
     c.tie_word_embeddings = true;
     TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * 688 + 8, "tied");
-    c.attention_bias = true; /* + (4 + 2*2) * 4 = 32 per layer */
-    TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * (688 + 32) + 8, "with biases");
+    c.attention_bias = true; /* q/k/v: + (4 + 2*2) * 4 = 32 per layer, Llama's o_proj + 8 */
+    TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * (688 + 32 + 8) + 8, "with biases");
+    snprintf(c.model_type, sizeof c.model_type, "qwen2"); /* Qwen2's o_proj has none */
+    TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * (688 + 32) + 8, "with Qwen2's biases");
     snprintf(c.model_type, sizeof c.model_type, "qwen3"); /* q/k norms: + 2 * 4 per layer */
-    TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * (688 + 32 + 8) + 8, "with q/k norms");
+    TT_EXPECT(tt_model_config_param_count(&c) == 80 + 2 * (688 + 32 + 8 + 8) + 8, "with q/k norms");
 }
 
 /* A config built in code (no json_text) is saved as a fresh HF config.json that loads back to
@@ -341,7 +345,9 @@ static void test_save_fresh(void) {
 static void test_errors(void) {
     write_llama("gpt2.json", "gpt2", "\"hidden_size\": 32");
     tt_expect_die(load_config, "gpt2.json", "model_type \"gpt2\" is not supported");
-    tt_expect_die(load_config, "gpt2.json", "llama, mistral, qwen2 and qwen3");
+    tt_expect_die(load_config, "gpt2.json",
+                  "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, olmo2, "
+                  "smollm3 and granite");
     tt_test_write_text("no_type.json", "{\"vocab_size\": 100}");
     tt_expect_die(load_config, "no_type.json", "no_type.json: key \"model_type\" is missing");
 
@@ -377,11 +383,15 @@ static void test_errors(void) {
                 "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_scaling\": {\"rope_type\": \"yarn\", "
                 "\"factor\": 4.0}");
     tt_expect_die(load_config, "yarn.json", "yarn.json: key \"rope_scaling.rope_type\" is \"yarn\"");
-    tt_expect_die(load_config, "yarn.json", "only \"default\" and \"llama3\" RoPE are supported");
-    write_llama("linear_v5.json", "qwen3",
-                "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_parameters\": {\"rope_type\": \"linear\", "
+    tt_expect_die(load_config, "yarn.json", "supports \"default\", \"llama3\", \"linear\" and \"longrope\" RoPE");
+    write_llama("yarn_v5.json", "qwen3",
+                "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_parameters\": {\"rope_type\": \"yarn\", "
                 "\"rope_theta\": 10000.0, \"factor\": 2.0}");
-    tt_expect_die(load_config, "linear_v5.json", "\"rope_parameters.rope_type\" is \"linear\"");
+    tt_expect_die(load_config, "yarn_v5.json", "\"rope_parameters.rope_type\" is \"yarn\"");
+    write_llama("linear_no_factor.json", "qwen3",
+                "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_parameters\": {\"rope_type\": \"linear\", "
+                "\"rope_theta\": 10000.0}");
+    tt_expect_die(load_config, "linear_no_factor.json", "\"rope_parameters.factor\" is missing");
     write_llama(
         "dynamic.json", "llama",
         "\"hidden_size\": 32, \"num_hidden_layers\": 2, \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}");
@@ -454,6 +464,153 @@ static void test_hardening(void) {
     tt_expect_die(load_config, "huge_head.json", "huge_head.json: head_dim (1048576) is more than 1024");
 }
 
+/* gemma-3-1b-it's config.json as transformers 4.50 wrote it: sliding layers from the pattern (every sixth full), the
+ * full layers' theta 1e6, the sliding ones' 1e4, the attention scale from query_pre_attn_scalar, tied (by default). */
+static const char *gemma3_1b_config =
+    "{\"architectures\": [\"Gemma3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
+    "\"attn_logit_softcapping\": null, \"bos_token_id\": 2, \"cache_implementation\": \"hybrid\", "
+    "\"eos_token_id\": [1, 106], \"final_logit_softcapping\": null, \"head_dim\": 256, "
+    "\"hidden_activation\": \"gelu_pytorch_tanh\", \"hidden_size\": 1152, \"initializer_range\": 0.02, "
+    "\"intermediate_size\": 6912, \"max_position_embeddings\": 32768, \"model_type\": \"gemma3_text\", "
+    "\"num_attention_heads\": 4, \"num_hidden_layers\": 26, \"num_key_value_heads\": 1, \"pad_token_id\": 0, "
+    "\"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, \"rope_local_base_freq\": 10000, \"rope_scaling\": null, "
+    "\"rope_theta\": 1000000, \"sliding_window\": 512, \"sliding_window_pattern\": 6, \"torch_dtype\": \"bfloat16\", "
+    "\"use_cache\": true, \"vocab_size\": 262144}";
+
+static void test_gemma(void) {
+    tt_test_write_text("gemma3_1b.json", gemma3_1b_config);
+    tt_model_config c;
+    load("gemma3_1b.json", &c);
+    TT_EXPECT(tt_model_config_param_count(&c) == 999885952LL, "Gemma-3-1B has 999,885,952 parameters, got %lld",
+              (long long)tt_model_config_param_count(&c));
+    TT_EXPECT(c.tie_word_embeddings && c.sliding_window == 512 && c.layer_attention && c.attention_scale == 1.0 / 16 &&
+                  c.embedding_scale == sqrt(1152.0) && c.embedding_scale_in_compute_dtype &&
+                  c.final_logit_softcap == 0 && c.attention_softcap == 0,
+              "gemma3: tied, window 512, scale 1/16, sqrt(1152) embedding, no soft-capping");
+    bool pattern = true;
+    for (int64_t l = 0; l < c.num_layers; l++) {
+        const bool full = (l + 1) % 6 == 0;
+        pattern &= c.layer_attention[l].sliding == !full &&
+                   c.layer_attention[l].rope == (full ? TT_ROPE_TABLE_GLOBAL : TT_ROPE_TABLE_LOCAL);
+    }
+    TT_EXPECT(pattern, "gemma3: layers 5, 11, 17, 23 full on the global RoPE, the others sliding on the local one");
+    TT_EXPECT(c.rope_theta == 1e6 && c.rope_type == TT_ROPE_DEFAULT && c.rope_local_theta == 1e4 && c.eos_token_id == 1,
+              "gemma3 RoPE: %g global, %g local", c.rope_theta, c.rope_local_theta);
+    tt_model_config_free(&c);
+
+    /* Gemma 3 4B's multimodal config: the language model under text_config, linear scaling on the full layers only,
+     * the text weights under language_model.model. */
+    tt_test_write_text(
+        "gemma3_4b.json",
+        "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\", \"boi_token_index\": "
+        "255999, \"eos_token_id\": [1, 106], \"image_token_index\": 262144, \"mm_tokens_per_image\": 256, "
+        "\"text_config\": {\"hidden_size\": 2560, \"intermediate_size\": 10240, \"model_type\": \"gemma3_text\", "
+        "\"num_attention_heads\": 8, \"num_hidden_layers\": 34, \"num_key_value_heads\": 4, \"head_dim\": 256, "
+        "\"query_pre_attn_scalar\": 256, \"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}, "
+        "\"sliding_window\": 1024, \"vocab_size\": 262208, \"rope_theta\": 1000000.0, \"rope_local_base_freq\": "
+        "10000.0}, \"torch_dtype\": \"bfloat16\", \"vision_config\": {\"hidden_size\": 1152, \"image_size\": 896, "
+        "\"model_type\": \"siglip_vision_model\"}}");
+    load("gemma3_4b.json", &c);
+    TT_EXPECT(strcmp(c.model_type, "gemma3") == 0 && c.hidden_size == 2560 && c.num_layers == 34 &&
+                  c.rope_type == TT_ROPE_LINEAR && c.rope_factor == 8.0 && c.rope_local_theta == 1e4 &&
+                  c.dtype == TT_BF16 && c.eos_token_id == 1 && c.layer_attention &&
+                  c.layer_attention[5].sliding == false,
+              "gemma3 multimodal: the text config's sizes, linear x8 on the full layers");
+    tt_model_config_free(&c);
+
+    /* Gemma 2: soft-capping by default, alternating layers from layer 0 sliding, one RoPE table */
+    write_llama("gemma2.json", "gemma2",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 4, \"head_dim\": 16, \"hidden_activation\": "
+                "\"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": 144");
+    load("gemma2.json", &c);
+    TT_EXPECT(c.attention_softcap == 50.0 && c.final_logit_softcap == 30.0 && c.attention_scale == 1.0 / 12 &&
+                  c.layer_attention[0].sliding && !c.layer_attention[1].sliding && c.layer_attention[2].sliding &&
+                  c.layer_attention[0].rope == TT_ROPE_TABLE_GLOBAL && c.rope_local_theta == 0 && c.tie_word_embeddings,
+              "gemma2: soft-capping 50 / 30, scale 1/12, alternating layers, tied");
+    tt_model_config_free(&c);
+    write_llama("gemma2_nocap.json", "gemma2",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"attn_logit_softcapping\": null, "
+                "\"final_logit_softcapping\": null");
+    load("gemma2_nocap.json", &c);
+    TT_EXPECT(c.attention_softcap == 0 && c.final_logit_softcap == 0, "gemma2: null turns soft-capping off");
+    tt_model_config_free(&c);
+
+    write_llama("gemma_silu.json", "gemma3_text",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"hidden_activation\": \"silu\"");
+    tt_expect_die(load_config, "gemma_silu.json",
+                  "hidden_activation is \"silu\"; gemma3_text models' MLP here is GeGLU (tanh gelu)");
+    write_llama("gemma_bidirectional.json", "gemma3_text",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"use_bidirectional_attention\": true");
+    tt_expect_die(load_config, "gemma_bidirectional.json", "use_bidirectional_attention is true");
+    write_llama("gemma_types.json", "gemma3_text",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"layer_types\": [\"full_attention\"]");
+    tt_expect_die(load_config, "gemma_types.json", "\"layer_types\" must list one type for each of the 2 layers");
+    write_llama("gemma_type.json", "gemma2",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"layer_types\": [\"full_attention\", \"chunked\"]");
+    tt_expect_die(load_config, "gemma_type.json",
+                  "\"layer_types\"[1] must be \"sliding_attention\" or \"full_attention\"");
+    write_llama("gemma3_v5.json", "gemma3_text",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"rope_parameters\": {\"full_attention\": "
+                "{\"rope_type\": \"linear\", \"factor\": 4.0, \"rope_theta\": 1000000.0}, \"sliding_attention\": "
+                "{\"rope_type\": \"default\", \"rope_theta\": 20000.0}}, \"layer_types\": [\"sliding_attention\", "
+                "\"full_attention\"]");
+    load("gemma3_v5.json", &c);
+    TT_EXPECT(c.rope_type == TT_ROPE_LINEAR && c.rope_factor == 4.0 && c.rope_theta == 1e6 &&
+                  c.rope_local_theta == 20000.0 && c.layer_attention[0].rope == TT_ROPE_TABLE_LOCAL &&
+                  c.layer_attention[1].rope == TT_ROPE_TABLE_GLOBAL,
+              "gemma3: transformers 5's RoPE per layer type");
+    tt_model_config_free(&c);
+}
+
+/* OLMo 2, SmolLM3 and Granite: their features from their keys. */
+static void test_olmo2_smollm3_granite(void) {
+    tt_model_config c;
+    write_llama("olmo2.json", "olmo2", "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"rope_theta\": 500000");
+    load("olmo2.json", &c);
+    const tt_arch *arch = tt_arch_of(&c);
+    TT_EXPECT(arch->norm_placement == TT_NORM_POST && arch->qk_norm == TT_QK_NORM_PROJECTION &&
+                  !c.tie_word_embeddings && c.rope_theta == 5e5,
+              "olmo2: post-norms, q/k norms over the projection, untied");
+    /* per layer: q, k, v, o 4 * 64 * 64, q/k norms 2 * 64, post-norms 2 * 64, MLP 3 * 64 * 64 */
+    TT_EXPECT(tt_model_config_param_count(&c) == 2 * 100 * 64 + 2 * (7 * 64 * 64 + 4 * 64) + 64,
+              "olmo2 parameters: %lld", (long long)tt_model_config_param_count(&c));
+    tt_model_config_free(&c);
+
+    write_llama("smollm3.json", "smollm3", "\"hidden_size\": 64, \"num_hidden_layers\": 8");
+    load("smollm3.json", &c);
+    bool nope = true;
+    for (int64_t l = 0; l < 8; l++)
+        nope &= c.layer_attention[l].rope == ((l + 1) % 4 == 0 ? TT_ROPE_TABLE_NONE : TT_ROPE_TABLE_GLOBAL) &&
+                !c.layer_attention[l].sliding;
+    TT_EXPECT(nope && c.tie_word_embeddings && c.rope_theta == 2e6,
+              "smollm3: layers 3 and 7 without RoPE (interval 4), tied, theta 2e6 by default");
+    tt_model_config_free(&c);
+    write_llama("smollm3_list.json", "smollm3",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"no_rope_layers\": [0, 1, 1], "
+                "\"use_sliding_window\": true, \"sliding_window\": 16");
+    load("smollm3_list.json", &c);
+    TT_EXPECT(c.layer_attention[0].rope == TT_ROPE_TABLE_NONE && c.layer_attention[0].sliding &&
+                  c.layer_attention[1].rope == TT_ROPE_TABLE_GLOBAL && !c.layer_attention[1].sliding,
+              "smollm3: no_rope_layers as given, the window on the layer without RoPE");
+    tt_model_config_free(&c);
+    write_llama("smollm3_bad.json", "smollm3",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"no_rope_layers\": [1, 2]");
+    tt_expect_die(load_config, "smollm3_bad.json", "\"no_rope_layers\"[1] must be 0 (no RoPE) or 1");
+
+    /* granite-3.0-2b's multipliers */
+    write_llama("granite.json", "granite",
+                "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"embedding_multiplier\": 12.0, "
+                "\"residual_multiplier\": 0.22, \"attention_multiplier\": 0.015625, \"logits_scaling\": 8.0, "
+                "\"tie_word_embeddings\": true");
+    load("granite.json", &c);
+    TT_EXPECT(c.embedding_scale == 12.0 && !c.embedding_scale_in_compute_dtype && c.residual_scale == 0.22 &&
+                  c.attention_scale == 0.015625 && c.logit_scale == 1.0 / 8.0 && c.tie_word_embeddings,
+              "granite: its multipliers");
+    tt_model_config_free(&c);
+    write_llama("granite_bad.json", "granite", "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"logits_scaling\": 0");
+    tt_expect_die(load_config, "granite_bad.json", "logits_scaling is 0; it must be positive");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -461,6 +618,8 @@ int main(int argc, char **argv) {
     test_qwen3();
     test_llama31();
     test_qwen2_mistral();
+    test_gemma();
+    test_olmo2_smollm3_granite();
     test_param_count();
     test_save_fresh();
     test_errors();

@@ -1,7 +1,7 @@
-/* The per-architecture table of a decoder layer's saved slots (src/memory/saved_slots.c): the invariants the
- * step program relies on (the MLP's slots last, one slot per LoRA module, unique labels), the shapes against
- * the closed forms of each slot for a Llama and a Qwen3 layer, and the cheap set Megatron's selective
- * recompute takes. */
+/* Each family's table of a decoder layer's saved slots (its description, src/model/arch_*.c): the invariants the
+ * step program relies on (the MLP's slots last, one slot per LoRA module, unique labels), the slots each norm
+ * placement and q/k norm needs, the shapes against the closed forms of each slot for a Llama and a Qwen3 layer, and the
+ * cheap set Megatron's selective recompute takes. */
 #include <stdio.h>
 #include <string.h>
 
@@ -111,11 +111,43 @@ static void test_shapes(bool qk_norm) {
               slots->architecture);
 }
 
+/* Every family's table against its description: a slot for each norm its layer has (pre-norms, post-norms), the
+ * q/k norms' rstd one a head or one a token as its q/k norm is, the post-norms' inputs and statistics in their halves,
+ * and the MLP's slots every dense layer has. */
+static void test_family(const tt_arch *arch) {
+    const tt_layer_slots *slots = arch->slots;
+    test_invariants(slots);
+    const bool pre = arch->norm_placement != TT_NORM_POST, post = arch->norm_placement != TT_NORM_PRE;
+    const bool qk_norm = arch->qk_norm != TT_QK_NORM_NONE;
+    const tt_saved_slot_info *s = slots->slot;
+    TT_EXPECT(s[TT_SAVED_ATTN_NORMED].present == pre && s[TT_SAVED_ATTN_RSTD].present == pre &&
+                  s[TT_SAVED_MLP_NORMED].present == pre && s[TT_SAVED_MLP_RSTD].present == pre,
+              "%s: the pre-norms' slots where it has pre-norms", arch->model_type);
+    TT_EXPECT(s[TT_SAVED_ATTN_PROJ].present == post && s[TT_SAVED_ATTN_POST_RSTD].present == post &&
+                  s[TT_SAVED_MLP_PROJ].present == post && s[TT_SAVED_MLP_POST_RSTD].present == post,
+              "%s: the post-norms' inputs and statistics where it has post-norms", arch->model_type);
+    TT_EXPECT(!post || (!s[TT_SAVED_ATTN_PROJ].mlp_half && !s[TT_SAVED_ATTN_POST_RSTD].mlp_half &&
+                        s[TT_SAVED_MLP_PROJ].mlp_half && s[TT_SAVED_MLP_POST_RSTD].mlp_half &&
+                        s[TT_SAVED_RESIDUAL_MID].producer == TT_SLOT_OP_POST_NORM),
+              "%s: the post-norms' slots in their halves", arch->model_type);
+    TT_EXPECT(s[TT_SAVED_Q_RAW].present == qk_norm && s[TT_SAVED_K_RSTD].present == qk_norm,
+              "%s: q/k before their norms where it has q/k norms", arch->model_type);
+    if (qk_norm) {
+        const tt_slot_rows want = arch->qk_norm == TT_QK_NORM_PER_HEAD ? TT_SLOT_ROWS_Q_HEADS : TT_SLOT_ROWS_TOKENS;
+        TT_EXPECT(s[TT_SAVED_Q_RSTD].rows == want &&
+                      s[TT_SAVED_K_RSTD].rows ==
+                          (arch->qk_norm == TT_QK_NORM_PER_HEAD ? TT_SLOT_ROWS_KV_HEADS : TT_SLOT_ROWS_TOKENS),
+                  "%s: the q/k norms' rstd rows", arch->model_type);
+    }
+    const tt_saved_slot always[] = {TT_SAVED_Q,    TT_SAVED_K,  TT_SAVED_V,   TT_SAVED_ATTN_OUT,    TT_SAVED_LSE,
+                                    TT_SAVED_GATE, TT_SAVED_UP, TT_SAVED_GLU, TT_SAVED_RESIDUAL_MID};
+    for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
+        TT_EXPECT(s[always[i]].present, "%s: slot %d is there", arch->model_type, (int)always[i]);
+}
+
 int main(void) {
-    const tt_model_config llama = layer_config(false), qwen3 = layer_config(true);
-    test_invariants(tt_layer_slots_for(&llama));
-    test_invariants(tt_layer_slots_for(&qwen3));
     test_shapes(false);
     test_shapes(true);
+    for (int i = 0; i < tt_arch_family_count(); i++) test_family(tt_arch_family(i));
     return tt_test_summary("saved slots");
 }

@@ -22,7 +22,8 @@
 #include "train/model_setup.h"
 #include "train/step.h"
 
-static tt_model_config tiny_config(bool qwen3) { return tt_test_tiny_config(qwen3); }
+/* The family of the runs below: llama, qwen3, or one of the others' tiny models (tiny_model.h). */
+static const char *family = "llama";
 
 typedef struct run_result {
     size_t host_peak;      /* the compute arena's measured peak */
@@ -73,7 +74,7 @@ static tt_trainable_spec trainable_spec(void) {
  * staging buffer; 2 the same through two, slots under 1000 bytes staying on the compute tier */
 static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t loss_chunk, tt_tier offload_tier,
                                    size_t spill_budget, int64_t ring, bool streamed, int offload_kept) {
-    tt_model_config config = tiny_config(qwen3);
+    tt_model_config config = tt_test_tiny_family(qwen3 ? "qwen3" : family);
     tt_plan plan;
     memset(&plan, 0, sizeof plan);
     plan.num_layers = config.num_layers;
@@ -150,12 +151,12 @@ static run_result run_plan_spilled(bool qwen3, const char *policies, int64_t los
 
     /* The dry run's peaks equal the closed form's. */
     char why[256];
-    TT_EXPECT(tt_size_oracle_agrees(&s.sizes, &s.config, &s.params, &s.plan, why, sizeof why), "plan %s qwen3=%d: %s",
-              policies, qwen3, why);
+    TT_EXPECT(tt_size_oracle_agrees(&s.sizes, &s.config, &s.params, &s.plan, why, sizeof why), "plan %s %s: %s",
+              policies, s.config.model_type, why);
     /* Measured peaks equal the size table, class by class and for the whole tier. */
     for (int cls = 0; cls < TT_CLASS_COUNT; cls++)
         TT_EXPECT(s.arena.class_peak[cls] == s.sizes.class_peak[cls][TT_TIER_HOST],
-                  "plan %s qwen3=%d: class %s measured %zu, estimated %zu", policies, qwen3, tt_class_name(cls),
+                  "plan %s %s: class %s measured %zu, estimated %zu", policies, s.config.model_type, tt_class_name(cls),
                   s.arena.class_peak[cls], s.sizes.class_peak[cls][TT_TIER_HOST]);
     TT_EXPECT(s.arena.peak == s.sizes.tier_peak[TT_TIER_HOST], "plan %s: tier peak measured %zu, estimated %zu",
               policies, s.arena.peak, s.sizes.tier_peak[TT_TIER_HOST]);
@@ -223,19 +224,24 @@ static run_result run_plan(bool qwen3, const char *policies, int64_t loss_chunk,
     return run_plan_spilled(qwen3, policies, loss_chunk, offload_tier, 0, 2, false, 0);
 }
 
-int main(void) {
-    /* variants: llama, qwen3, then both again with LoRA (no dropout), then with LoRA and dropout,
-     * then LoRA with dropout and the frozen layers streamed (layer_offloading); 8-15 the same with the
-     * MLP tiled; 16-19 QLoRA (4-bit NF4 base, double quantization): with dropout, then streamed too */
+/* variants: llama (the family's model), qwen3, then both again with LoRA (no dropout), then with LoRA and dropout,
+ * then LoRA with dropout and the frozen layers streamed (layer_offloading); 8-15 the same with the
+ * MLP tiled; 16-19 QLoRA (4-bit NF4 base, double quantization): with dropout, then streamed too. The other families
+ * run the even variants on their own tiny model (tiny_model.h), the first packed too. */
+static void run_variants(const char *model_type) {
+    family = model_type;
+    const bool another_family = strcmp(model_type, "llama") != 0;
     run_result untiled[8];
     for (int variant = 0; variant < 20; variant++) {
+        if (another_family && variant % 2 == 1) continue;
         bool qwen3 = variant % 2 == 1;
         quantized = variant >= 16;
         lora = variant % 8 >= 2 || quantized;
         lora_dropout = variant % 8 >= 4 || quantized ? 0.25 : 0.0;
         mlp_shards = variant >= 8 && !quantized ? 3 : 1;
         stream_frozen = variant % 8 >= 6;
-        packed = variant % 8 == 1 || variant % 8 == 2 || variant % 8 == 7; /* qwen3, LoRA, LoRA streamed */
+        packed = variant % 8 == 1 || variant % 8 == 2 || variant % 8 == 7 || /* qwen3, LoRA, LoRA streamed */
+                 (another_family && variant % 8 == 0);
         stream_frozen = false; /* the reference keeps every weight on the compute tier */
         run_result keep = run_plan(qwen3, "kkk", 14, TT_TIER_HOST);
         stream_frozen = variant % 8 >= 6 || variant >= 18;
@@ -333,5 +339,10 @@ int main(void) {
         free(untiled[variant - 8].gradients);
         free(keep.gradients);
     }
+}
+
+int main(void) {
+    static const char *const families[] = {"llama", "gemma3_text", "gemma2", "olmo2", "smollm3", "granite"};
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) run_variants(families[i]);
     return tt_test_summary("step_plans");
 }

@@ -7,8 +7,17 @@
 #include "core/check.h"
 
 /* Every family tiertrain trains, in the order messages list them. */
-static const tt_arch *const families[] = {&tt_arch_llama, &tt_arch_mistral, &tt_arch_qwen2, &tt_arch_qwen3};
+static const tt_arch *const families[] = {&tt_arch_llama,   &tt_arch_mistral,     &tt_arch_qwen2,  &tt_arch_qwen3,
+                                          &tt_arch_gemma2,  &tt_arch_gemma3_text, &tt_arch_gemma3, &tt_arch_olmo2,
+                                          &tt_arch_smollm3, &tt_arch_granite};
 #define FAMILY_COUNT ((int)(sizeof families / sizeof families[0]))
+
+int tt_arch_family_count(void) { return FAMILY_COUNT; }
+
+const tt_arch *tt_arch_family(int index) {
+    TT_CHECK(index >= 0 && index < FAMILY_COUNT, "family %d of %d", index, FAMILY_COUNT);
+    return families[index];
+}
 
 const tt_arch *tt_arch_find(const char *model_type) {
     for (int i = 0; i < FAMILY_COUNT; i++)

@@ -40,7 +40,7 @@ int64_t tt_dim_size(tt_dim dim, const tt_model_config *model);
 /* When a layer parameter exists. */
 typedef enum tt_param_presence {
     TT_PRESENT_ALWAYS,
-    TT_PRESENT_WITH_ATTENTION_BIAS, /* config.json's attention_bias (Qwen2's q/k/v biases) */
+    TT_PRESENT_WITH_ATTENTION_BIAS, /* config.json's attention_bias (Qwen2's q/k/v biases; Llama's o_proj's too) */
 } tt_param_presence;
 
 /* One parameter of every decoder layer: model.layers.<l>.<name>, [rows, cols] ([rows] when cols is TT_DIM_ONE). */
@@ -85,6 +85,13 @@ typedef struct tt_arch {
     float norm_weight_offset; /* 1: every RMSNorm multiplies by (1 + w), w starting at 0 (Gemma); 0: by w */
     tt_glu_activation activation;
     tt_qk_norm qk_norm;
+    bool tied_by_default;      /* tie_word_embeddings when config.json does not say (Gemma, SmolLM3: true) */
+    double rope_theta_default; /* rope_theta when config.json does not say (0: 10000) */
+    /* A language model inside a larger model's checkpoint (Gemma3ForConditionalGeneration): the key of its config in
+     * config.json (NULL: the top level), and the prefix of its weights' names and of the messages' keys */
+    const char *text_config, *text_config_prefix;
+    const char *weight_prefix; /* the decoder's name prefix (NULL: "model.") */
+    const char *lm_head_name;  /* the LM head's name (NULL: "lm_head.weight") */
     /* the decoder layer's parameters in checkpoint order (each layer's block is contiguous in the flat buffer) */
     const tt_layer_param *layer_params;
     int layer_param_count;
@@ -103,7 +110,10 @@ typedef struct tt_arch {
 const tt_arch *tt_arch_find(const char *model_type);
 /* The description of a model (its model_type must be one tt_arch_find knows). */
 const tt_arch *tt_arch_of(const tt_model_config *model);
-/* "llama, mistral, qwen2 and qwen3": the model_types tiertrain trains, for messages. */
+/* Every family, by index (0 .. tt_arch_family_count() - 1), in the order messages list them. */
+int tt_arch_family_count(void);
+const tt_arch *tt_arch_family(int index);
+/* "llama, mistral, qwen2, ...": the model_types tiertrain trains, for messages. */
 const char *tt_arch_supported_types(void);
 
 /* The set of tt_lora_module a model's linear layers offer (lora_target_modules: all-linear). */

@@ -6,15 +6,16 @@
 
 #define TT_COUNT_OF(array) ((int)(sizeof(array) / sizeof((array)[0])))
 
-/* Llama's decoder layer: input_layernorm, q/k/v (with their biases under attention_bias), o, post_attention_layernorm
+/* Llama's decoder layer: input_layernorm, q/k/v/o (with their biases under attention_bias), post_attention_layernorm
  * (the MLP's pre-norm), gate, up, down. */
-extern const tt_layer_param tt_llama_layer_params[12];
+extern const tt_layer_param tt_llama_layer_params[13];
 /* q, k, v, o, gate, up, down: the linear layers of every family with separate projections. */
 extern const tt_linear_layer tt_llama_linear_layers[7];
 /* The slots of a pre-norm layer whose q and k come straight from their projections. */
 extern const tt_layer_slots tt_llama_slots;
 
 /* The descriptions (arch.c lists them). */
-extern const tt_arch tt_arch_llama, tt_arch_mistral, tt_arch_qwen2, tt_arch_qwen3;
+extern const tt_arch tt_arch_llama, tt_arch_mistral, tt_arch_qwen2, tt_arch_qwen3, tt_arch_gemma2, tt_arch_gemma3_text,
+    tt_arch_gemma3, tt_arch_olmo2, tt_arch_smollm3, tt_arch_granite;
 
 #endif

@@ -9,6 +9,23 @@
 #include "model/slot_table.h"
 
 /* clang-format off */
+/* Qwen2's o_proj has no bias, whatever attention_bias says (its q/k/v biases do) */
+static const tt_layer_param qwen2_layer_params[] = {
+    {TT_PARAM_ATTN_NORM, "input_layernorm.weight", TT_DIM_HIDDEN, TT_DIM_ONE, TT_PRESENT_ALWAYS},
+    {TT_PARAM_WQ, "self_attn.q_proj.weight", TT_DIM_Q, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
+    {TT_PARAM_BQ, "self_attn.q_proj.bias", TT_DIM_Q, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
+    {TT_PARAM_WK, "self_attn.k_proj.weight", TT_DIM_KV, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
+    {TT_PARAM_BK, "self_attn.k_proj.bias", TT_DIM_KV, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
+    {TT_PARAM_WV, "self_attn.v_proj.weight", TT_DIM_KV, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
+    {TT_PARAM_BV, "self_attn.v_proj.bias", TT_DIM_KV, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
+    {TT_PARAM_WO, "self_attn.o_proj.weight", TT_DIM_HIDDEN, TT_DIM_Q, TT_PRESENT_ALWAYS},
+    {TT_PARAM_MLP_NORM, "post_attention_layernorm.weight", TT_DIM_HIDDEN, TT_DIM_ONE, TT_PRESENT_ALWAYS},
+    {TT_PARAM_W_GATE, "mlp.gate_proj.weight", TT_DIM_FFN, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
+    {TT_PARAM_W_UP, "mlp.up_proj.weight", TT_DIM_FFN, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
+    {TT_PARAM_W_DOWN, "mlp.down_proj.weight", TT_DIM_HIDDEN, TT_DIM_FFN, TT_PRESENT_ALWAYS},
+};
+
+/* Qwen3's attention is Llama's: o_proj takes a bias with attention_bias too */
 static const tt_layer_param qwen3_layer_params[] = {
     {TT_PARAM_ATTN_NORM, "input_layernorm.weight", TT_DIM_HIDDEN, TT_DIM_ONE, TT_PRESENT_ALWAYS},
     {TT_PARAM_WQ, "self_attn.q_proj.weight", TT_DIM_Q, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
@@ -18,6 +35,7 @@ static const tt_layer_param qwen3_layer_params[] = {
     {TT_PARAM_WV, "self_attn.v_proj.weight", TT_DIM_KV, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
     {TT_PARAM_BV, "self_attn.v_proj.bias", TT_DIM_KV, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
     {TT_PARAM_WO, "self_attn.o_proj.weight", TT_DIM_HIDDEN, TT_DIM_Q, TT_PRESENT_ALWAYS},
+    {TT_PARAM_BO, "self_attn.o_proj.bias", TT_DIM_HIDDEN, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
     {TT_PARAM_Q_NORM, "self_attn.q_norm.weight", TT_DIM_HEAD, TT_DIM_ONE, TT_PRESENT_ALWAYS},
     {TT_PARAM_K_NORM, "self_attn.k_norm.weight", TT_DIM_HEAD, TT_DIM_ONE, TT_PRESENT_ALWAYS},
     {TT_PARAM_MLP_NORM, "post_attention_layernorm.weight", TT_DIM_HIDDEN, TT_DIM_ONE, TT_PRESENT_ALWAYS},
@@ -59,8 +77,8 @@ const tt_arch tt_arch_qwen2 = {
     .norm_placement = TT_NORM_PRE,
     .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_NONE,
-    .layer_params = tt_llama_layer_params,
-    .layer_param_count = TT_COUNT_OF(tt_llama_layer_params),
+    .layer_params = qwen2_layer_params,
+    .layer_param_count = TT_COUNT_OF(qwen2_layer_params),
     .linear_layers = tt_llama_linear_layers,
     .linear_layer_count = TT_COUNT_OF(tt_llama_linear_layers),
     .slots = &tt_llama_slots,

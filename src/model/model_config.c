@@ -16,9 +16,22 @@
 #include "core/json_describe.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
+#include "model/model_config_internal.h"
 #include "model/safetensors.h"
 
 #define TT_CONFIG_MAX_BYTES (16 * 1024 * 1024)
+/* The MLP's activation (hidden_act, or Gemma's hidden_activation) is the family's. */
+static void check_activation(const tt_config_reader *r, const tt_arch *arch) {
+    const char *want = arch->activation == TT_GLU_SILU ? "silu" : "gelu_pytorch_tanh";
+    static const char *const keys[] = {"hidden_act", "hidden_activation"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *act = tt_config_string(r, keys[i]);
+        if (act && strcmp(act, want) != 0)
+            tt_die("%s: %s is \"%s\"; %s models' MLP here is %s and needs \"%s\"", r->path, keys[i], act,
+                   arch->model_type, arch->activation == TT_GLU_SILU ? "SwiGLU" : "GeGLU (tanh gelu)", want);
+    }
+}
+
 /* bos/eos ids: an integer, a list of integers (the first is used), or absent/null (-1). */
 static int64_t get_token_id(const tt_config_reader *r, const char *key) {
     json_t *v = tt_config_value(r, key);
@@ -36,30 +49,85 @@ static int64_t get_token_id(const tt_config_reader *r, const char *key) {
     return (int64_t)json_integer_value(v);
 }
 
-/* transformers 5 keeps everything in rope_parameters; 4 uses rope_theta + rope_scaling. */
-static void read_rope(const tt_config_reader *top, tt_model_config *c) {
-    json_t *params = tt_config_value(top, "rope_parameters");
-    json_t *scaling = tt_config_value(top, "rope_scaling");
-    if (params && !json_is_object(params))
-        tt_die("%s: key \"rope_parameters\" must be an object or null, not %s", top->path, tt_json_type_name(params));
-    if (scaling && !json_is_object(scaling))
-        tt_die("%s: key \"rope_scaling\" must be an object or null, not %s", top->path, tt_json_type_name(scaling));
+/* A list of numbers of config.json into a new float array of `count` (LongRoPE's factors). */
+static float *read_factors(const tt_config_reader *r, const char *key, int64_t count) {
+    json_t *list = tt_config_value(r, key);
+    if (!json_is_array(list))
+        tt_die("%s: key \"%s%s\" must be a list of %lld numbers (LongRoPE), not %s", r->path, r->prefix, key,
+               (long long)count, list ? tt_json_type_name(list) : "missing");
+    if ((int64_t)json_array_size(list) != count)
+        tt_die("%s: key \"%s%s\" has %zu factors; LongRoPE needs one per rotated pair, rotary_dim / 2 = %lld", r->path,
+               r->prefix, key, json_array_size(list), (long long)count);
+    float *factors = tt_xmalloc(sizeof(float) * (size_t)(count > 0 ? count : 1), "LongRoPE factors");
+    for (int64_t i = 0; i < count; i++) {
+        json_t *v = json_array_get(list, (size_t)i);
+        if (!json_is_number(v) || !(json_number_value(v) > 0)) {
+            free(factors);
+            tt_die("%s: key \"%s%s\"[%lld] must be a positive number", r->path, r->prefix, key, (long long)i);
+        }
+        factors[i] = (float)json_number_value(v);
+    }
+    return factors;
+}
 
-    c->rope_theta = tt_config_number(top, "rope_theta", false, 10000.0);
+/* partial_rotary_factor (Phi-4-mini's 0.75), at the top or among the RoPE settings: the rotated dimensions of each head,
+ * int(head_dim * factor) as transformers takes them. */
+static void read_rotary_dim(const tt_config_reader *top, const tt_config_reader *rope, tt_model_config *c) {
+    double factor = tt_config_number(top, "partial_rotary_factor", false, 1.0);
+    if (rope) factor = tt_config_number(rope, "partial_rotary_factor", false, factor);
+    if (!(factor > 0 && factor <= 1))
+        tt_die("%s: partial_rotary_factor is %g; it must be in (0, 1]", top->path, factor);
+    c->rotary_dim = factor == 1.0 ? 0 : (int64_t)((double)c->head_dim * factor);
+    if (c->rotary_dim && (c->rotary_dim < 2 || c->rotary_dim % 2 != 0))
+        tt_die("%s: partial_rotary_factor %g of head_dim %lld rotates %lld dimensions; RoPE needs an even number of "
+               "them",
+               top->path, factor, (long long)c->head_dim, (long long)c->rotary_dim);
+}
+
+/* transformers 5 keeps everything in rope_parameters; 4 uses rope_theta + rope_scaling. Default, llama3, linear and
+ * LongRoPE ("su" its older name); a family with RoPE per layer type (Gemma 3) reads its own (arch_gemma.c). */
+void tt_model_config_read_rope(const tt_config_reader *top, json_t *source, const char *prefix, tt_model_config *c) {
+    const tt_config_reader r = {top->path, source, prefix};
+    if (source) c->rope_theta = tt_config_number(&r, "rope_theta", false, c->rope_theta);
     c->rope_type = TT_ROPE_DEFAULT;
-    c->rope_factor = c->rope_low_freq_factor = c->rope_high_freq_factor = 0;
-    c->rope_original_max_position = 0;
-    json_t *source = params ? params : scaling;
+    read_rotary_dim(top, source ? &r : NULL, c);
     if (!source) return;
-    const tt_config_reader r = {top->path, source, params ? "rope_parameters." : "rope_scaling."};
-    if (params) c->rope_theta = tt_config_number(&r, "rope_theta", false, c->rope_theta);
-
     const char *name = tt_config_string(&r, "rope_type");
     if (!name) name = tt_config_string(&r, "type");
     if (!name || strcmp(name, "default") == 0) return;
+    if (strcmp(name, "linear") == 0) {
+        c->rope_type = TT_ROPE_LINEAR;
+        c->rope_factor = tt_config_number(&r, "factor", true, 0);
+        if (!(c->rope_factor > 0))
+            tt_die("%s: linear RoPE in \"%.*s\" needs factor > 0 (got %g)", top->path, (int)strlen(prefix) - 1, prefix,
+                   c->rope_factor);
+        return;
+    }
+    if (strcmp(name, "longrope") == 0 || strcmp(name, "su") == 0) {
+        /* transformers takes the top-level original_max_position_embeddings over the one beside the factors */
+        c->rope_type = TT_ROPE_LONGROPE;
+        c->rope_original_max_position = tt_config_int(top, "original_max_position_embeddings", false, 0);
+        if (!c->rope_original_max_position)
+            c->rope_original_max_position = tt_config_int(&r, "original_max_position_embeddings", true, 0);
+        if (c->rope_original_max_position <= 0)
+            tt_die("%s: LongRoPE needs original_max_position_embeddings > 0", top->path);
+        const int64_t pairs = (c->rotary_dim ? c->rotary_dim : c->head_dim) / 2;
+        c->rope_short_factor = read_factors(&r, "short_factor", pairs);
+        c->rope_long_factor = read_factors(&r, "long_factor", pairs);
+        /* the attention factor: given, or sqrt(1 + ln(factor) / ln(original)) with factor the given one or
+         * max_position_embeddings / original (1 where that is <= 1) */
+        c->rope_attention_factor = tt_config_number(&r, "attention_factor", false, 0);
+        if (!c->rope_attention_factor) {
+            const double factor = tt_config_number(
+                &r, "factor", false, (double)c->max_position_embeddings / (double)c->rope_original_max_position);
+            c->rope_attention_factor =
+                factor <= 1.0 ? 1.0 : sqrt(1.0 + log(factor) / log((double)c->rope_original_max_position));
+        }
+        return;
+    }
     if (strcmp(name, "llama3") != 0)
-        tt_die("%s: key \"%srope_type\" is \"%s\"; only \"default\" and \"llama3\" RoPE are supported (linear, "
-               "dynamic, yarn, longrope and the others are not)",
+        tt_die("%s: key \"%srope_type\" is \"%s\"; tiertrain supports \"default\", \"llama3\", \"linear\" and "
+               "\"longrope\" RoPE (dynamic, yarn and the others are not)",
                top->path, r.prefix, name);
     c->rope_type = TT_ROPE_LLAMA3;
     c->rope_factor = tt_config_number(&r, "factor", true, 0);
@@ -72,6 +140,19 @@ static void read_rope(const tt_config_reader *top, tt_model_config *c) {
                "original_max_position_embeddings > 0 (got %g, %g, %g, %lld)",
                top->path, (int)strlen(r.prefix) - 1, r.prefix, c->rope_factor, c->rope_low_freq_factor,
                c->rope_high_freq_factor, (long long)c->rope_original_max_position);
+}
+
+/* The model's RoPE settings: rope_parameters (transformers 5) or rope_theta and rope_scaling (4); theta_default where
+ * neither gives a theta (a family's own default). */
+static void read_rope(const tt_config_reader *top, tt_model_config *c, double theta_default) {
+    json_t *params = tt_config_value(top, "rope_parameters");
+    json_t *scaling = tt_config_value(top, "rope_scaling");
+    if (params && !json_is_object(params))
+        tt_die("%s: key \"rope_parameters\" must be an object or null, not %s", top->path, tt_json_type_name(params));
+    if (scaling && !json_is_object(scaling))
+        tt_die("%s: key \"rope_scaling\" must be an object or null, not %s", top->path, tt_json_type_name(scaling));
+    c->rope_theta = tt_config_number(top, "rope_theta", false, theta_default);
+    tt_model_config_read_rope(top, params ? params : scaling, params ? "rope_parameters." : "rope_scaling.", c);
 }
 
 /* transformers' quantization_config. Only what tiertrain needs to tell a checkpoint it reads (bitsandbytes 4-bit) from
@@ -180,7 +261,7 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
         tt_die("%s:%d:%d: not valid JSON: %s; fix the file or re-download the model's config.json", path, error.line,
                error.column, error.text);
     if (!json_is_object(root)) tt_die("%s: a config.json must be a JSON object, not %s", path, tt_json_type_name(root));
-    const tt_config_reader r = {path, root, ""};
+    const tt_config_reader top = {path, root, ""};
 
     json_t *type = json_object_get(root, "model_type");
     if (!type || json_is_null(type))
@@ -194,6 +275,15 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
         tt_die("%s: model_type \"%s\" is not supported; tiertrain trains %s models", path, model_type,
                tt_arch_supported_types());
     snprintf(c->model_type, sizeof c->model_type, "%s", model_type);
+    /* a model inside a larger one (Gemma 3's language model in Gemma3ForConditionalGeneration): its own config */
+    tt_config_reader r = top;
+    if (arch->text_config) {
+        json_t *text_config = tt_config_value(&top, arch->text_config);
+        if (!json_is_object(text_config))
+            tt_die("%s: key \"%s\" must be the language model's config (an object), not %s", path, arch->text_config,
+                   text_config ? tt_json_type_name(text_config) : "missing");
+        r = (tt_config_reader){path, text_config, arch->text_config_prefix};
+    }
 
     c->vocab_size = tt_config_int(&r, "vocab_size", true, 0);
     c->hidden_size = tt_config_int(&r, "hidden_size", true, 0);
@@ -205,24 +295,26 @@ void tt_model_config_load(const char *path, tt_model_config *c) {
     c->max_position_embeddings = tt_config_int(&r, "max_position_embeddings", false, 2048);
     c->rms_norm_eps = tt_config_number(&r, "rms_norm_eps", false, 1e-6);
     c->initializer_range = tt_config_number(&r, "initializer_range", false, 0.02);
-    c->tie_word_embeddings = tt_config_bool(&r, "tie_word_embeddings", false);
+    c->tie_word_embeddings = tt_config_bool(&r, "tie_word_embeddings", arch->tied_by_default);
     c->attention_bias = tt_config_bool(&r, "attention_bias", false);
     if (tt_config_bool(&r, "mlp_bias", false))
-        tt_die("%s: mlp_bias is true; tiertrain's MLP has no biases (Llama, Mistral and Qwen checkpoints do not use "
+        tt_die("%s: mlp_bias is true; tiertrain's MLP has no biases (no checkpoint of the families it trains uses "
                "them)",
                path);
-    const char *act = tt_config_string(&r, "hidden_act");
-    if (act && strcmp(act, "silu") != 0)
-        tt_die("%s: hidden_act is \"%s\"; tiertrain's MLP is SwiGLU and needs \"silu\"", path, act);
+    check_activation(&r, arch);
+    read_rope(&r, c, arch->rope_theta_default ? arch->rope_theta_default : 10000.0);
     if (arch->read_config) arch->read_config(&r, c);
-    read_rope(&r, c);
-    read_quantization(&r, &c->quantization);
+    read_quantization(&top, &c->quantization);
     c->bos_token_id = get_token_id(&r, "bos_token_id");
     c->eos_token_id = get_token_id(&r, "eos_token_id");
+    if (c->bos_token_id < 0) c->bos_token_id = get_token_id(&top, "bos_token_id");
+    if (c->eos_token_id < 0) c->eos_token_id = get_token_id(&top, "eos_token_id");
 
     /* transformers 5 writes "dtype", 4 wrote "torch_dtype". */
-    const char *dtype_key = tt_config_value(&r, "dtype") ? "dtype" : "torch_dtype";
-    const char *dtype = tt_config_string(&r, dtype_key);
+    const tt_config_reader *dtype_reader =
+        tt_config_value(&top, "dtype") || tt_config_value(&top, "torch_dtype") ? &top : &r;
+    const char *dtype_key = tt_config_value(dtype_reader, "dtype") ? "dtype" : "torch_dtype";
+    const char *dtype = tt_config_string(dtype_reader, dtype_key);
     c->dtype = TT_F32;
     if (dtype && (tt_dtype_from_torch_name(dtype, &c->dtype) != 0 ||
                   (c->dtype != TT_F32 && c->dtype != TT_BF16 && c->dtype != TT_F16)))
@@ -318,6 +410,10 @@ void tt_model_config_save(const tt_model_config *c, const char *path) {
         tt_write_file_atomic(path, c->json_text, strlen(c->json_text));
         return;
     }
+    /* a config built in code: the common keys and the family's own (families whose keys have no writer are read from
+     * a config.json, whose text is kept and written back) */
+    TT_CHECK(!tt_arch_of(c)->read_config || tt_arch_of(c)->write_config,
+             "%s: a config.json written from the fields alone (no writer of the family's own keys)", c->model_type);
     json_t *root = json_object();
     json_t *architectures = json_array();
     const tt_arch *arch = tt_arch_of(c);
@@ -372,6 +468,11 @@ void tt_model_config_save(const tt_model_config *c, const char *path) {
 void tt_model_config_free(tt_model_config *c) {
     free(c->json_text);
     c->json_text = NULL;
+    free(c->rope_short_factor);
+    free(c->rope_long_factor);
+    free(c->layer_attention);
+    c->rope_short_factor = c->rope_long_factor = NULL;
+    c->layer_attention = NULL;
     free(c->quantization.float_linear);
     c->quantization.float_linear = NULL;
 }

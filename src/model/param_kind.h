@@ -16,6 +16,7 @@ typedef enum tt_param_kind {
     TT_PARAM_WV,             /* [Hkv*hd, D] */
     TT_PARAM_BV,             /* [Hkv*hd] */
     TT_PARAM_WO,             /* [D, Hq*hd] */
+    TT_PARAM_BO,             /* [D] (attention_bias where o_proj takes it too: Llama's, not Qwen2's) */
     TT_PARAM_Q_NORM,         /* [hd] (qk_norm per head; [Hq*hd] over the whole projection) */
     TT_PARAM_K_NORM,         /* [hd] ([Hkv*hd]) */
     TT_PARAM_ATTN_POST_NORM, /* [D] the norm after attention (Gemma's and OLMo 2's post_attention_layernorm) */

@@ -62,19 +62,24 @@ void tt_param_table_build(const tt_model_config *c, tt_param_table *t) { tt_para
  * final norm, the LM head (unless tied). */
 static void add_base_params(tt_param_table *t, int *capacity, const tt_model_config *c) {
     const tt_arch *arch = tt_arch_of(c);
+    const char *prefix = arch->weight_prefix ? arch->weight_prefix : "model.";
     const int64_t D = c->hidden_size;
     char name[96];
-    add_param(t, capacity, TT_PARAM_EMBED, -1, "model.embed_tokens.weight", 2, c->vocab_size, D);
+    snprintf(name, sizeof name, "%sembed_tokens.weight", prefix);
+    add_param(t, capacity, TT_PARAM_EMBED, -1, name, 2, c->vocab_size, D);
     for (int64_t l = 0; l < c->num_layers; l++)
         for (int i = 0; i < arch->layer_param_count; i++) {
             const tt_layer_param *p = &arch->layer_params[i];
             if (!tt_layer_param_present(p, c)) continue;
-            snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, p->name);
+            snprintf(name, sizeof name, "%slayers.%lld.%s", prefix, (long long)l, p->name);
             add_param(t, capacity, p->kind, l, name, p->cols == TT_DIM_ONE ? 1 : 2, tt_dim_size(p->rows, c),
                       tt_dim_size(p->cols, c));
         }
-    add_param(t, capacity, TT_PARAM_FINAL_NORM, -1, "model.norm.weight", 1, D, 1);
-    if (!c->tie_word_embeddings) add_param(t, capacity, TT_PARAM_LM_HEAD, -1, "lm_head.weight", 2, c->vocab_size, D);
+    snprintf(name, sizeof name, "%snorm.weight", prefix);
+    add_param(t, capacity, TT_PARAM_FINAL_NORM, -1, name, 1, D, 1);
+    if (!c->tie_word_embeddings)
+        add_param(t, capacity, TT_PARAM_LM_HEAD, -1, arch->lm_head_name ? arch->lm_head_name : "lm_head.weight", 2,
+                  c->vocab_size, D);
 }
 
 /* What the spec freezes among the first base_count (the base model's) parameters. */
@@ -235,6 +240,7 @@ void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr) {
     case TT_PARAM_WV: lv->wv = ptr; break;
     case TT_PARAM_BV: lv->bv = ptr; break;
     case TT_PARAM_WO: lv->wo = ptr; break;
+    case TT_PARAM_BO: lv->bo = ptr; break;
     case TT_PARAM_Q_NORM: lv->q_norm = ptr; break;
     case TT_PARAM_K_NORM: lv->k_norm = ptr; break;
     case TT_PARAM_MLP_NORM: lv->mlp_norm = ptr; break;

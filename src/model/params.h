@@ -98,7 +98,7 @@ const tt_param_info *tt_param_table_find_lora(const tt_param_table *table, tt_pa
 
 /* Typed views into a flat buffer (weights, gradients, ...). Absent parameters are NULL. */
 typedef struct tt_layer_view {
-    void *attn_norm, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *q_norm, *k_norm, *attn_post_norm;
+    void *attn_norm, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *q_norm, *k_norm, *attn_post_norm;
     void *mlp_norm, *w_gate, *w_up, *w_down, *mlp_post_norm;
     uint32_t quantized; /* bit per tt_param_kind: the layer's linear weights stored in 4 bits (QLoRA) */
     void *lora_a[TT_LORA_MODULE_COUNT], *lora_b[TT_LORA_MODULE_COUNT]; /* NULL where not adapted */

@@ -119,7 +119,7 @@ static void attention_forward(tt_model_state *s, int64_t l, const void *x_in, vo
     /* the join: residual + o(attention), after the norm after attention, or scaled */
     if (has_post_norm(s)) {
         if (WANTS(TT_SLOT(TT_SAVED_ATTN_PROJ)))
-            projection(s, l, TT_LORA_O, TT_PARAM_WO, S[TT_SAVED_ATTN_PROJ], S[TT_SAVED_ATTN_OUT], w->wo, NULL, NULL,
+            projection(s, l, TT_LORA_O, TT_PARAM_WO, S[TT_SAVED_ATTN_PROJ], S[TT_SAVED_ATTN_OUT], w->wo, w->bo, NULL,
                        q_dim, D, S);
         if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID) | TT_SLOT(TT_SAVED_ATTN_POST_RSTD)))
             tt_backend_rmsnorm_forward(b, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_ATTN_POST_RSTD], S[TT_SAVED_ATTN_PROJ],
@@ -127,7 +127,7 @@ static void attention_forward(tt_model_state *s, int64_t l, const void *x_in, vo
     } else if (WANTS(TT_SLOT(TT_SAVED_RESIDUAL_MID))) {
         const double scale = tt_model_residual_scale(c);
         void *mid = S[TT_SAVED_RESIDUAL_MID];
-        projection(s, l, TT_LORA_O, TT_PARAM_WO, mid, S[TT_SAVED_ATTN_OUT], w->wo, NULL, scale == 1.0 ? x_in : NULL,
+        projection(s, l, TT_LORA_O, TT_PARAM_WO, mid, S[TT_SAVED_ATTN_OUT], w->wo, w->bo, scale == 1.0 ? x_in : NULL,
                    q_dim, D, S);
         if (scale != 1.0) { /* Granite: x + (o(attention) * m), in that order */
             tt_backend_dropout_scale(b, mid, mid, N * D, (float)scale, 0, 0);
@@ -302,7 +302,7 @@ static void dense_backward_attention(tt_model_state *s, int64_t l, const void *x
     const void *dy = projection_gradient(s, W[TT_BACKWARD_D_ATTN_PROJ], d_residual, S[TT_SAVED_ATTN_PROJ],
                                          w->attn_post_norm, g->attn_post_norm, S[TT_SAVED_ATTN_POST_RSTD]);
     tt_block_adapter_backward_weights(s, l, TT_LORA_O, dy, S[TT_SAVED_ATTN_OUT], S);
-    tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, NULL, dy, S[TT_SAVED_ATTN_OUT],
+    tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, g->bo, dy, S[TT_SAVED_ATTN_OUT],
                                tt_block_gemm_weight(s, w, TT_PARAM_WO, w->wo, D * q_dim), N, q_dim, D, false);
     tt_block_adapter_backward_input(s, l, TT_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
     if (s->plan.sequence_parallel > 1)

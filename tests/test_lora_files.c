@@ -58,7 +58,7 @@ static void merge_bad(void *arg) {
 
 static void check_round_trip(bool qwen3) {
     const tt_trainable_spec spec = {
-        .lora_rank = 3, .lora_alpha = 5, .lora_targets = TT_LORA_ALL_MODULES & ~(1u << TT_LORA_K)};
+        .lora_rank = 3, .lora_alpha = 5, .lora_targets = TT_LORA_SEPARATE_MODULES & ~(1u << TT_LORA_K)};
     tt_model_state s;
     open_model(&s, qwen3, &spec);
     tt_weights_init_random(s.weights, &s.params, 0.2, 4);

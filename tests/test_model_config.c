@@ -347,7 +347,7 @@ static void test_errors(void) {
     tt_expect_die(load_config, "gpt2.json", "model_type \"gpt2\" is not supported");
     tt_expect_die(load_config, "gpt2.json",
                   "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, olmo2, "
-                  "smollm3 and granite");
+                  "smollm3, granite and phi3");
     tt_test_write_text("no_type.json", "{\"vocab_size\": 100}");
     tt_expect_die(load_config, "no_type.json", "no_type.json: key \"model_type\" is missing");
 
@@ -611,6 +611,64 @@ static void test_olmo2_smollm3_granite(void) {
     tt_expect_die(load_config, "granite_bad.json", "logits_scaling is 0; it must be positive");
 }
 
+/* Phi-3-mini-4k's sizes and Phi-4-mini's (partial rotary 0.75, LongRoPE over 48 pairs, tied). */
+static void test_phi3(void) {
+    tt_model_config c;
+    tt_test_write_text(
+        "phi3_mini.json",
+        "{\"model_type\": \"phi3\", \"vocab_size\": 32064, \"hidden_size\": 3072, \"intermediate_size\": "
+        "8192, \"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 32, "
+        "\"max_position_embeddings\": 4096, \"original_max_position_embeddings\": 4096, "
+        "\"rope_scaling\": null, \"sliding_window\": 2047, \"tie_word_embeddings\": false, "
+        "\"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, \"attention_dropout\": 0.0, \"hidden_act\": "
+        "\"silu\"}");
+    load("phi3_mini.json", &c);
+    TT_EXPECT(tt_model_config_param_count(&c) == 3821079552LL, "Phi-3-mini has 3,821,079,552 parameters, got %lld",
+              (long long)tt_model_config_param_count(&c));
+    TT_EXPECT(c.sliding_window == 2047 && !c.layer_attention && c.rope_type == TT_ROPE_DEFAULT && c.rotary_dim == 0,
+              "phi3: the window over every layer, default RoPE");
+    tt_model_config_free(&c);
+
+    char factors[2048] = "", longs[2048] = "";
+    for (int i = 0; i < 48; i++) {
+        char one[32];
+        snprintf(one, sizeof one, "%s%.2f", i ? ", " : "", 1.0 + 0.01 * i);
+        strcat(factors, one);
+        snprintf(one, sizeof one, "%s%.2f", i ? ", " : "", 2.0 + 0.5 * i);
+        strcat(longs, one);
+    }
+    char text[8192];
+    snprintf(text, sizeof text,
+             "{\"model_type\": \"phi3\", \"vocab_size\": 200064, \"hidden_size\": 3072, \"intermediate_size\": 8192, "
+             "\"num_hidden_layers\": 32, \"num_attention_heads\": 24, \"num_key_value_heads\": 8, "
+             "\"max_position_embeddings\": 131072, \"original_max_position_embeddings\": 4096, "
+             "\"partial_rotary_factor\": 0.75, \"rope_theta\": 10000.0, \"tie_word_embeddings\": true, "
+             "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [%s], \"long_factor\": [%s]}}",
+             factors, longs);
+    tt_test_write_text("phi4_mini.json", text);
+    load("phi4_mini.json", &c);
+    TT_EXPECT(tt_model_config_param_count(&c) == 3836021760LL, "Phi-4-mini has 3,836,021,760 parameters, got %lld",
+              (long long)tt_model_config_param_count(&c));
+    TT_EXPECT(c.rotary_dim == 96 && c.rope_type == TT_ROPE_LONGROPE && c.rope_original_max_position == 4096 &&
+                  c.rope_short_factor[47] == (float)1.47 && c.rope_long_factor[1] == 2.5f &&
+                  fabs(c.rope_attention_factor - sqrt(1 + log(32.0) / log(4096.0))) < 1e-15,
+              "phi4-mini: 96 of 128 dimensions rotated, LongRoPE's factors, attention factor %.17g",
+              c.rope_attention_factor);
+    tt_model_config_free(&c);
+
+    snprintf(text, sizeof text,
+             "{\"model_type\": \"phi3\", \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 64, "
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"partial_rotary_factor\": 0.5, "
+             "\"original_max_position_embeddings\": 16, \"rope_scaling\": {\"type\": \"longrope\", "
+             "\"short_factor\": [1, 1, 1], \"long_factor\": [1, 1, 1, 1]}}");
+    tt_test_write_text("phi3_factors.json", text);
+    tt_expect_die(
+        load_config, "phi3_factors.json",
+        "key \"rope_scaling.short_factor\" has 3 factors; LongRoPE needs one per rotated pair, rotary_dim / 2 = 4");
+    write_llama("phi3_dropout.json", "phi3", "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"resid_pdrop\": 0.1");
+    tt_expect_die(load_config, "phi3_dropout.json", "resid_pdrop is 0.1; tiertrain trains without dropout");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
@@ -620,6 +678,7 @@ int main(int argc, char **argv) {
     test_qwen2_mistral();
     test_gemma();
     test_olmo2_smollm3_granite();
+    test_phi3();
     test_param_count();
     test_save_fresh();
     test_errors();

@@ -40,7 +40,7 @@ typedef struct memory_mode {
     const char *name;
     bool checkpointing;
     tt_activation_offloading activation_offloading;
-    int64_t mlp_shards;        /* tiled_mlp (0: untiled) */
+    int64_t mlp_shards; /* tiled_mlp (0: untiled) */
 } memory_mode;
 
 static const memory_mode keep_everything = {"keep everything", false, TT_OFFLOAD_NONE, 0};
@@ -57,7 +57,7 @@ static tt_model_config kind_config(model_kind kind) {
 }
 
 static const tt_trainable_spec lora_spec = {
-    .lora_rank = 4, .lora_alpha = 8, .lora_dropout = 0, .lora_targets = TT_LORA_ALL_MODULES};
+    .lora_rank = 4, .lora_alpha = 8, .lora_dropout = 0, .lora_targets = TT_LORA_SEPARATE_MODULES};
 
 /* A CPU model state of `sequences` x `seq_len` tokens with the test's weights (the same for every shape). */
 static void open_state(tt_model_state *s, model_kind kind, int64_t sequences, int64_t seq_len, bool packed,

@@ -38,7 +38,7 @@ static tt_model_config wide_config(void) {
 static tt_trainable_spec qlora_spec(bool double_quant, tt_quant4_type type, size_t elem) {
     return (tt_trainable_spec){.lora_rank = 2,
                                .lora_alpha = 4,
-                               .lora_targets = TT_LORA_ALL_MODULES,
+                               .lora_targets = TT_LORA_SEPARATE_MODULES,
                                .quantize_4bit = true,
                                .quant_format = {.type = type, .double_quant = double_quant},
                                .quant_storage_elem = elem};

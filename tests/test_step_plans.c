@@ -61,6 +61,8 @@ static tt_trainable_spec trainable_spec(void) {
         spec.lora_alpha = 6;
         spec.lora_dropout = lora_dropout;
         spec.lora_targets = (1u << TT_LORA_Q) | (1u << TT_LORA_V) | (1u << TT_LORA_O) | (1u << TT_LORA_DOWN);
+        if (strcmp(family, "phi3") == 0) /* its fused layers */
+            spec.lora_targets = (1u << TT_LORA_QKV) | (1u << TT_LORA_O) | (1u << TT_LORA_GATE_UP);
         if (quantized) {
             spec.quantize_4bit = true;
             spec.quant_format = (tt_quant4_format){.type = TT_QUANT4_NF4, .double_quant = true};
@@ -342,7 +344,7 @@ static void run_variants(const char *model_type) {
 }
 
 int main(void) {
-    static const char *const families[] = {"llama", "gemma3_text", "gemma2", "olmo2", "smollm3", "granite"};
+    static const char *const families[] = {"llama", "gemma3_text", "gemma2", "olmo2", "smollm3", "granite", "phi3"};
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) run_variants(families[i]);
     return tt_test_summary("step_plans");
 }

@@ -120,7 +120,7 @@ static void set_lora_b(tt_model_state *s, float value) {
 /* LoRA as PEFT initialises it (B = 0) leaves the model's output unchanged, bit for bit; dropout
  * changes the training loss and not the evaluation loss; the size table prices the adapters. */
 static void check_lora(bool qwen3) {
-    const tt_trainable_spec spec = {.lora_rank = 4, .lora_alpha = 8, .lora_targets = TT_LORA_ALL_MODULES};
+    const tt_trainable_spec spec = {.lora_rank = 4, .lora_alpha = 8, .lora_targets = TT_LORA_SEPARATE_MODULES};
     tt_model_state base, adapted;
     open_model(&base, qwen3, NULL, false);
     open_model(&adapted, qwen3, &spec, false);

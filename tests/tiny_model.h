@@ -37,7 +37,8 @@ static inline tt_model_config tt_test_tiny_config(bool qwen3) {
  * gemma3_text: layers sliding (window 4), full, sliding, the sliding ones on a local RoPE table, linear scaling on the
  * full one's, q/k norms, GeGLU, (1 + w) norms around both halves, a scaled embedding and attention; gemma2: the same
  * layers on one table, soft-capped scores and logits; olmo2: norms after each half only, q/k norms over the projection;
- * smollm3: the middle layer without RoPE; granite: its four multipliers, with attention biases (o_proj's too). The
+ * smollm3: the middle layer without RoPE; granite: its four multipliers, with attention biases (o_proj's too); phi3:
+ * fused q/k/v and gate/up, partial rotary, LongRoPE. The
  * config owns its layer table: tt_model_config_free releases it. */
 static inline tt_model_config tt_test_tiny_family(const char *model_type) {
     const bool qwen3 = strcmp(model_type, "qwen3") == 0;
@@ -72,6 +73,19 @@ static inline tt_model_config tt_test_tiny_family(const char *model_type) {
         c.final_logit_softcap = 3.0;
     }
     if (strcmp(model_type, "smollm3") == 0) c.layer_attention[1].rope = TT_ROPE_TABLE_NONE;
+    if (strcmp(model_type, "phi3") == 0) { /* 6 of head_dim 8 rotated, LongRoPE's long factors (7 tokens past 4) */
+        c.tie_word_embeddings = true;
+        c.rotary_dim = 6;
+        c.rope_type = TT_ROPE_LONGROPE;
+        c.rope_original_max_position = 4;
+        c.rope_attention_factor = 1.2;
+        c.rope_short_factor = (float *)malloc(3 * sizeof(float));
+        c.rope_long_factor = (float *)malloc(3 * sizeof(float));
+        for (int i = 0; i < 3; i++) {
+            c.rope_short_factor[i] = 1.0f + 0.25f * (float)i;
+            c.rope_long_factor[i] = 1.5f + 2.0f * (float)i;
+        }
+    }
     if (strcmp(model_type, "granite") == 0) {
         c.attention_bias = true;
         c.embedding_scale = 2.0;

@@ -9,7 +9,7 @@
 /* Every family tiertrain trains, in the order messages list them. */
 static const tt_arch *const families[] = {&tt_arch_llama,   &tt_arch_mistral,     &tt_arch_qwen2,  &tt_arch_qwen3,
                                           &tt_arch_gemma2,  &tt_arch_gemma3_text, &tt_arch_gemma3, &tt_arch_olmo2,
-                                          &tt_arch_smollm3, &tt_arch_granite};
+                                          &tt_arch_smollm3, &tt_arch_granite,     &tt_arch_phi3};
 #define FAMILY_COUNT ((int)(sizeof families / sizeof families[0]))
 
 int tt_arch_family_count(void) { return FAMILY_COUNT; }
@@ -53,6 +53,8 @@ int64_t tt_dim_size(tt_dim dim, const tt_model_config *m) {
     case TT_DIM_KV: return m->num_kv_heads * m->head_dim;
     case TT_DIM_FFN: return m->intermediate_size;
     case TT_DIM_VOCAB: return m->vocab_size;
+    case TT_DIM_QKV: return (m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
+    case TT_DIM_FFN2: return 2 * m->intermediate_size;
     }
     TT_CHECK(false, "dimension %d", (int)dim);
     return 0;
@@ -76,6 +78,32 @@ const tt_linear_layer *tt_arch_linear_layer(const tt_model_config *model, tt_lor
     const tt_arch *arch = tt_arch_of(model);
     for (int i = 0; i < arch->linear_layer_count; i++)
         if (arch->linear_layers[i].module == module) return &arch->linear_layers[i];
+    return NULL;
+}
+
+const tt_linear_layer *tt_arch_projection(const tt_model_config *model, tt_lora_module projection, int *part,
+                                          int64_t *first_row, int64_t *rows) {
+    const tt_arch *arch = tt_arch_of(model);
+    for (int i = 0; i < arch->linear_layer_count; i++) {
+        const tt_linear_layer *linear = &arch->linear_layers[i];
+        if (linear->part_count == 0 && linear->module == projection) {
+            *part = 0;
+            *first_row = 0;
+            *rows = tt_dim_size(linear->out, model);
+            return linear;
+        }
+        int64_t row = 0;
+        for (int k = 0; k < linear->part_count; k++) {
+            const int64_t n = tt_dim_size(linear->parts[k].rows, model);
+            if (linear->parts[k].projection == projection) {
+                *part = k;
+                *first_row = row;
+                *rows = n;
+                return linear;
+            }
+            row += n;
+        }
+    }
     return NULL;
 }
 

@@ -32,6 +32,8 @@ typedef enum tt_dim {
     TT_DIM_KV,     /* Hkv * hd: a key or value projection's outputs */
     TT_DIM_FFN,    /* F, intermediate_size */
     TT_DIM_VOCAB,  /* V, vocab_size */
+    TT_DIM_QKV,    /* (Hq + 2 Hkv) * hd: a fused q/k/v projection's outputs */
+    TT_DIM_FFN2,   /* 2F: a fused gate/up projection's outputs */
 } tt_dim;
 
 /* The elements a dim stands for in a model. */
@@ -51,11 +53,21 @@ typedef struct tt_layer_param {
     tt_param_presence presence;
 } tt_layer_param;
 
-/* A linear layer of a decoder layer, y = x W^T: which parameter is W, and its input and output sizes. */
+/* A projection a fused linear layer computes: its rows of the layer's output (and of W). */
+typedef struct tt_linear_part {
+    tt_lora_module projection; /* the projection the rows are (TT_LORA_Q, ...: the block names projections so) */
+    tt_dim rows;
+} tt_linear_part;
+
+/* A linear layer of a decoder layer, y = x W^T: which parameter is W, and its input and output sizes. A fused layer
+ * (Phi-3's qkv_proj, gate_up_proj) computes several projections, its parts, in row order: one GEMM each over its rows
+ * of W, one LoRA adapter (one down projection, B's rows split the same way). */
 typedef struct tt_linear_layer {
     tt_lora_module module; /* its PEFT module name (lora_modules.h) */
     tt_param_kind weight;
     tt_dim in, out;
+    int part_count; /* 0: the layer is its own projection */
+    tt_linear_part parts[3];
 } tt_linear_layer;
 
 /* How a decoder layer is put together: which block of train/block.h runs it. */
@@ -124,6 +136,10 @@ const tt_linear_layer *tt_arch_linear_layer(const tt_model_config *model, tt_lor
 void tt_arch_linear_shape(const tt_model_config *model, tt_lora_module module, int64_t *in, int64_t *out);
 /* The table of a model's saved slots (its family's). */
 const tt_layer_slots *tt_layer_slots_for(const tt_model_config *model);
+/* Where a model computes projection p (TT_LORA_Q ... TT_LORA_DOWN): the linear layer (its own, or the fused one
+ * holding it), its part (0 for its own) and its rows of that layer's output: [*first_row, *first_row + *rows). */
+const tt_linear_layer *tt_arch_projection(const tt_model_config *model, tt_lora_module projection, int *part,
+                                          int64_t *first_row, int64_t *rows);
 /* Whether a layer parameter exists in a model. */
 bool tt_layer_param_present(const tt_layer_param *param, const tt_model_config *model);
 

@@ -16,6 +16,6 @@ extern const tt_layer_slots tt_llama_slots;
 
 /* The descriptions (arch.c lists them). */
 extern const tt_arch tt_arch_llama, tt_arch_mistral, tt_arch_qwen2, tt_arch_qwen3, tt_arch_gemma2, tt_arch_gemma3_text,
-    tt_arch_gemma3, tt_arch_olmo2, tt_arch_smollm3, tt_arch_granite;
+    tt_arch_gemma3, tt_arch_olmo2, tt_arch_smollm3, tt_arch_granite, tt_arch_phi3;
 
 #endif

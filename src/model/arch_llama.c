@@ -27,13 +27,13 @@ const tt_layer_param tt_llama_layer_params[13] = {
 
 /* q, k, v, o, gate, up, down: the linear layers of every family with separate projections */
 const tt_linear_layer tt_llama_linear_layers[7] = {
-    {TT_LORA_Q, TT_PARAM_WQ, TT_DIM_HIDDEN, TT_DIM_Q},
-    {TT_LORA_K, TT_PARAM_WK, TT_DIM_HIDDEN, TT_DIM_KV},
-    {TT_LORA_V, TT_PARAM_WV, TT_DIM_HIDDEN, TT_DIM_KV},
-    {TT_LORA_O, TT_PARAM_WO, TT_DIM_Q, TT_DIM_HIDDEN},
-    {TT_LORA_GATE, TT_PARAM_W_GATE, TT_DIM_HIDDEN, TT_DIM_FFN},
-    {TT_LORA_UP, TT_PARAM_W_UP, TT_DIM_HIDDEN, TT_DIM_FFN},
-    {TT_LORA_DOWN, TT_PARAM_W_DOWN, TT_DIM_FFN, TT_DIM_HIDDEN},
+    {TT_LORA_Q, TT_PARAM_WQ, TT_DIM_HIDDEN, TT_DIM_Q, 0, {{0}}},
+    {TT_LORA_K, TT_PARAM_WK, TT_DIM_HIDDEN, TT_DIM_KV, 0, {{0}}},
+    {TT_LORA_V, TT_PARAM_WV, TT_DIM_HIDDEN, TT_DIM_KV, 0, {{0}}},
+    {TT_LORA_O, TT_PARAM_WO, TT_DIM_Q, TT_DIM_HIDDEN, 0, {{0}}},
+    {TT_LORA_GATE, TT_PARAM_W_GATE, TT_DIM_HIDDEN, TT_DIM_FFN, 0, {{0}}},
+    {TT_LORA_UP, TT_PARAM_W_UP, TT_DIM_HIDDEN, TT_DIM_FFN, 0, {{0}}},
+    {TT_LORA_DOWN, TT_PARAM_W_DOWN, TT_DIM_FFN, TT_DIM_HIDDEN, 0, {{0}}},
 };
 
 const tt_layer_slots tt_llama_slots = {

@@ -2,12 +2,13 @@
 
 #include "core/check.h"
 
-static const char *const names[TT_LORA_MODULE_COUNT] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                        "gate_proj", "up_proj", "down_proj"};
-static const char *const short_names[TT_LORA_MODULE_COUNT] = {"q", "k", "v", "o", "gate", "up", "down"};
-static const char *const paths[TT_LORA_MODULE_COUNT] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                                                        "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
-                                                        "mlp.down_proj"};
+static const char *const names[TT_LORA_MODULE_COUNT] = {"q_proj",  "k_proj",    "v_proj",   "o_proj",      "gate_proj",
+                                                        "up_proj", "down_proj", "qkv_proj", "gate_up_proj"};
+static const char *const short_names[TT_LORA_MODULE_COUNT] = {"q",  "k",    "v",   "o",      "gate",
+                                                              "up", "down", "qkv", "gate_up"};
+static const char *const paths[TT_LORA_MODULE_COUNT] = {"self_attn.q_proj", "self_attn.k_proj",   "self_attn.v_proj",
+                                                        "self_attn.o_proj", "mlp.gate_proj",      "mlp.up_proj",
+                                                        "mlp.down_proj",    "self_attn.qkv_proj", "mlp.gate_up_proj"};
 
 static void check_module(tt_lora_module module) {
     TT_CHECK(module >= 0 && module < TT_LORA_MODULE_COUNT, "LoRA module %d", (int)module);

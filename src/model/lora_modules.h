@@ -11,11 +11,16 @@ typedef enum tt_lora_module {
     TT_LORA_GATE, /* mlp.gate_proj */
     TT_LORA_UP,   /* mlp.up_proj */
     TT_LORA_DOWN, /* mlp.down_proj */
+    /* fused layers (Phi-3): one adapter over q, k and v's rows, one over gate's and up's */
+    TT_LORA_QKV,     /* self_attn.qkv_proj */
+    TT_LORA_GATE_UP, /* mlp.gate_up_proj */
     TT_LORA_MODULE_COUNT
 } tt_lora_module;
 #define TT_LORA_ALL_MODULES ((1u << TT_LORA_MODULE_COUNT) - 1u)
+/* q, k, v, o, gate, up, down: every linear layer of a family with separate projections (Llama's) */
+#define TT_LORA_SEPARATE_MODULES ((1u << TT_LORA_QKV) - 1u)
 
-/* "q_proj", ..., "down_proj" */
+/* "q_proj", ..., "down_proj", "qkv_proj", "gate_up_proj" */
 const char *tt_lora_module_name(tt_lora_module module);
 /* "q", ..., "down": the short names lora_target_modules also takes */
 const char *tt_lora_module_short_name(tt_lora_module module);

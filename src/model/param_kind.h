@@ -25,6 +25,8 @@ typedef enum tt_param_kind {
     TT_PARAM_W_UP,     /* [F, D] */
     TT_PARAM_W_DOWN,   /* [D, F] */
     TT_PARAM_MLP_POST_NORM, /* [D] the norm after the MLP (post_feedforward_layernorm) */
+    TT_PARAM_W_QKV,         /* [(Hq + 2 Hkv)*hd, D] q, k and v's rows in one (Phi-3's qkv_proj) */
+    TT_PARAM_W_GATE_UP,     /* [2F, D] gate's rows, then up's (Phi-3's gate_up_proj) */
     TT_PARAM_FINAL_NORM,    /* [D] model.norm */
     TT_PARAM_LM_HEAD,       /* [V, D] (absent when tied) */
     TT_PARAM_LORA_A,        /* [r, in] of the linear layer lora_module */

@@ -16,7 +16,8 @@
 
 bool tt_param_kind_is_linear_weight(tt_param_kind kind) {
     return kind == TT_PARAM_WQ || kind == TT_PARAM_WK || kind == TT_PARAM_WV || kind == TT_PARAM_WO ||
-           kind == TT_PARAM_W_GATE || kind == TT_PARAM_W_UP || kind == TT_PARAM_W_DOWN;
+           kind == TT_PARAM_W_GATE || kind == TT_PARAM_W_UP || kind == TT_PARAM_W_DOWN || kind == TT_PARAM_W_QKV ||
+           kind == TT_PARAM_W_GATE_UP;
 }
 
 bool tt_param_kind_is_norm(tt_param_kind kind) {
@@ -102,7 +103,7 @@ static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_con
                  spec->lora_targets);
         const unsigned offered = tt_arch_lora_modules(c);
         for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
-            if ((spec->lora_targets >> m) & ~offered & 1u)
+            if (((spec->lora_targets & ~offered) >> m) & 1u)
                 tt_die("lora_target_modules names %s, but %s models have no such layer; use all-linear or name "
                        "their linear layers",
                        tt_lora_module_name((tt_lora_module)m), c->model_type);
@@ -249,6 +250,21 @@ void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr) {
     case TT_PARAM_W_GATE: lv->w_gate = ptr; break;
     case TT_PARAM_W_UP: lv->w_up = ptr; break;
     case TT_PARAM_W_DOWN: lv->w_down = ptr; break;
+    case TT_PARAM_W_QKV: /* q, k and v are its row blocks (not addressable in 4 bits: the GEMMs dequantize it whole) */
+        lv->w_qkv = ptr;
+        if (!p->quantized) {
+            lv->wq = ptr;
+            lv->wk = (unsigned char *)ptr + (size_t)view->qkv_split[0] * view->elem_size;
+            lv->wv = (unsigned char *)ptr + (size_t)view->qkv_split[1] * view->elem_size;
+        }
+        break;
+    case TT_PARAM_W_GATE_UP:
+        lv->w_gate_up = ptr;
+        if (!p->quantized) {
+            lv->w_gate = ptr;
+            lv->w_up = (unsigned char *)ptr + (size_t)view->gate_up_split * view->elem_size;
+        }
+        break;
     case TT_PARAM_LORA_A: lv->lora_a[p->lora_module] = ptr; break;
     case TT_PARAM_LORA_B: lv->lora_b[p->lora_module] = ptr; break;
     default: TT_CHECK(0, "unknown parameter kind %d", (int)p->kind);
@@ -262,6 +278,11 @@ static void bind_views(tt_model_view *view, tt_layer_view *layers, const tt_para
     memset(layers, 0, sizeof(tt_layer_view) * (size_t)c->num_layers);
     view->layers = layers;
     view->tied_head = c->tie_word_embeddings;
+    view->elem_size = elem_size;
+    const int64_t q = c->num_heads * c->head_dim * c->hidden_size, kv = c->num_kv_heads * c->head_dim * c->hidden_size;
+    view->qkv_split[0] = q;
+    view->qkv_split[1] = q + kv;
+    view->gate_up_split = c->intermediate_size * c->hidden_size;
     for (int i = 0; i < t->count; i++) {
         const tt_param_info *p = &t->params[i];
         if (!bind_frozen && !p->trainable) continue;

@@ -100,7 +100,8 @@ const tt_param_info *tt_param_table_find_lora(const tt_param_table *table, tt_pa
 typedef struct tt_layer_view {
     void *attn_norm, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *q_norm, *k_norm, *attn_post_norm;
     void *mlp_norm, *w_gate, *w_up, *w_down, *mlp_post_norm;
-    uint32_t quantized; /* bit per tt_param_kind: the layer's linear weights stored in 4 bits (QLoRA) */
+    void *w_qkv, *w_gate_up; /* a fused layer's whole weight (Phi-3), whose row blocks wq/wk/wv, w_gate/w_up are */
+    uint32_t quantized;      /* bit per tt_param_kind: the layer's linear weights stored in 4 bits (QLoRA) */
     void *lora_a[TT_LORA_MODULE_COUNT], *lora_b[TT_LORA_MODULE_COUNT]; /* NULL where not adapted */
 } tt_layer_view;
 
@@ -110,6 +111,10 @@ typedef struct tt_model_view {
     void *final_norm;
     void *lm_head;  /* == embed when tied */
     bool tied_head; /* tie_word_embeddings: setting the embedding sets lm_head too (tt_model_view_set) */
+    /* where a fused weight's row blocks start, in elements of elem_size bytes (k's and v's in qkv_proj, up's in
+     * gate_up_proj) */
+    size_t elem_size;
+    int64_t qkv_split[2], gate_up_split;
 } tt_model_view;
 
 /* Binds views to base, a whole flat buffer (elem_size bytes per element). layers must hold L entries. */

@@ -18,6 +18,7 @@ typedef enum tt_saved_slot {
     TT_SAVED_LORA_Q,         /* [N, r] q_proj's adapter: scaling * A dropout(x) (LoRA only) */
     TT_SAVED_LORA_K,         /* [N, r] (LoRA only) */
     TT_SAVED_LORA_V,         /* [N, r] (LoRA only) */
+    TT_SAVED_LORA_QKV,       /* [N, r] a fused qkv_proj's adapter (Phi-3; LoRA only) */
     TT_SAVED_Q_RAW,          /* [N, Hq*hd] q projection before q_norm (qk_norm only) */
     TT_SAVED_Q_RSTD,         /* [N*Hq] fp32 (qk_norm per head; [N] over the whole projection) */
     TT_SAVED_K_RAW,          /* [N, Hkv*hd] (qk_norm only) */
@@ -35,6 +36,7 @@ typedef enum tt_saved_slot {
     TT_SAVED_MLP_NORMED,     /* [N, D] the MLP's pre-norm output (Llama's post_attention_layernorm) */
     TT_SAVED_LORA_GATE,      /* [N, r] gate_proj's adapter (LoRA only) */
     TT_SAVED_LORA_UP,        /* [N, r] up_proj's adapter (LoRA only) */
+    TT_SAVED_LORA_GATE_UP,   /* [N, r] a fused gate_up_proj's adapter (Phi-3; LoRA only) */
     TT_SAVED_GATE,           /* [N, F] */
     TT_SAVED_UP,             /* [N, F] */
     TT_SAVED_GLU,            /* [N, F] act(gate) * up */

@@ -30,6 +30,11 @@
     TT_SLOT_ENTRY(TT_SAVED_LORA_K, "k_proj adapter", TOKENS, LORA_RANK, false, LORA_DOWN, false, false, TT_LORA_K),\
     TT_SLOT_ENTRY(TT_SAVED_LORA_V, "v_proj adapter", TOKENS, LORA_RANK, false, LORA_DOWN, false, false, TT_LORA_V)
 
+/* A fused qkv_proj's adapter's down projection (Phi-3). */
+#define TT_SLOTS_QKV_FUSED_ADAPTER                                                                                     \
+    TT_SLOT_ENTRY(TT_SAVED_LORA_QKV, "qkv_proj adapter", TOKENS, LORA_RANK, false, LORA_DOWN, false, false,        \
+                  TT_LORA_QKV)
+
 /* q and k straight from their projections, RoPE applied in place. */
 #define TT_SLOTS_QK_PROJECTED                                                                                          \
     TT_SLOT_ENTRY(TT_SAVED_Q, "q", TOKENS, Q, false, LINEAR_ROPE, false, false, -1),                               \
@@ -75,6 +80,16 @@
     TT_SLOT_ENTRY(TT_SAVED_LORA_GATE, "gate_proj adapter", TOKENS, LORA_RANK, false, LORA_DOWN, true, false,       \
                   TT_LORA_GATE),                                                                                   \
     TT_SLOT_ENTRY(TT_SAVED_LORA_UP, "up_proj adapter", TOKENS, LORA_RANK, false, LORA_DOWN, true, false, TT_LORA_UP),\
+    TT_SLOT_ENTRY(TT_SAVED_GATE, "MLP gate", MLP, FFN, false, LINEAR, true, false, -1),                            \
+    TT_SLOT_ENTRY(TT_SAVED_UP, "MLP up", MLP, FFN, false, LINEAR, true, false, -1),                                \
+    TT_SLOT_ENTRY(TT_SAVED_GLU, glu_label, MLP, FFN, false, GLU, true, true, -1),                                  \
+    TT_SLOT_ENTRY(TT_SAVED_LORA_DOWN, "down_proj adapter", TOKENS, LORA_RANK, false, LORA_DOWN, true, false,       \
+                  TT_LORA_DOWN)
+
+/* A gated MLP of a fused gate_up_proj (Phi-3): one adapter's down projection for gate and up. */
+#define TT_SLOTS_GLU_MLP_FUSED(glu_label)                                                                              \
+    TT_SLOT_ENTRY(TT_SAVED_LORA_GATE_UP, "gate_up_proj adapter", TOKENS, LORA_RANK, false, LORA_DOWN, true, false, \
+                  TT_LORA_GATE_UP),                                                                                \
     TT_SLOT_ENTRY(TT_SAVED_GATE, "MLP gate", MLP, FFN, false, LINEAR, true, false, -1),                            \
     TT_SLOT_ENTRY(TT_SAVED_UP, "MLP up", MLP, FFN, false, LINEAR, true, false, -1),                                \
     TT_SLOT_ENTRY(TT_SAVED_GLU, glu_label, MLP, FFN, false, GLU, true, true, -1),                                  \

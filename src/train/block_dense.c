@@ -16,6 +16,10 @@
 
 #define WANTS(slots) ((compute & (slots)) != 0)
 
+/* The projections that read one input, whose adapters run as a group (a fused layer's one adapter once). */
+static const tt_lora_module qkv[3] = {TT_LORA_Q, TT_LORA_K, TT_LORA_V}, gate_up[2] = {TT_LORA_GATE, TT_LORA_UP};
+static const tt_lora_module o = TT_LORA_O, down = TT_LORA_DOWN;
+
 static bool has_pre_norm(const tt_model_state *s) { return s->arch->norm_placement != TT_NORM_POST; }
 static bool has_post_norm(const tt_model_state *s) { return s->arch->norm_placement != TT_NORM_PRE; }
 
@@ -100,9 +104,7 @@ static void attention_forward(tt_model_state *s, int64_t l, const void *x_in, vo
                                        D, c->rms_norm_eps, offset);
         in = S[TT_SAVED_ATTN_NORMED];
     }
-    tt_block_adapter_down(s, l, TT_LORA_Q, in, S, compute);
-    tt_block_adapter_down(s, l, TT_LORA_K, in, S, compute);
-    tt_block_adapter_down(s, l, TT_LORA_V, in, S, compute);
+    tt_block_adapters_down(s, l, qkv, 3, in, S, compute);
     qk_forward(s, l, in, S, compute, true);
     qk_forward(s, l, in, S, compute, false);
     if (WANTS(TT_SLOT(TT_SAVED_V)))
@@ -115,7 +117,7 @@ static void attention_forward(tt_model_state *s, int64_t l, const void *x_in, vo
             tt_backend_attention_forward(b, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE], S[TT_SAVED_Q], S[TT_SAVED_K],
                                          S[TT_SAVED_V], attention_shape(s, l));
     }
-    tt_block_adapter_down(s, l, TT_LORA_O, S[TT_SAVED_ATTN_OUT], S, compute);
+    tt_block_adapters_down(s, l, &o, 1, S[TT_SAVED_ATTN_OUT], S, compute);
     /* the join: residual + o(attention), after the norm after attention, or scaled */
     if (has_post_norm(s)) {
         if (WANTS(TT_SLOT(TT_SAVED_ATTN_PROJ)))
@@ -158,7 +160,7 @@ static void mlp_intermediates(tt_model_state *s, int64_t l, const void *mlp_in, 
     }
     if ((compute >> TT_SAVED_GLU) & 1u)
         tt_backend_glu_forward(b, S[TT_SAVED_GLU], S[TT_SAVED_GATE], S[TT_SAVED_UP], n * F, s->arch->activation);
-    tt_block_adapter_down_rows(s, l, TT_LORA_DOWN, S[TT_SAVED_GLU], S, compute, rows);
+    tt_block_adapters_down_rows(s, l, &down, 1, S[TT_SAVED_GLU], S, compute, rows);
 }
 
 /* The MLP's input: its pre-norm's output, or the residual after attention itself. */
@@ -179,8 +181,7 @@ static void mlp_forward(tt_model_state *s, int64_t l, void *const *S, void *x_ou
         tt_backend_rmsnorm_forward(b, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_MLP_RSTD], S[TT_SAVED_RESIDUAL_MID],
                                    w->mlp_norm, NULL, N, D, c->rms_norm_eps, offset);
     const void *in = mlp_input(s, S);
-    tt_block_adapter_down(s, l, TT_LORA_GATE, in, S, compute);
-    tt_block_adapter_down(s, l, TT_LORA_UP, in, S, compute);
+    tt_block_adapters_down(s, l, gate_up, 2, in, S, compute);
     /* Tiled, the intermediates live one shard at a time: a recompute leaves them to the MLP backward, which makes them
      * again shard by shard, unless it wants down_proj's output (the input of the norm after the MLP), which needs
      * them. */
@@ -263,14 +264,14 @@ static void dense_backward_mlp(tt_model_state *s, int64_t l, void *const *S, voi
         if (tt_block_mlp_tiled(s)) mlp_intermediates(s, l, in_all, S, TT_ALL_SLOTS, &rows);
         const void *dy = tt_block_row_at(s, (void *)dy_all, rows.first, D);
         void *in = tt_block_row_at(s, in_all, rows.first, D);
-        tt_block_adapter_backward_weights_rows(s, l, TT_LORA_DOWN, dy, S[TT_SAVED_GLU], S, &rows);
+        tt_block_adapters_backward_weights_rows(s, l, &down, &dy, 1, S[TT_SAVED_GLU], S, &rows);
         tt_backend_linear_backward(b, S[TT_SAVED_GLU], g->w_down, NULL, dy, S[TT_SAVED_GLU],
                                    tt_block_gemm_weight(s, w, TT_PARAM_W_DOWN, w->w_down, D * F), n, F, D, false);
-        tt_block_adapter_backward_input_rows(s, l, TT_LORA_DOWN, S[TT_SAVED_GLU], S, &rows);
+        tt_block_adapters_backward_input_rows(s, l, &down, 1, S[TT_SAVED_GLU], S, &rows);
         tt_backend_glu_backward(b, S[TT_SAVED_GATE], S[TT_SAVED_UP], S[TT_SAVED_GLU], S[TT_SAVED_GATE], S[TT_SAVED_UP],
                                 n * F, s->arch->activation);
-        tt_block_adapter_backward_weights_rows(s, l, TT_LORA_GATE, S[TT_SAVED_GATE], in, S, &rows);
-        tt_block_adapter_backward_weights_rows(s, l, TT_LORA_UP, S[TT_SAVED_UP], in, S, &rows);
+        const void *d_gate_up[2] = {S[TT_SAVED_GATE], S[TT_SAVED_UP]};
+        tt_block_adapters_backward_weights_rows(s, l, gate_up, d_gate_up, 2, in, S, &rows);
         tt_backend_linear_backward(b, NULL, g->w_gate, NULL, S[TT_SAVED_GATE], in, w->w_gate, n, D, F, false);
         tt_backend_linear_backward(b, NULL, g->w_up, NULL, S[TT_SAVED_UP], in, w->w_up, n, D, F, false);
         /* the input's gradient: into the pre-norm's output (overwritten), or added into d_residual */
@@ -280,8 +281,7 @@ static void dense_backward_mlp(tt_model_state *s, int64_t l, void *const *S, voi
                                    tt_block_gemm_weight(s, w, TT_PARAM_W_GATE, w->w_gate, F * D), n, D, F, !pre_norm);
         tt_backend_linear_backward(b, d_in, NULL, NULL, S[TT_SAVED_UP], NULL,
                                    tt_block_gemm_weight(s, w, TT_PARAM_W_UP, w->w_up, F * D), n, D, F, true);
-        tt_block_adapter_backward_input_rows(s, l, TT_LORA_GATE, d_in, S, &rows);
-        tt_block_adapter_backward_input_rows(s, l, TT_LORA_UP, d_in, S, &rows);
+        tt_block_adapters_backward_input_rows(s, l, gate_up, 2, d_in, S, &rows);
     }
     if (has_pre_norm(s))
         tt_backend_rmsnorm_backward(b, d_residual, g->mlp_norm, S[TT_SAVED_MLP_NORMED], S[TT_SAVED_RESIDUAL_MID],
@@ -301,10 +301,10 @@ static void dense_backward_attention(tt_model_state *s, int64_t l, const void *x
 
     const void *dy = projection_gradient(s, W[TT_BACKWARD_D_ATTN_PROJ], d_residual, S[TT_SAVED_ATTN_PROJ],
                                          w->attn_post_norm, g->attn_post_norm, S[TT_SAVED_ATTN_POST_RSTD]);
-    tt_block_adapter_backward_weights(s, l, TT_LORA_O, dy, S[TT_SAVED_ATTN_OUT], S);
+    tt_block_adapters_backward_weights(s, l, &o, &dy, 1, S[TT_SAVED_ATTN_OUT], S);
     tt_backend_linear_backward(b, W[TT_BACKWARD_D_ATTN_OUT], g->wo, g->bo, dy, S[TT_SAVED_ATTN_OUT],
                                tt_block_gemm_weight(s, w, TT_PARAM_WO, w->wo, D * q_dim), N, q_dim, D, false);
-    tt_block_adapter_backward_input(s, l, TT_LORA_O, W[TT_BACKWARD_D_ATTN_OUT], S);
+    tt_block_adapters_backward_input(s, l, &o, 1, W[TT_BACKWARD_D_ATTN_OUT], S);
     if (s->plan.sequence_parallel > 1)
         tt_sequence_parallel_attention_backward(s, attention_shape(s, l), W[TT_BACKWARD_D_Q], W[TT_BACKWARD_D_K],
                                                 W[TT_BACKWARD_D_V], W[TT_BACKWARD_D_ATTN_OUT], S[TT_SAVED_ATTN_OUT],
@@ -337,9 +337,8 @@ static void dense_backward_attention(tt_model_state *s, int64_t l, const void *x
     }
     const bool pre_norm = has_pre_norm(s);
     void *in = pre_norm ? S[TT_SAVED_ATTN_NORMED] : (void *)x_in;
-    tt_block_adapter_backward_weights(s, l, TT_LORA_Q, d_q_proj, in, S);
-    tt_block_adapter_backward_weights(s, l, TT_LORA_K, d_k_proj, in, S);
-    tt_block_adapter_backward_weights(s, l, TT_LORA_V, W[TT_BACKWARD_D_V], in, S);
+    const void *d_qkv[3] = {d_q_proj, d_k_proj, W[TT_BACKWARD_D_V]};
+    tt_block_adapters_backward_weights(s, l, qkv, d_qkv, 3, in, S);
     tt_backend_linear_backward(b, NULL, g->wq, g->bq, d_q_proj, in, w->wq, N, D, q_dim, false);
     tt_backend_linear_backward(b, NULL, g->wk, g->bk, d_k_proj, in, w->wk, N, D, kv_dim, false);
     tt_backend_linear_backward(b, NULL, g->wv, g->bv, W[TT_BACKWARD_D_V], in, w->wv, N, D, kv_dim, false);
@@ -351,9 +350,7 @@ static void dense_backward_attention(tt_model_state *s, int64_t l, const void *x
                                tt_block_gemm_weight(s, w, TT_PARAM_WK, w->wk, kv_dim * D), N, D, kv_dim, true);
     tt_backend_linear_backward(b, d_in, NULL, NULL, W[TT_BACKWARD_D_V], NULL,
                                tt_block_gemm_weight(s, w, TT_PARAM_WV, w->wv, kv_dim * D), N, D, kv_dim, true);
-    tt_block_adapter_backward_input(s, l, TT_LORA_Q, d_in, S);
-    tt_block_adapter_backward_input(s, l, TT_LORA_K, d_in, S);
-    tt_block_adapter_backward_input(s, l, TT_LORA_V, d_in, S);
+    tt_block_adapters_backward_input(s, l, qkv, 3, d_in, S);
     if (pre_norm)
         tt_backend_rmsnorm_backward(b, d_residual, g->attn_norm, d_in, x_in, w->attn_norm, S[TT_SAVED_ATTN_RSTD], N, D,
                                     offset);

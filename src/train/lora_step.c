@@ -26,6 +26,21 @@ void tt_lora_backward_weights(const tt_backend *b, const tt_lora_layer *lora, co
                                lora->rank, false);
 }
 
+void tt_lora_backward_weights_parts(const tt_backend *b, const tt_lora_layer *parts, const void *const *dys, int count,
+                                    const void *x, void *u_then_du, int64_t N) {
+    /* every part's dB while u is intact, then du = sum of the parts' dy B, u's memory taking it */
+    for (int p = 0; p < count; p++)
+        tt_backend_linear_backward(b, NULL, parts[p].dB, NULL, dys[p], u_then_du, parts[p].B, N, parts[p].rank,
+                                   parts[p].out, false);
+    for (int p = 0; p < count; p++)
+        tt_backend_linear_backward(b, u_then_du, NULL, NULL, dys[p], NULL, parts[p].B, N, parts[p].rank, parts[p].out,
+                                   p > 0);
+    const tt_lora_layer *lora = &parts[0];
+    tt_backend_dropout_scale(b, u_then_du, u_then_du, N * lora->rank, lora->scaling, 0, 0);
+    tt_backend_linear_backward(b, NULL, lora->dA, NULL, u_then_du, adapter_input(b, lora, x, N), lora->A, N, lora->in,
+                               lora->rank, false);
+}
+
 void tt_lora_backward_input(const tt_backend *b, const tt_lora_layer *lora, const void *du, void *dx, int64_t N) {
     if (!lora->drop_threshold) {
         tt_backend_linear_backward(b, dx, NULL, NULL, du, NULL, lora->A, N, lora->in, lora->rank, true);

@@ -38,6 +38,11 @@ void tt_lora_forward_up(const tt_backend *b, const tt_lora_layer *lora, const vo
  * the layer input (call before the base backward overwrites it). */
 void tt_lora_backward_weights(const tt_backend *b, const tt_lora_layer *lora, const void *dy, const void *x,
                               void *u_then_du, int64_t N);
+/* The same for an adapter over a fused layer's parts (Phi-3's qkv_proj: q's, k's and v's rows of B, each part's
+ * lora_layer holding its rows of B and dB and its out): dB_p += dy_p^T u for every part, then u is overwritten with
+ * du = scaling * sum_p dy_p B_p, then dA += du^T dropout(x). */
+void tt_lora_backward_weights_parts(const tt_backend *b, const tt_lora_layer *parts, const void *const *dys, int count,
+                                    const void *x, void *u_then_du, int64_t N);
 /* dx[N, in] += dropout'(du A): the adapter's share of the input gradient. */
 void tt_lora_backward_input(const tt_backend *b, const tt_lora_layer *lora, const void *du, void *dx, int64_t N);
 

@@ -59,7 +59,7 @@ typedef struct recipe {
 } recipe;
 
 static const tt_trainable_spec lora_spec = {
-    .lora_rank = 4, .lora_alpha = 8, .lora_dropout = 0.1, .lora_targets = TT_LORA_ALL_MODULES};
+    .lora_rank = 4, .lora_alpha = 8, .lora_dropout = 0.1, .lora_targets = TT_LORA_SEPARATE_MODULES};
 
 static float *rounded_weights(const char *config_path, tt_model_config *config, tt_param_table *params, bool lora) {
     tt_model_config_load(config_path, config);

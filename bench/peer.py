@@ -1,4 +1,5 @@
-"""The PyTorch peer of bench/run.sh: transformers' Qwen3ForCausalLM, random init, bf16
+"""The PyTorch peer of bench/run.sh: transformers' model for the config (AutoModelForCausalLM: Qwen3ForCausalLM,
+Gemma3ForCausalLM, Phi3ForCausalLM, ...), random init, bf16
 parameters, SDPA attention (cuDNN backend first), fused torch AdamW (bf16 state, as a bf16
 model gets), HF gradient checkpointing with use_reentrant=False, and the LM head + loss in
 checkpointed 4096-token chunks. Prints one JSON line: tok/s, GPU peak allocated.
@@ -18,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-from transformers import AutoConfig, Qwen3ForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM
 
 p = argparse.ArgumentParser()
 p.add_argument("--model", required=True, help="directory with config.json")
@@ -28,14 +29,15 @@ p.add_argument("--warmup", type=int, default=2)
 p.add_argument("--chunk", type=int, default=4096)
 p.add_argument("--loss", choices=["chunked", "hf"], default="chunked")
 p.add_argument("--memory", choices=["gc", "hidden_states", "save_on_cpu"], default="gc")
-p.add_argument("--lora", type=int, default=0, help="LoRA rank on all seven linear projections (peft); 0: full")
+p.add_argument("--lora", type=int, default=0,
+               help="LoRA rank on every linear layer but the LM head (peft's all-linear); 0: full")
 a = p.parse_args()
 
 torch.manual_seed(0)
 config = AutoConfig.from_pretrained(a.model)
 config.use_cache = False
 with torch.device("cuda"):
-    model = Qwen3ForCausalLM._from_config(config, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
 if a.memory != "save_on_cpu":
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": a.memory == "hidden_states"})
 if a.lora:
@@ -43,16 +45,25 @@ if a.lora:
     model.enable_input_require_grads()  # reentrant checkpointing needs an input that requires grad
     model = peft.get_peft_model(model, peft.LoraConfig(
         r=a.lora, lora_alpha=2 * a.lora, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
-        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]))
-    model = model.base_model.model  # the Qwen3ForCausalLM with adapters injected
+        target_modules="all-linear"))
+    model = model.base_model.model  # the ...ForCausalLM with adapters injected
 model.train()
 opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-5, weight_decay=0.0, fused=True)
 V = config.vocab_size
+D = config.hidden_size
 T = a.seq
+
+
+final_softcap = getattr(config, "final_logit_softcapping", None)
+logits_scaling = getattr(config, "logits_scaling", None)  # Granite divides the logits by it
 
 
 def chunk_loss(h, labels):
     logits = model.lm_head(h).float()
+    if logits_scaling:
+        logits = logits / logits_scaling
+    if final_softcap:
+        logits = torch.tanh(logits / final_softcap) * final_softcap
     return F.cross_entropy(logits.view(-1, V), labels.reshape(-1), reduction="sum")
 
 
@@ -68,7 +79,7 @@ class HiddenStateOffload:
         self.packed = []   # entries in pack order: [cpu tensor, gpu copy or None, event or None]
 
     def pack(self, t):
-        if not (t.is_cuda and t.dim() == 3 and t.shape[1] == T and t.shape[2] == config.hidden_size):
+        if not (t.is_cuda and t.dim() == 3 and t.shape[1] == T and t.shape[2] == D):
             return t
         cpu = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
         ready = torch.cuda.Event()

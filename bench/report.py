@@ -1,7 +1,8 @@
-"""Turns bench.jsonl into the table of docs/benchmarks.md: tok/s, GPU peak, MFU at 800 TFLOP/s
-(8 x parameters + 4.5 x causal attention forward FLOPs per token, as with checkpointing; 6 x
-parameters with LoRA, which computes no weight gradient of the base), and
-tiertrain/peer ratios."""
+"""Turns bench.jsonl into the table of docs/benchmarks.md: tok/s, GPU peak, MFU at 800 TFLOP/s and
+tiertrain/peer ratios. MFU counts the model's FLOPs, no recompute: 6 x parameters per token (4 x with LoRA, which
+computes no weight gradient of the base) + 3.5 x the attention forward's (forward 1, backward 2.5; causal, or within
+a sliding layer's window). Rows of docs/benchmarks.md before 2026-11-28 counted the recompute of checkpointing
+(8 x and 6 x parameters, 4.5 x attention): those figures are HFU."""
 import json
 import sys
 
@@ -9,15 +10,38 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 models = sys.argv[2]
 
 
+def visible_keys(seq, window):
+    """Keys a query sees on average: seq / 2 causal, about the window with a sliding window shorter than seq."""
+    if not window or window >= seq:
+        return seq / 2
+    return (window * seq - window * (window - 1) / 2) / seq
+
+
+def layer_windows(c):
+    """Each decoder layer's sliding window (None: full attention), as the config gives them."""
+    L, window = c["num_hidden_layers"], c.get("sliding_window")
+    if c.get("layer_types"):
+        return [window if t == "sliding_attention" else None for t in c["layer_types"]]
+    if c.get("sliding_window_pattern"):  # Gemma 3: every n-th layer full
+        n = c["sliding_window_pattern"]
+        return [None if (l + 1) % n == 0 else window for l in range(L)]
+    if c["model_type"] in ("qwen2", "qwen3") and not c.get("use_sliding_window"):
+        return [None] * L
+    return [window] * L
+
+
 def flops_per_token(model, seq, adapter="full"):
     c = json.load(open(f"{models}/{model}/config.json"))
+    c = c.get("text_config", c)
     D, F, L, V = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
-    hq, hkv, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    hq, hkv = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = c.get("head_dim") or D // hq
     layer = D * hq * hd + 2 * D * hkv * hd + hq * hd * D + 3 * D * F
     params = L * layer + V * D  # the LM head's matmul (tied or not, it runs once per token)
-    attention_forward = 2 * 2 * seq / 2 * hd * hq * L  # per token, causal
-    # full: forward, recompute, and both gradients (dx, dW) of every matrix; LoRA: no dW of the base
-    return (6 if adapter.startswith("lora") else 8) * params + 4.5 * attention_forward
+    # per token: causal, or a sliding layer's window
+    attention_forward = sum(2 * 2 * visible_keys(seq, w) * hd * hq for w in layer_windows(c))
+    # full: forward and both gradients (dx, dW) of every matrix; LoRA: no dW of the base; no recompute (MFU)
+    return (4 if "lora" in adapter else 6) * params + 3.5 * attention_forward
 
 
 print(f"| model | seq | recipe | attention | memory | tiertrain tok/s | peer tok/s | ratio | tiertrain GPU peak | peer GPU peak | MFU ours | MFU peer |")

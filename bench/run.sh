@@ -21,7 +21,7 @@
 # the peer alone (no checkpointing, torch.autograd.graph.save_on_cpu). The peer runs once per model,
 # length, adapter and its own mode: hidden_states when the case has it, else gc (none with
 # optimizer_cpu_offload). An optional sixth field: full (default), lora<r> (LoRA of rank r on all
-# seven linear projections, alpha 2r, on both sides; the peer uses peft) or qlora<r> (the same on a base
+# linear layers but the LM head (all-linear), alpha 2r, on both sides; the peer uses peft) or qlora<r> (the same on a base
 # quantized to NF4 with double quantization at load; no peer: the device has no bitsandbytes, so compare
 # with the lora<r> case of the same shape). QLoRA cases:
 #   bench/run.sh build/tiertrain "qwen3-8b:16384:master:auto:gc:lora16 qwen3-8b:16384:master:auto:gc:qlora16

@@ -105,17 +105,19 @@ def main():
     args = parser.parse_args()
     failures = []
 
-    base = transformers.AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32)
+    # eager attention: transformers' SDPA path leaves out Gemma 2's attention soft-capping
+    base = transformers.AutoModelForCausalLM.from_pretrained(args.base, dtype=torch.float32, attn_implementation="eager")
     if getattr(base.config, "quantization_config", None):
         raise SystemExit(f"{args.base} is saved quantized; give the dequantized base (tiertrain dequantize --base "
                          f"{args.base} -o DIR)")
     dtype = base.config.dtype if hasattr(base.config, "dtype") else base.config.torch_dtype
+    vocab_size = base.config.get_text_config().vocab_size  # a multimodal config keeps it in text_config
     if args.seq_len:
         if not args.tokens:
             raise SystemExit("--seq-len needs --tokens")
-        ids, labels = rows_from(args.tokens, args.seq_len, args.rows, base.config.vocab_size)
+        ids, labels = rows_from(args.tokens, args.seq_len, args.rows, vocab_size)
     else:
-        ids, labels = batch_from(args.tokens, base.config.vocab_size)
+        ids, labels = batch_from(args.tokens, vocab_size)
     expected = args.tiertrain_loss
     if args.metrics:
         expected = first_step_loss(args.metrics)
@@ -153,7 +155,8 @@ def main():
 
     if args.merged:
         tolerance = 2e-2 if str(dtype).endswith("bfloat16") else 1e-4
-        merged = transformers.AutoModelForCausalLM.from_pretrained(args.merged, dtype=torch.float32)
+        merged = transformers.AutoModelForCausalLM.from_pretrained(args.merged, dtype=torch.float32,
+                                                                   attn_implementation="eager")
         merged_loss = loss_of(merged, ids, labels)
         peft_merged_loss = loss_of(model.merge_and_unload(), ids, labels)
         print(f"tiertrain merge: loss {merged_loss:.9f}; peft merge_and_unload: {peft_merged_loss:.9f}")

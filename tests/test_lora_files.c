@@ -76,7 +76,7 @@ static void check_round_trip(bool qwen3) {
     mkdir(base, 0755);
     mkdir(adapter, 0755);
     mkdir(merged, 0755);
-    tt_weights_save_hf(s.weights, &s.params, &s.config, TT_F32, base, 0);
+    tt_weights_save_hf(s.weights, &s.params, &s.config, TT_F32, base, 0, NULL);
     tt_lora_save_peft((const float *)s.weights + s.params.trainable_start, &s.params, TT_F32, "some/base", adapter);
 
     /* the files */

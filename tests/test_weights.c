@@ -1,5 +1,7 @@
 /* Weights out and back in: single-file and sharded saves (with the index transformers
- * reads) load back bit-identically in fp32 and rounded correctly in bf16. */
+ * reads) load back bit-identically in fp32 and rounded correctly in bf16; every family's checkpoint loaded and saved
+ * again is transformers' file byte for byte, a multimodal Gemma 3's vision tower and projector included (kept from
+ * the base, single file and sharded). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -37,9 +39,9 @@ static bool exists(const char *dir, const char *name) {
     return stat(path, &st) == 0;
 }
 
-/* A Hugging Face checkpoint loaded and saved again holds the same names, dtypes, shapes and
- * bytes as the file transformers wrote. */
-static void check_resave_matches_transformers(const char *source_dir, const char *fixture) {
+/* A Hugging Face checkpoint loaded and saved again (with the checkpoint as the base whose other tensors are kept)
+ * holds the same names, dtypes, shapes and bytes as the file transformers wrote; max_shard_bytes > 0: in shards. */
+static void check_resave_matches_transformers(const char *source_dir, const char *fixture, size_t max_shard_bytes) {
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", source_dir, fixture);
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -50,17 +52,20 @@ static void check_resave_matches_transformers(const char *source_dir, const char
     float *flat = calloc(sizeof(float), (size_t)table.total_numel);
     tt_weights_load_hf(flat, &table, dir);
     char *out = tt_test_tempdir("resave");
-    tt_weights_save_hf(flat, &table, &c, c.dtype, out, 0);
+    tt_weights_save_hf(flat, &table, &c, c.dtype, out, max_shard_bytes, dir);
 
-    tt_st_file original, saved;
+    tt_st_file original;
+    tt_st_model saved;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     tt_st_open(path, &original);
-    snprintf(path, sizeof path, "%s/model.safetensors", out);
-    tt_st_open(path, &saved);
-    TT_EXPECT(original.count == saved.count, "%s: %d tensors saved, transformers wrote %d", fixture, saved.count,
+    tt_st_model_open(out, &saved);
+    int saved_count = 0;
+    for (int f = 0; f < saved.file_count; f++) saved_count += saved.files[f].count;
+    TT_EXPECT(original.count == saved_count, "%s: %d tensors saved, transformers wrote %d", fixture, saved_count,
               original.count);
+    TT_EXPECT(max_shard_bytes == 0 || saved.file_count > 1, "%s: shards of %zu bytes", fixture, max_shard_bytes);
     for (int i = 0; i < original.count; i++) {
-        const tt_st_tensor *a = &original.tensors[i], *b = tt_st_find(&saved, a->name);
+        const tt_st_tensor *a = &original.tensors[i], *b = tt_st_model_find(&saved, a->name, NULL);
         TT_EXPECT(b && b->dtype == a->dtype && b->ndim == a->ndim && b->bytes == a->bytes &&
                       memcmp(a->shape, b->shape, sizeof a->shape) == 0 && memcmp(a->data, b->data, a->bytes) == 0,
                   "%s: tensor %s differs from what transformers wrote", fixture, a->name);
@@ -72,7 +77,7 @@ static void check_resave_matches_transformers(const char *source_dir, const char
     TT_EXPECT(strcmp(again.json_text, c.json_text) == 0, "%s: config.json changed", fixture);
     tt_model_config_free(&again);
     tt_st_close(&original);
-    tt_st_close(&saved);
+    tt_st_model_close(&saved);
     free(flat);
     free(out);
     tt_param_table_free(&table);
@@ -81,9 +86,11 @@ static void check_resave_matches_transformers(const char *source_dir, const char
 
 int main(int argc, char **argv) {
     const char *source_dir = argc > 1 ? argv[1] : ".";
-    check_resave_matches_transformers(source_dir, "tiny_qwen3");
-    check_resave_matches_transformers(source_dir, "tiny_llama");
-    check_resave_matches_transformers(source_dir, "tiny_qwen2");
+    const char *fixtures[] = {"tiny_qwen3", "tiny_llama",   "tiny_qwen2",   "tiny_gemma3", "tiny_gemma2",
+                              "tiny_olmo2", "tiny_smollm3", "tiny_granite", "tiny_phi3",   "tiny_gemma3_multimodal"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++)
+        check_resave_matches_transformers(source_dir, fixtures[i], 0);
+    check_resave_matches_transformers(source_dir, "tiny_gemma3_multimodal", 4096); /* the kept tensors sharded too */
 
     tt_model_config c = small_config();
     tt_param_table table;
@@ -94,14 +101,14 @@ int main(int argc, char **argv) {
     tt_weights_init_random(original, &table, 0.5, 3);
 
     char *dir = tt_test_tempdir("weights");
-    tt_weights_save_hf(original, &table, &c, TT_F32, dir, 0);
+    tt_weights_save_hf(original, &table, &c, TT_F32, dir, 0, NULL);
     TT_EXPECT(exists(dir, "model.safetensors") && exists(dir, "config.json"), "single-file save");
     TT_EXPECT(!exists(dir, "model.safetensors.index.json"), "no index for one file");
     tt_weights_load_hf(loaded, &table, dir);
     TT_EXPECT(memcmp(original, loaded, bytes) == 0, "fp32 round trip is bit-identical");
 
     /* Shards of at most 4 KiB: several files and an index; the single file goes away. */
-    tt_weights_save_hf(original, &table, &c, TT_F32, dir, 4096);
+    tt_weights_save_hf(original, &table, &c, TT_F32, dir, 4096, NULL);
     TT_EXPECT(exists(dir, "model.safetensors.index.json"), "sharded save writes the index");
     TT_EXPECT(!exists(dir, "model.safetensors"), "sharded save removes the stale single file");
     int shards = 0;
@@ -118,7 +125,7 @@ int main(int argc, char **argv) {
 
     /* bf16: every value comes back as its round-to-nearest-even bf16 value. */
     char *dir16 = tt_test_tempdir("weights16");
-    tt_weights_save_hf(original, &table, &c, TT_BF16, dir16, 0);
+    tt_weights_save_hf(original, &table, &c, TT_BF16, dir16, 0, NULL);
     tt_weights_load_hf(loaded, &table, dir16);
     bool all_rounded = true;
     for (int i = 0; i < table.count; i++) {

@@ -72,7 +72,7 @@ static inline bool streamed_saves_match(const tt_model_state *s, const char *scr
     snprintf(gathered, sizeof gathered, "%s/gathered", scratch);
     tt_make_directories(streamed);
     tt_make_directories(gathered);
-    tt_save_model_streamed(s, streamed, 0, true);
+    tt_save_model_streamed(s, streamed, 0, NULL, true);
     snprintf(a, sizeof a, "%s/optimizer.safetensors", streamed);
     tt_save_optimizer_streamed(s, a, true);
 
@@ -81,7 +81,7 @@ static inline bool streamed_saves_match(const tt_model_state *s, const char *scr
           *v = malloc(n * sizeof(float) + 4);
     tt_model_get_weights(s, weights);
     tt_model_get_moments(s, m, v);
-    tt_weights_save_hf(weights, &s->params, &s->config, s->config.dtype, gathered, 0);
+    tt_weights_save_hf(weights, &s->params, &s->config, s->config.dtype, gathered, 0, NULL);
     snprintf(b, sizeof b, "%s/optimizer.safetensors", gathered);
     tt_checkpoint_save_optimizer(s, weights + s->params.trainable_start, m, v, b);
     free(weights);

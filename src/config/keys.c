@@ -131,14 +131,15 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(lora_target_modules),
      .default_text = "[]",
      .help = "the linear layers of every decoder layer that get adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, "
-             "up_proj, down_proj (or q, k, v, o, gate, up, down)",
+             "up_proj, down_proj (or q, k, v, o, gate, up, down); Phi-3's fused qkv_proj and gate_up_proj",
      .known_as = "target_modules|lora_target"},
     {.name = "lora_target_linear",
      .type = KEY_BOOL,
      .offset = FIELD(lora_target_linear),
      .default_text = "false",
      .null_is_default = true,
-     .help = "adapters on all seven linear layers of every decoder layer (with lora_target_modules: all seven too)"},
+     .help = "adapters on every linear layer of every decoder layer, as peft's all-linear (q/k/v/o_proj and "
+             "gate/up/down_proj; Phi-3's qkv_proj, o_proj, gate_up_proj, down_proj), with lora_target_modules too"},
     {.name = "lora_model_dir",
      .type = KEY_STRING,
      .offset = FIELD(lora_model_dir),

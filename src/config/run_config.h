@@ -129,7 +129,7 @@ typedef struct tt_run_config {
     double lora_alpha;            /* scaling = lora_alpha / lora_r (PEFT without rslora) */
     double lora_dropout;          /* dropout on each adapter's input, training only */
     unsigned lora_target_modules; /* set of tt_lora_module */
-    bool lora_target_linear;      /* every linear layer of the decoder layers (all seven modules) */
+    bool lora_target_linear;      /* every linear layer of the decoder layers (the family's modules, all-linear) */
     char *lora_model_dir;         /* a PEFT adapter directory to continue from, or NULL */
     const char *lora_key_given;   /* the first lora_* key given a value (for the check against adapter), or NULL */
     /* adapter: qlora (axolotl's / transformers' BitsAndBytesConfig keys) */

@@ -194,7 +194,7 @@ static void check_adapter(const tt_run_config *c) {
                c->lora_key_given, c->lora_key_given);
     if (c->adapter != TT_ADAPTER_NONE && tt_run_config_lora_targets(c) == 0)
         tt_die("adapter: %s has no modules to adapt: lora_target_modules is empty and lora_target_linear is false; "
-               "set lora_target_linear: true (all seven linear layers) or lora_target_modules: [q_proj, v_proj, ...]",
+               "set lora_target_linear: true (every linear layer) or lora_target_modules: [q_proj, v_proj, ...]",
                c->adapter == TT_ADAPTER_QLORA ? "qlora" : "lora");
     if (c->adapter != TT_ADAPTER_NONE && (c->freeze_embeddings || c->frozen_layer_count > 0))
         tt_die("%s chooses what full fine-tuning trains, but with adapter: %s the whole base model is frozen "

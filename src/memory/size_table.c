@@ -101,9 +101,15 @@ bool tt_size_table_projection_gradient(const tt_model_config *model) {
 tt_scratch_shape tt_size_table_scratch_shape(const tt_model_config *m, const tt_param_table *params,
                                              const tt_plan *plan) {
     const int64_t N = plan->micro_batch * plan->seq_len;
+    bool some_slide = false;
+    for (int64_t l = 0; l < m->num_layers && !some_slide; l++) some_slide = tt_model_layer_attention(m, l).sliding;
+    const bool every_slides = tt_model_every_layer_slides(m);
+    const tt_attention_shape sliding = tt_plan_attention_shape(plan, m, true);
     return (tt_scratch_shape){
         .tokens = N,
-        .attention = tt_plan_attention_shape(plan, m, tt_model_every_layer_slides(m)),
+        .attention = tt_plan_attention_shape(plan, m, every_slides),
+        .has_sliding = some_slide && !every_slides && sliding.sliding_window != 0,
+        .sliding_attention = sliding,
         .hidden = m->hidden_size,
         .intermediate = m->intermediate_size,
         .loss_chunk = plan->loss_chunk,
@@ -161,8 +167,13 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->backward_slot[TT_BACKWARD_D_Q] = bytes_of(N * q_dim, a);
     t->backward_slot[TT_BACKWARD_D_K] = bytes_of(N * kv_dim, a);
     t->backward_slot[TT_BACKWARD_D_V] = bytes_of(N * kv_dim, a);
-    t->backward_slot[TT_BACKWARD_ATTENTION] =
-        tt_align_up(tt_backend_attention_workspace_bytes(backend, &settings, &scratch_shape.attention));
+    size_t attention_workspace = tt_backend_attention_workspace_bytes(backend, &settings, &scratch_shape.attention);
+    if (scratch_shape.has_sliding) { /* the layers that slide may take more */
+        const size_t sliding =
+            tt_backend_attention_workspace_bytes(backend, &settings, &scratch_shape.sliding_attention);
+        if (sliding > attention_workspace) attention_workspace = sliding;
+    }
+    t->backward_slot[TT_BACKWARD_ATTENTION] = tt_align_up(attention_workspace);
     t->backward_slot[TT_BACKWARD_D_ATTN_PROJ] = tt_size_table_projection_gradient(m) ? bytes_of(N * D, a) : 0;
     t->mlp_backward_scratch = tt_size_table_projection_gradient(m) ? bytes_of(N * D, a) : 0;
     for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++) t->layer_backward += t->backward_slot[i];

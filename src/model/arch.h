@@ -104,6 +104,10 @@ typedef struct tt_arch {
     const char *text_config, *text_config_prefix;
     const char *weight_prefix; /* the decoder's name prefix (NULL: "model.") */
     const char *lm_head_name;  /* the LM head's name (NULL: "lm_head.weight") */
+    /* PEFT's module path of the decoder layers in the transformers model (NULL: "model.layers."): the names of the
+     * adapters (base_model.model.<path><l>.<module>.lora_A.weight) and, where it is not the default, the regex
+     * target_modules that keeps peft's adapters off the other towers */
+    const char *peft_layers;
     /* the decoder layer's parameters in checkpoint order (each layer's block is contiguous in the flat buffer) */
     const tt_layer_param *layer_params;
     int layer_param_count;

@@ -205,6 +205,7 @@ const tt_arch tt_arch_gemma3 = {
     .text_config_prefix = "text_config.",
     .weight_prefix = "language_model.model.",
     .lm_head_name = "language_model.lm_head.weight",
+    .peft_layers = "model.language_model.layers.",
     .layer_params = gemma3_layer_params,
     .layer_param_count = TT_COUNT_OF(gemma3_layer_params),
     .slots = &gemma3_slots,

@@ -58,7 +58,7 @@ void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format,
     tt_param_table table;
     tt_param_table_build(&config, &table);
     config.dtype = TT_F32;
-    export_sink e = {.writer = tt_hf_writer_open(&table, TT_F32, out_dir, max_shard_bytes),
+    export_sink e = {.writer = tt_hf_writer_open(&table, TT_F32, out_dir, max_shard_bytes, base_dir),
                      .format = saved_4bit ? NULL : &chosen};
     if (!saved_4bit) { /* one linear weight at a time is quantized whole (its absmax are double-quantized together) */
         int64_t largest = 0;

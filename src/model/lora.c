@@ -38,6 +38,38 @@ static void write_json(const char *path, json_t *root) {
     free(text);
 }
 
+/* PEFT's module path of the decoder layers when it is the default one: target_modules is then the list of module
+ * names, which peft matches at the end of every module's name. */
+static bool default_layers(const tt_param_table *table) {
+    return !table->lora_layers || strcmp(table->lora_layers, "model.layers.") == 0;
+}
+
+/* Elsewhere (a multimodal checkpoint's language model) the list would adapt the vision tower's q/k/v too: a regex
+ * that peft matches against the whole module name, the decoder layers' adapted modules only, e.g.
+ * model\.language_model\.layers\.\d+\.(self_attn\.q_proj|mlp\.down_proj). */
+static void target_regex(const tt_param_table *table, char *out, size_t size) {
+    size_t n = 0;
+    out[0] = 0;
+    for (const char *c = table->lora_layers; *c && n + 3 < size; c++) {
+        if (*c == '.') out[n++] = '\\';
+        out[n++] = *c;
+    }
+    out[n] = 0;
+    n += (size_t)snprintf(out + n, size - n, "\\d+\\.(");
+    bool first = true;
+    for (int m = 0; m < TT_LORA_MODULE_COUNT && n < size; m++) {
+        if (!((table->lora_targets >> m) & 1u)) continue;
+        if (!first) n += (size_t)snprintf(out + n, size - n, "|");
+        first = false;
+        for (const char *c = tt_lora_module_path((tt_lora_module)m); *c && n + 3 < size; c++) {
+            if (*c == '.') out[n++] = '\\';
+            out[n++] = *c;
+        }
+        out[n] = 0;
+    }
+    if (n < size) snprintf(out + n, size - n, ")");
+}
+
 void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_dtype dtype, const char *base_model,
                        const char *dir) {
     TT_CHECK(table->lora_rank > 0, "saving adapters of a model without any");
@@ -84,10 +116,16 @@ void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_d
     json_object_set_new(root, "r", json_integer((json_int_t)table->lora_rank));
     json_object_set_new(root, "rank_pattern", json_object());
     json_object_set_new(root, "revision", json_null());
-    json_t *targets = json_array();
-    for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
-        if ((table->lora_targets >> m) & 1u) json_array_append_new(targets, json_string(tt_lora_module_name(m)));
-    json_object_set_new(root, "target_modules", targets);
+    if (default_layers(table)) {
+        json_t *targets = json_array();
+        for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
+            if ((table->lora_targets >> m) & 1u) json_array_append_new(targets, json_string(tt_lora_module_name(m)));
+        json_object_set_new(root, "target_modules", targets);
+    } else {
+        char regex[512];
+        target_regex(table, regex, sizeof regex);
+        json_object_set_new(root, "target_modules", json_string(regex));
+    }
     json_object_set_new(root, "task_type", json_string("CAUSAL_LM"));
     json_object_set_new(root, "use_dora", json_false());
     json_object_set_new(root, "use_rslora", json_false());
@@ -147,6 +185,17 @@ void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
                json_is_number(alpha) ? json_number_value(alpha) : NAN);
     unsigned targets = 0;
     json_t *list = json_object_get(root, "target_modules");
+    if (json_is_string(list)) { /* a regex: the one this run would write (a multimodal checkpoint's language model) */
+        char regex[512];
+        target_regex(table, regex, sizeof regex);
+        if (default_layers(table) || strcmp(json_string_value(list), regex) != 0)
+            tt_die("%s: target_modules is the regex '%s'; tiertrain continues from adapters whose target_modules "
+                   "list module names%s%s",
+                   path, json_string_value(list), default_layers(table) ? "" : ", or is this run's regex ",
+                   default_layers(table) ? "" : regex);
+        json_decref(root);
+        return;
+    }
     for (size_t i = 0; i < json_array_size(list); i++) {
         const char *name = json_string_value(json_array_get(list, i));
         int found = -1;
@@ -202,9 +251,11 @@ static double read_adapter_scaling(const char *adapter_dir) {
     return scaling;
 }
 
-/* "base_model.model.model.layers.<l>.<path>.lora_<A|B>.weight" -> layer, module and which; false if not one. */
-static bool parse_adapter_name(const char *name, int64_t *layer, tt_lora_module *module, bool *is_a) {
-    const char *prefix = "base_model.model.model.layers.";
+/* "base_model.model.<layers><l>.<path>.lora_<A|B>.weight" -> layer, module and which; false if not one. */
+static bool parse_adapter_name(const char *name, const char *layers, int64_t *layer, tt_lora_module *module,
+                               bool *is_a) {
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "base_model.model.%s", layers);
     if (strncmp(name, prefix, strlen(prefix)) != 0) return false;
     char *end = NULL;
     errno = 0;
@@ -236,6 +287,7 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
     float *flat = tt_xcalloc((size_t)table.total_numel, sizeof(float), "the base model");
     tt_weights_load_hf(flat, &table, base_dir);
     const double scaling = read_adapter_scaling(adapter_dir);
+    const char *layers = tt_arch_of(&config)->peft_layers ? tt_arch_of(&config)->peft_layers : "model.layers.";
 
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", adapter_dir);
     tt_st_file adapters;
@@ -246,11 +298,11 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
         int64_t layer;
         tt_lora_module module;
         bool is_a;
-        if (!parse_adapter_name(a->name, &layer, &module, &is_a))
+        if (!parse_adapter_name(a->name, layers, &layer, &module, &is_a))
             tt_die("%s: tensor '%s' is not a LoRA adapter of a decoder layer's linear layer "
-                   "(base_model.model.model.layers.<l>.<self_attn|mlp>.<module>.lora_A|lora_B.weight); tiertrain "
+                   "(base_model.model.%s<l>.<self_attn|mlp>.<module>.lora_A|lora_B.weight); tiertrain "
                    "merges those only",
-                   path, a->name);
+                   path, a->name, layers);
         if (!is_a) continue; /* each pair is merged from its A */
         const tt_linear_layer *linear = tt_arch_linear_layer(&config, module);
         if (!linear)
@@ -262,7 +314,7 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
             tt_die("%s: tensor '%s' adapts layer %lld, but the base model in %s has %lld layers", path, a->name,
                    (long long)layer, base_dir, (long long)config.num_layers);
         char b_name[160];
-        snprintf(b_name, sizeof b_name, "base_model.model.model.layers.%lld.%s.lora_B.weight", (long long)layer,
+        snprintf(b_name, sizeof b_name, "base_model.model.%s%lld.%s.lora_B.weight", layers, (long long)layer,
                  tt_lora_module_path(module));
         const tt_st_tensor *b = tt_st_find(&adapters, b_name);
         if (!b) tt_die("%s: tensor '%s' has no '%s'; an adapter is a pair", path, a->name, b_name);
@@ -294,7 +346,7 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
     tt_st_close(&adapters);
     if (merged == 0) tt_die("%s: no LoRA adapters in it; nothing to merge", path);
 
-    tt_weights_save_hf(flat, &table, &config, config.dtype, out_dir, max_shard_bytes);
+    tt_weights_save_hf(flat, &table, &config, config.dtype, out_dir, max_shard_bytes, base_dir);
     tt_weights_copy_companion_files(base_dir, out_dir);
     tt_info("merged %d LoRA adapters (scaling %g) into %s: %s", merged, scaling, base_dir, out_dir);
     free(flat);

@@ -112,15 +112,16 @@ static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_con
         t->lora_scaling = spec->lora_alpha / (double)spec->lora_rank;
         t->lora_dropout = spec->lora_dropout;
         const int64_t r = t->lora_rank;
+        t->lora_layers = tt_arch_of(c)->peft_layers ? tt_arch_of(c)->peft_layers : "model.layers.";
         for (int64_t l = 0; l < c->num_layers; l++)
             for (int m = 0; m < TT_LORA_MODULE_COUNT; m++) {
                 if (!((t->lora_targets >> m) & 1u)) continue;
                 int64_t in, out;
                 tt_arch_linear_shape(c, (tt_lora_module)m, &in, &out);
-                snprintf(name, sizeof name, "base_model.model.model.layers.%lld.%s.lora_A.weight", (long long)l,
+                snprintf(name, sizeof name, "base_model.model.%s%lld.%s.lora_A.weight", t->lora_layers, (long long)l,
                          tt_lora_module_path((tt_lora_module)m));
                 add_param(t, capacity, TT_PARAM_LORA_A, l, name, 2, r, in)->lora_module = (tt_lora_module)m;
-                snprintf(name, sizeof name, "base_model.model.model.layers.%lld.%s.lora_B.weight", (long long)l,
+                snprintf(name, sizeof name, "base_model.model.%s%lld.%s.lora_B.weight", t->lora_layers, (long long)l,
                          tt_lora_module_path((tt_lora_module)m));
                 add_param(t, capacity, TT_PARAM_LORA_B, l, name, 2, out, r)->lora_module = (tt_lora_module)m;
             }
@@ -194,6 +195,7 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
             tt_die("frozen_layers lists layer %lld but the model has %lld decoder layers (0 to %lld); remove it",
                    (long long)spec->frozen_layers[i], (long long)c->num_layers, (long long)c->num_layers - 1);
     add_base_params(t, &capacity, c);
+    t->norm_init = 1.0f - tt_arch_of(c)->norm_weight_offset;
     const int base_count = t->count;
     freeze_base_params(t, base_count, spec);
     add_lora_params(t, &capacity, c, spec);

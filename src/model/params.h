@@ -72,6 +72,9 @@ typedef struct tt_param_table {
     int64_t lora_rank;
     unsigned lora_targets; /* set of tt_lora_module */
     double lora_alpha, lora_scaling, lora_dropout;
+    const char *lora_layers; /* PEFT's module path of the decoder layers (tt_arch.peft_layers; "model.layers.") */
+    /* a norm weight's value at random init: 1, or 0 where the norm multiplies by (1 + w) (Gemma), as transformers */
+    float norm_init;
     /* QLoRA: the decoder layers' linear weights are quantized (tt_param_info.quantized), in this format */
     bool quantized;
     tt_quant4_format quant_format;

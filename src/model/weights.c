@@ -296,7 +296,7 @@ void tt_weights_init_random_to(const tt_param_table *table, double std, uint64_t
             const int64_t count = min64(PIECE_VALUES, p->numel - first);
             if (is_adapter(p)) init_adapter(b.piece, p, &stream, count); /* one stream in order, piece after piece */
             else if (is_norm || p->ndim == 1)
-                for (int64_t k = 0; k < count; k++) b.piece[k] = is_norm ? 1.0f : 0.0f;
+                for (int64_t k = 0; k < count; k++) b.piece[k] = is_norm ? table->norm_init : 0.0f;
             else init_normal_piece(b.piece, first, count, std, stream_seed);
             sink->values(sink->ctx, p, first, count, b.piece);
         }
@@ -359,6 +359,13 @@ struct tt_hf_writer {
     void *converted; /* a piece in dtype */
     int next;        /* the parameter whose values come next (table order, adapters skipped) */
     int64_t next_first;
+    /* Tensors of the base checkpoint beside the language model (a vision tower, a projector), written as they are
+     * after the parameters: the base's mapping, the tensors and the shard of each. */
+    tt_st_model base;
+    bool has_base;
+    const tt_st_tensor **kept;
+    int *kept_shard;
+    int kept_count;
 };
 
 /* Values are converted and written in pieces of at most this many elements. */
@@ -386,6 +393,12 @@ static void open_shard(tt_hf_writer *w, int shard) {
         tt_st_writer_add(&w->writer, p->name, w->dtype, p->ndim, p->shape, NULL);
         json_object_set_new(w->weight_map, p->name, json_string(name));
     }
+    for (int k = 0; k < w->kept_count; k++) {
+        const tt_st_tensor *t = w->kept[k];
+        if (w->kept_shard[k] != shard) continue;
+        tt_st_writer_add(&w->writer, t->name, t->dtype, t->ndim, t->shape, NULL);
+        json_object_set_new(w->weight_map, t->name, json_string(name));
+    }
     tt_st_writer_add_metadata(&w->writer, "format", "pt");
     snprintf(path, sizeof path, "%s/%s", w->dir, name);
     tt_st_writer_begin(&w->writer, path);
@@ -399,7 +412,54 @@ static void close_shard(tt_hf_writer *w) {
     w->shard = -1;
 }
 
-tt_hf_writer *tt_hf_writer_open(const tt_param_table *table, tt_dtype dtype, const char *dir, size_t max_shard_bytes) {
+/* Whether a checkpoint tensor belongs to the language model the table describes: its first name component is one of
+ * the table's ("model" and "lm_head"; "language_model" inside a multimodal checkpoint). */
+static bool in_language_model(const tt_param_table *table, const char *name) {
+    const size_t head = strcspn(name, ".");
+    for (int i = 0; i < table->count; i++) {
+        const char *owned = table->params[i].name;
+        if (strcspn(owned, ".") == head && strncmp(owned, name, head) == 0) return true;
+    }
+    return false;
+}
+
+/* The base checkpoint's tensors beside the language model, in its files' order, each given a shard after the
+ * parameters' (filling them on as open does). */
+static void keep_base_tensors(tt_hf_writer *w, const char *base_dir, size_t max_shard_bytes, size_t shard_bytes) {
+    tt_st_model_open(base_dir, &w->base);
+    w->has_base = true;
+    int total = 0;
+    for (int f = 0; f < w->base.file_count; f++) total += w->base.files[f].count;
+    w->kept = tt_xcalloc((size_t)(total ? total : 1), sizeof *w->kept, "the base's other tensors");
+    w->kept_shard = tt_xcalloc((size_t)(total ? total : 1), sizeof *w->kept_shard, "the base's other tensors");
+    for (int f = 0; f < w->base.file_count; f++)
+        for (int i = 0; i < w->base.files[f].count; i++) {
+            const tt_st_tensor *t = &w->base.files[f].tensors[i];
+            if (in_language_model(w->table, t->name)) continue;
+            if (shard_bytes > 0 && shard_bytes + t->bytes > max_shard_bytes) {
+                w->shard_count++;
+                shard_bytes = 0;
+            }
+            w->kept[w->kept_count] = t;
+            w->kept_shard[w->kept_count++] = w->shard_count - 1;
+            shard_bytes += t->bytes;
+            w->total_bytes += t->bytes;
+        }
+}
+
+/* Writes the kept tensors' bytes, shard by shard, after the last parameter. */
+static void write_kept_tensors(tt_hf_writer *w) {
+    for (int k = 0; k < w->kept_count; k++) {
+        if (w->shard != w->kept_shard[k]) {
+            close_shard(w);
+            open_shard(w, w->kept_shard[k]);
+        }
+        tt_st_writer_write(&w->writer, w->kept[k]->data, w->kept[k]->bytes);
+    }
+}
+
+tt_hf_writer *tt_hf_writer_open(const tt_param_table *table, tt_dtype dtype, const char *dir, size_t max_shard_bytes,
+                                const char *base_dir) {
     TT_CHECK(!table->quantized, "saving a 4-bit base as a Hugging Face model (a QLoRA run saves its adapters)");
     tt_hf_writer *w = tt_xcalloc(1, sizeof *w, "a model writer");
     w->table = table;
@@ -421,6 +481,7 @@ tt_hf_writer *tt_hf_writer_open(const tt_param_table *table, tt_dtype dtype, con
         shard_bytes += bytes;
         w->total_bytes += bytes;
     }
+    if (base_dir) keep_base_tensors(w, base_dir, max_shard_bytes, shard_bytes);
     w->shard = -1;
     w->weight_map = json_object();
     if (dtype != TT_F32) w->converted = tt_xmalloc((size_t)HF_WRITER_PIECE * w->elem, "converted weights");
@@ -451,6 +512,7 @@ void tt_hf_writer_values(tt_hf_writer *w, const tt_param_info *p, int64_t first,
 
 void tt_hf_writer_close(tt_hf_writer *w, const tt_model_config *config) {
     TT_CHECK(w->next == w->table->count, "the model writer closed before parameter %d", w->next);
+    write_kept_tensors(w);
     close_shard(w);
     char path[4200];
     if (w->shard_count > 1) {
@@ -473,12 +535,15 @@ void tt_hf_writer_close(tt_hf_writer *w, const tt_model_config *config) {
     free(w->shard_of);
     free(w->converted);
     free(w->dir);
+    free(w->kept);
+    free(w->kept_shard);
+    if (w->has_base) tt_st_model_close(&w->base);
     free(w);
 }
 
 void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config, tt_dtype dtype,
-                        const char *dir, size_t max_shard_bytes) {
-    tt_hf_writer *w = tt_hf_writer_open(table, dtype, dir, max_shard_bytes);
+                        const char *dir, size_t max_shard_bytes, const char *base_dir) {
+    tt_hf_writer *w = tt_hf_writer_open(table, dtype, dir, max_shard_bytes, base_dir);
     for (int i = next_base_param(table, 0); i < table->count; i = next_base_param(table, i + 1)) {
         const tt_param_info *p = &table->params[i];
         tt_hf_writer_values(w, p, 0, p->numel, flat + p->offset);

@@ -47,17 +47,21 @@ void tt_weights_init_lora(float *trainable, const tt_param_table *table, uint64_
 
 /* The base model's parameters (adapters are saved by src/model/lora.c), like transformers' save_pretrained: models up to max_shard_bytes go to dir/model.safetensors;
  * larger ones to model-0000i-of-0000n.safetensors shards plus model.safetensors.index.json.
- * Hugging Face names, in dtype; config.json beside them; every file written atomically. */
+ * Hugging Face names, in dtype; config.json beside them; every file written atomically.
+ * base_dir (NULL: none): the checkpoint the model was loaded from; its tensors beside the language model (whose
+ * first name component no parameter has: a Gemma 3 checkpoint's vision_tower and multi_modal_projector) are written
+ * after the parameters as they are, so that the saved model is the whole checkpoint again. */
 #define TT_DEFAULT_MAX_SHARD_BYTES ((size_t)5000000000) /* transformers' "5GB" */
 void tt_weights_save_hf(const float *flat, const tt_param_table *table, const tt_model_config *config, tt_dtype dtype,
-                        const char *dir, size_t max_shard_bytes);
+                        const char *dir, size_t max_shard_bytes, const char *base_dir);
 
 /* The same written a piece at a time, so that the whole model never sits in host memory (tiertrain dequantize):
  * tt_hf_writer_values takes every base-model parameter's values in table order (adapters skipped), each in pieces
  * that cover it in order (a loader's tt_weight_sink values); close writes the index when sharded and config.json.
  * Each file is in place once its last tensor is written (path.tmp until then). */
 typedef struct tt_hf_writer tt_hf_writer;
-tt_hf_writer *tt_hf_writer_open(const tt_param_table *table, tt_dtype dtype, const char *dir, size_t max_shard_bytes);
+tt_hf_writer *tt_hf_writer_open(const tt_param_table *table, tt_dtype dtype, const char *dir, size_t max_shard_bytes,
+                                const char *base_dir);
 void tt_hf_writer_values(tt_hf_writer *w, const tt_param_info *p, int64_t first, int64_t count, const float *values);
 void tt_hf_writer_close(tt_hf_writer *w, const tt_model_config *config);
 

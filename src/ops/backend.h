@@ -67,6 +67,10 @@ typedef enum tt_glu_activation {
 typedef struct tt_scratch_shape {
     int64_t tokens; /* N = B * T */
     tt_attention_shape attention;
+    /* a model whose layers attend two ways (Gemma's sliding and full layers): the sliding layers' shape too, prepared
+     * beside `attention` (the full layers'); has_sliding false: every layer attends as `attention` says */
+    bool has_sliding;
+    tt_attention_shape sliding_attention;
     int64_t hidden;         /* D */
     int64_t intermediate;   /* F */
     int64_t loss_chunk;     /* rows per LM-head chunk */

@@ -129,7 +129,7 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
     if (m->params.lora_rank == 0 && tt_model_reads_trainable_ranges(m)) {
         /* a full fine-tune, a tensor at a time (16 bytes a parameter gathered at once would not fit a large model
          * beside its pinned memory); with zero_stage sharding every rank hands its units' tensors to the leader */
-        tt_save_model_streamed(m, partial, run->max_shard_bytes, writes);
+        tt_save_model_streamed(m, partial, run->max_shard_bytes, run->base_model, writes);
         snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
         tt_save_optimizer_streamed(m, path, writes);
         return writes ? finish_checkpoint(t, run, partial, final_dir) : NULL;
@@ -148,7 +148,8 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
             tt_xmalloc(tt_mul_size((size_t)m->params.total_numel, sizeof(float), "the weights"), "the weights");
         tt_model_get_frozen_weights(m, flat);
         memcpy(flat + m->params.trainable_start, weights, (size_t)m->params.trainable_numel * sizeof(float));
-        tt_weights_save_hf(flat, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes);
+        tt_weights_save_hf(flat, &m->params, &m->config, m->config.dtype, partial, run->max_shard_bytes,
+                           run->base_model);
         free(flat);
     }
     snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);

@@ -31,10 +31,11 @@ size_t tt_streamed_save_host_bytes(const tt_model_state *s) {
     return (size_t)largest_param(&s->params, false) * 2 * sizeof(float) + WRITER_PIECE_BYTES;
 }
 
-void tt_save_model_streamed(const tt_model_state *s, const char *dir, size_t max_shard_bytes, bool writes) {
+void tt_save_model_streamed(const tt_model_state *s, const char *dir, size_t max_shard_bytes, const char *base_dir,
+                            bool writes) {
     const tt_param_table *table = &s->params;
     float *tensor = tensor_buffer(largest_param(table, false));
-    tt_hf_writer *writer = writes ? tt_hf_writer_open(table, s->config.dtype, dir, max_shard_bytes) : NULL;
+    tt_hf_writer *writer = writes ? tt_hf_writer_open(table, s->config.dtype, dir, max_shard_bytes, base_dir) : NULL;
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
         if (p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B) continue; /* the base model only */

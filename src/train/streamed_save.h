@@ -13,8 +13,10 @@
 
 #include "train/step.h"
 
-/* The base model (every parameter but adapters) as Hugging Face safetensors shards under dir, with config.json. */
-void tt_save_model_streamed(const tt_model_state *state, const char *dir, size_t max_shard_bytes, bool writes);
+/* The base model (every parameter but adapters) as Hugging Face safetensors shards under dir, with config.json, and
+ * base_dir's tensors beside the language model (tt_weights_save_hf; NULL: none). */
+void tt_save_model_streamed(const tt_model_state *state, const char *dir, size_t max_shard_bytes, const char *base_dir,
+                            bool writes);
 
 /* A checkpoint's optimizer state at path: master.<name>, exp_avg.<name>, exp_avg_sq.<name> in fp32 for every
  * trainable parameter, in table order. */

@@ -391,7 +391,7 @@ static void save_final_weights(const tt_model_state *model, const tt_run_config 
         return;
     }
     if (tt_model_reads_trainable_ranges(model)) { /* a tensor at a time (with zero_stage, every rank takes part) */
-        tt_save_model_streamed(model, run->output_dir, run->max_shard_bytes, writes);
+        tt_save_model_streamed(model, run->output_dir, run->max_shard_bytes, run->base_model, writes);
         return;
     }
     float *host =
@@ -399,7 +399,7 @@ static void save_final_weights(const tt_model_state *model, const tt_run_config 
     tt_model_get_weights(model, host);
     if (writes)
         tt_weights_save_hf(host, &model->params, &model->config, model->config.dtype, run->output_dir,
-                           run->max_shard_bytes);
+                           run->max_shard_bytes, run->base_model);
     free(host);
 }
 

@@ -6,14 +6,17 @@
  * inputs) must agree within bf16 bounds (max |a-b| / max |b|). Each shape runs with the default
  * backward and with the deterministic one; a second backward is compared bit for bit, which
  * fails the test only when the deterministic backward was asked for and granted.
- * Speed: B=1, Hq=16, Hkv=8, hd=128 at T = 4096, 16384, 65536 (--quick: not 65536), median of 10
- * timed calls after warm-up, in TFLOP/s of the causal FLOPs (forward 2*2*T*T/2*hd*Hq, backward
- * 2.5x that).
+ * Also Gemma's shapes: head_dim 256, a sliding window (whole, and over key chunks), soft-capping.
+ * Speed: B=1, Hq=16, Hkv=8, hd=128 at T = 4096, 16384, 65536 (--quick: not 65536), and Gemma 3 4B's attention at 16k
+ * (Hq 8, Hkv 4, hd 256) causal and with its 1024-key window, median of 10 timed calls after warm-up, in TFLOP/s of
+ * the visible pairs' FLOPs (forward 2*2*pairs*hd*Hq with pairs T*T/2 causal, about window*T with a window;
+ * backward 2.5x that).
  *
- * Usage: test_gpu_cudnn_attention [--quick] [--speed T:GiB[:lanes[:Hq]][,...]]. --speed times only the listed
- * lengths, each with the deterministic backward under that dP limit (T:0 times cuDNN's atomic
- * backward), with that many head groups at once (default 1) and that many query heads (default 16, Hkv 8),
- * and skips the checks. Exit status 0 when every check passed. */
+ * Usage: test_gpu_cudnn_attention [--quick] [--speed T:GiB[:lanes[:Hq[:hd[:window]]]][,...]]. --speed times only the
+ * listed lengths, each with the deterministic backward under that dP limit (T:0 times cuDNN's atomic
+ * backward), with that many head groups at once (default 1), that many query heads (default 16; Hkv 8, or Hq/2
+ * below 16), that head_dim (default 128) and sliding window (default 0: causal), and skips the checks. Exit status 0
+ * when every check passed. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
@@ -47,6 +50,10 @@ static void synchronize(const char *after) {
     }
 }
 
+/* The sliding window and soft-capping of the shapes made next (0: none; Gemma's layers set them). */
+static int64_t current_window;
+static double current_softcap;
+
 static tt_attention_shape attention_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
     return (tt_attention_shape){.batch = B,
                                 .seq_len = T,
@@ -54,7 +61,14 @@ static tt_attention_shape attention_shape(int64_t B, int64_t T, int64_t Hq, int6
                                 .num_kv_heads = Hkv,
                                 .head_dim = hd,
                                 .scale = 1.0 / sqrt((double)hd),
-                                .sliding_window = 0};
+                                .sliding_window = current_window,
+                                .softcap = current_softcap};
+}
+
+/* Query-key pairs a causal query sees, within the window when there is one. */
+static double visible_pairs(int64_t T, int64_t window) {
+    if (window <= 0 || window >= T) return (double)T * (double)T / 2.0;
+    return (double)window * (double)T - (double)window * (double)(window - 1) / 2.0;
 }
 
 /* dP bytes the deterministic backward may keep per call, for the plans created next (small values slice and
@@ -72,8 +86,9 @@ static tt_cudnn_attention *create_or_report(const tt_attention_shape *shape, int
 
 static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, int deterministic) {
     tt_attention_shape shape = attention_shape(B, T, Hq, Hkv, hd);
-    printf("B=%lld T=%lld Hq=%lld Hkv=%lld hd=%lld, %s backward requested\n", (long long)B, (long long)T, (long long)Hq,
-           (long long)Hkv, (long long)hd, deterministic ? "deterministic" : "default");
+    printf("B=%lld T=%lld Hq=%lld Hkv=%lld hd=%lld window %lld softcap %g, %s backward requested\n", (long long)B,
+           (long long)T, (long long)Hq, (long long)Hkv, (long long)hd, (long long)current_window, current_softcap,
+           deterministic ? "deterministic" : "default");
     tt_cudnn_attention *a = create_or_report(&shape, deterministic);
     if (!a) return;
     const int64_t nq = B * T * Hq * hd, nkv = B * T * Hkv * hd, rows = B * Hq * T;
@@ -160,7 +175,7 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
 /* ------------------------------------------------------------------------------------------- */
 
 typedef struct timing_row {
-    int64_t T, Hq;
+    int64_t T, Hq, hd, window;
     int deterministic;
     size_t dp_limit;
     int lanes;
@@ -218,12 +233,17 @@ static double median_ms(void (*call)(timing_buffers *), timing_buffers *b, const
 
 static void set_dp_limit(size_t bytes) { current_dp_limit = bytes; }
 
-static void time_attention(int64_t T, int64_t Hq, int deterministic, int lanes, timing_row *row) {
-    const int64_t B = 1, Hkv = 8, hd = 128;
+static void time_attention(int64_t T, int64_t Hq, int64_t hd, int deterministic, int lanes, timing_row *row) {
+    const int64_t B = 1, Hkv = Hq >= 16 ? 8 : Hq / 2;
     tt_attention_shape shape = attention_shape(B, T, Hq, Hkv, hd);
-    *row = (timing_row){.T = T, .Hq = Hq, .deterministic = deterministic, .dp_limit = current_dp_limit};
-    printf("timing T=%lld Hq=%lld, %s backward\n", (long long)T, (long long)Hq,
-           deterministic ? "deterministic" : "default");
+    *row = (timing_row){.T = T,
+                        .Hq = Hq,
+                        .hd = hd,
+                        .window = current_window,
+                        .deterministic = deterministic,
+                        .dp_limit = current_dp_limit};
+    printf("timing T=%lld Hq=%lld hd=%lld window %lld, %s backward\n", (long long)T, (long long)Hq, (long long)hd,
+           (long long)current_window, deterministic ? "deterministic" : "default");
     char why[2048];
     tt_cudnn_attention *a = tt_cudnn_attention_create(&shape, deterministic, current_dp_limit, why, sizeof why);
     if (!a) {
@@ -263,7 +283,8 @@ static void time_attention(int64_t T, int64_t Hq, int deterministic, int lanes, 
     b.workspace = device_workspace(workspace_bytes);
     b.workspace_bytes = workspace_bytes;
 
-    const double forward_flops = 4.0 * (double)T * (double)T / 2.0 * (double)hd * (double)Hq * (double)B;
+    /* the FLOPs of the visible pairs: a window's share of the causal square */
+    const double forward_flops = 4.0 * visible_pairs(T, current_window) * (double)hd * (double)Hq * (double)B;
     row->forward_ms = median_ms(call_forward, &b, "timed forward");
     row->backward_ms = median_ms(call_backward, &b, "timed backward");
     row->forward_tflops = forward_flops / (row->forward_ms * 1e-3) / 1e12;
@@ -287,23 +308,27 @@ static void time_attention(int64_t T, int64_t Hq, int deterministic, int lanes, 
 
 static void print_timing_table(const timing_row *table, int row_count) {
     char version[96];
-    printf("\ncuDNN %s, B=1 Hkv=8 hd=128, causal, median of %d\n", tt_cudnn_version_string(version, sizeof version),
-           TIMED_CALLS);
-    printf("%7s  %3s  %-13s  %6s  %5s  %10s  %8s  %10s  %8s\n", "T", "Hq", "backward", "dP GiB", "lanes", "fwd ms",
-           "TFLOP/s", "bwd ms", "TFLOP/s");
+    printf(
+        "\ncuDNN %s, B=1 Hkv=8 (Hq/2 below 16), causal (window 0) or a sliding window, median of %d; TFLOP/s of the visible "
+        "pairs' FLOPs\n",
+        tt_cudnn_version_string(version, sizeof version), TIMED_CALLS);
+    printf("%7s  %3s  %3s  %6s  %-13s  %6s  %5s  %10s  %8s  %10s  %8s\n", "T", "Hq", "hd", "window", "backward",
+           "dP GiB", "lanes", "fwd ms", "TFLOP/s", "bwd ms", "TFLOP/s");
     for (int i = 0; i < row_count; i++) {
         const timing_row *r = &table[i];
         if (r->ran)
-            printf("%7lld  %3lld  %-13s  %6.2f  %5d  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T, (long long)r->Hq,
+            printf("%7lld  %3lld  %3lld  %6lld  %-13s  %6.2f  %5d  %10.3f  %8.1f  %10.3f  %8.1f\n", (long long)r->T,
+                   (long long)r->Hq, (long long)r->hd, (long long)r->window,
                    r->deterministic ? "deterministic" : "default", (double)r->dp_limit / (double)(1 << 30), r->lanes,
                    r->forward_ms, r->forward_tflops, r->backward_ms, r->backward_tflops);
         else
-            printf("%7lld  %3lld  %-13s  %s\n", (long long)r->T, (long long)r->Hq,
-                   r->deterministic ? "deterministic" : "default", r->note);
+            printf("%7lld  %3lld  %3lld  %6lld  %-13s  %s\n", (long long)r->T, (long long)r->Hq, (long long)r->hd,
+                   (long long)r->window, r->deterministic ? "deterministic" : "default", r->note);
     }
 }
 
-/* --speed T:GiB,...: the listed lengths and dP limits only (GiB 0: the atomic backward). */
+/* --speed T:GiB[:lanes[:Hq[:hd[:window]]]],...: the listed lengths and dP limits only (GiB 0: the atomic
+ * backward). */
 static int time_listed(const char *list) {
     timing_row table[32];
     int row_count = 0;
@@ -312,20 +337,25 @@ static int time_listed(const char *list) {
         char *end = NULL;
         const long long T = strtoll(p, &end, 10);
         double gib = 1.0;
-        long lanes = 1, Hq = 16;
+        long lanes = 1, Hq = 16, hd = 128, window = 0;
         if (end && *end == ':') gib = strtod(end + 1, &end);
         if (end && *end == ':') lanes = strtol(end + 1, &end, 10);
         if (end && *end == ':') Hq = strtol(end + 1, &end, 10);
-        if (!end || T <= 0 || T % 128 != 0 || gib < 0 || lanes < 1 || lanes > TT_CUDNN_ATTENTION_MAX_LANES || Hq < 8 ||
-            Hq % 8 != 0 || (*end && *end != ',')) {
-            fprintf(stderr,
-                    "--speed: expected T:GiB[:lanes[:Hq]][,...] with T a multiple of 128, lanes 1..%d, Hq a multiple "
-                    "of 8, at '%s'\n",
-                    TT_CUDNN_ATTENTION_MAX_LANES, p);
+        if (end && *end == ':') hd = strtol(end + 1, &end, 10);
+        if (end && *end == ':') window = strtol(end + 1, &end, 10);
+        if (!end || T <= 0 || T % 128 != 0 || gib < 0 || lanes < 1 || lanes > TT_CUDNN_ATTENTION_MAX_LANES || Hq < 2 ||
+            Hq % 2 != 0 || hd < 8 || hd > 256 || hd % 8 != 0 || window < 0 || (*end && *end != ',')) {
+            fprintf(
+                stderr,
+                "--speed: expected T:GiB[:lanes[:Hq[:hd[:window]]]][,...] with T a multiple of 128, lanes 1..%d, Hq "
+                "even, hd a multiple of 8 up to 256, at '%s'\n",
+                TT_CUDNN_ATTENTION_MAX_LANES, p);
             return 2;
         }
         if (gib > 0) set_dp_limit((size_t)(gib * (double)(1 << 30)));
-        time_attention(T, Hq, gib > 0, (int)lanes, &table[row_count++]);
+        current_window = window;
+        time_attention(T, Hq, hd, gib > 0, (int)lanes, &table[row_count++]);
+        current_window = 0;
         p = *end ? end + 1 : end;
     }
     set_dp_limit((size_t)1 << 30);
@@ -369,19 +399,42 @@ int main(int argc, char **argv) {
     set_dp_limit((size_t)400 << 10);
     test_attention(2, 384, 4, 2, 64, 1); /* batch 2, 2 groups x 3 chunks of 128 keys */
     set_dp_limit((size_t)1 << 30);
+    /* Gemma's layers: head_dim 256; a sliding window (whole and over key chunks, each chunk against the queries its
+     * keys' window reaches: the dQ sum starts at zero); Gemma 2's soft-capping, alone and with the window */
+    test_attention(1, 256, 4, 2, 256, 1);
+    current_window = 100;
+    for (int deterministic = 0; deterministic <= 1; deterministic++) {
+        test_attention(2, 200, 4, 2, 128, deterministic);
+        test_attention(1, 384, 4, 2, 256, deterministic);
+    }
+    set_dp_limit((size_t)300 << 10);
+    test_attention(1, 1024, 8, 4, 128, 1); /* 4 groups x key chunks, the window 100 keys */
+    set_dp_limit((size_t)1 << 30);
+    current_window = 0;
+    current_softcap = 5.0;
+    for (int deterministic = 0; deterministic <= 1; deterministic++) test_attention(1, 256, 4, 2, 128, deterministic);
+    current_window = 64;
+    test_attention(1, 384, 4, 2, 256, 1);
+    current_window = 0;
+    current_softcap = 0;
 
     const int64_t lengths[] = {4096, 16384, 65536};
     const int length_count = quick ? 2 : 3;
-    timing_row table[8];
+    timing_row table[12];
     int row_count = 0;
     for (int i = 0; i < length_count; i++)
         for (int deterministic = 0; deterministic <= 1; deterministic++)
-            time_attention(lengths[i], 16, deterministic, 1, &table[row_count++]);
+            time_attention(lengths[i], 16, 128, deterministic, 1, &table[row_count++]);
     if (!quick) { /* the key-chunked deterministic backward at 64k with more dP per call */
         set_dp_limit((size_t)4 << 30);
-        time_attention(65536, 16, 1, 1, &table[row_count++]);
+        time_attention(65536, 16, 128, 1, 1, &table[row_count++]);
         set_dp_limit((size_t)1 << 30);
     }
+    /* Gemma 3 4B's shape at 16k (8 heads of 256, 4 kv heads): causal and its sliding layers' window of 1024 */
+    time_attention(16384, 8, 256, 1, 1, &table[row_count++]);
+    current_window = 1024;
+    time_attention(16384, 8, 256, 1, 1, &table[row_count++]);
+    current_window = 0;
 
     print_timing_table(table, row_count);
     return tt_test_summary("test_gpu_cudnn_attention");

@@ -8,11 +8,14 @@
  * virtual tensors are bf16, the reshape views, the multiply by one in the backward graph).
  *
  * Forward (training mode), tensors as [batch, heads, rows, cols]:
- *   S = Q K^T; S *= scale; causal mask (row >= col, else -inf); M = rowmax(S);
+ *   S = Q K^T; S *= scale; [soft-capping: S = cap * tanh(S / cap)]; causal mask (row >= col, else -inf);
+ *   [sliding window: col + window > row, else -inf]; M = rowmax(S);
  *   E = exp(S - M); Z = rowsum(E); lse = M + log(Z); P = E / Z (bf16); O = P V.
  * Backward:
- *   Dsum = rowsum(dO * O) * 1; S = Q K^T * scale; causal mask; P = exp(S - lse);
- *   dV = P^T dO; dP = dO V^T; dS = (dP - Dsum) * P * scale; dK = dS^T Q; dQ = dS K.
+ *   Dsum = rowsum(dO * O) * 1; S = Q K^T * scale [soft-capped]; causal [and window] mask; P = exp(S - lse);
+ *   dV = P^T dO; dP = dO V^T; dS = (dP - Dsum) * P [* (1 - tanh^2(S / cap))] * scale; dK = dS^T Q; dQ = dS K.
+ * The window and the soft-capping are built as cudnn-frontend's composite diagonal-band mask and its Softcap score
+ * modifier lower them (the node order there is what the engines match).
  * With grouped-query heads, K and V broadcast over the query heads of their group in the matmuls,
  * and dK, dV come from per-query-head bf16 products summed over the group by a reduction.
  *
@@ -63,6 +66,9 @@ enum {
     UID_DQ_ACCUMULATOR,
     UID_SEQ_LEN_Q,
     UID_SEQ_LEN_KV,
+    UID_WINDOW,
+    UID_NEG_INF_WINDOW,
+    UID_SOFTCAP,
     FIRST_VIRTUAL_UID = 1000,
 };
 
@@ -120,6 +126,12 @@ struct tt_cudnn_attention {
     attention_plan *backward;
     int64_t chunks;
     int64_t *chunk_start, *chunk_len;
+    /* the queries each chunk's call covers from chunk_start on: T - chunk_start, or with a sliding window only those
+     * that see one of the chunk's keys (rounded up to 128, at most T - chunk_start) */
+    int64_t *chunk_queries;
+    /* the plan each chunk runs: the first chunk of the same queries and keys (their plans are the same; a window's
+     * chunks share one or two) */
+    int64_t *chunk_plan;
     bool deterministic_graph;
     bool padding_workaround;
     /* The deterministic backward keeps a [B, heads, T, T] bf16 dP in its workspace, so it runs on
@@ -129,6 +141,7 @@ struct tt_cudnn_attention {
     int32_t *seq_lens; /* device [2][B]: actual query and key lengths (= T) for the padding mask */
     /* by-value scalars: the variant pack points at them */
     float attn_scale, negative_infinity, one;
+    float window, softcap; /* the sliding window (keys) and the soft-capping, as the graphs read them; 0: none */
     /* Backward workspace: [softmax_sum fp32 B*Hq*T | dQ accumulator (atomic graph) | lane 0 | lane 1 | ...]. A
      * lane runs head groups one after another on its own stream with its own share: [engine workspace |
      * with key chunks: the group's dQ sum fp32 and one chunk's dQ bf16, B*T*Hs*hd]. Offsets of the share are
@@ -268,7 +281,7 @@ static void add_op(graph_builder *g, cudnnBackendDescriptor_t op) {
     g->ops[g->op_count++] = op;
 }
 
-/* y = mode(x, b, t); axis >= 0 only for GEN_INDEX. */
+/* y = mode(x, b, t); axis >= 0 only for GEN_INDEX. TANH_BWD: y = dx = b (dy) * (1 - tanh^2(x)). */
 static void pointwise(graph_builder *g, const char *name, cudnnPointwiseMode_t mode, cudnnDataType_t math_precision,
                       int64_t axis, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
                       cudnnBackendDescriptor_t y) {
@@ -284,9 +297,14 @@ static void pointwise(graph_builder *g, const char *name, cudnnPointwiseMode_t m
     cudnnBackendDescriptor_t op = new_descriptor(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
     SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &desc);
     SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-    if (b) SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-    if (t) SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
-    SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    if (mode == CUDNN_POINTWISE_TANH_BWD) { /* an activation's backward: b is dy, y is dx */
+        SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+        SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    } else {
+        if (b) SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+        if (t) SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+        SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    }
     float alpha = 1.0f;
     SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &alpha);
     SET_ATTRIBUTE(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alpha);
@@ -356,21 +374,82 @@ static void reshape(graph_builder *g, const char *name, cudnnBackendDescriptor_t
     add_op(g, op);
 }
 
-/* Top-left causal mask: scores where row >= col, -inf elsewhere. The index tensors are int32
- * with fp32 math, the comparison boolean, as cudnn-frontend's diagonal band mask builds them. */
+/* A mask's row and column indices of the scores: int32 with fp32 math, as cudnn-frontend's diagonal band mask builds
+ * them (each mask its own, in the frontend's order: the engines match the graph node by node). */
+static void score_indices(graph_builder *g, const char *mask, cudnnBackendDescriptor_t scores, tensor_shape shape,
+                          cudnnBackendDescriptor_t *row, cudnnBackendDescriptor_t *col) {
+    char name[64];
+    snprintf(name, sizeof name, "%s gen_row_index", mask);
+    *row = virtual_tensor(g, name, CUDNN_DATA_INT32, shape);
+    pointwise(g, name, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 2, scores, NULL, NULL, *row);
+    snprintf(name, sizeof name, "%s gen_col_index", mask);
+    *col = virtual_tensor(g, name, CUDNN_DATA_INT32, shape);
+    pointwise(g, name, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 3, scores, NULL, NULL, *col);
+}
+
+/* The scores where keep holds, -inf (the scalar negative_infinity_uid) elsewhere: BINARY_SELECT, y = t ? x : b. */
+static cudnnBackendDescriptor_t masked_scores(graph_builder *g, const char *mask, cudnnBackendDescriptor_t scores,
+                                              cudnnBackendDescriptor_t keep, tensor_shape shape,
+                                              int64_t negative_infinity_uid) {
+    char name[64];
+    snprintf(name, sizeof name, "-inf (%s mask)", mask);
+    cudnnBackendDescriptor_t negative_infinity = scalar_tensor(g, name, negative_infinity_uid);
+    snprintf(name, sizeof name, "%s select", mask);
+    cudnnBackendDescriptor_t masked = virtual_tensor(g, name, CUDNN_DATA_FLOAT, shape);
+    pointwise(g, name, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, scores, negative_infinity, keep, masked);
+    return masked;
+}
+
+/* Top-left causal mask: scores where row >= col, -inf elsewhere (the comparison boolean). */
 static cudnnBackendDescriptor_t causal_mask(graph_builder *g, cudnnBackendDescriptor_t scores, tensor_shape shape) {
-    cudnnBackendDescriptor_t row = virtual_tensor(g, "causal row index", CUDNN_DATA_INT32, shape);
-    pointwise(g, "causal gen_row_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 2, scores, NULL, NULL, row);
-    cudnnBackendDescriptor_t col = virtual_tensor(g, "causal column index", CUDNN_DATA_INT32, shape);
-    pointwise(g, "causal gen_col_index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 3, scores, NULL, NULL, col);
+    cudnnBackendDescriptor_t row, col;
+    score_indices(g, "causal", scores, shape, &row, &col);
     cudnnBackendDescriptor_t keep = virtual_tensor(g, "causal row >= col", CUDNN_DATA_BOOLEAN, shape);
     pointwise(g, "causal row >= col", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, -1, row, col, NULL, keep);
-    cudnnBackendDescriptor_t negative_infinity = scalar_tensor(g, "-inf (causal mask)", UID_NEG_INF_CAUSAL);
-    cudnnBackendDescriptor_t masked = virtual_tensor(g, "causally masked scores", CUDNN_DATA_FLOAT, shape);
-    /* BINARY_SELECT: y = t ? x : b */
-    pointwise(g, "causal select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, scores, negative_infinity, keep,
-              masked);
-    return masked;
+    return masked_scores(g, "causal", scores, keep, shape, UID_NEG_INF_CAUSAL);
+}
+
+/* Sliding window: scores where col + window > row (key j visible to query i iff i - j < window), -inf elsewhere;
+ * after the causal mask, as cudnn-frontend's left-bound diagonal band (the window a float scalar, the sum in fp32). */
+static cudnnBackendDescriptor_t window_mask(graph_builder *g, cudnnBackendDescriptor_t scores, tensor_shape shape) {
+    cudnnBackendDescriptor_t row, col;
+    score_indices(g, "window", scores, shape, &row, &col);
+    cudnnBackendDescriptor_t window = scalar_tensor(g, "sliding window", UID_WINDOW);
+    cudnnBackendDescriptor_t shifted = virtual_tensor(g, "col + window", CUDNN_DATA_FLOAT, shape);
+    pointwise(g, "window col + window", CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, -1, col, window, NULL, shifted);
+    cudnnBackendDescriptor_t keep = virtual_tensor(g, "col + window > row", CUDNN_DATA_BOOLEAN, shape);
+    pointwise(g, "window col + window > row", CUDNN_POINTWISE_CMP_GT, CUDNN_DATA_BOOLEAN, -1, shifted, row, NULL, keep);
+    return masked_scores(g, "window", scores, keep, shape, UID_NEG_INF_WINDOW);
+}
+
+/* y = mode(x, b) into a new fp32 virtual tensor of the scores' shape. */
+static cudnnBackendDescriptor_t scores_pointwise(graph_builder *g, const char *name, cudnnPointwiseMode_t mode,
+                                                 cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                                 tensor_shape shape) {
+    cudnnBackendDescriptor_t y = virtual_tensor(g, name, CUDNN_DATA_FLOAT, shape);
+    pointwise(g, name, mode, CUDNN_DATA_FLOAT, -1, x, b, NULL, y);
+    return y;
+}
+
+/* Soft-capping of the scaled scores, cap * tanh(S / cap) (cap: the graph's one softcap scalar); *before_tanh
+ * receives S / cap, which the backward's derivative reads. */
+static cudnnBackendDescriptor_t softcap_forward(graph_builder *g, cudnnBackendDescriptor_t scores, tensor_shape shape,
+                                                cudnnBackendDescriptor_t cap, cudnnBackendDescriptor_t *before_tanh) {
+    *before_tanh = scores_pointwise(g, "div_by_soft_cap", CUDNN_POINTWISE_DIV, scores, cap, shape);
+    cudnnBackendDescriptor_t t =
+        scores_pointwise(g, "softcap tanh", CUDNN_POINTWISE_TANH_FWD, *before_tanh, NULL, shape);
+    return scores_pointwise(g, "mul_by_soft_cap", CUDNN_POINTWISE_MUL, t, cap, shape);
+}
+
+/* The soft-capping's backward on dS: dS * cap, times 1 - tanh^2(S / cap), / cap (cudnn-frontend's order). */
+static cudnnBackendDescriptor_t softcap_backward(graph_builder *g, cudnnBackendDescriptor_t ds, tensor_shape shape,
+                                                 cudnnBackendDescriptor_t cap, cudnnBackendDescriptor_t before_tanh) {
+    cudnnBackendDescriptor_t times_cap =
+        scores_pointwise(g, "mul_by_soft_cap_bprop", CUDNN_POINTWISE_MUL, ds, cap, shape);
+    /* TANH_BWD: x is tanh's input, b the incoming gradient */
+    cudnnBackendDescriptor_t through_tanh =
+        scores_pointwise(g, "dtanh", CUDNN_POINTWISE_TANH_BWD, before_tanh, times_cap, shape);
+    return scores_pointwise(g, "div_by_soft_cap_bprop", CUDNN_POINTWISE_DIV, through_tanh, cap, shape);
 }
 
 /* The padding mask of the T % 128 workaround: scores where row < seq_len_q and col < seq_len_kv
@@ -390,11 +469,7 @@ static cudnnBackendDescriptor_t padding_mask(graph_builder *g, cudnnBackendDescr
     cudnnBackendDescriptor_t keep = virtual_tensor(g, "padding keep", CUDNN_DATA_BOOLEAN, shape);
     pointwise(g, "padding row and col", CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, -1, row_in, col_in, NULL,
               keep);
-    cudnnBackendDescriptor_t negative_infinity = scalar_tensor(g, "-inf (padding mask)", UID_NEG_INF_PADDING);
-    cudnnBackendDescriptor_t masked = virtual_tensor(g, "padding masked scores", CUDNN_DATA_FLOAT, shape);
-    pointwise(g, "padding select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, scores, negative_infinity, keep,
-              masked);
-    return masked;
+    return masked_scores(g, "padding", scores, keep, shape, UID_NEG_INF_PADDING);
 }
 
 /* The layouts of one shape. Our q is [B*T, Hq*hd] token-major: as [B, Hq, T, hd] its strides are
@@ -441,7 +516,10 @@ static void build_forward_graph(graph_builder *g, const tt_attention_shape *s) {
     matmul(g, "bmm1 Q K^T", q, kt, s1, NULL, NULL, NULL);
     cudnnBackendDescriptor_t s2 = virtual_tensor(g, "scaled scores", f32, l.scores);
     pointwise(g, "attn_scale", CUDNN_POINTWISE_MUL, f32, -1, s1, scale, NULL, s2);
+    cudnnBackendDescriptor_t before_tanh = NULL;
+    if (s->softcap != 0) s2 = softcap_forward(g, s2, l.scores, scalar_tensor(g, "softcap", UID_SOFTCAP), &before_tanh);
     cudnnBackendDescriptor_t s3 = causal_mask(g, s2, l.scores);
+    if (s->sliding_window != 0) s3 = window_mask(g, s3, l.scores);
 
     cudnnBackendDescriptor_t max = virtual_tensor(g, "row max", f32, l.row);
     reduction(g, "softmax max", CUDNN_REDUCE_TENSOR_MAX, s3, max);
@@ -506,10 +584,16 @@ static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, 
     matmul(g, "matmul Q K^T", q, kt, s1, seq_len_q, seq_len_kv, NULL);
     cudnnBackendDescriptor_t s2 = virtual_tensor(g, "scaled scores", f32, l.scores);
     pointwise(g, "mul attn_scale", CUDNN_POINTWISE_MUL, f32, -1, s1, scale, NULL, s2);
+    cudnnBackendDescriptor_t before_tanh = NULL, cap = NULL;
+    if (s->softcap != 0) {
+        cap = scalar_tensor(g, "softcap", UID_SOFTCAP);
+        s2 = softcap_forward(g, s2, l.scores, cap, &before_tanh);
+    }
     if (padding_workaround) s2 = padding_mask(g, s2, l.scores, seq_len_q, seq_len_kv);
     cudnnBackendDescriptor_t s3 = virtual_tensor(g, "scores - lse", f32, l.scores);
     pointwise(g, "sub lse", CUDNN_POINTWISE_SUB, f32, -1, s2, stats, NULL, s3);
     cudnnBackendDescriptor_t s4 = causal_mask(g, s3, l.scores);
+    if (s->sliding_window != 0) s4 = window_mask(g, s4, l.scores);
     cudnnBackendDescriptor_t p = virtual_tensor(g, "P", f32, l.scores);
     pointwise(g, "exp", CUDNN_POINTWISE_EXP, f32, -1, s4, NULL, NULL, p);
 
@@ -531,6 +615,7 @@ static void build_backward_graph(graph_builder *g, const tt_attention_shape *s, 
     pointwise(g, "sub softmax_sum", CUDNN_POINTWISE_SUB, f32, -1, dp, softmax_sum, NULL, dp_centered);
     cudnnBackendDescriptor_t dp_p = virtual_tensor(g, "(dP - softmax_sum) * P", f32, l.scores);
     pointwise(g, "mul P", CUDNN_POINTWISE_MUL, f32, -1, dp_centered, p, NULL, dp_p);
+    if (s->softcap != 0) dp_p = softcap_backward(g, dp_p, l.scores, cap, before_tanh);
     cudnnBackendDescriptor_t ds = virtual_tensor(g, "dS", f32, l.scores);
     pointwise(g, "mul dS attn_scale", CUDNN_POINTWISE_MUL, f32, -1, dp_p, scale, NULL, ds);
 
@@ -777,6 +862,15 @@ static void execute_plan(tt_cudnn_attention *a, attention_plan *p, const char *w
     TT_CUDNN_CHECK(cudnnBackendExecute(a->handle, p->plan, p->variant_pack), which);
 }
 
+/* The window's and the soft-capping's scalars, in the graphs that have them. */
+static void pack_optional_scalars(tt_cudnn_attention *a, variant_pack_entries *e) {
+    if (a->window != 0) {
+        pack_add(e, UID_WINDOW, &a->window);
+        pack_add(e, UID_NEG_INF_WINDOW, &a->negative_infinity);
+    }
+    if (a->softcap != 0) pack_add(e, UID_SOFTCAP, &a->softcap);
+}
+
 void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k,
                                 const tt_bf16 *v, void *workspace, cudaStream_t stream) {
     variant_pack_entries e = {0};
@@ -787,6 +881,7 @@ void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse,
     pack_add(&e, UID_STATS, lse);
     pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
     pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
+    pack_optional_scalars(a, &e);
     execute_plan(a, &a->forward, "forward", &e, workspace, stream);
 }
 
@@ -821,8 +916,10 @@ static void backward_group(tt_cudnn_attention *a, int64_t slice, tt_bf16 *dq, tt
     tt_bf16 *dq_partial = (tt_bf16 *)(lane + a->dq_partial_offset);
     /* the group's first query head and kv head; the graph's strides step over the full tensors */
     const int64_t h = slice * a->slice_heads, kv = slice * a->slice_kv_heads;
+    if (a->chunks > 1 && a->window != 0)
+        TT_CUDA_CHECK(cudaMemsetAsync(dq_sum, 0, sizeof(float) * (size_t)(B * T * Hs * D), stream));
     for (int64_t c = 0; c < a->chunks; c++) {
-        /* keys [k0, k0 + len) against queries [k0, T): every pointer starts at row k0 */
+        /* keys [k0, k0 + len) against queries [k0, k0 + chunk_queries): every pointer starts at row k0 */
         const int64_t k0 = a->chunk_start[c];
         variant_pack_entries e = {0};
         pack_add(&e, UID_Q, q + (k0 * H + h) * D);
@@ -838,6 +935,7 @@ static void backward_group(tt_cudnn_attention *a, int64_t slice, tt_bf16 *dq, tt
         pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
         pack_add(&e, UID_ONE, &a->one);
         pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
+        pack_optional_scalars(a, &e);
         pack_add(&e, UID_SOFTMAX_SUM, softmax_sum + h * T + k0);
         if (!a->deterministic_graph) pack_add(&e, UID_DQ_ACCUMULATOR, (char *)workspace + a->dq_accumulator_offset);
         if (a->padding_workaround) {
@@ -845,8 +943,11 @@ static void backward_group(tt_cudnn_attention *a, int64_t slice, tt_bf16 *dq, tt
             pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
             pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
         }
-        execute_plan(a, &a->backward[c], "backward", &e, lane, stream);
-        if (a->chunks > 1) tt_cuda_dq_chunk_accumulate(dq_sum, dq_partial, B, T, k0, Hs * D, c == 0, stream);
+        execute_plan(a, &a->backward[a->chunk_plan[c]], "backward", &e, lane, stream);
+        /* with a window a chunk covers only some rows: the sum starts at zero (0 + x = x, the same bits) */
+        if (a->chunks > 1)
+            tt_cuda_dq_chunk_accumulate(dq_sum, dq_partial, B, T, k0, a->chunk_queries[c], Hs * D,
+                                        c == 0 && a->window == 0, stream);
     }
     if (a->chunks > 1) tt_cuda_dq_chunk_store(dq + h * D, H * D, dq_sum, B * T, Hs * D, stream);
 }
@@ -898,11 +999,9 @@ static const char *unsupported_reason(const tt_attention_shape *s, size_t versio
     cudnn_version_text(version, text, sizeof text);
     if (version < OLDEST_CUDNN_VERSION)
         snprintf(buf, size, "cuDNN %s is too old: the fused causal attention graphs here need cuDNN >= 9.10.2", text);
-    else if (s->sliding_window != 0)
-        snprintf(buf, size, "sliding_window %lld: the cuDNN attention here is causal only",
+    else if (s->sliding_window < 0 || s->sliding_window > (int64_t)1 << 24)
+        snprintf(buf, size, "sliding_window %lld: the graphs add it to a column index in fp32 (at most 2^24)",
                  (long long)s->sliding_window);
-    else if (s->softcap != 0)
-        snprintf(buf, size, "attention soft-capping %g: the cuDNN attention here has no soft-capping", s->softcap);
     else if (s->batch < 1 || s->seq_len < 2 || s->num_heads < 1 || s->num_kv_heads < 1)
         snprintf(buf, size, "shape B=%lld T=%lld Hq=%lld Hkv=%lld: cuDNN's fused attention needs T >= 2",
                  (long long)s->batch, (long long)s->seq_len, (long long)s->num_heads, (long long)s->num_kv_heads);
@@ -938,7 +1037,53 @@ static void copy_reason(char *why_not, size_t why_not_size, const tt_attention_s
  * the reason, when that cannot be done. */
 #define MAX_KEY_CHUNKS 256
 
+/* The queries from a chunk's start on that see one of its `keys` keys through the sliding window: keys + window - 1,
+ * rounded up to 128 (the engine's multiple), at most the `queries` left. */
+static int64_t window_queries(const tt_attention_shape *s, int64_t queries, int64_t keys) {
+    const int64_t seen = (keys + s->sliding_window - 1 + 127) / 128 * 128;
+    return seen < queries ? seen : queries;
+}
+
+/* Stores the chunks of a schedule. */
+static void set_chunks(tt_cudnn_attention *a, int64_t count, const int64_t *starts, const int64_t *lengths,
+                       const int64_t *queries) {
+    a->chunks = count;
+    a->chunk_start = tt_xrealloc(a->chunk_start, sizeof(int64_t) * (size_t)count, "attention key chunks");
+    a->chunk_len = tt_xrealloc(a->chunk_len, sizeof(int64_t) * (size_t)count, "attention key chunks");
+    a->chunk_queries = tt_xrealloc(a->chunk_queries, sizeof(int64_t) * (size_t)count, "attention key chunks");
+    memcpy(a->chunk_start, starts, sizeof(int64_t) * (size_t)count);
+    memcpy(a->chunk_len, lengths, sizeof(int64_t) * (size_t)count);
+    memcpy(a->chunk_queries, queries, sizeof(int64_t) * (size_t)count);
+}
+
+/* A sliding window: the deterministic engine computes every pair of a call's [queries, keys] rectangle below the
+ * diagonal, masked or not (H200, 16k tokens, 8 heads of 256: a 1024-key window's backward took as long as the causal
+ * one's), so the keys go in chunks of the window (rounded up to 128), each against the queries that see them: about
+ * 1.5 x window x T pairs instead of T^2 / 2. As many kv heads per call as the dP limit allows. False (the causal
+ * schedule then runs) where T % 128 != 0, the sequence is not over twice a chunk, or one kv head does not fit. */
+static bool windowed_schedule(tt_cudnn_attention *a, const tt_attention_shape *s) {
+    const int64_t T = s->seq_len, group = s->num_heads / s->num_kv_heads;
+    const int64_t keys = (s->sliding_window + 127) / 128 * 128;
+    if (s->sliding_window <= 0 || T % 128 != 0 || T <= 2 * keys || T / keys + 1 > MAX_KEY_CHUNKS) return false;
+    const double dp_per_kv_head =
+        2.0 * (double)s->batch * (double)group * (double)keys * (double)window_queries(s, T, keys);
+    int64_t kv = s->num_kv_heads;
+    while (kv > 1 && (s->num_kv_heads % kv != 0 || dp_per_kv_head * (double)kv > (double)a->dp_limit)) kv--;
+    if (dp_per_kv_head * (double)kv > (double)a->dp_limit) return false;
+    a->slice_kv_heads = kv;
+    a->slice_heads = kv * group;
+    int64_t count = 0, starts[MAX_KEY_CHUNKS], lengths[MAX_KEY_CHUNKS], queries[MAX_KEY_CHUNKS];
+    for (int64_t start = 0; start < T; start += keys, count++) {
+        starts[count] = start;
+        lengths[count] = keys < T - start ? keys : T - start;
+        queries[count] = window_queries(s, T - start, lengths[count]);
+    }
+    set_chunks(a, count, starts, lengths, queries);
+    return true;
+}
+
 static bool deterministic_schedule(tt_cudnn_attention *a, const tt_attention_shape *s, char *reason, size_t size) {
+    if (windowed_schedule(a, s)) return true;
     const size_t dp_limit = a->dp_limit;
     const int64_t group = s->num_heads / s->num_kv_heads, T = s->seq_len;
     const double dp_per_kv_head = 2.0 * (double)s->batch * (double)group * (double)T * (double)T;
@@ -959,11 +1104,15 @@ static bool deterministic_schedule(tt_cudnn_attention *a, const tt_attention_sha
     }
     const double dp_per_query_key = 2.0 * (double)s->batch * (double)group;
     int64_t count = 0, start = 0;
-    int64_t starts[MAX_KEY_CHUNKS], lengths[MAX_KEY_CHUNKS];
+    int64_t starts[MAX_KEY_CHUNKS], lengths[MAX_KEY_CHUNKS], query_counts[MAX_KEY_CHUNKS];
     while (start < T) {
         const int64_t queries = T - start;
         int64_t keys = (int64_t)((double)dp_limit / (dp_per_query_key * (double)queries)) / 128 * 128;
         if (keys > queries) keys = queries;
+        if (s->sliding_window != 0) /* the most keys whose window of queries fits the limit */
+            for (keys = queries / 128 * 128; keys >= 128; keys -= 128)
+                if (dp_per_query_key * (double)keys * (double)window_queries(s, queries, keys) <= (double)dp_limit)
+                    break;
         if (keys < 128 || count == MAX_KEY_CHUNKS) {
             snprintf(reason, size,
                      "the deterministic backward keeps dP [B, heads, T, T] in bf16: %s for one kv head's group, over "
@@ -974,14 +1123,11 @@ static bool deterministic_schedule(tt_cudnn_attention *a, const tt_attention_sha
             return false;
         }
         starts[count] = start;
+        query_counts[count] = s->sliding_window != 0 ? window_queries(s, queries, keys) : queries;
         lengths[count++] = keys;
         start += keys;
     }
-    a->chunks = count;
-    a->chunk_start = tt_xrealloc(a->chunk_start, sizeof(int64_t) * (size_t)count, "attention key chunks");
-    a->chunk_len = tt_xrealloc(a->chunk_len, sizeof(int64_t) * (size_t)count, "attention key chunks");
-    memcpy(a->chunk_start, starts, sizeof(int64_t) * (size_t)count);
-    memcpy(a->chunk_len, lengths, sizeof(int64_t) * (size_t)count);
+    set_chunks(a, count, starts, lengths, query_counts);
     return true;
 }
 
@@ -1017,10 +1163,15 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     a->chunk_start = tt_xcalloc(1, sizeof(int64_t), "attention key chunks");
     a->chunk_len = tt_xcalloc(1, sizeof(int64_t), "attention key chunks");
     a->chunk_len[0] = s->seq_len;
+    a->chunk_queries = tt_xcalloc(1, sizeof(int64_t), "attention key chunks");
+    a->chunk_queries[0] = s->seq_len;
+    a->window = (float)s->sliding_window;
+    a->softcap = (float)s->softcap;
     if (a->deterministic_graph && !deterministic_schedule(a, s, reason, sizeof reason)) {
         copy_reason(why_not, why_not_size, s, reason);
         free(a->chunk_start);
         free(a->chunk_len);
+        free(a->chunk_queries);
         free(a);
         return NULL;
     }
@@ -1050,9 +1201,17 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     build_forward_graph(g, s);
     build_plan(g, &a->forward, a->handle, false);
     a->backward = tt_xcalloc((size_t)a->chunks, sizeof(attention_plan), "attention backward plans");
+    a->chunk_plan = tt_xcalloc((size_t)a->chunks, sizeof(int64_t), "attention key chunks");
     for (int64_t c = 0; c < a->chunks && !g->failed; c++) {
         const dq_output dq_out = !a->deterministic_graph ? DQ_ATOMIC : a->chunks == 1 ? DQ_DIRECT : DQ_PARTIAL;
-        const int64_t queries = s->seq_len - a->chunk_start[c];
+        const int64_t queries = a->chunk_queries[c];
+        a->chunk_plan[c] = c;
+        for (int64_t d = 0; d < c; d++)
+            if (a->chunk_queries[d] == queries && a->chunk_len[d] == a->chunk_len[c]) {
+                a->chunk_plan[c] = d;
+                break;
+            }
+        if (a->chunk_plan[c] != c) continue;
         *g =
             (graph_builder){.graph = "backward", .owned = &a->backward[c].owned, .next_virtual_uid = FIRST_VIRTUAL_UID};
         build_backward_graph(g, s, dq_out, a->padding_workaround, a->slice_heads, a->slice_kv_heads, queries,
@@ -1096,16 +1255,22 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
         }
     }
 
-    char forward_ws[32], backward_ws[32], scratch[32], chunking[96] = "", version_text[96];
+    char forward_ws[32], backward_ws[32], scratch[32], chunking[160] = "", version_text[96], masks[96] = "";
     if (a->chunks > 1)
-        snprintf(chunking, sizeof chunking, " x %lld key chunks (%lld to %lld keys, dQ summed in fp32)",
-                 (long long)a->chunks, (long long)a->chunk_len[0], (long long)a->chunk_len[a->chunks - 1]);
-    snprintf(a->forward_description, sizeof a->forward_description, "cuDNN %s: forward engine %lld (workspace %s)",
+        snprintf(chunking, sizeof chunking, " x %lld key chunks (%lld to %lld keys%s, dQ summed in fp32)",
+                 (long long)a->chunks, (long long)a->chunk_len[0], (long long)a->chunk_len[a->chunks - 1],
+                 s->sliding_window ? ", each against the queries its keys' window reaches" : "");
+    if (s->sliding_window) snprintf(masks, sizeof masks, ", sliding window of %lld keys", (long long)s->sliding_window);
+    if (s->softcap) {
+        const size_t used = strlen(masks);
+        snprintf(masks + used, sizeof masks - used, ", soft-capping %g", s->softcap);
+    }
+    snprintf(a->forward_description, sizeof a->forward_description, "cuDNN %s: forward engine %lld (workspace %s)%s",
              tt_cudnn_version_string(version_text, sizeof version_text), (long long)a->forward.engine_index,
-             tt_format_bytes((size_t)a->forward.workspace_bytes, forward_ws, sizeof forward_ws));
+             tt_format_bytes((size_t)a->forward.workspace_bytes, forward_ws, sizeof forward_ws), masks);
     snprintf(a->description, sizeof a->description,
              "cuDNN %s: forward engine %lld (workspace %s); backward engine %lld%s (workspace %s + %s scratch), %s "
-             "graph in %lld head group(s)%s%s%s",
+             "graph in %lld head group(s)%s%s%s%s",
              tt_cudnn_version_string(version_text, sizeof version_text), (long long)a->forward.engine_index,
              tt_format_bytes((size_t)a->forward.workspace_bytes, forward_ws, sizeof forward_ws),
              (long long)a->backward[0].engine_index,
@@ -1113,7 +1278,7 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
              tt_format_bytes((size_t)engine_workspace, backward_ws, sizeof backward_ws),
              tt_format_bytes(a->backward_workspace_bytes - (size_t)engine_workspace, scratch, sizeof scratch),
              a->deterministic_graph ? "deterministic (dQ without atomics)" : "default (fp32 dQ accumulator)",
-             (long long)a->slices, chunking, a->padding_workaround ? ", T % 128 padding-mask workaround" : "",
+             (long long)a->slices, chunking, masks, a->padding_workaround ? ", T % 128 padding-mask workaround" : "",
              a->deterministic_graph && sm_major != 9 ? ", deterministic graph untested off Hopper" : "");
     return a;
 }
@@ -1148,6 +1313,8 @@ void tt_cudnn_attention_destroy(tt_cudnn_attention *a) {
     free(a->backward);
     free(a->chunk_start);
     free(a->chunk_len);
+    free(a->chunk_queries);
+    free(a->chunk_plan);
     attention_plan_destroy(&a->forward);
     if (a->seq_lens) cudaFree(a->seq_lens);
     if (a->max_lanes > 1) {

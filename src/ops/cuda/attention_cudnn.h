@@ -1,4 +1,5 @@
-/* Causal grouped-query attention through cuDNN's fused flash-attention engines (C backend API).
+/* Causal grouped-query attention through cuDNN's fused flash-attention engines (C backend API), with a sliding
+ * window and soft-capping where the shape has them (tt_attention_shape).
  *
  * cuDNN 9.x has no causal attribute on a single SDPA node, so this builds the operation graphs
  * that cuDNN's fused engines pattern-match (the graphs cudnn-frontend lowers its SDPA nodes to):
@@ -35,6 +36,7 @@ typedef struct tt_cudnn_attention tt_cudnn_attention;
  * workspace: it runs on groups of kv heads whose dP fits dp_limit bytes per call; when one kv head's
  * group does not fit, on one kv head's group at a time over chunks of keys: chunk [k0, k0 + C)
  * against queries [k0, T) (top-left causal again), C as large as the limit allows, so each
+ * (with a sliding window, only the queries that see one of the chunk's keys), so each
  * chunk's dK and dV are whole and its dQ is the contribution of its keys, added over the chunks
  * in order in fp32 and rounded to bf16 once; refused, with the reason, when T % 128 != 0 or even
  * 128 keys do not fit). Returns NULL, with a one-line reason in why_not,
@@ -84,10 +86,10 @@ void tt_cudnn_attention_backward(tt_cudnn_attention *a, tt_bf16 *dq, tt_bf16 *dk
 void tt_cudnn_attention_destroy(tt_cudnn_attention *a);
 
 /* Kernels of the key-chunked deterministic backward (kernels_attention_chunks.cu). acc fp32, partial
- * bf16, [B, T, width], rows row0..T-1 of the partial valid: acc = partial (first) or acc += partial,
+ * bf16, [B, T, width], rows row0..row0+rows-1 of the partial valid: there acc = partial (first) or acc += partial,
  * in fp32; then dq rows (row stride dq_row_stride) = bf16(acc), rows = B * T. */
-void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, int64_t T, int64_t row0, int64_t width,
-                                 int first, cudaStream_t stream);
+void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, int64_t T, int64_t row0, int64_t rows,
+                                 int64_t width, int first, cudaStream_t stream);
 void tt_cuda_dq_chunk_store(tt_bf16 *dq, int64_t dq_row_stride, const float *acc, int64_t rows, int64_t width,
                             cudaStream_t stream);
 

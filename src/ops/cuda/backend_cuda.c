@@ -51,6 +51,17 @@ typedef struct attention_key {
     tt_attention_shape shape;
 } attention_key;
 
+/* One attention shape of the prepared run, its kernels and cuDNN's plans (NULL when cuDNN does not run). */
+typedef struct prepared_attention {
+    attention_key key;
+    attention_choice choice;
+    tt_cudnn_attention *cudnn;
+    int lanes_reported; /* the most head groups the backward ran at once, as logged */
+} prepared_attention;
+
+/* The shapes a run attends with: every layer's, or Gemma's full and sliding layers' (tt_scratch_shape.has_sliding). */
+#define PREPARED_ATTENTION_SHAPES 2
+
 /* tiertrain's own kernels (TT_ATTENTION_FLASH), all deterministic: the pipelined wgmma kernels
  * (kernels_attention_hopper_tma.cu: TMA loads by a producer warpgroup, two consumer warpgroups taking turns, three
  * in the backward's dQ kernel) at head_dim 64 and 128, else the mma.sync flash kernels. Measured on the H100
@@ -127,10 +138,8 @@ typedef struct cuda_backend {
     unsigned char *scratch; /* [GEMM workspace | op scratch] */
     size_t scratch_bytes;
     tt_cuda_gemm_context *gemm;
-    attention_key attention_key;
-    attention_choice attention;
-    tt_cudnn_attention *cudnn;
-    int attention_lanes_reported; /* the most head groups the backward ran at once, as logged */
+    prepared_attention attention[PREPARED_ATTENTION_SHAPES];
+    int attention_shapes; /* entries of attention in use: 1, or 2 for a run with sliding and full layers */
 
     /* Host buffers of the embedding backward's sort and the loss, sized at prepare. */
     int64_t host_tokens, host_vocab;
@@ -663,7 +672,7 @@ static const attention_choice *query_attention(cuda_backend *cuda, const attenti
 }
 
 /* The per-op scratch (after the GEMM workspace): the largest any one op needs. */
-static size_t op_scratch_bytes(const tt_scratch_shape *s, const attention_choice *attention) {
+static size_t op_scratch_bytes(const tt_scratch_shape *s, size_t attention_forward_workspace) {
     const int64_t N = s->tokens, hd = s->attention.head_dim;
     const int64_t q_dim = s->attention.num_heads * hd, kv_dim = s->attention.num_kv_heads * hd;
     size_t need = floats(tt_cuda_rmsnorm_backward_scratch(N, s->hidden));
@@ -672,7 +681,7 @@ static size_t op_scratch_bytes(const tt_scratch_shape *s, const attention_choice
     if (s->hidden > widest) widest = s->hidden;
     need = max_size(need, floats(tt_cuda_column_sum_scratch(N, widest)));
     need = max_size(need, sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1));
-    need = max_size(need, attention->forward_workspace);          /* the backward's: attention_workspace_bytes */
+    need = max_size(need, attention_forward_workspace);           /* the backward's: attention_workspace_bytes */
     need = max_size(need, sizeof(int32_t) * (size_t)(3 * N + 1)); /* embedding backward order */
     const int64_t chunks = s->loss_chunk > 0 ? (N + s->loss_chunk - 1) / s->loss_chunk : 1;
     need = max_size(need, align_256(floats(s->loss_chunk)) + sizeof(double) * (size_t)chunks); /* loss */
@@ -689,7 +698,12 @@ static void check_settings(const tt_backend_settings *settings) {
 static size_t cuda_scratch_bytes(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape) {
     check_settings(settings);
     const attention_key key = key_of(settings, &shape->attention);
-    return TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, query_attention(ctx, &key));
+    size_t forward_workspace = query_attention(ctx, &key)->forward_workspace;
+    if (shape->has_sliding) {
+        const attention_key sliding = key_of(settings, &shape->sliding_attention);
+        forward_workspace = max_size(forward_workspace, query_attention(ctx, &sliding)->forward_workspace);
+    }
+    return TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, forward_workspace);
 }
 
 static size_t cuda_attention_workspace_bytes(void *ctx, const tt_backend_settings *settings,
@@ -769,11 +783,32 @@ static void unprepare(cuda_backend *cuda) {
     if (cuda->gemm) tt_cuda_gemm_destroy(cuda->gemm);
     cuda->gemm = NULL;
     free_host_buffers(cuda);
-    if (cuda->cudnn) tt_cudnn_attention_destroy(cuda->cudnn);
-    cuda->cudnn = NULL;
+    for (int i = 0; i < cuda->attention_shapes; i++)
+        if (cuda->attention[i].cudnn) tt_cudnn_attention_destroy(cuda->attention[i].cudnn);
+    memset(cuda->attention, 0, sizeof cuda->attention);
+    cuda->attention_shapes = 0;
     cuda->scratch = NULL;
     cuda->scratch_bytes = 0;
     cuda->prepared = false;
+}
+
+/* The plans of one attention shape: the ones the queries built for the same key (none to build when cuDNN does not
+ * run), else built now. */
+static void prepare_attention(cuda_backend *cuda, prepared_attention *p, attention_key key) {
+    p->key = key;
+    const attention_choice *cached = cached_attention(cuda, &key);
+    if (cached && cached->forward != TT_ATTENTION_CUDNN) {
+        p->choice = *cached;
+    } else if (cached && cuda->latest_cudnn && same_key(&cuda->latest_key, &key)) {
+        p->choice = *cached;
+        p->cudnn = cuda->latest_cudnn; /* adopted: the queries keep their answer, not the plans */
+        cuda->latest_cudnn = NULL;
+    } else {
+        p->choice = resolve_attention(&key, &p->cudnn);
+    }
+    if (p->choice.cudnn_refused[0]) tt_die("%s", p->choice.cudnn_refused);
+    p->lanes_reported = 0;
+    log_choice(&p->choice, p->cudnn, &key.shape);
 }
 
 static void cuda_prepare(void *ctx, const tt_backend_settings *settings, const tt_scratch_shape *shape, void *scratch,
@@ -784,23 +819,15 @@ static void cuda_prepare(void *ctx, const tt_backend_settings *settings, const t
     unprepare(cuda);
     cuda->settings = *settings;
     cuda->scratch_shape = *shape;
-    /* the attention plans: the ones the queries built for the same key (none to build when cuDNN does not
-     * run), else built now */
-    cuda->attention_key = key_of(settings, &shape->attention);
-    const attention_choice *cached = cached_attention(cuda, &cuda->attention_key);
-    if (cached && cached->forward != TT_ATTENTION_CUDNN) {
-        cuda->attention = *cached;
-    } else if (cached && cuda->latest_cudnn && same_key(&cuda->latest_key, &cuda->attention_key)) {
-        cuda->attention = *cached;
-        cuda->cudnn = cuda->latest_cudnn; /* adopted: the queries keep their answer, not the plans */
-        cuda->latest_cudnn = NULL;
-    } else {
-        cuda->attention = resolve_attention(&cuda->attention_key, &cuda->cudnn);
+    prepare_attention(cuda, &cuda->attention[0], key_of(settings, &shape->attention));
+    cuda->attention_shapes = 1;
+    size_t forward_workspace = cuda->attention[0].choice.forward_workspace;
+    if (shape->has_sliding) {
+        prepare_attention(cuda, &cuda->attention[1], key_of(settings, &shape->sliding_attention));
+        cuda->attention_shapes = 2;
+        forward_workspace = max_size(forward_workspace, cuda->attention[1].choice.forward_workspace);
     }
-    if (cuda->attention.cudnn_refused[0]) tt_die("%s", cuda->attention.cudnn_refused);
-    cuda->attention_lanes_reported = 0;
-    log_choice(&cuda->attention, cuda->cudnn, &shape->attention);
-    const size_t need = TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, &cuda->attention);
+    const size_t need = TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, forward_workspace);
     TT_CHECK(scratch && scratch_bytes >= need, "the GPU op scratch is %zu bytes; the run needs %zu (scratch_bytes)",
              scratch_bytes, need);
     cuda->scratch = scratch;
@@ -829,14 +856,22 @@ static void *op_scratch(const cuda_backend *cuda, size_t bytes, const char *what
     return cuda->scratch + TT_CUDA_GEMM_WORKSPACE_BYTES;
 }
 
-/* The attention ops run the prepared plans, for the prepared shape only. */
-static void check_prepared_attention(const cuda_backend *cuda, const tt_attention_shape *shape) {
-    attention_key key = cuda->attention_key;
-    key.shape = *shape;
-    TT_CHECK(cuda->prepared && same_key(&key, &cuda->attention_key),
-             "attention over B=%lld T=%lld, but the backend was prepared for B=%lld T=%lld", (long long)shape->batch,
-             (long long)shape->seq_len, (long long)cuda->attention_key.shape.batch,
-             (long long)cuda->attention_key.shape.seq_len);
+/* The attention ops run the prepared plans, for a prepared shape only. */
+static prepared_attention *prepared_attention_for(cuda_backend *cuda, const tt_attention_shape *shape) {
+    TT_CHECK(cuda->prepared, "attention before the backend was prepared");
+    for (int i = 0; i < cuda->attention_shapes; i++) {
+        attention_key key = cuda->attention[i].key;
+        key.shape = *shape;
+        key.shape.positions = NULL;
+        if (same_key(&key, &cuda->attention[i].key)) return &cuda->attention[i];
+    }
+    const tt_attention_shape *prepared = &cuda->attention[0].key.shape;
+    tt_check_failed(__FILE__, __LINE__, "prepared_attention_for",
+                    "attention over B=%lld T=%lld window %lld, but the backend was prepared for B=%lld T=%lld window "
+                    "%lld",
+                    (long long)shape->batch, (long long)shape->seq_len, (long long)shape->sliding_window,
+                    (long long)prepared->batch, (long long)prepared->seq_len, (long long)prepared->sliding_window);
+    return NULL;
 }
 
 /* ---- ops ---- */
@@ -933,12 +968,12 @@ static void cuda_rope_backward(void *ctx, void *dx, const float *cos_t, const fl
 static void cuda_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
                                    const tt_attention_shape *shape) {
     cuda_backend *cuda = ctx;
-    check_prepared_attention(cuda, shape);
-    switch (cuda->attention.forward) {
+    const prepared_attention *p = prepared_attention_for(cuda, shape);
+    switch (p->choice.forward) {
     case TT_ATTENTION_CUDNN:
         TIMED("attention forward cudnn",
-              tt_cudnn_attention_forward(cuda->cudnn, out, lse, q, k, v,
-                                         op_scratch(cuda, cuda->attention.forward_workspace, "cuDNN attention"),
+              tt_cudnn_attention_forward(p->cudnn, out, lse, q, k, v,
+                                         op_scratch(cuda, p->choice.forward_workspace, "cuDNN attention"),
                                          cuda->stream));
         break;
     case TT_ATTENTION_FLASH:
@@ -954,24 +989,24 @@ static void cuda_attention_backward(void *ctx, void *dq, void *dk, void *dv, con
                                     const float *lse, const void *q, const void *k, const void *v,
                                     const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes) {
     cuda_backend *cuda = ctx;
-    check_prepared_attention(cuda, shape);
+    prepared_attention *p = prepared_attention_for(cuda, shape);
     void *scratch = workspace;
-    TT_CHECK(scratch || cuda->attention.backward_workspace == 0, "the attention backward needs its workspace");
-    switch (cuda->attention.backward) {
+    TT_CHECK(scratch || p->choice.backward_workspace == 0, "the attention backward needs its workspace");
+    switch (p->choice.backward) {
     case TT_ATTENTION_CUDNN:
         TIMED("attention backward cudnn",
-              tt_cudnn_attention_backward(cuda->cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch,
-                                          cuda->attention.backward_workspace, spare, spare_bytes, cuda->stream));
-        if (tt_cudnn_attention_lane_bytes(cuda->cudnn) > 0 &&
-            tt_cudnn_attention_most_lanes(cuda->cudnn) > cuda->attention_lanes_reported) {
-            cuda->attention_lanes_reported = tt_cudnn_attention_most_lanes(cuda->cudnn);
-            tt_info("attention backward: %d head groups at once (%d in dead layer inputs)",
-                    cuda->attention_lanes_reported, cuda->attention_lanes_reported - cuda->attention.lanes);
+              tt_cudnn_attention_backward(p->cudnn, dq, dk, dv, dout, out, lse, q, k, v, scratch,
+                                          p->choice.backward_workspace, spare, spare_bytes, cuda->stream));
+        if (tt_cudnn_attention_lane_bytes(p->cudnn) > 0 &&
+            tt_cudnn_attention_most_lanes(p->cudnn) > p->lanes_reported) {
+            p->lanes_reported = tt_cudnn_attention_most_lanes(p->cudnn);
+            tt_info("attention backward: %d head groups at once (%d in dead layer inputs)", p->lanes_reported,
+                    p->lanes_reported - p->choice.lanes);
         }
         break;
     case TT_ATTENTION_FLASH:
         TIMED("attention backward own", own_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, shape, scratch,
-                                                               cuda->attention.backward_workspace, cuda->stream));
+                                                               p->choice.backward_workspace, cuda->stream));
         break;
     default:
         TIMED("attention backward simple",
@@ -1172,6 +1207,11 @@ tt_backend *tt_backend_cuda_create(int device) {
 int tt_backend_cuda_attention_most_lanes(const tt_backend *backend) {
     TT_CHECK(backend->iface == &cuda_iface, "not a CUDA backend: %s", backend->name);
     const cuda_backend *cuda = backend->ctx;
-    return cuda->cudnn && cuda->attention.backward == TT_ATTENTION_CUDNN ? tt_cudnn_attention_most_lanes(cuda->cudnn)
-                                                                         : 0;
+    int most = 0;
+    for (int i = 0; i < cuda->attention_shapes; i++) {
+        const prepared_attention *p = &cuda->attention[i];
+        if (p->cudnn && p->choice.backward == TT_ATTENTION_CUDNN && tt_cudnn_attention_most_lanes(p->cudnn) > most)
+            most = tt_cudnn_attention_most_lanes(p->cudnn);
+    }
+    return most;
 }

@@ -11,10 +11,9 @@ static unsigned grid_for(int64_t n, int threads) {
     return (unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16);
 }
 
-/* acc [B, T, width] fp32; partial [B, T, width] bf16, rows row0..T-1 valid. */
+/* acc [B, T, width] fp32; partial [B, T, width] bf16, rows row0..row0+rows-1 valid. */
 static __global__ void dq_chunk_accumulate_kernel(float *acc, const tt_bf16 *partial, int64_t T, int64_t row0,
-                                                  int64_t width, int64_t n, int first) {
-    const int64_t rows = T - row0;
+                                                  int64_t rows, int64_t width, int64_t n, int first) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t b = i / (rows * width), r = i % (rows * width);
         const int64_t at = b * T * width + row0 * width + r;
@@ -24,8 +23,8 @@ static __global__ void dq_chunk_accumulate_kernel(float *acc, const tt_bf16 *par
 }
 
 /* The same, eight elements per thread (16-byte loads of the partial, 32-byte of the sum), for one
- * sequence (B = 1) and widths that are multiples of 8: the rows [row0, T) are then one contiguous
- * run of (T - row0) * width elements starting at a multiple of 8. */
+ * sequence (B = 1) and widths that are multiples of 8: the rows [row0, row0 + rows) are then one contiguous
+ * run of rows * width elements starting at a multiple of 8. */
 static __global__ void dq_chunk_accumulate8_kernel(float *acc, const tt_bf16 *partial, int64_t start, int64_t groups,
                                                    int first) {
     for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < groups; g += (int64_t)gridDim.x * blockDim.x) {
@@ -80,12 +79,12 @@ static __global__ void dq_chunk_store8_kernel(tt_bf16 *dq, int64_t dq_row_stride
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 extern "C" void tt_cuda_dq_chunk_accumulate(float *acc, const tt_bf16 *partial, int64_t B, int64_t T, int64_t row0,
-                                            int64_t width, int first, cudaStream_t stream) {
-    const int64_t n = B * (T - row0) * width;
+                                            int64_t rows, int64_t width, int first, cudaStream_t stream) {
+    const int64_t n = B * rows * width;
     if (n <= 0) return;
     if (B == 1 && width % 8 == 0 && aligned16(acc) && aligned16(partial))
         dq_chunk_accumulate8_kernel<<<grid_for(n / 8, 256), 256, 0, stream>>>(acc, partial, row0 * width, n / 8, first);
-    else dq_chunk_accumulate_kernel<<<grid_for(n, 256), 256, 0, stream>>>(acc, partial, T, row0, width, n, first);
+    else dq_chunk_accumulate_kernel<<<grid_for(n, 256), 256, 0, stream>>>(acc, partial, T, row0, rows, width, n, first);
     TT_CUDA_CHECK(cudaGetLastError());
 }
 

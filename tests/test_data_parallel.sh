@@ -13,7 +13,8 @@
 #  (f) zero_stage 1 (sharded optimizer state), 2 (and gradients) and 3 (and weights) give zero_stage 0's bits on 2 and 3 ranks,
 #      checkpoints, resume and each rank's optimizer offload included;
 #  (g) sequence parallel (Ulysses) on two ranks, on four, and two groups of two on four: one process's losses to
-#      rounding, its own bits under the memory modes and the ZeRO stages.
+#      rounding, its own bits under the memory modes and the ZeRO stages; on two ranks for Llama, Qwen3, Gemma 3
+#      (sliding and full layers) and Phi-3 (fused projections), and the last two under zero_stage 2 too.
 # A check of losses to rounding that fails prints both runs' figures.
 # Skipped (exit 77) where mpirun or an MPI build is missing. Arguments: tiertrain binary, source dir, scratch dir.
 set -uo pipefail
@@ -257,7 +258,20 @@ cat > sp_llama.json <<'JSON'
 JSON
 sed -e 's/"llama"/"qwen3"/' -e 's/"tie_word_embeddings": false/"tie_word_embeddings": true, "head_dim": 8/' \
   sp_llama.json > sp_qwen3.json
-for arch in llama qwen3; do
+# Gemma 3: a sliding layer (8 of the 32 tokens) and a full one, sandwich norms, q/k norms; Phi-3: fused qkv_proj and
+# gate_up_proj, half the head rotated
+cat > sp_gemma3_text.json <<'JSON'
+{"model_type": "gemma3_text", "vocab_size": 257, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 64, "rms_norm_eps": 1e-6,
+ "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"], "query_pre_attn_scalar": 8,
+ "torch_dtype": "float32"}
+JSON
+cat > sp_phi3.json <<'JSON'
+{"model_type": "phi3", "vocab_size": 257, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+ "partial_rotary_factor": 0.5, "rope_theta": 10000.0, "tie_word_embeddings": false, "torch_dtype": "float32"}
+JSON
+for arch in llama qwen3 gemma3_text phi3; do
   "$tiertrain" train run.yaml model_config=sp_$arch.json learning_rate=1e-3 output_dir=sp_one_$arch val_set_size=0.1 eval_steps=2 \
     > sp_one_$arch.log 2>&1
   mpi train run.yaml model_config=sp_$arch.json learning_rate=1e-3 output_dir=sp_$arch val_set_size=0.1 eval_steps=2 \
@@ -265,6 +279,14 @@ for arch in llama qwen3; do
   check "sequence parallel on two ranks ($arch) trains (exit $?)" test -f sp_$arch/model.safetensors
   check "... its losses and gradient norms are one process's to rounding" close_metrics sp_$arch/metrics.jsonl sp_one_$arch/metrics.jsonl
   check "... and its eval losses" eval_close sp_$arch/metrics.jsonl sp_one_$arch/metrics.jsonl
+done
+# data parallel over the new families: zero_stage 2 with checkpointing gives zero_stage 0's bits
+for arch in gemma3_text phi3; do
+  mpi train run.yaml model_config=sp_$arch.json output_dir=dp0_$arch gradient_accumulation_steps=1 > dp0_$arch.log 2>&1
+  mpi train run.yaml model_config=sp_$arch.json output_dir=dp2_$arch gradient_accumulation_steps=1 zero_stage=2 \
+    gradient_checkpointing=true > dp2_$arch.log 2>&1
+  check "data parallel ($arch): zero_stage 2 with checkpointing, zero_stage 0's bits" \
+    same dp0_$arch/model.safetensors dp2_$arch/model.safetensors
 done
 check "the plan says how the sequence is shared" \
   grep -q "2 processes share each sequence of 32 tokens; this one holds 16 of them and attends over all of them for 2 of the 4 query heads" sp_qwen3.log

@@ -96,19 +96,25 @@ static void descriptor_list_destroy(descriptor_list *list) {
     *list = (descriptor_list){0};
 }
 
-/* One execution plan and the variant pack of its last call (rebuilt when a pointer changes). */
+/* One execution plan. */
 typedef struct attention_plan {
     descriptor_list owned;
     cudnnBackendDescriptor_t plan;
     int64_t workspace_bytes;
     int64_t engine_index;
     bool engine_nondeterministic;
-    cudnnBackendDescriptor_t variant_pack;
-    int pack_count;
-    int64_t pack_uids[MAX_PACK_TENSORS];
-    void *pack_pointers[MAX_PACK_TENSORS];
-    void *pack_workspace;
 } attention_plan;
+
+/* The variant pack of one call site's last call (rebuilt when a pointer changes): the forward's, and one per head
+ * group and key chunk of the backward, so that calls with the same pointers (a recomputed layer's, step after step)
+ * build none, whichever plan they share. */
+typedef struct pack_cache {
+    cudnnBackendDescriptor_t variant_pack;
+    int count;
+    int64_t uids[MAX_PACK_TENSORS];
+    void *pointers[MAX_PACK_TENSORS];
+    void *workspace;
+} pack_cache;
 
 static void attention_plan_destroy(attention_plan *p);
 
@@ -132,6 +138,8 @@ struct tt_cudnn_attention {
     /* the plan each chunk runs: the first chunk of the same queries and keys (their plans are the same; a window's
      * chunks share one or two) */
     int64_t *chunk_plan;
+    pack_cache forward_pack;
+    pack_cache *backward_packs; /* [slices * chunks]: head group s's chunk c at s * chunks + c */
     bool deterministic_graph;
     bool padding_workaround;
     /* The deterministic backward keeps a [B, heads, T, T] bf16 dP in its workspace, so it runs on
@@ -829,18 +837,18 @@ static void pack_add(variant_pack_entries *e, int64_t uid, const void *pointer) 
     e->pointers[e->count++] = (void *)pointer;
 }
 
-static void execute_plan(tt_cudnn_attention *a, attention_plan *p, const char *which, const variant_pack_entries *e,
-                         void *workspace, cudaStream_t stream) {
+static void execute_plan(tt_cudnn_attention *a, const attention_plan *p, pack_cache *cache, const char *which,
+                         const variant_pack_entries *e, void *workspace, cudaStream_t stream) {
     TT_CHECK(workspace || a->workspace_bytes == 0, "cuDNN attention %s: no workspace (needs %zu bytes)", which,
              a->workspace_bytes);
     TT_CUDNN_CHECK(cudnnSetStream(a->handle, stream), which);
     const size_t uid_bytes = sizeof(int64_t) * (size_t)e->count, pointer_bytes = sizeof(void *) * (size_t)e->count;
-    bool same = p->variant_pack && p->pack_count == e->count && p->pack_workspace == workspace &&
-                memcmp(p->pack_uids, e->uids, uid_bytes) == 0 &&
-                memcmp(p->pack_pointers, e->pointers, pointer_bytes) == 0;
+    bool same = cache->variant_pack && cache->count == e->count && cache->workspace == workspace &&
+                memcmp(cache->uids, e->uids, uid_bytes) == 0 &&
+                memcmp(cache->pointers, e->pointers, pointer_bytes) == 0;
     if (!same) {
-        if (p->variant_pack) cudnnBackendDestroyDescriptor(p->variant_pack);
-        p->variant_pack = NULL;
+        if (cache->variant_pack) cudnnBackendDestroyDescriptor(cache->variant_pack);
+        cache->variant_pack = NULL;
         cudnnBackendDescriptor_t pack;
         TT_CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack), which);
         TT_CUDNN_CHECK(
@@ -853,13 +861,13 @@ static void execute_plan(tt_cudnn_attention *a, attention_plan *p, const char *w
             cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace),
             which);
         TT_CUDNN_CHECK(cudnnBackendFinalize(pack), which);
-        p->variant_pack = pack;
-        p->pack_count = e->count;
-        p->pack_workspace = workspace;
-        memcpy(p->pack_uids, e->uids, uid_bytes);
-        memcpy(p->pack_pointers, e->pointers, pointer_bytes);
+        cache->variant_pack = pack;
+        cache->count = e->count;
+        cache->workspace = workspace;
+        memcpy(cache->uids, e->uids, uid_bytes);
+        memcpy(cache->pointers, e->pointers, pointer_bytes);
     }
-    TT_CUDNN_CHECK(cudnnBackendExecute(a->handle, p->plan, p->variant_pack), which);
+    TT_CUDNN_CHECK(cudnnBackendExecute(a->handle, p->plan, cache->variant_pack), which);
 }
 
 /* The window's and the soft-capping's scalars, in the graphs that have them. */
@@ -882,7 +890,7 @@ void tt_cudnn_attention_forward(tt_cudnn_attention *a, tt_bf16 *out, float *lse,
     pack_add(&e, UID_ATTN_SCALE, &a->attn_scale);
     pack_add(&e, UID_NEG_INF_CAUSAL, &a->negative_infinity);
     pack_optional_scalars(a, &e);
-    execute_plan(a, &a->forward, "forward", &e, workspace, stream);
+    execute_plan(a, &a->forward, &a->forward_pack, "forward", &e, workspace, stream);
 }
 
 int tt_cudnn_attention_lanes_for(const tt_cudnn_attention *a, size_t workspace_bytes) {
@@ -943,7 +951,8 @@ static void backward_group(tt_cudnn_attention *a, int64_t slice, tt_bf16 *dq, tt
             pack_add(&e, UID_SEQ_LEN_KV, a->seq_lens + a->shape.batch);
             pack_add(&e, UID_NEG_INF_PADDING, &a->negative_infinity);
         }
-        execute_plan(a, &a->backward[a->chunk_plan[c]], "backward", &e, lane, stream);
+        execute_plan(a, &a->backward[a->chunk_plan[c]], &a->backward_packs[slice * a->chunks + c], "backward", &e, lane,
+                     stream);
         /* with a window a chunk covers only some rows: the sum starts at zero (0 + x = x, the same bits) */
         if (a->chunks > 1)
             tt_cuda_dq_chunk_accumulate(dq_sum, dq_partial, B, T, k0, a->chunk_queries[c], Hs * D,
@@ -1202,6 +1211,7 @@ tt_cudnn_attention *tt_cudnn_attention_create(const tt_attention_shape *s, int d
     build_plan(g, &a->forward, a->handle, false);
     a->backward = tt_xcalloc((size_t)a->chunks, sizeof(attention_plan), "attention backward plans");
     a->chunk_plan = tt_xcalloc((size_t)a->chunks, sizeof(int64_t), "attention key chunks");
+    a->backward_packs = tt_xcalloc((size_t)(a->slices * a->chunks), sizeof(pack_cache), "attention variant packs");
     for (int64_t c = 0; c < a->chunks && !g->failed; c++) {
         const dq_output dq_out = !a->deterministic_graph ? DQ_ATOMIC : a->chunks == 1 ? DQ_DIRECT : DQ_PARTIAL;
         const int64_t queries = a->chunk_queries[c];
@@ -1300,10 +1310,11 @@ const char *tt_cudnn_attention_describe(const tt_cudnn_attention *a) { return a-
 
 const char *tt_cudnn_attention_describe_forward(const tt_cudnn_attention *a) { return a->forward_description; }
 
-static void attention_plan_destroy(attention_plan *p) {
-    if (p->variant_pack) cudnnBackendDestroyDescriptor(p->variant_pack);
-    p->variant_pack = NULL;
-    descriptor_list_destroy(&p->owned);
+static void attention_plan_destroy(attention_plan *p) { descriptor_list_destroy(&p->owned); }
+
+static void pack_cache_destroy(pack_cache *cache) {
+    if (cache->variant_pack) cudnnBackendDestroyDescriptor(cache->variant_pack);
+    cache->variant_pack = NULL;
 }
 
 void tt_cudnn_attention_destroy(tt_cudnn_attention *a) {
@@ -1315,6 +1326,10 @@ void tt_cudnn_attention_destroy(tt_cudnn_attention *a) {
     free(a->chunk_len);
     free(a->chunk_queries);
     free(a->chunk_plan);
+    if (a->backward_packs)
+        for (int64_t i = 0; i < a->slices * a->chunks; i++) pack_cache_destroy(&a->backward_packs[i]);
+    free(a->backward_packs);
+    pack_cache_destroy(&a->forward_pack);
     attention_plan_destroy(&a->forward);
     if (a->seq_lens) cudaFree(a->seq_lens);
     if (a->max_lanes > 1) {

@@ -169,19 +169,16 @@ static void read_gemma3_multimodal_config(const tt_config_reader *r, tt_model_co
     c->final_logit_softcap = 0;
 }
 
-#define GEMMA_FEATURES                                                                                \
-    .block = TT_BLOCK_DENSE, .norm_placement = TT_NORM_SANDWICH, .norm_weight_offset = 1.0f,          \
-    .activation = TT_GLU_GELU_TANH, .tied_by_default = true, .linear_layers = tt_llama_linear_layers, \
-    .linear_layer_count = TT_COUNT_OF(tt_llama_linear_layers)
+#define GEMMA_FEATURES                                                                       \
+    .block = TT_BLOCK_DENSE, .norm_placement = TT_NORM_SANDWICH, .norm_weight_offset = 1.0f, \
+    .activation = TT_GLU_GELU_TANH, .tied_by_default = true
 
 const tt_arch tt_arch_gemma2 = {
     .model_type = "gemma2",
     .architecture = "Gemma2ForCausalLM",
     GEMMA_FEATURES,
     .qk_norm = TT_QK_NORM_NONE,
-    .layer_params = gemma2_layer_params,
-    .layer_param_count = TT_COUNT_OF(gemma2_layer_params),
-    .slots = &gemma2_slots,
+    TT_ARCH_LAYER(gemma2_layer_params, tt_llama_linear_layers, gemma2_slots),
     .read_config = read_gemma2_config,
 };
 
@@ -190,9 +187,7 @@ const tt_arch tt_arch_gemma3_text = {
     .architecture = "Gemma3ForCausalLM",
     GEMMA_FEATURES,
     .qk_norm = TT_QK_NORM_PER_HEAD,
-    .layer_params = gemma3_layer_params,
-    .layer_param_count = TT_COUNT_OF(gemma3_layer_params),
-    .slots = &gemma3_slots,
+    TT_ARCH_LAYER(gemma3_layer_params, tt_llama_linear_layers, gemma3_slots),
     .read_config = read_gemma3_config,
 };
 
@@ -206,8 +201,6 @@ const tt_arch tt_arch_gemma3 = {
     .weight_prefix = "language_model.model.",
     .lm_head_name = "language_model.lm_head.weight",
     .peft_layers = "model.language_model.layers.",
-    .layer_params = gemma3_layer_params,
-    .layer_param_count = TT_COUNT_OF(gemma3_layer_params),
-    .slots = &gemma3_slots,
+    TT_ARCH_LAYER(gemma3_layer_params, tt_llama_linear_layers, gemma3_slots),
     .read_config = read_gemma3_multimodal_config,
 };

@@ -6,6 +6,11 @@
 
 #define TT_COUNT_OF(array) ((int)(sizeof(array) / sizeof((array)[0])))
 
+/* A description's decoder layer: its parameters, its linear layers and its slot table, counts taken from the arrays. */
+#define TT_ARCH_LAYER(params, linears, slot_table)                                                  \
+    .layer_params = (params), .layer_param_count = TT_COUNT_OF(params), .linear_layers = (linears), \
+    .linear_layer_count = TT_COUNT_OF(linears), .slots = &(slot_table)
+
 /* Llama's decoder layer: input_layernorm, q/k/v/o (with their biases under attention_bias), post_attention_layernorm
  * (the MLP's pre-norm), gate, up, down. */
 extern const tt_layer_param tt_llama_layer_params[13];

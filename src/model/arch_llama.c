@@ -62,11 +62,7 @@ const tt_arch tt_arch_llama = {
     .norm_placement = TT_NORM_PRE,
     .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_NONE,
-    .layer_params = tt_llama_layer_params,
-    .layer_param_count = TT_COUNT_OF(tt_llama_layer_params),
-    .linear_layers = tt_llama_linear_layers,
-    .linear_layer_count = TT_COUNT_OF(tt_llama_linear_layers),
-    .slots = &tt_llama_slots,
+    TT_ARCH_LAYER(tt_llama_layer_params, tt_llama_linear_layers, tt_llama_slots),
 };
 
 const tt_arch tt_arch_mistral = {
@@ -76,11 +72,7 @@ const tt_arch tt_arch_mistral = {
     .norm_placement = TT_NORM_PRE,
     .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_NONE,
-    .layer_params = tt_llama_layer_params,
-    .layer_param_count = TT_COUNT_OF(tt_llama_layer_params),
-    .linear_layers = tt_llama_linear_layers,
-    .linear_layer_count = TT_COUNT_OF(tt_llama_linear_layers),
-    .slots = &tt_llama_slots,
+    TT_ARCH_LAYER(tt_llama_layer_params, tt_llama_linear_layers, tt_llama_slots),
     .read_config = read_mistral_config,
     .write_config = write_mistral_config,
 };

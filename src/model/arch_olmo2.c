@@ -37,9 +37,5 @@ const tt_arch tt_arch_olmo2 = {
     .norm_placement = TT_NORM_POST,
     .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_PROJECTION,
-    .layer_params = olmo2_layer_params,
-    .layer_param_count = TT_COUNT_OF(olmo2_layer_params),
-    .linear_layers = tt_llama_linear_layers,
-    .linear_layer_count = TT_COUNT_OF(tt_llama_linear_layers),
-    .slots = &olmo2_slots,
+    TT_ARCH_LAYER(olmo2_layer_params, tt_llama_linear_layers, olmo2_slots),
 };

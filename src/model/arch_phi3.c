@@ -57,10 +57,6 @@ const tt_arch tt_arch_phi3 = {
     .norm_placement = TT_NORM_PRE,
     .activation = TT_GLU_SILU,
     .qk_norm = TT_QK_NORM_NONE,
-    .layer_params = phi3_layer_params,
-    .layer_param_count = TT_COUNT_OF(phi3_layer_params),
-    .linear_layers = phi3_linear_layers,
-    .linear_layer_count = TT_COUNT_OF(phi3_linear_layers),
-    .slots = &phi3_slots,
+    TT_ARCH_LAYER(phi3_layer_params, phi3_linear_layers, phi3_slots),
     .read_config = read_phi3_config,
 };

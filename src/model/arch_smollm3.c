@@ -44,10 +44,6 @@ const tt_arch tt_arch_smollm3 = {
     .qk_norm = TT_QK_NORM_NONE,
     .tied_by_default = true,
     .rope_theta_default = 2000000.0,
-    .layer_params = tt_llama_layer_params,
-    .layer_param_count = TT_COUNT_OF(tt_llama_layer_params),
-    .linear_layers = tt_llama_linear_layers,
-    .linear_layer_count = TT_COUNT_OF(tt_llama_linear_layers),
-    .slots = &tt_llama_slots,
+    TT_ARCH_LAYER(tt_llama_layer_params, tt_llama_linear_layers, tt_llama_slots),
     .read_config = read_smollm3_config,
 };

@@ -38,6 +38,12 @@ static const char *const all_keys[] = {"base_model",
                                        "save_strategy",
                                        "save_steps",
                                        "eval_steps",
+                                       "saves_per_epoch",
+                                       "save_total_limit",
+                                       "eval_strategy",
+                                       "evals_per_epoch",
+                                       "loss_watchdog_threshold",
+                                       "loss_watchdog_patience",
                                        "logging_steps",
                                        "resume_from_checkpoint",
                                        "max_shard_size",
@@ -115,7 +121,7 @@ static const char *const all_keys[] = {"base_model",
                                        "sample_packing_bin_size",
                                        "sample_packing_group_size"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 102 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 108 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -199,7 +205,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->cosine_min_lr_ratio == b->cosine_min_lr_ratio && a->max_steps == b->max_steps &&
         a->num_epochs == b->num_epochs && a->weight_decay == b->weight_decay && a->max_grad_norm == b->max_grad_norm &&
         a->adam_beta1 == b->adam_beta1 && a->adam_beta2 == b->adam_beta2 && a->adam_epsilon == b->adam_epsilon &&
-        a->seed == b->seed && same_string(a->output_dir, b->output_dir) && a->save_steps == b->save_steps &&
+        a->seed == b->seed && same_string(a->output_dir, b->output_dir) && a->save_steps == b->save_steps && a->saves_per_epoch == b->saves_per_epoch &&
+        a->save_total_limit == b->save_total_limit && a->eval_strategy == b->eval_strategy &&
+        a->evals_per_epoch == b->evals_per_epoch && a->loss_watchdog_threshold == b->loss_watchdog_threshold &&
+        a->loss_watchdog_patience == b->loss_watchdog_patience && a->tf32 == b->tf32 &&
         a->eval_steps == b->eval_steps && a->logging_steps == b->logging_steps &&
         same_string(a->resume_from_checkpoint, b->resume_from_checkpoint) && a->max_shard_bytes == b->max_shard_bytes &&
         a->gradient_checkpointing == b->gradient_checkpointing &&
@@ -496,8 +505,13 @@ static void test_round_trip(void) {
         "adam_epsilon=1e-7",
         "seed=0",
         "output_dir=\"out: dir #1\"",
-        "save_steps=4",
+        "save_steps=0.125",
         "eval_steps=2",
+        "save_total_limit=3",
+        "eval_strategy=epoch",
+        "loss_watchdog_threshold=7.5",
+        "loss_watchdog_patience=4",
+        "tf32=true",
         "logging_steps=3",
         "resume_from_checkpoint=-ckpt",
         "max_shard_size=1.5GiB",
@@ -755,8 +769,7 @@ static void test_help_and_docs(const char *source_dir) {
     TT_EXPECT(documented == ALL_KEY_COUNT, "docs checked %d keys of %d", documented, ALL_KEY_COUNT);
     if (docs) {
         const char *later = strstr(docs, "## Not available yet");
-        TT_EXPECT(later && strstr(later, "`fp16: true`") && strstr(later, "`tf32: true`"),
-                  "docs list the values not available yet");
+        TT_EXPECT(later && strstr(later, "`fp16: true`"), "docs list the values not available yet");
     }
     free(docs);
     free(text);
@@ -814,7 +827,8 @@ static void test_errors(void) {
     /* out of range */
     tt_expect_die(load_file, yaml_file("range.yaml", "micro_batch_size: 0\n"),
                   "range.yaml:1: micro_batch_size must be in [1, 1048576], got 0");
-    tt_expect_die(load_file, yaml_file("range2.yaml", "sequence_len: 1\n"), "sequence_len must be in [2, 1073741824], got 1");
+    tt_expect_die(load_file, yaml_file("range2.yaml", "sequence_len: 1\n"),
+                  "sequence_len must be in [2, 1073741824], got 1");
     tt_expect_die(load_file, yaml_file("range3.yaml", "learning_rate: 0\n"), "learning_rate must be > 0, got 0");
     tt_expect_die(load_file, yaml_file("range4.yaml", "adam_beta2: 1\n"), "adam_beta2 must be in [0, 1), got 1");
     tt_expect_die(load_file, yaml_file("range5.yaml", "warmup_ratio: 1.5\n"),
@@ -910,10 +924,8 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("bf16b.yaml", "bf16: fp8\n"),
                   "bf16 must be one of false, auto, true; got 'fp8'");
     tt_expect_die(load_file, yaml_file("fp16.yaml", "fp16: true\n"),
-                  "fp16: true is not available yet on the CPU backend (fp16 compute comes with the CUDA backend); use "
-                  "fp16: false");
-    tt_expect_die(load_file, yaml_file("tf32.yaml", "tf32: True\n"),
-                  "tf32: true is not available yet on the CPU backend");
+                  "fp16: true is not available yet: tiertrain's mixed precision is bf16 (bf16: true, the GPU's) with "
+                  "fp32 master weights; use fp16: false");
     /* keys of later features: any value but the off value */
     tt_expect_die(load_file, yaml_file("lora_dir.yaml", VALID "lora_model_dir: runs/adapter\n"),
                   "lora_model_dir is set but adapter is not");
@@ -998,8 +1010,8 @@ static void test_errors(void) {
                   "recompute_num_layers must be >= 1");
     tt_expect_die(load_file, yaml_file("gpu.yaml", "gpu_memory_budget: lots\n"),
                   "gpu_memory_budget: expected a size in bytes such as 1073741824, 24GiB or 512MB, got 'lots'");
-    tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: eager\n"),
-                  "attn_implementation must be one of auto, cudnn, flash, simple; got 'eager'");
+    tt_expect_die(load_file, yaml_file("attn.yaml", "attn_implementation: flash_attention_9\n"),
+                  "attn_implementation must be one of auto, cudnn, flash, simple; got 'flash_attention_9'");
     /* attn_implementation: cudnn is valid either way: with deterministic (the default) it runs cuDNN's deterministic
      * backward, with deterministic: false its backward that adds dQ with atomics */
     tt_run_config deterministic_cudnn;
@@ -1024,7 +1036,6 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("no.yaml", "use_pin_memory: no\n"), "use_pin_memory: expected true or false");
     tt_expect_die(load_file, yaml_file("emptystr.yaml", "offload_dir: \"\"\n"), "offload_dir: expected a string");
     tt_expect_die(load_file, yaml_file("quotednull.yaml", "tf32: \"~\"\n"), "tf32: expected true or false");
-    tt_expect_die(load_override, "tf32=True", "tf32: true is not available yet");
     /* datasets */
     tt_expect_die(load_file,
                   yaml_file("ds.yaml", "datasets:\n  - path: a.tok\n  - path: b.jsonl\n    type: sharegpt\n"),

@@ -585,6 +585,35 @@ if [[ " ${overrides[*]} " != *" device=cuda "* ]]; then
     cmp -s exact_alone.txt exact_packed.txt
 fi
 
+# axolotl's ways to say how often and how many: overrides in its CLI forms (--key=value, --key value, dashes), a
+# fractional save_steps with save_total_limit, saves_per_epoch, evals_per_epoch, eval_strategy: no, the loss watchdog.
+"$tiertrain" train --config run.yaml "${overrides[@]}" --max_steps=8 --save_steps 0.25 --save-total-limit 2 \
+  --eval_strategy no --output_dir out_limit > train_limit.txt 2>&1
+check "axolotl's CLI forms of overrides train" test $? -eq 0
+check "save_steps 0.25 of 8 steps with save_total_limit 2 keeps checkpoints 6 and 8 ($(ls -d out_limit/checkpoint-* | tr '\n' ' '))" \
+  test "$(cd out_limit && ls -d checkpoint-* | sort | tr '\n' ' ')" = "checkpoint-6 checkpoint-8 "
+check "eval_strategy: no evaluates never" test "$(grep -c eval_loss out_limit/metrics.jsonl)" -eq 0
+"$tiertrain" train --config run.yaml "${overrides[@]}" max_steps=8 save_steps=0 eval_steps=0 saves_per_epoch=2 \
+  evals_per_epoch=4 output_dir=out_per_epoch > train_per_epoch.txt 2>&1
+check "saves_per_epoch 2 of 8 steps saves at 4 and 8" \
+  test "$(cd out_per_epoch && ls -d checkpoint-* | sort -t- -k2 -n | tr '\n' ' ')" = "checkpoint-4 checkpoint-8 "
+check "evals_per_epoch 4 of 8 steps evaluates at 2, 4, 6 and 8" \
+  test "$(grep -c eval_loss out_per_epoch/metrics.jsonl)" -eq 4
+"$tiertrain" train --config run.yaml "${overrides[@]}" max_steps=8 loss_watchdog_threshold=0.01 \
+  loss_watchdog_patience=2 output_dir=out_watchdog > train_watchdog.txt 2>&1
+check "the loss watchdog ends the run cleanly" test $? -eq 0
+check "the loss watchdog stops after 2 steps above the threshold" \
+  test "$(grep -c '"loss"' out_watchdog/metrics.jsonl)" -eq 2
+check "the loss watchdog says why" grep -q "loss_watchdog: the loss was above" train_watchdog.txt
+check "a watchdog stop saves the model as at the end" test -f out_watchdog/model.safetensors
+printf 'wandb_project:\nmodel_type: AutoModelForCausalLM\nload_in_8bit: false\n' | cat run.yaml - > run_axolotl.yaml
+"$tiertrain" plan run_axolotl.yaml "${overrides[@]}" > plan_axolotl.txt 2>&1
+check "axolotl's keys are noted at start" grep -q "config: 3 of axolotl's keys and values" plan_axolotl.txt
+printf 'load_in_8bit: true\nlearning_rat: 1\n' | cat run.yaml - > run_refused.yaml
+"$tiertrain" plan run_refused.yaml "${overrides[@]}" > plan_refused.txt 2>&1
+check "a refused key and an unknown key are reported together" \
+  grep -q "the configuration has 2 problems" plan_refused.txt
+
 # Every key `--help` prints is documented in docs/CONFIG.md.
 "$tiertrain" train --help > help.txt
 check "help lists keys" grep -q "learning_rate" help.txt

@@ -1,4 +1,5 @@
 /* tiertrain's command line: train | plan | preprocess | merge | dequantize | tokenize. */
+#include <ctype.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ static void print_usage(FILE *out) {
         "\n"
         "usage:\n"
         "  tiertrain train --config run.yaml [--resume] [--trace FILE] [key=value ...]   train (see `tiertrain train --help`)\n"
+        "  (an override may also be written --key=value or --key value, as axolotl's CLI takes them)\n"
         "  tiertrain plan  --config run.yaml [key=value ...]              print the memory plan, do not train\n"
         "  tiertrain plan  --config run.yaml --max-sequence-len           the longest sequence_len that fits, and its plan\n"
         "  tiertrain preprocess --config run.yaml [key=value ...]         tokenize and mask the JSON datasets into\n"
@@ -108,10 +110,26 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
             a->help = true;
         } else if (arg[0] != '-' && strchr(arg, '=')) {
             a->overrides[a->override_count++] = argv[i];
+        } else if (arg[0] == '-' && arg[1] == '-' && (isalpha((unsigned char)arg[2]) || arg[2] == '_')) {
+            /* axolotl's CLI forms of an override: --key=value, --key value, and --flag for true; dashes in the name
+             * are underscores (--learning-rate) */
+            const char *eq = strchr(arg, '=');
+            const char *value = eq ? eq + 1 : "true";
+            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) value = argv[++i];
+            const size_t name_length = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+            const size_t bytes = name_length + strlen(value) + 2;
+            char *override = tt_xmalloc(bytes, "an argument");
+            snprintf(override, bytes, "%.*s=%s", (int)name_length, arg + 2, value);
+            for (size_t k = 0; k < name_length; k++)
+                if (override[k] == '-') override[k] = '_';
+            a->overrides[a->override_count++] = override;
+            a->owned[a->owned_count++] = override;
         } else if (arg[0] != '-' && !a->config_path) { /* axolotl's form: tiertrain train config.yml */
             a->config_path = arg;
         } else {
-            tt_die("%s: unknown argument '%s'; expected --config FILE%s, --help, or key=value overrides", command, arg,
+            tt_die("%s: unknown argument '%s'; expected --config FILE%s, --help, or overrides (key=value, --key=value, "
+                   "--key value)",
+                   command, arg,
                    strcmp(command, "train") == 0 ? ", --resume, --trace FILE"
                    : strcmp(command, "plan") == 0
                        ? ", --max-sequence-len [--sequence-len-step N], --processes N [--rank R]"
@@ -173,6 +191,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     tt_run_config run;
     tt_run_config_defaults(&run);
     tt_run_config_load(&run, a.config_path, a.override_count, a.overrides);
+    tt_run_config_print_notes(&run, stdout);
     tt_run_config_validate(&run);
     /* every rank the same configuration, compared before the values derived per host below */
     if (comm) tt_data_parallel_check_config(comm, &run);
@@ -251,6 +270,7 @@ static int run_preprocess(int argc, char **argv) {
     tt_run_config run;
     tt_run_config_defaults(&run);
     tt_run_config_load(&run, a.config_path, a.override_count, a.overrides);
+    tt_run_config_print_notes(&run, stdout);
     tt_run_config_validate(&run);
     if (!tt_run_has_json_datasets(&run))
         tt_die("preprocess: the datasets are token files, which train reads as they are; preprocess prepares JSON "

@@ -2,6 +2,7 @@
 #ifndef TT_CONFIG_INTERNAL_H
 #define TT_CONFIG_INTERNAL_H
 
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <yaml.h>
@@ -91,6 +92,17 @@ typedef struct source {
 void cfg_die_at(const source *src, const yaml_node_t *node, const char *fmt, ...)
     __attribute__((__noreturn__, format(printf, 3, 4)));
 
+/* Where a load collects its errors (load.c): while a list is armed, cfg_die_at appends its message and jumps to
+ * `resume` (the key loop, which goes on with the next key) instead of dying; the load then dies once, naming them all.
+ * One message per jump: the list is disarmed by each error and re-armed for the next key. */
+typedef struct cfg_error_list {
+    jmp_buf resume;
+    char *text; /* the messages, one per line */
+    size_t length, capacity;
+    int count; /* all errors, also those past the kept text's bound */
+} cfg_error_list;
+void cfg_collect_errors(cfg_error_list *list); /* NULL: errors die at once */
+
 /* yaml_values.c: scalars */
 const char *cfg_scalar_text(const yaml_node_t *node);
 /* deepspeed: the DeepSpeed JSON's ZeRO settings onto the run's keys (deepspeed.c); after the file and overrides. */
@@ -113,6 +125,17 @@ bool cfg_is_off_value(const yaml_node_t *node);
 /* chat_template_kwargs: a YAML mapping kept as a JSON object's text */
 void cfg_set_template_kwargs(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
                              yaml_node_t *node);
+
+/* load.c: one value (a node of doc) applied to the config through its key */
+void cfg_apply_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node);
+
+/* foreign_keys.c: axolotl's keys that tiertrain has under no name of its own: applied (accepted with a note, or
+ * refused with what to use instead), or false when no tool documents `name`. */
+bool cfg_apply_foreign_key(tt_run_config *c, const source *src, yaml_document_t *doc, const char *name,
+                           yaml_node_t *value);
+/* axolotl's values of tiertrain's keys (attn_implementation: flash_attention_2, gradient_checkpointing: offload,
+ * optimizer: adamw_bnb_8bit, tf32: true): applied or refused (true), or not one of them (false) */
+bool cfg_apply_foreign_value(tt_run_config *c, const key_spec *k, const source *src, yaml_node_t *node);
 
 /* keys.c: the table and lookups */
 extern const key_spec cfg_keys[];

@@ -22,6 +22,7 @@ TIE_VALUES(tt_bf16_setting);
 TIE_VALUES(tt_attn_implementation);
 TIE_VALUES(tt_train_on_eos);
 TIE_VALUES(tt_save_strategy);
+TIE_VALUES(tt_eval_strategy);
 TIE_VALUES(tt_excess_length);
 TIE_VALUES(tt_quant_type);
 TIE_VALUES(tt_compute_dtype);
@@ -419,22 +420,65 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(save_strategy),
      .default_text = "steps",
      .values = VALUE_NAMES(TT_SAVE_STRATEGY_VALUES),
-     .help =
-         "steps: checkpoints every save_steps and the final model in output_dir; no: nothing is saved (benchmarks)"},
+     .help = "steps: checkpoints every save_steps (or saves_per_epoch) and the final model in output_dir; epoch: a "
+             "checkpoint each epoch (saves_per_epoch: 1); no: nothing is saved (benchmarks)"},
     {.name = "save_steps",
-     .type = KEY_INT,
+     .type = KEY_FLOAT,
      .offset = FIELD(save_steps),
      .default_text = "0",
      .range = AT_LEAST(0),
-     .help = "a checkpoint every N optimizer steps (and always at the end); 0: only at the end",
+     .help = "a checkpoint every N optimizer steps (and always at the end); below 1, that fraction of the run's "
+             "steps (rounded up, as transformers reads it); 0: only at the end",
      .known_as = "save_interval"},
-    {.name = "eval_steps",
+    {.name = "saves_per_epoch",
      .type = KEY_INT,
+     .offset = FIELD(saves_per_epoch),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "axolotl's: save_steps = 1 / (saves_per_epoch x num_epochs) of the run's steps; 0: save_steps decides"},
+    {.name = "save_total_limit",
+     .type = KEY_INT,
+     .offset = FIELD(save_total_limit),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "keep only the newest N checkpoint-<step> directories in output_dir (older ones are deleted after "
+             "each save); 0: keep all"},
+    {.name = "eval_strategy",
+     .type = KEY_ENUM,
+     .offset = FIELD(eval_strategy),
+     .default_text = "steps",
+     .values = VALUE_NAMES(TT_EVAL_STRATEGY_VALUES),
+     .help = "steps: the eval loss every eval_steps (or evals_per_epoch) and at the end; epoch: each epoch "
+             "(evals_per_epoch: 1); no: never (when val_set_size holds sequences out all the same)"},
+    {.name = "eval_steps",
+     .type = KEY_FLOAT,
      .offset = FIELD(eval_steps),
      .default_text = "0",
      .range = AT_LEAST(0),
-     .help = "the eval loss every N optimizer steps (and at the end) when there is an eval set; 0: only at the end",
+     .help = "the eval loss every N optimizer steps (and at the end) when there is an eval set; below 1, that "
+             "fraction of the run's steps (rounded up); 0: only at the end",
      .known_as = "eval_interval"},
+    {.name = "evals_per_epoch",
+     .type = KEY_INT,
+     .offset = FIELD(evals_per_epoch),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .help = "axolotl's: eval_steps = 1 / (evals_per_epoch x num_epochs) of the run's steps; 0: eval_steps decides"},
+    {.name = "loss_watchdog_threshold",
+     .type = KEY_FLOAT,
+     .offset = FIELD(loss_watchdog_threshold),
+     .default_text = "0",
+     .range = AT_LEAST(0),
+     .null_is_default = true,
+     .help = "axolotl's loss watchdog: training stops (the model is saved as at the end) after "
+             "loss_watchdog_patience steps in a row whose loss is above this; 0: off"},
+    {.name = "loss_watchdog_patience",
+     .type = KEY_INT,
+     .offset = FIELD(loss_watchdog_patience),
+     .default_text = "3",
+     .range = AT_LEAST(1),
+     .null_is_default = true,
+     .help = "the steps in a row above loss_watchdog_threshold that stop training"},
     {.name = "logging_steps",
      .type = KEY_INT,
      .offset = FIELD(logging_steps),
@@ -775,15 +819,14 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(fp16),
      .default_text = "false",
      .not_yet_values = "true",
-     .not_yet_reason = " on the CPU backend (fp16 compute comes with the CUDA backend)",
-     .help = "fp16 compute (only false in this version)"},
+     .not_yet_reason = ": tiertrain's mixed precision is bf16 (bf16: true, the GPU's) with fp32 master weights",
+     .help = "fp16 compute (only false: the GPU computes in bf16)"},
     {.name = "tf32",
      .type = KEY_BOOL,
      .offset = FIELD(tf32),
      .default_text = "false",
-     .not_yet_values = "true",
-     .not_yet_reason = " on the CPU backend (tf32 matmuls come with the CUDA backend)",
-     .help = "tf32 matmuls (only false in this version)"},
+     .help = "transformers' tf32 matmuls for fp32 GEMMs; accepted either way and changes nothing: tiertrain's GEMMs "
+             "take bf16 inputs on the GPU (fp32 accumulation) and fp32 on the CPU"},
     /* keys of later features (RESERVED(key, what)): accepted only with their off value; none at the moment */
 };
 

@@ -104,14 +104,14 @@ static void set_enum(void *field, const key_spec *k, const source *src, yaml_nod
     return;
 }
 
-/* Applies one value (a node of doc) to the config. */
-static void set_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+void cfg_apply_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
     void *field = (char *)c + k->offset;
     char buf[256];
     if (k->null_is_default && cfg_is_null(node)) {
         apply_default(c, k);
         return;
     }
+    if (!src->built_in && cfg_apply_foreign_value(c, k, src, node)) return;
     /* A LoRA setting without adapter: lora is a mistake validate names (off values are what axolotl's
      * full fine-tuning templates carry, and are fine). */
     if (!src->built_in && strncmp(k->name, "lora_", 5) == 0 && k->availability == AVAILABLE &&
@@ -255,7 +255,7 @@ static void apply_default(tt_run_config *c, const key_spec *k) {
     load_document(&doc, k->default_text, strlen(k->default_text), &src);
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     TT_CHECK(root != NULL, "the default of %s does not parse", k->name);
-    set_key(c, k, &src, &doc, root);
+    cfg_apply_key(c, k, &src, &doc, root);
     yaml_document_delete(&doc);
 }
 
@@ -287,7 +287,38 @@ static char *read_config_file(const char *path, size_t *size) {
     return buf;
 }
 
-static void load_file(tt_run_config *c, const char *path) {
+/* One key of the file and its value: a key of tiertrain's, or of another tool (foreign_keys.c), or unknown. */
+static void apply_pair(tt_run_config *c, const source *src, yaml_document_t *doc, const yaml_node_pair_t *pair,
+                       size_t *first_line) {
+    yaml_node_t *key = yaml_document_get_node(doc, pair->key);
+    yaml_node_t *value = yaml_document_get_node(doc, pair->value);
+    if (key->type != YAML_SCALAR_NODE) cfg_die_at(src, key, "keys must be names, not a list or a mapping");
+    const char *name = cfg_scalar_text(key);
+    if (strlen(name) != key->data.scalar.length)
+        cfg_die_at(src, key, "a key holds a NUL byte (after '%s'); keys are names", name);
+    const key_spec *k = cfg_find_key(name);
+    if (!k) {
+        if (!cfg_apply_foreign_key(c, src, doc, name, value)) cfg_die_unknown_key(src, key, name);
+        return;
+    }
+    size_t line = key->start_mark.line + 1, *first = &first_line[k - cfg_keys];
+    if (*first) cfg_die_at(src, key, "key '%s' appears twice (first on line %zu); keep one", k->name, *first);
+    *first = line;
+    cfg_apply_key(c, k, src, doc, value);
+}
+
+/* apply_pair with its errors kept in errors: nothing of this frame changes between the setjmp and an error's jump */
+static void apply_pair_collecting(tt_run_config *c, const source *src, yaml_document_t *doc,
+                                  const yaml_node_pair_t *pair, size_t *first_line, cfg_error_list *errors) {
+    if (setjmp(errors->resume) == 0) {
+        cfg_collect_errors(errors);
+        apply_pair(c, src, doc, pair, first_line);
+    }
+    cfg_collect_errors(NULL);
+}
+
+/* Every key of the file is applied; the errors of all of them are kept in errors (the caller dies naming them). */
+static void load_file(tt_run_config *c, const char *path, cfg_error_list *errors) {
     size_t size = 0;
     char *text = read_config_file(path, &size);
     source src = {.path = path, .override = NULL};
@@ -302,45 +333,77 @@ static void load_file(tt_run_config *c, const char *path) {
             cfg_die_at(&src, root, "the top level must be a mapping of keys to values (key: value), not %s",
                        root->type == YAML_SEQUENCE_NODE ? "a list" : "a single value");
         size_t *first_line = tt_xcalloc((size_t)cfg_key_count, sizeof(size_t), "config keys");
-        for (yaml_node_pair_t *pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++) {
-            yaml_node_t *key = yaml_document_get_node(&doc, pair->key);
-            yaml_node_t *value = yaml_document_get_node(&doc, pair->value);
-            if (key->type != YAML_SCALAR_NODE) cfg_die_at(&src, key, "keys must be names, not a list or a mapping");
-            const key_spec *k = cfg_find_key(cfg_scalar_text(key));
-            if (!k) cfg_die_unknown_key(&src, key, cfg_scalar_text(key));
-            size_t line = key->start_mark.line + 1, *first = &first_line[k - cfg_keys];
-            if (*first) cfg_die_at(&src, key, "key '%s' appears twice (first on line %zu); keep one", k->name, *first);
-            *first = line;
-            set_key(c, k, &src, &doc, value);
-        }
+        for (yaml_node_pair_t *pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++)
+            apply_pair_collecting(c, &src, &doc, pair, first_line, errors);
         free(first_line);
     }
     yaml_document_delete(&doc);
 }
 
-static void apply_override(tt_run_config *c, const char *arg) {
+/* An override's value, parsed: the caller releases it, also after an error (which jumps back to the caller). */
+typedef struct override_value {
+    yaml_document_t doc;
+    bool loaded;
+} override_value;
+
+static void apply_override(tt_run_config *c, const char *arg, override_value *held) {
     source src = {.path = NULL, .override = arg};
     const char *eq = strchr(arg, '=');
     if (!eq) cfg_die_at(&src, NULL, "expected key=value, e.g. learning_rate=1e-4");
     if (eq == arg) cfg_die_at(&src, NULL, "no key before '='; expected key=value, e.g. learning_rate=1e-4");
     char name[128];
     snprintf(name, sizeof name, "%.*s", (int)(eq - arg) < 127 ? (int)(eq - arg) : 127, arg);
-    const key_spec *k = cfg_find_key(name);
-    if (!k) cfg_die_unknown_key(&src, NULL, name);
     const char *value = eq + 1;
-    yaml_document_t doc;
-    load_document(&doc, value, strlen(value), &src);
-    if (!yaml_document_get_root_node(&doc)) { /* "key=": nothing, i.e. null */
-        yaml_document_delete(&doc);
-        load_document(&doc, "~", 1, &src);
+    load_document(&held->doc, value, strlen(value), &src);
+    if (!yaml_document_get_root_node(&held->doc)) { /* "key=": nothing, i.e. null */
+        yaml_document_delete(&held->doc);
+        load_document(&held->doc, "~", 1, &src);
     }
-    set_key(c, k, &src, &doc, yaml_document_get_root_node(&doc));
-    yaml_document_delete(&doc);
+    held->loaded = true;
+    yaml_node_t *root = yaml_document_get_root_node(&held->doc);
+    const key_spec *k = cfg_find_key(name);
+    if (k) cfg_apply_key(c, k, &src, &held->doc, root);
+    else if (!cfg_apply_foreign_key(c, &src, &held->doc, name, root)) cfg_die_unknown_key(&src, NULL, name);
+}
+
+/* apply_override with its errors kept in errors, and its value released after an error too */
+static void apply_override_collecting(tt_run_config *c, const char *arg, cfg_error_list *errors) {
+    override_value *held = tt_xcalloc(1, sizeof *held, "an override");
+    if (setjmp(errors->resume) == 0) {
+        cfg_collect_errors(errors);
+        apply_override(c, arg, held);
+    }
+    cfg_collect_errors(NULL);
+    if (held->loaded) yaml_document_delete(&held->doc);
+    free(held);
+}
+
+/* The collected errors as one: a single one as it is (file:line: message), several one per line. */
+static void die_with_errors(cfg_error_list *errors) {
+    if (errors->count == 0) return;
+    if (errors->length > 0) errors->text[errors->length - 1] = 0; /* the last newline */
+    if (errors->count == 1) tt_die("%s", errors->text);
+    size_t lines = 1;
+    for (const char *p = errors->text; *p; p++) lines += *p == '\n';
+    char *indented = tt_xmalloc(errors->length + 2 * lines + 1, "config errors");
+    size_t n = 0;
+    for (const char *p = errors->text; *p; p++) {
+        indented[n++] = *p;
+        if (*p == '\n') indented[n++] = ' ', indented[n++] = ' ';
+    }
+    indented[n] = 0;
+    char more[64] = "";
+    if ((size_t)errors->count > lines) snprintf(more, sizeof more, "\n  (and %zu more)", (size_t)errors->count - lines);
+    tt_die("the configuration has %d problems; nothing was run. Each of them:\n  %s%s", errors->count, indented, more);
 }
 
 void tt_run_config_load(tt_run_config *c, const char *path, int override_count, char *const *overrides) {
-    if (path) load_file(c, path);
-    for (int i = 0; i < override_count; i++) apply_override(c, overrides[i]);
+    cfg_error_list errors = {.count = 0};
+    cfg_collect_errors(NULL); /* a load that a caller's tt_die left (the fuzzer survives it) is over */
+    if (path) load_file(c, path, &errors);
+    for (int i = 0; i < override_count; i++) apply_override_collecting(c, overrides[i], &errors);
+    die_with_errors(&errors);
+    free(errors.text);
     cfg_apply_deepspeed(c);
 }
 
@@ -349,6 +412,12 @@ unsigned tt_run_config_lora_targets(const tt_run_config *c) {
 }
 
 void tt_run_config_free(tt_run_config *c) {
+    for (int i = 0; i < c->foreign_note_count; i++) free(c->foreign_note_items[i]);
+    free(c->foreign_note_items);
+    free((void *)c->foreign_note_reasons);
+    c->foreign_note_items = NULL;
+    c->foreign_note_reasons = NULL;
+    c->foreign_note_count = 0;
     for (int i = 0; i < cfg_key_count; i++) {
         const key_spec *k = &cfg_keys[i];
         if (k->availability == AVAILABLE && (k->type == KEY_STRING || k->type == KEY_TEMPLATE_KWARGS ||

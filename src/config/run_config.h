@@ -41,7 +41,8 @@
     X(TT_EOS_ALL, "all")   /* after every turn */            \
     X(TT_EOS_LAST, "last") /* after the last turn only */    \
     X(TT_EOS_NONE, "none")
-#define TT_SAVE_STRATEGY_VALUES(X) X(TT_SAVE_STEPS, "steps") X(TT_SAVE_NO, "no")
+#define TT_SAVE_STRATEGY_VALUES(X) X(TT_SAVE_STEPS, "steps") X(TT_SAVE_EPOCH, "epoch") X(TT_SAVE_NO, "no")
+#define TT_EVAL_STRATEGY_VALUES(X) X(TT_EVAL_STEPS, "steps") X(TT_EVAL_EPOCH, "epoch") X(TT_EVAL_NO, "no")
 /* excess_length_strategy: a document longer than sequence_len */
 #define TT_EXCESS_LENGTH_VALUES(X) X(TT_EXCESS_DROP, "drop") X(TT_EXCESS_TRUNCATE, "truncate")
 #define TT_QUANT_TYPE_VALUES(X) X(TT_BNB_NF4, "nf4") X(TT_BNB_FP4, "fp4")
@@ -61,6 +62,7 @@ typedef enum tt_attn_implementation { TT_ATTN_IMPLEMENTATION_VALUES(TT_ENUM_MEMB
 /* TT_EOS_INHERIT: a datasets entry without its own value takes the top level's (train_on_eot: train_on_eos) */
 typedef enum tt_train_on_eos { TT_EOS_INHERIT = -1, TT_TRAIN_ON_EOS_VALUES(TT_ENUM_MEMBER) } tt_train_on_eos;
 typedef enum tt_save_strategy { TT_SAVE_STRATEGY_VALUES(TT_ENUM_MEMBER) } tt_save_strategy;
+typedef enum tt_eval_strategy { TT_EVAL_STRATEGY_VALUES(TT_ENUM_MEMBER) } tt_eval_strategy;
 typedef enum tt_excess_length { TT_EXCESS_LENGTH_VALUES(TT_ENUM_MEMBER) } tt_excess_length;
 typedef enum tt_quant_type { TT_QUANT_TYPE_VALUES(TT_ENUM_MEMBER) } tt_quant_type;
 typedef enum tt_compute_dtype { TT_COMPUTE_DTYPE_VALUES(TT_ENUM_MEMBER) } tt_compute_dtype;
@@ -185,8 +187,14 @@ typedef struct tt_run_config {
     /* output and evaluation */
     char *output_dir;
     tt_save_strategy save_strategy; /* no: no checkpoints, no final model */
-    int64_t save_steps;             /* 0: only at the end */
-    int64_t eval_steps;             /* 0: only at the end (if there is an eval set) */
+    double save_steps;              /* 0: only at the end; below 1: that fraction of the run's steps */
+    int64_t saves_per_epoch;        /* axolotl's: save_steps = 1 / (saves_per_epoch x num_epochs); 0: not given */
+    int64_t save_total_limit;       /* checkpoints kept in output_dir (the newest); 0: all */
+    tt_eval_strategy eval_strategy; /* no: never evaluate */
+    double eval_steps;       /* 0: only at the end (if there is an eval set); below 1: a fraction, as save_steps */
+    int64_t evals_per_epoch; /* axolotl's: eval_steps = 1 / (evals_per_epoch x num_epochs); 0: not given */
+    double loss_watchdog_threshold; /* training stops after loss_watchdog_patience steps above it; 0: off */
+    int64_t loss_watchdog_patience;
     int64_t logging_steps;
     char *resume_from_checkpoint; /* a checkpoint directory; --resume picks the latest */
     int64_t max_shard_bytes;      /* max_shard_size: larger models are saved in shards (0: 5GB) */
@@ -241,7 +249,14 @@ typedef struct tt_run_config {
     int64_t attn_workspace_limit; /* bytes the deterministic attention backward keeps for its dP, all calls at once */
     bool deterministic;           /* bit-reproducible gradients: no kernel that adds with atomics (false allows) */
     bool master_weights;          /* GPU: fp32 master weights, gradients and AdamW state (else all bf16) */
-    bool fp16, tf32;              /* only false today */
+    bool fp16;                    /* only false */
+    bool tf32;                    /* accepted: tiertrain's GEMMs take bf16 (GPU) or fp32 (CPU) inputs, without tf32 */
+    /* other tools' keys accepted without effect, and their values mapped onto tiertrain's (config/foreign_keys.c):
+     * [foreign_note_count] items ("wandb_project", "attn_implementation: sdpa"), each with the reason of its group
+     * (a static string; the note groups items by it) */
+    const char **foreign_note_reasons;
+    char **foreign_note_items;
+    int foreign_note_count;
 } tt_run_config;
 
 void tt_run_config_defaults(tt_run_config *config);
@@ -250,6 +265,13 @@ void tt_run_config_defaults(tt_run_config *config);
  * "key=value" strings (the value parsed as a YAML scalar or flow collection). Dies with a
  * message naming the file, line, key and valid values on any error. */
 void tt_run_config_load(tt_run_config *config, const char *path, int override_count, char *const *overrides);
+
+/* The note at start: the other tools' keys the config holds that change nothing here, grouped by why. */
+void tt_run_config_print_notes(const tt_run_config *config, FILE *out);
+
+/* A key of tiertrain's or one another tool documents (axolotl's): the file is read with it (accepted, or refused with
+ * a reason), never "unknown key". */
+bool tt_run_config_knows_key(const char *name);
 
 /* The modules that get adapters: lora_target_modules, or all of them with lora_target_linear. */
 unsigned tt_run_config_lora_targets(const tt_run_config *config);

@@ -96,6 +96,25 @@ static void check_schedule_and_output(const tt_run_config *c) {
                "or %lld",
                c->val_set_size, (long long)floor(c->val_set_size));
     if (!c->output_dir) tt_die("output_dir is unset; set it to the directory for checkpoints and the final model");
+    static const struct {
+        const char *steps, *per_epoch, *strategy;
+    } names[2] = {{"save_steps", "saves_per_epoch", "save_strategy"},
+                  {"eval_steps", "evals_per_epoch", "eval_strategy"}};
+    const double steps[2] = {c->save_steps, c->eval_steps};
+    const int64_t per_epoch[2] = {c->saves_per_epoch, c->evals_per_epoch};
+    const bool each_epoch[2] = {c->save_strategy == TT_SAVE_EPOCH, c->eval_strategy == TT_EVAL_EPOCH};
+    for (int i = 0; i < 2; i++) {
+        if (steps[i] >= 1 && steps[i] != floor(steps[i]))
+            tt_die("%s is %g: below 1 it is a fraction of the run's steps, from 1 a whole number of steps; use e.g. "
+                   "0.25 or %lld",
+                   names[i].steps, steps[i], (long long)floor(steps[i]));
+        if (steps[i] > 0 && per_epoch[i] > 0)
+            tt_die("%s and %s are both set; they are two ways to say how often, set one of them (as axolotl asks)",
+                   names[i].steps, names[i].per_epoch);
+        if (each_epoch[i] && (steps[i] > 0 || per_epoch[i] > 0))
+            tt_die("%s: epoch (once an epoch) and %s are both set; use %s: steps with it, or remove it",
+                   names[i].strategy, steps[i] > 0 ? names[i].steps : names[i].per_epoch, names[i].strategy);
+    }
 }
 
 /* Megatron's recompute keys against gradient checkpointing */

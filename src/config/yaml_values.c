@@ -13,14 +13,56 @@
 #include "config/config_internal.h"
 #include "core/check.h"
 
+/* A growing string (the collected errors, chat_template_kwargs' JSON text). */
+typedef struct text_buffer {
+    char *text;
+    size_t length, capacity;
+} text_buffer;
+
+static void text_append(text_buffer *b, const char *s, size_t n) {
+    if (b->length + n + 1 > b->capacity) {
+        size_t capacity = b->capacity ? b->capacity : 64;
+        while (b->length + n + 1 > capacity) capacity *= 2;
+        b->text = tt_xrealloc(b->text, capacity, "config text");
+        b->capacity = capacity;
+    }
+    memcpy(b->text + b->length, s, n);
+    b->length += n;
+    b->text[b->length] = 0;
+}
+
+static cfg_error_list *collecting;
+
+void cfg_collect_errors(cfg_error_list *list) { collecting = list; }
+
+/* The messages kept for the final error: enough for any real file; the count goes on past them. */
+#define MAX_KEPT_ERROR_BYTES (64u << 10)
+
 void cfg_die_at(const source *src, const yaml_node_t *node, const char *fmt, ...) {
     char message[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    if (src->path) tt_die("%s:%zu: %s", src->path, node ? node->start_mark.line + 1 : (size_t)1, message);
-    tt_die("command-line override '%s': %s", src->override, message);
+    char located[1536];
+    if (src->path)
+        snprintf(located, sizeof located, "%s:%zu: %s", src->path, node ? node->start_mark.line + 1 : (size_t)1,
+                 message);
+    else snprintf(located, sizeof located, "command-line override '%.400s': %s", src->override, message);
+    cfg_error_list *list = collecting;
+    if (!list) tt_die("%s", located);
+    collecting = NULL; /* until the loader re-arms it for the next key */
+    const size_t n = strlen(located);
+    if (list->length + n + 2 <= MAX_KEPT_ERROR_BYTES) {
+        text_buffer kept = {list->text, list->length, list->capacity};
+        text_append(&kept, located, n);
+        text_append(&kept, "\n", 1);
+        list->text = kept.text;
+        list->length = kept.length;
+        list->capacity = kept.capacity;
+    }
+    list->count++;
+    longjmp(list->resume, 1);
 }
 
 /* ---- scalars ---- */
@@ -47,23 +89,43 @@ bool cfg_parse_bool(const char *v, bool *out) {
     return false;
 }
 
-/* 0: ok; 1: not an integer; 2: outside int64. Decimal digits with an optional sign only. */
+/* YAML 1.1's digit separators, as PyYAML reads them (axolotl's configs write 500_000): text without the underscores
+ * that stand between two digits, into buf; false when an underscore stands elsewhere or the text is too long. */
+static bool without_digit_separators(const char *text, char *buf, size_t size) {
+    size_t n = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p == '_') {
+            if (p == text || !isdigit((unsigned char)p[-1]) || !isdigit((unsigned char)p[1])) return false;
+            continue;
+        }
+        if (n + 1 >= size) return false;
+        buf[n++] = *p;
+    }
+    buf[n] = 0;
+    return true;
+}
+
+/* 0: ok; 1: not an integer; 2: outside int64. Decimal digits with an optional sign only (and 1_000 separators). */
 int cfg_parse_int64(const char *text, int64_t *out) {
-    const char *p = text;
+    char digits[512];
+    if (!without_digit_separators(text, digits, sizeof digits)) return 1;
+    const char *p = digits;
     if (*p == '+' || *p == '-') p++;
     if (!*p) return 1;
     for (const char *q = p; *q; q++)
         if (!isdigit((unsigned char)*q)) return 1;
     errno = 0;
-    long long v = strtoll(text, NULL, 10);
+    long long v = strtoll(digits, NULL, 10);
     if (errno == ERANGE) return 2;
     *out = v;
     return 0;
 }
 
-/* 0: ok; 1: not a number; 2: outside double. Decimal notation: 3, -0.5, 1e-4, 1.0E+3, .5 */
+/* 0: ok; 1: not a number; 2: outside double. Decimal notation: 3, -0.5, 1e-4, 1.0E+3, .5 (and 1_000 separators) */
 int cfg_parse_double(const char *text, double *out) {
-    const char *p = text;
+    char number[512];
+    if (!without_digit_separators(text, number, sizeof number)) return 1;
+    const char *p = number;
     if (*p == '+' || *p == '-') p++;
     int digits = 0;
     while (isdigit((unsigned char)*p)) p++, digits++;
@@ -80,7 +142,7 @@ int cfg_parse_double(const char *text, double *out) {
     }
     if (*p) return 1;
     errno = 0;
-    double v = strtod(text, NULL);
+    double v = strtod(number, NULL);
     if (!isfinite(v)) return 2; /* underflow gives 0 or a denormal: a number all the same */
     *out = v;
     return 0;
@@ -126,23 +188,6 @@ bool cfg_is_off_value(const yaml_node_t *node) {
 }
 
 /* ---- chat_template_kwargs: YAML values kept as JSON text (the chat template reads JSON) ---- */
-
-typedef struct text_buffer {
-    char *text;
-    size_t length, capacity;
-} text_buffer;
-
-static void text_append(text_buffer *b, const char *s, size_t n) {
-    if (b->length + n + 1 > b->capacity) {
-        size_t capacity = b->capacity ? b->capacity : 64;
-        while (b->length + n + 1 > capacity) capacity *= 2;
-        b->text = tt_xrealloc(b->text, capacity, "chat_template_kwargs");
-        b->capacity = capacity;
-    }
-    memcpy(b->text + b->length, s, n);
-    b->length += n;
-    b->text[b->length] = 0;
-}
 
 static void text_append_str(text_buffer *b, const char *s) { text_append(b, s, strlen(s)); }
 

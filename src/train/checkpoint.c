@@ -248,6 +248,38 @@ char *tt_checkpoint_find_latest(const char *output_dir) {
     return tt_xstrdup(path);
 }
 
+static int compare_steps(const void *a, const void *b) {
+    const long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+void tt_checkpoint_keep_newest(const char *output_dir, int64_t keep) {
+    DIR *d = opendir(output_dir);
+    if (!d) return;
+    long long *steps = NULL;
+    size_t count = 0, capacity = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long long step;
+        int consumed = 0;
+        if (sscanf(e->d_name, "checkpoint-%lld%n", &step, &consumed) != 1 || e->d_name[consumed] != 0) continue;
+        if (count == capacity) {
+            capacity = capacity ? 2 * capacity : 16;
+            steps = tt_xrealloc(steps, capacity * sizeof *steps, "checkpoint list");
+        }
+        steps[count++] = step;
+    }
+    closedir(d);
+    if (count > 0) qsort(steps, count, sizeof *steps, compare_steps);
+    char path[4200];
+    for (size_t i = 0; i + (size_t)keep < count; i++) {
+        snprintf(path, sizeof path, "%s/checkpoint-%lld", output_dir, steps[i]);
+        remove_flat_directory(path);
+        tt_info("save_total_limit %lld: removed %s", (long long)keep, path);
+    }
+    free(steps);
+}
+
 static bool ends_with(const char *s, const char *suffix) {
     const size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;

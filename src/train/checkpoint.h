@@ -52,6 +52,9 @@ tt_dtype tt_adapter_dtype(const tt_model_state *model);
 /* What adapter_config.json names as the base: base_model, or model_config for a random-init base. */
 const char *tt_run_base_model_name(const tt_run_config *run);
 
+/* save_total_limit: deletes the checkpoint-<N> directories of output_dir but the `keep` with the largest N. */
+void tt_checkpoint_keep_newest(const char *output_dir, int64_t keep);
+
 /* The checkpoint-<N> directory in output_dir with the largest N, or NULL (caller frees). */
 char *tt_checkpoint_find_latest(const char *output_dir);
 

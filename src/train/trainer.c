@@ -492,6 +492,21 @@ static void open_training_data(tt_dataset *data, const tt_run_config *run, const
                data->documents ? "documents" : "sequences");
 }
 
+/* How often (in steps) to evaluate or save; 0: only at the end. A count of steps, or below 1 that fraction of the run's
+ * steps rounded up (transformers' reading of a fractional eval_steps / save_steps); axolotl's per-epoch keys are the
+ * fraction 1 / (per_epoch x num_epochs), which past 1 (fewer epochs than one period) means only at the end; an
+ * epoch strategy is one per epoch. */
+static int64_t step_interval(double steps, int64_t per_epoch, bool each_epoch, double num_epochs, int64_t total_steps) {
+    if (each_epoch) per_epoch = 1;
+    if (per_epoch > 0) steps = 1.0 / ((double)per_epoch * num_epochs);
+    if (steps <= 0 || (per_epoch > 0 && steps >= 1)) return 0;
+    if (steps < 1) {
+        const int64_t every = (int64_t)ceil(steps * (double)total_steps);
+        return every > 0 ? every : 1;
+    }
+    return (int64_t)steps;
+}
+
 /* max_steps, else num_epochs of the training sequences (packed: each epoch's own packing counts; they differ by a
  * few sequences). */
 static int64_t total_steps_of(const tt_run_config *run, const tt_dataset *data, int64_t sequences_per_step) {
@@ -606,7 +621,7 @@ static double accumulate_gradients(tt_model_state *model, tt_data_parallel *dp, 
 static void warn_if_saves_exceed_host_memory(const tt_model_state *m, const tt_run_config *run,
                                              const tt_device *device) {
     const size_t room = tt_host_memory_default_budget(1);
-    if (run->save_strategy != TT_SAVE_STEPS || !room) return;
+    if (run->save_strategy == TT_SAVE_NO || !room) return;
     const int processes = device->host_processes > 1 ? device->host_processes : 1;
     const bool streamed = m->params.lora_rank == 0 && tt_model_reads_trainable_ranges(m);
     const size_t moments_and_weights = 12 * (size_t)m->params.trainable_numel;
@@ -635,7 +650,7 @@ static void warn_if_saves_exceed_host_memory(const tt_model_state *m, const tt_r
 static void finish_run(tt_model_state *model, const tt_run_config *run, const tt_device *device, bool completed,
                        int64_t steps, double start, int64_t tokens_per_step) {
     if (completed) {
-        const bool saving = run->save_strategy == TT_SAVE_STEPS;
+        const bool saving = run->save_strategy != TT_SAVE_NO;
         if (!saving) tt_info("save_strategy: no: the trained model is not saved");
         const double elapsed = now_seconds() - start; /* the final save included */
         tt_info("done: %lld steps in %.1f s (%.0f tok/s)%s%s", (long long)steps, elapsed,
@@ -731,6 +746,11 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     char *last_checkpoint = resume_dir ? tt_xstrdup(resume_dir) : NULL;
     const double start = now_seconds();
     const int64_t first_step = trainer.global_step;
+    const int64_t eval_every = step_interval(run->eval_steps, run->evals_per_epoch, run->eval_strategy == TT_EVAL_EPOCH,
+                                             run->num_epochs, total_steps);
+    const int64_t save_every = step_interval(run->save_steps, run->saves_per_epoch, run->save_strategy == TT_SAVE_EPOCH,
+                                             run->num_epochs, total_steps);
+    int64_t watchdog_violations = 0;
     int exit_status = 0;
     while (trainer.global_step < total_steps) {
         const double step_start = now_seconds();
@@ -779,26 +799,39 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
             .elapsed_seconds = t_now - start,
             .steps_this_run = trainer.global_step - first_step,
         };
-        const bool last = trainer.global_step == total_steps;
+        /* axolotl's loss watchdog: the step is taken, then training ends as at its last step (eval, save) */
+        watchdog_violations =
+            run->loss_watchdog_threshold > 0 && loss > run->loss_watchdog_threshold ? watchdog_violations + 1 : 0;
+        const bool watchdog_stop =
+            run->loss_watchdog_threshold > 0 && watchdog_violations >= run->loss_watchdog_patience;
+        if (watchdog_stop && leader)
+            tt_info(
+                "loss_watchdog: the loss was above loss_watchdog_threshold (%g) for %lld steps in a row (%g at step "
+                "%lld): training stops here and the model is saved as at the end",
+                run->loss_watchdog_threshold, (long long)watchdog_violations, loss, (long long)trainer.global_step);
+        const bool last = trainer.global_step == total_steps || watchdog_stop;
         if (leader) tt_reporter_step(&reporter, &report, last || trainer.global_step % run->logging_steps == 0);
 
-        if (data.eval_count > 0 && ((run->eval_steps > 0 && trainer.global_step % run->eval_steps == 0) || last)) {
+        if (data.eval_count > 0 && run->eval_strategy != TT_EVAL_NO &&
+            ((eval_every > 0 && trainer.global_step % eval_every == 0) || last)) {
             int64_t eval_tokens = 0; /* every rank evaluates its share */
             const double eval_loss =
                 evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, comm, &eval_tokens);
             if (leader) tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
         }
         /* the leader saves for every rank; with zero_stage 1 every rank hands it its shard */
-        if (run->save_strategy == TT_SAVE_STEPS &&
-            ((run->save_steps > 0 && trainer.global_step % run->save_steps == 0) || last) && (leader || model.shards)) {
+        if (run->save_strategy != TT_SAVE_NO && ((save_every > 0 && trainer.global_step % save_every == 0) || last) &&
+            (leader || model.shards)) {
             free(last_checkpoint);
             tt_data_parallel_weights_ready(comm ? &dp : NULL, &model);
             last_checkpoint = tt_checkpoint_save(&model, &trainer, run, leader);
+            if (leader && run->save_total_limit > 0) tt_checkpoint_keep_newest(run->output_dir, run->save_total_limit);
         }
+        if (watchdog_stop) break;
     }
     if (leader) tt_reporter_close(&reporter);
     /* The final model, as a Hugging Face checkpoint in output_dir itself. */
-    if (exit_status == 0 && run->save_strategy == TT_SAVE_STEPS && (leader || model.shards)) {
+    if (exit_status == 0 && run->save_strategy != TT_SAVE_NO && (leader || model.shards)) {
         tt_data_parallel_weights_ready(comm ? &dp : NULL, &model);
         save_final_weights(&model, run, leader);
     }

@@ -37,7 +37,7 @@ printf 'model_config: model/config.json\ndatasets: [corpus.tok]\nlearning_rat: 0
 expect_error "unknown key" "learning_rat.*learning_rate" "$tiertrain" train --config unknown.yaml
 expect_error "wrong type" "micro_batch_size" "$tiertrain" train --config run.yaml micro_batch_size=abc
 expect_error "out of range" "sequence_len" "$tiertrain" train --config run.yaml sequence_len=0
-expect_error "later value" "not available yet" "$tiertrain" train --config run.yaml tf32=true
+expect_error "later value" "not available yet" "$tiertrain" train --config run.yaml fp16=true
 # optimizer offload: Megatron's keys need each other, an fp32 master copy, and room in host memory (with a vocab of
 # 32768 and 2 threads, the 12 MiB budget fits the compute tier, 10.6 MiB with the CPU GEMM's packing buffers of
 # 272 KiB a thread, not the offloaded optimizer state, 16 MiB)
@@ -72,7 +72,7 @@ expect_error "offload_dir missing" "offload_dir '/nonexistent/dir': cannot use i
 expect_error "disk offload without checkpointing" "activation_offloading: disk offloads the checkpoints" \
   "$tiertrain" train --config run.yaml activation_offloading=disk
 expect_error "attention name" "attn_implementation must be one of auto, cudnn, flash, simple" \
-  "$tiertrain" train --config run.yaml attn_implementation=sdpa
+  "$tiertrain" train --config run.yaml attn_implementation=sdpa_fast
 
 # LoRA and freezing keys that do not fit together or do not fit the model
 expect_error "qlora without load_in_4bit" "adapter: qlora needs load_in_4bit: true" \

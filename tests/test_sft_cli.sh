@@ -51,6 +51,28 @@ check "one prepared file" test "$(ls last_run_prepared | wc -l)" -eq 1
 "$tiertrain" preprocess --config run.yaml > preprocess2.txt 2>&1
 check "a second preprocess finds it" grep -q "is prepared already" preprocess2.txt
 
+# split: a slice of the file's records, as datasets reads it (16 records: round(16 x 0.95) = 15, the rest 1)
+for slice in 'train[:95%]' 'train[95%:]' 'train[-3:]'; do
+  name=$(echo "$slice" | tr -c 'a-z0-9\n' '_')
+  "$tiertrain" preprocess run.yaml "datasets=[{path: $fixtures/alpaca.jsonl, type: alpaca, split: '$slice'}]" \
+    dataset_prepared_path="split_$name" > "split_$name.txt" 2>&1
+done
+check "split train[:95%] takes 15 of 16 records" grep -q "takes records 0 to 15 of 16" split_train__95__.txt
+check "split train[:95%] prepares 15 documents" grep -q "\.tok: 15 documents" split_train__95__.txt
+check "split train[95%:] takes the last record" grep -q "\.tok: 1 documents" split_train_95___.txt
+check "split train[-3:] takes the last 3" grep -q "takes records 13 to 16 of 16" split_train__3__.txt
+
+# special_tokens: unk_token restating the tokenizer's own is accepted (axolotl's Llama 2 configs); another is refused
+cp -r "$fixtures/bytes_tokenizer" tok_unk
+sed -i 's/"bos_token": "<s>",/"bos_token": "<s>", "unk_token": "<pad>",/' tok_unk/tokenizer_config.json
+"$tiertrain" preprocess run.yaml tokenizer_config=tok_unk "special_tokens={unk_token: <pad>}" \
+  dataset_prepared_path=unk_same > unk_same.txt 2>&1
+check "special_tokens: unk_token equal to the tokenizer's is accepted" test $? -eq 0
+"$tiertrain" preprocess run.yaml tokenizer_config=tok_unk "special_tokens={unk_token: <s>}" \
+  dataset_prepared_path=unk_other > unk_other.txt 2>&1
+check "special_tokens: another unk_token is refused by name" \
+  grep -q "unk_token '<s>' is not the tokenizer's own unknown token ('<pad>'" unk_other.txt
+
 "$tiertrain" train run.yaml > train.txt 2>&1
 check "training succeeds" test $? -eq 0
 check "train reuses the prepared file" grep -q "data: reusing the prepared dataset last_run_prepared/" train.txt

@@ -609,6 +609,12 @@ check "a watchdog stop saves the model as at the end" test -f out_watchdog/model
 printf 'wandb_project:\nmodel_type: AutoModelForCausalLM\nload_in_8bit: false\n' | cat run.yaml - > run_axolotl.yaml
 "$tiertrain" plan run_axolotl.yaml "${overrides[@]}" > plan_axolotl.txt 2>&1
 check "axolotl's keys are noted at start" grep -q "config: 3 of axolotl's keys and values" plan_axolotl.txt
+if [ ${#overrides[@]} -eq 0 ] && ! nvidia-smi -L > /dev/null 2>&1; then
+  "$tiertrain" plan run_axolotl.yaml bf16=true > plan_bf16.txt 2>&1
+  check "bf16: true with device auto and no GPU plans on the CPU, saying so" \
+    grep -q "device: auto found no GPU .*: the CPU backend trains in fp32, not in the bf16 that bf16: true asks" \
+    plan_bf16.txt
+fi
 printf 'load_in_8bit: true\nlearning_rat: 1\n' | cat run.yaml - > run_refused.yaml
 "$tiertrain" plan run_refused.yaml "${overrides[@]}" > plan_refused.txt 2>&1
 check "a refused key and an unknown key are reported together" \

@@ -10,9 +10,16 @@
 #include "ops/cuda/backend_cuda.h"
 #endif
 
+/* device: auto without a GPU: a config written for a GPU (axolotl's bf16: true, bnb_4bit_compute_dtype: bfloat16) runs
+ * on the CPU backend in its fp32, said in one line; device: cpu with them is a contradiction, an error. */
 static void select_cpu(const tt_run_config *run, tt_device *device, const char *why) {
-    if (run->bf16 == TT_BF16_ON)
+    const bool automatic = run->device == TT_DEVICE_AUTO;
+    if (run->bf16 == TT_BF16_ON && !automatic)
         tt_die("bf16: true needs device: cuda (%s); the CPU backend computes in fp32. Set bf16: auto or false", why);
+    if (automatic && (run->bf16 == TT_BF16_ON || run->bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_BF16))
+        printf("device: auto found no GPU (%s): the CPU backend trains in fp32, not in the bf16 that %s asks of a GPU "
+               "(device: cuda makes a missing GPU an error)\n",
+               why, run->bf16 == TT_BF16_ON ? "bf16: true" : "bnb_4bit_compute_dtype: bfloat16");
     if (!run->master_weights)
         tt_die("master_weights: false (bf16 parameters and AdamW state) needs device: cuda (%s); the CPU backend "
                "trains in fp32. Remove master_weights or run on a GPU",
@@ -21,7 +28,7 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
         tt_die("attn_implementation: cudnn and flash are GPU kernels (%s); the CPU backend has one attention. "
                "Set attn_implementation: auto",
                why);
-    if (run->bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_BF16)
+    if (run->bnb_4bit_compute_dtype == TT_COMPUTE_DTYPE_BF16 && !automatic)
         tt_die(
             "bnb_4bit_compute_dtype: bfloat16, but the CPU backend (%s) computes in float32 and dequantizes the 4-bit "
             "weights to float32; set bnb_4bit_compute_dtype: auto or float32, or run on a GPU",

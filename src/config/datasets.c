@@ -10,6 +10,7 @@
 #include <yaml.h>
 
 #include "config/config_internal.h"
+#include "config/split_slice.h"
 #include "core/check.h"
 
 /* ---- setting values ---- */
@@ -299,9 +300,10 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
                            index + 1, text);
             continue;
         }
-        if (strcmp(name, "split") == 0 && strcmp(text, "train") != 0)
-            cfg_die_at(src, value, "datasets entry %d: split '%s': a local JSON/JSONL file has one split, train",
-                       index + 1, text);
+        tt_split_slice slice;
+        char why[256];
+        if (strcmp(name, "split") == 0 && !tt_split_slice_parse(text, &slice, why, sizeof why))
+            cfg_die_at(src, value, "datasets entry %d: split '%s': %s", index + 1, text, why);
         char **field = (char **)((char *)spec + ek->offset);
         if (*field) cfg_die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
         *field = tt_xstrdup(text);

@@ -107,7 +107,11 @@ static void set_enum(void *field, const key_spec *k, const source *src, yaml_nod
 void cfg_apply_key(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc, yaml_node_t *node) {
     void *field = (char *)c + k->offset;
     char buf[256];
-    if (k->null_is_default && cfg_is_null(node)) {
+    /* axolotl's templates write unused keys with nothing after the colon (fp16:, warmup_steps:), meaning the default;
+     * a string key's null is unset, its own value */
+    const bool scalar = k->type == KEY_BOOL || k->type == KEY_INT || k->type == KEY_FLOAT || k->type == KEY_ENUM ||
+                        k->type == KEY_BYTES;
+    if (cfg_is_null(node) && (k->null_is_default || (scalar && !k->minus_one_unset && !src->built_in))) {
         apply_default(c, k);
         return;
     }
@@ -438,7 +442,8 @@ void tt_run_config_free(tt_run_config *c) {
     free(c->special_bos);
     free(c->special_eos);
     free(c->special_pad);
-    c->special_bos = c->special_eos = c->special_pad = NULL;
+    free(c->special_unk);
+    c->special_bos = c->special_eos = c->special_pad = c->special_unk = NULL;
     free(c->frozen_layers);
     c->frozen_layers = NULL;
     c->frozen_layer_count = 0;

@@ -153,6 +153,7 @@ typedef struct tt_run_config {
     bool shuffle_merged_datasets; /* the prepared file's documents in a seeded order (else input order) */
     char *tokenizer_config;       /* tokenizer.json or its directory; NULL: base_model's */
     char *special_bos, *special_eos, *special_pad; /* special_tokens overrides, or NULL */
+    char *special_unk; /* special_tokens' unk_token: must be the tokenizer's own (axolotl's configs restate it) */
     tt_train_on_eos train_on_eos;                  /* chat_template datasets without their own */
     char *chat_template;        /* chat_template datasets without their own: NULL is tokenizer_default */
     char *chat_template_jinja;  /* the template (or its file) for chat_template: jinja */

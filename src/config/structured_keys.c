@@ -15,8 +15,8 @@
 
 void cfg_set_special_tokens(tt_run_config *c, const key_spec *k, const source *src, yaml_document_t *doc,
                             yaml_node_t *node) {
-    char **slots[3] = {&c->special_bos, &c->special_eos, &c->special_pad};
-    for (int i = 0; i < 3; i++) {
+    char **slots[4] = {&c->special_bos, &c->special_eos, &c->special_pad, &c->special_unk};
+    for (int i = 0; i < 4; i++) {
         free(*slots[i]);
         *slots[i] = NULL;
     }
@@ -26,9 +26,10 @@ void cfg_set_special_tokens(tt_run_config *c, const key_spec *k, const source *s
     for (yaml_node_pair_t *pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
         yaml_node_t *key = yaml_document_get_node(doc, pair->key), *value = yaml_document_get_node(doc, pair->value);
         const char *name = key->type == YAML_SCALAR_NODE ? cfg_scalar_text(key) : "";
-        int slot = cfg_index_in_list("bos_token|eos_token|pad_token", name, false);
+        int slot = cfg_index_in_list("bos_token|eos_token|pad_token|unk_token", name, false);
         if (slot < 0)
-            cfg_die_at(src, key, "special_tokens: '%s' is not supported; it takes bos_token, eos_token and pad_token",
+            cfg_die_at(src, key,
+                       "special_tokens: '%s' is not supported; it takes bos_token, eos_token, pad_token and unk_token",
                        name);
         if (value->type != YAML_SCALAR_NODE || cfg_is_null(value) || !*cfg_scalar_text(value))
             cfg_die_at(src, value, "special_tokens: %s: expected a token such as \"<|im_end|>\"", name);

@@ -37,9 +37,9 @@ static void check_model_and_datasets(const tt_run_config *c) {
         chat |= c->dataset_specs[i].type == TT_DATASET_CHAT_TEMPLATE;
     }
     /* keys that shape JSON datasets do nothing to token files: set there they are mistakes */
-    const char *json_key = c->train_on_inputs                                   ? "train_on_inputs: true"
-                           : c->tokenizer_config                                ? "tokenizer_config"
-                           : c->special_bos || c->special_eos || c->special_pad ? "special_tokens"
+    const char *json_key = c->train_on_inputs    ? "train_on_inputs: true"
+                           : c->tokenizer_config ? "tokenizer_config"
+                           : c->special_bos || c->special_eos || c->special_pad || c->special_unk ? "special_tokens"
                            : c->excess_length_strategy != TT_EXCESS_DROP && !c->sample_packing
                                ? "excess_length_strategy: truncate"
                            : !c->shuffle_merged_datasets ? "shuffle_merged_datasets: false"

@@ -164,14 +164,14 @@ static void write_string_list(FILE *out, const tt_run_config *c, const key_spec 
 
 /* special_tokens as a flow mapping of what is set, or ~ */
 static void write_special_tokens(FILE *out, const tt_run_config *c) {
-    if (!c->special_bos && !c->special_eos && !c->special_pad) {
+    if (!c->special_bos && !c->special_eos && !c->special_pad && !c->special_unk) {
         fputs("~", out);
         return;
     }
     fputc('{', out);
-    const char *names[3] = {"bos_token", "eos_token", "pad_token"};
-    const char *values[3] = {c->special_bos, c->special_eos, c->special_pad};
-    for (int i = 0, first = 1; i < 3; i++)
+    const char *names[4] = {"bos_token", "eos_token", "pad_token", "unk_token"};
+    const char *values[4] = {c->special_bos, c->special_eos, c->special_pad, c->special_unk};
+    for (int i = 0, first = 1; i < 4; i++)
         if (values[i]) {
             fprintf(out, "%s%s: ", first ? "" : ", ", names[i]);
             write_yaml_string(out, values[i]);

@@ -16,6 +16,7 @@
 #include "data/chat_template.h"
 #include "data/json_records.h"
 #include "data/sft_examples.h"
+#include "config/split_slice.h"
 #include "data/tokenize_files.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
@@ -182,12 +183,14 @@ void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
         hash_string(&h, d->field_instruction);
         hash_string(&h, d->field_input);
         hash_string(&h, d->field_output);
+        hash_string(&h, d->split);
         if (d->type == TT_DATASET_CHAT_TEMPLATE) hash_chat_entry(&h, run, i, tokenizer_source(run));
         hash_file(&h, run->datasets[i], false);
     }
     hash_string(&h, run->special_bos);
     hash_string(&h, run->special_eos);
     hash_string(&h, run->special_pad);
+    hash_string(&h, run->special_unk);
     hash_int(&h, run->train_on_inputs);
     hash_int(&h, run->sequence_len);
     hash_int(&h, (int)run->excess_length_strategy);
@@ -206,6 +209,18 @@ static int32_t special_id(const tt_tokenizer *tok, const char *source, const cha
                key, name, override ? "special_tokens" : "tokenizer_config.json", source, key);
     free(name);
     return id;
+}
+
+/* special_tokens' unk_token: axolotl's Llama 2 and Mistral configs restate the tokenizer's own; another would add or
+ * rename a token, which tiertrain does not do to a tokenizer. */
+static void check_unk_token(const tt_run_config *run, const char *source) {
+    if (!run->special_unk) return;
+    char *own = tt_tokenizer_config_token(source, "unk_token");
+    if (!own || strcmp(own, run->special_unk) != 0)
+        tt_die("special_tokens: unk_token '%s' is not the tokenizer's own unknown token (%s%s%s in %s); tiertrain "
+               "does not add or rename tokens: remove unk_token or set it to the tokenizer's",
+               run->special_unk, own ? "'" : "", own ? own : "none", own ? "'" : "", source);
+    free(own);
 }
 
 /* ---- building the documents ---- */
@@ -305,6 +320,22 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
                          const tt_chat_format *chat, doc_builder *b) {
     const char *path = run->datasets[entry];
     const tt_dataset_spec *spec = &run->dataset_specs[entry];
+    /* split: a slice of the file's records (a first pass counts them) */
+    int64_t begin = 0, end = INT64_MAX;
+    tt_split_slice slice = {0};
+    char why[256];
+    if (spec->split) TT_CHECK(tt_split_slice_parse(spec->split, &slice, why, sizeof why), "split %s", spec->split);
+    if (!tt_split_slice_is_whole(&slice)) {
+        tt_json_records *counting = tt_json_records_open(path);
+        int64_t records = 0;
+        for (json_t *record; (record = tt_json_records_next(counting)) != NULL; records++) json_decref(record);
+        tt_json_records_close(counting);
+        tt_split_slice_range(&slice, records, &begin, &end);
+        tt_info("preprocess: %s: split %s takes records %lld to %lld of %lld", path, spec->split, (long long)begin,
+                (long long)end, (long long)records);
+    }
+    int64_t record_index = 0;
+    bool stopped_early = false; /* at the slice's end: the counting pass read the rest */
     tt_json_records *records = tt_json_records_open(path);
     tt_sft_example *examples = chat ? NULL : tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_sft_example), "examples");
     tt_chat_example *chats = chat ? tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_chat_example), "conversations") : NULL;
@@ -317,9 +348,15 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
         int n = 0;
         while (n < TT_PREPARE_CHUNK) {
             json_t *record = tt_json_records_next(records);
-            if (!record) {
+            if (!record || record_index >= end) {
+                if (record) json_decref(record);
+                stopped_early = record != NULL;
                 more = false;
                 break;
+            }
+            if (record_index++ < begin) {
+                json_decref(record);
+                continue;
             }
             if (chat) tt_chat_record(chat, record, tt_json_records_where(records), &chats[n]);
             else
@@ -349,7 +386,10 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
         if (more || read >= 10 * TT_PREPARE_CHUNK)
             printf("preprocess: %s: %lld records tokenized\n", path, (long long)read);
     }
-    tt_json_records_close(records);
+    if (stopped_early) tt_json_records_discard(records);
+    else tt_json_records_close(records);
+    if (read == 0 && spec->split && !tt_split_slice_is_whole(&slice))
+        tt_die("dataset %s: split %s takes none of its records; widen the slice", path, spec->split);
     if (read == 0) tt_die("dataset %s holds no records; remove it from datasets or add data", path);
     tt_info("preprocess: %s (%s): %lld records, %lld documents kept%s", path, tt_dataset_type_name(spec->type),
             (long long)read, (long long)b->documents - (long long)documents_before,
@@ -417,6 +457,7 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
         .eos = special_id(tok, source, run->special_eos, "eos_token"),
     };
     int32_t pad = special_id(tok, source, run->special_pad, "pad_token");
+    check_unk_token(run, source);
     bool needs_eos = false; /* chat templates write their own end-of-turn tokens */
     for (int i = 0; i < run->dataset_count; i++)
         needs_eos |= run->dataset_specs[i].type != TT_DATASET_INPUT_OUTPUT &&

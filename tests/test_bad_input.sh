@@ -22,6 +22,7 @@ byte_llama model 1 64
 byte_corpus "$tiertrain" "$source_dir" 4000 corpus.tok
 cat > run.yaml <<'YAML'
 model_config: model/config.json
+overwrite_output_dir: true  # the runs here reuse output directories on purpose
 datasets: [corpus.tok]
 sequence_len: 16
 max_steps: 1

@@ -35,6 +35,7 @@ static const char *const all_keys[] = {"base_model",
                                        "adam_epsilon",
                                        "seed",
                                        "output_dir",
+                                       "overwrite_output_dir",
                                        "save_strategy",
                                        "save_steps",
                                        "eval_steps",
@@ -121,7 +122,7 @@ static const char *const all_keys[] = {"base_model",
                                        "sample_packing_bin_size",
                                        "sample_packing_group_size"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 108 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 109 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

@@ -31,6 +31,7 @@ byte_llama model 2 64
 byte_corpus "$tiertrain" "$source_dir" 20000 corpus.tok
 cat > run.yaml <<'YAML'
 model_config: model/config.json
+overwrite_output_dir: true  # the runs here reuse output directories on purpose
 datasets: [corpus.tok]
 sequence_len: 32
 micro_batch_size: 2

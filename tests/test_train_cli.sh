@@ -24,7 +24,8 @@ train_mode() {
   local prefix=$1 mode=$2 reference=$3 mode_args
   name=${prefix}_$(echo "$mode" | tr -c 'a-z0-9\n' '_' | cut -c1-100)
   IFS=';' read -r -a mode_args <<< "$mode"
-  "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir="out_$name" "${mode_args[@]}" > "train_$name.txt" 2>&1
+  "$tiertrain" train --config run.yaml "${overrides[@]}" overwrite_output_dir=true output_dir="out_$name" "${mode_args[@]}" \
+    > "train_$name.txt" 2>&1
   check "$mode: training succeeds" test $? -eq 0
   check "$mode: weights are bit-identical" cmp -s "$reference/model.safetensors" "out_$name/model.safetensors"
 }
@@ -540,7 +541,7 @@ check "... with bit-identical final weights" cmp -s out_epochs/model.safetensors
 grep '"loss"' out_epochs/metrics.jsonl | tail -n +$((mid + 1)) | sed 's/"step_seconds.*//' > losses_epochs.txt
 grep '"loss"' out_epochs_resumed/metrics.jsonl | sed 's/"step_seconds.*//' > losses_epochs_resumed.txt
 check "... and bit-identical losses for every step after it" cmp -s losses_epochs.txt losses_epochs_resumed.txt
-"$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[corpus.tok] sample_packing=true > train_pack_long.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[corpus.tok] sample_packing=true output_dir=out_pack_long > train_pack_long.txt 2>&1
 check "sample_packing: documents longer than sequence_len are all dropped: a clear error" \
   grep -q "no document is left to pack (2 longer than sequence_len 32 were dropped)" train_pack_long.txt
 "$tiertrain" train --config run.yaml "${overrides[@]}" datasets=[corpus.tok] sample_packing=true \
@@ -619,6 +620,34 @@ printf 'load_in_8bit: true\nlearning_rat: 1\n' | cat run.yaml - > run_refused.ya
 "$tiertrain" plan run_refused.yaml "${overrides[@]}" > plan_refused.txt 2>&1
 check "a refused key and an unknown key are reported together" \
   grep -q "the configuration has 2 problems" plan_refused.txt
+
+# A previous run in output_dir: refused without --resume, replaced with overwrite_output_dir; a resumed run's
+# metrics.jsonl holds each step once; an output_dir that is a file is named as the cause.
+"$tiertrain" train --config run.yaml "${overrides[@]}" > train_again.txt 2>&1
+check "a fresh run into a previous run's output_dir is refused" test $? -ne 0
+check "... naming what is there and the ways out" \
+  grep -q "output_dir out_a holds a previous run (metrics.jsonl, model.safetensors, checkpoint-6 and older checkpoints); pass --resume" \
+  train_again.txt
+cp -r out_a out_replaced
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_replaced overwrite_output_dir=true max_steps=2 \
+  save_steps=0 > train_replaced.txt 2>&1
+check "overwrite_output_dir replaces it" test $? -eq 0
+check "... the old checkpoints removed (only this run's checkpoint-2)" \
+  test "$(cd out_replaced && ls -d checkpoint-* | tr '\n' ' ')" = "checkpoint-2 "
+check "... and metrics.jsonl this run's alone" test "$(grep -c '"loss"' out_replaced/metrics.jsonl)" -eq 2
+cp -r out_a out_replay
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_replay \
+  resume_from_checkpoint=out_replay/checkpoint-3 > train_replay.txt 2>&1
+check "a run resumed from checkpoint-3 of 6 trains" test $? -eq 0
+check "... and its metrics.jsonl has each of the 6 steps once" \
+  test "$(grep '"loss"' out_replay/metrics.jsonl | sed 's/, "loss".*//' | tr '\n' ' ')" = \
+  '{"step": 1 {"step": 2 {"step": 3 {"step": 4 {"step": 5 {"step": 6 '
+check "... the same rows as the run that never stopped" \
+  cmp -s <(sed 's/"step_seconds.*//' out_a/metrics.jsonl | grep '"loss"') \
+  <(sed 's/"step_seconds.*//' out_replay/metrics.jsonl | grep '"loss"')
+touch not_a_dir
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=not_a_dir > train_file_dir.txt 2>&1
+check "an output_dir that is a file is named as the cause" grep -q "not_a_dir is not a directory" train_file_dir.txt
 
 # Every key `--help` prints is documented in docs/CONFIG.md.
 "$tiertrain" train --help > help.txt

@@ -415,6 +415,12 @@ const key_spec cfg_keys[] = {
      .default_text = "./outputs",
      .help = "where checkpoints, the final model and metrics.jsonl go",
      .known_as = "save_dir|save"},
+    {.name = "overwrite_output_dir",
+     .type = KEY_BOOL,
+     .offset = FIELD(overwrite_output_dir),
+     .default_text = "false",
+     .help = "transformers' key: a run that does not resume may replace a previous run in output_dir (its "
+             "checkpoints and metrics.jsonl are removed first); false: such a run is refused"},
     {.name = "save_strategy",
      .type = KEY_ENUM,
      .offset = FIELD(save_strategy),

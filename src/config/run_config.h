@@ -154,12 +154,12 @@ typedef struct tt_run_config {
     char *tokenizer_config;       /* tokenizer.json or its directory; NULL: base_model's */
     char *special_bos, *special_eos, *special_pad; /* special_tokens overrides, or NULL */
     char *special_unk; /* special_tokens' unk_token: must be the tokenizer's own (axolotl's configs restate it) */
-    tt_train_on_eos train_on_eos;                  /* chat_template datasets without their own */
-    char *chat_template;        /* chat_template datasets without their own: NULL is tokenizer_default */
-    char *chat_template_jinja;  /* the template (or its file) for chat_template: jinja */
-    char *chat_template_kwargs; /* chat_template datasets: more variables of the template, a JSON object's text
+    tt_train_on_eos train_on_eos; /* chat_template datasets without their own */
+    char *chat_template;          /* chat_template datasets without their own: NULL is tokenizer_default */
+    char *chat_template_jinja;    /* the template (or its file) for chat_template: jinja */
+    char *chat_template_kwargs;   /* chat_template datasets: more variables of the template, a JSON object's text
                                     (from YAML's mapping); NULL: none */
-    char **eot_tokens;          /* chat_template datasets: the end-of-turn tokens train_on_eot picks from; NULL (not
+    char **eot_tokens;            /* chat_template datasets: the end-of-turn tokens train_on_eot picks from; NULL (not
                                     given): the tokenizer's eos_token alone; given, even [], a non-NULL array */
     int eot_token_count;
     tt_excess_length excess_length_strategy; /* documents longer than sequence_len */
@@ -187,6 +187,7 @@ typedef struct tt_run_config {
     int64_t seed;
     /* output and evaluation */
     char *output_dir;
+    bool overwrite_output_dir;      /* a fresh run may replace a previous one in output_dir */
     tt_save_strategy save_strategy; /* no: no checkpoints, no final model */
     double save_steps;              /* 0: only at the end; below 1: that fraction of the run's steps */
     int64_t saves_per_epoch;        /* axolotl's: save_steps = 1 / (saves_per_epoch x num_epochs); 0: not given */

@@ -29,6 +29,11 @@ void tt_make_directories(const char *path) {
         *p = '/';
     }
     if (mkdir(buf, 0755) != 0 && errno != EEXIST) tt_die("cannot create directory %s: %s", buf, strerror(errno));
+    /* what stands there must be a directory: the cause named here, not in the first file written into it */
+    struct stat st;
+    if (stat(buf, &st) != 0) tt_die("cannot use directory %s: %s", buf, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        tt_die("%s is not a directory (a file of that name is in the way); choose another path", buf);
 }
 
 /* Removes a directory that tiertrain itself wrote (files only, no subdirectories). */
@@ -248,12 +253,44 @@ char *tt_checkpoint_find_latest(const char *output_dir) {
     return tt_xstrdup(path);
 }
 
+static void keep_newest(const char *output_dir, int64_t keep, const char *why);
+
+void tt_output_dir_check_previous_run(const char *output_dir, bool resuming, bool overwrite, bool leader) {
+    if (resuming) return;
+    static const char *const products[] = {"metrics.jsonl", "model.safetensors", "model.safetensors.index.json",
+                                           "adapter_model.safetensors"};
+    char found[1024] = "", path[4400];
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof products / sizeof products[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", output_dir, products[i]);
+        if (access(path, F_OK) == 0)
+            used += (size_t)snprintf(found + used, used < sizeof found ? sizeof found - used : 0, "%s%s",
+                                     used ? ", " : "", products[i]);
+    }
+    char *latest = tt_checkpoint_find_latest(output_dir);
+    if (latest && used < sizeof found)
+        snprintf(found + used, sizeof found - used, "%s%s and older checkpoints", used ? ", " : "",
+                 strrchr(latest, '/') + 1);
+    free(latest);
+    if (!found[0]) return;
+    if (!overwrite)
+        tt_die("output_dir %s holds a previous run (%s); pass --resume to continue it, set overwrite_output_dir: true "
+               "to replace it, or choose another output_dir",
+               output_dir, found);
+    if (!leader) return;
+    keep_newest(output_dir, 0, "overwrite_output_dir");
+    snprintf(path, sizeof path, "%s/metrics.jsonl", output_dir);
+    if (unlink(path) != 0 && errno != ENOENT)
+        tt_die("overwrite_output_dir: cannot remove %s: %s", path, strerror(errno));
+    tt_info("overwrite_output_dir: replaced the previous run in %s (%s)", output_dir, found);
+}
+
 static int compare_steps(const void *a, const void *b) {
     const long long x = *(const long long *)a, y = *(const long long *)b;
     return (x > y) - (x < y);
 }
 
-void tt_checkpoint_keep_newest(const char *output_dir, int64_t keep) {
+static void keep_newest(const char *output_dir, int64_t keep, const char *why) {
     DIR *d = opendir(output_dir);
     if (!d) return;
     long long *steps = NULL;
@@ -275,9 +312,15 @@ void tt_checkpoint_keep_newest(const char *output_dir, int64_t keep) {
     for (size_t i = 0; i + (size_t)keep < count; i++) {
         snprintf(path, sizeof path, "%s/checkpoint-%lld", output_dir, steps[i]);
         remove_flat_directory(path);
-        tt_info("save_total_limit %lld: removed %s", (long long)keep, path);
+        tt_info("%s: removed %s", why, path);
     }
     free(steps);
+}
+
+void tt_checkpoint_keep_newest(const char *output_dir, int64_t keep) {
+    char why[64];
+    snprintf(why, sizeof why, "save_total_limit %lld", (long long)keep);
+    keep_newest(output_dir, keep, why);
 }
 
 static bool ends_with(const char *s, const char *suffix) {

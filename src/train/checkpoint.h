@@ -52,6 +52,12 @@ tt_dtype tt_adapter_dtype(const tt_model_state *model);
 /* What adapter_config.json names as the base: base_model, or model_config for a random-init base. */
 const char *tt_run_base_model_name(const tt_run_config *run);
 
+/* A run that does not resume (no --resume, no resume_from_checkpoint) into an output_dir that holds a previous run
+ * (checkpoints, a saved model or adapter, metrics.jsonl) is refused, naming what is there, unless overwrite_output_dir
+ * (transformers' key): then the leader removes the previous checkpoints and metrics.jsonl first, so that a later
+ * --resume cannot pick them and the metrics are this run's. */
+void tt_output_dir_check_previous_run(const char *output_dir, bool resuming, bool overwrite, bool leader);
+
 /* save_total_limit: deletes the checkpoint-<N> directories of output_dir but the `keep` with the largest N. */
 void tt_checkpoint_keep_newest(const char *output_dir, int64_t keep);
 

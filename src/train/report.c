@@ -1,10 +1,14 @@
 #include "train/report.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "core/check.h"
+#include "model/safetensors.h"
 
 void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress) {
     memset(r, 0, sizeof(*r));
@@ -14,6 +18,37 @@ void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress) {
     if (!r->metrics) tt_die("cannot open %s for writing: check output_dir", path);
     r->enabled = progress;
     r->live = progress && isatty(STDOUT_FILENO);
+}
+
+void tt_metrics_keep_steps(const char *output_dir, int64_t step) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", output_dir);
+    FILE *in = fopen(path, "r");
+    if (!in) return; /* no rows yet: nothing to keep */
+    char *kept = NULL;
+    size_t kept_size = 0;
+    FILE *out = open_memstream(&kept, &kept_size);
+    if (!out) tt_die("out of host memory rewriting %s", path);
+    char *line = NULL;
+    size_t capacity = 0;
+    int64_t dropped = 0;
+    for (ssize_t n; (n = getline(&line, &capacity, in)) > 0;) {
+        long long row_step;
+        if (sscanf(line, "{\"step\": %lld", &row_step) == 1 && row_step > step) {
+            dropped++;
+            continue;
+        }
+        fwrite(line, 1, (size_t)n, out);
+    }
+    free(line);
+    fclose(in);
+    fclose(out);
+    if (dropped) {
+        tt_write_file_atomic(path, kept, kept_size);
+        tt_info("metrics.jsonl: removed %lld row(s) after step %lld, which this run trains again", (long long)dropped,
+                (long long)step);
+    }
+    free(kept);
 }
 
 static void format_duration(double seconds, char *buf, size_t size) {

@@ -30,6 +30,9 @@ typedef struct tt_reporter {
 } tt_reporter;
 
 void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress);
+/* A resumed run: output_dir/metrics.jsonl keeps only the rows of steps up to `step` (the checkpoint's), so that the
+ * steps the run replays are in it once. Rewritten whole and renamed into place. */
+void tt_metrics_keep_steps(const char *output_dir, int64_t step);
 void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool print_line);
 void tt_reporter_eval(tt_reporter *r, int64_t step, double eval_loss, int64_t tokens);
 void tt_reporter_close(tt_reporter *r);

@@ -519,7 +519,7 @@ static int64_t total_steps_of(const tt_run_config *run, const tt_dataset *data, 
 /* The initial weights, or a checkpoint's (resume_from_checkpoint, or the latest with --resume) with the trainer's
  * state and the data's position. Returns the checkpoint's directory (the caller frees it), or NULL. */
 static char *resume_or_initialise(tt_model_state *model, tt_trainer_state *trainer, tt_dataset *data,
-                                  const tt_run_config *run, bool resume_latest) {
+                                  const tt_run_config *run, bool resume_latest, bool leader) {
     char *resume_dir = NULL;
     if (run->resume_from_checkpoint) {
         resume_dir = tt_xstrdup(run->resume_from_checkpoint);
@@ -536,6 +536,8 @@ static char *resume_or_initialise(tt_model_state *model, tt_trainer_state *train
     tt_checkpoint_load(model, trainer, resume_dir);
     tt_dataset_set_position(data, trainer->data_epoch, trainer->data_index);
     tt_info("resumed from %s at step %lld", resume_dir, (long long)trainer->global_step);
+    if (leader)
+        tt_metrics_keep_steps(run->output_dir, trainer->global_step); /* the steps it replays are written anew */
     return resume_dir;
 }
 
@@ -695,6 +697,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_make_directories(run->output_dir);
     tt_checkpoint_remove_incomplete(run->output_dir);
+    tt_output_dir_check_previous_run(run->output_dir, resume_latest || run->resume_from_checkpoint,
+                                     run->overwrite_output_dir, !comm || comm->rank == 0);
 
     tt_model_config model_config;
     tt_load_model_config_for_run(run, &model_config);
@@ -727,7 +731,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
 
     tt_trainer_state trainer = {0};
     tt_rng_seed(&trainer.rng, (uint64_t)run->seed);
-    char *resume_dir = resume_or_initialise(&model, &trainer, &data, run, resume_latest);
+    char *resume_dir = resume_or_initialise(&model, &trainer, &data, run, resume_latest, rank == 0);
     tt_info("data: %lld training and %lld eval %s of %lld tokens; %lld steps of %lld sequences (%lld tokens)",
             (long long)data.train_count, (long long)data.eval_count,
             data.packed      ? "sequences (packed documents)"

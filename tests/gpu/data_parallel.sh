@@ -48,6 +48,7 @@ head -c 60000 "$source_dir/README.md" > corpus.txt
 "$tiertrain" tokenize --bytes -o corpus.tok corpus.txt > /dev/null
 cat > run.yaml <<'YAML'
 model_config: llama/config.json
+overwrite_output_dir: true  # the runs here reuse output directories on purpose
 datasets: [corpus.tok]
 sequence_len: 64
 micro_batch_size: 2

@@ -348,9 +348,23 @@ static bool apply_attention_value(tt_run_config *c, const source *src, yaml_node
     return false;
 }
 
-static bool apply_optimizer_value(const source *src, yaml_node_t *node, const char *text) {
+static bool apply_optimizer_value(tt_run_config *c, const source *src, yaml_node_t *node, const char *text) {
+    if (strcmp(text, "paged_adamw_32bit") == 0 || strcmp(text, "paged_adamw") == 0) {
+        /* bitsandbytes' paged AdamW: AdamW with fp32 moments whose memory pages to the host under pressure; the
+         * same update as tiertrain's, and tiertrain's plan places the state (optimizer_cpu_offload keeps it on the
+         * host) */
+        free(c->optimizer);
+        c->optimizer = tt_xstrdup("adamw_torch");
+        char item[200];
+        snprintf(item, sizeof item, "optimizer: %s (= adamw_torch)", text);
+        note(c,
+             "bitsandbytes' paged 32-bit AdamW: the same AdamW update with fp32 moments; tiertrain's plan places "
+             "the state (optimizer_cpu_offload: true keeps it in host memory)",
+             item);
+        return true;
+    }
     static const char *const eight_bit = "adamw_bnb_8bit|adamw_8bit|paged_adamw_8bit|adamw_torch_8bit|"
-                                         "adamw_torch_4bit|paged_adamw_32bit|paged_adamw|paged_lion_8bit|"
+                                         "adamw_torch_4bit|paged_lion_8bit|"
                                          "paged_lion_32bit|lion_8bit|lion_32bit|ademamix_8bit|paged_ademamix_8bit|"
                                          "paged_ademamix_32bit";
     if (cfg_index_in_list(eight_bit, text, false) >= 0)
@@ -377,7 +391,7 @@ bool cfg_apply_foreign_value(tt_run_config *c, const key_spec *k, const source *
     if (node->type != YAML_SCALAR_NODE || cfg_is_null(node)) return false;
     const char *text = cfg_scalar_text(node);
     if (strcmp(k->name, "attn_implementation") == 0) return apply_attention_value(c, src, node, text);
-    if (strcmp(k->name, "optimizer") == 0) return apply_optimizer_value(src, node, text);
+    if (strcmp(k->name, "optimizer") == 0) return apply_optimizer_value(c, src, node, text);
     if (strcmp(k->name, "save_strategy") == 0 && strcmp(text, "best") == 0)
         cfg_die_at(src, node,
                    "save_strategy: best saves when metric_for_best_model improves, which tiertrain does not track; "

@@ -35,7 +35,8 @@ test-sanitize: deps
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
-FUZZ_TARGETS := safetensors model_config token_file token_file_v2 tokenizer run_config json_dataset chat_template
+FUZZ_TARGETS := safetensors model_config token_file token_file_v2 tokenizer tokenizer_regex run_config json_dataset \
+                chat_template
 FUZZ_SOURCES := src/core/check.c $(sort $(filter-out src/config/run_translation.c,$(wildcard src/config/*.c))) src/core/dtype.c src/core/fault_inject.c src/core/input_file.c src/core/json_describe.c src/core/rng.c src/model/safetensors.c \
                 src/model/bnb_checkpoint.c src/model/quant4.c src/model/lora_modules.c $(sort $(wildcard src/model/arch*.c)) \
                 src/model/config_reader.c src/model/saved_slots.c \

@@ -3,8 +3,10 @@
  * order by rank, leftmost first on equal ranks, ignore_merges, NFC, added tokens, invalid UTF-8
  * and offsets. SentencePiece-style BPE: Prepend/Replace normalizers, byte fallback, fuse_unk,
  * added-token lstrip / rstrip / single_word, the template's BOS. Metaspace's prepend_scheme and
- * split. Then bad tokenizer.json files,
- * each an error naming the file and the key. The real tokenizers are in test_tokenizer_real.sh. */
+ * split. Split and Replace patterns written in the test: \s and \S spelled out, String patterns,
+ * (*NO_JIT), every PCRE2 error as an error of the tokenizer, the work budget of a document. Then bad
+ * tokenizer.json files, each an error naming the file and the key. The real tokenizers are in
+ * test_tokenizer_real.sh. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -146,6 +148,234 @@ static void test_regex_replace(void) {
     tt_expect_die(load_scratch, "regex_empty.json", "can match the empty string");
 }
 
+/* ---- Split and Replace patterns: translation, literals, every PCRE2 outcome, the work budget ---- */
+
+/* Writes scratch/name: a small BPE tokenizer (a b ab, space, ., c x, ▁ h i hi ▁hi, "ab " merged from ab and a space,
+ * \n \r) with the given added tokens (a JSON list), normalizer and pre-tokenizer (JSON text, or null). */
+static void write_small_tokenizer_added(const char *name, const char *added_tokens, const char *normalizer,
+                                        const char *pre_tokenizer) {
+    static char text[1 << 18];
+    snprintf(
+        text, sizeof text,
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \" \": 3, \".\": 4, \"c\": 5, "
+        "\"x\": 6, \"\u2581\": 7, \"h\": 8, \"i\": 9, \"hi\": 10, \"\u2581hi\": 11, \"ab \": 12, \"\\n\": 13, \"\\r\": 14}, "
+        "\"merges\": [\"a b\", \"h i\", \"\u2581 hi\", [\"ab\", \" \"]]}, \"normalizer\": %s, \"pre_tokenizer\": %s, \"added_tokens\": %s}",
+        normalizer, pre_tokenizer, added_tokens);
+    tt_test_write_text(name, text);
+}
+
+static void write_small_tokenizer(const char *name, const char *normalizer, const char *pre_tokenizer) {
+    write_small_tokenizer_added(name, "[]", normalizer, pre_tokenizer);
+}
+
+static tt_tokenizer *load_scratch_tokenizer(const char *name) {
+    char *p = tt_test_path(name);
+    tt_tokenizer *tok = tt_tokenizer_load(p);
+    free(p);
+    return tok;
+}
+
+/* A Split of the given pattern ("Regex" or "String") and behavior, as JSON */
+static const char *split_json(const char *kind, const char *pattern, const char *behavior) {
+    static char json[1 << 17];
+    snprintf(json, sizeof json,
+             "{\"type\": \"Split\", \"pattern\": {\"%s\": \"%s\"}, \"behavior\": \"%s\", \"invert\": false}", kind,
+             pattern, behavior);
+    return json;
+}
+
+/* A tokenizer file and a text, encoded in a child process by tt_expect_die */
+typedef struct encode_job {
+    const char *file;
+    const char *text;
+    size_t len;
+} encode_job;
+static void encode_scratch(void *arg) {
+    const encode_job *job = arg;
+    tt_tokenizer *tok = load_scratch_tokenizer(job->file);
+    tt_token_ids out = {0};
+    tt_tokenizer_encode(tok, job->text, job->len, false, &out);
+    tt_token_ids_free(&out);
+    tt_tokenizer_free(tok);
+}
+
+static char *repeat_text(const char *unit, size_t times, size_t *len) {
+    const size_t n = strlen(unit);
+    char *text = malloc(n * times + 1);
+    for (size_t i = 0; i < times; i++) memcpy(text + i * n, unit, n);
+    text[n * times] = 0;
+    *len = n * times;
+    return text;
+}
+
+/* Each \s and \S is spelled out as Oniguruma's White_Space set, about 100 bytes for 2 (once a heap overflow: the
+ * translation's buffer was sized 40 bytes a pattern byte); inside a class too. */
+static void test_split_white_space_escapes(void) {
+    write_small_tokenizer("split_s.json", "null",
+                          split_json("Regex", "\\\\s\\\\s\\\\s\\\\s\\\\s\\\\s\\\\s\\\\s|\\\\s", "Removed"));
+    tt_tokenizer *tok = load_scratch_tokenizer("split_s.json");
+    IDS(tok, "ab ab", false, "\\s: one space removed", 2, 2);
+    IDS(tok, "ab         ab", false, "\\s: nine spaces removed", 2, 2);
+    IDS(tok,
+        "ab\xe3\x80\x80"
+        "ab",
+        false, "\\s: U+3000 is White_Space", 2, 2);
+    tt_tokenizer_free(tok);
+    write_small_tokenizer("split_class.json", "null",
+                          split_json("Regex", "[\\\\s.]+|\\\\S\\\\S\\\\S\\\\S\\\\S\\\\S\\\\S\\\\S", "Removed"));
+    tok = load_scratch_tokenizer("split_class.json");
+    IDS(tok, "ab. ab", false, "[\\s.]+ removed", 2, 2);
+    IDS(tok, "ab abababab", false, "eight \\S removed", 2);
+    tt_tokenizer_free(tok);
+    /* a pattern longer than any real one is refused before it is translated or compiled */
+    size_t len;
+    char *long_pattern = repeat_text("\\\\s", 40000, &len);
+    write_small_tokenizer("split_long.json", "null", split_json("Regex", long_pattern, "Removed"));
+    free(long_pattern);
+    tt_expect_die(load_scratch, "split_long.json",
+                  "pre_tokenizer.pattern: the pattern is 80000 bytes; tiertrain reads patterns of at most 65536 bytes");
+}
+
+/* A String pattern is matched as it is written (Gemma 3's Split {"String": " "} was refused: PCRE2 takes no
+ * PCRE2_UCP beside PCRE2_LITERAL) */
+static void test_split_string_pattern(void) {
+    write_small_tokenizer("split_string.json", "null", split_json("String", " ", "Removed"));
+    tt_tokenizer *tok = load_scratch_tokenizer("split_string.json");
+    IDS(tok, "ab ab", false, "String \" \", Removed", 2, 2);
+    tt_tokenizer_free(tok);
+    write_small_tokenizer("split_isolated.json", "null", split_json("String", " ", "Isolated"));
+    tok = load_scratch_tokenizer("split_isolated.json");
+    IDS(tok, "ab ab", false, "String \" \", Isolated: the space is a piece of its own", 2, 3, 2);
+    tt_tokenizer_free(tok);
+    /* with the space not split off, "ab " merges: what Gemma 3's MergedWithPrevious gives */
+    write_small_tokenizer("split_merged.json", "null", split_json("String", " ", "MergedWithPrevious"));
+    tok = load_scratch_tokenizer("split_merged.json");
+    IDS(tok, "ab ab", false, "String \" \", MergedWithPrevious", 12, 2);
+    tt_tokenizer_free(tok);
+    /* "." is a dot, not any character (as a regex it would remove everything) */
+    write_small_tokenizer("split_dot.json", "null", split_json("String", ".", "Removed"));
+    tok = load_scratch_tokenizer("split_dot.json");
+    IDS(tok, "ab.ab", false, "String \".\" is literal", 2, 2);
+    IDS(tok, "a.b", false, "String \".\" keeps a and b apart", 0, 1);
+    tt_tokenizer_free(tok);
+}
+
+/* A pattern PCRE2's JIT does not compile ((*NO_JIT)) is matched by the interpreter (once pcre2_jit_match was called
+ * on it anyway: error -45, an abort) */
+static void test_split_without_jit(void) {
+    write_small_tokenizer("split_nojit.json", "null", split_json("Regex", "(*NO_JIT)\\\\s+", "Removed"));
+    tt_tokenizer *tok = load_scratch_tokenizer("split_nojit.json");
+    IDS(tok, "ab  ab", false, "(*NO_JIT): interpreted", 2, 2);
+    tt_tokenizer_free(tok);
+}
+
+/* Every PCRE2 error is an error naming the file, the key and the pattern, never an abort */
+static void test_regex_errors(void) {
+    size_t len;
+    /* PCRE2's match limit (-47; once an "internal error" abort) */
+    write_small_tokenizer("nested.json", "null", split_json("Regex", "(a+)+b|.", "Isolated"));
+    char *a30 = repeat_text("a", 30, &len);
+    encode_job job = {"nested.json", a30, len};
+    tt_expect_die(
+        encode_scratch, &job,
+        "nested.json: pre_tokenizer.pattern: the pattern /(a+)+b|./ went over the work budget of a document at "
+        "byte 0 of a text of 30 bytes");
+    /* the budget is the document's, not each match's: runs of 20 a's cost each match a million units, under PCRE2's
+     * per-match limit (10^7), and 46 kB of them took minutes */
+    char *runs = repeat_text("aaaaaaaaaaaaaaaaaaaa ", 2200, &len);
+    job = (encode_job){"nested.json", runs, len};
+    tt_expect_die(encode_scratch, &job, "the pattern /(a+)+b|./ went over the work budget of a document");
+    free(runs);
+    /* stretches between added tokens are scanned one by one, sharing the document's budget (a budget per scan would
+     * give each one-byte stretch the whole base) */
+    write_small_tokenizer_added("nested_added.json", "[{\"id\": 15, \"content\": \"<x>\", \"special\": true}]", "null",
+                                split_json("Regex", "(a+)+b|.", "Isolated"));
+    runs = repeat_text("aaaaaaaaaaaaaaaaa<x>", 100, &len);
+    job = (encode_job){"nested_added.json", runs, len};
+    tt_expect_die(encode_scratch, &job, "nested_added.json: pre_tokenizer.pattern: the pattern /(a+)+b|./ went over");
+    free(runs);
+    /* a recursion that loops: JIT code counts it against the match limit; the interpreter finds the loop (-52) */
+    write_small_tokenizer("recurse.json", "null", split_json("Regex", "(?R)", "Isolated"));
+    job = (encode_job){"recurse.json", "ab", 2};
+    tt_expect_die(encode_scratch, &job,
+                  "recurse.json: pre_tokenizer.pattern: the pattern /(?R)/ went over the work budget");
+    write_small_tokenizer("recurse_nojit.json", "null", split_json("Regex", "(*NO_JIT)(?R)", "Isolated"));
+    job = (encode_job){"recurse_nojit.json", "ab", 2};
+    tt_expect_die(
+        encode_scratch, &job,
+        "recurse_nojit.json: pre_tokenizer.pattern: PCRE2 cannot match the pattern /(*NO_JIT)(?R)/ (error -52");
+    /* a group repeated once per character nests a backtracking frame each time: past the heap limit */
+    write_small_tokenizer("deep.json", "null", split_json("Regex", "(?:(a)|b)*$", "Isolated"));
+    char *deep = repeat_text("ab", 1 << 20, &len);
+    job = (encode_job){"deep.json", deep, len};
+    tt_expect_die(encode_scratch, &job, "the pattern /(?:(a)|b)*$/ nests its backtracking too deep at byte 0");
+    free(deep);
+    /* a Replace whose match hits an error ends the encode (it stopped replacing, silently, and the rest of the text
+     * was tokenized unreplaced) */
+    write_small_tokenizer("replace_nested.json",
+                          "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"(a+)+b|c\"}, \"content\": \"x\"}",
+                          "null");
+    char text[64];
+    snprintf(text, sizeof text, "c%sc", a30);
+    job = (encode_job){"replace_nested.json", text, strlen(text)};
+    tt_expect_die(encode_scratch, &job,
+                  "replace_nested.json: normalizer.pattern.Regex: the pattern /(a+)+b|c/ went over the work budget");
+    free(a30);
+    /* \K ends a match where it starts although the pattern's shortest match is one character (once a failed
+     * internal check, an abort) */
+    write_small_tokenizer("replace_k.json",
+                          "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"a\\\\K\"}, \"content\": \"x\"}", "null");
+    job = (encode_job){"replace_k.json", "ab", 2};
+    tt_expect_die(
+        encode_scratch, &job,
+        "replace_k.json: normalizer.pattern.Regex: the Replace pattern /a\\K/ matched the empty string at byte 1");
+}
+
+/* A Replace whose first match starts at byte 0 of a fresh thread's text (its output buffer not allocated yet: once a
+ * memcpy to NULL, undefined, which the sanitizer build reports) */
+static void test_replace_at_start(void) {
+    const char *kinds[2] = {"Regex", "String"};
+    const char *patterns[2] = {" +", " "};
+    for (int k = 0; k < 2; k++) {
+        char normalizer[256];
+        snprintf(normalizer, sizeof normalizer,
+                 "{\"type\": \"Replace\", \"pattern\": {\"%s\": \"%s\"}, \"content\": \"\u2581\"}", kinds[k],
+                 patterns[k]);
+        write_small_tokenizer("replace_start.json", normalizer, "null");
+        tt_tokenizer *tok = load_scratch_tokenizer("replace_start.json");
+        IDS(tok, " hi", false, "Replace at byte 0", 11);
+        IDS(tok, " hi a", false, "Replace at byte 0, then inside", 11, 7, 0);
+        tt_tokenizer_free(tok);
+    }
+}
+
+/* The budget leaves real patterns room: Llama 3's pattern (JIT and interpreted) over a megabyte of one whitespace
+ * run, of newlines, and of words (the corpus's worst match needs 2020 units; a run of spaces one per byte). Every
+ * byte is one id but for the merged "ab"s. */
+static void test_regex_budget_real_patterns(void) {
+    const char *llama3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "
+                         "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
+    const char *units[4] = {" ", "\n", " \r\n", "ab ab. "};
+    for (int jit = 0; jit < 2; jit++) {
+        char pattern[512];
+        snprintf(pattern, sizeof pattern, "%s%s", jit ? "" : "(*NO_JIT)", llama3);
+        write_small_tokenizer("llama3_split.json", "null", split_json("Regex", pattern, "Isolated"));
+        tt_tokenizer *tok = load_scratch_tokenizer("llama3_split.json");
+        for (int u = 0; u < 4; u++) {
+            size_t len;
+            char *text = repeat_text(units[u], (1 << 20) / strlen(units[u]), &len);
+            tt_token_ids out = {0};
+            tt_tokenizer_encode(tok, text, len, false, &out);
+            const int64_t merged = u == 3 ? 2 * (int64_t)(len / strlen(units[u])) : 0;
+            TT_EXPECT(out.count == (int64_t)len - merged, "a megabyte of '%s' (%s): %lld ids, expected %lld", units[u],
+                      jit ? "JIT" : "interpreter", (long long)out.count, (long long)((int64_t)len - merged));
+            tt_token_ids_free(&out);
+            free(text);
+        }
+        tt_tokenizer_free(tok);
+    }
+}
+
 static void test_sentencepiece(void) {
     tt_tokenizer *tok = load_fixture("tiny_sentencepiece.json");
     IDS(tok, "hi", true, "BOS + ▁hi (Prepend + merges)", 1, 9);
@@ -209,12 +439,13 @@ static void test_decode(void) {
     tt_tokenizer_free(tok);
 }
 
-/* decode(encode(text)) == text over the corpus for the real Llama 3.1 (byte-level, no normalizer)
- * and Llama 2 (documents without its special-token strings: those are cut out and the stretch
- * after one gets a ▁ of its own), when test_tokenizer_real.sh has fetched them already. */
+/* decode(encode(text)) == text over the corpus for the real Llama 3.1 (byte-level, no normalizer),
+ * Llama 2 (documents without its special-token strings: those are cut out and the stretch
+ * after one gets a ▁ of its own) and Gemma 3 (spaces replaced by ▁, a Split on a String pattern, no
+ * prefix ▁), when test_tokenizer_real.sh has fetched them already. */
 static void test_real_round_trip(void) {
-    const char *models[2] = {"llama3_1", "llama2"};
-    for (int m = 0; m < 2; m++) {
+    const char *models[3] = {"llama3_1", "llama2", "gemma3"};
+    for (int m = 0; m < 3; m++) {
         char path[4096];
         snprintf(path, sizeof path, "tokenizer_cache/%s/package/models/tokenizer.json", models[m]);
         if (access(path, R_OK) != 0) {
@@ -339,6 +570,12 @@ int main(int argc, char **argv) {
     test_invalid_utf8();
     test_sentencepiece();
     test_regex_replace();
+    test_split_white_space_escapes();
+    test_split_string_pattern();
+    test_split_without_jit();
+    test_regex_errors();
+    test_replace_at_start();
+    test_regex_budget_real_patterns();
     test_metaspace();
     test_decode();
     test_real_round_trip();

@@ -60,12 +60,7 @@ tt_encode_state *tt_encode_state_get(const tt_tokenizer *ctok) {
     tt_encode_state *st = pthread_getspecific(tok->state_key);
     if (st) return st;
     st = tt_xcalloc(1, sizeof *st, "tokenizer thread state");
-    st->match = pcre2_match_data_create(64, NULL);
-    /* whitespace runs of a megabyte recurse deep in JIT code: give it room */
-    st->jit_stack = pcre2_jit_stack_create(32 << 10, 8 << 20, NULL);
-    st->match_context = pcre2_match_context_create(NULL);
-    TT_CHECK(st->match && st->jit_stack && st->match_context, "PCRE2 allocation failed");
-    pcre2_jit_stack_assign(st->match_context, NULL, st->jit_stack);
+    tt_regex_matcher_init(&st->matcher);
     st->cache_slots = tt_xcalloc(CACHE_SLOTS, sizeof(tt_cache_slot), "tokenizer cache");
     st->cache_mask = CACHE_SLOTS - 1;
     st->cache_pool_cap = CACHE_POOL_BYTES;
@@ -90,9 +85,7 @@ void tt_encode_state_free(tt_encode_state *st) {
     free(st->norm_splits.items);
     free(st->ranges.items);
     free(st->ranges2.items);
-    pcre2_match_data_free(st->match);
-    pcre2_match_context_free(st->match_context);
-    pcre2_jit_stack_free(st->jit_stack);
+    tt_regex_matcher_free(&st->matcher);
     free(st->symbols);
     free(st->heap);
     free(st->mapped);

@@ -7,6 +7,16 @@
 #include "core/check.h"
 #include "data/tokenizer_internal.h"
 
+/* Appends in[from, to) with the origins of its bytes. An empty span copies nothing: out may have no buffer yet (its
+ * s NULL), and memcpy to or from NULL is undefined even for zero bytes. */
+static void append_span(tt_text *out, const tt_text *in, size_t from, size_t to) {
+    if (to <= from) return;
+    tt_text_reserve(out, out->len + (to - from));
+    memcpy(out->s + out->len, in->s + from, to - from);
+    memcpy(out->orig + out->len, in->orig + from, (to - from) * sizeof(int64_t));
+    out->len += to - from;
+}
+
 /* A character before which normalization can cut the text: nothing before it can compose with
  * it or be reordered after it. ASCII characters qualify; so do other starters that are not the
  * second half of any canonical composition. The scripts whose starters can be second halves
@@ -41,10 +51,7 @@ static void normalize_chunk(tt_norm_kind kind, const tt_text *in, size_t start, 
     int32_t cp = tt_utf8_decode(in->s + start, &char_len);
     bool decomposes_hangul = (kind == TT_NORM_NFD || kind == TT_NORM_NFKD) && cp >= 0xAC00 && cp <= 0xD7A3;
     if ((size_t)char_len == n && utf8proc_get_property(cp)->decomp_seqindex == UINT16_MAX && !decomposes_hangul) {
-        tt_text_reserve(out, out->len + n);
-        memcpy(out->s + out->len, in->s + start, n);
-        memcpy(out->orig + out->len, in->orig + start, n * sizeof(int64_t));
-        out->len += n;
+        append_span(out, in, start, end);
         return;
     }
     utf8proc_uint8_t *result = NULL;
@@ -52,10 +59,7 @@ static void normalize_chunk(tt_norm_kind kind, const tt_text *in, size_t start, 
         utf8proc_map((const utf8proc_uint8_t *)in->s + start, (utf8proc_ssize_t)n, &result, form_options(kind));
     TT_CHECK(got >= 0, "utf8proc_map failed on valid UTF-8: %s", utf8proc_errmsg(got));
     if ((size_t)got == n && memcmp(result, in->s + start, n) == 0) {
-        tt_text_reserve(out, out->len + n);
-        memcpy(out->s + out->len, in->s + start, n);
-        memcpy(out->orig + out->len, in->orig + start, n * sizeof(int64_t));
-        out->len += n;
+        append_span(out, in, start, end);
     } else {
         tt_text_append(out, (const char *)result, (size_t)got, in->orig[start]);
     }
@@ -82,63 +86,55 @@ static void replace_all(const char *pattern, const char *content, const tt_text 
     while (i < in->len) {
         const char *hit = plen ? memmem(in->s + i, in->len - i, pattern, plen) : NULL;
         size_t stop = hit ? (size_t)(hit - in->s) : in->len;
-        tt_text_reserve(out, out->len + (stop - i));
-        memcpy(out->s + out->len, in->s + i, stop - i);
-        memcpy(out->orig + out->len, in->orig + i, (stop - i) * sizeof(int64_t));
-        out->len += stop - i;
+        append_span(out, in, i, stop);
         if (!hit) break;
         tt_text_append(out, content, clen, in->orig[stop]);
         i = stop + plen;
     }
 }
 
-/* A Regex Replace (tokenizers' Replace normalizer with {"Regex": ...}): every leftmost non-overlapping match replaced by
- * content. The loader refuses patterns that can match the empty string, so every match moves on. */
-static void replace_regex(const pcre2_code *regex, const char *content, const tt_text *in, tt_text *out) {
-    pcre2_match_data *match = pcre2_match_data_create_from_pattern(regex, NULL);
-    TT_CHECK(match != NULL, "PCRE2 match data");
-    const size_t clen = strlen(content);
+/* A Regex Replace (tokenizers' Replace normalizer with {"Regex": ...}): every leftmost non-overlapping match replaced
+ * by content. Every PCRE2 error ends the encode (a Replace that stopped part way would hand on text half replaced,
+ * to be tokenized to wrong ids without a word). */
+static void replace_regex(const tt_tokenizer *tok, const tt_norm_step *step, tt_regex_matcher *matcher,
+                          const tt_text *in, tt_text *out) {
+    tt_regex_scan scan;
+    tt_regex_scan_begin(&scan, &step->regex, tok->path, matcher, in->len);
+    const size_t clen = strlen(step->content);
     size_t i = 0; /* in[0 .. i) is in out */
-    while (i < in->len && pcre2_match(regex, (PCRE2_SPTR)in->s, in->len, i, 0, match, NULL) >= 0) {
-        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(match);
-        const size_t start = ov[0], end = ov[1];
-        TT_CHECK(end > start, "a Replace pattern matched the empty string at byte %zu", start);
-        tt_text_reserve(out, out->len + (start - i));
-        memcpy(out->s + out->len, in->s + i, start - i);
-        memcpy(out->orig + out->len, in->orig + i, (start - i) * sizeof(int64_t));
-        out->len += start - i;
-        tt_text_append(out, content, clen, in->orig[start]);
+    size_t start, end;
+    while (i < in->len && tt_regex_find(&scan, in->s, in->len, i, &start, &end)) {
+        /* the loader refuses a pattern whose shortest match is empty, but \K can still end a match where it starts */
+        if (end <= start)
+            tt_die("%s: %s: the Replace pattern /%s/ matched the empty string at byte %zu; tokenizers would insert "
+                   "the content there, which tiertrain does not reproduce: use a pattern that matches at least one "
+                   "character (without \\K)",
+                   tok->path, step->regex.where, step->regex.pattern, start);
+        append_span(out, in, i, start);
+        tt_text_append(out, step->content, clen, in->orig[start]);
         i = end;
     }
-    tt_text_reserve(out, out->len + (in->len - i));
-    memcpy(out->s + out->len, in->s + i, in->len - i);
-    memcpy(out->orig + out->len, in->orig + i, (in->len - i) * sizeof(int64_t));
-    out->len += in->len - i;
-    pcre2_match_data_free(match);
+    append_span(out, in, i, in->len);
 }
 
-void tt_normalize(const tt_norm_step *steps, int count, const tt_text *in, tt_text *out, tt_text *scratch) {
+void tt_normalize(const tt_tokenizer *tok, tt_regex_matcher *matcher, const tt_text *in, tt_text *out,
+                  tt_text *scratch) {
     /* ping-pong between out and scratch, ending in out */
     out->len = 0;
     tt_text_reserve(out, in->len + 1);
-    if (in->len > 0) memcpy(out->s, in->s, in->len);
-    if (in->len > 0) memcpy(out->orig, in->orig, in->len * sizeof(int64_t));
-    out->len = in->len;
-    for (int k = 0; k < count; k++) {
-        const tt_norm_step *step = &steps[k];
+    append_span(out, in, 0, in->len);
+    for (int k = 0; k < tok->norm_count; k++) {
+        const tt_norm_step *step = &tok->norm[k];
         scratch->len = 0;
         switch (step->kind) {
         case TT_NORM_PREPEND:
             /* tokenizers prepends to non-empty text only; the prefix starts where the text does */
             if (out->len == 0) continue;
             tt_text_append(scratch, step->content, strlen(step->content), out->orig[0]);
-            tt_text_reserve(scratch, scratch->len + out->len);
-            memcpy(scratch->s + scratch->len, out->s, out->len);
-            memcpy(scratch->orig + scratch->len, out->orig, out->len * sizeof(int64_t));
-            scratch->len += out->len;
+            append_span(scratch, out, 0, out->len);
             break;
         case TT_NORM_REPLACE:
-            if (step->regex) replace_regex(step->regex, step->content, out, scratch);
+            if (step->regex.code) replace_regex(tok, step, matcher, out, scratch);
             else replace_all(step->pattern, step->content, out, scratch);
             break;
         default: normalize_form(step->kind, out, scratch); break;

@@ -1,4 +1,4 @@
-/* Pre-tokenizers: the Split regex (PCRE2, JIT), ByteLevel's prefix space and Metaspace, cutting
+/* Pre-tokenizers: the Split regex (regex.c), ByteLevel's prefix space and Metaspace, cutting
  * one normalized stretch of text into pre-tokens as tokenizers' PreTokenizedString::split does.
  * ByteLevel's byte -> character mapping happens in bpe.c, on each pre-token's bytes. */
 #include <string.h>
@@ -76,21 +76,16 @@ static segment *segments_buffer(tt_encode_state *st, size_t need) {
     return st->segments;
 }
 
-static void split_regex(const tt_pre_step *step, tt_encode_state *st, const tt_text *work, const tt_ranges *in,
-                        tt_ranges *out) {
+static void split_regex(const tt_tokenizer *tok, const tt_pre_step *step, tt_encode_state *st, const tt_text *work,
+                        const tt_ranges *in, tt_ranges *out) {
+    tt_regex_scan scan; /* the ranges of one step cover the text once: the text earns its budget once */
+    tt_regex_scan_begin(&scan, &step->regex, tok->path, &st->matcher, work->len);
     for (size_t r = 0; r < in->count; r++) {
         const char *subject = work->s + in->items[r].start;
         size_t len = in->items[r].end - in->items[r].start, base = in->items[r].start;
-        size_t n = 0, pos = 0, gap = 0;
+        size_t n = 0, pos = 0, gap = 0, ms, me;
         segment *seg = segments_buffer(st, 16);
-        while (pos <= len) {
-            int rc = pcre2_jit_match(step->regex, (PCRE2_SPTR)subject, len, pos, 0, st->match, st->match_context);
-            if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-                rc = pcre2_match(step->regex, (PCRE2_SPTR)subject, len, pos, PCRE2_NO_JIT, st->match, NULL);
-            if (rc == PCRE2_ERROR_NOMATCH) break;
-            TT_CHECK(rc > 0, "pre-tokenizer regex match failed (PCRE2 error %d)", rc);
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->match);
-            size_t ms = ov[0], me = ov[1];
+        while (pos <= len && tt_regex_find(&scan, subject, len, pos, &ms, &me)) {
             if (me == ms) { /* an empty match splits nothing; step over one character */
                 if (ms >= len) break;
                 pos = ms + (size_t)tt_utf8_char_len((unsigned char)subject[ms]);
@@ -178,7 +173,7 @@ void tt_pretokenize(const tt_tokenizer *tok, tt_encode_state *st, tt_text *work,
         const tt_pre_step *step = &tok->pre[k];
         next->count = 0;
         switch (step->kind) {
-        case TT_PRE_SPLIT: split_regex(step, st, work, cur, next); break;
+        case TT_PRE_SPLIT: split_regex(tok, step, st, work, cur, next); break;
         case TT_PRE_BYTE_LEVEL_PREFIX: byte_level_prefix(st, work, cur, next); break;
         case TT_PRE_METASPACE: metaspace(step, st, work, cur, next); break;
         }

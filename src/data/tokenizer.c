@@ -18,7 +18,7 @@ static void encode_piece(const tt_tokenizer *tok, tt_encode_state *st, tt_text *
 
 static void encode_stretch(const tt_tokenizer *tok, tt_encode_state *st, size_t start, size_t end, tt_token_ids *out) {
     tt_text view = {st->clean.s + start, st->clean.orig + start, end - start, 0};
-    tt_normalize(tok->norm, tok->norm_count, &view, &st->norm, &st->scratch);
+    tt_normalize(tok, &st->matcher, &view, &st->norm, &st->scratch);
     if (tok->added_normalized.count == 0) {
         if (st->norm.len > 0) encode_piece(tok, st, &st->norm, out);
         return;
@@ -42,6 +42,7 @@ static void encode_stretch(const tt_tokenizer *tok, tt_encode_state *st, size_t 
 
 void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, bool add_special, tt_token_ids *out) {
     tt_encode_state *st = tt_encode_state_get(tok);
+    tt_regex_document_begin(&st->matcher);
     if (add_special)
         for (int32_t k = 0; k < tok->prefix_count; k++) tt_token_ids_push(out, tok->prefix_ids[k], 0);
     tt_utf8_sanitize(text, len, &st->clean);

@@ -47,6 +47,42 @@ static inline int tt_utf8_char_len(unsigned char c) { return c < 0x80 ? 1 : c < 
 int32_t tt_utf8_decode(const char *s, int *len); /* s is valid UTF-8 */
 int tt_utf8_encode(int32_t cp, char *out);       /* returns 1-4 */
 
+/* ---- regexes (regex.c): Split and Replace patterns, matched within a work budget ---- */
+typedef struct tt_regex {
+    pcre2_code *code;
+    char *pattern; /* as tokenizer.json writes it, for messages */
+    char *where;   /* its key in tokenizer.json ("pre_tokenizer.pretokenizers[0].pattern"), for messages */
+    bool jit;      /* PCRE2's JIT compiled it: matched by pcre2_jit_match, else by the interpreter */
+} tt_regex;
+/* Compiles an Oniguruma pattern (tokenizers' syntax, translated to PCRE2's) or, with literal, a String pattern;
+ * tt_die naming file and where when it does not compile. */
+void tt_regex_compile(tt_regex *regex, const char *file, const char *where, const char *pattern, bool literal);
+void tt_regex_free(tt_regex *regex);
+/* What matching needs besides the pattern (one per thread): match data, the JIT stack, the limits, and the work
+ * budget of the document being encoded, which every scan of it adds to and every match draws on (regex.c). */
+typedef struct tt_regex_matcher {
+    pcre2_match_data *match;
+    pcre2_match_context *context;
+    pcre2_jit_stack *jit_stack;
+    uint64_t budget, work_left, scanned_bytes;
+} tt_regex_matcher;
+void tt_regex_matcher_init(tt_regex_matcher *matcher); /* ready for a document */
+void tt_regex_matcher_free(tt_regex_matcher *matcher);
+/* A new document: the budget starts again. */
+void tt_regex_document_begin(tt_regex_matcher *matcher);
+/* One scan of a text by one pattern: it adds the text's share to the document's budget. */
+typedef struct tt_regex_scan {
+    const tt_regex *regex;
+    const char *file; /* the tokenizer.json, for messages */
+    tt_regex_matcher *matcher;
+    size_t text_bytes;
+} tt_regex_scan;
+void tt_regex_scan_begin(tt_regex_scan *scan, const tt_regex *regex, const char *file, tt_regex_matcher *matcher,
+                         size_t text_bytes);
+/* The leftmost match in subject[from, len) (valid UTF-8): true with it in [*start, *end), false when there is none.
+ * Any PCRE2 error, the budget's end included, is a tt_die naming the file, the pattern and what to do. */
+bool tt_regex_find(tt_regex_scan *scan, const char *subject, size_t len, size_t from, size_t *start, size_t *end);
+
 /* ---- normalizers ---- */
 typedef enum tt_norm_kind {
     TT_NORM_NFC,
@@ -58,12 +94,13 @@ typedef enum tt_norm_kind {
 } tt_norm_kind;
 typedef struct tt_norm_step {
     tt_norm_kind kind;
-    char *pattern;     /* Replace: the string replaced (a String pattern) */
-    pcre2_code *regex; /* Replace: the matches replaced (a Regex pattern), or NULL */
-    char *content;     /* Prepend: the prefix; Replace: the replacement */
+    char *pattern;  /* Replace: the string replaced (a String pattern) */
+    tt_regex regex; /* Replace: the matches replaced (a Regex pattern); its code is NULL for a String pattern */
+    char *content;  /* Prepend: the prefix; Replace: the replacement */
 } tt_norm_step;
-/* Applies the steps to in, writing out (out is reset first). */
-void tt_normalize(const tt_norm_step *steps, int count, const tt_text *in, tt_text *out, tt_text *scratch);
+/* Applies the tokenizer's normalizers to in, writing out (out is reset first); a Replace regex runs on matcher. */
+void tt_normalize(const tt_tokenizer *tok, tt_regex_matcher *matcher, const tt_text *in, tt_text *out,
+                  tt_text *scratch);
 
 /* ---- added tokens ---- */
 typedef struct tt_added_token {
@@ -105,7 +142,7 @@ typedef enum tt_pre_kind { TT_PRE_SPLIT, TT_PRE_BYTE_LEVEL_PREFIX, TT_PRE_METASP
 typedef enum tt_prepend_scheme { TT_PREPEND_ALWAYS, TT_PREPEND_FIRST, TT_PREPEND_NEVER } tt_prepend_scheme;
 typedef struct tt_pre_step {
     tt_pre_kind kind;
-    pcre2_code *regex; /* Split (a String pattern is compiled as a literal) */
+    tt_regex regex; /* Split (a String pattern is compiled as a literal) */
     tt_split_behavior behavior;
     bool invert;
     char replacement[8]; /* Metaspace */
@@ -204,9 +241,7 @@ struct tt_encode_state {
     tt_text clean, norm, scratch, work;
     tt_splits raw_splits, norm_splits;
     tt_ranges ranges, ranges2;
-    pcre2_match_data *match;
-    pcre2_jit_stack *jit_stack;
-    pcre2_match_context *match_context;
+    tt_regex_matcher matcher;
     /* BPE scratch */
     struct tt_symbol *symbols;
     size_t symbols_cap;

@@ -239,8 +239,6 @@ static void add_norm(tt_tokenizer *tok, tt_norm_step step) {
     tok->norm[tok->norm_count++] = step;
 }
 
-static pcre2_code *compile_regex(const char *file, const char *where, const char *pattern, bool literal);
-
 static void load_normalizer(tt_tokenizer *tok, const char *file, json_t *n, const char *where) {
     if (!n || json_is_null(n)) return;
     const char *type = type_of(file, n, where);
@@ -266,26 +264,27 @@ static void load_normalizer(tt_tokenizer *tok, const char *file, json_t *n, cons
     } else if (strcmp(type, "Replace") == 0) {
         json_t *pattern = json_object_get(n, "pattern");
         json_t *literal = json_is_object(pattern) ? json_object_get(pattern, "String") : NULL;
-        json_t *regex = json_is_object(pattern) ? json_object_get(pattern, "Regex") : NULL;
-        if (!json_is_string(literal) && !json_is_string(regex))
+        json_t *regex_text = json_is_object(pattern) ? json_object_get(pattern, "Regex") : NULL;
+        if (!json_is_string(literal) && !json_is_string(regex_text))
             tt_die("%s: %s.pattern is not {\"String\": ...} or {\"Regex\": ...}; the tokenizer.json is malformed", file,
                    where);
-        const char *text = json_string_value(json_is_string(literal) ? literal : regex);
+        const char *text = json_string_value(json_is_string(literal) ? literal : regex_text);
         if (!text[0]) tt_die("%s: %s.pattern is empty", file, where);
         char inner_where[300];
         snprintf(inner_where, sizeof inner_where, "%s.pattern.Regex", where);
-        pcre2_code *code = json_is_string(literal) ? NULL : compile_regex(file, inner_where, text, false);
+        tt_regex regex = {0};
+        if (!json_is_string(literal)) tt_regex_compile(&regex, file, inner_where, text, false);
         uint32_t shortest = 1;
-        if (code) pcre2_pattern_info(code, PCRE2_INFO_MINLENGTH, &shortest);
-        if (code && shortest == 0) {
-            pcre2_code_free(code);
+        if (regex.code) pcre2_pattern_info(regex.code, PCRE2_INFO_MINLENGTH, &shortest);
+        if (regex.code && shortest == 0) {
+            tt_regex_free(&regex);
             tt_die("%s: %s /%s/ can match the empty string; tokenizers would insert the content between characters "
                    "there, which tiertrain does not reproduce; a pattern that matches at least one character is read",
                    file, inner_where, text);
         }
         add_norm(tok, (tt_norm_step){.kind = TT_NORM_REPLACE,
                                      .pattern = tt_xstrdup(text),
-                                     .regex = code,
+                                     .regex = regex,
                                      .content = tt_xstrdup(get_string(file, n, "content", where))});
     } else {
         tt_die("%s: %s.type is \"%s\", a normalizer tiertrain does not implement (it knows NFC, NFD, NFKC, NFKD, "
@@ -295,75 +294,6 @@ static void load_normalizer(tt_tokenizer *tok, const char *file, json_t *n, cons
 }
 
 /* ---- pre-tokenizer ---- */
-
-/* Oniguruma's \s (what tokenizers compiles the pattern with) is Unicode White_Space; PCRE2's \s
- * under UCP also takes U+180E and differs by Unicode version, so \s and \S are spelled out. */
-#define WHITE_SPACE_SET \
-    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-
-static char *translate_oniguruma(const char *file, const char *where, const char *pattern) {
-    size_t n = strlen(pattern);
-    char *out = tt_xmalloc(n * 40 + 1, "regex");
-    size_t o = 0;
-    bool in_class = false;
-    for (size_t i = 0; i < n; i++) {
-        char c = pattern[i];
-        if (c == '\\' && i + 1 < n) {
-            char d = pattern[i + 1];
-            if (d == 'h' || d == 'H') { /* Oniguruma's \h is a hex digit (PCRE2's, horizontal space) */
-                const char *text =
-                    d == 'h' ? (in_class ? "0-9a-fA-F" : "[0-9a-fA-F]") : (in_class ? NULL : "[^0-9a-fA-F]");
-                if (!text)
-                    tt_die("%s: %s: \\H inside a character class is not supported in the split pattern", file, where);
-                memcpy(out + o, text, strlen(text));
-                o += strlen(text);
-            } else if (d == 's' || d == 'S') {
-                const char *text = d == 's' ? (in_class ? WHITE_SPACE_SET : "[" WHITE_SPACE_SET "]")
-                                            : (in_class ? NULL : "[^" WHITE_SPACE_SET "]");
-                if (!text)
-                    tt_die("%s: %s: \\S inside a character class is not supported in the split pattern", file, where);
-                memcpy(out + o, text, strlen(text));
-                o += strlen(text);
-            } else {
-                out[o++] = c;
-                out[o++] = d;
-            }
-            i++;
-            continue;
-        }
-        if (c == '[' && !in_class) {
-            in_class = true;
-            out[o++] = c;
-            if (i + 1 < n && pattern[i + 1] == '^') out[o++] = pattern[++i];
-            if (i + 1 < n && pattern[i + 1] == ']') out[o++] = pattern[++i]; /* a literal ] first */
-            continue;
-        }
-        if (c == '[' && in_class)
-            tt_die("%s: %s: nested character classes are not supported in the split pattern", file, where);
-        if (c == ']' && in_class) in_class = false;
-        out[o++] = c;
-    }
-    out[o] = 0;
-    return out;
-}
-
-static pcre2_code *compile_regex(const char *file, const char *where, const char *pattern, bool literal) {
-    char *translated = literal ? tt_xstrdup(pattern) : translate_oniguruma(file, where, pattern);
-    int error;
-    PCRE2_SIZE offset;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)translated, PCRE2_ZERO_TERMINATED,
-                                     PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0), &error, &offset, NULL);
-    if (!code) {
-        PCRE2_UCHAR message[256];
-        pcre2_get_error_message(error, message, sizeof message);
-        tt_die("%s: %s: the pattern /%s/ does not compile (PCRE2: %s at offset %zu)", file, where, pattern,
-               (const char *)message, (size_t)offset);
-    }
-    free(translated);
-    if (pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) != 0)
-        tt_warn("%s: %s: PCRE2 JIT is not available; pre-tokenization will be slow", file, where);
-    return code;
-}
 
 static void add_pre(tt_tokenizer *tok, tt_pre_step step) {
     tok->pre = tt_xrealloc(tok->pre, sizeof(tt_pre_step) * (size_t)(tok->pre_count + 1), "pre-tokenizers");
@@ -389,8 +319,8 @@ static void load_pre_tokenizer(tt_tokenizer *tok, const char *file, json_t *p, c
         json_t *regex = json_is_object(pattern) ? json_object_get(pattern, "Regex") : NULL;
         json_t *literal = json_is_object(pattern) ? json_object_get(pattern, "String") : NULL;
         snprintf(inner, sizeof inner, "%s.pattern", where);
-        if (json_is_string(regex)) step.regex = compile_regex(file, inner, json_string_value(regex), false);
-        else if (json_is_string(literal)) step.regex = compile_regex(file, inner, json_string_value(literal), true);
+        if (json_is_string(regex)) tt_regex_compile(&step.regex, file, inner, json_string_value(regex), false);
+        else if (json_is_string(literal)) tt_regex_compile(&step.regex, file, inner, json_string_value(literal), true);
         else tt_die("%s: %s.pattern is neither {\"Regex\": ...} nor {\"String\": ...}", file, where);
         const char *behavior = get_string(file, p, "behavior", where);
         static const char *names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
@@ -409,9 +339,9 @@ static void load_pre_tokenizer(tt_tokenizer *tok, const char *file, json_t *p, c
         if (get_bool(file, p, "use_regex", where, true)) {
             snprintf(inner, sizeof inner, "%s (GPT-2's pattern, use_regex)", where);
             tt_pre_step step = {.kind = TT_PRE_SPLIT, .behavior = TT_SPLIT_ISOLATED};
-            step.regex = compile_regex(
-                file, inner, "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
-                false);
+            tt_regex_compile(&step.regex, file, inner,
+                             "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+                             false);
             add_pre(tok, step);
         }
         tok->byte_level = true;
@@ -638,18 +568,21 @@ tt_tokenizer *tt_tokenizer_load(const char *path) {
     if (tok->added_normalized.count > 0 && tok->norm_count > 0) {
         /* tokenizers matches these against their normalized form */
         tt_text in = {0}, out = {0}, scratch = {0};
+        tt_regex_matcher matcher;
+        tt_regex_matcher_init(&matcher);
         for (int32_t i = 0; i < tok->added_count; i++) {
             tt_added_token *a = &tok->added[i];
             if (!a->normalized) continue;
             in.len = 0;
             tt_text_append(&in, a->content, a->len, 0);
-            tt_normalize(tok->norm, tok->norm_count, &in, &out, &scratch);
+            tt_normalize(tok, &matcher, &in, &out, &scratch);
             free(a->content);
             a->content = tt_xmalloc(out.len + 1, "added token");
             memcpy(a->content, out.s, out.len);
             a->content[out.len] = 0;
             a->len = out.len;
         }
+        tt_regex_matcher_free(&matcher);
         tt_text_free(&in);
         tt_text_free(&out);
         tt_text_free(&scratch);
@@ -688,7 +621,7 @@ void tt_tokenizer_free(tt_tokenizer *tok) {
     free(tok->merges);
     for (int i = 0; i < tok->norm_count; i++) {
         free(tok->norm[i].pattern);
-        if (tok->norm[i].regex) pcre2_code_free(tok->norm[i].regex);
+        tt_regex_free(&tok->norm[i].regex);
         free(tok->norm[i].content);
     }
     free(tok->norm);
@@ -696,7 +629,7 @@ void tt_tokenizer_free(tt_tokenizer *tok) {
     free(tok->added);
     tt_added_set_free(&tok->added_raw);
     tt_added_set_free(&tok->added_normalized);
-    for (int i = 0; i < tok->pre_count; i++) pcre2_code_free(tok->pre[i].regex);
+    for (int i = 0; i < tok->pre_count; i++) tt_regex_free(&tok->pre[i].regex);
     free(tok->pre);
     free(tok->prefix_ids);
     free(tok->suffix_ids);

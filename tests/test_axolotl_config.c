@@ -109,7 +109,7 @@ static void test_moot_keys_and_the_note(void) {
 static void test_all_errors_at_once(void) {
     static case_text many = {"many.yaml",
                              VALID
-                             "load_in_8bit: true\noptimizer: adamw_bnb_8bit\nlearning_rat: 1e-4\nwandb_project: x\n"
+                             "load_in_8bit: true\noptimizer: paged_lion_8bit\nlearning_rat: 1e-4\nwandb_project: x\n"
                              "sample_packing: maybe\nrl: dpo\nattn_implementation: sage\npeft_use_dora: true\n",
                              {"seed=x", "zzz=1", "warmup_steps=3"},
                              3};
@@ -119,7 +119,7 @@ static void test_all_errors_at_once(void) {
     tt_expect_die(load_case, &many,
                   "many.yaml:3: load_in_8bit (axolotl's key) is 'true': 8-bit base weights (bitsandbytes LLM.int8) are "
                   "not supported; use adapter: qlora with load_in_4bit: true");
-    tt_expect_die(load_case, &many, "many.yaml:4: optimizer: adamw_bnb_8bit is not supported yet");
+    tt_expect_die(load_case, &many, "many.yaml:4: optimizer: paged_lion_8bit is not supported yet");
     tt_expect_die(load_case, &many, "many.yaml:5: unknown key 'learning_rat'; did you mean 'learning_rate'?");
     tt_expect_die(load_case, &many, "many.yaml:7: sample_packing: expected true or false, got 'maybe'");
     tt_expect_die(load_case, &many,

@@ -849,7 +849,8 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("enum.yaml", "lr_scheduler: step\n"),
                   "enum.yaml:1: lr_scheduler must be one of cosine, linear, constant; got 'step'");
     tt_expect_die(load_file, yaml_file("enum2.yaml", "optimizer: sgd\n"),
-                  "optimizer must be one of adamw_torch, adamw_torch_fused; got 'sgd'");
+                  "optimizer must be one of adamw_torch, adamw_torch_fused, adamw_bnb_8bit, adamw_8bit, "
+                  "paged_adamw_8bit; got 'sgd'");
     tt_expect_die(load_file, yaml_file("enum3.yaml", "lr_scheduler: [cosine]\n"),
                   "lr_scheduler: expected one of cosine, linear, constant, got a list");
     tt_expect_die(load_file, yaml_file("enum4.yaml", "device: tpu\n"),

@@ -363,15 +363,22 @@ static bool apply_optimizer_value(tt_run_config *c, const source *src, yaml_node
              item);
         return true;
     }
-    static const char *const eight_bit = "adamw_bnb_8bit|adamw_8bit|paged_adamw_8bit|adamw_torch_8bit|"
-                                         "adamw_torch_4bit|paged_lion_8bit|"
-                                         "paged_lion_32bit|lion_8bit|lion_32bit|ademamix_8bit|paged_ademamix_8bit|"
-                                         "paged_ademamix_32bit";
-    if (cfg_index_in_list(eight_bit, text, false) >= 0)
+    /* adamw_bnb_8bit, adamw_8bit and paged_adamw_8bit are values of the key (bitsandbytes' AdamW8bit runs) */
+    static const char *const adamw_variants = "adamw_torch_8bit|adamw_torch_4bit";
+    static const char *const other_optimizers = "paged_lion_8bit|paged_lion_32bit|lion_8bit|lion_32bit|"
+                                                "ademamix_8bit|paged_ademamix_8bit|paged_ademamix_32bit";
+    if (cfg_index_in_list(adamw_variants, text, false) >= 0)
         cfg_die_at(src, node,
-                   "optimizer: %s is not supported yet (bitsandbytes' 8-bit and paged optimizers); use adamw_torch, "
-                   "and to save GPU memory optimizer_cpu_offload: true (the AdamW state in pinned host memory, "
-                   "updated by the CPU) or zero_stage over several GPUs",
+                   "optimizer: %s is not supported yet (torchao's low-bit AdamW, another quantization than "
+                   "bitsandbytes'); "
+                   "use adamw_bnb_8bit (bitsandbytes' 8-bit AdamW, on the CPU backend) or adamw_torch, and to save GPU "
+                   "memory optimizer_cpu_offload: true (the AdamW state in pinned host memory, updated by the CPU) or "
+                   "zero_stage over several GPUs",
+                   text);
+    if (cfg_index_in_list(other_optimizers, text, false) >= 0)
+        cfg_die_at(src, node,
+                   "optimizer: %s is not supported yet (bitsandbytes' Lion and AdEMAMix); use adamw_torch, or "
+                   "adamw_bnb_8bit for bitsandbytes' 8-bit AdamW (on the CPU backend)",
                    text);
     return false;
 }

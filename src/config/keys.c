@@ -317,9 +317,11 @@ const key_spec cfg_keys[] = {
      .type = KEY_ENUM,
      .offset = FIELD(optimizer),
      .default_text = "adamw_torch",
-     .values = "adamw_torch|adamw_torch_fused",
+     .values = "adamw_torch|adamw_torch_fused|adamw_bnb_8bit|adamw_8bit|paged_adamw_8bit",
      .storage = STORE_NAME,
-     .help = "AdamW with torch.optim.AdamW's update (both names run the same code)",
+     .help = "adamw_torch, adamw_torch_fused: AdamW with torch.optim.AdamW's update (the same code); adamw_bnb_8bit, "
+             "adamw_8bit, paged_adamw_8bit: bitsandbytes' AdamW8bit (moments of tensors of 4096 elements or more in "
+             "8 bits, block-wise; CPU backend only, without optimizer_cpu_offload and zero_stage)",
      .known_as = "optim"},
     {.name = "learning_rate",
      .type = KEY_FLOAT,

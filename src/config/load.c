@@ -415,6 +415,10 @@ unsigned tt_run_config_lora_targets(const tt_run_config *c) {
     return c->lora_target_linear ? TT_LORA_ALL_MODULES : c->lora_target_modules;
 }
 
+bool tt_run_config_optimizer_8bit(const tt_run_config *c) {
+    return c->optimizer && cfg_index_in_list("adamw_bnb_8bit|adamw_8bit|paged_adamw_8bit", c->optimizer, false) >= 0;
+}
+
 void tt_run_config_free(tt_run_config *c) {
     for (int i = 0; i < c->foreign_note_count; i++) free(c->foreign_note_items[i]);
     free(c->foreign_note_items);

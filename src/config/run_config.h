@@ -173,7 +173,7 @@ typedef struct tt_run_config {
     int64_t micro_batch_size;
     int64_t gradient_accumulation_steps;
     /* optimisation */
-    char *optimizer; /* adamw_torch (also accepted: adamw_torch_fused) */
+    char *optimizer; /* adamw_torch (also: adamw_torch_fused), or adamw_bnb_8bit (also: adamw_8bit, paged_adamw_8bit) */
     double learning_rate;
     tt_lr_scheduler lr_scheduler;
     int64_t warmup_steps;
@@ -277,6 +277,9 @@ bool tt_run_config_knows_key(const char *name);
 
 /* The modules that get adapters: lora_target_modules, or all of them with lora_target_linear. */
 unsigned tt_run_config_lora_targets(const tt_run_config *config);
+
+/* optimizer: bitsandbytes' 8-bit AdamW (adamw_bnb_8bit, or its names adamw_8bit and paged_adamw_8bit). */
+bool tt_run_config_optimizer_8bit(const tt_run_config *config);
 
 /* Cross-key checks (e.g. base_model xor model_config, datasets present). */
 void tt_run_config_validate(const tt_run_config *config);

@@ -205,6 +205,22 @@ static void check_offloading(const tt_run_config *c) {
                "debug_copy_delay_us");
 }
 
+/* bitsandbytes' 8-bit AdamW against the ways of keeping the optimizer state it does not have (the CUDA backend is
+ * refused where the device is known: run_translation.c) */
+static void check_optimizer(const tt_run_config *c) {
+    if (!tt_run_config_optimizer_8bit(c)) return;
+    if (c->optimizer_cpu_offload)
+        tt_die("optimizer: %s and optimizer_cpu_offload: true: optimizer offload's CPU AdamW keeps fp32 moments, and "
+               "the 8-bit AdamW runs on the CPU backend, whose state is in host memory already; remove "
+               "optimizer_cpu_offload, or use optimizer: adamw_torch with it",
+               c->optimizer);
+    if (c->zero_stage > 0)
+        tt_die("optimizer: %s and zero_stage: %lld: sharding the 8-bit AdamW state across processes is not supported "
+               "yet; use zero_stage: 0 (each process keeps the whole 8-bit state, about a quarter of fp32 AdamW's), or "
+               "optimizer: adamw_torch with zero_stage (also set by a deepspeed config's zero_optimization.stage)",
+               c->optimizer, (long long)c->zero_stage);
+}
+
 /* LoRA and QLoRA keys against adapter, and freezing */
 static void check_adapter(const tt_run_config *c) {
     if (c->adapter == TT_ADAPTER_NONE && c->lora_key_given)
@@ -274,6 +290,7 @@ void tt_run_config_validate(const tt_run_config *c) {
     check_schedule_and_output(c);
     check_recompute(c);
     check_offloading(c);
+    check_optimizer(c);
     check_adapter(c);
     check_kernels_and_checkpointing(c);
 }

@@ -93,6 +93,10 @@ typedef struct tt_plan {
     size_t gradient_bytes;   /* bytes per parameter gradient */
     size_t master_bytes;     /* bytes per fp32 master weight; 0 without a master copy */
     size_t moment_bytes;     /* bytes per AdamW moment (two per parameter) */
+    /* optimizer: adamw_bnb_8bit: bitsandbytes' 8-bit AdamW, whose moments are laid out by
+     * memory/adamw_8bit_layout.h (moment_bytes does not apply); the CPU backend only, without optimizer offload or
+     * zero_stage sharding */
+    bool moments_8bit;
 } tt_plan;
 
 /* What the plan asks of the backend: its number formats, attention kernels and attention workspace

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "dist/comm.h"
+#include "memory/adamw_8bit_layout.h"
 #include "memory/disk_store.h"
 #include "memory/optimizer_shards.h"
 #include "memory/weight_stream.h"
@@ -296,6 +297,11 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
         t->optimizer_shard_end < t->optimizer_host_start ? t->optimizer_shard_end : t->optimizer_host_start;
     t->master = bytes_of(compute_end - t->optimizer_shard_start, plan->master_bytes);
     t->optimizer_state = 2 * bytes_of(compute_end - t->optimizer_shard_start, plan->moment_bytes);
+    if (plan->moments_8bit) { /* the whole trainable layout's, in one share (config load refuses the others) */
+        TT_CHECK(t->optimizer_shard_start == 0 && compute_end == params->trainable_numel,
+                 "8-bit AdamW moments with an optimizer shard or offload");
+        t->optimizer_state = 2 * tt_adamw_8bit_moment_bytes(params);
+    }
     t->host_master = bytes_of(t->optimizer_host_numel, sizeof(float));
     t->host_optimizer_state = 2 * bytes_of(t->optimizer_host_numel, sizeof(float));
     t->host_gradients = bytes_of(t->optimizer_host_numel, plan->gradient_bytes);
@@ -410,6 +416,25 @@ void tt_size_table_print_weight_offload(const tt_size_table *t, const tt_plan *p
             (long long)(plan->offloaded_weight_layers - 1), (double)numel / 1e6, (double)params->trainable_numel / 1e6,
             tt_tier_name(t->host_tier), where, tt_tier_name(plan->compute_tier),
             tt_format_bytes(t->weight_offload_slot, slot, sizeof slot));
+}
+
+void tt_size_table_print_moments_8bit(const tt_size_table *t, const tt_plan *plan, const tt_param_table *params,
+                                      FILE *out) {
+    if (!plan->moments_8bit) return;
+    tt_adamw_8bit_layout layout;
+    tt_adamw_8bit_layout_build(&layout, params);
+    int quantized = 0;
+    for (int i = 0; i < layout.count; i++) quantized += layout.tensors[i].quantized;
+    char moments[32], fp32[32];
+    fprintf(out,
+            "  optimizer: bitsandbytes' 8-bit AdamW: %d of %d trainable tensors (%.3fM of %.3fM parameters) keep 8-bit "
+            "moments (a byte per element and an fp32 absmax per %d-element block each), the %d below %d elements "
+            "fp32 moments; moments %s (fp32 AdamW: %s)\n",
+            quantized, layout.count, (double)layout.quantized_numel / 1e6,
+            (double)(layout.quantized_numel + layout.fp32_numel) / 1e6, TT_ADAMW_8BIT_BLOCK, layout.count - quantized,
+            TT_ADAMW_8BIT_MIN_NUMEL, tt_format_bytes(t->optimizer_state, moments, sizeof moments),
+            tt_format_bytes(2 * bytes_of(params->trainable_numel, sizeof(float)), fp32, sizeof fp32));
+    tt_adamw_8bit_layout_free(&layout);
 }
 
 void tt_size_table_print_optimizer(const tt_size_table *t, const tt_plan *plan, const tt_param_table *params,

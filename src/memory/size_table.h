@@ -183,6 +183,11 @@ void tt_size_table_print_layers(const tt_size_table *table, const tt_plan *plan,
  * arenas' measured peaks beside the estimate. */
 void tt_size_table_print(const tt_size_table *table, FILE *out, const tt_arena *const measured[TT_TIER_COUNT]);
 
+/* One line on the 8-bit AdamW's moments (nothing without optimizer: adamw_bnb_8bit): which tensors keep 8-bit moments,
+ * and the bytes against fp32 AdamW's. */
+void tt_size_table_print_moments_8bit(const tt_size_table *table, const tt_plan *plan, const tt_param_table *params,
+                                      FILE *out);
+
 /* One line on optimizer offload (nothing when it is off): which units, how many parameters, the bytes on each
  * tier. */
 void tt_size_table_print_optimizer(const tt_size_table *table, const tt_plan *plan, const tt_param_table *params,

@@ -25,7 +25,9 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
+#include "core/check.h"
 #include "core/tier.h"
+#include "ops/adamw_8bit.h"
 #include "ops/quant4.h"
 
 /* Marks and copies the timeline remembers (see timestamp below). */
@@ -315,6 +317,13 @@ typedef struct tt_backend_iface {
     void (*adamw_update)(void *ctx, void *weights, float *master, const void *g, void *m, void *v,
                          const int64_t *segment_start, const unsigned char *segment_decays, int segments, float lr,
                          float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+    /* bitsandbytes' 8-bit AdamW (optimizer: adamw_bnb_8bit; ops/adamw_8bit.h says what it computes) over
+     * tensors[count] (host array), whose elements are counted from weights and g; m and v each moment's state on
+     * the compute tier. Without a master copy: weights in the compute precision are what it updates. NULL on a
+     * backend that has no such kernel yet (the CUDA backend: the run is refused at config load). */
+    void (*adamw_8bit_update)(void *ctx, void *weights, const void *g, const tt_adamw_8bit_moment *m,
+                              const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
+                              const tt_adamw_8bit_scalars *scalars);
 } tt_backend_iface;
 
 typedef struct tt_backend {
@@ -544,6 +553,14 @@ static inline void tt_backend_adamw_update(const tt_backend *backend, void *weig
                                            float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
     backend->iface->adamw_update(backend->ctx, weights, master, g, m, v, segment_start, segment_decays, segments, lr,
                                  beta1, beta2, eps, weight_decay, step, grad_scale);
+}
+
+static inline void tt_backend_adamw_8bit_update(const tt_backend *backend, void *weights, const void *g,
+                                                const tt_adamw_8bit_moment *m, const tt_adamw_8bit_moment *v,
+                                                const tt_adamw_8bit_tensor *tensors, int count,
+                                                const tt_adamw_8bit_scalars *scalars) {
+    TT_CHECK(backend->iface->adamw_8bit_update, "the %s backend has no 8-bit AdamW", backend->name);
+    backend->iface->adamw_8bit_update(backend->ctx, weights, g, m, v, tensors, count, scalars);
 }
 
 /* Frees a backend made by any of the constructors (NULL: nothing). */

@@ -88,6 +88,9 @@ static void measure_adamw_update(void *ctx, void *weights, float *master, const 
                                  const int64_t *segment_start, const unsigned char *segment_decays, int segments,
                                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                                  float grad_scale) {}
+static void measure_adamw_8bit_update(void *ctx, void *weights, const void *g, const tt_adamw_8bit_moment *m,
+                                      const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
+                                      const tt_adamw_8bit_scalars *scalars) {}
 
 static const tt_backend_iface measure_iface = {
     .destroy = measure_destroy,
@@ -139,6 +142,7 @@ static const tt_backend_iface measure_iface = {
     .sum_squares = measure_sum_squares,
     .sum_parts = measure_sum_parts,
     .adamw_update = measure_adamw_update,
+    .adamw_8bit_update = measure_adamw_8bit_update,
 };
 
 void tt_backend_measure_init(tt_backend *out, const tt_backend *real) {

@@ -16,6 +16,7 @@
 #include "model/lora.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "train/adamw_8bit_checkpoint.h"
 #include "train/model_io.h"
 #include "train/streamed_save.h"
 
@@ -136,12 +137,16 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
          * beside its pinned memory); with zero_stage sharding every rank hands its units' tensors to the leader */
         tt_save_model_streamed(m, partial, run->max_shard_bytes, run->base_model, writes);
         snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
-        tt_save_optimizer_streamed(m, path, writes);
+        if (m->adamw_8bit) { /* the quantized state as it is (no sharding with it: nothing to gather) */
+            if (writes) tt_adamw_8bit_save(m, path);
+        } else {
+            tt_save_optimizer_streamed(m, path, writes);
+        }
         return writes ? finish_checkpoint(t, run, partial, final_dir) : NULL;
     }
     float *adam_m, *adam_v, *weights = host_parameter_buffers(m, &adam_m, &adam_v);
     tt_model_get_trainable_weights(m, weights); /* with zero_stage 1, collectives: every rank is here */
-    tt_model_get_moments(m, adam_m, adam_v);
+    if (!m->adamw_8bit) tt_model_get_moments(m, adam_m, adam_v);
     if (!writes) {
         free(weights);
         return NULL;
@@ -158,13 +163,18 @@ char *tt_checkpoint_save(const tt_model_state *m, const tt_trainer_state *t, con
         free(flat);
     }
     snprintf(path, sizeof path, "%s/optimizer.safetensors", partial);
-    tt_checkpoint_save_optimizer(m, weights, adam_m, adam_v, path);
+    if (m->adamw_8bit) tt_adamw_8bit_save(m, path);
+    else tt_checkpoint_save_optimizer(m, weights, adam_m, adam_v, path);
     free(weights);
     return finish_checkpoint(t, run, partial, final_dir);
 }
 
 static void load_into(float *dst, const tt_st_file *file, const char *name, const tt_param_info *p) {
     const tt_st_tensor *t = tt_st_find(file, name);
+    if (!t && tt_st_find(file, "quantization_map.exp_avg"))
+        tt_die("%s: tensor '%s' is missing: the checkpoint holds bitsandbytes' 8-bit AdamW state (optimizer: "
+               "adamw_bnb_8bit); resume with the optimizer it was saved with",
+               file->path, name);
     if (!t) tt_die("%s: tensor '%s' is missing; the checkpoint does not belong to this model", file->path, name);
     if (t->dtype != TT_F32 || t->ndim != p->ndim || t->shape[0] != p->shape[0] ||
         (p->ndim == 2 && t->shape[1] != p->shape[1]))
@@ -193,14 +203,16 @@ void tt_checkpoint_load(tt_model_state *m, tt_trainer_state *t, const char *dir)
         const int64_t at = p->offset - m->params.trainable_start;
         snprintf(name, sizeof name, "master.%s", p->name);
         load_into(weights + at, &file, name, p);
+        if (m->adamw_8bit) continue; /* its moments below */
         snprintf(name, sizeof name, "exp_avg.%s", p->name);
         load_into(adam_m + at, &file, name, p);
         snprintf(name, sizeof name, "exp_avg_sq.%s", p->name);
         load_into(adam_v + at, &file, name, p);
     }
+    if (m->adamw_8bit) tt_adamw_8bit_load_moments(m, &file);
     tt_st_close(&file);
     tt_model_set_trainable_weights(m, weights);
-    tt_model_set_moments(m, adam_m, adam_v);
+    if (!m->adamw_8bit) tt_model_set_moments(m, adam_m, adam_v);
     free(weights);
 
     snprintf(path, sizeof path, "%s/trainer_state.json", dir);

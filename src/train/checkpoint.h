@@ -4,7 +4,8 @@
  *     model.safetensors, config.json  Hugging Face checkpoint (transformers loads it); with LoRA instead
  *     adapter_model.safetensors,      the adapters in PEFT's format (the frozen base is base_model's)
  *     adapter_config.json
- *     optimizer.safetensors           fp32 master weights and AdamW moments of every trainable parameter
+ *     optimizer.safetensors           fp32 master weights and AdamW moments of every trainable parameter (with
+ *                                     optimizer: adamw_bnb_8bit its 8-bit state: train/adamw_8bit_checkpoint.h)
  *     trainer_state.json              step, data position, RNG state
  *     run.yaml                        the effective configuration
  *

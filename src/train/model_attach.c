@@ -42,6 +42,7 @@ void tt_model_state_attach_optimizer(tt_model_state *s) {
     if (s->optimizer_offload)
         tt_model_state_add_hook(s, (tt_unit_hook){.call = tt_optimizer_offload_hook, .ctx = s->optimizer_offload});
     attach_weight_offload(s);
+    tt_adamw_8bit_attach(s);
     tt_adamw_pieces_build(s);
 }
 
@@ -51,4 +52,5 @@ void tt_model_state_detach_optimizer(tt_model_state *s) {
     tt_weight_stream_free(&s->weight_offload);
     tt_adamw_pieces_free(s);
     s->adamw_pieces = NULL;
+    tt_adamw_8bit_detach(s);
 }

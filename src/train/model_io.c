@@ -267,6 +267,8 @@ void tt_model_loader_end(tt_model_loader *loader) {
 }
 
 void tt_model_set_moments(tt_model_state *s, const float *host_m, const float *host_v) {
+    TT_CHECK(!s->adamw_8bit,
+             "fp32 moments of the 8-bit AdamW (its state crosses as it is: train/adamw_8bit_checkpoint.h)");
     const compute_share share = compute_share_of(s);
     const size_t n = share.end - share.first;
     tt_optimizer_offload *offload = s->optimizer_offload;
@@ -282,6 +284,8 @@ void tt_model_set_moments(tt_model_state *s, const float *host_m, const float *h
 }
 
 void tt_model_get_moments(const tt_model_state *s, float *host_m, float *host_v) {
+    TT_CHECK(!s->adamw_8bit,
+             "fp32 moments of the 8-bit AdamW (its state crosses as it is: train/adamw_8bit_checkpoint.h)");
     const compute_share share = compute_share_of(s);
     const size_t n = share.end - share.first;
     tt_optimizer_offload *offload = s->optimizer_offload;
@@ -354,6 +358,8 @@ static void get_compute_copy_range(const tt_model_state *s, int64_t first, int64
 /* This rank's own values at [first, first + count): the master copy or the moments of its compute share, and of the
  * optimizer offload's host share after it. */
 static void get_own_range(const tt_model_state *s, tt_trainable_values what, int64_t first, int64_t count, float *out) {
+    TT_CHECK(what == TT_TRAINABLE_WEIGHTS || !s->adamw_8bit,
+             "fp32 moments of the 8-bit AdamW (its state crosses as it is: train/adamw_8bit_checkpoint.h)");
     const tt_optimizer_offload *offload = s->optimizer_offload;
     const compute_share share = compute_share_of(s);
     const void *device_copy = what == TT_TRAINABLE_WEIGHTS    ? s->master

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "ops/adamw_8bit.h"
 #include "train/step.h"
 
 typedef struct tt_adamw_settings {
@@ -24,7 +25,15 @@ typedef struct tt_adamw_piece {
     int segments;                  /* the param table's decay segments clipped to [lo, hi), rebased to lo */
     int64_t *segment_start;        /* [segments + 1] */
     unsigned char *segment_decays; /* [segments] */
+    /* optimizer: adamw_bnb_8bit: the parameters in [lo, hi), their elements counted from lo (else none) */
+    int tensor_count;
+    tt_adamw_8bit_tensor *tensors;
 } tt_adamw_piece;
+
+/* The 8-bit AdamW's state layout of a state whose plan has moments_8bit (state->adamw_8bit), built once its
+ * parameter table exists; freed with it. Nothing without moments_8bit. */
+void tt_adamw_8bit_attach(tt_model_state *state);
+void tt_adamw_8bit_detach(tt_model_state *state);
 
 /* Splits the compute tier's share of the update ([0, optimizer offload's host start), or everything) into
  * state->adamw_pieces (step.h). Called once the optimizer offload and the weight offload exist. */

@@ -70,6 +70,9 @@ typedef struct tt_model_state {
      * each offloaded layer updated on the compute tier (in its buffer, then stored home), the elements after. */
     struct tt_adamw_piece *adamw_pieces;
     int adamw_piece_count;
+    /* optimizer: adamw_bnb_8bit (plan.moments_8bit): where each parameter's 8-bit or fp32 moments live in adam_m and
+     * adam_v (memory/adamw_8bit_layout.h), else NULL */
+    struct tt_adamw_8bit_layout *adamw_8bit;
 
     void *weights;           /* [params.total_numel] compute precision (fp32 on the CPU, bf16 on the GPU): the
                                  frozen parameters, then the trainable ones */
@@ -78,7 +81,7 @@ typedef struct tt_model_state {
     /* The trainable parameters only, in the trainable layout ([params.trainable_numel]): */
     void *gradients;       /* plan.precision.gradient */
     float *master;         /* fp32 master weights, or NULL (plan.precision.master) */
-    void *adam_m, *adam_v; /* plan.precision.moment */
+    void *adam_m, *adam_v; /* plan.precision.moment; with moments_8bit each moment's buffer of adamw_8bit's layout */
     /* With optimizer offload, master, adam_m and adam_v hold the compute tier's share only, the trainable elements
      * [0, sizes.optimizer_host_start); the rest live in host memory (optimizer_offload). */
     tt_model_view w, g;                 /* views of weights and gradients (g: NULL for frozen parameters) */

@@ -111,6 +111,7 @@ static void print_header(const tt_model_config *m, const tt_param_table *params,
     tt_size_table_print_layers(sizes, plan, m, out);
     tt_size_table_print_weight_offload(sizes, plan, params, out);
     tt_size_table_print_optimizer(sizes, plan, params, out);
+    tt_size_table_print_moments_8bit(sizes, plan, params, out);
     tt_residency_map residency;
     tt_residency_build(&residency, params, plan, sizes);
     fprintf(out, "  where the trainable parameters live (optimizer units):\n");

@@ -12,6 +12,7 @@
 #include "core/trace.h"
 #include "model/quant4.h"
 #include "ops/backend.h"
+#include "ops/cpu/adamw_8bit_cpu.h"
 #include "ops/cpu/ops_cpu.h"
 
 typedef struct cpu_backend {
@@ -29,6 +30,7 @@ typedef struct cpu_backend {
      * a misuse shows on the CPU too. */
     uint64_t side_tickets;
     bool in_side;
+    tt_adamw_8bit_maps adamw_8bit_maps; /* bitsandbytes' quantization maps, built once */
 } cpu_backend;
 
 /* OpenMP's thread count is a setting of the calling thread: an op sets the backend's for its
@@ -320,6 +322,12 @@ static void cpu_adamw_update(void *ctx, void *weights, float *master, const void
         });
 }
 
+static void cpu_adamw_8bit_update(void *ctx, void *weights, const void *g, const tt_adamw_8bit_moment *m,
+                                  const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
+                                  const tt_adamw_8bit_scalars *scalars) {
+    ON_THREADS(ctx, tt_cpu_adamw_8bit_update(&cpu->adamw_8bit_maps, weights, g, m, v, tensors, count, scalars));
+}
+
 static void cpu_destroy(void *ctx) { free(ctx); }
 
 static const tt_backend_iface cpu_iface = {
@@ -372,6 +380,7 @@ static const tt_backend_iface cpu_iface = {
     .sum_squares = cpu_sum_squares,
     .sum_parts = cpu_sum_parts,
     .adamw_update = cpu_adamw_update,
+    .adamw_8bit_update = cpu_adamw_8bit_update,
 };
 
 tt_backend *tt_backend_cpu_create(int threads) {
@@ -382,6 +391,7 @@ tt_backend *tt_backend_cpu_create(int threads) {
     openblas_set_num_threads(1);
     cpu_backend *cpu = tt_xcalloc(1, sizeof *cpu, "the CPU backend");
     cpu->threads = threads;
+    tt_adamw_8bit_maps_build(&cpu->adamw_8bit_maps);
     tt_backend *backend = tt_xcalloc(1, sizeof *backend, "the CPU backend");
     *backend = (tt_backend){.iface = &cpu_iface, .ctx = cpu, .name = "cpu", .compute_tier = TT_TIER_HOST};
     return backend;

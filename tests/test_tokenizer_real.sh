@@ -63,7 +63,7 @@ expect_ids "qwen3 Hello world (no BOS)" qwen3 "$scratch/hello.txt" "9707 1879"
 expect_ids "qwen3 chat markers" qwen3 "$scratch/chat.txt" "151644 872 198 13048 151645"
 expect_ids "llama2 BOS + ▁Hello ▁world" llama2 "$scratch/hello.txt" "1 22557 1526"
 
-# Gemma 3 (until its golden file is made): a Replace of " " by ▁, then a Split on the String " " (which finds no
+# Gemma 3 (its golden file compares every corpus document too): a Replace of " " by ▁, then a Split on the String " " (which finds no
 # space left: a String pattern was once refused, "invalid option bits with PCRE2_LITERAL"). Words whose whole text is
 # a vocabulary entry are one token each, so the ids are the vocabulary's entries, looked up here in the file itself.
 gemma3_json="$cache/gemma3/package/models/tokenizer.json"

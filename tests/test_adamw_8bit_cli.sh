@@ -3,9 +3,10 @@
 # lowers the loss and logs every step, checkpoints hold the quantized state, a resumed run ends bit-identical to one
 # that never stopped (full fine-tuning, LoRA, two processes where MPI is built in), its names run the same bits, a
 # plan that moves activations or weights changes nothing, and what it does not run with is refused naming the key.
-# Arguments: tiertrain binary, source dir, scratch dir.
+# Arguments: tiertrain binary, source dir, scratch dir. TT_TEST_OVERRIDES adds key=value overrides to every run.
 set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
+read -r -a overrides <<< "${TT_TEST_OVERRIDES:-}" # `make test-gpu` adds device=cuda
 rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
 passed=0; failed=0
 check() { # description, command...
@@ -54,15 +55,15 @@ optimizer: adamw_bnb_8bit
 output_dir: out_a
 YAML
 
-"$tiertrain" plan --config run.yaml > plan_8bit.txt 2>&1
+"$tiertrain" plan --config run.yaml "${overrides[@]}" > plan_8bit.txt 2>&1
 check "plan succeeds" test $? -eq 0
 check "plan names the 8-bit AdamW and its tensors" grep -q "8-bit AdamW: 12 of 25 trainable tensors" plan_8bit.txt
-"$tiertrain" plan --config run.yaml optimizer=adamw_torch > plan_fp32.txt 2>&1
+"$tiertrain" plan --config run.yaml "${overrides[@]}" optimizer=adamw_torch > plan_fp32.txt 2>&1
 eight=$(state_bytes plan_8bit.txt); fp32=$(state_bytes plan_fp32.txt)
 check "plan: the 8-bit optimizer state ($eight bytes) is under a third of fp32 AdamW's ($fp32)" \
   test -n "$eight" -a -n "$fp32" -a $((eight * 3)) -lt "$fp32"
 
-"$tiertrain" train --config run.yaml > train_a.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" > train_a.txt 2>&1
 check "training succeeds" test $? -eq 0
 check "metrics has 8 steps" test "$(grep -c '"loss"' out_a/metrics.jsonl)" -eq 8
 first=$(losses out_a/metrics.jsonl | head -1); last=$(losses out_a/metrics.jsonl | tail -1)
@@ -77,7 +78,7 @@ check "... the maps" grep -q '"quantization_map.exp_avg":{"dtype":"F32","shape":
 
 # Resume: a run restarted from checkpoint-4 ends with the same bits as one that never stopped.
 mkdir -p out_b && cp -r out_a/checkpoint-4 out_b/
-"$tiertrain" train --config run.yaml output_dir=out_b --resume > train_b.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_b --resume > train_b.txt 2>&1
 check "resumed training succeeds" test $? -eq 0
 check "resumed final weights are bit-identical" cmp -s out_a/model.safetensors out_b/model.safetensors
 check "resumed optimizer state is bit-identical" \
@@ -86,11 +87,11 @@ check "resumed losses are bit-identical" cmp -s <(losses out_a/metrics.jsonl | t
 
 # The other names run the same optimizer; AdamW's fp32 moments give other bits.
 for name in adamw_8bit paged_adamw_8bit; do
-  "$tiertrain" train --config run.yaml optimizer=$name output_dir=out_$name > train_$name.txt 2>&1
+  "$tiertrain" train --config run.yaml "${overrides[@]}" optimizer=$name output_dir=out_$name > train_$name.txt 2>&1
   check "optimizer: $name trains" test $? -eq 0
   check "optimizer: $name has the bits of adamw_bnb_8bit" cmp -s out_a/model.safetensors out_$name/model.safetensors
 done
-"$tiertrain" train --config run.yaml optimizer=adamw_torch save_steps=0 output_dir=out_torch > train_torch.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" optimizer=adamw_torch save_steps=0 output_dir=out_torch > train_torch.txt 2>&1
 check "optimizer: adamw_torch trains" test $? -eq 0
 check "... to other weights than the 8-bit AdamW" differ out_a/model.safetensors out_torch/model.safetensors
 
@@ -99,7 +100,7 @@ for mode in "gradient_checkpointing=true" \
   "cpu_offloading=true;cpu_offloading_num_layers=1;cpu_offloading_weights=true;cpu_offloading_activations=false"; do
   IFS=';' read -r -a mode_args <<< "$mode"
   name=$(echo "$mode" | tr -c 'a-z0-9\n' '_' | cut -c1-60)
-  "$tiertrain" train --config run.yaml save_steps=0 output_dir="out_$name" "${mode_args[@]}" > "train_$name.txt" 2>&1
+  "$tiertrain" train --config run.yaml "${overrides[@]}" save_steps=0 output_dir="out_$name" "${mode_args[@]}" > "train_$name.txt" 2>&1
   check "$mode: training succeeds" test $? -eq 0
   check "$mode: weights are bit-identical" cmp -s out_a/model.safetensors "out_$name/model.safetensors"
 done
@@ -107,17 +108,18 @@ done
 # LoRA (rank 64: lora_A of the 64-wide layers has 4096 elements, 8-bit moments): a resume continues bit for bit.
 lora="adapter=lora;lora_r=64;lora_alpha=16;lora_target_linear=true"
 IFS=';' read -r -a lora_args <<< "$lora"
-"$tiertrain" train --config run.yaml "${lora_args[@]}" output_dir=out_lora > train_lora.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora_args[@]}" output_dir=out_lora > train_lora.txt 2>&1
 check "LoRA trains" test $? -eq 0
 check "LoRA: the checkpoint holds 8-bit codes" grep -aq 'exp_avg_codes.base_model' out_lora/checkpoint-4/optimizer.safetensors
 mkdir -p out_lora_b && cp -r out_lora/checkpoint-4 out_lora_b/
-"$tiertrain" train --config run.yaml "${lora_args[@]}" output_dir=out_lora_b --resume > train_lora_b.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora_args[@]}" output_dir=out_lora_b --resume > train_lora_b.txt 2>&1
 check "LoRA: resumed training succeeds" test $? -eq 0
 check "LoRA: resumed adapters are bit-identical" \
   cmp -s out_lora/adapter_model.safetensors out_lora_b/adapter_model.safetensors
 
 # Data parallel (two processes through MPI, each keeping the whole 8-bit state): a resume continues bit for bit.
-if command -v mpirun > /dev/null && ldd "$tiertrain" | grep -q libmpi; then
+# (mpirun's processes train on the CPU backend: GPUs run one process a GPU with NCCL, tests/gpu/data_parallel.sh)
+if command -v mpirun > /dev/null && ldd "$tiertrain" | grep -q libmpi && [[ " ${overrides[*]} " != *" device=cuda "* ]]; then
   mpi() { ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 300 mpirun --allow-run-as-root \
     --oversubscribe -np 2 "$tiertrain" "$@"; }
   mpi train --config run.yaml output_dir=out_dp > train_dp.txt 2>&1
@@ -132,22 +134,22 @@ fi
 
 # A checkpoint resumes only with the optimizer that wrote it.
 mkdir -p out_mixed && cp -r out_a/checkpoint-4 out_mixed/
-"$tiertrain" train --config run.yaml optimizer=adamw_torch output_dir=out_mixed --resume > train_mixed.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" optimizer=adamw_torch output_dir=out_mixed --resume > train_mixed.txt 2>&1
 check "an 8-bit checkpoint under adamw_torch is refused" test $? -ne 0
 check "... naming the optimizer it was saved with" grep -q "optimizer: adamw_bnb_8bit" train_mixed.txt
 mkdir -p out_mixed2 && cp -r out_torch/checkpoint-8 out_mixed2/
-"$tiertrain" train --config run.yaml output_dir=out_mixed2 --resume > train_mixed2.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_mixed2 --resume > train_mixed2.txt 2>&1
 check "an fp32 AdamW checkpoint under adamw_bnb_8bit is refused" test $? -ne 0
 check "... naming the optimizer it was saved with" grep -q "saved with optimizer: adamw_torch" train_mixed2.txt
 
 # What the 8-bit AdamW does not run with is refused, naming the keys; never a silent fp32 AdamW.
-"$tiertrain" train --config run.yaml optimizer_cpu_offload=true master_weights=true output_dir=out_r1 > refuse_offload.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" optimizer_cpu_offload=true master_weights=true output_dir=out_r1 > refuse_offload.txt 2>&1
 check "optimizer_cpu_offload is refused" test $? -ne 0
 check "... naming both keys" grep -q "optimizer: adamw_bnb_8bit and optimizer_cpu_offload" refuse_offload.txt
-"$tiertrain" train --config run.yaml zero_stage=1 output_dir=out_r2 > refuse_zero.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" zero_stage=1 output_dir=out_r2 > refuse_zero.txt 2>&1
 check "zero_stage is refused" test $? -ne 0
 check "... naming both keys" grep -q "optimizer: adamw_bnb_8bit and zero_stage: 1" refuse_zero.txt
-"$tiertrain" train --config run.yaml optimizer=paged_lion_8bit output_dir=out_r3 > refuse_lion.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" optimizer=paged_lion_8bit output_dir=out_r3 > refuse_lion.txt 2>&1
 check "bitsandbytes' Lion is refused" test $? -ne 0
 check "... with what to use" grep -q "adamw_bnb_8bit for bitsandbytes' 8-bit AdamW" refuse_lion.txt
 

@@ -371,14 +371,14 @@ static bool apply_optimizer_value(tt_run_config *c, const source *src, yaml_node
         cfg_die_at(src, node,
                    "optimizer: %s is not supported yet (torchao's low-bit AdamW, another quantization than "
                    "bitsandbytes'); "
-                   "use adamw_bnb_8bit (bitsandbytes' 8-bit AdamW, on the CPU backend) or adamw_torch, and to save GPU "
+                   "use adamw_bnb_8bit (bitsandbytes' 8-bit AdamW) or adamw_torch, and to save GPU "
                    "memory optimizer_cpu_offload: true (the AdamW state in pinned host memory, updated by the CPU) or "
                    "zero_stage over several GPUs",
                    text);
     if (cfg_index_in_list(other_optimizers, text, false) >= 0)
         cfg_die_at(src, node,
                    "optimizer: %s is not supported yet (bitsandbytes' Lion and AdEMAMix); use adamw_torch, or "
-                   "adamw_bnb_8bit for bitsandbytes' 8-bit AdamW (on the CPU backend)",
+                   "adamw_bnb_8bit for bitsandbytes' 8-bit AdamW",
                    text);
     return false;
 }

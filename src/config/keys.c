@@ -321,7 +321,8 @@ const key_spec cfg_keys[] = {
      .storage = STORE_NAME,
      .help = "adamw_torch, adamw_torch_fused: AdamW with torch.optim.AdamW's update (the same code); adamw_bnb_8bit, "
              "adamw_8bit, paged_adamw_8bit: bitsandbytes' AdamW8bit (moments of tensors of 4096 elements or more in "
-             "8 bits, block-wise; CPU backend only, without optimizer_cpu_offload and zero_stage)",
+             "8 bits, block-wise; the CPU and the CUDA backend the same bits; without optimizer_cpu_offload and "
+             "zero_stage)",
      .known_as = "optim"},
     {.name = "learning_rate",
      .type = KEY_FLOAT,

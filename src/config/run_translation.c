@@ -92,11 +92,6 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->master_bytes = precision->master ? 4 : 0;
     plan->moment_bytes = tt_dtype_size(precision->moment);
     plan->moments_8bit = tt_run_config_optimizer_8bit(run);
-    if (plan->moments_8bit && compute_tier == TT_TIER_GPU)
-        tt_die("optimizer: %s runs on the CPU backend in this version (its CUDA kernel does not exist yet); use "
-               "device: cpu, or optimizer: adamw_torch on the GPU (with optimizer_cpu_offload: true to keep the AdamW "
-               "state in pinned host memory)",
-               run->optimizer);
     if (run->recompute_granularity == TT_RECOMPUTE_FULL && run->recompute_method == TT_RECOMPUTE_BLOCK &&
         run->recompute_num_layers > model->num_layers)
         tt_die("recompute_num_layers is %lld but the model has %lld layers; use at most %lld (all layers)",

@@ -210,9 +210,9 @@ static void check_offloading(const tt_run_config *c) {
 static void check_optimizer(const tt_run_config *c) {
     if (!tt_run_config_optimizer_8bit(c)) return;
     if (c->optimizer_cpu_offload)
-        tt_die("optimizer: %s and optimizer_cpu_offload: true: optimizer offload's CPU AdamW keeps fp32 moments, and "
-               "the 8-bit AdamW runs on the CPU backend, whose state is in host memory already; remove "
-               "optimizer_cpu_offload, or use optimizer: adamw_torch with it",
+        tt_die("optimizer: %s and optimizer_cpu_offload: true: optimizer offload's CPU AdamW keeps fp32 moments, "
+               "and the 8-bit state is a quarter of fp32 AdamW's; remove optimizer_cpu_offload, or use optimizer: "
+               "adamw_torch with it",
                c->optimizer);
     if (c->zero_stage > 0)
         tt_die("optimizer: %s and zero_stage: %lld: sharding the 8-bit AdamW state across processes is not supported "

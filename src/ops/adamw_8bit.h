@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/check.h"
+#include "ops/dynamic_map.h"
 
 #define TT_ADAMW_8BIT_BLOCK 256
 #define TT_ADAMW_8BIT_MIN_NUMEL 4096
@@ -42,6 +43,13 @@ typedef struct tt_adamw_8bit_moment {
     float *absmax;        /* their blocks' absmax */
     float *fp32;          /* the small tensors' moments */
 } tt_adamw_8bit_moment;
+
+/* The maps an update quantizes with: the signed one for the first moment, the unsigned one for the second. */
+typedef struct tt_adamw_8bit_maps {
+    float first[TT_DYNAMIC_MAP_CODES], second[TT_DYNAMIC_MAP_CODES];
+} tt_adamw_8bit_maps;
+
+void tt_adamw_8bit_maps_build(tt_adamw_8bit_maps *maps);
 
 /* The per-step scalars, as bitsandbytes' kernels derive them in fp32 (1 - beta^t from a correctly rounded power;
  * its CUDA kernels' __powf and __fdividef are approximations of these). */

@@ -321,7 +321,7 @@ typedef struct tt_backend_iface {
      * tensors[count] (host array), whose elements are counted from weights and g; m and v each moment's state on
      * the compute tier. Without a master copy: weights in the compute precision are what it updates. NULL on a
      * backend that has no such kernel yet (the CUDA backend: the run is refused at config load). */
-    void (*adamw_8bit_update)(void *ctx, void *weights, const void *g, const tt_adamw_8bit_moment *m,
+    void (*adamw_8bit_update)(void *ctx, void *weights, float *master, const void *g, const tt_adamw_8bit_moment *m,
                               const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
                               const tt_adamw_8bit_scalars *scalars);
 } tt_backend_iface;
@@ -555,12 +555,12 @@ static inline void tt_backend_adamw_update(const tt_backend *backend, void *weig
                                  beta1, beta2, eps, weight_decay, step, grad_scale);
 }
 
-static inline void tt_backend_adamw_8bit_update(const tt_backend *backend, void *weights, const void *g,
+static inline void tt_backend_adamw_8bit_update(const tt_backend *backend, void *weights, float *master, const void *g,
                                                 const tt_adamw_8bit_moment *m, const tt_adamw_8bit_moment *v,
                                                 const tt_adamw_8bit_tensor *tensors, int count,
                                                 const tt_adamw_8bit_scalars *scalars) {
     TT_CHECK(backend->iface->adamw_8bit_update, "the %s backend has no 8-bit AdamW", backend->name);
-    backend->iface->adamw_8bit_update(backend->ctx, weights, g, m, v, tensors, count, scalars);
+    backend->iface->adamw_8bit_update(backend->ctx, weights, master, g, m, v, tensors, count, scalars);
 }
 
 /* Frees a backend made by any of the constructors (NULL: nothing). */

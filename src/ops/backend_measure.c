@@ -88,8 +88,9 @@ static void measure_adamw_update(void *ctx, void *weights, float *master, const 
                                  const int64_t *segment_start, const unsigned char *segment_decays, int segments,
                                  float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                                  float grad_scale) {}
-static void measure_adamw_8bit_update(void *ctx, void *weights, const void *g, const tt_adamw_8bit_moment *m,
-                                      const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
+static void measure_adamw_8bit_update(void *ctx, void *weights, float *master, const void *g,
+                                      const tt_adamw_8bit_moment *m, const tt_adamw_8bit_moment *v,
+                                      const tt_adamw_8bit_tensor *tensors, int count,
                                       const tt_adamw_8bit_scalars *scalars) {}
 
 static const tt_backend_iface measure_iface = {

@@ -41,22 +41,5 @@ void tt_dynamic_map_build(float map[TT_DYNAMIC_MAP_CODES], bool is_signed) {
 }
 
 unsigned char tt_dynamic_map_nearest(const float map[TT_DYNAMIC_MAP_CODES], float x, bool is_signed) {
-    /* Seven halvings from code 127 end on an even code c, with x above the last code passed on the way up (or
-     * below everything: the lower bound -1 or 0) and at most the last one passed on the way down (or 1). */
-    int code = 127, below = 0, above = 255;
-    float below_value = is_signed ? -1.0f : 0.0f, above_value = 1.0f, value = map[code];
-    for (int half = 64; half > 0; half /= 2) {
-        if (x > value) {
-            below = code;
-            below_value = value;
-            code += half;
-        } else {
-            above = code;
-            above_value = value;
-            code -= half;
-        }
-        value = map[code];
-    }
-    if (x > value) return (unsigned char)(x > (above_value + value) * 0.5f ? above : code);
-    return (unsigned char)(x < (below_value + value) * 0.5f ? below : code);
+    return tt_dynamic_map_nearest_in(map, x, is_signed);
 }

@@ -79,14 +79,16 @@ void tt_adamw_pieces_free(tt_model_state *s) {
     s->adamw_piece_count = 0;
 }
 
-/* One piece's update by the 8-bit AdamW: the weights themselves (the CPU backend keeps no master copy). */
+/* One piece's update by the 8-bit AdamW: the fp32 master (the GPU's) or the weights themselves (the CPU's, or bf16
+ * parameters without a master), and the compute copy rounded from the master. */
 static void update_8bit(tt_model_state *s, const tt_adamw_piece *piece, void *weights,
                         const tt_adamw_8bit_scalars *scalars) {
-    TT_CHECK(!s->master && s->sizes.optimizer_shard_start == 0, "8-bit AdamW with a master copy or a shard");
+    TT_CHECK(s->sizes.optimizer_shard_start == 0, "8-bit AdamW with a shard");
     const tt_adamw_8bit_moment m = tt_adamw_8bit_moment_in(s->adamw_8bit, s->adam_m);
     const tt_adamw_8bit_moment v = tt_adamw_8bit_moment_in(s->adamw_8bit, s->adam_v);
-    tt_backend_adamw_8bit_update(s->backend, weights, tt_model_gradients_at(s, piece->lo), &m, &v, piece->tensors,
-                                 piece->tensor_count, scalars);
+    tt_backend_adamw_8bit_update(s->backend, weights, s->master ? s->master + piece->lo : NULL,
+                                 tt_model_gradients_at(s, piece->lo), &m, &v, piece->tensors, piece->tensor_count,
+                                 scalars);
 }
 
 void tt_compute_tier_adamw(tt_model_state *s, const tt_adamw_settings *o, float learning_rate, int64_t step,

@@ -8,11 +8,6 @@
 /* Blocks of one tensor below which its update stays on one thread. */
 #define PARALLEL_MIN_BLOCKS 16
 
-void tt_adamw_8bit_maps_build(tt_adamw_8bit_maps *maps) {
-    tt_dynamic_map_build(maps->first, true);
-    tt_dynamic_map_build(maps->second, false);
-}
-
 /* A small tensor: bitsandbytes' 32-bit Adam step (the weight decays after it). */
 static void step_fp32(float *p, const float *g, float *m, float *v, int64_t n, const tt_adamw_8bit_scalars *k,
                       bool decays) {

@@ -8,13 +8,6 @@
 #include "ops/adamw_8bit.h"
 #include "ops/dynamic_map.h"
 
-/* The maps an update quantizes with: the signed one for the first moment, the unsigned one for the second. */
-typedef struct tt_adamw_8bit_maps {
-    float first[TT_DYNAMIC_MAP_CODES], second[TT_DYNAMIC_MAP_CODES];
-} tt_adamw_8bit_maps;
-
-void tt_adamw_8bit_maps_build(tt_adamw_8bit_maps *maps);
-
 /* One step of tensors[count] (their elements relative to weights and g) on the calling thread's OpenMP team. */
 void tt_cpu_adamw_8bit_update(const tt_adamw_8bit_maps *maps, float *weights, const float *g,
                               const tt_adamw_8bit_moment *m, const tt_adamw_8bit_moment *v,

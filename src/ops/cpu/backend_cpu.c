@@ -322,9 +322,10 @@ static void cpu_adamw_update(void *ctx, void *weights, float *master, const void
         });
 }
 
-static void cpu_adamw_8bit_update(void *ctx, void *weights, const void *g, const tt_adamw_8bit_moment *m,
+static void cpu_adamw_8bit_update(void *ctx, void *weights, float *master, const void *g, const tt_adamw_8bit_moment *m,
                                   const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
                                   const tt_adamw_8bit_scalars *scalars) {
+    TT_CHECK(master == NULL, "the CPU backend's weights are fp32: no master copy");
     ON_THREADS(ctx, tt_cpu_adamw_8bit_update(&cpu->adamw_8bit_maps, weights, g, m, v, tensors, count, scalars));
 }
 

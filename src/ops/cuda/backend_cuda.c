@@ -147,7 +147,8 @@ typedef struct cuda_backend {
     double *host_chunk_sums;
     int64_t host_chunks;
 
-    struct profiler *prof; /* TT_CUDA_PROFILE=1, else NULL */
+    struct profiler *prof;              /* TT_CUDA_PROFILE=1, else NULL */
+    tt_adamw_8bit_maps adamw_8bit_maps; /* bitsandbytes' quantization maps, built once (kernel arguments) */
 } cuda_backend;
 
 /* The backend's device for the calling thread (CUDA's current device is per thread). */
@@ -1108,6 +1109,15 @@ static void cuda_adamw_update(void *ctx, void *weights, float *master, const voi
                                  lr, beta1, beta2, eps, weight_decay, step, grad_scale, cuda->stream));
 }
 
+static void cuda_adamw_8bit_update(void *ctx, void *weights, float *master, const void *g,
+                                   const tt_adamw_8bit_moment *m, const tt_adamw_8bit_moment *v,
+                                   const tt_adamw_8bit_tensor *tensors, int count,
+                                   const tt_adamw_8bit_scalars *scalars) {
+    cuda_backend *cuda = ctx;
+    TIMED("adamw 8-bit", tt_cuda_adamw_8bit(master, weights, g, gradient_fp32(cuda), m, v, tensors, count, scalars,
+                                            &cuda->adamw_8bit_maps, cuda->stream));
+}
+
 static void cuda_destroy(void *ctx) {
     cuda_backend *cuda = ctx;
     use_device(cuda);
@@ -1173,6 +1183,7 @@ static const tt_backend_iface cuda_iface = {
     .sum_squares = cuda_sum_squares,
     .sum_parts = cuda_sum_parts,
     .adamw_update = cuda_adamw_update,
+    .adamw_8bit_update = cuda_adamw_8bit_update,
 };
 
 tt_backend *tt_backend_cuda_create(int device) {
@@ -1187,6 +1198,7 @@ tt_backend *tt_backend_cuda_create(int device) {
     TT_CUDA_CHECK(cudaStreamCreateWithFlags(&cuda->compute_stream, cudaStreamNonBlocking));
     cuda->stream = cuda->compute_stream;
     cuda->side_delay_seed = 54321;
+    tt_adamw_8bit_maps_build(&cuda->adamw_8bit_maps);
     TT_CUDA_CHECK(cudaStreamCreateWithFlags(&cuda->side_stream, cudaStreamNonBlocking));
     TT_CUDA_CHECK(cudaEventCreateWithFlags(&cuda->side_start, cudaEventDisableTiming));
     for (int i = 0; i < SIDE_EVENTS; i++)

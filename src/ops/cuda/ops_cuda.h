@@ -135,6 +135,14 @@ void tt_cuda_adamw(float *master, tt_bf16 *weight_bf16, const void *g, int g_is_
                    float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale,
                    cudaStream_t stream);
 
+/* bitsandbytes' 8-bit AdamW over tensors[count] (ops/adamw_8bit.h; host descriptors, their elements relative to
+ * weight_bf16, master and g): the CPU backend's arithmetic bit for bit, one launch per tensor. With master the fp32
+ * master is the parameter and weight_bf16 (when not NULL) receives it rounded; without, weight_bf16 is the parameter. */
+void tt_cuda_adamw_8bit(float *master, tt_bf16 *weight_bf16, const void *g, int g_is_fp32,
+                        const tt_adamw_8bit_moment *m, const tt_adamw_8bit_moment *v,
+                        const tt_adamw_8bit_tensor *tensors, int count, const tt_adamw_8bit_scalars *k,
+                        const tt_adamw_8bit_maps *maps, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

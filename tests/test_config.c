@@ -206,9 +206,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->cosine_min_lr_ratio == b->cosine_min_lr_ratio && a->max_steps == b->max_steps &&
         a->num_epochs == b->num_epochs && a->weight_decay == b->weight_decay && a->max_grad_norm == b->max_grad_norm &&
         a->adam_beta1 == b->adam_beta1 && a->adam_beta2 == b->adam_beta2 && a->adam_epsilon == b->adam_epsilon &&
-        a->seed == b->seed && same_string(a->output_dir, b->output_dir) && a->save_steps == b->save_steps && a->saves_per_epoch == b->saves_per_epoch &&
-        a->save_total_limit == b->save_total_limit && a->eval_strategy == b->eval_strategy &&
-        a->evals_per_epoch == b->evals_per_epoch && a->loss_watchdog_threshold == b->loss_watchdog_threshold &&
+        a->seed == b->seed && same_string(a->output_dir, b->output_dir) && a->save_steps == b->save_steps &&
+        a->saves_per_epoch == b->saves_per_epoch && a->save_total_limit == b->save_total_limit &&
+        a->eval_strategy == b->eval_strategy && a->evals_per_epoch == b->evals_per_epoch &&
+        a->loss_watchdog_threshold == b->loss_watchdog_threshold &&
         a->loss_watchdog_patience == b->loss_watchdog_patience && a->tf32 == b->tf32 &&
         a->eval_steps == b->eval_steps && a->logging_steps == b->logging_steps &&
         same_string(a->resume_from_checkpoint, b->resume_from_checkpoint) && a->max_shard_bytes == b->max_shard_bytes &&
@@ -1306,6 +1307,21 @@ static void test_lora_and_freezing(void) {
     tt_expect_die(load_file, yaml_file("layers_neg.yaml", "frozen_layers: [-1]\n"), "frozen_layers: expected layer");
     tt_expect_die(load_file, yaml_file("layers_twice.yaml", "frozen_layers: [2, 2]\n"),
                   "frozen_layers lists layer 2 twice");
+    /* chat_template_kwargs through YAML aliases: one inside its own value, and a chain that grows exponentially */
+    tt_expect_die(load_file, yaml_file("kwargs_cycle.yaml", VALID "chat_template_kwargs: {x: &a [*a]}\n"),
+                  "values nested more than 64 deep (a YAML alias inside its own value?)");
+    tt_expect_die(load_override, "chat_template_kwargs={x: &a [*a]}", "values nested more than 64 deep");
+    {
+        char laughs[2048];
+        size_t used =
+            (size_t)snprintf(laughs, sizeof laughs, VALID "chat_template_kwargs:\n  a0: &a0 [l,l,l,l,l,l,l,l,l]\n");
+        for (int i = 1; i < 10; i++)
+            used += (size_t)snprintf(laughs + used, sizeof laughs - used,
+                                     "  a%d: &a%d [*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d]\n", i, i, i - 1, i - 1,
+                                     i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1);
+        tt_expect_die(load_file, yaml_file("kwargs_laughs.yaml", laughs),
+                      "expand to more than 100000 nodes or 1048576 bytes of JSON");
+    }
     tt_expect_die(load_override, "lora_rank=8", "unknown key 'lora_rank'; tiertrain calls it 'lora_r'");
     tt_expect_die(load_override, "target_modules=[q]", "tiertrain calls it 'lora_target_modules'");
 }

@@ -214,9 +214,29 @@ static void text_append_json_string(text_buffer *b, const char *s) {
  * numbers; the rest text), quoted scalars as text, lists and mappings as arrays and objects. YAML 1.1's other
  * booleans (yes, no, on, off), which axolotl's PyYAML reads as booleans and tiertrain as text, are refused rather
  * than read either way silently. */
+/* Bounds of chat_template_kwargs' JSON: YAML aliases repeat their value where they stand, so a chain of them grows
+ * exponentially (a "billion laughs") and an alias inside its own value never ends; the walk stops at these. */
+#define KWARGS_MAX_DEPTH 64
+#define KWARGS_MAX_BYTES (1u << 20)
+#define KWARGS_MAX_NODES 100000
+#define KWARGS_MAX_PAIRS 4096 /* names per mapping: each is compared with those before it */
+
+typedef struct kwargs_walk {
+    int64_t nodes;
+} kwargs_walk;
+
 static void yaml_value_to_json(const source *src, yaml_document_t *doc, yaml_node_t *node, const char *path,
-                               text_buffer *out) {
+                               text_buffer *out, int depth, kwargs_walk *walk) {
     char buf[256];
+    if (depth > KWARGS_MAX_DEPTH)
+        cfg_die_at(src, node,
+                   "%s: values nested more than %d deep (a YAML alias inside its own value?); write the values out",
+                   path, KWARGS_MAX_DEPTH);
+    if (++walk->nodes > KWARGS_MAX_NODES || out->length > KWARGS_MAX_BYTES)
+        cfg_die_at(src, node,
+                   "%s: the values expand to more than %d nodes or %u bytes of JSON (YAML aliases repeat their value "
+                   "where they stand, and a chain of them grows exponentially); write the values out",
+                   path, KWARGS_MAX_NODES, KWARGS_MAX_BYTES);
     if (node->type == YAML_SEQUENCE_NODE) {
         text_append_str(out, "[");
         int index = 0;
@@ -225,18 +245,23 @@ static void yaml_value_to_json(const source *src, yaml_document_t *doc, yaml_nod
             char item_path[512];
             snprintf(item_path, sizeof item_path, "%s[%d]", path, index);
             text_append_str(out, index ? ", " : "");
-            yaml_value_to_json(src, doc, yaml_document_get_node(doc, *it), item_path, out);
+            yaml_value_to_json(src, doc, yaml_document_get_node(doc, *it), item_path, out, depth + 1, walk);
         }
         text_append_str(out, "]");
         return;
     }
     if (node->type == YAML_MAPPING_NODE) {
         text_append_str(out, "{");
+        if (node->data.mapping.pairs.top - node->data.mapping.pairs.start > KWARGS_MAX_PAIRS)
+            cfg_die_at(src, node, "%s: a mapping of more than %d names; a chat template takes a few", path,
+                       KWARGS_MAX_PAIRS);
         for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
             yaml_node_t *key = yaml_document_get_node(doc, p->key), *value = yaml_document_get_node(doc, p->value);
             if (key->type != YAML_SCALAR_NODE || cfg_is_null(key) || !*cfg_scalar_text(key))
                 cfg_die_at(src, key, "%s: the names of a mapping are text such as enable_thinking, not %s", path,
                            cfg_describe_value(key, buf, sizeof buf));
+            if (strlen(cfg_scalar_text(key)) != key->data.scalar.length)
+                cfg_die_at(src, key, "%s: a name holds a NUL byte (after '%s')", path, cfg_scalar_text(key));
             for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++)
                 if (strcmp(cfg_scalar_text(yaml_document_get_node(doc, q->key)), cfg_scalar_text(key)) == 0)
                     cfg_die_at(src, key, "%s: '%s' appears twice; keep one", path, cfg_scalar_text(key));
@@ -245,7 +270,7 @@ static void yaml_value_to_json(const source *src, yaml_document_t *doc, yaml_nod
             text_append_str(out, p > node->data.mapping.pairs.start ? ", " : "");
             text_append_json_string(out, cfg_scalar_text(key));
             text_append_str(out, ": ");
-            yaml_value_to_json(src, doc, value, item_path, out);
+            yaml_value_to_json(src, doc, value, item_path, out, depth + 1, walk);
         }
         text_append_str(out, "}");
         return;
@@ -312,7 +337,8 @@ void cfg_set_template_kwargs(tt_run_config *c, const key_spec *k, const source *
                        k->name, name);
     }
     text_buffer out = {0};
-    yaml_value_to_json(src, doc, node, k->name, &out);
+    kwargs_walk walk = {0};
+    yaml_value_to_json(src, doc, node, k->name, &out, 0, &walk);
     *field = out.text;
 }
 

@@ -221,6 +221,11 @@ static void test_errors(void) {
     CHECK_ERROR("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", NULL, "macro calls nested deeper");
     CHECK_ERROR("{% for i in range(100000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", NULL, "more than");
     CHECK_ERROR("{% set s = 'x' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}", NULL, "output exceeds");
+    /* the render's memory bound inside one call that builds a list (it grew to gigabytes, and range(10**9) ran for
+     * a minute, before the bound was checked per item) */
+    CHECK_ERROR("{% for i in range(9999999) %}{% endfor %}", NULL, "render needs more than 268435456 bytes of memory");
+    CHECK_ERROR("{{ range(1000000000) | length }}", NULL, "render needs more than 268435456 bytes of memory");
+    CHECK_ERROR("{{ [1] | batch(100000000, 0) | list }}", NULL, "batch(100000000) needs more memory");
     CHECK_ERROR("{{ xs.append(1) }}", "{\"xs\": []}", "unsafe");
     /* parse errors name the construct, line and column */
     CHECK_ERROR("a\n{% if x %}b", NULL, "t:2:");

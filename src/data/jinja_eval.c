@@ -558,6 +558,11 @@ static tt_jv *call_func(tt_jrender *r, const tt_jnode *n, tt_jv *fn, const tt_ja
                                  (unsigned long long)TT_JINJA_MAX_ITERATIONS);
                 return NULL;
             }
+            if (a->over) { /* checked per item: the list is built in this one call */
+                tt_jrender_error(r, n, "render needs more than %zu bytes of memory (range() of %lld items)",
+                                 TT_JINJA_MAX_MEMORY, (long long)l->n);
+                return NULL;
+            }
             tt_jv_push(a, l, tt_jv_int(a, i));
             if ((v[2] > 0 && i > INT64_MAX - v[2]) || (v[2] < 0 && i < INT64_MIN - v[2])) break;
         }

@@ -843,14 +843,19 @@ static tt_jv *filter_batch(tt_jrender *r, const tt_jnode *at, const char *name, 
     tt_jv *l = tt_jinja_iter_list(r, at, v);
     if (!l) return NULL;
     tt_jv *out = tt_jv_new(a, JV_LIST), *cur = NULL;
-    for (size_t i = 0; i < l->n; i++) {
+    for (size_t i = 0; i < l->n && !a->over; i++) {
         if (!cur || (int64_t)cur->n == size) {
             cur = tt_jv_new(a, JV_LIST);
             tt_jv_push(a, out, cur);
         }
         tt_jv_push(a, cur, l->items[i]);
     }
-    while (fill && cur && (int64_t)cur->n < size) tt_jv_push(a, cur, fill);
+    /* the fill grows one list to the batch size in this one call: the memory bound is checked per item */
+    while (fill && cur && (int64_t)cur->n < size && !a->over) tt_jv_push(a, cur, fill);
+    if (a->over) {
+        tt_jrender_error(r, at, "batch(%lld) needs more memory than a render may take", (long long)size);
+        return NULL;
+    }
     return out;
 }
 

@@ -848,12 +848,14 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("range11.yaml", "logging_steps: 0\n"), "logging_steps must be >= 1, got 0");
     /* enums */
     tt_expect_die(load_file, yaml_file("enum.yaml", "lr_scheduler: step\n"),
-                  "enum.yaml:1: lr_scheduler must be one of cosine, linear, constant; got 'step'");
+                  "enum.yaml:1: lr_scheduler must be one of cosine, linear, constant, constant_with_warmup, "
+                  "cosine_with_min_lr, polynomial, inverse_sqrt; got 'step'");
     tt_expect_die(load_file, yaml_file("enum2.yaml", "optimizer: sgd\n"),
                   "optimizer must be one of adamw_torch, adamw_torch_fused, adamw_bnb_8bit, adamw_8bit, "
                   "paged_adamw_8bit; got 'sgd'");
     tt_expect_die(load_file, yaml_file("enum3.yaml", "lr_scheduler: [cosine]\n"),
-                  "lr_scheduler: expected one of cosine, linear, constant, got a list");
+                  "lr_scheduler: expected one of cosine, linear, constant, constant_with_warmup, cosine_with_min_lr, "
+                  "polynomial, inverse_sqrt, got a list");
     tt_expect_die(load_file, yaml_file("enum4.yaml", "device: tpu\n"),
                   "device must be one of auto, cpu, cuda; got 'tpu'");
     /* duplicate keys */

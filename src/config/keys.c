@@ -336,7 +336,9 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(lr_scheduler),
      .default_text = "cosine",
      .values = VALUE_NAMES(TT_LR_SCHEDULER_VALUES),
-     .help = "after warmup: cosine decay to cosine_min_lr_ratio x learning_rate, linear decay to 0, or constant",
+     .help = "transformers' schedules after the linear warmup: cosine (to cosine_min_lr_ratio x learning_rate), "
+             "cosine_with_min_lr (the same), linear (to 0), polynomial (to 1e-7, power 1), inverse_sqrt (timescale: "
+             "the warmup, else 10000), constant_with_warmup; constant has no warmup, as in transformers",
      .known_as = "lr_scheduler_type|lr_decay_style"},
     {.name = "warmup_steps",
      .type = KEY_INT,

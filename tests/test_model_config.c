@@ -452,7 +452,7 @@ static void test_hardening(void) {
     tt_expect_die(load_absolute_with_alarm, "/dev/null", "/dev/null is not a regular file");
     tt_test_write_text("huge_params.json",
                        "{\"model_type\":\"llama\",\"vocab_size\":1,\"hidden_size\":549755813888,"
-                       "\"intermediate_size\":1,\"num_hidden_layers\":1000000,\"num_attention_heads\":524288,"
+                       "\"intermediate_size\":1,\"num_hidden_layers\":4000,\"num_attention_heads\":524288,"
                        "\"num_key_value_heads\":1,\"head_dim\":1024}");
     tt_expect_die(load_config, "huge_params.json",
                   "huge_params.json: the model's sizes imply more than 2^50 parameters");
@@ -462,6 +462,11 @@ static void test_hardening(void) {
         "{\"model_type\":\"llama\",\"vocab_size\":257,\"hidden_size\":16,\"intermediate_size\":32,"
         "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":1048576}");
     tt_expect_die(load_config, "huge_head.json", "huge_head.json: head_dim (1048576) is more than 1024");
+    /* a hundred thousand layers: the planner ran for minutes (a per-layer scan of the layers above, since linear) */
+    tt_test_write_text("deep.json", "{\"model_type\":\"llama\",\"vocab_size\":257,\"hidden_size\":16,"
+                                    "\"intermediate_size\":32,\"num_hidden_layers\":100000,\"num_attention_heads\":2,"
+                                    "\"num_key_value_heads\":1}");
+    tt_expect_die(load_config, "deep.json", "deep.json: num_hidden_layers 100000 is more than 4096");
 }
 
 /* gemma-3-1b-it's config.json as transformers 4.50 wrote it: sliding layers from the pattern (every sixth full), the

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "core/check.h"
+
+#define TT_MODEL_MAX_LAYERS 4096
 #include "core/json_describe.h"
 #include "model/arch.h"
 #include "model/config_reader.h"
@@ -359,8 +361,12 @@ void tt_model_config_validate(const tt_model_config *c, const char *source) {
     /* Sizes whose products overflow are not models but corrupt files. */
     const int64_t limit = (int64_t)1 << 40;
     if (c->hidden_size > limit / c->vocab_size || c->hidden_size > limit / c->intermediate_size ||
-        c->head_dim > limit / c->num_heads || c->num_layers > 1000000)
+        c->head_dim > limit / c->num_heads)
         tt_die("%s: the model's sizes are implausibly large; the file is corrupt", source);
+    /* The deepest published decoders have under 200 layers; the planner's work grows with the depth. */
+    if (c->num_layers > TT_MODEL_MAX_LAYERS)
+        tt_die("%s: num_hidden_layers %lld is more than %d; no published decoder is that deep: the file is corrupt",
+               source, (long long)c->num_layers, TT_MODEL_MAX_LAYERS);
     /* The parameter count in doubles (no overflow, ample precision for a bound): at most 2^50
      * parameters, so that tt_model_config_param_count's int64 products, every one of them a
      * term of this sum, cannot overflow (a fuzzed config with hidden_size 2^39 did). */

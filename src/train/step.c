@@ -488,18 +488,26 @@ uint64_t tt_lora_dropout_seed(uint64_t run_seed, int64_t step, int64_t micro_ste
 
 /* The layer inputs above layer l, x[l+1..L], are dead from layer l's recompute on (the head and the layers
  * above are done with them; the recompute writes no output). Where they are one run of compute-tier buffers,
- * layer l's attention backward may take them as more workspace: *bytes 0 where they are not (an offloaded
- * input passes through the staging ring). */
-static void *dead_inputs_above(const tt_model_state *s, void *const *x, int64_t l, size_t *bytes) {
+ * layer l's attention backward may take them as more workspace. That holds for every l + 1 from the start of the
+ * longest such run ending at x[L] (an offloaded input passes through the staging ring and ends it): its index,
+ * found once per backward (the backward asks for every layer: per layer, the scan was quadratic in the depth). */
+static int64_t first_dead_run_input(const tt_model_state *s, void *const *x) {
     const int64_t L = s->config.num_layers;
     const size_t stride = tt_align_up(s->sizes.layer_input);
+    if (tt_offload_store_in_ring(&s->inputs, L)) return L + 1;
+    int64_t first = L;
+    while (first > 0 && !tt_offload_store_in_ring(&s->inputs, first - 1) &&
+           (const char *)x[first] == (const char *)x[first - 1] + stride)
+        first--;
+    return first;
+}
+
+/* The dead inputs above layer l as workspace, or NULL (*bytes 0) where they are not one run (first_dead_run_input). */
+static void *dead_inputs_above(const tt_model_state *s, void *const *x, int64_t l, int64_t first_run, size_t *bytes) {
+    const int64_t L = s->config.num_layers;
     *bytes = 0;
-    if (l + 1 > L) return NULL;
-    for (int64_t j = l + 1; j <= L; j++) {
-        if (tt_offload_store_in_ring(&s->inputs, j)) return NULL;
-        if (j > l + 1 && (const char *)x[j] != (const char *)x[j - 1] + stride) return NULL;
-    }
-    *bytes = (size_t)(L - l) * stride;
+    if (l + 1 > L || l + 1 < first_run) return NULL;
+    *bytes = (size_t)(L - l) * tt_align_up(s->sizes.layer_input);
     return x[l + 1];
 }
 
@@ -679,6 +687,7 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
     trace_layer(s, "compute", "LM head and loss", -1, head_start);
     tt_arena_pop_to(&s->arena, head_mark);
 
+    const int64_t first_run = first_dead_run_input(s, x);
     for (int64_t l = L - 1; l >= 0; l--) {
         /* What the layer reads comes back first (an offloaded checkpoint and kept activations, its weights;
          * the next ones below start their way); the layer's kept slots are on top of the stack; its
@@ -707,7 +716,7 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
         push_backward(s, &scratch);
         if (s->arena.used > s->attention_phase_used) s->attention_phase_used = s->arena.used;
         size_t spare_bytes;
-        void *spare = dead_inputs_above(s, x, l, &spare_bytes);
+        void *spare = dead_inputs_above(s, x, l, first_run, &spare_bytes);
         s->block->backward_attention(s, l, x[l], all.slot, scratch.slot, d_residual, spare, spare_bytes);
         trace_memory(s);
         trace_layer(s, "compute", "backward", l, backward_start);

@@ -78,6 +78,12 @@ check "training succeeds" test $? -eq 0
 check "train reuses the prepared file" grep -q "data: reusing the prepared dataset last_run_prepared/" train.txt
 check "documents, one per sequence" grep -q "16 training and 0 eval documents" train.txt
 check "4 steps logged" test "$(grep -c '"loss"' out/metrics.jsonl)" -eq 4
+check "output_dir holds the tokenizer the run used" cmp -s "$fixtures/bytes_tokenizer/tokenizer.json" out/tokenizer.json
+check "... and its tokenizer_config.json" \
+  cmp -s "$fixtures/bytes_tokenizer/tokenizer_config.json" out/tokenizer_config.json
+check "... and a model card with the run's configuration" \
+  grep -q "trained by tiertrain for 4 optimizer steps" out/README.md
+check "... the configuration as YAML that loads back" grep -q "^learning_rate: 0.003$" out/README.md
 check "the loss is finite" test -z "$(grep '"loss"' out/metrics.jsonl | grep -i -E '"loss": (nan|-?inf)')"
 counted=$(sed -n 's/.*"target_tokens": \([0-9]*\).*/\1/p' out/metrics.jsonl | awk '{ n += $1 } END { print n }')
 check "one epoch counts exactly the unmasked targets ($counted vs $expected)" test "$counted" -eq "$expected"

@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/measure.h"
+#include "train/model_card.h"
 #include "train/optimizer.h"
 #include "train/optimizer_offload.h"
 #include "train/prepare.h"
@@ -839,6 +840,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     if (exit_status == 0 && run->save_strategy != TT_SAVE_NO && (leader || model.shards)) {
         tt_data_parallel_weights_ready(comm ? &dp : NULL, &model);
         save_final_weights(&model, run, leader);
+        if (leader) tt_write_output_companions(run, model.params.lora_rank > 0, trainer.global_step);
     }
     if (comm) tt_comm_barrier(comm); /* every rank ends after the leader's last checkpoint */
     if (leader)

@@ -665,8 +665,10 @@ static bool plan_on_gpu(const char *path) {
     const tt_precision bf16 = tt_precision_for_run(&c, true);
     tt_plan plan;
     tt_plan_from_config(&plan, &c, &model, TT_TIER_GPU, &bf16);
+    const bool moments_8bit = plan.moments_8bit;
+    tt_plan_free(&plan);
     tt_run_config_free(&c);
-    return plan.moments_8bit;
+    return moments_8bit;
 }
 
 #define VALID "model_config: m/config.json\ndatasets: [a.tok]\n"

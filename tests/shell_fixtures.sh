@@ -1,9 +1,13 @@
 # Sourced by the shell tests: check(), which counts what passed and failed, and the byte-level tiny Llama they
 # train (its config.json and a token file cut from README.md).
 passed=0; failed=0
-check() { # description, command...
+check() { # description, command... (a failure shows the tail of the newest *.txt: the last run's output)
   local what=$1; shift
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
+  if "$@"; then passed=$((passed + 1)); return; fi
+  failed=$((failed + 1)); echo "FAIL: $what" >&2
+  local last; last=$(ls -t -- *.txt 2>/dev/null | head -1)
+  [ -n "$last" ] && { echo "---- tail of $last" >&2; tail -8 "$last" >&2; }
+  return 0
 }
 
 # byte_llama DIR LAYERS MAX_POSITIONS: DIR/config.json, a Llama of hidden size 16 over the 257 byte-level tokens

@@ -8,14 +8,7 @@ set -uo pipefail
 tiertrain=$1; source_dir=$2; scratch=$3
 read -r -a overrides <<< "${TT_TEST_OVERRIDES:-}" # `make test-gpu` adds device=cuda
 rm -rf "$scratch"; mkdir -p "$scratch"; cd "$scratch"
-passed=0; failed=0
-check() { # description, command...
-  local what=$1; shift
-  if "$@"; then passed=$((passed + 1)); return; fi
-  failed=$((failed + 1)); echo "FAIL: $what" >&2
-  local last; last=$(ls -t -- *.txt 2>/dev/null | head -1)
-  [ -n "$last" ] && { echo "---- tail of $last" >&2; tail -8 "$last" >&2; }
-}
+source "$source_dir/tests/shell_fixtures.sh"
 # bytes of the size table's "optimizer state" row (its first column) in a plan's output
 state_bytes() {
   awk '/^  optimizer state/ { v = $3; u = $4; m = 1

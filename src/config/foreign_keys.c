@@ -202,17 +202,6 @@ static const foreign_key_group groups[] = {
 
 static const int group_count = (int)(sizeof groups / sizeof groups[0]);
 
-bool tt_run_config_knows_key(const char *name) {
-    for (int i = 0; i < cfg_key_count; i++) /* another tool's name of a key: answered with tiertrain's */
-        if (cfg_index_in_list(cfg_keys[i].known_as, name, true) >= 0) return true;
-    if (cfg_find_key(name) || strcmp(name, "plugins") == 0 || strcmp(name, "bnb_config_kwargs") == 0 ||
-        strcmp(name, "context_parallel_size") == 0 || strcmp(name, "evaluation_strategy") == 0)
-        return true;
-    for (int i = 0; i < group_count; i++)
-        if (cfg_index_in_list(groups[i].names, name, false) >= 0) return true;
-    return false;
-}
-
 /* The notes are printed grouped by reason, in the order their first key was met. */
 static void note(tt_run_config *c, const char *reason, const char *item) {
     c->foreign_note_reasons =
@@ -287,26 +276,31 @@ static void apply_bnb_config_kwargs(tt_run_config *c, const source *src, yaml_do
     }
 }
 
+/* Other tools' keys read by a key of tiertrain's (another name of it) or by a reader of their own. */
+typedef void (*foreign_reader)(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *value);
+static const struct {
+    const char *name;
+    const char *key;    /* tiertrain's key it is another name of, or NULL */
+    const char *reason; /* of the note, for a renamed key */
+    foreign_reader read;
+} read_keys[] = {
+    {"evaluation_strategy", "eval_strategy", "transformers' older name of eval_strategy", NULL},
+    /* the ranks that share each sequence (ring attention there, Ulysses here: the same exact attention) */
+    {"context_parallel_size", "sequence_parallel_degree", "axolotl's name of sequence_parallel_degree", NULL},
+    {"plugins", NULL, NULL, apply_plugins},
+    {"bnb_config_kwargs", NULL, NULL, apply_bnb_config_kwargs},
+};
+
 bool cfg_apply_foreign_key(tt_run_config *c, const source *src, yaml_document_t *doc, const char *name,
                            yaml_node_t *value) {
-    if (strcmp(name, "plugins") == 0) {
-        apply_plugins(c, src, doc, value);
-        return true;
-    }
-    if (strcmp(name, "bnb_config_kwargs") == 0) {
-        apply_bnb_config_kwargs(c, src, doc, value);
-        return true;
-    }
-    if (strcmp(name, "evaluation_strategy") == 0) { /* transformers' older name */
-        cfg_apply_key(c, cfg_find_key("eval_strategy"), src, doc, value);
-        note(c, "transformers' older name of eval_strategy", "evaluation_strategy");
-        return true;
-    }
-    if (strcmp(name, "context_parallel_size") == 0) {
-        /* axolotl's newer name of sequence_parallel_degree: the ranks that share each sequence (ring attention
-         * there, Ulysses here: the same exact attention) */
-        cfg_apply_key(c, cfg_find_key("sequence_parallel_degree"), src, doc, value);
-        note(c, "axolotl's name of sequence_parallel_degree", "context_parallel_size");
+    for (size_t i = 0; i < sizeof read_keys / sizeof read_keys[0]; i++) {
+        if (strcmp(read_keys[i].name, name) != 0) continue;
+        if (read_keys[i].read) {
+            read_keys[i].read(c, src, doc, value);
+        } else {
+            cfg_apply_key(c, cfg_find_key(read_keys[i].key), src, doc, value);
+            note(c, read_keys[i].reason, name);
+        }
         return true;
     }
     for (int i = 0; i < group_count; i++) {
@@ -443,4 +437,15 @@ void tt_run_config_print_notes(const tt_run_config *c, FILE *out) {
         }
         fprintf(out, "\n      %s\n", c->foreign_note_reasons[i]);
     }
+}
+
+bool tt_run_config_knows_key(const char *name) {
+    for (int i = 0; i < cfg_key_count; i++) /* another tool's name of a key: answered with tiertrain's */
+        if (cfg_index_in_list(cfg_keys[i].known_as, name, true) >= 0) return true;
+    if (cfg_find_key(name)) return true;
+    for (size_t i = 0; i < sizeof read_keys / sizeof read_keys[0]; i++)
+        if (strcmp(read_keys[i].name, name) == 0) return true;
+    for (int i = 0; i < group_count; i++)
+        if (cfg_index_in_list(groups[i].names, name, false) >= 0) return true;
+    return false;
 }

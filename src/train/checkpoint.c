@@ -247,6 +247,12 @@ const char *tt_run_base_model_name(const tt_run_config *run) {
     return run->base_model ? run->base_model : run->model_config;
 }
 
+/* Whether a directory entry is "checkpoint-<step><suffix>", and its step. */
+static bool checkpoint_step(const char *name, const char *suffix, long long *step) {
+    int consumed = 0;
+    return sscanf(name, "checkpoint-%lld%n", step, &consumed) == 1 && strcmp(name + consumed, suffix) == 0;
+}
+
 char *tt_checkpoint_find_latest(const char *output_dir) {
     DIR *d = opendir(output_dir);
     if (!d) return NULL;
@@ -254,9 +260,7 @@ char *tt_checkpoint_find_latest(const char *output_dir) {
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         long long step;
-        int consumed = 0;
-        if (sscanf(e->d_name, "checkpoint-%lld%n", &step, &consumed) == 1 && e->d_name[consumed] == 0 && step > best)
-            best = step;
+        if (checkpoint_step(e->d_name, "", &step) && step > best) best = step;
     }
     closedir(d);
     if (best < 0) return NULL;
@@ -265,7 +269,42 @@ char *tt_checkpoint_find_latest(const char *output_dir) {
     return tt_xstrdup(path);
 }
 
-static void keep_newest(const char *output_dir, int64_t keep, const char *why);
+static int compare_steps(const void *a, const void *b) {
+    const long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+static void keep_newest(const char *output_dir, int64_t keep, const char *why) {
+    DIR *d = opendir(output_dir);
+    if (!d) return;
+    long long *steps = NULL;
+    size_t count = 0, capacity = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long long step;
+        if (!checkpoint_step(e->d_name, "", &step)) continue;
+        if (count == capacity) {
+            capacity = capacity ? 2 * capacity : 16;
+            steps = tt_xrealloc(steps, capacity * sizeof *steps, "checkpoint list");
+        }
+        steps[count++] = step;
+    }
+    closedir(d);
+    if (count > 0) qsort(steps, count, sizeof *steps, compare_steps);
+    char path[4200];
+    for (size_t i = 0; i + (size_t)keep < count; i++) {
+        snprintf(path, sizeof path, "%s/checkpoint-%lld", output_dir, steps[i]);
+        remove_flat_directory(path);
+        tt_info("%s: removed %s", why, path);
+    }
+    free(steps);
+}
+
+void tt_checkpoint_keep_newest(const char *output_dir, int64_t keep) {
+    char why[64];
+    snprintf(why, sizeof why, "save_total_limit %lld", (long long)keep);
+    keep_newest(output_dir, keep, why);
+}
 
 void tt_output_dir_check_previous_run(const char *output_dir, bool resuming, bool overwrite, bool leader) {
     if (resuming) return;
@@ -297,44 +336,6 @@ void tt_output_dir_check_previous_run(const char *output_dir, bool resuming, boo
     tt_info("overwrite_output_dir: replaced the previous run in %s (%s)", output_dir, found);
 }
 
-static int compare_steps(const void *a, const void *b) {
-    const long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
-
-static void keep_newest(const char *output_dir, int64_t keep, const char *why) {
-    DIR *d = opendir(output_dir);
-    if (!d) return;
-    long long *steps = NULL;
-    size_t count = 0, capacity = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        long long step;
-        int consumed = 0;
-        if (sscanf(e->d_name, "checkpoint-%lld%n", &step, &consumed) != 1 || e->d_name[consumed] != 0) continue;
-        if (count == capacity) {
-            capacity = capacity ? 2 * capacity : 16;
-            steps = tt_xrealloc(steps, capacity * sizeof *steps, "checkpoint list");
-        }
-        steps[count++] = step;
-    }
-    closedir(d);
-    if (count > 0) qsort(steps, count, sizeof *steps, compare_steps);
-    char path[4200];
-    for (size_t i = 0; i + (size_t)keep < count; i++) {
-        snprintf(path, sizeof path, "%s/checkpoint-%lld", output_dir, steps[i]);
-        remove_flat_directory(path);
-        tt_info("%s: removed %s", why, path);
-    }
-    free(steps);
-}
-
-void tt_checkpoint_keep_newest(const char *output_dir, int64_t keep) {
-    char why[64];
-    snprintf(why, sizeof why, "save_total_limit %lld", (long long)keep);
-    keep_newest(output_dir, keep, why);
-}
-
 static bool ends_with(const char *s, const char *suffix) {
     const size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
@@ -347,9 +348,7 @@ void tt_checkpoint_remove_incomplete(const char *output_dir) {
     char path[4400];
     while ((e = readdir(d)) != NULL) {
         long long step;
-        int consumed = 0;
-        const bool partial = sscanf(e->d_name, "checkpoint-%lld%n", &step, &consumed) == 1 &&
-                             strcmp(e->d_name + consumed, ".partial") == 0;
+        const bool partial = checkpoint_step(e->d_name, ".partial", &step);
         /* the temporaries of tt_write_file_atomic (model and adapter files, their configs, run.yaml) */
         const bool temporary = ends_with(e->d_name, ".safetensors.tmp") || ends_with(e->d_name, ".json.tmp") ||
                                ends_with(e->d_name, ".yaml.tmp");

@@ -4,25 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/check.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
-
-/* tokenizer_config's directory (it may name a tokenizer.json), else base_model, else NULL. */
-static void tokenizer_directory(const tt_run_config *run, char *dir, size_t size) {
-    dir[0] = 0;
-    const char *source = run->tokenizer_config ? run->tokenizer_config : run->base_model;
-    if (!source) return;
-    struct stat st;
-    if (stat(source, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(dir, size, "%s", source);
-        return;
-    }
-    const char *slash = strrchr(source, '/');
-    snprintf(dir, size, "%.*s", slash ? (int)(slash - source) : 1, slash ? source : ".");
-}
+#include "train/prepare.h"
 
 static void write_model_card(const tt_run_config *run, bool lora, int64_t steps) {
     char *text = NULL;
@@ -56,9 +42,9 @@ static void write_model_card(const tt_run_config *run, bool lora, int64_t steps)
 
 void tt_write_output_companions(const tt_run_config *run, bool lora, int64_t steps) {
     char dir[4096];
-    tokenizer_directory(run, dir, sizeof dir);
+    const bool tokenizer = tt_run_tokenizer_dir(run, dir, sizeof dir);
     if (run->base_model) tt_weights_copy_companion_files(run->base_model, run->output_dir);
-    if (dir[0] && (!run->base_model || strcmp(dir, run->base_model) != 0))
+    if (tokenizer && (!run->base_model || strcmp(dir, run->base_model) != 0))
         tt_weights_copy_companion_files(dir, run->output_dir); /* tokenizer_config's tokenizer wins */
     write_model_card(run, lora, steps);
 }

@@ -121,6 +121,13 @@ static void tokenizer_dir(const char *source, char *dir, size_t size) {
     else snprintf(dir, size, ".");
 }
 
+bool tt_run_tokenizer_dir(const tt_run_config *run, char *dir, size_t size) {
+    const char *source = run->tokenizer_config ? run->tokenizer_config : run->base_model;
+    if (!source) return false;
+    tokenizer_dir(source, dir, size);
+    return true;
+}
+
 static tt_train_on_eos chat_train_on_eos(const tt_run_config *run, const tt_dataset_spec *d) {
     return d->train_on_eos != TT_EOS_INHERIT ? d->train_on_eos : run->train_on_eos;
 }

@@ -28,4 +28,8 @@ char *tt_prepare_datasets(const tt_run_config *run, bool *reused);
 /* The 32-hex-digit hash that names the prepared file (exposed for tests). */
 void tt_prepared_hash(const tt_run_config *run, char hex[33]);
 
+/* The directory of the run's tokenizer files (tokenizer_config's, which may name a tokenizer.json, else
+ * base_model's); false when the run names neither. */
+bool tt_run_tokenizer_dir(const tt_run_config *run, char *dir, size_t size);
+
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "gpu_test_util.h"
 #include "ops/adamw_8bit.h"
@@ -94,20 +95,6 @@ static bool moment_equal(const layout *l, const moment_pair *p, const char *whic
     return same;
 }
 
-static uint16_t bf16_of(float x) { /* round to nearest even */
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static float float_of(uint16_t b) {
-    const uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 static void test_against_cpu(bool with_master) {
     const layout l = make_layout();
     const size_t bytes = sizeof(float) * (size_t)l.elements;
@@ -117,8 +104,8 @@ static void test_against_cpu(bool with_master) {
         for (int64_t j = 0; j < l.tensors[i].numel; j++) {
             const int64_t e = l.tensors[i].element + j;
             p[e] = (float)(tt_rng_uniform(&gpu_test_rng) - 0.5);
-            if (!with_master) p[e] = float_of(bf16_of(p[e])); /* bf16 parameters: representable values */
-            w[e] = bf16_of(p[e]);
+            if (!with_master) p[e] = tt_bf16_to_f32(tt_f32_to_bf16(p[e])); /* bf16 parameters: representable values */
+            w[e] = tt_f32_to_bf16(p[e]);
         }
     float *p_dev = NULL, *g_dev;
     tt_bf16 *w_dev;
@@ -146,14 +133,14 @@ static void test_against_cpu(bool with_master) {
             tt_adamw_8bit_scalars_for(1e-2f * (float)step, 0.9f, 0.995f, 1e-8f, 0.1f, step, step == 2 ? 0.5f : 1.0f);
         tt_cpu_adamw_8bit_update(&maps, p, g, &m.host, &v.host, l.tensors, TENSORS, &k);
         if (!with_master) /* the CPU oracle over fp32: bf16 parameters are the fp32 result rounded */
-            for (int64_t e = 0; e < l.elements; e++) p[e] = float_of(bf16_of(p[e]));
+            for (int64_t e = 0; e < l.elements; e++) p[e] = tt_bf16_to_f32(tt_f32_to_bf16(p[e]));
         tt_cuda_adamw_8bit(p_dev, w_dev, g_dev, 1, &m.device, &v.device, l.tensors, TENSORS, &k, &maps, 0);
         TT_CUDA_CHECK(cudaDeviceSynchronize());
         ok = moment_equal(&l, &m, "first", step) && moment_equal(&l, &v, "second", step);
         uint16_t *w_back = malloc(sizeof(uint16_t) * (size_t)l.elements);
         TT_CUDA_CHECK(cudaMemcpy(w_back, w_dev, sizeof(uint16_t) * (size_t)l.elements, cudaMemcpyDeviceToHost));
         int64_t weight_diffs = 0, master_diffs = 0;
-        for (int64_t e = 0; e < l.elements; e++) weight_diffs += w_back[e] != bf16_of(p[e]);
+        for (int64_t e = 0; e < l.elements; e++) weight_diffs += w_back[e] != tt_f32_to_bf16(p[e]);
         if (with_master) {
             float *p_back = malloc(bytes);
             TT_CUDA_CHECK(cudaMemcpy(p_back, p_dev, bytes, cudaMemcpyDeviceToHost));

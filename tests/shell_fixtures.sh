@@ -51,3 +51,15 @@ metrics_close() {
                                     for (i = 1; i <= n; i++) print row[i] > "/dev/stderr" }
                exit (bad || n != 4) }'
 }
+
+# byte_chat_tokenizer SOURCE_DIR DIR: DIR holds tests/fixtures/data/bytes_tokenizer's tokenizer.json (a token per byte)
+# and a tokenizer_config.json whose chat template writes "<role>content" a turn, the EOS after an assistant's, and
+# "<assistant>" as the generation prompt
+byte_chat_tokenizer() {
+  mkdir -p "$2"
+  cp "$1/tests/fixtures/data/bytes_tokenizer/tokenizer.json" "$2/"
+  cat > "$2/tokenizer_config.json" <<'JSON'
+{"bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<pad>",
+ "chat_template": "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.role == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"}
+JSON
+}

@@ -146,12 +146,7 @@ check "... naming file, line and field" grep -q "bad.jsonl:2: the record has no 
 # (tokenizer_default), ShareGPT records mapped by message_property_mappings, preprocess, then two
 # training steps. Each assistant turn's content and the EOS after it train: with one token per
 # byte that is the answers' bytes plus one EOS per answer.
-mkdir -p chat_tok
-cp "$fixtures/bytes_tokenizer/tokenizer.json" chat_tok/
-cat > chat_tok/tokenizer_config.json <<'JSON'
-{"bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<pad>",
- "chat_template": "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.role == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}"}
-JSON
+byte_chat_tokenizer "$source_dir" chat_tok
 answers=0; turns=0
 : > chats.jsonl
 for i in 1 2 3 4 5 6 7 8; do

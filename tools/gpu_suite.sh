@@ -4,14 +4,14 @@
 # and AdamW state). Each part's log goes to LOG_DIR (default: $OUT on the device machine, else
 # the build dir); a summary line per part is printed last.
 #   tools/gpu_suite.sh BUILD_DIR [SOURCE_DIR] [part ...]   parts: kernels attention cudnn_attention
-#   model optimizer_offload adamw_8bit quant4 cli cli-bf16 adamw_8bit_cli data_parallel (default: all; data_parallel needs two GPUs or more and
+#   model optimizer_offload adamw_8bit quant4 cli cli-bf16 adamw_8bit_cli inference data_parallel (default: all; data_parallel needs two GPUs or more and
 #   is skipped otherwise)
 set -uo pipefail
 build=$(cd "${1:?usage: tools/gpu_suite.sh BUILD_DIR [SOURCE_DIR] [part ...]}" && pwd)
 source_dir=$(cd "${2:-$(dirname "$0")/..}" && pwd)
 shift $(( $# >= 2 ? 2 : 1 ))
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(kernels attention cudnn_attention model optimizer_offload adamw_8bit quant4 cli cli-bf16 adamw_8bit_cli data_parallel)
+[ ${#parts[@]} -eq 0 ] && parts=(kernels attention cudnn_attention model optimizer_offload adamw_8bit quant4 cli cli-bf16 adamw_8bit_cli inference data_parallel)
 log_dir=${LOG_DIR:-${OUT:-$build}}
 mkdir -p "$log_dir"
 summary=()
@@ -26,6 +26,8 @@ for part in "${parts[@]}"; do
            "$build/tiertrain" "$source_dir" "$build/gpu-cli-bf16" > "$log" 2>&1 ;;
     adamw_8bit_cli) TT_TEST_OVERRIDES="device=cuda" bash "$source_dir/tests/test_adamw_8bit_cli.sh" "$build/tiertrain" \
            "$source_dir" "$build/gpu-adamw-8bit-cli" > "$log" 2>&1 ;;
+    inference) TT_TEST_OVERRIDES="device=cuda" bash "$source_dir/tests/test_inference_cli.sh" "$build/tiertrain" \
+           "$source_dir" "$build/gpu-inference" > "$log" 2>&1 ;;
     data_parallel) bash "$source_dir/tests/gpu/data_parallel.sh" "$build/tiertrain" "$source_dir" \
            "$build/gpu-data-parallel" > "$log" 2>&1 ;;
     *) "$build/test_gpu_$part" "$source_dir" --quick > "$log" 2>&1 ;;

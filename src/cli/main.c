@@ -18,6 +18,7 @@
 #include "train/prepare.h"
 #include "train/data_parallel.h"
 #include "train/trainer.h"
+#include "cli/inference.h"
 #ifdef TT_HAVE_CUDA
 #include "ops/cuda/comm_nccl.h"
 #endif
@@ -40,6 +41,8 @@ static void print_usage(FILE *out) {
         "                                                                 a LoRA adapter merged into its base: a full model\n"
         "  tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4] [--double-quant true|false]\n"
         "                                                                 the base a QLoRA run computes with, dequantized\n"
+        "  tiertrain inference --config run.yaml | --model HF_DIR [--adapter DIR] [--prompt TEXT] [--max-new-tokens N]\n"
+        "                                                                 generate from the trained model (see --help)\n"
         "  tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT FILE...\n"
         "                                                                 token file with the model's tokenizer\n"
         "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
@@ -412,6 +415,7 @@ int main(int argc, char **argv) {
     if (strcmp(command, "preprocess") == 0) return run_preprocess(argc - 2, argv + 2);
     if (strcmp(command, "merge") == 0) return run_merge(argc - 2, argv + 2);
     if (strcmp(command, "dequantize") == 0) return run_dequantize(argc - 2, argv + 2);
+    if (strcmp(command, "inference") == 0) return tt_cli_inference(argc - 2, argv + 2);
     if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
         puts("tiertrain " TT_VERSION);
         return 0;

@@ -68,13 +68,19 @@ void tt_warn(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
+/* NULL: standard output */
+static FILE *info_stream;
+
+void tt_set_info_stream(FILE *stream) { info_stream = stream; }
+
 void tt_info(const char *fmt, ...) {
+    FILE *out = info_stream ? info_stream : stdout;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stdout, fmt, ap);
+    vfprintf(out, fmt, ap);
     va_end(ap);
-    fputc('\n', stdout);
-    fflush(stdout);
+    fputc('\n', out);
+    fflush(out);
 }
 
 void *tt_xmalloc(size_t bytes, const char *what) {

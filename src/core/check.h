@@ -11,6 +11,7 @@
 #define TT_CORE_CHECK_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #ifndef __cplusplus
 #include <stdnoreturn.h>
@@ -42,6 +43,9 @@ void tt_check_failed(const char *file, int line, const char *expr, const char *f
     __attribute__((__noreturn__, format(printf, 4, 5)));
 void tt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tt_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Where tt_info writes (NULL: standard output, the default): standard error for a command whose standard output is
+ * its answer (tiertrain inference). */
+void tt_set_info_stream(FILE *stream);
 
 #define TT_CHECK(cond, ...)                                                   \
     do {                                                                      \

@@ -25,14 +25,15 @@ static void set_error(tt_chat_example *ex, const char *fmt, const char *a, const
 }
 
 /* The template's render of messages with transformers' variables: tools (None without), documents
- * None, add_generation_prompt false, the special tokens' texts, and chat_template_kwargs (which, as
+ * None, add_generation_prompt (false for training data), the special tokens' texts, and chat_template_kwargs (which, as
  * apply_chat_template's keyword arguments, win over the special tokens). */
-static bool render(const tt_chat_format *f, tt_chat_example *ex, json_t *messages, tt_jinja_output *out) {
+static bool render(const tt_chat_format *f, tt_chat_example *ex, json_t *messages, bool add_generation_prompt,
+                   tt_jinja_output *out) {
     json_t *ctx = json_object();
     json_object_set(ctx, "messages", messages);
     json_object_set(ctx, "tools", ex->tools ? ex->tools : json_null());
     json_object_set(ctx, "documents", json_null());
-    json_object_set(ctx, "add_generation_prompt", json_false());
+    json_object_set(ctx, "add_generation_prompt", add_generation_prompt ? json_true() : json_false());
     const char *names[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
     const char *values[] = {f->bos_token, f->eos_token, f->unk_token, f->pad_token};
     for (int i = 0; i < 4; i++)
@@ -81,7 +82,7 @@ static bool find_turn(const tt_chat_format *f, tt_chat_example *ex, size_t turn,
         for (size_t i = 0; i < json_array_size(ex->messages); i++)
             json_array_append(messages, i == turn ? dummy : json_array_get(ex->messages, i));
         json_decref(dummy);
-        ok = render(f, ex, messages, &out);
+        ok = render(f, ex, messages, false, &out);
         json_decref(messages);
     }
     if (!ok) return false;
@@ -191,7 +192,7 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
     for (size_t t = 0; t < turns && !any_spans; t++) any_spans = turn_spans(ex, t) != NULL;
     ids->with_offsets = f->has_generation || any_spans;
     tt_jinja_output full;
-    if (!render(f, ex, ex->messages, &full)) return false;
+    if (!render(f, ex, ex->messages, false, &full)) return false;
     encode(f, &full, ids);
     grow_labels(labels, label_capacity, ids->count + 1);
     memset(*labels, 0, (size_t)ids->count);
@@ -250,4 +251,17 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
     tt_token_ids_free(&scratch);
     free(ranges);
     return ok;
+}
+
+bool tt_chat_prompt_ids(const tt_chat_format *f, json_t *messages, tt_token_ids *ids, char **error) {
+    tt_chat_example ex = {.messages = messages, .where = (char *)"the prompt"};
+    tt_jinja_output out;
+    *error = NULL;
+    if (!render(f, &ex, messages, true, &out)) {
+        *error = ex.error;
+        return false;
+    }
+    encode(f, &out, ids);
+    tt_jinja_output_free(&out);
+    return true;
 }

@@ -105,4 +105,9 @@ void tt_chat_example_free(tt_chat_example *ex);
 bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids *ids, uint8_t **labels,
                       int64_t *label_capacity);
 
+/* A conversation's prompt for generation (tiertrain inference): messages ([{role, content}]) rendered with
+ * add_generation_prompt true and tokenized as apply_chat_template(tokenize=True) tokenizes (ids is reset, then
+ * filled). Returns false with *error (malloc'd) when the template raises. */
+bool tt_chat_prompt_ids(const tt_chat_format *f, json_t *messages, tt_token_ids *ids, char **error);
+
 #endif

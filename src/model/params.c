@@ -87,7 +87,7 @@ static void add_base_params(tt_param_table *t, int *capacity, const tt_model_con
 static void freeze_base_params(tt_param_table *t, int base_count, const tt_trainable_spec *spec) {
     for (int i = 0; i < base_count; i++) {
         tt_param_info *p = &t->params[i];
-        if (spec->lora_rank > 0) p->trainable = false; /* LoRA: the whole base model is frozen */
+        if (spec->lora_rank > 0 || spec->freeze_all) p->trainable = false; /* LoRA: the whole base is frozen */
         else if (p->kind == TT_PARAM_EMBED && spec->freeze_embeddings)
             p->trainable = false; /* a tied LM head is this same tensor */
         else if (p->layer >= 0 && layer_frozen(spec, p->layer)) p->trainable = false;

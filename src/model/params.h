@@ -46,6 +46,7 @@ typedef struct tt_param_info {
 /* What trains. The default (all zero) trains every parameter. */
 typedef struct tt_trainable_spec {
     bool freeze_embeddings;       /* the embedding (and the LM head when tied) is frozen */
+    bool freeze_all;              /* nothing of the base model trains (generation: tiertrain inference) */
     const int64_t *frozen_layers; /* decoder layers frozen (borrowed), ascending */
     int64_t frozen_layer_count;
     int64_t lora_rank;     /* > 0: LoRA adapters of this rank on a frozen base */

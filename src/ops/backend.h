@@ -268,6 +268,15 @@ typedef struct tt_backend_iface {
                                const float *lse, const void *q, const void *k, const void *v,
                                const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes);
 
+    /* Generation with a KV cache: out[n, Hq*hd] of n new queries of one sequence, q[n, Hq*hd] at positions start ..
+     * start + n - 1, over k_cache, v_cache [start + n, Hkv*hd] (every position so far, the n new ones included). Query
+     * i sees key j iff j <= start + i and (sliding_window == 0 or start + i - j < sliding_window); scores scaled and
+     * soft-capped as attention_forward's. shape gives the heads, head_dim, scale, window and softcap (batch, seq_len
+     * and documents are not read). The CPU takes its scores row from the scratch: start + n <= the prepared
+     * attention's seq_len. */
+    void (*attention_cached)(void *ctx, void *out, const void *q, const void *k_cache, const void *v_cache,
+                             int64_t start, int64_t n, const tt_attention_shape *shape);
+
     /* h[N,F] = act(gate) * up */
     void (*glu_forward)(void *ctx, void *h, const void *gate, const void *up, int64_t n, tt_glu_activation act);
     /* dgate, dup (overwritten) from dh, gate, up; elementwise, so dgate may be gate and dup up */
@@ -504,6 +513,12 @@ static inline void tt_backend_attention_backward(const tt_backend *backend, void
                                                  void *workspace, void *spare, size_t spare_bytes) {
     backend->iface->attention_backward(backend->ctx, dq, dk, dv, dout, out, lse, q, k, v, shape, workspace, spare,
                                        spare_bytes);
+}
+
+static inline void tt_backend_attention_cached(const tt_backend *backend, void *out, const void *q, const void *k_cache,
+                                               const void *v_cache, int64_t start, int64_t n,
+                                               const tt_attention_shape *shape) {
+    backend->iface->attention_cached(backend->ctx, out, q, k_cache, v_cache, start, n, shape);
 }
 
 static inline void tt_backend_glu_forward(const tt_backend *backend, void *h, const void *gate, const void *up,

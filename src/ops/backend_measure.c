@@ -62,6 +62,8 @@ static void measure_rope(void *ctx, void *x, const float *cos, const float *sin,
                          int64_t hd, int64_t rotary_dim) {}
 static void measure_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
                                       const tt_attention_shape *shape) {}
+static void measure_attention_cached(void *ctx, void *out, const void *q, const void *k_cache, const void *v_cache,
+                                     int64_t start, int64_t n, const tt_attention_shape *shape) {}
 static void measure_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                        const float *lse, const void *q, const void *k, const void *v,
                                        const tt_attention_shape *shape, void *workspace, void *spare,
@@ -134,6 +136,7 @@ static const tt_backend_iface measure_iface = {
     .rope_backward = measure_rope,
     .attention_forward = measure_attention_forward,
     .attention_backward = measure_attention_backward,
+    .attention_cached = measure_attention_cached,
     .glu_forward = measure_glu_forward,
     .glu_backward = measure_glu_backward,
     .add = measure_add,

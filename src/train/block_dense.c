@@ -12,6 +12,7 @@
 #include "train/block.h"
 
 #include "train/block_parts.h"
+#include "train/kv_cache.h"
 #include "train/step_internal.h"
 
 #define WANTS(slots) ((compute & (slots)) != 0)
@@ -40,12 +41,11 @@ static void rope(tt_model_state *s, int64_t l, void *x, int64_t heads, bool back
     if (table == TT_ROPE_TABLE_NONE) return;
     const tt_rope_layout r = tt_block_rope_layout(s);
     const int64_t hd = s->config.head_dim, rotary_dim = tt_model_rotary_dim(&s->config);
-    if (backward)
-        tt_backend_rope_backward(s->backend, x, s->rope_cos[table], s->rope_sin[table], r.sequences, r.rows, heads, hd,
-                                 rotary_dim);
-    else
-        tt_backend_rope_forward(s->backend, x, s->rope_cos[table], s->rope_sin[table], r.sequences, r.rows, heads, hd,
-                                rotary_dim);
+    /* generation: the tokens start at the KV cache's next position */
+    const int64_t first_row = tt_kv_cache_first_position(s) * (rotary_dim / 2);
+    const float *cos = s->rope_cos[table] + first_row, *sin = s->rope_sin[table] + first_row;
+    if (backward) tt_backend_rope_backward(s->backend, x, cos, sin, r.sequences, r.rows, heads, hd, rotary_dim);
+    else tt_backend_rope_forward(s->backend, x, cos, sin, r.sequences, r.rows, heads, hd, rotary_dim);
 }
 
 /* The rows and width of a q/k norm over `heads` heads: one row a head, or one a token over the whole projection. */
@@ -110,7 +110,10 @@ static void attention_forward(tt_model_state *s, int64_t l, const void *x_in, vo
     if (WANTS(TT_SLOT(TT_SAVED_V)))
         projection(s, l, TT_LORA_V, TT_PARAM_WV, S[TT_SAVED_V], in, w->wv, w->bv, NULL, D, kv_dim, S);
     if (WANTS(TT_SLOT(TT_SAVED_ATTN_OUT) | TT_SLOT(TT_SAVED_LSE))) {
-        if (s->plan.sequence_parallel > 1) /* Ulysses: tokens traded for heads around the attention */
+        if (s->kv_cache) /* generation: over the cached keys and values, the new ones appended */
+            tt_kv_cache_attend(s, l, S[TT_SAVED_ATTN_OUT], S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V],
+                               attention_shape(s, l));
+        else if (s->plan.sequence_parallel > 1) /* Ulysses: tokens traded for heads around the attention */
             tt_sequence_parallel_attention_forward(s, attention_shape(s, l), S[TT_SAVED_ATTN_OUT], S[TT_SAVED_LSE],
                                                    S[TT_SAVED_Q], S[TT_SAVED_K], S[TT_SAVED_V]);
         else

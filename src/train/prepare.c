@@ -456,6 +456,16 @@ static tt_chat_format *open_chat_format(const tt_run_config *run, int entry, con
     return f;
 }
 
+tt_chat_format *tt_run_chat_format(const tt_run_config *run, int entry, const tt_tokenizer *tok) {
+    const char *source = tokenizer_source(run);
+    return open_chat_format(run, entry, tok, source, special_id(tok, source, run->special_eos, "eos_token"));
+}
+
+int32_t tt_run_eos_id(const tt_run_config *run, const tt_tokenizer *tok) {
+    const char *source = tokenizer_source(run);
+    return special_id(tok, source, run->special_eos, "eos_token");
+}
+
 static void build_prepared(const tt_run_config *run, const char *out_path) {
     const char *source = tokenizer_source(run);
     tt_tokenizer *tok = tt_tokenizer_load(source);

@@ -14,8 +14,11 @@
 #define TT_TRAIN_PREPARE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "config/run_config.h"
+#include "data/chat_template.h"
+#include "data/tokenizer.h"
 
 /* True when the run's datasets are JSON datasets (not token files). */
 bool tt_run_has_json_datasets(const tt_run_config *run);
@@ -31,5 +34,11 @@ void tt_prepared_hash(const tt_run_config *run, char hex[33]);
 /* The directory of the run's tokenizer files (tokenizer_config's, which may name a tokenizer.json, else
  * base_model's); false when the run names neither. */
 bool tt_run_tokenizer_dir(const tt_run_config *run, char *dir, size_t size);
+
+/* The chat format a run's chat_template entry renders with (its template, special tokens and settings), as
+ * preprocessing opens it; for tiertrain inference. tok is the run's tokenizer (tt_run_tokenizer_dir). */
+tt_chat_format *tt_run_chat_format(const tt_run_config *run, int entry, const tt_tokenizer *tok);
+/* The id of the run's eos_token (special_tokens', else tokenizer_config.json's), or -1 with neither. */
+int32_t tt_run_eos_id(const tt_run_config *run, const tt_tokenizer *tok);
 
 #endif

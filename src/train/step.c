@@ -10,14 +10,6 @@
 #include "ops/dropout_mask.h"
 #include "train/block.h"
 
-/* Pointers to one layer's saved activations (NULL for absent slots). */
-typedef struct saved_tensors {
-    void *slot[TT_SAVED_SLOT_COUNT];
-    tt_arena_mark mark;     /* the arena before they were pushed: popping to it releases them */
-    tt_arena_mark mlp_mark; /* before the MLP's slots (the last ones): popping to it releases those */
-    size_t bytes;           /* pushed */
-} saved_tensors;
-
 typedef struct backward_scratch {
     void *slot[TT_BACKWARD_SLOT_COUNT];
 } backward_scratch;
@@ -25,9 +17,7 @@ typedef struct backward_scratch {
 static const char *const backward_slot_names[TT_BACKWARD_SLOT_COUNT] = {
     "d attention output", "d q", "d k", "d v", "attention backward workspace", "d o_proj output"};
 
-/* Pushes the slots of `which` (absent slots skipped) in slot order, so the MLP's come last;
- * slots outside `which` are left NULL. */
-static void push_slots(tt_model_state *s, saved_tensors *out, tt_slot_set which) {
+void tt_step_push_slots(tt_model_state *s, saved_tensors *out, tt_slot_set which) {
     out->mark = tt_arena_get_mark(&s->arena);
     out->mlp_mark = out->mark;
     out->bytes = 0;
@@ -51,7 +41,7 @@ static tt_slot_set ring_slots(const tt_model_state *s, int64_t l) {
  * evaluation, where nothing is kept, those slots still use the buffer, as the size table has it. */
 static void place_kept_slots(tt_model_state *s, int64_t l, saved_tensors *out, tt_slot_set kept) {
     const tt_slot_set offloaded = ring_slots(s, l);
-    push_slots(s, out, kept & ~offloaded);
+    tt_step_push_slots(s, out, kept & ~offloaded);
     if (!offloaded) return;
     unsigned char *block = tt_offload_store_buffer(&s->saved, l);
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++)
@@ -588,7 +578,7 @@ static void trace_flush(tt_model_state *s, bool copies) {
 
 /* Every hook at one point of unit u (unit_hooks.h): in the order added, the AFTER points in reverse. A named hook's
  * BEFORE_BACKWARD call (a wait for copies) shows in the trace as "<name> <layer>". */
-static void run_hooks(tt_model_state *s, tt_hook_point point, int64_t u, bool train) {
+void tt_step_run_hooks(tt_model_state *s, tt_hook_point point, int64_t u, bool train) {
     const bool reverse = point == TT_HOOK_AFTER_FORWARD || point == TT_HOOK_AFTER_BACKWARD;
     for (int k = 0; k < s->hook_count; k++) {
         const tt_unit_hook *h = &s->hooks[reverse ? s->hook_count - 1 - k : k];
@@ -603,24 +593,24 @@ static void run_hooks(tt_model_state *s, tt_hook_point point, int64_t u, bool tr
  * others are pushed for the layer and popped after it. In evaluation nothing is kept. */
 static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, bool train) {
     const int64_t N = s->plan.micro_batch * s->plan.seq_len;
-    run_hooks(s, TT_HOOK_BEFORE_FORWARD, 0, train);
+    tt_step_run_hooks(s, TT_HOOK_BEFORE_FORWARD, 0, train);
     tt_backend_embedding_forward(s->backend, x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size,
                                  s->embedding_scale);
-    run_hooks(s, TT_HOOK_AFTER_FORWARD, 0, train);
+    tt_step_run_hooks(s, TT_HOOK_AFTER_FORWARD, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
         const tt_slot_set recompute = train ? s->plan.layers[l].recompute : TT_ALL_SLOTS;
         saved_tensors kept_here, temporary;
         place_kept_slots(s, l, &kept_here, TT_ALL_SLOTS & ~recompute);
-        push_slots(s, &temporary, recompute & ~ring_slots(s, l));
+        tt_step_push_slots(s, &temporary, recompute & ~ring_slots(s, l));
         const saved_tensors all = merge_slots(&kept_here, &temporary);
-        run_hooks(s, TT_HOOK_BEFORE_FORWARD, l + 1, train);
+        tt_step_run_hooks(s, TT_HOOK_BEFORE_FORWARD, l + 1, train);
         const uint64_t start = trace_mark(s);
         s->block->forward(s, l, x[l], all.slot, x[l + 1], TT_ALL_SLOTS);
         trace_memory(s);
         trace_layer(s, "compute", train ? "forward" : "eval forward", l, start);
         tt_arena_pop_to(&s->arena, temporary.mark);
         if (train) kept[l] = kept_here;
-        run_hooks(s, TT_HOOK_AFTER_FORWARD, l + 1, train); /* its kept activations and its output may leave */
+        tt_step_run_hooks(s, TT_HOOK_AFTER_FORWARD, l + 1, train); /* its kept activations and its output may leave */
     }
 }
 
@@ -672,8 +662,8 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
     void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
     void *d_head = tt_arena_push(&s->arena, s->sizes.d_head, TT_CLASS_WORKSPACE, "d final norm output");
-    run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, true);
-    run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, L + 1, true);
+    tt_step_run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, true);
+    tt_step_run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, L + 1, true);
     tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, NULL, N, D, c->rms_norm_eps,
                                s->arch->norm_weight_offset);
     double loss_sum = tt_backend_lm_head_loss(b, d_head, s->g.lm_head, head_normed, s->w.lm_head, s->batch_targets, N,
@@ -682,7 +672,7 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
     tt_backend_zero(b, d_residual, (size_t)(N * D) * s->plan.activation_bytes);
     tt_backend_rmsnorm_backward(b, d_residual, s->g.final_norm, d_head, x[L], s->w.final_norm, head_rstd, N, D,
                                 s->arch->norm_weight_offset);
-    run_hooks(s, TT_HOOK_AFTER_BACKWARD, L + 1, true);
+    tt_step_run_hooks(s, TT_HOOK_AFTER_BACKWARD, L + 1, true);
     trace_memory(s);
     trace_layer(s, "compute", "LM head and loss", -1, head_start);
     tt_arena_pop_to(&s->arena, head_mark);
@@ -692,10 +682,10 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
         /* What the layer reads comes back first (an offloaded checkpoint and kept activations, its weights;
          * the next ones below start their way); the layer's kept slots are on top of the stack; its
          * recomputed slots go above them. */
-        run_hooks(s, TT_HOOK_BEFORE_BACKWARD, l + 1, true);
+        tt_step_run_hooks(s, TT_HOOK_BEFORE_BACKWARD, l + 1, true);
         const tt_slot_set recompute = s->plan.layers[l].recompute;
         saved_tensors recomputed;
-        push_slots(s, &recomputed, recompute);
+        tt_step_push_slots(s, &recomputed, recompute);
         const saved_tensors all = merge_slots(&kept[l], &recomputed);
         const uint64_t start = trace_mark(s);
         if (recomputed.bytes) {
@@ -706,7 +696,7 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
         trace_memory(s);
         /* The top region's MLP slots are the last ones pushed: once the MLP backward is done they
          * go, and the attention backward's scratch takes their place. */
-        run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, l + 1, true);
+        tt_step_run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, l + 1, true);
         void *mlp_scratch = s->sizes.mlp_backward_scratch ? tt_arena_push(&s->arena, s->sizes.mlp_backward_scratch,
                                                                           TT_CLASS_WORKSPACE, "d down_proj output")
                                                           : NULL;
@@ -721,12 +711,12 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
         trace_memory(s);
         trace_layer(s, "compute", "backward", l, backward_start);
         tt_arena_pop_to(&s->arena, kept[l].mark);
-        run_hooks(s, TT_HOOK_AFTER_BACKWARD, l + 1, true);
+        tt_step_run_hooks(s, TT_HOOK_AFTER_BACKWARD, l + 1, true);
     }
-    run_hooks(s, TT_HOOK_BEFORE_BACKWARD, 0, true);
-    run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, 0, true);
+    tt_step_run_hooks(s, TT_HOOK_BEFORE_BACKWARD, 0, true);
+    tt_step_run_hooks(s, TT_HOOK_BEFORE_GRADIENTS, 0, true);
     if (s->g.embed) tt_backend_embedding_backward(b, s->g.embed, s->batch_inputs, d_residual, N, D, s->embedding_scale);
-    run_hooks(s, TT_HOOK_AFTER_BACKWARD, 0, true);
+    tt_step_run_hooks(s, TT_HOOK_AFTER_BACKWARD, 0, true);
 
     trace_flush(s, true);
     tt_arena_pop_to(&s->arena, step_mark);
@@ -746,7 +736,7 @@ double tt_step_forward_loss(tt_model_state *s, int64_t *count) {
     float *head_rstd = tt_arena_push(&s->arena, s->sizes.head_rstd, TT_CLASS_SAVED_ACTIVATION, "final norm rstd");
     void *head_normed = tt_arena_push(&s->arena, s->sizes.head_normed, TT_CLASS_SAVED_ACTIVATION, "final norm output");
     void *logits = tt_arena_push(&s->arena, s->sizes.logits_chunk, TT_CLASS_LOGITS, "logits chunk");
-    run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, false);
+    tt_step_run_hooks(s, TT_HOOK_BEFORE_FORWARD, L + 1, false);
     tt_backend_rmsnorm_forward(b, head_normed, head_rstd, x[L], s->w.final_norm, NULL, N, D, c->rms_norm_eps,
                                s->arch->norm_weight_offset);
     double loss_sum = tt_backend_lm_head_loss(b, NULL, NULL, head_normed, s->w.lm_head, s->batch_targets, N, D,

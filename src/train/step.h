@@ -140,6 +140,10 @@ typedef struct tt_model_state {
     /* A measuring state (tt_model_state_init_measure): arenas that only count, the measuring backend, no disk file,
      * no optimizer threads, nothing written to host memory; config, plan and params are borrowed, not owned. */
     bool measuring;
+    /* Generation (train/kv_cache.h), else NULL: the forward runs over the new tokens of one sequence at the cache's
+     * next positions (RoPE at those positions), and each layer's attention appends their keys and values to the cache
+     * and attends over it. */
+    struct tt_kv_cache *kv_cache;
     /* The compute tier's bytes in use once a layer's attention backward workspace is pushed, the most over the
      * layers: what the attention workspace could grow into without raising the peak (sizes.attention_room). */
     size_t attention_phase_used;

@@ -24,4 +24,20 @@ void tt_sequence_parallel_attention_backward(tt_model_state *state, const tt_att
                                              const void *q, const void *k, const void *v, void *workspace, void *spare,
                                              size_t spare_bytes);
 
+/* Pointers to one layer's saved activations (NULL for absent slots). */
+typedef struct saved_tensors {
+    void *slot[TT_SAVED_SLOT_COUNT];
+    tt_arena_mark mark;     /* the arena before they were pushed: popping to it releases them */
+    tt_arena_mark mlp_mark; /* before the MLP's slots (the last ones): popping to it releases those */
+    size_t bytes;           /* pushed */
+} saved_tensors;
+
+/* Pushes the slots of `which` (absent slots skipped) in slot order, so the MLP's come last; slots outside `which` are
+ * left NULL. */
+void tt_step_push_slots(tt_model_state *state, saved_tensors *out, tt_slot_set which);
+
+/* Calls the state's hooks at `point` of unit u (the embedding 0, layer l as l + 1, the head L + 1), the AFTER points
+ * in reverse order. */
+void tt_step_run_hooks(tt_model_state *state, tt_hook_point point, int64_t u, bool train);
+
 #endif

@@ -351,10 +351,7 @@ static double evaluate(tt_model_state *model, const tt_dataset *data, int32_t *i
     return tokens ? loss_sum / (double)tokens : NAN;
 }
 
-/* The model's weights: the frozen part loaded (or drawn) a piece at a time straight into where it lives, in its
- * stored form (tt_model_loader); the trainable part through an fp32 host buffer of its own (with LoRA, the adapters
- * alone), which the compute tier gets in its formats. */
-static void initial_weights(tt_model_state *model, const tt_run_config *run) {
+void tt_load_run_weights(tt_model_state *model, const tt_run_config *run) {
     const double started = now_seconds(), started_cpu = process_cpu_seconds();
     /* calloc: the padding between parameters is 0 on the device too */
     float *trainable = tt_xcalloc((size_t)model->params.trainable_numel, sizeof(float), "the trainable weights");
@@ -530,11 +527,11 @@ static char *resume_or_initialise(tt_model_state *model, tt_trainer_state *train
         if (!resume_dir) tt_die("--resume: no checkpoint-<step> directory in output_dir '%s'", run->output_dir);
     }
     if (!resume_dir) {
-        initial_weights(model, run);
+        tt_load_run_weights(model, run);
         return NULL;
     }
     /* A checkpoint holds the trainable parameters; the frozen ones are the run's initial weights. */
-    if (model->params.trainable_start > 0) initial_weights(model, run);
+    if (model->params.trainable_start > 0) tt_load_run_weights(model, run);
     tt_checkpoint_load(model, trainer, resume_dir);
     tt_dataset_set_position(data, trainer->data_epoch, trainer->data_index);
     tt_info("resumed from %s at step %lld", resume_dir, (long long)trainer->global_step);

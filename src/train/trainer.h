@@ -48,6 +48,13 @@ bool tt_selective_auto_applies(const tt_run_config *run);
 /* `tiertrain plan`: the plan per layer and the size table, without training. */
 void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);
 
+/* The model's weights at a run's start: base_model's (or drawn at random from the seed with model_config), LoRA
+ * adapters from lora_model_dir where it is set. The frozen part is loaded a piece at a time straight into where it
+ * lives, in its stored form (tt_model_loader); the trainable part through an fp32 host buffer of its own (with LoRA,
+ * the adapters alone), which the compute tier gets in its formats. */
+struct tt_model_state;
+void tt_load_run_weights(struct tt_model_state *model, const tt_run_config *run);
+
 /* `tiertrain train`. resume_latest: continue from the newest checkpoint in output_dir. comm: the run's other
  * processes (data parallel, train/data_parallel.h), or NULL for one process; sequence_group: this rank's
  * sequence-parallel group where it is fewer than all ranks (tt_data_parallel_sequence_group), else NULL. Returns the

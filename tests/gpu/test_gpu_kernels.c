@@ -378,6 +378,49 @@ static void test_attention(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_
     free(lse);
 }
 
+/* The KV-cache attention (generation) against the CPU op: n queries at positions start.. over start + n cached keys
+ * (decoding: n 1; a prompt's prefill: start 0), twice for the same bits. */
+static void test_attention_cached(int64_t start, int64_t n, int64_t Hq, int64_t Hkv, int64_t hd, int64_t window,
+                                  double softcap) {
+    const tt_attention_shape shape = {.num_heads = Hq,
+                                      .num_kv_heads = Hkv,
+                                      .head_dim = hd,
+                                      .softcap = softcap,
+                                      .scale = 1.0 / sqrt((double)hd),
+                                      .sliding_window = window};
+    const int64_t keys = start + n, nq = n * Hq * hd, nkv = keys * Hkv * hd;
+    tt_bf16 *q_dev, *k_dev, *v_dev;
+    float *q = random_bf16(nq, 2.0f, &q_dev), *k = random_bf16(nkv, 2.0f, &k_dev), *v = random_bf16(nkv, 1.0f, &v_dev);
+    tt_bf16 *out_dev = device_poisoned(nq), *again_dev = device_poisoned(nq), *whole_dev = device_poisoned(nq);
+    const size_t scratch_bytes = tt_cuda_attention_cached_scratch_bytes(Hq, hd);
+    float *scratch;
+    TT_CUDA_CHECK(cudaMalloc((void **)&scratch, scratch_bytes));
+    tt_cuda_attention_cached(out_dev, q_dev, k_dev, v_dev, start, n, &shape, scratch, scratch_bytes, 0);
+    tt_cuda_attention_cached(again_dev, q_dev, k_dev, v_dev, start, n, &shape, scratch, scratch_bytes, 0);
+    tt_cuda_attention_cached(whole_dev, q_dev, k_dev, v_dev, start, n, &shape, NULL, 0, 0); /* keys not split */
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    float *out = malloc(sizeof(float) * (size_t)nq);
+    tt_cpu_attention_cached_f32(NULL, out, q, k, v, start, n, &shape);
+    char what[128];
+    snprintf(what, sizeof what, "cached attention start %lld n %lld hd %lld window %lld", (long long)start,
+             (long long)n, (long long)hd, (long long)window);
+    expect_device_close(what, out_dev, out, nq, BF16_TOLERANCE);
+    snprintf(what, sizeof what, "cached attention, keys not split, start %lld n %lld", (long long)start, (long long)n);
+    expect_device_close(what, whole_dev, out, nq, BF16_TOLERANCE);
+    TT_EXPECT(same_bits_bf16(out_dev, again_dev, nq), "cached attention is deterministic");
+    cudaFree(whole_dev);
+    cudaFree(scratch);
+    cudaFree(q_dev);
+    cudaFree(k_dev);
+    cudaFree(v_dev);
+    cudaFree(out_dev);
+    cudaFree(again_dev);
+    free(q);
+    free(k);
+    free(v);
+    free(out);
+}
+
 /* Cross-entropy on a chunk of logits against a double-precision reference. */
 /* logit_scale, softcap: the logits' multiplier (Granite) and soft-capping (Gemma 2; 0: none) */
 static void test_cross_entropy(int64_t rows, int64_t V, float logit_scale, float softcap) {
@@ -651,7 +694,13 @@ int main(int argc, char **argv) {
     test_attention(2, 67, 4, 2, 64, 0, 0.0);
     test_attention(1, 70, 8, 2, 128, 0, 0.0);
     test_attention(2, 40, 4, 4, 128, 16, 0.0);
-    test_attention(2, 40, 4, 2, 256, 16, 5.0); /* Gemma 2: soft-capping, a window, head_dim 256 */
+    test_attention(2, 40, 4, 2, 256, 16, 5.0);            /* Gemma 2: soft-capping, a window, head_dim 256 */
+    test_attention_cached(0, 37, 4, 2, 64, 0, 0.0);       /* a prompt's prefill */
+    test_attention_cached(300, 1, 8, 2, 128, 0, 0.0);     /* decoding one token */
+    test_attention_cached(1000, 3, 8, 8, 128, 16, 0.0);   /* a window */
+    test_attention_cached(50, 1, 4, 2, 256, 0, 5.0);      /* Gemma 2: soft-capping, head_dim 256 */
+    test_attention_cached(4000, 2, 16, 8, 128, 0, 0.0);   /* keys split in ranges (MAX_SPLITS) */
+    test_attention_cached(5000, 1, 8, 4, 128, 1024, 0.0); /* ranges within a window */
     test_reductions(1000, 384);
     test_sum_parts(2, 100003);
     test_sum_parts(8, 4099);

@@ -255,6 +255,11 @@ static void cpu_attention_forward(void *ctx, void *out, float *lse, const void *
     ON_THREADS(ctx, tt_cpu_attention_forward_f32(&cpu->scratch, out, lse, q, k, v, shape));
 }
 
+static void cpu_attention_cached(void *ctx, void *out, const void *q, const void *k_cache, const void *v_cache,
+                                 int64_t start, int64_t n, const tt_attention_shape *shape) {
+    ON_THREADS(ctx, tt_cpu_attention_cached_f32(&cpu->scratch, out, q, k_cache, v_cache, start, n, shape));
+}
+
 static void cpu_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                    const float *lse, const void *q, const void *k, const void *v,
                                    const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes) {
@@ -372,6 +377,7 @@ static const tt_backend_iface cpu_iface = {
     .rope_backward = cpu_rope_backward,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
+    .attention_cached = cpu_attention_cached,
     .glu_forward = cpu_glu_forward,
     .glu_backward = cpu_glu_backward,
     .add = cpu_add,

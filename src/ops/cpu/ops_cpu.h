@@ -71,6 +71,10 @@ void tt_cpu_rope_backward_f32(float *dx, const float *cos_t, const float *sin_t,
 void tt_cpu_attention_forward_f32(tt_cpu_scratch *scratch, float *out, float *lse, const float *q, const float *k,
                                   const float *v, const tt_attention_shape *shape);
 
+/* out[n, Hq*hd] of n new queries at positions start.. over the KV cache's rows [0, start + n) */
+void tt_cpu_attention_cached_f32(tt_cpu_scratch *scratch, float *out, const float *q, const float *k_cache,
+                                 const float *v_cache, int64_t start, int64_t n, const tt_attention_shape *shape);
+
 /* dq[B*T, Hq*hd], dk, dv[B*T, Hkv*hd] (overwritten) */
 void tt_cpu_attention_backward_f32(tt_cpu_scratch *scratch, float *dq, float *dk, float *dv, const float *dout,
                                    const float *out, const float *lse, const float *q, const float *k, const float *v,
@@ -142,6 +146,10 @@ void tt_cpu_rope_backward_f64(double *dx, const double *cos_t, const double *sin
 /* out[B*T, Hq*hd], lse[B, Hq, T] from q[B*T, Hq*hd], k, v[B*T, Hkv*hd]; causal, GQA, window */
 void tt_cpu_attention_forward_f64(tt_cpu_scratch *scratch, double *out, double *lse, const double *q, const double *k,
                                   const double *v, const tt_attention_shape *shape);
+
+/* out[n, Hq*hd] of n new queries at positions start.. over the KV cache's rows [0, start + n) */
+void tt_cpu_attention_cached_f64(tt_cpu_scratch *scratch, double *out, const double *q, const double *k_cache,
+                                 const double *v_cache, int64_t start, int64_t n, const tt_attention_shape *shape);
 
 /* dq[B*T, Hq*hd], dk, dv[B*T, Hkv*hd] (overwritten) */
 void tt_cpu_attention_backward_f64(tt_cpu_scratch *scratch, double *dq, double *dk, double *dv, const double *dout,

@@ -327,6 +327,25 @@ static void cpu_check_attention_shape(const tt_attention_shape *s) {
              (long long)s->sliding_window);
 }
 
+/* A query row's output from its scores e[nj] (largest m): e becomes exp(e - m), summed in double, and
+ * o[hd] = sum_j e_j / sum * v_j over the value rows v, v + stride, ...; returns the sum. */
+static inline double cpu_softmax_values(real *e, int64_t nj, real m, const real *v, int64_t stride, int64_t hd,
+                                        real *o) {
+    double sum = 0;
+    for (int64_t j = 0; j < nj; j++) {
+        e[j] = TT_CPU_EXP(e[j] - m);
+        sum += (double)e[j];
+    }
+    const real inv = (real)(1.0 / sum);
+    for (int64_t d = 0; d < hd; d++) o[d] = 0;
+    for (int64_t j = 0; j < nj; j++) {
+        const real p = e[j] * inv;
+        const real *vj = v + j * stride;
+        for (int64_t d = 0; d < hd; d++) o[d] += p * vj[d];
+    }
+    return sum;
+}
+
 /* One query row at a time: scores of the visible keys into an O(T) per-thread buffer, then
  * a softmax (sums in double) and the weighted sum of values. No [T, T] matrix exists. A row reads
  * only the keys of its own document, from the document's first token in order, so a packed
@@ -357,20 +376,41 @@ void TT_CPU_FN(attention_forward)(tt_cpu_scratch *scratch, real *out, real *lse,
                 e[j] = sc;
                 if (sc > m) m = sc;
             }
-            double sum = 0;
-            for (int64_t j = 0; j < nj; j++) {
-                e[j] = TT_CPU_EXP(e[j] - m);
-                sum += (double)e[j];
-            }
+            const double sum = cpu_softmax_values(e, nj, m, v + ((b * T + j0) * Hkv + kvh) * hd, Hkv * hd, hd,
+                                                  out + ((b * T + i) * Hq + h) * hd);
             lse[(b * Hq + h) * T + i] = (real)((double)m + log(sum));
-            const real inv = (real)(1.0 / sum);
-            real *oi = out + ((b * T + i) * Hq + h) * hd;
-            for (int64_t d = 0; d < hd; d++) oi[d] = 0;
+        }
+    }
+    tt_cpu_scratch_give(scratch, scores);
+}
+
+/* Generation with a KV cache: the n new queries of one sequence, at positions start .. start + n - 1, over the cached
+ * keys and values of every position up to theirs (cache rows [0, start + n)). The row arithmetic of
+ * attention_forward: the visible scores into a per-thread buffer, their softmax (sums in double), the weighted values. */
+void TT_CPU_FN(attention_cached)(tt_cpu_scratch *scratch, real *out, const real *q, const real *k_cache,
+                                 const real *v_cache, int64_t start, int64_t n, const tt_attention_shape *shape) {
+    cpu_check_attention_shape(shape);
+    const int64_t Hq = shape->num_heads, Hkv = shape->num_kv_heads, hd = shape->head_dim, group = Hq / Hkv;
+    const int64_t keys = start + n;
+    const real scale = (real)shape->scale, cap = (real)shape->softcap;
+    const int threads = omp_get_max_threads();
+    real *scores = tt_cpu_scratch_take(scratch, (size_t)threads * (size_t)(keys > 0 ? keys : 1) * sizeof(real),
+                                       "cached attention scores");
+#pragma omp parallel num_threads(threads) if (n * Hq * keys * hd >= TT_CPU_PARALLEL_MIN_ELEMENTS)
+    {
+        real *e = scores + (size_t)omp_get_thread_num() * (size_t)(keys > 0 ? keys : 1);
+#pragma omp for schedule(dynamic, 4)
+        for (int64_t idx = 0; idx < n * Hq; idx++) {
+            const int64_t i = idx / Hq, h = idx % Hq, kvh = h / group, position = start + i;
+            const int64_t j0 = cpu_first_key(position, shape->sliding_window), nj = position - j0 + 1;
+            const real *qi = q + (i * Hq + h) * hd;
+            real m = -INFINITY;
             for (int64_t j = 0; j < nj; j++) {
-                const real p = e[j] * inv;
-                const real *vj = v + ((b * T + j0 + j) * Hkv + kvh) * hd;
-                for (int64_t d = 0; d < hd; d++) oi[d] += p * vj[d];
+                const real sc = cpu_softcap(cpu_dot(qi, k_cache + ((j0 + j) * Hkv + kvh) * hd, hd) * scale, cap);
+                e[j] = sc;
+                if (sc > m) m = sc;
             }
+            cpu_softmax_values(e, nj, m, v_cache + (j0 * Hkv + kvh) * hd, Hkv * hd, hd, out + (i * Hq + h) * hd);
         }
     }
     tt_cpu_scratch_give(scratch, scores);

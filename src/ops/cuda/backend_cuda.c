@@ -682,7 +682,8 @@ static size_t op_scratch_bytes(const tt_scratch_shape *s, size_t attention_forwa
     if (s->hidden > widest) widest = s->hidden;
     need = max_size(need, floats(tt_cuda_column_sum_scratch(N, widest)));
     need = max_size(need, sizeof(double) * (TT_CUDA_SUM_SQUARES_BLOCKS + 1));
-    need = max_size(need, attention_forward_workspace);           /* the backward's: attention_workspace_bytes */
+    need = max_size(need, attention_forward_workspace); /* the backward's: attention_workspace_bytes */
+    need = max_size(need, tt_cuda_attention_cached_scratch_bytes(s->attention.num_heads, hd)); /* generation */
     need = max_size(need, sizeof(int32_t) * (size_t)(3 * N + 1)); /* embedding backward order */
     const int64_t chunks = s->loss_chunk > 0 ? (N + s->loss_chunk - 1) / s->loss_chunk : 1;
     need = max_size(need, align_256(floats(s->loss_chunk)) + sizeof(double) * (size_t)chunks); /* loss */
@@ -986,6 +987,15 @@ static void cuda_attention_forward(void *ctx, void *out, float *lse, const void 
     }
 }
 
+static void cuda_attention_cached(void *ctx, void *out, const void *q, const void *k_cache, const void *v_cache,
+                                  int64_t start, int64_t n, const tt_attention_shape *shape) {
+    cuda_backend *cuda = ctx;
+    const size_t bytes = cuda->scratch_bytes - TT_CUDA_GEMM_WORKSPACE_BYTES;
+    TIMED("attention cached",
+          tt_cuda_attention_cached(out, q, k_cache, v_cache, start, n, shape,
+                                   op_scratch(cuda, bytes, "cached attention"), bytes, cuda->stream));
+}
+
 static void cuda_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
                                     const float *lse, const void *q, const void *k, const void *v,
                                     const tt_attention_shape *shape, void *workspace, void *spare, size_t spare_bytes) {
@@ -1174,6 +1184,7 @@ static const tt_backend_iface cuda_iface = {
     .rope_backward = cuda_rope_backward,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
+    .attention_cached = cuda_attention_cached,
     .glu_forward = cuda_glu_forward,
     .glu_backward = cuda_glu_backward,
     .add = cuda_add,

@@ -105,6 +105,13 @@ void tt_cuda_dropout_scale(tt_bf16 *out, const tt_bf16 *x, int64_t n, float mult
  * out[B*T, Hq*hd] bf16, lse[B, Hq, T] fp32. head_dim <= 256. */
 void tt_cuda_attention_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                                const tt_attention_shape *shape, cudaStream_t stream);
+/* Generation: out[n, Hq*hd] of n new queries at positions start.. over k_cache, v_cache [start + n, Hkv*hd]
+ * (kernels_attention_cached.cu; the CPU op's rule). head_dim <= 256. scratch: where the key ranges' partial softmaxes
+ * go when the keys are split (NULL: not split); scratch_bytes(Hq, hd) lets one token's be split as far as it goes. */
+size_t tt_cuda_attention_cached_scratch_bytes(int64_t num_heads, int64_t head_dim);
+void tt_cuda_attention_cached(tt_bf16 *out, const tt_bf16 *q, const tt_bf16 *k_cache, const tt_bf16 *v_cache,
+                              int64_t start, int64_t n, const tt_attention_shape *shape, float *scratch,
+                              size_t scratch_bytes, cudaStream_t stream);
 /* dq, dk, dv overwritten; two deterministic passes (queries, then keys) that recompute P from
  * lse; scratch holds D[B, Hq, T] (fp32). */
 void tt_cuda_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const tt_bf16 *out,

@@ -4,12 +4,16 @@ BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-sanitize test-fuzz fuzz fuzz-build test-gpu bench clean
+.PHONY: all deps test-deps build run test test-sanitize test-fuzz fuzz fuzz-build test-gpu bench clean
 
 all: build
 
 deps:
 	@bash tools/install_deps.sh
+
+# what only the tests need (fuzzing's clang, MPI, Chromium, npm), before the build so that it finds MPI
+test-deps:
+	@bash tools/install_deps.sh --tests
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
@@ -18,11 +22,11 @@ build: deps
 run: build
 	bash tools/demo.sh $(BUILD)/tiertrain
 
-test: build
+test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	$(MAKE) test-sanitize
 
-test-sanitize: deps
+test-sanitize: test-deps
 	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_SANITIZE=ON
 	cmake --build $(SANITIZE_BUILD) -j$(JOBS)
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
@@ -59,7 +63,7 @@ $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJECTS)
 
 -include $(FUZZ_OBJECTS:.o=.d)
 
-fuzz-build: deps
+fuzz-build: test-deps
 	$(MAKE) $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 
 fuzz: fuzz-build

@@ -7,6 +7,8 @@
 # - a tiny byte-level model trained to answer a chat (full fine-tuning, then a LoRA adapter teaching another answer)
 #   answers through --config, --model/--adapter, stdin and a --prompts file, rendered with the run's chat template and
 #   stopping at its EOS;
+# - `tiertrain evaluate` gives the eval loss the training loop logged at the same weights (the final model or adapter,
+#   a checkpoint);
 # - sampling repeats with its seed, top-k 1 is greedy, and bad input is refused by name.
 # Arguments: tiertrain binary, source dir, scratch dir. TT_TEST_OVERRIDES: key=value overrides for every command.
 set -uo pipefail
@@ -110,6 +112,31 @@ JSON
 check "--prompts: messages, prompt and text lines" \
   test "$(grep -c 'Blue number' prompts.txt)" -eq 3
 check "... each answered in turn" grep -q "Blue number 2." prompts.txt
+
+# ---- evaluate: the eval loss of the run's model equals the training loop's at the same weights ----
+for i in 5 6 7 8; do
+  printf '{"messages": [{"role": "user", "content": "Color %d?"}, {"role": "assistant", "content": "Blue number %d."}]}\n' \
+    "$i" "$i" >> eight.jsonl
+done
+cat blue.jsonl >> eight.jsonl
+for kind in full lora; do
+  sed -e "s/^output_dir: .*/output_dir: out_eval_$kind/" -e "s/path: [a-z]*.jsonl/path: eight.jsonl/" \
+      -e "s/^max_steps: .*/max_steps: 20/" -e "/^dataset_prepared_path/d" "$kind.yaml" > "eval_$kind.yaml"
+  printf 'val_set_size: 0.25\neval_steps: 10\nsave_steps: 10\ndataset_prepared_path: eval_prepared\n' >> "eval_$kind.yaml"
+  "$tiertrain" evaluate --config "eval_$kind.yaml" "${overrides[@]}" > "evaluate_none_$kind.txt" 2>&1
+  check "$kind: evaluate before training is refused by name" grep -q "holds neither the run's final" "evaluate_none_$kind.txt"
+  "$tiertrain" train "eval_$kind.yaml" "${overrides[@]}" > "train_eval_$kind.txt" 2>&1
+  check "$kind: training with an eval split succeeds" test $? -eq 0
+  last=$(grep '"step": 20, "eval_loss"' "out_eval_$kind/metrics.jsonl" | sed -E 's/.*"eval_loss": ([^,]*),.*/\1/')
+  at10=$(grep '"step": 10, "eval_loss"' "out_eval_$kind/metrics.jsonl" | sed -E 's/.*"eval_loss": ([^,]*),.*/\1/')
+  "$tiertrain" evaluate --config "eval_$kind.yaml" "${overrides[@]}" > "evaluate_$kind.txt" 2>&1
+  check "$kind: evaluate of the final model gives the last step's eval loss ($last)" \
+    grep -q "the final [a-z]* in out_eval_$kind on 2 eval documents: loss $last, perplexity" "evaluate_$kind.txt"
+  "$tiertrain" evaluate --config "eval_$kind.yaml" --checkpoint "out_eval_$kind/checkpoint-10" "${overrides[@]}" \
+    > "evaluate10_$kind.txt" 2>&1
+  check "$kind: evaluate of checkpoint-10 gives step 10's ($at10)" \
+    grep -q "checkpoint-10 (step 10) on 2 eval documents: loss $at10, perplexity" "evaluate10_$kind.txt"
+done
 
 # ---- sampling ----
 sample=(--model out_full --prompt "Color 2?" --temperature 1.5 --max-new-tokens 20 --ids)

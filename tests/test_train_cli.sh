@@ -68,6 +68,9 @@ check "plan with checkpointing recomputes" grep -q "recompute" plan_gc.txt
 "$tiertrain" train --config run.yaml "${overrides[@]}" > train_a.txt 2>&1
 check "training succeeds" test $? -eq 0
 check "progress line printed" grep -q "step 6/6" train_a.txt
+check "... with the epoch, both token rates, memory, elapsed time and ETA (plain lines off a terminal)" \
+  grep -qE "^epoch [0-9.]+ \| step 6/6 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| grad norm [0-9.]+ \| [0-9]+ tok/s \([0-9]+ trained\) \| .* [0-9:]+, ETA [0-9:]+$" train_a.txt
+check "metrics rows carry the epoch and the trained tokens' rate" grep -q '"epoch": .*"target_tok_per_s"' out_a/metrics.jsonl
 check "measured peaks printed" grep -q "measured" train_a.txt
 check "checkpoint-3 written" test -f out_a/checkpoint-3/optimizer.safetensors
 check "checkpoint-6 written" test -f out_a/checkpoint-6/trainer_state.json
@@ -75,6 +78,10 @@ check "final model written" test -f out_a/model.safetensors -a -f out_a/config.j
 check "no partial checkpoint left" test -z "$(ls -d out_a/*.partial 2>/dev/null)"
 check "metrics has 6 steps" test "$(grep -c '"loss"' out_a/metrics.jsonl)" -eq 6
 check "metrics has eval rows" grep -q eval_loss out_a/metrics.jsonl
+
+"$tiertrain" train --config run.yaml "${overrides[@]}" progress=false max_steps=2 output_dir=out_quiet > quiet.txt 2>&1
+check "progress: false still prints the logged steps" grep -q "step 2/2" quiet.txt
+check "... and the evals" grep -q "eval at step 2: loss" quiet.txt
 
 # Resume: a run that restarts from checkpoint-3 ends with the same bits as one that never stopped.
 mkdir -p out_b && cp -r out_a/checkpoint-3 out_b/
@@ -609,7 +616,8 @@ check "the loss watchdog says why" grep -q "loss_watchdog: the loss was above" t
 check "a watchdog stop saves the model as at the end" test -f out_watchdog/model.safetensors
 printf 'wandb_project:\nmodel_type: AutoModelForCausalLM\nload_in_8bit: false\n' | cat run.yaml - > run_axolotl.yaml
 "$tiertrain" plan run_axolotl.yaml "${overrides[@]}" > plan_axolotl.txt 2>&1
-check "axolotl's keys are noted at start" grep -q "config: 3 of axolotl's keys and values" plan_axolotl.txt
+check "axolotl's keys are noted at start (not wandb_project left empty)" \
+  grep -q "config: 2 of axolotl's keys and values" plan_axolotl.txt
 if [ ${#overrides[@]} -eq 0 ] && ! nvidia-smi -L > /dev/null 2>&1; then
   "$tiertrain" plan run_axolotl.yaml bf16=true > plan_bf16.txt 2>&1
   check "bf16: true with device auto and no GPU plans on the CPU, saying so" \
@@ -640,7 +648,7 @@ cp -r out_a out_replay
   resume_from_checkpoint=out_replay/checkpoint-3 > train_replay.txt 2>&1
 check "a run resumed from checkpoint-3 of 6 trains" test $? -eq 0
 check "... and its metrics.jsonl has each of the 6 steps once" \
-  test "$(grep '"loss"' out_replay/metrics.jsonl | sed 's/, "loss".*//' | tr '\n' ' ')" = \
+  test "$(grep '"loss"' out_replay/metrics.jsonl | sed 's/, "epoch".*//' | tr '\n' ' ')" = \
   '{"step": 1 {"step": 2 {"step": 3 {"step": 4 {"step": 5 {"step": 6 '
 check "... the same rows as the run that never stopped" \
   cmp -s <(sed 's/"step_seconds.*//' out_a/metrics.jsonl | grep '"loss"') \

@@ -43,6 +43,7 @@ static void print_usage(FILE *out) {
         "                                                                 the base a QLoRA run computes with, dequantized\n"
         "  tiertrain inference --config run.yaml | --model HF_DIR [--adapter DIR] [--prompt TEXT] [--max-new-tokens N]\n"
         "                                                                 generate from the trained model (see --help)\n"
+        "  tiertrain evaluate --config run.yaml [--checkpoint DIR]        eval loss and perplexity of the run's model\n"
         "  tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT FILE...\n"
         "                                                                 token file with the model's tokenizer\n"
         "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
@@ -59,6 +60,7 @@ typedef struct command_args {
     bool max_sequence_len;     /* plan: search the longest sequence_len that fits */
     int64_t sequence_len_step; /* ... in multiples of this (0: the default) */
     int64_t processes, rank;   /* plan: price rank `rank` of a run of `processes` (0: one, or a sequence group) */
+    const char *checkpoint;    /* evaluate: a checkpoint directory (NULL: the run's final model) */
     char **overrides;
     int override_count;
 } command_args;
@@ -109,6 +111,9 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
             if (processes) a->processes = value;
             else a->rank = value;
             i++;
+        } else if (strcmp(arg, "--checkpoint") == 0 && strcmp(command, "evaluate") == 0) {
+            if (i + 1 >= argc) tt_die("evaluate: --checkpoint needs a directory, e.g. --checkpoint out/checkpoint-500");
+            a->checkpoint = argv[++i];
         } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             a->help = true;
         } else if (arg[0] != '-' && strchr(arg, '=')) {
@@ -136,7 +141,8 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
                    strcmp(command, "train") == 0 ? ", --resume, --trace FILE"
                    : strcmp(command, "plan") == 0
                        ? ", --max-sequence-len [--sequence-len-step N], --processes N [--rank R]"
-                       : "");
+                   : strcmp(command, "evaluate") == 0 ? ", --checkpoint DIR"
+                                                      : "");
         }
     }
 }
@@ -252,6 +258,32 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     free_command_args(&a);
     tt_comm_close(sequence_group); /* before the communicator it was split from */
     tt_comm_close(comm);
+    return status;
+}
+
+/* `tiertrain evaluate`: the eval loss and perplexity of the run's model (or a checkpoint's) on its eval split. */
+static int run_evaluate(int argc, char **argv) {
+    command_args a;
+    parse_command_args(argc, argv, &a, "evaluate");
+    if (a.help) {
+        printf("usage: tiertrain evaluate --config run.yaml [--checkpoint DIR] [key=value ...]\n\nThe eval loss and "
+               "perplexity of the run's final model or adapter in output_dir (or of a checkpoint) on the run's eval "
+               "split (val_set_size), masked and batched as training evaluates.\n");
+        free_command_args(&a);
+        return 0;
+    }
+    if (!a.config_path && a.override_count == 0)
+        tt_die("evaluate: no configuration; pass --config run.yaml (the run to evaluate)");
+    tt_run_config run;
+    tt_run_config_defaults(&run);
+    tt_run_config_load(&run, a.config_path, a.override_count, a.overrides);
+    tt_run_config_validate(&run);
+    tt_device device;
+    tt_select_device(&run, 0, 1, &device);
+    const int status = tt_evaluate_run(&run, &device, a.checkpoint);
+    tt_release_device(&device);
+    tt_run_config_free(&run);
+    free_command_args(&a);
     return status;
 }
 
@@ -416,6 +448,7 @@ int main(int argc, char **argv) {
     if (strcmp(command, "merge") == 0) return run_merge(argc - 2, argv + 2);
     if (strcmp(command, "dequantize") == 0) return run_dequantize(argc - 2, argv + 2);
     if (strcmp(command, "inference") == 0) return tt_cli_inference(argc - 2, argv + 2);
+    if (strcmp(command, "evaluate") == 0) return run_evaluate(argc - 2, argv + 2);
     if (strcmp(command, "--version") == 0 || strcmp(command, "version") == 0) {
         puts("tiertrain " TT_VERSION);
         return 0;

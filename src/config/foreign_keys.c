@@ -23,7 +23,8 @@ typedef struct foreign_key_group {
     const char *names; /* "a|b|c" */
     foreign_policy policy;
     const char *reason;
-    bool one_is_off; /* sizes of a parallel layout: 1 is no parallelism */
+    bool one_is_off;     /* sizes of a parallel layout: 1 is no parallelism */
+    bool quiet_when_off; /* a moot key left empty (axolotl's templates list the trackers' keys unset) is not noted */
 } foreign_key_group;
 
 /* The groups are searched in order; every name appears once (test_config checks the table against axolotl's key
@@ -42,9 +43,11 @@ static const foreign_key_group groups[] = {
          "swanlab_completion_log_interval|swanlab_completion_max_buffer|swanlab_description|swanlab_experiment_name|"
          "swanlab_lark_secret|swanlab_lark_webhook_url|swanlab_log_completions|swanlab_log_model|swanlab_mode|"
          "swanlab_project|swanlab_web_host|swanlab_workspace|use_otel_metrics|otel_metrics_host|otel_metrics_port|"
-         "use_tensorboard|include_tkps|include_tokens_per_second|profiler_steps|profiler_steps_start",
+         "include_tkps|include_tokens_per_second|profiler_steps|profiler_steps_start",
      .policy = FOREIGN_MOOT,
-     .reason = "experiment tracking: tiertrain logs every step to output_dir/metrics.jsonl"},
+     .reason = "experiment tracking: tiertrain logs every step to output_dir/metrics.jsonl and, with use_tensorboard: "
+               "true, to TensorBoard's event files under output_dir/runs/",
+     .quiet_when_off = true},
     {.names =
          "hub_model_id|hub_revision|hub_strategy|hf_use_auth_token|push_dataset_to_hub|model_revision|revision_of_model",
      .policy = FOREIGN_MOOT,
@@ -307,7 +310,7 @@ bool cfg_apply_foreign_key(tt_run_config *c, const source *src, yaml_document_t 
         const foreign_key_group *g = &groups[i];
         if (cfg_index_in_list(g->names, name, false) < 0) continue;
         if (g->policy == FOREIGN_MOOT) {
-            note(c, g->reason, name);
+            if (!(g->quiet_when_off && is_off(value, false))) note(c, g->reason, name);
         } else if (is_off(value, g->one_is_off)) {
             note(c, off_reason, name);
         } else {

@@ -19,10 +19,11 @@
  * the names and of the enum cannot drift apart; keys.c asserts statically that each enum is stored as the
  * int the table writes (TIE_VALUES), and test_config loads every name as its member. X(member, "name") */
 /* lr_scheduler: transformers' SchedulerType names, each as its get_*_schedule computes it (train/schedule.c) */
-#define TT_LR_SCHEDULER_VALUES(X)                                                                                 \
-    X(TT_LR_COSINE, "cosine")                                                                                     \
-    X(TT_LR_LINEAR, "linear") X(TT_LR_CONSTANT, "constant") X(TT_LR_CONSTANT_WITH_WARMUP, "constant_with_warmup") \
-        X(TT_LR_COSINE_WITH_MIN_LR, "cosine_with_min_lr") X(TT_LR_POLYNOMIAL, "polynomial")                       \
+#define TT_LR_SCHEDULER_VALUES(X)                                                           \
+    X(TT_LR_COSINE, "cosine")                                                               \
+    X(TT_LR_LINEAR, "linear")                                                               \
+    X(TT_LR_CONSTANT, "constant") X(TT_LR_CONSTANT_WITH_WARMUP, "constant_with_warmup")     \
+        X(TT_LR_COSINE_WITH_MIN_LR, "cosine_with_min_lr") X(TT_LR_POLYNOMIAL, "polynomial") \
             X(TT_LR_INVERSE_SQRT, "inverse_sqrt")
 #define TT_RECOMPUTE_GRANULARITY_VALUES(X) \
     X(TT_RECOMPUTE_NONE, "none") X(TT_RECOMPUTE_FULL, "full") X(TT_RECOMPUTE_SELECTIVE, "selective")
@@ -250,6 +251,7 @@ typedef struct tt_run_config {
     tt_device_kind device; /* auto: cuda when built with CUDA and a GPU is present */
     int64_t num_threads;   /* 0: all cores */
     bool progress;         /* live progress line */
+    bool use_tensorboard;  /* TensorBoard event files under output_dir/runs/ (train/tensorboard.h) */
     tt_activation_offloading activation_offloading;
     tt_bf16_setting bf16; /* true needs the CUDA backend */
     tt_attn_implementation attn_implementation;

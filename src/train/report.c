@@ -10,14 +10,38 @@
 #include "core/check.h"
 #include "model/safetensors.h"
 
-void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress) {
+void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress, bool use_tensorboard) {
     memset(r, 0, sizeof(*r));
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", output_dir);
     r->metrics = fopen(path, "a");
     if (!r->metrics) tt_die("cannot open %s for writing: check output_dir", path);
-    r->enabled = progress;
     r->live = progress && isatty(STDOUT_FILENO);
+    r->tensorboard_on = use_tensorboard;
+    if (use_tensorboard) {
+        tt_tensorboard_open(&r->tensorboard, output_dir);
+        tt_info("TensorBoard: %s (tensorboard --logdir %s/runs)", r->tensorboard.path, output_dir);
+    }
+}
+
+/* The step's scalars in the event file. */
+static void tensorboard_step(tt_reporter *r, const tt_step_report *s, double tok_per_s, double trained_per_s) {
+    tt_tensorboard_scalar v[6 + 4] = {
+        {"train/loss", s->loss},
+        {"train/learning_rate", s->learning_rate},
+        {"train/grad_norm", s->grad_norm},
+        {"train/epoch", s->epoch},
+        {"train/tokens_per_second", tok_per_s},
+        {"train/trained_tokens_per_second", trained_per_s},
+    };
+    char peak_tags[4][48];
+    int count = 6;
+    for (int t = 0; t < 4; t++)
+        if (r->arenas[t]) {
+            snprintf(peak_tags[t], sizeof peak_tags[t], "memory/%s_peak_mib", tt_tier_name((tt_tier)t));
+            v[count++] = (tt_tensorboard_scalar){peak_tags[t], (double)r->arenas[t]->peak / 1048576.0};
+        }
+    tt_tensorboard_write(&r->tensorboard, s->step, v, count);
 }
 
 void tt_metrics_keep_steps(const char *output_dir, int64_t step) {
@@ -58,32 +82,40 @@ static void format_duration(double seconds, char *buf, size_t size) {
     else snprintf(buf, size, "%02ld:%02ld", s / 60, s % 60);
 }
 
-void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool print_line) {
-    double tok_per_s = s->step_seconds > 0 ? (double)s->tokens / s->step_seconds : 0.0;
+void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool logged) {
+    const double tok_per_s = s->step_seconds > 0 ? (double)s->tokens / s->step_seconds : 0.0;
+    const double trained_per_s = s->step_seconds > 0 ? (double)s->target_tokens / s->step_seconds : 0.0;
     fprintf(r->metrics,
-            "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %lld, "
-            "\"target_tokens\": %lld, \"step_seconds\": %.6f, \"tok_per_s\": %.3f",
-            (long long)s->step, s->loss, s->learning_rate, s->grad_norm, (long long)s->tokens,
-            (long long)s->target_tokens, s->step_seconds, tok_per_s);
+            "{\"step\": %lld, \"epoch\": %.9g, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens\": %lld, "
+            "\"target_tokens\": %lld, \"step_seconds\": %.6f, \"tok_per_s\": %.3f, \"target_tok_per_s\": %.3f, "
+            "\"elapsed_seconds\": %.3f",
+            (long long)s->step, s->epoch, s->loss, s->learning_rate, s->grad_norm, (long long)s->tokens,
+            (long long)s->target_tokens, s->step_seconds, tok_per_s, trained_per_s, s->elapsed_seconds);
     for (int t = 0; t < 4; t++)
         if (r->arenas[t])
             fprintf(r->metrics, ", \"mem_%s_bytes\": %zu, \"mem_%s_peak_bytes\": %zu", tt_tier_name(t),
                     r->arenas[t]->used, tt_tier_name(t), r->arenas[t]->peak);
     fprintf(r->metrics, "}\n");
     fflush(r->metrics);
-    if (!r->enabled || !print_line) return;
+    if (r->tensorboard_on) tensorboard_step(r, s, tok_per_s, trained_per_s);
+    if (!r->live && !logged) return;
 
-    double per_step = s->steps_this_run > 0 ? s->elapsed_seconds / (double)s->steps_this_run : 0;
-    char eta[32], mem[128] = "", buf[32];
+    const double per_step = s->steps_this_run > 0 ? s->elapsed_seconds / (double)s->steps_this_run : 0;
+    char eta[32], elapsed[32], mem[128] = "", buf[32];
     format_duration(per_step * (double)(s->total_steps - s->step), eta, sizeof eta);
+    format_duration(s->elapsed_seconds, elapsed, sizeof elapsed);
     size_t used = 0;
     for (int t = 0; t < 4; t++)
         if (r->arenas[t])
             used += (size_t)snprintf(mem + used, sizeof mem - used, " | %s %s", tt_tier_name(t),
                                      tt_format_bytes(r->arenas[t]->peak, buf, sizeof buf));
-    printf("%sstep %lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s%s | ETA %s%s",
-           r->live ? "\r\033[K" : "", (long long)s->step, (long long)s->total_steps, s->loss, s->learning_rate,
-           s->grad_norm, tok_per_s, mem, eta, r->live ? "" : "\n");
+    printf("%sepoch %.2f | step %lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s (%.0f trained)%s | "
+           "%s, ETA %s",
+           r->live ? "\r\033[K" : "", s->epoch, (long long)s->step, (long long)s->total_steps, s->loss,
+           s->learning_rate, s->grad_norm, tok_per_s, trained_per_s, mem, elapsed, eta);
+    /* a logged step's line stays; between them the live line is rewritten in place */
+    r->line_open = r->live && !logged;
+    if (!r->line_open) putchar('\n');
     fflush(stdout);
 }
 
@@ -91,13 +123,20 @@ void tt_reporter_eval(tt_reporter *r, int64_t step, double eval_loss, int64_t to
     fprintf(r->metrics, "{\"step\": %lld, \"eval_loss\": %.9g, \"eval_tokens\": %lld}\n", (long long)step, eval_loss,
             (long long)tokens);
     fflush(r->metrics);
-    if (r->enabled)
-        printf("%seval at step %lld: loss %.4f over %lld tokens\n", r->live ? "\r\033[K" : "", (long long)step,
-               eval_loss, (long long)tokens);
+    if (r->tensorboard_on) {
+        const tt_tensorboard_scalar v[2] = {{"eval/loss", eval_loss}, {"eval/perplexity", exp(eval_loss)}};
+        tt_tensorboard_write(&r->tensorboard, step, v, 2);
+    }
+    printf("%seval at step %lld: loss %.4f (perplexity %.4g) over %lld tokens\n", r->line_open ? "\r\033[K" : "",
+           (long long)step, eval_loss, exp(eval_loss), (long long)tokens);
+    r->line_open = false;
 }
 
 void tt_reporter_close(tt_reporter *r) {
-    if (r->live && r->enabled) putchar('\n');
+    if (r->line_open) putchar('\n');
+    r->line_open = false;
     if (r->metrics) fclose(r->metrics);
     r->metrics = NULL;
+    if (r->tensorboard_on) tt_tensorboard_close(&r->tensorboard);
+    r->tensorboard_on = false;
 }

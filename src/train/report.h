@@ -1,5 +1,8 @@
-/* What a run tells its user: the live progress line on the terminal and one JSON object per
- * logged step in <output_dir>/metrics.jsonl. */
+/* What a run tells its user: the progress line on the console, one JSON object per step and per eval in
+ * <output_dir>/metrics.jsonl, and with use_tensorboard the same figures as TensorBoard scalars (train/tensorboard.h):
+ * train/loss, train/learning_rate, train/grad_norm, train/epoch, train/tokens_per_second (every position, padding
+ * included), train/trained_tokens_per_second (the targets the loss counts), memory/<tier>_peak_mib, eval/loss and
+ * eval/perplexity. */
 #ifndef TT_TRAIN_REPORT_H
 #define TT_TRAIN_REPORT_H
 
@@ -8,6 +11,7 @@
 #include <stdio.h>
 
 #include "core/arena.h"
+#include "train/tensorboard.h"
 
 typedef struct tt_step_report {
     int64_t step; /* optimizer steps done (1-based after the first) */
@@ -20,20 +24,26 @@ typedef struct tt_step_report {
     double step_seconds;
     double elapsed_seconds; /* since training started (this process) */
     int64_t steps_this_run; /* steps done since this process started */
+    double epoch;           /* epochs of training data done: whole epochs plus the fraction of this one */
 } tt_step_report;
 
 typedef struct tt_reporter {
     FILE *metrics; /* metrics.jsonl, appended */
-    bool live;     /* progress on a terminal: rewrite one line */
-    bool enabled;  /* the progress key */
+    /* the progress key on a terminal: one line rewritten at every step (a logged step's line stays); else (progress:
+     * false, or standard output not a terminal: CI, a pipe, a file) a plain line per logged step */
+    bool live;
+    bool line_open; /* the live line was written and not ended */
     const tt_arena *arenas[4];
+    bool tensorboard_on; /* use_tensorboard: every row also goes to the event file */
+    tt_tensorboard tensorboard;
 } tt_reporter;
 
-void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress);
+void tt_reporter_open(tt_reporter *r, const char *output_dir, bool progress, bool use_tensorboard);
 /* A resumed run: output_dir/metrics.jsonl keeps only the rows of steps up to `step` (the checkpoint's), so that the
  * steps the run replays are in it once. Rewritten whole and renamed into place. */
 void tt_metrics_keep_steps(const char *output_dir, int64_t step);
-void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool print_line);
+/* Every step: its metrics.jsonl row, and the console's line (logged: the step is a logging step). */
+void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool logged);
 void tt_reporter_eval(tt_reporter *r, int64_t step, double eval_loss, int64_t tokens);
 void tt_reporter_close(tt_reporter *r);
 

@@ -29,6 +29,7 @@
 #include "train/optimizer_offload.h"
 #include "train/prepare.h"
 #include "train/report.h"
+#include "train/report_html.h"
 #include "train/schedule.h"
 #include "train/model_setup.h"
 #include "train/optimizer_step.h"
@@ -684,6 +685,92 @@ static void finish_run(tt_model_state *model, const tt_run_config *run, const tt
     }
 }
 
+/* The weights evaluate reads: a checkpoint's (over the run's initial ones), else the run's final model or adapter in
+ * output_dir, else its newest checkpoint. */
+static void evaluated_weights(tt_model_state *model, const tt_run_config *run, const char *checkpoint, char *what,
+                              size_t what_size) {
+    char *latest = NULL;
+    if (!checkpoint) {
+        tt_run_config final = *run; /* a shallow copy whose model comes from output_dir */
+        const bool lora = model->params.lora_rank > 0;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", run->output_dir, lora ? "adapter_model.safetensors" : "model.safetensors");
+        if (access(path, R_OK) == 0) {
+            if (lora) final.lora_model_dir = run->output_dir;
+            else final.base_model = run->output_dir, final.model_config = NULL;
+            tt_load_run_weights(model, &final);
+            snprintf(what, what_size, "the final %s in %s", lora ? "adapter" : "model", run->output_dir);
+            return;
+        }
+        latest = tt_checkpoint_find_latest(run->output_dir);
+        if (!latest)
+            tt_die(
+                "evaluate: output_dir '%s' holds neither the run's final %s nor a checkpoint-<step>; train first, or "
+                "give --checkpoint DIR",
+                run->output_dir, lora ? "adapter (adapter_model.safetensors)" : "model (model.safetensors)");
+        checkpoint = latest;
+    }
+    tt_trainer_state trainer = {0};
+    tt_load_run_weights(model, run); /* the frozen parameters: the run's initial weights */
+    tt_checkpoint_load(model, &trainer, checkpoint);
+    snprintf(what, what_size, "%s (step %lld)", checkpoint, (long long)trainer.global_step);
+    free(latest);
+}
+
+int tt_evaluate_run(const tt_run_config *run, const tt_device *device, const char *checkpoint) {
+    if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
+    tt_model_config model_config;
+    tt_load_model_config_for_run(run, &model_config);
+    tt_plan plan;
+    tt_plan_for_run(&plan, run, &model_config, device, false);
+    tt_dataset data;
+    open_training_data(&data, run, &model_config, NULL);
+    if (data.eval_count == 0)
+        tt_die("evaluate: the run holds no eval %s (val_set_size is %g); set val_set_size (a fraction, or a count of "
+               "sequences), as the run that trained did",
+               data.documents ? "documents" : "sequences", run->val_set_size);
+    tt_model_state model;
+    const tt_trainable_spec trainable = tt_trainable_spec_for_run(run, &model_config, plan.weight_bytes);
+    tt_model_state_init_trainable(&model, &model_config, &plan, &trainable, device->backend, device->memory_budget);
+    char what[4600];
+    evaluated_weights(&model, run, checkpoint, what, sizeof what);
+    step_batch batch;
+    step_batch_init(&batch, &data, run->micro_batch_size * run->sequence_len);
+    int64_t tokens = 0;
+    const double start = now_seconds();
+    const double loss = evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, NULL, &tokens);
+    printf("evaluate: %s on %lld eval %s: loss %.9g, perplexity %.6g, over %lld tokens (%.1f s)\n", what,
+           (long long)data.eval_count, data.documents ? "documents" : "sequences", loss, exp(loss), (long long)tokens,
+           now_seconds() - start);
+    step_batch_free(&batch);
+    tt_dataset_close(&data);
+    tt_model_state_free(&model);
+    return 0;
+}
+
+/* output_dir/report.html (train/report_html.h) from the run as it stands; trace_path: a closed trace to draw. */
+static void write_html_report(tt_model_state *model, const tt_run_config *run, const tt_device *device,
+                              const char *trace_path, bool final) {
+    tt_run_report report = {.output_dir = run->output_dir,
+                            .model = &model->config,
+                            .plan = &model->plan,
+                            .sizes = &model->sizes,
+                            .trace_path = trace_path,
+                            .final = final};
+    char description[512];
+    snprintf(description, sizeof description, "%s, %lld layers, on %s; sequence_len %lld, micro_batch_size %lld, %s",
+             model->config.model_type, (long long)model->config.num_layers, device->description,
+             (long long)run->sequence_len, (long long)run->micro_batch_size,
+             model->params.lora_rank > 0 ? "LoRA adapters train" : "full fine-tuning");
+    report.description = description;
+    report.measured[device->backend->compute_tier] = &model->arena;
+    if (model->host.base) report.measured[model->host.tier] = &model->host;
+    tt_backend_synchronize(model->backend);
+    tt_backend_copy_stats(model->backend, &report.copied_to_host, &report.copied_to_device, &report.copy_seconds,
+                          &report.exposed_seconds);
+    tt_write_run_report(&report);
+}
+
 int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, tt_comm *sequence_group,
              bool resume_latest) {
     const int processes = comm ? comm->size : 1;
@@ -742,7 +829,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     step_batch_init(&batch, &data, sequences_per_step * T);
     tt_reporter reporter = {0};
     const bool leader = rank == 0; /* reports, evaluates and saves */
-    if (leader) tt_reporter_open(&reporter, run->output_dir, run->progress);
+    if (leader) tt_reporter_open(&reporter, run->output_dir, run->progress, run->use_tensorboard);
     reporter.arenas[tier] = &model.arena;
     if (model.host.base) reporter.arenas[model.host.tier] = &model.host;
 
@@ -801,6 +888,8 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
             .step_seconds = t_now - step_start,
             .elapsed_seconds = t_now - start,
             .steps_this_run = trainer.global_step - first_step,
+            .epoch = (double)trainer.data_epoch +
+                     (data.train_count > 0 ? (double)trainer.data_index / (double)data.train_count : 0.0),
         };
         /* axolotl's loss watchdog: the step is taken, then training ends as at its last step (eval, save) */
         watchdog_violations =
@@ -820,7 +909,10 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
             int64_t eval_tokens = 0; /* every rank evaluates its share */
             const double eval_loss =
                 evaluate(&model, &data, batch.inputs, batch.targets, batch.positions, comm, &eval_tokens);
-            if (leader) tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
+            if (leader) {
+                tt_reporter_eval(&reporter, trainer.global_step, eval_loss, eval_tokens);
+                write_html_report(&model, run, device, NULL, false);
+            }
         }
         /* the leader saves for every rank; with zero_stage 1 every rank hands it its shard */
         if (run->save_strategy != TT_SAVE_NO && ((save_every > 0 && trainer.global_step % save_every == 0) || last) &&
@@ -828,6 +920,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
             free(last_checkpoint);
             tt_data_parallel_weights_ready(comm ? &dp : NULL, &model);
             last_checkpoint = tt_checkpoint_save(&model, &trainer, run, leader);
+            if (leader) write_html_report(&model, run, device, NULL, false);
             if (leader && run->save_total_limit > 0) tt_checkpoint_keep_newest(run->output_dir, run->save_total_limit);
         }
         if (watchdog_stop) break;
@@ -851,7 +944,12 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     tt_dataset_close(&data);
     if (model.trace) {
         tt_trace_close(model.trace);
+        model.trace = NULL;
         tt_info("trace written to %s (open it in ui.perfetto.dev)", run->trace);
+    }
+    if (leader) {
+        write_html_report(&model, run, device, rank == 0 ? run->trace : NULL, true);
+        tt_info("report: %s/report.html", run->output_dir);
     }
     tt_model_state_free(&model);
     return exit_status;

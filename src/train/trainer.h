@@ -62,4 +62,9 @@ void tt_load_run_weights(struct tt_model_state *model, const tt_run_config *run)
 int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *comm, tt_comm *sequence_group,
              bool resume_latest);
 
+/* `tiertrain evaluate`: the eval loss and perplexity of a run's model on its eval split (val_set_size of its
+ * datasets, masked and batched as training evaluates): the checkpoint's weights (NULL: the run's final model or
+ * adapter in output_dir, else its newest checkpoint). Prints one line; returns the exit status. */
+int tt_evaluate_run(const tt_run_config *run, const tt_device *device, const char *checkpoint);
+
 #endif

@@ -138,6 +138,15 @@ for kind in full lora; do
     grep -q "checkpoint-10 (step 10) on 2 eval documents: loss $at10, perplexity" "evaluate10_$kind.txt"
 done
 
+# --dataset: every document of a file in the run's format; the model trained on the blue answers knows them best
+"$tiertrain" evaluate --config full.yaml --dataset blue.jsonl "${overrides[@]}" > evaluate_blue.txt 2>&1
+"$tiertrain" evaluate --config full.yaml --dataset red.jsonl "${overrides[@]}" > evaluate_red.txt 2>&1
+check "evaluate --dataset takes every document of the file" grep -q "on 4 eval documents: loss" evaluate_red.txt
+blue_loss=$(sed -nE 's/.*: loss ([^,]*), perplexity.*/\1/p' evaluate_blue.txt)
+red_loss=$(sed -nE 's/.*: loss ([^,]*), perplexity.*/\1/p' evaluate_red.txt)
+check "... and the answers the model learned cost less than the others ($blue_loss < $red_loss)" \
+  awk -v a="$blue_loss" -v b="$red_loss" 'BEGIN { exit !(a + 0 < b + 0 && a != "") }'
+
 # ---- sampling ----
 sample=(--model out_full --prompt "Color 2?" --temperature 1.5 --max-new-tokens 20 --ids)
 "$tiertrain" inference "${sample[@]}" --seed 7 "${overrides[@]}" > seed7a.txt 2>/dev/null

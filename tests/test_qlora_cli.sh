@@ -79,6 +79,17 @@ case " ${overrides[*]} " in
   *) check "LoRA on the dequantized base trains the QLoRA run's adapter bit for bit (fp32)" \
        cmp -s out_bnb_nf4_dq/adapter_model.safetensors out_deq_lora/adapter_model.safetensors ;;
 esac
+# inference: the QLoRA run's adapter on its 4-bit base (the run's config), and on the dequantized base (--model)
+"$tiertrain" inference --config run.yaml "${overrides[@]}" base_model="$models/bnb_nf4_dq" output_dir=out_bnb_nf4_dq \
+  --prompt-ids 5,9,2,7 --max-new-tokens 8 --ids --max-context 32 > infer_qlora.txt 2> infer_qlora_err.txt
+check "inference runs a QLoRA run's adapter on its 4-bit base" test -s infer_qlora.txt
+check "... loaded as the run trained it (4 bits)" grep -q "with the adapter out_bnb_nf4_dq" infer_qlora_err.txt
+case " ${overrides[*]} " in
+  *device=cuda*) ;; # the GPU's GEMMs round the dequantized values to bf16 (as training, above)
+  *) "$tiertrain" inference --model deq_bnb --adapter out_bnb_nf4_dq --prompt-ids 5,9,2,7 --max-new-tokens 8 --ids \
+       --max-context 32 > infer_deq.txt 2> infer_deq_err.txt
+     check "... and generates what the dequantized base with the same adapter does" cmp -s infer_qlora.txt infer_deq.txt ;;
+esac
 "$tiertrain" dequantize --base "$models/bnb_nf4_dq" --quant-type fp4 -o deq_x > deq_x.txt 2>&1
 check "dequantize refuses another format than the checkpoint's" grep -q "not fp4 with double quantization; leave the format out" deq_x.txt
 "$tiertrain" merge --base "$models/bnb_nf4_dq" --adapter out_bnb_nf4_dq -o merged > merge.txt 2>&1

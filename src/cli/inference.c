@@ -159,7 +159,7 @@ static void adapter_settings(tt_run_config *run, const char *dir) {
     json_t *targets = json_object_get(root, "target_modules");
     if (!json_is_integer(r) || json_integer_value(r) < 1 || !json_is_number(alpha) || !json_is_array(targets))
         tt_die("%s: r (a positive integer), lora_alpha (a number) and target_modules (a list) are needed", path);
-    run->adapter = TT_ADAPTER_LORA;
+    if (run->adapter == TT_ADAPTER_NONE) run->adapter = TT_ADAPTER_LORA;
     run->lora_r = json_integer_value(r);
     run->lora_alpha = json_number_value(alpha);
     run->lora_target_modules = 0;
@@ -194,7 +194,6 @@ static void resolve_model(tt_run_config *run, const inference_options *o) {
     }
     if (adapter) {
         adapter_settings(run, adapter);
-        if (!o->config_path || run->adapter == TT_ADAPTER_NONE) run->adapter = TT_ADAPTER_LORA;
         free(run->lora_model_dir);
         run->lora_model_dir = tt_xstrdup(adapter);
     } else if (!o->model_dir) { /* a full fine-tune: the model it saved */
@@ -208,6 +207,17 @@ static void resolve_model(tt_run_config *run, const inference_options *o) {
         run->model_config = NULL;
     }
     if (!run->base_model) tt_die("inference: no model to load; set base_model or give --model DIR");
+    /* a base saved in 4 bits runs as QLoRA trained on it: its 4-bit weights with the adapter beside them */
+    tt_model_config model;
+    tt_load_model_config_for_run(run, &model);
+    if (model.quantization.load_in_4bit) {
+        if (run->adapter == TT_ADAPTER_NONE)
+            tt_die("inference: %s is saved in bitsandbytes' 4-bit format; give the adapter trained on it (--adapter "
+                   "DIR), or `tiertrain dequantize` it first",
+                   run->base_model);
+        run->adapter = TT_ADAPTER_QLORA;
+        run->load_in_4bit = true;
+    }
 }
 
 /* generation_config.json's eos_token_id (a number or a list), which transformers' generate ends at. */

@@ -43,7 +43,8 @@ static void print_usage(FILE *out) {
         "                                                                 the base a QLoRA run computes with, dequantized\n"
         "  tiertrain inference --config run.yaml | --model HF_DIR [--adapter DIR] [--prompt TEXT] [--max-new-tokens N]\n"
         "                                                                 generate from the trained model (see --help)\n"
-        "  tiertrain evaluate --config run.yaml [--checkpoint DIR]        eval loss and perplexity of the run's model\n"
+        "  tiertrain evaluate --config run.yaml [--checkpoint DIR] [--dataset FILE]\n"
+        "                                                                 eval loss and perplexity of the run's model\n"
         "  tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT FILE...\n"
         "                                                                 token file with the model's tokenizer\n"
         "  tiertrain tokenize --bytes -o out.tok FILE...                  byte-level token file for experiments\n"
@@ -61,6 +62,7 @@ typedef struct command_args {
     int64_t sequence_len_step; /* ... in multiples of this (0: the default) */
     int64_t processes, rank;   /* plan: price rank `rank` of a run of `processes` (0: one, or a sequence group) */
     const char *checkpoint;    /* evaluate: a checkpoint directory (NULL: the run's final model) */
+    const char *dataset;       /* evaluate: a file to evaluate instead of the eval split */
     char **overrides;
     int override_count;
 } command_args;
@@ -114,6 +116,9 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
         } else if (strcmp(arg, "--checkpoint") == 0 && strcmp(command, "evaluate") == 0) {
             if (i + 1 >= argc) tt_die("evaluate: --checkpoint needs a directory, e.g. --checkpoint out/checkpoint-500");
             a->checkpoint = argv[++i];
+        } else if (strcmp(arg, "--dataset") == 0 && strcmp(command, "evaluate") == 0) {
+            if (i + 1 >= argc) tt_die("evaluate: --dataset needs a file, e.g. --dataset data/test.jsonl");
+            a->dataset = argv[++i];
         } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             a->help = true;
         } else if (arg[0] != '-' && strchr(arg, '=')) {
@@ -141,7 +146,7 @@ static void parse_command_args(int argc, char **argv, command_args *a, const cha
                    strcmp(command, "train") == 0 ? ", --resume, --trace FILE"
                    : strcmp(command, "plan") == 0
                        ? ", --max-sequence-len [--sequence-len-step N], --processes N [--rank R]"
-                   : strcmp(command, "evaluate") == 0 ? ", --checkpoint DIR"
+                   : strcmp(command, "evaluate") == 0 ? ", --checkpoint DIR, --dataset FILE"
                                                       : "");
         }
     }
@@ -266,9 +271,10 @@ static int run_evaluate(int argc, char **argv) {
     command_args a;
     parse_command_args(argc, argv, &a, "evaluate");
     if (a.help) {
-        printf("usage: tiertrain evaluate --config run.yaml [--checkpoint DIR] [key=value ...]\n\nThe eval loss and "
-               "perplexity of the run's final model or adapter in output_dir (or of a checkpoint) on the run's eval "
-               "split (val_set_size), masked and batched as training evaluates.\n");
+        printf("usage: tiertrain evaluate --config run.yaml [--checkpoint DIR] [--dataset FILE] [key=value ...]\n\nThe "
+               "eval loss and perplexity of the run's final model or adapter in output_dir (or of a checkpoint) on the "
+               "run's eval split (val_set_size), or on every document of FILE (in the format of the run's first "
+               "dataset), masked and batched as training evaluates.\n");
         free_command_args(&a);
         return 0;
     }
@@ -280,7 +286,7 @@ static int run_evaluate(int argc, char **argv) {
     tt_run_config_validate(&run);
     tt_device device;
     tt_select_device(&run, 0, 1, &device);
-    const int status = tt_evaluate_run(&run, &device, a.checkpoint);
+    const int status = tt_evaluate_run(&run, &device, a.checkpoint, a.dataset);
     tt_release_device(&device);
     tt_run_config_free(&run);
     free_command_args(&a);

@@ -328,6 +328,14 @@ void tt_dataset_open(tt_dataset *ds, char *const *paths, int path_count, int64_t
     build_epoch_order(ds);
 }
 
+void tt_dataset_evaluate_all(tt_dataset *ds) {
+    TT_CHECK(!ds->packed, "every sequence as eval: an unpacked dataset");
+    free(ds->eval_sequences);
+    ds->eval_count = ds->sequence_count;
+    ds->eval_sequences = tt_xmalloc(sizeof(int64_t) * (size_t)(ds->eval_count ? ds->eval_count : 1), "the eval index");
+    for (int64_t i = 0; i < ds->eval_count; i++) ds->eval_sequences[i] = i;
+}
+
 /* Epoch e's packing, as axolotl's multipack sampler packs an epoch: the training documents in epoch e's seeded
  * order (the same (seed, e) as an unpacked epoch's order, so a resumed run packs it again directly), first-fit in
  * that order into sequences of seq_len tokens; out->members are piece indices. */

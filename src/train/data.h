@@ -106,6 +106,8 @@ void tt_dataset_open_packed(tt_dataset *ds, char *const *paths, int path_count, 
  * epoch's; else train_count), and of `epochs` epochs from the first (a fraction of the last one's). */
 int64_t tt_dataset_epoch_sequences(const tt_dataset *ds, int64_t epoch);
 double tt_dataset_sequences_in_epochs(const tt_dataset *ds, double epochs);
+/* Every sequence of an unpacked dataset becomes an eval sequence (tiertrain evaluate --dataset), in file order. */
+void tt_dataset_evaluate_all(tt_dataset *ds);
 void tt_dataset_close(tt_dataset *ds);
 
 /* Fills inputs[seq_len] and targets[seq_len] (int32) with the next training sequence,

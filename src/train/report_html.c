@@ -133,7 +133,8 @@ static void write_chart(FILE *out, const char *id, const char *title, const char
     if (!(p.x1 > p.x0)) p.x0 -= 1, p.x1 += 1;
     if (!(p.y1 > p.y0)) p.y0 -= fabs(p.y0) * 0.1 + 1e-12, p.y1 += fabs(p.y1) * 0.1 + 1e-12;
     const double pad = (p.y1 - p.y0) * 0.05;
-    p.y0 -= pad, p.y1 += pad;
+    p.y0 = p.y0 >= 0 && p.y0 - pad < 0 ? 0 : p.y0 - pad; /* a quantity that is never negative keeps its axis at 0 */
+    p.y1 += pad;
     fprintf(out, "<figure class=\"chart\" id=\"%s\">\n<figcaption>%s</figcaption>\n", id, title);
     fprintf(out,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"660\" height=\"260\" viewBox=\"0 0 660 260\" "
@@ -364,7 +365,8 @@ static void write_copies(FILE *out, const tt_run_report *r) {
     if (r->copied_to_host == 0 && r->copied_to_device == 0) {
         fputs("<p>No copies: every tensor of the step stayed on the compute tier.</p>\n", out);
     } else {
-        const double hidden = r->copy_seconds > 0 ? 1.0 - r->exposed_seconds / r->copy_seconds : 1.0;
+        /* the waits are measured apart from the copies: with copies of microseconds they may pass the copy time */
+        const double hidden = r->copy_seconds > 0 ? fmax(0.0, 1.0 - r->exposed_seconds / r->copy_seconds) : 1.0;
         fprintf(
             out,
             "<p class=\"copy-summary\" data-hidden=\"%.6f\">%s to host, %s back; the copy streams were busy %.3f s, "

@@ -717,7 +717,19 @@ static void evaluated_weights(tt_model_state *model, const tt_run_config *run, c
     free(latest);
 }
 
-int tt_evaluate_run(const tt_run_config *run, const tt_device *device, const char *checkpoint) {
+int tt_evaluate_run(const tt_run_config *run_config, const tt_device *device, const char *checkpoint,
+                    const char *dataset) {
+    /* --dataset: that file in the format of the run's first dataset, every document of it evaluated, unpacked */
+    tt_run_config given = *run_config; /* a shallow copy: its strings are the run's */
+    if (dataset) {
+        if (run_config->dataset_count < 1)
+            tt_die("evaluate: --dataset takes the format of the run's first dataset, and the run names none");
+        given.datasets[0] = (char *)dataset;
+        given.dataset_count = 1;
+        given.val_set_size = 0;
+        given.sample_packing = false;
+    }
+    const tt_run_config *run = &given;
     if (run->num_threads > 0) omp_set_num_threads((int)run->num_threads);
     tt_model_config model_config;
     tt_load_model_config_for_run(run, &model_config);
@@ -725,6 +737,7 @@ int tt_evaluate_run(const tt_run_config *run, const tt_device *device, const cha
     tt_plan_for_run(&plan, run, &model_config, device, false);
     tt_dataset data;
     open_training_data(&data, run, &model_config, NULL);
+    if (dataset) tt_dataset_evaluate_all(&data);
     if (data.eval_count == 0)
         tt_die("evaluate: the run holds no eval %s (val_set_size is %g); set val_set_size (a fraction, or a count of "
                "sequences), as the run that trained did",

@@ -63,8 +63,9 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
              bool resume_latest);
 
 /* `tiertrain evaluate`: the eval loss and perplexity of a run's model on its eval split (val_set_size of its
- * datasets, masked and batched as training evaluates): the checkpoint's weights (NULL: the run's final model or
- * adapter in output_dir, else its newest checkpoint). Prints one line; returns the exit status. */
-int tt_evaluate_run(const tt_run_config *run, const tt_device *device, const char *checkpoint);
+ * datasets, masked and batched as training evaluates), or on every document of `dataset` (a file in the format of the
+ * run's first dataset; NULL: the eval split): the checkpoint's weights (NULL: the run's final model or adapter in
+ * output_dir, else its newest checkpoint). Prints one line; returns the exit status. */
+int tt_evaluate_run(const tt_run_config *run, const tt_device *device, const char *checkpoint, const char *dataset);
 
 #endif

@@ -64,6 +64,12 @@ check "plan prints the size table" grep -q "saved activations" plan.txt
 check "plan prints per-layer policy" grep -q "keep" plan.txt
 "$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true > plan_gc.txt
 check "plan with checkpointing recomputes" grep -q "recompute" plan_gc.txt
+if [ ${#overrides[@]} -eq 0 ]; then
+  "$tiertrain" plan --config run.yaml host_memory_budget=64KiB > plan_over.txt 2>&1
+  check "a plan over its budget exits with status 1" test $? -eq 1
+  check "... saying what it needs and what to change" \
+    grep -q "error: the plan needs .* of host but the budget is 64.00 KiB: training would stop at start" plan_over.txt
+fi
 
 "$tiertrain" train --config run.yaml "${overrides[@]}" > train_a.txt 2>&1
 check "training succeeds" test $? -eq 0

@@ -257,7 +257,7 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     if (train) status = tt_train(&run, &device, comm, sequence_group, a.resume);
     else if (a.max_sequence_len)
         tt_print_longest_context(&run, &device, a.sequence_len_step ? a.sequence_len_step : 1024, stdout);
-    else tt_print_run_plan(&run, &device, stdout);
+    else status = tt_print_run_plan(&run, &device, stdout) ? 0 : 1;
     tt_release_device(&device);
     tt_run_config_free(&run);
     free_command_args(&a);

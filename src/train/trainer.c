@@ -239,7 +239,7 @@ static void plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model
     tt_plan_for_run(plan, run, model, device, true);
 }
 
-void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out) {
+bool tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out) {
     tt_model_config model;
     tt_load_model_config_for_run(run, &model);
     tt_plan plan;
@@ -252,12 +252,26 @@ void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     print_header(&model, &params, device, &plan, &sizes, out);
     char budget[32];
     const tt_tier tier = compute_tier_of(device);
+    const bool fits = sizes.tier_peak[tier] <= device->memory_budget;
     fprintf(out, "  %s budget: %s%s\n", tt_tier_name(tier),
             tt_format_bytes(device->memory_budget, budget, sizeof budget),
-            sizes.tier_peak[tier] > device->memory_budget ? "  (EXCEEDED: training would stop at start)" : "");
+            fits ? "" : "  (EXCEEDED: training would stop at start)");
+    if (!fits) {
+        char peak[32];
+        fprintf(stderr,
+                "tiertrain: error: the plan needs %s of %s but the budget is %s: training would stop at start%s. Lower "
+                "sequence_len or micro_batch_size, turn on gradient_checkpointing or activation_offloading, or raise "
+                "the budget\n",
+                tt_format_bytes(sizes.tier_peak[tier], peak, sizeof peak), tt_tier_name(tier), budget,
+                run->device == TT_DEVICE_AUTO && tier != TT_TIER_GPU
+                    ? " (device: auto found no GPU, so this is the CPU backend's plan: a GPU run is priced on the GPU "
+                      "machine, or with device: cuda there)"
+                    : "");
+    }
     tt_param_table_free(&params);
     tt_plan_free(&plan);
     tt_model_config_free(&model);
+    return fits;
 }
 
 /* The start lines of sample packing: documents, the sequences they fill and how full those are. */

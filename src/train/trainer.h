@@ -45,8 +45,9 @@ void tt_plan_for_run(tt_plan *plan, const tt_run_config *run, const tt_model_con
  * Megatron's cpu_offloading of activations, have their own rule for what leaves the GPU). */
 bool tt_selective_auto_applies(const tt_run_config *run);
 
-/* `tiertrain plan`: the plan per layer and the size table, without training. */
-void tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);
+/* `tiertrain plan`: the plan per layer and the size table, without training. Returns whether the plan fits the
+ * compute tier's budget (else it also says so on stderr: `tiertrain plan` then exits with status 1). */
+bool tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *out);
 
 /* The model's weights at a run's start: base_model's (or drawn at random from the seed with model_config), LoRA
  * adapters from lora_model_dir where it is set. The frozen part is loaded a piece at a time straight into where it

@@ -3,8 +3,8 @@
  * does: each length and payload checked against its masked CRC-32C (computed here with a table of its own, not the
  * writer's function), the payload decoded as the Event protocol buffer by field number and wire type (wall_time,
  * step, file_version, summary.value.tag / simple_value). The first event names the file version; every step's
- * train/loss, train/learning_rate and train/grad_norm equal metrics.jsonl's row as floats, and eval/loss its evals;
- * a record with a flipped byte fails its CRC. */
+ * train/loss, train/learning_rate, train/grad_norm and train/epoch equal metrics.jsonl's row as floats (to the one
+ * float step its 9 printed digits may move them), and eval/loss its evals; a record with a flipped byte fails its CRC. */
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -136,6 +136,13 @@ static bool read_records(const unsigned char *data, size_t size, int *records) {
     return true;
 }
 
+/* The event's float against metrics.jsonl's value: metrics.jsonl prints the double to 9 digits, so the float of that
+ * may round the other way from the float of the double itself: one float step apart at most. */
+static bool same_float(float event, double metrics) {
+    const float f = (float)metrics;
+    return event == f || event == nextafterf(f, INFINITY) || event == nextafterf(f, -INFINITY);
+}
+
 static float value_of(int64_t step, const char *tag) {
     for (int i = 0; i < scalar_count; i++)
         if (scalars[i].step == step && strcmp(scalars[i].tag, tag) == 0) return scalars[i].value;
@@ -216,21 +223,22 @@ int main(int argc, char **argv) {
             json_t *loss = json_object_get(row, "loss"), *eval = json_object_get(row, "eval_loss");
             if (loss) {
                 steps++;
-                TT_EXPECT(value_of(step, "train/loss") == (float)json_number_value(loss), "step %lld: train/loss",
+                TT_EXPECT(same_float(value_of(step, "train/loss"), json_number_value(loss)), "step %lld: train/loss",
                           (long long)step);
-                TT_EXPECT(value_of(step, "train/learning_rate") == (float)json_number_value(json_object_get(row, "lr")),
-                          "step %lld: train/learning_rate", (long long)step);
-                TT_EXPECT(value_of(step, "train/grad_norm") ==
-                              (float)json_number_value(json_object_get(row, "grad_norm")),
-                          "step %lld: train/grad_norm", (long long)step);
-                TT_EXPECT(value_of(step, "train/epoch") == (float)json_number_value(json_object_get(row, "epoch")),
+                TT_EXPECT(
+                    same_float(value_of(step, "train/learning_rate"), json_number_value(json_object_get(row, "lr"))),
+                    "step %lld: train/learning_rate", (long long)step);
+                TT_EXPECT(
+                    same_float(value_of(step, "train/grad_norm"), json_number_value(json_object_get(row, "grad_norm"))),
+                    "step %lld: train/grad_norm", (long long)step);
+                TT_EXPECT(same_float(value_of(step, "train/epoch"), json_number_value(json_object_get(row, "epoch"))),
                           "step %lld: train/epoch", (long long)step);
                 TT_EXPECT(value_of(step, "memory/host_peak_mib") > 0, "step %lld: the host tier's peak",
                           (long long)step);
             }
             if (eval) {
                 evals++;
-                TT_EXPECT(value_of(step, "eval/loss") == (float)json_number_value(eval), "step %lld: eval/loss",
+                TT_EXPECT(same_float(value_of(step, "eval/loss"), json_number_value(eval)), "step %lld: eval/loss",
                           (long long)step);
                 TT_EXPECT(fabsf(value_of(step, "eval/perplexity") - expf((float)json_number_value(eval))) <
                               1e-4f * value_of(step, "eval/perplexity"),

@@ -40,6 +40,35 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
     snprintf(device->description, sizeof device->description, "cpu (%s)", why);
 }
 
+#ifdef TT_HAVE_CUDA
+/* gpu=NAME, or device: cuda with gpu_memory_budget on a machine without a GPU: the CUDA backend's size model, for
+ * tiertrain plan (train refuses it: src/cli/main.c) */
+static void select_offline_gpu(const tt_run_config *run, tt_device *device) {
+    const tt_cuda_known_gpu *known = run->gpu ? tt_cuda_known_gpu_find(run->gpu) : NULL;
+    if (run->gpu && !known)
+        tt_die("gpu: '%s' is not a GPU tiertrain knows; use one of %s, or device: cuda with gpu_memory_budget",
+               run->gpu, tt_cuda_known_gpu_names());
+    if (run->device == TT_DEVICE_CPU) tt_die("gpu: %s prices a GPU run; set device: cuda (or auto), not cpu", run->gpu);
+    if (run->bf16 == TT_BF16_OFF)
+        tt_die("bf16: false, but the CUDA backend computes in bf16; set bf16: auto, or device: cpu for fp32");
+    device->backend = tt_backend_cuda_offline_create();
+    device->memory_budget = run->gpu_memory_budget > 0 ? (size_t)run->gpu_memory_budget : known->free_bytes;
+    if (known && device->memory_budget > known->total_bytes) {
+        char want[32], have[32];
+        tt_die("gpu_memory_budget is %s but the %s has %s; lower gpu_memory_budget",
+               tt_format_bytes(device->memory_budget, want, sizeof want), known->description,
+               tt_format_bytes(known->total_bytes, have, sizeof have));
+    }
+    char total[32];
+    if (known)
+        snprintf(device->description, sizeof device->description, "cuda, priced without a GPU: %s, %s",
+                 known->description, tt_format_bytes(known->total_bytes, total, sizeof total));
+    else
+        snprintf(device->description, sizeof device->description,
+                 "cuda, priced without a GPU: a Hopper GPU with gpu_memory_budget");
+}
+#endif
+
 void tt_select_device(const tt_run_config *run, int gpu, int host_processes, tt_device *device) {
     *device = (tt_device){.host_processes = host_processes > 1 ? host_processes : 1};
     if (run->device == TT_DEVICE_CPU) {
@@ -49,6 +78,11 @@ void tt_select_device(const tt_run_config *run, int gpu, int host_processes, tt_
 #ifdef TT_HAVE_CUDA
     char name[128];
     size_t free_bytes = 0, total_bytes = 0;
+    if (run->gpu || (run->device == TT_DEVICE_CUDA && run->gpu_memory_budget > 0 &&
+                     !tt_cuda_device_query(gpu, name, sizeof name, &free_bytes, &total_bytes))) {
+        select_offline_gpu(run, device);
+        return;
+    }
     if (!tt_cuda_device_query(gpu, name, sizeof name, &free_bytes, &total_bytes)) {
         if (run->device == TT_DEVICE_CUDA)
             tt_die("device: cuda, but no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), or set "
@@ -76,6 +110,10 @@ void tt_select_device(const tt_run_config *run, int gpu, int host_processes, tt_
     snprintf(device->description, sizeof device->description, "cuda: %s, %s", name,
              tt_format_bytes(total_bytes, total, sizeof total));
 #else
+    if (run->gpu)
+        tt_die("gpu: %s prices a run with the CUDA backend's sizes, but this tiertrain was built without CUDA "
+               "(nvcc was not found at build time); rebuild where the CUDA toolkit is, or leave gpu out",
+               run->gpu);
     if (run->device == TT_DEVICE_CUDA)
         tt_die("device: cuda, but this tiertrain was built without CUDA (nvcc was not found at build time); "
                "rebuild on a machine with the CUDA toolkit, or set device: cpu");

@@ -248,6 +248,10 @@ static int run_train_or_plan(int argc, char **argv, bool train) {
     /* sequence parallel in several groups: the group's communicator before the device's free memory is read, so that
      * the transport's buffers for it are outside the room the plan prices */
     tt_comm *sequence_group = train ? tt_data_parallel_sequence_group(comm, &run) : NULL;
+    if (train && run.gpu)
+        tt_die("gpu: %s prices a run for that GPU with tiertrain plan; training runs on this machine's own device "
+               "(remove gpu)",
+               run.gpu);
     tt_device device;
     tt_select_device(&run, launch.local_rank > 0 ? launch.local_rank : 0, host_processes, &device);
     device.data_parallel_ranks = (int)processes;

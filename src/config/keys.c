@@ -768,6 +768,12 @@ const key_spec cfg_keys[] = {
      .default_text = "0",
      .range = AT_LEAST(0),
      .help = "GPU memory the plan may use, e.g. 40GiB; 0: what the GPU has free at start"},
+    {.name = "gpu",
+     .type = KEY_STRING,
+     .offset = FIELD(gpu),
+     .default_text = "~",
+     .help = "tiertrain plan on a machine without a GPU: price the run for this GPU (h200, h100-80gb; with device: "
+             "cuda), its memory the budget unless gpu_memory_budget says; ~: the GPU of this machine"},
     {.name = "num_threads",
      .type = KEY_INT,
      .offset = FIELD(num_threads),

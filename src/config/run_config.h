@@ -19,12 +19,12 @@
  * the names and of the enum cannot drift apart; keys.c asserts statically that each enum is stored as the
  * int the table writes (TIE_VALUES), and test_config loads every name as its member. X(member, "name") */
 /* lr_scheduler: transformers' SchedulerType names, each as its get_*_schedule computes it (train/schedule.c) */
-#define TT_LR_SCHEDULER_VALUES(X)                                                           \
-    X(TT_LR_COSINE, "cosine")                                                               \
-    X(TT_LR_LINEAR, "linear")                                                               \
-    X(TT_LR_CONSTANT, "constant") X(TT_LR_CONSTANT_WITH_WARMUP, "constant_with_warmup")     \
-        X(TT_LR_COSINE_WITH_MIN_LR, "cosine_with_min_lr") X(TT_LR_POLYNOMIAL, "polynomial") \
-            X(TT_LR_INVERSE_SQRT, "inverse_sqrt")
+#define TT_LR_SCHEDULER_VALUES(X)                                                                           \
+    X(TT_LR_COSINE, "cosine")                                                                               \
+    X(TT_LR_LINEAR, "linear")                                                                               \
+    X(TT_LR_CONSTANT, "constant")                                                                           \
+    X(TT_LR_CONSTANT_WITH_WARMUP, "constant_with_warmup") X(TT_LR_COSINE_WITH_MIN_LR, "cosine_with_min_lr") \
+        X(TT_LR_POLYNOMIAL, "polynomial") X(TT_LR_INVERSE_SQRT, "inverse_sqrt")
 #define TT_RECOMPUTE_GRANULARITY_VALUES(X) \
     X(TT_RECOMPUTE_NONE, "none") X(TT_RECOMPUTE_FULL, "full") X(TT_RECOMPUTE_SELECTIVE, "selective")
 #define TT_RECOMPUTE_METHOD_VALUES(X) X(TT_RECOMPUTE_UNIFORM, "uniform") X(TT_RECOMPUTE_BLOCK, "block")
@@ -247,6 +247,7 @@ typedef struct tt_run_config {
     int64_t tiled_mlp_num_shards; /* 0: ceil(sequence_len / hidden_size) */
     int64_t host_memory_budget;   /* bytes; 0: tt_host_memory_default_budget (the machine's less a reserve) */
     int64_t gpu_memory_budget;    /* bytes; 0: what the GPU has free at start */
+    char *gpu;                    /* plan without a GPU: a known GPU's name (ops/cuda/backend_cuda.h), or NULL */
     /* execution */
     tt_device_kind device; /* auto: cuda when built with CUDA and a GPU is present */
     int64_t num_threads;   /* 0: all cores */

@@ -253,8 +253,8 @@ bool tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     char budget[32];
     const tt_tier tier = compute_tier_of(device);
     const bool fits = sizes.tier_peak[tier] <= device->memory_budget;
-    fprintf(out, "  %s budget: %s%s\n", tt_tier_name(tier),
-            tt_format_bytes(device->memory_budget, budget, sizeof budget),
+    fprintf(out, "  %s budget: %s (%zu bytes)%s\n", tt_tier_name(tier),
+            tt_format_bytes(device->memory_budget, budget, sizeof budget), device->memory_budget,
             fits ? "" : "  (EXCEEDED: training would stop at start)");
     if (!fits) {
         char peak[32];

@@ -9,6 +9,7 @@
  * context, the attention plans of the prepared run, the size queries' own cache of attention
  * plans, the host buffers and the op profiler. Two contexts, on one device or two, share nothing. */
 #include "ops/cuda/backend_cuda.h"
+#include "ops/cuda/backend_cuda_sizes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +82,7 @@ static const char *own_kernels_name(const tt_attention_shape *shape) {
  * take the dQ kernel: measured on the H100 (test_gpu_attention --speed, B 1, Hq 16, Hkv 8) at 16k / 64k / 256k,
  * 483.7 / 507.3 / 500.0 TFLOP/s against 404.7 / 446.9 / 454.8 for the key order (c98e7ac, one call), which is kept,
  * tested, for the next schedule. */
-static size_t own_kernels_backward_bytes(const tt_attention_shape *shape) {
+size_t tt_cuda_own_attention_backward_bytes(const tt_attention_shape *shape) {
     return own_kernels_are_pipelined(shape) ? tt_cuda_hopper_attention_backward_pipelined_scratch_bytes(shape, false)
                                             : tt_cuda_flash_attention_backward_scratch_bytes(shape);
 }
@@ -548,7 +549,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         c.packed = true;
         c.forward = c.backward = want == TT_ATTENTION_SIMPLE || !flash ? TT_ATTENTION_SIMPLE : TT_ATTENTION_FLASH;
         c.backward_workspace = c.backward == TT_ATTENTION_FLASH
-                                   ? own_kernels_backward_bytes(shape)
+                                   ? tt_cuda_own_attention_backward_bytes(shape)
                                    : floats(shape->batch * shape->num_heads * shape->seq_len);
         *cudnn = NULL;
         return c;
@@ -642,7 +643,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
         c.backward_workspace =
             tt_cudnn_attention_workspace_bytes(a) + (size_t)(c.lanes - 1) * tt_cudnn_attention_lane_bytes(a);
         break;
-    case TT_ATTENTION_FLASH: c.backward_workspace = own_kernels_backward_bytes(shape); break;
+    case TT_ATTENTION_FLASH: c.backward_workspace = tt_cuda_own_attention_backward_bytes(shape); break;
     default: c.backward_workspace = floats(shape->batch * shape->num_heads * shape->seq_len); break;
     }
     *cudnn = a;
@@ -672,8 +673,7 @@ static const attention_choice *query_attention(cuda_backend *cuda, const attenti
     return &cuda->query_choice[slot];
 }
 
-/* The per-op scratch (after the GEMM workspace): the largest any one op needs. */
-static size_t op_scratch_bytes(const tt_scratch_shape *s, size_t attention_forward_workspace) {
+size_t tt_cuda_op_scratch_bytes(const tt_scratch_shape *s, size_t attention_forward_workspace) {
     const int64_t N = s->tokens, hd = s->attention.head_dim;
     const int64_t q_dim = s->attention.num_heads * hd, kv_dim = s->attention.num_kv_heads * hd;
     size_t need = floats(tt_cuda_rmsnorm_backward_scratch(N, s->hidden));
@@ -705,7 +705,7 @@ static size_t cuda_scratch_bytes(void *ctx, const tt_backend_settings *settings,
         const attention_key sliding = key_of(settings, &shape->sliding_attention);
         forward_workspace = max_size(forward_workspace, query_attention(ctx, &sliding)->forward_workspace);
     }
-    return TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, forward_workspace);
+    return TT_CUDA_GEMM_WORKSPACE_BYTES + tt_cuda_op_scratch_bytes(shape, forward_workspace);
 }
 
 static size_t cuda_attention_workspace_bytes(void *ctx, const tt_backend_settings *settings,
@@ -829,7 +829,7 @@ static void cuda_prepare(void *ctx, const tt_backend_settings *settings, const t
         cuda->attention_shapes = 2;
         forward_workspace = max_size(forward_workspace, cuda->attention[1].choice.forward_workspace);
     }
-    const size_t need = TT_CUDA_GEMM_WORKSPACE_BYTES + op_scratch_bytes(shape, forward_workspace);
+    const size_t need = TT_CUDA_GEMM_WORKSPACE_BYTES + tt_cuda_op_scratch_bytes(shape, forward_workspace);
     TT_CHECK(scratch && scratch_bytes >= need, "the GPU op scratch is %zu bytes; the run needs %zu (scratch_bytes)",
              scratch_bytes, need);
     cuda->scratch = scratch;

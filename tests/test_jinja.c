@@ -151,6 +151,27 @@ static void test_filters(void) {
     CHECK_RENDER("{{ [1,2,3,4,5] | batch(2) | list }}", NULL, "[[1, 2], [3, 4], [5]]");
 }
 
+/* Python's str semantics beyond ASCII, as jinja2 calls them; the expected strings are Python 3's own results. */
+static void test_unicode_strings(void) {
+    /* trim / strip: str.isspace (U+3000, U+00A0, U+0085, U+1680 at the edges; U+2003 inside stays) */
+    CHECK_RENDER("[{{ s | trim }}] [{{ s.strip() }}] [{{ s.lstrip() }}]",
+                 "{\"s\": \"\\u3000\\u00a0 hi\\u2003there \\u0085\\u1680\"}",
+                 "[hi\u2003there] [hi\u2003there] [hi\u2003there \xc2\x85\u1680]");
+    CHECK_RENDER("{{ 'éléphantéé'.strip('é') }}", NULL, "léphant");
+    /* upper and lower: Unicode's mappings with Python's special cases (ß, ligatures, İ, final sigma) */
+    CHECK_RENDER("{{ 'éa ñ ﬁ ß Ω ǆ' | upper }}", NULL, "ÉA Ñ FI SS Ω Ǆ");
+    CHECK_RENDER("{{ 'ÉA Ñ ΟΔΟΣ Σ ΣΑΣ İ' | lower }}", NULL, "éa ñ οδος σ σας i\u0307");
+    /* jinja2's title and str.capitalize (the first character title-cased) */
+    CHECK_RENDER("{{ 'élan vital-ñu (ébauche) \u3000ünter' | title }}", NULL, "Élan Vital-Ñu (Ébauche) \u3000Ünter");
+    CHECK_RENDER("{{ 'éCOLE ǆungla' | capitalize }} {{ 'ßa' | capitalize }}", NULL, "École ǆungla Ssa");
+    /* split on Python's whitespace; is* tests on code points */
+    CHECK_RENDER("{{ 'a\u3000b\u00a0c  d'.split() }}", NULL, "['a', 'b', 'c', 'd']");
+    CHECK_RENDER(
+        "{{ '\u3000 '.isspace() }} {{ 'é'.isalpha() }} {{ '٣'.isdigit() }} {{ 'ÉA' is upper }} {{ 'éa' is lower }}",
+        NULL, "True True True True True");
+    CHECK_RENDER("{{ 'ñandú' | length }}", NULL, "5");
+}
+
 /* Outputs checked against jinja2 3.x in transformers' configuration. */
 static void test_jinja2_parity(void) {
     CHECK_RENDER("{{ 'a\nb\n' | indent(2, true) }}", NULL, "  a\n  b\n");
@@ -417,6 +438,7 @@ int main(int argc, char **argv) {
     test_statements();
     test_slicing_and_methods();
     test_filters();
+    test_unicode_strings();
     test_tojson();
     test_jinja2_parity();
     test_tests();

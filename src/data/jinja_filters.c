@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "data/jinja_eval_internal.h"
+#include "data/jinja_unicode.h"
 
 static const char *const filter_names[] = {
     "length", "count", "trim",    "tojson",    "upper",      "lower",      "title",  "capitalize", "replace",  "join",
@@ -35,10 +36,6 @@ static tt_jv *buf_str(tt_jrender *r, tt_jbuf *b) {
     free(b->p);
     return v;
 }
-static bool is_space(unsigned char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 static tt_jv *need_str(tt_jrender *r, const tt_jnode *at, tt_jv *v, const char *what) {
     if (v->kind == JV_UNDEF) return tt_jinja_undefined_error(r, at, v);
     if (v->kind != JV_STR) {
@@ -48,36 +45,35 @@ static tt_jv *need_str(tt_jrender *r, const tt_jnode *at, tt_jv *v, const char *
     return v;
 }
 
+/* Python's str.strip / lstrip / rstrip: whitespace (str.isspace), or any code point of chars. */
+static bool in_chars(const tt_jv *chars, int32_t cp) {
+    for (size_t at = 0; at < chars->n;)
+        if (tt_py_next(chars->s, chars->n, &at) == cp) return true;
+    return false;
+}
+
 static tt_jv *strip(tt_jrender *r, tt_jv *s, tt_jv *chars, bool left, bool right) {
+    const bool by_chars = chars && chars->kind == JV_STR;
     size_t a = 0, b = s->n;
-    if (chars && chars->kind == JV_STR) {
-        while (left && a < b && memchr(chars->s, s->s[a], chars->n)) a++;
-        while (right && b > a && memchr(chars->s, s->s[b - 1], chars->n)) b--;
-    } else {
-        while (left && a < b && is_space((unsigned char)s->s[a])) a++;
-        while (right && b > a && is_space((unsigned char)s->s[b - 1])) b--;
+    while (left && a < b) {
+        size_t next = a;
+        const int32_t cp = tt_py_next(s->s, b, &next);
+        if (!(by_chars ? in_chars(chars, cp) : tt_py_isspace(cp))) break;
+        a = next;
+    }
+    while (right && b > a) {
+        size_t start;
+        const int32_t cp = tt_py_prev(s->s, b, &start);
+        if (start < a || !(by_chars ? in_chars(chars, cp) : tt_py_isspace(cp))) break;
+        b = start;
     }
     return str_of(r, s->s + a, b - a);
 }
 
-static tt_jv *map_case(tt_jrender *r, tt_jv *s, int mode) { /* 0 lower, 1 upper, 2 title, 3 capitalize */
-    char *c = tt_jarena_alloc(&r->arena, s->n + 1);
-    bool word_start = true;
-    for (size_t i = 0; i < s->n; i++) {
-        unsigned char ch = (unsigned char)s->s[i];
-        if (mode == 0) c[i] = (char)tolower(ch);
-        else if (mode == 1) c[i] = (char)toupper(ch);
-        else if (mode == 3) c[i] = (char)(i == 0 ? toupper(ch) : tolower(ch));
-        else {
-            /* jinja2's title: words begin after whitespace, '-', '(', '{', '[' or '<' */
-            c[i] = (char)(word_start ? toupper(ch) : tolower(ch));
-            word_start = is_space(ch) || ch == '-' || ch == '(' || ch == '{' || ch == '[' || ch == '<';
-        }
-    }
-    tt_jv *v = tt_jv_new(&r->arena, JV_STR);
-    v->s = c;
-    v->n = s->n;
-    return v;
+static tt_jv *map_case(tt_jrender *r, tt_jv *s, tt_py_case mode) {
+    tt_jbuf b = {0};
+    tt_py_map_case(&b, s->s, s->n, mode);
+    return buf_str(r, &b);
 }
 
 static tt_jv *replace(tt_jrender *r, tt_jv *s, tt_jv *old, tt_jv *neu, int64_t count) {
@@ -110,19 +106,19 @@ static tt_jv *replace(tt_jrender *r, tt_jv *s, tt_jv *old, tt_jv *neu, int64_t c
 static tt_jv *split(tt_jrender *r, tt_jv *s, tt_jv *sep, int64_t maxsplit) {
     tt_jv *l = tt_jv_new(&r->arena, JV_LIST);
     int64_t done = 0;
-    if (!sep || sep->kind == JV_NONE) {
+    if (!sep || sep->kind == JV_NONE) { /* runs of Python's whitespace */
         size_t i = 0;
         for (;;) {
-            while (i < s->n && is_space((unsigned char)s->s[i])) i++;
+            for (size_t next = i; i < s->n && tt_py_isspace(tt_py_next(s->s, s->n, &next)); next = i) i = next;
             if (i >= s->n) break;
-            size_t j = i;
             if (maxsplit >= 0 && done >= maxsplit) {
-                size_t e = s->n;
-                while (e > i && is_space((unsigned char)s->s[e - 1])) e--;
+                size_t e = s->n, start;
+                while (e > i && tt_py_isspace(tt_py_prev(s->s, e, &start))) e = start;
                 tt_jv_push(&r->arena, l, str_of(r, s->s + i, e - i));
                 break;
             }
-            while (j < s->n && !is_space((unsigned char)s->s[j])) j++;
+            size_t j = i;
+            for (size_t next = j; j < s->n && !tt_py_isspace(tt_py_next(s->s, s->n, &next)); next = j) j = next;
             tt_jv_push(&r->arena, l, str_of(r, s->s + i, j - i));
             done++;
             i = j;
@@ -177,10 +173,10 @@ tt_jv *tt_jinja_method(tt_jrender *r, const tt_jnode *at, tt_jv *obj, const char
         if (!strcmp(name, "strip")) return strip(r, obj, a0, true, true);
         if (!strcmp(name, "lstrip")) return strip(r, obj, a0, true, false);
         if (!strcmp(name, "rstrip")) return strip(r, obj, a0, false, true);
-        if (!strcmp(name, "upper")) return map_case(r, obj, 1);
-        if (!strcmp(name, "lower")) return map_case(r, obj, 0);
-        if (!strcmp(name, "title")) return map_case(r, obj, 2);
-        if (!strcmp(name, "capitalize")) return map_case(r, obj, 3);
+        if (!strcmp(name, "upper")) return map_case(r, obj, TT_PY_UPPER);
+        if (!strcmp(name, "lower")) return map_case(r, obj, TT_PY_LOWER);
+        if (!strcmp(name, "title")) return map_case(r, obj, TT_PY_JINJA_TITLE);
+        if (!strcmp(name, "capitalize")) return map_case(r, obj, TT_PY_CAPITALIZE);
         if (!strcmp(name, "split")) {
             tt_jv *sep = tt_jargs_get(args, 0, "sep"), *mx = tt_jargs_get(args, 1, "maxsplit");
             if (sep && sep->kind == JV_STR && sep->n == 0) {
@@ -246,9 +242,9 @@ tt_jv *tt_jinja_method(tt_jrender *r, const tt_jnode *at, tt_jv *obj, const char
         }
         if (!strcmp(name, "isdigit") || !strcmp(name, "isspace") || !strcmp(name, "isalpha")) {
             bool ok = obj->n > 0;
-            for (size_t i = 0; i < obj->n; i++) {
-                unsigned char c = (unsigned char)obj->s[i];
-                ok = ok && (name[2] == 'd' ? isdigit(c) : name[2] == 's' ? is_space(c) : isalpha(c));
+            for (size_t pos = 0; ok && pos < obj->n;) {
+                const int32_t cp = tt_py_next(obj->s, obj->n, &pos);
+                ok = name[2] == 'd' ? tt_py_isdigit(cp) : name[2] == 's' ? tt_py_isspace(cp) : tt_py_isalpha(cp);
             }
             return tt_jv_bool(a, ok);
         }
@@ -306,13 +302,12 @@ int tt_jinja_test(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *v,
     if (!strcmp(name, "callable")) return k == JV_MACRO || k == JV_FUNC;
     if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
         if (k != JV_STR) return 0;
-        bool cased = false;
-        for (size_t i = 0; i < v->n; i++) {
-            unsigned char c = (unsigned char)v->s[i];
-            if (isalpha(c)) {
-                cased = true;
-                if (name[0] == 'l' ? isupper(c) : islower(c)) return 0;
-            }
+        bool cased = false; /* Python's str.islower / isupper: some cased character, none of the other case */
+        for (size_t pos = 0; pos < v->n;) {
+            const int32_t cp = tt_py_next(v->s, v->n, &pos);
+            if (!tt_py_is_cased(cp)) continue;
+            cased = true;
+            if (name[0] == 'l' ? tt_py_is_upper(cp) : tt_py_is_lower(cp)) return 0;
         }
         return cased;
     }
@@ -397,7 +392,7 @@ typedef struct {
 
 static tt_jv *fold_key(tt_jrender *r, tt_jv *v, bool fold) {
     if (!fold || v->kind != JV_STR) return v;
-    return map_case(r, v, 0);
+    return map_case(r, v, TT_PY_LOWER);
 }
 
 static bool less_keys(sort_ctx *c, tt_jv *x, tt_jv *y) {
@@ -865,19 +860,19 @@ static tt_jv *filter_trim(tt_jrender *r, const tt_jnode *at, const char *name, t
 }
 
 static tt_jv *filter_upper(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
-    return map_case(r, s, 1);
+    return map_case(r, s, TT_PY_UPPER);
 }
 
 static tt_jv *filter_lower(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
-    return map_case(r, s, 0);
+    return map_case(r, s, TT_PY_LOWER);
 }
 
 static tt_jv *filter_title(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
-    return map_case(r, s, 2);
+    return map_case(r, s, TT_PY_JINJA_TITLE);
 }
 
 static tt_jv *filter_capitalize(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {
-    return map_case(r, s, 3);
+    return map_case(r, s, TT_PY_CAPITALIZE);
 }
 
 static tt_jv *filter_replace(tt_jrender *r, const tt_jnode *at, const char *name, tt_jv *s, const tt_jargs *args) {

@@ -403,6 +403,14 @@ static void test_records(void) {
                   "\"messages\": [{\"role\": \"user\", \"content\": \"go\"}, {\"role\": \"assistant\", "
                   "\"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 7}\"}}]}]}",
                   "1|user:go|assistant:[7]");
+    /* a content of null with tool calls is None to the template, as transformers passes it (not undefined; the marks
+     * are where the render differs from the placeholder turn's, "True" against "False") */
+    EXPECT_MARKED("{% for m in messages %}|{{ m.role }}:{{ m.content is none }}/{{ m.content is defined }}"
+                  "{% endfor %}",
+                  &spec, 3, false,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"go\"}, {\"role\": \"assistant\", "
+                  "\"content\": null, \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {}}}]}]}",
+                  "|user:False/True|assistant:[Tru]e/True");
     /* ... and without tools the template sees none */
     EXPECT_MARKED("{{ tools is none }}{% for m in messages %}{{ m.content }}{% endfor %}", &spec, 3, false,
                   "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": "

@@ -137,7 +137,7 @@ static json_t *transform_message(const tt_chat_format *f, json_t *message, const
     json_t *out = json_object();
     for (int i = 0; i < spec->property_mapping_count; i++) {
         json_t *v = json_object_get(message, spec->property_fields[i]);
-        if (v && !json_is_null(v)) json_object_set_new(out, spec->property_names[i], json_deep_copy(v));
+        if (v) json_object_set_new(out, spec->property_names[i], json_deep_copy(v)); /* null stays None */
     }
     json_t *role = json_object_get(out, "role");
     const char *role_field = mapped_field(spec, "role");
@@ -152,7 +152,7 @@ static json_t *transform_message(const tt_chat_format *f, json_t *message, const
     const char *key;
     json_t *v;
     json_object_foreach(message, key, v) {
-        if (!is_mapped_field(spec, key) && !json_is_null(v)) json_object_set_new(out, key, json_deep_copy(v));
+        if (!is_mapped_field(spec, key)) json_object_set_new(out, key, json_deep_copy(v));
     }
     const char *final_role = json_string_value(json_object_get(out, "role"));
     if (!json_is_string(json_object_get(out, "role")))
@@ -172,12 +172,13 @@ static json_t *transform_message(const tt_chat_format *f, json_t *message, const
     json_t *tool_calls = json_object_get(out, "tool_calls");
     json_t *content = json_object_get(out, "content");
     const char *content_field = mapped_field(spec, "content");
-    if (!content && !(json_is_array(tool_calls) && json_array_size(tool_calls) > 0))
+    const bool has_calls = json_is_array(tool_calls) && json_array_size(tool_calls) > 0;
+    if ((!content || (json_is_null(content) && !has_calls)) && !has_calls)
         tt_die("%s: %s[%zu] (%s) has no field '%s' (its content%s); fix the record, or map the content with "
                "message_property_mappings: {content: FIELD}",
                where, list, index, final_role, content_field,
                strcmp(content_field, "content") ? ", by message_property_mappings" : "");
-    if (content && !json_is_string(content) && !json_is_array(content))
+    if (content && !json_is_string(content) && !json_is_array(content) && !(json_is_null(content) && has_calls))
         tt_die("%s: %s[%zu].%s is %s; a message's content is a string (or a list of parts such as {\"type\": \"text\", "
                "\"text\": ...})",
                where, list, index, content_field, tt_json_type_name(content));

@@ -423,6 +423,18 @@ c = json.load(open("out_l/adapter_config.json"))
 assert c["peft_type"] == "LORA" and c["r"] == 4 and c["lora_alpha"] == 8 and c["task_type"] == "CAUSAL_LM", c
 assert sorted(c["target_modules"]) == sorted(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])'
 check "the adapters trained" bash -c "grep -q '\"loss\"' out_l/metrics.jsonl && ! cmp -s out_l/checkpoint-3/adapter_model.safetensors out_l/adapter_model.safetensors"
+# rank-stabilized LoRA (peft_use_rslora): scaling lora_alpha / sqrt(r), so alpha 8 at r 4 trains as plain LoRA's alpha 16
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" peft_use_rslora=true output_dir=out_rs \
+  > train_rs.txt 2>&1
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_alpha=16 output_dir=out_rs16 > train_rs16.txt 2>&1
+check "rsLoRA (alpha 8, r 4) trains the adapter of LoRA with alpha 16, bit for bit" \
+  cmp -s out_rs/adapter_model.safetensors out_rs16/adapter_model.safetensors
+check "... and says use_rslora in adapter_config.json, as PEFT reads it" \
+  python3 -c 'import json, sys; c = json.load(open("out_rs/adapter_config.json")); sys.exit(not (c["use_rslora"] is True and c["lora_alpha"] == 8))'
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_model_dir=out_rs output_dir=out_rs_mix \
+  > train_rs_mix.txt 2>&1
+check "continuing an rsLoRA adapter without peft_use_rslora is refused naming the key" \
+  grep -q "use_rslora is true but the run's peft_use_rslora is false" train_rs_mix.txt
 mkdir -p out_l2 && cp -r out_l/checkpoint-3 out_l2/
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" output_dir=out_l2 --resume > train_l2.txt 2>&1
 check "resumed LoRA adapter is bit-identical" cmp -s out_l/adapter_model.safetensors out_l2/adapter_model.safetensors

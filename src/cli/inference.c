@@ -162,6 +162,7 @@ static void adapter_settings(tt_run_config *run, const char *dir) {
     if (run->adapter == TT_ADAPTER_NONE) run->adapter = TT_ADAPTER_LORA;
     run->lora_r = json_integer_value(r);
     run->lora_alpha = json_number_value(alpha);
+    run->peft_use_rslora = json_is_true(json_object_get(root, "use_rslora"));
     run->lora_target_modules = 0;
     run->lora_target_linear = false;
     for (size_t i = 0; i < json_array_size(targets); i++) {

@@ -151,7 +151,7 @@ static const foreign_key_group groups[] = {
          "per-group learning rates and these schedule variants are not supported; use learning_rate with lr_scheduler "
          "cosine (cosine_min_lr_ratio), linear or constant, and warmup_steps or warmup_ratio"},
     {.names =
-         "peft_use_dora|peft_use_rslora|lora_fan_in_fan_out|lora_alpha_pattern|lora_rank_pattern|peft_layers_to_transform|"
+         "peft_use_dora|lora_fan_in_fan_out|lora_alpha_pattern|lora_rank_pattern|peft_layers_to_transform|"
          "peft_layers_pattern|peft_layer_replication|peft_trainable_token_indices|peft_init_lora_weights|"
          "peft_ensure_weight_tying|lora_modules_to_save|peft|mora|mora_type|use_mora|relora|relora_cpu_offload|"
          "relora_prune_method|relora_prune_ratio|lisa_n_layers|lisa_step_interval|lisa_layers_attribute|"

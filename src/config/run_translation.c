@@ -175,6 +175,7 @@ tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_m
         /* lora_target_linear: every linear layer the model's family has */
         spec.lora_targets = run->lora_target_linear ? tt_arch_lora_modules(model) : run->lora_target_modules;
         spec.lora_alpha = run->lora_alpha;
+        spec.lora_rslora = run->peft_use_rslora;
         spec.lora_dropout = run->lora_dropout;
     }
     if (run->adapter == TT_ADAPTER_QLORA && run->load_in_4bit) {

@@ -128,7 +128,7 @@ void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_d
     }
     json_object_set_new(root, "task_type", json_string("CAUSAL_LM"));
     json_object_set_new(root, "use_dora", json_false());
-    json_object_set_new(root, "use_rslora", json_false());
+    json_object_set_new(root, "use_rslora", json_boolean(table->lora_rslora));
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     write_json(path, root);
     json_decref(root);
@@ -183,6 +183,12 @@ void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
         tt_die("%s: lora_alpha is %g but the run's lora_alpha is %g; set lora_alpha: %g to continue from this adapter",
                path, json_is_number(alpha) ? json_number_value(alpha) : NAN, table->lora_alpha,
                json_is_number(alpha) ? json_number_value(alpha) : NAN);
+    if (json_is_true(json_object_get(root, "use_rslora")) != table->lora_rslora)
+        tt_die(
+            "%s: use_rslora is %s but the run's peft_use_rslora is %s; set peft_use_rslora: %s to continue from this "
+            "adapter",
+            path, table->lora_rslora ? "false" : "true", table->lora_rslora ? "true" : "false",
+            table->lora_rslora ? "false" : "true");
     unsigned targets = 0;
     json_t *list = json_object_get(root, "target_modules");
     if (json_is_string(list)) { /* a regex: the one this run would write (a multimodal checkpoint's language model) */

@@ -1,6 +1,7 @@
 #include "model/params.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,7 +110,9 @@ static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_con
                        tt_lora_module_name((tt_lora_module)m), c->model_type);
         t->lora_targets = spec->lora_targets;
         t->lora_alpha = spec->lora_alpha;
-        t->lora_scaling = spec->lora_alpha / (double)spec->lora_rank;
+        t->lora_rslora = spec->lora_rslora;
+        t->lora_scaling =
+            spec->lora_alpha / (spec->lora_rslora ? sqrt((double)spec->lora_rank) : (double)spec->lora_rank);
         t->lora_dropout = spec->lora_dropout;
         const int64_t r = t->lora_rank;
         t->lora_layers = tt_arch_of(c)->peft_layers ? tt_arch_of(c)->peft_layers : "model.layers.";

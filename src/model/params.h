@@ -51,7 +51,8 @@ typedef struct tt_trainable_spec {
     int64_t frozen_layer_count;
     int64_t lora_rank;     /* > 0: LoRA adapters of this rank on a frozen base */
     unsigned lora_targets; /* set of tt_lora_module */
-    double lora_alpha;     /* scaling = lora_alpha / lora_rank */
+    double lora_alpha;     /* scaling = lora_alpha / lora_rank (rslora: / sqrt(lora_rank)) */
+    bool lora_rslora;      /* rank-stabilized LoRA (PEFT's use_rslora) */
     double lora_dropout;   /* on each adapter's input, training only */
     /* QLoRA (adapter: qlora): the frozen linear weights of every decoder layer in 4 bits, laid out in
      * elements of quant_storage_elem bytes (the compute copy's; set by the caller, who knows the precision) */
@@ -73,6 +74,7 @@ typedef struct tt_param_table {
     int64_t lora_rank;
     unsigned lora_targets; /* set of tt_lora_module */
     double lora_alpha, lora_scaling, lora_dropout;
+    bool lora_rslora;        /* scaling = lora_alpha / sqrt(lora_rank) (PEFT's use_rslora) */
     const char *lora_layers; /* PEFT's module path of the decoder layers (tt_arch.peft_layers; "model.layers.") */
     /* a norm weight's value at random init: 1, or 0 where the norm multiplies by (1 + w) (Gemma), as transformers */
     float norm_init;

@@ -123,9 +123,10 @@ static const char *const all_keys[] = {"base_model",
                                        "sample_packing_eff_est",
                                        "sample_packing_bin_size",
                                        "sample_packing_group_size",
-                                       "peft_use_rslora"};
+                                       "peft_use_rslora",
+                                       "neftune_noise_alpha"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 112 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 113 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -225,12 +226,12 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->tiled_mlp_num_shards == b->tiled_mlp_num_shards && a->host_memory_budget == b->host_memory_budget &&
         a->device == b->device && a->num_threads == b->num_threads && a->progress == b->progress &&
         a->use_tensorboard == b->use_tensorboard && same_string(a->gpu, b->gpu) &&
-        a->peft_use_rslora == b->peft_use_rslora && a->activation_offloading == b->activation_offloading &&
-        a->min_offload_size == b->min_offload_size && a->use_pin_memory == b->use_pin_memory &&
-        a->use_streams == b->use_streams && a->max_fwd_stash_size == b->max_fwd_stash_size &&
-        a->debug_copy_delay_us == b->debug_copy_delay_us && a->selective_offload == b->selective_offload &&
-        a->cpu_offloading == b->cpu_offloading && a->layer_offloading == b->layer_offloading &&
-        a->every_n_layers == b->every_n_layers &&
+        a->peft_use_rslora == b->peft_use_rslora && a->neftune_noise_alpha == b->neftune_noise_alpha &&
+        a->activation_offloading == b->activation_offloading && a->min_offload_size == b->min_offload_size &&
+        a->use_pin_memory == b->use_pin_memory && a->use_streams == b->use_streams &&
+        a->max_fwd_stash_size == b->max_fwd_stash_size && a->debug_copy_delay_us == b->debug_copy_delay_us &&
+        a->selective_offload == b->selective_offload && a->cpu_offloading == b->cpu_offloading &&
+        a->layer_offloading == b->layer_offloading && a->every_n_layers == b->every_n_layers &&
         a->checkpoint_trainable_layers_only == b->checkpoint_trainable_layers_only &&
         a->cpu_offloading_num_layers == b->cpu_offloading_num_layers &&
         a->cpu_offloading_activations == b->cpu_offloading_activations &&

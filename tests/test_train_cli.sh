@@ -89,6 +89,20 @@ check "metrics has eval rows" grep -q eval_loss out_a/metrics.jsonl
 check "progress: false still prints the logged steps" grep -q "step 2/2" quiet.txt
 check "... and the evals" grep -q "eval at step 2: loss" quiet.txt
 
+# NEFTune: noise on the embedding output in training; a function of the seed, step and micro-batch, so checkpointing
+# and offloading draw the same noise (the same bits), and it changes the training loss, not the eval loss's definition
+"$tiertrain" train --config run.yaml "${overrides[@]}" neftune_noise_alpha=5 output_dir=out_nef > train_nef.txt 2>&1
+check "NEFTune trains" test $? -eq 0
+check "... its noise changes the training losses" \
+  bash -c '! cmp -s <(grep "\"loss\"" out_a/metrics.jsonl | sed "s/, \"lr\".*//") <(grep "\"loss\"" out_nef/metrics.jsonl | sed "s/, \"lr\".*//")'
+"$tiertrain" train --config run.yaml "${overrides[@]}" neftune_noise_alpha=5 gradient_checkpointing=true \
+  activation_offloading=true output_dir=out_nef_gc > train_nef_gc.txt 2>&1
+check "... and checkpointing with offload draws the same noise: the same losses and gradient norms" \
+  cmp -s <(sed 's/"step_seconds.*//' out_nef/metrics.jsonl | grep '"loss"') \
+         <(sed 's/"step_seconds.*//' out_nef_gc/metrics.jsonl | grep '"loss"')
+"$tiertrain" train --config run.yaml "${overrides[@]}" noisy_embedding_alpha=5 output_dir=out_nef_old > train_nef_old.txt 2>&1
+check "axolotl's older name noisy_embedding_alpha is the same key" cmp -s out_nef/model.safetensors out_nef_old/model.safetensors
+
 # Resume: a run that restarts from checkpoint-3 ends with the same bits as one that never stopped.
 mkdir -p out_b && cp -r out_a/checkpoint-3 out_b/
 "$tiertrain" train --config run.yaml "${overrides[@]}" output_dir=out_b --resume > train_b.txt 2>&1

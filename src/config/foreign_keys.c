@@ -167,8 +167,8 @@ static const foreign_key_group groups[] = {
          "pretrain_multipack_buffer_size|pretraining_sample_concatenation|streaming|streaming_multipack_buffer_size|"
          "test_datasets|default_system_message|added_tokens_overrides|tokens|resize_token_embeddings_to_32x|"
          "mean_resizing_embeddings|shrink_embeddings|fix_untrained_tokens|role_boundaries|min_sample_len|"
-         "max_packed_sequence_len|shuffle_before_merging_datasets|eval_sequence_len|group_by_length|neftune_noise_alpha|"
-         "noisy_embedding_alpha|use_pose|pose_max_context_len|pose_num_chunks|pose_split_on_token_ids|"
+         "max_packed_sequence_len|shuffle_before_merging_datasets|eval_sequence_len|group_by_length|"
+         "use_pose|pose_max_context_len|pose_num_chunks|pose_split_on_token_ids|"
          "tokenizer_use_mistral_common",
      .policy = FOREIGN_OFF_ONLY,
      .reason =
@@ -290,6 +290,7 @@ static const struct {
     {"evaluation_strategy", "eval_strategy", "transformers' older name of eval_strategy", NULL},
     /* the ranks that share each sequence (ring attention there, Ulysses here: the same exact attention) */
     {"context_parallel_size", "sequence_parallel_degree", "axolotl's name of sequence_parallel_degree", NULL},
+    {"noisy_embedding_alpha", "neftune_noise_alpha", "axolotl's older name of neftune_noise_alpha", NULL},
     {"plugins", NULL, NULL, apply_plugins},
     {"bnb_config_kwargs", NULL, NULL, apply_bnb_config_kwargs},
 };

@@ -124,6 +124,15 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(peft_use_rslora),
      .default_text = "false",
      .help = "rank-stabilized LoRA (axolotl's key; PEFT's use_rslora): the scaling is lora_alpha / sqrt(lora_r)"},
+    {.name = "neftune_noise_alpha",
+     .type = KEY_FLOAT,
+     .offset = FIELD(neftune_noise_alpha),
+     .default_text = "0.0",
+     .range = AT_LEAST(0),
+     .null_is_default = true,
+     .help = "NEFTune: in training, uniform noise in +-alpha / sqrt(sequence_len x hidden_size) added to the embedding "
+             "output, as transformers' neftune_noise_alpha (drawn from the run's seed, the step and micro-batch, so "
+             "resume and every memory mode repeat it); 0: off"},
     {.name = "lora_dropout",
      .type = KEY_FLOAT,
      .offset = FIELD(lora_dropout),

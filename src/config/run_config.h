@@ -19,13 +19,13 @@
  * the names and of the enum cannot drift apart; keys.c asserts statically that each enum is stored as the
  * int the table writes (TIE_VALUES), and test_config loads every name as its member. X(member, "name") */
 /* lr_scheduler: transformers' SchedulerType names, each as its get_*_schedule computes it (train/schedule.c) */
-#define TT_LR_SCHEDULER_VALUES(X)                                                       \
-    X(TT_LR_COSINE, "cosine")                                                           \
-    X(TT_LR_LINEAR, "linear")                                                           \
-    X(TT_LR_CONSTANT, "constant")                                                       \
-    X(TT_LR_CONSTANT_WITH_WARMUP, "constant_with_warmup")                               \
-    X(TT_LR_COSINE_WITH_MIN_LR, "cosine_with_min_lr") X(TT_LR_POLYNOMIAL, "polynomial") \
-        X(TT_LR_INVERSE_SQRT, "inverse_sqrt")
+#define TT_LR_SCHEDULER_VALUES(X)                         \
+    X(TT_LR_COSINE, "cosine")                             \
+    X(TT_LR_LINEAR, "linear")                             \
+    X(TT_LR_CONSTANT, "constant")                         \
+    X(TT_LR_CONSTANT_WITH_WARMUP, "constant_with_warmup") \
+    X(TT_LR_COSINE_WITH_MIN_LR, "cosine_with_min_lr")     \
+    X(TT_LR_POLYNOMIAL, "polynomial") X(TT_LR_INVERSE_SQRT, "inverse_sqrt")
 #define TT_RECOMPUTE_GRANULARITY_VALUES(X) \
     X(TT_RECOMPUTE_NONE, "none") X(TT_RECOMPUTE_FULL, "full") X(TT_RECOMPUTE_SELECTIVE, "selective")
 #define TT_RECOMPUTE_METHOD_VALUES(X) X(TT_RECOMPUTE_UNIFORM, "uniform") X(TT_RECOMPUTE_BLOCK, "block")
@@ -137,6 +137,7 @@ typedef struct tt_run_config {
     int64_t lora_r;               /* rank of every adapter */
     double lora_alpha;            /* scaling = lora_alpha / lora_r (PEFT without rslora) */
     bool peft_use_rslora;         /* rank-stabilized LoRA: scaling = lora_alpha / sqrt(lora_r) */
+    double neftune_noise_alpha;   /* NEFTune's noise on the embedding output in training; 0: none */
     double lora_dropout;          /* dropout on each adapter's input, training only */
     unsigned lora_target_modules; /* set of tt_lora_module */
     bool lora_target_linear;      /* every linear layer of the decoder layers (the family's modules, all-linear) */

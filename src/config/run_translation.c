@@ -86,6 +86,7 @@ void tt_plan_from_config(tt_plan *plan, const tt_run_config *run, const tt_model
     plan->attention = attention_kind(run->attn_implementation);
     plan->attention_workspace_limit = (size_t)run->attn_workspace_limit;
     plan->nondeterministic = !run->deterministic;
+    plan->neftune_noise_alpha = run->neftune_noise_alpha;
     plan->activation_bytes = tt_dtype_size(precision->activation);
     plan->weight_bytes = plan->activation_bytes;
     plan->gradient_bytes = tt_dtype_size(precision->gradient);

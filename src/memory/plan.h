@@ -59,7 +59,10 @@ typedef struct tt_plan {
     tt_attention_kind attention;      /* attn_implementation */
     size_t attention_workspace_limit; /* attn_workspace_limit: dP bytes of the attention backward's calls at once */
     bool nondeterministic;            /* deterministic: false: kernels that add with atomics allowed */
-    size_t pinned_budget;             /* host memory the pinned tier may take (0: unlimited) */
+    /* NEFTune (neftune_noise_alpha): in training, uniform noise in +-alpha / sqrt(T D) on the embedding output (T the
+     * whole sequence, D hidden_size), as transformers' neftune hook adds it; 0: none */
+    double neftune_noise_alpha;
+    size_t pinned_budget; /* host memory the pinned tier may take (0: unlimited) */
     /* Offload copies: streamed ones run on the copy engine's side streams while compute goes on
      * (true, hidden_states, disk); the others block until done (legacy, use_streams: false). */
     bool offload_streamed;

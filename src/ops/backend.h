@@ -297,6 +297,10 @@ typedef struct tt_backend_iface {
     void (*dropout_scale)(void *ctx, void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
                           uint64_t seed);
 
+    /* x[n] += tt_uniform_noise(seed, i, magnitude) (dropout_mask.h), rounded to the compute precision once: NEFTune's
+     * noise on the embedding output in training (neftune_noise_alpha), a function of (seed, i) alone. */
+    void (*add_uniform_noise)(void *ctx, void *x, int64_t n, float magnitude, uint64_t seed);
+
     /* Fused LM head and cross-entropy over chunks of `chunk` tokens; logits[chunk, V] is the
      * caller's workspace, the full [N, V] logits never exist. The logits are z = xn W^T * logit_scale (Granite's
      * 1 / logits_scaling; 1 elsewhere), soft-capped where softcap > 0 (Gemma 2: softcap * tanh(z / softcap)).
@@ -543,6 +547,11 @@ static inline void tt_backend_dequantize_4bit(const tt_backend *backend, void *o
 static inline void tt_backend_dropout_scale(const tt_backend *backend, void *out, const void *x, int64_t n,
                                             float multiplier, uint32_t drop_threshold, uint64_t seed) {
     backend->iface->dropout_scale(backend->ctx, out, x, n, multiplier, drop_threshold, seed);
+}
+
+static inline void tt_backend_add_uniform_noise(const tt_backend *backend, void *x, int64_t n, float magnitude,
+                                                uint64_t seed) {
+    backend->iface->add_uniform_noise(backend->ctx, x, n, magnitude, seed);
 }
 
 static inline double tt_backend_lm_head_loss(const tt_backend *backend, void *dxn, void *dW, const void *xn,

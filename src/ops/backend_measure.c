@@ -62,6 +62,7 @@ static void measure_rope(void *ctx, void *x, const float *cos, const float *sin,
                          int64_t hd, int64_t rotary_dim) {}
 static void measure_attention_forward(void *ctx, void *out, float *lse, const void *q, const void *k, const void *v,
                                       const tt_attention_shape *shape) {}
+static void measure_add_uniform_noise(void *ctx, void *x, int64_t n, float magnitude, uint64_t seed) {}
 static void measure_attention_cached(void *ctx, void *out, const void *q, const void *k_cache, const void *v_cache,
                                      int64_t start, int64_t n, const tt_attention_shape *shape) {}
 static void measure_attention_backward(void *ctx, void *dq, void *dk, void *dv, const void *dout, const void *out,
@@ -137,6 +138,7 @@ static const tt_backend_iface measure_iface = {
     .attention_forward = measure_attention_forward,
     .attention_backward = measure_attention_backward,
     .attention_cached = measure_attention_cached,
+    .add_uniform_noise = measure_add_uniform_noise,
     .glu_forward = measure_glu_forward,
     .glu_backward = measure_glu_backward,
     .add = measure_add,

@@ -31,6 +31,13 @@ TT_DROPOUT_FN uint64_t tt_dropout_seed_at(uint64_t seed, uint64_t offset) {
     return seed + offset * 0x9e3779b97f4a7c15ull;
 }
 
+/* Uniform noise in [-magnitude, magnitude) from an element's bits (NEFTune's): 24 of them as a float in [0, 1), exact
+ * in fp32 on either backend. */
+TT_DROPOUT_FN float tt_uniform_noise(uint64_t seed, uint64_t index, float magnitude) {
+    const float u = (float)(tt_dropout_bits(seed, index) >> 8) * (1.0f / 16777216.0f);
+    return magnitude * (2.0f * u - 1.0f);
+}
+
 /* An element is dropped when its bits are below the threshold: probability threshold / 2^32. */
 static inline uint32_t tt_dropout_threshold(double probability) {
     if (!(probability > 0)) return 0;

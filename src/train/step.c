@@ -10,6 +10,9 @@
 #include "ops/dropout_mask.h"
 #include "train/block.h"
 
+/* NEFTune's noise draws from the micro-step's seed with this counter (the adapters' masks take layer x module ones) */
+#define NEFTUNE_SEED_COUNTER 0x4E4546544E45ull
+
 typedef struct backward_scratch {
     void *slot[TT_BACKWARD_SLOT_COUNT];
 } backward_scratch;
@@ -596,6 +599,12 @@ static void forward_layers(tt_model_state *s, void **x, saved_tensors *kept, boo
     tt_step_run_hooks(s, TT_HOOK_BEFORE_FORWARD, 0, train);
     tt_backend_embedding_forward(s->backend, x[0], s->batch_inputs, s->w.embed, N, s->config.hidden_size,
                                  s->embedding_scale);
+    if (train && s->plan.neftune_noise_alpha > 0) { /* NEFTune: the layers' input is the noisy embedding */
+        const double dims = (double)tt_plan_sequence_len(&s->plan) * (double)s->config.hidden_size;
+        tt_backend_add_uniform_noise(s->backend, x[0], N * s->config.hidden_size,
+                                     (float)(s->plan.neftune_noise_alpha / sqrt(dims)),
+                                     tt_dropout_seed_mix(s->lora_dropout_seed, NEFTUNE_SEED_COUNTER));
+    }
     tt_step_run_hooks(s, TT_HOOK_AFTER_FORWARD, 0, train);
     for (int64_t l = 0; l < s->config.num_layers; l++) {
         const tt_slot_set recompute = train ? s->plan.layers[l].recompute : TT_ALL_SLOTS;

@@ -421,6 +421,18 @@ static void test_attention_cached(int64_t start, int64_t n, int64_t Hq, int64_t 
     free(out);
 }
 
+/* NEFTune's noise: the same draws as the CPU op, within the bf16 rounding of the sum. */
+static void test_uniform_noise(int64_t n, float magnitude) {
+    tt_bf16 *x_dev;
+    float *x = random_bf16(n, 1.0f, &x_dev);
+    tt_cuda_add_uniform_noise(x_dev, n, magnitude, 1234567, 0);
+    TT_CUDA_CHECK(cudaDeviceSynchronize());
+    tt_cpu_add_uniform_noise_f32(x, n, magnitude, 1234567);
+    expect_device_close("NEFTune noise", x_dev, x, n, BF16_TOLERANCE);
+    cudaFree(x_dev);
+    free(x);
+}
+
 /* Cross-entropy on a chunk of logits against a double-precision reference. */
 /* logit_scale, softcap: the logits' multiplier (Granite) and soft-capping (Gemma 2; 0: none) */
 static void test_cross_entropy(int64_t rows, int64_t V, float logit_scale, float softcap) {
@@ -694,7 +706,8 @@ int main(int argc, char **argv) {
     test_attention(2, 67, 4, 2, 64, 0, 0.0);
     test_attention(1, 70, 8, 2, 128, 0, 0.0);
     test_attention(2, 40, 4, 4, 128, 16, 0.0);
-    test_attention(2, 40, 4, 2, 256, 16, 5.0);            /* Gemma 2: soft-capping, a window, head_dim 256 */
+    test_attention(2, 40, 4, 2, 256, 16, 5.0); /* Gemma 2: soft-capping, a window, head_dim 256 */
+    test_uniform_noise(100003, 0.05f);
     test_attention_cached(0, 37, 4, 2, 64, 0, 0.0);       /* a prompt's prefill */
     test_attention_cached(300, 1, 8, 2, 128, 0, 0.0);     /* decoding one token */
     test_attention_cached(1000, 3, 8, 8, 128, 16, 0.0);   /* a window */

@@ -288,6 +288,10 @@ static void cpu_dequantize_4bit(void *ctx, void *out, const void *quantized, int
     ON_THREADS(ctx, (void)cpu; tt_quant4_dequantize(out, quantized, numel, format));
 }
 
+static void cpu_add_uniform_noise(void *ctx, void *x, int64_t n, float magnitude, uint64_t seed) {
+    ON_THREADS(ctx, tt_cpu_add_uniform_noise_f32(x, n, magnitude, seed));
+}
+
 static void cpu_dropout_scale(void *ctx, void *out, const void *x, int64_t n, float multiplier, uint32_t drop_threshold,
                               uint64_t seed) {
     ON_THREADS(ctx, tt_cpu_dropout_scale_f32(out, x, n, multiplier, drop_threshold, seed));
@@ -383,6 +387,7 @@ static const tt_backend_iface cpu_iface = {
     .add = cpu_add,
     .dequantize_4bit = cpu_dequantize_4bit,
     .dropout_scale = cpu_dropout_scale,
+    .add_uniform_noise = cpu_add_uniform_noise,
     .lm_head_loss = cpu_lm_head_loss,
     .sum_squares = cpu_sum_squares,
     .sum_parts = cpu_sum_parts,

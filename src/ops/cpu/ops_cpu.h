@@ -91,6 +91,8 @@ void tt_cpu_glu_backward_f32(float *dgate, float *dup, const float *dh, const fl
 void tt_cpu_add_f32(float *out, const float *a, const float *b, int64_t n);
 
 /* out[n] = x[n] * multiplier where tt_dropout_bits(seed, n) >= drop_threshold, else 0; out may be x */
+/* x[n] += NEFTune noise of (seed, element) in [-magnitude, magnitude) */
+void tt_cpu_add_uniform_noise_f32(float *x, int64_t n, float magnitude, uint64_t seed);
 void tt_cpu_dropout_scale_f32(float *out, const float *x, int64_t n, float multiplier, uint32_t drop_threshold,
                               uint64_t seed);
 
@@ -167,6 +169,8 @@ void tt_cpu_glu_backward_f64(double *dgate, double *dup, const double *dh, const
 void tt_cpu_add_f64(double *out, const double *a, const double *b, int64_t n);
 
 /* out[n] = x[n] * multiplier where tt_dropout_bits(seed, n) >= drop_threshold, else 0; out may be x */
+/* x[n] += NEFTune noise of (seed, element) in [-magnitude, magnitude) */
+void tt_cpu_add_uniform_noise_f64(double *x, int64_t n, float magnitude, uint64_t seed);
 void tt_cpu_dropout_scale_f64(double *out, const double *x, int64_t n, double multiplier, uint32_t drop_threshold,
                               uint64_t seed);
 

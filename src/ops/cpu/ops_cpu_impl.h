@@ -565,6 +565,11 @@ void TT_CPU_FN(dropout_scale)(real *out, const real *x, int64_t n, real multipli
         out[i] = tt_dropout_bits(seed, (uint64_t)i) >= drop_threshold ? x[i] * multiplier : 0;
 }
 
+void TT_CPU_FN(add_uniform_noise)(real *x, int64_t n, float magnitude, uint64_t seed) {
+#pragma omp parallel for schedule(static) if (n >= TT_CPU_PARALLEL_MIN_ELEMENTS)
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] + (real)tt_uniform_noise(seed, (uint64_t)i, magnitude);
+}
+
 /* ---------------------------------------------------------------- LM head + cross-entropy */
 
 double TT_CPU_FN(lm_head_loss)(tt_cpu_scratch *scratch, real *dxn, real *dW, const real *xn, const real *W,

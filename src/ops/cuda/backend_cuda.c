@@ -1054,6 +1054,11 @@ static void cuda_dropout_scale(void *ctx, void *out, const void *x, int64_t n, f
     TIMED("dropout scale", tt_cuda_dropout_scale(out, x, n, multiplier, drop_threshold, seed, cuda->stream));
 }
 
+static void cuda_add_uniform_noise(void *ctx, void *x, int64_t n, float magnitude, uint64_t seed) {
+    cuda_backend *cuda = ctx;
+    TIMED("uniform noise", tt_cuda_add_uniform_noise(x, n, magnitude, seed, cuda->stream));
+}
+
 static double cuda_lm_head_loss(void *ctx, void *dxn, void *dW, const void *xn, const void *W, const int32_t *targets,
                                 int64_t N, int64_t D, int64_t V, int64_t chunk, void *logits, double logit_scale,
                                 double softcap, double scale, double loss_before, int64_t *count) {
@@ -1190,6 +1195,7 @@ static const tt_backend_iface cuda_iface = {
     .add = cuda_add,
     .dequantize_4bit = cuda_dequantize_4bit,
     .dropout_scale = cuda_dropout_scale,
+    .add_uniform_noise = cuda_add_uniform_noise,
     .lm_head_loss = cuda_lm_head_loss,
     .sum_squares = cuda_sum_squares,
     .sum_parts = cuda_sum_parts,

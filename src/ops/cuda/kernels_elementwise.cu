@@ -195,6 +195,18 @@ extern "C" void tt_cuda_dropout_scale(tt_bf16 *out, const tt_bf16 *x, int64_t n,
     TT_CUDA_CHECK(cudaGetLastError());
 }
 
+static __global__ void add_uniform_noise_kernel(tt_bf16 *x, int64_t n, float magnitude, uint64_t seed) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    x[i] = float_to_bf16(bf16_to_float(x[i]) + tt_uniform_noise(seed, (uint64_t)i, magnitude));
+}
+
+extern "C" void tt_cuda_add_uniform_noise(tt_bf16 *x, int64_t n, float magnitude, uint64_t seed, cudaStream_t stream) {
+    if (n == 0) return;
+    add_uniform_noise_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, n, magnitude, seed);
+    TT_CUDA_CHECK(cudaGetLastError());
+}
+
 static __global__ void embedding_forward_kernel(tt_bf16 *out, const int32_t *ids, const tt_bf16 *table, int64_t D,
                                                 float scale) {
     const int64_t n = blockIdx.x;

@@ -97,6 +97,8 @@ void tt_cuda_add_bias(tt_bf16 *y, const tt_bf16 *b, int64_t N, int64_t C, cudaSt
 void tt_cuda_add(tt_bf16 *out, const tt_bf16 *a, const tt_bf16 *b, int64_t n, cudaStream_t stream);
 /* out[n] = x[n] * multiplier (fp32, one rounding) where tt_dropout_bits(seed, n) >= drop_threshold, else 0;
  * out may be x (kernels_elementwise.cu) */
+/* x[n] += NEFTune noise of (seed, element) (dropout_mask.h: tt_uniform_noise), one bf16 rounding */
+void tt_cuda_add_uniform_noise(tt_bf16 *x, int64_t n, float magnitude, uint64_t seed, cudaStream_t stream);
 void tt_cuda_dropout_scale(tt_bf16 *out, const tt_bf16 *x, int64_t n, float multiplier, uint32_t drop_threshold,
                            uint64_t seed, cudaStream_t stream);
 

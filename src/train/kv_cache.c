@@ -12,8 +12,12 @@
 void tt_kv_cache_init(tt_kv_cache *cache, const tt_model_state *s) {
     const tt_plan *p = &s->plan;
     TT_CHECK(p->micro_batch == 1 && !p->packed_documents && p->sequence_parallel == 1 && p->mlp_shards <= 1 &&
-                 !s->host.base && !s->inputs.disk && !p->stream_frozen_layers && p->offloaded_weight_layers == 0,
-             "a KV cache runs on a state built for generation (one sequence, nothing offloaded or tiled)");
+                 !p->stream_frozen_layers && p->offloaded_weight_layers == 0,
+             "a KV cache runs on a state built for generation (one sequence, nothing tiled or streamed)");
+    if (s->host.base || s->inputs.disk)
+        tt_die("generation: the model with a context of %lld tokens does not fit the %s with every layer's input on it "
+               "(the plan spilled some to host memory); give a shorter --max-context",
+               (long long)p->seq_len, s->backend->name);
     memset(cache, 0, sizeof *cache);
     const tt_model_config *c = &s->config;
     cache->capacity = p->seq_len;

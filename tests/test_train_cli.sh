@@ -65,6 +65,10 @@ check "plan prints per-layer policy" grep -q "keep" plan.txt
 "$tiertrain" plan --config run.yaml "${overrides[@]}" gradient_checkpointing=true > plan_gc.txt
 check "plan with checkpointing recomputes" grep -q "recompute" plan_gc.txt
 if [ ${#overrides[@]} -eq 0 ]; then
+  env -u OMP_WAIT_POLICY "$tiertrain" plan --config run.yaml > plan_wait.txt 2>&1
+  check "OpenMP's threads wait passively unless OMP_WAIT_POLICY says" grep -q "OpenMP threads wait passive)" plan_wait.txt
+  OMP_WAIT_POLICY=active "$tiertrain" plan --config run.yaml > plan_wait_active.txt 2>&1
+  check "... and as OMP_WAIT_POLICY says where it is set" grep -q "OpenMP threads wait active)" plan_wait_active.txt
   "$tiertrain" plan --config run.yaml host_memory_budget=64KiB > plan_over.txt 2>&1
   check "a plan over its budget exits with status 1" test $? -eq 1
   check "... saying what it needs and what to change" \

@@ -2,6 +2,7 @@
  * (TT_HAVE_CUDA). Every combination of device, bf16, master_weights and attn_implementation
  * either maps to a backend that does exactly that, or is an error naming the keys. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/check.h"
 #include "core/host_memory.h"
@@ -37,7 +38,9 @@ static void select_cpu(const tt_run_config *run, tt_device *device, const char *
     /* the host's processes share its memory: each plans for its part */
     device->memory_budget = run->host_memory_budget > 0 ? (size_t)run->host_memory_budget
                                                         : tt_host_memory_default_budget(device->host_processes);
-    snprintf(device->description, sizeof device->description, "cpu (%s)", why);
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    snprintf(device->description, sizeof device->description, "cpu (%s; OpenMP threads wait %s)", why,
+             wait ? wait : "as OpenMP's default");
 }
 
 #ifdef TT_HAVE_CUDA

@@ -445,7 +445,20 @@ static int run_tokenize(int argc, char **argv) {
     return 0;
 }
 
+/* OpenMP's idle threads spin (libgomp's default, OMP_WAIT_POLICY active): where other processes share the cores, a
+ * spinning thread takes a core from the one with work. Measured on a 2-core machine, the demo's 100 steps
+ * (docs/benchmarks.md): alone 11.1-13.3 s active against 11.4-12.2 s passive; beside one busy process 27.7-32.4 s
+ * against 19.4-22.7 s. So tiertrain waits passively unless the user sets OMP_WAIT_POLICY. libgomp reads it as it
+ * loads, before main, so the process starts itself again with it set (where /proc/self/exe is not there, it goes on
+ * with the default). */
+static void wait_passively(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+    wait_passively(argv);
     if (argc < 2) {
         print_usage(stderr);
         return 1;

@@ -18,6 +18,7 @@
 #include "core/input_file.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
+#include "model/lora.h"
 #include "train/generator.h"
 #include "train/prepare.h"
 #include "train/trainer.h"
@@ -145,37 +146,16 @@ static bool is_file(const char *dir, const char *name) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* adapter_config.json's r, lora_alpha and target_modules into the run (an adapter given without the run that made
- * it). */
+/* The adapter's settings (adapter_config.json) into the run: an adapter given without the run that made it. */
 static void adapter_settings(tt_run_config *run, const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    json_error_t error;
-    json_t *root = tt_json_load_regular_file(path, 0, 1u << 20, "an adapter_config.json", &error);
-    if (!root)
-        tt_die("%s:%d: cannot read the adapter's config: %s (--adapter is a PEFT adapter directory)", path, error.line,
-               error.text);
-    json_t *r = json_object_get(root, "r"), *alpha = json_object_get(root, "lora_alpha");
-    json_t *targets = json_object_get(root, "target_modules");
-    if (!json_is_integer(r) || json_integer_value(r) < 1 || !json_is_number(alpha) || !json_is_array(targets))
-        tt_die("%s: r (a positive integer), lora_alpha (a number) and target_modules (a list) are needed", path);
+    tt_peft_settings a;
+    tt_lora_read_peft_settings(dir, &a);
     if (run->adapter == TT_ADAPTER_NONE) run->adapter = TT_ADAPTER_LORA;
-    run->lora_r = json_integer_value(r);
-    run->lora_alpha = json_number_value(alpha);
-    run->peft_use_rslora = json_is_true(json_object_get(root, "use_rslora"));
-    run->lora_target_modules = 0;
+    run->lora_r = a.rank;
+    run->lora_alpha = a.alpha;
+    run->peft_use_rslora = a.rslora;
+    run->lora_target_modules = a.targets;
     run->lora_target_linear = false;
-    for (size_t i = 0; i < json_array_size(targets); i++) {
-        const char *name = json_string_value(json_array_get(targets, i));
-        int found = -1;
-        for (int m = 0; name && m < TT_LORA_MODULE_COUNT && found < 0; m++)
-            if (strcmp(name, tt_lora_module_name((tt_lora_module)m)) == 0) found = m;
-        if (found < 0)
-            tt_die("%s: target module '%s' is not one tiertrain adapts (q_proj ... down_proj)", path,
-                   name ? name : "?");
-        run->lora_target_modules |= 1u << found;
-    }
-    json_decref(root);
 }
 
 /* Where the model comes from: the run's output (its adapter on its base, or its full model), or --model / --adapter. */

@@ -166,56 +166,71 @@ void tt_lora_load_peft(float *trainable, const tt_param_table *table, const char
     tt_st_close(&file);
 }
 
-void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+void tt_lora_read_peft_settings(const char *dir, tt_peft_settings *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s/adapter_config.json", dir);
+    const char *path = out->path;
     json_error_t error;
     json_t *root = tt_json_load_regular_file(path, 0, TT_ADAPTER_CONFIG_MAX_BYTES, "an adapter_config.json", &error);
     if (!root)
-        tt_die("%s:%d: cannot read the adapter's config: %s (lora_model_dir is a PEFT adapter directory)", path,
-               error.line, error.text);
+        tt_die("%s:%d: cannot read the adapter's config: %s (a PEFT adapter directory holds it)", path, error.line,
+               error.text);
     json_t *r = json_object_get(root, "r"), *alpha = json_object_get(root, "lora_alpha");
-    if (!json_is_integer(r) || json_integer_value(r) != table->lora_rank)
+    if (!json_is_integer(r) || json_integer_value(r) < 1 || !json_is_number(alpha))
+        tt_die("%s: r (a positive integer) and lora_alpha (a number) are needed", path);
+    out->rank = json_integer_value(r);
+    out->alpha = json_number_value(alpha);
+    out->rslora = json_is_true(json_object_get(root, "use_rslora"));
+    json_t *list = json_object_get(root, "target_modules");
+    if (json_is_string(list)) { /* a regex (a multimodal checkpoint's language model): the module names it names */
+        snprintf(out->regex, sizeof out->regex, "%s", json_string_value(list));
+        out->targets_regex = true;
+        for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
+            if (strstr(out->regex, tt_lora_module_name((tt_lora_module)m))) out->targets |= 1u << m;
+    } else {
+        if (!json_is_array(list)) tt_die("%s: target_modules (a list of module names, or a regex) is needed", path);
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            const char *name = json_string_value(json_array_get(list, i));
+            int found = -1;
+            for (int m = 0; name && m < TT_LORA_MODULE_COUNT && found < 0; m++)
+                if (strcmp(name, tt_lora_module_name((tt_lora_module)m)) == 0) found = m;
+            if (found < 0)
+                tt_die("%s: target module '%s' is not one tiertrain adapts (q_proj ... down_proj)", path,
+                       name ? name : "?");
+            out->targets |= 1u << found;
+        }
+    }
+    json_decref(root);
+}
+
+void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
+    tt_peft_settings a;
+    tt_lora_read_peft_settings(dir, &a);
+    const char *path = a.path;
+    if (a.rank != table->lora_rank)
         tt_die("%s: r is %lld but lora_r is %lld; set lora_r: %lld to continue from this adapter", path,
-               json_is_integer(r) ? (long long)json_integer_value(r) : -1LL, (long long)table->lora_rank,
-               json_is_integer(r) ? (long long)json_integer_value(r) : -1LL);
-    if (!json_is_number(alpha) || json_number_value(alpha) != table->lora_alpha)
+               (long long)a.rank, (long long)table->lora_rank, (long long)a.rank);
+    if (a.alpha != table->lora_alpha)
         tt_die("%s: lora_alpha is %g but the run's lora_alpha is %g; set lora_alpha: %g to continue from this adapter",
-               path, json_is_number(alpha) ? json_number_value(alpha) : NAN, table->lora_alpha,
-               json_is_number(alpha) ? json_number_value(alpha) : NAN);
-    if (json_is_true(json_object_get(root, "use_rslora")) != table->lora_rslora)
+               path, a.alpha, table->lora_alpha, a.alpha);
+    if (a.rslora != table->lora_rslora)
         tt_die(
             "%s: use_rslora is %s but the run's peft_use_rslora is %s; set peft_use_rslora: %s to continue from this "
             "adapter",
-            path, table->lora_rslora ? "false" : "true", table->lora_rslora ? "true" : "false",
-            table->lora_rslora ? "false" : "true");
-    unsigned targets = 0;
-    json_t *list = json_object_get(root, "target_modules");
-    if (json_is_string(list)) { /* a regex: the one this run would write (a multimodal checkpoint's language model) */
+            path, a.rslora ? "true" : "false", table->lora_rslora ? "true" : "false", a.rslora ? "true" : "false");
+    if (a.targets_regex) { /* the one this run would write (a multimodal checkpoint's language model) */
         char regex[512];
         target_regex(table, regex, sizeof regex);
-        if (default_layers(table) || strcmp(json_string_value(list), regex) != 0)
+        if (default_layers(table) || strcmp(a.regex, regex) != 0)
             tt_die("%s: target_modules is the regex '%s'; tiertrain continues from adapters whose target_modules "
                    "list module names%s%s",
-                   path, json_string_value(list), default_layers(table) ? "" : ", or is this run's regex ",
+                   path, a.regex, default_layers(table) ? "" : ", or is this run's regex ",
                    default_layers(table) ? "" : regex);
-        json_decref(root);
         return;
     }
-    for (size_t i = 0; i < json_array_size(list); i++) {
-        const char *name = json_string_value(json_array_get(list, i));
-        int found = -1;
-        for (int m = 0; name && m < TT_LORA_MODULE_COUNT && found < 0; m++)
-            if (strcmp(name, tt_lora_module_name(m)) == 0) found = m;
-        if (found < 0)
-            tt_die("%s: target module '%s' is not one tiertrain adapts (q_proj ... down_proj)", path,
-                   name ? name : "?");
-        targets |= 1u << found;
-    }
-    if (targets != table->lora_targets)
+    if (a.targets != table->lora_targets)
         tt_die("%s: the adapter's target_modules are not the run's; set lora_target_modules to the adapter's list",
                path);
-    json_decref(root);
 }
 
 /* ---- merge ---- */

@@ -9,7 +9,9 @@
 #ifndef TT_MODEL_LORA_H
 #define TT_MODEL_LORA_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/dtype.h"
 #include "model/params.h"
@@ -24,6 +26,20 @@ void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_d
  * layout). A missing adapter, one of another shape, or a tensor of dir the table has no place for is an error naming
  * the file. */
 void tt_lora_load_peft(float *trainable, const tt_param_table *table, const char *dir);
+/* What adapter_config.json says of the adapters: r, lora_alpha, use_rslora and target_modules (a list of module names,
+ * or a regex: the module names it names, and the regex itself). Missing or malformed fields are an error naming the
+ * file. */
+typedef struct tt_peft_settings {
+    char path[4200]; /* the file read, for messages */
+    int64_t rank;
+    double alpha;
+    bool rslora;
+    unsigned targets; /* set of tt_lora_module */
+    bool targets_regex;
+    char regex[512];
+} tt_peft_settings;
+void tt_lora_read_peft_settings(const char *dir, tt_peft_settings *out);
+
 /* Checks dir's adapter_config.json against table's adapters (r, lora_alpha, target_modules); a difference is an
  * error naming the file and the run's key to change. */
 void tt_lora_check_peft_config(const tt_param_table *table, const char *dir);

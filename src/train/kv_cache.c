@@ -34,8 +34,8 @@ void tt_kv_cache_init(tt_kv_cache *cache, const tt_model_state *s) {
     const int64_t half = tt_model_rotary_dim(c) / 2;
     const size_t table_bytes = tt_mul_size(sizeof(float), (size_t)(cache->capacity * half), "RoPE table");
     const bool switches = tt_rope_long_factors(c, cache->capacity);
-    for (int k = 0; k < cache->rope_tables; k++)
-        for (int factors = 0; factors < (switches ? 2 : 1); factors++) {
+    for (int k = 0; switches && k < cache->rope_tables; k++)
+        for (int factors = 0; factors < 2; factors++) {
             cache->host_cos[k][factors] = tt_xmalloc(table_bytes, "RoPE table");
             cache->host_sin[k][factors] = tt_xmalloc(table_bytes, "RoPE table");
             tt_rope_tables(c, k, factors == 1, cache->capacity, cache->host_cos[k][factors],
@@ -80,8 +80,9 @@ void tt_kv_cache_attend(tt_model_state *s, int64_t l, void *out, const void *q, 
 /* The rows of the tokens' positions into the state's RoPE tables, from the factors transformers takes for a forward
  * whose largest position is the last of them. */
 static void place_rope_rows(tt_model_state *s, const tt_kv_cache *cache, int64_t n) {
+    if (!cache->host_cos[0][0]) return; /* one set of factors for the whole context: the state's tables have them */
     const int64_t half = tt_model_rotary_dim(&s->config) / 2;
-    const int factors = cache->host_cos[0][1] && tt_rope_long_factors(&s->config, cache->length + n) ? 1 : 0;
+    const int factors = tt_rope_long_factors(&s->config, cache->length + n) ? 1 : 0;
     const size_t offset = (size_t)(cache->length * half), bytes = sizeof(float) * (size_t)(n * half);
     for (int k = 0; k < cache->rope_tables; k++) {
         tt_backend_upload(s->backend, s->rope_cos[k] + offset, cache->host_cos[k][factors] + offset, bytes);
@@ -122,7 +123,7 @@ const float *tt_kv_forward(tt_model_state *s, tt_kv_cache *cache, const int32_t 
     memcpy(cache->history + cache->length, ids, sizeof(int32_t) * (size_t)n);
     /* LongRoPE: the cached keys were rotated with the short factors; transformers' Phi-3 drops them once the sequence
      * passes original_max_position_embeddings and runs it all with the long ones */
-    if (cache->host_cos[0][1] && cache->length > 0 && !tt_rope_long_factors(&s->config, cache->length) &&
+    if (cache->host_cos[0][0] && cache->length > 0 && !tt_rope_long_factors(&s->config, cache->length) &&
         tt_rope_long_factors(&s->config, cache->length + n)) {
         n += cache->length;
         cache->length = 0;

@@ -22,10 +22,10 @@ typedef struct tt_kv_cache {
     size_t row_bytes; /* kv_width elements of the compute precision */
     /* compute tier, one block: layer l's keys [capacity, kv_width] at 2 l, its values at 2 l + 1 */
     void *block;
-    /* RoPE's host tables of every position [capacity, rotary_dim / 2], by table and by factors (LongRoPE's short [0]
-     * and long [1]; [1] NULL where the model never takes long factors): a forward puts its tokens' rows of the ones
-     * transformers takes for them into the state's tables (long ones once a position passes
-     * original_max_position_embeddings) */
+    /* LongRoPE whose long factors the context reaches (else NULL, and the state's tables, made for the whole context,
+     * are the ones every forward takes): the host tables of every position [capacity, rotary_dim / 2], by table and by
+     * factors (short [0], long [1]), from which a forward puts its tokens' rows of the ones transformers takes for them
+     * into the state's tables (long ones once a position passes original_max_position_embeddings) */
     float *host_cos[TT_ROPE_TABLES][2], *host_sin[TT_ROPE_TABLES][2];
     int rope_tables;
     int32_t *history;       /* [capacity] the ids of the positions filled (a LongRoPE switch runs them again) */

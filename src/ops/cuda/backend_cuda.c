@@ -457,24 +457,24 @@ static bool same_key(const attention_key *a, const attention_key *b) {
            x->softcap == y->softcap;
 }
 
-/* auto with deterministic: true takes the pipelined backward (with cuDNN's forward below 128k tokens,
- * auto_takes_own_forward) where those kernels run at head_dim 128, the shape they were measured at against cuDNN's
- * deterministic backward (resolve_attention). */
-static bool auto_takes_own_backward(const attention_key *key) {
-    return key->requested == TT_ATTENTION_AUTO && !key->nondeterministic && !key->shape.documents &&
-           key->shape.head_dim == 128 && own_kernels_are_pipelined(&key->shape);
+bool tt_cuda_auto_takes_own_backward(tt_attention_kind requested, bool nondeterministic,
+                                     const tt_attention_shape *shape) {
+    return requested == TT_ATTENTION_AUTO && !nondeterministic && !shape->documents && shape->head_dim == 128 &&
+           own_kernels_are_pipelined(shape);
 }
 
-/* From this many tokens, auto on the own backward takes the pipelined forward too: cuDNN's forward falls behind it
- * there. H100, B 1, Hkv 8, hd 128, TFLOP/s, one call each (test_gpu_attention and test_gpu_cudnn_attention --speed,
- * 670b8a1): 128k Hq 16 629 against cuDNN's 594, Hq 32 619 against 547; 256k Hq 16 and 32 619 against 536 and 538.
- * Below, the lead changes with the shape (16k 663-677 against 648-673, 32k Hq 16 662 against 663, 64k 607-631 against
- * 626-644, but 32k Hq 32 552-586 against 528), and cuDNN's is kept: one threshold by length, not a table of cells
- * measured once each. */
-#define OWN_FORWARD_FROM_TOKENS 131072
+static bool auto_takes_own_backward(const attention_key *key) {
+    return tt_cuda_auto_takes_own_backward(key->requested, key->nondeterministic, &key->shape);
+}
 
+/* From TT_CUDA_OWN_FORWARD_FROM_TOKENS (backend_cuda_sizes.h), auto on the own backward takes the pipelined forward
+ * too: cuDNN's forward falls behind it there. H100, B 1, Hkv 8, hd 128, TFLOP/s, one call each (test_gpu_attention and
+ * test_gpu_cudnn_attention --speed, 670b8a1): 128k Hq 16 629 against cuDNN's 594, Hq 32 619 against 547; 256k Hq 16
+ * and 32 619 against 536 and 538. Below, the lead changes with the shape (16k 663-677 against 648-673, 32k Hq 16 662
+ * against 663, 64k 607-631 against 626-644, but 32k Hq 32 552-586 against 528), and cuDNN's is kept: one threshold by
+ * length, not a table of cells measured once each. */
 static bool auto_takes_own_forward(const attention_key *key) {
-    return auto_takes_own_backward(key) && key->shape.seq_len >= OWN_FORWARD_FROM_TOKENS;
+    return auto_takes_own_backward(key) && key->shape.seq_len >= TT_CUDA_OWN_FORWARD_FROM_TOKENS;
 }
 
 static attention_key key_of(const tt_backend_settings *settings, const tt_attention_shape *shape) {
@@ -588,7 +588,7 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
             snprintf(c.cudnn_forward_why_not, sizeof c.cudnn_forward_why_not,
                      "from %d tokens the pipelined forward is the faster: 619 TFLOP/s at 256k against cuDNN's 536 "
                      "to 538 on the H100",
-                     OWN_FORWARD_FROM_TOKENS);
+                     TT_CUDA_OWN_FORWARD_FROM_TOKENS);
         } else {
             a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not); /* its forward */
             if (!a)

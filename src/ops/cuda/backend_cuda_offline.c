@@ -15,15 +15,12 @@
 
 #include "core/check.h"
 #include "ops/cuda/attention_flash.h"
-#include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/backend_cuda_sizes.h"
 #include "ops/cuda/gemm_cuda.h"
 
 /* cuDNN's fused attention forward (engine 2, the one it picks on Hopper for these graphs) asks this much workspace:
  * what the CUDA backend reported on an H200 for head_dim 128 from 512 to 65536 tokens (docs/benchmarks.md). */
 #define CUDNN_FORWARD_BYTES ((size_t)256)
-/* From this many tokens auto takes the pipelined forward (backend_cuda.c: OWN_FORWARD_FROM_TOKENS). */
-#define OWN_FORWARD_FROM_TOKENS 131072
 
 /* The CUDA backend takes CUDA_RESERVE_BYTES of a GPU's memory before its arena (the context, cuBLASLt's and cuDNN's
  * handles): total - free once it exists, measured on an H200 (driver of the `nvidia-h200` machines, CUDA 13). */
@@ -60,9 +57,7 @@ static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 static void attention_sizes(const tt_backend_settings *settings, const tt_attention_shape *shape, size_t *forward,
                             size_t *backward) {
     const bool flash = tt_cuda_flash_attention_supported(shape) != 0;
-    const bool own_backward = settings->attention == TT_ATTENTION_AUTO && !settings->nondeterministic &&
-                              !shape->documents && shape->head_dim == 128 &&
-                              tt_cuda_hopper_attention_supported(shape) != 0;
+    const bool own_backward = tt_cuda_auto_takes_own_backward(settings->attention, settings->nondeterministic, shape);
     *forward = 0;
     if (settings->attention == TT_ATTENTION_SIMPLE || (shape->documents && !flash)) {
         *backward = sizeof(float) * (size_t)(shape->batch * shape->num_heads * shape->seq_len);
@@ -73,7 +68,7 @@ static void attention_sizes(const tt_backend_settings *settings, const tt_attent
                    (long long)shape->head_dim, (long long)shape->sliding_window);
         *backward = tt_cuda_own_attention_backward_bytes(shape);
     } else if (own_backward) {
-        *forward = shape->seq_len >= OWN_FORWARD_FROM_TOKENS ? 0 : CUDNN_FORWARD_BYTES;
+        *forward = shape->seq_len >= TT_CUDA_OWN_FORWARD_FROM_TOKENS ? 0 : CUDNN_FORWARD_BYTES;
         *backward = tt_cuda_own_attention_backward_bytes(shape);
     } else {
         tt_die("plan without a GPU: this run's attention (head_dim %lld, window %lld, soft-capping %g, "

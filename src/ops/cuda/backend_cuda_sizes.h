@@ -3,9 +3,17 @@
 #ifndef TT_OPS_CUDA_BACKEND_CUDA_SIZES_H
 #define TT_OPS_CUDA_BACKEND_CUDA_SIZES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ops/backend.h"
+
+/* attn_implementation auto with deterministic: true takes tiertrain's pipelined backward (with cuDNN's forward below
+ * TT_CUDA_OWN_FORWARD_FROM_TOKENS, the pipelined one from there) where those kernels run at head_dim 128, the shape they
+ * were measured at against cuDNN's deterministic backward (backend_cuda.c: resolve_attention). */
+bool tt_cuda_auto_takes_own_backward(tt_attention_kind requested, bool nondeterministic,
+                                     const tt_attention_shape *shape);
+#define TT_CUDA_OWN_FORWARD_FROM_TOKENS 131072
 
 /* The per-op scratch after the GEMM workspace: the largest any one op needs, given the attention forward's own. */
 size_t tt_cuda_op_scratch_bytes(const tt_scratch_shape *shape, size_t attention_forward_workspace);

@@ -1,20 +1,40 @@
-"""Turns bench.jsonl into the table of docs/benchmarks.md: tok/s, GPU peak, MFU at 800 TFLOP/s and
-tiertrain/peer ratios. MFU counts the model's FLOPs, no recompute: 6 x parameters per token (4 x with LoRA, which
-computes no weight gradient of the base) + 3.5 x the attention forward's (forward 1, backward 2.5; causal, or within
-a sliding layer's window). Rows of docs/benchmarks.md before 2026-11-28 counted the recompute of checkpointing
-(8 x and 6 x parameters, 4.5 x attention): those figures are HFU."""
+"""Turns bench.jsonl into the table of docs/benchmarks.md: tok/s, GPU peak, MFU, HFU and tiertrain/peer ratios.
+
+MFU is the field's (PaLM appendix B, Megatron, torchtitan): model FLOPs, no recompute, over the dense bf16 peak of the
+GPU the row ran on (its name in the row; 989 TFLOP/s for H100 SXM and H200). Model FLOPs a token: 6 x every matrix a
+token passes through (the decoder layers' linear weights, LoRA's A and B, the LM head), 4 x a frozen one (LoRA and
+QLoRA: no weight gradient of the base), + 3 x the attention forward (QK^T and PV over the visible keys: causal, or a
+sliding layer's window; the backward 2 x). HFU counts what the run computed: tiertrain's row brings its own count
+(metrics.jsonl's hardware_flops_per_token: its plan's recomputed GEMMs and attention forwards, and the attention
+backward's score product, half a forward); the peer's, under gradient checkpointing, every layer's forward again and
+the same half attention forward. tiertrain's model FLOPs (train/flops.c) are checked here against this script's.
+
+Rows of docs/benchmarks.md before 2026-11-29 divided by 800 TFLOP/s: those before 2026-11-28 counted checkpointing's
+recompute (8 x / 6 x parameters, 4.5 x attention: an HFU), those of 2026-11-28 model FLOPs with 3.5 x attention. The
+section "MFU restated" of docs/benchmarks.md gives the published rows by this script's count."""
 import json
 import sys
 
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 models = sys.argv[2]
 
+# Dense bf16 tensor FLOP/s by GPU name, the more specific names first (the table of train/flops.c)
+GPU_PEAKS = [("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200 NVL", 835e12), ("H200", 989e12),
+             ("GH200", 989e12), ("H800", 989e12), ("B200", 2250e12), ("B100", 1750e12), ("A100", 312e12),
+             ("A800", 312e12), ("L40S", 362e12), ("A10G", 70e12)]
+
+
+def peak_flops(row):
+    name = row.get("gpu", "")
+    return next((peak for key, peak in GPU_PEAKS if key in name), None)
+
 
 def visible_keys(seq, window):
-    """Keys a query sees on average: seq / 2 causal, about the window with a sliding window shorter than seq."""
+    """Keys a query sees on average: (seq + 1) / 2 causal; within a window shorter than seq, the first window queries
+    see 1 .. window keys and the others window."""
     if not window or window >= seq:
-        return seq / 2
-    return (window * seq - window * (window - 1) / 2) / seq
+        return (seq + 1) / 2
+    return (window * (window + 1) / 2 + (seq - window) * window) / seq
 
 
 def layer_windows(c):
@@ -30,22 +50,52 @@ def layer_windows(c):
     return [window] * L
 
 
-def flops_per_token(model, seq, adapter="full"):
+def flop_terms(model, seq, adapter="full"):
+    """Per token: (model FLOPs, the decoder layers' forward FLOPs a full recompute runs again, the attention
+    forward)."""
     c = json.load(open(f"{models}/{model}/config.json"))
     c = c.get("text_config", c)
     D, F, L, V = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
     hq, hkv = c["num_attention_heads"], c["num_key_value_heads"]
     hd = c.get("head_dim") or D // hq
-    layer = D * hq * hd + 2 * D * hkv * hd + hq * hd * D + 3 * D * F
-    params = L * layer + V * D  # the LM head's matmul (tied or not, it runs once per token)
-    # per token: causal, or a sliding layer's window
+    projections = [(D, hq * hd), (D, hkv * hd), (D, hkv * hd), (hq * hd, D), (D, F), (D, F), (F, D)]
+    layer = sum(i * o for i, o in projections)
+    lora = "lora" in adapter  # lora<r> and qlora<r>: every linear layer of the decoder adapted (all-linear)
+    rank = int(adapter.split("lora")[1]) if lora else 0
+    # PEFT's adapters are per linear layer: Phi-3's fused qkv_proj and gate_up_proj have one each
+    adapted = [(D, (hq + 2 * hkv) * hd), (hq * hd, D), (D, 2 * F), (F, D)] if c["model_type"] == "phi3" else projections
+    adapters = L * sum(rank * (i + o) for i, o in adapted)
     attention_forward = sum(2 * 2 * visible_keys(seq, w) * hd * hq for w in layer_windows(c))
-    # full: forward and both gradients (dx, dW) of every matrix; LoRA: no dW of the base; no recompute (MFU)
-    return (4 if "lora" in adapter else 6) * params + 3.5 * attention_forward
+    base = L * layer + V * D  # the LM head's matmul (tied or not, it runs once a token)
+    model_flops = (4 if lora else 6) * base + 6 * adapters + 3 * attention_forward
+    layers_forward = 2 * (L * layer + adapters) + attention_forward
+    return model_flops, layers_forward, attention_forward
 
 
-print(f"| model | seq | recipe | attention | memory | tiertrain tok/s | peer tok/s | ratio | tiertrain GPU peak | peer GPU peak | MFU ours | MFU peer |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+def peer_hardware(model, seq, adapter, memory):
+    """The peer's FLOPs a token: its checkpointing (gc, hidden_states) runs every layer's forward again."""
+    model_flops, layers_forward, attention_forward = flop_terms(model, seq, adapter)
+    return model_flops + 0.5 * attention_forward + (layers_forward if memory != "save_on_cpu" else 0)
+
+
+def percent(tok_s, flops, peak):
+    return f"{tok_s * flops / peak:.1%}" if peak else "-"
+
+
+def ours_flops(r):
+    """tiertrain's model and hardware FLOPs a token from its metrics, its model FLOPs checked against flop_terms."""
+    model_flops = flop_terms(r["model"], r["seq"], r.get("adapter", "full"))[0]
+    if "model_flops_per_token" not in r:
+        return model_flops, None
+    if abs(r["model_flops_per_token"] - model_flops) > 1e-3 * model_flops:
+        sys.exit(f"report: {r['model']} at {r['seq']}: tiertrain counts {r['model_flops_per_token']:.6g} model FLOPs "
+                 f"a token, this script {model_flops:.6g}: one of the two counts is wrong")
+    return r["model_flops_per_token"], r["hardware_flops_per_token"]
+
+
+print("| model | seq | recipe | attention | memory | tiertrain tok/s | peer tok/s | ratio | tiertrain GPU peak | "
+      "peer GPU peak | MFU ours | HFU ours | MFU peer | HFU peer |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def peer_memory(memory):
@@ -60,26 +110,35 @@ def peer_for(model, seq, memory, adapter):
                  and p.get("memory", "gc") == memory and p.get("adapter", "full") == adapter), None)
 
 
+def peer_columns(p):
+    adapter, memory = p.get("adapter", "full"), p.get("memory", "gc")
+    peak = peak_flops(p)
+    model_flops = flop_terms(p["model"], p["seq"], adapter)[0]
+    return (percent(p["tok_s"], model_flops, peak),
+            percent(p["tok_s"], peer_hardware(p["model"], p["seq"], adapter, memory), peak))
+
+
 for r in rows:
-    memory = r.get("memory", "gc")
+    memory, adapter = r.get("memory", "gc"), r.get("adapter", "full")
     if r["who"] == "peer":
         if memory == "save_on_cpu" or not any(t["who"] == "tiertrain" and t["model"] == r["model"] and t["seq"] == r["seq"]
                                                 and peer_memory(t.get("memory", "gc")) == memory for t in rows):
-            f = flops_per_token(r["model"], r["seq"], r.get("adapter", "full"))
-            print(f"| {r['model']} {r.get('adapter', 'full')} | {r['seq']} | bf16 | - | peer {memory} | - | {r['tok_s']:.0f} | - | - | "
-                  f"{r['peak_bytes'] / 1e9:.1f} GB | - | {r['tok_s'] * f / 800e12:.1%} |")
+            mfu, hfu = peer_columns(r)
+            print(f"| {r['model']} {adapter} | {r['seq']} | bf16 | - | peer {memory} | - | {r['tok_s']:.0f} | - | - | "
+                  f"{r['peak_bytes'] / 1e9:.1f} GB | - | - | {mfu} | {hfu} |")
         continue
-    peer = peer_for(r["model"], r["seq"], memory, r.get("adapter", "full"))
-    f = flops_per_token(r["model"], r["seq"], r.get("adapter", "full"))
-    mfu = r["tok_s"] * f / 800e12
+    peer = peer_for(r["model"], r["seq"], memory, adapter)
+    model_flops, hardware_flops = ours_flops(r)
+    peak = peak_flops(r)
+    ours = f"{percent(r['tok_s'], model_flops, peak)} | {percent(r['tok_s'], hardware_flops, peak) if hardware_flops else '-'}"
     if peer and r["recipe"] == "bf16":
-        pm = peer["tok_s"] * f / 800e12
-        print(f"| {r['model']} {r.get('adapter', 'full')} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | {peer['tok_s']:.0f} | "
+        mfu, hfu = peer_columns(peer)
+        print(f"| {r['model']} {adapter} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | {peer['tok_s']:.0f} | "
               f"{r['tok_s'] / peer['tok_s']:.2f}x | {r['peak_bytes'] / 1e9:.1f} GB | {peer['peak_bytes'] / 1e9:.1f} GB | "
-              f"{mfu:.1%} | {pm:.1%} |")
+              f"{ours} | {mfu} | {hfu} |")
     else:
-        print(f"| {r['model']} {r.get('adapter', 'full')} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | - | - | {r['peak_bytes'] / 1e9:.1f} GB | - | "
-              f"{mfu:.1%} | - |")
+        print(f"| {r['model']} {adapter} | {r['seq']} | {r['recipe']} | {r.get('attention', 'auto')} | {memory} | {r['tok_s']:.0f} | - | - | {r['peak_bytes'] / 1e9:.1f} GB | - | "
+              f"{ours} | - | - |")
 
 # Activation slope: GPU peak growth per extra context token, between the shortest and the longest
 # length measured for the same model, recipe, attention and memory mode (a length run twice: its larger peak).

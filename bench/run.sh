@@ -38,6 +38,8 @@ warmup=${WARMUP:-2}
 out=${OUT:-$here/out}
 mkdir -p "$out"
 results=$out/bench.jsonl
+# the GPU each row ran on: bench/report.py divides by its dense bf16 peak
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 : > "$results"
 rm -f "$out"/peer-*.json
 for c in $cases; do
@@ -89,9 +91,9 @@ for c in $cases; do
     attn_implementation=$attention "${memory_args[@]}" "${adapter_args[@]}" "${extra_args[@]}" \
     learning_rate=1e-5 warmup_steps=0 weight_decay=0 val_set_size=0 save_strategy=no progress=false \
     overwrite_output_dir=true output_dir="$run_dir" > "$run_dir.log" 2>&1 || { echo "tiertrain failed: $run_dir.log"; tail -20 "$run_dir.log"; continue; }
-  python3 - "$run_dir/metrics.jsonl" "$model" "$seq" "$recipe" "$warmup" "$attention" "$memory" "$adapter" >> "$results" <<'PY'
+  python3 - "$run_dir/metrics.jsonl" "$model" "$seq" "$recipe" "$warmup" "$attention" "$memory" "$adapter" "$gpu" >> "$results" <<'PY'
 import json, sys
-path, model, seq, recipe, warmup, attention, memory, adapter = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[8]
+path, model, seq, recipe, warmup, attention, memory, adapter, gpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7], sys.argv[8], sys.argv[9]
 rows = [json.loads(l) for l in open(path) if '"loss"' in l and 'eval_loss' not in l]
 times = sorted(r["step_seconds"] for r in rows[warmup:])
 # sequences per optimizer step (gradient_accumulation_steps through TT_ARGS): every step's targets but the masked
@@ -99,7 +101,9 @@ sequences = max(1, round(rows[-1]["tokens"] / seq))
 peak = max(r.get("mem_gpu_peak_bytes", 0) for r in rows)
 print(json.dumps({"who": "tiertrain", "model": model, "seq": seq, "recipe": recipe, "attention": attention,
                   "memory": memory, "adapter": adapter, "tok_s": seq * sequences / times[len(times) // 2], "peak_bytes": peak, "loss": rows[-1]["loss"],
-                  "grad_norms": [r.get("grad_norm") for r in rows]}))
+                  "grad_norms": [r.get("grad_norm") for r in rows], "gpu": gpu,
+                  "model_flops_per_token": rows[-1]["model_flops_per_token"],
+                  "hardware_flops_per_token": rows[-1]["hardware_flops_per_token"]}))
 PY
   grep -h "attention: \|plan: .* pinned memory instead\|tiled_mlp:\|offload copies\|disk tier\|layer_offloading:\|weight offload\|gradient ring\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi
@@ -107,8 +111,8 @@ PY
   if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [[ $adapter != qlora* ]] && [ ! -f "$peer_out.json" ]; then
     python3 "$here/peer.py" --model "$here/models/$model" --seq "$seq" --steps "$steps" --warmup "$warmup" \
       --memory "$peer_memory" "${peer_adapter_args[@]}" > "$peer_out.json" 2> "$peer_out.log" || { echo "peer failed"; tail -5 "$peer_out.log"; }
-    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.update(model=sys.argv[2], recipe='bf16'); print(json.dumps(d))" \
-      "$peer_out.json" "$model" >> "$results" 2>/dev/null || true
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.update(model=sys.argv[2], recipe='bf16', gpu=sys.argv[3]); print(json.dumps(d))" \
+      "$peer_out.json" "$model" "$gpu" >> "$results" 2>/dev/null || true
   fi
 done
 # The table (markdown) goes to the terminal and to $out/table.md, for docs/benchmarks.md.

@@ -58,6 +58,7 @@ static const char *const all_keys[] = {"base_model",
                                        "gradient_checkpointing_kwargs",
                                        "offload_dir",
                                        "trace",
+                                       "profile",
                                        "loss_chunk_size",
                                        "tiled_mlp",
                                        "tiled_mlp_num_shards",
@@ -126,7 +127,7 @@ static const char *const all_keys[] = {"base_model",
                                        "peft_use_rslora",
                                        "neftune_noise_alpha"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 113 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 114 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {
@@ -222,10 +223,10 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         a->selective_offload == b->selective_offload && a->recompute_granularity == b->recompute_granularity &&
         a->recompute_method == b->recompute_method && a->recompute_num_layers == b->recompute_num_layers &&
         a->use_reentrant == b->use_reentrant && same_string(a->offload_dir, b->offload_dir) &&
-        same_string(a->trace, b->trace) && a->loss_chunk_size == b->loss_chunk_size && a->tiled_mlp == b->tiled_mlp &&
-        a->tiled_mlp_num_shards == b->tiled_mlp_num_shards && a->host_memory_budget == b->host_memory_budget &&
-        a->device == b->device && a->num_threads == b->num_threads && a->progress == b->progress &&
-        a->use_tensorboard == b->use_tensorboard && same_string(a->gpu, b->gpu) &&
+        same_string(a->trace, b->trace) && a->profile == b->profile && a->loss_chunk_size == b->loss_chunk_size &&
+        a->tiled_mlp == b->tiled_mlp && a->tiled_mlp_num_shards == b->tiled_mlp_num_shards &&
+        a->host_memory_budget == b->host_memory_budget && a->device == b->device && a->num_threads == b->num_threads &&
+        a->progress == b->progress && a->use_tensorboard == b->use_tensorboard && same_string(a->gpu, b->gpu) &&
         a->peft_use_rslora == b->peft_use_rslora && a->neftune_noise_alpha == b->neftune_noise_alpha &&
         a->activation_offloading == b->activation_offloading && a->min_offload_size == b->min_offload_size &&
         a->use_pin_memory == b->use_pin_memory && a->use_streams == b->use_streams &&

@@ -92,6 +92,36 @@ check "metrics has eval rows" grep -q eval_loss out_a/metrics.jsonl
 "$tiertrain" train --config run.yaml "${overrides[@]}" progress=false max_steps=2 output_dir=out_quiet > quiet.txt 2>&1
 check "progress: false still prints the logged steps" grep -q "step 2/2" quiet.txt
 check "... and the evals" grep -q "eval at step 2: loss" quiet.txt
+check "metrics rows carry the model's and this plan's FLOPs a token" \
+  grep -q '"model_flops_per_token": [0-9.e+]*, "hardware_flops_per_token": ' out_a/metrics.jsonl
+if grep -q "^flops: .* against the GPU's dense bf16 peak" train_a.txt; then
+  check "... and on a GPU tiertrain knows, MFU and HFU" grep -q '"mfu": 0\.[0-9]*, "hfu": 0\.[0-9]*' out_a/metrics.jsonl
+fi
+
+# profile: each step's seconds by op class in metrics.jsonl, within the step's, and the table at the end
+"$tiertrain" train --config run.yaml "${overrides[@]}" progress=false max_steps=3 profile=true output_dir=out_profile \
+  > profile.txt 2>&1
+check "profile: true trains" test $? -eq 0
+check "... prints where a step's time went" \
+  grep -q "^profile: where a step's time went, the mean of the steps after the first" profile.txt
+check "... every class and the gaps with their share of the step" bash -c 'for c in GEMMs "attention forward" \
+  "attention backward" "LM head and loss" "norms and element-wise" optimizer "copies waited for" gaps; do
+  grep -qE "^  $c.* s +-?[0-9.]+%$" profile.txt || exit 1; done'
+check "... and each step's seconds by class in metrics.jsonl: the compute classes timed, their sum within the step's" \
+  python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "\"loss\"" in l]
+assert len(rows) == 3, rows
+for r in rows:
+    p = r["profile_seconds"]
+    assert all(p[c] > 0 for c in ("gemm", "attention_forward", "attention_backward", "lm_head_loss", "norms_elementwise",
+                                  "optimizer")), p
+    classes = sum(v for k, v in p.items() if k != "gaps")
+    assert classes <= r["step_seconds"] + 1e-4 and abs(classes + p["gaps"] - r["step_seconds"]) < 1e-4, (p, r)
+' out_profile/metrics.jsonl
+"$tiertrain" train --config run.yaml "${overrides[@]}" max_steps=1 profile=true trace=t.json output_dir=out_pt \
+  > profile_trace.txt 2>&1
+check "profile with trace is refused, naming both" grep -q "profile and trace both mark the backend's timeline" profile_trace.txt
 
 # NEFTune: noise on the embedding output in training; a function of the seed, step and micro-batch, so checkpointing
 # and offloading draw the same noise (the same bits), and it changes the training loss, not the eval loss's definition

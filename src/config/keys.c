@@ -740,6 +740,13 @@ const key_spec cfg_keys[] = {
      .default_text = "~",
      .help = "write a Chrome/Perfetto trace (JSON) of compute, copies and bytes per tier to this path (also: "
              "tiertrain train --trace FILE); on the GPU from CUDA events on the compute and copy streams"},
+    {.name = "profile",
+     .type = KEY_BOOL,
+     .offset = FIELD(profile),
+     .default_text = "false",
+     .help = "time every op by class (GEMMs, attention forward and backward, LM head and loss, norms and element-wise, "
+             "optimizer, copies waited for) and the compute stream's gaps: each step's seconds in metrics.jsonl and a "
+             "table at the end (ops/op_profile.h); costs two timeline marks an op"},
     {.name = "loss_chunk_size",
      .type = KEY_INT,
      .offset = FIELD(loss_chunk_size),

@@ -245,6 +245,7 @@ typedef struct tt_run_config {
     int64_t max_fwd_stash_size;   /* offloaded inputs whose copies may be in flight in the forward */
     int64_t debug_copy_delay_us;  /* race stress: random delay before each offload copy */
     char *trace;                  /* Chrome/Perfetto trace path, or NULL */
+    bool profile;                 /* time the ops by class (ops/op_profile.h) */
     int64_t loss_chunk_size;      /* tokens per LM-head + cross-entropy chunk */
     bool tiled_mlp;               /* the MLP over shards of the tokens (ALST) */
     int64_t tiled_mlp_num_shards; /* 0: ceil(sequence_len / hidden_size) */

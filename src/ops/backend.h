@@ -339,12 +339,51 @@ typedef struct tt_backend_iface {
                               const tt_adamw_8bit_scalars *scalars);
 } tt_backend_iface;
 
+/* Profiling (profile: true; ops/op_profile.h says what it measures): the classes the wrappers below time their ops
+ * by, and the spans a backend has recorded. */
+/* Spans recorded and not yet read: their marks stay in the timeline's window (TT_TIMELINE_WINDOW). */
+#define TT_OP_PROFILE_PENDING 1024
+
+typedef enum tt_op_class {
+    TT_OP_GEMM,               /* linear layers forward and backward (LoRA's and 4-bit GEMMs too) */
+    TT_OP_ATTENTION_FORWARD,  /* the fused attention forward (and generation's cached attention) */
+    TT_OP_ATTENTION_BACKWARD, /* its backward */
+    TT_OP_LM_HEAD_LOSS,       /* the LM head's GEMMs and the cross-entropy, chunk by chunk */
+    TT_OP_ELEMENTWISE,        /* norms, RoPE, SwiGLU, embedding, adds, dropout, dequantization, compute-tier copies */
+    TT_OP_OPTIMIZER,          /* AdamW on the compute tier and the gradient norm's sums */
+    TT_OP_COPY_WAIT,          /* the compute stream waiting for offload copies; blocking uploads and downloads */
+    TT_OP_CLASS_COUNT
+} tt_op_class;
+
+typedef struct tt_op_profile {
+    uint64_t start[TT_OP_PROFILE_PENDING], end[TT_OP_PROFILE_PENDING]; /* pending spans' marks, oldest first */
+    unsigned char op_class[TT_OP_PROFILE_PENDING];
+    int pending;
+    double seconds[TT_OP_CLASS_COUNT]; /* read spans since the last tt_op_profile_take */
+    int64_t calls[TT_OP_CLASS_COUNT];
+} tt_op_profile;
+
+struct tt_backend;
+
 typedef struct tt_backend {
     const tt_backend_iface *iface;
     void *ctx; /* the backend's state, passed to every entry */
     const char *name;
-    tt_tier compute_tier; /* where the backend's ops read and write */
+    tt_tier compute_tier;   /* where the backend's ops read and write */
+    tt_op_profile *profile; /* the op classes' times (op_profile.h; profile: true), or NULL: not profiled */
 } tt_backend;
+
+/* The wrappers' halves (ops/op_profile.c): begin marks the timeline, end records the span of class op_class. */
+uint64_t tt_op_profile_begin(const tt_backend *backend);
+void tt_op_profile_end(const tt_backend *backend, tt_op_class op_class, uint64_t start_mark);
+
+/* An op of class op_class through a wrapper: when the backend profiles, the call between two marks of its timeline. */
+#define TT_BACKEND_OP(backend, op_class, call)                                               \
+    do {                                                                                     \
+        const uint64_t tt_op_start_ = (backend)->profile ? tt_op_profile_begin(backend) : 0; \
+        call;                                                                                \
+        if (tt_op_start_) tt_op_profile_end(backend, op_class, tt_op_start_);                \
+    } while (0)
 
 /* The call of each entry: tt_backend_<entry>(backend, ...) is backend->iface-><entry>(backend->ctx, ...). */
 
@@ -357,12 +396,13 @@ static inline void tt_backend_block_free(const tt_backend *backend, void *base) 
 }
 
 static inline void tt_backend_copy(const tt_backend *backend, void *dst, const void *src, size_t bytes) {
-    backend->iface->copy(backend->ctx, dst, src, bytes);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE, backend->iface->copy(backend->ctx, dst, src, bytes));
 }
 
 static inline void tt_backend_copy_2d(const tt_backend *backend, void *dst, size_t dst_pitch, const void *src,
                                       size_t src_pitch, size_t width, size_t rows) {
-    backend->iface->copy_2d(backend->ctx, dst, dst_pitch, src, src_pitch, width, rows);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->copy_2d(backend->ctx, dst, dst_pitch, src, src_pitch, width, rows));
 }
 
 static inline void *tt_backend_pinned_alloc(const tt_backend *backend, size_t bytes) {
@@ -374,7 +414,7 @@ static inline void tt_backend_pinned_free(const tt_backend *backend, void *base)
 }
 
 static inline void tt_backend_zero(const tt_backend *backend, void *dst, size_t bytes) {
-    backend->iface->zero(backend->ctx, dst, bytes);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE, backend->iface->zero(backend->ctx, dst, bytes));
 }
 
 static inline void tt_backend_synchronize(const tt_backend *backend) { backend->iface->synchronize(backend->ctx); }
@@ -384,7 +424,7 @@ static inline void tt_backend_side_begin(const tt_backend *backend) { backend->i
 static inline uint64_t tt_backend_side_end(const tt_backend *backend) { return backend->iface->side_end(backend->ctx); }
 
 static inline void tt_backend_side_wait(const tt_backend *backend, uint64_t ticket) {
-    backend->iface->side_wait(backend->ctx, ticket);
+    TT_BACKEND_OP(backend, TT_OP_COPY_WAIT, backend->iface->side_wait(backend->ctx, ticket));
 }
 
 static inline void *tt_backend_side_stream(const tt_backend *backend) {
@@ -400,11 +440,11 @@ static inline size_t tt_backend_bytes_outside_arenas(const tt_backend *backend) 
 }
 
 static inline void tt_backend_upload(const tt_backend *backend, void *dst, const void *host_src, size_t bytes) {
-    backend->iface->upload(backend->ctx, dst, host_src, bytes);
+    TT_BACKEND_OP(backend, TT_OP_COPY_WAIT, backend->iface->upload(backend->ctx, dst, host_src, bytes));
 }
 
 static inline void tt_backend_download(const tt_backend *backend, void *host_dst, const void *src, size_t bytes) {
-    backend->iface->download(backend->ctx, host_dst, src, bytes);
+    TT_BACKEND_OP(backend, TT_OP_COPY_WAIT, backend->iface->download(backend->ctx, host_dst, src, bytes));
 }
 
 static inline uint64_t tt_backend_copy_async(const tt_backend *backend, void *dst, const void *src, size_t bytes,
@@ -413,11 +453,11 @@ static inline uint64_t tt_backend_copy_async(const tt_backend *backend, void *ds
 }
 
 static inline void tt_backend_copy_wait(const tt_backend *backend, uint64_t ticket) {
-    backend->iface->copy_wait(backend->ctx, ticket);
+    TT_BACKEND_OP(backend, TT_OP_COPY_WAIT, backend->iface->copy_wait(backend->ctx, ticket));
 }
 
 static inline void tt_backend_copy_host_wait(const tt_backend *backend, uint64_t ticket) {
-    backend->iface->copy_host_wait(backend->ctx, ticket);
+    TT_BACKEND_OP(backend, TT_OP_COPY_WAIT, backend->iface->copy_host_wait(backend->ctx, ticket));
 }
 
 static inline bool tt_backend_copy_done(const tt_backend *backend, uint64_t ticket) {
@@ -465,118 +505,135 @@ static inline void tt_backend_release(const tt_backend *backend) { backend->ifac
 
 static inline void tt_backend_embedding_forward(const tt_backend *backend, void *out, const int32_t *ids,
                                                 const void *table, int64_t N, int64_t D, float scale) {
-    backend->iface->embedding_forward(backend->ctx, out, ids, table, N, D, scale);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->embedding_forward(backend->ctx, out, ids, table, N, D, scale));
 }
 
 static inline void tt_backend_embedding_backward(const tt_backend *backend, void *dtable, const int32_t *ids,
                                                  const void *dout, int64_t N, int64_t D, float scale) {
-    backend->iface->embedding_backward(backend->ctx, dtable, ids, dout, N, D, scale);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->embedding_backward(backend->ctx, dtable, ids, dout, N, D, scale));
 }
 
 static inline void tt_backend_rmsnorm_forward(const tt_backend *backend, void *out, float *rstd, const void *x,
                                               const void *w, const void *residual, int64_t R, int64_t C, double eps,
                                               float weight_offset) {
-    backend->iface->rmsnorm_forward(backend->ctx, out, rstd, x, w, residual, R, C, eps, weight_offset);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->rmsnorm_forward(backend->ctx, out, rstd, x, w, residual, R, C, eps, weight_offset));
 }
 
 static inline void tt_backend_rmsnorm_backward(const tt_backend *backend, void *dx, void *dw, const void *dout,
                                                const void *x, const void *w, const float *rstd, int64_t R, int64_t C,
                                                float weight_offset) {
-    backend->iface->rmsnorm_backward(backend->ctx, dx, dw, dout, x, w, rstd, R, C, weight_offset);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->rmsnorm_backward(backend->ctx, dx, dw, dout, x, w, rstd, R, C, weight_offset));
 }
 
 static inline void tt_backend_linear_forward(const tt_backend *backend, void *y, const void *x, const void *W,
                                              const void *b, const void *residual, int64_t N, int64_t in, int64_t out) {
-    backend->iface->linear_forward(backend->ctx, y, x, W, b, residual, N, in, out);
+    TT_BACKEND_OP(backend, TT_OP_GEMM, backend->iface->linear_forward(backend->ctx, y, x, W, b, residual, N, in, out));
 }
 
 static inline void tt_backend_linear_backward(const tt_backend *backend, void *dx, void *dW, void *db, const void *dy,
                                               const void *x, const void *W, int64_t N, int64_t in, int64_t out,
                                               bool accumulate_dx) {
-    backend->iface->linear_backward(backend->ctx, dx, dW, db, dy, x, W, N, in, out, accumulate_dx);
+    TT_BACKEND_OP(backend, TT_OP_GEMM,
+                  backend->iface->linear_backward(backend->ctx, dx, dW, db, dy, x, W, N, in, out, accumulate_dx));
 }
 
 static inline void tt_backend_rope_forward(const tt_backend *backend, void *x, const float *cos, const float *sin,
                                            int64_t B, int64_t T, int64_t H, int64_t hd, int64_t rotary_dim) {
-    backend->iface->rope_forward(backend->ctx, x, cos, sin, B, T, H, hd, rotary_dim);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->rope_forward(backend->ctx, x, cos, sin, B, T, H, hd, rotary_dim));
 }
 
 static inline void tt_backend_rope_backward(const tt_backend *backend, void *dx, const float *cos, const float *sin,
                                             int64_t B, int64_t T, int64_t H, int64_t hd, int64_t rotary_dim) {
-    backend->iface->rope_backward(backend->ctx, dx, cos, sin, B, T, H, hd, rotary_dim);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->rope_backward(backend->ctx, dx, cos, sin, B, T, H, hd, rotary_dim));
 }
 
 static inline void tt_backend_attention_forward(const tt_backend *backend, void *out, float *lse, const void *q,
                                                 const void *k, const void *v, const tt_attention_shape *shape) {
-    backend->iface->attention_forward(backend->ctx, out, lse, q, k, v, shape);
+    TT_BACKEND_OP(backend, TT_OP_ATTENTION_FORWARD,
+                  backend->iface->attention_forward(backend->ctx, out, lse, q, k, v, shape));
 }
 
 static inline void tt_backend_attention_backward(const tt_backend *backend, void *dq, void *dk, void *dv,
                                                  const void *dout, const void *out, const float *lse, const void *q,
                                                  const void *k, const void *v, const tt_attention_shape *shape,
                                                  void *workspace, void *spare, size_t spare_bytes) {
-    backend->iface->attention_backward(backend->ctx, dq, dk, dv, dout, out, lse, q, k, v, shape, workspace, spare,
-                                       spare_bytes);
+    TT_BACKEND_OP(backend, TT_OP_ATTENTION_BACKWARD,
+                  backend->iface->attention_backward(backend->ctx, dq, dk, dv, dout, out, lse, q, k, v, shape,
+                                                     workspace, spare, spare_bytes));
 }
 
 static inline void tt_backend_attention_cached(const tt_backend *backend, void *out, const void *q, const void *k_cache,
                                                const void *v_cache, int64_t start, int64_t n,
                                                const tt_attention_shape *shape) {
-    backend->iface->attention_cached(backend->ctx, out, q, k_cache, v_cache, start, n, shape);
+    TT_BACKEND_OP(backend, TT_OP_ATTENTION_FORWARD,
+                  backend->iface->attention_cached(backend->ctx, out, q, k_cache, v_cache, start, n, shape));
 }
 
 static inline void tt_backend_glu_forward(const tt_backend *backend, void *h, const void *gate, const void *up,
                                           int64_t n, tt_glu_activation act) {
-    backend->iface->glu_forward(backend->ctx, h, gate, up, n, act);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE, backend->iface->glu_forward(backend->ctx, h, gate, up, n, act));
 }
 
 static inline void tt_backend_glu_backward(const tt_backend *backend, void *dgate, void *dup, const void *dh,
                                            const void *gate, const void *up, int64_t n, tt_glu_activation act) {
-    backend->iface->glu_backward(backend->ctx, dgate, dup, dh, gate, up, n, act);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->glu_backward(backend->ctx, dgate, dup, dh, gate, up, n, act));
 }
 
 static inline void tt_backend_add(const tt_backend *backend, void *out, const void *a, const void *b, int64_t n) {
-    backend->iface->add(backend->ctx, out, a, b, n);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE, backend->iface->add(backend->ctx, out, a, b, n));
 }
 
 static inline void tt_backend_dequantize_4bit(const tt_backend *backend, void *out, const void *quantized,
                                               int64_t numel, const tt_quant4_format *format) {
-    backend->iface->dequantize_4bit(backend->ctx, out, quantized, numel, format);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->dequantize_4bit(backend->ctx, out, quantized, numel, format));
 }
 
 static inline void tt_backend_dropout_scale(const tt_backend *backend, void *out, const void *x, int64_t n,
                                             float multiplier, uint32_t drop_threshold, uint64_t seed) {
-    backend->iface->dropout_scale(backend->ctx, out, x, n, multiplier, drop_threshold, seed);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE,
+                  backend->iface->dropout_scale(backend->ctx, out, x, n, multiplier, drop_threshold, seed));
 }
 
 static inline void tt_backend_add_uniform_noise(const tt_backend *backend, void *x, int64_t n, float magnitude,
                                                 uint64_t seed) {
-    backend->iface->add_uniform_noise(backend->ctx, x, n, magnitude, seed);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE, backend->iface->add_uniform_noise(backend->ctx, x, n, magnitude, seed));
 }
 
 static inline double tt_backend_lm_head_loss(const tt_backend *backend, void *dxn, void *dW, const void *xn,
                                              const void *W, const int32_t *targets, int64_t N, int64_t D, int64_t V,
                                              int64_t chunk, void *logits, double logit_scale, double softcap,
                                              double scale, double loss_before, int64_t *count) {
-    return backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits, logit_scale,
-                                        softcap, scale, loss_before, count);
+    double loss;
+    TT_BACKEND_OP(backend, TT_OP_LM_HEAD_LOSS,
+                  loss = backend->iface->lm_head_loss(backend->ctx, dxn, dW, xn, W, targets, N, D, V, chunk, logits,
+                                                      logit_scale, softcap, scale, loss_before, count));
+    return loss;
 }
 
 static inline void tt_backend_sum_squares(const tt_backend *backend, double *out, const void *x, int64_t n) {
-    backend->iface->sum_squares(backend->ctx, out, x, n);
+    TT_BACKEND_OP(backend, TT_OP_OPTIMIZER, backend->iface->sum_squares(backend->ctx, out, x, n));
 }
 
 static inline void tt_backend_sum_parts(const tt_backend *backend, float *dst, const float *parts, int count,
                                         int64_t n) {
-    backend->iface->sum_parts(backend->ctx, dst, parts, count, n);
+    TT_BACKEND_OP(backend, TT_OP_ELEMENTWISE, backend->iface->sum_parts(backend->ctx, dst, parts, count, n));
 }
 
 static inline void tt_backend_adamw_update(const tt_backend *backend, void *weights, float *master, const void *g,
                                            void *m, void *v, const int64_t *segment_start,
                                            const unsigned char *segment_decays, int segments, float lr, float beta1,
                                            float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
-    backend->iface->adamw_update(backend->ctx, weights, master, g, m, v, segment_start, segment_decays, segments, lr,
-                                 beta1, beta2, eps, weight_decay, step, grad_scale);
+    TT_BACKEND_OP(backend, TT_OP_OPTIMIZER,
+                  backend->iface->adamw_update(backend->ctx, weights, master, g, m, v, segment_start, segment_decays,
+                                               segments, lr, beta1, beta2, eps, weight_decay, step, grad_scale));
 }
 
 static inline void tt_backend_adamw_8bit_update(const tt_backend *backend, void *weights, float *master, const void *g,
@@ -584,7 +641,8 @@ static inline void tt_backend_adamw_8bit_update(const tt_backend *backend, void 
                                                 const tt_adamw_8bit_tensor *tensors, int count,
                                                 const tt_adamw_8bit_scalars *scalars) {
     TT_CHECK(backend->iface->adamw_8bit_update, "the %s backend has no 8-bit AdamW", backend->name);
-    backend->iface->adamw_8bit_update(backend->ctx, weights, master, g, m, v, tensors, count, scalars);
+    TT_BACKEND_OP(backend, TT_OP_OPTIMIZER,
+                  backend->iface->adamw_8bit_update(backend->ctx, weights, master, g, m, v, tensors, count, scalars));
 }
 
 /* Frees a backend made by any of the constructors (NULL: nothing). */

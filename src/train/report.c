@@ -82,6 +82,47 @@ static void format_duration(double seconds, char *buf, size_t size) {
     else snprintf(buf, size, "%02ld:%02ld", s / 60, s % 60);
 }
 
+/* A FLOP rate of one GPU over its dense bf16 peak: flops a token x the step's tokens a second shared by the GPUs;
+ * 0 when the peak is not known. */
+static double utilization(const tt_reporter *r, double flops_per_token, double tok_per_s) {
+    if (r->peak_flops <= 0) return 0;
+    return flops_per_token * tok_per_s / (double)(r->devices > 0 ? r->devices : 1) / r->peak_flops;
+}
+
+/* The step's op classes and gaps (the step's time no class covers) into its metrics row, and into the sums of the
+ * table at the end: the steps after this process's first, or the first when it is the only one. */
+static void write_profile(tt_reporter *r, const tt_step_report *s) {
+    double gaps = s->step_seconds;
+    fprintf(r->metrics, ", \"profile_seconds\": {");
+    for (int c = 0; c < TT_OP_CLASS_COUNT; c++) {
+        fprintf(r->metrics, "\"%s\": %.6f, ", tt_op_class_name((tt_op_class)c), s->profile_seconds[c]);
+        gaps -= s->profile_seconds[c];
+    }
+    fprintf(r->metrics, "\"gaps\": %.6f}", gaps);
+    const bool first = s->steps_this_run <= 1;
+    if (first || r->profile_first_only) {
+        memset(r->profile_seconds, 0, sizeof r->profile_seconds);
+        r->profile_step_seconds = 0;
+        r->profile_steps = 0;
+        r->profile_first_only = first;
+    }
+    for (int c = 0; c < TT_OP_CLASS_COUNT; c++) r->profile_seconds[c] += s->profile_seconds[c];
+    r->profile_seconds[TT_OP_CLASS_COUNT] += gaps;
+    r->profile_step_seconds += s->step_seconds;
+    r->profile_steps++;
+}
+
+/* The table of where the profiled steps' time went. */
+static void print_profile(const tt_reporter *r) {
+    const double n = (double)r->profile_steps, step = r->profile_step_seconds / n;
+    printf("profile: where a step's time went, %s (%.4f s a step)\n",
+           r->profile_first_only ? "the only step" : "the mean of the steps after the first", step);
+    for (int c = 0; c <= TT_OP_CLASS_COUNT; c++)
+        printf("  %-32s %10.4f s %6.1f%%\n",
+               c < TT_OP_CLASS_COUNT ? tt_op_class_label((tt_op_class)c) : "gaps (host, collectives, idle)",
+               r->profile_seconds[c] / n, step > 0 ? 100.0 * r->profile_seconds[c] / n / step : 0.0);
+}
+
 void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool logged) {
     const double tok_per_s = s->step_seconds > 0 ? (double)s->tokens / s->step_seconds : 0.0;
     const double trained_per_s = s->step_seconds > 0 ? (double)s->target_tokens / s->step_seconds : 0.0;
@@ -95,6 +136,14 @@ void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool logged) {
         if (r->arenas[t])
             fprintf(r->metrics, ", \"mem_%s_bytes\": %zu, \"mem_%s_peak_bytes\": %zu", tt_tier_name(t),
                     r->arenas[t]->used, tt_tier_name(t), r->arenas[t]->peak);
+    const double mfu = utilization(r, r->model_flops_per_token, tok_per_s);
+    if (r->model_flops_per_token > 0)
+        fprintf(r->metrics, ", \"model_flops_per_token\": %.6g, \"hardware_flops_per_token\": %.6g",
+                r->model_flops_per_token, r->hardware_flops_per_token);
+    if (mfu > 0)
+        fprintf(r->metrics, ", \"mfu\": %.6f, \"hfu\": %.6f", mfu,
+                utilization(r, r->hardware_flops_per_token, tok_per_s));
+    if (s->profile_seconds) write_profile(r, s);
     fprintf(r->metrics, "}\n");
     fflush(r->metrics);
     if (r->tensorboard_on) tensorboard_step(r, s, tok_per_s, trained_per_s);
@@ -109,10 +158,12 @@ void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool logged) {
         if (r->arenas[t])
             used += (size_t)snprintf(mem + used, sizeof mem - used, " | %s %s", tt_tier_name(t),
                                      tt_format_bytes(r->arenas[t]->peak, buf, sizeof buf));
-    printf("%sepoch %.2f | step %lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s (%.0f trained)%s | "
+    char mfu_text[32] = "";
+    if (mfu > 0) snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", 100.0 * mfu);
+    printf("%sepoch %.2f | step %lld/%lld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s (%.0f trained)%s%s | "
            "%s, ETA %s",
            r->live ? "\r\033[K" : "", s->epoch, (long long)s->step, (long long)s->total_steps, s->loss,
-           s->learning_rate, s->grad_norm, tok_per_s, trained_per_s, mem, elapsed, eta);
+           s->learning_rate, s->grad_norm, tok_per_s, trained_per_s, mfu_text, mem, elapsed, eta);
     /* a logged step's line stays; between them the live line is rewritten in place */
     r->line_open = r->live && !logged;
     if (!r->line_open) putchar('\n');
@@ -135,6 +186,7 @@ void tt_reporter_eval(tt_reporter *r, int64_t step, double eval_loss, int64_t to
 void tt_reporter_close(tt_reporter *r) {
     if (r->line_open) putchar('\n');
     r->line_open = false;
+    if (r->profile_steps > 0) print_profile(r);
     if (r->metrics) fclose(r->metrics);
     r->metrics = NULL;
     if (r->tensorboard_on) tt_tensorboard_close(&r->tensorboard);

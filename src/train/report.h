@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "core/arena.h"
+#include "ops/op_profile.h"
 #include "train/tensorboard.h"
 
 typedef struct tt_step_report {
@@ -22,9 +23,10 @@ typedef struct tt_step_report {
     int64_t tokens;        /* tokens this step (input positions, padding included) */
     int64_t target_tokens; /* targets the loss counted this step: not masked (-100), not padding */
     double step_seconds;
-    double elapsed_seconds; /* since training started (this process) */
-    int64_t steps_this_run; /* steps done since this process started */
-    double epoch;           /* epochs of training data done: whole epochs plus the fraction of this one */
+    double elapsed_seconds;        /* since training started (this process) */
+    int64_t steps_this_run;        /* steps done since this process started */
+    double epoch;                  /* epochs of training data done: whole epochs plus the fraction of this one */
+    const double *profile_seconds; /* [TT_OP_CLASS_COUNT] the step's seconds by op class (profile: true), or NULL */
 } tt_step_report;
 
 typedef struct tt_reporter {
@@ -35,6 +37,15 @@ typedef struct tt_reporter {
     bool line_open; /* the live line was written and not ended */
     const tt_arena *arenas[4];
     bool tensorboard_on; /* use_tensorboard: every row also goes to the event file */
+    /* MFU and HFU (train/flops.h): FLOPs a token of the model and of this run's plan, the dense bf16 peak of one GPU
+     * (0: not known, no MFU), and the GPUs the step's tokens are shared by */
+    double model_flops_per_token, hardware_flops_per_token, peak_flops;
+    int devices;
+    /* profile: true: the op classes' seconds (then the gaps) summed over the steps after this process's first (the
+     * first warms up: plans, caches, allocations), and the steps summed */
+    double profile_seconds[TT_OP_CLASS_COUNT + 1], profile_step_seconds;
+    int64_t profile_steps;
+    bool profile_first_only; /* the sums hold the first step alone so far */
     tt_tensorboard tensorboard;
 } tt_reporter;
 

@@ -22,6 +22,8 @@
 #include "model/lora.h"
 #include "model/weights.h"
 #include "train/checkpoint.h"
+#include "ops/op_profile.h"
+#include "train/flops.h"
 #include "train/data.h"
 #include "train/measure.h"
 #include "train/model_card.h"
@@ -99,6 +101,18 @@ static void print_trainable(const tt_param_table *params, FILE *out) {
     }
 }
 
+/* The FLOPs a token MFU and HFU count (train/flops.h), and the peak they divide by. */
+static void print_flops(const tt_model_config *m, const tt_param_table *params, const tt_plan *plan,
+                        const tt_device *device, FILE *out) {
+    const tt_step_flops flops = tt_step_flops_of(m, params, plan);
+    const double peak = tt_dense_bf16_peak_flops(device->description);
+    fprintf(out, "flops: %.4g GFLOP a token (the model's: MFU), %.4g GFLOP with this plan's recompute (HFU); ",
+            flops.model_per_token / 1e9, flops.hardware_per_token / 1e9);
+    if (peak > 0) fprintf(out, "against the GPU's dense bf16 peak of %.0f TFLOP/s\n", peak / 1e12);
+    else if (device->backend->compute_tier != TT_TIER_GPU) fprintf(out, "no MFU on the CPU\n");
+    else fprintf(out, "no MFU: this GPU's dense bf16 peak is not in tiertrain's table (train/flops.c)\n");
+}
+
 static void print_header(const tt_model_config *m, const tt_param_table *params, const tt_device *device,
                          const tt_plan *plan, const tt_size_table *sizes, FILE *out) {
     fprintf(
@@ -109,6 +123,7 @@ static void print_header(const tt_model_config *m, const tt_param_table *params,
         (double)tt_model_config_param_count(m) / 1e6);
     print_trainable(params, out);
     fprintf(out, "device: %s\n", device->description);
+    print_flops(m, params, plan, device, out);
     tt_plan_print(plan, m, out);
     tt_size_table_print_layers(sizes, plan, m, out);
     tt_size_table_print_weight_offload(sizes, plan, params, out);
@@ -120,6 +135,15 @@ static void print_header(const tt_model_config *m, const tt_param_table *params,
     tt_residency_print(&residency, plan, sizes, out);
     tt_residency_free(&residency);
     tt_size_table_print(sizes, out, NULL);
+}
+
+/* What MFU and HFU count (train/flops.h). */
+static void set_utilization(tt_reporter *reporter, const tt_model_state *model, const tt_device *device, int devices) {
+    const tt_step_flops flops = tt_step_flops_of(&model->config, &model->params, &model->plan);
+    reporter->model_flops_per_token = flops.model_per_token;
+    reporter->hardware_flops_per_token = flops.hardware_per_token;
+    reporter->peak_flops = tt_dense_bf16_peak_flops(device->description);
+    reporter->devices = devices;
 }
 
 static tt_tier compute_tier_of(const tt_device *device) { return device->backend->compute_tier; }
@@ -858,6 +882,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     const bool leader = rank == 0; /* reports, evaluates and saves */
     if (leader) tt_reporter_open(&reporter, run->output_dir, run->progress, run->use_tensorboard);
     reporter.arenas[tier] = &model.arena;
+    if (leader) set_utilization(&reporter, &model, device, comm ? comm->size : 1);
     if (model.host.base) reporter.arenas[model.host.tier] = &model.host;
 
     char *last_checkpoint = resume_dir ? tt_xstrdup(resume_dir) : NULL;
@@ -869,7 +894,16 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
                                              run->num_epochs, total_steps);
     int64_t watchdog_violations = 0;
     int exit_status = 0;
+    if (run->profile) {
+        TT_CHECK(!run->trace, "profile and trace both mark the backend's timeline, which holds the marks of one of "
+                              "them at a time: set one of the two (profile: false, or trace: ~)");
+        tt_op_profile_enable(device->backend);
+    }
     while (trainer.global_step < total_steps) {
+        double profile_seconds[TT_OP_CLASS_COUNT];
+        int64_t profile_calls[TT_OP_CLASS_COUNT];
+        tt_op_profile_take(model.backend, profile_seconds,
+                           profile_calls); /* evaluation's and saving's ops: not the step's */
         const double step_start = now_seconds();
         const int64_t step_tokens = draw_step_batch(&batch, &data, sequences_per_step, T);
         double sums[2] = {0, 0}; /* the loss sum and the tokens it is over */
@@ -901,6 +935,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
 
         tt_backend_synchronize(model.backend); /* the step's time includes its last kernels */
         const double t_now = now_seconds();
+        tt_op_profile_take(model.backend, profile_seconds, profile_calls);
         /* zero_stage 1 and 2: the other shards' new weights, issued here so that they arrive unit by unit while the
          * next step's forward computes (it waits for each unit's) */
         if (comm) tt_data_parallel_share_weights(&dp, &model);
@@ -915,6 +950,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
             .step_seconds = t_now - step_start,
             .elapsed_seconds = t_now - start,
             .steps_this_run = trainer.global_step - first_step,
+            .profile_seconds = run->profile ? profile_seconds : NULL,
             .epoch = (double)trainer.data_epoch +
                      (data.train_count > 0 ? (double)trainer.data_index / (double)data.train_count : 0.0),
         };

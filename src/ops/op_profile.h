@@ -16,7 +16,8 @@ const char *tt_op_class_name(tt_op_class op_class);
 /* Its label in tables ("GEMMs", "attention forward", ...). */
 const char *tt_op_class_label(tt_op_class op_class);
 
-/* Starts profiling a backend's ops (allocates its tt_op_profile; nothing if it already has one). */
+/* Starts profiling a backend's ops (allocates its tt_op_profile, which tt_backend_destroy frees; nothing if it already
+ * has one). */
 void tt_op_profile_enable(tt_backend *backend);
 void tt_op_profile_disable(tt_backend *backend);
 /* Reads every pending span (waiting for the device to pass them), gives the seconds and calls of each class since

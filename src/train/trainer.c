@@ -895,8 +895,9 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
     int64_t watchdog_violations = 0;
     int exit_status = 0;
     if (run->profile) {
-        TT_CHECK(!run->trace, "profile and trace both mark the backend's timeline, which holds the marks of one of "
-                              "them at a time: set one of the two (profile: false, or trace: ~)");
+        if (run->trace)
+            tt_die("profile and trace both mark the backend's timeline, which holds the marks of one of them at a "
+                   "time: set one of the two (profile: false, or trace: ~)");
         tt_op_profile_enable(device->backend);
     }
     while (trainer.global_step < total_steps) {

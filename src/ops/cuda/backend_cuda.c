@@ -19,6 +19,7 @@
 #include "core/check.h"
 #include "model/quant4.h"
 #include "ops/cuda/attention_cudnn.h"
+#include "ops/cuda/attention_rates.h"
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/copy_engine_cuda.h"
@@ -459,22 +460,25 @@ static bool same_key(const attention_key *a, const attention_key *b) {
 
 bool tt_cuda_auto_takes_own_backward(tt_attention_kind requested, bool nondeterministic,
                                      const tt_attention_shape *shape) {
-    return requested == TT_ATTENTION_AUTO && !nondeterministic && !shape->documents && shape->head_dim == 128 &&
-           own_kernels_are_pipelined(shape);
+    return requested == TT_ATTENTION_AUTO && !shape->documents && shape->head_dim == 128 &&
+           own_kernels_are_pipelined(shape) &&
+           (!nondeterministic || tt_attention_own_backward_faster_than_atomic(shape));
+}
+
+bool tt_cuda_auto_takes_own_forward(tt_attention_kind requested, bool nondeterministic,
+                                    const tt_attention_shape *shape) {
+    return tt_cuda_auto_takes_own_backward(requested, nondeterministic, shape) &&
+           tt_attention_own_forward_faster(shape);
 }
 
 static bool auto_takes_own_backward(const attention_key *key) {
     return tt_cuda_auto_takes_own_backward(key->requested, key->nondeterministic, &key->shape);
 }
 
-/* From TT_CUDA_OWN_FORWARD_FROM_TOKENS (backend_cuda_sizes.h), auto on the own backward takes the pipelined forward
- * too: cuDNN's forward falls behind it there. H100, B 1, Hkv 8, hd 128, TFLOP/s, one call each (test_gpu_attention and
- * test_gpu_cudnn_attention --speed, 670b8a1): 128k Hq 16 629 against cuDNN's 594, Hq 32 619 against 547; 256k Hq 16
- * and 32 619 against 536 and 538. Below, the lead changes with the shape (16k 663-677 against 648-673, 32k Hq 16 662
- * against 663, 64k 607-631 against 626-644, but 32k Hq 32 552-586 against 528), and cuDNN's is kept: one threshold by
- * length, not a table of cells measured once each. */
+/* Auto on the own backward takes the pipelined forward too where its cell of the measured table is faster than
+ * cuDNN's (attention_rates.c: H200, 4k-16k at Hq 16, 4k-8k at Hq 32, and from 128k). */
 static bool auto_takes_own_forward(const attention_key *key) {
-    return auto_takes_own_backward(key) && key->shape.seq_len >= TT_CUDA_OWN_FORWARD_FROM_TOKENS;
+    return tt_cuda_auto_takes_own_forward(key->requested, key->nondeterministic, &key->shape);
 }
 
 static attention_key key_of(const tt_backend_settings *settings, const tt_attention_shape *shape) {
@@ -559,36 +563,41 @@ static attention_choice resolve_attention(const attention_key *key, tt_cudnn_att
             "attn_implementation: flash needs head_dim 64 or 128, no sliding window and no soft-capping (this model: head_dim %lld, "
             "window %lld). Use attn_implementation: auto",
             (long long)shape->head_dim, (long long)shape->sliding_window);
-    /* auto, deterministic (the default): cuDNN's forward with tiertrain's pipelined deterministic backward where those
-     * kernels run at head_dim 128 (sm_90, no sliding window: auto_takes_own_backward; head_dim 64 was not measured
-     * against cuDNN's deterministic backward); elsewhere cuDNN's fused attention with its
-     * deterministic backward (dQ without atomics), run on groups of heads and chunks of keys whose dP fits
-     * attn_workspace_limit, two groups at a time where there are several (create_deterministic_cudnn); where cuDNN
-     * cannot, the own kernels; else the reference kernels. Chosen by measurement on the H100 (test_gpu_attention and
-     * test_gpu_cudnn_attention --speed, B 1, Hkv 8, hd 128): the pipelined backward runs at 483-509 / 501-507 /
-     * 493-500 TFLOP/s at 16k / 64k / 256k (c98e7ac; 456-479 at 64k on a hot H100), cuDNN's deterministic one at 372
-     * (16k, 1 GiB of dP), 325 (64k, 1 GiB) or 415 (64k, 4 GiB) and not at all at 256k; cuDNN's forward 656 / 642
-     * against the pipelined one's 669-673 / 587-619, so the forward stays cuDNN's there; from 128k tokens on, the
-     * pipelined forward (auto_takes_own_forward: 619 against cuDNN's 536-538 at 256k).
-     * Qwen3-1.7B at 64k under checkpointing (2026-11-27): 10879 tok/s with cuDNN's
-     * deterministic backward in 8 head groups x 11 key chunks, 11017 with the pipelined kernels both ways. An
-     * explicit cudnn gets cuDNN both ways, its deterministic backward unless deterministic: false; auto with
-     * deterministic: false gets cuDNN's atomic backward (~557 TFLOP/s at 64k, not bit-reproducible). */
+    /* auto, deterministic (the default): tiertrain's pipelined deterministic backward where those kernels run at
+     * head_dim 128 (sm_90, no sliding window: auto_takes_own_backward; head_dim 64 was not measured against cuDNN's
+     * deterministic backward), with the forward its cell of attention_rates.c says is the faster (cuDNN's, or the
+     * pipelined one: auto_takes_own_forward); elsewhere cuDNN's fused attention with its deterministic backward (dQ
+     * without atomics), run on groups of heads and chunks of keys whose dP fits attn_workspace_limit, two groups at a
+     * time where there are several (create_deterministic_cudnn); where cuDNN cannot, the own kernels; else the
+     * reference kernels. The pipelined backward ran at 483-509 / 501-507 / 493-500 TFLOP/s at 16k / 64k / 256k on the
+     * H100 (c98e7ac), cuDNN's deterministic one at 372 (16k, 1 GiB of dP), 325 (64k, 1 GiB) or 415 (64k, 4 GiB) and
+     * not at all at 256k. Qwen3-1.7B at 64k under checkpointing (2026-11-27): 10879 tok/s with cuDNN's deterministic
+     * backward in 8 head groups x 11 key chunks, 11017 with the pipelined kernels both ways. An explicit cudnn gets
+     * cuDNN both ways, its deterministic backward unless deterministic: false; auto with deterministic: false gets
+     * cuDNN's forward and atomic backward (~547 TFLOP/s from 32k on the H200, not bit-reproducible) except where the
+     * cell says the pipelined kernels are faster still (4k-8k at Hq 16, 4k at Hq 32). */
     bool cudnn_backward = false;
     tt_cudnn_attention *a = NULL;
-    if (want == TT_ATTENTION_AUTO && key->nondeterministic) {
+    const tt_attention_rates *cell = tt_attention_rates_for(shape);
+    if (want == TT_ATTENTION_AUTO && key->nondeterministic && !auto_takes_own_backward(key)) {
         a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not);
         cudnn_backward = c.atomic_backward = a != NULL;
     }
     if (auto_takes_own_backward(key)) {
-        snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not,
-                 "tiertrain's pipelined backward is the faster deterministic one at head_dim 128 (H100: 456 to 512 "
-                 "TFLOP/s at 64k against cuDNN's 325 to 415)");
+        if (key->nondeterministic)
+            snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not,
+                     "with deterministic: false, tiertrain's pipelined backward is still the faster at this length "
+                     "(%.0f TFLOP/s against cuDNN's atomic %.0f at %lld tokens, Hq %lld on the H200)",
+                     cell->own_backward, cell->cudnn_atomic_backward, cell->seq_len, cell->num_heads);
+        else
+            snprintf(c.deterministic_why_not, sizeof c.deterministic_why_not,
+                     "tiertrain's pipelined backward is the faster deterministic one at head_dim 128 (H100: 456 to "
+                     "512 TFLOP/s at 64k against cuDNN's 325 to 415)");
         if (auto_takes_own_forward(key)) {
             snprintf(c.cudnn_forward_why_not, sizeof c.cudnn_forward_why_not,
-                     "from %d tokens the pipelined forward is the faster: 619 TFLOP/s at 256k against cuDNN's 536 "
-                     "to 538 on the H100",
-                     TT_CUDA_OWN_FORWARD_FROM_TOKENS);
+                     "the pipelined forward is the faster at this shape (%.0f TFLOP/s against cuDNN's %.0f at %lld "
+                     "tokens, Hq %lld on the H200: attention_rates.c)",
+                     cell->own_forward, cell->cudnn_forward, cell->seq_len, cell->num_heads);
         } else {
             a = tt_cudnn_attention_create(shape, 0, key->workspace_limit, why_not, sizeof why_not); /* its forward */
             if (!a)

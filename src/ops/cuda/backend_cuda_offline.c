@@ -68,7 +68,9 @@ static void attention_sizes(const tt_backend_settings *settings, const tt_attent
                    (long long)shape->head_dim, (long long)shape->sliding_window);
         *backward = tt_cuda_own_attention_backward_bytes(shape);
     } else if (own_backward) {
-        *forward = shape->seq_len >= TT_CUDA_OWN_FORWARD_FROM_TOKENS ? 0 : CUDNN_FORWARD_BYTES;
+        *forward = tt_cuda_auto_takes_own_forward(settings->attention, settings->nondeterministic, shape)
+                       ? 0
+                       : CUDNN_FORWARD_BYTES;
         *backward = tt_cuda_own_attention_backward_bytes(shape);
     } else {
         tt_die("plan without a GPU: this run's attention (head_dim %lld, window %lld, soft-capping %g, "

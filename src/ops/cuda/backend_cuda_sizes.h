@@ -8,12 +8,14 @@
 
 #include "ops/backend.h"
 
-/* attn_implementation auto with deterministic: true takes tiertrain's pipelined backward (with cuDNN's forward below
- * TT_CUDA_OWN_FORWARD_FROM_TOKENS, the pipelined one from there) where those kernels run at head_dim 128, the shape they
- * were measured at against cuDNN's deterministic backward (backend_cuda.c: resolve_attention). */
+/* attn_implementation auto takes tiertrain's pipelined backward where those kernels run at head_dim 128 (the shape
+ * they were measured at against cuDNN's), with deterministic: false only where its cell of the measured table
+ * (attention_rates.h) beats cuDNN's atomic backward; and its pipelined forward too where the cell says it is the
+ * faster (else cuDNN's). backend_cuda.c: resolve_attention. */
 bool tt_cuda_auto_takes_own_backward(tt_attention_kind requested, bool nondeterministic,
                                      const tt_attention_shape *shape);
-#define TT_CUDA_OWN_FORWARD_FROM_TOKENS 131072
+bool tt_cuda_auto_takes_own_forward(tt_attention_kind requested, bool nondeterministic,
+                                    const tt_attention_shape *shape);
 
 /* The per-op scratch after the GEMM workspace: the largest any one op needs, given the attention forward's own. */
 size_t tt_cuda_op_scratch_bytes(const tt_scratch_shape *shape, size_t attention_forward_workspace);

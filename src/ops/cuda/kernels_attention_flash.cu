@@ -43,6 +43,7 @@
 #include "ops/cuda/attention_device.cuh"
 #include "ops/cuda/attention_flash.h"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/kernel_attributes.h"
 
 /* ---------------------------------------------------------------------------------------------
  * PTX wrappers */
@@ -691,7 +692,7 @@ static void launch_forward(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_
     typedef forward_config<HEAD_DIM, FWD_WARPS, FWD_BLOCK_N> C;
     const int T = (int)s->seq_len;
     auto kernel = flash_forward_kernel<HEAD_DIM, FWD_WARPS, FWD_BLOCK_N>;
-    TT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SHARED_BYTES));
+    tt_cuda_kernel_shared_bytes((const void *)kernel, (int)(C::SHARED_BYTES));
     const dim3 grid((unsigned)(s->batch * s->num_heads), (unsigned)((T + C::BLOCK_M - 1) / C::BLOCK_M));
     kernel<<<grid, C::THREADS, C::SHARED_BYTES, stream>>>(out, lse, q, k, v, T, (int)s->num_heads, (int)s->num_kv_heads,
                                                           (float)(s->scale * 1.4426950408889634), s->positions);
@@ -720,7 +721,7 @@ static void launch_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16
     constexpr int KV_BLOCK_M = BWD_KV_BLOCK_M(HEAD_DIM);
     typedef backward_kv_config<HEAD_DIM, BWD_KV_WARPS, KV_BLOCK_M> KV;
     auto kv_kernel = flash_backward_kv_kernel<HEAD_DIM, BWD_KV_WARPS, KV_BLOCK_M>;
-    TT_CUDA_CHECK(cudaFuncSetAttribute(kv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KV::SHARED_BYTES));
+    tt_cuda_kernel_shared_bytes((const void *)kv_kernel, (int)(KV::SHARED_BYTES));
     const dim3 kv_grid((unsigned)(s->batch * Hkv), (unsigned)((T + KV::BLOCK_N - 1) / KV::BLOCK_N));
     kv_kernel<<<kv_grid, KV::THREADS, KV::SHARED_BYTES, stream>>>(dk, dv, dout, lse, D, q, k, v, T, Hq, Hkv, scale,
                                                                   scale_log2, s->positions);
@@ -728,7 +729,7 @@ static void launch_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16
 
     typedef backward_q_config<HEAD_DIM, BWD_Q_WARPS, BWD_Q_BLOCK_N> Q;
     auto q_kernel = flash_backward_q_kernel<HEAD_DIM, BWD_Q_WARPS, BWD_Q_BLOCK_N>;
-    TT_CUDA_CHECK(cudaFuncSetAttribute(q_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Q::SHARED_BYTES));
+    tt_cuda_kernel_shared_bytes((const void *)q_kernel, (int)(Q::SHARED_BYTES));
     const dim3 q_grid((unsigned)(s->batch * Hq), (unsigned)((T + Q::BLOCK_M - 1) / Q::BLOCK_M));
     q_kernel<<<q_grid, Q::THREADS, Q::SHARED_BYTES, stream>>>(dq, dout, lse, D, q, k, v, T, Hq, Hkv, scale, scale_log2,
                                                               s->positions);

@@ -32,6 +32,7 @@
 
 #include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/kernel_attributes.h"
 #include "ops/cuda/hopper_wgmma.cuh" /* and attention_device.cuh */
 
 #define BLOCK_M 128 /* queries a block: two warpgroups of 64 */
@@ -613,10 +614,8 @@ static void launch_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16
                             const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                             const tt_attention_shape *s, void *scratch, cudaStream_t stream) {
     /* per call: the attribute belongs to the current device's context */
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<HD, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       DKDV_SHARED_BYTES(HD)));
-    TT_CUDA_CHECK(
-        cudaFuncSetAttribute(hopper_dq_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_SHARED_BYTES(HD)));
+    tt_cuda_kernel_shared_bytes((const void *)hopper_dkdv_kernel<HD, false>, (int)(DKDV_SHARED_BYTES(HD)));
+    tt_cuda_kernel_shared_bytes((const void *)hopper_dq_kernel<HD>, (int)(DQ_SHARED_BYTES(HD)));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     float *D = (float *)scratch;
@@ -648,8 +647,7 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
         return;
     }
     /* per call: the attribute belongs to the current device's context */
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_kernel<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       DKDV_ORDERED_SHARED_BYTES));
+    tt_cuda_kernel_shared_bytes((const void *)hopper_dkdv_kernel<128, true>, (int)(DKDV_ORDERED_SHARED_BYTES));
     if (!ordered_dq) {
         launch_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, s, scratch, stream);
         return;
@@ -689,13 +687,11 @@ extern "C" void tt_cuda_hopper_attention_forward(tt_bf16 *out, float *lse, const
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale_log2 = (float)(s->scale * LOG2E);
     if (s->head_dim == 64) {
-        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           FWD_SHARED_BYTES(64)));
+        tt_cuda_kernel_shared_bytes((const void *)hopper_forward_kernel<64>, (int)(FWD_SHARED_BYTES(64)));
         hopper_forward_kernel<64>
             <<<grid, THREADS, FWD_SHARED_BYTES(64), stream>>>(out, lse, q, k, v, T, Hq, Hkv, scale_log2, s->positions);
     } else {
-        TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           FWD_SHARED_BYTES(128)));
+        tt_cuda_kernel_shared_bytes((const void *)hopper_forward_kernel<128>, (int)(FWD_SHARED_BYTES(128)));
         hopper_forward_kernel<128>
             <<<grid, THREADS, FWD_SHARED_BYTES(128), stream>>>(out, lse, q, k, v, T, Hq, Hkv, scale_log2, s->positions);
     }

@@ -19,6 +19,7 @@
 
 #include "ops/cuda/attention_hopper.h"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/kernel_attributes.h"
 #include "ops/cuda/hopper_pipeline.cuh"
 #include "ops/cuda/hopper_wgmma.cuh"
 
@@ -706,8 +707,7 @@ static void check_pipelined_arguments(const tt_attention_shape *s, const void *c
 template <int HD>
 static void forward_pipelined(tt_bf16 *out, float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                               const tt_attention_shape *s, cudaStream_t stream) {
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_forward_pipelined_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       PIPE_SHARED_BYTES(HD)));
+    tt_cuda_kernel_shared_bytes((const void *)hopper_forward_pipelined_kernel<HD>, (int)(PIPE_SHARED_BYTES(HD)));
     const int64_t B = s->batch, T = s->seq_len;
     const CUtensorMap q_map = sequence_map(q, B, T, s->num_heads * HD, 128);
     const CUtensorMap k_map = sequence_map(k, B, T, s->num_kv_heads * HD, 128);
@@ -752,11 +752,10 @@ static void backward_pipelined_dq_kernel(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, 
     /* packed documents take the kernels with the document code */
     const dkdv_kernel_fn dkdv =
         s->positions ? hopper_dkdv_pipelined_kernel<HD, false, true> : hopper_dkdv_pipelined_kernel<HD, false, false>;
-    TT_CUDA_CHECK(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, plain::bytes));
+    tt_cuda_kernel_shared_bytes((const void *)dkdv, (int)(plain::bytes));
     const dq_kernel_fn dq_kernel =
         s->positions ? hopper_dq_pipelined_kernel<HD, true> : hopper_dq_pipelined_kernel<HD, false>;
-    TT_CUDA_CHECK(
-        cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DQ_PIPE_SHARED_BYTES(HD)));
+    tt_cuda_kernel_shared_bytes((const void *)dq_kernel, (int)(DQ_PIPE_SHARED_BYTES(HD)));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     const int64_t B = s->batch;
@@ -799,8 +798,7 @@ extern "C" void tt_cuda_hopper_attention_backward_pipelined(tt_bf16 *dq, tt_bf16
     }
     typedef dkdv_layout<128, true, DKDV_STAGES(true)> ordered;
     /* the key-order schedule (not the one runs take) keeps the document code with or without documents */
-    TT_CUDA_CHECK(cudaFuncSetAttribute(hopper_dkdv_pipelined_kernel<128, true, true>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, ordered::bytes));
+    tt_cuda_kernel_shared_bytes((const void *)hopper_dkdv_pipelined_kernel<128, true, true>, (int)(ordered::bytes));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
     const float scale = (float)s->scale, scale_log2 = (float)(s->scale * LOG2E);
     const int64_t B = s->batch;

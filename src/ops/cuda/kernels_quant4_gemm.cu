@@ -42,6 +42,7 @@
 #include <cuda_bf16.h>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/kernel_attributes.h"
 #include "ops/cuda/hopper_pipeline.cuh" /* named_barrier_sync */
 #include "ops/cuda/hopper_wgmma.cuh"    /* wgmma, descriptors, tile offsets; cp.async and pack_bf16 */
 #include "ops/cuda/ops_cuda.h"
@@ -249,8 +250,7 @@ extern "C" void tt_cuda_gemm_4bit_nt(tt_bf16 *y, const tt_bf16 *x, const void *q
     a.k_tiles = (int)(K / GEMM_BLOCK_K);
     a.nf4 = format->type == TT_QUANT4_NF4;
     a.double_quant = format->double_quant;
-    TT_CUDA_CHECK(
-        cudaFuncSetAttribute(gemm_4bit_nt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SHARED_BYTES));
+    tt_cuda_kernel_shared_bytes((const void *)gemm_4bit_nt_kernel, (int)(GEMM_SHARED_BYTES));
     const dim3 grid((unsigned)(N / GEMM_BLOCK_N), (unsigned)((M + GEMM_BLOCK_M - 1) / GEMM_BLOCK_M));
     gemm_4bit_nt_kernel<<<grid, GEMM_THREADS, GEMM_SHARED_BYTES, stream>>>(a);
     TT_CUDA_CHECK(cudaGetLastError());

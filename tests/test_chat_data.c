@@ -102,7 +102,7 @@ static bool run_record(const tt_chat_format *f, json_t *record, tokenized *t) {
     memset(t, 0, sizeof *t);
     tt_chat_example ex;
     tt_chat_record(f, record, "test.jsonl:1", &ex);
-    bool ok = tt_chat_tokenize(f, &ex, &t->ids, &t->labels, &t->capacity);
+    bool ok = tt_chat_tokenize(f, &ex, &t->ids, &t->labels, &t->capacity, 0);
     t->not_found = ex.turns_not_found;
     if (ex.error) t->error = strdup(ex.error);
     tt_chat_example_free(&ex);

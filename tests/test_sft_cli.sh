@@ -180,6 +180,19 @@ check "chat training succeeds" test $? -eq 0
 check "... on the prepared file" grep -q "data: reusing the prepared dataset chat_prepared/" chat_train.txt
 check "... 2 steps logged" test "$(grep -c '"loss"' out_chat/metrics.jsonl)" -eq 2
 check "... the effective config keeps the mappings" grep -q "message_property_mappings: {role: from, content: value}" out_chat/checkpoint-2/run.yaml
+# a conversation longer than sequence_len is dropped before its turns are located (each a re-render of the whole
+# conversation: 4000 turns took minutes), and the others are kept as they were
+python3 -c '
+import json
+turns = [{"from": "human" if t % 2 == 0 else "gpt", "value": "turn %d of the long one" % t} for t in range(4000)]
+print(json.dumps({"conversations": turns}))' > long_chat.jsonl
+cat chats.jsonl >> long_chat.jsonl
+start=$(date +%s)
+"$tiertrain" preprocess chat.yaml "datasets=[{path: long_chat.jsonl, type: chat_template, field_messages: conversations, message_property_mappings: {role: from, content: value}}]" \
+  dataset_prepared_path=long_prepared > long_chat.txt 2>&1
+check "a 4000-turn conversation over sequence_len is dropped" grep -q "dropped 1 document(s) longer than sequence_len 256" long_chat.txt
+check "... the other 8 kept as before ($chat_expected trained)" grep -q "8 documents, [0-9]* tokens, $chat_expected of them trained" long_chat.txt
+check "... without locating its 4000 turns ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -lt 30
 "$tiertrain" preprocess chat.yaml train_on_eos=none > chat_none.txt 2>&1
 check "train_on_eos none: only the answers ($answers)" grep -q "8 documents, [0-9]* tokens, $answers of them trained" chat_none.txt
 # an unknown role and a template that raises: file, line, field and the template's message

@@ -186,7 +186,7 @@ static void end_token(const tt_token_ids *ids, int64_t end, const int32_t *set, 
 }
 
 bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids *ids, uint8_t **labels,
-                      int64_t *label_capacity) {
+                      int64_t *label_capacity, int64_t longest_kept) {
     size_t turns = json_array_size(ex->messages);
     bool any_spans = false;
     for (size_t t = 0; t < turns && !any_spans; t++) any_spans = turn_spans(ex, t) != NULL;
@@ -196,6 +196,10 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
     encode(f, &full, ids);
     grow_labels(labels, label_capacity, ids->count + 1);
     memset(*labels, 0, (size_t)ids->count);
+    if (longest_kept > 0 && ids->count > longest_kept) { /* dropped: its turns need not be found */
+        tt_jinja_output_free(&full);
+        return true;
+    }
     int64_t *ranges = NULL, assistants = 0;
     if (f->has_generation) {
         for (size_t i = 0; i < turns; i++)

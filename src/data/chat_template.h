@@ -101,9 +101,11 @@ void tt_chat_example_free(tt_chat_example *ex);
 
 /* The example's ids (ids is reset, then filled) and labels[ids->count] (1: trains), *labels grown
  * as needed. Returns false with ex->error set when the template raises (or, with {% generation %},
- * marks a different number of blocks than there are assistant messages). */
+ * marks a different number of blocks than there are assistant messages). A conversation of more than
+ * longest_kept tokens (0: no limit), which the caller drops, gets its ids and no trained label, without locating
+ * its turns (a re-render of the conversation each). */
 bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids *ids, uint8_t **labels,
-                      int64_t *label_capacity);
+                      int64_t *label_capacity, int64_t longest_kept);
 
 /* A conversation's prompt for generation (tiertrain inference): messages ([{role, content}]) rendered with
  * add_generation_prompt true and tokenized as apply_chat_template(tokenize=True) tokenizes (ids is reset, then

@@ -49,6 +49,10 @@ typedef struct {
     bool failed;
     int depth;
     tt_jinja_template *t;
+    /* line_col's cursor: the line and column of source byte lc_pos. Tokens are pushed in source order, so each
+     * position is counted from the last one (one pass over the template), not from its start. */
+    size_t lc_pos;
+    int lc_line, lc_col;
 } parser;
 
 static void perr(parser *p, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -63,18 +67,23 @@ static void perr(parser *p, int line, int col, const char *fmt, ...) {
     if (p->err && p->err_size) snprintf(p->err, p->err_size, "%s:%d:%d: %s", p->origin, line, col, msg);
 }
 
-static void line_col(const parser *p, size_t pos, int *line, int *col) {
-    int l = 1, c = 1;
-    for (size_t i = 0; i < pos && i < p->len; i++) {
-        if (p->src[i] == '\n') {
-            l++;
-            c = 1;
+/* The 1-based line and column of source byte pos. */
+static void line_col(parser *p, size_t pos, int *line, int *col) {
+    if (pos > p->len) pos = p->len;
+    if (p->lc_line == 0 || pos < p->lc_pos) { /* the first call, or a position behind the cursor (an error's) */
+        p->lc_pos = 0;
+        p->lc_line = p->lc_col = 1;
+    }
+    for (; p->lc_pos < pos; p->lc_pos++) {
+        if (p->src[p->lc_pos] == '\n') {
+            p->lc_line++;
+            p->lc_col = 1;
         } else {
-            c++;
+            p->lc_col++;
         }
     }
-    *line = l;
-    *col = c;
+    *line = p->lc_line;
+    *col = p->lc_col;
 }
 
 static token *push_tok(parser *p, tk_kind k, size_t pos) {

@@ -374,7 +374,9 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
         }
 #pragma omp parallel for schedule(dynamic, 1)
         for (int i = 0; i < n; i++) {
-            if (chat) tt_chat_tokenize(chat, &chats[i], &ids[i], &labels[i], &label_capacity[i]);
+            if (chat)
+                tt_chat_tokenize(chat, &chats[i], &ids[i], &labels[i], &label_capacity[i],
+                                 truncate || spec->type == TT_DATASET_COMPLETION ? 0 : run->sequence_len);
             else tt_sft_tokenize_example(tok, special, &examples[i], &ids[i], &labels[i], &label_capacity[i]);
         }
         for (int i = 0; i < n; i++) {

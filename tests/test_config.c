@@ -98,6 +98,7 @@ static const char *const all_keys[] = {"base_model",
                                        "lora_dropout",
                                        "lora_target_modules",
                                        "lora_target_linear",
+                                       "lora_modules_to_save",
                                        "lora_model_dir",
                                        "freeze_embeddings",
                                        "frozen_layers",
@@ -127,7 +128,7 @@ static const char *const all_keys[] = {"base_model",
                                        "peft_use_rslora",
                                        "neftune_noise_alpha"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 114 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 115 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

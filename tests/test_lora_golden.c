@@ -28,11 +28,51 @@ static const tt_st_tensor *need(const tt_st_file *f, const char *name) {
     return t;
 }
 
-/* Returns false when the fixture is absent. */
-static bool run_fixture(const char *source_dir, const char *name, bool checkpointing) {
+/* adapter_config.json's modules_to_save as a set of tt_saved_module. */
+static unsigned modules_to_save_of(json_t *adapter_config) {
+    unsigned set = 0;
+    json_t *list = json_object_get(adapter_config, "modules_to_save");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *m = json_string_value(json_array_get(list, i));
+        set |= strcmp(m, "embed_tokens") == 0 ? TT_SAVE_EMBED_TOKENS : strcmp(m, "lm_head") == 0 ? TT_SAVE_LM_HEAD : 0;
+    }
+    return set;
+}
+
+/* tt_lora_save_peft writes what peft's save_pretrained wrote: the same tensor names, the same F32 bytes. */
+static void check_saved_like_peft(const tt_model_state *s, const char *lora_dir, const char *name) {
+    char out[] = "/tmp/tt_lora_golden_XXXXXX", path[4300];
+    TT_EXPECT(mkdtemp(out) != NULL, "a scratch directory");
+    tt_lora_save_peft((const float *)s->weights + s->params.trainable_start, &s->params, TT_F32, NULL, out);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", lora_dir);
+    tt_st_file peft, ours;
+    tt_st_open(path, &peft);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", out);
+    tt_st_open(path, &ours);
+    bool same = peft.count == ours.count;
+    for (int i = 0; i < peft.count && same; i++) {
+        const tt_st_tensor *t = tt_st_find(&ours, peft.tensors[i].name);
+        same = t && t->bytes == peft.tensors[i].bytes && memcmp(t->data, peft.tensors[i].data, t->bytes) == 0;
+    }
+    TT_EXPECT(same, "%s: the saved adapter holds peft's %d tensors by name and bytes (ours: %d)", name, peft.count,
+              ours.count);
+    tt_st_close(&peft);
+    tt_st_close(&ours);
+    snprintf(path, sizeof path, "%s/adapter_config.json", out);
+    json_error_t error;
+    json_t *config = json_load_file(path, 0, &error);
+    TT_EXPECT(config && modules_to_save_of(config) == s->params.lora_modules_to_save,
+              "%s: adapter_config.json's modules_to_save is the run's", name);
+    json_decref(config);
+    snprintf(path, sizeof path, "rm -rf '%s'", out);
+    TT_EXPECT(system(path) == 0, "scratch removed");
+}
+
+/* Returns false when the fixture is absent. variant: the fixture's folder (lora; lora_save: with modules_to_save). */
+static bool run_fixture(const char *source_dir, const char *name, const char *variant, bool checkpointing) {
     char dir[4096], lora_dir[4200], path[4300];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", source_dir, name);
-    snprintf(lora_dir, sizeof lora_dir, "%s/lora", dir);
+    snprintf(lora_dir, sizeof lora_dir, "%s/%s", dir, variant);
     snprintf(path, sizeof path, "%s/golden.safetensors", lora_dir);
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -55,7 +95,8 @@ static bool run_fixture(const char *source_dir, const char *name, bool checkpoin
             if (strcmp(json_string_value(json_array_get(list, i)), tt_lora_module_name(m)) == 0) targets |= 1u << m;
     const tt_trainable_spec spec = {.lora_rank = json_integer_value(json_object_get(adapter_config, "r")),
                                     .lora_alpha = json_number_value(json_object_get(adapter_config, "lora_alpha")),
-                                    .lora_targets = targets};
+                                    .lora_targets = targets,
+                                    .lora_modules_to_save = modules_to_save_of(adapter_config)};
     json_decref(adapter_config);
     char adapter_path[4400];
     snprintf(adapter_path, sizeof adapter_path, "%s", path);
@@ -95,20 +136,25 @@ static bool run_fixture(const char *source_dir, const char *name, bool checkpoin
     TT_EXPECT(fabs(loss - golden_loss) <= 1e-5 * fabs(golden_loss), "%s LoRA: loss %.9g, peft %.9g", name, loss,
               golden_loss);
     char key[200];
-    int adapters = 0;
+    int adapters = 0, saved_modules = 0;
     for (int i = 0; i < s.params.count; i++) {
         const tt_param_info *p = &s.params.params[i];
         if (!p->trainable) continue;
-        snprintf(key, sizeof key, "grad.%s", p->name);
+        const bool adapter = p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B;
+        /* a module_to_save's gradient under peft's saved name */
+        snprintf(key, sizeof key, adapter ? "grad.%s" : "grad.base_model.model.%s", p->name);
         const tt_st_tensor *g = need(&golden, key);
         TT_EXPECT(g->dtype == TT_F32 && (int64_t)(g->bytes / 4) == p->numel, "%s: %s shape", name, key);
         const double err = tt_max_rel_error_f32((const float *)s.gradients + (p->offset - s.params.trainable_start),
                                                 g->data, (size_t)p->numel);
         TT_EXPECT(err <= 1e-5, "%s: gradient of %s differs from peft's by %.3g relative", name, p->name, err);
-        adapters++;
+        *(adapter ? &adapters : &saved_modules) += 1;
     }
     TT_EXPECT(adapters == 2 * __builtin_popcount(tt_arch_lora_modules(&s.config)) * s.config.num_layers,
               "%s: %d adapter gradients checked", name, adapters);
+    TT_EXPECT(saved_modules == __builtin_popcount(spec.lora_modules_to_save),
+              "%s: %d modules_to_save gradients checked (embed_tokens and lm_head trained whole)", name, saved_modules);
+    if (!checkpointing) check_saved_like_peft(&s, lora_dir, name);
     tt_st_close(&golden);
     tt_model_state_free(&s);
     return true;
@@ -121,10 +167,13 @@ int main(int argc, char **argv) {
                               "tiny_olmo2", "tiny_smollm3", "tiny_granite", "tiny_phi3"};
     int present = 0;
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
-        if (run_fixture(source_dir, fixtures[i], false)) {
-            run_fixture(source_dir, fixtures[i], true);
+        if (run_fixture(source_dir, fixtures[i], "lora", false)) {
+            run_fixture(source_dir, fixtures[i], "lora", true);
             present++;
         }
+    /* peft's modules_to_save: embed_tokens and lm_head trained whole beside the adapters */
+    if (run_fixture(source_dir, "tiny_llama", "lora_save", false))
+        run_fixture(source_dir, "tiny_llama", "lora_save", true);
     if (present == 0) {
         printf("lora_golden: no LoRA fixture: nothing compared (skipped)\n");
         return 77; /* ctest's SKIP_RETURN_CODE: reported as skipped, not passed */

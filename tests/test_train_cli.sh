@@ -551,6 +551,51 @@ check "merge succeeds" test $? -eq 0 -a -f out_merged/model.safetensors -a -f ou
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_merged output_dir=out_mt max_steps=1 > train_mt.txt 2>&1
 check "the merged model trains" test $? -eq 0
 
+# lora_modules_to_save (PEFT's modules_to_save): embed_tokens and lm_head of an untied model train whole beside the
+# adapters, are saved with them under PEFT's names, continue bit for bit, and replace the base's in a merge
+mkdir -p model_untied
+sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' model/config.json > model_untied/config.json
+"$tiertrain" train --config run.yaml "${overrides[@]}" model_config=model_untied/config.json output_dir=out_u \
+  max_steps=1 > train_u.txt 2>&1
+saved=(model_config=null base_model=out_u adapter=lora lora_r=4 lora_alpha=8 lora_target_linear=true
+       "lora_modules_to_save=[embed_tokens, lm_head]")
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${saved[@]}" output_dir=out_ls max_steps=2 > train_ls.txt 2>&1
+check "LoRA with lora_modules_to_save trains" test $? -eq 0
+check "... saying what trains whole" grep -q "and embed_tokens and lm_head trained whole (lora_modules_to_save)" \
+  train_ls.txt
+tensor_bytes() { # file tensor: the tensor's raw bytes (hex) from a safetensors file
+  python3 -c '
+import json, struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+begin, end = h[sys.argv[2]]["data_offsets"]; f.seek(8 + n + begin); print(f.read(end - begin).hex())' "$1" "$2"
+}
+check "... saved under PEFT's names, with modules_to_save in adapter_config.json" python3 -c '
+import json, struct
+f = open("out_ls/adapter_model.safetensors", "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+assert "base_model.model.model.embed_tokens.weight" in h and "base_model.model.lm_head.weight" in h, sorted(h)[:4]
+assert json.load(open("out_ls/adapter_config.json"))["modules_to_save"] == ["embed_tokens", "lm_head"]'
+check "... the embedding trained" test "$(tensor_bytes out_u/model.safetensors model.embed_tokens.weight)" != \
+  "$(tensor_bytes out_ls/adapter_model.safetensors base_model.model.model.embed_tokens.weight)"
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${saved[@]}" lora_model_dir=out_ls output_dir=out_lsc \
+  max_steps=1 learning_rate=1e-30 save_steps=0 > train_lsc.txt 2>&1
+check "... lora_model_dir continues from the adapter and its modules_to_save bit for bit" \
+  cmp -s out_ls/adapter_model.safetensors out_lsc/adapter_model.safetensors
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${saved[@]}" lora_model_dir=out_l output_dir=out_lsx \
+  max_steps=1 > train_lsx.txt 2>&1
+check "... an adapter without them is refused, naming the key" \
+  grep -q "modules_to_save is not the run's lora_modules_to_save" train_lsx.txt
+"$tiertrain" merge --base out_u --adapter out_ls -o out_lsm > merge_ls.txt 2>&1
+check "... merge puts the trained LM head into the model" \
+  test "$(tensor_bytes out_lsm/model.safetensors lm_head.weight)" = \
+  "$(tensor_bytes out_ls/adapter_model.safetensors base_model.model.lm_head.weight)"
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" "lora_modules_to_save=[embed_tokens]" \
+  output_dir=out_lst max_steps=1 > train_lst.txt 2>&1
+check "... refused on a tied model, saying why" grep -q "lora_modules_to_save with a model whose LM head is its embedding" \
+  train_lst.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${saved[@]}" "lora_modules_to_save=[norm]" output_dir=out_lsn \
+  max_steps=1 > train_lsn.txt 2>&1
+check "... a module it cannot train whole is refused by name" grep -q "lora_modules_to_save lists 'norm'" train_lsn.txt
+
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
 check "training from a saved checkpoint succeeds" test $? -eq 0

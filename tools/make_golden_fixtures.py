@@ -24,6 +24,10 @@ it writes into <out>/<name>/:
                                   golden.safetensors: input_ids, labels, loss (float64 [1]) and
                                   grad.<adapter name> (float32) for every adapter tensor, the base
                                   frozen, computed in float64 as above
+  tiny_llama/lora_save/           (with --lora-modules-to-save, alone) the same with peft's
+                                  modules_to_save [embed_tokens, lm_head] trained whole: their
+                                  values moved off the base's (so a load must read them) and
+                                  their gradients in golden.safetensors under peft's saved names
 
 The reference (loss, gradients, the AdamW step) runs in float64. transformers keeps three things
 in float32 even for a float64 model: RMSNorm (it upcasts to float32 and casts back), the eager
@@ -500,12 +504,20 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 LORA_TARGETS_FUSED = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]  # Phi-3's linear layers
 
 
-def make_lora_fixture(name, out_dir, stock):
+def peft_saved_name(pname):
+    """The name peft's save_pretrained gives a trainable parameter: the adapter name dropped, and a module_to_save's
+    wrapper too (base_model.model.model.embed_tokens.modules_to_save.default.weight ->
+    base_model.model.model.embed_tokens.weight)."""
+    return pname.replace(".modules_to_save.default.", ".").replace(".default.", ".")
+
+
+def make_lora_fixture(name, out_dir, stock, modules_to_save=None):
     """peft's LoRA on the fixture's model: adapters saved by peft, and the loss and the adapters'
-    gradients of one forward and backward (the base frozen) in float64."""
+    gradients of one forward and backward (the base frozen) in float64. modules_to_save (a list of module names):
+    those trained whole beside the adapters, into <name>/lora_save/."""
     import peft  # only --lora needs it
 
-    directory = os.path.join(out_dir, name, "lora")
+    directory = os.path.join(out_dir, name, "lora_save" if modules_to_save else "lora")
     for fname in ("adapter_model.safetensors", "adapter_config.json", "golden.safetensors", "README.md"):
         if os.path.isfile(os.path.join(directory, fname)):
             os.remove(os.path.join(directory, fname))
@@ -518,24 +530,29 @@ def make_lora_fixture(name, out_dir, stock):
                 raise SystemExit(f"{name}: {pname} differs from the fixture's model.safetensors; rerun without --only")
     targets = LORA_TARGETS_FUSED if name == "tiny_phi3" else LORA_TARGETS
     lora_config = peft.LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=targets,
-                                  bias="none", task_type="CAUSAL_LM")
+                                  bias="none", task_type="CAUSAL_LM", modules_to_save=modules_to_save)
     model = peft.get_peft_model(base, lora_config)
     torch.manual_seed(LORA_SEED)
     adapters = {}
     with torch.no_grad():
         for pname, p in model.named_parameters():
             if p.requires_grad:
-                if ".lora_A." not in pname and ".lora_B." not in pname:
+                if ".modules_to_save." in pname:  # a copy of the base's: moved off it, so that a load must read it
+                    p.add_(torch.randn_like(p) * 0.05)
+                elif ".lora_A." not in pname and ".lora_B." not in pname:
                     raise SystemExit(f"{name}: trainable parameter {pname} is not a LoRA adapter")
-                p.normal_(0.0, 0.1)
-                adapters[pname.replace(".default.", ".")] = p
+                else:
+                    p.normal_(0.0, 0.1)
+                adapters[peft_saved_name(pname)] = p
     model.save_pretrained(directory)
     with safe_open(os.path.join(directory, "adapter_model.safetensors"), framework="pt") as f:
         if set(f.keys()) != set(adapters):
             raise SystemExit(f"{directory}: peft saved {sorted(f.keys())[:4]}..., expected {sorted(adapters)[:4]}...")
         for key in f.keys():
-            if not key.startswith("base_model.model.model.layers.") or f.get_tensor(key).dtype != torch.float32:
+            if not key.startswith("base_model.model.") or f.get_tensor(key).dtype != torch.float32:
                 raise SystemExit(f"{directory}: unexpected tensor {key}")
+            if not torch.equal(f.get_tensor(key), adapters[key].detach()):
+                raise SystemExit(f"{directory}: {key} was saved with other values than the model's")
 
     model = model.to(torch.float64)
     model.eval()
@@ -553,7 +570,7 @@ def make_lora_fixture(name, out_dir, stock):
     }
     for pname, p in model.named_parameters():
         if p.requires_grad:
-            tensors["grad." + pname.replace(".default.", ".")] = p.grad.detach().to(torch.float32).contiguous()
+            tensors["grad." + peft_saved_name(pname)] = p.grad.detach().to(torch.float32).contiguous()
         elif p.grad is not None:
             raise SystemExit(f"{name}: frozen {pname} got a gradient")
     metadata = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
@@ -561,7 +578,8 @@ def make_lora_fixture(name, out_dir, stock):
                 "reference": "stock transformers" if stock else "float64 (RMSNorm, softmax, loss); float32 RoPE tables"}
     save_file(tensors, os.path.join(directory, "golden.safetensors"), metadata=metadata)
     sizes = {f: os.path.getsize(os.path.join(directory, f)) for f in sorted(os.listdir(directory))}
-    print(f"{name}/lora: loss {float(loss):.15g}, {len(adapters)} adapter tensors; files {sizes}")
+    print(f"{name}/{os.path.basename(directory)}: loss {float(loss):.15g}, {len(adapters)} trainable tensors; "
+          f"files {sizes}")
     return sum(sizes.values())
 
 
@@ -606,6 +624,9 @@ def main():
                         help="save the unpatched model's .loss and gradients (float32 RMSNorm, softmax, loss)")
     parser.add_argument("--lora", action="store_true",
                         help="also write <fixture>/lora/: peft adapters and the LoRA gradients (needs peft)")
+    parser.add_argument("--lora-modules-to-save", action="store_true",
+                        help="write tiny_llama/lora_save/: the LoRA fixture with modules_to_save [embed_tokens, "
+                             "lm_head] trained whole (needs peft; tiny_llama/model.safetensors as made before)")
     parser.add_argument("--gemma3-multimodal", action="store_true",
                         help="also write tiny_gemma3_multimodal/: tiny_gemma3's language model inside a "
                              "Gemma3ForConditionalGeneration checkpoint (with a tiny vision tower)")
@@ -616,7 +637,7 @@ def main():
     torch.set_num_threads(1)  # one reduction order, whatever the machine's core count
     total = 0
     failed = []
-    for name in args.only:
+    for name in (args.only if not args.lora_modules_to_save or args.only != list(FIXTURES) else []):
         try:
             total += make_fixture(name, args.out, args.stock_transformers)
             if args.lora:
@@ -625,6 +646,13 @@ def main():
             import traceback
             traceback.print_exc()
             failed.append(f"{name}: {type(error).__name__}: {error}")
+    if args.lora_modules_to_save:
+        try:
+            total += make_lora_fixture("tiny_llama", args.out, args.stock_transformers, ["embed_tokens", "lm_head"])
+        except Exception as error:
+            import traceback
+            traceback.print_exc()
+            failed.append(f"tiny_llama lora_save: {type(error).__name__}: {error}")
     if args.gemma3_multimodal:
         try:
             total += make_gemma3_multimodal(args.out)

@@ -156,6 +156,19 @@ static void adapter_settings(tt_run_config *run, const char *dir) {
     run->peft_use_rslora = a.rslora;
     run->lora_target_modules = a.targets;
     run->lora_target_linear = false;
+    /* modules_to_save: the run's list, owned by it as the loader's are */
+    for (int i = 0; i < run->lora_modules_to_save_count; i++) free(run->lora_modules_to_save[i]);
+    free(run->lora_modules_to_save);
+    run->lora_modules_to_save = NULL;
+    run->lora_modules_to_save_count = 0;
+    static const char *const names[2] = {"embed_tokens", "lm_head"};
+    for (int m = 0; m < 2; m++) {
+        if (!((a.modules_to_save >> m) & 1u)) continue;
+        run->lora_modules_to_save =
+            tt_xrealloc(run->lora_modules_to_save, sizeof(char *) * (size_t)(run->lora_modules_to_save_count + 1),
+                        "lora_modules_to_save");
+        run->lora_modules_to_save[run->lora_modules_to_save_count++] = tt_xstrdup(names[m]);
+    }
 }
 
 /* Where the model comes from: the run's output (its adapter on its base, or its full model), or --model / --adapter. */

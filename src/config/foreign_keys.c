@@ -153,7 +153,7 @@ static const foreign_key_group groups[] = {
     {.names =
          "peft_use_dora|lora_fan_in_fan_out|lora_alpha_pattern|lora_rank_pattern|peft_layers_to_transform|"
          "peft_layers_pattern|peft_layer_replication|peft_trainable_token_indices|peft_init_lora_weights|"
-         "peft_ensure_weight_tying|lora_modules_to_save|peft|mora|mora_type|use_mora|relora|relora_cpu_offload|"
+         "peft_ensure_weight_tying|peft|mora|mora_type|use_mora|relora|relora_cpu_offload|"
          "relora_prune_method|relora_prune_ratio|lisa_n_layers|lisa_step_interval|lisa_layers_attribute|"
          "unfrozen_parameters|spectrum_model_name|spectrum_top_fraction|train_attn|train_mlp|train_unembed|merge_lora|"
          "merge_method",

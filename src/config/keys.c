@@ -155,6 +155,14 @@ const key_spec cfg_keys[] = {
      .null_is_default = true,
      .help = "adapters on every linear layer of every decoder layer, as peft's all-linear (q/k/v/o_proj and "
              "gate/up/down_proj; Phi-3's qkv_proj, o_proj, gate_up_proj, down_proj), with lora_target_modules too"},
+    {.name = "lora_modules_to_save",
+     .type = KEY_STRING_LIST,
+     .offset = FIELD(lora_modules_to_save),
+     .count_offset = FIELD(lora_modules_to_save_count),
+     .default_text = "~",
+     .help = "with LoRA, parts of the base trained whole beside the adapters and saved with them as PEFT's "
+             "modules_to_save (axolotl's key): embed_tokens, lm_head (new tokens' rows train); a model with tied "
+             "embeddings is refused for now"},
     {.name = "lora_model_dir",
      .type = KEY_STRING,
      .offset = FIELD(lora_model_dir),

@@ -411,6 +411,20 @@ void tt_run_config_load(tt_run_config *c, const char *path, int override_count, 
     cfg_apply_deepspeed(c);
 }
 
+unsigned tt_run_config_modules_to_save(const tt_run_config *run) {
+    unsigned set = 0;
+    for (int i = 0; i < run->lora_modules_to_save_count; i++) {
+        const char *name = run->lora_modules_to_save[i];
+        if (strcmp(name, "embed_tokens") == 0) set |= TT_SAVE_EMBED_TOKENS;
+        else if (strcmp(name, "lm_head") == 0) set |= TT_SAVE_LM_HEAD;
+        else
+            tt_die("lora_modules_to_save lists '%s'; tiertrain trains embed_tokens and lm_head whole beside LoRA "
+                   "adapters (the decoder layers' linear layers take adapters: lora_target_modules)",
+                   name);
+    }
+    return set;
+}
+
 unsigned tt_run_config_lora_targets(const tt_run_config *c) {
     return c->lora_target_linear ? TT_LORA_ALL_MODULES : c->lora_target_modules;
 }

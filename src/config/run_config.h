@@ -141,8 +141,11 @@ typedef struct tt_run_config {
     double lora_dropout;          /* dropout on each adapter's input, training only */
     unsigned lora_target_modules; /* set of tt_lora_module */
     bool lora_target_linear;      /* every linear layer of the decoder layers (the family's modules, all-linear) */
-    char *lora_model_dir;         /* a PEFT adapter directory to continue from, or NULL */
-    const char *lora_key_given;   /* the first lora_* key given a value (for the check against adapter), or NULL */
+    char **lora_modules_to_save;  /* PEFT's modules_to_save: embed_tokens, lm_head (trained whole, saved with the
+                                     adapters); NULL: none */
+    int lora_modules_to_save_count;
+    char *lora_model_dir;       /* a PEFT adapter directory to continue from, or NULL */
+    const char *lora_key_given; /* the first lora_* key given a value (for the check against adapter), or NULL */
     /* adapter: qlora (axolotl's / transformers' BitsAndBytesConfig keys) */
     bool load_in_4bit; /* the frozen linear weights in 4 bits; required by qlora */
     tt_quant_type bnb_4bit_quant_type;
@@ -289,6 +292,9 @@ bool tt_run_config_knows_key(const char *name);
 
 /* The modules that get adapters: lora_target_modules, or all of them with lora_target_linear. */
 unsigned tt_run_config_lora_targets(const tt_run_config *config);
+/* lora_modules_to_save as a set of tt_saved_module (model/params.h): embed_tokens and lm_head; another name is an
+ * error naming it. */
+unsigned tt_run_config_modules_to_save(const tt_run_config *config);
 
 /* optimizer: bitsandbytes' 8-bit AdamW (adamw_bnb_8bit, or its names adamw_8bit and paged_adamw_8bit). */
 bool tt_run_config_optimizer_8bit(const tt_run_config *config);

@@ -231,6 +231,7 @@ static void check_adapter(const tt_run_config *c) {
         tt_die("adapter: %s has no modules to adapt: lora_target_modules is empty and lora_target_linear is false; "
                "set lora_target_linear: true (every linear layer) or lora_target_modules: [q_proj, v_proj, ...]",
                c->adapter == TT_ADAPTER_QLORA ? "qlora" : "lora");
+    if (c->adapter != TT_ADAPTER_NONE) (void)tt_run_config_modules_to_save(c); /* its names, before any work */
     if (c->adapter != TT_ADAPTER_NONE && (c->freeze_embeddings || c->frozen_layer_count > 0))
         tt_die("%s chooses what full fine-tuning trains, but with adapter: %s the whole base model is frozen "
                "already; remove %s, or remove adapter for full fine-tuning",

@@ -40,20 +40,13 @@ size_t tt_offloaded_block_bytes(const tt_size_table *t, const tt_plan *plan, int
     return bytes;
 }
 
-/* The unit of a trainable parameter: 0 the embedding, l + 1 decoder layer l, L + 1 the final norm and LM head. */
-static int64_t unit_of(const tt_param_info *p, int64_t num_layers) {
-    if (p->kind == TT_PARAM_EMBED) return 0;
-    if (p->kind == TT_PARAM_FINAL_NORM || p->kind == TT_PARAM_LM_HEAD) return num_layers + 1;
-    return p->layer + 1;
-}
-
 void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, int64_t *start) {
     const int64_t units = num_layers + 2;
     for (int64_t u = 0; u <= units; u++) start[u] = params->trainable_numel;
     for (int i = 0; i < params->count; i++) {
         const tt_param_info *p = &params->params[i];
         if (!p->trainable) continue;
-        const int64_t u = unit_of(p, num_layers), at = p->offset - params->trainable_start;
+        const int64_t u = tt_param_unit(p, num_layers), at = p->offset - params->trainable_start;
         if (at < start[u]) start[u] = at;
     }
     /* an empty unit starts where the next one does */
@@ -63,7 +56,7 @@ void tt_optimizer_unit_starts(const tt_param_table *params, int64_t num_layers, 
     for (int i = 0; i < params->count; i++) {
         const tt_param_info *p = &params->params[i];
         if (!p->trainable) continue;
-        const int64_t u = unit_of(p, num_layers), at = p->offset - params->trainable_start;
+        const int64_t u = tt_param_unit(p, num_layers), at = p->offset - params->trainable_start;
         TT_CHECK(at >= start[u] && at + p->numel <= start[u + 1], "parameter %s lies outside its optimizer unit",
                  p->name);
     }

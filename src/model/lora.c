@@ -70,6 +70,45 @@ static void target_regex(const tt_param_table *table, char *out, size_t size) {
     if (n < size) snprintf(out + n, size - n, ")");
 }
 
+/* The name of a trainable tensor in PEFT's adapter_model.safetensors: an adapter's own, or a module_to_save's
+ * "base_model.model.<its name in the model>" (PEFT drops the modules_to_save.<adapter> of the wrapper when saving). */
+static const char *peft_name(const tt_param_info *p, char *buf, size_t size) {
+    if (is_adapter(p)) return p->name;
+    snprintf(buf, size, "base_model.model.%s", p->name);
+    return buf;
+}
+
+static const char *const saved_module_names[2] = {"embed_tokens", "lm_head"};
+
+/* adapter_config.json's modules_to_save: the list, or null. */
+static json_t *modules_to_save_json(unsigned set) {
+    if (!set) return json_null();
+    json_t *list = json_array();
+    for (int i = 0; i < 2; i++)
+        if ((set >> i) & 1u) json_array_append_new(list, json_string(saved_module_names[i]));
+    return list;
+}
+
+/* adapter_config.json's modules_to_save as a set of tt_saved_module; another module is an error naming the file. */
+static unsigned modules_to_save_of(json_t *root, const char *path) {
+    json_t *list = json_object_get(root, "modules_to_save");
+    if (!list || json_is_null(list)) return 0;
+    if (!json_is_array(list)) tt_die("%s: modules_to_save must be a list of module names or null", path);
+    unsigned set = 0;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *name = json_string_value(json_array_get(list, i));
+        int found = -1;
+        for (int m = 0; name && m < 2 && found < 0; m++)
+            if (strcmp(name, saved_module_names[m]) == 0) found = m;
+        if (found < 0)
+            tt_die("%s: modules_to_save lists '%s'; tiertrain loads adapters whose modules_to_save are embed_tokens "
+                   "and lm_head",
+                   path, name ? name : "?");
+        set |= 1u << found;
+    }
+    return set;
+}
+
 void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_dtype dtype, const char *base_model,
                        const char *dir) {
     TT_CHECK(table->lora_rank > 0, "saving adapters of a model without any");
@@ -83,13 +122,14 @@ void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_d
     }
     tt_st_writer writer;
     tt_st_writer_init(&writer);
+    char saved_name[160];
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
-        if (!is_adapter(p)) continue;
-        const int64_t at = p->offset - table->trainable_start; /* adapters are trainable */
+        if (!p->trainable) continue; /* the adapters, and the modules_to_save */
+        const int64_t at = p->offset - table->trainable_start;
         const void *data =
             converted ? (const unsigned char *)converted + (size_t)at * elem : (const void *)(trainable + at);
-        tt_st_writer_add(&writer, p->name, dtype, p->ndim, p->shape, data);
+        tt_st_writer_add(&writer, peft_name(p, saved_name, sizeof saved_name), dtype, p->ndim, p->shape, data);
     }
     tt_st_writer_add_metadata(&writer, "format", "pt");
     char path[4200];
@@ -111,7 +151,7 @@ void tt_lora_save_peft(const float *trainable, const tt_param_table *table, tt_d
     json_object_set_new(root, "layers_to_transform", json_null());
     json_object_set_new(root, "lora_alpha", json_number(table->lora_alpha));
     json_object_set_new(root, "lora_dropout", json_real(table->lora_dropout));
-    json_object_set_new(root, "modules_to_save", json_null());
+    json_object_set_new(root, "modules_to_save", modules_to_save_json(table->lora_modules_to_save));
     json_object_set_new(root, "peft_type", json_string("LORA"));
     json_object_set_new(root, "r", json_integer((json_int_t)table->lora_rank));
     json_object_set_new(root, "rank_pattern", json_object());
@@ -140,28 +180,30 @@ void tt_lora_load_peft(float *trainable, const tt_param_table *table, const char
     tt_st_file file;
     tt_st_open(path, &file);
     int found = 0;
+    char saved_name[160];
     for (int i = 0; i < table->count; i++) {
         const tt_param_info *p = &table->params[i];
-        if (!is_adapter(p)) continue;
-        const tt_st_tensor *t = tt_st_find(&file, p->name);
+        if (!p->trainable) continue; /* the adapters, and the modules_to_save */
+        const char *name = peft_name(p, saved_name, sizeof saved_name);
+        const tt_st_tensor *t = tt_st_find(&file, name);
         if (!t)
-            tt_die("%s: tensor '%s' is missing; the adapter has other target modules or another model than this run "
-                   "(lora_target_modules)",
-                   path, p->name);
+            tt_die("%s: tensor '%s' is missing; the adapter has other target modules or modules_to_save, or another "
+                   "model than this run (lora_target_modules, lora_modules_to_save)",
+                   path, name);
         if (t->ndim != 2 || t->shape[0] != p->shape[0] || t->shape[1] != p->shape[1])
             tt_die(
                 "%s: tensor '%s' has shape [%lld, %lld], this run's is [%lld, %lld] (check lora_r and the base model)",
-                path, p->name, (long long)t->shape[0], (long long)(t->ndim == 2 ? t->shape[1] : 0),
-                (long long)p->shape[0], (long long)p->shape[1]);
+                path, name, (long long)t->shape[0], (long long)(t->ndim == 2 ? t->shape[1] : 0), (long long)p->shape[0],
+                (long long)p->shape[1]);
         if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
-            tt_die("%s: tensor '%s' is %s; adapters are F32, BF16 or F16", path, p->name,
+            tt_die("%s: tensor '%s' is %s; adapters are F32, BF16 or F16", path, name,
                    tt_dtype_safetensors_name(t->dtype));
         tt_convert_to_f32(trainable + (p->offset - table->trainable_start), t->data, t->dtype, (size_t)p->numel);
         found++;
     }
     if (found != file.count)
-        tt_die("%s: holds %d tensors, of which this run's adapters are %d; the adapter targets more modules than "
-               "lora_target_modules lists",
+        tt_die("%s: holds %d tensors, of which this run's adapters and modules_to_save are %d; the adapter targets "
+               "more modules than lora_target_modules and lora_modules_to_save list",
                path, file.count, found);
     tt_st_close(&file);
 }
@@ -181,6 +223,7 @@ void tt_lora_read_peft_settings(const char *dir, tt_peft_settings *out) {
     out->rank = json_integer_value(r);
     out->alpha = json_number_value(alpha);
     out->rslora = json_is_true(json_object_get(root, "use_rslora"));
+    out->modules_to_save = modules_to_save_of(root, path);
     json_t *list = json_object_get(root, "target_modules");
     if (json_is_string(list)) { /* a regex (a multimodal checkpoint's language model): the module names it names */
         snprintf(out->regex, sizeof out->regex, "%s", json_string_value(list));
@@ -218,6 +261,10 @@ void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
             "%s: use_rslora is %s but the run's peft_use_rslora is %s; set peft_use_rslora: %s to continue from this "
             "adapter",
             path, a.rslora ? "true" : "false", table->lora_rslora ? "true" : "false", a.rslora ? "true" : "false");
+    if (a.modules_to_save != table->lora_modules_to_save)
+        tt_die("%s: modules_to_save is not the run's lora_modules_to_save; set lora_modules_to_save to the adapter's "
+               "list to continue from it",
+               path);
     if (a.targets_regex) { /* the one this run would write (a multimodal checkpoint's language model) */
         char regex[512];
         target_regex(table, regex, sizeof regex);
@@ -258,9 +305,7 @@ static double read_adapter_scaling(const char *adapter_dir) {
                path);
     if (json_is_true(json_object_get(root, "use_dora")))
         tt_die("%s: use_dora is true; DoRA adapters are not a plain W + s B A and tiertrain cannot merge them", path);
-    json_t *to_save = json_object_get(root, "modules_to_save");
-    if (to_save && !json_is_null(to_save) && !(json_is_array(to_save) && json_array_size(to_save) == 0))
-        tt_die("%s: modules_to_save is set; tiertrain merges adapters of linear layers only", path);
+    (void)modules_to_save_of(root, path); /* embed_tokens and lm_head: their tensors replace the base's */
     json_t *patterns[2] = {json_object_get(root, "rank_pattern"), json_object_get(root, "alpha_pattern")};
     for (int i = 0; i < 2; i++)
         if (patterns[i] && json_is_object(patterns[i]) && json_object_size(patterns[i]) > 0)
@@ -297,6 +342,29 @@ static bool parse_adapter_name(const char *name, const char *layers, int64_t *la
     return false;
 }
 
+/* A module_to_save's tensor ("base_model.model.<a base parameter's name>": the embedding or the LM head) in place of
+ * the base's; false when the tensor is no such module. */
+static bool replace_saved_module(const tt_param_table *table, float *flat, const tt_st_tensor *t, const char *path) {
+    const char *prefix = "base_model.model.";
+    if (strncmp(t->name, prefix, strlen(prefix)) != 0) return false;
+    for (int i = 0; i < table->count; i++) {
+        const tt_param_info *p = &table->params[i];
+        if ((p->kind != TT_PARAM_EMBED && p->kind != TT_PARAM_LM_HEAD) || strcmp(t->name + strlen(prefix), p->name))
+            continue;
+        if (t->ndim != 2 || t->shape[0] != p->shape[0] || t->shape[1] != p->shape[1])
+            tt_die("%s: tensor '%s' has shape [%lld, %lld], the base's %s is [%lld, %lld]; the adapter belongs to "
+                   "another model",
+                   path, t->name, (long long)t->shape[0], (long long)(t->ndim == 2 ? t->shape[1] : 0), p->name,
+                   (long long)p->shape[0], (long long)p->shape[1]);
+        if (t->dtype != TT_F32 && t->dtype != TT_BF16 && t->dtype != TT_F16)
+            tt_die("%s: tensor '%s' is %s; modules_to_save are F32, BF16 or F16", path, t->name,
+                   tt_dtype_safetensors_name(t->dtype));
+        tt_convert_to_f32(flat + p->offset, t->data, t->dtype, (size_t)p->numel);
+        return true;
+    }
+    return false;
+}
+
 void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *out_dir, size_t max_shard_bytes) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", base_dir);
@@ -313,16 +381,20 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", adapter_dir);
     tt_st_file adapters;
     tt_st_open(path, &adapters);
-    int merged = 0;
+    int merged = 0, replaced = 0;
     for (int i = 0; i < adapters.count; i++) {
         const tt_st_tensor *a = &adapters.tensors[i];
         int64_t layer;
         tt_lora_module module;
         bool is_a;
+        if (replace_saved_module(&table, flat, a, path)) {
+            replaced++;
+            continue;
+        }
         if (!parse_adapter_name(a->name, layers, &layer, &module, &is_a))
             tt_die("%s: tensor '%s' is not a LoRA adapter of a decoder layer's linear layer "
-                   "(base_model.model.%s<l>.<self_attn|mlp>.<module>.lora_A|lora_B.weight); tiertrain "
-                   "merges those only",
+                   "(base_model.model.%s<l>.<self_attn|mlp>.<module>.lora_A|lora_B.weight) nor a module_to_save "
+                   "(embed_tokens, lm_head); tiertrain merges those only",
                    path, a->name, layers);
         if (!is_a) continue; /* each pair is merged from its A */
         const tt_linear_layer *linear = tt_arch_linear_layer(&config, module);
@@ -369,7 +441,8 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
 
     tt_weights_save_hf(flat, &table, &config, config.dtype, out_dir, max_shard_bytes, base_dir);
     tt_weights_copy_companion_files(base_dir, out_dir);
-    tt_info("merged %d LoRA adapters (scaling %g) into %s: %s", merged, scaling, base_dir, out_dir);
+    tt_info("merged %d LoRA adapters (scaling %g)%s into %s: %s", merged, scaling,
+            replaced ? " and the adapter's modules_to_save" : "", base_dir, out_dir);
     free(flat);
     tt_param_table_free(&table);
     tt_model_config_free(&config);

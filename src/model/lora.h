@@ -34,7 +34,8 @@ typedef struct tt_peft_settings {
     int64_t rank;
     double alpha;
     bool rslora;
-    unsigned targets; /* set of tt_lora_module */
+    unsigned modules_to_save; /* set of tt_saved_module (params.h) */
+    unsigned targets;         /* set of tt_lora_module */
     bool targets_regex;
     char regex[512];
 } tt_peft_settings;

@@ -27,4 +27,10 @@ const char *tt_lora_module_short_name(tt_lora_module module);
 /* "self_attn.q_proj", ..., "mlp.down_proj": the module's path inside a decoder layer */
 const char *tt_lora_module_path(tt_lora_module module);
 
+/* PEFT's modules_to_save: a part of the base that a LoRA run trains whole and saves with the adapters. */
+typedef enum tt_saved_module {
+    TT_SAVE_EMBED_TOKENS = 1u << 0, /* the embedding */
+    TT_SAVE_LM_HEAD = 1u << 1,      /* the LM head (untied) */
+} tt_saved_module;
+
 #endif

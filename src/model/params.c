@@ -88,7 +88,10 @@ static void add_base_params(tt_param_table *t, int *capacity, const tt_model_con
 static void freeze_base_params(tt_param_table *t, int base_count, const tt_trainable_spec *spec) {
     for (int i = 0; i < base_count; i++) {
         tt_param_info *p = &t->params[i];
-        if (spec->lora_rank > 0 || spec->freeze_all) p->trainable = false; /* LoRA: the whole base is frozen */
+        if (spec->lora_rank > 0 && !spec->freeze_all) /* LoRA: the whole base is frozen but for its modules_to_save */
+            p->trainable = (p->kind == TT_PARAM_EMBED && (spec->lora_modules_to_save & TT_SAVE_EMBED_TOKENS)) ||
+                           (p->kind == TT_PARAM_LM_HEAD && (spec->lora_modules_to_save & TT_SAVE_LM_HEAD));
+        else if (spec->lora_rank > 0 || spec->freeze_all) p->trainable = false;
         else if (p->kind == TT_PARAM_EMBED && spec->freeze_embeddings)
             p->trainable = false; /* a tied LM head is this same tensor */
         else if (p->layer >= 0 && layer_frozen(spec, p->layer)) p->trainable = false;
@@ -114,6 +117,7 @@ static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_con
         t->lora_scaling =
             spec->lora_alpha / (spec->lora_rslora ? sqrt((double)spec->lora_rank) : (double)spec->lora_rank);
         t->lora_dropout = spec->lora_dropout;
+        t->lora_modules_to_save = spec->lora_modules_to_save;
         const int64_t r = t->lora_rank;
         t->lora_layers = tt_arch_of(c)->peft_layers ? tt_arch_of(c)->peft_layers : "model.layers.";
         for (int64_t l = 0; l < c->num_layers; l++)
@@ -150,10 +154,27 @@ static void quantize_linear_weights(tt_param_table *t, int base_count, const tt_
     }
 }
 
+int64_t tt_param_unit(const tt_param_info *p, int64_t num_layers) {
+    if (p->kind == TT_PARAM_EMBED) return 0;
+    if (p->kind == TT_PARAM_FINAL_NORM || p->kind == TT_PARAM_LM_HEAD) return num_layers + 1;
+    return p->layer + 1;
+}
+
+/* The trainable parameters in layout order: by optimizer unit, in table order within one (LoRA's adapters follow the
+ * base's parameters in the table, and a LoRA run's modules_to_save are base parameters of units 0 and L + 1).
+ * order[count]; returns how many. */
+static int trainable_order(const tt_param_table *t, int64_t num_layers, int *order) {
+    int n = 0;
+    for (int64_t u = 0; u <= num_layers + 1; u++)
+        for (int i = 0; i < t->count; i++)
+            if (t->params[i].trainable && tt_param_unit(&t->params[i], num_layers) == u) order[n++] = i;
+    return n;
+}
+
 /* Offsets: the frozen part, then the trainable part, each in table order. A 4-bit weight needs 16-byte alignment
  * only (its bytes are a multiple of 16), so the 4-bit weights of a layer sit back to back and the frozen part
  * holds exactly their bytes, with padding only before the next parameter of the compute dtype. */
-static void lay_out_offsets(tt_param_table *t, const tt_trainable_spec *spec) {
+static void lay_out_offsets(tt_param_table *t, const tt_trainable_spec *spec, int64_t num_layers) {
     for (int i = 0; i < t->count; i++)
         if (!t->params[i].trainable) {
             const int64_t align =
@@ -165,26 +186,31 @@ static void lay_out_offsets(tt_param_table *t, const tt_trainable_spec *spec) {
     t->total_numel =
         (t->total_numel + TT_TRAINABLE_ALIGN_ELEMS - 1) / TT_TRAINABLE_ALIGN_ELEMS * TT_TRAINABLE_ALIGN_ELEMS;
     t->trainable_start = t->total_numel;
-    for (int i = 0; i < t->count; i++)
-        if (t->params[i].trainable) {
-            t->params[i].offset = t->total_numel;
-            t->total_numel += padded(t->params[i].numel);
-        }
+    int *order = tt_xmalloc(sizeof(int) * (size_t)(t->count + 1), "the trainable order");
+    const int n = trainable_order(t, num_layers, order);
+    for (int k = 0; k < n; k++) {
+        t->params[order[k]].offset = t->total_numel;
+        t->total_numel += padded(t->params[order[k]].numel);
+    }
+    free(order);
     t->trainable_numel = t->total_numel - t->trainable_start;
 }
 
 /* Runs of trainable parameters that decay alike (AdamW's weight decay applies to matrices only). */
-static void build_decay_segments(tt_param_table *t) {
+static void build_decay_segments(tt_param_table *t, int64_t num_layers) {
     t->decay_segment_start = tt_xmalloc(sizeof(int64_t) * (size_t)(t->count + 1), "weight-decay segments");
     t->decay_segment_decays = tt_xmalloc((size_t)t->count + 1, "weight-decay segments");
     t->decay_segments = 0;
-    for (int i = 0; i < t->count; i++) { /* trainable parameters are in table order in their part */
-        if (!t->params[i].trainable) continue;
-        const unsigned char decay = t->params[i].weight_decay;
+    int *order = tt_xmalloc(sizeof(int) * (size_t)(t->count + 1), "the trainable order");
+    const int n = trainable_order(t, num_layers, order); /* the order of their offsets */
+    for (int k = 0; k < n; k++) {
+        const tt_param_info *p = &t->params[order[k]];
+        const unsigned char decay = p->weight_decay;
         if (t->decay_segments > 0 && t->decay_segment_decays[t->decay_segments - 1] == decay) continue;
-        t->decay_segment_start[t->decay_segments] = t->params[i].offset - t->trainable_start;
+        t->decay_segment_start[t->decay_segments] = p->offset - t->trainable_start;
         t->decay_segment_decays[t->decay_segments++] = decay;
     }
+    free(order);
     t->decay_segment_start[t->decay_segments] = t->trainable_numel;
 }
 
@@ -203,8 +229,8 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
     freeze_base_params(t, base_count, spec);
     add_lora_params(t, &capacity, c, spec);
     quantize_linear_weights(t, base_count, spec);
-    lay_out_offsets(t, spec);
-    build_decay_segments(t);
+    lay_out_offsets(t, spec, c->num_layers);
+    build_decay_segments(t, c->num_layers);
 }
 
 void tt_param_table_free(tt_param_table *t) {

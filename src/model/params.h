@@ -49,11 +49,12 @@ typedef struct tt_trainable_spec {
     bool freeze_all;              /* nothing of the base model trains (generation: tiertrain inference) */
     const int64_t *frozen_layers; /* decoder layers frozen (borrowed), ascending */
     int64_t frozen_layer_count;
-    int64_t lora_rank;     /* > 0: LoRA adapters of this rank on a frozen base */
-    unsigned lora_targets; /* set of tt_lora_module */
-    double lora_alpha;     /* scaling = lora_alpha / lora_rank (rslora: / sqrt(lora_rank)) */
-    bool lora_rslora;      /* rank-stabilized LoRA (PEFT's use_rslora) */
-    double lora_dropout;   /* on each adapter's input, training only */
+    int64_t lora_rank;             /* > 0: LoRA adapters of this rank on a frozen base */
+    unsigned lora_targets;         /* set of tt_lora_module */
+    double lora_alpha;             /* scaling = lora_alpha / lora_rank (rslora: / sqrt(lora_rank)) */
+    bool lora_rslora;              /* rank-stabilized LoRA (PEFT's use_rslora) */
+    double lora_dropout;           /* on each adapter's input, training only */
+    unsigned lora_modules_to_save; /* set of tt_saved_module: base parts trained whole beside the adapters */
     /* QLoRA (adapter: qlora): the frozen linear weights of every decoder layer in 4 bits, laid out in
      * elements of quant_storage_elem bytes (the compute copy's; set by the caller, who knows the precision) */
     bool quantize_4bit;
@@ -74,8 +75,9 @@ typedef struct tt_param_table {
     int64_t lora_rank;
     unsigned lora_targets; /* set of tt_lora_module */
     double lora_alpha, lora_scaling, lora_dropout;
-    bool lora_rslora;        /* scaling = lora_alpha / sqrt(lora_rank) (PEFT's use_rslora) */
-    const char *lora_layers; /* PEFT's module path of the decoder layers (tt_arch.peft_layers; "model.layers.") */
+    bool lora_rslora;              /* scaling = lora_alpha / sqrt(lora_rank) (PEFT's use_rslora) */
+    unsigned lora_modules_to_save; /* set of tt_saved_module: trainable base parts saved with the adapters */
+    const char *lora_layers;       /* PEFT's module path of the decoder layers (tt_arch.peft_layers; "model.layers.") */
     /* a norm weight's value at random init: 1, or 0 where the norm multiplies by (1 + w) (Gemma), as transformers */
     float norm_init;
     /* QLoRA: the decoder layers' linear weights are quantized (tt_param_info.quantized), in this format */
@@ -96,6 +98,9 @@ void tt_param_table_build(const tt_model_config *config, tt_param_table *table);
 void tt_param_table_build_trainable(const tt_model_config *config, const tt_trainable_spec *spec,
                                     tt_param_table *table);
 void tt_param_table_free(tt_param_table *table);
+/* The optimizer unit of a parameter (its place in the trainable layout): 0 the embedding, l + 1 decoder layer l,
+ * num_layers + 1 the final norm and the LM head. */
+int64_t tt_param_unit(const tt_param_info *p, int64_t num_layers);
 /* NULL when the model has no such parameter. */
 const tt_param_info *tt_param_table_find(const tt_param_table *table, tt_param_kind kind, int64_t layer);
 /* The adapter of a linear layer: TT_PARAM_LORA_A or _B of module in layer; NULL when not adapted. */

@@ -81,6 +81,11 @@ static void print_trainable(const tt_param_table *params, FILE *out) {
                 (long long)params->lora_rank, params->lora_alpha, params->lora_scaling, params->lora_dropout);
         for (int m = 0; m < TT_LORA_MODULE_COUNT; m++)
             if ((params->lora_targets >> m) & 1u) fprintf(out, " %s", tt_lora_module_name((tt_lora_module)m));
+        if (params->lora_modules_to_save)
+            fprintf(out, ", and %s%s%s trained whole (lora_modules_to_save)",
+                    params->lora_modules_to_save & TT_SAVE_EMBED_TOKENS ? "embed_tokens" : "",
+                    params->lora_modules_to_save == (TT_SAVE_EMBED_TOKENS | TT_SAVE_LM_HEAD) ? " and " : "",
+                    params->lora_modules_to_save & TT_SAVE_LM_HEAD ? "lm_head" : "");
         fprintf(out, ": %.3fM trainable parameters, the %.2fM of the base frozen%s\n", (double)trainable / 1e6,
                 (double)frozen / 1e6,
                 !params->quantized ? ""

@@ -588,10 +588,16 @@ check "... an adapter without them is refused, naming the key" \
 check "... merge puts the trained LM head into the model" \
   test "$(tensor_bytes out_lsm/model.safetensors lm_head.weight)" = \
   "$(tensor_bytes out_ls/adapter_model.safetensors base_model.model.lm_head.weight)"
-"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" "lora_modules_to_save=[embed_tokens]" \
-  output_dir=out_lst max_steps=1 > train_lst.txt 2>&1
-check "... refused on a tied model, saying why" grep -q "lora_modules_to_save with a model whose LM head is its embedding" \
-  train_lst.txt
+# a tied model: PEFT wraps embed_tokens and lm_head apart, so the head trains as a copy of its own and the merged
+# model is untied (lm_head.weight the adapter's, tie_word_embeddings false)
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" "lora_modules_to_save=[embed_tokens, lm_head]" \
+  output_dir=out_lst max_steps=2 > train_lst.txt 2>&1
+check "... a tied model's embedding and head train as copies of their own" test $? -eq 0
+"$tiertrain" merge --base out_a --adapter out_lst -o out_lstm > merge_lst.txt 2>&1
+check "... its merge is untied: the adapter's head" \
+  test "$(tensor_bytes out_lstm/model.safetensors lm_head.weight)" = \
+  "$(tensor_bytes out_lst/adapter_model.safetensors base_model.model.lm_head.weight)"
+check "... and its config says so" grep -q '"tie_word_embeddings": false' out_lstm/config.json
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${saved[@]}" "lora_modules_to_save=[norm]" output_dir=out_lsn \
   max_steps=1 > train_lsn.txt 2>&1
 check "... a module it cannot train whole is refused by name" grep -q "lora_modules_to_save lists 'norm'" train_lsn.txt

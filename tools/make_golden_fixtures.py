@@ -24,7 +24,8 @@ it writes into <out>/<name>/:
                                   golden.safetensors: input_ids, labels, loss (float64 [1]) and
                                   grad.<adapter name> (float32) for every adapter tensor, the base
                                   frozen, computed in float64 as above
-  tiny_llama/lora_save/           (with --lora-modules-to-save, alone) the same with peft's
+  tiny_llama/lora_save/,          (with --lora-modules-to-save, alone) the same with peft's
+  tiny_qwen3/lora_save/           
                                   modules_to_save [embed_tokens, lm_head] trained whole: their
                                   values moved off the base's (so a load must read them) and
                                   their gradients in golden.safetensors under peft's saved names
@@ -648,7 +649,8 @@ def main():
             failed.append(f"{name}: {type(error).__name__}: {error}")
     if args.lora_modules_to_save:
         try:
-            total += make_lora_fixture("tiny_llama", args.out, args.stock_transformers, ["embed_tokens", "lm_head"])
+            for name in ("tiny_llama", "tiny_qwen3"):  # untied, and tied (peft wraps the two apart: untied copies)
+                total += make_lora_fixture(name, args.out, args.stock_transformers, ["embed_tokens", "lm_head"])
         except Exception as error:
             import traceback
             traceback.print_exc()

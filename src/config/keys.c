@@ -161,8 +161,8 @@ const key_spec cfg_keys[] = {
      .count_offset = FIELD(lora_modules_to_save_count),
      .default_text = "~",
      .help = "with LoRA, parts of the base trained whole beside the adapters and saved with them as PEFT's "
-             "modules_to_save (axolotl's key): embed_tokens, lm_head (new tokens' rows train); a model with tied "
-             "embeddings is refused for now"},
+             "modules_to_save (axolotl's key): embed_tokens, lm_head (new tokens' rows train); a tied head trains as "
+             "a copy of its own, as PEFT wraps the two apart"},
     {.name = "lora_model_dir",
      .type = KEY_STRING,
      .offset = FIELD(lora_model_dir),

@@ -179,10 +179,8 @@ tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_m
         spec.lora_rslora = run->peft_use_rslora;
         spec.lora_dropout = run->lora_dropout;
         spec.lora_modules_to_save = tt_run_config_modules_to_save(run);
-        if (spec.lora_modules_to_save && model->tie_word_embeddings)
-            tt_die("lora_modules_to_save with a model whose LM head is its embedding (tie_word_embeddings: true) is "
-                   "not supported yet: PEFT trains separate copies of the two there, unless "
-                   "peft_ensure_weight_tying; train without lora_modules_to_save, or fully fine-tune");
+        /* PEFT wraps embed_tokens and lm_head apart, each module its own copy: a tied head becomes its own */
+        spec.untie_lm_head = spec.lora_modules_to_save && model->tie_word_embeddings;
     }
     if (run->adapter == TT_ADAPTER_QLORA && run->load_in_4bit) {
         spec.quantize_4bit = true;

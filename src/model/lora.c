@@ -283,7 +283,7 @@ void tt_lora_check_peft_config(const tt_param_table *table, const char *dir) {
 /* ---- merge ---- */
 
 /* adapter_config.json: the scaling, after refusing what a plain W + s B A merge would get wrong. */
-static double read_adapter_scaling(const char *adapter_dir) {
+static double read_adapter_scaling(const char *adapter_dir, unsigned *modules_to_save) {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", adapter_dir);
     json_error_t error;
@@ -305,7 +305,7 @@ static double read_adapter_scaling(const char *adapter_dir) {
                path);
     if (json_is_true(json_object_get(root, "use_dora")))
         tt_die("%s: use_dora is true; DoRA adapters are not a plain W + s B A and tiertrain cannot merge them", path);
-    (void)modules_to_save_of(root, path); /* embed_tokens and lm_head: their tensors replace the base's */
+    *modules_to_save = modules_to_save_of(root, path); /* embed_tokens and lm_head: their tensors replace the base's */
     json_t *patterns[2] = {json_object_get(root, "rank_pattern"), json_object_get(root, "alpha_pattern")};
     for (int i = 0; i < 2; i++)
         if (patterns[i] && json_is_object(patterns[i]) && json_object_size(patterns[i]) > 0)
@@ -371,11 +371,16 @@ void tt_lora_merge(const char *base_dir, const char *adapter_dir, const char *ou
     tt_model_config config;
     tt_model_config_load(path, &config);
     tt_model_config_check_quantization(&config, path); /* a 4-bit base is merged into its dequantized weights */
+    unsigned modules_to_save = 0;
+    const double scaling = read_adapter_scaling(adapter_dir, &modules_to_save);
+    /* modules_to_save on a tied base: PEFT trained the embedding and the head apart, so the merged model unties them
+     * (an LM head of its own, the embedding's copy where the adapter does not replace it) */
+    const tt_trainable_spec untie = {.untie_lm_head = modules_to_save != 0 && config.tie_word_embeddings};
     tt_param_table table;
-    tt_param_table_build(&config, &table);
+    tt_param_table_build_trainable(&config, &untie, &table);
+    if (untie.untie_lm_head) config.tie_word_embeddings = false;
     float *flat = tt_xcalloc((size_t)table.total_numel, sizeof(float), "the base model");
     tt_weights_load_hf(flat, &table, base_dir);
-    const double scaling = read_adapter_scaling(adapter_dir);
     const char *layers = tt_arch_of(&config)->peft_layers ? tt_arch_of(&config)->peft_layers : "model.layers.";
 
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", adapter_dir);

@@ -398,13 +398,31 @@ static int real_precision(const double *values, int count) {
     return 17;
 }
 
+/* Whether config.json's text ties the LM head to the embedding (at the top, or in a text_config). */
+static bool text_ties_head(json_t *root, bool by_default) {
+    json_t *text = json_object_get(root, "text_config");
+    json_t *tie = json_object_get(json_is_object(text) && json_object_get(text, "tie_word_embeddings") ? text : root,
+                                  "tie_word_embeddings");
+    return tie ? json_is_true(tie) : by_default;
+}
+
 void tt_model_config_save(const tt_model_config *c, const char *path) {
-    if (c->json_text && c->quantization.present) {
+    json_t *read = c->json_text ? json_loads(c->json_text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    const bool untied = read && c->tie_word_embeddings != text_ties_head(read, tt_arch_of(c)->tied_by_default);
+    json_decref(read);
+    if (c->json_text && (c->quantization.present || untied)) {
         /* what tiertrain saves is in a float dtype (a merged or dequantized model): the original text without its
-         * quantization_config, which transformers would otherwise follow to read 4-bit tensors that are not there */
+         * quantization_config, which transformers would otherwise follow to read 4-bit tensors that are not there;
+         * and an LM head of its own where the text tied it (a merge of PEFT's modules_to_save of a tied model) */
         json_t *root = json_loads(c->json_text, JSON_REJECT_DUPLICATES, NULL);
         TT_CHECK(root != NULL, "the config.json text read before");
         json_object_del(root, "quantization_config");
+        if (untied) {
+            json_object_set_new(root, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
+            json_t *text = json_object_get(root, "text_config");
+            if (json_is_object(text))
+                json_object_set_new(text, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
+        }
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(root);
         if (!text) tt_die("out of host memory encoding %s", path);

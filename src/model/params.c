@@ -62,7 +62,7 @@ void tt_param_table_build(const tt_model_config *c, tt_param_table *t) { tt_para
 
 /* The model's own parameters in checkpoint order: the embedding, each decoder layer's (its family's table), the
  * final norm, the LM head (unless tied). */
-static void add_base_params(tt_param_table *t, int *capacity, const tt_model_config *c) {
+static void add_base_params(tt_param_table *t, int *capacity, const tt_model_config *c, bool untie_lm_head) {
     const tt_arch *arch = tt_arch_of(c);
     const char *prefix = arch->weight_prefix ? arch->weight_prefix : "model.";
     const int64_t D = c->hidden_size;
@@ -79,7 +79,8 @@ static void add_base_params(tt_param_table *t, int *capacity, const tt_model_con
         }
     snprintf(name, sizeof name, "%snorm.weight", prefix);
     add_param(t, capacity, TT_PARAM_FINAL_NORM, -1, name, 1, D, 1);
-    if (!c->tie_word_embeddings)
+    t->lm_head_untied = c->tie_word_embeddings && untie_lm_head;
+    if (!c->tie_word_embeddings || untie_lm_head)
         add_param(t, capacity, TT_PARAM_LM_HEAD, -1, arch->lm_head_name ? arch->lm_head_name : "lm_head.weight", 2,
                   c->vocab_size, D);
 }
@@ -223,7 +224,7 @@ void tt_param_table_build_trainable(const tt_model_config *c, const tt_trainable
         if (spec->frozen_layers[i] < 0 || spec->frozen_layers[i] >= c->num_layers)
             tt_die("frozen_layers lists layer %lld but the model has %lld decoder layers (0 to %lld); remove it",
                    (long long)spec->frozen_layers[i], (long long)c->num_layers, (long long)c->num_layers - 1);
-    add_base_params(t, &capacity, c);
+    add_base_params(t, &capacity, c, spec->untie_lm_head);
     t->norm_init = 1.0f - tt_arch_of(c)->norm_weight_offset;
     const int base_count = t->count;
     freeze_base_params(t, base_count, spec);
@@ -308,7 +309,7 @@ static void bind_views(tt_model_view *view, tt_layer_view *layers, const tt_para
     memset(view, 0, sizeof(*view));
     memset(layers, 0, sizeof(tt_layer_view) * (size_t)c->num_layers);
     view->layers = layers;
-    view->tied_head = c->tie_word_embeddings;
+    view->tied_head = c->tie_word_embeddings && !t->lm_head_untied;
     view->elem_size = elem_size;
     const int64_t q = c->num_heads * c->head_dim * c->hidden_size, kv = c->num_kv_heads * c->head_dim * c->hidden_size;
     view->qkv_split[0] = q;

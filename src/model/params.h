@@ -55,6 +55,9 @@ typedef struct tt_trainable_spec {
     bool lora_rslora;              /* rank-stabilized LoRA (PEFT's use_rslora) */
     double lora_dropout;           /* on each adapter's input, training only */
     unsigned lora_modules_to_save; /* set of tt_saved_module: base parts trained whole beside the adapters */
+    /* an LM head of its own for a model whose head is its embedding (tie_word_embeddings), starting as the
+     * embedding's copy: PEFT's modules_to_save wraps embed_tokens and lm_head apart, each its own copy */
+    bool untie_lm_head;
     /* QLoRA (adapter: qlora): the frozen linear weights of every decoder layer in 4 bits, laid out in
      * elements of quant_storage_elem bytes (the compute copy's; set by the caller, who knows the precision) */
     bool quantize_4bit;
@@ -77,6 +80,9 @@ typedef struct tt_param_table {
     double lora_alpha, lora_scaling, lora_dropout;
     bool lora_rslora;              /* scaling = lora_alpha / sqrt(lora_rank) (PEFT's use_rslora) */
     unsigned lora_modules_to_save; /* set of tt_saved_module: trainable base parts saved with the adapters */
+    /* the LM head is a parameter of its own although the model ties it to the embedding (tt_trainable_spec's
+     * untie_lm_head): a checkpoint without lm_head.weight gives it the embedding's values */
+    bool lm_head_untied;
     const char *lora_layers;       /* PEFT's module path of the decoder layers (tt_arch.peft_layers; "model.layers.") */
     /* a norm weight's value at random init: 1, or 0 where the norm multiplies by (1 + w) (Gemma), as transformers */
     float norm_init;

@@ -165,6 +165,8 @@ void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const t
         if (is_adapter(p)) continue;
         const char *file = NULL;
         const tt_st_tensor *t = tt_st_model_find(&model, p->name, &file);
+        if (!t && p->kind == TT_PARAM_LM_HEAD && table->lm_head_untied) /* untied: the embedding's copy */
+            t = tt_st_model_find(&model, tt_param_table_find(table, TT_PARAM_EMBED, -1)->name, &file);
         if (!t)
             tt_die("%s: tensor '%s' is missing from the checkpoint; its config.json describes a model that has it "
                    "(check model_type, num_hidden_layers, attention_bias and tie_word_embeddings)",

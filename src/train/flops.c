@@ -102,7 +102,7 @@ tt_step_flops tt_step_flops_of(const tt_model_config *c, const tt_param_table *p
                             p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B;
         if (matrix) matrices += (p->trainable ? 6.0 : 4.0) * (double)p->numel;
         /* a tied LM head is the embedding's matrix, multiplied once a token */
-        if (p->kind == TT_PARAM_EMBED && c->tie_word_embeddings)
+        if (p->kind == TT_PARAM_EMBED && c->tie_word_embeddings && !s->params->lm_head_untied)
             matrices += (p->trainable ? 6.0 : 4.0) * (double)p->numel;
     }
     double attention = 0, recompute = 0;

@@ -47,7 +47,7 @@ FUZZ_SOURCES := src/core/check.c $(sort $(filter-out src/config/run_translation.
                 src/model/model_config.c src/train/data.c $(sort $(wildcard src/data/*.c))
 FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -DTT_FUZZING -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Isrc \
                -Wall -Wextra -Wno-unused-parameter -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_PKGS := jansson libpcre2-8 libutf8proc yaml-0.1
+FUZZ_PKGS := jansson libpcre2-8 libutf8proc yaml-0.1 zlib libzstd
 FUZZ_OBJECTS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SOURCES))
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c

@@ -51,6 +51,29 @@ check "one prepared file" test "$(ls last_run_prepared | wc -l)" -eq 1
 "$tiertrain" preprocess --config run.yaml > preprocess2.txt 2>&1
 check "a second preprocess finds it" grep -q "is prepared already" preprocess2.txt
 
+# compressed datasets, as Hugging Face's json loader takes them: gzip (made here) and Zstandard (the fixture's
+# alpaca.jsonl.zst, zstd -19), told by their magic bytes; the same documents as the plain file, byte for byte
+python3 -c 'import gzip, shutil, sys; shutil.copyfileobj(open(sys.argv[1], "rb"), gzip.open("alpaca.jsonl.gz", "wb"))' \
+  "$fixtures/alpaca.jsonl"
+for compressed in alpaca.jsonl.gz "$fixtures/alpaca.jsonl.zst"; do
+  out=prepared_$(basename "$compressed" | tr . _)
+  "$tiertrain" preprocess run.yaml "datasets=[{path: $compressed, type: alpaca}]" dataset_prepared_path=$out \
+    > "$out.txt" 2>&1
+  check "$(basename "$compressed") preprocesses: 16 documents, $expected trained" \
+    grep -q "16 documents, [0-9]* tokens, $expected of them trained" "$out.txt"
+  check "... the plain file's bytes" cmp -s "$(ls last_run_prepared/*.tok)" "$(ls $out/*.tok)"
+done
+head -c 40 alpaca.jsonl.gz > truncated.jsonl.gz
+"$tiertrain" preprocess run.yaml "datasets=[{path: truncated.jsonl.gz, type: alpaca}]" dataset_prepared_path=p_t \
+  > truncated.txt 2>&1
+check "a truncated gzip file is refused, naming it" grep -q "dataset truncated.jsonl.gz: the gzip stream is truncated" \
+  truncated.txt
+printf '\x28\xb5\x2f\xfdgarbage' > corrupt.jsonl.zst
+"$tiertrain" preprocess run.yaml "datasets=[{path: corrupt.jsonl.zst, type: alpaca}]" dataset_prepared_path=p_c \
+  > corrupt.txt 2>&1
+check "corrupt Zstandard data is refused, naming it" grep -q "dataset corrupt.jsonl.zst: the Zstandard data is corrupt" \
+  corrupt.txt
+
 # split: a slice of the file's records, as datasets reads it (16 records: round(16 x 0.95) = 15, the rest 1)
 for slice in 'train[:95%]' 'train[95%:]' 'train[-3:]'; do
   name=$(echo "$slice" | tr -c 'a-z0-9\n' '_')

@@ -3,7 +3,8 @@
 # needs (`make test`; `make run` installs the first list alone). Run as root (CI and the project's machines are), or
 # with sudo available.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libyaml-dev libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev)
+packages=(build-essential cmake pkg-config libyaml-dev libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev
+          zlib1g-dev libzstd-dev)
 # the test suite's:
 # clang and libclang-rt-14-dev (libFuzzer): the fuzz targets `make test` runs briefly (make fuzz)
 # libopenmpi-dev and openmpi-bin: data parallel on the CPU backend (mpirun -np 2 in tests/test_data_parallel.sh)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "data/compressed_input.h"
 #include "core/input_file.h"
 
 struct tt_json_records {
@@ -69,6 +70,7 @@ static void push(tt_json_records *r, size_t *used, char c) {
 tt_json_records *tt_json_records_open(const char *path) {
     FILE *f = tt_fopen_regular_file(path, "a JSON or JSONL dataset");
     if (!f) tt_die("cannot open dataset %s: %s; check the path under datasets", path, strerror(errno));
+    f = tt_decompressing(f, path); /* .jsonl.gz, .json.zst: read through their decompressor */
     tt_json_records *r = tt_xcalloc(1, sizeof(*r), "a JSON reader");
     r->f = f;
     r->path = tt_xstrdup(path);

@@ -257,6 +257,9 @@ static bool same_config(const tt_run_config *a, const tt_run_config *b) {
         same = same_string(a->datasets[i], b->datasets[i]) && x->type == y->type && same_string(x->field, y->field) &&
                same_string(x->field_instruction, y->field_instruction) && same_string(x->field_input, y->field_input) &&
                same_string(x->field_output, y->field_output) && same_string(x->split, y->split) &&
+               x->user_defined == y->user_defined && same_string(x->format, y->format) &&
+               same_string(x->no_input_format, y->no_input_format) && same_string(x->system_format, y->system_format) &&
+               same_string(x->system_prompt, y->system_prompt) && same_string(x->field_system, y->field_system) &&
                same_string(x->chat_template, y->chat_template) &&
                same_string(x->chat_template_jinja, y->chat_template_jinja) &&
                same_string(x->field_messages, y->field_messages) &&
@@ -581,7 +584,9 @@ static void test_round_trip(void) {
 static void test_sft_round_trip(void) {
     char *overrides[] = {"datasets=[{path: a.jsonl, type: alpaca, field_instruction: q, field_output: \"a b\"}, "
                          "{path: \"b c.json\", type: completion, field: body, split: train}, "
-                         "{path: d.jsonl, type: input_output}]",
+                         "{path: d.jsonl, type: input_output}, "
+                         "{path: e.jsonl, type: {field_instruction: q, format: \"[INST] {instruction} {input} "
+                         "[/INST]\", system_format: \"<<SYS>>{system}<</SYS>> {{x}}\"}}]",
                          "train_on_inputs=true",
                          "dataset_prepared_path=prep",
                          "shuffle_merged_datasets=false",
@@ -597,7 +602,8 @@ static void test_sft_round_trip(void) {
     tt_run_config_defaults(&again);
     tt_run_config_load(&again, path, 0, NULL);
     TT_EXPECT(same_config(&c, &again) && again.dataset_specs[0].type == TT_DATASET_ALPACA &&
-                  strcmp(again.dataset_specs[0].field_output, "a b") == 0 &&
+                  strcmp(again.dataset_specs[0].field_output, "a b") == 0 && again.dataset_specs[3].user_defined &&
+                  strcmp(again.dataset_specs[3].no_input_format, "{instruction} ") == 0 &&
                   again.excess_length_strategy == TT_EXCESS_TRUNCATE,
               "SFT keys round trip:\n%s", text);
     free(text);

@@ -63,6 +63,30 @@ for compressed in alpaca.jsonl.gz "$fixtures/alpaca.jsonl.zst"; do
     grep -q "16 documents, [0-9]* tokens, $expected of them trained" "$out.txt"
   check "... the plain file's bytes" cmp -s "$(ls last_run_prepared/*.tok)" "$(ls $out/*.tok)"
 done
+# axolotl's user-defined type (type: a mapping of fields and formats, filled as Python's str.format): with alpaca's
+# own texts as its formats it prepares alpaca's bytes; another format and a system text train the same answers
+cat > user_defined.yaml <<'YAML'
+datasets:
+  - path: PATH
+    type:
+      format: "Below is an instruction that describes a task, paired with an input that provides further context. Write a response that appropriately completes the request.\n\n### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
+      no_input_format: "Below is an instruction that describes a task. Write a response that appropriately completes the request.\n\n### Instruction:\n{instruction}\n\n### Response:\n"
+YAML
+sed "s|PATH|$fixtures/alpaca.jsonl|" user_defined.yaml > ud.yaml
+cat run.yaml | grep -v "^datasets:\|^  - path:\|^    type:" > ud_run.yaml
+cat ud.yaml >> ud_run.yaml
+"$tiertrain" preprocess ud_run.yaml dataset_prepared_path=prepared_ud > ud.txt 2>&1
+check "a user-defined type with alpaca's formats preprocesses ($expected trained)" \
+  grep -q "16 documents, [0-9]* tokens, $expected of them trained" ud.txt
+check "... alpaca's bytes" cmp -s "$(ls last_run_prepared/*.tok)" "$(ls prepared_ud/*.tok)"
+"$tiertrain" preprocess run.yaml "datasets=[{path: $fixtures/alpaca.jsonl, type: {format: '[INST] {instruction} {input} [/INST]', no_input_format: '[INST] {instruction} [/INST]', system_prompt: 'Be brief.', system_format: '<<SYS>>{system}<</SYS>> '}}]" \
+  dataset_prepared_path=prepared_ud2 > ud2.txt 2>&1
+check "... other formats and a system prompt train the same answers ($expected)" \
+  grep -q "16 documents, [0-9]* tokens, $expected of them trained" ud2.txt
+"$tiertrain" preprocess run.yaml "datasets=[{path: $fixtures/alpaca.jsonl, type: {format: '{instruction} {output}'}}]" \
+  dataset_prepared_path=prepared_ud3 > ud3.txt 2>&1
+check "... a field the format is not given is refused, naming it" \
+  grep -q "type: format: the field {output} is not one this format is given" ud3.txt
 head -c 40 alpaca.jsonl.gz > truncated.jsonl.gz
 "$tiertrain" preprocess run.yaml "datasets=[{path: truncated.jsonl.gz, type: alpaca}]" dataset_prepared_path=p_t \
   > truncated.txt 2>&1

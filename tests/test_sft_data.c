@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/python_format.h"
 #include "config/run_config.h"
 #include "data/json_records.h"
 #include "data/sft_examples.h"
@@ -686,10 +687,38 @@ static void test_prepare(void) {
     free(jsonl);
 }
 
+/* The user-defined type's formats are filled as Python's str.format fills named fields. */
+static void test_python_format(void) {
+    static const char *const names[] = {"instruction", "input"};
+    static const char *const values[] = {"say {hi}", "x"};
+    static const size_t lens[] = {8, 1};
+    char *out = NULL, err[256];
+    size_t len = 0;
+    TT_EXPECT(
+        tt_python_format("[{{ {instruction} }}] {input}{input}", names, values, lens, 2, &out, &len, err, sizeof err) &&
+            strcmp(out, "[{ say {hi} }] xx") == 0 && len == strlen(out),
+        "named fields and escaped braces: '%s'", out ? out : err);
+    free(out);
+    const char *bad[] = {"{output}",         "{0}",       "{}",    "{instruction!r}",
+                         "{instruction:>9}", "{input.x}", "a } b", "{instruction"};
+    const char *why[] = {"the field {output} is not one",
+                         "the field {0} is not one",
+                         "a field other than a plain name",
+                         "a field other than a plain name",
+                         "a field other than a plain name",
+                         "a field other than a plain name",
+                         "a single '}'",
+                         "a single '{'"};
+    for (int i = 0; i < 8; i++)
+        TT_EXPECT(!tt_python_format(bad[i], names, values, lens, 2, &out, &len, err, sizeof err) && strstr(err, why[i]),
+                  "'%s' is refused as Python would: %s", bad[i], err);
+}
+
 int main(int argc, char **argv) {
     source_dir = argc > 1 ? argv[1] : getenv("TT_SOURCE_DIR");
     if (!source_dir) source_dir = ".";
     snprintf(tokenizer_dir, sizeof tokenizer_dir, "%s/tests/fixtures/data/bytes_tokenizer", source_dir);
+    test_python_format();
     tt_test_scratch_open("sft");
     tt_tokenizer *tok = tt_tokenizer_load(tokenizer_dir);
     test_types(tok);

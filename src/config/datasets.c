@@ -12,6 +12,7 @@
 #include "config/config_internal.h"
 #include "config/split_slice.h"
 #include "core/check.h"
+#include "core/python_format.h"
 
 /* ---- setting values ---- */
 
@@ -38,6 +39,11 @@ void cfg_free_strings(char **list, int count) {
 }
 
 static void free_dataset_spec(tt_dataset_spec *spec) {
+    free(spec->format);
+    free(spec->no_input_format);
+    free(spec->system_format);
+    free(spec->system_prompt);
+    free(spec->field_system);
     free(spec->field);
     free(spec->field_instruction);
     free(spec->field_input);
@@ -199,6 +205,39 @@ static void parse_chat_key(const source *src, yaml_document_t *doc, yaml_node_t 
     }
 }
 
+/* axolotl's user-defined type: `type:` a mapping of the prompt's fields and formats (UserDefinedDatasetConfig). Each
+ * value a string; another key is an error naming it. */
+static void parse_user_defined_type(const source *src, yaml_document_t *doc, yaml_node_t *type, int index,
+                                    tt_dataset_spec *spec) {
+    static const char *const names[] = {"field_instruction", "field_input", "field_output",    "field_system",
+                                        "system_prompt",     "format",      "no_input_format", "system_format"};
+    char **const fields[] = {&spec->field_instruction, &spec->field_input,   &spec->field_output,
+                             &spec->field_system,      &spec->system_prompt, &spec->format,
+                             &spec->no_input_format,   &spec->system_format};
+    spec->user_defined = true;
+    for (yaml_node_pair_t *pair = type->data.mapping.pairs.start; pair < type->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = yaml_document_get_node(doc, pair->key);
+        yaml_node_t *value = yaml_document_get_node(doc, pair->value);
+        char buf[256];
+        const char *name = key->type == YAML_SCALAR_NODE ? cfg_scalar_text(key) : "";
+        int found = -1;
+        for (int i = 0; i < (int)(sizeof names / sizeof names[0]) && found < 0; i++)
+            if (strcmp(name, names[i]) == 0) found = i;
+        if (found < 0)
+            cfg_die_at(src, key,
+                       "datasets entry %d: type: the user-defined type takes field_instruction, field_input, "
+                       "field_output, field_system, system_prompt, format, no_input_format and system_format, not "
+                       "'%s'",
+                       index + 1, name);
+        if (*fields[found]) cfg_die_at(src, key, "datasets entry %d: type: key '%s' appears twice", index + 1, name);
+        if (value->type != YAML_SCALAR_NODE)
+            cfg_die_at(src, value, "datasets entry %d: type: %s: expected a string, got %s", index + 1, name,
+                       cfg_describe_value(value, buf, sizeof buf));
+        if (cfg_is_null(value)) continue; /* its default */
+        *fields[found] = tt_xstrdup(cfg_scalar_text(value));
+    }
+}
+
 /* One datasets entry: a path (a token file), or a mapping {path, type, per-type keys}. */
 static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_node_t *entry, int index, char **path_out,
                                 tt_dataset_spec *spec) {
@@ -236,6 +275,10 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         if (!is_path && !is_type) continue;
         if ((is_path && path) || (is_type && type_node))
             cfg_die_at(src, key, "datasets entry %d: key '%s' appears twice", index + 1, name);
+        if (is_type && value->type == YAML_MAPPING_NODE) { /* axolotl's user-defined type */
+            type_node = value;
+            continue;
+        }
         if (value->type != YAML_SCALAR_NODE || cfg_is_null(value) || !*cfg_scalar_text(value))
             cfg_die_at(src, value, "datasets entry %d: %s: expected %s, got %s", index + 1, name,
                        is_path ? "a file's path" : "completion, alpaca, input_output, chat_template or tokens",
@@ -245,7 +288,10 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
     }
     if (!path)
         cfg_die_at(src, entry, "datasets entry %d has no path; write {path: data.jsonl, type: alpaca}", index + 1);
-    if (type_node) {
+    if (type_node && type_node->type == YAML_MAPPING_NODE) {
+        spec->type = TT_DATASET_ALPACA;
+        parse_user_defined_type(src, doc, type_node, index, spec);
+    } else if (type_node) {
         int t =
             cfg_index_in_list("tokens|completion|alpaca|input_output|chat_template", cfg_scalar_text(type_node), false);
         if (t < 0)
@@ -311,6 +357,30 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
     /* axolotl's defaults */
     if (spec->type == TT_DATASET_COMPLETION && !spec->field) spec->field = tt_xstrdup("text");
     if (spec->type == TT_DATASET_ALPACA) {
+        if (spec->user_defined) { /* axolotl's UserDefinedDatasetConfig defaults */
+            if (!spec->field_system) spec->field_system = tt_xstrdup("system");
+            if (!spec->system_prompt) spec->system_prompt = tt_xstrdup("");
+            if (!spec->format) spec->format = tt_xstrdup("{instruction} {input} ");
+            if (!spec->no_input_format) spec->no_input_format = tt_xstrdup("{instruction} ");
+            if (!spec->system_format) spec->system_format = tt_xstrdup("{system}");
+            /* the fields each format is given, as axolotl's prompter calls str.format */
+            static const char *const turn[] = {"instruction", "input"}, *const system[] = {"system"};
+            const char *const formats[3] = {spec->format, spec->no_input_format, spec->system_format};
+            const char *const keys[3] = {"format", "no_input_format", "system_format"};
+            const char *const *fields[3] = {turn, turn, system};
+            const int field_counts[3] = {2, 1, 1};
+            for (int f = 0; f < 3; f++) {
+                char why[512];
+                if (!tt_python_format(formats[f], fields[f], NULL, NULL, field_counts[f], NULL, NULL, why, sizeof why))
+                    cfg_die_at(src, entry,
+                               "datasets entry %d: type: %s: %s; it is filled as Python's str.format fills "
+                               "it, with %s",
+                               index + 1, keys[f], why,
+                               f == 0   ? "{instruction} and {input}"
+                               : f == 1 ? "{instruction}"
+                                        : "{system}");
+            }
+        }
         if (!spec->field_instruction) spec->field_instruction = tt_xstrdup("instruction");
         if (!spec->field_input) spec->field_input = tt_xstrdup("input");
         if (!spec->field_output) spec->field_output = tt_xstrdup("output");

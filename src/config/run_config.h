@@ -99,7 +99,13 @@ typedef struct tt_dataset_spec {
     char *field_instruction; /* alpaca: default "instruction" */
     char *field_input;       /* alpaca: default "input" (optional in a record) */
     char *field_output;      /* alpaca: default "output" */
-    char *split;             /* "train": a local file has one split */
+    /* axolotl's user-defined type (`type:` a mapping): alpaca's tokenization with the prompt built from these, as
+     * Python's str.format fills them: system_format with {system}, format with {instruction} and {input} (a record
+     * with a non-empty input), no_input_format with {instruction}; the system text is the record's field_system, else
+     * system_prompt */
+    bool user_defined;
+    char *format, *no_input_format, *system_format, *system_prompt, *field_system;
+    char *split; /* "train": a local file has one split */
     /* chat_template entries (axolotl's keys; src/data/chat_template.h) */
     char *chat_template;       /* tokenizer_default | tokenizer_default_fallback_<name> | jinja | a built-in;
                                   NULL: the top level's */

@@ -127,6 +127,19 @@ static void write_lora_targets(FILE *out, const tt_run_config *c) {
     fputc(']', out);
 }
 
+/* axolotl's user-defined type: the mapping of its fields and formats */
+static void write_user_defined_type(FILE *out, const tt_dataset_spec *d) {
+    const char *const names[] = {"field_instruction", "field_input", "field_output",    "field_system",
+                                 "system_prompt",     "format",      "no_input_format", "system_format"};
+    const char *const values[] = {d->field_instruction, d->field_input, d->field_output,    d->field_system,
+                                  d->system_prompt,     d->format,      d->no_input_format, d->system_format};
+    fputs("\n    type:", out);
+    for (int i = 0; i < 8; i++) {
+        fprintf(out, "\n      %s: ", names[i]);
+        write_yaml_string(out, values[i]);
+    }
+}
+
 /* datasets: a block list of entries, each with its path, type and the keys it set */
 static void write_datasets(FILE *out, const tt_run_config *c) {
     if (c->dataset_count == 0) fputs("[]", out);
@@ -134,9 +147,11 @@ static void write_datasets(FILE *out, const tt_run_config *c) {
         const tt_dataset_spec *d = &c->dataset_specs[i];
         fputs("\n  - path: ", out);
         write_yaml_string(out, c->datasets[i]);
-        fprintf(out, "\n    type: %s", tt_dataset_type_name(d->type));
+        if (d->user_defined) write_user_defined_type(out, d);
+        else fprintf(out, "\n    type: %s", tt_dataset_type_name(d->type));
         for (int e = 0; e < cfg_entry_key_count; e++) {
             if (!cfg_entry_keys[e].offset) continue;
+            if (d->user_defined && strncmp(cfg_entry_keys[e].name, "field_", 6) == 0) continue; /* in its type */
             const char *v = *(char *const *)((const char *)d + cfg_entry_keys[e].offset);
             if (!v) continue;
             fprintf(out, "\n    %s: ", cfg_entry_keys[e].name);

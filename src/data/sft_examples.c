@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/python_format.h"
 
 /* axolotl's AlpacaPrompter (prompt_style "instruct"), the texts verbatim */
 static const char alpaca_system[] = "Below is an instruction that describes a task, paired with an input that provides "
@@ -69,8 +70,51 @@ static char *concat(const char *const *parts, const size_t *lens, int n, size_t 
     return s;
 }
 
+/* axolotl's user-defined type (UserDefinedPrompter): (system_format filled with the system text, when there is one) +
+ * format filled with the instruction and the input (a non-empty one), else no_input_format with the instruction; the
+ * output (missing: empty) tokenized as alpaca's. */
+static void user_defined_segments(const tt_dataset_spec *spec, bool train_on_inputs, json_t *record, const char *where,
+                                  tt_sft_example *out) {
+    size_t ilen = 0, xlen = 0, olen = 0, slen = 0;
+    const char *instruction = string_field(record, spec->field_instruction, where, "user-defined", false, &ilen);
+    const char *input = string_field(record, spec->field_input, where, "user-defined", true, &xlen);
+    const char *output = string_field(record, spec->field_output, where, "user-defined", true, &olen);
+    const char *system = string_field(record, spec->field_system, where, "user-defined", true, &slen);
+    if (!system) {
+        system = spec->system_prompt;
+        slen = strlen(system);
+    }
+    static const char *const names[] = {"instruction", "input", "system"};
+    const char *const values[] = {instruction, input ? input : "", system};
+    const size_t lens[] = {ilen, input ? xlen : 0, slen};
+    char err[512], *system_text = NULL, *turn = NULL;
+    size_t system_len = 0, turn_len = 0;
+    if (slen > 0 && spec->system_format[0] && /* axolotl: `if system and self.system_format` */
+        !tt_python_format(spec->system_format, names + 2, values + 2, lens + 2, 1, &system_text, &system_len, err,
+                          sizeof err))
+        tt_die("%s: system_format: %s", where, err);
+    const bool with_input = input && xlen > 0; /* axolotl: `if input:` */
+    if (!tt_python_format(with_input ? spec->format : spec->no_input_format, names, values, lens, with_input ? 2 : 1,
+                          &turn, &turn_len, err, sizeof err))
+        tt_die("%s: %s: %s", where, with_input ? "format" : "no_input_format", err);
+    const char *parts[] = {system_text ? system_text : "", turn};
+    const size_t part_lens[] = {system_len, turn_len};
+    size_t plen = 0;
+    char *prompt = concat(parts, part_lens, 2, &plen);
+    add_segment(out, prompt, plen, train_on_inputs, true, false);
+    free(system_text);
+    free(turn);
+    const char *response[] = {output ? output : ""};
+    add_segment(out, concat(response, &olen, 1, &olen), olen, true, true, true);
+    out->append_eos = true;
+}
+
 static void alpaca_segments(const tt_dataset_spec *spec, bool train_on_inputs, json_t *record, const char *where,
                             tt_sft_example *out) {
+    if (spec->user_defined) {
+        user_defined_segments(spec, train_on_inputs, record, where, out);
+        return;
+    }
     size_t ilen = 0, xlen = 0, olen = 0;
     const char *instruction = string_field(record, spec->field_instruction, where, "alpaca", false, &ilen);
     const char *input = string_field(record, spec->field_input, where, "alpaca", true, &xlen);

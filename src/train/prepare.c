@@ -190,6 +190,13 @@ void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
         hash_string(&h, d->field_instruction);
         hash_string(&h, d->field_input);
         hash_string(&h, d->field_output);
+        if (d->user_defined) { /* the prompt's formats and system text */
+            hash_string(&h, d->format);
+            hash_string(&h, d->no_input_format);
+            hash_string(&h, d->system_format);
+            hash_string(&h, d->system_prompt);
+            hash_string(&h, d->field_system);
+        }
         hash_string(&h, d->split);
         if (d->type == TT_DATASET_CHAT_TEMPLATE) hash_chat_entry(&h, run, i, tokenizer_source(run));
         hash_file(&h, run->datasets[i], false);

@@ -153,7 +153,7 @@ static void run_fixture(const char *source_dir, const char *name, bool checkpoin
 int main(int argc, char **argv) {
     const char *source_dir = argc > 1 ? argv[1] : ".";
     const char *fixtures[] = {"tiny_qwen3", "tiny_llama",   "tiny_qwen2",   "tiny_gemma3", "tiny_gemma2",
-                              "tiny_olmo2", "tiny_smollm3", "tiny_granite", "tiny_phi3"};
+                              "tiny_olmo2", "tiny_smollm3", "tiny_granite", "tiny_phi3",  "tiny_qwen3_moe"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) {
         float *plain = NULL, *checkpointed = NULL;
         size_t plain_bytes = 0, checkpointed_bytes = 0;

@@ -347,7 +347,7 @@ static void test_errors(void) {
     tt_expect_die(load_config, "gpt2.json", "model_type \"gpt2\" is not supported");
     tt_expect_die(load_config, "gpt2.json",
                   "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, gemma3, olmo2, "
-                  "smollm3, granite and phi3");
+                  "smollm3, granite, phi3 and qwen3_moe");
     tt_test_write_text("no_type.json", "{\"vocab_size\": 100}");
     tt_expect_die(load_config, "no_type.json", "no_type.json: key \"model_type\" is missing");
 

@@ -142,10 +142,19 @@ static void test_family(const tt_arch *arch) {
                           (arch->qk_norm == TT_QK_NORM_PER_HEAD ? TT_SLOT_ROWS_KV_HEADS : TT_SLOT_ROWS_TOKENS),
                   "%s: the q/k norms' rstd rows", arch->model_type);
     }
-    const tt_saved_slot always[] = {TT_SAVED_Q,    TT_SAVED_K,  TT_SAVED_V,   TT_SAVED_ATTN_OUT,    TT_SAVED_LSE,
-                                    TT_SAVED_GATE, TT_SAVED_UP, TT_SAVED_GLU, TT_SAVED_RESIDUAL_MID};
+    const tt_saved_slot always[] = {TT_SAVED_Q,        TT_SAVED_K,   TT_SAVED_V,
+                                    TT_SAVED_ATTN_OUT, TT_SAVED_LSE, TT_SAVED_RESIDUAL_MID};
     for (size_t i = 0; i < sizeof always / sizeof always[0]; i++)
         TT_EXPECT(s[always[i]].present, "%s: slot %d is there", arch->model_type, (int)always[i]);
+    /* the MLP half: a gated MLP's intermediates, or a mixture of experts' slots, all written by its one op */
+    const bool experts = arch->block == TT_BLOCK_MOE;
+    const tt_saved_slot dense[] = {TT_SAVED_GATE, TT_SAVED_UP, TT_SAVED_GLU};
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++)
+        TT_EXPECT(s[dense[i]].present == !experts, "%s: the dense MLP's slot %d where it has one", arch->model_type,
+                  (int)dense[i]);
+    for (int i = TT_SAVED_ROUTER_PROBS; i <= TT_SAVED_EXPERT_OUT; i++)
+        TT_EXPECT(s[i].present == experts && (!experts || (s[i].producer == TT_SLOT_OP_EXPERTS && s[i].mlp_half)),
+                  "%s: the experts' slot %d where it has experts, in the MLP half, from their op", arch->model_type, i);
 }
 
 int main(void) {

@@ -602,6 +602,35 @@ check "... and its config says so" grep -q '"tie_word_embeddings": false' out_ls
   max_steps=1 > train_lsn.txt 2>&1
 check "... a module it cannot train whole is refused by name" grep -q "lora_modules_to_save lists 'norm'" train_lsn.txt
 
+# A mixture of experts (the Qwen3-MoE fixture, its golden in test_golden): trains, with checkpointing and offloaded
+# activations the same losses and gradient norms; LoRA adapts its attention; what it does not train yet is refused
+python3 "$source_dir/bench/make_tokens.py" moe.tok 96 4000 > /dev/null
+moe=(model_config=null "base_model=$source_dir/tests/fixtures/tiny_qwen3_moe" datasets=[moe.tok] sequence_len=32
+     micro_batch_size=2 max_steps=3 save_strategy=no val_set_size=0)
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${moe[@]}" output_dir=out_moe > train_moe.txt 2>&1
+if grep -q "^device: cuda" train_moe.txt; then
+  check "a mixture of experts on the GPU is refused, saying where it trains" \
+    grep -q "a mixture of experts trains on the CPU backend only for now" train_moe.txt
+else
+  check "a mixture of experts trains" grep -q "step 3/3" train_moe.txt
+  check "... its layers described" grep -q "model: qwen3_moe, 2 layers, .*4 experts of 16 (2 a token)" train_moe.txt
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${moe[@]}" gradient_checkpointing=true \
+    activation_offloading=true output_dir=out_moe_gc > train_moe_gc.txt 2>&1
+  check "... checkpointed and offloaded: the same losses and gradient norms" \
+    cmp -s <(grep '"loss"' out_moe/metrics.jsonl | sed 's/"step_seconds.*//') \
+           <(grep '"loss"' out_moe_gc/metrics.jsonl | sed 's/"step_seconds.*//')
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${moe[@]}" adapter=lora lora_r=4 lora_alpha=8 \
+    lora_target_linear=true output_dir=out_moe_lora > train_moe_lora.txt 2>&1
+  check "... LoRA adapts its attention" grep -q "on q_proj k_proj v_proj o_proj: " train_moe_lora.txt
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${moe[@]}" adapter=lora lora_r=4 lora_alpha=8 \
+    "lora_target_modules=[gate_proj]" output_dir=out_moe_x > train_moe_x.txt 2>&1
+  check "... adapters on its experts are refused by name" grep -q "names gate_proj, but qwen3_moe models have no" \
+    train_moe_x.txt
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${moe[@]}" tiled_mlp=true tiled_mlp_num_shards=3 \
+    output_dir=out_moe_t > train_moe_t.txt 2>&1
+  check "... tiled_mlp is refused, saying why" grep -q "tiled_mlp tiles a dense MLP" train_moe_t.txt
+fi
+
 # Continue training from a saved Hugging Face checkpoint.
 "$tiertrain" train --config run.yaml "${overrides[@]}" model_config=null base_model=out_a output_dir=out_c max_steps=1 > train_c.txt 2>&1
 check "training from a saved checkpoint succeeds" test $? -eq 0

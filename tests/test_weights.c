@@ -86,8 +86,9 @@ static void check_resave_matches_transformers(const char *source_dir, const char
 
 int main(int argc, char **argv) {
     const char *source_dir = argc > 1 ? argv[1] : ".";
-    const char *fixtures[] = {"tiny_qwen3", "tiny_llama",   "tiny_qwen2",   "tiny_gemma3", "tiny_gemma2",
-                              "tiny_olmo2", "tiny_smollm3", "tiny_granite", "tiny_phi3",   "tiny_gemma3_multimodal"};
+    const char *fixtures[] = {"tiny_qwen3",    "tiny_llama",   "tiny_qwen2",   "tiny_gemma3", "tiny_gemma2",
+                              "tiny_olmo2",    "tiny_smollm3", "tiny_granite", "tiny_phi3",   "tiny_gemma3_multimodal",
+                              "tiny_qwen3_moe"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++)
         check_resave_matches_transformers(source_dir, fixtures[i], 0);
     check_resave_matches_transformers(source_dir, "tiny_gemma3_multimodal", 4096); /* the kept tensors sharded too */

@@ -86,6 +86,13 @@ static inline tt_model_config tt_test_tiny_family(const char *model_type) {
             c.rope_long_factor[i] = 1.5f + 2.0f * (float)i;
         }
     }
+    if (strcmp(model_type, "qwen3_moe") ==
+        0) { /* Qwen3's attention, 4 experts of 8 (24 x 8: a multiple of 64), 2 a token */
+        c.num_experts = 4;
+        c.num_experts_per_tok = 2;
+        c.moe_intermediate_size = 8;
+        c.norm_topk_prob = true;
+    }
     if (strcmp(model_type, "granite") == 0) {
         c.attention_bias = true;
         c.embedding_scale = 2.0;

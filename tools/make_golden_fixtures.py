@@ -54,7 +54,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 FIXTURES = ("tiny_qwen3", "tiny_llama", "tiny_qwen2", "tiny_gemma3", "tiny_gemma2", "tiny_olmo2", "tiny_smollm3",
-            "tiny_granite", "tiny_phi3")
+            "tiny_granite", "tiny_phi3", "tiny_qwen3_moe")
 # The families added after the first three draw their input ids from [1, V): their embeddings have padding_idx
 # pad_token_id (0 here), whose row gets no gradient from the lookup in transformers.
 FIRST_ID = {"tiny_qwen3": 0, "tiny_llama": 0, "tiny_qwen2": 0}
@@ -190,6 +190,24 @@ def make_config(name):
             tie_word_embeddings=False,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         )
+    if name == "tiny_qwen3_moe":
+        # Qwen3-MoE: Qwen3's attention (q/k norms per head), every layer a mixture of 4 experts of 16 (SwiGLU), each
+        # token to its 2 most probable, the two weights renormalized (norm_topk_prob); untied. transformers 5 keeps
+        # the experts as 3-D tensors (gate_up_proj [E, 2 Fm, D], down_proj [E, D, Fm]) and saves them per expert.
+        return transformers.Qwen3MoeConfig(
+            **common,
+            head_dim=8,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=16,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            output_router_logits=False,
+            experts_implementation="eager",  # the loop over experts: transformers' grouped_mm takes no float64
+            tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        )
     if name == "tiny_phi3":
         # Phi-3 / Phi-4-mini: fused qkv_proj and gate_up_proj; partial rotary 0.75 (6 of head_dim 8 rotate);
         # LongRoPE with original_max_position_embeddings 8 < the 12 tokens, so the long factors apply, and the
@@ -221,7 +239,22 @@ MODEL_CLASSES = {
     "tiny_smollm3": "SmolLM3ForCausalLM",
     "tiny_granite": "GraniteForCausalLM",
     "tiny_phi3": "Phi3ForCausalLM",
+    "tiny_qwen3_moe": "Qwen3MoeForCausalLM",
 }
+
+
+def hub_tensors(name, tensor):
+    """A parameter as the hub's checkpoints name it: transformers 5's 3-D experts split per expert
+    (mlp.experts.gate_up_proj [E, 2 Fm, D] -> mlp.experts.<e>.gate_proj.weight and up_proj.weight [Fm, D];
+    mlp.experts.down_proj [E, D, Fm] -> mlp.experts.<e>.down_proj.weight), anything else as it is."""
+    if name.endswith(".mlp.experts.gate_up_proj"):
+        stem, half = name[: -len("gate_up_proj")], tensor.shape[1] // 2
+        return {f"{stem}{e}.{proj}_proj.weight": tensor[e, i * half:(i + 1) * half]
+                for e in range(tensor.shape[0]) for i, proj in enumerate(("gate", "up"))}
+    if name.endswith(".mlp.experts.down_proj"):
+        stem = name[: -len("down_proj")]
+        return {f"{stem}{e}.down_proj.weight": tensor[e] for e in range(tensor.shape[0])}
+    return {name: tensor}
 
 
 def build_model(name):
@@ -275,7 +308,9 @@ def save_model(model, directory):
     path = os.path.join(directory, "model.safetensors")
     if not os.path.isfile(path) or os.path.exists(os.path.join(directory, "model.safetensors.index.json")):
         raise SystemExit(f"{directory}: save_pretrained did not write a single model.safetensors")
-    params = dict(model.named_parameters())
+    params = {}
+    for pname, p in model.named_parameters():
+        params.update(hub_tensors(pname, p.detach()))
     with safe_open(path, framework="pt") as f:
         saved = set(f.keys())
         if saved != set(params):
@@ -283,7 +318,7 @@ def save_model(model, directory):
                              f"{sorted(saved - set(params))}, not saved {sorted(set(params) - saved)}")
         for pname, p in params.items():
             t = f.get_tensor(pname)
-            if t.dtype != torch.float32 or not torch.equal(t, p.detach()):
+            if t.dtype != torch.float32 or not torch.equal(t, p):
                 raise SystemExit(f"{path}: {pname} differs from the model's parameter")
 
 
@@ -458,7 +493,8 @@ def make_fixture(name, out_dir, stock):
     params = dict(model.named_parameters())  # tied: lm_head.weight is embed_tokens.weight, listed once
     sum_squares = 0.0
     for pname, g in grads.items():
-        tensors["grad." + pname] = g.to(torch.float32).contiguous()
+        for hub_name, piece in hub_tensors(pname, g).items():
+            tensors["grad." + hub_name] = piece.to(torch.float32).contiguous()
         sum_squares += float((g.to(torch.float64) ** 2).sum())
 
     # One AdamW step in float64 on those gradients: decay on matrices, none on biases and norm
@@ -474,7 +510,8 @@ def make_fixture(name, out_dir, stock):
         lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY, foreach=False, fused=False)
     optimizer.step()
     for pname, p in params.items():
-        tensors["adamw." + pname] = p.detach().to(torch.float32).contiguous()
+        for hub_name, piece in hub_tensors(pname, p.detach()).items():
+            tensors["adamw." + hub_name] = piece.to(torch.float32).contiguous()
 
     metadata = {
         "lr": str(LR),

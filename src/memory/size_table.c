@@ -131,7 +131,10 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
                                .head_dim = m->head_dim,
                                .hidden = D,
                                .intermediate = F,
-                               .lora_rank = params->lora_rank};
+                               .lora_rank = params->lora_rank,
+                               .experts = m->num_experts,
+                               .experts_per_token = m->num_experts_per_tok,
+                               .moe_intermediate = m->moe_intermediate_size};
     for (int i = 0; i < TT_SAVED_SLOT_COUNT; i++) {
         const tt_saved_slot_info *info = &slots->slot[i];
         const bool adapted =
@@ -170,6 +173,9 @@ void tt_size_table_tensors(tt_size_table *t, const tt_model_config *m, const tt_
     t->backward_slot[TT_BACKWARD_ATTENTION] = tt_align_up(attention_workspace);
     t->backward_slot[TT_BACKWARD_D_ATTN_PROJ] = tt_size_table_projection_gradient(m) ? bytes_of(N * D, a) : 0;
     t->mlp_backward_scratch = tt_size_table_projection_gradient(m) ? bytes_of(N * D, a) : 0;
+    if (m->num_experts > 0) /* the experts' backward: the routed rows' output gradient, the routing's in fp32 */
+        t->mlp_backward_scratch =
+            bytes_of(N * m->num_experts_per_tok * D, a) + bytes_of(N * (m->num_experts + m->num_experts_per_tok), 4);
     for (int i = 0; i < TT_BACKWARD_SLOT_COUNT; i++) t->layer_backward += t->backward_slot[i];
     t->sequence_parallel_q = plan->sequence_parallel > 1 ? bytes_of(N * q_dim, a) : 0;
     t->sequence_parallel_kv = plan->sequence_parallel > 1 ? bytes_of(N * kv_dim, a) : 0;

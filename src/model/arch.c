@@ -9,7 +9,7 @@
 /* Every family tiertrain trains, in the order messages list them. */
 static const tt_arch *const families[] = {&tt_arch_llama,   &tt_arch_mistral,     &tt_arch_qwen2,  &tt_arch_qwen3,
                                           &tt_arch_gemma2,  &tt_arch_gemma3_text, &tt_arch_gemma3, &tt_arch_olmo2,
-                                          &tt_arch_smollm3, &tt_arch_granite,     &tt_arch_phi3};
+                                          &tt_arch_smollm3, &tt_arch_granite,     &tt_arch_phi3,   &tt_arch_qwen3_moe};
 #define FAMILY_COUNT ((int)(sizeof families / sizeof families[0]))
 
 int tt_arch_family_count(void) { return FAMILY_COUNT; }
@@ -55,12 +55,18 @@ int64_t tt_dim_size(tt_dim dim, const tt_model_config *m) {
     case TT_DIM_VOCAB: return m->vocab_size;
     case TT_DIM_QKV: return (m->num_heads + 2 * m->num_kv_heads) * m->head_dim;
     case TT_DIM_FFN2: return 2 * m->intermediate_size;
+    case TT_DIM_EXPERTS: return m->num_experts;
+    case TT_DIM_MOE_FFN: return m->moe_intermediate_size;
     }
     TT_CHECK(false, "dimension %d", (int)dim);
     return 0;
 }
 
 const tt_layer_slots *tt_layer_slots_for(const tt_model_config *model) { return tt_arch_of(model)->slots; }
+
+int64_t tt_layer_param_copies(const tt_layer_param *param, const tt_model_config *model) {
+    return tt_param_kind_is_expert(param->kind) ? model->num_experts : 1;
+}
 
 bool tt_layer_param_present(const tt_layer_param *param, const tt_model_config *model) {
     return param->presence == TT_PRESENT_ALWAYS ||

@@ -7,7 +7,7 @@
  * when no existing one fits, and its tests.
  *
  * Llama, Mistral (arch_llama.c), Qwen2, Qwen3 (arch_qwen.c), Gemma 2 and 3 (arch_gemma.c), OLMo 2 (arch_olmo2.c),
- * SmolLM3 (arch_smollm3.c), Granite (arch_granite.c). */
+ * SmolLM3 (arch_smollm3.c), Granite (arch_granite.c), Qwen3-MoE (arch_qwen_moe.c: the mixture-of-experts block). */
 #ifndef TT_MODEL_ARCH_H
 #define TT_MODEL_ARCH_H
 
@@ -25,15 +25,17 @@ struct tt_config_reader;
 
 /* A size of a parameter or a linear layer, from the model config. */
 typedef enum tt_dim {
-    TT_DIM_ONE,    /* 1: the columns of a vector */
-    TT_DIM_HIDDEN, /* D, hidden_size */
-    TT_DIM_HEAD,   /* hd, head_dim */
-    TT_DIM_Q,      /* Hq * hd: the query projection's outputs */
-    TT_DIM_KV,     /* Hkv * hd: a key or value projection's outputs */
-    TT_DIM_FFN,    /* F, intermediate_size */
-    TT_DIM_VOCAB,  /* V, vocab_size */
-    TT_DIM_QKV,    /* (Hq + 2 Hkv) * hd: a fused q/k/v projection's outputs */
-    TT_DIM_FFN2,   /* 2F: a fused gate/up projection's outputs */
+    TT_DIM_ONE,     /* 1: the columns of a vector */
+    TT_DIM_HIDDEN,  /* D, hidden_size */
+    TT_DIM_HEAD,    /* hd, head_dim */
+    TT_DIM_Q,       /* Hq * hd: the query projection's outputs */
+    TT_DIM_KV,      /* Hkv * hd: a key or value projection's outputs */
+    TT_DIM_FFN,     /* F, intermediate_size */
+    TT_DIM_VOCAB,   /* V, vocab_size */
+    TT_DIM_QKV,     /* (Hq + 2 Hkv) * hd: a fused q/k/v projection's outputs */
+    TT_DIM_FFN2,    /* 2F: a fused gate/up projection's outputs */
+    TT_DIM_EXPERTS, /* E, num_experts: the router's outputs */
+    TT_DIM_MOE_FFN, /* Fm, moe_intermediate_size: an expert's intermediate */
 } tt_dim;
 
 /* The elements a dim stands for in a model. */
@@ -45,13 +47,18 @@ typedef enum tt_param_presence {
     TT_PRESENT_WITH_ATTENTION_BIAS, /* config.json's attention_bias (Qwen2's q/k/v biases; Llama's o_proj's too) */
 } tt_param_presence;
 
-/* One parameter of every decoder layer: model.layers.<l>.<name>, [rows, cols] ([rows] when cols is TT_DIM_ONE). */
+/* One parameter of every decoder layer: model.layers.<l>.<name>, [rows, cols] ([rows] when cols is TT_DIM_ONE). An
+ * expert's (tt_param_kind_is_expert) is num_experts of them: name holds the expert's index as %d
+ * ("mlp.experts.%d.up_proj.weight"), each [rows, cols], laid out back to back by expert. */
 typedef struct tt_layer_param {
     tt_param_kind kind;
     const char *name;
     tt_dim rows, cols;
     tt_param_presence presence;
 } tt_layer_param;
+
+/* How many parameters a layer parameter is in a model: num_experts for an expert's, else 1. */
+int64_t tt_layer_param_copies(const tt_layer_param *param, const tt_model_config *model);
 
 /* A projection a fused linear layer computes: its rows of the layer's output (and of W). */
 typedef struct tt_linear_part {
@@ -73,6 +80,7 @@ typedef struct tt_linear_layer {
 /* How a decoder layer is put together: which block of train/block.h runs it. */
 typedef enum tt_block_kind {
     TT_BLOCK_DENSE, /* an attention half and a gated MLP half, each joined to the residual stream (block_dense.c) */
+    TT_BLOCK_MOE,   /* the dense block's attention half and a mixture of gated MLP experts (block_moe.c) */
 } tt_block_kind;
 
 /* Where a dense layer's RMSNorms sit around each half f (attention, MLP). */

@@ -27,18 +27,7 @@ static const tt_layer_param qwen2_layer_params[] = {
 
 /* Qwen3's attention is Llama's: o_proj takes a bias with attention_bias too */
 static const tt_layer_param qwen3_layer_params[] = {
-    {TT_PARAM_ATTN_NORM, "input_layernorm.weight", TT_DIM_HIDDEN, TT_DIM_ONE, TT_PRESENT_ALWAYS},
-    {TT_PARAM_WQ, "self_attn.q_proj.weight", TT_DIM_Q, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
-    {TT_PARAM_BQ, "self_attn.q_proj.bias", TT_DIM_Q, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
-    {TT_PARAM_WK, "self_attn.k_proj.weight", TT_DIM_KV, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
-    {TT_PARAM_BK, "self_attn.k_proj.bias", TT_DIM_KV, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
-    {TT_PARAM_WV, "self_attn.v_proj.weight", TT_DIM_KV, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
-    {TT_PARAM_BV, "self_attn.v_proj.bias", TT_DIM_KV, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
-    {TT_PARAM_WO, "self_attn.o_proj.weight", TT_DIM_HIDDEN, TT_DIM_Q, TT_PRESENT_ALWAYS},
-    {TT_PARAM_BO, "self_attn.o_proj.bias", TT_DIM_HIDDEN, TT_DIM_ONE, TT_PRESENT_WITH_ATTENTION_BIAS},
-    {TT_PARAM_Q_NORM, "self_attn.q_norm.weight", TT_DIM_HEAD, TT_DIM_ONE, TT_PRESENT_ALWAYS},
-    {TT_PARAM_K_NORM, "self_attn.k_norm.weight", TT_DIM_HEAD, TT_DIM_ONE, TT_PRESENT_ALWAYS},
-    {TT_PARAM_MLP_NORM, "post_attention_layernorm.weight", TT_DIM_HIDDEN, TT_DIM_ONE, TT_PRESENT_ALWAYS},
+    TT_QWEN3_ATTENTION_PARAMS,
     {TT_PARAM_W_GATE, "mlp.gate_proj.weight", TT_DIM_FFN, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
     {TT_PARAM_W_UP, "mlp.up_proj.weight", TT_DIM_FFN, TT_DIM_HIDDEN, TT_PRESENT_ALWAYS},
     {TT_PARAM_W_DOWN, "mlp.down_proj.weight", TT_DIM_HIDDEN, TT_DIM_FFN, TT_PRESENT_ALWAYS},

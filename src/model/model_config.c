@@ -377,8 +377,9 @@ void tt_model_config_validate(const tt_model_config *c, const char *source) {
     const double D = (double)c->hidden_size;
     double per_layer = 0;
     for (int i = 0; i < arch->layer_param_count; i++)
-        per_layer +=
-            (double)tt_dim_size(arch->layer_params[i].rows, c) * (double)tt_dim_size(arch->layer_params[i].cols, c);
+        per_layer += (double)tt_layer_param_copies(&arch->layer_params[i], c) *
+                     (double)tt_dim_size(arch->layer_params[i].rows, c) *
+                     (double)tt_dim_size(arch->layer_params[i].cols, c);
     if (!(2 * (double)c->vocab_size * D + (double)c->num_layers * per_layer + D <= 0x1p50))
         tt_die("%s: the model's sizes imply more than 2^50 parameters; the file is corrupt", source);
 }
@@ -506,7 +507,8 @@ int64_t tt_model_config_param_count(const tt_model_config *c) {
     int64_t per_layer = 0;
     for (int i = 0; i < arch->layer_param_count; i++)
         if (tt_layer_param_present(&arch->layer_params[i], c))
-            per_layer += tt_dim_size(arch->layer_params[i].rows, c) * tt_dim_size(arch->layer_params[i].cols, c);
+            per_layer += tt_layer_param_copies(&arch->layer_params[i], c) * tt_dim_size(arch->layer_params[i].rows, c) *
+                         tt_dim_size(arch->layer_params[i].cols, c);
     int64_t total = c->vocab_size * c->hidden_size + c->num_layers * per_layer + c->hidden_size;
     if (!c->tie_word_embeddings) total += c->vocab_size * c->hidden_size;
     return total;

@@ -88,6 +88,12 @@ typedef struct tt_model_config {
     bool embedding_scale_in_compute_dtype;
     double residual_scale;
     double logit_scale;
+    /* Mixture of experts (Qwen3-MoE): every decoder layer's MLP is num_experts experts of moe_intermediate_size, each
+     * token routed to num_experts_per_tok of them by a linear router; 0 experts: a dense MLP */
+    int64_t num_experts;                /* E */
+    int64_t num_experts_per_tok;        /* k */
+    int64_t moe_intermediate_size;      /* Fm */
+    bool norm_topk_prob;                /* the k routing weights renormalized to sum to 1 */
     bool tie_word_embeddings;           /* LM head shares the embedding matrix */
     bool attention_bias;                /* q/k/v projections have biases (Qwen2) */
     tt_dtype dtype;                     /* storage dtype of the checkpoint (torch_dtype / dtype) */

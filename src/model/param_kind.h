@@ -29,6 +29,10 @@ typedef enum tt_param_kind {
     TT_PARAM_W_GATE_UP,     /* [2F, D] gate's rows, then up's (Phi-3's gate_up_proj) */
     TT_PARAM_FINAL_NORM,    /* [D] model.norm */
     TT_PARAM_LM_HEAD,       /* [V, D] (absent when tied) */
+    TT_PARAM_ROUTER,        /* [E, D] a mixture of experts' router (Qwen3-MoE's mlp.gate.weight) */
+    TT_PARAM_EXPERT_GATE,   /* [Fm, D] one expert's gate_proj (tt_param_info.expert); the E of a layer back to back */
+    TT_PARAM_EXPERT_UP,     /* [Fm, D] */
+    TT_PARAM_EXPERT_DOWN,   /* [D, Fm] */
     TT_PARAM_LORA_A,        /* [r, in] of the linear layer lora_module */
     TT_PARAM_LORA_B,        /* [out, r] */
     TT_PARAM_KIND_COUNT
@@ -36,6 +40,10 @@ typedef enum tt_param_kind {
 
 /* Whether a parameter kind is the weight of a decoder layer's linear layer (what QLoRA quantizes). */
 bool tt_param_kind_is_linear_weight(tt_param_kind kind);
+/* Whether a parameter kind is one expert's projection of a mixture of experts (one parameter per expert). */
+static inline bool tt_param_kind_is_expert(tt_param_kind kind) {
+    return kind == TT_PARAM_EXPERT_GATE || kind == TT_PARAM_EXPERT_UP || kind == TT_PARAM_EXPERT_DOWN;
+}
 /* Whether a parameter kind is the weight of a norm (no weight decay; a fresh model starts it at 1, or at 0 where
  * the norm multiplies by 1 + w). */
 bool tt_param_kind_is_norm(tt_param_kind kind);

@@ -45,6 +45,7 @@ static tt_param_info *add_param(tt_param_table *t, int *capacity, tt_param_kind 
     p->storage_numel = p->numel;
     p->weight_decay = ndim == 2;
     p->trainable = true;
+    p->expert = -1;
     return p;
 }
 
@@ -73,9 +74,17 @@ static void add_base_params(tt_param_table *t, int *capacity, const tt_model_con
         for (int i = 0; i < arch->layer_param_count; i++) {
             const tt_layer_param *p = &arch->layer_params[i];
             if (!tt_layer_param_present(p, c)) continue;
-            snprintf(name, sizeof name, "%slayers.%lld.%s", prefix, (long long)l, p->name);
-            add_param(t, capacity, p->kind, l, name, p->cols == TT_DIM_ONE ? 1 : 2, tt_dim_size(p->rows, c),
-                      tt_dim_size(p->cols, c));
+            for (int64_t e = 0; e < tt_layer_param_copies(p, c); e++) { /* an expert's: one each, by expert */
+                char own[64] = "", full[160];
+                if (tt_param_kind_is_expert(p->kind)) snprintf(own, sizeof own, p->name, (int)e); /* its index */
+                const int n = snprintf(full, sizeof full, "%slayers.%lld.%s", prefix, (long long)l,
+                                       tt_param_kind_is_expert(p->kind) ? own : p->name);
+                TT_CHECK(n > 0 && (size_t)n < sizeof name, "parameter name %s too long", full);
+                memcpy(name, full, (size_t)n + 1);
+                tt_param_info *added = add_param(t, capacity, p->kind, l, name, p->cols == TT_DIM_ONE ? 1 : 2,
+                                                 tt_dim_size(p->rows, c), tt_dim_size(p->cols, c));
+                if (tt_param_kind_is_expert(p->kind)) added->expert = (int)e;
+            }
         }
     snprintf(name, sizeof name, "%snorm.weight", prefix);
     add_param(t, capacity, TT_PARAM_FINAL_NORM, -1, name, 1, D, 1);
@@ -296,6 +305,16 @@ void tt_model_view_set(tt_model_view *view, const tt_param_info *p, void *ptr) {
             lv->w_gate = ptr;
             lv->w_up = (unsigned char *)ptr + (size_t)view->gate_up_split * view->elem_size;
         }
+        break;
+    case TT_PARAM_ROUTER: lv->router = ptr; break;
+    case TT_PARAM_EXPERT_GATE:
+        if (p->expert == 0) lv->expert_gate = ptr;
+        break;
+    case TT_PARAM_EXPERT_UP:
+        if (p->expert == 0) lv->expert_up = ptr;
+        break;
+    case TT_PARAM_EXPERT_DOWN:
+        if (p->expert == 0) lv->expert_down = ptr;
         break;
     case TT_PARAM_LORA_A: lv->lora_a[p->lora_module] = ptr; break;
     case TT_PARAM_LORA_B: lv->lora_b[p->lora_module] = ptr; break;

@@ -29,6 +29,7 @@ typedef struct tt_param_info {
     tt_lora_module lora_module; /* TT_PARAM_LORA_A and _B: the linear layer adapted */
     bool trainable;             /* receives a gradient, AdamW state and (with master weights) a master copy */
     int64_t layer;              /* -1 for embedding, final norm, LM head */
+    int expert;                 /* an expert's parameter (TT_PARAM_EXPERT_*): which; else -1 */
     int ndim;
     int64_t shape[2];
     int64_t numel;
@@ -83,7 +84,7 @@ typedef struct tt_param_table {
     /* the LM head is a parameter of its own although the model ties it to the embedding (tt_trainable_spec's
      * untie_lm_head): a checkpoint without lm_head.weight gives it the embedding's values */
     bool lm_head_untied;
-    const char *lora_layers;       /* PEFT's module path of the decoder layers (tt_arch.peft_layers; "model.layers.") */
+    const char *lora_layers; /* PEFT's module path of the decoder layers (tt_arch.peft_layers; "model.layers.") */
     /* a norm weight's value at random init: 1, or 0 where the norm multiplies by (1 + w) (Gemma), as transformers */
     float norm_init;
     /* QLoRA: the decoder layers' linear weights are quantized (tt_param_info.quantized), in this format */
@@ -118,7 +119,10 @@ typedef struct tt_layer_view {
     void *attn_norm, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *q_norm, *k_norm, *attn_post_norm;
     void *mlp_norm, *w_gate, *w_up, *w_down, *mlp_post_norm;
     void *w_qkv, *w_gate_up; /* a fused layer's whole weight (Phi-3), whose row blocks wq/wk/wv, w_gate/w_up are */
-    uint32_t quantized;      /* bit per tt_param_kind: the layer's linear weights stored in 4 bits (QLoRA) */
+    /* a mixture of experts: the router [E, D] and the experts' projections, the first expert's (the E lie back to
+     * back: [E, Fm, D], [E, Fm, D], [E, D, Fm]) */
+    void *router, *expert_gate, *expert_up, *expert_down;
+    uint32_t quantized; /* bit per tt_param_kind: the layer's linear weights stored in 4 bits (QLoRA) */
     void *lora_a[TT_LORA_MODULE_COUNT], *lora_b[TT_LORA_MODULE_COUNT]; /* NULL where not adapted */
 } tt_layer_view;
 

@@ -11,6 +11,7 @@ int64_t tt_saved_slot_elements(const tt_saved_slot_info *info, const tt_slot_dim
     case TT_SLOT_ROWS_MLP: rows = dims->mlp_rows; break;
     case TT_SLOT_ROWS_Q_HEADS: rows = dims->tokens * dims->num_heads; break;
     case TT_SLOT_ROWS_KV_HEADS: rows = dims->tokens * dims->num_kv_heads; break;
+    case TT_SLOT_ROWS_ROUTED: rows = dims->tokens * dims->experts_per_token; break;
     }
     switch (info->width) {
     case TT_SLOT_WIDTH_ONE: width = 1; break;
@@ -19,6 +20,9 @@ int64_t tt_saved_slot_elements(const tt_saved_slot_info *info, const tt_slot_dim
     case TT_SLOT_WIDTH_KV: width = dims->num_kv_heads * dims->head_dim; break;
     case TT_SLOT_WIDTH_FFN: width = dims->intermediate; break;
     case TT_SLOT_WIDTH_LORA_RANK: width = dims->lora_rank; break;
+    case TT_SLOT_WIDTH_EXPERTS: width = dims->experts; break;
+    case TT_SLOT_WIDTH_TOP_K: width = dims->experts_per_token; break;
+    case TT_SLOT_WIDTH_MOE_FFN: width = dims->moe_intermediate; break;
     }
     return rows * width;
 }

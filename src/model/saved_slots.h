@@ -43,6 +43,15 @@ typedef enum tt_saved_slot {
     TT_SAVED_LORA_DOWN,      /* [N, r] down_proj's adapter (LoRA only) */
     TT_SAVED_MLP_PROJ,       /* [N, D] down_proj's output, the input of the norm after the MLP (post-norms only) */
     TT_SAVED_MLP_POST_RSTD,  /* [N] fp32: its 1/rms (post-norms only) */
+    /* a mixture of experts in place of the MLP (Qwen3-MoE), all written by one op (TT_SLOT_OP_EXPERTS); the routed rows
+     * are the N x k (token, choice) pairs, grouped by expert (in expert order, each expert's by token) */
+    TT_SAVED_ROUTER_PROBS,  /* [N, E] fp32 the router's softmax */
+    TT_SAVED_EXPERT_INDEX,  /* [N, k] int32 in 4-byte elements: each token's experts, best first */
+    TT_SAVED_EXPERT_WEIGHT, /* [N, k] fp32 their routing weights (renormalized with norm_topk_prob) */
+    TT_SAVED_EXPERT_GATE,   /* [N*k, Fm] the routed rows' gate projections */
+    TT_SAVED_EXPERT_UP,     /* [N*k, Fm] */
+    TT_SAVED_EXPERT_GLU,    /* [N*k, Fm] act(gate) * up */
+    TT_SAVED_EXPERT_OUT,    /* [N*k, D] each routed row's expert output, before its routing weight */
     TT_SAVED_SLOT_COUNT
 } tt_saved_slot;
 
@@ -72,6 +81,7 @@ typedef enum tt_slot_rows {
     TT_SLOT_ROWS_MLP,      /* N, or one shard's rows with tiled_mlp */
     TT_SLOT_ROWS_Q_HEADS,  /* N x num_heads (one value per token and query head) */
     TT_SLOT_ROWS_KV_HEADS, /* N x num_kv_heads */
+    TT_SLOT_ROWS_ROUTED,   /* N x num_experts_per_tok: a mixture of experts' routed rows */
 } tt_slot_rows;
 
 /* A slot's row width. */
@@ -82,6 +92,9 @@ typedef enum tt_slot_width {
     TT_SLOT_WIDTH_KV,        /* num_kv_heads x head_dim */
     TT_SLOT_WIDTH_FFN,       /* intermediate_size */
     TT_SLOT_WIDTH_LORA_RANK, /* lora_r */
+    TT_SLOT_WIDTH_EXPERTS,   /* num_experts */
+    TT_SLOT_WIDTH_TOP_K,     /* num_experts_per_tok */
+    TT_SLOT_WIDTH_MOE_FFN,   /* moe_intermediate_size */
 } tt_slot_width;
 
 /* The op that writes a slot (in the forward, and again when it is recomputed). */
@@ -96,6 +109,7 @@ typedef enum tt_slot_op {
     TT_SLOT_OP_POST_NORM,      /* the norm after a half, added to the residual stream: its 1/rms */
     TT_SLOT_OP_GLU,            /* act(gate) * up */
     TT_SLOT_OP_LORA_DOWN,      /* an adapter's down projection: scaling * A dropout(x) */
+    TT_SLOT_OP_EXPERTS,        /* a mixture of experts: the router, the routing and the experts' projections */
 } tt_slot_op;
 
 /* One saved slot of a decoder layer in one architecture. */
@@ -122,7 +136,8 @@ typedef struct tt_slot_dims {
     int64_t tokens, mlp_rows; /* N, and the MLP's rows (a shard's with tiled_mlp) */
     int64_t num_heads, num_kv_heads, head_dim;
     int64_t hidden, intermediate, lora_rank;
-    size_t activation_bytes; /* per element of the run's activation dtype */
+    int64_t experts, experts_per_token, moe_intermediate; /* E, k, Fm (0 without experts) */
+    size_t activation_bytes;                              /* per element of the run's activation dtype */
 } tt_slot_dims;
 
 /* Elements of a slot (0 where it is absent). */

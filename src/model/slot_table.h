@@ -101,6 +101,16 @@
     TT_SLOT_ENTRY(TT_SAVED_MLP_PROJ, "down_proj output", TOKENS, HIDDEN, false, LINEAR, true, false, -1),          \
     TT_SLOT_ENTRY(TT_SAVED_MLP_POST_RSTD, "MLP post-norm rstd", TOKENS, ONE, true, POST_NORM, true, true, -1)
 
+/* A mixture of experts in place of the MLP: one op writes them all. */
+#define TT_SLOTS_EXPERTS                                                                                               \
+    TT_SLOT_ENTRY(TT_SAVED_ROUTER_PROBS, "router softmax", TOKENS, EXPERTS, true, EXPERTS, true, false, -1),       \
+    TT_SLOT_ENTRY(TT_SAVED_EXPERT_INDEX, "routed experts", TOKENS, TOP_K, true, EXPERTS, true, false, -1),         \
+    TT_SLOT_ENTRY(TT_SAVED_EXPERT_WEIGHT, "routing weights", TOKENS, TOP_K, true, EXPERTS, true, false, -1),       \
+    TT_SLOT_ENTRY(TT_SAVED_EXPERT_GATE, "experts' gate", ROUTED, MOE_FFN, false, EXPERTS, true, false, -1),        \
+    TT_SLOT_ENTRY(TT_SAVED_EXPERT_UP, "experts' up", ROUTED, MOE_FFN, false, EXPERTS, true, false, -1),            \
+    TT_SLOT_ENTRY(TT_SAVED_EXPERT_GLU, "experts' SwiGLU", ROUTED, MOE_FFN, false, EXPERTS, true, false, -1),       \
+    TT_SLOT_ENTRY(TT_SAVED_EXPERT_OUT, "experts' output", ROUTED, HIDDEN, false, EXPERTS, true, false, -1)
+
 /* Llama's layer (every pre-norm family whose q and k come straight from their projections). */
 #define TT_SLOTS_PRE_NORM_LAYER(qk_slots)                                                                              \
     TT_SLOTS_ATTENTION_PRE_NORM, TT_SLOTS_QKV_ADAPTERS, qk_slots, TT_SLOTS_ATTENTION, TT_SLOTS_RESIDUAL_JOINED,    \

@@ -30,6 +30,24 @@
 #include "ops/adamw_8bit.h"
 #include "ops/quant4.h"
 
+/* A mixture of experts' sizes (moe_forward). */
+typedef struct tt_moe_shape {
+    int64_t tokens, hidden; /* N, D */
+    int64_t experts, top_k; /* E, k */
+    int64_t intermediate;   /* Fm, an expert's */
+    bool normalize;         /* the k routing weights divided by their sum (norm_topk_prob) */
+    int activation;         /* tt_glu_activation of the experts' GLU */
+} tt_moe_shape;
+
+/* What moe_forward keeps for moe_backward (the layer's saved slots, saved_slots.h). */
+typedef struct tt_moe_saved {
+    float *probs;          /* [N, E] the router's softmax */
+    int32_t *index;        /* [N, k] each token's experts, best first */
+    float *weight;         /* [N, k] their routing weights */
+    void *gate, *up, *glu; /* [N*k, Fm] of the routed rows, grouped by expert (in expert order, by token in one) */
+    void *out;             /* [N*k, D] each routed row's expert output, before its weight */
+} tt_moe_saved;
+
 /* Marks and copies the timeline remembers (see timestamp below). */
 #define TT_TIMELINE_WINDOW 4096
 
@@ -337,6 +355,21 @@ typedef struct tt_backend_iface {
     void (*adamw_8bit_update)(void *ctx, void *weights, float *master, const void *g, const tt_adamw_8bit_moment *m,
                               const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
                               const tt_adamw_8bit_scalars *scalars);
+    /* A mixture of experts (Qwen3-MoE's), as transformers computes it, over x[N, D] (the MLP's pre-norm output):
+     * the router's logits x router^T [N, E], their softmax in fp32, each token's k most probable experts (the lower
+     * index first on a tie) with their probabilities as weights (divided by their sum with normalize); then for each
+     * routed row gate = x w_gate[e]^T, up = x w_up[e]^T, glu = act(gate) * up, out = glu w_down[e]^T; and
+     * y[t] = residual[t] + (weight[t, 0] out(t, 0) + weight[t, 1] out(t, 1) + ...) in choice order (y NULL: the saved
+     * tensors alone, a recompute). router [E, D], w_gate and w_up [E, Fm, D], w_down [E, D, Fm]. NULL on a backend
+     * without it (CUDA: the run is refused at config load). */
+    void (*moe_forward)(void *ctx, void *y, const void *residual, const void *x, const void *router, const void *w_gate,
+                        const void *w_up, const void *w_down, const tt_moe_shape *shape, const tt_moe_saved *saved);
+    /* Its backward from dy [N, D], the gradient of y: dx [N, D] = the gradient of x (overwritten; dx may be x, written
+     * after x's last read), d_router, d_gate, d_up, d_down += their weights' gradients (NULL: frozen). The saved routed rows' tensors are overwritten;
+     * scratch: N*k*D activation elements, then (at the next 256-byte boundary) N*(E + k) fp32. */
+    void (*moe_backward)(void *ctx, void *dx, void *d_router, void *d_gate, void *d_up, void *d_down, const void *dy,
+                         const void *x, const void *router, const void *w_gate, const void *w_up, const void *w_down,
+                         const tt_moe_shape *shape, const tt_moe_saved *saved, void *scratch);
 } tt_backend_iface;
 
 /* Profiling (profile: true; ops/op_profile.h says what it measures): the classes the wrappers below time their ops
@@ -643,6 +676,25 @@ static inline void tt_backend_adamw_8bit_update(const tt_backend *backend, void 
     TT_CHECK(backend->iface->adamw_8bit_update, "the %s backend has no 8-bit AdamW", backend->name);
     TT_BACKEND_OP(backend, TT_OP_OPTIMIZER,
                   backend->iface->adamw_8bit_update(backend->ctx, weights, master, g, m, v, tensors, count, scalars));
+}
+
+static inline void tt_backend_moe_forward(const tt_backend *backend, void *y, const void *residual, const void *x,
+                                          const void *router, const void *w_gate, const void *w_up, const void *w_down,
+                                          const tt_moe_shape *shape, const tt_moe_saved *saved) {
+    TT_CHECK(backend->iface->moe_forward, "the %s backend has no mixture of experts", backend->name);
+    TT_BACKEND_OP(
+        backend, TT_OP_GEMM,
+        backend->iface->moe_forward(backend->ctx, y, residual, x, router, w_gate, w_up, w_down, shape, saved));
+}
+
+static inline void tt_backend_moe_backward(const tt_backend *backend, void *dx, void *d_router, void *d_gate,
+                                           void *d_up, void *d_down, const void *dy, const void *x, const void *router,
+                                           const void *w_gate, const void *w_up, const void *w_down,
+                                           const tt_moe_shape *shape, const tt_moe_saved *saved, void *scratch) {
+    TT_CHECK(backend->iface->moe_backward, "the %s backend has no mixture of experts", backend->name);
+    TT_BACKEND_OP(backend, TT_OP_GEMM,
+                  backend->iface->moe_backward(backend->ctx, dx, d_router, d_gate, d_up, d_down, dy, x, router, w_gate,
+                                               w_up, w_down, shape, saved, scratch));
 }
 
 /* Frees a backend made by any of the constructors (NULL: nothing). */

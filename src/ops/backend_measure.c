@@ -96,6 +96,14 @@ static void measure_adamw_8bit_update(void *ctx, void *weights, float *master, c
                                       const tt_adamw_8bit_tensor *tensors, int count,
                                       const tt_adamw_8bit_scalars *scalars) {}
 
+static void measure_moe_forward(void *ctx, void *y, const void *residual, const void *x, const void *router,
+                                const void *w_gate, const void *w_up, const void *w_down, const tt_moe_shape *shape,
+                                const tt_moe_saved *saved) {}
+static void measure_moe_backward(void *ctx, void *dx, void *d_router, void *d_gate, void *d_up, void *d_down,
+                                 const void *dy, const void *x, const void *router, const void *w_gate,
+                                 const void *w_up, const void *w_down, const tt_moe_shape *shape,
+                                 const tt_moe_saved *saved, void *scratch) {}
+
 static const tt_backend_iface measure_iface = {
     .destroy = measure_destroy,
     .block_alloc = measure_block_alloc,
@@ -149,6 +157,8 @@ static const tt_backend_iface measure_iface = {
     .sum_parts = measure_sum_parts,
     .adamw_update = measure_adamw_update,
     .adamw_8bit_update = measure_adamw_8bit_update,
+    .moe_forward = measure_moe_forward,
+    .moe_backward = measure_moe_backward,
 };
 
 void tt_backend_measure_init(tt_backend *out, const tt_backend *real) {

@@ -6,6 +6,7 @@
 const tt_block *tt_block_for(const tt_arch *arch) {
     switch (arch->block) {
     case TT_BLOCK_DENSE: return &tt_block_dense;
+    case TT_BLOCK_MOE: return &tt_block_moe;
     }
     TT_CHECK(false, "%s: block kind %d", arch->model_type, (int)arch->block);
     return NULL;

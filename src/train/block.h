@@ -36,7 +36,14 @@ typedef struct tt_block {
 } tt_block;
 
 /* The blocks (block_<name>.c). */
-extern const tt_block tt_block_dense;
+extern const tt_block tt_block_dense, tt_block_moe;
+
+/* The dense block's attention half, which the mixture-of-experts block shares: its forward (the slots of `compute`
+ * among the attention half's) and its backward (tt_block.backward_attention). */
+void tt_block_dense_attention_forward(struct tt_model_state *state, int64_t layer, const void *x_in, void *const *S,
+                                      tt_slot_set compute);
+void tt_block_dense_backward_attention(struct tt_model_state *state, int64_t layer, const void *x_in, void *const *S,
+                                       void *const *W, void *d_residual, void *spare, size_t spare_bytes);
 
 /* The block a family's layers run. */
 const tt_block *tt_block_for(const tt_arch *arch);

@@ -89,7 +89,8 @@ static const tt_attention_shape *attention_shape(const tt_model_state *s, int64_
 }
 
 /* The attention half forward: x_in -> the residual after attention (and the half's slots in `compute`). */
-static void attention_forward(tt_model_state *s, int64_t l, const void *x_in, void *const *S, tt_slot_set compute) {
+void tt_block_dense_attention_forward(tt_model_state *s, int64_t l, const void *x_in, void *const *S,
+                                      tt_slot_set compute) {
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
     const tt_layer_view *w = &s->w_layers[l];
@@ -220,7 +221,7 @@ static void mlp_forward(tt_model_state *s, int64_t l, void *const *S, void *x_ou
 
 static void dense_forward(tt_model_state *s, int64_t l, const void *x_in, void *const *S, void *x_out,
                           tt_slot_set compute) {
-    attention_forward(s, l, x_in, S, compute);
+    tt_block_dense_attention_forward(s, l, x_in, S, compute);
     mlp_forward(s, l, S, x_out, compute);
 }
 
@@ -293,8 +294,8 @@ static void dense_backward_mlp(tt_model_state *s, int64_t l, void *const *S, voi
 
 /* The attention half: d_residual becomes the gradient of the layer input. The pre-norm output's gradient
  * overwrites the norm output, as in the MLP half (without a pre-norm, the input's gradient adds into d_residual). */
-static void dense_backward_attention(tt_model_state *s, int64_t l, const void *x_in, void *const *S, void *const *W,
-                                     void *d_residual, void *spare, size_t spare_bytes) {
+void tt_block_dense_backward_attention(tt_model_state *s, int64_t l, const void *x_in, void *const *S, void *const *W,
+                                       void *d_residual, void *spare, size_t spare_bytes) {
     const tt_backend *b = s->backend;
     const tt_model_config *c = &s->config;
     const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
@@ -363,5 +364,5 @@ const tt_block tt_block_dense = {
     .name = "dense",
     .forward = dense_forward,
     .backward_mlp = dense_backward_mlp,
-    .backward_attention = dense_backward_attention,
+    .backward_attention = tt_block_dense_backward_attention,
 };

@@ -70,7 +70,7 @@ static tt_lora_module slot_projection(tt_saved_slot slot) {
  * outputs is wanted). */
 static double recompute_per_token(const step *s, int64_t l, tt_slot_set recompute) {
     double flops = 0;
-    bool attention_done = false;
+    bool attention_done = false, experts_done = false;
     for (int slot = 0; slot < TT_SAVED_SLOT_COUNT; slot++) {
         const tt_saved_slot_info *info = &s->slots->slot[slot];
         if (!info->present || !(recompute & TT_SLOT(slot))) continue;
@@ -81,6 +81,14 @@ static double recompute_per_token(const step *s, int64_t l, tt_slot_set recomput
         case TT_SLOT_OP_ATTENTION:
             if (!attention_done) flops += attention_forward_per_token(s, l);
             attention_done = true;
+            break;
+        case TT_SLOT_OP_EXPERTS: /* the router and each token's k experts' three projections, once */
+            if (!experts_done) {
+                const tt_model_config *c = s->config;
+                flops += 2.0 * (double)(c->hidden_size * c->num_experts) +
+                         (double)c->num_experts_per_tok * 6.0 * (double)(c->hidden_size * c->moe_intermediate_size);
+            }
+            experts_done = true;
             break;
         case TT_SLOT_OP_LORA_DOWN: {
             const tt_param_info *a = adapter_param(s, TT_PARAM_LORA_A, (tt_lora_module)info->lora_module, l);
@@ -99,8 +107,12 @@ tt_step_flops tt_step_flops_of(const tt_model_config *c, const tt_param_table *p
     for (int i = 0; i < s->params->count; i++) {
         const tt_param_info *p = &s->params->params[i];
         const bool matrix = tt_param_kind_is_linear_weight(p->kind) || p->kind == TT_PARAM_LM_HEAD ||
-                            p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B;
+                            p->kind == TT_PARAM_LORA_A || p->kind == TT_PARAM_LORA_B || p->kind == TT_PARAM_ROUTER;
         if (matrix) matrices += (p->trainable ? 6.0 : 4.0) * (double)p->numel;
+        /* an expert: the tokens routed to it, k of E on average (MFU over the active parameters) */
+        if (tt_param_kind_is_expert(p->kind))
+            matrices +=
+                (p->trainable ? 6.0 : 4.0) * (double)p->numel * (double)c->num_experts_per_tok / (double)c->num_experts;
         /* a tied LM head is the embedding's matrix, multiplied once a token */
         if (p->kind == TT_PARAM_EMBED && c->tie_word_embeddings && !s->params->lm_head_untied)
             matrices += (p->trainable ? 6.0 : 4.0) * (double)p->numel;

@@ -39,8 +39,26 @@ static void check_disk_room(const tt_plan *plan, const tt_size_table *sizes) {
            tt_format_bytes(free_bytes, free_text, sizeof free_text));
 }
 
+/* What a mixture of experts does not train with yet, refused by name before any work. */
+static void check_experts(const tt_model_config *config, const tt_plan *plan, const tt_trainable_spec *trainable,
+                          const tt_backend *backend) {
+    if (config->num_experts == 0) return;
+    if (!backend->iface->moe_forward)
+        tt_die("%s: a mixture of experts trains on the CPU backend only for now (device: cpu); the GPU's grouped "
+               "expert GEMMs are not built yet",
+               config->model_type);
+    if (plan->mlp_shards > 1)
+        tt_die("%s: tiled_mlp tiles a dense MLP; a mixture of experts' layers are not tiled yet: set tiled_mlp: false",
+               config->model_type);
+    if (trainable && trainable->quantize_4bit)
+        tt_die("%s: QLoRA of a mixture of experts is not supported yet (its experts would stay in their float dtype): "
+               "use adapter: lora",
+               config->model_type);
+}
+
 void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, tt_plan *plan,
                                    const tt_trainable_spec *trainable, const tt_backend *backend, size_t budget_bytes) {
+    check_experts(config, plan, trainable, backend);
     tt_param_table params;
     tt_param_table_build_trainable(config, trainable, &params);
     tt_size_table sizes;

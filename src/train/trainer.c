@@ -120,12 +120,15 @@ static void print_flops(const tt_model_config *m, const tt_param_table *params, 
 
 static void print_header(const tt_model_config *m, const tt_param_table *params, const tt_device *device,
                          const tt_plan *plan, const tt_size_table *sizes, FILE *out) {
-    fprintf(
-        out,
-        "model: %s, %lld layers, hidden %lld, %lld heads (%lld kv) x %lld, MLP %lld, vocab %lld, %.2fM parameters\n",
-        m->model_type, (long long)m->num_layers, (long long)m->hidden_size, (long long)m->num_heads,
-        (long long)m->num_kv_heads, (long long)m->head_dim, (long long)m->intermediate_size, (long long)m->vocab_size,
-        (double)tt_model_config_param_count(m) / 1e6);
+    char mlp[96];
+    if (m->num_experts > 0)
+        snprintf(mlp, sizeof mlp, "%lld experts of %lld (%lld a token)", (long long)m->num_experts,
+                 (long long)m->moe_intermediate_size, (long long)m->num_experts_per_tok);
+    else snprintf(mlp, sizeof mlp, "MLP %lld", (long long)m->intermediate_size);
+    fprintf(out, "model: %s, %lld layers, hidden %lld, %lld heads (%lld kv) x %lld, %s, vocab %lld, %.2fM parameters\n",
+            m->model_type, (long long)m->num_layers, (long long)m->hidden_size, (long long)m->num_heads,
+            (long long)m->num_kv_heads, (long long)m->head_dim, mlp, (long long)m->vocab_size,
+            (double)tt_model_config_param_count(m) / 1e6);
     print_trainable(params, out);
     fprintf(out, "device: %s\n", device->description);
     print_flops(m, params, plan, device, out);

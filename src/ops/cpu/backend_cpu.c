@@ -13,6 +13,7 @@
 #include "model/quant4.h"
 #include "ops/backend.h"
 #include "ops/cpu/adamw_8bit_cpu.h"
+#include "ops/cpu/moe_cpu.h"
 #include "ops/cpu/ops_cpu.h"
 
 typedef struct cpu_backend {
@@ -331,6 +332,19 @@ static void cpu_adamw_update(void *ctx, void *weights, float *master, const void
         });
 }
 
+static void cpu_moe_forward(void *ctx, void *y, const void *residual, const void *x, const void *router,
+                            const void *w_gate, const void *w_up, const void *w_down, const tt_moe_shape *shape,
+                            const tt_moe_saved *saved) {
+    ON_THREADS(ctx, tt_cpu_moe_forward_f32(&cpu->scratch, y, residual, x, router, w_gate, w_up, w_down, shape, saved));
+}
+
+static void cpu_moe_backward(void *ctx, void *dx, void *d_router, void *d_gate, void *d_up, void *d_down,
+                             const void *dy, const void *x, const void *router, const void *w_gate, const void *w_up,
+                             const void *w_down, const tt_moe_shape *shape, const tt_moe_saved *saved, void *scratch) {
+    ON_THREADS(ctx, tt_cpu_moe_backward_f32(&cpu->scratch, dx, d_router, d_gate, d_up, d_down, dy, x, router, w_gate,
+                                            w_up, w_down, shape, saved, scratch));
+}
+
 static void cpu_adamw_8bit_update(void *ctx, void *weights, float *master, const void *g, const tt_adamw_8bit_moment *m,
                                   const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
                                   const tt_adamw_8bit_scalars *scalars) {
@@ -393,6 +407,8 @@ static const tt_backend_iface cpu_iface = {
     .sum_parts = cpu_sum_parts,
     .adamw_update = cpu_adamw_update,
     .adamw_8bit_update = cpu_adamw_8bit_update,
+    .moe_forward = cpu_moe_forward,
+    .moe_backward = cpu_moe_backward,
 };
 
 tt_backend *tt_backend_cpu_create(int threads) {

@@ -629,6 +629,13 @@ else
   "$tiertrain" train --config run.yaml "${overrides[@]}" "${moe[@]}" tiled_mlp=true tiled_mlp_num_shards=3 \
     output_dir=out_moe_t > train_moe_t.txt 2>&1
   check "... tiled_mlp is refused, saying why" grep -q "tiled_mlp tiles a dense MLP" train_moe_t.txt
+  # output_router_logits: the routers' auxiliary loss joins the loss and is logged (its gradient: test_moe_aux_loss)
+  mkdir -p moe_aux && cp "$source_dir"/tests/fixtures/tiny_qwen3_moe/{config.json,model.safetensors} moe_aux/
+  sed -i 's/"output_router_logits": false/"output_router_logits": true/' moe_aux/config.json
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${moe[@]}" base_model=moe_aux output_dir=out_moe_aux \
+    > train_moe_aux.txt 2>&1
+  check "... with output_router_logits, each step logs its routers' auxiliary loss" \
+    test "$(grep -c '"router_aux_loss": [0-9]' out_moe_aux/metrics.jsonl)" -eq 3
 fi
 
 # Continue training from a saved Hugging Face checkpoint.

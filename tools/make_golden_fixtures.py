@@ -54,7 +54,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 FIXTURES = ("tiny_qwen3", "tiny_llama", "tiny_qwen2", "tiny_gemma3", "tiny_gemma2", "tiny_olmo2", "tiny_smollm3",
-            "tiny_granite", "tiny_phi3", "tiny_qwen3_moe")
+            "tiny_granite", "tiny_phi3", "tiny_qwen3_moe", "tiny_qwen3_moe_aux")
 # The families added after the first three draw their input ids from [1, V): their embeddings have padding_idx
 # pad_token_id (0 here), whose row gets no gradient from the lookup in transformers.
 FIRST_ID = {"tiny_qwen3": 0, "tiny_llama": 0, "tiny_qwen2": 0}
@@ -190,6 +190,13 @@ def make_config(name):
             tie_word_embeddings=False,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         )
+    if name == "tiny_qwen3_moe_aux":
+        # the same model with the routers' load-balancing loss (output_router_logits, router_aux_loss_coef 0.25: large,
+        # so that its gradient shows)
+        config = make_config("tiny_qwen3_moe")
+        config.output_router_logits = True
+        config.router_aux_loss_coef = 0.25
+        return config
     if name == "tiny_qwen3_moe":
         # Qwen3-MoE: Qwen3's attention (q/k norms per head), every layer a mixture of 4 experts of 16 (SwiGLU), each
         # token to its 2 most probable, the two weights renormalized (norm_topk_prob); untied. transformers 5 keeps
@@ -240,6 +247,7 @@ MODEL_CLASSES = {
     "tiny_granite": "GraniteForCausalLM",
     "tiny_phi3": "Phi3ForCausalLM",
     "tiny_qwen3_moe": "Qwen3MoeForCausalLM",
+    "tiny_qwen3_moe_aux": "Qwen3MoeForCausalLM",
 }
 
 
@@ -431,6 +439,8 @@ def forward_backward(name, model, input_ids, labels, float64):
     if out.logits.dtype != torch.float64:
         raise SystemExit(f"{name}: logits are {out.logits.dtype}, not float64")
     loss = causal_lm_loss(out.logits, labels) if float64 else out.loss
+    if float64 and getattr(model.config, "output_router_logits", False):  # transformers adds it to its own .loss
+        loss = loss + model.config.router_aux_loss_coef * out.aux_loss
     loss.backward()
     grads = {pname: p.grad.detach().clone() for pname, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)

@@ -4,13 +4,15 @@
  * to 1 with norm_topk_prob), and the layer adds their outputs weighted so. The checkpoint names each expert's
  * projections (mlp.experts.<e>.gate_proj.weight ...), as the hub's files do and transformers 5 writes them.
  *
- * Not trained yet, and refused by name: layers with a dense MLP among the sparse ones (mlp_only_layers,
- * decoder_sparse_step), the router's auxiliary loss (output_router_logits), sliding windows. LoRA adapts the attention
+ * With output_router_logits, the loss adds router_aux_loss_coef x the routers' load-balancing loss. Not trained yet,
+ * and refused by name: layers with a dense MLP among the sparse ones (mlp_only_layers, decoder_sparse_step), sliding
+ * windows. LoRA adapts the attention
  * (q/k/v/o_proj): the experts take none (as peft's all-linear, whose targets are nn.Linear modules, leaves
  * transformers 5's 3-D expert weights and router alone). */
 #include "model/arch_internal.h"
 
 #include <jansson.h>
+#include <math.h>
 
 #include "core/check.h"
 #include "model/config_reader.h"
@@ -65,10 +67,10 @@ static void read_qwen3_moe_config(const tt_config_reader *r, tt_model_config *c)
     if (dense && !json_is_null(dense) && !(json_is_array(dense) && json_array_size(dense) == 0))
         tt_die("%s: mlp_only_layers is not empty: layers with a dense MLP among the experts' are not supported yet",
                r->path);
-    if (tt_config_bool(r, "output_router_logits", false))
-        tt_die("%s: output_router_logits is true: the router's auxiliary load-balancing loss (router_aux_loss_coef) is "
-               "not computed yet; set output_router_logits: false to train on the language-model loss alone",
-               r->path);
+    c->output_router_logits = tt_config_bool(r, "output_router_logits", false);
+    c->router_aux_loss_coef = tt_config_number(r, "router_aux_loss_coef", false, 0.001);
+    if (!isfinite(c->router_aux_loss_coef) || c->router_aux_loss_coef < 0)
+        tt_die("%s: router_aux_loss_coef is %g; expected a number >= 0", r->path, c->router_aux_loss_coef);
 }
 
 static void write_qwen3_moe_config(json_t *root, const tt_model_config *c) {
@@ -79,7 +81,8 @@ static void write_qwen3_moe_config(json_t *root, const tt_model_config *c) {
     json_object_set_new(root, "norm_topk_prob", json_boolean(c->norm_topk_prob));
     json_object_set_new(root, "decoder_sparse_step", json_integer(1));
     json_object_set_new(root, "mlp_only_layers", json_array());
-    json_object_set_new(root, "output_router_logits", json_false());
+    json_object_set_new(root, "output_router_logits", json_boolean(c->output_router_logits));
+    json_object_set_new(root, "router_aux_loss_coef", json_real(c->router_aux_loss_coef));
 }
 
 const tt_arch tt_arch_qwen3_moe = {

@@ -90,10 +90,14 @@ typedef struct tt_model_config {
     double logit_scale;
     /* Mixture of experts (Qwen3-MoE): every decoder layer's MLP is num_experts experts of moe_intermediate_size, each
      * token routed to num_experts_per_tok of them by a linear router; 0 experts: a dense MLP */
-    int64_t num_experts;                /* E */
-    int64_t num_experts_per_tok;        /* k */
-    int64_t moe_intermediate_size;      /* Fm */
-    bool norm_topk_prob;                /* the k routing weights renormalized to sum to 1 */
+    int64_t num_experts;           /* E */
+    int64_t num_experts_per_tok;   /* k */
+    int64_t moe_intermediate_size; /* Fm */
+    bool norm_topk_prob;           /* the k routing weights renormalized to sum to 1 */
+    /* output_router_logits: the loss adds router_aux_loss_coef x the routers' load-balancing loss (Switch
+     * Transformer's, as transformers' load_balancing_loss_func computes it over every layer's tokens) */
+    bool output_router_logits;
+    double router_aux_loss_coef;
     bool tie_word_embeddings;           /* LM head shares the embedding matrix */
     bool attention_bias;                /* q/k/v projections have biases (Qwen2) */
     tt_dtype dtype;                     /* storage dtype of the checkpoint (torch_dtype / dtype) */

@@ -46,6 +46,12 @@ typedef struct tt_moe_saved {
     float *weight;         /* [N, k] their routing weights */
     void *gate, *up, *glu; /* [N*k, Fm] of the routed rows, grouped by expert (in expert order, by token in one) */
     void *out;             /* [N*k, D] each routed row's expert output, before its weight */
+    /* the auxiliary loss's statistics, host memory: moe_forward adds each token's choices (expert_tokens[j * E + e]:
+     * tokens whose j-th choice is e) and probabilities (expert_probs[e]) to them; NULL: not kept */
+    double *expert_tokens, *expert_probs;
+    /* its gradient, host memory: d loss / d probs[t, e] = prob_gradient[e] for every token, which moe_backward adds
+     * to the routing weights'; NULL: none */
+    const float *prob_gradient;
 } tt_moe_saved;
 
 /* Marks and copies the timeline remembers (see timestamp below). */

@@ -48,7 +48,11 @@ static void moe_forward(tt_model_state *s, int64_t l, const void *x_in, void *co
                                    w->mlp_norm, NULL, shape.tokens, c->hidden_size, c->rms_norm_eps,
                                    s->arch->norm_weight_offset);
     if (!x_out && !WANTS(EXPERT_SLOTS)) return;
-    const tt_moe_saved saved = moe_saved(S);
+    tt_moe_saved saved = moe_saved(S);
+    if (s->moe_collect && x_out) { /* a training forward (not a recompute): the auxiliary loss's statistics */
+        saved.expert_tokens = s->moe_expert_tokens;
+        saved.expert_probs = s->moe_expert_probs;
+    }
     tt_backend_moe_forward(b, x_out, S[TT_SAVED_RESIDUAL_MID], S[TT_SAVED_MLP_NORMED], w->router, w->expert_gate,
                            w->expert_up, w->expert_down, &shape, &saved);
 }
@@ -61,7 +65,8 @@ static void moe_backward_mlp(tt_model_state *s, int64_t l, void *const *S, void 
     const tt_model_config *c = &s->config;
     const tt_layer_view *w = &s->w_layers[l], *g = &s->g_layers[l];
     const tt_moe_shape shape = moe_shape(s);
-    const tt_moe_saved saved = moe_saved(S);
+    tt_moe_saved saved = moe_saved(S);
+    saved.prob_gradient = s->moe_prob_gradient; /* the auxiliary loss's (output_router_logits), or NULL */
     /* x is read before dx is written in its place: the op takes its input gradient last (backend.h) */
     tt_backend_moe_backward(b, S[TT_SAVED_MLP_NORMED], g->router, g->expert_gate, g->expert_up, g->expert_down,
                             d_residual, S[TT_SAVED_MLP_NORMED], w->router, w->expert_gate, w->expert_up, w->expert_down,

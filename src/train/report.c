@@ -144,6 +144,7 @@ void tt_reporter_step(tt_reporter *r, const tt_step_report *s, bool logged) {
         fprintf(r->metrics, ", \"mfu\": %.6f, \"hfu\": %.6f", mfu,
                 utilization(r, r->hardware_flops_per_token, tok_per_s));
     if (s->profile_seconds) write_profile(r, s);
+    if (!isnan(s->router_aux_loss)) fprintf(r->metrics, ", \"router_aux_loss\": %.9g", s->router_aux_loss);
     fprintf(r->metrics, "}\n");
     fflush(r->metrics);
     if (r->tensorboard_on) tensorboard_step(r, s, tok_per_s, trained_per_s);

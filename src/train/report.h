@@ -27,6 +27,7 @@ typedef struct tt_step_report {
     int64_t steps_this_run;        /* steps done since this process started */
     double epoch;                  /* epochs of training data done: whole epochs plus the fraction of this one */
     const double *profile_seconds; /* [TT_OP_CLASS_COUNT] the step's seconds by op class (profile: true), or NULL */
+    double router_aux_loss; /* a mixture of experts' auxiliary loss this step (before router_aux_loss_coef), NaN: none */
 } tt_step_report;
 
 typedef struct tt_reporter {

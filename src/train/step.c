@@ -379,6 +379,12 @@ static void bind_layers(tt_model_state *s) {
     s->g_layers = tt_xcalloc((size_t)L, sizeof(tt_layer_view), "layer views");
     s->layer_inputs = tt_xcalloc((size_t)L + 1, sizeof(void *), "layer input pointers");
     s->kept_saved = tt_xcalloc((size_t)L, sizeof(*s->kept_saved), "saved activation pointers");
+    if (s->config.num_experts > 0 && s->config.output_router_logits) { /* the auxiliary loss's host arrays */
+        s->moe_expert_tokens = tt_xcalloc((size_t)(s->config.num_experts_per_tok * s->config.num_experts),
+                                          sizeof(double), "the routers' statistics");
+        s->moe_expert_probs = tt_xcalloc((size_t)s->config.num_experts, sizeof(double), "the routers' statistics");
+        s->moe_prob_gradient = tt_xcalloc((size_t)s->config.num_experts, sizeof(float), "the auxiliary gradient");
+    }
     if (s->plan.stream_frozen_layers) {
         int64_t streamed = 0;
         for (int64_t l = 0; l < L; l++) streamed += tt_weight_stream_layer_streamed(&s->params, l);
@@ -452,6 +458,9 @@ void tt_model_state_release(tt_model_state *s) {
     free(s->g_layers);
     free(s->layer_inputs);
     free(s->kept_saved);
+    free(s->moe_expert_tokens);
+    free(s->moe_expert_probs);
+    free(s->moe_prob_gradient);
     free(s->trace_pending);
     free(s->unit_start);
     free(s->host_norm_partials);
@@ -644,6 +653,35 @@ static void **push_layer_inputs(tt_model_state *s) {
     return x;
 }
 
+/* output_router_logits: the routers' statistics of a training forward, from zero */
+static void begin_router_statistics(tt_model_state *s) {
+    if (!s->moe_expert_tokens) return;
+    const tt_model_config *c = &s->config;
+    memset(s->moe_expert_tokens, 0, sizeof(double) * (size_t)(c->num_experts_per_tok * c->num_experts));
+    memset(s->moe_expert_probs, 0, sizeof(double) * (size_t)c->num_experts);
+    s->moe_collect = true;
+}
+
+/* The auxiliary loss of the forward's routing, as transformers' load_balancing_loss_func (every layer's tokens
+ * together, M of them): E x sum over choices j and experts e of (tokens whose j-th choice is e / M) x (the mean
+ * probability of e); and its gradient with respect to each token's probabilities, the same for all:
+ * router_aux_loss_coef x E x (tokens choosing e, all choices) / M^2. */
+static void finish_router_statistics(tt_model_state *s) {
+    if (!s->moe_expert_tokens) return;
+    s->moe_collect = false;
+    const tt_model_config *c = &s->config;
+    const int64_t E = c->num_experts, k = c->num_experts_per_tok;
+    const double M = (double)(c->num_layers * s->plan.micro_batch * s->plan.seq_len);
+    double aux = 0;
+    for (int64_t e = 0; e < E; e++) {
+        double chosen = 0; /* tokens choosing e, any choice */
+        for (int64_t j = 0; j < k; j++) chosen += s->moe_expert_tokens[j * E + e];
+        aux += chosen * s->moe_expert_probs[e];
+        s->moe_prob_gradient[e] = (float)(c->router_aux_loss_coef * (double)E * chosen / (M * M));
+    }
+    s->moe_aux_loss = (double)E * aux / (M * M);
+}
+
 double tt_step_forward_backward(tt_model_state *s, double loss_scale, int64_t *count) {
     return tt_step_forward_backward_continuing(s, loss_scale, 0.0, count);
 }
@@ -660,7 +698,9 @@ double tt_step_forward_backward_continuing(tt_model_state *s, double loss_scale,
     void **x = push_layer_inputs(s);
     void *d_residual = tt_arena_push(&s->arena, s->sizes.d_residual, TT_CLASS_WORKSPACE, "d residual stream");
     saved_tensors *kept = s->kept_saved;
+    begin_router_statistics(s);
     forward_layers(s, x, kept, true);
+    finish_router_statistics(s);
 
     /* Head: final norm, LM head and cross-entropy, and their backward, in one go: the loss is
      * the last op, so its gradient is known as soon as it is computed (the hooks' BEFORE_FORWARD of the head

@@ -122,6 +122,13 @@ typedef struct tt_model_state {
     /* LoRA dropout: the current micro-step's seed (tt_lora_dropout_seed, set by the trainer before each
      * forward/backward; every mask of the micro-step derives from it), on in training and off in
      * evaluation, and its workspace [N, widest adapted input] (sizes.lora_dropout_buffer bytes). */
+    /* output_router_logits (a mixture of experts): the auxiliary loss's statistics over a micro-step's forward (host
+     * memory: [k * E] tokens by choice and expert, [E] probabilities), collected while moe_collect; its gradient [E];
+     * and the last micro-step's auxiliary loss, before router_aux_loss_coef (NULL, 0: none) */
+    double *moe_expert_tokens, *moe_expert_probs;
+    float *moe_prob_gradient;
+    bool moe_collect;
+    double moe_aux_loss;
     uint64_t lora_dropout_seed;
     bool lora_dropout_on;
     void *lora_dropout_buffer;

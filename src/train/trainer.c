@@ -628,11 +628,12 @@ static int64_t draw_step_batch(step_batch *batch, tt_dataset *data, int64_t sequ
 static double accumulate_gradients(tt_model_state *model, tt_data_parallel *dp, const step_batch *batch,
                                    const tt_run_config *run, const tt_trainer_state *trainer,
                                    const tt_adamw_settings *adamw, const tt_lr_schedule *schedule,
-                                   int64_t target_tokens, int64_t first_micro, int64_t *counted) {
+                                   int64_t target_tokens, int64_t first_micro, int64_t *counted, double *router_aux) {
     const int64_t N = run->micro_batch_size * run->sequence_len, accumulation = run->gradient_accumulation_steps;
     tt_backend_zero(model->backend, model->gradients, model->sizes.gradients);
     double loss_sum = 0;
     *counted = 0;
+    *router_aux = 0;
     for (int64_t local = 0; local < accumulation; local++) {
         const int64_t micro = first_micro + local; /* in the step's micro-batches of every rank */
         /* the last micro-batch's backward finishes the gradients: optimizer offload with overlap starts
@@ -656,6 +657,7 @@ static double accumulate_gradients(tt_model_state *model, tt_data_parallel *dp, 
         loss_sum = tt_step_forward_backward_continuing(model, target_tokens ? 1.0 / (double)target_tokens : 0.0,
                                                        loss_sum, &count);
         *counted += count;
+        *router_aux += model->moe_aux_loss; /* each micro-batch's forward adds its own (output_router_logits) */
     }
     return loss_sum;
 }
@@ -915,13 +917,15 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
                            profile_calls); /* evaluation's and saving's ops: not the step's */
         const double step_start = now_seconds();
         const int64_t step_tokens = draw_step_batch(&batch, &data, sequences_per_step, T);
-        double sums[2] = {0, 0}; /* the loss sum and the tokens it is over */
+        /* the loss sum, the tokens it is over, and the micro-batches' auxiliary router losses (output_router_logits) */
+        double sums[3] = {0, 0, 0};
         int64_t counted = 0;
         sums[0] = accumulate_gradients(&model, comm ? &dp : NULL, &batch, run, &trainer, &adamw, &schedule, step_tokens,
-                                       (int64_t)group * run->gradient_accumulation_steps, &counted);
+                                       (int64_t)group * run->gradient_accumulation_steps, &counted, &sums[2]);
         sums[1] = (double)counted;
-        if (comm) tt_data_parallel_reduce(&dp, &model, sums, 2);
-        const double loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+        if (comm) tt_data_parallel_reduce(&dp, &model, sums, 3);
+        /* as transformers adds it: the cross-entropy's mean, and router_aux_loss_coef x each forward's auxiliary loss */
+        const double loss = (sums[1] > 0 ? sums[0] / sums[1] : 0.0) + model.config.router_aux_loss_coef * sums[2];
         const double grad_norm = tt_gradient_norm(&model);
         if (!isfinite(loss) || !isfinite(grad_norm)) {
             if (leader) tt_reporter_close(&reporter);
@@ -960,6 +964,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
             .elapsed_seconds = t_now - start,
             .steps_this_run = trainer.global_step - first_step,
             .profile_seconds = run->profile ? profile_seconds : NULL,
+            .router_aux_loss = model.moe_expert_tokens ? sums[2] : NAN,
             .epoch = (double)trainer.data_epoch +
                      (data.train_count > 0 ? (double)trainer.data_index / (double)data.train_count : 0.0),
         };

@@ -81,6 +81,11 @@ void tt_cpu_moe_forward_f32(tt_cpu_scratch *scratch, float *y, const float *resi
     tt_cpu_linear_forward_f32(scratch, logits, x, router, NULL, N, D, E, false);
     route(s, logits, saved);
     free(logits);
+    if (saved->expert_tokens) /* the auxiliary loss's statistics, token after token */
+        for (int64_t t = 0; t < N; t++) {
+            for (int64_t j = 0; j < k; j++) saved->expert_tokens[j * E + saved->index[t * k + j]] += 1.0;
+            for (int64_t e = 0; e < E; e++) saved->expert_probs[e] += (double)saved->probs[t * E + e];
+        }
     routing r = route_rows(s, saved->index);
     float *gate = saved->gate, *up = saved->up, *glu = saved->glu, *out = saved->out;
     /* the routed rows' inputs, gathered into out (each expert's are dead once its gate and up are made) */
@@ -161,6 +166,8 @@ void tt_cpu_moe_backward_f32(tt_cpu_scratch *scratch, float *dx, float *d_router
         }
         for (int64_t j = 0; j < k; j++) /* w_j = p_j / S: d p_j = (d w_j - sum_i d w_i w_i) / S */
             dz[index[j]] = s->normalize ? (dw[j] - dw_w) / chosen : dw[j];
+        if (saved->prob_gradient) /* the auxiliary loss's, through the same softmax */
+            for (int64_t e = 0; e < E; e++) dz[e] += saved->prob_gradient[e];
         float p_dp = 0;
         for (int64_t e = 0; e < E; e++) p_dp += p[e] * dz[e];
         for (int64_t e = 0; e < E; e++) dz[e] = p[e] * (dz[e] - p_dp);

@@ -1,6 +1,7 @@
 /* gzip and Zstandard dataset files as FILE streams (compressed_input.h), through fopencookie. */
 #include "data/compressed_input.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,11 @@
 #include "core/check.h"
 
 #define IN_BYTES (1 << 16)
+
+/* Why the last read of a decompressing stream on this thread failed (compressed_input.h). */
+static _Thread_local char last_error[512];
+
+const char *tt_decompress_error(void) { return last_error; }
 
 typedef struct compressed {
     FILE *raw;
@@ -23,11 +29,20 @@ typedef struct compressed {
     unsigned char in[IN_BYTES];
 } compressed;
 
-/* More compressed bytes into in[]; 0 at the end of the file. */
-static size_t refill(compressed *c) {
+/* A read that cannot go on: the reason kept for the reader's message, the stream's error flag set (-1). A tt_die here
+ * would leave the reader half-open above the FILE call it is inside. */
+static ssize_t fail(compressed *c, const char *why, const char *detail) {
+    snprintf(last_error, sizeof last_error, "dataset %s: %s%s%s", c->path, why, detail ? ": " : "",
+             detail ? detail : "");
+    errno = EIO;
+    return -1;
+}
+
+/* More compressed bytes into in[]; 0 at the end of the file, -1 on a read error. */
+static ssize_t refill(compressed *c) {
     const size_t n = fread(c->in, 1, IN_BYTES, c->raw);
-    if (n == 0 && ferror(c->raw)) tt_die("cannot read dataset %s: a read error", c->path);
-    return n;
+    if (n == 0 && ferror(c->raw)) return fail(c, "a read error", NULL);
+    return (ssize_t)n;
 }
 
 static ssize_t read_gzip(compressed *c, char *out, size_t size) {
@@ -35,26 +50,27 @@ static ssize_t read_gzip(compressed *c, char *out, size_t size) {
     c->gz.avail_out = (uInt)(size > (1u << 30) ? (1u << 30) : size);
     while (c->gz.avail_out > 0 && !c->ended) {
         if (c->gz.avail_in == 0) {
-            c->gz.avail_in = (uInt)refill(c);
+            const ssize_t n = refill(c);
+            if (n < 0) return -1;
+            if (n == 0)
+                return fail(c, "the gzip stream is truncated (the file ends inside it); the file is incomplete", NULL);
+            c->gz.avail_in = (uInt)n;
             c->gz.next_in = c->in;
-            if (c->gz.avail_in == 0) {
-                tt_die("dataset %s: the gzip stream is truncated (the file ends inside it); the file is incomplete",
-                       c->path);
-            }
         }
         const int rc = inflate(&c->gz, Z_NO_FLUSH);
         if (rc == Z_STREAM_END) {
             /* gzip members may follow one another (as `cat a.gz b.gz`): go on if bytes remain */
             if (c->gz.avail_in == 0) {
-                c->gz.avail_in = (uInt)refill(c);
+                const ssize_t n = refill(c);
+                if (n < 0) return -1;
+                c->gz.avail_in = (uInt)n;
                 c->gz.next_in = c->in;
             }
             if (c->gz.avail_in == 0) c->ended = true;
-            else if (inflateReset(&c->gz) != Z_OK)
-                tt_die("dataset %s: zlib could not start the next gzip member", c->path);
+            else if (inflateReset(&c->gz) != Z_OK) return fail(c, "zlib could not start the next gzip member", NULL);
         } else if (rc != Z_OK && !(rc == Z_BUF_ERROR && c->gz.avail_out == 0)) {
-            tt_die("dataset %s: the gzip data is corrupt (zlib: %s); the file is damaged or not gzip", c->path,
-                   c->gz.msg ? c->gz.msg : "error");
+            return fail(c, "the gzip data is corrupt; the file is damaged or not gzip (zlib)",
+                        c->gz.msg ? c->gz.msg : "error");
         }
     }
     return (ssize_t)((char *)c->gz.next_out - out);
@@ -64,22 +80,25 @@ static ssize_t read_zstd(compressed *c, char *out, size_t size) {
     ZSTD_outBuffer o = {out, size, 0};
     while (o.pos < o.size && !c->ended) {
         if (c->zin.pos == c->zin.size) {
-            c->zin.size = refill(c);
+            const ssize_t n = refill(c);
+            if (n < 0) return -1;
+            if (n == 0)
+                return fail(c,
+                            "the Zstandard stream is truncated (the file ends inside a frame); the file is incomplete",
+                            NULL);
+            c->zin.size = (size_t)n;
             c->zin.pos = 0;
-            if (c->zin.size == 0) {
-                tt_die("dataset %s: the Zstandard stream is truncated (the file ends inside a frame); the file is "
-                       "incomplete",
-                       c->path);
-            }
         }
         const size_t rc = ZSTD_decompressStream(c->zs, &o, &c->zin);
         if (ZSTD_isError(rc))
-            tt_die("dataset %s: the Zstandard data is corrupt (%s); the file is damaged or not Zstandard", c->path,
-                   ZSTD_getErrorName(rc));
+            return fail(c, "the Zstandard data is corrupt; the file is damaged or not Zstandard (libzstd)",
+                        ZSTD_getErrorName(rc));
         if (rc == 0 && c->zin.pos == c->zin.size) { /* a frame ended: another may follow */
-            c->zin.size = refill(c);
+            const ssize_t n = refill(c);
+            if (n < 0) return -1;
+            c->zin.size = (size_t)n;
             c->zin.pos = 0;
-            if (c->zin.size == 0) c->ended = true;
+            if (n == 0) c->ended = true;
         }
     }
     return (ssize_t)o.pos;

@@ -7,7 +7,11 @@
 #include <stdio.h>
 
 /* f (a file opened for reading at its start, owned from here on) as a stream of its decompressed bytes when it is
- * gzip or Zstandard, else f itself. A corrupt stream dies naming path when it is read; fclose frees both. */
+ * gzip or Zstandard, else f itself; fclose frees both. A corrupt or truncated stream is a read error (ferror), whose
+ * reason tt_decompress_error gives. */
 FILE *tt_decompressing(FILE *f, const char *path);
+/* Why the last read of a decompressing stream on this thread failed ("dataset x.jsonl.gz: the gzip stream is
+ * truncated ..."), or "". */
+const char *tt_decompress_error(void);
 
 #endif

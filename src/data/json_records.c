@@ -67,6 +67,19 @@ static void push(tt_json_records *r, size_t *used, char c) {
     r->buf[(*used)++] = c;
 }
 
+/* A read that failed (an I/O error, or a compressed file's corrupt or truncated stream) dies with its reason; after
+ * an EOF, before taking it for the end of the file. discard: the reader is freed first (open's: its caller has no
+ * handle yet). */
+static void die_on_read_error(tt_json_records *r, bool discard) {
+    if (!ferror(r->f)) return;
+    char why[640];
+    const char *decompress = tt_decompress_error();
+    if (decompress[0]) snprintf(why, sizeof why, "%s", decompress);
+    else snprintf(why, sizeof why, "cannot read dataset %s: %s", r->path, strerror(errno));
+    if (discard) tt_json_records_discard(r);
+    tt_die("%s", why);
+}
+
 tt_json_records *tt_json_records_open(const char *path) {
     FILE *f = tt_fopen_regular_file(path, "a JSON or JSONL dataset");
     if (!f) tt_die("cannot open dataset %s: %s; check the path under datasets", path, strerror(errno));
@@ -76,17 +89,20 @@ tt_json_records *tt_json_records_open(const char *path) {
     r->path = tt_xstrdup(path);
     r->next_line = 1;
     int c = skip_space(r);
+    if (c == EOF) die_on_read_error(r, true);
     if (c == EOF) { /* (the reader is freed first: a caller that catches tt_die, as the fuzz harness, has no handle) */
         tt_json_records_discard(r);
         tt_die("dataset %s is empty; it needs JSON records (one object per line, or an array of objects)", path);
     }
     if (c == 0xEF) { /* a UTF-8 byte order mark, as some editors write */
         int b1 = next_char(r), b2 = next_char(r);
+        if (b2 == EOF) die_on_read_error(r, true);
         if (b1 != 0xBB || b2 != 0xBF) {
             tt_json_records_discard(r);
             tt_die("%s:1: invalid UTF-8 at the start of the file; the file must be UTF-8", path);
         }
         c = skip_space(r);
+        if (c == EOF) die_on_read_error(r, true);
     }
     r->array = c == '[';
     if (!r->array) {
@@ -105,7 +121,7 @@ static bool read_line(tt_json_records *r, size_t *len) {
         r->line = r->next_line;
         while ((c = getc(r->f)) != EOF && c != '\n') push(r, &used, (char)c);
         if (c == '\n') r->next_line++;
-        if (ferror(r->f)) tt_die("cannot read dataset %s: %s", r->path, strerror(errno));
+        die_on_read_error(r, false);
         push(r, &used, 0);
         used--;
         bool blank = true;
@@ -126,6 +142,7 @@ static bool read_element(tt_json_records *r, size_t *len) {
         r->done = true;
         return false;
     }
+    if (c == EOF) die_on_read_error(r, false);
     if (c == EOF)
         tt_die("%s: the JSON array is not closed (no ']' after record %lld); the file is truncated or malformed",
                r->path, (long long)r->record);
@@ -135,6 +152,7 @@ static bool read_element(tt_json_records *r, size_t *len) {
     int depth = 0;
     bool in_string = false, escaped = false;
     for (;; c = next_char(r)) {
+        if (c == EOF) die_on_read_error(r, false);
         if (c == EOF)
             tt_die("%s: record %lld (line %lld): the file ends inside it; the JSON array is truncated or malformed",
                    r->path, (long long)r->record, (long long)r->line);
@@ -196,6 +214,7 @@ void tt_json_records_close(tt_json_records *r) {
     if (r->array && !r->done) tt_die("%s: the JSON array is not closed; the file is truncated or malformed", r->path);
     if (r->array) { /* nothing but white space may follow the array */
         int c = skip_space(r);
+        if (c == EOF) die_on_read_error(r, false);
         if (c != EOF)
             tt_die("%s: line %lld: text after the closing ']' of the JSON array; a JSON dataset is one array", r->path,
                    (long long)r->next_line);

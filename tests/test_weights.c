@@ -84,6 +84,72 @@ static void check_resave_matches_transformers(const char *source_dir, const char
     tt_model_config_free(&c);
 }
 
+/* A checkpoint that keeps each layer's experts as 3-D tensors, as transformers 5 holds them (mlp.experts.gate_up_proj
+ * [E, 2 Fm, D], mlp.experts.down_proj [E, D, Fm]), loads the weights of the per-expert checkpoint: the Qwen3-MoE
+ * fixture rewritten so. */
+static void check_fused_experts_load(const char *source_dir) {
+    char dir[4096], path[4200], out[] = "/tmp/tt_fused_experts_XXXXXX";
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/tiny_qwen3_moe", source_dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tt_model_config c;
+    tt_model_config_load(path, &c);
+    tt_param_table table;
+    tt_param_table_build(&c, &table);
+    float *hub = calloc((size_t)table.total_numel, sizeof(float)),
+          *fused = calloc((size_t)table.total_numel, sizeof(float));
+    tt_weights_load_hf(hub, &table, dir);
+    TT_EXPECT(mkdtemp(out) != NULL, "a scratch directory");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    tt_st_file file;
+    tt_st_open(path, &file);
+    tt_st_writer writer;
+    tt_st_writer_init(&writer);
+    const int64_t E = c.num_experts, F = c.moe_intermediate_size, D = c.hidden_size;
+    const int64_t L = c.num_layers, gate_up_numel = E * 2 * F * D, down_numel = E * D * F;
+    /* every layer's stacked experts, alive until the commit (the writer keeps the pointers) */
+    float *gate_up_all = malloc(sizeof(float) * (size_t)(L * gate_up_numel));
+    float *down_all = malloc(sizeof(float) * (size_t)(L * down_numel));
+    for (int64_t l = 0; l < L; l++) {
+        float *gate_up = gate_up_all + l * gate_up_numel, *down = down_all + l * down_numel;
+        for (int64_t e = 0; e < E; e++) { /* the fixture's float32 tensors, stacked */
+            char name[128];
+            const char *const parts[3] = {"gate_proj", "up_proj", "down_proj"};
+            for (int k = 0; k < 3; k++) {
+                snprintf(name, sizeof name, "model.layers.%lld.mlp.experts.%lld.%s.weight", (long long)l, (long long)e,
+                         parts[k]);
+                const tt_st_tensor *t = tt_st_find(&file, name);
+                float *to = k == 2 ? down + e * D * F : gate_up + (e * 2 + k) * F * D;
+                memcpy(to, t->data, t->bytes);
+            }
+        }
+        char name[128];
+        const int64_t gate_up_shape[3] = {E, 2 * F, D}, down_shape[3] = {E, D, F};
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.experts.gate_up_proj", (long long)l);
+        tt_st_writer_add(&writer, name, TT_F32, 3, gate_up_shape, gate_up);
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.experts.down_proj", (long long)l);
+        tt_st_writer_add(&writer, name, TT_F32, 3, down_shape, down);
+    }
+    for (int i = 0; i < file.count; i++) /* everything else as it is */
+        if (!strstr(file.tensors[i].name, ".experts."))
+            tt_st_writer_add(&writer, file.tensors[i].name, file.tensors[i].dtype, file.tensors[i].ndim,
+                             file.tensors[i].shape, file.tensors[i].data);
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    tt_st_writer_commit(&writer, path);
+    tt_st_writer_free(&writer);
+    tt_st_close(&file);
+    free(gate_up_all);
+    free(down_all);
+    tt_weights_load_hf(fused, &table, out);
+    TT_EXPECT(memcmp(hub, fused, sizeof(float) * (size_t)table.total_numel) == 0,
+              "the experts as 3-D tensors load the per-expert checkpoint's weights");
+    snprintf(path, sizeof path, "rm -rf '%s'", out);
+    TT_EXPECT(system(path) == 0, "scratch removed");
+    free(hub);
+    free(fused);
+    tt_param_table_free(&table);
+    tt_model_config_free(&c);
+}
+
 int main(int argc, char **argv) {
     const char *source_dir = argc > 1 ? argv[1] : ".";
     const char *fixtures[] = {"tiny_qwen3",    "tiny_llama",   "tiny_qwen2",   "tiny_gemma3", "tiny_gemma2",
@@ -92,6 +158,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++)
         check_resave_matches_transformers(source_dir, fixtures[i], 0);
     check_resave_matches_transformers(source_dir, "tiny_gemma3_multimodal", 4096); /* the kept tensors sharded too */
+    check_fused_experts_load(source_dir);
 
     tt_model_config c = small_config();
     tt_param_table table;

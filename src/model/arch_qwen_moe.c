@@ -2,7 +2,9 @@
  * mixture of experts in place of the MLP: a linear router (mlp.gate, no bias) scores num_experts gated MLPs of
  * moe_intermediate_size (SwiGLU), each token goes to its num_experts_per_tok best after a softmax (renormalized to sum
  * to 1 with norm_topk_prob), and the layer adds their outputs weighted so. The checkpoint names each expert's
- * projections (mlp.experts.<e>.gate_proj.weight ...), as the hub's files do and transformers 5 writes them.
+ * projections (mlp.experts.<e>.gate_proj.weight ...), as the hub's files do and transformers 5 writes them; a
+ * checkpoint with a layer's experts as 3-D tensors (mlp.experts.gate_up_proj, mlp.experts.down_proj, as transformers 5
+ * holds them) loads too (weights.c), and is written back per expert.
  *
  * With output_router_logits, the loss adds router_aux_loss_coef x the routers' load-balancing loss. Not trained yet,
  * and refused by name: layers with a dense MLP among the sparse ones (mlp_only_layers, decoder_sparse_step), sliding

@@ -154,6 +154,39 @@ void tt_weights_find_float_linear(tt_model_config *config, const char *dir) {
     config->quantization.float_linear = float_linear;
 }
 
+/* An expert's projection in a checkpoint that keeps a layer's experts as 3-D tensors, as transformers 5 holds them
+ * (<layer>.mlp.experts.gate_up_proj [E, 2 Fm, D], gate's rows then up's; <layer>.mlp.experts.down_proj [E, D, Fm]):
+ * a view of p's part of it in *view, or false when the checkpoint has no such tensor. A fused tensor of another shape
+ * is an error naming it. */
+static bool fused_expert(const tt_st_model *model, const tt_param_info *p, const char *dir, tt_st_tensor *view,
+                         const char **file_out) {
+    const char *experts = strstr(p->name, ".experts.");
+    if (!tt_param_kind_is_expert(p->kind) || !experts) return false;
+    const bool down = p->kind == TT_PARAM_EXPERT_DOWN;
+    char name[160];
+    snprintf(name, sizeof name, "%.*s.experts.%s", (int)(experts - p->name), p->name,
+             down ? "down_proj" : "gate_up_proj");
+    const char *file = NULL;
+    const tt_st_tensor *t = tt_st_model_find(model, name, &file);
+    if (!t) return false;
+    *file_out = file;
+    const int64_t parts = down ? 1 : 2; /* gate_up_proj: gate's rows, then up's */
+    if (t->ndim != 3 || t->shape[0] <= p->expert || t->shape[1] != parts * p->shape[0] || t->shape[2] != p->shape[1])
+        tt_die("%s: tensor '%s' has %d dimensions [%lld, %lld, ...]; a layer's fused experts are [num_experts, %lld, "
+               "%lld] (config.json's num_experts, moe_intermediate_size and hidden_size)",
+               file ? file : dir, name, t->ndim, (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0),
+               (long long)(parts * p->shape[0]), (long long)p->shape[1]);
+    const size_t elem = tt_dtype_size(t->dtype);
+    const int64_t part = p->kind == TT_PARAM_EXPERT_UP ? 1 : 0;
+    *view = *t;
+    view->ndim = 2;
+    view->shape[0] = p->shape[0];
+    view->shape[1] = p->shape[1];
+    view->data = (const unsigned char *)t->data + (size_t)((p->expert * parts + part) * p->numel) * elem;
+    view->bytes = (size_t)p->numel * elem;
+    return true;
+}
+
 void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const tt_weight_sink *sink) {
     tt_st_model model;
     tt_st_model_open(dir, &model);
@@ -167,6 +200,8 @@ void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const t
         const tt_st_tensor *t = tt_st_model_find(&model, p->name, &file);
         if (!t && p->kind == TT_PARAM_LM_HEAD && table->lm_head_untied) /* untied: the embedding's copy */
             t = tt_st_model_find(&model, tt_param_table_find(table, TT_PARAM_EMBED, -1)->name, &file);
+        tt_st_tensor fused;
+        if (!t && fused_expert(&model, p, dir, &fused, &file)) t = &fused; /* the experts as 3-D tensors */
         if (!t)
             tt_die("%s: tensor '%s' is missing from the checkpoint; its config.json describes a model that has it "
                    "(check model_type, num_hidden_layers, attention_bias and tie_word_embeddings)",

@@ -687,6 +687,36 @@ static void test_prepare(void) {
     free(jsonl);
 }
 
+/* axolotl's user-defined type: the record's system field where it has one (null: None, no system text), else
+ * system_prompt, through system_format, before format (with an input) or no_input_format. */
+static void test_user_defined_prompt(void) {
+    tt_dataset_spec spec = {.type = TT_DATASET_ALPACA,
+                            .user_defined = true,
+                            .field_instruction = "q",
+                            .field_input = "input",
+                            .field_output = "a",
+                            .field_system = "system",
+                            .system_prompt = "Be brief.",
+                            .format = "[{instruction}|{input}]",
+                            .no_input_format = "[{instruction}]",
+                            .system_format = "<{system}>"};
+    const char *records[] = {"{\"q\": \"hi\", \"a\": \"yo\"}", "{\"q\": \"hi\", \"input\": \"x\", \"a\": \"yo\"}",
+                             "{\"q\": \"hi\", \"system\": null, \"a\": \"yo\"}",
+                             "{\"q\": \"hi\", \"system\": \"S\", \"a\": \"yo\"}"};
+    const char *prompts[] = {"<Be brief.>[hi]", "<Be brief.>[hi|x]", "[hi]", "<S>[hi]"};
+    for (int i = 0; i < 4; i++) {
+        json_error_t error;
+        json_t *record = json_loads(records[i], 0, &error);
+        tt_sft_example ex = {0};
+        tt_sft_record_segments(&spec, false, record, "ud.jsonl:1", &ex);
+        TT_EXPECT(ex.count == 2 && strcmp(ex.segments[0].text, prompts[i]) == 0 &&
+                      strcmp(ex.segments[1].text, "yo") == 0 && !ex.segments[0].trained && ex.segments[1].trained,
+                  "user-defined record %d: prompt '%s', want '%s'", i, ex.count ? ex.segments[0].text : "", prompts[i]);
+        tt_sft_example_free(&ex);
+        json_decref(record);
+    }
+}
+
 /* The user-defined type's formats are filled as Python's str.format fills named fields. */
 static void test_python_format(void) {
     static const char *const names[] = {"instruction", "input"};
@@ -719,6 +749,7 @@ int main(int argc, char **argv) {
     if (!source_dir) source_dir = ".";
     snprintf(tokenizer_dir, sizeof tokenizer_dir, "%s/tests/fixtures/data/bytes_tokenizer", source_dir);
     test_python_format();
+    test_user_defined_prompt();
     tt_test_scratch_open("sft");
     tt_tokenizer *tok = tt_tokenizer_load(tokenizer_dir);
     test_types(tok);

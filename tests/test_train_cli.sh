@@ -105,7 +105,7 @@ check "profile: true trains" test $? -eq 0
 check "... prints where a step's time went" \
   grep -q "^profile: where a step's time went, the mean of the steps after the first" profile.txt
 check "... every class and the gaps with their share of the step" bash -c 'for c in GEMMs "attention forward" \
-  "attention backward" "LM head and loss" "norms and element-wise" optimizer "copies waited for" gaps; do
+  "attention backward" "LM head and loss" "norms and element-wise" optimizer "copies and collectives waited for" gaps; do
   grep -qE "^  $c.* s +-?[0-9.]+%$" profile.txt || exit 1; done'
 check "... and each step's seconds by class in metrics.jsonl: the compute classes timed, their sum within the step's" \
   python3 -c '

@@ -29,8 +29,14 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 static bool is_json_path(const char *path) {
-    return ends_with(path, ".json") || ends_with(path, ".jsonl") || ends_with(path, ".JSON") ||
-           ends_with(path, ".JSONL");
+    const char *const suffixes[] = {".json", ".jsonl", ".JSON", ".JSONL"}, *const compressed[] = {"", ".gz", ".zst"};
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 3; k++) { /* a compressed one too (data.jsonl.gz, data.json.zst) */
+            char suffix[16];
+            snprintf(suffix, sizeof suffix, "%s%s", suffixes[i], compressed[k]);
+            if (ends_with(path, suffix)) return true;
+        }
+    return false;
 }
 
 void cfg_free_strings(char **list, int count) {

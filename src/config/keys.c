@@ -753,7 +753,7 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(profile),
      .default_text = "false",
      .help = "time every op by class (GEMMs, attention forward and backward, LM head and loss, norms and element-wise, "
-             "optimizer, copies waited for) and the compute stream's gaps: each step's seconds in metrics.jsonl and a "
+             "optimizer, copies and collectives waited for) and the compute stream's gaps: each step's seconds in metrics.jsonl and a "
              "table at the end (ops/op_profile.h); costs two timeline marks an op"},
     {.name = "loss_chunk_size",
      .type = KEY_INT,

@@ -256,6 +256,10 @@ static void check_adapter(const tt_run_config *c) {
 
 /* Attention workspace, tiled MLP, which layers checkpointing covers */
 static void check_kernels_and_checkpointing(const tt_run_config *c) {
+    if (c->profile && c->trace)
+        tt_die(
+            "profile and trace both mark the backend's timeline, which holds the marks of one of them at a time: set "
+            "one of the two (profile: false, or trace: ~)");
     if (c->attn_workspace_limit > 0 && c->attn_workspace_limit < (1 << 20))
         tt_die("attn_workspace_limit is %lld bytes; cuDNN's attention backward needs at least 1MiB for its dP. Use 0 "
                "(auto) or a size such as 4GiB",

@@ -120,6 +120,7 @@ static int close_decompressed(void *cookie) {
 }
 
 FILE *tt_decompressing(FILE *f, const char *path) {
+    last_error[0] = 0; /* a later read error of this file is its own */
     unsigned char magic[4] = {0};
     const size_t n = fread(magic, 1, sizeof magic, f);
     rewind(f);

@@ -79,9 +79,11 @@ static void user_defined_segments(const tt_dataset_spec *spec, bool train_on_inp
     const char *instruction = string_field(record, spec->field_instruction, where, "user-defined", false, &ilen);
     const char *input = string_field(record, spec->field_input, where, "user-defined", true, &xlen);
     const char *output = string_field(record, spec->field_output, where, "user-defined", true, &olen);
+    /* axolotl: the record's field where it has one (null: None, no system text), else system_prompt */
+    const bool has_system = json_object_get(record, spec->field_system) != NULL;
     const char *system = string_field(record, spec->field_system, where, "user-defined", true, &slen);
     if (!system) {
-        system = spec->system_prompt;
+        system = has_system ? "" : spec->system_prompt;
         slen = strlen(system);
     }
     static const char *const names[] = {"instruction", "input", "system"};

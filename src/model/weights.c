@@ -158,20 +158,23 @@ void tt_weights_find_float_linear(tt_model_config *config, const char *dir) {
  * (<layer>.mlp.experts.gate_up_proj [E, 2 Fm, D], gate's rows then up's; <layer>.mlp.experts.down_proj [E, D, Fm]):
  * a view of p's part of it in *view, or false when the checkpoint has no such tensor. A fused tensor of another shape
  * is an error naming it. */
-static bool fused_expert(const tt_st_model *model, const tt_param_info *p, const char *dir, tt_st_tensor *view,
-                         const char **file_out) {
-    const char *experts = strstr(p->name, ".experts.");
-    if (!tt_param_kind_is_expert(p->kind) || !experts) return false;
+static bool fused_expert(const tt_st_model *model, const tt_param_table *table, const tt_param_info *p, const char *dir,
+                         tt_st_tensor *view, const char **file_out) {
+    const char *stem_end = strstr(p->name, ".experts.");
+    if (!tt_param_kind_is_expert(p->kind) || !stem_end) return false;
     const bool down = p->kind == TT_PARAM_EXPERT_DOWN;
     char name[160];
-    snprintf(name, sizeof name, "%.*s.experts.%s", (int)(experts - p->name), p->name,
+    snprintf(name, sizeof name, "%.*s.experts.%s", (int)(stem_end - p->name), p->name,
              down ? "down_proj" : "gate_up_proj");
     const char *file = NULL;
     const tt_st_tensor *t = tt_st_model_find(model, name, &file);
     if (!t) return false;
     *file_out = file;
     const int64_t parts = down ? 1 : 2; /* gate_up_proj: gate's rows, then up's */
-    if (t->ndim != 3 || t->shape[0] <= p->expert || t->shape[1] != parts * p->shape[0] || t->shape[2] != p->shape[1])
+    int64_t experts = 0;                /* the layer's, as the config makes them */
+    for (int i = 0; i < table->count; i++)
+        experts += table->params[i].kind == p->kind && table->params[i].layer == p->layer;
+    if (t->ndim != 3 || t->shape[0] != experts || t->shape[1] != parts * p->shape[0] || t->shape[2] != p->shape[1])
         tt_die("%s: tensor '%s' has %d dimensions [%lld, %lld, ...]; a layer's fused experts are [num_experts, %lld, "
                "%lld] (config.json's num_experts, moe_intermediate_size and hidden_size)",
                file ? file : dir, name, t->ndim, (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0),
@@ -197,11 +200,13 @@ void tt_weights_load_hf_to(const tt_param_table *table, const char *dir, const t
         const tt_param_info *p = &table->params[i];
         if (is_adapter(p)) continue;
         const char *file = NULL;
-        const tt_st_tensor *t = tt_st_model_find(&model, p->name, &file);
-        if (!t && p->kind == TT_PARAM_LM_HEAD && table->lm_head_untied) /* untied: the embedding's copy */
-            t = tt_st_model_find(&model, tt_param_table_find(table, TT_PARAM_EMBED, -1)->name, &file);
+        /* a head untied from a tied model starts as the embedding's copy (transformers ties them before peft copies
+         * them: a stale lm_head.weight in the checkpoint is not read) */
+        const bool untied_head = p->kind == TT_PARAM_LM_HEAD && table->lm_head_untied;
+        const tt_st_tensor *t = tt_st_model_find(
+            &model, untied_head ? tt_param_table_find(table, TT_PARAM_EMBED, -1)->name : p->name, &file);
         tt_st_tensor fused;
-        if (!t && fused_expert(&model, p, dir, &fused, &file)) t = &fused; /* the experts as 3-D tensors */
+        if (!t && fused_expert(&model, table, p, dir, &fused, &file)) t = &fused; /* the experts as 3-D tensors */
         if (!t)
             tt_die("%s: tensor '%s' is missing from the checkpoint; its config.json describes a model that has it "
                    "(check model_type, num_hidden_layers, attention_bias and tie_word_embeddings)",

@@ -20,6 +20,7 @@
 #ifndef TT_OPS_BACKEND_H
 #define TT_OPS_BACKEND_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -361,7 +362,8 @@ typedef struct tt_backend_iface {
     void (*adamw_8bit_update)(void *ctx, void *weights, float *master, const void *g, const tt_adamw_8bit_moment *m,
                               const tt_adamw_8bit_moment *v, const tt_adamw_8bit_tensor *tensors, int count,
                               const tt_adamw_8bit_scalars *scalars);
-    /* A mixture of experts (Qwen3-MoE's), as transformers computes it, over x[N, D] (the MLP's pre-norm output):
+    /* A mixture of experts (Qwen3-MoE's) over x[N, D] (the MLP's pre-norm output), transformers' arithmetic with its
+     * sums in tiertrain's order (a token's choices in choice order, not expert by expert):
      * the router's logits x router^T [N, E], their softmax in fp32, each token's k most probable experts (the lower
      * index first on a tie) with their probabilities as weights (divided by their sum with normalize); then for each
      * routed row gate = x w_gate[e]^T, up = x w_up[e]^T, glu = act(gate) * up, out = glu w_down[e]^T; and
@@ -390,11 +392,13 @@ typedef enum tt_op_class {
     TT_OP_LM_HEAD_LOSS,       /* the LM head's GEMMs and the cross-entropy, chunk by chunk */
     TT_OP_ELEMENTWISE,        /* norms, RoPE, SwiGLU, embedding, adds, dropout, dequantization, compute-tier copies */
     TT_OP_OPTIMIZER,          /* AdamW on the compute tier and the gradient norm's sums */
-    TT_OP_COPY_WAIT,          /* the compute stream waiting for offload copies; blocking uploads and downloads */
+    TT_OP_COPY_WAIT,          /* the compute stream waiting for offload copies and the side stream's collectives;
+                                 blocking uploads and downloads */
     TT_OP_CLASS_COUNT
 } tt_op_class;
 
 typedef struct tt_op_profile {
+    pthread_t owner; /* the thread that enabled it: the only one whose ops it times (the timeline is its stream's) */
     uint64_t start[TT_OP_PROFILE_PENDING], end[TT_OP_PROFILE_PENDING]; /* pending spans' marks, oldest first */
     unsigned char op_class[TT_OP_PROFILE_PENDING];
     int pending;
@@ -495,8 +499,9 @@ static inline void tt_backend_copy_wait(const tt_backend *backend, uint64_t tick
     TT_BACKEND_OP(backend, TT_OP_COPY_WAIT, backend->iface->copy_wait(backend->ctx, ticket));
 }
 
+/* a host-side wait (the optimizer offload's worker thread calls it too): not an op of the compute stream, not profiled */
 static inline void tt_backend_copy_host_wait(const tt_backend *backend, uint64_t ticket) {
-    TT_BACKEND_OP(backend, TT_OP_COPY_WAIT, backend->iface->copy_host_wait(backend->ctx, ticket));
+    backend->iface->copy_host_wait(backend->ctx, ticket);
 }
 
 static inline bool tt_backend_copy_done(const tt_backend *backend, uint64_t ticket) {

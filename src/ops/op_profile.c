@@ -19,14 +19,16 @@ static const char *const class_names[TT_OP_CLASS_COUNT][2] = {
     [TT_OP_LM_HEAD_LOSS] = {"lm_head_loss", "LM head and loss"},
     [TT_OP_ELEMENTWISE] = {"norms_elementwise", "norms and element-wise"},
     [TT_OP_OPTIMIZER] = {"optimizer", "optimizer"},
-    [TT_OP_COPY_WAIT] = {"copies_waited", "copies waited for"},
+    [TT_OP_COPY_WAIT] = {"copies_waited", "copies and collectives waited for"},
 };
 
 const char *tt_op_class_name(tt_op_class op_class) { return class_names[op_class][0]; }
 const char *tt_op_class_label(tt_op_class op_class) { return class_names[op_class][1]; }
 
 void tt_op_profile_enable(tt_backend *backend) {
-    if (!backend->profile) backend->profile = tt_xcalloc(1, sizeof(tt_op_profile), "op profile");
+    if (backend->profile) return;
+    backend->profile = tt_xcalloc(1, sizeof(tt_op_profile), "op profile");
+    backend->profile->owner = pthread_self();
 }
 
 void tt_op_profile_disable(tt_backend *backend) {

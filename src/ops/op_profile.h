@@ -1,7 +1,8 @@
 /* Where a step's time goes, by op class: each op the step program runs through the backend's wrappers (backend.h)
  * is a span between two marks on the backend's timeline (device events on the compute stream of a GPU, the host
  * clock on the CPU), added to its class. What no op covers (the step's time less every class) is the compute
- * stream's gaps: host work between launches, collectives, the host waiting. Off unless a run asks for it (profile:
+ * stream's gaps: host work between launches, the host waiting (an offloaded optimizer's update, a collective the
+ * compute stream does not wait for). Only the thread that enabled it is timed. Off unless a run asks for it (profile:
  * true): then each op costs two marks, and the host reads the marks of old spans every TT_OP_PROFILE_PENDING spans,
  * so it runs at most that many ops ahead of the device. */
 #ifndef TT_OPS_OP_PROFILE_H

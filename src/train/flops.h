@@ -7,7 +7,9 @@
  * tune, 4N for a frozen base: LoRA, QLoRA), and the attention's score and value products: 4 x visible keys x head_dim
  * x Hq in the forward (causal: half the sequence on average; a sliding layer's window), 2 x that in the backward.
  * Hardware FLOPs (HFU's) add what this run's plan computes again: each layer's recomputed slots (their GEMMs and
- * attention forwards) and the score product the attention backward recomputes from the log-sum-exp (half a forward).
+ * attention forwards) and the score product the attention backward recomputes from the log-sum-exp (half a forward:
+ * FlashAttention's backward of 2.5 forwards, the field's convention; tiertrain's deterministic backward with dQ in a
+ * kernel of its own computes 3.5, which this count leaves out, so its HFU is a lower bound).
  * Element-wise ops (norms, RoPE, SwiGLU, the loss's softmax) are not counted, as the field does not count them. */
 #ifndef TT_TRAIN_FLOPS_H
 #define TT_TRAIN_FLOPS_H

@@ -119,7 +119,7 @@ static void print_profile(const tt_reporter *r) {
            r->profile_first_only ? "the only step" : "the mean of the steps after the first", step);
     for (int c = 0; c <= TT_OP_CLASS_COUNT; c++)
         printf("  %-32s %10.4f s %6.1f%%\n",
-               c < TT_OP_CLASS_COUNT ? tt_op_class_label((tt_op_class)c) : "gaps (host, collectives, idle)",
+               c < TT_OP_CLASS_COUNT ? tt_op_class_label((tt_op_class)c) : "gaps (host work, idle)",
                r->profile_seconds[c] / n, step > 0 ? 100.0 * r->profile_seconds[c] / n / step : 0.0);
 }
 
@@ -188,6 +188,7 @@ void tt_reporter_close(tt_reporter *r) {
     if (r->line_open) putchar('\n');
     r->line_open = false;
     if (r->profile_steps > 0) print_profile(r);
+    r->profile_steps = 0; /* closed twice (a non-finite step stops the loop): printed once */
     if (r->metrics) fclose(r->metrics);
     r->metrics = NULL;
     if (r->tensorboard_on) tt_tensorboard_close(&r->tensorboard);

@@ -662,8 +662,9 @@ static void begin_router_statistics(tt_model_state *s) {
     s->moe_collect = true;
 }
 
-/* The auxiliary loss of the forward's routing, as transformers' load_balancing_loss_func (every layer's tokens
- * together, M of them): E x sum over choices j and experts e of (tokens whose j-th choice is e / M) x (the mean
+/* The auxiliary loss of the forward's routing, as transformers' load_balancing_loss_func computes it without an
+ * attention mask (every position of every layer together, M of them, padding included: a Trainer that passes one
+ * leaves the padding out): E x sum over choices j and experts e of (tokens whose j-th choice is e / M) x (the mean
  * probability of e); and its gradient with respect to each token's probabilities, the same for all:
  * router_aux_loss_coef x E x (tokens choosing e, all choices) / M^2. */
 static void finish_router_statistics(tt_model_state *s) {

@@ -122,6 +122,9 @@ typedef struct tt_model_state {
     /* LoRA dropout: the current micro-step's seed (tt_lora_dropout_seed, set by the trainer before each
      * forward/backward; every mask of the micro-step derives from it), on in training and off in
      * evaluation, and its workspace [N, widest adapted input] (sizes.lora_dropout_buffer bytes). */
+    uint64_t lora_dropout_seed;
+    bool lora_dropout_on;
+    void *lora_dropout_buffer;
     /* output_router_logits (a mixture of experts): the auxiliary loss's statistics over a micro-step's forward (host
      * memory: [k * E] tokens by choice and expert, [E] probabilities), collected while moe_collect; its gradient [E];
      * and the last micro-step's auxiliary loss, before router_aux_loss_coef (NULL, 0: none) */
@@ -129,9 +132,6 @@ typedef struct tt_model_state {
     float *moe_prob_gradient;
     bool moe_collect;
     double moe_aux_loss;
-    uint64_t lora_dropout_seed;
-    bool lora_dropout_on;
-    void *lora_dropout_buffer;
     /* QLoRA: one linear weight dequantized from 4 bits, in the compute precision, for the GEMM that reads it next
      * (sizes.dequant_buffer bytes), or NULL */
     void *dequant_buffer;

@@ -282,6 +282,9 @@ bool tt_print_run_plan(const tt_run_config *run, const tt_device *device, FILE *
     tt_size_table sizes;
     tt_size_table_configure(&sizes, &model, &params, &plan, device->backend);
     print_header(&model, &params, device, &plan, &sizes, out);
+    if (model.num_experts > 0 && !device->backend->iface->moe_forward)
+        fprintf(out, "note: a mixture of experts trains on the CPU backend only for now: this plan prices the layout, "
+                     "`tiertrain train` on this device stops at start\n");
     char budget[32];
     const tt_tier tier = compute_tier_of(device);
     const bool fits = sizes.tier_peak[tier] <= device->memory_budget;
@@ -904,12 +907,7 @@ int tt_train(const tt_run_config *run, const tt_device *device, const tt_comm *c
                                              run->num_epochs, total_steps);
     int64_t watchdog_violations = 0;
     int exit_status = 0;
-    if (run->profile) {
-        if (run->trace)
-            tt_die("profile and trace both mark the backend's timeline, which holds the marks of one of them at a "
-                   "time: set one of the two (profile: false, or trace: ~)");
-        tt_op_profile_enable(device->backend);
-    }
+    if (run->profile) tt_op_profile_enable(device->backend); /* with trace: refused at config load */
     while (trainer.global_step < total_steps) {
         double profile_seconds[TT_OP_CLASS_COUNT];
         int64_t profile_calls[TT_OP_CLASS_COUNT];

@@ -43,17 +43,17 @@ static void free_routing(routing *r) {
     free(r->token_of);
 }
 
-/* The router: softmax of each token's logits (max subtracted, summed in expert order), its k best, their weights. */
-static void route(const tt_moe_shape *s, const float *logits, const tt_moe_saved *saved) {
+/* The router: softmax of each token's logits (in probs, replaced by it: max subtracted, summed in expert order), its
+ * k best, their weights. */
+static void route(const tt_moe_shape *s, const tt_moe_saved *saved) {
     const int64_t N = s->tokens, E = s->experts, k = s->top_k;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < N; t++) {
-        const float *z = logits + t * E;
         float *p = saved->probs + t * E;
-        float max = z[0];
-        for (int64_t e = 1; e < E; e++) max = z[e] > max ? z[e] : max;
+        float max = p[0];
+        for (int64_t e = 1; e < E; e++) max = p[e] > max ? p[e] : max;
         float sum = 0;
-        for (int64_t e = 0; e < E; e++) sum += p[e] = expf(z[e] - max);
+        for (int64_t e = 0; e < E; e++) sum += p[e] = expf(p[e] - max);
         for (int64_t e = 0; e < E; e++) p[e] /= sum;
         int32_t *index = saved->index + t * k;
         float *weight = saved->weight + t * k, chosen = 0;
@@ -77,10 +77,8 @@ void tt_cpu_moe_forward_f32(tt_cpu_scratch *scratch, float *y, const float *resi
                             const float *router, const float *w_gate, const float *w_up, const float *w_down,
                             const tt_moe_shape *s, const tt_moe_saved *saved) {
     const int64_t N = s->tokens, D = s->hidden, E = s->experts, k = s->top_k, F = s->intermediate;
-    float *logits = tt_xmalloc(sizeof(float) * (size_t)(N * E), "the router's logits");
-    tt_cpu_linear_forward_f32(scratch, logits, x, router, NULL, N, D, E, false);
-    route(s, logits, saved);
-    free(logits);
+    tt_cpu_linear_forward_f32(scratch, saved->probs, x, router, NULL, N, D, E, false); /* the logits, then */
+    route(s, saved);
     if (saved->expert_tokens) /* the auxiliary loss's statistics, token after token */
         for (int64_t t = 0; t < N; t++) {
             for (int64_t j = 0; j < k; j++) saved->expert_tokens[j * E + saved->index[t * k + j]] += 1.0;
@@ -146,6 +144,7 @@ void tt_cpu_moe_backward_f32(tt_cpu_scratch *scratch, float *dx, float *d_router
         tt_cpu_glu_backward_f32(g, u, h, g, u, n * F, (tt_glu_activation)s->activation);
         /* gate and up: their weight gradients from the gathered inputs (in the output gradients' dead rows), then
          * the inputs' gradient in their place */
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; i++) memcpy(d_out + i * D, x + r.token_of[first + i] * D, sizeof(float) * (size_t)D);
         if (d_gate) tt_cpu_linear_backward_f32(scratch, NULL, d_gate + e * F * D, NULL, g, d_out, NULL, n, D, F, false);
         if (d_up) tt_cpu_linear_backward_f32(scratch, NULL, d_up + e * F * D, NULL, u, d_out, NULL, n, D, F, false);

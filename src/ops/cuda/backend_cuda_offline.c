@@ -3,10 +3,11 @@
  * queries answer as the CUDA backend's would on a Hopper GPU, from the same arithmetic (backend_cuda_sizes.h), with
  * no device, driver call or library handle. Its ops are not there: it prices, it never runs.
  *
- * What it can price is what needs no cuDNN graph to size: attn_implementation auto with deterministic: true at
- * head_dim 128 without a window or soft-capping (cuDNN's forward, whose workspace on Hopper is CUDNN_FORWARD_BYTES,
- * and tiertrain's pipelined backward; from 131072 tokens the pipelined forward too), packed documents (the own kernels
- * both ways), flash and simple. Elsewhere cuDNN sizes its own workspaces when it builds its graphs, on the GPU: the
+ * What it can price is what needs no cuDNN graph to size: attn_implementation auto where it takes tiertrain's
+ * pipelined backward at head_dim 128 without a window or soft-capping (deterministic: true, or false at the short
+ * lengths its cells of attention_rates.c favour), with cuDNN's forward (whose workspace on Hopper is
+ * CUDNN_FORWARD_BYTES) or the pipelined one where its cell says so; packed documents (the own kernels both ways), flash
+ * and simple. Elsewhere cuDNN sizes its own workspaces when it builds its graphs, on the GPU: the
  * model says so and stops rather than guess. */
 #include "ops/cuda/backend_cuda.h"
 

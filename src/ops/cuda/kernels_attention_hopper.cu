@@ -613,7 +613,7 @@ template <int HD>
 static void launch_backward(tt_bf16 *dq, tt_bf16 *dk, tt_bf16 *dv, const tt_bf16 *dout, const tt_bf16 *out,
                             const float *lse, const tt_bf16 *q, const tt_bf16 *k, const tt_bf16 *v,
                             const tt_attention_shape *s, void *scratch, cudaStream_t stream) {
-    /* per call: the attribute belongs to the current device's context */
+    /* once per device (kernel_attributes.h): the attribute belongs to the current device's context */
     tt_cuda_kernel_shared_bytes((const void *)hopper_dkdv_kernel<HD, false>, (int)(DKDV_SHARED_BYTES(HD)));
     tt_cuda_kernel_shared_bytes((const void *)hopper_dq_kernel<HD>, (int)(DQ_SHARED_BYTES(HD)));
     const int T = (int)s->seq_len, Hq = (int)s->num_heads, Hkv = (int)s->num_kv_heads;
@@ -646,7 +646,7 @@ extern "C" void tt_cuda_hopper_attention_backward(tt_bf16 *dq, tt_bf16 *dk, tt_b
         launch_backward<64>(dq, dk, dv, dout, out, lse, q, k, v, s, scratch, stream);
         return;
     }
-    /* per call: the attribute belongs to the current device's context */
+    /* once per device (kernel_attributes.h): the attribute belongs to the current device's context */
     tt_cuda_kernel_shared_bytes((const void *)hopper_dkdv_kernel<128, true>, (int)(DKDV_ORDERED_SHARED_BYTES));
     if (!ordered_dq) {
         launch_backward<128>(dq, dk, dv, dout, out, lse, q, k, v, s, scratch, stream);

@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         records = tt_json_records_open(path);
         while ((record = tt_json_records_next(records)) != NULL) {
             tt_sft_record_segments(&spec, train_on_inputs, record, tt_json_records_where(records), &example);
-            tt_sft_tokenize_example(tok, &special, &example, &ids, &labels, &label_capacity);
+            tt_sft_tokenize_example(tok, &special, &example, 0, &ids, &labels, &label_capacity);
             tt_sft_example_free(&example);
             json_decref(record);
             record = NULL;

@@ -87,6 +87,38 @@ check "... other formats and a system prompt train the same answers ($expected)"
   dataset_prepared_path=prepared_ud3 > ud3.txt 2>&1
 check "... a field the format is not given is refused, naming it" \
   grep -q "type: format: the field {output} is not one this format is given" ud3.txt
+# A huge JSONL line is tokenized only as far as a document can use it: a 24 MB completion text keeps 64 pieces of
+# sequence_len (axolotl's cap), an alpaca record with a 24 MB output is dropped as longer than sequence_len, and a
+# truncating run keeps its first sequence_len tokens; the peak memory stays far under the 30 bytes a byte of text that
+# encoding the whole line took (700+ MiB here)
+python3 - <<'PY'
+import json
+text = "the quick brown fox jumps over the lazy dog. " * (24 * 1024 * 1024 // 45)
+with open("huge_completion.jsonl", "w") as f:
+    f.write(json.dumps({"text": text}) + "\n" + json.dumps({"text": "a short one"}) + "\n")
+with open("huge_alpaca.jsonl", "w") as f:
+    f.write(json.dumps({"instruction": "Say it.", "input": "", "output": text}) + "\n")
+    f.write(json.dumps({"instruction": "Say hi.", "input": "", "output": "hi"}) + "\n")
+PY
+peak_mib() { sed -n 's/.*peak resident memory \([0-9]*\) MiB.*/\1/p' "$1"; }
+# the growth over the small dataset's run, AddressSanitizer's quarantine of freed memory off where it is built in
+base=$(peak_mib preprocess.txt)
+grown_ok() { test $(($(peak_mib "$1") - base)) -lt 240; } # 10 bytes a byte of the line
+lean_asan="${ASAN_OPTIONS:-}:quarantine_size_mb=0"
+ASAN_OPTIONS=$lean_asan "$tiertrain" preprocess run.yaml "datasets=[{path: huge_completion.jsonl, type: completion}]" \
+  dataset_prepared_path=p_huge > huge.txt 2>&1
+check "a 24 MB completion line: 64 pieces of 256 tokens, then the short text" grep -q "65 documents, 16397 tokens" huge.txt
+check "... within 240 MiB more than the small dataset ($(peak_mib huge.txt) vs $base MiB)" grown_ok huge.txt
+ASAN_OPTIONS=$lean_asan "$tiertrain" preprocess run.yaml "datasets=[{path: huge_alpaca.jsonl, type: alpaca}]" \
+  dataset_prepared_path=p_huge2 > huge2.txt 2>&1
+check "an alpaca record with a 24 MB output is dropped as too long" \
+  grep -q "dropped 1 document(s) longer than sequence_len 256" huge2.txt
+check "... within 240 MiB more than the small dataset ($(peak_mib huge2.txt) vs $base MiB)" grown_ok huge2.txt
+short=$(sed -n 's/.*: 1 documents, \([0-9]*\) tokens.*/\1/p' huge2.txt)
+"$tiertrain" preprocess run.yaml "datasets=[{path: huge_alpaca.jsonl, type: alpaca}]" dataset_prepared_path=p_huge3 \
+  excess_length_strategy=truncate > huge3.txt 2>&1
+check "... truncated: its first 256 tokens kept beside the short record's $short" \
+  grep -q "2 documents, $((256 + short)) tokens" huge3.txt
 head -c 40 alpaca.jsonl.gz > truncated.jsonl.gz
 "$tiertrain" preprocess run.yaml "datasets=[{path: truncated.jsonl.gz, type: alpaca}]" dataset_prepared_path=p_t \
   > truncated.txt 2>&1

@@ -54,7 +54,7 @@ static void encode_record(const tt_tokenizer *tok, tt_dataset_type type, bool tr
     tt_token_ids ids = {0};
     uint8_t *labels = NULL;
     int64_t capacity = 0;
-    tt_sft_tokenize_example(tok, &special, &ex, &ids, &labels, &capacity);
+    tt_sft_tokenize_example(tok, &special, &ex, 0, &ids, &labels, &capacity);
     out->count = ids.count;
     for (int64_t i = 0; i < ids.count && i < 1024; i++) {
         out->ids[i] = ids.ids[i];
@@ -340,6 +340,31 @@ static void test_v2(void) {
     }
     TT_EXPECT(seen[0] && seen[1] && seen[2], "an epoch visits every document once");
     tt_dataset_close(&ds);
+
+    /* written in an order: the same bytes as the documents permuted in memory */
+    const int64_t order[3] = {2, 0, 1};
+    uint32_t permuted_tokens[] = {30, 31, 32, 33, 10, 11, 12, 20, 21};
+    uint8_t permuted_labels[] = {1, 0, 1, 1, 0, 1, 1, 0, 1};
+    uint64_t permuted_starts[] = {0, 4, 7, 9};
+    tt_token_documents permuted = docs;
+    permuted.tokens = permuted_tokens;
+    permuted.labels = permuted_labels;
+    permuted.starts = permuted_starts;
+    char *by_order = tt_test_path("ordered.tok"), *by_copy = tt_test_path("permuted.tok");
+    tt_token_documents ordered = docs;
+    ordered.order = order;
+    tt_token_file_write_documents(by_order, &ordered);
+    tt_token_file_write_documents(by_copy, &permuted);
+    char a[256], b[256];
+    FILE *fa = fopen(by_order, "rb"), *fb = fopen(by_copy, "rb");
+    size_t order_len = fread(a, 1, sizeof a, fa), copy_len = fread(b, 1, sizeof b, fb);
+    fclose(fa);
+    fclose(fb);
+    TT_EXPECT(order_len == copy_len && order_len == 48 + 8 * 4 + 4 * 9 + 9 && memcmp(a, b, order_len) == 0,
+              "documents written in order 2 0 1: the bytes of the permuted arrays (%zu and %zu bytes)", order_len,
+              copy_len);
+    free(by_order);
+    free(by_copy);
 
     /* mixing a version 1 file with a version 2 file */
     char *v1 = tt_test_path("v1.tok");

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "data/tokenizer.h"
 #include "test_util.h"
@@ -486,6 +487,116 @@ static void test_real_round_trip(void) {
     }
 }
 
+/* A text of about len bytes: the corpus's documents one after another, as often as it takes. */
+static char *corpus_text(size_t want, size_t *len) {
+    char *text = malloc(want + (1 << 22) + 1);
+    size_t at = 0;
+    for (int d = 0; at < want; d = (d + 1) % 10000) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tests/fixtures/tokenizer/corpus/%04d.txt", source_dir, d);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            if (d == 0) {
+                fprintf(stderr, "no corpus at %s\n", path);
+                exit(1);
+            }
+            d = -1;
+            continue;
+        }
+        at += fread(text + at, 1, 1 << 22, f);
+        fclose(f);
+    }
+    text[at] = 0;
+    *len = at;
+    return text;
+}
+
+/* A line of /proc/self/status in KiB (VmRSS, VmHWM), -1 if absent. */
+static long status_kib(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, n) == 0 && line[n] == ':') kib = atol(line + n + 1);
+    if (f) fclose(f);
+    return kib;
+}
+
+/* Starts the peak resident set (VmHWM) over from the current one; false where the kernel does not let it. */
+static bool reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* tt_tokenizer_encode_prefix keeps exactly the first ids of the whole text's encoding, offsets included, on texts
+ * over two windows (agreement of growing prefixes) and under (encoded whole), with the byte-level and the
+ * SentencePiece fixture (no pre-tokenizer: the whole text is one piece for BPE, the hardest case for a cut), and
+ * the real tokenizers when fetched; then a 64 MiB text's first thousand ids take megabytes, not the gigabytes of
+ * encoding it whole (the peak resident set of the process grows by less than 256 MiB). */
+static void test_encode_prefix(void) {
+    size_t len;
+    char *text = corpus_text(9u << 19, &len); /* 4.5 MiB: over two windows for 262144 ids */
+    const char *names[5] = {"tiny_bytelevel.json", "tiny_sentencepiece.json", "qwen3", "llama2", "gemma3"};
+    for (int t = 0; t < 5; t++) {
+        tt_tokenizer *tok;
+        if (t < 2) tok = load_fixture(names[t]);
+        else {
+            char path[4096];
+            snprintf(path, sizeof path, "tokenizer_cache/%s/package/models/tokenizer.json", names[t]);
+            if (access(path, R_OK) != 0) {
+                printf("SKIPPED: encode_prefix with %s: %s is not fetched yet\n", names[t], path);
+                continue;
+            }
+            tok = tt_tokenizer_load(path);
+        }
+        tt_token_ids whole = {.with_offsets = true};
+        tt_tokenizer_encode(tok, text, len, true, &whole);
+        const int64_t wanted[4] = {1, 777, 262144, whole.count + 5};
+        for (int k = 0; k < 4; k++) {
+            for (int short_text = 0; short_text < 2; short_text++) {
+                size_t text_len = short_text ? 3000 : len;
+                tt_token_ids reference = {.with_offsets = true};
+                if (short_text) tt_tokenizer_encode(tok, text, text_len, true, &reference);
+                const tt_token_ids *full = short_text ? &reference : &whole;
+                tt_token_ids prefix = {.with_offsets = true};
+                tt_tokenizer_encode_prefix(tok, text, text_len, true, wanted[k], &prefix);
+                int64_t expected = wanted[k] < full->count ? wanted[k] : full->count;
+                bool same = prefix.count == expected;
+                for (int64_t i = 0; same && i < expected; i++)
+                    same = prefix.ids[i] == full->ids[i] && prefix.offsets[i] == full->offsets[i];
+                TT_EXPECT(same, "%s, %zu bytes: the first %lld ids are the whole text's (%lld ids, expected %lld)",
+                          names[t], text_len, (long long)wanted[k], (long long)prefix.count, (long long)expected);
+                tt_token_ids_free(&prefix);
+                tt_token_ids_free(&reference);
+            }
+        }
+        tt_token_ids_free(&whole);
+        tt_tokenizer_free(tok);
+    }
+    free(text);
+
+    tt_tokenizer *tok = load_fixture("tiny_bytelevel.json");
+    text = corpus_text(64u << 20, &len);
+    const bool measured = reset_peak_rss();
+    const long before = status_kib("VmRSS");
+    tt_token_ids prefix = {0};
+    tt_tokenizer_encode_prefix(tok, text, len, false, 1000, &prefix);
+    const long grown = status_kib("VmHWM") - before;
+    TT_EXPECT(prefix.count == 1000, "the first 1000 ids of %zu bytes: %lld ids", len, (long long)prefix.count);
+    if (!measured || before < 0) printf("SKIPPED: the peak resident set (/proc/self/clear_refs cannot reset it)\n");
+    else {
+        printf("encode_prefix: the first 1000 ids of %zu bytes grew the peak resident set by %ld KiB\n", len, grown);
+        TT_EXPECT(grown < 256 * 1024, "the first 1000 ids of %zu bytes grew the peak resident set by %ld KiB", len,
+                  grown);
+    }
+    tt_token_ids_free(&prefix);
+    free(text);
+    tt_tokenizer_free(tok);
+}
+
 /* encode from several threads at once on one tokenizer gives what one thread gives */
 typedef struct thread_job {
     const tt_tokenizer *tok;
@@ -579,6 +690,7 @@ int main(int argc, char **argv) {
     test_metaspace();
     test_decode();
     test_real_round_trip();
+    test_encode_prefix();
     test_threads();
     test_bad_input();
     tt_test_scratch_close();

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/check.h"
@@ -321,11 +323,20 @@ static int run_preprocess(int argc, char **argv) {
         tt_die("preprocess: the datasets are token files, which train reads as they are; preprocess prepares JSON "
                "datasets ({path: data.jsonl, type: alpaca | completion | input_output})");
     if (run.num_threads > 0) omp_set_num_threads((int)run.num_threads);
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     bool reused = false;
     char *path = tt_prepare_datasets(&run, &reused);
     if (reused)
         tt_info("preprocess: %s is prepared already (the same data, tokenizer and keys); train will use it", path);
-    else tt_info("preprocess: done; `tiertrain train` with this config uses %s", path);
+    else {
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        struct rusage use;
+        getrusage(RUSAGE_SELF, &use);
+        tt_info("preprocess: done in %.1f s, peak resident memory %.0f MiB; `tiertrain train` with this config uses %s",
+                (double)(end.tv_sec - start.tv_sec) + 1e-9 * (double)(end.tv_nsec - start.tv_nsec),
+                (double)use.ru_maxrss / 1024.0, path);
+    }
     free(path);
     tt_run_config_free(&run);
     free_command_args(&a);

@@ -50,9 +50,11 @@ static bool render(const tt_chat_format *f, tt_chat_example *ex, json_t *message
     return ok;
 }
 
-static void encode(const tt_chat_format *f, const tt_jinja_output *text, tt_token_ids *ids) {
+/* max_ids > 0: only the first max_ids ids (tt_tokenizer_encode_prefix) */
+static void encode(const tt_chat_format *f, const tt_jinja_output *text, int64_t max_ids, tt_token_ids *ids) {
     ids->count = 0;
-    tt_tokenizer_encode(f->tok, text->text, text->len, false, ids); /* apply_chat_template: add_special_tokens=False */
+    /* apply_chat_template: add_special_tokens=False */
+    tt_tokenizer_encode_prefix(f->tok, text->text, text->len, false, max_ids, ids);
 }
 
 /* The turn's token range [*start, *end) in the full render's ids, as axolotl's find_turn locates
@@ -88,7 +90,7 @@ static bool find_turn(const tt_chat_format *f, tt_chat_example *ex, size_t turn,
     if (!ok) return false;
     free(ex->error); /* the first attempt's */
     ex->error = NULL;
-    encode(f, &out, scratch);
+    encode(f, &out, 0, scratch);
     tt_jinja_output_free(&out);
     const int32_t *a = full->ids, *b = scratch->ids;
     int64_t n = full->count, m = scratch->count, common = n < m ? n : m;
@@ -193,7 +195,7 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
     ids->with_offsets = f->has_generation || any_spans;
     tt_jinja_output full;
     if (!render(f, ex, ex->messages, false, &full)) return false;
-    encode(f, &full, ids);
+    encode(f, &full, longest_kept > 0 ? longest_kept + 1 : 0, ids); /* one id past the longest tells it is too long */
     grow_labels(labels, label_capacity, ids->count + 1);
     memset(*labels, 0, (size_t)ids->count);
     if (longest_kept > 0 && ids->count > longest_kept) { /* dropped: its turns need not be found */
@@ -265,7 +267,7 @@ bool tt_chat_prompt_ids(const tt_chat_format *f, json_t *messages, tt_token_ids 
         *error = ex.error;
         return false;
     }
-    encode(f, &out, ids);
+    encode(f, &out, 0, ids);
     tt_jinja_output_free(&out);
     return true;
 }

@@ -11,6 +11,9 @@
 #include "data/compressed_input.h"
 #include "core/input_file.h"
 
+/* A line buffer grown past this is released after its record (the next line allocates again). */
+#define TT_JSON_RECORDS_KEPT_BUFFER ((size_t)64 << 20)
+
 struct tt_json_records {
     FILE *f;
     char *path;
@@ -21,6 +24,7 @@ struct tt_json_records {
     int64_t line;      /* line of the current record (JSONL: its line; JSON: where it starts), from 1 */
     int64_t next_line; /* line of the next unread character */
     int64_t record;    /* records handed out, JSON arrays: the current one's number from 1 */
+    size_t bytes;      /* the current record's JSON text */
     char where[4400];
 };
 
@@ -180,8 +184,10 @@ static bool read_element(tt_json_records *r, size_t *len) {
 
 json_t *tt_json_records_next(tt_json_records *r) {
     size_t len = 0;
+    r->bytes = 0;
     if (r->done) return NULL;
     if (r->array ? !read_element(r, &len) : !read_line(r, &len)) return NULL;
+    r->bytes = len;
     if (!r->array) r->record++;
     if (r->array)
         snprintf(r->where, sizeof r->where, "%s: record %lld (line %lld)", r->path, (long long)r->record,
@@ -204,10 +210,17 @@ json_t *tt_json_records_next(tt_json_records *r) {
         json_decref(value);
         tt_die("%s: expected a JSON object (a record with named fields), got %s", r->where, kind);
     }
+    if (r->cap > TT_JSON_RECORDS_KEPT_BUFFER) { /* a huge line's buffer is not held for the rest of the file */
+        free(r->buf);
+        r->buf = NULL;
+        r->cap = 0;
+    }
     return value;
 }
 
 const char *tt_json_records_where(const tt_json_records *r) { return r->where; }
+
+size_t tt_json_records_bytes(const tt_json_records *r) { return r->bytes; }
 
 void tt_json_records_close(tt_json_records *r) {
     if (!r) return;

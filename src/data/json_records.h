@@ -21,6 +21,8 @@ json_t *tt_json_records_next(tt_json_records *r);
 /* Where the last record came from, for messages: "data.jsonl:12" or "data.json: record 3 (line 17)".
  * Valid until the next call. */
 const char *tt_json_records_where(const tt_json_records *r);
+/* The length of the last record's JSON text (0 after the end). */
+size_t tt_json_records_bytes(const tt_json_records *r);
 /* Checks that the file ended where it should (a JSON array closed, nothing after it), then frees. */
 void tt_json_records_close(tt_json_records *r);
 /* Frees without those checks: after an error, or when the caller stops early. */

@@ -213,12 +213,12 @@ static void grow_labels(uint8_t **labels, int64_t *capacity, int64_t need) {
 }
 
 void tt_sft_tokenize_example(const tt_tokenizer *tok, const tt_sft_ids *special, const tt_sft_example *ex,
-                             tt_token_ids *ids, uint8_t **labels, int64_t *label_capacity) {
+                             int64_t segment_max_ids, tt_token_ids *ids, uint8_t **labels, int64_t *label_capacity) {
     ids->count = 0;
     for (int s = 0; s < ex->count; s++) {
         const tt_sft_segment *seg = &ex->segments[s];
         const int64_t first = ids->count;
-        tt_tokenizer_encode(tok, seg->text, seg->len, seg->add_special, ids);
+        tt_tokenizer_encode_prefix(tok, seg->text, seg->len, seg->add_special, segment_max_ids, ids);
         if (seg->strip_bos && special->bos >= 0 && ids->count > first && ids->ids[first] == special->bos) {
             memmove(ids->ids + first, ids->ids + first + 1, sizeof(int32_t) * (size_t)(ids->count - first - 1));
             ids->count--;

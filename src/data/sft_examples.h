@@ -57,8 +57,10 @@ void tt_sft_record_segments(const tt_dataset_spec *spec, bool train_on_inputs, j
 void tt_sft_example_free(tt_sft_example *ex);
 
 /* The example's ids (appended to ids, reused between calls) and labels[ids->count] (1: trains),
- * *labels grown as needed (its capacity in *label_capacity). */
+ * *labels grown as needed (its capacity in *label_capacity). segment_max_ids > 0: each segment's text is encoded
+ * only as far as its first segment_max_ids ids (tt_tokenizer_encode_prefix), for a caller that keeps at most
+ * segment_max_ids - 2 ids of an example (one more says the example is longer, one more for a stripped BOS); 0: whole. */
 void tt_sft_tokenize_example(const tt_tokenizer *tok, const tt_sft_ids *special, const tt_sft_example *ex,
-                             tt_token_ids *ids, uint8_t **labels, int64_t *label_capacity);
+                             int64_t segment_max_ids, tt_token_ids *ids, uint8_t **labels, int64_t *label_capacity);
 
 #endif

@@ -119,17 +119,42 @@ void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t coun
 }
 
 /* Writes n uint32 ids little-endian through a bounded buffer. */
-static void write_u32_array(atomic_file *f, const uint32_t *v, uint64_t n) {
-    enum { CHUNK = 16384 };
-    unsigned char *buf = tt_xmalloc(4 * CHUNK, "token file buffer");
+/* Bytes gathered into writes of a chunk each. */
+typedef struct chunked_writer {
+    atomic_file *f;
+    unsigned char buf[1 << 16];
+    size_t used;
+} chunked_writer;
+
+static void chunked_flush(chunked_writer *w) {
+    atomic_write(w->f, w->buf, w->used);
+    w->used = 0;
+}
+
+static void chunked_u32(chunked_writer *w, uint32_t v) {
+    if (w->used + 4 > sizeof w->buf) chunked_flush(w);
+    put_u32(w->buf + w->used, v);
+    w->used += 4;
+}
+
+static void chunked_u64(chunked_writer *w, uint64_t v) {
+    if (w->used + 8 > sizeof w->buf) chunked_flush(w);
+    put_u64(w->buf + w->used, v);
+    w->used += 8;
+}
+
+static void chunked_bytes(chunked_writer *w, const uint8_t *v, uint64_t n) {
     for (uint64_t done = 0; done < n;) {
-        size_t k = n - done < CHUNK ? (size_t)(n - done) : CHUNK;
-        for (size_t i = 0; i < k; i++) put_u32(buf + 4 * i, v[done + i]);
-        atomic_write(f, buf, 4 * k);
+        if (w->used == sizeof w->buf) chunked_flush(w);
+        size_t k = sizeof w->buf - w->used;
+        if (n - done < k) k = (size_t)(n - done);
+        memcpy(w->buf + w->used, v + done, k);
+        w->used += k;
         done += k;
     }
-    free(buf);
 }
+
+static uint64_t document_at(const tt_token_documents *d, uint64_t i) { return d->order ? (uint64_t)d->order[i] : i; }
 
 void tt_token_file_write_documents(const char *path, const tt_token_documents *d) {
     TT_CHECK(d->starts != NULL && d->starts[0] == 0 && d->starts[d->document_count] == d->token_count,
@@ -137,6 +162,20 @@ void tt_token_file_write_documents(const char *path, const tt_token_documents *d
     for (uint64_t i = 0; i < d->document_count; i++)
         TT_CHECK(d->starts[i] <= d->starts[i + 1], "token file %s: document %llu starts after the next one", path,
                  (unsigned long long)i);
+    for (uint64_t i = 0; i < d->token_count; i++)
+        TT_CHECK(d->labels[i] <= 1, "token file %s: label byte %u at token %llu", path, d->labels[i],
+                 (unsigned long long)i);
+    if (d->order) {
+        uint8_t *seen = tt_xcalloc((size_t)d->document_count + 1, 1, "document order");
+        for (uint64_t i = 0; i < d->document_count; i++) {
+            int64_t doc = d->order[i];
+            TT_CHECK(doc >= 0 && (uint64_t)doc < d->document_count && !seen[doc],
+                     "token file %s: the document order is no permutation (%lld at %llu)", path, (long long)doc,
+                     (unsigned long long)i);
+            seen[doc] = 1;
+        }
+        free(seen);
+    }
     unsigned char header[TT_TOKEN_FILE_V2_HEADER_BYTES];
     memset(header, 0, sizeof header);
     memcpy(header, TT_TOKEN_FILE_MAGIC, 8);
@@ -150,15 +189,25 @@ void tt_token_file_write_documents(const char *path, const tt_token_documents *d
     atomic_file f;
     atomic_open(&f, path);
     atomic_write(&f, header, sizeof header);
-    unsigned char offset[8];
-    for (uint64_t i = 0; i <= d->document_count; i++) {
-        put_u64(offset, d->starts[i]);
-        atomic_write(&f, offset, 8);
+    chunked_writer *w = tt_xmalloc(sizeof *w, "token file buffer");
+    w->f = &f;
+    w->used = 0;
+    uint64_t at = 0;
+    chunked_u64(w, 0);
+    for (uint64_t i = 0; i < d->document_count; i++) {
+        uint64_t doc = document_at(d, i);
+        at += d->starts[doc + 1] - d->starts[doc];
+        chunked_u64(w, at);
     }
-    write_u32_array(&f, d->tokens, d->token_count);
-    for (uint64_t i = 0; i < d->token_count; i++)
-        TT_CHECK(d->labels[i] <= 1, "token file %s: label byte %u at token %llu", path, d->labels[i],
-                 (unsigned long long)i);
-    atomic_write(&f, d->labels, (size_t)d->token_count);
+    for (uint64_t i = 0; i < d->document_count; i++) {
+        uint64_t doc = document_at(d, i);
+        for (uint64_t t = d->starts[doc]; t < d->starts[doc + 1]; t++) chunked_u32(w, d->tokens[t]);
+    }
+    for (uint64_t i = 0; i < d->document_count; i++) {
+        uint64_t doc = document_at(d, i);
+        chunked_bytes(w, d->labels + d->starts[doc], d->starts[doc + 1] - d->starts[doc]);
+    }
+    chunked_flush(w);
+    free(w);
     atomic_commit(&f);
 }

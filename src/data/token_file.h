@@ -34,9 +34,11 @@ typedef struct tt_token_documents {
     uint64_t *starts; /* [document_count + 1]: document d is tokens[starts[d] .. starts[d + 1]) */
     uint64_t token_count, document_count;
     uint32_t vocab_size, eos_id, pad_id;
+    const int64_t *order; /* NULL, or [document_count]: the file's document i is document order[i] (a permutation) */
 } tt_token_documents;
 
-/* Writes a version 2 token file atomically; checks that starts is 0, ascending, ends at token_count. */
+/* Writes a version 2 token file atomically, its documents in order (when given: a shuffle costs no second copy of
+ * the tokens); checks that starts is 0, ascending, ends at token_count, and that order is a permutation. */
 void tt_token_file_write_documents(const char *path, const tt_token_documents *docs);
 
 #endif

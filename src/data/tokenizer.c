@@ -59,6 +59,61 @@ void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, 
         for (int32_t k = 0; k < tok->suffix_count; k++) tt_token_ids_push(out, tok->suffix_ids[k], 0);
 }
 
+/* The start of the UTF-8 character at or before text[at] (a prefix cut there splits no character). */
+static size_t char_start(const char *text, size_t at) {
+    while (at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
+    return at;
+}
+
+/* How many leading ids a and b share, offsets included. */
+static int64_t agreeing_ids(const tt_token_ids *a, const tt_token_ids *b) {
+    int64_t n = a->count < b->count ? a->count : b->count, i = 0;
+    while (i < n && a->ids[i] == b->ids[i] && (!a->with_offsets || a->offsets[i] == b->offsets[i])) i++;
+    return i;
+}
+
+static void append_ids(tt_token_ids *out, const tt_token_ids *from, int64_t count) {
+    for (int64_t i = 0; i < count; i++) tt_token_ids_push(out, from->ids[i], from->with_offsets ? from->offsets[i] : 0);
+}
+
+/* The whole text's ids, the first max_ids of them kept (all when max_ids <= 0). */
+static void encode_whole_keep(const tt_tokenizer *tok, const char *text, size_t len, bool add_special, int64_t max_ids,
+                              tt_token_ids *out) {
+    const int64_t first = out->count;
+    tt_tokenizer_encode(tok, text, len, add_special, out);
+    if (max_ids > 0 && out->count - first > max_ids) out->count = first + max_ids;
+}
+
+void tt_tokenizer_encode_prefix(const tt_tokenizer *tok, const char *text, size_t len, bool add_special,
+                                int64_t max_ids, tt_token_ids *out) {
+    size_t window = TT_ENCODE_PREFIX_WINDOW;
+    if (max_ids > 0 && (uint64_t)max_ids > window / 8) window = (size_t)max_ids * 8;
+    if (max_ids <= 0 || len / 2 <= window) {
+        encode_whole_keep(tok, text, len, add_special, max_ids, out);
+        return;
+    }
+    tt_token_ids shorter = {.with_offsets = out->with_offsets}, longer = {.with_offsets = out->with_offsets};
+    tt_tokenizer_encode(tok, text, char_start(text, window), add_special, &shorter);
+    for (;;) {
+        if (len / 2 <= window) { /* the next prefix would be most of the text: encode it whole */
+            encode_whole_keep(tok, text, len, add_special, max_ids, out);
+            break;
+        }
+        window *= 2;
+        longer.count = 0;
+        tt_tokenizer_encode(tok, text, char_start(text, window), add_special, &longer);
+        if (agreeing_ids(&shorter, &longer) >= max_ids) {
+            append_ids(out, &longer, max_ids);
+            break;
+        }
+        tt_token_ids swap = shorter;
+        shorter = longer;
+        longer = swap;
+    }
+    tt_token_ids_free(&shorter);
+    tt_token_ids_free(&longer);
+}
+
 int32_t tt_tokenizer_token_to_id(const tt_tokenizer *tok, const char *token) {
     size_t len = strlen(token);
     int32_t id = tt_str_map_get(&tok->added_map, token, len);

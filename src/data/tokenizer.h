@@ -37,6 +37,18 @@ void tt_token_ids_free(tt_token_ids *ids);
  * Invalid UTF-8 is read as Python's bytes.decode('utf-8', errors='replace') reads it. */
 void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, bool add_special, tt_token_ids *out);
 
+/* The first max_ids ids of tt_tokenizer_encode's output (all of them when there are fewer, or when max_ids <= 0),
+ * appended to out, without encoding the whole of a long text: time and memory follow the ids kept, not the text.
+ * A text longer than two windows (TT_ENCODE_PREFIX_WINDOW bytes, or 8 bytes an id kept when that is more) is encoded
+ * in growing prefixes of W and 2W bytes, and the ids on which the two agree, ids and offsets, are the text's: every
+ * stage of the pipeline (normalizers, pre-tokenizer regexes with their lookahead, BPE within a pre-token) reads a
+ * bounded stretch of the text after a token, so the encoding of a prefix differs from the whole text's only near
+ * its end, and the agreement of two prefixes W bytes apart shows where. A text shorter than two windows, the usual
+ * case, is encoded whole, as tt_tokenizer_encode encodes it. */
+#define TT_ENCODE_PREFIX_WINDOW ((size_t)1 << 20)
+void tt_tokenizer_encode_prefix(const tt_tokenizer *tok, const char *text, size_t len, bool add_special,
+                                int64_t max_ids, tt_token_ids *out);
+
 /* The text of ids[0..count) as HF `tokenizer.decode(ids, skip_special_tokens=skip_special)`: the
  * decoder of tokenizer.json (ByteLevel, Metaspace, or Replace / ByteFallback / Fuse / Strip)
  * turns tokens back into UTF-8, invalid bytes as U+FFFD. Returns a NUL-terminated string the

@@ -27,6 +27,7 @@
 /* Records tokenized together: each chunk is read (one thread: errors come in file order), then
  * tokenized in parallel, then appended in order. Bounds the memory of texts in flight. */
 #define TT_PREPARE_CHUNK 1024
+#define TT_PREPARE_CHUNK_BYTES ((size_t)256 << 20) /* and at most about this much of their JSON text */
 
 bool tt_run_has_json_datasets(const tt_run_config *run) {
     for (int i = 0; i < run->dataset_count; i++)
@@ -285,33 +286,15 @@ static void add_document(doc_builder *b, const int32_t *ids, const uint8_t *labe
     b->starts[++b->documents] = b->count;
 }
 
-/* The documents in a seeded order (shuffle_merged_datasets), into a new builder. */
-static void shuffle_documents(doc_builder *b, uint64_t seed) {
+/* The documents' seeded order (shuffle_merged_datasets): the file's document i is document order[i]. */
+static int64_t *shuffled_order(const doc_builder *b, uint64_t seed) {
     int64_t n = (int64_t)b->documents;
     int64_t *order = tt_xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1), "document order");
     for (int64_t i = 0; i < n; i++) order[i] = i;
     tt_rng rng;
     tt_rng_seed(&rng, seed ^ 0xda7a5e7da7a5e7ull);
     tt_rng_shuffle(&rng, order, n);
-    uint32_t *tokens = tt_xmalloc(sizeof(uint32_t) * (size_t)(b->count ? b->count : 1), "tokens");
-    uint8_t *labels = tt_xmalloc((size_t)(b->count ? b->count : 1), "labels");
-    uint64_t *starts = tt_xmalloc(sizeof(uint64_t) * (size_t)(n + 1), "documents");
-    uint64_t at = 0;
-    starts[0] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t first = b->starts[order[i]], len = b->starts[order[i] + 1] - first;
-        memcpy(tokens + at, b->tokens + first, sizeof(uint32_t) * (size_t)len);
-        memcpy(labels + at, b->labels + first, (size_t)len);
-        at += len;
-        starts[i + 1] = at;
-    }
-    free(b->tokens);
-    free(b->labels);
-    free(b->starts);
-    b->tokens = tokens;
-    b->labels = labels;
-    b->starts = starts;
-    free(order);
+    return order;
 }
 
 /* axolotl's completion strategy tokenizes up to 64 x sequence_len tokens of a text and splits them
@@ -358,10 +341,16 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
     int64_t *label_capacity = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(int64_t), "labels");
     int64_t read = 0, documents_before = (int64_t)b->documents, turns_not_found = 0;
     const bool truncate = run->excess_length_strategy == TT_EXCESS_TRUNCATE;
+    /* a text is tokenized only as far as a document can use it (a longer one is dropped, truncated, or split into
+     * at most TT_COMPLETION_MAX_PIECES pieces): one id past that, one more for a BOS a segment strips */
+    const int64_t segment_max_ids =
+        (spec->type == TT_DATASET_COMPLETION ? TT_COMPLETION_MAX_PIECES : 1) * run->sequence_len + 2;
     for (bool more = true; more;) {
         int n = 0;
-        while (n < TT_PREPARE_CHUNK) {
+        size_t chunk_bytes = 0; /* the chunk's records' JSON text: a few huge records make a chunk */
+        while (n < TT_PREPARE_CHUNK && chunk_bytes < TT_PREPARE_CHUNK_BYTES) {
             json_t *record = tt_json_records_next(records);
+            chunk_bytes += tt_json_records_bytes(records);
             if (!record || record_index >= end) {
                 if (record) json_decref(record);
                 stopped_early = record != NULL;
@@ -384,7 +373,9 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
             if (chat)
                 tt_chat_tokenize(chat, &chats[i], &ids[i], &labels[i], &label_capacity[i],
                                  truncate || spec->type == TT_DATASET_COMPLETION ? 0 : run->sequence_len);
-            else tt_sft_tokenize_example(tok, special, &examples[i], &ids[i], &labels[i], &label_capacity[i]);
+            else
+                tt_sft_tokenize_example(tok, special, &examples[i], segment_max_ids, &ids[i], &labels[i],
+                                        &label_capacity[i]);
         }
         for (int i = 0; i < n; i++) {
             if (chat && chats[i].error) tt_die("%s", chats[i].error); /* the first in file order */
@@ -517,7 +508,7 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
             "preprocess: no document is left to train on (%lld longer than sequence_len %lld, %lld without a trained "
             "token); raise sequence_len or set excess_length_strategy: truncate",
             (long long)b.dropped_long, (long long)run->sequence_len, (long long)b.dropped_untrained);
-    if (run->shuffle_merged_datasets) shuffle_documents(&b, (uint64_t)run->seed);
+    int64_t *order = run->shuffle_merged_datasets ? shuffled_order(&b, (uint64_t)run->seed) : NULL;
     int64_t trained = 0;
     for (uint64_t i = 0; i < b.count; i++) trained += b.labels[i];
     tt_token_documents docs = {
@@ -529,10 +520,12 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
         .vocab_size = (uint32_t)tt_tokenizer_vocab_size(tok),
         .eos_id = special.eos >= 0 ? (uint32_t)special.eos : TT_TOKEN_NO_EOS,
         .pad_id = pad >= 0 ? (uint32_t)pad : TT_TOKEN_NO_PAD,
+        .order = order,
     };
     tt_token_file_write_documents(out_path, &docs);
     tt_info("preprocess: wrote %s: %llu documents, %llu tokens, %lld of them trained (%d thread(s))", out_path,
             (unsigned long long)b.documents, (unsigned long long)b.count, (long long)trained, omp_get_max_threads());
+    free(order);
     free(b.tokens);
     free(b.labels);
     free(b.starts);

@@ -1,10 +1,11 @@
-/* axolotl's own example configs, unchanged but for base_model, the datasets' paths and output_dir (issue 40's test):
+/* axolotl's own example configs, unchanged but for the datasets' paths and output_dir (issue 40's test):
  * tests/fixtures/axolotl/examples/ holds every example of axolotl (at 067b021) for the architectures tiertrain trains,
  * and examples.txt names each one's family and what it does today: "runs" (preprocess, then one step of training on
  * the CPU) or "refused" (a clear error before anything loads: an 8-bit optimizer, an RL trainer, ...). Each config's
- * base_model becomes a tiny random model of its family with a byte-level tokenizer that has the chat templates'
- * special tokens; each dataset entry's path a JSONL file written here in the entry's own format (its type, field
- * names, message mappings and roles). The count that runs unchanged is printed last.
+ * base_model is a tiny random model of its family with a byte-level tokenizer that has the chat templates' special
+ * tokens, put in a Hugging Face cache of the test's under the example's own base_model name (HF_HUB_CACHE), so
+ * base_model stays as axolotl wrote it; each dataset entry's path a JSONL file written here in the entry's own format
+ * (its type, field names, message mappings and roles). The count that runs unchanged is printed last.
  *
  * Needs the tiertrain binary: TT_BINARY (tests/CMakeLists.txt sets it). */
 #include <errno.h>
@@ -193,7 +194,23 @@ static void localise_datasets(yaml_document_t *doc, yaml_node_t *list, const cha
     }
 }
 
-/* The example with base_model, the datasets' paths and output_dir made local, written to out_path. */
+/* The base model under the example's own base_model name (a Hub name such as Qwen/Qwen3-8B) in the test's Hugging
+ * Face cache, laid out as huggingface_hub lays it out: refs/main names a commit whose snapshot is base_dir. */
+static void cache_base_model(const char *repo_id, const char *base_dir) {
+    const char *slash = strchr(repo_id, '/');
+    TT_CHECK(slash != NULL, "base_model '%s' is no Hub name", repo_id);
+    static const char commit[] = "0000000000000000000000000000000000000001";
+    char repo[4400], command[32768];
+    snprintf(repo, sizeof repo, "%s/hf_cache/models--%.*s--%s", tt_test_scratch_dir, (int)(slash - repo_id), repo_id,
+             slash + 1);
+    snprintf(command, sizeof command,
+             "mkdir -p '%s/refs' '%s/snapshots' && printf %s > '%s/refs/main' && ln -sfn '%s' '%s/snapshots/%s'", repo,
+             repo, commit, repo, base_dir, repo, commit);
+    TT_CHECK(shell(command) == 0, "cache %s", repo_id);
+}
+
+/* The example with the datasets' paths and output_dir made local, written to out_path; its base_model, a Hub name,
+ * is read from the test's Hugging Face cache, where base_dir is put under that name. */
 static bool localise(const char *example, const char *base_dir, const char *stem, const char *out_path) {
     FILE *in = fopen(example, "rb");
     if (!in) return false;
@@ -208,7 +225,7 @@ static bool localise(const char *example, const char *base_dir, const char *stem
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     char out_dir[4400];
     snprintf(out_dir, sizeof out_dir, "%s/%s.out", tt_test_scratch_dir, stem);
-    set_scalar(mapping_get(&doc, root, "base_model"), base_dir);
+    cache_base_model(scalar_of(&doc, root, "base_model", "missing/base_model"), base_dir);
     set_scalar(mapping_get(&doc, root, "output_dir"), out_dir);
     int files = 0;
     localise_datasets(&doc, mapping_get(&doc, root, "datasets"), stem, &files);
@@ -293,11 +310,12 @@ int main(int argc, char **argv) {
          * sanitizer build (TT_EXAMPLES_PLAN_ONLY), the plan alone */
         snprintf(log, sizeof log, "%s/%s.log", tt_test_scratch_dir, stem);
         if (plan_only)
-            snprintf(command, sizeof command, "cd '%s' && '%s' plan '%s' > '%s' 2>&1", tt_test_scratch_dir, tiertrain,
-                     config, log);
+            snprintf(command, sizeof command, "cd '%s' && HF_HUB_CACHE=hf_cache '%s' plan '%s' > '%s' 2>&1",
+                     tt_test_scratch_dir, tiertrain, config, log);
         else
             snprintf(command, sizeof command,
-                     "cd '%s' && '%s' preprocess '%s' > '%s' 2>&1 && '%s' train '%s' max_steps=1 >> '%s' 2>&1",
+                     "cd '%s' && export HF_HUB_CACHE=hf_cache && '%s' preprocess '%s' > '%s' 2>&1 && '%s' train '%s' "
+                     "max_steps=1 >> '%s' 2>&1",
                      tt_test_scratch_dir, tiertrain, config, log, tiertrain, config, log);
         const int status = shell(command);
         first_error(log, error_line, sizeof error_line);

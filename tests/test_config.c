@@ -13,6 +13,7 @@ static char *scratch;
 
 /* Every key of the configuration, available or not yet: --help and docs/CONFIG.md must name them all. */
 static const char *const all_keys[] = {"base_model",
+                                       "revision_of_model",
                                        "model_config",
                                        "initializer_range",
                                        "datasets",
@@ -128,7 +129,7 @@ static const char *const all_keys[] = {"base_model",
                                        "peft_use_rslora",
                                        "neftune_noise_alpha"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 115 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 116 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

@@ -15,6 +15,7 @@
 
 #include "config/run_config.h"
 #include "core/check.h"
+#include "core/hf_cache.h"
 #include "core/input_file.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
@@ -174,11 +175,14 @@ static void adapter_settings(tt_run_config *run, const char *dir) {
 /* Where the model comes from: the run's output (its adapter on its base, or its full model), or --model / --adapter. */
 static void resolve_model(tt_run_config *run, const inference_options *o) {
     if (o->model_dir) {
-        run->base_model = tt_xstrdup(o->model_dir);
+        free(run->base_model);
+        run->base_model = tt_hf_local_path(o->model_dir, TT_HF_MODEL, NULL, "inference: --model");
         free(run->model_config);
         run->model_config = NULL;
     }
-    const char *adapter = o->adapter_dir;
+    char *adapter_given =
+        o->adapter_dir ? tt_hf_local_path(o->adapter_dir, TT_HF_MODEL, NULL, "inference: --adapter") : NULL;
+    const char *adapter = adapter_given;
     if (!adapter && o->config_path && run->adapter != TT_ADAPTER_NONE) {
         if (!run->output_dir || !is_file(run->output_dir, "adapter_model.safetensors"))
             tt_die("inference: the run trains an adapter but %s/adapter_model.safetensors is not there (the run has "
@@ -200,6 +204,7 @@ static void resolve_model(tt_run_config *run, const inference_options *o) {
         free(run->model_config);
         run->model_config = NULL;
     }
+    free(adapter_given);
     if (!run->base_model) tt_die("inference: no model to load; set base_model or give --model DIR");
     /* a base saved in 4 bits runs as QLoRA trained on it: its 4-bit weights with the adapter beside them */
     tt_model_config model;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/hf_cache.h"
 #include "config/run_config.h"
 #include "model/dequantized_export.h"
 #include "model/lora.h"
@@ -375,8 +376,12 @@ static int run_merge(int argc, char **argv) {
     }
     if (!base || !adapter || !output)
         tt_die("merge: %s missing; %s", !base ? "--base" : !adapter ? "--adapter" : "-o", usage);
+    char *base_dir = tt_hf_local_path(base, TT_HF_MODEL, NULL, "merge: --base");
+    char *adapter_dir = tt_hf_local_path(adapter, TT_HF_MODEL, NULL, "merge: --adapter");
     tt_make_directories(output);
-    tt_lora_merge(base, adapter, output, (size_t)max_shard_bytes);
+    tt_lora_merge(base_dir, adapter_dir, output, (size_t)max_shard_bytes);
+    free(base_dir);
+    free(adapter_dir);
     return 0;
 }
 
@@ -420,8 +425,10 @@ static int run_dequantize(int argc, char **argv) {
         tt_die("dequantize: --double-quant is '%s'; it is true or false (bnb_4bit_use_double_quant)", double_quant);
     const tt_quant4_format format = {.type = type && strcmp(type, "fp4") == 0 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
                                      .double_quant = !double_quant || strcmp(double_quant, "true") == 0};
+    char *base_dir = tt_hf_local_path(base, TT_HF_MODEL, NULL, "dequantize: --base");
     tt_make_directories(output);
-    tt_export_dequantized(base, type || double_quant ? &format : NULL, output, (size_t)max_shard_bytes);
+    tt_export_dequantized(base_dir, type || double_quant ? &format : NULL, output, (size_t)max_shard_bytes);
+    free(base_dir);
     return 0;
 }
 
@@ -430,6 +437,7 @@ static int run_tokenize(int argc, char **argv) {
         "usage: tiertrain tokenize --tokenizer DIR_OR_JSON [--eos TOKEN | --no-eos] [--ids-text] -o OUT "
         "FILE... | tiertrain tokenize --bytes -o out.tok FILE...";
     tt_tokenize_options opt = {0};
+    char *tokenizer_path = NULL; /* --tokenizer, a Hub name as its snapshot in the cache */
     bool bytes = false;
     char **inputs = tt_xcalloc((size_t)argc + 1, sizeof(char *), "arguments");
     int input_count = 0;
@@ -442,8 +450,11 @@ static int run_tokenize(int argc, char **argv) {
         else if (strcmp(a, "--no-eos") == 0) opt.no_eos = true;
         else if (strcmp(a, "--ids-text") == 0) opt.ids_text = true;
         else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) opt.output_path = argv[++i];
-        else if (strcmp(a, "--tokenizer") == 0) opt.tokenizer_path = argv[++i];
-        else if (strcmp(a, "--eos") == 0) opt.eos_token = argv[++i];
+        else if (strcmp(a, "--tokenizer") == 0) {
+            free(tokenizer_path);
+            opt.tokenizer_path = tokenizer_path =
+                tt_hf_local_path(argv[++i], TT_HF_MODEL, NULL, "tokenize: --tokenizer");
+        } else if (strcmp(a, "--eos") == 0) opt.eos_token = argv[++i];
         else if (a[0] == '-') tt_die("tokenize: unknown option '%s'; %s", a, usage);
         else inputs[input_count++] = argv[i];
     }
@@ -453,6 +464,7 @@ static int run_tokenize(int argc, char **argv) {
     if (bytes) tt_tokenize_bytes(inputs, input_count, opt.output_path);
     else tt_tokenize_files(&opt, inputs, input_count);
     free(inputs);
+    free(tokenizer_path);
     return 0;
 }
 

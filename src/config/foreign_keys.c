@@ -48,10 +48,10 @@ static const foreign_key_group groups[] = {
      .reason = "experiment tracking: tiertrain logs every step to output_dir/metrics.jsonl and, with use_tensorboard: "
                "true, to TensorBoard's event files under output_dir/runs/",
      .quiet_when_off = true},
-    {.names =
-         "hub_model_id|hub_revision|hub_strategy|hf_use_auth_token|push_dataset_to_hub|model_revision|revision_of_model",
+    {.names = "hub_model_id|hub_revision|hub_strategy|hf_use_auth_token|push_dataset_to_hub",
      .policy = FOREIGN_MOOT,
-     .reason = "the Hugging Face Hub: tiertrain reads and writes local directories only"},
+     .reason = "the Hugging Face Hub: tiertrain reads local directories and the local Hugging Face cache, and writes "
+               "output_dir; it never uploads or downloads"},
     {.names =
          "model_type|type_of_model|tokenizer_type|tokenizer_use_fast|tokenizer_legacy|trust_remote_code|processor_type|"
          "processor_kwargs|is_falcon_derived_model|is_llama_derived_model|is_mistral_derived_model|is_qwen_derived_model|"
@@ -291,6 +291,7 @@ static const struct {
     /* the ranks that share each sequence (ring attention there, Ulysses here: the same exact attention) */
     {"context_parallel_size", "sequence_parallel_degree", "axolotl's name of sequence_parallel_degree", NULL},
     {"noisy_embedding_alpha", "neftune_noise_alpha", "axolotl's older name of neftune_noise_alpha", NULL},
+    {"model_revision", "revision_of_model", "axolotl's other name of revision_of_model", NULL},
     {"plugins", NULL, NULL, apply_plugins},
     {"bnb_config_kwargs", NULL, NULL, apply_bnb_config_kwargs},
 };

@@ -52,8 +52,15 @@ const key_spec cfg_keys[] = {
      .offset = FIELD(base_model),
      .default_text = "~",
      .help = "a Hugging Face model directory to fine-tune: config.json + model.safetensors (or shards with "
-             "model.safetensors.index.json)",
+             "model.safetensors.index.json), or a Hub name (Qwen/Qwen3-8B) read from the local Hugging Face cache "
+             "(HF_HUB_CACHE, HF_HOME/hub or ~/.cache/huggingface/hub; never downloaded)",
      .known_as = "model_name_or_path|model_name|pretrained_model_name_or_path"},
+    {.name = "revision_of_model",
+     .type = KEY_STRING,
+     .offset = FIELD(revision_of_model),
+     .default_text = "~",
+     .help = "the revision (branch, tag or commit) of a base_model given as a Hugging Face Hub name, read from the "
+             "local Hugging Face cache; ~: main"},
     {.name = "model_config",
      .type = KEY_STRING,
      .offset = FIELD(model_config),
@@ -167,8 +174,9 @@ const key_spec cfg_keys[] = {
      .type = KEY_STRING,
      .offset = FIELD(lora_model_dir),
      .default_text = "~",
-     .help = "a PEFT LoRA adapter directory (adapter_model.safetensors, adapter_config.json) to continue from: its "
-             "adapters replace the fresh init; lora_r, lora_alpha and the target modules must be the adapter's"},
+     .help = "a PEFT LoRA adapter directory (adapter_model.safetensors, adapter_config.json), or a Hub name read "
+             "from the local Hugging Face cache, to continue from: its adapters replace the fresh init; lora_r, "
+             "lora_alpha and the target modules must be the adapter's"},
     {.name = "freeze_embeddings",
      .type = KEY_BOOL,
      .offset = FIELD(freeze_embeddings),
@@ -217,8 +225,8 @@ const key_spec cfg_keys[] = {
      .type = KEY_STRING,
      .offset = FIELD(tokenizer_config),
      .default_text = "~",
-     .help = "JSON datasets: the tokenizer, a directory with tokenizer.json (and tokenizer_config.json) or a "
-             "tokenizer.json; ~: base_model's directory",
+     .help = "JSON datasets: the tokenizer, a directory with tokenizer.json (and tokenizer_config.json), a "
+             "tokenizer.json, or a Hub name read from the local Hugging Face cache; ~: base_model's directory",
      .known_as = "tokenizer|tokenizer_name|tokenizer_name_or_path"},
     {.name = "special_tokens",
      .type = KEY_SPECIAL_TOKENS,
@@ -752,9 +760,10 @@ const key_spec cfg_keys[] = {
      .type = KEY_BOOL,
      .offset = FIELD(profile),
      .default_text = "false",
-     .help = "time every op by class (GEMMs, attention forward and backward, LM head and loss, norms and element-wise, "
-             "optimizer, copies and collectives waited for) and the compute stream's gaps: each step's seconds in metrics.jsonl and a "
-             "table at the end (ops/op_profile.h); costs two timeline marks an op"},
+     .help =
+         "time every op by class (GEMMs, attention forward and backward, LM head and loss, norms and element-wise, "
+         "optimizer, copies and collectives waited for) and the compute stream's gaps: each step's seconds in metrics.jsonl and a "
+         "table at the end (ops/op_profile.h); costs two timeline marks an op"},
     {.name = "loss_chunk_size",
      .type = KEY_INT,
      .offset = FIELD(loss_chunk_size),

@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #include "config/config_internal.h"
 #include "core/check.h"
+#include "core/hf_cache.h"
 #include "core/input_file.h"
 
 static void apply_default(tt_run_config *c, const key_spec *k);
@@ -401,6 +403,26 @@ static void die_with_errors(cfg_error_list *errors) {
     tt_die("the configuration has %d problems; nothing was run. Each of them:\n  %s%s", errors->count, indented, more);
 }
 
+/* A path key given a Hub name (not a path here) that the local Hugging Face cache holds becomes its snapshot
+ * directory; one the cache lacks stays as it is, and the run stops where it first opens it (tt_hf_check_path), so
+ * that loading a configuration needs none of its paths. */
+static void resolve_hub_name(char **value, tt_hf_repo_kind kind, const char *revision, char **repo_id) {
+    struct stat st;
+    if (!*value || stat(*value, &st) == 0 || !tt_hf_is_repo_id(*value)) return;
+    char why[2048];
+    char *snapshot = tt_hf_cache_snapshot(*value, kind, revision, why, sizeof why);
+    if (!snapshot) return;
+    if (repo_id) *repo_id = *value;
+    else free(*value);
+    *value = snapshot;
+}
+
+static void resolve_hub_names(tt_run_config *c) {
+    resolve_hub_name(&c->base_model, TT_HF_MODEL, c->revision_of_model, &c->base_model_repo_id);
+    resolve_hub_name(&c->tokenizer_config, TT_HF_MODEL, NULL, NULL);
+    resolve_hub_name(&c->lora_model_dir, TT_HF_MODEL, NULL, NULL);
+}
+
 void tt_run_config_load(tt_run_config *c, const char *path, int override_count, char *const *overrides) {
     cfg_error_list errors = {.count = 0};
     cfg_collect_errors(NULL); /* a load that a caller's tt_die left (the fuzzer survives it) is over */
@@ -409,6 +431,7 @@ void tt_run_config_load(tt_run_config *c, const char *path, int override_count, 
     die_with_errors(&errors);
     free(errors.text);
     cfg_apply_deepspeed(c);
+    resolve_hub_names(c);
 }
 
 unsigned tt_run_config_modules_to_save(const tt_run_config *run) {
@@ -434,6 +457,8 @@ bool tt_run_config_optimizer_8bit(const tt_run_config *c) {
 }
 
 void tt_run_config_free(tt_run_config *c) {
+    free(c->base_model_repo_id);
+    c->base_model_repo_id = NULL;
     for (int i = 0; i < c->foreign_note_count; i++) free(c->foreign_note_items[i]);
     free(c->foreign_note_items);
     free((void *)c->foreign_note_reasons);

@@ -135,7 +135,10 @@ const char *tt_dataset_type_name(tt_dataset_type type);
 
 typedef struct tt_run_config {
     /* model */
-    char *base_model;         /* directory with config.json and model.safetensors(.index.json) */
+    char *base_model;         /* directory with config.json and model.safetensors(.index.json); a Hub name is
+                                 replaced at load by its snapshot in the Hugging Face cache (core/hf_cache.h) */
+    char *base_model_repo_id; /* the Hub name base_model was given as (NULL: a path): what the saved files name */
+    char *revision_of_model;  /* the revision of a Hub-named base_model (NULL: main) */
     char *model_config;       /* a config.json (or a directory holding one): random init */
     double initializer_range; /* std of the random init (default: config.json's, else 0.02) */
     /* what trains: the whole model (some parts frozen), or LoRA adapters on a frozen base */

@@ -244,7 +244,7 @@ tt_dtype tt_adapter_dtype(const tt_model_state *m) {
 }
 
 const char *tt_run_base_model_name(const tt_run_config *run) {
-    return run->base_model ? run->base_model : run->model_config;
+    return run->base_model_repo_id ? run->base_model_repo_id : run->base_model ? run->base_model : run->model_config;
 }
 
 /* Whether a directory entry is "checkpoint-<step><suffix>", and its step. */

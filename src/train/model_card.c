@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "train/checkpoint.h"
 #include "train/prepare.h"
 
 static void write_model_card(const tt_run_config *run, bool lora, int64_t steps) {
@@ -15,9 +16,9 @@ static void write_model_card(const tt_run_config *run, bool lora, int64_t steps)
     size_t size = 0;
     FILE *card = open_memstream(&text, &size);
     if (!card) tt_die("out of host memory writing the model card");
-    const char *base = run->base_model ? run->base_model : run->model_config;
+    const char *base = tt_run_base_model_name(run); /* a Hub name as given, else the path */
     fprintf(card, "---\n");
-    if (run->base_model) fprintf(card, "base_model: %s\n", run->base_model);
+    if (run->base_model) fprintf(card, "base_model: %s\n", base);
     fprintf(card, "library_name: %s\ntags:\n- tiertrain\n%s---\n\n", lora ? "peft" : "transformers",
             lora ? "- lora\n" : "");
     fprintf(card, "# %s\n\n", run->output_dir);

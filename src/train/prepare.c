@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/hf_cache.h"
 #include "core/input_file.h"
 #include "core/rng.h"
 #include "data/chat_template.h"
@@ -89,6 +90,8 @@ static void hash_file(hasher *h, const char *path, bool optional) {
 
 /* tokenizer_config or base_model (axolotl's default: the model's own tokenizer). */
 static const char *tokenizer_source(const tt_run_config *run) {
+    if (run->tokenizer_config) tt_hf_check_path(run->tokenizer_config, TT_HF_MODEL, NULL, "tokenizer_config");
+    else if (run->base_model) tt_hf_check_path(run->base_model, TT_HF_MODEL, run->revision_of_model, "base_model");
     if (run->tokenizer_config) return run->tokenizer_config;
     if (run->base_model) return run->base_model;
     tt_die("JSON datasets are tokenized with the model's tokenizer, but this run has no base_model to take it from; "

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/hf_cache.h"
 #include "config/run_translation.h"
 #include "core/host_memory.h"
 #include "core/trace.h"
@@ -56,6 +57,7 @@ void tt_load_model_config_for_run(const tt_run_config *run, tt_model_config *mod
     const char *source = run->base_model ? run->base_model : run->model_config;
     char path[4096];
     struct stat st;
+    if (run->base_model) tt_hf_check_path(source, TT_HF_MODEL, run->revision_of_model, "base_model");
     if (stat(source, &st) != 0)
         tt_die("%s '%s' does not exist", run->base_model ? "base_model" : "model_config", source);
     if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/config.json", source);
@@ -416,6 +418,7 @@ void tt_load_run_weights(tt_model_state *model, const tt_run_config *run) {
     }
     tt_model_loader_end(&loader);
     if (run->lora_model_dir) { /* continue from a saved adapter */
+        tt_hf_check_path(run->lora_model_dir, TT_HF_MODEL, NULL, "lora_model_dir");
         tt_lora_check_peft_config(&model->params, run->lora_model_dir);
         tt_lora_load_peft(trainable, &model->params, run->lora_model_dir);
         tt_info("LoRA adapters from %s", run->lora_model_dir);

@@ -34,10 +34,11 @@ test-sanitize: test-deps
 
 # Fuzzing (fuzz/README.md): libFuzzer harnesses for the file readers, built with clang, ASan and
 # UBSan into $(FUZZ_BUILD). `make fuzz` replays every file of fuzz/corpus/<target>/ (seeds and
-# past findings), then fuzzes each target for FUZZ_SECONDS; any crash, sanitizer report, leak or
-# timeout fails it. `make test` runs the short version (FUZZ_SECONDS=30) where clang is installed.
+# past findings), then fuzzes each target for FUZZ_SECONDS (auto: each target's own time, long enough to find its
+# past findings again from the seeds alone: fuzz/run.sh); any crash, sanitizer report, leak or timeout fails it.
+# `make test` runs the short version (FUZZ_SECONDS=30) where clang is installed.
 FUZZ_BUILD ?= build-fuzz
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= auto
 FUZZ_CC ?= clang
 FUZZ_TARGETS := safetensors model_config token_file token_file_v2 tokenizer tokenizer_regex run_config json_dataset \
                 chat_template

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Replays, then fuzzes, each target: run.sh BUILD_DIR SECONDS TARGET...
+# SECONDS "auto": each target's own time (target_seconds below), long enough to find its past findings again from
+# the seeds alone (fuzz/README.md, "Found again from the seeds": run_config's alias cycle took 14 minutes).
 #  1. every file of fuzz/corpus/<target>/ once (the seeds and the regression files of past
 #     findings: each must end cleanly);
 #  2. libFuzzer for SECONDS on a working copy of that corpus in BUILD_DIR/corpus/<target>/
@@ -8,11 +10,20 @@
 #     fuzz/corpus/<target>/ so it stays a regression test.
 # Exits 1 on any finding; prints each target's executed inputs.
 set -uo pipefail
-build=$1; seconds=$2; shift 2
+build=$1; seconds_given=$2; shift 2
+target_seconds() {
+  case $1 in
+    run_config) echo 1800 ;;
+    tokenizer_regex|chat_template|json_dataset) echo 600 ;;
+    *) echo 120 ;;
+  esac
+}
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
 summary=""
 for target in "$@"; do
+  seconds=$seconds_given
+  [ "$seconds" = auto ] && seconds=$(target_seconds "$target")
   bin=$build/fuzz_$target
   seeds=$here/corpus/$target
   work=$build/corpus/$target

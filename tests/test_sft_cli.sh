@@ -63,6 +63,34 @@ for compressed in alpaca.jsonl.gz "$fixtures/alpaca.jsonl.zst"; do
     grep -q "16 documents, [0-9]* tokens, $expected of them trained" "$out.txt"
   check "... the plain file's bytes" cmp -s "$(ls last_run_prepared/*.tok)" "$(ls $out/*.tok)"
 done
+# a directory of data files, as the datasets library reads one: its train split's files (the names say), in path
+# order; and a Hugging Face dataset name read from the local cache (datasets--<owner>--<name>/snapshots/...), never
+# downloaded: the plain file's bytes
+mkdir -p alpaca_dir/data
+head -n 7 "$fixtures/alpaca.jsonl" > alpaca_dir/data/train-00000-of-00002.jsonl
+tail -n +8 "$fixtures/alpaca.jsonl" | gzip > alpaca_dir/data/train-00001-of-00002.jsonl.gz
+echo 'not json: the test split is not read' > alpaca_dir/data/test-00000-of-00001.jsonl
+echo '# a card' > alpaca_dir/README.md
+"$tiertrain" preprocess run.yaml "datasets=[{path: alpaca_dir, type: alpaca}]" dataset_prepared_path=p_dir > dir.txt 2>&1
+check "a directory of train files preprocesses: 16 documents, $expected trained" \
+  grep -q "16 documents, [0-9]* tokens, $expected of them trained" dir.txt
+check "... the plain file's bytes" cmp -s "$(ls last_run_prepared/*.tok)" "$(ls p_dir/*.tok)"
+commit=00000000000000000000000000000000000000aa
+mkdir -p "hub/datasets--tiny--alpaca/refs" "hub/datasets--tiny--alpaca/snapshots/$commit"
+printf '%s' "$commit" > hub/datasets--tiny--alpaca/refs/main
+cp -r alpaca_dir/. "hub/datasets--tiny--alpaca/snapshots/$commit/"
+HF_HUB_CACHE=$PWD/hub "$tiertrain" preprocess run.yaml "datasets=[{path: tiny/alpaca, type: alpaca}]" \
+  dataset_prepared_path=p_hub > hub.txt 2>&1
+check "a Hub dataset name from HF_HUB_CACHE: the plain file's bytes" cmp -s "$(ls last_run_prepared/*.tok)" "$(ls p_hub/*.tok)"
+HF_HUB_CACHE=$PWD/hub "$tiertrain" preprocess run.yaml "datasets=[{path: tiny/absent, type: alpaca}]" \
+  dataset_prepared_path=p_absent > absent.txt 2>&1
+check "an absent Hub dataset names the cache path and the download" \
+  grep -q "datasets--tiny--absent: No such file or directory.*hf download --repo-type dataset tiny/absent" absent.txt
+mkdir -p parquet_only && : > parquet_only/train-00000-of-00001.parquet
+"$tiertrain" preprocess run.yaml "datasets=[{path: parquet_only, type: alpaca}]" dataset_prepared_path=p_pq > pq.txt 2>&1
+check "a directory of Parquet alone is refused, naming the format and a conversion" \
+  grep -q "holds Parquet files (.*train-00000-of-00001.parquet) and no JSON or JSONL" pq.txt
+
 # axolotl's user-defined type (type: a mapping of fields and formats, filled as Python's str.format): with alpaca's
 # own texts as its formats it prepares alpaca's bytes; another format and a system text train the same answers
 cat > user_defined.yaml <<'YAML'

@@ -15,7 +15,7 @@
 #include "core/input_file.h"
 #include "core/rng.h"
 #include "data/chat_template.h"
-#include "data/json_records.h"
+#include "data/dataset_files.h"
 #include "data/sft_examples.h"
 #include "config/split_slice.h"
 #include "data/tokenize_files.h"
@@ -203,7 +203,11 @@ void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
         }
         hash_string(&h, d->split);
         if (d->type == TT_DATASET_CHAT_TEMPLATE) hash_chat_entry(&h, run, i, tokenizer_source(run));
-        hash_file(&h, run->datasets[i], false);
+        tt_dataset_files files;
+        tt_dataset_files_find(run->datasets[i], &files);
+        hash_int(&h, files.count);
+        for (int f = 0; f < files.count; f++) hash_file(&h, files.paths[f], false);
+        tt_dataset_files_free(&files);
     }
     hash_string(&h, run->special_bos);
     hash_string(&h, run->special_eos);
@@ -314,29 +318,34 @@ static void add_completion(doc_builder *b, const int32_t *ids, const uint8_t *la
         add_document(b, ids + at, labels + at, n - at < seq_len ? n - at : seq_len, seq_len, false);
 }
 
-/* Reads one dataset file chunk by chunk and adds its documents to b; chat (NULL unless the entry is
- * a chat_template one) renders its conversations. */
+/* Reads one dataset entry's files (dataset_files.h) chunk by chunk and adds its documents to b; chat (NULL unless the
+ * entry is a chat_template one) renders its conversations. */
 static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer *tok, const tt_sft_ids *special,
                          const tt_chat_format *chat, doc_builder *b) {
     const char *path = run->datasets[entry];
     const tt_dataset_spec *spec = &run->dataset_specs[entry];
-    /* split: a slice of the file's records (a first pass counts them) */
+    tt_dataset_files files;
+    tt_dataset_files_find(path, &files);
+    if (files.count > 1 || strcmp(files.paths[0], path) != 0) {
+        tt_info("preprocess: %s: %d file(s), %s%s", path, files.count, files.paths[0], files.count > 1 ? ", ..." : "");
+    }
+    /* split: a slice of the entry's records (a first pass counts them) */
     int64_t begin = 0, end = INT64_MAX;
     tt_split_slice slice = {0};
     char why[256];
     if (spec->split) TT_CHECK(tt_split_slice_parse(spec->split, &slice, why, sizeof why), "split %s", spec->split);
     if (!tt_split_slice_is_whole(&slice)) {
-        tt_json_records *counting = tt_json_records_open(path);
+        tt_dataset_records *counting = tt_dataset_records_open(&files);
         int64_t records = 0;
-        for (json_t *record; (record = tt_json_records_next(counting)) != NULL; records++) json_decref(record);
-        tt_json_records_close(counting);
+        for (json_t *record; (record = tt_dataset_records_next(counting)) != NULL; records++) json_decref(record);
+        tt_dataset_records_close(counting);
         tt_split_slice_range(&slice, records, &begin, &end);
         tt_info("preprocess: %s: split %s takes records %lld to %lld of %lld", path, spec->split, (long long)begin,
                 (long long)end, (long long)records);
     }
     int64_t record_index = 0;
     bool stopped_early = false; /* at the slice's end: the counting pass read the rest */
-    tt_json_records *records = tt_json_records_open(path);
+    tt_dataset_records *records = tt_dataset_records_open(&files);
     tt_sft_example *examples = chat ? NULL : tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_sft_example), "examples");
     tt_chat_example *chats = chat ? tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_chat_example), "conversations") : NULL;
     tt_token_ids *ids = tt_xcalloc(TT_PREPARE_CHUNK, sizeof(tt_token_ids), "token ids");
@@ -352,8 +361,8 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
         int n = 0;
         size_t chunk_bytes = 0; /* the chunk's records' JSON text: a few huge records make a chunk */
         while (n < TT_PREPARE_CHUNK && chunk_bytes < TT_PREPARE_CHUNK_BYTES) {
-            json_t *record = tt_json_records_next(records);
-            chunk_bytes += tt_json_records_bytes(records);
+            json_t *record = tt_dataset_records_next(records);
+            chunk_bytes += tt_dataset_records_bytes(records);
             if (!record || record_index >= end) {
                 if (record) json_decref(record);
                 stopped_early = record != NULL;
@@ -364,9 +373,9 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
                 json_decref(record);
                 continue;
             }
-            if (chat) tt_chat_record(chat, record, tt_json_records_where(records), &chats[n]);
+            if (chat) tt_chat_record(chat, record, tt_dataset_records_where(records), &chats[n]);
             else
-                tt_sft_record_segments(spec, run->train_on_inputs, record, tt_json_records_where(records),
+                tt_sft_record_segments(spec, run->train_on_inputs, record, tt_dataset_records_where(records),
                                        &examples[n]);
             n++;
             json_decref(record);
@@ -396,8 +405,9 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
         if (more || read >= 10 * TT_PREPARE_CHUNK)
             printf("preprocess: %s: %lld records tokenized\n", path, (long long)read);
     }
-    if (stopped_early) tt_json_records_discard(records);
-    else tt_json_records_close(records);
+    if (stopped_early) tt_dataset_records_discard(records);
+    else tt_dataset_records_close(records);
+    tt_dataset_files_free(&files);
     if (read == 0 && spec->split && !tt_split_slice_is_whole(&slice))
         tt_die("dataset %s: split %s takes none of its records; widen the slice", path, spec->split);
     if (read == 0) tt_die("dataset %s holds no records; remove it from datasets or add data", path);

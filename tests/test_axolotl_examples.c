@@ -1,11 +1,13 @@
-/* axolotl's own example configs, unchanged but for the datasets' paths and output_dir (issue 40's test):
- * tests/fixtures/axolotl/examples/ holds every example of axolotl (at 067b021) for the architectures tiertrain trains,
- * and examples.txt names each one's family and what it does today: "runs" (preprocess, then one step of training on
- * the CPU) or "refused" (a clear error before anything loads: an 8-bit optimizer, an RL trainer, ...). Each config's
- * base_model is a tiny random model of its family with a byte-level tokenizer that has the chat templates' special
- * tokens, put in a Hugging Face cache of the test's under the example's own base_model name (HF_HUB_CACHE), so
- * base_model stays as axolotl wrote it; each dataset entry's path a JSONL file written here in the entry's own format
- * (its type, field names, message mappings and roles). The count that runs unchanged is printed last.
+/* axolotl's own example configs, unchanged but for output_dir (issue 40's test): tests/fixtures/axolotl/examples/
+ * holds every example of axolotl (at 067b021) for the architectures tiertrain trains, and examples.txt names each
+ * one's family and what it does today: "runs" (preprocess, then one step of training on the CPU) or "refused" (a
+ * clear error before anything loads: an 8-bit optimizer, an RL trainer, ...). Each config's base_model is a tiny
+ * random model of its family with a byte-level tokenizer that has the chat templates' special tokens, put in a
+ * Hugging Face cache of the test's under the example's own base_model name (HF_HUB_CACHE); each dataset entry's data
+ * is a JSONL file written here in the entry's own format (its type, field names, message mappings and roles), put in
+ * that cache as the train file of the entry's Hub dataset name, or, for an entry that names a local file or
+ * data_files, given as the entry's path. The count that runs unchanged is printed last, with how many of those kept
+ * every path as axolotl wrote it.
  *
  * Needs the tiertrain binary: TT_BINARY (tests/CMakeLists.txt sets it). */
 #include <errno.h>
@@ -180,17 +182,40 @@ static void write_entry_data(yaml_document_t *doc, yaml_node_t *entry, const cha
     fclose(f);
 }
 
-/* Every entry of a datasets list: its path (and data_files) made local, its data written. */
-static void localise_datasets(yaml_document_t *doc, yaml_node_t *list, const char *stem, int *files) {
+/* Whether a path is a Hub name (owner/name) the test's cache can hold. */
+static bool is_hub_name(const char *path) {
+    const char *slash = strchr(path, '/');
+    return slash && slash != path && path[0] != '.' && !strchr(slash + 1, '/') && slash[1] && !strchr(path, '.');
+}
+
+/* Every entry of a datasets list, its data written: a Hub dataset name without data_files keeps its path, the data
+ * going into the test's Hugging Face cache as datasets--<owner>--<name>'s train file; any other entry's path (and
+ * data_files) is made local (*changed set). */
+static void localise_datasets(yaml_document_t *doc, yaml_node_t *list, const char *stem, int *files, bool *changed) {
     if (!list || list->type != YAML_SEQUENCE_NODE) return;
     for (yaml_node_item_t *item = list->data.sequence.items.start; item < list->data.sequence.items.top; item++) {
         yaml_node_t *entry = yaml_document_get_node(doc, *item);
         if (entry->type != YAML_MAPPING_NODE) continue;
-        char path[4400];
+        const char *given = scalar_of(doc, entry, "path", "");
+        char path[8800];
+        if (is_hub_name(given) && !mapping_get(doc, entry, "data_files")) {
+            static const char commit[] = "00000000000000000000000000000000000000d0";
+            const char *slash = strchr(given, '/');
+            char repo[4400], command[16384];
+            snprintf(repo, sizeof repo, "%s/hf_cache/datasets--%.*s--%s", tt_test_scratch_dir, (int)(slash - given),
+                     given, slash + 1);
+            snprintf(command, sizeof command, "mkdir -p '%s/refs' '%s/snapshots/%s/data' && printf %s > '%s/refs/main'",
+                     repo, repo, commit, commit, repo);
+            TT_CHECK(shell(command) == 0, "cache %s", given);
+            snprintf(path, sizeof path, "%s/snapshots/%s/data/train-00000-of-00001.jsonl", repo, commit);
+            write_entry_data(doc, entry, path);
+            continue;
+        }
         snprintf(path, sizeof path, "%s/%s.data%d.jsonl", tt_test_scratch_dir, stem, (*files)++);
         write_entry_data(doc, entry, path);
         set_scalar(mapping_get(doc, entry, "path"), path);
         set_scalar(mapping_get(doc, entry, "data_files"), path);
+        *changed = true;
     }
 }
 
@@ -209,9 +234,11 @@ static void cache_base_model(const char *repo_id, const char *base_dir) {
     TT_CHECK(shell(command) == 0, "cache %s", repo_id);
 }
 
-/* The example with the datasets' paths and output_dir made local, written to out_path; its base_model, a Hub name,
- * is read from the test's Hugging Face cache, where base_dir is put under that name. */
-static bool localise(const char *example, const char *base_dir, const char *stem, const char *out_path) {
+/* The example with output_dir (and the datasets' paths that are no Hub names) made local, written to out_path; its
+ * base_model and Hub datasets are read from the test's Hugging Face cache, where base_dir and the data are put under
+ * their names. *paths_changed: a dataset path had to change. */
+static bool localise(const char *example, const char *base_dir, const char *stem, const char *out_path,
+                     bool *paths_changed) {
     FILE *in = fopen(example, "rb");
     if (!in) return false;
     yaml_parser_t parser;
@@ -228,9 +255,10 @@ static bool localise(const char *example, const char *base_dir, const char *stem
     cache_base_model(scalar_of(&doc, root, "base_model", "missing/base_model"), base_dir);
     set_scalar(mapping_get(&doc, root, "output_dir"), out_dir);
     int files = 0;
-    localise_datasets(&doc, mapping_get(&doc, root, "datasets"), stem, &files);
-    localise_datasets(&doc, mapping_get(&doc, root, "test_datasets"), stem, &files);
-    localise_datasets(&doc, mapping_get(&doc, root, "pretraining_dataset"), stem, &files);
+    *paths_changed = false;
+    localise_datasets(&doc, mapping_get(&doc, root, "datasets"), stem, &files, paths_changed);
+    localise_datasets(&doc, mapping_get(&doc, root, "test_datasets"), stem, &files, paths_changed);
+    localise_datasets(&doc, mapping_get(&doc, root, "pretraining_dataset"), stem, &files, paths_changed);
     FILE *out = fopen(out_path, "wb");
     TT_CHECK(out != NULL, "write %s", out_path);
     yaml_emitter_t emitter;
@@ -287,7 +315,7 @@ int main(int argc, char **argv) {
     const char *families[] = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "gemma3_multimodal", "phi3"};
     bool made[sizeof families / sizeof families[0]] = {false};
     char line[1024];
-    int total = 0, runs = 0, index = 0;
+    int total = 0, runs = 0, runs_as_written = 0, index = 0;
     while (fgets(line, sizeof line, m)) {
         char example[512], family[64], expected[32];
         if (line[0] == '#' || sscanf(line, "%511s %63s %31s", example, family, expected) != 3) continue;
@@ -305,7 +333,8 @@ int main(int argc, char **argv) {
         snprintf(config, sizeof config, "%s/%s.yml", tt_test_scratch_dir, stem);
         char path[4400];
         snprintf(path, sizeof path, "%s/tests/fixtures/axolotl/examples/%s", source_dir, example);
-        TT_EXPECT(localise(path, base_dir, stem, config), "%s: read and made local", example);
+        bool paths_changed = false;
+        TT_EXPECT(localise(path, base_dir, stem, config, &paths_changed), "%s: read and made local", example);
         /* preprocess, then one training step (the harness's max_steps=1; the config is as written); or, in the
          * sanitizer build (TT_EXAMPLES_PLAN_ONLY), the plan alone */
         snprintf(log, sizeof log, "%s/%s.log", tt_test_scratch_dir, stem);
@@ -322,6 +351,7 @@ int main(int argc, char **argv) {
         const bool ran = status == 0;
         total++;
         runs += ran;
+        runs_as_written += ran && !paths_changed;
         printf("%-52s %-8s %s\n", example, ran ? "runs" : "refused", ran ? "" : error_line);
         TT_EXPECT(status == 0 || status == 1, "%s: ends with a clean error, not a crash (exit %d; %s)", example, status,
                   log);
@@ -330,7 +360,9 @@ int main(int argc, char **argv) {
             TT_EXPECT(!ran, "%s is refused as examples.txt says (it ran: update examples.txt)", example);
     }
     fclose(m);
-    printf("axolotl_examples: %d of %d example configs %s unchanged\n", runs, total, plan_only ? "plan" : "run");
+    printf("axolotl_examples: %d of %d example configs %s unchanged (%d of them with every path as axolotl wrote it: "
+           "only output_dir changed)\n",
+           runs, total, plan_only ? "plan" : "run", runs_as_written);
     tt_test_scratch_close();
     return tt_test_summary("axolotl_examples");
 }

@@ -36,19 +36,19 @@ test-sanitize: test-deps
 # UBSan into $(FUZZ_BUILD). `make fuzz` replays every file of fuzz/corpus/<target>/ (seeds and
 # past findings), then fuzzes each target for FUZZ_SECONDS (auto: each target's own time, long enough to find its
 # past findings again from the seeds alone: fuzz/run.sh); any crash, sanitizer report, leak or timeout fails it.
-# `make test` runs the short version (FUZZ_SECONDS=30) where clang is installed.
+# `make test` runs the short version (FUZZ_SECONDS=25) where clang is installed.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= auto
 FUZZ_CC ?= clang
 FUZZ_TARGETS := safetensors model_config token_file token_file_v2 tokenizer tokenizer_regex run_config json_dataset \
-                chat_template
+                chat_template parquet
 FUZZ_SOURCES := src/core/check.c src/core/hf_cache.c src/core/python_format.c $(sort $(filter-out src/config/run_translation.c,$(wildcard src/config/*.c))) src/core/dtype.c src/core/fault_inject.c src/core/input_file.c src/core/json_describe.c src/core/rng.c src/model/safetensors.c \
                 src/model/bnb_checkpoint.c src/model/quant4.c src/model/lora_modules.c $(sort $(wildcard src/model/arch*.c)) \
                 src/model/config_reader.c src/model/saved_slots.c \
                 src/model/model_config.c src/train/data.c $(sort $(wildcard src/data/*.c))
 FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -DTT_FUZZING -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Isrc \
                -Wall -Wextra -Wno-unused-parameter -fsanitize=address,undefined -fno-sanitize-recover=undefined
-FUZZ_PKGS := jansson libpcre2-8 libutf8proc yaml-0.1 zlib libzstd
+FUZZ_PKGS := jansson libpcre2-8 libutf8proc yaml-0.1 zlib libzstd snappy
 FUZZ_OBJECTS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SOURCES))
 
 $(FUZZ_BUILD)/obj/%.o: src/%.c
@@ -73,7 +73,7 @@ fuzz: fuzz-build
 # The short run of `make test`: skipped, with a note, where clang or libFuzzer is missing.
 test-fuzz:
 	@if command -v $(FUZZ_CC) >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1; then \
-	  $(MAKE) fuzz FUZZ_SECONDS=30; \
+	  $(MAKE) fuzz FUZZ_SECONDS=25; \
 	else echo "test-fuzz: skipped ($(FUZZ_CC) with libFuzzer not installed: apt-get install clang libclang-rt-14-dev)"; fi
 
 # On a machine with an NVIDIA GPU (Hopper): every CUDA kernel against the CPU reference, the

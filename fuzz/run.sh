@@ -14,7 +14,7 @@ build=$1; seconds_given=$2; shift 2
 target_seconds() {
   case $1 in
     run_config) echo 1800 ;;
-    tokenizer_regex|chat_template|json_dataset) echo 600 ;;
+    tokenizer_regex|chat_template|json_dataset|parquet) echo 600 ;;
     *) echo 120 ;;
   esac
 }

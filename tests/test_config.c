@@ -1071,9 +1071,9 @@ static void test_errors(void) {
     tt_expect_die(load_file, yaml_file("ds3c.yaml", "datasets:\n  - path: a.jsonl\n    type: alpaca\n    field: t\n"),
                   "ds3c.yaml:4: datasets entry 1: field applies to type completion, but this entry is type alpaca");
     tt_expect_die(load_file, yaml_file("ds3d.yaml", "datasets:\n  - path: a.jsonl\n"),
-                  "datasets entry 1: a.jsonl is a JSON file but the entry has no type");
+                  "datasets entry 1: a.jsonl is a file of records (JSON, JSONL or Parquet) but the entry has no type");
     tt_expect_die(load_file, yaml_file("ds3e.yaml", "datasets: [a.jsonl]\n"),
-                  "datasets entry 1: a.jsonl is a JSON file");
+                  "datasets entry 1: a.jsonl is a file of records (JSON, JSONL or Parquet)");
     tt_expect_die(load_file,
                   yaml_file("ds3f.yaml", "datasets:\n  - path: a.jsonl\n    type: completion\n    split: test\n"),
                   "split 'test': a local JSON/JSONL file has one split, train");

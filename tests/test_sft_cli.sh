@@ -86,10 +86,26 @@ HF_HUB_CACHE=$PWD/hub "$tiertrain" preprocess run.yaml "datasets=[{path: tiny/ab
   dataset_prepared_path=p_absent > absent.txt 2>&1
 check "an absent Hub dataset names the cache path and the download" \
   grep -q "datasets--tiny--absent: No such file or directory.*hf download --repo-type dataset tiny/absent" absent.txt
-mkdir -p parquet_only && : > parquet_only/train-00000-of-00001.parquet
-"$tiertrain" preprocess run.yaml "datasets=[{path: parquet_only, type: alpaca}]" dataset_prepared_path=p_pq > pq.txt 2>&1
-check "a directory of Parquet alone is refused, naming the format and a conversion" \
-  grep -q "holds Parquet files (.*train-00000-of-00001.parquet) and no JSON or JSONL" pq.txt
+mkdir -p csv_only && : > csv_only/train-00000-of-00001.csv
+"$tiertrain" preprocess run.yaml "datasets=[{path: csv_only, type: alpaca}]" dataset_prepared_path=p_csv > csv.txt 2>&1
+check "a directory of CSV alone is refused, naming the format and a conversion" \
+  grep -q "holds CSV files (.*train-00000-of-00001.csv) and no JSON, JSONL or Parquet" csv.txt
+
+# Parquet, as two independent writers (npm's hyparquet-writer and @dsnp/parquetjs) wrote the same rows: the bytes of
+# their JSON lines, alone or as a directory's train file
+pq=$source_dir/tests/fixtures/parquet
+"$tiertrain" preprocess run.yaml "datasets=[{path: $pq/rows.jsonl, type: alpaca}]" dataset_prepared_path=p_rows > rows.txt 2>&1
+for f in hyparquet_dictionary.parquet parquetjs_v2_gzip.parquet; do
+  "$tiertrain" preprocess run.yaml "datasets=[{path: $pq/$f, type: alpaca}]" dataset_prepared_path=p_$f > $f.txt 2>&1
+  check "$f preprocesses to its rows' JSON lines' bytes" cmp -s "$(ls p_rows/*.tok)" "$(ls p_$f/*.tok)"
+done
+mkdir -p pq_dir/data && cp "$pq/hyparquet_zstd.parquet" pq_dir/data/train-00000-of-00001.parquet
+"$tiertrain" preprocess run.yaml "datasets=[{path: pq_dir, type: alpaca}]" dataset_prepared_path=p_pqdir > pqdir.txt 2>&1
+check "... and as a directory's train file" cmp -s "$(ls p_rows/*.tok)" "$(ls p_pqdir/*.tok)"
+"$tiertrain" preprocess run.yaml "datasets=[{path: $pq/nested_messages.parquet, type: chat_template, chat_template: chatml}]" \
+  dataset_prepared_path=p_nested > nested.txt 2>&1
+check "a nested Parquet column is named in a note when the file opens" \
+  grep -q "column(s) messages are nested (lists, structs)" nested.txt
 
 # axolotl's user-defined type (type: a mapping of fields and formats, filled as Python's str.format): with alpaca's
 # own texts as its formats it prepares alpaca's bytes; another format and a system text train the same answers

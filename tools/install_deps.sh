@@ -4,7 +4,7 @@
 # with sudo available.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libyaml-dev libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev
-          zlib1g-dev libzstd-dev)
+          zlib1g-dev libzstd-dev libsnappy-dev)
 # the test suite's:
 # clang and libclang-rt-14-dev (libFuzzer): the fuzz targets `make test` runs briefly (make fuzz)
 # libopenmpi-dev and openmpi-bin: data parallel on the CPU backend (mpirun -np 2 in tests/test_data_parallel.sh)

@@ -217,6 +217,7 @@ static void resolve_model(tt_run_config *run, const inference_options *o) {
         run->adapter = TT_ADAPTER_QLORA;
         run->load_in_4bit = true;
     }
+    tt_model_config_free(&model);
 }
 
 /* generation_config.json's eos_token_id (a number or a list), which transformers' generate ends at. */

@@ -28,7 +28,9 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* A file of records (JSON, JSONL, compressed or not, or Parquet): an entry that needs a type. */
 static bool is_json_path(const char *path) {
+    if (ends_with(path, ".parquet")) return true;
     const char *const suffixes[] = {".json", ".jsonl", ".JSON", ".JSONL"}, *const compressed[] = {"", ".gz", ".zst"};
     for (int i = 0; i < 4; i++)
         for (int k = 0; k < 3; k++) { /* a compressed one too (data.jsonl.gz, data.json.zst) */
@@ -257,7 +259,7 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         if (is_json_path(cfg_scalar_text(entry)))
             cfg_die_at(
                 src, entry,
-                "datasets entry %d: %s is a JSON file; say how to read it: {path: %s, type: completion | alpaca | "
+                "datasets entry %d: %s is a file of records (JSON, JSONL or Parquet); say how to read it: {path: %s, type: completion | alpaca | "
                 "input_output | chat_template}",
                 index + 1, cfg_scalar_text(entry), cfg_scalar_text(entry));
         *path_out = tt_xstrdup(cfg_scalar_text(entry));
@@ -309,10 +311,11 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
                 index + 1, cfg_scalar_text(type_node));
         spec->type = (tt_dataset_type)t;
     } else if (is_json_path(path)) {
-        cfg_die_at(src, entry,
-                   "datasets entry %d: %s is a JSON file but the entry has no type; add type: completion, "
-                   "alpaca, input_output or chat_template",
-                   index + 1, path);
+        cfg_die_at(
+            src, entry,
+            "datasets entry %d: %s is a file of records (JSON, JSONL or Parquet) but the entry has no type; add type: completion, "
+            "alpaca, input_output or chat_template",
+            index + 1, path);
     } else {
         spec->type = TT_DATASET_TOKENS;
     }

@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/hf_cache.h"
 #include "data/json_records.h"
+#include "data/parquet.h"
 
 enum { MAX_DEPTH = 16, MAX_FILES = 100000 };
 
@@ -21,9 +22,11 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-static bool is_json_data(const char *name) {
+static bool is_parquet(const char *name) { return ends_with(name, ".parquet"); }
+
+static bool is_data_file(const char *name) {
     static const char *const suffixes[] = {".json",     ".jsonl",     ".json.gz", ".jsonl.gz",
-                                           ".json.zst", ".jsonl.zst", ".ndjson"};
+                                           ".json.zst", ".jsonl.zst", ".ndjson",  ".parquet"};
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
         if (ends_with(name, suffixes[i])) return true;
     return false;
@@ -31,7 +34,6 @@ static bool is_json_data(const char *name) {
 
 /* A data format the datasets library reads and tiertrain does not (yet): named in the error when nothing else is. */
 static const char *other_data_format(const char *name) {
-    if (ends_with(name, ".parquet")) return "Parquet";
     if (ends_with(name, ".arrow")) return "Arrow";
     if (ends_with(name, ".csv") || ends_with(name, ".tsv")) return "CSV";
     return NULL;
@@ -61,7 +63,7 @@ static void walk(const char *dir, int depth, file_list *list) {
         if (S_ISDIR(st.st_mode)) {
             walk(path, depth + 1, list);
             free(path);
-        } else if (S_ISREG(st.st_mode) && is_json_data(e->d_name)) {
+        } else if (S_ISREG(st.st_mode) && is_data_file(e->d_name)) {
             if (list->count == MAX_FILES) tt_die("dataset directory %s: more than %d data files", dir, MAX_FILES);
             if (list->count == list->cap) {
                 list->cap = list->cap ? 2 * list->cap : 16;
@@ -131,11 +133,12 @@ void tt_dataset_files_find(const char *path, tt_dataset_files *out) {
     walk(root, 0, &list);
     if (list.count == 0) {
         if (list.other)
-            tt_die("dataset %s holds %s files (%s) and no JSON or JSONL; tiertrain reads JSON and JSONL (also .gz, "
-                   ".zst): convert them, e.g. `python -c \"import datasets; datasets.load_dataset('%s', "
+            tt_die("dataset %s holds %s files (%s) and no JSON, JSONL or Parquet; tiertrain reads those (JSON also "
+                   ".gz, .zst): convert them, e.g. `python -c \"import datasets; datasets.load_dataset('%s', "
                    "split='train').to_json('train.jsonl')\"`, and give that file",
                    path, list.other, list.other_example, path);
-        tt_die("dataset %s holds no JSON or JSONL files (.json, .jsonl, .json.gz, .jsonl.zst, ...)", path);
+        tt_die("dataset %s holds no JSON, JSONL or Parquet files (.json, .jsonl, .json.gz, .jsonl.zst, .parquet, ...)",
+               path);
     }
     qsort(list.paths, (size_t)list.count, sizeof(char *), compare_paths);
     /* the train split's files, where the names tell splits apart */
@@ -168,7 +171,8 @@ void tt_dataset_files_free(tt_dataset_files *files) {
 struct tt_dataset_records {
     const tt_dataset_files *files;
     int next_file;
-    tt_json_records *current; /* NULL between files */
+    tt_json_records *current; /* the JSON file being read, or NULL */
+    tt_parquet *parquet;      /* the Parquet file being read, or NULL */
     size_t bytes;
 };
 
@@ -180,12 +184,22 @@ tt_dataset_records *tt_dataset_records_open(const tt_dataset_files *files) {
 
 json_t *tt_dataset_records_next(tt_dataset_records *r) {
     for (;;) {
-        if (!r->current) {
+        if (!r->current && !r->parquet) {
             if (r->next_file == r->files->count) {
                 r->bytes = 0;
                 return NULL;
             }
-            r->current = tt_json_records_open(r->files->paths[r->next_file++]);
+            const char *path = r->files->paths[r->next_file++];
+            if (is_parquet(path)) r->parquet = tt_parquet_open(path);
+            else r->current = tt_json_records_open(path);
+        }
+        if (r->parquet) {
+            json_t *row = tt_parquet_next(r->parquet);
+            r->bytes = 0; /* (a row group is in memory already) */
+            if (row) return row;
+            tt_parquet_close(r->parquet);
+            r->parquet = NULL;
+            continue;
         }
         json_t *record = tt_json_records_next(r->current);
         if (record) {
@@ -198,17 +212,19 @@ json_t *tt_dataset_records_next(tt_dataset_records *r) {
 }
 
 const char *tt_dataset_records_where(const tt_dataset_records *r) {
-    return r->current ? tt_json_records_where(r->current) : "";
+    return r->parquet ? tt_parquet_where(r->parquet) : r->current ? tt_json_records_where(r->current) : "";
 }
 
 size_t tt_dataset_records_bytes(const tt_dataset_records *r) { return r->bytes; }
 
 void tt_dataset_records_close(tt_dataset_records *r) {
     if (r->current) tt_json_records_close(r->current);
+    tt_parquet_close(r->parquet);
     free(r);
 }
 
 void tt_dataset_records_discard(tt_dataset_records *r) {
     if (r->current) tt_json_records_discard(r->current);
+    tt_parquet_close(r->parquet);
     free(r);
 }

@@ -1,0 +1,731 @@
+/* Parquet rows as JSON (parquet.h). The format: https://github.com/apache/parquet-format (parquet.thrift for the
+ * footer's and the pages' structures, Encodings.md for PLAIN, the RLE / bit-packing hybrid and dictionaries). */
+#include "data/parquet.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <snappy-c.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "core/check.h"
+#include "data/json_records.h"
+#include "data/thrift_compact.h"
+
+/* parquet.thrift's enums */
+enum { PQ_BOOLEAN = 0, PQ_INT32 = 1, PQ_INT64 = 2, PQ_INT96 = 3, PQ_FLOAT = 4, PQ_DOUBLE = 5, PQ_BYTE_ARRAY = 6 };
+enum { PQ_REQUIRED = 0, PQ_OPTIONAL = 1, PQ_REPEATED = 2 };
+enum { PQ_UNCOMPRESSED = 0, PQ_SNAPPY = 1, PQ_GZIP = 2, PQ_ZSTD = 6 };
+enum { PQ_DATA_PAGE = 0, PQ_DICTIONARY_PAGE = 2, PQ_DATA_PAGE_V2 = 3 };
+enum { PQ_PLAIN = 0, PQ_PLAIN_DICTIONARY = 2, PQ_RLE = 3, PQ_RLE_DICTIONARY = 8 };
+
+enum { MAX_SCHEMA = 100000, MAX_GROUPS = 1000000, MAX_PAGE_BYTES = 1 << 30 };
+
+typedef struct pq_value {
+    bool null;
+    union {
+        int64_t i;
+        double d;
+        struct {
+            uint64_t at; /* into the column's text */
+            uint32_t len;
+        } s;
+    } v;
+} pq_value;
+
+typedef struct pq_column { /* a column at the top level that the rows take */
+    char *name;
+    int type;
+    bool optional;
+    int leaf;         /* its index among the schema's leaves: its chunk's index in a row group */
+    pq_value *values; /* [rows of the loaded row group] */
+    char *text;       /* BYTE_ARRAY values' bytes */
+    size_t text_used, text_cap;
+    pq_value *dict; /* the chunk's dictionary */
+    int64_t dict_count;
+    char *dict_text;
+    size_t dict_text_used, dict_text_cap;
+} pq_column;
+
+typedef struct pq_chunk {
+    int type, codec;
+    int64_t num_values, start, size;
+    bool external;
+} pq_chunk;
+
+typedef struct pq_group {
+    int64_t rows;
+    pq_chunk *chunks; /* [leaf_count] */
+} pq_group;
+
+struct tt_parquet {
+    char *path;
+    uint8_t *map;
+    size_t size;
+    pq_column *columns;
+    int column_count, leaf_count;
+    pq_group *groups;
+    int64_t group_count, total_rows;
+    int64_t next_group, group_rows, row_in_group, row;
+    uint8_t *page; /* a decompressed page */
+    size_t page_cap;
+    uint32_t *indices; /* a page's levels or dictionary indices */
+    size_t indices_cap;
+    void *schema; /* the footer's schema while it is read */
+    char where[4400];
+};
+
+/* Frees p, then dies with the message (the fuzz harness, which catches tt_die, holds nothing). */
+static void pq_die(tt_parquet *p, const char *fmt, ...) {
+    char message[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", p->path);
+    tt_parquet_close(p);
+    tt_die("Parquet file %s: %s", path, message);
+}
+
+static uint32_t read_u32(const uint8_t *b) {
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static uint64_t read_u64(const uint8_t *b) { return (uint64_t)read_u32(b) | (uint64_t)read_u32(b + 4) << 32; }
+
+/* ---- the footer ---- */
+
+typedef struct schema_element {
+    char name[256];
+    int type, repetition, children;
+    bool has_type;
+} schema_element;
+
+static void read_schema_element(tt_thrift *t, schema_element *e) {
+    memset(e, 0, sizeof *e);
+    e->type = -1;
+    tt_thrift_struct_begin(t);
+    int16_t id;
+    int type;
+    while (tt_thrift_next_field(t, &id, &type)) {
+        if (id == 1 && type == TT_THRIFT_I32) {
+            e->type = (int)tt_thrift_int(t, type);
+            e->has_type = true;
+        } else if (id == 3 && type == TT_THRIFT_I32) e->repetition = (int)tt_thrift_int(t, type);
+        else if (id == 4 && type == TT_THRIFT_BINARY) {
+            size_t len;
+            const uint8_t *s = tt_thrift_binary(t, &len);
+            snprintf(e->name, sizeof e->name, "%.*s", (int)(len < 255 ? len : 255), (const char *)s);
+        } else if (id == 5 && type == TT_THRIFT_I32) e->children = (int)tt_thrift_int(t, type);
+        else tt_thrift_skip(t, type);
+    }
+    tt_thrift_struct_end(t);
+}
+
+static void read_column_meta(tt_thrift *t, pq_chunk *c) {
+    tt_thrift_struct_begin(t);
+    int16_t id;
+    int type;
+    int64_t data_page = -1, dictionary_page = -1;
+    while (tt_thrift_next_field(t, &id, &type)) {
+        if (id == 1 && type == TT_THRIFT_I32) c->type = (int)tt_thrift_int(t, type);
+        else if (id == 4 && type == TT_THRIFT_I32) c->codec = (int)tt_thrift_int(t, type);
+        else if (id == 5 && type == TT_THRIFT_I64) c->num_values = tt_thrift_int(t, type);
+        else if (id == 7 && type == TT_THRIFT_I64) c->size = tt_thrift_int(t, type);
+        else if (id == 9 && type == TT_THRIFT_I64) data_page = tt_thrift_int(t, type);
+        else if (id == 11 && type == TT_THRIFT_I64) dictionary_page = tt_thrift_int(t, type);
+        else tt_thrift_skip(t, type);
+    }
+    tt_thrift_struct_end(t);
+    /* the chunk starts at its dictionary page where it has one (writers set 0 for none) */
+    c->start = dictionary_page > 0 && dictionary_page < data_page ? dictionary_page : data_page;
+}
+
+static void read_column_chunk(tt_thrift *t, pq_chunk *c) {
+    tt_thrift_struct_begin(t);
+    int16_t id;
+    int type;
+    while (tt_thrift_next_field(t, &id, &type)) {
+        if (id == 1 && type == TT_THRIFT_BINARY) {
+            c->external = true; /* the chunk is in another file */
+            tt_thrift_skip(t, type);
+        } else if (id == 3 && type == TT_THRIFT_STRUCT) read_column_meta(t, c);
+        else tt_thrift_skip(t, type);
+    }
+    tt_thrift_struct_end(t);
+}
+
+static void read_row_group(tt_parquet *p, tt_thrift *t, pq_group *g) {
+    tt_thrift_struct_begin(t);
+    int16_t id;
+    int type;
+    bool columns = false;
+    while (tt_thrift_next_field(t, &id, &type)) {
+        if (id == 1 && type == TT_THRIFT_LIST) {
+            int element;
+            int64_t n = tt_thrift_list_begin(t, &element);
+            if (t->error[0]) break;
+            if (element != TT_THRIFT_STRUCT || n != p->leaf_count) {
+                tt_thrift_list_end(t);
+                pq_die(p, "a row group has %lld column chunks; the schema has %d columns", (long long)n, p->leaf_count);
+            }
+            g->chunks = tt_xcalloc((size_t)(n ? n : 1), sizeof(pq_chunk), "Parquet column chunks");
+            for (int64_t i = 0; i < n && !t->error[0]; i++) read_column_chunk(t, &g->chunks[i]);
+            tt_thrift_list_end(t);
+            columns = true;
+        } else if (id == 3 && type == TT_THRIFT_I64) g->rows = tt_thrift_int(t, type);
+        else tt_thrift_skip(t, type);
+    }
+    tt_thrift_struct_end(t);
+    if (!t->error[0] && !columns) pq_die(p, "a row group has no column chunks");
+}
+
+/* The schema's top-level columns; the leaves of nested ones are counted (their chunks are skipped) and named. */
+static void read_schema(tt_parquet *p, const schema_element *e, int64_t count, char *nested, size_t nested_size) {
+    if (count < 1 || e[0].children < 0 || e[0].children > count - 1)
+        pq_die(p, "the schema's root has %d children of %lld elements", e[0].children, (long long)count);
+    p->columns = tt_xcalloc((size_t)e[0].children + 1, sizeof(pq_column), "Parquet columns");
+    int64_t at = 1;
+    for (int c = 0; c < e[0].children; c++) {
+        if (at >= count) pq_die(p, "the schema ends inside the root's children");
+        const schema_element *top = &e[at];
+        /* the subtree's leaves, depth first */
+        int64_t pending = 1, leaves = 0;
+        while (pending > 0) {
+            if (at >= count) pq_die(p, "the schema ends inside column %s", top->name);
+            if (e[at].children < 0 || e[at].children > count)
+                pq_die(p, "a schema element has %d children", e[at].children);
+            pending += e[at].children - 1;
+            leaves += e[at].children == 0;
+            at++;
+        }
+        const bool flat = top->children == 0 && top->repetition != PQ_REPEATED && top->has_type;
+        const bool readable = flat && (top->type == PQ_BOOLEAN || top->type == PQ_INT32 || top->type == PQ_INT64 ||
+                                       top->type == PQ_FLOAT || top->type == PQ_DOUBLE || top->type == PQ_BYTE_ARRAY);
+        if (readable) {
+            pq_column *col = &p->columns[p->column_count++];
+            col->name = tt_xstrdup(top->name);
+            col->type = top->type;
+            col->optional = top->repetition == PQ_OPTIONAL;
+            col->leaf = p->leaf_count;
+        } else {
+            size_t used = strlen(nested);
+            snprintf(nested + used, nested_size - used, "%s%s", used ? ", " : "", top->name);
+        }
+        p->leaf_count += (int)leaves;
+    }
+    if (at != count) pq_die(p, "the schema has %lld elements past the root's columns", (long long)(count - at));
+}
+
+static void read_footer(tt_parquet *p) {
+    if (p->size < 12 || memcmp(p->map, "PAR1", 4) != 0 || memcmp(p->map + p->size - 4, "PAR1", 4) != 0)
+        pq_die(p, "no PAR1 magic at its start and end: not a Parquet file (or an encrypted one, PARE)");
+    const uint32_t footer_len = read_u32(p->map + p->size - 8);
+    if (footer_len > p->size - 12)
+        pq_die(p, "the footer's length %u is past the file's %zu bytes", footer_len, p->size);
+    tt_thrift t;
+    tt_thrift_init(&t, p->map + p->size - 8 - footer_len, footer_len);
+    schema_element *schema;
+    int64_t schema_count = 0;
+    bool has_schema = false, has_groups = false;
+    char nested[1024] = "";
+    tt_thrift_struct_begin(&t);
+    int16_t id;
+    int type;
+    while (tt_thrift_next_field(&t, &id, &type)) {
+        if (id == 2 && type == TT_THRIFT_LIST) {
+            if (has_schema) pq_die(p, "its footer has two schemas");
+            int element;
+            schema_count = tt_thrift_list_begin(&t, &element);
+            if (t.error[0]) break;
+            if (element != TT_THRIFT_STRUCT || schema_count < 1 || schema_count > MAX_SCHEMA)
+                pq_die(p, "the schema is a list of %lld elements of type %d", (long long)schema_count, element);
+            schema = tt_xcalloc((size_t)schema_count, sizeof *schema, "Parquet schema");
+            p->schema = schema; /* (freed by close if the schema is refused) */
+            for (int64_t i = 0; i < schema_count && !t.error[0]; i++) read_schema_element(&t, &schema[i]);
+            tt_thrift_list_end(&t);
+            if (!t.error[0]) read_schema(p, schema, schema_count, nested, sizeof nested);
+            free(schema);
+            schema = p->schema = NULL;
+            has_schema = true;
+        } else if (id == 3 && type == TT_THRIFT_I64) p->total_rows = tt_thrift_int(&t, type);
+        else if (id == 4 && type == TT_THRIFT_LIST && has_schema) {
+            if (has_groups) pq_die(p, "its footer has two lists of row groups");
+            int element;
+            int64_t n = tt_thrift_list_begin(&t, &element);
+            if (t.error[0]) break;
+            if (element != TT_THRIFT_STRUCT || n > MAX_GROUPS)
+                pq_die(p, "the row groups are a list of %lld elements of type %d", (long long)n, element);
+            p->groups = tt_xcalloc((size_t)(n ? n : 1), sizeof(pq_group), "Parquet row groups");
+            p->group_count = n;
+            for (int64_t i = 0; i < n && !t.error[0]; i++) read_row_group(p, &t, &p->groups[i]);
+            tt_thrift_list_end(&t);
+            has_groups = true;
+        } else tt_thrift_skip(&t, type);
+    }
+    tt_thrift_struct_end(&t);
+    if (t.error[0]) pq_die(p, "its footer (FileMetaData) is malformed: %s", t.error);
+    if (!has_schema || !has_groups) pq_die(p, "its footer has no %s", has_schema ? "row groups" : "schema");
+    int64_t rows = 0;
+    for (int64_t g = 0; g < p->group_count; g++) {
+        const pq_group *group = &p->groups[g];
+        if (group->rows < 0 || group->rows > INT64_MAX - rows)
+            pq_die(p, "row group %lld has %lld rows", (long long)g, (long long)group->rows);
+        rows += group->rows;
+        for (int c = 0; c < p->leaf_count; c++) {
+            const pq_chunk *k = &group->chunks[c];
+            if (k->external) pq_die(p, "row group %lld keeps a column in another file (file_path)", (long long)g);
+            if (k->start < 4 || k->size < 0 || (uint64_t)k->start > p->size - 8 - footer_len ||
+                (uint64_t)k->size > p->size - 8 - footer_len - (uint64_t)k->start)
+                pq_die(p, "row group %lld: a column chunk's bytes (at %lld, %lld bytes) are not in the file",
+                       (long long)g, (long long)k->start, (long long)k->size);
+        }
+    }
+    if (rows != p->total_rows)
+        pq_die(p, "its row groups hold %lld rows, its footer says %lld", (long long)rows, (long long)p->total_rows);
+    if (nested[0])
+        tt_warn("Parquet file %s: column(s) %s are nested (lists, structs) or of a type tiertrain does not read from "
+                "Parquet (INT96, fixed-length bytes); the rows are read without them",
+                p->path, nested);
+}
+
+tt_parquet *tt_parquet_open(const char *path) {
+    tt_parquet *p = tt_xcalloc(1, sizeof *p, "a Parquet reader");
+    p->path = tt_xstrdup(path);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0) pq_die(p, "cannot open it: %s", strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        pq_die(p, "not a regular file");
+    }
+    p->size = (size_t)st.st_size;
+    if (p->size > 0) {
+        void *map = mmap(NULL, p->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            close(fd);
+            p->size = 0;
+            pq_die(p, "cannot map it: %s", strerror(errno));
+        }
+        p->map = map;
+    }
+    close(fd);
+    read_footer(p);
+    return p;
+}
+
+void tt_parquet_close(tt_parquet *p) {
+    if (!p) return;
+    if (p->map) munmap(p->map, p->size);
+    for (int c = 0; c < p->column_count; c++) {
+        free(p->columns[c].name);
+        free(p->columns[c].values);
+        free(p->columns[c].text);
+        free(p->columns[c].dict);
+        free(p->columns[c].dict_text);
+    }
+    free(p->columns);
+    for (int64_t g = 0; g < p->group_count; g++) free(p->groups[g].chunks);
+    free(p->groups);
+    free(p->page);
+    free(p->indices);
+    free(p->schema);
+    free(p->path);
+    free(p);
+}
+
+/* ---- pages ---- */
+
+typedef struct page_header {
+    int type;
+    int32_t uncompressed, compressed;
+    int32_t num_values, encoding;
+    int32_t def_bytes, rep_bytes; /* v2 */
+    bool v2_compressed;
+} page_header;
+
+static void read_data_header(tt_thrift *t, page_header *h, bool v2) {
+    tt_thrift_struct_begin(t);
+    int16_t id;
+    int type;
+    while (tt_thrift_next_field(t, &id, &type)) {
+        if (id == 1 && type == TT_THRIFT_I32) h->num_values = (int32_t)tt_thrift_int(t, type);
+        else if (!v2 && id == 2 && type == TT_THRIFT_I32) h->encoding = (int32_t)tt_thrift_int(t, type);
+        else if (v2 && id == 4 && type == TT_THRIFT_I32) h->encoding = (int32_t)tt_thrift_int(t, type);
+        else if (v2 && id == 5 && type == TT_THRIFT_I32) h->def_bytes = (int32_t)tt_thrift_int(t, type);
+        else if (v2 && id == 6 && type == TT_THRIFT_I32) h->rep_bytes = (int32_t)tt_thrift_int(t, type);
+        else if (v2 && id == 7 && (type == TT_THRIFT_TRUE || type == TT_THRIFT_FALSE))
+            h->v2_compressed = tt_thrift_bool(t, type);
+        else tt_thrift_skip(t, type);
+    }
+    tt_thrift_struct_end(t);
+}
+
+/* The page header at data[0..size); its length in *header_len; false with t's error when malformed. */
+static bool read_page_header(const uint8_t *data, size_t size, page_header *h, size_t *header_len, char *why,
+                             size_t why_size) {
+    memset(h, 0, sizeof *h);
+    h->type = -1;
+    h->v2_compressed = true;
+    tt_thrift t;
+    tt_thrift_init(&t, data, size);
+    tt_thrift_struct_begin(&t);
+    int16_t id;
+    int type;
+    while (tt_thrift_next_field(&t, &id, &type)) {
+        if (id == 1 && type == TT_THRIFT_I32) h->type = (int)tt_thrift_int(&t, type);
+        else if (id == 2 && type == TT_THRIFT_I32) h->uncompressed = (int32_t)tt_thrift_int(&t, type);
+        else if (id == 3 && type == TT_THRIFT_I32) h->compressed = (int32_t)tt_thrift_int(&t, type);
+        else if ((id == 5 || id == 7) && type == TT_THRIFT_STRUCT) read_data_header(&t, h, false);
+        else if (id == 8 && type == TT_THRIFT_STRUCT) read_data_header(&t, h, true);
+        else tt_thrift_skip(&t, type);
+    }
+    tt_thrift_struct_end(&t);
+    if (t.error[0]) {
+        snprintf(why, why_size, "a page header is malformed: %s", t.error);
+        return false;
+    }
+    *header_len = t.at;
+    return true;
+}
+
+/* src[0..src_len) decompressed into p->page, exactly want bytes. */
+static const uint8_t *decompress(tt_parquet *p, int codec, const uint8_t *src, size_t src_len, size_t want,
+                                 const char *where) {
+    if (codec == PQ_UNCOMPRESSED) {
+        if (src_len != want) pq_die(p, "%s: an uncompressed page of %zu bytes says %zu", where, src_len, want);
+        return src;
+    }
+    if (want + 1 > p->page_cap) {
+        p->page_cap = want + 1;
+        p->page = tt_xrealloc(p->page, p->page_cap, "a Parquet page");
+    }
+    size_t got = want;
+    bool ok = false;
+    if (codec == PQ_SNAPPY) {
+        size_t length;
+        ok = snappy_uncompressed_length((const char *)src, src_len, &length) == SNAPPY_OK && length == want &&
+             snappy_uncompress((const char *)src, src_len, (char *)p->page, &got) == SNAPPY_OK;
+    } else if (codec == PQ_GZIP) {
+        z_stream z = {0};
+        if (inflateInit2(&z, 15 + 32) == Z_OK) { /* gzip or zlib wrapper */
+            z.next_in = (Bytef *)src;
+            z.avail_in = (uInt)src_len;
+            z.next_out = p->page;
+            z.avail_out = (uInt)want;
+            int rc = inflate(&z, Z_FINISH);
+            got = want - z.avail_out;
+            ok = rc == Z_STREAM_END;
+            inflateEnd(&z);
+        }
+    } else if (codec == PQ_ZSTD) {
+        size_t rc = ZSTD_decompress(p->page, want, src, src_len);
+        ok = !ZSTD_isError(rc);
+        got = ok ? rc : 0;
+    } else {
+        static const char *const names[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO",
+                                            "BROTLI",       "LZ4",    "ZSTD", "LZ4_RAW"};
+        pq_die(p,
+               "%s: its pages are compressed with %s, which tiertrain does not read (it reads Snappy, gzip, "
+               "Zstandard and uncompressed pages): write the file again with one of those",
+               where, codec >= 0 && codec < 8 ? names[codec] : "an unknown codec");
+    }
+    if (!ok || got != want)
+        pq_die(p, "%s: a page does not decompress to its %zu bytes (the data is damaged)", where, want);
+    return p->page;
+}
+
+static uint32_t *indices_buffer(tt_parquet *p, size_t count) {
+    if (count > p->indices_cap) {
+        p->indices_cap = count;
+        p->indices = tt_xrealloc(p->indices, tt_mul_size(count, sizeof(uint32_t), "Parquet levels"), "Parquet levels");
+    }
+    return p->indices;
+}
+
+/* The RLE / bit-packing hybrid: count values of bit_width bits from data[0..size) into out; false when it ends early. */
+static bool decode_hybrid(const uint8_t *data, size_t size, int bit_width, size_t count, uint32_t *out) {
+    size_t at = 0, produced = 0;
+    const size_t value_bytes = (size_t)(bit_width + 7) / 8;
+    while (produced < count) {
+        uint64_t header = 0;
+        for (int shift = 0;; shift += 7) {
+            if (at >= size || shift > 35) return false;
+            uint8_t b = data[at++];
+            header |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80)) break;
+        }
+        if (header & 1) { /* bit-packed: groups of 8 values */
+            uint64_t groups = header >> 1, bytes = groups * (uint64_t)bit_width;
+            if (bytes > size - at) return false;
+            uint64_t n = groups * 8;
+            for (uint64_t k = 0; k < n && produced < count; k++) {
+                uint64_t bit = k * (uint64_t)bit_width, v = 0;
+                for (int b = 0; b < bit_width; b++, bit++) v |= (uint64_t)((data[at + bit / 8] >> (bit % 8)) & 1) << b;
+                out[produced++] = (uint32_t)v;
+            }
+            at += (size_t)bytes;
+        } else { /* a run of one value */
+            uint64_t run = header >> 1;
+            if (value_bytes > size - at) return false;
+            uint32_t v = 0;
+            for (size_t b = 0; b < value_bytes; b++) v |= (uint32_t)data[at + b] << (8 * b);
+            at += value_bytes;
+            for (uint64_t k = 0; k < run && produced < count; k++) out[produced++] = v;
+        }
+    }
+    return true;
+}
+
+static void text_append(char **text, size_t *used, size_t *cap, const uint8_t *bytes, size_t len) {
+    if (*used + len > *cap) {
+        size_t grown = *cap ? *cap : 65536;
+        while (grown < *used + len) grown = tt_mul_size(grown, 2, "Parquet text");
+        *text = tt_xrealloc(*text, grown, "Parquet text");
+        *cap = grown;
+    }
+    if (len) memcpy(*text + *used, bytes, len);
+    *used += len;
+}
+
+/* count PLAIN values of the column's type from data[0..size) into out (BYTE_ARRAY bytes appended to text); the bytes
+ * used, or -1 when data ends early. */
+static int64_t decode_plain(int type, const uint8_t *data, size_t size, size_t count, pq_value *out, char **text,
+                            size_t *used, size_t *cap) {
+    size_t at = 0;
+    for (size_t k = 0; k < count; k++) {
+        pq_value *v = &out[k];
+        v->null = false;
+        switch (type) {
+        case PQ_BOOLEAN:
+            if (k / 8 >= size) return -1;
+            v->v.i = (data[k / 8] >> (k % 8)) & 1;
+            at = k / 8 + 1;
+            break;
+        case PQ_INT32:
+        case PQ_FLOAT:
+            if (size - at < 4) return -1;
+            if (type == PQ_INT32) v->v.i = (int32_t)read_u32(data + at);
+            else {
+                uint32_t bits = read_u32(data + at);
+                float f;
+                memcpy(&f, &bits, sizeof f);
+                v->v.d = f;
+            }
+            at += 4;
+            break;
+        case PQ_INT64:
+        case PQ_DOUBLE:
+            if (size - at < 8) return -1;
+            if (type == PQ_INT64) v->v.i = (int64_t)read_u64(data + at);
+            else {
+                uint64_t bits = read_u64(data + at);
+                memcpy(&v->v.d, &bits, sizeof v->v.d);
+            }
+            at += 8;
+            break;
+        case PQ_BYTE_ARRAY: {
+            if (size - at < 4) return -1;
+            uint32_t len = read_u32(data + at);
+            at += 4;
+            if (len > size - at) return -1;
+            v->v.s.at = *used;
+            v->v.s.len = len;
+            text_append(text, used, cap, data + at, len);
+            at += len;
+            break;
+        }
+        default: return -1;
+        }
+    }
+    return (int64_t)at;
+}
+
+/* One column chunk of the current row group into col->values[0..rows). */
+static void read_chunk(tt_parquet *p, pq_column *col, const pq_chunk *chunk, int64_t rows, int64_t group) {
+    char where[600];
+    snprintf(where, sizeof where, "row group %lld, column %s", (long long)group, col->name);
+    if (chunk->type != col->type)
+        pq_die(p, "%s: the chunk's type %d is not the schema's %d", where, chunk->type, col->type);
+    if (chunk->num_values != rows)
+        pq_die(p, "%s: %lld values for %lld rows", where, (long long)chunk->num_values, (long long)rows);
+    col->text_used = 0;
+    col->dict_count = 0;
+    col->dict_text_used = 0;
+    const uint8_t *at = p->map + chunk->start, *end = at + chunk->size;
+    int64_t filled = 0;
+    while (filled < rows) {
+        if (at >= end)
+            pq_die(p, "%s: the chunk ends after %lld of its %lld values", where, (long long)filled, (long long)rows);
+        page_header h;
+        size_t header_len;
+        char why[256];
+        if (!read_page_header(at, (size_t)(end - at), &h, &header_len, why, sizeof why))
+            pq_die(p, "%s: %s", where, why);
+        at += header_len;
+        if (h.compressed < 0 || h.uncompressed < 0 || h.uncompressed > MAX_PAGE_BYTES || h.compressed > end - at)
+            pq_die(p, "%s: a page of %d bytes (%d uncompressed) does not fit the chunk", where, h.compressed,
+                   h.uncompressed);
+        const uint8_t *body = at;
+        at += h.compressed;
+        if (h.type == PQ_DICTIONARY_PAGE) {
+            if (h.num_values < 0 || (size_t)h.num_values > (size_t)h.uncompressed + 1)
+                pq_die(p, "%s: a dictionary of %d values in %d bytes", where, h.num_values, h.uncompressed);
+            const uint8_t *data =
+                decompress(p, chunk->codec, body, (size_t)h.compressed, (size_t)h.uncompressed, where);
+            col->dict = tt_xrealloc(col->dict, sizeof(pq_value) * (size_t)(h.num_values + 1), "a Parquet dictionary");
+            if (decode_plain(col->type, data, (size_t)h.uncompressed, (size_t)h.num_values, col->dict, &col->dict_text,
+                             &col->dict_text_used, &col->dict_text_cap) < 0)
+                pq_die(p, "%s: the dictionary page ends before its %d values", where, h.num_values);
+            col->dict_count = h.num_values;
+            continue;
+        }
+        if (h.type != PQ_DATA_PAGE && h.type != PQ_DATA_PAGE_V2) continue; /* an index page */
+        if (h.num_values < 0 || h.num_values > rows - filled)
+            pq_die(p, "%s: a page of %d values past the chunk's %lld", where, h.num_values, (long long)rows);
+        const size_t n = (size_t)h.num_values;
+        const uint8_t *data;
+        size_t size, levels_len = 0;
+        const uint8_t *levels = NULL;
+        if (h.type == PQ_DATA_PAGE_V2) {
+            if (h.rep_bytes != 0 || h.def_bytes < 0 || h.def_bytes > h.compressed || h.def_bytes > h.uncompressed)
+                pq_die(p, "%s: a v2 page's levels (%d and %d bytes) do not fit it", where, h.rep_bytes, h.def_bytes);
+            levels = body;
+            levels_len = (size_t)h.def_bytes;
+            size_t rest = (size_t)(h.compressed - h.def_bytes), want = (size_t)(h.uncompressed - h.def_bytes);
+            data =
+                h.v2_compressed ? decompress(p, chunk->codec, body + levels_len, rest, want, where) : body + levels_len;
+            size = h.v2_compressed ? want : rest;
+        } else {
+            data = decompress(p, chunk->codec, body, (size_t)h.compressed, (size_t)h.uncompressed, where);
+            size = (size_t)h.uncompressed;
+            if (col->optional) {
+                if (size < 4 || read_u32(data) > size - 4)
+                    pq_die(p, "%s: a page's definition levels do not fit it", where);
+                levels = data + 4;
+                levels_len = read_u32(data);
+                data += 4 + levels_len;
+                size -= 4 + levels_len;
+            }
+        }
+        /* which of the page's values are there (definition level 1) */
+        pq_value *out = col->values + filled;
+        size_t present = n;
+        if (col->optional) {
+            uint32_t *defined = indices_buffer(p, n);
+            if (!decode_hybrid(levels, levels_len, 1, n, defined))
+                pq_die(p, "%s: a page's definition levels end early", where);
+            present = 0;
+            for (size_t k = 0; k < n; k++) present += defined[k] != 0;
+        }
+        /* the present values, decoded in place at the page's first slots, then spread over the rows */
+        if (h.encoding == PQ_PLAIN) {
+            if (decode_plain(col->type, data, size, present, out, &col->text, &col->text_used, &col->text_cap) < 0)
+                pq_die(p, "%s: a page ends before its %zu values", where, present);
+        } else if (h.encoding == PQ_RLE_DICTIONARY || h.encoding == PQ_PLAIN_DICTIONARY) {
+            if (size < 1 || data[0] > 32) pq_die(p, "%s: a dictionary page's index width is not 0-32", where);
+            uint32_t *index = indices_buffer(p, n + 1) + 0;
+            /* (the levels were counted above; the buffer is reused for the indices) */
+            if (!decode_hybrid(data + 1, size - 1, data[0], present, index))
+                pq_die(p, "%s: a page's dictionary indices end early", where);
+            for (size_t k = 0; k < present; k++) {
+                if (index[k] >= col->dict_count)
+                    pq_die(p, "%s: dictionary index %u of a dictionary of %lld values", where, index[k],
+                           (long long)col->dict_count);
+                const pq_value *d = &col->dict[index[k]];
+                out[k] = *d;
+                if (col->type == PQ_BYTE_ARRAY) {
+                    out[k].v.s.at = col->text_used;
+                    if (d->v.s.len) /* (an empty dictionary string may have no text behind it) */
+                        text_append(&col->text, &col->text_used, &col->text_cap,
+                                    (const uint8_t *)col->dict_text + d->v.s.at, d->v.s.len);
+                }
+            }
+        } else if (h.encoding == PQ_RLE && col->type == PQ_BOOLEAN) { /* a 4-byte length, then the hybrid of width 1 */
+            uint32_t *bits = indices_buffer(p, n + 1);
+            if (size < 4 || read_u32(data) > size - 4 || !decode_hybrid(data + 4, read_u32(data), 1, present, bits))
+                pq_die(p, "%s: a page's run-length booleans end early", where);
+            for (size_t k = 0; k < present; k++) {
+                out[k].null = false;
+                out[k].v.i = bits[k] != 0;
+            }
+        } else {
+            pq_die(p,
+                   "%s: its pages use encoding %d, which tiertrain does not read (it reads PLAIN, dictionary and "
+                   "run-length boolean pages)",
+                   where, h.encoding);
+        }
+        if (col->optional && present < n) { /* spread: the last present value to the last defined slot first */
+            uint32_t *defined = indices_buffer(p, n);
+            if (!decode_hybrid(levels, levels_len, 1, n, defined))
+                pq_die(p, "%s: a page's definition levels end early", where);
+            size_t from = present;
+            for (size_t k = n; k-- > 0;) {
+                if (defined[k]) out[k] = out[--from];
+                else {
+                    out[k].null = true;
+                    out[k].v.i = 0;
+                }
+            }
+        }
+        filled += (int64_t)n;
+        if (col->text_used > (size_t)TT_PARQUET_MAX_GROUP_BYTES)
+            pq_die(p, "%s: its text is over %lld bytes in one row group", where, (long long)TT_PARQUET_MAX_GROUP_BYTES);
+    }
+}
+
+static void load_group(tt_parquet *p, int64_t g) {
+    const pq_group *group = &p->groups[g];
+    const int64_t rows = group->rows;
+    if (rows > TT_PARQUET_MAX_GROUP_BYTES / (int64_t)sizeof(pq_value) / (p->column_count ? p->column_count : 1))
+        pq_die(p, "row group %lld has %lld rows: more than tiertrain holds at once", (long long)g, (long long)rows);
+    for (int c = 0; c < p->column_count; c++) {
+        pq_column *col = &p->columns[c];
+        col->values = tt_xrealloc(col->values, sizeof(pq_value) * (size_t)(rows + 1), "Parquet values");
+        read_chunk(p, col, &group->chunks[col->leaf], rows, g);
+    }
+    p->group_rows = rows;
+    p->row_in_group = 0;
+}
+
+json_t *tt_parquet_next(tt_parquet *p) {
+    while (p->row_in_group >= p->group_rows) {
+        if (p->next_group >= p->group_count) return NULL;
+        load_group(p, p->next_group++);
+    }
+    const int64_t r = p->row_in_group++;
+    p->row++;
+    snprintf(p->where, sizeof p->where, "%s: row %lld", p->path, (long long)p->row);
+    json_t *row = json_object();
+    for (int c = 0; c < p->column_count; c++) {
+        const pq_column *col = &p->columns[c];
+        const pq_value *v = &col->values[r];
+        json_t *value;
+        if (v->null) value = json_null();
+        else if (col->type == PQ_BYTE_ARRAY) {
+            const char *s = col->text ? col->text + v->v.s.at : ""; /* (no text yet: every string so far empty) */
+            int64_t bad = tt_utf8_first_invalid(s, v->v.s.len);
+            if (bad >= 0) {
+                json_decref(row);
+                pq_die(p, "row %lld, column %s: invalid UTF-8 at byte %lld of its text; a dataset's text is UTF-8",
+                       (long long)p->row, col->name, (long long)bad + 1);
+            }
+            value = json_stringn(s, v->v.s.len);
+        } else if (col->type == PQ_BOOLEAN) value = json_boolean(v->v.i);
+        else if (col->type == PQ_FLOAT || col->type == PQ_DOUBLE) value = json_real(v->v.d);
+        else value = json_integer(v->v.i);
+        json_object_set_new(row, col->name, value ? value : json_null());
+    }
+    return row;
+}
+
+const char *tt_parquet_where(const tt_parquet *p) { return p->where; }

@@ -102,10 +102,13 @@ done
 mkdir -p pq_dir/data && cp "$pq/hyparquet_zstd.parquet" pq_dir/data/train-00000-of-00001.parquet
 "$tiertrain" preprocess run.yaml "datasets=[{path: pq_dir, type: alpaca}]" dataset_prepared_path=p_pqdir > pqdir.txt 2>&1
 check "... and as a directory's train file" cmp -s "$(ls p_rows/*.tok)" "$(ls p_pqdir/*.tok)"
-"$tiertrain" preprocess run.yaml "datasets=[{path: $pq/nested_messages.parquet, type: chat_template, chat_template: chatml}]" \
-  dataset_prepared_path=p_nested > nested.txt 2>&1
-check "a nested Parquet column is named in a note when the file opens" \
-  grep -q "column(s) messages are nested (lists, structs)" nested.txt
+# a chat dataset as the Hub holds one: messages, a list of {role, content} structs
+for d in chat_rows.jsonl chat.parquet; do
+  "$tiertrain" preprocess run.yaml "datasets=[{path: $pq/$d, type: chat_template, chat_template: chatml}]" \
+    dataset_prepared_path=p_$d > $d.txt 2>&1
+done
+check "a Parquet chat dataset (messages: a list of structs) prepares its JSON lines' bytes" \
+  cmp -s "$(ls p_chat_rows.jsonl/*.tok)" "$(ls p_chat.parquet/*.tok)"
 
 # axolotl's user-defined type (type: a mapping of fields and formats, filled as Python's str.format): with alpaca's
 # own texts as its formats it prepares alpaca's bytes; another format and a system text train the same answers

@@ -41,18 +41,33 @@ typedef struct pq_value {
     } v;
 } pq_value;
 
-typedef struct pq_column { /* a column at the top level that the rows take */
-    char *name;
-    int type;
-    bool optional;
-    int leaf;         /* its index among the schema's leaves: its chunk's index in a row group */
-    pq_value *values; /* [rows of the loaded row group] */
-    char *text;       /* BYTE_ARRAY values' bytes */
+typedef struct pq_leaf { /* a leaf column the rows take: its chunk's levels and values in the loaded row group */
+    char *name;          /* its own name (a list element's field) */
+    int type;            /* physical type */
+    int leaf;            /* its index among the schema's leaves: its chunk's index in a row group */
+    int max_def, max_rep;
+    uint8_t *defs, *reps; /* [levels] (a level each value slot; none where the maximum is 0) */
+    int64_t levels;
+    pq_value *values;        /* [present]: the slots at max_def, in order */
+    int64_t present, cursor; /* cursor: the next value a row takes */
+    char *text;              /* BYTE_ARRAY values' bytes */
     size_t text_used, text_cap;
     pq_value *dict; /* the chunk's dictionary */
     int64_t dict_count;
     char *dict_text;
     size_t dict_text_used, dict_text_cap;
+} pq_leaf;
+
+typedef struct pq_column { /* a column at the top level of the schema */
+    char *name;
+    pq_leaf *leaves; /* [leaf_count]: the column itself (flat), or a list element's fields */
+    int leaf_count;
+    bool list;           /* a list (repeated): of primitives, or of structs of primitives */
+    bool element_struct; /* the list's elements are objects of the leaves */
+    int def_present;     /* list: the definition level from which the column is not null */
+    int def_list;        /* list: from which the row has an entry (below: an empty list) */
+    int def_element;     /* list: from which an entry is not null */
+    int64_t *row_start;  /* list: [rows + 1] each row's first level in the loaded row group */
 } pq_column;
 
 typedef struct pq_chunk {
@@ -79,7 +94,8 @@ struct tt_parquet {
     size_t page_cap;
     uint32_t *indices; /* a page's levels or dictionary indices */
     size_t indices_cap;
-    void *schema; /* the footer's schema while it is read */
+    void *schema;       /* the footer's schema while it is read */
+    void *schema_nodes; /* and its columns' subtrees */
     char where[4400];
 };
 
@@ -171,6 +187,7 @@ static void read_row_group(tt_parquet *p, tt_thrift *t, pq_group *g) {
     bool columns = false;
     while (tt_thrift_next_field(t, &id, &type)) {
         if (id == 1 && type == TT_THRIFT_LIST) {
+            if (columns) pq_die(p, "a row group has two lists of column chunks");
             int element;
             int64_t n = tt_thrift_list_begin(t, &element);
             if (t->error[0]) break;
@@ -189,41 +206,126 @@ static void read_row_group(tt_parquet *p, tt_thrift *t, pq_group *g) {
     if (!t->error[0] && !columns) pq_die(p, "a row group has no column chunks");
 }
 
-/* The schema's top-level columns; the leaves of nested ones are counted (their chunks are skipped) and named. */
+static bool readable_type(int type) {
+    return type == PQ_BOOLEAN || type == PQ_INT32 || type == PQ_INT64 || type == PQ_FLOAT || type == PQ_DOUBLE ||
+           type == PQ_BYTE_ARRAY;
+}
+
+/* A node of a top-level column's subtree: its parent (-1: the top) and its levels (optional and repeated nodes from
+ * the top down to it, itself included). */
+typedef struct schema_node {
+    const schema_element *e;
+    int parent, def, rep;
+} schema_node;
+
+static pq_leaf *add_leaf(pq_column *col, const schema_node *n, int leaf) {
+    pq_leaf *l = &col->leaves[col->leaf_count++];
+    l->name = tt_xstrdup(n->e->name);
+    l->type = n->e->type;
+    l->leaf = leaf;
+    l->max_def = n->def;
+    l->max_rep = n->rep;
+    return l;
+}
+
+/* The column a top-level subtree (nodes[0..count), depth first) reads as, or false (left out): a primitive
+ * (optional or required), or a list, in the standard three levels (<optional|required> group (LIST) { repeated
+ * group list { <optional|required> element } }) or the older two (a repeated group, or a repeated primitive), whose
+ * element is a primitive or a struct of primitives. first_leaf: the subtree's first leaf among the schema's. */
+static bool build_column(pq_column *col, const schema_node *nodes, int count, int first_leaf) {
+    int repeated = -1, leaves = 0;
+    for (int i = 0; i < count; i++) {
+        if (nodes[i].e->repetition == PQ_REPEATED) {
+            if (repeated >= 0) return false; /* a list of lists, a map of lists: not read */
+            repeated = i;
+        }
+        if (nodes[i].e->children == 0) {
+            leaves++;
+            if (!nodes[i].e->has_type || !readable_type(nodes[i].e->type)) return false;
+        }
+    }
+    col->leaves = tt_xcalloc((size_t)leaves, sizeof(pq_leaf), "Parquet columns");
+    if (count == 1 && repeated < 0) { /* a primitive */
+        add_leaf(col, &nodes[0], first_leaf);
+        return true;
+    }
+    if (repeated < 0 || (repeated != 0 && nodes[repeated].parent != 0) || (repeated != 0 && nodes[0].e->children != 1))
+        return false; /* a struct, or a list below a struct: not read */
+    /* the element: the repeated node's only child in the three-level form, else the repeated node itself (the
+     * format's backward-compatibility rules: a repeated group of several fields, or one named array or <list>_tuple) */
+    const schema_node *r = &nodes[repeated];
+    char tuple[300];
+    snprintf(tuple, sizeof tuple, "%s_tuple", nodes[0].e->name);
+    int element = repeated;
+    if (r->e->children == 1 && strcmp(r->e->name, "array") != 0 && strcmp(r->e->name, tuple) != 0)
+        element = repeated + 1;
+    const schema_node *el = &nodes[element];
+    /* nothing else: the element a primitive, or a group of primitives that closes the subtree */
+    if (el->e->children == 0) {
+        if (element != count - 1) return false;
+        add_leaf(col, el, first_leaf);
+    } else {
+        if (element + el->e->children != count - 1) return false;
+        for (int i = element + 1; i < count; i++) {
+            if (nodes[i].e->children != 0 || nodes[i].parent != element) return false;
+            add_leaf(col, &nodes[i], first_leaf + (i - element - 1));
+        }
+        col->element_struct = true;
+    }
+    col->list = true;
+    col->def_present = repeated == 0 ? 0 : nodes[0].def;
+    col->def_list = r->def;
+    col->def_element = el->def;
+    return true;
+}
+
+/* The schema's top-level columns (build_column); the leaves of those left out are counted (their chunks are skipped)
+ * and the columns named in nested. */
 static void read_schema(tt_parquet *p, const schema_element *e, int64_t count, char *nested, size_t nested_size) {
     if (count < 1 || e[0].children < 0 || e[0].children > count - 1)
         pq_die(p, "the schema's root has %d children of %lld elements", e[0].children, (long long)count);
     p->columns = tt_xcalloc((size_t)e[0].children + 1, sizeof(pq_column), "Parquet columns");
+    p->schema_nodes = tt_xcalloc((size_t)count, sizeof(schema_node), "Parquet schema");
+    schema_node *nodes = p->schema_nodes;
     int64_t at = 1;
     for (int c = 0; c < e[0].children; c++) {
         if (at >= count) pq_die(p, "the schema ends inside the root's children");
-        const schema_element *top = &e[at];
-        /* the subtree's leaves, depth first */
-        int64_t pending = 1, leaves = 0;
-        while (pending > 0) {
-            if (at >= count) pq_die(p, "the schema ends inside column %s", top->name);
-            if (e[at].children < 0 || e[at].children > count)
-                pq_die(p, "a schema element has %d children", e[at].children);
-            pending += e[at].children - 1;
-            leaves += e[at].children == 0;
-            at++;
+        const int64_t top = at;
+        /* the subtree, depth first: each node's parent and levels */
+        int stack[64], open_children[64], depth = 0, n = 0, leaves = 0;
+        for (bool first = true; first || depth > 0; first = false) {
+            if (at >= count) pq_die(p, "the schema ends inside column %s", e[top].name);
+            const schema_element *x = &e[at++];
+            if (x->children < 0 || x->children > count)
+                pq_die(p, "column %s: a schema element has %d children", e[top].name, x->children);
+            const int parent = depth ? stack[depth - 1] : -1;
+            nodes[n] = (schema_node){x, parent, (parent >= 0 ? nodes[parent].def : 0) + (x->repetition != PQ_REQUIRED),
+                                     (parent >= 0 ? nodes[parent].rep : 0) + (x->repetition == PQ_REPEATED)};
+            if (depth) open_children[depth - 1]--;
+            if (x->children > 0) {
+                if (depth == 64) pq_die(p, "column %s is nested more than 64 deep", e[top].name);
+                stack[depth] = n;
+                open_children[depth++] = x->children;
+            } else leaves++;
+            n++;
+            while (depth > 0 && open_children[depth - 1] == 0) depth--;
         }
-        const bool flat = top->children == 0 && top->repetition != PQ_REPEATED && top->has_type;
-        const bool readable = flat && (top->type == PQ_BOOLEAN || top->type == PQ_INT32 || top->type == PQ_INT64 ||
-                                       top->type == PQ_FLOAT || top->type == PQ_DOUBLE || top->type == PQ_BYTE_ARRAY);
-        if (readable) {
-            pq_column *col = &p->columns[p->column_count++];
-            col->name = tt_xstrdup(top->name);
-            col->type = top->type;
-            col->optional = top->repetition == PQ_OPTIONAL;
-            col->leaf = p->leaf_count;
+        pq_column *col = &p->columns[p->column_count];
+        if (build_column(col, nodes, n, p->leaf_count)) {
+            col->name = tt_xstrdup(e[top].name);
+            p->column_count++;
         } else {
+            for (int l = 0; l < col->leaf_count; l++) free(col->leaves[l].name);
+            free(col->leaves);
+            memset(col, 0, sizeof *col);
             size_t used = strlen(nested);
-            snprintf(nested + used, nested_size - used, "%s%s", used ? ", " : "", top->name);
+            snprintf(nested + used, nested_size - used, "%s%s", used ? ", " : "", e[top].name);
         }
-        p->leaf_count += (int)leaves;
+        p->leaf_count += leaves;
     }
     if (at != count) pq_die(p, "the schema has %lld elements past the root's columns", (long long)(count - at));
+    free(p->schema_nodes);
+    p->schema_nodes = NULL;
 }
 
 static void read_footer(tt_parquet *p) {
@@ -293,8 +395,9 @@ static void read_footer(tt_parquet *p) {
     if (rows != p->total_rows)
         pq_die(p, "its row groups hold %lld rows, its footer says %lld", (long long)rows, (long long)p->total_rows);
     if (nested[0])
-        tt_warn("Parquet file %s: column(s) %s are nested (lists, structs) or of a type tiertrain does not read from "
-                "Parquet (INT96, fixed-length bytes); the rows are read without them",
+        tt_warn("Parquet file %s: column(s) %s are structs, maps or lists of lists, or of a type tiertrain does not "
+                "read from Parquet (INT96, fixed-length bytes); the rows are read without them (lists of primitives "
+                "and of structs of primitives are read)",
                 p->path, nested);
 }
 
@@ -327,11 +430,20 @@ void tt_parquet_close(tt_parquet *p) {
     if (!p) return;
     if (p->map) munmap(p->map, p->size);
     for (int c = 0; c < p->column_count; c++) {
-        free(p->columns[c].name);
-        free(p->columns[c].values);
-        free(p->columns[c].text);
-        free(p->columns[c].dict);
-        free(p->columns[c].dict_text);
+        pq_column *col = &p->columns[c];
+        for (int l = 0; l < col->leaf_count; l++) {
+            pq_leaf *leaf = &col->leaves[l];
+            free(leaf->name);
+            free(leaf->defs);
+            free(leaf->reps);
+            free(leaf->values);
+            free(leaf->text);
+            free(leaf->dict);
+            free(leaf->dict_text);
+        }
+        free(col->leaves);
+        free(col->row_start);
+        free(col->name);
     }
     free(p->columns);
     for (int64_t g = 0; g < p->group_count; g++) free(p->groups[g].chunks);
@@ -339,6 +451,7 @@ void tt_parquet_close(tt_parquet *p) {
     free(p->page);
     free(p->indices);
     free(p->schema);
+    free(p->schema_nodes);
     free(p->path);
     free(p);
 }
@@ -550,22 +663,55 @@ static int64_t decode_plain(int type, const uint8_t *data, size_t size, size_t c
     return (int64_t)at;
 }
 
-/* One column chunk of the current row group into col->values[0..rows). */
-static void read_chunk(tt_parquet *p, pq_column *col, const pq_chunk *chunk, int64_t rows, int64_t group) {
-    char where[600];
-    snprintf(where, sizeof where, "row group %lld, column %s", (long long)group, col->name);
-    if (chunk->type != col->type)
-        pq_die(p, "%s: the chunk's type %d is not the schema's %d", where, chunk->type, col->type);
-    if (chunk->num_values != rows)
-        pq_die(p, "%s: %lld values for %lld rows", where, (long long)chunk->num_values, (long long)rows);
-    col->text_used = 0;
-    col->dict_count = 0;
-    col->dict_text_used = 0;
+static int bit_width(int max_level) {
+    int bits = 0;
+    while (max_level >> bits) bits++;
+    return bits;
+}
+
+/* A page's repetition or definition levels (max > 0) into out[0..n), each checked against max. */
+static void decode_levels(tt_parquet *p, const uint8_t *data, size_t size, int max, size_t n, uint8_t *out,
+                          const char *what, const char *where) {
+    uint32_t *levels = indices_buffer(p, n + 1);
+    if (!decode_hybrid(data, size, bit_width(max), n, levels))
+        pq_die(p, "%s: a page's %s levels end early", where, what);
+    for (size_t k = 0; k < n; k++) {
+        if (levels[k] > (uint32_t)max) pq_die(p, "%s: %s level %u over the column's %d", where, what, levels[k], max);
+        out[k] = (uint8_t)levels[k];
+    }
+}
+
+/* A v1 page's levels section: a 4-byte length, then the hybrid; *data and *size move past it. */
+static void levels_section(tt_parquet *p, const uint8_t **data, size_t *size, int max, size_t n, uint8_t *out,
+                           const char *what, const char *where) {
+    if (*size < 4 || read_u32(*data) > *size - 4) pq_die(p, "%s: a page's %s levels do not fit it", where, what);
+    const uint32_t len = read_u32(*data);
+    decode_levels(p, *data + 4, len, max, n, out, what, where);
+    *data += 4 + len;
+    *size -= 4 + len;
+}
+
+/* A leaf's column chunk of the current row group: its levels (chunk->num_values of them) and present values. */
+static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64_t group, const char *column) {
+    char where[700];
+    snprintf(where, sizeof where, "row group %lld, column %s%s%s", (long long)group, column,
+             strcmp(column, leaf->name) ? "." : "", strcmp(column, leaf->name) ? leaf->name : "");
+    if (chunk->type != leaf->type)
+        pq_die(p, "%s: the chunk's type %d is not the schema's %d", where, chunk->type, leaf->type);
+    const int64_t total = chunk->num_values;
+    if (total < 0 || total > TT_PARQUET_MAX_GROUP_BYTES / (int64_t)sizeof(pq_value))
+        pq_die(p, "%s: %lld values in one chunk", where, (long long)total);
+    leaf->defs = tt_xrealloc(leaf->defs, (size_t)total + 1, "Parquet levels");
+    leaf->reps = tt_xrealloc(leaf->reps, (size_t)total + 1, "Parquet levels");
+    leaf->values = tt_xrealloc(leaf->values, sizeof(pq_value) * (size_t)(total + 1), "Parquet values");
+    leaf->levels = leaf->present = leaf->cursor = 0;
+    leaf->text_used = leaf->dict_text_used = 0;
+    leaf->dict_count = 0;
     const uint8_t *at = p->map + chunk->start, *end = at + chunk->size;
-    int64_t filled = 0;
-    while (filled < rows) {
+    while (leaf->levels < total) {
         if (at >= end)
-            pq_die(p, "%s: the chunk ends after %lld of its %lld values", where, (long long)filled, (long long)rows);
+            pq_die(p, "%s: the chunk ends after %lld of its %lld values", where, (long long)leaf->levels,
+                   (long long)total);
         page_header h;
         size_t header_len;
         char why[256];
@@ -582,76 +728,66 @@ static void read_chunk(tt_parquet *p, pq_column *col, const pq_chunk *chunk, int
                 pq_die(p, "%s: a dictionary of %d values in %d bytes", where, h.num_values, h.uncompressed);
             const uint8_t *data =
                 decompress(p, chunk->codec, body, (size_t)h.compressed, (size_t)h.uncompressed, where);
-            col->dict = tt_xrealloc(col->dict, sizeof(pq_value) * (size_t)(h.num_values + 1), "a Parquet dictionary");
-            if (decode_plain(col->type, data, (size_t)h.uncompressed, (size_t)h.num_values, col->dict, &col->dict_text,
-                             &col->dict_text_used, &col->dict_text_cap) < 0)
+            leaf->dict = tt_xrealloc(leaf->dict, sizeof(pq_value) * (size_t)(h.num_values + 1), "a Parquet dictionary");
+            if (decode_plain(leaf->type, data, (size_t)h.uncompressed, (size_t)h.num_values, leaf->dict,
+                             &leaf->dict_text, &leaf->dict_text_used, &leaf->dict_text_cap) < 0)
                 pq_die(p, "%s: the dictionary page ends before its %d values", where, h.num_values);
-            col->dict_count = h.num_values;
+            leaf->dict_count = h.num_values;
             continue;
         }
         if (h.type != PQ_DATA_PAGE && h.type != PQ_DATA_PAGE_V2) continue; /* an index page */
-        if (h.num_values < 0 || h.num_values > rows - filled)
-            pq_die(p, "%s: a page of %d values past the chunk's %lld", where, h.num_values, (long long)rows);
+        if (h.num_values < 0 || h.num_values > total - leaf->levels)
+            pq_die(p, "%s: a page of %d values past the chunk's %lld", where, h.num_values, (long long)total);
         const size_t n = (size_t)h.num_values;
+        uint8_t *defs = leaf->defs + leaf->levels, *reps = leaf->reps + leaf->levels;
         const uint8_t *data;
-        size_t size, levels_len = 0;
-        const uint8_t *levels = NULL;
+        size_t size;
         if (h.type == PQ_DATA_PAGE_V2) {
-            if (h.rep_bytes != 0 || h.def_bytes < 0 || h.def_bytes > h.compressed || h.def_bytes > h.uncompressed)
+            if (h.rep_bytes < 0 || h.def_bytes < 0 || (int64_t)h.rep_bytes + h.def_bytes > h.compressed ||
+                (int64_t)h.rep_bytes + h.def_bytes > h.uncompressed)
                 pq_die(p, "%s: a v2 page's levels (%d and %d bytes) do not fit it", where, h.rep_bytes, h.def_bytes);
-            levels = body;
-            levels_len = (size_t)h.def_bytes;
-            size_t rest = (size_t)(h.compressed - h.def_bytes), want = (size_t)(h.uncompressed - h.def_bytes);
+            if (leaf->max_rep) decode_levels(p, body, (size_t)h.rep_bytes, leaf->max_rep, n, reps, "repetition", where);
+            if (leaf->max_def)
+                decode_levels(p, body + h.rep_bytes, (size_t)h.def_bytes, leaf->max_def, n, defs, "definition", where);
+            const size_t levels_len = (size_t)h.rep_bytes + (size_t)h.def_bytes;
+            const size_t rest = (size_t)h.compressed - levels_len, want = (size_t)h.uncompressed - levels_len;
             data =
                 h.v2_compressed ? decompress(p, chunk->codec, body + levels_len, rest, want, where) : body + levels_len;
             size = h.v2_compressed ? want : rest;
         } else {
             data = decompress(p, chunk->codec, body, (size_t)h.compressed, (size_t)h.uncompressed, where);
             size = (size_t)h.uncompressed;
-            if (col->optional) {
-                if (size < 4 || read_u32(data) > size - 4)
-                    pq_die(p, "%s: a page's definition levels do not fit it", where);
-                levels = data + 4;
-                levels_len = read_u32(data);
-                data += 4 + levels_len;
-                size -= 4 + levels_len;
-            }
+            if (leaf->max_rep) levels_section(p, &data, &size, leaf->max_rep, n, reps, "repetition", where);
+            if (leaf->max_def) levels_section(p, &data, &size, leaf->max_def, n, defs, "definition", where);
         }
-        /* which of the page's values are there (definition level 1) */
-        pq_value *out = col->values + filled;
-        size_t present = n;
-        if (col->optional) {
-            uint32_t *defined = indices_buffer(p, n);
-            if (!decode_hybrid(levels, levels_len, 1, n, defined))
-                pq_die(p, "%s: a page's definition levels end early", where);
-            present = 0;
-            for (size_t k = 0; k < n; k++) present += defined[k] != 0;
-        }
-        /* the present values, decoded in place at the page's first slots, then spread over the rows */
+        if (!leaf->max_rep) memset(reps, 0, n);
+        if (!leaf->max_def) memset(defs, 0, n);
+        size_t present = 0;
+        for (size_t k = 0; k < n; k++) present += defs[k] == leaf->max_def;
+        pq_value *out = leaf->values + leaf->present;
         if (h.encoding == PQ_PLAIN) {
-            if (decode_plain(col->type, data, size, present, out, &col->text, &col->text_used, &col->text_cap) < 0)
+            if (decode_plain(leaf->type, data, size, present, out, &leaf->text, &leaf->text_used, &leaf->text_cap) < 0)
                 pq_die(p, "%s: a page ends before its %zu values", where, present);
         } else if (h.encoding == PQ_RLE_DICTIONARY || h.encoding == PQ_PLAIN_DICTIONARY) {
             if (size < 1 || data[0] > 32) pq_die(p, "%s: a dictionary page's index width is not 0-32", where);
-            uint32_t *index = indices_buffer(p, n + 1) + 0;
-            /* (the levels were counted above; the buffer is reused for the indices) */
+            uint32_t *index = indices_buffer(p, present + 1);
             if (!decode_hybrid(data + 1, size - 1, data[0], present, index))
                 pq_die(p, "%s: a page's dictionary indices end early", where);
             for (size_t k = 0; k < present; k++) {
-                if (index[k] >= col->dict_count)
+                if (index[k] >= leaf->dict_count)
                     pq_die(p, "%s: dictionary index %u of a dictionary of %lld values", where, index[k],
-                           (long long)col->dict_count);
-                const pq_value *d = &col->dict[index[k]];
+                           (long long)leaf->dict_count);
+                const pq_value *d = &leaf->dict[index[k]];
                 out[k] = *d;
-                if (col->type == PQ_BYTE_ARRAY) {
-                    out[k].v.s.at = col->text_used;
+                if (leaf->type == PQ_BYTE_ARRAY) {
+                    out[k].v.s.at = leaf->text_used;
                     if (d->v.s.len) /* (an empty dictionary string may have no text behind it) */
-                        text_append(&col->text, &col->text_used, &col->text_cap,
-                                    (const uint8_t *)col->dict_text + d->v.s.at, d->v.s.len);
+                        text_append(&leaf->text, &leaf->text_used, &leaf->text_cap,
+                                    (const uint8_t *)leaf->dict_text + d->v.s.at, d->v.s.len);
                 }
             }
-        } else if (h.encoding == PQ_RLE && col->type == PQ_BOOLEAN) { /* a 4-byte length, then the hybrid of width 1 */
-            uint32_t *bits = indices_buffer(p, n + 1);
+        } else if (h.encoding == PQ_RLE && leaf->type == PQ_BOOLEAN) { /* a 4-byte length, the hybrid of width 1 */
+            uint32_t *bits = indices_buffer(p, present + 1);
             if (size < 4 || read_u32(data) > size - 4 || !decode_hybrid(data + 4, read_u32(data), 1, present, bits))
                 pq_die(p, "%s: a page's run-length booleans end early", where);
             for (size_t k = 0; k < present; k++) {
@@ -664,37 +800,82 @@ static void read_chunk(tt_parquet *p, pq_column *col, const pq_chunk *chunk, int
                    "run-length boolean pages)",
                    where, h.encoding);
         }
-        if (col->optional && present < n) { /* spread: the last present value to the last defined slot first */
-            uint32_t *defined = indices_buffer(p, n);
-            if (!decode_hybrid(levels, levels_len, 1, n, defined))
-                pq_die(p, "%s: a page's definition levels end early", where);
-            size_t from = present;
-            for (size_t k = n; k-- > 0;) {
-                if (defined[k]) out[k] = out[--from];
-                else {
-                    out[k].null = true;
-                    out[k].v.i = 0;
-                }
-            }
-        }
-        filled += (int64_t)n;
-        if (col->text_used > (size_t)TT_PARQUET_MAX_GROUP_BYTES)
+        leaf->levels += (int64_t)n;
+        leaf->present += (int64_t)present;
+        if (leaf->text_used > (size_t)TT_PARQUET_MAX_GROUP_BYTES)
             pq_die(p, "%s: its text is over %lld bytes in one row group", where, (long long)TT_PARQUET_MAX_GROUP_BYTES);
     }
+}
+
+/* A list column's rows in the loaded group: where each starts (a repetition level 0), its leaves agreeing. */
+static void index_list_rows(tt_parquet *p, pq_column *col, int64_t rows, int64_t group) {
+    const pq_leaf *first = &col->leaves[0];
+    for (int l = 1; l < col->leaf_count; l++) {
+        const pq_leaf *leaf = &col->leaves[l];
+        bool same = leaf->levels == first->levels;
+        for (int64_t k = 0; same && k < first->levels; k++)
+            same = leaf->reps[k] == first->reps[k] &&
+                   (leaf->defs[k] >= col->def_element) == (first->defs[k] >= col->def_element);
+        if (!same)
+            pq_die(p, "row group %lld, column %s: its fields %s and %s do not list the same entries", (long long)group,
+                   col->name, first->name, leaf->name);
+    }
+    col->row_start = tt_xrealloc(col->row_start, sizeof(int64_t) * (size_t)(rows + 1), "Parquet rows");
+    int64_t row = 0;
+    for (int64_t k = 0; k < first->levels; k++) {
+        if (first->reps[k] != 0) continue;
+        if (row == rows)
+            pq_die(p, "row group %lld, column %s: more rows than the group's %lld", (long long)group, col->name,
+                   (long long)rows);
+        col->row_start[row++] = k;
+    }
+    if (row != rows || (first->levels > 0 && first->reps[0] != 0))
+        pq_die(p, "row group %lld, column %s: %lld rows of the group's %lld", (long long)group, col->name,
+               (long long)row, (long long)rows);
+    col->row_start[rows] = first->levels;
 }
 
 static void load_group(tt_parquet *p, int64_t g) {
     const pq_group *group = &p->groups[g];
     const int64_t rows = group->rows;
-    if (rows > TT_PARQUET_MAX_GROUP_BYTES / (int64_t)sizeof(pq_value) / (p->column_count ? p->column_count : 1))
-        pq_die(p, "row group %lld has %lld rows: more than tiertrain holds at once", (long long)g, (long long)rows);
     for (int c = 0; c < p->column_count; c++) {
         pq_column *col = &p->columns[c];
-        col->values = tt_xrealloc(col->values, sizeof(pq_value) * (size_t)(rows + 1), "Parquet values");
-        read_chunk(p, col, &group->chunks[col->leaf], rows, g);
+        for (int l = 0; l < col->leaf_count; l++)
+            read_leaf(p, &col->leaves[l], &group->chunks[col->leaves[l].leaf], g, col->name);
+        if (col->list) index_list_rows(p, col, rows, g);
+        else if (col->leaves[0].levels != rows)
+            pq_die(p, "row group %lld, column %s: %lld values for %lld rows", (long long)g, col->name,
+                   (long long)col->leaves[0].levels, (long long)rows);
     }
     p->group_rows = rows;
     p->row_in_group = 0;
+}
+
+/* The leaf's next present value as JSON (NULL: invalid UTF-8, with *bad its byte). */
+static json_t *leaf_value(pq_leaf *leaf, int64_t *bad) {
+    if (leaf->cursor >= leaf->present) return json_null(); /* (levels and values were counted together) */
+    const pq_value *v = &leaf->values[leaf->cursor++];
+    if (leaf->type == PQ_BYTE_ARRAY) {
+        const char *s = leaf->text ? leaf->text + v->v.s.at : ""; /* (no text yet: every string so far empty) */
+        *bad = tt_utf8_first_invalid(s, v->v.s.len);
+        return *bad >= 0 ? NULL : json_stringn(s, v->v.s.len);
+    }
+    if (leaf->type == PQ_BOOLEAN) return json_boolean(v->v.i);
+    if (leaf->type == PQ_FLOAT || leaf->type == PQ_DOUBLE) return json_real(v->v.d);
+    return json_integer(v->v.i);
+}
+
+/* The value at level k of the leaf: its next present value, or null below max_def. */
+static json_t *slot_value(tt_parquet *p, pq_leaf *leaf, int64_t k, json_t *row, const char *column) {
+    if (leaf->defs[k] < leaf->max_def) return json_null();
+    int64_t bad = -1;
+    json_t *value = leaf_value(leaf, &bad);
+    if (!value) {
+        json_decref(row);
+        pq_die(p, "row %lld, column %s: invalid UTF-8 at byte %lld of its text; a dataset's text is UTF-8",
+               (long long)p->row, column, (long long)bad + 1);
+    }
+    return value;
 }
 
 json_t *tt_parquet_next(tt_parquet *p) {
@@ -707,23 +888,36 @@ json_t *tt_parquet_next(tt_parquet *p) {
     snprintf(p->where, sizeof p->where, "%s: row %lld", p->path, (long long)p->row);
     json_t *row = json_object();
     for (int c = 0; c < p->column_count; c++) {
-        const pq_column *col = &p->columns[c];
-        const pq_value *v = &col->values[r];
+        pq_column *col = &p->columns[c];
         json_t *value;
-        if (v->null) value = json_null();
-        else if (col->type == PQ_BYTE_ARRAY) {
-            const char *s = col->text ? col->text + v->v.s.at : ""; /* (no text yet: every string so far empty) */
-            int64_t bad = tt_utf8_first_invalid(s, v->v.s.len);
-            if (bad >= 0) {
-                json_decref(row);
-                pq_die(p, "row %lld, column %s: invalid UTF-8 at byte %lld of its text; a dataset's text is UTF-8",
-                       (long long)p->row, col->name, (long long)bad + 1);
+        if (!col->list) value = slot_value(p, &col->leaves[0], r, row, col->name);
+        else {
+            const int64_t from = col->row_start[r], to = col->row_start[r + 1];
+            const int first_def = from < to ? col->leaves[0].defs[from] : 0;
+            if (from == to || first_def < col->def_present) value = json_null();
+            else if (first_def < col->def_list) value = json_array();
+            else {
+                value = json_array();
+                json_object_set_new(row, col->name, value); /* (row owns it: an error below frees both) */
+                for (int64_t k = from; k < to; k++) {
+                    if (col->leaves[0].defs[k] < col->def_element) {
+                        json_array_append_new(value, json_null());
+                        continue;
+                    }
+                    if (!col->element_struct) {
+                        json_array_append_new(value, slot_value(p, &col->leaves[0], k, row, col->name));
+                        continue;
+                    }
+                    json_t *element = json_object();
+                    json_array_append_new(value, element);
+                    for (int l = 0; l < col->leaf_count; l++)
+                        json_object_set_new(element, col->leaves[l].name,
+                                            slot_value(p, &col->leaves[l], k, row, col->name));
+                }
+                continue;
             }
-            value = json_stringn(s, v->v.s.len);
-        } else if (col->type == PQ_BOOLEAN) value = json_boolean(v->v.i);
-        else if (col->type == PQ_FLOAT || col->type == PQ_DOUBLE) value = json_real(v->v.d);
-        else value = json_integer(v->v.i);
-        json_object_set_new(row, col->name, value ? value : json_null());
+        }
+        json_object_set_new(row, col->name, value);
     }
     return row;
 }

@@ -1,10 +1,12 @@
 /* Rows of a Parquet file as JSON objects, as the datasets library writes Parquet (and the Hub serves datasets): the
- * Thrift footer (FileMetaData), row groups of column chunks, data pages v1 and v2 and dictionary pages, PLAIN and
- * dictionary (RLE_DICTIONARY, PLAIN_DICTIONARY) values, definition levels of optional columns, and pages compressed
- * with Snappy (libsnappy), gzip (zlib) or Zstandard (libzstd), or not at all. Columns at the top level of the schema
- * are read: BYTE_ARRAY as text (UTF-8, checked), INT32 / INT64 as integers, FLOAT / DOUBLE as numbers, BOOLEAN, and
- * null where a value is absent. Nested columns (lists, structs) and the rest (INT96, FIXED_LEN_BYTE_ARRAY) are left
- * out of the rows, with one note naming them when the file opens.
+ * Thrift footer (FileMetaData), row groups of column chunks, data pages v1 and v2 and dictionary pages, PLAIN,
+ * dictionary (RLE_DICTIONARY, PLAIN_DICTIONARY) and run-length boolean values, repetition and definition levels, and
+ * pages compressed with Snappy (libsnappy), gzip (zlib) or Zstandard (libzstd), or not at all. The columns at the top
+ * level of the schema are read: primitives (BYTE_ARRAY as text, UTF-8 checked; INT32 / INT64 as integers; FLOAT /
+ * DOUBLE as numbers; BOOLEAN; null where a value is absent), and lists of primitives or of structs of primitives (a
+ * chat dataset's messages: [{role, content}]), in the standard three-level form and the older two-level one, empty
+ * and null lists, entries and fields kept. Structs outside lists, maps, lists of lists and the types INT96 and
+ * FIXED_LEN_BYTE_ARRAY are left out of the rows, with one note naming them when the file opens.
  *
  * Memory is one row group's column values at a time (a row group whose values would take more than
  * TT_PARQUET_MAX_GROUP_BYTES is refused). Every offset, length and count is checked against the file: a damaged file

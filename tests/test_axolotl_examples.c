@@ -165,10 +165,12 @@ static void write_entry_data(yaml_document_t *doc, yaml_node_t *entry, const cha
             record = json_pack("{s:o}", scalar_of(doc, entry, "field_messages", "messages"), messages);
         } else if (strcmp(type, "input_output") == 0) {
             record = json_pack("{s:[{s:b, s:s}, {s:b, s:s}]}", "segments", "label", 0, question, "label", 1, answer);
-        } else if (strcmp(type, "completion") == 0) {
+        } else if (strcmp(type, "completion") == 0 || strcmp(type, "pretrain") == 0) {
             char text[1600];
             snprintf(text, sizeof text, "%s %s", question, answer);
-            record = json_pack("{s:s}", scalar_of(doc, entry, "field", "text"), text);
+            const char *field = strcmp(type, "pretrain") == 0 ? scalar_of(doc, entry, "text_column", "text")
+                                                              : scalar_of(doc, entry, "field", "text");
+            record = json_pack("{s:s}", field, text);
         } else { /* alpaca and the types tiertrain refuses: an instruction record */
             record = json_pack("{s:s, s:s, s:s}", scalar_of(doc, entry, "field_instruction", "instruction"), question,
                                scalar_of(doc, entry, "field_input", "input"), "",
@@ -204,10 +206,12 @@ static void localise_datasets(yaml_document_t *doc, yaml_node_t *list, const cha
             char repo[4400], command[16384];
             snprintf(repo, sizeof repo, "%s/hf_cache/datasets--%.*s--%s", tt_test_scratch_dir, (int)(slash - given),
                      given, slash + 1);
-            snprintf(command, sizeof command, "mkdir -p '%s/refs' '%s/snapshots/%s/data' && printf %s > '%s/refs/main'",
-                     repo, repo, commit, commit, repo);
+            /* a configuration (name: en) is a directory of the dataset's */
+            const char *config = scalar_of(doc, entry, "name", "data");
+            snprintf(command, sizeof command, "mkdir -p '%s/refs' '%s/snapshots/%s/%s' && printf %s > '%s/refs/main'",
+                     repo, repo, commit, config, commit, repo);
             TT_CHECK(shell(command) == 0, "cache %s", given);
-            snprintf(path, sizeof path, "%s/snapshots/%s/data/train-00000-of-00001.jsonl", repo, commit);
+            snprintf(path, sizeof path, "%s/snapshots/%s/%s/train-00000-of-00001.jsonl", repo, commit, config);
             write_entry_data(doc, entry, path);
             continue;
         }

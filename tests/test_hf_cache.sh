@@ -88,6 +88,28 @@ printf '%s' "$main_commit" > hub_cache/models--tiny--adapter/refs/main
 "$tiertrain" train tune.yaml lora_model_dir=tiny/adapter output_dir=tuned_adapter > adapter.txt 2>&1
 check "lora_model_dir as a Hub name continues from the cached adapter" test -f tuned_adapter/adapter_model.safetensors
 
+# reinit_weights: the cached model's architecture from random init, as model_config trains it (its tokenizer too)
+cat > reinit.yaml <<YAML
+base_model: tiny/bytes-qwen3
+reinit_weights: true
+datasets:
+  - path: $fixtures/alpaca.jsonl
+    type: alpaca
+sequence_len: 256
+micro_batch_size: 2
+max_steps: 2
+learning_rate: 1.0e-3
+output_dir: reinit
+YAML
+"$tiertrain" train reinit.yaml > reinit.txt 2>&1
+snapshot=$PWD/hub_cache/models--tiny--bytes-qwen3/snapshots/$main_commit
+"$tiertrain" train reinit.yaml reinit_weights=false base_model=null model_config=$snapshot tokenizer_config=$snapshot \
+  output_dir=random > random.txt 2>&1
+first_loss() { grep -o '"loss": [0-9.e+-]*' "$1/metrics.jsonl" | head -1; }
+check "reinit_weights: true trains the base model's config.json from random init: model_config's first loss" \
+  test -n "$(first_loss reinit)" -a "$(first_loss reinit)" = "$(first_loss random)"
+check "... and says so" grep -q "reinit_weights: true" reinit.txt
+
 # the commands that take directories take Hub names too
 "$tiertrain" merge --base tiny/bytes-qwen3 --adapter tiny/adapter -o merged > merge.txt 2>&1
 check "merge --base and --adapter as Hub names" test -f merged/model.safetensors

@@ -82,6 +82,29 @@ cp -r alpaca_dir/. "hub/datasets--tiny--alpaca/snapshots/$commit/"
 HF_HUB_CACHE=$PWD/hub "$tiertrain" preprocess run.yaml "datasets=[{path: tiny/alpaca, type: alpaca}]" \
   dataset_prepared_path=p_hub > hub.txt 2>&1
 check "a Hub dataset name from HF_HUB_CACHE: the plain file's bytes" cmp -s "$(ls last_run_prepared/*.tok)" "$(ls p_hub/*.tok)"
+# a dataset's configuration (name: en, as allenai/c4's) is a directory of it
+mkdir -p "hub/datasets--tiny--alpaca/snapshots/$commit/en"
+cp "$fixtures/alpaca.jsonl" "hub/datasets--tiny--alpaca/snapshots/$commit/en/train.jsonl"
+echo 'not json: the en configuration alone is read' > "hub/datasets--tiny--alpaca/snapshots/$commit/other.jsonl"
+HF_HUB_CACHE=$PWD/hub "$tiertrain" preprocess run.yaml "datasets=[{path: tiny/alpaca, name: en, type: alpaca}]" \
+  dataset_prepared_path=p_hub_en > hub_en.txt 2>&1
+check "name: en reads the dataset's en directory: the plain file's bytes" \
+  cmp -s "$(ls last_run_prepared/*.tok)" "$(ls p_hub_en/*.tok)"
+HF_HUB_CACHE=$PWD/hub "$tiertrain" preprocess run.yaml "datasets=[{path: tiny/alpaca, name: fr, type: alpaca}]" \
+  dataset_prepared_path=p_hub_fr > hub_fr.txt 2>&1
+check "... a configuration it lacks is refused, naming the directory" grep -q "has no configuration 'fr' (no directory" \
+  hub_fr.txt
+# axolotl's pretraining_dataset (type pretrain, text_column): completion texts
+python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); print(json.dumps({"body": r["instruction"] + " " + r["output"]}))' "$fixtures/alpaca.jsonl" > texts.jsonl
+"$tiertrain" preprocess run.yaml datasets=null "pretraining_dataset=[{path: texts.jsonl, type: pretrain, text_column: body}]" \
+  dataset_prepared_path=p_pre > pre.txt 2>&1
+"$tiertrain" preprocess run.yaml "datasets=[{path: texts.jsonl, type: completion, field: body}]" \
+  dataset_prepared_path=p_comp > comp.txt 2>&1
+check "pretraining_dataset's texts prepare as completion's" cmp -s "$(ls p_comp/*.tok)" "$(ls p_pre/*.tok)"
+"$tiertrain" preprocess run.yaml "pretraining_dataset=[{path: texts.jsonl}]" dataset_prepared_path=p_both > both.txt 2>&1
+check "... beside datasets it is refused" grep -q "pretraining_dataset and datasets are both set" both.txt
 HF_HUB_CACHE=$PWD/hub "$tiertrain" preprocess run.yaml "datasets=[{path: tiny/absent, type: alpaca}]" \
   dataset_prepared_path=p_absent > absent.txt 2>&1
 check "an absent Hub dataset names the cache path and the download" \

@@ -163,6 +163,8 @@ typedef struct entry_key {
 extern const entry_key cfg_entry_keys[]; /* the keys a datasets entry takes besides path and type */
 extern const int cfg_entry_key_count;
 void cfg_set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node);
+/* axolotl's pretraining_dataset: entries of texts (type pretrain, text_column) read as completion datasets */
+void cfg_set_pretraining_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node);
 void cfg_clear_datasets(tt_run_config *c);
 void cfg_free_strings(char **list, int count);
 void cfg_push_string(char ***list, int *count, const char *s);

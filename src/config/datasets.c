@@ -57,6 +57,7 @@ static void free_dataset_spec(tt_dataset_spec *spec) {
     free(spec->field_input);
     free(spec->field_output);
     free(spec->split);
+    free(spec->config_name);
     free(spec->chat_template);
     free(spec->chat_template_jinja);
     free(spec->field_messages);
@@ -88,6 +89,7 @@ const entry_key cfg_entry_keys[] = {
     {"field_input", TYPE_BIT(TT_DATASET_ALPACA), offsetof(tt_dataset_spec, field_input)},
     {"field_output", TYPE_BIT(TT_DATASET_ALPACA), offsetof(tt_dataset_spec, field_output)},
     {"split", JSON_TYPES, offsetof(tt_dataset_spec, split)},
+    {"name", JSON_TYPES, offsetof(tt_dataset_spec, config_name)},
     {"ds_type", JSON_TYPES, 0},
     {"chat_template", CHAT, offsetof(tt_dataset_spec, chat_template)},
     {"chat_template_jinja", CHAT, offsetof(tt_dataset_spec, chat_template_jinja)},
@@ -247,8 +249,10 @@ static void parse_user_defined_type(const source *src, yaml_document_t *doc, yam
 }
 
 /* One datasets entry: a path (a token file), or a mapping {path, type, per-type keys}. */
+/* pretraining: an entry of pretraining_dataset (axolotl's streamed pretraining data): type pretrain (its default) is
+ * read as completion, text_column as its field. */
 static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_node_t *entry, int index, char **path_out,
-                                tt_dataset_spec *spec) {
+                                tt_dataset_spec *spec, bool pretraining) {
     memset(spec, 0, sizeof(*spec));
     spec->train_on_eos = TT_EOS_INHERIT;
     spec->train_on_eot = TT_EOS_INHERIT;
@@ -296,7 +300,15 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
     }
     if (!path)
         cfg_die_at(src, entry, "datasets entry %d has no path; write {path: data.jsonl, type: alpaca}", index + 1);
-    if (type_node && type_node->type == YAML_MAPPING_NODE) {
+    if (pretraining) {
+        if (type_node && (type_node->type != YAML_SCALAR_NODE ||
+                          cfg_index_in_list("pretrain|completion", cfg_scalar_text(type_node), false) < 0))
+            cfg_die_at(src, type_node,
+                       "pretraining_dataset entry %d: type is pretrain (texts, streamed and cut into sequences); put "
+                       "instruction or chat data under datasets",
+                       index + 1);
+        spec->type = TT_DATASET_COMPLETION;
+    } else if (type_node && type_node->type == YAML_MAPPING_NODE) {
         spec->type = TT_DATASET_ALPACA;
         parse_user_defined_type(src, doc, type_node, index, spec);
     } else if (type_node) {
@@ -324,18 +336,20 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         yaml_node_t *value = yaml_document_get_node(doc, pair->value);
         const char *name = cfg_scalar_text(key);
         if (strcmp(name, "path") == 0 || strcmp(name, "type") == 0) continue;
+        if (pretraining && strcmp(name, "text_column") == 0) name = "field"; /* pretraining's name of the field */
         const entry_key *ek = NULL;
         for (size_t i = 0; i < sizeof cfg_entry_keys / sizeof cfg_entry_keys[0]; i++)
             if (strcmp(cfg_entry_keys[i].name, name) == 0) ek = &cfg_entry_keys[i];
         char buf[256], types[128];
         if (!ek)
-            cfg_die_at(src, key,
-                       "datasets entry %d: unknown key '%s'; an entry takes path, type, field (completion), "
-                       "field_instruction / field_input / field_output (alpaca), split, ds_type, and chat_template, "
-                       "chat_template_jinja, field_messages, message_property_mappings, roles, roles_to_train, "
-                       "train_on_eos, train_on_eot, drop_system_message, message_field_training, "
-                       "message_field_training_detail, split_thinking (chat_template)",
-                       index + 1, name);
+            cfg_die_at(
+                src, key,
+                "datasets entry %d: unknown key '%s'; an entry takes path, type, field (completion), "
+                "field_instruction / field_input / field_output (alpaca), split, name, ds_type, and chat_template, "
+                "chat_template_jinja, field_messages, message_property_mappings, roles, roles_to_train, "
+                "train_on_eos, train_on_eot, drop_system_message, message_field_training, "
+                "message_field_training_detail, split_thinking (chat_template)",
+                index + 1, name);
         if (!(ek->types & TYPE_BIT(spec->type)))
             cfg_die_at(src, key, "datasets entry %d: %s applies to type %s, but this entry is type %s; remove it",
                        index + 1, name, types_of(ek->types, types, sizeof types), dataset_type_names[spec->type]);
@@ -426,11 +440,12 @@ void cfg_clear_datasets(tt_run_config *c) {
     c->dataset_count = 0;
 }
 
-void cfg_set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+static void set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node,
+                         bool pretraining) {
     cfg_clear_datasets(c);
     if (cfg_is_null(node)) return;
     if (node->type == YAML_SCALAR_NODE) { /* one path: datasets=corpus.tok */
-        parse_dataset_entry(src, doc, node, 0, &c->datasets[0], &c->dataset_specs[0]);
+        parse_dataset_entry(src, doc, node, 0, &c->datasets[0], &c->dataset_specs[0], pretraining);
         c->dataset_count = 1;
         return;
     }
@@ -442,9 +457,19 @@ void cfg_set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc,
         yaml_node_t *entry = yaml_document_get_node(doc, *item);
         if (index == TT_MAX_DATASETS)
             cfg_die_at(src, entry, "datasets: at most %d entries; concatenate some of the files", TT_MAX_DATASETS);
-        parse_dataset_entry(src, doc, entry, index, &c->datasets[index], &c->dataset_specs[index]);
+        parse_dataset_entry(src, doc, entry, index, &c->datasets[index], &c->dataset_specs[index], pretraining);
         c->dataset_count = index + 1;
     }
+}
+
+void cfg_set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+    if (c->pretraining_given && !cfg_is_null(node))
+        cfg_die_at(src, node, "datasets and pretraining_dataset are both set; axolotl trains on one of them: keep one");
+    set_datasets(c, src, doc, node, false);
+}
+
+void cfg_set_pretraining_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+    set_datasets(c, src, doc, node, true);
 }
 
 /* special_tokens: {bos_token, eos_token, pad_token} (axolotl's key; unk_token etc. have no use here). */

@@ -163,7 +163,7 @@ static const foreign_key_group groups[] = {
                "freeze_embeddings, and merges with `tiertrain merge`"},
     {.names =
          "dataset_exact_deduplication|dataset_shard_num|dataset_shard_idx|curriculum_sampling|"
-         "sample_packing_sequentially|multipack_real_batches|pretraining_dataset|pretrain_multipack_attn|"
+         "sample_packing_sequentially|multipack_real_batches|pretrain_multipack_attn|"
          "pretrain_multipack_buffer_size|pretraining_sample_concatenation|streaming|streaming_multipack_buffer_size|"
          "test_datasets|default_system_message|added_tokens_overrides|tokens|resize_token_embeddings_to_32x|"
          "mean_resizing_embeddings|shrink_embeddings|fix_untrained_tokens|role_boundaries|min_sample_len|"
@@ -180,9 +180,8 @@ static const foreign_key_group groups[] = {
      .reason =
          "not supported yet; tiertrain saves every save_steps, evaluates every eval_steps and resumes with --resume; "
          "the batch is micro_batch_size x gradient_accumulation_steps"},
-    {.names =
-         "rope_scaling|overrides_of_model_config|model_kwargs|overrides_of_model_kwargs|reinit_weights|scaling_softmax|"
-         "scaling_softmax_bias|scaling_softmax_factor|s2_attention|sage_attention",
+    {.names = "rope_scaling|overrides_of_model_config|model_kwargs|overrides_of_model_kwargs|scaling_softmax|"
+              "scaling_softmax_bias|scaling_softmax_factor|s2_attention|sage_attention",
      .policy = FOREIGN_OFF_ONLY,
      .reason =
          "changing the model's architecture or attention at load is not supported; edit the model's config.json (or "
@@ -279,6 +278,39 @@ static void apply_bnb_config_kwargs(tt_run_config *c, const source *src, yaml_do
     }
 }
 
+/* reinit_weights: the base model's architecture from random init, as a model_config run trains (load.c turns
+ * base_model into model_config once the file and the overrides are read). */
+static void apply_reinit_weights(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+    if (is_off(node, false)) {
+        c->reinit_weights = false;
+        note(c, off_reason, "reinit_weights");
+        return;
+    }
+    if (node->type != YAML_SCALAR_NODE || cfg_index_in_list("true|True|TRUE", cfg_scalar_text(node), false) < 0)
+        cfg_die_at(src, node, "reinit_weights: expected true or false");
+    c->reinit_weights = true;
+    note(c,
+         "base_model's config.json trains from random init (initializer_range), as model_config does; its tokenizer "
+         "tokenizes the data",
+         "reinit_weights: true");
+}
+
+/* pretraining_dataset: axolotl's streamed pretraining texts, read as completion datasets (each text cut into
+ * pieces of sequence_len, packed with sample_packing). */
+static void apply_pretraining_dataset(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
+    if (cfg_is_off_value(node)) {
+        note(c, off_reason, "pretraining_dataset");
+        return;
+    }
+    if (c->dataset_count > 0 && !c->pretraining_given)
+        cfg_die_at(src, node, "pretraining_dataset and datasets are both set; axolotl trains on one of them: keep one");
+    cfg_set_pretraining_datasets(c, src, doc, node);
+    c->pretraining_given = true;
+    note(c,
+         "texts read as completion datasets (type pretrain, text_column: their field), streamed through the tokenizer",
+         "pretraining_dataset");
+}
+
 /* Other tools' keys read by a key of tiertrain's (another name of it) or by a reader of their own. */
 typedef void (*foreign_reader)(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *value);
 static const struct {
@@ -294,6 +326,8 @@ static const struct {
     {"model_revision", "revision_of_model", "axolotl's other name of revision_of_model", NULL},
     {"plugins", NULL, NULL, apply_plugins},
     {"bnb_config_kwargs", NULL, NULL, apply_bnb_config_kwargs},
+    {"reinit_weights", NULL, NULL, apply_reinit_weights},
+    {"pretraining_dataset", NULL, NULL, apply_pretraining_dataset},
 };
 
 bool cfg_apply_foreign_key(tt_run_config *c, const source *src, yaml_document_t *doc, const char *name,

@@ -421,6 +421,12 @@ static void resolve_hub_names(tt_run_config *c) {
     resolve_hub_name(&c->base_model, TT_HF_MODEL, c->revision_of_model, &c->base_model_repo_id);
     resolve_hub_name(&c->tokenizer_config, TT_HF_MODEL, NULL, NULL);
     resolve_hub_name(&c->lora_model_dir, TT_HF_MODEL, NULL, NULL);
+    if (c->reinit_weights && c->base_model) { /* the architecture from random init: a model_config run */
+        if (!c->tokenizer_config) c->tokenizer_config = tt_xstrdup(c->base_model);
+        free(c->model_config);
+        c->model_config = c->base_model;
+        c->base_model = NULL;
+    }
 }
 
 void tt_run_config_load(tt_run_config *c, const char *path, int override_count, char *const *overrides) {

@@ -105,7 +105,8 @@ typedef struct tt_dataset_spec {
      * system_prompt */
     bool user_defined;
     char *format, *no_input_format, *system_format, *system_prompt, *field_system;
-    char *split; /* "train": a local file has one split */
+    char *split;       /* "train": a local file has one split */
+    char *config_name; /* name: the dataset's configuration, a directory of it (Hub datasets' configs: allenai/c4's en) */
     /* chat_template entries (axolotl's keys; src/data/chat_template.h) */
     char *chat_template;       /* tokenizer_default | tokenizer_default_fallback_<name> | jinja | a built-in;
                                   NULL: the top level's */
@@ -139,6 +140,8 @@ typedef struct tt_run_config {
                                  replaced at load by its snapshot in the Hugging Face cache (core/hf_cache.h) */
     char *base_model_repo_id; /* the Hub name base_model was given as (NULL: a path): what the saved files name */
     char *revision_of_model;  /* the revision of a Hub-named base_model (NULL: main) */
+    bool reinit_weights;      /* axolotl's: base_model's config.json from random init (model_config), at load's end */
+    bool pretraining_given;   /* the datasets came from axolotl's pretraining_dataset */
     char *model_config;       /* a config.json (or a directory holding one): random init */
     double initializer_range; /* std of the random init (default: config.json's, else 0.02) */
     /* what trains: the whole model (some parts frozen), or LoRA adapters on a frozen base */

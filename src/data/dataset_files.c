@@ -109,11 +109,15 @@ static split_kind split_of(const char *relative) {
 
 static int compare_paths(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-void tt_dataset_files_find(const char *path, tt_dataset_files *out) {
+void tt_dataset_files_find(const char *path, const char *config_name, tt_dataset_files *out) {
     memset(out, 0, sizeof *out);
     struct stat st;
     char *root = NULL;
     if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        if (config_name)
+            tt_die("dataset %s: name '%s' (a configuration of the dataset) applies to a directory or a Hub dataset, "
+                   "not a file; remove it",
+                   path, config_name);
         out->paths = tt_xmalloc(sizeof(char *), "dataset files");
         out->paths[0] = tt_xstrdup(path);
         out->count = 1;
@@ -128,6 +132,17 @@ void tt_dataset_files_find(const char *path, tt_dataset_files *out) {
         tt_die("cannot open dataset %s: %s; check the path under datasets (a JSON or JSONL file, a directory of them, "
                "or a Hugging Face dataset name in the local cache)",
                path, strerror(errno));
+    }
+    if (config_name) { /* the configuration's directory */
+        size_t n = strlen(root) + strlen(config_name) + 2;
+        char *dir = tt_xmalloc(n, "a path");
+        snprintf(dir, n, "%s/%s", root, config_name);
+        if (strchr(config_name, '/') || config_name[0] == '.' || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            tt_die("dataset %s has no configuration '%s' (no directory %s); give one of its directories as name, or "
+                   "remove name",
+                   path, config_name, dir);
+        free(root);
+        root = dir;
     }
     file_list list = {0};
     walk(root, 0, &list);

@@ -16,8 +16,9 @@ typedef struct tt_dataset_files {
 } tt_dataset_files;
 
 /* The entry's data files; tt_die when there are none, naming what the directory holds instead (Arrow, CSV)
- * or where the Hub name was looked for. */
-void tt_dataset_files_find(const char *path, tt_dataset_files *out);
+ * or where the Hub name was looked for. config_name (or NULL): the dataset's configuration, axolotl's name: a
+ * directory of that name in the dataset (allenai/c4's en/). */
+void tt_dataset_files_find(const char *path, const char *config_name, tt_dataset_files *out);
 void tt_dataset_files_free(tt_dataset_files *files);
 
 /* Every record of the files, file after file (json_records.h and parquet.h, whose errors name the file and the line

@@ -202,9 +202,10 @@ void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
             hash_string(&h, d->field_system);
         }
         hash_string(&h, d->split);
+        hash_string(&h, d->config_name);
         if (d->type == TT_DATASET_CHAT_TEMPLATE) hash_chat_entry(&h, run, i, tokenizer_source(run));
         tt_dataset_files files;
-        tt_dataset_files_find(run->datasets[i], &files);
+        tt_dataset_files_find(run->datasets[i], d->config_name, &files);
         hash_int(&h, files.count);
         for (int f = 0; f < files.count; f++) hash_file(&h, files.paths[f], false);
         tt_dataset_files_free(&files);
@@ -325,7 +326,7 @@ static void prepare_file(const tt_run_config *run, int entry, const tt_tokenizer
     const char *path = run->datasets[entry];
     const tt_dataset_spec *spec = &run->dataset_specs[entry];
     tt_dataset_files files;
-    tt_dataset_files_find(path, &files);
+    tt_dataset_files_find(path, spec->config_name, &files);
     if (files.count > 1 || strcmp(files.paths[0], path) != 0) {
         tt_info("preprocess: %s: %d file(s), %s%s", path, files.count, files.paths[0], files.count > 1 ? ", ..." : "");
     }

@@ -114,7 +114,10 @@ static bool is_mapped_field(const tt_dataset_spec *spec, const char *field) {
     return false;
 }
 
-/* A JSON string that holds JSON (tool arguments, tool parameters) parsed, as axolotl's json.loads. */
+/* A JSON string that holds JSON (tool arguments, tool parameters) parsed, as axolotl's json.loads parses them
+ * (prompt_strategies/chat_template.py at 067b021, transform_message: a string tool_calls[].function.arguments is
+ * json.loads'ed, a string that is not JSON raises), so that the labels are axolotl's: a template that wants the text
+ * (DeepSeek-V3's concatenates it) fails on such a record there too. */
 static void parse_json_string_field(json_t *object, const char *key, const char *where, const char *field_name) {
     json_t *v = json_object_get(object, key);
     if (!json_is_string(v)) return;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <snappy-c.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -31,6 +32,7 @@ enum { MAX_SCHEMA = 100000, MAX_GROUPS = 1000000, MAX_PAGE_BYTES = 1 << 30 };
 
 typedef struct pq_value {
     bool null;
+    bool dict; /* BYTE_ARRAY: the text is the chunk's dictionary's (dict_text), not copied */
     union {
         int64_t i;
         double d;
@@ -47,7 +49,7 @@ typedef struct pq_leaf { /* a leaf column the rows take: its chunk's levels and 
     int leaf;            /* its index among the schema's leaves: its chunk's index in a row group */
     int max_def, max_rep;
     uint8_t *defs, *reps; /* [levels] (a level each value slot; none where the maximum is 0) */
-    int64_t levels;
+    int64_t levels, levels_cap;
     pq_value *values;        /* [present]: the slots at max_def, in order */
     int64_t present, cursor; /* cursor: the next value a row takes */
     char *text;              /* BYTE_ARRAY values' bytes */
@@ -121,10 +123,24 @@ static uint64_t read_u64(const uint8_t *b) { return (uint64_t)read_u32(b) | (uin
 /* ---- the footer ---- */
 
 typedef struct schema_element {
-    char name[256];
+    char name[256]; /* "" when the file's name is over 255 bytes or not UTF-8 (the column is then left out) */
     int type, repetition, children;
     bool has_type;
+    bool list, map; /* annotated LIST, or MAP / MAP_KEY_VALUE (converted_type, or logicalType's union member) */
 } schema_element;
+
+/* logicalType, a union: which member is set (parquet.thrift: 2 MAP, 3 LIST) */
+static void read_logical_type(tt_thrift *t, schema_element *e) {
+    tt_thrift_struct_begin(t);
+    int16_t id;
+    int type;
+    while (tt_thrift_next_field(t, &id, &type)) {
+        if (id == 2) e->map = true;
+        if (id == 3) e->list = true;
+        tt_thrift_skip(t, type);
+    }
+    tt_thrift_struct_end(t);
+}
 
 static void read_schema_element(tt_thrift *t, schema_element *e) {
     memset(e, 0, sizeof *e);
@@ -140,8 +156,17 @@ static void read_schema_element(tt_thrift *t, schema_element *e) {
         else if (id == 4 && type == TT_THRIFT_BINARY) {
             size_t len;
             const uint8_t *s = tt_thrift_binary(t, &len);
-            snprintf(e->name, sizeof e->name, "%.*s", (int)(len < 255 ? len : 255), (const char *)s);
+            /* a JSON key: UTF-8 without NUL, whole (a cut could split a character) */
+            if (len < sizeof e->name && tt_utf8_first_invalid((const char *)s, len) < 0 && !memchr(s, 0, len)) {
+                memcpy(e->name, s, len);
+                e->name[len] = 0;
+            }
         } else if (id == 5 && type == TT_THRIFT_I32) e->children = (int)tt_thrift_int(t, type);
+        else if (id == 6 && type == TT_THRIFT_I32) {
+            const int64_t converted = tt_thrift_int(t, type);
+            e->map |= converted == 1 || converted == 2; /* MAP, MAP_KEY_VALUE */
+            e->list |= converted == 3;                  /* LIST */
+        } else if (id == 10 && type == TT_THRIFT_STRUCT) read_logical_type(t, e);
         else tt_thrift_skip(t, type);
     }
     tt_thrift_struct_end(t);
@@ -235,6 +260,7 @@ static pq_leaf *add_leaf(pq_column *col, const schema_node *n, int leaf) {
 static bool build_column(pq_column *col, const schema_node *nodes, int count, int first_leaf) {
     int repeated = -1, leaves = 0;
     for (int i = 0; i < count; i++) {
+        if (!nodes[i].e->name[0] || nodes[i].e->map) return false; /* a name JSON cannot hold; a map */
         if (nodes[i].e->repetition == PQ_REPEATED) {
             if (repeated >= 0) return false; /* a list of lists, a map of lists: not read */
             repeated = i;
@@ -249,15 +275,19 @@ static bool build_column(pq_column *col, const schema_node *nodes, int count, in
         add_leaf(col, &nodes[0], first_leaf);
         return true;
     }
-    if (repeated < 0 || (repeated != 0 && nodes[repeated].parent != 0) || (repeated != 0 && nodes[0].e->children != 1))
-        return false; /* a struct, or a list below a struct: not read */
-    /* the element: the repeated node's only child in the three-level form, else the repeated node itself (the
-     * format's backward-compatibility rules: a repeated group of several fields, or one named array or <list>_tuple) */
+    /* a list: the repeated node at the top (its own list, the format's older form), or the only child of a group
+     * annotated LIST; anything else (a struct, a repeated field inside a struct) is not read */
+    if (repeated < 0 ||
+        (repeated != 0 && (nodes[repeated].parent != 0 || nodes[0].e->children != 1 || !nodes[0].e->list)))
+        return false;
+    /* the element: inside a LIST group, the repeated node's only child in the three-level form, else the repeated
+     * node itself (the format's backward-compatibility rules: a repeated group of several fields, or one named array
+     * or <list>_tuple); a repeated node at the top is the element itself */
     const schema_node *r = &nodes[repeated];
     char tuple[300];
     snprintf(tuple, sizeof tuple, "%s_tuple", nodes[0].e->name);
     int element = repeated;
-    if (r->e->children == 1 && strcmp(r->e->name, "array") != 0 && strcmp(r->e->name, tuple) != 0)
+    if (repeated != 0 && r->e->children == 1 && strcmp(r->e->name, "array") != 0 && strcmp(r->e->name, tuple) != 0)
         element = repeated + 1;
     const schema_node *el = &nodes[element];
     /* nothing else: the element a primitive, or a group of primitives that closes the subtree */
@@ -386,6 +416,7 @@ static void read_footer(tt_parquet *p) {
         for (int c = 0; c < p->leaf_count; c++) {
             const pq_chunk *k = &group->chunks[c];
             if (k->external) pq_die(p, "row group %lld keeps a column in another file (file_path)", (long long)g);
+            if (group->rows == 0 && k->num_values == 0) continue; /* an empty group's chunk: nothing is read */
             if (k->start < 4 || k->size < 0 || (uint64_t)k->start > p->size - 8 - footer_len ||
                 (uint64_t)k->size > p->size - 8 - footer_len - (uint64_t)k->start)
                 pq_die(p, "row group %lld: a column chunk's bytes (at %lld, %lld bytes) are not in the file",
@@ -394,6 +425,9 @@ static void read_footer(tt_parquet *p) {
     }
     if (rows != p->total_rows)
         pq_die(p, "its row groups hold %lld rows, its footer says %lld", (long long)rows, (long long)p->total_rows);
+    if (p->column_count == 0 && rows > 0)
+        pq_die(p, "none of its columns is one tiertrain reads (%s); write the data's texts as string columns",
+               nested[0] ? nested : "it has none");
     if (nested[0])
         tt_warn("Parquet file %s: column(s) %s are structs, maps or lists of lists, or of a type tiertrain does not "
                 "read from Parquet (INT96, fixed-length bytes); the rows are read without them (lists of primitives "
@@ -462,7 +496,8 @@ typedef struct page_header {
     int type;
     int32_t uncompressed, compressed;
     int32_t num_values, encoding;
-    int32_t def_bytes, rep_bytes; /* v2 */
+    int32_t def_encoding, rep_encoding; /* v1: RLE (the deprecated BIT_PACKED is refused) */
+    int32_t def_bytes, rep_bytes;       /* v2 */
     bool v2_compressed;
 } page_header;
 
@@ -473,6 +508,8 @@ static void read_data_header(tt_thrift *t, page_header *h, bool v2) {
     while (tt_thrift_next_field(t, &id, &type)) {
         if (id == 1 && type == TT_THRIFT_I32) h->num_values = (int32_t)tt_thrift_int(t, type);
         else if (!v2 && id == 2 && type == TT_THRIFT_I32) h->encoding = (int32_t)tt_thrift_int(t, type);
+        else if (!v2 && id == 3 && type == TT_THRIFT_I32) h->def_encoding = (int32_t)tt_thrift_int(t, type);
+        else if (!v2 && id == 4 && type == TT_THRIFT_I32) h->rep_encoding = (int32_t)tt_thrift_int(t, type);
         else if (v2 && id == 4 && type == TT_THRIFT_I32) h->encoding = (int32_t)tt_thrift_int(t, type);
         else if (v2 && id == 5 && type == TT_THRIFT_I32) h->def_bytes = (int32_t)tt_thrift_int(t, type);
         else if (v2 && id == 6 && type == TT_THRIFT_I32) h->rep_bytes = (int32_t)tt_thrift_int(t, type);
@@ -489,6 +526,7 @@ static bool read_page_header(const uint8_t *data, size_t size, page_header *h, s
     memset(h, 0, sizeof *h);
     h->type = -1;
     h->v2_compressed = true;
+    h->def_encoding = h->rep_encoding = PQ_RLE;
     tt_thrift t;
     tt_thrift_init(&t, data, size);
     tt_thrift_struct_begin(&t);
@@ -536,8 +574,10 @@ static const uint8_t *decompress(tt_parquet *p, int codec, const uint8_t *src, s
             z.next_out = p->page;
             z.avail_out = (uInt)want;
             int rc = inflate(&z, Z_FINISH);
+            while (rc == Z_STREAM_END && z.avail_in > 0 && inflateReset(&z) == Z_OK) /* concatenated gzip members */
+                rc = inflate(&z, Z_FINISH);
             got = want - z.avail_out;
-            ok = rc == Z_STREAM_END;
+            ok = rc == Z_STREAM_END && z.avail_in == 0;
             inflateEnd(&z);
         }
     } else if (codec == PQ_ZSTD) {
@@ -618,6 +658,7 @@ static int64_t decode_plain(int type, const uint8_t *data, size_t size, size_t c
     for (size_t k = 0; k < count; k++) {
         pq_value *v = &out[k];
         v->null = false;
+        v->dict = false;
         switch (type) {
         case PQ_BOOLEAN:
             if (k / 8 >= size) return -1;
@@ -699,11 +740,9 @@ static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64
     if (chunk->type != leaf->type)
         pq_die(p, "%s: the chunk's type %d is not the schema's %d", where, chunk->type, leaf->type);
     const int64_t total = chunk->num_values;
-    if (total < 0 || total > TT_PARQUET_MAX_GROUP_BYTES / (int64_t)sizeof(pq_value))
-        pq_die(p, "%s: %lld values in one chunk", where, (long long)total);
-    leaf->defs = tt_xrealloc(leaf->defs, (size_t)total + 1, "Parquet levels");
-    leaf->reps = tt_xrealloc(leaf->reps, (size_t)total + 1, "Parquet levels");
-    leaf->values = tt_xrealloc(leaf->values, sizeof(pq_value) * (size_t)(total + 1), "Parquet values");
+    if (total < 0 || total > TT_PARQUET_MAX_CHUNK_VALUES)
+        pq_die(p, "%s: %lld values in one chunk; tiertrain reads at most %lld (write smaller row groups)", where,
+               (long long)total, (long long)TT_PARQUET_MAX_CHUNK_VALUES);
     leaf->levels = leaf->present = leaf->cursor = 0;
     leaf->text_used = leaf->dict_text_used = 0;
     leaf->dict_count = 0;
@@ -724,6 +763,8 @@ static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64
         const uint8_t *body = at;
         at += h.compressed;
         if (h.type == PQ_DICTIONARY_PAGE) {
+            if (leaf->dict_count || leaf->levels)
+                pq_die(p, "%s: a dictionary page after the chunk's first page (a chunk has one, first)", where);
             if (h.num_values < 0 || (size_t)h.num_values > (size_t)h.uncompressed + 1)
                 pq_die(p, "%s: a dictionary of %d values in %d bytes", where, h.num_values, h.uncompressed);
             const uint8_t *data =
@@ -739,6 +780,16 @@ static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64
         if (h.num_values < 0 || h.num_values > total - leaf->levels)
             pq_die(p, "%s: a page of %d values past the chunk's %lld", where, h.num_values, (long long)total);
         const size_t n = (size_t)h.num_values;
+        if (!leaf->defs ||
+            leaf->levels + (int64_t)n > leaf->levels_cap) { /* grown with the pages: the footer's counts are claims */
+            int64_t cap = leaf->levels_cap ? leaf->levels_cap : 4096;
+            while (cap < leaf->levels + (int64_t)n) cap *= 2;
+            leaf->defs = tt_xrealloc(leaf->defs, (size_t)cap, "Parquet levels");
+            leaf->reps = tt_xrealloc(leaf->reps, (size_t)cap, "Parquet levels");
+            leaf->values = tt_xrealloc(leaf->values, tt_mul_size((size_t)cap, sizeof(pq_value), "Parquet values"),
+                                       "Parquet values");
+            leaf->levels_cap = cap;
+        }
         uint8_t *defs = leaf->defs + leaf->levels, *reps = leaf->reps + leaf->levels;
         const uint8_t *data;
         size_t size;
@@ -751,10 +802,14 @@ static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64
                 decode_levels(p, body + h.rep_bytes, (size_t)h.def_bytes, leaf->max_def, n, defs, "definition", where);
             const size_t levels_len = (size_t)h.rep_bytes + (size_t)h.def_bytes;
             const size_t rest = (size_t)h.compressed - levels_len, want = (size_t)h.uncompressed - levels_len;
-            data =
-                h.v2_compressed ? decompress(p, chunk->codec, body + levels_len, rest, want, where) : body + levels_len;
-            size = h.v2_compressed ? want : rest;
+            /* (an all-null page's empty value section is written without a compressed stream) */
+            const bool compressed = h.v2_compressed && !(rest == 0 && want == 0);
+            data = compressed ? decompress(p, chunk->codec, body + levels_len, rest, want, where) : body + levels_len;
+            size = compressed ? want : rest;
         } else {
+            if ((leaf->max_rep && h.rep_encoding != PQ_RLE) || (leaf->max_def && h.def_encoding != PQ_RLE))
+                pq_die(p, "%s: a page's levels are encoded %d (the deprecated BIT_PACKED); tiertrain reads RLE levels",
+                       where, leaf->max_rep && h.rep_encoding != PQ_RLE ? h.rep_encoding : h.def_encoding);
             data = decompress(p, chunk->codec, body, (size_t)h.compressed, (size_t)h.uncompressed, where);
             size = (size_t)h.uncompressed;
             if (leaf->max_rep) levels_section(p, &data, &size, leaf->max_rep, n, reps, "repetition", where);
@@ -768,6 +823,8 @@ static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64
         if (h.encoding == PQ_PLAIN) {
             if (decode_plain(leaf->type, data, size, present, out, &leaf->text, &leaf->text_used, &leaf->text_cap) < 0)
                 pq_die(p, "%s: a page ends before its %zu values", where, present);
+        } else if (present == 0) {
+            /* no value to decode (an all-null page may end with its levels) */
         } else if (h.encoding == PQ_RLE_DICTIONARY || h.encoding == PQ_PLAIN_DICTIONARY) {
             if (size < 1 || data[0] > 32) pq_die(p, "%s: a dictionary page's index width is not 0-32", where);
             uint32_t *index = indices_buffer(p, present + 1);
@@ -777,14 +834,8 @@ static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64
                 if (index[k] >= leaf->dict_count)
                     pq_die(p, "%s: dictionary index %u of a dictionary of %lld values", where, index[k],
                            (long long)leaf->dict_count);
-                const pq_value *d = &leaf->dict[index[k]];
-                out[k] = *d;
-                if (leaf->type == PQ_BYTE_ARRAY) {
-                    out[k].v.s.at = leaf->text_used;
-                    if (d->v.s.len) /* (an empty dictionary string may have no text behind it) */
-                        text_append(&leaf->text, &leaf->text_used, &leaf->text_cap,
-                                    (const uint8_t *)leaf->dict_text + d->v.s.at, d->v.s.len);
-                }
+                out[k] = leaf->dict[index[k]];
+                out[k].dict = true; /* (its text stays the dictionary's: no copy per index) */
             }
         } else if (h.encoding == PQ_RLE && leaf->type == PQ_BOOLEAN) { /* a 4-byte length, the hybrid of width 1 */
             uint32_t *bits = indices_buffer(p, present + 1);
@@ -792,6 +843,7 @@ static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64
                 pq_die(p, "%s: a page's run-length booleans end early", where);
             for (size_t k = 0; k < present; k++) {
                 out[k].null = false;
+                out[k].dict = false;
                 out[k].v.i = bits[k] != 0;
             }
         } else {
@@ -802,7 +854,7 @@ static void read_leaf(tt_parquet *p, pq_leaf *leaf, const pq_chunk *chunk, int64
         }
         leaf->levels += (int64_t)n;
         leaf->present += (int64_t)present;
-        if (leaf->text_used > (size_t)TT_PARQUET_MAX_GROUP_BYTES)
+        if (leaf->text_used + leaf->dict_text_used > (size_t)TT_PARQUET_MAX_GROUP_BYTES)
             pq_die(p, "%s: its text is over %lld bytes in one row group", where, (long long)TT_PARQUET_MAX_GROUP_BYTES);
     }
 }
@@ -820,7 +872,11 @@ static void index_list_rows(tt_parquet *p, pq_column *col, int64_t rows, int64_t
             pq_die(p, "row group %lld, column %s: its fields %s and %s do not list the same entries", (long long)group,
                    col->name, first->name, leaf->name);
     }
-    col->row_start = tt_xrealloc(col->row_start, sizeof(int64_t) * (size_t)(rows + 1), "Parquet rows");
+    if (rows > first->levels) /* every row has a level at least */
+        pq_die(p, "row group %lld, column %s: %lld rows in %lld levels", (long long)group, col->name, (long long)rows,
+               (long long)first->levels);
+    col->row_start =
+        tt_xrealloc(col->row_start, tt_mul_size((size_t)rows + 1, sizeof(int64_t), "Parquet rows"), "Parquet rows");
     int64_t row = 0;
     for (int64_t k = 0; k < first->levels; k++) {
         if (first->reps[k] != 0) continue;
@@ -856,12 +912,14 @@ static json_t *leaf_value(pq_leaf *leaf, int64_t *bad) {
     if (leaf->cursor >= leaf->present) return json_null(); /* (levels and values were counted together) */
     const pq_value *v = &leaf->values[leaf->cursor++];
     if (leaf->type == PQ_BYTE_ARRAY) {
-        const char *s = leaf->text ? leaf->text + v->v.s.at : ""; /* (no text yet: every string so far empty) */
+        const char *base = v->dict ? leaf->dict_text : leaf->text;
+        const char *s = base ? base + v->v.s.at : ""; /* (no text yet: every string so far empty) */
         *bad = tt_utf8_first_invalid(s, v->v.s.len);
         return *bad >= 0 ? NULL : json_stringn(s, v->v.s.len);
     }
     if (leaf->type == PQ_BOOLEAN) return json_boolean(v->v.i);
-    if (leaf->type == PQ_FLOAT || leaf->type == PQ_DOUBLE) return json_real(v->v.d);
+    if (leaf->type == PQ_FLOAT || leaf->type == PQ_DOUBLE) /* JSON has no NaN or infinity: those are null */
+        return isfinite(v->v.d) ? json_real(v->v.d) : json_null();
     return json_integer(v->v.i);
 }
 

@@ -8,8 +8,9 @@
  * and null lists, entries and fields kept. Structs outside lists, maps, lists of lists and the types INT96 and
  * FIXED_LEN_BYTE_ARRAY are left out of the rows, with one note naming them when the file opens.
  *
- * Memory is one row group's column values at a time (a row group whose values would take more than
- * TT_PARQUET_MAX_GROUP_BYTES is refused). Every offset, length and count is checked against the file: a damaged file
+ * Memory is one row group's column values at a time: a column chunk of more than TT_PARQUET_MAX_CHUNK_VALUES values
+ * (levels, nulls and list entries included) or TT_PARQUET_MAX_GROUP_BYTES of text is refused; the arrays grow with
+ * the pages read, so a footer's counts allocate nothing before the pages hold them. Every offset, length and count is checked against the file: a damaged file
  * is an error naming the file, the row group, the column and what is wrong, never a crash. */
 #ifndef TT_DATA_PARQUET_H
 #define TT_DATA_PARQUET_H
@@ -17,7 +18,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#define TT_PARQUET_MAX_GROUP_BYTES ((int64_t)4 << 30)
+#define TT_PARQUET_MAX_GROUP_BYTES ((int64_t)1 << 30)
+#define TT_PARQUET_MAX_CHUNK_VALUES ((int64_t)1 << 25)
 
 typedef struct tt_parquet tt_parquet;
 

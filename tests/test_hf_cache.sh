@@ -30,8 +30,10 @@ output_dir: hub_model
 YAML
 "$tiertrain" train base.yaml > base.txt 2>&1
 check "the model to cache trains" test -f hub_model/model.safetensors
+"$tiertrain" train base.yaml max_steps=3 output_dir=hub_model_v1 > base_v1.txt 2>&1
+check "... and its revision v1 (a step further)" test -f hub_model_v1/model.safetensors
 
-# cache/models--tiny--bytes-qwen3: main and v1 point at two snapshots (v1's weights are main's too)
+# cache/models--tiny--bytes-qwen3: main and v1 point at two snapshots (v1's weights trained a step further)
 main_commit=0123456789abcdef0123456789abcdef01234567
 v1_commit=89abcdef0123456789abcdef0123456789abcdef
 make_cache() { # ROOT
@@ -40,6 +42,7 @@ make_cache() { # ROOT
   cp hub_model/config.json hub_model/model.safetensors hub_model/tokenizer.json hub_model/tokenizer_config.json \
     "$repo/snapshots/$main_commit/"
   cp -r "$repo/snapshots/$main_commit/." "$repo/snapshots/$v1_commit/"
+  cp hub_model_v1/model.safetensors "$repo/snapshots/$v1_commit/"
   printf '%s' "$main_commit" > "$repo/refs/main"
   printf '%s\n' "$v1_commit" > "$repo/refs/v1"
 }
@@ -76,10 +79,13 @@ XDG_CACHE_HOME=$PWD/xdg "$tiertrain" train tune.yaml output_dir=tuned_xdg > xdg.
 check "XDG_CACHE_HOME/huggingface/hub without HF_HOME" test -f tuned_xdg/adapter_model.safetensors
 mv xdg/huggingface/hub hub_cache
 export HF_HUB_CACHE=$PWD/hub_cache
-"$tiertrain" plan tune.yaml revision_of_model=v1 > v1.txt 2>&1
-check "revision_of_model: v1 (a branch in refs/) plans" test $? -eq 0
-"$tiertrain" plan tune.yaml model_revision=$v1_commit > commit.txt 2>&1
-check "model_revision (axolotl's other name) as a commit hash plans" test $? -eq 0
+first_loss() { grep -o '"loss": [0-9.e+-]*' "$1/metrics.jsonl" | head -1; }
+"$tiertrain" train tune.yaml revision_of_model=v1 output_dir=tuned_v1 > v1.txt 2>&1
+check "revision_of_model: v1 (a branch in refs/) trains v1's weights: another first loss than main's" \
+  test -n "$(first_loss tuned_v1)" -a "$(first_loss tuned_v1)" != "$loss_main"
+"$tiertrain" train tune.yaml model_revision=$v1_commit output_dir=tuned_commit > commit.txt 2>&1
+check "model_revision (axolotl's other name) as v1's commit hash: v1's first loss" \
+  test -n "$(first_loss tuned_commit)" -a "$(first_loss tuned_commit)" = "$(first_loss tuned_v1)"
 "$tiertrain" train tune.yaml tokenizer_config=tiny/bytes-qwen3 lora_model_dir=null output_dir=tuned_tok > tok.txt 2>&1
 check "tokenizer_config as a Hub name" test -f tuned_tok/adapter_model.safetensors
 mkdir -p "hub_cache/models--tiny--adapter/refs" "hub_cache/models--tiny--adapter/snapshots/$main_commit"
@@ -105,7 +111,6 @@ YAML
 snapshot=$PWD/hub_cache/models--tiny--bytes-qwen3/snapshots/$main_commit
 "$tiertrain" train reinit.yaml reinit_weights=false base_model=null model_config=$snapshot tokenizer_config=$snapshot \
   output_dir=random > random.txt 2>&1
-first_loss() { grep -o '"loss": [0-9.e+-]*' "$1/metrics.jsonl" | head -1; }
 check "reinit_weights: true trains the base model's config.json from random init: model_config's first loss" \
   test -n "$(first_loss reinit)" -a "$(first_loss reinit)" = "$(first_loss random)"
 check "... and says so" grep -q "reinit_weights: true" reinit.txt
@@ -134,7 +139,14 @@ rm -rf "hub_cache/models--tiny--bytes-qwen3/snapshots/$v1_commit"
 check "a revision whose snapshot is missing is an error naming it" \
   grep -q "points revision 'v1' at .*snapshots/$v1_commit, which is not there" nosnap.txt
 "$tiertrain" plan tune.yaml base_model=../tiny > dots.txt 2>&1
-check "a relative path that is no directory is not taken for a Hub name" grep -vq "Hugging Face cache" dots.txt
+check "a relative path that is no directory is not taken for a Hub name" grep -q "base_model '../tiny' does not exist" dots.txt
+check "... nor looked for in the cache" bash -c '! grep -q "Hugging Face cache" dots.txt'
+"$tiertrain" plan reinit.yaml model_config=$snapshot/config.json > reinit_both.txt 2>&1
+check "reinit_weights beside model_config is refused" grep -q "reinit_weights: true and model_config are both set" \
+  reinit_both.txt
+"$tiertrain" plan reinit.yaml base_model=tiny/absent > reinit_absent.txt 2>&1
+check "reinit_weights of an absent repository names base_model and the cache path" \
+  grep -q "base_model 'tiny/absent'.*models--tiny--absent" reinit_absent.txt
 
 echo "test_hf_cache: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -105,6 +105,15 @@ for l in open(sys.argv[1]):
 check "pretraining_dataset's texts prepare as completion's" cmp -s "$(ls p_comp/*.tok)" "$(ls p_pre/*.tok)"
 "$tiertrain" preprocess run.yaml "pretraining_dataset=[{path: texts.jsonl}]" dataset_prepared_path=p_both > both.txt 2>&1
 check "... beside datasets it is refused" grep -q "pretraining_dataset and datasets are both set" both.txt
+"$tiertrain" preprocess run.yaml datasets=null "pretraining_dataset=[{path: texts.jsonl, type: pretrain, text_column: body}]" \
+  "datasets=[]" dataset_prepared_path=p_pre_empty > pre_empty.txt 2>&1
+check "... datasets: [] after it keeps its texts (axolotl's examples write an empty datasets:)" \
+  cmp -s "$(ls p_pre/*.tok)" "$(ls p_pre_empty/*.tok)"
+"$tiertrain" preprocess run.yaml datasets=null "pretraining_dataset=[{path: texts.jsonl, text_column: body}]" \
+  pretraining_dataset=null "datasets=[{path: texts.jsonl, type: completion, field: body}]" \
+  dataset_prepared_path=p_pre_off > pre_off.txt 2>&1
+check "... pretraining_dataset: null drops its entries, datasets then reads alone" \
+  cmp -s "$(ls p_comp/*.tok)" "$(ls p_pre_off/*.tok)"
 HF_HUB_CACHE=$PWD/hub "$tiertrain" preprocess run.yaml "datasets=[{path: tiny/absent, type: alpaca}]" \
   dataset_prepared_path=p_absent > absent.txt 2>&1
 check "an absent Hub dataset names the cache path and the download" \
@@ -125,6 +134,21 @@ done
 mkdir -p pq_dir/data && cp "$pq/hyparquet_zstd.parquet" pq_dir/data/train-00000-of-00001.parquet
 "$tiertrain" preprocess run.yaml "datasets=[{path: pq_dir, type: alpaca}]" dataset_prepared_path=p_pqdir > pqdir.txt 2>&1
 check "... and as a directory's train file" cmp -s "$(ls p_rows/*.tok)" "$(ls p_pqdir/*.tok)"
+# splits as the datasets library infers them: directories' names before files' names, a split word only between
+# separators (pretraining, contest name none), one format of two (a JSON copy beside the Parquet is not read twice),
+# its metadata files (dataset_info.json) not data, a trailing slash the same directory
+mkdir -p split_dirs/train split_dirs/validation split_words mixed
+cp "$pq/rows.jsonl" split_dirs/train/part.jsonl
+echo 'not json: the validation directory is not read' > split_dirs/validation/part.jsonl
+echo 'not json: a file name does not override the directories' > split_dirs/test.jsonl
+head -n 7 "$pq/rows.jsonl" > split_words/a_pretraining.jsonl
+tail -n +8 "$pq/rows.jsonl" > split_words/b_contest.jsonl
+cp "$pq/rows.jsonl" mixed/train.jsonl && cp "$pq/hyparquet_zstd.parquet" mixed/train.parquet
+echo '{"splits": {}}' > mixed/dataset_info.json
+for d in split_dirs split_words mixed/; do
+  "$tiertrain" preprocess run.yaml "datasets=[{path: $d, type: alpaca}]" dataset_prepared_path=p_$d > ${d%/}.txt 2>&1
+  check "directory $d: the rows' bytes" cmp -s "$(ls p_rows/*.tok)" "$(ls p_${d%/}/*.tok)"
+done
 # a chat dataset as the Hub holds one: messages, a list of {role, content} structs
 for d in chat_rows.jsonl chat.parquet; do
   "$tiertrain" preprocess run.yaml "datasets=[{path: $pq/$d, type: chat_template, chat_template: chatml}]" \

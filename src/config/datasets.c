@@ -463,8 +463,14 @@ static void set_datasets(tt_run_config *c, const source *src, yaml_document_t *d
 }
 
 void cfg_set_datasets(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
-    if (c->pretraining_given && !cfg_is_null(node))
-        cfg_die_at(src, node, "datasets and pretraining_dataset are both set; axolotl trains on one of them: keep one");
+    const bool empty = cfg_is_null(node) || (node->type == YAML_SEQUENCE_NODE &&
+                                             node->data.sequence.items.start == node->data.sequence.items.top);
+    if (c->pretraining_given) { /* datasets: null (or []) beside pretraining_dataset says "none", in either order */
+        if (!empty)
+            cfg_die_at(src, node,
+                       "datasets and pretraining_dataset are both set; axolotl trains on one of them: keep one");
+        return;
+    }
     set_datasets(c, src, doc, node, false);
 }
 

@@ -298,7 +298,9 @@ static void apply_reinit_weights(tt_run_config *c, const source *src, yaml_docum
 /* pretraining_dataset: axolotl's streamed pretraining texts, read as completion datasets (each text cut into
  * pieces of sequence_len, packed with sample_packing). */
 static void apply_pretraining_dataset(tt_run_config *c, const source *src, yaml_document_t *doc, yaml_node_t *node) {
-    if (cfg_is_off_value(node)) {
+    if (cfg_is_off_value(node)) { /* pretraining_dataset: null drops the entries an earlier value gave */
+        if (c->pretraining_given) cfg_clear_datasets(c);
+        c->pretraining_given = false;
         note(c, off_reason, "pretraining_dataset");
         return;
     }

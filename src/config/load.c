@@ -421,11 +421,18 @@ static void resolve_hub_names(tt_run_config *c) {
     resolve_hub_name(&c->base_model, TT_HF_MODEL, c->revision_of_model, &c->base_model_repo_id);
     resolve_hub_name(&c->tokenizer_config, TT_HF_MODEL, NULL, NULL);
     resolve_hub_name(&c->lora_model_dir, TT_HF_MODEL, NULL, NULL);
-    if (c->reinit_weights && c->base_model) { /* the architecture from random init: a model_config run */
+    if (c->reinit_weights) { /* the architecture from random init: a model_config run */
+        if (c->model_config)
+            tt_die("reinit_weights: true and model_config are both set; reinit_weights trains base_model's config.json "
+                   "from random init, model_config names the config.json itself: keep one");
+        if (!c->base_model)
+            tt_die("reinit_weights: true needs base_model, the model whose config.json trains from random init");
+        tt_hf_check_path(c->base_model, TT_HF_MODEL, c->revision_of_model, "base_model");
         if (!c->tokenizer_config) c->tokenizer_config = tt_xstrdup(c->base_model);
-        free(c->model_config);
         c->model_config = c->base_model;
         c->base_model = NULL;
+        free(c->base_model_repo_id); /* no base model's weights: the card names none */
+        c->base_model_repo_id = NULL;
     }
 }
 

@@ -78,11 +78,12 @@ char *tt_hf_cache_snapshot(const char *repo_id, tt_hf_repo_kind kind, const char
     char command[512];
     snprintf(command, sizeof command, download, repo_id, revision ? " --revision " : "", revision ? revision : "");
     if (!is_directory(repo_dir)) {
-        snprintf(why, why_size,
-                 "it is not a path here, and the Hugging Face cache does not hold it (%s: %s; the cache is "
-                 "HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub); tiertrain never downloads: run `%s` "
-                 "first, or give a local directory",
-                 repo_dir, strerror(ENOENT), command);
+        snprintf(
+            why, why_size,
+            "it is not a path here, and the Hugging Face cache does not hold it (%s: %s; the cache is "
+            "HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub); tiertrain never downloads: run `%s` "
+            "first, or give a local directory",
+            repo_dir, strerror(ENOENT), command);
         return NULL;
     }
     char commit[41];

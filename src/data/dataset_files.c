@@ -32,6 +32,12 @@ static bool is_data_file(const char *name) {
     return false;
 }
 
+static bool is_metadata(const char *name) { /* the datasets library's files that are not data */
+    return strcmp(name, "config.json") == 0 || strcmp(name, "dataset_info.json") == 0 ||
+           strcmp(name, "dataset_infos.json") == 0 || strcmp(name, "dataset_dict.json") == 0 ||
+           strcmp(name, "state.json") == 0;
+}
+
 /* A data format the datasets library reads and tiertrain does not (yet): named in the error when nothing else is. */
 static const char *other_data_format(const char *name) {
     if (ends_with(name, ".arrow")) return "Arrow";
@@ -63,7 +69,7 @@ static void walk(const char *dir, int depth, file_list *list) {
         if (S_ISDIR(st.st_mode)) {
             walk(path, depth + 1, list);
             free(path);
-        } else if (S_ISREG(st.st_mode) && is_data_file(e->d_name)) {
+        } else if (S_ISREG(st.st_mode) && is_data_file(e->d_name) && !is_metadata(e->d_name)) {
             if (list->count == MAX_FILES) tt_die("dataset directory %s: more than %d data files", dir, MAX_FILES);
             if (list->count == list->cap) {
                 list->cap = list->cap ? 2 * list->cap : 16;
@@ -83,26 +89,62 @@ static void walk(const char *dir, int depth, file_list *list) {
 
 typedef enum { SPLIT_NONE, SPLIT_TRAIN, SPLIT_OTHER } split_kind;
 
-/* The split a file's path (below the dataset's root) names, as the datasets library reads file and directory names:
- * a keyword between separators (-, _, ., /, space, digits). */
-static split_kind split_of(const char *relative) {
-    static const char *const train[] = {"train", "training"};
-    static const char *const other[] = {"test", "testing", "eval", "evaluation", "validation", "valid", "dev", "val"};
+/* The datasets library's words for splits (case as written) and the characters around them: "-._ 0-9" and '/'. */
+static const char *const train_words[] = {"train", "training"};
+static const char *const other_words[] = {"validation", "valid", "dev", "val", "test", "testing", "eval", "evaluation"};
+
+static bool is_split_separator(char c) {
+    return c == '-' || c == '.' || c == '_' || c == ' ' || (c >= '0' && c <= '9');
+}
+
+/* The split a name (a file's or a directory's) names, as the datasets library's patterns read it: the word at its
+ * start followed by a separator ("train.jsonl", "train-00000"), or between separators ("c4-train.00000"); for a
+ * directory also the word alone ("train/") or at its end ("data_train/"). */
+static split_kind split_in_name(const char *name, size_t len, bool directory) {
     split_kind kind = SPLIT_NONE;
-    for (const char *p = relative; *p;) {
-        while (*p && !isalpha((unsigned char)*p)) p++;
-        const char *start = p;
-        while (isalpha((unsigned char)*p)) p++;
-        size_t n = (size_t)(p - start);
-        if (n == 0) break;
-        char word[16];
-        if (n >= sizeof word) continue;
-        for (size_t i = 0; i < n; i++) word[i] = (char)tolower((unsigned char)start[i]);
-        word[n] = 0;
-        for (size_t i = 0; i < sizeof train / sizeof train[0]; i++)
-            if (strcmp(word, train[i]) == 0) return SPLIT_TRAIN;
-        for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
-            if (strcmp(word, other[i]) == 0) kind = SPLIT_OTHER;
+    for (int group = 0; group < 2 && kind == SPLIT_NONE; group++) {
+        const char *const *words = group ? other_words : train_words;
+        const int count = group ? 8 : 2;
+        for (int w = 0; w < count; w++) {
+            const size_t n = strlen(words[w]);
+            for (size_t at = 0; at + n <= len; at++) {
+                if (memcmp(name + at, words[w], n) != 0) continue;
+                const bool before = at == 0 || is_split_separator(name[at - 1]);
+                const bool after = at + n < len ? is_split_separator(name[at + n]) : directory;
+                if (before && after) {
+                    kind = group ? SPLIT_OTHER : SPLIT_TRAIN;
+                    break;
+                }
+            }
+            if (kind != SPLIT_NONE) break;
+        }
+    }
+    return kind;
+}
+
+/* A sharded file's split, as data/<split>-00000-of-00003.<ext> names it (into split, "" when not sharded). */
+static void sharded_split(const char *relative, char *split, size_t size) {
+    split[0] = 0;
+    if (strncmp(relative, "/data/", 6) != 0 || strchr(relative + 6, '/')) return;
+    const char *name = relative + 6, *dash = strstr(name, "-of-");
+    if (!dash || dash - name < 6 || dash[-6] != '-') return;
+    for (int k = 1; k <= 5; k++)
+        if (!isdigit((unsigned char)dash[-k]) || !isdigit((unsigned char)dash[3 + k])) return;
+    snprintf(split, size, "%.*s", (int)(dash - 6 - name), name);
+}
+
+/* The split of a file's path below the dataset's root, by its directories (directory) or its file name. */
+static split_kind split_of(const char *relative, bool directory) {
+    const char *base = strrchr(relative, '/');
+    base = base ? base + 1 : relative;
+    if (!directory) return split_in_name(base, strlen(base), false);
+    split_kind kind = SPLIT_NONE;
+    for (const char *p = relative; p < base && kind == SPLIT_NONE;) {
+        while (p < base && *p == '/') p++;
+        const char *end = p;
+        while (end < base && *end != '/') end++;
+        if (end > p) kind = split_in_name(p, (size_t)(end - p), true);
+        p = end;
     }
     return kind;
 }
@@ -133,7 +175,8 @@ void tt_dataset_files_find(const char *path, const char *config_name, tt_dataset
                "or a Hugging Face dataset name in the local cache)",
                path, strerror(errno));
     }
-    if (config_name) { /* the configuration's directory */
+    for (size_t n = strlen(root); n > 1 && root[n - 1] == '/';) root[--n] = 0; /* (data/ as data) */
+    if (config_name) {                                                         /* the configuration's directory */
         size_t n = strlen(root) + strlen(config_name) + 2;
         char *dir = tt_xmalloc(n, "a path");
         snprintf(dir, n, "%s/%s", root, config_name);
@@ -156,23 +199,57 @@ void tt_dataset_files_find(const char *path, const char *config_name, tt_dataset
                path);
     }
     qsort(list.paths, (size_t)list.count, sizeof(char *), compare_paths);
-    /* the train split's files, where the names tell splits apart */
-    bool named = false, train = false;
+    /* the train split's files, as the datasets library infers splits: a sharded data/<split>-NNNNN-of-NNNNN layout,
+     * else the directories' names, else the files' names, else every file */
     const size_t root_len = strlen(root);
-    for (int i = 0; i < list.count; i++) {
-        split_kind k = split_of(list.paths[i] + root_len);
-        named |= k != SPLIT_NONE;
-        train |= k == SPLIT_TRAIN;
+    bool *keep = tt_xcalloc((size_t)list.count, sizeof(bool), "dataset files");
+    char split[256], splits[512] = "";
+    bool sharded = false;
+    for (int i = 0; i < list.count && !sharded; i++) {
+        sharded_split(list.paths[i] + root_len, split, sizeof split);
+        sharded = split[0] != 0;
     }
-    if (named && !train)
-        tt_die("dataset %s: its files' names give splits (%s, ...) but none is train; give the file to train on as the "
-               "entry's path",
-               path, list.paths[0] + root_len + 1);
+    int kept = 0;
+    if (sharded) {
+        for (int i = 0; i < list.count; i++) {
+            sharded_split(list.paths[i] + root_len, split, sizeof split);
+            keep[i] = strcmp(split, "train") == 0;
+            kept += keep[i];
+            if (split[0] && !strstr(splits, split) && strlen(splits) + strlen(split) + 3 < sizeof splits)
+                snprintf(splits + strlen(splits), sizeof splits - strlen(splits), "%s%s", splits[0] ? ", " : "", split);
+        }
+        if (!kept)
+            tt_die("dataset %s: its shards name the splits %s and none is train; give the shard files to train on as "
+                   "the entry's path",
+                   path, splits);
+    } else {
+        bool named = false;
+        for (int pass = 0; pass < 2 && !named; pass++) { /* directories first, then file names */
+            for (int i = 0; i < list.count; i++) {
+                split_kind k = split_of(list.paths[i] + root_len, pass == 0);
+                named |= k != SPLIT_NONE;
+                keep[i] = k == SPLIT_TRAIN;
+            }
+        }
+        for (int i = 0; i < list.count; i++) {
+            if (!named) keep[i] = true;
+            kept += keep[i];
+        }
+        if (!kept)
+            tt_die("dataset %s: its files' names give splits (%s, ...) but none is train; give the file to train on as "
+                   "the entry's path",
+                   path, list.paths[0] + root_len + 1);
+    }
+    /* one format, the more common one, as the datasets library loads (JSON lines and a Parquet copy are one data) */
+    int parquet = 0;
+    for (int i = 0; i < list.count; i++) parquet += keep[i] && is_parquet(list.paths[i]);
+    const bool want_parquet = 2 * parquet >= kept;
     out->paths = tt_xmalloc(sizeof(char *) * (size_t)list.count, "dataset files");
     for (int i = 0; i < list.count; i++) {
-        if (!named || split_of(list.paths[i] + root_len) == SPLIT_TRAIN) out->paths[out->count++] = list.paths[i];
+        if (keep[i] && is_parquet(list.paths[i]) == want_parquet) out->paths[out->count++] = list.paths[i];
         else free(list.paths[i]);
     }
+    free(keep);
     free(list.paths);
     free(root);
 }

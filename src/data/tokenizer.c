@@ -61,7 +61,8 @@ void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, 
 
 /* The start of the UTF-8 character at or before text[at] (a prefix cut there splits no character). */
 static size_t char_start(const char *text, size_t at) {
-    while (at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
+    /* a character's bytes after its first are at most 3; past that the bytes are invalid UTF-8 and any cut is one */
+    for (int back = 0; back < 3 && at > 0 && ((unsigned char)text[at] & 0xC0) == 0x80; back++) at--;
     return at;
 }
 

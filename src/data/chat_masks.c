@@ -63,7 +63,8 @@ static void encode(const tt_chat_format *f, const tt_jinja_output *text, int64_t
  * content's alone, as axolotl locates a turn with training spans). -1, -1 when it cannot be told
  * (axolotl then skips the turn's labels). Returns false on a template error. */
 static bool find_turn(const tt_chat_format *f, tt_chat_example *ex, size_t turn, bool content_only,
-                      const tt_token_ids *full, tt_token_ids *scratch, int64_t *start, int64_t *end) {
+                      const tt_token_ids *full, const tt_encoded_base *base, tt_token_ids *scratch, int64_t *start,
+                      int64_t *end) {
     *start = *end = -1;
     json_t *message = json_array_get(ex->messages, turn);
     const char *role = json_string_value(json_object_get(message, "role"));
@@ -90,7 +91,8 @@ static bool find_turn(const tt_chat_format *f, tt_chat_example *ex, size_t turn,
     if (!ok) return false;
     free(ex->error); /* the first attempt's */
     ex->error = NULL;
-    encode(f, &out, 0, scratch);
+    scratch->count = 0; /* the render differs from the full one around the turn: the rest's ids are the full's */
+    tt_tokenizer_encode_edited(f->tok, base, out.text, out.len, scratch);
     tt_jinja_output_free(&out);
     const int32_t *a = full->ids, *b = scratch->ids;
     int64_t n = full->count, m = scratch->count, common = n < m ? n : m;
@@ -224,6 +226,7 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
     const tt_train_on_eos eos_rule = f->settings.train_on_eos, eot_rule = f->settings.train_on_eot;
     const int32_t eos = f->settings.eos_id;
     tt_token_ids scratch = {0};
+    tt_encoded_base *base = NULL; /* the full render's encoding, made for the first turn find_turn locates */
     int64_t last_eos = -1, last_eot = -1, assistant = 0;
     bool ok = true;
     for (size_t t = 0; t < turns && ok; t++) {
@@ -239,7 +242,10 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
         /* axolotl locates only the turns it trains, and every turn when train_on_eos or train_on_eot is all */
         if (!trains && eos_rule != TT_EOS_ALL && eot_rule != TT_EOS_ALL) continue;
         json_t *spans = turn_spans(ex, t);
-        if (!(f->has_generation && is_assistant)) ok = find_turn(f, ex, t, spans != NULL, ids, &scratch, &start, &end);
+        if (!(f->has_generation && is_assistant)) {
+            if (!base) base = tt_tokenizer_encode_base(f->tok, full.text, full.len);
+            ok = find_turn(f, ex, t, spans != NULL, ids, base, &scratch, &start, &end);
+        }
         if (!ok) break;
         if (trains && start >= 0 && end >= 0) {
             if (spans)
@@ -255,6 +261,7 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
     if (ok && eos_rule == TT_EOS_LAST && last_eos >= 0) (*labels)[last_eos] = 1;
     tt_jinja_output_free(&full);
     tt_token_ids_free(&scratch);
+    tt_encoded_base_free(base);
     free(ranges);
     return ok;
 }

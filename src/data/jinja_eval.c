@@ -148,7 +148,7 @@ static tt_jv *lookup(tt_jrender *r, const char *name, size_t n) {
 }
 
 static void assign(tt_jrender *r, const char *name, tt_jv *v) {
-    tt_jv_dict_set(&r->arena, r->frames[r->nframes - 1], tt_jv_str(&r->arena, name, strlen(name)), v);
+    tt_jv_dict_set_name(&r->arena, r->frames[r->nframes - 1], name, strlen(name), v);
 }
 
 static tt_jv *undef_msg(tt_jrender *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -773,26 +773,33 @@ static void render_for(tt_jrender *r, const tt_jnode *n) {
         items = kept;
     }
     size_t len = items->n;
+    enum { LOOP_FIXED = 9, LOOP_KEYS = 11 };
+    static const char *const loop_names[LOOP_KEYS] = {"index",  "index0", "revindex", "revindex0", "first",   "last",
+                                                      "length", "depth",  "depth0",   "previtem",  "nextitem"};
+    tt_jv **keys_with_previous = tt_jarena_alloc(a, sizeof(tt_jv *) * LOOP_KEYS);
+    tt_jv **keys_without_previous = tt_jarena_alloc(a, sizeof(tt_jv *) * (LOOP_KEYS - 1));
+    for (size_t k = 0; k < LOOP_KEYS; k++) {
+        keys_with_previous[k] = tt_jv_str(a, loop_names[k], strlen(loop_names[k]));
+        if (k != LOOP_FIXED) keys_without_previous[k - (k > LOOP_FIXED)] = keys_with_previous[k];
+    }
     for (size_t i = 0; i < len && !r->failed; i++) {
         if (++r->iterations > TT_JINJA_MAX_ITERATIONS) {
             tt_jrender_error(r, n, "more than %llu loop iterations", (unsigned long long)TT_JINJA_MAX_ITERATIONS);
             break;
         }
         if (!unpack(r, n, n->kids, n->nkids, items->items[i])) break;
+        /* the loop object: its keys made once a loop, its arrays sized once (no search, no growth) */
         tt_jv *loop = tt_jv_new(a, JV_DICT);
-#define LOOPSET(k, v) tt_jv_dict_set(a, loop, tt_jv_str(a, k, strlen(k)), v)
-        LOOPSET("index", tt_jv_int(a, (int64_t)i + 1));
-        LOOPSET("index0", tt_jv_int(a, (int64_t)i));
-        LOOPSET("revindex", tt_jv_int(a, (int64_t)(len - i)));
-        LOOPSET("revindex0", tt_jv_int(a, (int64_t)(len - i - 1)));
-        LOOPSET("first", tt_jv_bool(a, i == 0));
-        LOOPSET("last", tt_jv_bool(a, i + 1 == len));
-        LOOPSET("length", tt_jv_int(a, (int64_t)len));
-        LOOPSET("depth", tt_jv_int(a, 1));
-        LOOPSET("depth0", tt_jv_int(a, 0));
-        if (i > 0) LOOPSET("previtem", items->items[i - 1]);
-        if (i + 1 < len) LOOPSET("nextitem", items->items[i + 1]);
-#undef LOOPSET
+        loop->keys = i > 0 ? keys_with_previous : keys_without_previous;
+        loop->items = tt_jarena_alloc(a, sizeof(tt_jv *) * LOOP_KEYS);
+        tt_jv *fixed[LOOP_FIXED] = {
+            tt_jv_int(a, (int64_t)i + 1),         tt_jv_int(a, (int64_t)i), tt_jv_int(a, (int64_t)(len - i)),
+            tt_jv_int(a, (int64_t)(len - i - 1)), tt_jv_bool(a, i == 0),    tt_jv_bool(a, i + 1 == len),
+            tt_jv_int(a, (int64_t)len),           tt_jv_int(a, 1),          tt_jv_int(a, 0)};
+        for (size_t k = 0; k < LOOP_FIXED; k++) loop->items[loop->n++] = fixed[k];
+        if (i > 0) loop->items[loop->n++] = items->items[i - 1]; /* previtem and nextitem where there is one */
+        if (i + 1 < len) loop->items[loop->n++] = items->items[i + 1];
+        loop->cap = loop->n; /* a change would copy the arrays, never write the shared keys */
         assign(r, "loop", loop);
         render_body(r, n->body);
         if (r->control == 1) {

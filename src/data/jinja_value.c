@@ -9,24 +9,6 @@
 
 #include "core/check.h"
 
-void *tt_jarena_alloc(tt_jarena *a, size_t bytes) {
-    a->bytes += bytes;
-    if (a->limit && a->bytes > a->limit) a->over = true; /* the evaluator checks and stops */
-    if (a->n == a->cap) {
-        a->cap = a->cap ? a->cap * 2 : 256;
-        a->blocks = tt_xrealloc(a->blocks, tt_mul_size(a->cap, sizeof(void *), "jinja arena"), "jinja arena");
-    }
-    void *p = tt_xcalloc(1, bytes ? bytes : 1, "jinja value");
-    a->blocks[a->n++] = p;
-    return p;
-}
-
-void tt_jarena_free(tt_jarena *a) {
-    for (size_t i = 0; i < a->n; i++) free(a->blocks[i]);
-    free(a->blocks);
-    memset(a, 0, sizeof(*a));
-}
-
 tt_jv *tt_jv_new(tt_jarena *a, tt_jv_kind k) {
     tt_jv *v = tt_jarena_alloc(a, sizeof(tt_jv));
     v->kind = k;
@@ -84,6 +66,17 @@ tt_jv *tt_jv_dict_get(const tt_jv *d, const char *key, size_t n) {
     for (size_t i = 0; i < d->n; i++)
         if (d->keys[i]->n == n && memcmp(d->keys[i]->s, key, n) == 0) return d->items[i];
     return NULL;
+}
+
+void tt_jv_dict_set_name(tt_jarena *a, tt_jv *d, const char *name, size_t n, tt_jv *v) {
+    for (size_t i = 0; i < d->n; i++)
+        if (d->keys[i]->n == n && memcmp(d->keys[i]->s, name, n) == 0) {
+            d->items[i] = v;
+            return;
+        }
+    grow(a, d, true);
+    d->keys[d->n] = tt_jv_str(a, name, n);
+    d->items[d->n++] = v;
 }
 
 void tt_jv_dict_set(tt_jarena *a, tt_jv *d, tt_jv *key, tt_jv *v) {

@@ -40,10 +40,13 @@ struct tt_jv {
     const tt_jnode *macro;
 };
 
+/* A render's values, freed together (jinja_arena.c): bump-allocated from chunks that renders pass on to the next
+ * (a malloc a value, and fresh pages a render, made memory the render's cost), a large request its own block. */
 typedef struct tt_jarena {
-    void **blocks;
-    size_t n, cap;
-    size_t bytes, limit;
+    void **chunks, **large; /* [chunk_count], [large_count] */
+    size_t chunk_count, chunk_cap, large_count, large_cap;
+    size_t chunk_used;   /* bytes taken from the last chunk */
+    size_t bytes, limit; /* bytes asked for; the render's bound */
     bool over;
 } tt_jarena;
 
@@ -59,6 +62,9 @@ tt_jv *tt_jv_undef(tt_jarena *a, const char *name);
 void tt_jv_push(tt_jarena *a, tt_jv *list, tt_jv *v);
 /* Sets key (a string value) in a dict or namespace, replacing an existing key in place. */
 void tt_jv_dict_set(tt_jarena *a, tt_jv *d, tt_jv *key, tt_jv *v);
+/* tt_jv_dict_set by the key's bytes: a key string allocated only when the key is new (a scope's variables are set
+ * again each loop iteration). */
+void tt_jv_dict_set_name(tt_jarena *a, tt_jv *d, const char *name, size_t n, tt_jv *v);
 tt_jv *tt_jv_dict_get(const tt_jv *d, const char *key, size_t n);
 tt_jv *tt_jv_from_json(tt_jarena *a, const json_t *j);
 

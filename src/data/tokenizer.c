@@ -16,7 +16,7 @@ static void encode_piece(const tt_tokenizer *tok, tt_encode_state *st, tt_text *
     }
 }
 
-static void encode_stretch(const tt_tokenizer *tok, tt_encode_state *st, size_t start, size_t end, tt_token_ids *out) {
+void tt_encode_stretch(const tt_tokenizer *tok, tt_encode_state *st, size_t start, size_t end, tt_token_ids *out) {
     tt_text view = {st->clean.s + start, st->clean.orig + start, end - start, 0};
     tt_normalize(tok, &st->matcher, &view, &st->norm, &st->scratch);
     if (tok->added_normalized.count == 0) {
@@ -53,7 +53,7 @@ void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, 
     for (size_t k = 0; k < st->raw_splits.count; k++) {
         tt_split sp = st->raw_splits.items[k];
         if (sp.id >= 0) tt_token_ids_push(out, sp.id, st->clean.orig[sp.start]);
-        else encode_stretch(tok, st, sp.start, sp.end, out);
+        else tt_encode_stretch(tok, st, sp.start, sp.end, out);
     }
     if (add_special)
         for (int32_t k = 0; k < tok->suffix_count; k++) tt_token_ids_push(out, tok->suffix_ids[k], 0);

@@ -49,6 +49,17 @@ void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, 
 void tt_tokenizer_encode_prefix(const tt_tokenizer *tok, const char *text, size_t len, bool add_special,
                                 int64_t max_ids, tt_token_ids *out);
 
+/* A text's encoding kept so that edited copies of it encode in time proportional to the edit (chat masks locate a
+ * turn by encoding the conversation rendered with that turn replaced, once a turn): tt_tokenizer_encode_edited gives
+ * tt_tokenizer_encode's ids (add_special false) of any text, reusing the base's ids for the added-token splits (the
+ * stretches between special tokens, which tokenizers encodes independently) that the edit leaves alone, at the same
+ * place before the first changed byte or the same distance from the end after the last one. */
+typedef struct tt_encoded_base tt_encoded_base;
+tt_encoded_base *tt_tokenizer_encode_base(const tt_tokenizer *tok, const char *text, size_t len);
+void tt_tokenizer_encode_edited(const tt_tokenizer *tok, const tt_encoded_base *base, const char *text, size_t len,
+                                tt_token_ids *out);
+void tt_encoded_base_free(tt_encoded_base *base);
+
 /* The text of ids[0..count) as HF `tokenizer.decode(ids, skip_special_tokens=skip_special)`: the
  * decoder of tokenizer.json (ByteLevel, Metaspace, or Replace / ByteFallback / Fuse / Strip)
  * turns tokens back into UTF-8, invalid bytes as U+FFFD. Returns a NUL-terminated string the

@@ -235,6 +235,10 @@ void tt_encode_state_free(tt_encode_state *st);
 void tt_bpe_encode(const tt_tokenizer *tok, tt_encode_state *st, const char *s, const int64_t *orig, size_t len,
                    tt_token_ids *out);
 void tt_token_ids_push(tt_token_ids *out, int32_t id, int64_t offset);
+/* tokenizer.c: the ids of st->clean[start, end), a stretch between added tokens (normalized, its normalized added
+ * tokens cut out, pre-tokenized, BPE), appended to out. A function of the stretch's bytes and of whether it starts the
+ * text (Metaspace's prepend_scheme first), nothing else: encode_edited.c reuses stretches on that ground. */
+void tt_encode_stretch(const tt_tokenizer *tok, tt_encode_state *st, size_t start, size_t end, tt_token_ids *out);
 
 /* State the pipeline stages share, owned by the thread. */
 struct tt_encode_state {

@@ -134,8 +134,9 @@ static void test_golden(void) {
         return;
     }
     static const char *const variants[] = {"turn", "all", "last", "none", "inputs"};
-    static const char *const names[3] = {"qwen3", "llama3_1", "llama2"};
-    tt_tokenizer *loaded[3] = {NULL, NULL, NULL};
+    enum { TOKENIZERS = 5 };
+    static const char *const names[TOKENIZERS] = {"qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3"};
+    tt_tokenizer *loaded[TOKENIZERS] = {NULL};
     int compared = 0, masks = 0;
     const char *key;
     json_t *entry;
@@ -158,13 +159,23 @@ static void test_golden(void) {
         json_object_set(record, "messages", json_object_get(conv, "messages"));
         if (json_is_true(json_object_get(conv, "tools")))
             json_object_set(record, "tools", json_object_get(data, "tools"));
-        int which = 0; /* each of the three tokenizers is loaded once */
-        while (which < 2 && strcmp(names[which], json_string_value(json_object_get(entry, "tokenizer"))) != 0) which++;
+        int which = 0; /* each tokenizer is loaded once */
+        while (which < TOKENIZERS && strcmp(names[which], json_string_value(json_object_get(entry, "tokenizer"))) != 0)
+            which++;
+        TT_EXPECT(which < TOKENIZERS, "%s: tokenizer %s is not one the test knows", key,
+                  json_string_value(json_object_get(entry, "tokenizer")));
+        if (which == TOKENIZERS) {
+            free(template);
+            json_decref(record);
+            continue;
+        }
         if (!loaded[which]) loaded[which] = tt_tokenizer_load(tokdir);
         tt_tokenizer *tok = loaded[which];
         json_t *want_ids = json_object_get(entry, "ids");
         for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
             tt_dataset_spec spec = default_spec();
+            spec.tool_call_arguments_as_given =
+                true; /* the goldens are transformers': arguments as the record has them */
             bool inputs = strcmp(variants[v], "inputs") == 0;
             int rule = inputs ? 0 : (int)v;
             /* the conversation's chat_template_kwargs, as a dataset's */
@@ -206,7 +217,7 @@ static void test_golden(void) {
         json_decref(record);
         free(template);
     }
-    for (int k = 0; k < 3; k++) tt_tokenizer_free(loaded[k]);
+    for (int k = 0; k < TOKENIZERS; k++) tt_tokenizer_free(loaded[k]);
     TT_EXPECT(compared >= 100, "only %d golden masks", compared);
     printf("test_chat_data: %d golden id and label sequences compared, %d against transformers' assistant masks%s\n",
            compared, masks, masks ? "" : " (golden/tokens.json has none yet: made without transformers)");
@@ -403,6 +414,17 @@ static void test_records(void) {
                   "\"messages\": [{\"role\": \"user\", \"content\": \"go\"}, {\"role\": \"assistant\", "
                   "\"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 7}\"}}]}]}",
                   "1|user:go|assistant:[7]");
+    /* tool_call_arguments: as_given keeps JSON text as text, as transformers passes it (a template that concatenates
+     * the arguments, as DeepSeek-V3's does) */
+    tt_dataset_spec as_given = default_spec();
+    as_given.tool_call_arguments_as_given = true;
+    EXPECT_MARKED("{% for m in messages %}|{{ m.role }}:{{ m.content }}{% for c in m.tool_calls %}"
+                  "{{ '<' + c.function.arguments + '>' }}{% endfor %}{% endfor %}",
+                  &as_given, 3, false,
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \"go\"}, {\"role\": \"assistant\", "
+                  "\"content\": null, \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": "
+                  "\"{\\\"x\\\": 7}\"}}]}]}",
+                  "|user:go|assistant:[None<{\"x\": 7}>]");
     /* a content of null with tool calls is None to the template, as transformers passes it (not undefined; the marks
      * are where the render differs from the placeholder turn's, "True" against "False") */
     EXPECT_MARKED("{% for m in messages %}|{{ m.role }}:{{ m.content is none }}/{{ m.content is defined }}"
@@ -488,6 +510,19 @@ static void test_bad_records(void) {
     TT_EXPECT(!run_record(f, record, &t) &&
                   strstr(t.error, "test.jsonl:1: the chat template (the test's template) "
                                   "fails on this conversation: a system message first, please"),
+              "%s", t.error ? t.error : "(rendered)");
+    tokenized_free(&t);
+    json_decref(record);
+    tt_chat_format_free(f);
+    /* ... and where the record's tool-call arguments were JSON text that axolotl's parse made an object, the way out */
+    f = open_format("{% for m in messages %}{% for c in m.tool_calls %}{{ '<' + c.function.arguments + '>' }}"
+                    "{% endfor %}{% endfor %}",
+                    &spec, 0, false, bytes_dir, bytes_tok);
+    record = json_loads("{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"function\": "
+                        "{\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 7}\"}}]}]}",
+                        0, NULL);
+    TT_EXPECT(!run_record(f, record, &t) && strstr(t.error, "can only concatenate str") &&
+                  strstr(t.error, "parsed into objects as axolotl parses them: `tool_call_arguments: as_given`"),
               "%s", t.error ? t.error : "(rendered)");
     tokenized_free(&t);
     json_decref(record);

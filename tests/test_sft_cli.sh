@@ -405,5 +405,20 @@ check "a span past its content stops preprocess" test $? -eq 1
 check "... naming file, line, message and field" \
   grep -q "badspans.jsonl:1: messages\[1\].spans\[0\]: end_offset 6 is past the content's last character (6 characters, so at most 5" badspans.txt
 
+# tool-call arguments given as JSON text: parsed as axolotl parses them (a template that concatenates them, as
+# DeepSeek-V3's does, then fails and the error names the way out), or kept as text with tool_call_arguments: as_given
+printf '%s\n' '{"messages": [{"role": "user", "content": "weather?"}, {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "get", "arguments": "{\"city\": \"Oslo\"}"}}]}]}' > calls.jsonl
+calls_template="{% for m in messages %}<{{ m.role }}>{% if m.content is none %}{% for c in m.tool_calls %}{{ c.function.name + ' ' + c.function.arguments }}{% endfor %}{% else %}{{ m.content }}{% endif %}{% endfor %}"
+"$tiertrain" preprocess chat_keys.yaml "datasets=[{path: calls.jsonl, type: chat_template}]" \
+  "chat_template_jinja=\"$calls_template\"" dataset_prepared_path=p_calls_parsed > calls_parsed.txt 2>&1
+check "tool-call arguments parsed (axolotl) into a template that concatenates them: an error naming as_given" \
+  grep -q "parsed into objects as axolotl parses them: \`tool_call_arguments: as_given\`" calls_parsed.txt
+"$tiertrain" preprocess chat_keys.yaml "datasets=[{path: calls.jsonl, type: chat_template, tool_call_arguments: as_given}]" \
+  "chat_template_jinja=\"$calls_template\"" dataset_prepared_path=p_calls_given > calls_given.txt 2>&1
+check "... tool_call_arguments: as_given renders the text (transformers)" grep -q "1 documents, .* trained" calls_given.txt
+"$tiertrain" preprocess chat_keys.yaml "datasets=[{path: calls.jsonl, type: chat_template, tool_call_arguments: raw}]" \
+  > calls_bad.txt 2>&1
+check "... another value is refused naming both" grep -q "tool_call_arguments: expected parsed .* or as_given" calls_bad.txt
+
 echo "test_sft_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

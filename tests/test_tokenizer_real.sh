@@ -14,7 +14,7 @@ pass() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
 summary() { echo "tokenizer_real: $passed passed, $failed failed"; [ $failed -eq 0 ] && [ $passed -gt 0 ]; exit $?; }
 
-models="qwen3 llama3_1 llama2 gemma3"
+models="qwen3 llama3_1 llama2 gemma3 deepseek_v3"
 mkdir -p "$cache"
 for m in $models; do
   [ -f "$cache/$m/package/models/tokenizer.json" ] && continue

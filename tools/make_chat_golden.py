@@ -154,7 +154,8 @@ def context_for(data, conv, messages=None):
 # ---- token ids and label masks (--tokens) ----
 
 TOKENIZER_FOR = {"qwen3": "qwen3", "generation_demo": "qwen3", "llama3_1": "llama3_1", "llama2": "llama2",
-                 "mistral_v0_3": "llama2"}
+                 "mistral_v0_3": "llama2", "gemma3": "gemma3", "deepseek_v3": "deepseek_v3"}
+# templates rendered without token goldens: no tokenizer of theirs on npm (Phi-4's)
 DUMMY = "[[dummy_message]]"
 # label variants: (train_on_eos, train_on_inputs); roles_to_train is [assistant] in all
 VARIANTS = {"turn": ("turn", False), "all": ("all", False), "last": ("last", False), "none": ("none", False),
@@ -260,9 +261,20 @@ class HfEncoder:
     """Ids and offsets from the tokenizer itself, as apply_chat_template(tokenize=True) makes them."""
 
     def __init__(self, tokdir):
-        from transformers import AutoTokenizer
+        from tokenizers import Tokenizer
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
         self.tok = AutoTokenizer.from_pretrained(tokdir)
         self.cache = {}
+        # transformers 5 may rebuild a tokenizer from its tokenizer_config.json's class instead of reading
+        # tokenizer.json (DeepSeek-V3's says LlamaTokenizerFast, and 5.17 then drops the spaces: "Hello world" ->
+        # H, ellow, orld); where it disagrees with the tokenizers library itself, tokenizer.json is wrapped as it is
+        probe = "Hello world, you are a helpful assistant.\n  x"
+        raw = Tokenizer.from_file(os.path.join(tokdir, "tokenizer.json"))
+        if self.tok(probe, add_special_tokens=False)["input_ids"] != raw.encode(probe, add_special_tokens=False).ids:
+            print(f"{tokdir}: AutoTokenizer ({type(self.tok).__name__}) encodes other ids than tokenizer.json; "
+                  "using PreTrainedTokenizerFast(tokenizer_file=...)")
+            self.tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(tokdir, "tokenizer.json"),
+                                               chat_template=self.tok.chat_template, **special_strings(tokdir))
 
     def want(self, text):
         pass
@@ -401,6 +413,8 @@ def token_goldens(args, render, data, template):
     encoders, entries = {}, {}
     cases_ = []
     for name, conv in cases(data):
+        if name not in TOKENIZER_FOR:
+            continue
         tokname = TOKENIZER_FOR[name]
         tokdir = os.path.join(args.tokenizers, tokname, "package", "models")
         if tokname not in encoders:

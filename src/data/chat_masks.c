@@ -42,7 +42,14 @@ static bool render(const tt_chat_format *f, tt_chat_example *ex, json_t *message
     char err[1024];
     bool ok = tt_jinja_render(f->template, ctx, out, err, sizeof err);
     json_decref(ctx);
-    if (!ok)
+    if (!ok && ex->parsed_arguments) /* axolotl's parse of the arguments may be what the template cannot take */
+        set_error(
+            ex,
+            "%s: the chat template (%s) fails on this conversation: %s; its tool calls' arguments were JSON text, "
+            "parsed into objects as axolotl parses them: `tool_call_arguments: as_given` in the datasets entry "
+            "keeps them as text, as transformers passes them (DeepSeek-V3's template concatenates them)",
+            f->template_origin, err);
+    else if (!ok)
         set_error(ex,
                   "%s: the chat template (%s) fails on this conversation: %s; fix the record, or choose another "
                   "template with chat_template",

@@ -117,21 +117,24 @@ static bool is_mapped_field(const tt_dataset_spec *spec, const char *field) {
 /* A JSON string that holds JSON (tool arguments, tool parameters) parsed, as axolotl's json.loads parses them
  * (prompt_strategies/chat_template.py at 067b021, transform_message: a string tool_calls[].function.arguments is
  * json.loads'ed, a string that is not JSON raises), so that the labels are axolotl's: a template that wants the text
- * (DeepSeek-V3's concatenates it) fails on such a record there too. */
-static void parse_json_string_field(json_t *object, const char *key, const char *where, const char *field_name) {
+ * (DeepSeek-V3's concatenates it) fails on such a record there too, unless the entry says tool_call_arguments:
+ * as_given (transformers' apply_chat_template passes the text). Returns whether it parsed one. */
+static bool parse_json_string_field(json_t *object, const char *key, const char *where, const char *field_name) {
     json_t *v = json_object_get(object, key);
-    if (!json_is_string(v)) return;
+    if (!json_is_string(v)) return false;
     json_error_t error;
     json_t *parsed = json_loadb(json_string_value(v), json_string_length(v), JSON_DECODE_ANY, &error);
     if (!parsed)
         tt_die("%s: %s is a string that is not JSON (%s at character %d); write the object itself or valid JSON text",
                where, field_name, error.text, error.position);
     json_object_set_new(object, key, parsed);
+    return true;
 }
 
 /* One message through message_property_mappings and the role aliases; the other fields pass
  * through as they are (axolotl passes those the template reads; the others change nothing). */
-static json_t *transform_message(const tt_chat_format *f, json_t *message, const char *where, size_t index) {
+static json_t *transform_message(const tt_chat_format *f, json_t *message, const char *where, size_t index,
+                                 bool *parsed_arguments) {
     const tt_dataset_spec *spec = f->settings.spec;
     const char *list = spec->field_messages;
     if (!json_is_object(message))
@@ -188,14 +191,15 @@ static json_t *transform_message(const tt_chat_format *f, json_t *message, const
     if (json_is_string(content) && memchr(json_string_value(content), 0, json_string_length(content)))
         tt_die("%s: %s[%zu].%s contains a NUL character (\\u0000); remove it", where, list, index, content_field);
     if (spec->split_thinking) tt_chat_split_thinking(out);
-    if (json_is_array(tool_calls)) {
+    if (json_is_array(tool_calls) && !spec->tool_call_arguments_as_given) {
         size_t i;
         json_t *call;
         json_array_foreach(tool_calls, i, call) {
             json_t *function = json_object_get(call, "function");
             char name[160];
             snprintf(name, sizeof name, "%s[%zu].tool_calls[%zu].function.arguments", list, index, i);
-            if (json_is_object(function)) parse_json_string_field(function, "arguments", where, name);
+            if (json_is_object(function))
+                *parsed_arguments |= parse_json_string_field(function, "arguments", where, name);
         }
     }
     return out;
@@ -247,7 +251,7 @@ void tt_chat_record(const tt_chat_format *f, json_t *record, const char *where, 
     size_t i;
     json_t *message;
     json_array_foreach(messages, i, message) {
-        json_t *turn = transform_message(f, message, where, i);
+        json_t *turn = transform_message(f, message, where, i, &out->parsed_arguments);
         json_t *spans;
         int trains = tt_chat_message_training(f, message, json_object_get(turn, "content"), where, i, &spans);
         json_array_append_new(turns, turn);

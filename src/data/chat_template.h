@@ -85,14 +85,15 @@ void tt_chat_format_free(tt_chat_format *f);
 bool tt_chat_format_has_generation(const tt_chat_format *f);
 
 typedef struct tt_chat_example {
-    json_t *messages;    /* the turns after mapping: [{role, content, ...}] */
-    json_t *tools;       /* the record's tools, or NULL */
-    bool *trains;        /* [turns]: the turn's tokens train */
-    json_t *details;     /* [turns]: a turn's training spans ([{begin_offset, end_offset, train}], checked against its
+    json_t *messages;      /* the turns after mapping: [{role, content, ...}] */
+    json_t *tools;         /* the record's tools, or NULL */
+    bool *trains;          /* [turns]: the turn's tokens train */
+    json_t *details;       /* [turns]: a turn's training spans ([{begin_offset, end_offset, train}], checked against its
                          content) or null: the whole turn */
-    char *where;         /* "data.jsonl:12", for messages */
-    char *error;         /* set by tt_chat_tokenize when the template fails (malloc'd) */
-    int turns_not_found; /* trained turns whose tokens could not be told apart (left untrained, as axolotl) */
+    char *where;           /* "data.jsonl:12", for messages */
+    char *error;           /* set by tt_chat_tokenize when the template fails (malloc'd) */
+    int turns_not_found;   /* trained turns whose tokens could not be told apart (left untrained, as axolotl) */
+    bool parsed_arguments; /* a tool call's arguments were JSON text, parsed (named when the template then fails) */
 } tt_chat_example;
 
 /* A record's conversation; dies on bad data naming where, the message and the field. */

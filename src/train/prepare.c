@@ -152,7 +152,7 @@ static void hash_strings(hasher *h, char *const *list, int count) {
 /* Everything of a chat_template entry that shapes its tokens and masks: the template's text
  * (wherever it came from), chat_template_kwargs, the mappings, the role aliases, roles_to_train,
  * train_on_eos, train_on_eot and eot_tokens, drop_system_message, the message training fields,
- * split_thinking, and the tokenizer-name rule. */
+ * split_thinking, tool_call_arguments, and the tokenizer-name rule. */
 static void hash_chat_entry(hasher *h, const tt_run_config *run, int entry, const char *source) {
     const tt_dataset_spec *d = &run->dataset_specs[entry];
     char dir[4200], origin[4400];
@@ -177,6 +177,7 @@ static void hash_chat_entry(hasher *h, const tt_run_config *run, int entry, cons
     hash_string(h, d->message_field_training);
     hash_string(h, d->message_field_training_detail);
     hash_int(h, d->split_thinking);
+    if (d->tool_call_arguments_as_given) hash_string(h, "tool_call_arguments: as_given"); /* (earlier hashes kept) */
 }
 
 void tt_prepared_hash(const tt_run_config *run, char hex[33]) {

@@ -23,7 +23,8 @@
 # optimizer_cpu_offload). An optional sixth field: full (default), lora<r> (LoRA of rank r on all
 # linear layers but the LM head (all-linear), alpha 2r, on both sides; the peer uses peft) or qlora<r> (the same on a base
 # quantized to NF4 with double quantization at load; no peer: the device has no bitsandbytes, so compare
-# with the lora<r> case of the same shape). QLoRA cases:
+# with the lora<r> case of the same shape) or int8lora<r> (LoRA on a base stored in 8 bits at load, load_in_8bit;
+# no peer either). QLoRA cases:
 #   bench/run.sh build/tiertrain "qwen3-8b:16384:master:auto:gc:lora16 qwen3-8b:16384:master:auto:gc:qlora16
 #     qwen3-8b:65536:master:auto:hidden_states:lora16 qwen3-8b:65536:master:auto:hidden_states:qlora16
 #     llama-3-70b:32768:master:auto:hidden_states+layer_offloading:qlora16"
@@ -53,6 +54,9 @@ for c in $cases; do
     rank=${adapter#lora}
     adapter_args=(adapter=lora lora_r=$rank lora_alpha=$((2 * rank)) lora_target_linear=true)
     peer_adapter_args=(--lora "$rank")
+  elif [[ $adapter == int8lora* ]]; then # LoRA on a base stored in 8 bits at load (load_in_8bit)
+    rank=${adapter#int8lora}
+    adapter_args=(adapter=lora load_in_8bit=true lora_r=$rank lora_alpha=$((2 * rank)) lora_target_linear=true)
   elif [[ $adapter == qlora* ]]; then
     rank=${adapter#qlora}
     adapter_args=(adapter=qlora load_in_4bit=true bnb_4bit_quant_type=nf4 bnb_4bit_use_double_quant=true lora_r=$rank
@@ -108,7 +112,7 @@ PY
   grep -h "attention: \|plan: .* pinned memory instead\|tiled_mlp:\|offload copies\|disk tier\|layer_offloading:\|weight offload\|gradient ring\|CPU AdamW\|optimizer offload" "$run_dir.log" || true
   fi
   peer_out=$out/peer-$model-$seq-$peer_memory-$adapter
-  if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [[ $adapter != qlora* ]] && [ ! -f "$peer_out.json" ]; then
+  if [ "${PEER:-1}" != 0 ] && [ "$recipe" = bf16 ] && [ -n "$peer_memory" ] && [[ $adapter != qlora* ]] && [[ $adapter != int8lora* ]] && [ ! -f "$peer_out.json" ]; then
     python3 "$here/peer.py" --model "$here/models/$model" --seq "$seq" --steps "$steps" --warmup "$warmup" \
       --memory "$peer_memory" "${peer_adapter_args[@]}" > "$peer_out.json" 2> "$peer_out.log" || { echo "peer failed"; tail -5 "$peer_out.log"; }
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.update(model=sys.argv[2], recipe='bf16', gpu=sys.argv[3]); print(json.dumps(d))" \

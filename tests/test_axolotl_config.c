@@ -71,7 +71,7 @@ static void test_every_axolotl_key_is_known(const char *source_dir) {
 static void test_moot_keys_and_the_note(void) {
     load_text("moot.yaml",
               VALID "model_type: AutoModelForCausalLM\ntokenizer_type: AutoTokenizer\ntrust_remote_code: true\n"
-                    "strict: false\nload_in_8bit: false\ngptq: false\nwandb_project: my-project\nwandb_entity: ''\n"
+                    "strict: false\nfp8: false\ngptq: false\nwandb_project: my-project\nwandb_entity: ''\n"
                     "wandb_watch:\nwandb_log_model:\nliger_rms_norm: true\ntorch_compile: true\n"
                     "fsdp_config: {fsdp_offload_params: true}\neval_batch_size: 4\neval_sample_packing: false\n"
                     "rl: ~\ntensor_parallel_size: 1\nplugins:\n"
@@ -88,7 +88,7 @@ static void test_moot_keys_and_the_note(void) {
     TT_EXPECT(strstr(notes, "  wandb_project\n      experiment tracking: tiertrain logs every step to "
                             "output_dir/metrics.jsonl and, with use_tensorboard: true, to TensorBoard") != NULL,
               "a tracker's key that is set is noted, with where the metrics go instead");
-    TT_EXPECT(strstr(notes, "  load_in_8bit, gptq, rl, tensor_parallel_size\n      set off") != NULL,
+    TT_EXPECT(strstr(notes, "  fp8, gptq, rl, tensor_parallel_size\n      set off") != NULL,
               "off values in one group (tensor_parallel_size 1 is off)");
     TT_EXPECT(strstr(notes, "liger_rms_norm, torch_compile, fsdp_config, plugins: CutCrossEntropyPlugin, plugins: "
                             "LigerPlugin\n      kernels") != NULL,
@@ -108,17 +108,16 @@ static void test_moot_keys_and_the_note(void) {
 
 static void test_all_errors_at_once(void) {
     static case_text many = {"many.yaml",
-                             VALID
-                             "load_in_8bit: true\noptimizer: paged_lion_8bit\nlearning_rat: 1e-4\nwandb_project: x\n"
-                             "sample_packing: maybe\nrl: dpo\nattn_implementation: sage\npeft_use_dora: true\n",
+                             VALID "gptq: true\noptimizer: paged_lion_8bit\nlearning_rat: 1e-4\nwandb_project: x\n"
+                                   "sample_packing: maybe\nrl: dpo\nattn_implementation: sage\npeft_use_dora: true\n",
                              {"seed=x", "zzz=1", "warmup_steps=3"},
                              3};
     tt_expect_die(load_case, &many,
                   "the configuration has 9 problems; nothing was run. Each of them:\n"
                   "  " /* the scratch path precedes each file line */);
     tt_expect_die(load_case, &many,
-                  "many.yaml:3: load_in_8bit (axolotl's key) is 'true': 8-bit base weights (bitsandbytes LLM.int8) are "
-                  "not supported; use adapter: qlora with load_in_4bit: true");
+                  "many.yaml:3: gptq (axolotl's key) is 'true': quantized training other than QLoRA is not supported; "
+                  "use adapter: qlora with load_in_4bit: true");
     tt_expect_die(load_case, &many, "many.yaml:4: optimizer: paged_lion_8bit is not supported yet");
     tt_expect_die(load_case, &many, "many.yaml:5: unknown key 'learning_rat'; did you mean 'learning_rate'?");
     tt_expect_die(load_case, &many, "many.yaml:7: sample_packing: expected true or false, got 'maybe'");

@@ -91,6 +91,7 @@ static const char *const all_keys[] = {"base_model",
                                        "cpu_offloading_weights",
                                        "adapter",
                                        "load_in_4bit",
+                                       "load_in_8bit",
                                        "bnb_4bit_quant_type",
                                        "bnb_4bit_use_double_quant",
                                        "bnb_4bit_compute_dtype",
@@ -113,6 +114,7 @@ static const char *const all_keys[] = {"base_model",
                                        "train_on_inputs",
                                        "dataset_prepared_path",
                                        "shuffle_merged_datasets",
+                                       "dataset_exact_deduplication",
                                        "tokenizer_config",
                                        "special_tokens",
                                        "train_on_eos",
@@ -129,7 +131,7 @@ static const char *const all_keys[] = {"base_model",
                                        "peft_use_rslora",
                                        "neftune_noise_alpha"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 116 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 118 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

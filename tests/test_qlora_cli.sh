@@ -92,6 +92,22 @@ case " ${overrides[*]} " in
 esac
 "$tiertrain" dequantize --base "$models/bnb_nf4_dq" --quant-type fp4 -o deq_x > deq_x.txt 2>&1
 check "dequantize refuses another format than the checkpoint's" grep -q "not fp4 with double quantization; leave the format out" deq_x.txt
+# load_in_8bit: LoRA on the bf16 base stored in 8 bits; `dequantize --quant-type int8` writes that base as the run
+# computes with it, and LoRA on it trains the same adapter (fp32)
+"$tiertrain" train --config lora.yaml "${overrides[@]}" base_model="$models/bf16" adapter=lora load_in_8bit=true \
+  output_dir=out_int8 > train_int8.txt 2>&1
+check "load_in_8bit: LoRA on an 8-bit base trains" test -f out_int8/adapter_model.safetensors
+"$tiertrain" dequantize --base "$models/bf16" --quant-type int8 -o deq_int8 > deq_int8.txt 2>&1
+check "dequantize --quant-type int8" test $? -eq 0
+"$tiertrain" train --config lora.yaml "${overrides[@]}" base_model=deq_int8 adapter=lora output_dir=out_deq_int8 \
+  > train_deq_int8.txt 2>&1
+case " ${overrides[*]} " in
+  *device=cuda*) ;;
+  *) check "... LoRA on it trains the 8-bit run's adapter bit for bit (fp32)" \
+       cmp -s out_int8/adapter_model.safetensors out_deq_int8/adapter_model.safetensors ;;
+esac
+"$tiertrain" dequantize --base "$models/bf16" --quant-type int8 --double-quant true -o deq_int8_dq > deq_int8_dq.txt 2>&1
+check "... with double quantization refused" grep -q "an 8-bit base has no double quantization" deq_int8_dq.txt
 "$tiertrain" merge --base "$models/bnb_nf4_dq" --adapter out_bnb_nf4_dq -o merged > merge.txt 2>&1
 check "merge takes a 4-bit base (dequantized)" test $? -eq 0
 check "  and writes no quantization_config" bash -c '! grep -q quantization_config merged/config.json'

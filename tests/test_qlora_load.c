@@ -39,7 +39,7 @@ static tt_trainable_spec qlora_spec(bool double_quant, tt_quant4_type type, size
     return (tt_trainable_spec){.lora_rank = 2,
                                .lora_alpha = 4,
                                .lora_targets = TT_LORA_SEPARATE_MODULES,
-                               .quantize_4bit = true,
+                               .quantize_base = true,
                                .quant_format = {.type = type, .double_quant = double_quant},
                                .quant_storage_elem = elem};
 }
@@ -59,7 +59,7 @@ static void check_init_bytes(bool double_quant, tt_quant4_type type) {
     tt_param_table quantized, plain;
     tt_param_table_build_trainable(&config, &spec, &quantized);
     tt_trainable_spec lora = spec;
-    lora.quantize_4bit = false;
+    lora.quantize_base = false;
     tt_param_table_build_trainable(&config, &lora, &plain);
     float *one = init_flat(&quantized, 1), *three = init_flat(&quantized, 3), *values = init_flat(&plain, 2);
     TT_EXPECT(memcmp(one, three, sizeof(float) * (size_t)quantized.total_numel) == 0,

@@ -149,6 +149,58 @@ static void check_codes_against_tree(tt_quant4_type type) {
     free(x);
 }
 
+/* The 8-bit form (load_in_8bit): a byte a value, round(x / absmax x 127) (ties to even) in blocks of 64 with an fp32
+ * absmax; a value comes back as code x (1/127) x absmax, within half a step (absmax / 254) of the input, its block's
+ * largest value exactly; a zero block gives zeros; the layout is 1.0625 bytes a value (padded to 16); quantizing the
+ * dequantized values again gives the same bytes; a ragged tail is coded alone. */
+static void test_int8(void) {
+    const tt_quant4_format format = {.type = TT_QUANT_INT8, .double_quant = false};
+    const int64_t n = 64 * 37 + 5;
+    tt_quant4_layout l = tt_quant4_layout_of(4096 * 4096, &format);
+    TT_EXPECT(l.absmax == 4096 * 4096 && l.bytes == 4096 * 4096 + 262144 * 4, "int8 layout %zu", l.bytes);
+    l = tt_quant4_layout_of(n, &format);
+    TT_EXPECT(l.blocks == 38 && l.absmax == 64 * 37 + 16 && l.bytes % 16 == 0, "int8 ragged layout %zu", l.bytes);
+    float *x = malloc(sizeof(float) * (size_t)n), *back = malloc(sizeof(float) * (size_t)n);
+    uint64_t state = 99;
+    for (int64_t k = 0; k < n; k++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        x[k] = (float)(((double)(state >> 11) * 0x1.0p-53 * 2.0 - 1.0) * (1.0 + (double)(k / 64)));
+    }
+    for (int64_t k = 64; k < 128; k++) x[k] = 0.0f; /* an all-zero block */
+    x[130] = 0.5f * 1.0f / 127.0f;                  /* exactly half a step of a block whose absmax is set below */
+    x[128] = 1.0f;
+    for (int64_t k = 129; k < 192; k++)
+        if (k != 130) x[k] = 0.25f;
+    unsigned char *q = malloc(l.bytes), *again = malloc(l.bytes);
+    tt_quant4_quantize(q, x, n, &format);
+    tt_quant4_dequantize(back, q, n, &format);
+    int far = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t b = k / 64, end = (b + 1) * 64 < n ? (b + 1) * 64 : n;
+        float absmax = 0.0f;
+        for (int64_t i = b * 64; i < end; i++) absmax = fmaxf(absmax, fabsf(x[i]));
+        if (fabsf(back[k] - x[k]) > absmax / 254.0f * 1.0001f && far++ < 3)
+            fprintf(stderr, "int8: %.9g comes back as %.9g (absmax %.9g)\n", x[k], back[k], absmax);
+    }
+    TT_EXPECT(far == 0, "int8: %d values farther than half a step from their input", far);
+    bool zeros = true;
+    for (int64_t k = 64; k < 128; k++) zeros &= back[k] == 0.0f && q[k] == 0;
+    TT_EXPECT(zeros, "int8: an all-zero block gives zero codes and zeros");
+    TT_EXPECT(back[128] == 1.0f && q[128] == 127 && q[130] == 0 && q[129] == 32,
+              "int8: the absmax is code 127 and exact (%.9g), half a step rounds to even (code %u), 0.25 is code 32 "
+              "(%u)",
+              back[128], q[130], q[129]);
+    tt_quant4_quantize(again, back, n, &format);
+    TT_EXPECT(memcmp(q, again, l.bytes) == 0, "int8: the dequantized values quantize to the same bytes");
+    TT_EXPECT(tt_quant4_code_of(TT_QUANT_INT8, -1.0f) == 129 && tt_quant4_code_of(TT_QUANT_INT8, NAN) == 0 &&
+                  tt_quant4_code_of(TT_QUANT_INT8, 2.0f) == 127,
+              "int8: -1 is code -127 (129 as a byte), NaN 0, beyond 1 clamps to 127");
+    free(again);
+    free(q);
+    free(back);
+    free(x);
+}
+
 int main(int argc, char **argv) {
     const char *source = argc > 1 ? argv[1] : ".";
     char path[4096];
@@ -164,6 +216,7 @@ int main(int argc, char **argv) {
     test_layout();
     check_codes_against_tree(TT_QUANT4_NF4);
     check_codes_against_tree(TT_QUANT4_FP4);
+    test_int8();
     tt_st_close(&f);
     return tt_test_summary("test_quant4");
 }

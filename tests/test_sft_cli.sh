@@ -420,5 +420,22 @@ check "... tool_call_arguments: as_given renders the text (transformers)" grep -
   > calls_bad.txt 2>&1
 check "... another value is refused naming both" grep -q "tool_call_arguments: expected parsed .* or as_given" calls_bad.txt
 
+# dataset_exact_deduplication: the 16 alpaca records, 5 of them again (one of those in a second entry), prepare 16
+# documents, the bytes of the records alone
+head -n 4 "$fixtures/alpaca.jsonl" > dup_a.jsonl
+cat "$fixtures/alpaca.jsonl" >> dup_a.jsonl
+sed -n 9p "$fixtures/alpaca.jsonl" > dup_b.jsonl
+"$tiertrain" preprocess run.yaml "datasets=[{path: dup_a.jsonl, type: alpaca}, {path: dup_b.jsonl, type: alpaca}]" \
+  dataset_exact_deduplication=true shuffle_merged_datasets=false dataset_prepared_path=p_dedup > dedup.txt 2>&1
+check "dataset_exact_deduplication leaves out the 5 repeated records" \
+  grep -q "left out 5 document(s) equal to an earlier one, 16 kept" dedup.txt
+"$tiertrain" preprocess run.yaml "datasets=[{path: dup_a.jsonl, type: alpaca}]" shuffle_merged_datasets=false \
+  dataset_prepared_path=p_nodedup > nodedup.txt 2>&1
+check "... without it they stay (20 documents)" grep -q ": 20 documents" nodedup.txt
+"$tiertrain" preprocess run.yaml "datasets=[{path: $fixtures/alpaca.jsonl, type: alpaca}]" shuffle_merged_datasets=false \
+  dataset_prepared_path=p_plain16 > plain16.txt 2>&1
+check "... the kept documents are the records' own, in their first order: the plain file's bytes" \
+  cmp -s "$(ls p_dedup/*.tok)" "$(ls p_plain16/*.tok)"
+
 echo "test_sft_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

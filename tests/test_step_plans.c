@@ -66,7 +66,7 @@ static tt_trainable_spec trainable_spec(void) {
         if (strcmp(family, "phi3") == 0) /* its fused layers */
             spec.lora_targets = (1u << TT_LORA_QKV) | (1u << TT_LORA_O) | (1u << TT_LORA_GATE_UP);
         if (quantized) {
-            spec.quantize_4bit = true;
+            spec.quantize_base = true;
             spec.quant_format = (tt_quant4_format){.type = TT_QUANT4_NF4, .double_quant = true};
             spec.quant_storage_elem = 4;
         }

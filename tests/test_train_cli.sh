@@ -537,6 +537,40 @@ done
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${qlora[@]}" bnb_4bit_quant_type=fp4 bnb_4bit_use_double_quant=false \
   output_dir=out_qf save_steps=0 > train_qf.txt 2>&1
 check "QLoRA with FP4 and plain absmax trains" test $? -eq 0
+# load_in_8bit (axolotl's LoRA on an 8-bit base): the base's linear weights in 8 bits (ops/quant4.h's int8 form),
+# priced at about a byte a weight; the first loss is near the unquantized LoRA run's and not equal to it; every memory
+# mode gives the bits of the plain 8-bit run
+lora8=("${lora[@]}" model_config=null base_model=out_a load_in_8bit=true)
+"$tiertrain" plan --config run.yaml "${overrides[@]}" "${lora8[@]}" > plan_l8.txt
+check "plan prices the 8-bit base between the 4-bit and the full one" python3 -c '
+import re, sys
+def frozen(path):
+    for line in open(path):
+        if "frozen weights" in line:
+            value, unit = re.search(r"([0-9.]+) (B|KiB|MiB|GiB)", line).groups()
+            return float(value) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit]
+q, e, b = frozen("plan_q.txt"), frozen("plan_l8.txt"), frozen("plan_lb.txt")
+print(q, e, b, file=sys.stderr)
+assert q < e < b'
+check "... and names the 8-bit base" grep -q "load_in_8bit: linear weights in 8 bits" plan_l8.txt
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora8[@]}" output_dir=out_l8 save_steps=0 > train_l8.txt 2>&1
+check "LoRA on an 8-bit base trains" test -f out_l8/adapter_model.safetensors
+"$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" model_config=null base_model=out_a \
+  output_dir=out_l8ref save_steps=0 > train_l8ref.txt 2>&1
+check "... its first loss within 1% of the unquantized base's, not equal" python3 -c '
+import json, sys
+a = json.loads(open("out_l8/metrics.jsonl").readline())["loss"]
+b = json.loads(open("out_l8ref/metrics.jsonl").readline())["loss"]
+print(a, b, file=sys.stderr)
+assert a != b and abs(a - b) < 0.01 * abs(b)'
+for mode in "gradient_checkpointing=true;activation_offloading=true" "layer_offloading=true"; do
+  IFS=';' read -r -a mode_keys <<< "$mode"
+  rm -rf out_l8m
+  "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora8[@]}" "${mode_keys[@]}" output_dir=out_l8m save_steps=0 > train_l8m.txt 2>&1
+  check "load_in_8bit with $mode is bit-identical" cmp -s out_l8/adapter_model.safetensors out_l8m/adapter_model.safetensors
+done
+"$tiertrain" plan --config run.yaml "${overrides[@]}" "${qlora[@]}" load_in_8bit=true > plan_l84.txt 2>&1
+check "load_in_8bit beside load_in_4bit is refused" grep -q "load_in_8bit and load_in_4bit are both true" plan_l84.txt
 # lora_model_dir: a run that continues from out_l's adapter at a learning rate too small to move it
 # saves that adapter bit for bit; another lora_r is refused with the key to change
 "$tiertrain" train --config run.yaml "${overrides[@]}" "${lora[@]}" lora_model_dir=out_l output_dir=out_lc \
@@ -767,7 +801,7 @@ check "the loss watchdog stops after 2 steps above the threshold" \
   test "$(grep -c '"loss"' out_watchdog/metrics.jsonl)" -eq 2
 check "the loss watchdog says why" grep -q "loss_watchdog: the loss was above" train_watchdog.txt
 check "a watchdog stop saves the model as at the end" test -f out_watchdog/model.safetensors
-printf 'wandb_project:\nmodel_type: AutoModelForCausalLM\nload_in_8bit: false\n' | cat run.yaml - > run_axolotl.yaml
+printf 'wandb_project:\nmodel_type: AutoModelForCausalLM\ngptq: false\n' | cat run.yaml - > run_axolotl.yaml
 "$tiertrain" plan run_axolotl.yaml "${overrides[@]}" > plan_axolotl.txt 2>&1
 check "axolotl's keys are noted at start (not wandb_project left empty)" \
   grep -q "config: 2 of axolotl's keys and values" plan_axolotl.txt
@@ -777,7 +811,7 @@ if [ ${#overrides[@]} -eq 0 ] && ! nvidia-smi -L > /dev/null 2>&1; then
     grep -q "device: auto found no GPU .*: the CPU backend trains in fp32, not in the bf16 that bf16: true asks" \
     plan_bf16.txt
 fi
-printf 'load_in_8bit: true\nlearning_rat: 1\n' | cat run.yaml - > run_refused.yaml
+printf 'gptq: true\nlearning_rat: 1\n' | cat run.yaml - > run_refused.yaml
 "$tiertrain" plan run_refused.yaml "${overrides[@]}" > plan_refused.txt 2>&1
 check "a refused key and an unknown key are reported together" \
   grep -q "the configuration has 2 problems" plan_refused.txt

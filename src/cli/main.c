@@ -42,7 +42,7 @@ static void print_usage(FILE *out) {
         "  (run.yaml may also be given without --config, as axolotl: tiertrain train run.yaml)\n"
         "  tiertrain merge --base HF_DIR --adapter PEFT_DIR -o OUT_DIR [--max-shard-size 5GB]\n"
         "                                                                 a LoRA adapter merged into its base: a full model\n"
-        "  tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4] [--double-quant true|false]\n"
+        "  tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4|int8] [--double-quant true|false]\n"
         "                                                                 the base a QLoRA run computes with, dequantized\n"
         "  tiertrain inference --config run.yaml | --model HF_DIR [--adapter DIR] [--prompt TEXT] [--max-new-tokens N]\n"
         "                                                                 generate from the trained model (see --help)\n"
@@ -387,7 +387,7 @@ static int run_merge(int argc, char **argv) {
 
 static int run_dequantize(int argc, char **argv) {
     const char *usage =
-        "usage: tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4] [--double-quant true|false] "
+        "usage: tiertrain dequantize --base HF_DIR -o OUT_DIR [--quant-type nf4|fp4|int8] [--double-quant true|false] "
         "[--max-shard-size 5GB]";
     const char *base = NULL, *output = NULL, *type = NULL, *double_quant = NULL;
     int64_t max_shard_bytes = 0;
@@ -396,7 +396,8 @@ static int run_dequantize(int argc, char **argv) {
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             printf("%s\n\nWrites OUT_DIR: the model in HF_DIR with its q/k/v/o/gate/up/down weights as a QLoRA run "
                    "computes with them: quantized to 4 bits as adapter: qlora does at load (default nf4 with double "
-                   "quantization, axolotl's), then dequantized (fp32 products code value x block absmax); a checkpoint "
+                   "quantization, axolotl's; int8: as load_in_8bit does), then dequantized (fp32 products code value x "
+                   "block absmax); a checkpoint "
                    "saved in bitsandbytes' 4-bit format is dequantized as it is. Every tensor F32, config.json without "
                    "quantization_config: transformers and peft load it without bitsandbytes "
                    "(tests/peft_load_check.py).\n",
@@ -419,12 +420,19 @@ static int run_dequantize(int argc, char **argv) {
         } else output = value;
     }
     if (!base || !output) tt_die("dequantize: %s missing; %s", !base ? "--base" : "-o", usage);
-    if (type && strcmp(type, "nf4") != 0 && strcmp(type, "fp4") != 0)
-        tt_die("dequantize: --quant-type is '%s'; it is nf4 or fp4 (bnb_4bit_quant_type)", type);
+    if (type && strcmp(type, "nf4") != 0 && strcmp(type, "fp4") != 0 && strcmp(type, "int8") != 0)
+        tt_die("dequantize: --quant-type is '%s'; it is nf4 or fp4 (bnb_4bit_quant_type), or int8 (load_in_8bit)",
+               type);
+    const bool int8 = type && strcmp(type, "int8") == 0;
+    if (int8 && double_quant && strcmp(double_quant, "false") != 0)
+        tt_die("dequantize: --double-quant %s with --quant-type int8; an 8-bit base has no double quantization",
+               double_quant);
     if (double_quant && strcmp(double_quant, "true") != 0 && strcmp(double_quant, "false") != 0)
         tt_die("dequantize: --double-quant is '%s'; it is true or false (bnb_4bit_use_double_quant)", double_quant);
-    const tt_quant4_format format = {.type = type && strcmp(type, "fp4") == 0 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
-                                     .double_quant = !double_quant || strcmp(double_quant, "true") == 0};
+    const tt_quant4_format format = {.type = int8                               ? TT_QUANT_INT8
+                                             : type && strcmp(type, "fp4") == 0 ? TT_QUANT4_FP4
+                                                                                : TT_QUANT4_NF4,
+                                     .double_quant = !int8 && (!double_quant || strcmp(double_quant, "true") == 0)};
     char *base_dir = tt_hf_local_path(base, TT_HF_MODEL, NULL, "dequantize: --base");
     tt_make_directories(output);
     tt_export_dequantized(base_dir, type || double_quant ? &format : NULL, output, (size_t)max_shard_bytes);

@@ -91,11 +91,6 @@ static const foreign_key_group groups[] = {
          "evaluation and sampling extras: tiertrain reports the eval loss (the mean over the eval tokens, packed as "
          "training packs) and computes no generation metrics"},
     /* ---- accepted when off; refused otherwise, with what to use instead ---- */
-    {.names = "load_in_8bit",
-     .policy = FOREIGN_OFF_ONLY,
-     .reason =
-         "8-bit base weights (bitsandbytes LLM.int8) are not supported; use adapter: qlora with load_in_4bit: true "
-         "(a 4-bit base), or adapter: lora on the bf16 base"},
     {.names =
          "gptq|model_quantization_config|model_quantization_config_kwargs|quantization|qat|fp8|"
          "fp8_enable_fsdp_float8_all_gather|llmcompressor|use_onebitllms|nvfp4_merge_aware|nvfp4_merge_aware_start_step|"
@@ -162,7 +157,7 @@ static const foreign_key_group groups[] = {
                "lora_dropout, lora_target_modules or lora_target_linear), full fine-tuning with frozen_layers and "
                "freeze_embeddings, and merges with `tiertrain merge`"},
     {.names =
-         "dataset_exact_deduplication|dataset_shard_num|dataset_shard_idx|curriculum_sampling|"
+         "dataset_shard_num|dataset_shard_idx|curriculum_sampling|"
          "sample_packing_sequentially|multipack_real_batches|pretrain_multipack_attn|"
          "pretrain_multipack_buffer_size|pretraining_sample_concatenation|streaming|streaming_multipack_buffer_size|"
          "test_datasets|default_system_message|added_tokens_overrides|tokens|resize_token_embeddings_to_32x|"

@@ -89,6 +89,15 @@ const key_spec cfg_keys[] = {
      .help = "adapter: qlora: the frozen q/k/v/o/gate/up/down weights are stored in bitsandbytes' 4-bit format "
              "(block 64), dequantized next to each GEMM; embeddings, norms and the LM head stay in the compute dtype. "
              "A base_model saved in that format (quantization_config) loads as it is, in its own nf4/fp4 format"},
+    {.name = "load_in_8bit",
+     .type = KEY_BOOL,
+     .offset = FIELD(load_in_8bit),
+     .default_text = "false",
+     .null_is_default = true,
+     .help = "adapter: lora: the frozen q/k/v/o/gate/up/down weights stored in 8 bits (round(x / absmax x 127) in "
+             "blocks of 64, an fp32 absmax each: 1.06 bytes a weight), dequantized next to each GEMM as a 4-bit base "
+             "is. bitsandbytes' LLM.int8 keeps a scale a row and multiplies in int8 with fp16 outlier columns; "
+             "tiertrain's GEMM is the compute dtype's, so the loss is near LLM.int8's, not equal"},
     {.name = "bnb_4bit_quant_type",
      .type = KEY_ENUM,
      .offset = FIELD(bnb_4bit_quant_type),
@@ -221,6 +230,14 @@ const key_spec cfg_keys[] = {
      .null_is_default = true,
      .help = "JSON datasets: the prepared documents of all entries in one order seeded by seed (false: input order); "
              "each epoch then visits them in its own shuffled order either way"},
+    {.name = "dataset_exact_deduplication",
+     .type = KEY_BOOL,
+     .offset = FIELD(dataset_exact_deduplication),
+     .default_text = "false",
+     .null_is_default = true,
+     .help = "JSON datasets: a prepared document whose ids and labels equal an earlier one's is left out, across "
+             "every entry, before the order is shuffled and the eval split taken (axolotl's exact deduplication of "
+             "the tokenized rows)"},
     {.name = "tokenizer_config",
      .type = KEY_STRING,
      .offset = FIELD(tokenizer_config),

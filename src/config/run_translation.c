@@ -183,7 +183,7 @@ tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_m
         spec.untie_lm_head = spec.lora_modules_to_save && model->tie_word_embeddings;
     }
     if (run->adapter == TT_ADAPTER_QLORA && run->load_in_4bit) {
-        spec.quantize_4bit = true;
+        spec.quantize_base = true;
         spec.quant_format =
             (tt_quant4_format){.type = run->bnb_4bit_quant_type == TT_BNB_FP4 ? TT_QUANT4_FP4 : TT_QUANT4_NF4,
                                .double_quant = run->bnb_4bit_use_double_quant};
@@ -192,6 +192,11 @@ tt_trainable_spec tt_trainable_spec_for_run(const tt_run_config *run, const tt_m
             spec.quant_format = model->quantization.format;
             spec.float_linear = model->quantization.float_linear;
         }
+        spec.quant_storage_elem = storage_elem;
+    }
+    if (run->adapter == TT_ADAPTER_LORA && run->load_in_8bit) { /* the same path, the 8-bit form */
+        spec.quantize_base = true;
+        spec.quant_format = (tt_quant4_format){.type = TT_QUANT_INT8, .double_quant = false};
         spec.quant_storage_elem = storage_elem;
     }
     return spec;

@@ -248,6 +248,14 @@ static void check_adapter(const tt_run_config *c) {
                "or remove load_in_4bit",
                c->adapter == TT_ADAPTER_LORA ? "lora"
                                              : "~ (full fine-tuning trains the weights, which cannot be 4-bit)");
+    if (c->load_in_8bit && c->load_in_4bit)
+        tt_die("load_in_8bit and load_in_4bit are both true; the frozen base is stored in one of them: keep "
+               "load_in_4bit (adapter: qlora) or load_in_8bit (adapter: lora)");
+    if (c->load_in_8bit && c->adapter != TT_ADAPTER_LORA)
+        tt_die("load_in_8bit: true stores the frozen base of adapter: lora in 8 bits, but adapter is %s; set adapter: "
+               "lora, or remove load_in_8bit",
+               c->adapter == TT_ADAPTER_QLORA ? "qlora (whose base is load_in_4bit's)"
+                                              : "~ (full fine-tuning trains the weights, which cannot be 8-bit)");
     if (c->bnb_key_given && !c->load_in_4bit)
         tt_die("%s is set but load_in_4bit is not: the bnb_4bit_* keys describe the 4-bit base of adapter: qlora; set "
                "adapter: qlora and load_in_4bit: true, or remove %s",

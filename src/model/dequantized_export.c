@@ -12,6 +12,7 @@
 #include "model/weights.h"
 
 static const char *format_name(const tt_quant4_format *f) {
+    if (f->type == TT_QUANT_INT8) return "int8 (load_in_8bit)";
     return f->type == TT_QUANT4_NF4 ? (f->double_quant ? "nf4 with double quantization" : "nf4")
                                     : (f->double_quant ? "fp4 with double quantization" : "fp4");
 }
@@ -74,8 +75,8 @@ void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format,
     free(e.tensor);
     free(e.bytes);
     tt_weights_copy_companion_files(base_dir, out_dir);
-    tt_info("%s: the 4-bit weights (%s) of %s dequantized as a QLoRA run computes with them, in F32", out_dir,
-            format_name(&chosen), saved_4bit ? "the checkpoint" : "the model quantized at load");
+    tt_info("%s: the quantized weights (%s) of %s dequantized as a quantized-base run computes with them, in F32",
+            out_dir, format_name(&chosen), saved_4bit ? "the checkpoint" : "the model quantized at load");
     tt_param_table_free(&table);
     tt_model_config_free(&config);
 }

@@ -147,7 +147,7 @@ static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_con
 
 /* QLoRA: the frozen linear weights in 4 bits (a LoRA run: the whole base is frozen). */
 static void quantize_linear_weights(tt_param_table *t, int base_count, const tt_trainable_spec *spec) {
-    if (spec->quantize_4bit) {
+    if (spec->quantize_base) {
         TT_CHECK(t->lora_rank > 0 && spec->quant_storage_elem > 0, "4-bit weights without LoRA or a storage element");
         t->quantized = true;
         t->quant_format = spec->quant_format;

@@ -59,9 +59,10 @@ typedef struct tt_trainable_spec {
     /* an LM head of its own for a model whose head is its embedding (tie_word_embeddings), starting as the
      * embedding's copy: PEFT's modules_to_save wraps embed_tokens and lm_head apart, each its own copy */
     bool untie_lm_head;
-    /* QLoRA (adapter: qlora): the frozen linear weights of every decoder layer in 4 bits, laid out in
-     * elements of quant_storage_elem bytes (the compute copy's; set by the caller, who knows the precision) */
-    bool quantize_4bit;
+    /* QLoRA (adapter: qlora; adapter: lora with load_in_8bit): the frozen linear weights of every decoder layer in
+     * quant_format (4 bits, or 8), laid out in elements of quant_storage_elem bytes (the compute copy's; set by the
+     * caller, who knows the precision) */
+    bool quantize_base;
     tt_quant4_format quant_format;
     size_t quant_storage_elem;
     /* a 4-bit checkpoint's linear weights kept in float (tt_model_quantization.float_linear: [L] bits by kind, NULL:

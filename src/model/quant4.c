@@ -16,6 +16,7 @@ static const float nf4_values[16] = TT_NF4_VALUES;
 static const float fp4_magnitudes[8] = TT_FP4_MAGNITUDES;
 
 float tt_quant4_code_value(tt_quant4_type type, unsigned code) {
+    if (type == TT_QUANT_INT8) return (float)(signed char)(code & 255u) * TT_INT8_STEP;
     if (type == TT_QUANT4_NF4) return nf4_values[code & 15u];
     const float sign = 1.0f - (float)(2 * ((code & 8u) >> 3));
     return fp4_magnitudes[code & 7u] * sign;
@@ -51,7 +52,16 @@ static inline unsigned fp4_code_of(float x) {
     return (x > 0.00260417f ? 1u : 0u) + sign;
 }
 
+/* The 8-bit code of a normalized value: round(x x 127) to nearest even, in [-127, 127]; NaN (a value of an all-zero
+ * block) 0. As a byte (two's complement). */
+static inline unsigned int8_code_of(float x) {
+    const float r = rintf(x * 127.0f);
+    const int c = r != r ? 0 : r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r;
+    return (unsigned)(unsigned char)(signed char)c;
+}
+
 unsigned tt_quant4_code_of(tt_quant4_type type, float normalized) {
+    if (type == TT_QUANT_INT8) return int8_code_of(normalized);
     return type == TT_QUANT4_NF4 ? nf4_code_of(normalized) : fp4_code_of(normalized);
 }
 
@@ -173,13 +183,17 @@ void tt_quant4_quantize_nested(void *dst, const float *absmax, int64_t numel) {
 }
 
 /* The codes of one block of count values (count <= 64; an odd tail pads with 0), two to a byte from codes[0]: the
- * codes of nf4_code_of / fp4_code_of, counted (above). */
+ * codes of nf4_code_of / fp4_code_of, counted (above); 8-bit codes one to a byte. */
 static inline void quantize_block(unsigned char *codes, const float *x, int64_t count, float recip,
                                   tt_quant4_type type) {
     float v[TT_QUANT4_BLOCK];
     unsigned char code[TT_QUANT4_BLOCK];
     const int64_t even = (count + 1) / 2 * 2;
     for (int64_t k = 0; k < even; k++) v[k] = scaled(k < count ? x[k] : 0.0f, recip);
+    if (type == TT_QUANT_INT8) { /* a byte a value */
+        for (int64_t k = 0; k < count; k++) codes[k] = (unsigned char)int8_code_of(v[k]);
+        return;
+    }
     if (type == TT_QUANT4_NF4) {
         for (int64_t k = 0; k < even; k++) {
             unsigned c = 0;
@@ -206,11 +220,12 @@ void tt_quant4_quantize_blocks(void *dst, float *absmax, int64_t numel, tt_quant
         const float *x = src + i * TT_QUANT4_BLOCK;
         const float m = block_absmax_of(x, count);
         absmax[b] = m;
-        quantize_block(codes + first / 2, x, count, reciprocal(m), type);
+        quantize_block(codes + (type == TT_QUANT_INT8 ? first : first / 2), x, count, reciprocal(m), type);
     }
 }
 
 void tt_quant4_quantize(void *dst, const float *src, int64_t numel, const tt_quant4_format *format) {
+    TT_CHECK(format->type != TT_QUANT_INT8 || !format->double_quant, "an 8-bit weight has no double quantization");
     const tt_quant4_layout l = tt_quant4_layout_of(numel, format);
     memset(dst, 0, l.bytes);
     float *absmax = format->double_quant ? tt_xmalloc(sizeof(float) * (size_t)(l.blocks ? l.blocks : 1),
@@ -255,7 +270,9 @@ void tt_quant4_dequantize_blocks(float *dst, const void *src, int64_t numel, con
         const int64_t first = b * TT_QUANT4_BLOCK;
         const int64_t end = first + TT_QUANT4_BLOCK < numel ? first + TT_QUANT4_BLOCK : numel;
         for (int64_t k = first; k < end; k++) {
-            const unsigned code = k % 2 == 0 ? codes[k / 2] >> 4 : codes[k / 2] & 15u;
+            const unsigned code = format->type == TT_QUANT_INT8 ? codes[k]
+                                  : k % 2 == 0                  ? codes[k / 2] >> 4
+                                                                : codes[k / 2] & 15u;
             dst[k - first_value] = tt_quant4_code_value(format->type, code) * absmax;
         }
     }

@@ -113,9 +113,9 @@ static void load_4bit(const weight_buffers *b, const tt_param_table *table, cons
         if (w.format.type != table->quant_format.type || w.format.double_quant != table->quant_format.double_quant)
             tt_die("%s: weight '%s' is %s%s but config.json's quantization_config says %s%s; the weights and "
                    "config.json do not belong together",
-                   w.file, p->name, w.format.type == TT_QUANT4_NF4 ? "nf4" : "fp4",
+                   w.file, p->name, tt_quant4_type_name(w.format.type),
                    w.format.double_quant ? " with double quantization" : " without double quantization",
-                   table->quant_format.type == TT_QUANT4_NF4 ? "nf4" : "fp4",
+                   tt_quant4_type_name(table->quant_format.type),
                    table->quant_format.double_quant ? " with double quantization" : " without double quantization");
         tt_bnb_weight_copy(&w, b->quantized);
         sink->quantized(sink->ctx, p, b->quantized);

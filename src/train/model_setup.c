@@ -50,7 +50,7 @@ static void check_experts(const tt_model_config *config, const tt_plan *plan, co
     if (plan->mlp_shards > 1)
         tt_die("%s: tiled_mlp tiles a dense MLP; a mixture of experts' layers are not tiled yet: set tiled_mlp: false",
                config->model_type);
-    if (trainable && trainable->quantize_4bit)
+    if (trainable && trainable->quantize_base)
         tt_die("%s: QLoRA of a mixture of experts is not supported yet (its experts would stay in their float dtype): "
                "use adapter: lora",
                config->model_type);

@@ -220,6 +220,7 @@ void tt_prepared_hash(const tt_run_config *run, char hex[33]) {
     hash_int(&h, (int)run->excess_length_strategy);
     hash_int(&h, run->shuffle_merged_datasets);
     hash_int(&h, run->shuffle_merged_datasets ? run->seed : 0);
+    if (run->dataset_exact_deduplication) hash_string(&h, "dataset_exact_deduplication"); /* (earlier hashes kept) */
     snprintf(hex, 33, "%016llx%016llx", (unsigned long long)h.a, (unsigned long long)h.b);
 }
 
@@ -293,6 +294,52 @@ static void add_document(doc_builder *b, const int32_t *ids, const uint8_t *labe
     }
     b->count += (uint64_t)n;
     b->starts[++b->documents] = b->count;
+}
+
+/* dataset_exact_deduplication: documents equal to an earlier one, ids and labels, left out (the tokens of the rest
+ * moved down in place); a hash table of the documents kept, each match confirmed byte for byte. Returns how many. */
+static int64_t drop_duplicates(doc_builder *b) {
+    uint64_t slots = 16;
+    while (slots < 2 * b->documents) slots *= 2;
+    int64_t *table = tt_xmalloc(sizeof(int64_t) * (size_t)slots, "the deduplication table"); /* kept doc, or -1 */
+    uint64_t *hashes = tt_xmalloc(sizeof(uint64_t) * (size_t)(b->documents ? b->documents : 1), "document hashes");
+    for (uint64_t s = 0; s < slots; s++) table[s] = -1;
+    uint64_t kept = 0, write = 0;
+    for (uint64_t d = 0; d < b->documents; d++) {
+        const uint64_t start = b->starts[d], n = b->starts[d + 1] - start;
+        uint64_t h = 0xcbf29ce484222325ull ^ n; /* FNV-1a over the ids and labels */
+        for (uint64_t i = start; i < start + n; i++) {
+            h = (h ^ b->tokens[i]) * 0x100000001b3ull;
+            h = (h ^ b->labels[i]) * 0x100000001b3ull;
+        }
+        uint64_t s = h & (slots - 1);
+        bool duplicate = false;
+        for (; table[s] >= 0; s = (s + 1) & (slots - 1)) {
+            const uint64_t k = (uint64_t)table[s], kn = b->starts[k + 1] - b->starts[k];
+            if (hashes[k] == h && kn == n && memcmp(b->tokens + b->starts[k], b->tokens + start, n * 4) == 0 &&
+                memcmp(b->labels + b->starts[k], b->labels + start, n) == 0) {
+                duplicate = true;
+                break;
+            }
+        }
+        if (duplicate) continue;
+        /* moved down over documents already read (write <= start); starts[kept] and starts[kept + 1] are slots
+         * already read, or (nothing dropped yet) written with the value they hold */
+        memmove(b->tokens + write, b->tokens + start, n * sizeof(uint32_t));
+        memmove(b->labels + write, b->labels + start, n);
+        b->starts[kept] = write;
+        write += n;
+        hashes[kept] = h;
+        table[s] = (int64_t)kept++;
+        b->starts[kept] = write;
+    }
+    const int64_t dropped = (int64_t)(b->documents - kept);
+    b->starts[kept] = write;
+    b->documents = kept;
+    b->count = write;
+    free(hashes);
+    free(table);
+    return dropped;
 }
 
 /* The documents' seeded order (shuffle_merged_datasets): the file's document i is document order[i]. */
@@ -523,6 +570,11 @@ static void build_prepared(const tt_run_config *run, const char *out_path) {
             "preprocess: no document is left to train on (%lld longer than sequence_len %lld, %lld without a trained "
             "token); raise sequence_len or set excess_length_strategy: truncate",
             (long long)b.dropped_long, (long long)run->sequence_len, (long long)b.dropped_untrained);
+    if (run->dataset_exact_deduplication) {
+        const int64_t dropped = drop_duplicates(&b);
+        tt_info("preprocess: dataset_exact_deduplication left out %lld document(s) equal to an earlier one, %llu kept",
+                (long long)dropped, (unsigned long long)b.documents);
+    }
     int64_t *order = run->shuffle_merged_datasets ? shuffled_order(&b, (uint64_t)run->seed) : NULL;
     int64_t trained = 0;
     for (uint64_t i = 0; i < b.count; i++) trained += b.labels[i];

@@ -90,7 +90,9 @@ static void print_trainable(const tt_param_table *params, FILE *out) {
                     params->lora_modules_to_save & TT_SAVE_LM_HEAD ? "lm_head" : "");
         fprintf(out, ": %.3fM trainable parameters, the %.2fM of the base frozen%s\n", (double)trainable / 1e6,
                 (double)frozen / 1e6,
-                !params->quantized ? ""
+                !params->quantized                           ? ""
+                : params->quant_format.type == TT_QUANT_INT8 ? " (load_in_8bit: linear weights in 8 bits, absmax "
+                                                               "blocks of 64)"
                 : params->quant_format.type == TT_QUANT4_NF4
                     ? (params->quant_format.double_quant
                            ? " (QLoRA: linear weights in 4-bit NF4, double-quantized absmax)"

@@ -124,7 +124,7 @@ static void open_model_on(tt_model_state *s, const model_case *mc, const recipe 
     tt_plan_from_config(&plan, &run_config, &config, backend->compute_tier, precision);
     const tt_trainable_spec lora_spec = lora_spec_for(&config);
     tt_trainable_spec qlora_spec = lora_spec;
-    qlora_spec.quantize_4bit = true;
+    qlora_spec.quantize_base = true;
     qlora_spec.quant_format = (tt_quant4_format){.type = TT_QUANT4_NF4, .double_quant = true};
     qlora_spec.quant_storage_elem = plan.weight_bytes;
     tt_model_state_init_trainable(s, &config, &plan, r->qlora ? &qlora_spec : r->lora ? &lora_spec : NULL, backend, 0);

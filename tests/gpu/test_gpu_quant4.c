@@ -1,5 +1,5 @@
 /* The CUDA dequantization of 4-bit weights (kernels_quant4.cu) against the CPU oracle (model/quant4.c): NF4 and
- * FP4, plain and double-quantized absmax, whole and ragged sizes; every bf16 output must be the CPU's fp32 value
+ * FP4, plain and double-quantized absmax, and the 8-bit form (load_in_8bit), whole and ragged sizes; every bf16 output must be the CPU's fp32 value
  * rounded to bf16, bit for bit. Then the fused 4-bit GEMM (kernels_quant4_gemm.cu, y = x W^T) against a host
  * reference on the oracle's values and against today's path (dequantize, then cuBLASLt).
  *
@@ -42,8 +42,8 @@ static void check_dequantize(int64_t n, tt_quant4_type type, bool double_quant) 
     for (int64_t i = 0; i < n; i++)
         if (bits[i] != tt_f32_to_bf16(expected[i]) && wrong++ == 0) first_wrong = i;
     TT_EXPECT(wrong == 0, "%s%s, %lld values: %lld differ from the CPU's (first at %lld: 0x%04x vs 0x%04x)",
-              type == TT_QUANT4_NF4 ? "nf4" : "fp4", double_quant ? " double-quantized" : "", (long long)n,
-              (long long)wrong, (long long)first_wrong, first_wrong >= 0 ? bits[first_wrong] : 0,
+              tt_quant4_type_name(type), double_quant ? " double-quantized" : "", (long long)n, (long long)wrong,
+              (long long)first_wrong, first_wrong >= 0 ? bits[first_wrong] : 0,
               first_wrong >= 0 ? tt_f32_to_bf16(expected[first_wrong]) : 0);
     TT_CUDA_CHECK(cudaFree(device_quantized));
     TT_CUDA_CHECK(cudaFree(out));
@@ -296,6 +296,7 @@ int main(int argc, char **argv) {
     for (int s = 0; s < 4; s++)
         for (int type = 0; type < 2; type++)
             for (int dq = 0; dq < 2; dq++) check_dequantize(sizes[s], (tt_quant4_type)type, dq);
+    for (int s = 0; s < 4; s++) check_dequantize(sizes[s], TT_QUANT_INT8, false); /* load_in_8bit's form */
 
     void *workspace;
     TT_CUDA_CHECK(cudaMalloc(&workspace, TT_CUDA_GEMM_WORKSPACE_BYTES));

@@ -1,4 +1,4 @@
-/* Dequantization of a 4-bit frozen weight (QLoRA; the layout and the rule: ops/quant4.h) into bf16 for the
+/* Dequantization of a 4-bit (QLoRA) or 8-bit (load_in_8bit) frozen weight (the layout and the rule: ops/quant4.h) into bf16 for the
  * cuBLASLt GEMM that reads it next. Each value is the fp32 product code value x block absmax, rounded once to
  * bf16: the CPU oracle's fp32 value (model/quant4.c), rounded, bit for bit. The products and the double-quantized
  * absmax use _rn intrinsics so nvcc cannot contract them into fused multiply-adds. */
@@ -61,6 +61,30 @@ static __global__ void __launch_bounds__(DEQUANT_THREADS)
     }
 }
 
+/* The 8-bit form (load_in_8bit): a signed byte a value, code x (1/127) x block absmax, each product rounded on its own
+ * as the CPU oracle rounds it; eight code bytes in, one 16-byte store of eight bf16 out. */
+static __global__ void __launch_bounds__(DEQUANT_THREADS)
+    dequantize_int8_kernel(tt_bf16 *out, const unsigned char *q, tt_quant4_layout l) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x * DEQUANT_VALUES;
+    for (int64_t first = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * DEQUANT_VALUES; first < l.numel;
+         first += stride) {
+        const float absmax = ((const float *)(q + l.absmax))[first / TT_QUANT4_BLOCK];
+        if (first + DEQUANT_VALUES <= l.numel) {
+            const uint2 codes = *(const uint2 *)(q + first);
+            const signed char *c = (const signed char *)&codes;
+            uint4 packed;
+            tt_bf16 *o = (tt_bf16 *)&packed;
+#pragma unroll
+            for (int k = 0; k < DEQUANT_VALUES; k++)
+                o[k] = float_to_bf16(dequantized_value(__fmul_rn((float)c[k], TT_INT8_STEP), absmax));
+            *(uint4 *)(out + first) = packed;
+        } else {
+            for (int64_t k = first; k < l.numel; k++)
+                out[k] = float_to_bf16(dequantized_value(__fmul_rn((float)(signed char)q[k], TT_INT8_STEP), absmax));
+        }
+    }
+}
+
 extern "C" void tt_cuda_quant4_set_dynamic_map(const float *map) {
     TT_CUDA_CHECK(cudaMemcpyToSymbol(dynamic_map, map, 256 * sizeof(float)));
     tt_cuda_quant4_gemm_set_dynamic_map(map); /* the fused GEMM's own copy (quant4_device.cuh) */
@@ -72,6 +96,12 @@ extern "C" void tt_cuda_dequantize_4bit(tt_bf16 *out, const void *quantized, int
     const tt_quant4_layout l = tt_quant4_layout_of(numel, format);
     const int64_t per_block = (int64_t)DEQUANT_THREADS * DEQUANT_VALUES;
     const int64_t blocks = (numel + per_block - 1) / per_block;
+    const unsigned grid = (unsigned)(blocks < DEQUANT_MAX_BLOCKS ? blocks : DEQUANT_MAX_BLOCKS);
+    if (format->type == TT_QUANT_INT8) {
+        dequantize_int8_kernel<<<grid, DEQUANT_THREADS, 0, stream>>>(out, (const unsigned char *)quantized, l);
+        TT_CUDA_CHECK(cudaGetLastError());
+        return;
+    }
     dequantize_4bit_kernel<<<(unsigned)(blocks < DEQUANT_MAX_BLOCKS ? blocks : DEQUANT_MAX_BLOCKS), DEQUANT_THREADS, 0,
                              stream>>>(out, (const unsigned char *)quantized, l, format->type == TT_QUANT4_NF4,
                                        format->double_quant);

@@ -229,6 +229,7 @@ extern "C" void tt_cuda_quant4_gemm_set_dynamic_map(const float *map) {
 
 extern "C" void tt_cuda_gemm_4bit_nt(tt_bf16 *y, const tt_bf16 *x, const void *quantized, int64_t M, int64_t N,
                                      int64_t K, const tt_quant4_format *format, cudaStream_t stream) {
+    TT_CHECK(format->type != TT_QUANT_INT8, "the fused GEMM reads 4-bit weights; an 8-bit one is dequantized first");
     TT_CHECK(K > 0 && K % GEMM_BLOCK_K == 0 && N > 0 && N % GEMM_BLOCK_N == 0 && M >= 0,
              "the fused 4-bit GEMM takes K a multiple of %d and N a multiple of %d, not M %lld, N %lld, K %lld",
              GEMM_BLOCK_K, GEMM_BLOCK_N, (long long)M, (long long)N, (long long)K);

@@ -365,6 +365,19 @@ static void test_builtins(void) {
         "{\"type\": \"text\", \"text\": \"b \"}]}, {\"role\": \"assistant\", \"content\": \" yo \"}]}",
         "?<|start_header_id|>user<|end_header_id|>\n\nab<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
         "\n\n[yo]<|eot_id|>");
+    /* gemma and phi_3: axolotl's renders of these conversations (its templates, jinja2 as transformers sets it up),
+     * the byte fixture's BOS shown as '?' */
+    EXPECT_MARKED(
+        tt_chat_builtin_template("gemma"), &spec, 0, false,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \" hi \"}, {\"role\": \"assistant\", \"content\": "
+        "\"yo\\n\"}, {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \" a\"}, {\"type\": "
+        "\"image\"}, {\"type\": \"text\", \"text\": \"b \"}]}, {\"role\": \"assistant\", \"content\": \"ok\"}]}",
+        "?<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n[yo]<end_of_turn>\n<start_of_turn>user\nab"
+        "<end_of_turn>\n<start_of_turn>model\n[ok]<end_of_turn>\n");
+    EXPECT_MARKED(tt_chat_builtin_template("phi_3"), &spec, 0, false,
+                  "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": "
+                  "\"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}]}",
+                  "?<|system|>\nS<|end|>\n<|user|>\nhi<|end|>\n<|assistant|>\n[yo]<|end|>\n");
     char path[4400];
     snprintf(path, sizeof path, "%s/tests/fixtures/chat_templates/qwen3.jinja", source_dir);
     char *qwen3 = slurp(path);
@@ -922,7 +935,7 @@ static void test_choice(void) {
     tt_expect_die(choose, &c,
                   "chat_template 'vicuna' is not known; use tokenizer_default (the model's own), "
                   "tokenizer_default_fallback_<name>, jinja (with chat_template_jinja: the template or a "
-                  "file), or a built-in: chatml, llama3, qwen3");
+                  "file), or a built-in: chatml, llama3, gemma, phi_3, qwen3");
     free(file);
     free(empty);
     free(dir);

@@ -115,6 +115,7 @@ static const char *const all_keys[] = {"base_model",
                                        "dataset_prepared_path",
                                        "shuffle_merged_datasets",
                                        "dataset_exact_deduplication",
+                                       "resize_token_embeddings_to_32x",
                                        "tokenizer_config",
                                        "special_tokens",
                                        "train_on_eos",
@@ -131,7 +132,7 @@ static const char *const all_keys[] = {"base_model",
                                        "peft_use_rslora",
                                        "neftune_noise_alpha"};
 #define ALL_KEY_COUNT ((int)(sizeof all_keys / sizeof all_keys[0]))
-#define AVAILABLE_KEY_COUNT 118 /* every key is available (no key of a later feature at the moment) */
+#define AVAILABLE_KEY_COUNT 119 /* every key is available (no key of a later feature at the moment) */
 
 /* Writes scratch/name and returns its path (a fresh string that lives to the end of the test). */
 static char *write_file(const char *name, const char *text) {

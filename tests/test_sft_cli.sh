@@ -437,5 +437,16 @@ check "... without it they stay (20 documents)" grep -q ": 20 documents" nodedup
 check "... the kept documents are the records' own, in their first order: the plain file's bytes" \
   cmp -s "$(ls p_dedup/*.tok)" "$(ls p_plain16/*.tok)"
 
+# resize_token_embeddings_to_32x: the same run where the model has the rows already (vocab 288 for the byte
+# tokenizer's 259); refused with the sizes where axolotl would grow the embedding (vocab 259 -> 288)
+"$tiertrain" train run.yaml resize_token_embeddings_to_32x=true output_dir=out_resize max_steps=1 \
+  dataset_prepared_path=p_resize > resize.txt 2>&1
+check "resize_token_embeddings_to_32x that would resize is refused, naming the sizes" \
+  grep -q "would grow the model's embedding and LM head from vocab_size 259 to 288 rows" resize.txt
+mkdir -p model288 && sed 's/"vocab_size": 259/"vocab_size": 288/' model/config.json > model288/config.json
+"$tiertrain" train run.yaml model_config=model288/config.json resize_token_embeddings_to_32x=true \
+  output_dir=out_resize288 max_steps=1 dataset_prepared_path=p_resize > resize288.txt 2>&1
+check "... and trains where the model has the rows" test -f out_resize288/model.safetensors
+
 echo "test_sft_cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -160,7 +160,7 @@ static const foreign_key_group groups[] = {
          "dataset_shard_num|dataset_shard_idx|curriculum_sampling|"
          "sample_packing_sequentially|multipack_real_batches|pretrain_multipack_attn|"
          "pretrain_multipack_buffer_size|pretraining_sample_concatenation|streaming|streaming_multipack_buffer_size|"
-         "test_datasets|default_system_message|added_tokens_overrides|tokens|resize_token_embeddings_to_32x|"
+         "test_datasets|default_system_message|added_tokens_overrides|tokens|"
          "mean_resizing_embeddings|shrink_embeddings|fix_untrained_tokens|role_boundaries|min_sample_len|"
          "max_packed_sequence_len|shuffle_before_merging_datasets|eval_sequence_len|group_by_length|"
          "use_pose|pose_max_context_len|pose_num_chunks|pose_split_on_token_ids|"

@@ -238,6 +238,14 @@ const key_spec cfg_keys[] = {
      .help = "JSON datasets: a prepared document whose ids and labels equal an earlier one's is left out, across "
              "every entry, before the order is shuffled and the eval split taken (axolotl's exact deduplication of "
              "the tokenized rows)"},
+    {.name = "resize_token_embeddings_to_32x",
+     .type = KEY_BOOL,
+     .offset = FIELD(resize_token_embeddings_to_32x),
+     .default_text = "false",
+     .null_is_default = true,
+     .help = "axolotl's: the embedding grown to the tokenizer's size rounded up to a multiple of 32 when the model has "
+             "fewer rows; tiertrain resizes no embedding, so true is accepted when the model's vocab_size has those "
+             "rows already (Phi-3's 32064 for its 32011 tokens) and refused otherwise"},
     {.name = "tokenizer_config",
      .type = KEY_STRING,
      .offset = FIELD(tokenizer_config),
@@ -265,7 +273,7 @@ const key_spec cfg_keys[] = {
      .default_text = "~",
      .help = "chat_template datasets without their own (axolotl's key): tokenizer_default (the tokenizer's "
              "chat_template.jinja or tokenizer_config.json's chat_template), tokenizer_default_fallback_<name>, jinja "
-             "(chat_template_jinja) or a built-in: chatml, llama3, qwen3; ~: tokenizer_default"},
+             "(chat_template_jinja) or a built-in: chatml, llama3, gemma, phi_3, qwen3; ~: tokenizer_default"},
     {.name = "chat_template_jinja",
      .type = KEY_STRING,
      .offset = FIELD(chat_template_jinja),

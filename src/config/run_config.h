@@ -175,11 +175,12 @@ typedef struct tt_run_config {
     tt_dataset_spec dataset_specs[TT_MAX_DATASETS]; /* each path's type and fields */
     int dataset_count;
     /* JSON/JSONL datasets (src/data/prepare.c): tokenized with the model's tokenizer */
-    bool train_on_inputs;             /* prompt tokens train too (axolotl's key; default false: masked) */
-    char *dataset_prepared_path;      /* where prepared (tokenized, masked) files are kept, by hash */
-    bool shuffle_merged_datasets;     /* the prepared file's documents in a seeded order (else input order) */
-    bool dataset_exact_deduplication; /* a prepared document equal to an earlier one (ids and labels) left out */
-    char *tokenizer_config;           /* tokenizer.json or its directory; NULL: base_model's */
+    bool train_on_inputs;                /* prompt tokens train too (axolotl's key; default false: masked) */
+    char *dataset_prepared_path;         /* where prepared (tokenized, masked) files are kept, by hash */
+    bool shuffle_merged_datasets;        /* the prepared file's documents in a seeded order (else input order) */
+    bool dataset_exact_deduplication;    /* a prepared document equal to an earlier one (ids and labels) left out */
+    bool resize_token_embeddings_to_32x; /* axolotl's embedding resize to a multiple of 32: checked to change nothing */
+    char *tokenizer_config;              /* tokenizer.json or its directory; NULL: base_model's */
     char *special_bos, *special_eos, *special_pad; /* special_tokens overrides, or NULL */
     char *special_unk; /* special_tokens' unk_token: must be the tokenizer's own (axolotl's configs restate it) */
     tt_train_on_eos train_on_eos; /* chat_template datasets without their own */

@@ -7,6 +7,13 @@
  *          <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|> (a content list
  *          of parts: the parts' text joined); "<|start_header_id|>assistant<|end_header_id|>\n\n" as
  *          the generation prompt.
+ *  gemma   Gemma's turns: bos_token first, then <start_of_turn>{role}\n{content, trimmed}<end_of_turn>\n per message
+ *          with the assistant's role written "model" (a content list: its parts' text, each trimmed); a system
+ *          message, or roles that do not alternate user/assistant from a user, raise as Gemma's template does;
+ *          "<start_of_turn>model\n" as the generation prompt.
+ *  phi_3   Phi-3's turns: bos_token first, then <|system|>\n{content}<|end|>\n, <|user|>\n{content}<|end|>\n
+ *          followed by <|assistant|>\n, and an assistant's {content}<|end|>\n after it (no generation prompt of its
+ *          own: every user turn opens the assistant's).
  *  qwen3   Qwen3's own template (tests/fixtures/chat_templates/qwen3.jinja, byte for byte): tools,
  *          tool calls and responses, reasoning in <think> blocks after the last user query.
  *          (axolotl's qwen3 also reads a real_last_index variable, which its way of finding turns
@@ -32,6 +39,31 @@ static const char llama3[] =
     "{{- (bos_token + turn) if loop.first else turn -}}\n"
     "{%- endfor -%}\n"
     "{%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}{%- endif -%}\n";
+
+static const char gemma[] =
+    "{{- bos_token -}}\n"
+    "{%- if messages[0]['role'] == 'system' -%}{{- raise_exception('System role not supported') -}}{%- endif -%}\n"
+    "{%- for message in messages -%}\n"
+    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "{{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') -}}\n"
+    "{%- endif -%}\n"
+    "{{- '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\\n' -}}\n"
+    "{%- if message['content'] is string -%}{{- message['content'] | trim -}}\n"
+    "{%- else -%}{%- for part in message['content'] if 'text' in part -%}{{- part['text'] | trim -}}{%- endfor -%}\n"
+    "{%- endif -%}\n"
+    "{{- '<end_of_turn>\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}\n";
+
+static const char phi_3[] =
+    "{{- bos_token -}}\n"
+    "{%- for message in messages -%}\n"
+    "{%- if message['role'] == 'system' -%}{{- '<|system|>\\n' + message['content'] + '<|end|>\\n' -}}\n"
+    "{%- elif message['role'] == 'user' -%}\n"
+    "{{- '<|user|>\\n' + message['content'] + '<|end|>\\n<|assistant|>\\n' -}}\n"
+    "{%- elif message['role'] == 'assistant' -%}{{- message['content'] + '<|end|>\\n' -}}\n"
+    "{%- endif -%}\n"
+    "{%- endfor -%}\n";
 
 static const char qwen3[] =
     "{%- if tools %}\n"
@@ -122,9 +154,9 @@ static const char qwen3[] =
 
 static const struct {
     const char *name, *text;
-} builtins[] = {{"chatml", chatml}, {"llama3", llama3}, {"qwen3", qwen3}};
+} builtins[] = {{"chatml", chatml}, {"llama3", llama3}, {"gemma", gemma}, {"phi_3", phi_3}, {"qwen3", qwen3}};
 
-const char *tt_chat_builtin_names(void) { return "chatml, llama3, qwen3"; }
+const char *tt_chat_builtin_names(void) { return "chatml, llama3, gemma, phi_3, qwen3"; }
 
 const char *tt_chat_builtin_template(const char *name) {
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)

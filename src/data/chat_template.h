@@ -47,7 +47,7 @@
 #include "config/run_config.h"
 #include "data/tokenizer.h"
 
-/* The built-in templates' names, comma separated ("chatml, llama3, qwen3"), and a name's text
+/* The built-in templates' names, comma separated ("chatml, llama3, gemma, phi_3, qwen3"), and a name's text
  * (NULL if it is not one). */
 const char *tt_chat_builtin_names(void);
 const char *tt_chat_builtin_template(const char *name);

@@ -245,6 +245,7 @@ static void load_files(tt_dataset *ds, char *const *paths, int path_count, int64
         if (info[i].count > UINT64_MAX / 8 - total) tt_die("the datasets hold more tokens than fit in memory");
         total += info[i].count;
         documents += info[i].documents;
+        if (info[i].vocab_size > ds->tokenizer_vocab_size) ds->tokenizer_vocab_size = info[i].vocab_size;
     }
     ds->documents = info[0].version == TT_TOKEN_FILE_VERSION_DOCUMENTS;
     /* a stream cut into windows needs one window; packed into sequences, any document is one (padded) */

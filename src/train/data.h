@@ -58,7 +58,8 @@ typedef struct tt_dataset {
     uint8_t *labels;      /* [token_count], 1: a training target */
     uint64_t *doc_starts; /* [document_count + 1] offsets in tokens (version 1 files: when packed) */
     int64_t document_count;
-    uint32_t pad_id; /* input id of padding positions */
+    uint32_t pad_id;               /* input id of padding positions */
+    uint32_t tokenizer_vocab_size; /* the largest vocab_size the files' headers name (their tokenizer's) */
     int64_t seq_len;
     int64_t sequence_count;    /* (token_count - 1) / seq_len; documents: their count */
     int64_t *train_order_base; /* training sequence indices [train_count], before per-epoch shuffle (not packed) */

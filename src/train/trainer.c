@@ -540,6 +540,16 @@ static void open_training_data(tt_dataset *data, const tt_run_config *run, const
                         model_config->vocab_size, run->sequence_len, run->val_set_size, (uint64_t)run->seed);
     }
     free(prepared);
+    /* axolotl grows the embedding to the tokenizer's size rounded up to 32 when the model has fewer rows; tiertrain
+     * resizes no embedding, so the key is the same run only when the model has them */
+    const int64_t rows_32x = ((int64_t)data->tokenizer_vocab_size + 31) / 32 * 32;
+    if (run->resize_token_embeddings_to_32x && model_config->vocab_size < rows_32x)
+        tt_die("resize_token_embeddings_to_32x: true would grow the model's embedding and LM head from vocab_size %lld "
+               "to %lld rows (the tokenizer's %u rounded up to a multiple of 32, as axolotl resizes), which changes "
+               "the softmax; tiertrain does not resize embeddings: remove the key, or give a model whose vocab_size "
+               "is at least %lld",
+               (long long)model_config->vocab_size, (long long)rows_32x, data->tokenizer_vocab_size,
+               (long long)rows_32x);
     if (run->micro_batch_size > data->train_count) /* every sequence many times over in each micro-batch */
         tt_die("micro_batch_size %lld is more than the %lld training %s the datasets hold; lower micro_batch_size",
                (long long)run->micro_batch_size, (long long)data->train_count,

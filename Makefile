@@ -42,7 +42,7 @@ FUZZ_SECONDS ?= auto
 FUZZ_CC ?= clang
 FUZZ_TARGETS := safetensors model_config token_file token_file_v2 tokenizer tokenizer_regex run_config json_dataset \
                 chat_template parquet
-FUZZ_SOURCES := src/core/check.c src/core/hf_cache.c src/core/python_format.c $(sort $(filter-out src/config/run_translation.c,$(wildcard src/config/*.c))) src/core/dtype.c src/core/fault_inject.c src/core/input_file.c src/core/json_describe.c src/core/rng.c src/model/safetensors.c \
+FUZZ_SOURCES := src/core/check.c src/core/file_names.c src/core/hf_cache.c src/core/python_format.c $(sort $(filter-out src/config/run_translation.c,$(wildcard src/config/*.c))) src/core/dtype.c src/core/fault_inject.c src/core/input_file.c src/core/json_describe.c src/core/rng.c src/model/safetensors.c \
                 src/model/bnb_checkpoint.c src/model/quant4.c src/model/lora_modules.c $(sort $(wildcard src/model/arch*.c)) \
                 src/model/config_reader.c src/model/saved_slots.c \
                 src/model/model_config.c src/train/data.c $(sort $(wildcard src/data/*.c))

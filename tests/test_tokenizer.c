@@ -646,7 +646,16 @@ static void test_encode_edited(void) {
                 len += strlen(p);
             }
             if (round == 7) base_text[100] = (char)0xff; /* invalid UTF-8: nothing reused */
-            tt_encoded_base *base = tt_tokenizer_encode_base(tok, base_text, len);
+            tt_token_ids base_ids = {.with_offsets = true}, whole = {.with_offsets = true};
+            tt_encoded_base *base = tt_tokenizer_encode_base(tok, base_text, len, &base_ids);
+            tt_tokenizer_encode(tok, base_text, len, false, &whole);
+            bool base_same = base_ids.count == whole.count;
+            for (int64_t i = 0; base_same && i < whole.count; i++)
+                base_same = base_ids.ids[i] == whole.ids[i] && base_ids.offsets[i] == whole.offsets[i];
+            TT_EXPECT(base_same, "%s: the base's ids are the text's (%lld ids, whole %lld)", names[t],
+                      (long long)base_ids.count, (long long)whole.count);
+            tt_token_ids_free(&base_ids);
+            tt_token_ids_free(&whole);
             for (int e = 0; e < 40; e++, edits++) {
                 size_t from = NEXT_RANDOM() % (len + 1), to = from + NEXT_RANDOM() % 64;
                 if (e == 0) from = 0;       /* at the start (Metaspace's first-only prepend) */

@@ -12,6 +12,7 @@
 #include "config/config_internal.h"
 #include "config/split_slice.h"
 #include "core/check.h"
+#include "core/file_names.h"
 #include "core/python_format.h"
 
 /* ---- setting values ---- */
@@ -21,24 +22,6 @@ static const char *const dataset_type_names[] = {"tokens", "completion", "alpaca
 const char *tt_dataset_type_name(tt_dataset_type type) {
     TT_CHECK(type >= 0 && type <= TT_DATASET_CHAT_TEMPLATE, "dataset type %d", (int)type);
     return dataset_type_names[type];
-}
-
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* A file of records (JSON, JSONL, compressed or not, or Parquet): an entry that needs a type. */
-static bool is_json_path(const char *path) {
-    if (ends_with(path, ".parquet")) return true;
-    const char *const suffixes[] = {".json", ".jsonl", ".JSON", ".JSONL"}, *const compressed[] = {"", ".gz", ".zst"};
-    for (int i = 0; i < 4; i++)
-        for (int k = 0; k < 3; k++) { /* a compressed one too (data.jsonl.gz, data.json.zst) */
-            char suffix[16];
-            snprintf(suffix, sizeof suffix, "%s%s", suffixes[i], compressed[k]);
-            if (ends_with(path, suffix)) return true;
-        }
-    return false;
 }
 
 void cfg_free_strings(char **list, int count) {
@@ -270,7 +253,7 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
         if (cfg_is_null(entry) || !*cfg_scalar_text(entry))
             cfg_die_at(src, entry, "datasets entry %d is empty; write a token file's path, or {path: file.tok}",
                        index + 1);
-        if (is_json_path(cfg_scalar_text(entry)))
+        if (tt_is_records_file(cfg_scalar_text(entry)))
             cfg_die_at(
                 src, entry,
                 "datasets entry %d: %s is a file of records (JSON, JSONL or Parquet); say how to read it: {path: %s, type: completion | alpaca | "
@@ -332,7 +315,7 @@ static void parse_dataset_entry(const source *src, yaml_document_t *doc, yaml_no
                 "are not available yet",
                 index + 1, cfg_scalar_text(type_node));
         spec->type = (tt_dataset_type)t;
-    } else if (is_json_path(path)) {
+    } else if (tt_is_records_file(path)) {
         cfg_die_at(
             src, entry,
             "datasets entry %d: %s is a file of records (JSON, JSONL or Parquet) but the entry has no type; add type: completion, "

@@ -407,10 +407,7 @@ static void die_with_errors(cfg_error_list *errors) {
  * directory; one the cache lacks stays as it is, and the run stops where it first opens it (tt_hf_check_path), so
  * that loading a configuration needs none of its paths. */
 static void resolve_hub_name(char **value, tt_hf_repo_kind kind, const char *revision, char **repo_id) {
-    struct stat st;
-    if (!*value || stat(*value, &st) == 0 || !tt_hf_is_repo_id(*value)) return;
-    char why[2048];
-    char *snapshot = tt_hf_cache_snapshot(*value, kind, revision, why, sizeof why);
+    char *snapshot = *value ? tt_hf_cached_path(*value, kind, revision) : NULL;
     if (!snapshot) return;
     if (repo_id) *repo_id = *value;
     else free(*value);

@@ -113,9 +113,19 @@ void tt_hf_check_path(const char *name, tt_hf_repo_kind kind, const char *revisi
     free(tt_hf_local_path(name, kind, revision, what));
 }
 
-char *tt_hf_local_path(const char *name, tt_hf_repo_kind kind, const char *revision, const char *what) {
+/* name is to be looked for in the cache: no path here, and shaped as a Hub name */
+static bool is_hub_name(const char *name) {
     struct stat st;
-    if (stat(name, &st) == 0 || !tt_hf_is_repo_id(name)) return tt_xstrdup(name);
+    return stat(name, &st) != 0 && tt_hf_is_repo_id(name);
+}
+
+char *tt_hf_cached_path(const char *name, tt_hf_repo_kind kind, const char *revision) {
+    char why[2048];
+    return is_hub_name(name) ? tt_hf_cache_snapshot(name, kind, revision, why, sizeof why) : NULL;
+}
+
+char *tt_hf_local_path(const char *name, tt_hf_repo_kind kind, const char *revision, const char *what) {
+    if (!is_hub_name(name)) return tt_xstrdup(name);
     char why[2048];
     char *snapshot = tt_hf_cache_snapshot(name, kind, revision, why, sizeof why);
     if (!snapshot) tt_die("%s '%s': %s", what, name, why);

@@ -25,6 +25,9 @@ char *tt_hf_cache_snapshot(const char *repo_id, tt_hf_repo_kind kind, const char
  * cache; tt_die naming what ("base_model", "--adapter") when the cache does not hold it. */
 char *tt_hf_local_path(const char *name, tt_hf_repo_kind kind, const char *revision, const char *what);
 
+/* The snapshot directory (malloc'd) when name is a Hub name (no path here) that the cache holds; NULL otherwise. */
+char *tt_hf_cached_path(const char *name, tt_hf_repo_kind kind, const char *revision);
+
 /* Nothing when name is a path here or no Hub name; else tt_die with what the cache lacks (what: the key). For the
  * places a run first opens a path key, which the configuration's load has replaced by its snapshot when the cache
  * holds it. */

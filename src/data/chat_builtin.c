@@ -19,6 +19,8 @@
  *          (axolotl's qwen3 also reads a real_last_index variable, which its way of finding turns
  *          needs and tiertrain's does not: without it the two render the same.)
  * Every one is checked against renders made with jinja2 by tests/test_chat_data.c. */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "data/chat_template.h"
@@ -156,7 +158,19 @@ static const struct {
     const char *name, *text;
 } builtins[] = {{"chatml", chatml}, {"llama3", llama3}, {"gemma", gemma}, {"phi_3", phi_3}, {"qwen3", qwen3}};
 
-const char *tt_chat_builtin_names(void) { return "chatml, llama3, gemma, phi_3, qwen3"; }
+static char builtin_names[128];
+static pthread_once_t builtin_names_once = PTHREAD_ONCE_INIT;
+
+static void join_builtin_names(void) {
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        snprintf(builtin_names + strlen(builtin_names), sizeof builtin_names - strlen(builtin_names), "%s%s",
+                 i ? ", " : "", builtins[i].name);
+}
+
+const char *tt_chat_builtin_names(void) { /* the table's names, in its order */
+    pthread_once(&builtin_names_once, join_builtin_names);
+    return builtin_names;
+}
 
 const char *tt_chat_builtin_template(const char *name) {
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)

@@ -202,13 +202,32 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
     bool any_spans = false;
     for (size_t t = 0; t < turns && !any_spans; t++) any_spans = turn_spans(ex, t) != NULL;
     ids->with_offsets = f->has_generation || any_spans;
+    const tt_train_on_eos eos_rule = f->settings.train_on_eos, eot_rule = f->settings.train_on_eot;
+    /* axolotl locates only the turns it trains, and every turn when train_on_eos or train_on_eot is all; an assistant
+     * turn of a template with {% generation %} blocks is located by its block */
+    bool locates = false;
+    for (size_t t = 0; t < turns && !locates; t++) {
+        const bool is_assistant =
+            strcmp(json_string_value(json_object_get(json_array_get(ex->messages, t), "role")), "assistant") == 0;
+        locates =
+            (ex->trains[t] || eos_rule == TT_EOS_ALL || eot_rule == TT_EOS_ALL) && !(f->has_generation && is_assistant);
+    }
     tt_jinja_output full;
     if (!render(f, ex, ex->messages, false, &full)) return false;
-    encode(f, &full, longest_kept > 0 ? longest_kept + 1 : 0, ids); /* one id past the longest tells it is too long */
+    tt_encoded_base *base = NULL; /* the full render's encoding, which the turns' placeholder renders reuse */
+    ids->count = 0;
+    if (locates && (longest_kept <= 0 || full.len / 2 <= TT_ENCODE_PREFIX_WINDOW)) {
+        /* a text encode_prefix would encode whole anyway: encoded once, for the ids and the base alike */
+        base = tt_tokenizer_encode_base(f->tok, full.text, full.len, ids);
+        if (longest_kept > 0 && ids->count > longest_kept + 1) ids->count = longest_kept + 1;
+    } else {
+        encode(f, &full, longest_kept > 0 ? longest_kept + 1 : 0, ids); /* one id past the longest: too long */
+    }
     grow_labels(labels, label_capacity, ids->count + 1);
     memset(*labels, 0, (size_t)ids->count);
     if (longest_kept > 0 && ids->count > longest_kept) { /* dropped: its turns need not be found */
         tt_jinja_output_free(&full);
+        tt_encoded_base_free(base);
         return true;
     }
     int64_t *ranges = NULL, assistants = 0;
@@ -225,15 +244,14 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
                       "turns, one each: fix the template, or the record",
                       f->template_origin, counts);
             tt_jinja_output_free(&full);
+            tt_encoded_base_free(base);
             return false;
         }
         ranges = tt_xmalloc(sizeof(int64_t) * 2 * (size_t)(assistants ? assistants : 1), "turn ranges");
         generation_ranges(ids, &full, (int64_t)full.len, ranges);
     }
-    const tt_train_on_eos eos_rule = f->settings.train_on_eos, eot_rule = f->settings.train_on_eot;
     const int32_t eos = f->settings.eos_id;
     tt_token_ids scratch = {0};
-    tt_encoded_base *base = NULL; /* the full render's encoding, made for the first turn find_turn locates */
     int64_t last_eos = -1, last_eot = -1, assistant = 0;
     bool ok = true;
     for (size_t t = 0; t < turns && ok; t++) {
@@ -250,7 +268,7 @@ bool tt_chat_tokenize(const tt_chat_format *f, tt_chat_example *ex, tt_token_ids
         if (!trains && eos_rule != TT_EOS_ALL && eot_rule != TT_EOS_ALL) continue;
         json_t *spans = turn_spans(ex, t);
         if (!(f->has_generation && is_assistant)) {
-            if (!base) base = tt_tokenizer_encode_base(f->tok, full.text, full.len);
+            if (!base) base = tt_tokenizer_encode_base(f->tok, full.text, full.len, &scratch); /* a long text's */
             ok = find_turn(f, ex, t, spans != NULL, ids, base, &scratch, &start, &end);
         }
         if (!ok) break;

@@ -11,26 +11,12 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/file_names.h"
 #include "core/hf_cache.h"
 #include "data/json_records.h"
 #include "data/parquet.h"
 
 enum { MAX_DEPTH = 16, MAX_FILES = 100000 };
-
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-static bool is_parquet(const char *name) { return ends_with(name, ".parquet"); }
-
-static bool is_data_file(const char *name) {
-    static const char *const suffixes[] = {".json",     ".jsonl",     ".json.gz", ".jsonl.gz",
-                                           ".json.zst", ".jsonl.zst", ".ndjson",  ".parquet"};
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
-        if (ends_with(name, suffixes[i])) return true;
-    return false;
-}
 
 static bool is_metadata(const char *name) { /* the datasets library's files that are not data */
     return strcmp(name, "config.json") == 0 || strcmp(name, "dataset_info.json") == 0 ||
@@ -40,8 +26,8 @@ static bool is_metadata(const char *name) { /* the datasets library's files that
 
 /* A data format the datasets library reads and tiertrain does not (yet): named in the error when nothing else is. */
 static const char *other_data_format(const char *name) {
-    if (ends_with(name, ".arrow")) return "Arrow";
-    if (ends_with(name, ".csv") || ends_with(name, ".tsv")) return "CSV";
+    if (tt_ends_with(name, ".arrow")) return "Arrow";
+    if (tt_ends_with(name, ".csv") || tt_ends_with(name, ".tsv")) return "CSV";
     return NULL;
 }
 
@@ -69,7 +55,7 @@ static void walk(const char *dir, int depth, file_list *list) {
         if (S_ISDIR(st.st_mode)) {
             walk(path, depth + 1, list);
             free(path);
-        } else if (S_ISREG(st.st_mode) && is_data_file(e->d_name) && !is_metadata(e->d_name)) {
+        } else if (S_ISREG(st.st_mode) && tt_is_records_file(e->d_name) && !is_metadata(e->d_name)) {
             if (list->count == MAX_FILES) tt_die("dataset directory %s: more than %d data files", dir, MAX_FILES);
             if (list->count == list->cap) {
                 list->cap = list->cap ? 2 * list->cap : 16;
@@ -165,16 +151,11 @@ void tt_dataset_files_find(const char *path, const char *config_name, tt_dataset
         out->count = 1;
         return;
     }
-    if (stat(path, &st) == 0) root = tt_xstrdup(path);
-    else if (tt_hf_is_repo_id(path)) {
-        char why[2048];
-        root = tt_hf_cache_snapshot(path, TT_HF_DATASET, NULL, why, sizeof why);
-        if (!root) tt_die("dataset '%s': %s", path, why);
-    } else {
+    root = tt_hf_local_path(path, TT_HF_DATASET, NULL, "dataset"); /* a Hub name: its snapshot, or an error */
+    if (stat(root, &st) != 0)
         tt_die("cannot open dataset %s: %s; check the path under datasets (a JSON or JSONL file, a directory of them, "
                "or a Hugging Face dataset name in the local cache)",
                path, strerror(errno));
-    }
     for (size_t n = strlen(root); n > 1 && root[n - 1] == '/';) root[--n] = 0; /* (data/ as data) */
     if (config_name) {                                                         /* the configuration's directory */
         size_t n = strlen(root) + strlen(config_name) + 2;
@@ -242,11 +223,11 @@ void tt_dataset_files_find(const char *path, const char *config_name, tt_dataset
     }
     /* one format, the more common one, as the datasets library loads (JSON lines and a Parquet copy are one data) */
     int parquet = 0;
-    for (int i = 0; i < list.count; i++) parquet += keep[i] && is_parquet(list.paths[i]);
+    for (int i = 0; i < list.count; i++) parquet += keep[i] && tt_is_parquet_file(list.paths[i]);
     const bool want_parquet = 2 * parquet >= kept;
     out->paths = tt_xmalloc(sizeof(char *) * (size_t)list.count, "dataset files");
     for (int i = 0; i < list.count; i++) {
-        if (keep[i] && is_parquet(list.paths[i]) == want_parquet) out->paths[out->count++] = list.paths[i];
+        if (keep[i] && tt_is_parquet_file(list.paths[i]) == want_parquet) out->paths[out->count++] = list.paths[i];
         else free(list.paths[i]);
     }
     free(keep);
@@ -282,7 +263,7 @@ json_t *tt_dataset_records_next(tt_dataset_records *r) {
                 return NULL;
             }
             const char *path = r->files->paths[r->next_file++];
-            if (is_parquet(path)) r->parquet = tt_parquet_open(path);
+            if (tt_is_parquet_file(path)) r->parquet = tt_parquet_open(path);
             else r->current = tt_json_records_open(path);
         }
         if (r->parquet) {

@@ -29,18 +29,13 @@ static void find_splits(const tt_tokenizer *tok, tt_encode_state *st) {
     tt_added_find(tok->added, &tok->added_raw, st->clean.s, st->clean.len, &st->raw_splits);
 }
 
-static void encode_split(const tt_tokenizer *tok, tt_encode_state *st, tt_split sp, tt_token_ids *out) {
-    if (sp.id >= 0) tt_token_ids_push(out, sp.id, st->clean.orig[sp.start]);
-    else tt_encode_stretch(tok, st, sp.start, sp.end, out);
-}
-
-tt_encoded_base *tt_tokenizer_encode_base(const tt_tokenizer *tok, const char *text, size_t len) {
+tt_encoded_base *tt_tokenizer_encode_base(const tt_tokenizer *tok, const char *text, size_t len, tt_token_ids *out) {
     tt_encoded_base *base = tt_xcalloc(1, sizeof *base, "an encoding");
     base->ids.with_offsets = true;
     tt_encode_state *st = tt_encode_state_get(tok);
     tt_utf8_sanitize(text, len, &st->clean);
     if (tok->added_raw.count == 0 || !clean_is_text(st, text, len)) { /* no splits to reuse: encode it plainly */
-        tt_tokenizer_encode(tok, text, len, false, &base->ids);
+        tt_tokenizer_encode(tok, text, len, false, out);
         return base;
     }
     tt_regex_document_begin(&st->matcher);
@@ -54,9 +49,10 @@ tt_encoded_base *tt_tokenizer_encode_base(const tt_tokenizer *tok, const char *t
     base->first_id = tt_xmalloc(sizeof(int64_t) * (base->split_count + 1), "an encoding");
     for (size_t k = 0; k < base->split_count; k++) {
         base->first_id[k] = base->ids.count;
-        encode_split(tok, st, base->splits[k], &base->ids);
+        tt_encode_split(tok, st, base->splits[k], &base->ids);
     }
     base->first_id[base->split_count] = base->ids.count;
+    for (int64_t i = 0; i < base->ids.count; i++) tt_token_ids_push(out, base->ids.ids[i], base->ids.offsets[i]);
     return base;
 }
 
@@ -95,7 +91,7 @@ void tt_tokenizer_encode_edited(const tt_tokenizer *tok, const tt_encoded_base *
     }
     const tt_token_ids *ids = &base->ids;
     for (int64_t i = 0; i < base->first_id[head]; i++) tt_token_ids_push(out, ids->ids[i], ids->offsets[i]);
-    for (size_t k = head; k < n_mine - tail; k++) encode_split(tok, st, mine[k], out);
+    for (size_t k = head; k < n_mine - tail; k++) tt_encode_split(tok, st, mine[k], out);
     const int64_t shift = (int64_t)len - (int64_t)base->len;
     for (int64_t i = base->first_id[n_theirs - tail]; i < ids->count; i++)
         tt_token_ids_push(out, ids->ids[i], ids->offsets[i] + shift);

@@ -778,6 +778,9 @@ static void render_for(tt_jrender *r, const tt_jnode *n) {
                                                       "length", "depth",  "depth0",   "previtem",  "nextitem"};
     tt_jv **keys_with_previous = tt_jarena_alloc(a, sizeof(tt_jv *) * LOOP_KEYS);
     tt_jv **keys_without_previous = tt_jarena_alloc(a, sizeof(tt_jv *) * (LOOP_KEYS - 1));
+    tt_jv *const loop_length = tt_jv_int(a, (int64_t)len), *const loop_depth = tt_jv_int(a, 1),
+                 *const loop_depth0 = tt_jv_int(a, 0), *const loop_true = tt_jv_bool(a, true),
+                 *const loop_false = tt_jv_bool(a, false); /* the same every iteration */
     for (size_t k = 0; k < LOOP_KEYS; k++) {
         keys_with_previous[k] = tt_jv_str(a, loop_names[k], strlen(loop_names[k]));
         if (k != LOOP_FIXED) keys_without_previous[k - (k > LOOP_FIXED)] = keys_with_previous[k];
@@ -792,10 +795,15 @@ static void render_for(tt_jrender *r, const tt_jnode *n) {
         tt_jv *loop = tt_jv_new(a, JV_DICT);
         loop->keys = i > 0 ? keys_with_previous : keys_without_previous;
         loop->items = tt_jarena_alloc(a, sizeof(tt_jv *) * LOOP_KEYS);
-        tt_jv *fixed[LOOP_FIXED] = {
-            tt_jv_int(a, (int64_t)i + 1),         tt_jv_int(a, (int64_t)i), tt_jv_int(a, (int64_t)(len - i)),
-            tt_jv_int(a, (int64_t)(len - i - 1)), tt_jv_bool(a, i == 0),    tt_jv_bool(a, i + 1 == len),
-            tt_jv_int(a, (int64_t)len),           tt_jv_int(a, 1),          tt_jv_int(a, 0)};
+        tt_jv *fixed[LOOP_FIXED] = {tt_jv_int(a, (int64_t)i + 1),
+                                    tt_jv_int(a, (int64_t)i),
+                                    tt_jv_int(a, (int64_t)(len - i)),
+                                    tt_jv_int(a, (int64_t)(len - i - 1)),
+                                    i == 0 ? loop_true : loop_false,
+                                    i + 1 == len ? loop_true : loop_false,
+                                    loop_length,
+                                    loop_depth,
+                                    loop_depth0};
         for (size_t k = 0; k < LOOP_FIXED; k++) loop->items[loop->n++] = fixed[k];
         if (i > 0) loop->items[loop->n++] = items->items[i - 1]; /* previtem and nextitem where there is one */
         if (i + 1 < len) loop->items[loop->n++] = items->items[i + 1];

@@ -91,40 +91,19 @@ static void atomic_commit(atomic_file *f) {
     f->tmp_path = NULL;
 }
 
-void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t count, uint32_t vocab_size,
-                         uint32_t eos_id) {
-    TT_CHECK(tokens != NULL || count == 0, "token file %s: no tokens given for count %llu", path,
-             (unsigned long long)count);
-    unsigned char header[TT_TOKEN_FILE_HEADER_BYTES];
-    memset(header, 0, sizeof header);
-    memcpy(header, TT_TOKEN_FILE_MAGIC, 8);
-    put_u32(header + 8, TT_TOKEN_FILE_VERSION);
-    put_u32(header + 12, vocab_size);
-    put_u64(header + 16, count);
-    put_u32(header + 24, eos_id);
-    /* bytes 28-31 reserved, 0 */
-    atomic_file f;
-    atomic_open(&f, path);
-    atomic_write(&f, header, sizeof header);
-    enum { CHUNK = 16384 };
-    unsigned char *buf = tt_xmalloc(4 * CHUNK, "token file buffer");
-    for (uint64_t done = 0; done < count;) {
-        size_t n = count - done < CHUNK ? (size_t)(count - done) : CHUNK;
-        for (size_t i = 0; i < n; i++) put_u32(buf + 4 * i, tokens[done + i]);
-        atomic_write(&f, buf, 4 * n);
-        done += n;
-    }
-    free(buf);
-    atomic_commit(&f);
-}
-
-/* Writes n uint32 ids little-endian through a bounded buffer. */
 /* Bytes gathered into writes of a chunk each. */
 typedef struct chunked_writer {
     atomic_file *f;
     unsigned char buf[1 << 16];
     size_t used;
 } chunked_writer;
+
+static chunked_writer *chunked_new(atomic_file *f) {
+    chunked_writer *w = tt_xmalloc(sizeof *w, "token file buffer");
+    w->f = f;
+    w->used = 0;
+    return w;
+}
 
 static void chunked_flush(chunked_writer *w) {
     atomic_write(w->f, w->buf, w->used);
@@ -152,6 +131,28 @@ static void chunked_bytes(chunked_writer *w, const uint8_t *v, uint64_t n) {
         w->used += k;
         done += k;
     }
+}
+
+void tt_token_file_write(const char *path, const uint32_t *tokens, uint64_t count, uint32_t vocab_size,
+                         uint32_t eos_id) {
+    TT_CHECK(tokens != NULL || count == 0, "token file %s: no tokens given for count %llu", path,
+             (unsigned long long)count);
+    unsigned char header[TT_TOKEN_FILE_HEADER_BYTES];
+    memset(header, 0, sizeof header);
+    memcpy(header, TT_TOKEN_FILE_MAGIC, 8);
+    put_u32(header + 8, TT_TOKEN_FILE_VERSION);
+    put_u32(header + 12, vocab_size);
+    put_u64(header + 16, count);
+    put_u32(header + 24, eos_id);
+    /* bytes 28-31 reserved, 0 */
+    atomic_file f;
+    atomic_open(&f, path);
+    atomic_write(&f, header, sizeof header);
+    chunked_writer *w = chunked_new(&f);
+    for (uint64_t i = 0; i < count; i++) chunked_u32(w, tokens[i]);
+    chunked_flush(w);
+    free(w);
+    atomic_commit(&f);
 }
 
 static uint64_t document_at(const tt_token_documents *d, uint64_t i) { return d->order ? (uint64_t)d->order[i] : i; }
@@ -189,9 +190,7 @@ void tt_token_file_write_documents(const char *path, const tt_token_documents *d
     atomic_file f;
     atomic_open(&f, path);
     atomic_write(&f, header, sizeof header);
-    chunked_writer *w = tt_xmalloc(sizeof *w, "token file buffer");
-    w->f = &f;
-    w->used = 0;
+    chunked_writer *w = chunked_new(&f);
     uint64_t at = 0;
     chunked_u64(w, 0);
     for (uint64_t i = 0; i < d->document_count; i++) {

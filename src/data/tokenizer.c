@@ -40,6 +40,11 @@ void tt_encode_stretch(const tt_tokenizer *tok, tt_encode_state *st, size_t star
     }
 }
 
+void tt_encode_split(const tt_tokenizer *tok, tt_encode_state *st, tt_split split, tt_token_ids *out) {
+    if (split.id >= 0) tt_token_ids_push(out, split.id, st->clean.orig[split.start]);
+    else tt_encode_stretch(tok, st, split.start, split.end, out);
+}
+
 void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, bool add_special, tt_token_ids *out) {
     tt_encode_state *st = tt_encode_state_get(tok);
     tt_regex_document_begin(&st->matcher);
@@ -50,11 +55,7 @@ void tt_tokenizer_encode(const tt_tokenizer *tok, const char *text, size_t len, 
     if (tok->added_raw.count > 0)
         tt_added_find(tok->added, &tok->added_raw, st->clean.s, st->clean.len, &st->raw_splits);
     else if (st->clean.len > 0) tt_splits_push(&st->raw_splits, 0, st->clean.len, -1);
-    for (size_t k = 0; k < st->raw_splits.count; k++) {
-        tt_split sp = st->raw_splits.items[k];
-        if (sp.id >= 0) tt_token_ids_push(out, sp.id, st->clean.orig[sp.start]);
-        else tt_encode_stretch(tok, st, sp.start, sp.end, out);
-    }
+    for (size_t k = 0; k < st->raw_splits.count; k++) tt_encode_split(tok, st, st->raw_splits.items[k], out);
     if (add_special)
         for (int32_t k = 0; k < tok->suffix_count; k++) tt_token_ids_push(out, tok->suffix_ids[k], 0);
 }

@@ -55,7 +55,9 @@ void tt_tokenizer_encode_prefix(const tt_tokenizer *tok, const char *text, size_
  * stretches between special tokens, which tokenizers encodes independently) that the edit leaves alone, at the same
  * place before the first changed byte or the same distance from the end after the last one. */
 typedef struct tt_encoded_base tt_encoded_base;
-tt_encoded_base *tt_tokenizer_encode_base(const tt_tokenizer *tok, const char *text, size_t len);
+/* The base of text, whose ids (tt_tokenizer_encode's, add_special false) are appended to out as well: the text is
+ * encoded once for both. */
+tt_encoded_base *tt_tokenizer_encode_base(const tt_tokenizer *tok, const char *text, size_t len, tt_token_ids *out);
 void tt_tokenizer_encode_edited(const tt_tokenizer *tok, const tt_encoded_base *base, const char *text, size_t len,
                                 tt_token_ids *out);
 void tt_encoded_base_free(tt_encoded_base *base);

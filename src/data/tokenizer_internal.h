@@ -239,6 +239,8 @@ void tt_token_ids_push(tt_token_ids *out, int32_t id, int64_t offset);
  * tokens cut out, pre-tokenized, BPE), appended to out. A function of the stretch's bytes and of whether it starts the
  * text (Metaspace's prepend_scheme first), nothing else: encode_edited.c reuses stretches on that ground. */
 void tt_encode_stretch(const tt_tokenizer *tok, tt_encode_state *st, size_t start, size_t end, tt_token_ids *out);
+/* One split of st->clean: an added token's id, or its stretch encoded (tt_encode_stretch). */
+void tt_encode_split(const tt_tokenizer *tok, tt_encode_state *st, tt_split split, tt_token_ids *out);
 
 /* State the pipeline stages share, owned by the thread. */
 struct tt_encode_state {

@@ -11,10 +11,8 @@
 #include "model/quant4.h"
 #include "model/weights.h"
 
-static const char *format_name(const tt_quant4_format *f) {
-    if (f->type == TT_QUANT_INT8) return "int8 (load_in_8bit)";
-    return f->type == TT_QUANT4_NF4 ? (f->double_quant ? "nf4 with double quantization" : "nf4")
-                                    : (f->double_quant ? "fp4 with double quantization" : "fp4");
+static void format_name(const tt_quant4_format *f, char *out, size_t size) {
+    snprintf(out, size, "%s%s", tt_quant4_type_name(f->type), f->double_quant ? " with double quantization" : "");
 }
 
 /* The loader's pieces straight into the output files: a 4-bit checkpoint's weights come dequantized from the loader;
@@ -50,10 +48,14 @@ void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format,
     tt_quant4_format chosen = format ? *format : (tt_quant4_format){.type = TT_QUANT4_NF4, .double_quant = true};
     if (saved_4bit) {
         if (format && (format->type != config.quantization.format.type ||
-                       format->double_quant != config.quantization.format.double_quant))
+                       format->double_quant != config.quantization.format.double_quant)) {
+            char saved[64], asked[64];
+            format_name(&config.quantization.format, saved, sizeof saved);
+            format_name(format, asked, sizeof asked);
             tt_die(
                 "%s: the checkpoint is saved in 4 bits as %s, not %s; leave the format out to dequantize it as it is",
-                path, format_name(&config.quantization.format), format_name(format));
+                path, saved, asked);
+        }
         chosen = config.quantization.format;
     }
     tt_param_table table;
@@ -75,8 +77,10 @@ void tt_export_dequantized(const char *base_dir, const tt_quant4_format *format,
     free(e.tensor);
     free(e.bytes);
     tt_weights_copy_companion_files(base_dir, out_dir);
+    char name[64];
+    format_name(&chosen, name, sizeof name);
     tt_info("%s: the quantized weights (%s) of %s dequantized as a quantized-base run computes with them, in F32",
-            out_dir, format_name(&chosen), saved_4bit ? "the checkpoint" : "the model quantized at load");
+            out_dir, name, saved_4bit ? "the checkpoint" : "the model quantized at load");
     tt_param_table_free(&table);
     tt_model_config_free(&config);
 }

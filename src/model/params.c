@@ -149,6 +149,8 @@ static void add_lora_params(tt_param_table *t, int *capacity, const tt_model_con
 static void quantize_linear_weights(tt_param_table *t, int base_count, const tt_trainable_spec *spec) {
     if (spec->quantize_base) {
         TT_CHECK(t->lora_rank > 0 && spec->quant_storage_elem > 0, "4-bit weights without LoRA or a storage element");
+        TT_CHECK(spec->quant_format.type != TT_QUANT_INT8 || !spec->quant_format.double_quant,
+                 "an 8-bit base has no double quantization");
         t->quantized = true;
         t->quant_format = spec->quant_format;
         for (int i = 0; i < base_count; i++) {

@@ -220,7 +220,7 @@ void tt_quant4_quantize_blocks(void *dst, float *absmax, int64_t numel, tt_quant
         const float *x = src + i * TT_QUANT4_BLOCK;
         const float m = block_absmax_of(x, count);
         absmax[b] = m;
-        quantize_block(codes + (type == TT_QUANT_INT8 ? first : first / 2), x, count, reciprocal(m), type);
+        quantize_block(codes + tt_quant4_code_bytes(first, type), x, count, reciprocal(m), type); /* first: even */
     }
 }
 
@@ -269,12 +269,14 @@ void tt_quant4_dequantize_blocks(float *dst, const void *src, int64_t numel, con
         const float absmax = tt_quant4_block_absmax(src, &l, format, b);
         const int64_t first = b * TT_QUANT4_BLOCK;
         const int64_t end = first + TT_QUANT4_BLOCK < numel ? first + TT_QUANT4_BLOCK : numel;
-        for (int64_t k = first; k < end; k++) {
-            const unsigned code = format->type == TT_QUANT_INT8 ? codes[k]
-                                  : k % 2 == 0                  ? codes[k / 2] >> 4
-                                                                : codes[k / 2] & 15u;
-            dst[k - first_value] = tt_quant4_code_value(format->type, code) * absmax;
-        }
+        if (format->type == TT_QUANT_INT8) /* a byte a value */
+            for (int64_t k = first; k < end; k++)
+                dst[k - first_value] = tt_quant4_code_value(TT_QUANT_INT8, codes[k]) * absmax;
+        else
+            for (int64_t k = first; k < end; k++) {
+                const unsigned code = k % 2 == 0 ? codes[k / 2] >> 4 : codes[k / 2] & 15u;
+                dst[k - first_value] = tt_quant4_code_value(format->type, code) * absmax;
+            }
     }
 }
 

@@ -36,7 +36,11 @@ void tt_op_profile_disable(tt_backend *backend) {
     backend->profile = NULL;
 }
 
-uint64_t tt_op_profile_begin(const tt_backend *backend) { return backend->profile ? tt_backend_timestamp(backend) : 0; }
+/* 0 (not timed) on another thread than the one that enabled the profile: the spans are its stream's */
+uint64_t tt_op_profile_begin(const tt_backend *backend) {
+    if (!backend->profile || !pthread_equal(pthread_self(), backend->profile->owner)) return 0;
+    return tt_backend_timestamp(backend);
+}
 
 /* Reads the oldest `count` pending spans into the sums. */
 static void read_spans(const tt_backend *backend, int count) {

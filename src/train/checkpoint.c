@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/file_names.h"
 #include "core/fault_inject.h"
 #include "core/input_file.h"
 #include "model/lora.h"
@@ -336,11 +337,6 @@ void tt_output_dir_check_previous_run(const char *output_dir, bool resuming, boo
     tt_info("overwrite_output_dir: replaced the previous run in %s (%s)", output_dir, found);
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-    const size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 void tt_checkpoint_remove_incomplete(const char *output_dir) {
     DIR *d = opendir(output_dir);
     if (!d) return;
@@ -350,8 +346,8 @@ void tt_checkpoint_remove_incomplete(const char *output_dir) {
         long long step;
         const bool partial = checkpoint_step(e->d_name, ".partial", &step);
         /* the temporaries of tt_write_file_atomic (model and adapter files, their configs, run.yaml) */
-        const bool temporary = ends_with(e->d_name, ".safetensors.tmp") || ends_with(e->d_name, ".json.tmp") ||
-                               ends_with(e->d_name, ".yaml.tmp");
+        const bool temporary = tt_ends_with(e->d_name, ".safetensors.tmp") || tt_ends_with(e->d_name, ".json.tmp") ||
+                               tt_ends_with(e->d_name, ".yaml.tmp");
         if (!partial && !temporary) continue;
         snprintf(path, sizeof path, "%s/%s", output_dir, e->d_name);
         if (partial) {

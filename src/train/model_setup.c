@@ -51,9 +51,10 @@ static void check_experts(const tt_model_config *config, const tt_plan *plan, co
         tt_die("%s: tiled_mlp tiles a dense MLP; a mixture of experts' layers are not tiled yet: set tiled_mlp: false",
                config->model_type);
     if (trainable && trainable->quantize_base)
-        tt_die("%s: QLoRA of a mixture of experts is not supported yet (its experts would stay in their float dtype): "
-               "use adapter: lora",
-               config->model_type);
+        tt_die(
+            "%s: a quantized base (adapter: qlora with load_in_4bit, or load_in_8bit) of a mixture of experts is not "
+            "supported yet (its experts would stay in their float dtype): use adapter: lora without load_in_8bit",
+            config->model_type);
 }
 
 void tt_model_state_init_trainable(tt_model_state *s, tt_model_config *config, tt_plan *plan,

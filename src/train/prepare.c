@@ -312,11 +312,12 @@ static int64_t drop_duplicates(doc_builder *b) {
             h = (h ^ b->tokens[i]) * 0x100000001b3ull;
             h = (h ^ b->labels[i]) * 0x100000001b3ull;
         }
-        uint64_t s = h & (slots - 1);
+        uint64_t s = (h ^ (h >> 32)) & (slots - 1); /* (FNV's last multiply leaves the low bits to the low bits) */
         bool duplicate = false;
         for (; table[s] >= 0; s = (s + 1) & (slots - 1)) {
             const uint64_t k = (uint64_t)table[s], kn = b->starts[k + 1] - b->starts[k];
-            if (hashes[k] == h && kn == n && memcmp(b->tokens + b->starts[k], b->tokens + start, n * 4) == 0 &&
+            if (hashes[k] == h && kn == n &&
+                memcmp(b->tokens + b->starts[k], b->tokens + start, n * sizeof(uint32_t)) == 0 &&
                 memcmp(b->labels + b->starts[k], b->labels + start, n) == 0) {
                 duplicate = true;
                 break;

@@ -102,8 +102,7 @@ extern "C" void tt_cuda_dequantize_4bit(tt_bf16 *out, const void *quantized, int
         TT_CUDA_CHECK(cudaGetLastError());
         return;
     }
-    dequantize_4bit_kernel<<<(unsigned)(blocks < DEQUANT_MAX_BLOCKS ? blocks : DEQUANT_MAX_BLOCKS), DEQUANT_THREADS, 0,
-                             stream>>>(out, (const unsigned char *)quantized, l, format->type == TT_QUANT4_NF4,
-                                       format->double_quant);
+    dequantize_4bit_kernel<<<grid, DEQUANT_THREADS, 0, stream>>>(out, (const unsigned char *)quantized, l,
+                                                                 format->type == TT_QUANT4_NF4, format->double_quant);
     TT_CUDA_CHECK(cudaGetLastError());
 }

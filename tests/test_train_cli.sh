@@ -597,11 +597,15 @@ saved=(model_config=null base_model=out_u adapter=lora lora_r=4 lora_alpha=8 lor
 check "LoRA with lora_modules_to_save trains" test $? -eq 0
 check "... saying what trains whole" grep -q "and embed_tokens and lm_head trained whole (lora_modules_to_save)" \
   train_ls.txt
-tensor_bytes() { # file tensor: the tensor's raw bytes (hex) from a safetensors file
+tensor_bytes() { # file tensor: the tensor's values, exactly (hex of their float32 bits), whatever its dtype (F32 or
+  # BF16: the bf16 recipe saves an adapter's modules in the parameters' dtype, a merge in the base's)
   python3 -c '
 import json, struct, sys
 f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
-begin, end = h[sys.argv[2]]["data_offsets"]; f.seek(8 + n + begin); print(f.read(end - begin).hex())' "$1" "$2"
+t = h[sys.argv[2]]; begin, end = t["data_offsets"]; f.seek(8 + n + begin); raw = f.read(end - begin)
+if t["dtype"] == "BF16": raw = b"".join(b"\0\0" + raw[i:i + 2] for i in range(0, len(raw), 2))
+else: assert t["dtype"] == "F32", t["dtype"]
+print(raw.hex())' "$1" "$2"
 }
 check "... saved under PEFT's names, with modules_to_save in adapter_config.json" python3 -c '
 import json, struct
